@@ -1,0 +1,181 @@
+"""The exported graphs: thin ``nn.Module`` wrappers that fix the ONNX inputs and outputs.
+
+These names and shapes are the model-directory contract the server relies on
+(``model.json`` repeats them); change them only together with ``server/manifest.py``.
+
+translation ``encoder.onnx``
+    in:  src_ids (B, L) int64, src_mask (B, L) int32 (1 = token)
+    out: memory (B, L, C) float32; cross_key_{i}, cross_value_{i} (B, H, L, D) per decoder layer
+
+translation ``decoder.onnx`` (one graph for every step; P = 0 on the first)
+    in:  input_ids (B, S) int64, positions (B, S) int64, self_mask (B, P + S) int32,
+         src_mask (B, L) int32, past_key_{i}, past_value_{i} (B, H, P, D),
+         cross_key_{i}, cross_value_{i} (B, H, L, D)
+    out: logits (B, V) float32 of the last position; present_key_{i}, present_value_{i} (B, H, P + S, D)
+
+vit ``model.onnx``
+    in:  pixels (B, C_in, H, W) float32, normalised
+    out: logits (B, num_classes) float32
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import torch
+from torch import nn
+
+from attnserve.models import TranslationTransformer, VisionTransformer, attention_backend
+from attnserve.models.attention import EXPORT_OP_TYPES
+
+DEFAULT_OPSET = 23  # the standard Attention op needs opset 23
+
+
+def encoder_io(num_layers: int) -> tuple[list[str], list[str]]:
+    outputs = ["memory"]
+    for i in range(num_layers):
+        outputs += [f"cross_key_{i}", f"cross_value_{i}"]
+    return ["src_ids", "src_mask"], outputs
+
+
+def decoder_io(num_layers: int) -> tuple[list[str], list[str]]:
+    inputs = ["input_ids", "positions", "self_mask", "src_mask"]
+    inputs += [f"past_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
+    inputs += [f"cross_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
+    outputs = ["logits"] + [f"present_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
+    return inputs, outputs
+
+
+class EncoderGraph(nn.Module):
+    def __init__(self, model: TranslationTransformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, src_ids: torch.Tensor, src_mask: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        memory = self.model.encode(src_ids, src_mask.bool())  # (B, L, C)
+        flat = [t for kv in self.model.cross_kv(memory) for t in kv]  # 2 per layer, (B, H, L, D)
+        return (memory, *flat)
+
+
+class DecoderGraph(nn.Module):
+    def __init__(self, model: TranslationTransformer) -> None:
+        super().__init__()
+        self.model = model
+        self.num_layers = model.cfg.decoder_layers
+
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        self_mask: torch.Tensor,
+        src_mask: torch.Tensor,
+        *caches: torch.Tensor,
+    ) -> tuple[torch.Tensor, ...]:
+        n = self.num_layers
+        past = [(caches[2 * i], caches[2 * i + 1]) for i in range(n)]  # (B, H, P, D)
+        cross = [(caches[2 * n + 2 * i], caches[2 * n + 2 * i + 1]) for i in range(n)]  # (B, H, L, D)
+        hidden, present = self.model.decode(
+            input_ids, positions, self_mask.bool(), cross, src_mask.bool(), past, use_cache=True
+        )  # (B, S, C)
+        logits = self.model.logits(hidden[:, -1])  # (B, V): only the last position is ever sampled
+        return (logits, *[t for kv in present for t in kv])
+
+
+def example_translation_inputs(
+    model: TranslationTransformer, batch: int = 2, src_len: int = 7, past_len: int = 3, new_len: int = 2
+) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
+    """Deterministic example inputs (encoder args, decoder args) with padding in row 0."""
+    cfg = model.cfg
+    g = torch.Generator().manual_seed(0)
+    H, D = cfg.num_heads, cfg.d_model // cfg.num_heads
+    src = torch.randint(4, cfg.vocab_size, (batch, src_len), generator=g)  # (B, L)
+    src_mask = torch.ones(batch, src_len, dtype=torch.int32)  # (B, L)
+    src_mask[0, src_len - 2 :] = 0
+    src[0, src_len - 2 :] = cfg.pad_id
+    enc_args = (src, src_mask)
+    ids = torch.randint(4, cfg.vocab_size, (batch, new_len), generator=g)  # (B, S)
+    positions = torch.arange(past_len, past_len + new_len).expand(batch, -1).contiguous()  # (B, S)
+    self_mask = torch.ones(batch, past_len + new_len, dtype=torch.int32)  # (B, P + S)
+    if past_len:
+        self_mask[0, 0] = 0  # a left-padded cache slot (a row always sees its own new tokens)
+    caches = [torch.randn(batch, H, past_len, D, generator=g) for _ in range(2 * cfg.decoder_layers)]
+    caches += [torch.randn(batch, H, src_len, D, generator=g) for _ in range(2 * cfg.decoder_layers)]
+    return enc_args, (ids, positions, self_mask, src_mask, *caches)
+
+
+def _dynamic_shapes_for_decoder(num_layers: int) -> tuple:
+    B, S, L = torch.export.Dim("batch"), torch.export.Dim("new"), torch.export.Dim("src_len")
+    P, T = torch.export.Dim("past", min=0), torch.export.Dim("total")
+    past = [{0: B, 2: P}] * (2 * num_layers)
+    cross = [{0: B, 2: L}] * (2 * num_layers)
+    return ({0: B, 1: S}, {0: B, 1: S}, {0: B, 1: T}, {0: B, 1: L}, (*past, *cross))  # *caches is one tuple
+
+
+def export_onnx(
+    module: nn.Module,
+    args: tuple[torch.Tensor, ...],
+    input_names: list[str],
+    output_names: list[str],
+    dynamic_shapes: tuple,
+    path: Path,
+    attention: str = "fused",
+    opset: int = DEFAULT_OPSET,
+) -> onnx.ModelProto:
+    """Export ``module`` with the dynamo exporter, attention emitted as ``attention`` says.
+
+    Writes one self-contained .onnx file (weights inline) and returns the model proto.
+    """
+    module.eval()
+    with attention_backend(attention), torch.no_grad():
+        program = torch.onnx.export(
+            module,
+            args,
+            dynamo=True,
+            input_names=input_names,
+            output_names=output_names,
+            dynamic_shapes=dynamic_shapes,
+            opset_version=opset,
+            optimize=True,
+            verbose=False,
+        )
+    program.save(str(path), external_data=False)
+    return onnx.load(str(path))
+
+
+def export_encoder(model: TranslationTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):
+    enc_args, _ = example_translation_inputs(model)
+    B, L = torch.export.Dim("batch"), torch.export.Dim("src_len")
+    inputs, outputs = encoder_io(model.cfg.decoder_layers)
+    return export_onnx(
+        EncoderGraph(model), enc_args, inputs, outputs, ({0: B, 1: L}, {0: B, 1: L}), path, attention, opset
+    )
+
+
+def export_decoder(model: TranslationTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):
+    _, dec_args = example_translation_inputs(model)
+    n = model.cfg.decoder_layers
+    inputs, outputs = decoder_io(n)
+    return export_onnx(
+        DecoderGraph(model), dec_args, inputs, outputs, _dynamic_shapes_for_decoder(n), path, attention, opset
+    )
+
+
+def export_vit(model: VisionTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):
+    cfg = model.cfg
+    pixels = torch.randn(2, cfg.in_channels, cfg.image_size, cfg.image_size, generator=torch.Generator().manual_seed(0))
+    return export_onnx(
+        model, (pixels,), ["pixels"], ["logits"], ({0: torch.export.Dim("batch")},), path, attention, opset
+    )
+
+
+def count_attention_nodes(model: onnx.ModelProto) -> dict[str, int]:
+    """Count attention nodes by ``domain::op_type`` (main graph and functions)."""
+    kinds = {f"{d or 'ai.onnx'}::{op}" for d, op in (v for v in EXPORT_OP_TYPES.values() if v)}
+    counts: dict[str, int] = {}
+    nodes = list(model.graph.node) + [n for f in model.functions for n in f.node]
+    for node in nodes:
+        key = f"{node.domain or 'ai.onnx'}::{node.op_type}"
+        if key in kinds:
+            counts[key] = counts.get(key, 0) + 1
+    return counts

@@ -1,0 +1,47 @@
+"""Sinusoidal positional encoding (Vaswani et al. 2017, section 3.5).
+
+Encodings are looked up from explicit per-row positions (B, S), so rows of one batch
+may sit at different decoding steps.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+LAYOUTS = ("interleaved", "split")
+
+
+def sinusoidal_table(num_positions: int, dim: int, layout: str = "interleaved") -> torch.Tensor:
+    """(num_positions, dim) float32 table, computed in float64.
+
+    ``interleaved``: PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...),
+    as in the paper. ``split``: all sines, then all cosines (fairseq / Marian layout),
+    the same frequencies.
+    """
+    if dim % 2:
+        raise ValueError(f"sinusoidal positions need an even dim, got {dim}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown position layout {layout!r}; expected one of {LAYOUTS}")
+    pos = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (N, 1)
+    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (dim/2,)
+    angles = pos * inv_freq[None, :]  # (N, dim/2)
+    if layout == "split":
+        table = torch.cat([angles.sin(), angles.cos()], dim=-1)  # (N, dim)
+    else:
+        table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)  # (N, dim)
+    return table.float()
+
+
+class SinusoidalPositions(nn.Module):
+    """positions (B, S) int64 -> (B, S, dim) float32. Not a parameter: nothing is learned."""
+
+    def __init__(self, num_positions: int, dim: int, layout: str = "interleaved") -> None:
+        super().__init__()
+        self.num_positions = num_positions
+        self.register_buffer("table", sinusoidal_table(num_positions, dim, layout), persistent=False)
+
+    def forward(self, positions: torch.Tensor) -> torch.Tensor:
+        return self.table[positions]  # (B, S, dim)

@@ -1,0 +1,256 @@
+"""``model.json``: the only contract between the export CLI and the server.
+
+Torch-free on purpose: the export writes it with :func:`write_manifest`, the server
+reads it with :func:`load_manifest`, which checks every field and every file's sha256
+and raises :class:`ManifestError` naming the file and the field.
+
+Layout of ``model.json`` (``format_version`` 1)::
+
+    {
+      "format_version": 1, "attnserve_version": "0.1.0",
+      "name": "translator-en-de", "kind": "translation" | "image-classification",
+      "attention": "fused" | "onnx" | "decomposed", "precision": "fp32" | "fp16" | "int8",
+      "opset": 23,
+      "config": {...the model config...},
+      "graphs": {"encoder": {"file": "encoder.onnx", "inputs": [...], "outputs": [...]},
+                 "decoder": {...}}                    # translation
+              | {"model": {...}},                      # image-classification
+      "files": {"encoder.onnx": {"sha256": "...", "bytes": 123}, ...},   # every file but model.json
+      "tokenizer": {"file": "tokenizer.json", "pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3},
+      "limits": {"max_source_len": 256, "max_target_len": 256},          # translation
+      "labels": ["0", "1", ...],                                          # image-classification
+      "preprocessing": {"image_size": 32, "channels": 1, "mean": [0.5], "std": [0.5],
+                        "resample": "bilinear", "invert": false}          # image-classification
+      "extra": {...}   # free-form: training metrics, source checkpoint, ...
+    }
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+FORMAT_VERSION = 1
+MANIFEST_NAME = "model.json"
+KINDS = ("translation", "image-classification")
+ATTENTION_TARGETS = ("fused", "onnx", "decomposed")
+PRECISIONS = ("fp32", "fp16", "int8")
+RESAMPLE = ("nearest", "bilinear", "bicubic", "lanczos")
+GRAPHS_BY_KIND = {"translation": ("encoder", "decoder"), "image-classification": ("model",)}
+
+
+class ManifestError(ValueError):
+    """A model directory that cannot be served; the message names the file and the field."""
+
+    def __init__(self, path: Path | str, field_name: str, message: str) -> None:
+        self.path, self.field = str(path), field_name
+        super().__init__(f"{path}: {field_name}: {message}")
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    file: str
+    inputs: list[str]
+    outputs: list[str]
+
+
+@dataclass(frozen=True)
+class TokenizerSpec:
+    file: str
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    unk_id: int
+
+
+@dataclass(frozen=True)
+class Preprocessing:
+    image_size: int
+    channels: int  # 1 = grayscale ("L"), 3 = RGB
+    mean: list[float]
+    std: list[float]
+    resample: str = "bilinear"
+    invert: bool = False  # 255 - pixel before normalising (dark ink on light paper -> model's light on dark)
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    kind: str
+    attention: str
+    precision: str
+    opset: int
+    config: dict[str, Any]
+    graphs: dict[str, GraphSpec]
+    files: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tokenizer: TokenizerSpec | None = None
+    limits: dict[str, int] = field(default_factory=dict)
+    labels: list[str] | None = None
+    preprocessing: Preprocessing | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+    attnserve_version: str = "0.1.0"
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {k: v for k, v in data.items() if v is not None}
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def file_entries(model_dir: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """sha256 and size of each named file in ``model_dir``."""
+    return {n: {"sha256": sha256_file(model_dir / n), "bytes": (model_dir / n).stat().st_size} for n in sorted(names)}
+
+
+def write_manifest(model_dir: Path, manifest: Manifest) -> Path:
+    path = Path(model_dir) / MANIFEST_NAME
+    path.write_text(json.dumps(manifest.to_json(), indent=2, sort_keys=False) + "\n")
+    return path
+
+
+def _require(data: dict, key: str, types, path: Path, prefix: str = "") -> Any:
+    name = f"{prefix}{key}"
+    if key not in data:
+        raise ManifestError(path, name, "missing")
+    value = data[key]
+    if not isinstance(value, types) or (isinstance(value, bool) and bool not in _as_tuple(types)):
+        raise ManifestError(path, name, f"expected {_type_names(types)}, got {type(value).__name__} {value!r:.60}")
+    return value
+
+
+def _as_tuple(types) -> tuple:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def _type_names(types) -> str:
+    return " or ".join(t.__name__ for t in _as_tuple(types))
+
+
+def _choice(data: dict, key: str, choices: tuple, path: Path) -> str:
+    value = _require(data, key, str, path)
+    if value not in choices:
+        raise ManifestError(path, key, f"{value!r} is not one of {', '.join(choices)}")
+    return value
+
+
+def parse_manifest(data: Any, path: Path) -> Manifest:
+    """Validate the decoded JSON of ``path`` and build a :class:`Manifest`."""
+    if not isinstance(data, dict):
+        raise ManifestError(path, "(root)", "expected a JSON object")
+    version = _require(data, "format_version", int, path)
+    if version != FORMAT_VERSION:
+        raise ManifestError(
+            path, "format_version", f"unsupported version {version} (this server reads {FORMAT_VERSION})"
+        )
+    kind = _choice(data, "kind", KINDS, path)
+    graphs_raw = _require(data, "graphs", dict, path)
+    graphs = {}
+    for gname in GRAPHS_BY_KIND[kind]:
+        g = _require(graphs_raw, gname, dict, path, "graphs.")
+        prefix = f"graphs.{gname}."
+        inputs = _require(g, "inputs", list, path, prefix)
+        outputs = _require(g, "outputs", list, path, prefix)
+        if not all(isinstance(x, str) for x in inputs + outputs):
+            raise ManifestError(path, f"graphs.{gname}", "inputs and outputs must be lists of names")
+        graphs[gname] = GraphSpec(_require(g, "file", str, path, prefix), inputs, outputs)
+    files = _require(data, "files", dict, path)
+    for fname, entry in files.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
+            raise ManifestError(path, f"files.{fname}.sha256", "missing")
+    manifest = Manifest(
+        name=_require(data, "name", str, path),
+        kind=kind,
+        attention=_choice(data, "attention", ATTENTION_TARGETS, path),
+        precision=_choice(data, "precision", PRECISIONS, path),
+        opset=_require(data, "opset", int, path),
+        config=_require(data, "config", dict, path),
+        graphs=graphs,
+        files=files,
+        limits=data.get("limits") or {},
+        extra=data.get("extra") or {},
+        format_version=version,
+        attnserve_version=str(data.get("attnserve_version", "")),
+    )
+    for g in graphs.values():
+        if g.file not in files:
+            raise ManifestError(path, "files", f"graph file {g.file!r} has no sha256 entry")
+    if kind == "translation":
+        tok = _require(data, "tokenizer", dict, path)
+        ids = {k: _require(tok, k, int, path, "tokenizer.") for k in ("pad_id", "bos_id", "eos_id", "unk_id")}
+        tok_file = _require(tok, "file", str, path, "tokenizer.")
+        if tok_file not in files:
+            raise ManifestError(path, "files", f"tokenizer file {tok_file!r} has no sha256 entry")
+        for key in ("max_source_len", "max_target_len"):
+            value = _require(manifest.limits, key, int, path, "limits.")
+            if value < 1:
+                raise ManifestError(path, f"limits.{key}", f"must be >= 1, got {value}")
+        manifest = replace(manifest, tokenizer=TokenizerSpec(file=tok_file, **ids))
+    else:
+        labels = _require(data, "labels", list, path)
+        if not labels or not all(isinstance(x, str) for x in labels):
+            raise ManifestError(path, "labels", "expected a non-empty list of strings")
+        pre = _require(data, "preprocessing", dict, path)
+        size = _require(pre, "image_size", int, path, "preprocessing.")
+        channels = _require(pre, "channels", int, path, "preprocessing.")
+        if channels not in (1, 3):
+            raise ManifestError(path, "preprocessing.channels", f"must be 1 or 3, got {channels}")
+        mean = _require(pre, "mean", list, path, "preprocessing.")
+        std = _require(pre, "std", list, path, "preprocessing.")
+        if len(mean) != channels or len(std) != channels or any(s == 0 for s in std):
+            raise ManifestError(path, "preprocessing.mean/std", f"need {channels} values each, std non-zero")
+        resample = pre.get("resample", "bilinear")
+        if resample not in RESAMPLE:
+            raise ManifestError(path, "preprocessing.resample", f"{resample!r} is not one of {', '.join(RESAMPLE)}")
+        prep = Preprocessing(
+            size, channels, [float(x) for x in mean], [float(x) for x in std], resample, bool(pre.get("invert", False))
+        )
+        manifest = replace(manifest, labels=list(labels), preprocessing=prep)
+    return manifest
+
+
+def load_manifest(model_dir: Path | str, verify_files: bool = True) -> Manifest:
+    """Read and validate ``model_dir/model.json``; with ``verify_files``, check every sha256."""
+    model_dir = Path(model_dir)
+    path = model_dir / MANIFEST_NAME
+    if not path.is_file():
+        raise ManifestError(path, "(file)", "not found")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ManifestError(path, "(file)", f"not valid JSON: {exc}") from None
+    manifest = parse_manifest(data, path)
+    if verify_files:
+        verify_manifest_files(model_dir, manifest)
+    return manifest
+
+
+def verify_manifest_files(model_dir: Path, manifest: Manifest) -> None:
+    """Every listed file exists, has the listed size and sha256."""
+    for fname, entry in manifest.files.items():
+        fpath = model_dir / fname
+        if not fpath.is_file():
+            raise ManifestError(fpath, f"files.{fname}", "listed in model.json but missing")
+        size = entry.get("bytes")
+        if size is not None and fpath.stat().st_size != size:
+            raise ManifestError(
+                fpath,
+                f"files.{fname}.bytes",
+                f"expected {size} bytes, found {fpath.stat().st_size} (truncated or replaced)",
+            )
+        actual = sha256_file(fpath)
+        if actual != entry["sha256"]:
+            raise ManifestError(
+                fpath,
+                f"files.{fname}.sha256",
+                f"mismatch: model.json says {entry['sha256'][:12]}..., file is {actual[:12]}...",
+            )
