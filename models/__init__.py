@@ -4,6 +4,7 @@ Imports nothing else of attnserve; ``export`` builds on it, ``server`` never imp
 """
 
 from .attention import Attention, attention_backend, current_backend, math_attention
+from .checkpoint import CheckpointError, load_checkpoint, read_checkpoint_metadata, save_checkpoint
 from .decoding import Hypothesis, beam_search, greedy_decode
 from .masks import causal_mask, combine_masks, lengths_mask, padding_mask
 from .positions import SinusoidalPositions, sinusoidal_table
@@ -14,6 +15,7 @@ from .vit import VisionTransformer, ViTConfig
 __all__ = [
     "PRESETS",
     "Attention",
+    "CheckpointError",
     "Hypothesis",
     "SinusoidalPositions",
     "TranslationConfig",
@@ -29,8 +31,11 @@ __all__ = [
     "current_backend",
     "greedy_decode",
     "lengths_mask",
+    "load_checkpoint",
     "math_attention",
     "padding_mask",
     "preset_config",
+    "read_checkpoint_metadata",
+    "save_checkpoint",
     "sinusoidal_table",
 ]
