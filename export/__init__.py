@@ -1,0 +1,1 @@
+"""PyTorch -> ONNX model directories for attnserve (graphs, model.json, verification, CLI)."""

@@ -6,6 +6,8 @@ are spelled out:
 - Output tokens exclude the start token; an end token, when generated, is the last
   token and ends the hypothesis (``finish = "eos"``); otherwise ``finish = "length"``
   after ``max_new_tokens`` tokens (the end token counts as a token).
+- The pad and start tokens are never generated (their log-probabilities are set to
+  -inf before choosing, as Marian's ``bad_words_ids`` does for pad).
 - Greedy: argmax at each step; ties go to the lowest token id. ``score`` is the sum of
   the chosen tokens' log-probabilities.
 - Beam search (``beam_size`` K): at each step every live beam's log-probabilities are
@@ -60,7 +62,10 @@ class _Session:
             tokens[:, None], positions, tgt_mask, self.cross, self.src_mask, self.past, use_cache=True
         )  # (R, 1, C)
         self.steps += 1
-        return self.model.logits(hidden[:, -1]).float().log_softmax(dim=-1)  # (R, V)
+        logp = self.model.logits(hidden[:, -1]).float().log_softmax(dim=-1)  # (R, V)
+        cfg = self.model.cfg
+        logp[:, [cfg.pad_id, cfg.bos_id]] = float("-inf")  # never generated; see the module docstring
+        return logp
 
     def reorder(self, rows: torch.Tensor) -> None:
         """Keep only ``rows`` (R',) int64 of the cache and the source, in that order."""

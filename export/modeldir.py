@@ -1,0 +1,235 @@
+"""Write model directories (the contract of ``server/manifest.py``) from PyTorch models.
+
+A directory is built in a temporary sibling and renamed into place at the end, so an
+interrupted or failed export never leaves a half-written model directory behind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+from attnserve.models import TranslationTransformer, VisionTransformer
+from attnserve.server.manifest import (
+    GraphSpec,
+    Manifest,
+    Preprocessing,
+    TokenizerSpec,
+    file_entries,
+    write_manifest,
+)
+
+from .graphs import DEFAULT_OPSET, decoder_io, encoder_io, export_decoder, export_encoder, export_vit
+
+try:
+    from importlib.metadata import version as _pkg_version
+
+    ATTNSERVE_VERSION = _pkg_version("attnserve")
+except Exception:  # noqa: BLE001 - running from a source tree without metadata
+    ATTNSERVE_VERSION = "0.0.0"
+
+Stage = Callable[[str], None]  # progress callback: called with a stage name as it starts
+
+
+class ExportError(RuntimeError):
+    """An export that cannot proceed; the message says why and what to do."""
+
+
+def placeholder_tokenizer(vocab_size: int, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, unk_id: int = 3):
+    """A word-level tokenizer over ``vocab_size`` ids for models with random weights.
+
+    Specials are ``<pad> <s> </s> <unk>`` at their ids; every other id ``i`` is the word
+    ``t{i}``, so ``"t5 t17"`` encodes to ``[5, 17, eos]``. For tests and benchmarks of
+    presets; trained models ship their real tokenizer.
+    """
+    specials = {pad_id: "<pad>", bos_id: "<s>", eos_id: "</s>", unk_id: "<unk>"}
+    vocab = {specials.get(i, f"t{i}"): i for i in range(vocab_size)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", eos_id)])
+    tok.add_special_tokens(["<pad>", "<s>", "</s>", "<unk>"])
+    return tok
+
+
+def _load_tokenizer(tokenizer: Tokenizer | Path | str) -> Tokenizer:
+    if isinstance(tokenizer, Tokenizer):
+        return tokenizer
+    path = Path(tokenizer)
+    if not path.is_file():
+        raise ExportError(f"tokenizer file not found: {path}")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises plain Exception
+        raise ExportError(f"{path}: not a Hugging Face tokenizers file ({exc})") from None
+
+
+@contextmanager
+def staged_directory(out: Path, force: bool = False) -> Iterator[Path]:
+    """Yield an empty temporary directory beside ``out``; on success it replaces ``out``.
+
+    Refuses an existing non-empty ``out`` unless ``force``. On any error the temporary
+    directory is removed and ``out`` is left as it was.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"--out {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ExportError(f"--out {out} exists and is not empty (use --force to replace it)")
+    parent = out.parent if str(out.parent) else Path(".")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=parent))
+    except OSError as exc:
+        raise ExportError(f"cannot write to {parent}: {exc.strerror or exc}") from None
+    try:
+        yield tmp
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _noop(stage: str) -> None:
+    pass
+
+
+def write_translation_dir(
+    model: TranslationTransformer,
+    out: Path,
+    tokenizer: Tokenizer | Path | str,
+    *,
+    name: str,
+    attention: str = "fused",
+    opset: int = DEFAULT_OPSET,
+    max_source_len: int | None = None,
+    max_target_len: int | None = None,
+    extra: dict[str, Any] | None = None,
+    force: bool = False,
+    stage: Stage = _noop,
+    postprocess: Callable[[Path, Manifest], Manifest] | None = None,
+) -> Manifest:
+    """Export ``model`` to ``out``: encoder.onnx, decoder.onnx, tokenizer.json, model.json.
+
+    ``postprocess(tmp_dir, manifest)`` may rewrite graphs (quantization) and return the
+    updated manifest before file hashes are taken and the directory is moved into place.
+    """
+    cfg = model.cfg
+    tok = _load_tokenizer(tokenizer)
+    if tok.get_vocab_size(with_added_tokens=True) > cfg.vocab_size:
+        raise ExportError(
+            f"tokenizer has {tok.get_vocab_size(with_added_tokens=True)} tokens but the model's vocabulary is "
+            f"{cfg.vocab_size}"
+        )
+    max_source_len = max_source_len or cfg.max_positions
+    max_target_len = max_target_len or cfg.max_positions
+    for flag, value in (("max-source-len", max_source_len), ("max-target-len", max_target_len)):
+        if not 1 <= value <= cfg.max_positions:
+            raise ExportError(f"--{flag} {value} outside 1..{cfg.max_positions} (the model's max_positions)")
+    model = model.eval()
+    with staged_directory(out, force) as tmp:
+        stage("export encoder")
+        export_encoder(model, tmp / "encoder.onnx", attention, opset)
+        stage("export decoder")
+        export_decoder(model, tmp / "decoder.onnx", attention, opset)
+        tok.save(str(tmp / "tokenizer.json"))
+        enc_in, enc_out = encoder_io(cfg.decoder_layers)
+        dec_in, dec_out = decoder_io(cfg.decoder_layers)
+        manifest = Manifest(
+            name=name,
+            kind="translation",
+            attention=attention,
+            precision="fp32",
+            opset=opset,
+            config=dataclasses.asdict(cfg),
+            graphs={
+                "encoder": GraphSpec("encoder.onnx", enc_in, enc_out),
+                "decoder": GraphSpec("decoder.onnx", dec_in, dec_out),
+            },
+            tokenizer=TokenizerSpec("tokenizer.json", cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id),
+            limits={"max_source_len": max_source_len, "max_target_len": max_target_len},
+            extra=extra or {},
+            attnserve_version=ATTNSERVE_VERSION,
+        )
+        if postprocess is not None:
+            manifest = postprocess(tmp, manifest)
+        manifest = _finish(tmp, manifest, stage)
+    return manifest
+
+
+def write_vit_dir(
+    model: VisionTransformer,
+    out: Path,
+    *,
+    name: str,
+    labels: list[str] | None = None,
+    preprocessing: dict[str, Any] | None = None,
+    attention: str = "fused",
+    opset: int = DEFAULT_OPSET,
+    extra: dict[str, Any] | None = None,
+    force: bool = False,
+    stage: Stage = _noop,
+    postprocess: Callable[[Path, Manifest], Manifest] | None = None,
+) -> Manifest:
+    """Export ``model`` to ``out``: model.onnx, labels.json, model.json.
+
+    ``preprocessing`` defaults to the model's size and channels with mean = std = 0.5.
+    """
+    cfg = model.cfg
+    labels = labels or [str(i) for i in range(cfg.num_classes)]
+    if len(labels) != cfg.num_classes:
+        raise ExportError(f"{len(labels)} labels for a model with {cfg.num_classes} classes")
+    prep = {
+        "image_size": cfg.image_size,
+        "channels": cfg.in_channels,
+        "mean": [0.5] * cfg.in_channels,
+        "std": [0.5] * cfg.in_channels,
+        "resample": "bilinear",
+        "invert": False,
+        **(preprocessing or {}),
+    }
+    if prep["image_size"] != cfg.image_size or prep["channels"] != cfg.in_channels:
+        raise ExportError(
+            f"preprocessing says {prep['image_size']}px x {prep['channels']} channels, "
+            f"the model takes {cfg.image_size}px x {cfg.in_channels}"
+        )
+    model = model.eval()
+    with staged_directory(out, force) as tmp:
+        stage("export model")
+        export_vit(model, tmp / "model.onnx", attention, opset)
+        (tmp / "labels.json").write_text(json.dumps(labels, indent=1) + "\n")
+        manifest = Manifest(
+            name=name,
+            kind="image-classification",
+            attention=attention,
+            precision="fp32",
+            opset=opset,
+            config=dataclasses.asdict(cfg),
+            graphs={"model": GraphSpec("model.onnx", ["pixels"], ["logits"])},
+            labels=list(labels),
+            preprocessing=Preprocessing(**prep),
+            extra=extra or {},
+            attnserve_version=ATTNSERVE_VERSION,
+        )
+        if postprocess is not None:
+            manifest = postprocess(tmp, manifest)
+        manifest = _finish(tmp, manifest, stage)
+    return manifest
+
+
+def _finish(tmp: Path, manifest: Manifest, stage: Stage) -> Manifest:
+    stage("write model.json")
+    names = [p.name for p in tmp.iterdir() if p.is_file() and p.name != "model.json"]
+    manifest = dataclasses.replace(manifest, files=file_entries(tmp, names))
+    write_manifest(tmp, manifest)
+    return manifest
