@@ -27,9 +27,8 @@ import torch
 from torch import nn
 
 from attnserve.models import TranslationTransformer, VisionTransformer, attention_backend
-from attnserve.models.attention import EXPORT_OP_TYPES
 
-DEFAULT_OPSET = 23  # the standard Attention op needs opset 23
+from .onnx_nodes import DEFAULT_OPSET, count_attention_nodes  # noqa: F401 - re-exported
 
 
 def encoder_io(num_layers: int) -> tuple[list[str], list[str]]:
@@ -83,11 +82,16 @@ class DecoderGraph(nn.Module):
 
 
 def example_translation_inputs(
-    model: TranslationTransformer, batch: int = 2, src_len: int = 7, past_len: int = 3, new_len: int = 2
+    model: TranslationTransformer,
+    batch: int = 2,
+    src_len: int = 7,
+    past_len: int = 3,
+    new_len: int = 2,
+    seed: int = 0,
 ) -> tuple[tuple[torch.Tensor, ...], tuple[torch.Tensor, ...]]:
     """Deterministic example inputs (encoder args, decoder args) with padding in row 0."""
     cfg = model.cfg
-    g = torch.Generator().manual_seed(0)
+    g = torch.Generator().manual_seed(seed)
     H, D = cfg.num_heads, cfg.d_model // cfg.num_heads
     src = torch.randint(4, cfg.vocab_size, (batch, src_len), generator=g)  # (B, L)
     src_mask = torch.ones(batch, src_len, dtype=torch.int32)  # (B, L)
@@ -125,6 +129,9 @@ def export_onnx(
     """Export ``module`` with the dynamo exporter, attention emitted as ``attention`` says.
 
     Writes one self-contained .onnx file (weights inline) and returns the model proto.
+    The exporter's per-node debugging metadata (stack traces naming the files of the
+    checkout it ran from) is dropped, so a graph's bytes and sha256 depend on the model
+    alone, not on where it was exported.
     """
     module.eval()
     with attention_backend(attention), torch.no_grad():
@@ -140,7 +147,24 @@ def export_onnx(
             verbose=False,
         )
     program.save(str(path), external_data=False)
-    return onnx.load(str(path))
+    proto = onnx.load(str(path))
+    strip_node_metadata(proto.graph)
+    for fn in proto.functions:
+        for node in fn.node:
+            del node.metadata_props[:]
+    onnx.save(proto, str(path))
+    return proto
+
+
+def strip_node_metadata(graph: onnx.GraphProto) -> None:
+    """Remove ``metadata_props`` from every node of ``graph`` and its subgraphs."""
+    for node in graph.node:
+        del node.metadata_props[:]
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                strip_node_metadata(attr.g)
+            for sub in attr.graphs:
+                strip_node_metadata(sub)
 
 
 def export_encoder(model: TranslationTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):
@@ -167,15 +191,3 @@ def export_vit(model: VisionTransformer, path: Path, attention: str = "fused", o
     return export_onnx(
         model, (pixels,), ["pixels"], ["logits"], ({0: torch.export.Dim("batch")},), path, attention, opset
     )
-
-
-def count_attention_nodes(model: onnx.ModelProto) -> dict[str, int]:
-    """Count attention nodes by ``domain::op_type`` (main graph and functions)."""
-    kinds = {f"{d or 'ai.onnx'}::{op}" for d, op in (v for v in EXPORT_OP_TYPES.values() if v)}
-    counts: dict[str, int] = {}
-    nodes = list(model.graph.node) + [n for f in model.functions for n in f.node]
-    for node in nodes:
-        key = f"{node.domain or 'ai.onnx'}::{node.op_type}"
-        if key in kinds:
-            counts[key] = counts.get(key, 0) + 1
-    return counts

@@ -28,6 +28,7 @@ from attnserve.server.manifest import (
     write_manifest,
 )
 
+from .errors import ExportError
 from .graphs import DEFAULT_OPSET, decoder_io, encoder_io, export_decoder, export_encoder, export_vit
 
 try:
@@ -38,10 +39,6 @@ except Exception:  # noqa: BLE001 - running from a source tree without metadata
     ATTNSERVE_VERSION = "0.0.0"
 
 Stage = Callable[[str], None]  # progress callback: called with a stage name as it starts
-
-
-class ExportError(RuntimeError):
-    """An export that cannot proceed; the message says why and what to do."""
 
 
 def placeholder_tokenizer(vocab_size: int, pad_id: int = 0, bos_id: int = 1, eos_id: int = 2, unk_id: int = 3):
@@ -88,6 +85,7 @@ def staged_directory(out: Path, force: bool = False) -> Iterator[Path]:
     try:
         parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; the server may run as another user
     except OSError as exc:
         raise ExportError(f"cannot write to {parent}: {exc.strerror or exc}") from None
     try:
@@ -98,6 +96,12 @@ def staged_directory(out: Path, force: bool = False) -> Iterator[Path]:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _noop(stage: str) -> None:

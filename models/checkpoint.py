@@ -94,6 +94,16 @@ def load_checkpoint(path: Path | str, **overrides) -> tuple[nn.Module, dict[str,
     cfg = config_from_dict(kind, {**config, **overrides})
     model = KINDS[kind][1](cfg)
     state = load_file(str(path))
+    expected = model.state_dict()
+    resized = [
+        f"{k} {tuple(v.shape)} (config: {tuple(expected[k].shape)})"
+        for k, v in state.items()
+        if k in expected and v.shape != expected[k].shape
+    ]
+    if resized:  # load_state_dict would raise a RuntimeError listing every tensor
+        raise CheckpointError(
+            f"{path}: weights do not match the config: {len(resized)} tensors have other shapes, e.g. {resized[0]}"
+        )
     missing, unexpected = model.load_state_dict(state, strict=False)
     tied = set()
     if isinstance(cfg, TranslationConfig):

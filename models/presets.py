@@ -24,6 +24,19 @@ PRESETS: dict[str, TranslationConfig | ViTConfig] = {
     "mt-base": TranslationConfig(
         vocab_size=8000, d_model=512, num_heads=8, encoder_layers=6, decoder_layers=6, ffn_dim=2048, **_MARIAN_STYLE
     ),
+    # The bundled English -> German translator (models/zoo/translator-en-de): pre-norm trains
+    # stably at a high learning rate, which a 30-minute CPU budget needs.
+    "mt-numbers": TranslationConfig(
+        vocab_size=2000,
+        d_model=192,
+        num_heads=4,
+        encoder_layers=3,
+        decoder_layers=3,
+        ffn_dim=768,
+        norm_first=True,
+        dropout=0.05,
+        max_positions=128,
+    ),
     "vit-tiny": ViTConfig(dim=192, depth=12, num_heads=3),
     "vit-s16": ViTConfig(dim=384, depth=12, num_heads=6),
     "vit-b16": ViTConfig(dim=768, depth=12, num_heads=12),

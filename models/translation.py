@@ -229,6 +229,7 @@ class TranslationTransformer(nn.Module):
         """Teacher forcing for training. src: (B, L), tgt: (B, S) starting with bos -> (B, S, V)."""
         src_mask = src != self.cfg.pad_id  # (B, L)
         tgt_mask = tgt != self.cfg.pad_id  # (B, S)
+        tgt_mask[:, 0] = True  # the start token is real even where it is the pad id (Marian: bos == pad)
         memory = self.encode(src, src_mask)  # (B, L, C)
         positions = torch.arange(tgt.shape[1], device=tgt.device).expand_as(tgt)  # (B, S)
         hidden, _ = self.decode(tgt, positions, tgt_mask, self.cross_kv(memory), src_mask)  # (B, S, C)

@@ -81,6 +81,21 @@ def test_vit_graph_has_one_node_per_block_and_matches(tmp_path):
             assert _max_diff(sess.run(None, {"pixels": x.numpy()}), [vit(x)]) < 1e-4
 
 
+def test_graph_bytes_do_not_depend_on_where_the_export_ran(tmp_path):
+    """The same weights give the same file (and sha256 in model.json) in any checkout or output folder."""
+    torch.manual_seed(0)
+    vit = VisionTransformer(TINY_VIT).eval()
+    a = tmp_path / "a" / "model.onnx"
+    b = tmp_path / "some" / "much" / "longer" / "folder" / "model.onnx"
+    for path in (a, b):
+        path.parent.mkdir(parents=True)
+        export_vit(vit, path)
+    assert a.read_bytes() == b.read_bytes()
+    proto = onnx.load(str(a))
+    assert not [n.name for n in proto.graph.node if len(n.metadata_props)]  # no stack traces naming our files
+    assert b"models/vit.py" not in a.read_bytes()  # the exporter's stack traces name the checkout's files
+
+
 def _attention_query_lengths(proto: onnx.ModelProto) -> list[int]:
     inferred = onnx.shape_inference.infer_shapes(proto)
     dims = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in inferred.graph.value_info}

@@ -1,0 +1,238 @@
+"""``attnserve-export``: PyTorch models -> verified ONNX model directories.
+
+    attnserve-export translation (--checkpoint PATH | --preset NAME | --from-marian DIR) --out DIR [options]
+    attnserve-export vit (--checkpoint PATH | --preset NAME | --from-hf-vit DIR) --out DIR [options]
+    attnserve-export verify DIR       re-run the checks of a model directory (no PyTorch needed)
+    attnserve-export inspect DIR      manifest, graph inputs/outputs, attention nodes, file sizes
+
+Exit codes: 0 ok, 1 failure (bad input, failed verification), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+from attnserve.server.manifest import ManifestError
+
+from .errors import ExportError
+from .options import ExportOptions
+from .precision import PrecisionError
+from .verify import VerificationFailed
+
+log = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+
+    parser = argparse.ArgumentParser(
+        prog="attnserve-export",
+        description="Export attention models to verified ONNX model directories.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="Exit codes: 0 ok, 1 failure (bad input, failed verification), 2 usage.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{translation,vit,verify,inspect}")
+
+    mt = sub.add_parser("translation", help="export a translation Transformer (encoder.onnx + decoder.onnx)")
+    source = mt.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", type=Path, help="attnserve .safetensors checkpoint (needs --tokenizer)")
+    source.add_argument("--preset", help="preset with random weights: mt-tiny, mt-small, mt-base")
+    source.add_argument("--from-marian", type=Path, metavar="DIR", help="local Hugging Face MarianMT directory")
+    mt.add_argument("--tokenizer", type=Path, help="tokenizers JSON file (default for --preset: a placeholder)")
+    mt.add_argument("--max-source-len", type=int, help="longest source in tokens (default: checkpoint or model)")
+    mt.add_argument("--max-target-len", type=int, help="most generated tokens (default: checkpoint or model)")
+    ExportOptions.add_arguments(mt)
+
+    vit = sub.add_parser("vit", help="export a Vision Transformer classifier (model.onnx)")
+    source = vit.add_mutually_exclusive_group(required=True)
+    source.add_argument("--checkpoint", type=Path, help="attnserve .safetensors checkpoint")
+    source.add_argument("--preset", help="preset with random weights: vit-tiny, vit-s16, vit-b16")
+    source.add_argument("--from-hf-vit", type=Path, metavar="DIR", help="local Hugging Face ViT directory")
+    vit.add_argument("--keep-rate", type=float, help="token pruning: fraction of patch tokens kept (0, 1]")
+    vit.add_argument("--labels", type=Path, help="class names: a JSON list or one per line")
+    ExportOptions.add_arguments(vit)
+
+    verify = sub.add_parser("verify", help="re-run the checks of an existing model directory")
+    verify.add_argument("model_dir", type=Path, metavar="DIR")
+    verify.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="onnxruntime provider (default cpu)")
+    verify.add_argument("--threads", type=int, default=0, help="onnxruntime threads (default: all)")
+    verify.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    inspect = sub.add_parser("inspect", help="print the manifest, graph inputs/outputs and attention nodes")
+    inspect.add_argument("model_dir", type=Path, metavar="DIR")
+    inspect.add_argument("--json", action="store_true", help="print the summary as JSON")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) and usage errors (2)
+        return int(exc.code or 0)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "verify":
+            return _verify(args)
+        if args.command == "inspect":
+            return _inspect(args)
+        return _export(args)
+    except VerificationFailed as exc:
+        _print_verification(exc.verification.lines(), exc.verification.skipped)
+        print(f"attnserve-export: error: {exc}; nothing was written", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("attnserve-export: interrupted; nothing was written", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - typed user-facing errors become one line; bugs keep their traceback
+        if not _is_user_error(exc):
+            raise
+        print(f"attnserve-export: error: {exc}", file=sys.stderr)
+        return 1
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    kinds: list[type] = [ManifestError, ExportError, PrecisionError]
+    checkpoint = sys.modules.get("attnserve.models.checkpoint")  # loaded only by exports (it needs torch)
+    if checkpoint is not None:
+        kinds.append(checkpoint.CheckpointError)
+    return isinstance(exc, tuple(kinds))
+
+
+def quiet_exporter() -> None:
+    """The dynamo exporter warns about things that do not concern a user of this CLI
+    (torchvision ops, dynamic-shape renames); keep the stage display readable."""
+    for module in (r"torch(\..*)?", r"onnxscript(\..*)?", "copyreg"):  # copyreg: torch's pytree deprecation
+        for category in (UserWarning, DeprecationWarning, FutureWarning):
+            warnings.filterwarnings("ignore", category=category, module=module)
+    for name in ("torch.onnx", "torch._export", "torch.export", "onnxscript"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _export(args: argparse.Namespace) -> int:
+    import torch
+
+    from . import sources
+    from .pipeline import export_translation, export_vit, planned_stages
+    from .progress import Progress
+
+    options = ExportOptions.from_args(args)
+    if options.threads > 0:
+        torch.set_num_threads(options.threads)
+    quiet_exporter()
+    progress = Progress(planned_stages(args.command, options))
+    progress("load model")
+    try:
+        if args.command == "translation":
+            if args.checkpoint is not None:
+                source = sources.from_checkpoint("translation", args.checkpoint)
+            elif args.preset is not None:
+                source = sources.from_preset("translation", args.preset, seed=options.seed)
+            else:
+                source = sources.from_marian(args.from_marian)
+            tokenizer, note = sources.tokenizer_for(source, args.tokenizer, checkpoint=args.checkpoint)
+            limits = {
+                "max_source_len": args.max_source_len or source.limits.get("max_source_len"),
+                "max_target_len": args.max_target_len or source.limits.get("max_target_len"),
+            }
+            extra = {**source.extra, **note, "source": source.description}
+            result = export_translation(source.model, tokenizer, options, **limits, extra=extra, progress=progress)
+        else:
+            if args.keep_rate is not None and not 0.0 < args.keep_rate <= 1.0:
+                raise ExportError(f"--keep-rate must be in (0, 1], got {args.keep_rate}")
+            if args.checkpoint is not None:
+                source = sources.from_checkpoint("vit", args.checkpoint, keep_rate=args.keep_rate)
+            elif args.preset is not None:
+                source = sources.from_preset("vit", args.preset, seed=options.seed, keep_rate=args.keep_rate)
+            else:
+                source = sources.from_hf_vit(args.from_hf_vit, keep_rate=args.keep_rate)
+            labels = sources.read_labels(args.labels) if args.labels else source.labels
+            extra = {**source.extra, "source": source.description}
+            result = export_vit(
+                source.model,
+                options,
+                labels=labels,
+                preprocessing=source.preprocessing,
+                extra=extra,
+                progress=progress,
+            )
+    finally:
+        progress.close()
+    print(format_report(result.report))
+    print(f"wrote {result.out} ({result.manifest.kind}, {result.manifest.precision}, {result.manifest.attention})")
+    return 0
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from .progress import Progress
+    from .verify import verify_model_dir
+
+    progress = Progress(3, enabled=not args.json)
+    try:
+        verification = verify_model_dir(args.model_dir, device=args.device, threads=args.threads, stage=progress)
+    finally:
+        progress.close()
+    if args.json:
+        print(json.dumps(verification.to_json(), indent=2))
+    else:
+        _print_verification(verification.lines(), [], stream=sys.stdout)
+    if not verification.passed:
+        print(f"attnserve-export: error: {VerificationFailed(verification)}", file=sys.stderr)
+        return 1
+    status = "passed" if not verification.skipped else "passed (numeric checks skipped, see above)"
+    if not args.json:
+        print(f"{args.model_dir}: verification {status}")
+    return 0
+
+
+def _print_verification(lines: list[str], skipped: list[str], stream=None) -> None:
+    stream = stream or sys.stderr
+    print("verification:", file=stream)
+    for line in lines:
+        print(line, file=stream)
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from .describe import describe_model_dir, format_description
+
+    summary = describe_model_dir(args.model_dir)
+    print(json.dumps(summary, indent=2) if args.json else format_description(summary))
+    return 0
+
+
+def _mb(n: float) -> str:
+    return f"{n / 1e6:.2f} MB"
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The export report as text: stages, graph sizes, verification."""
+    lines = [f"export report: {report['name']} ({report['kind']}, {report['attention']}, {report['precision']})"]
+    lines.append("stages:")
+    lines += [f"  {s['stage']:<42} {s['seconds']:8.2f} s" for s in report["stages"]]
+    lines.append("graphs:")
+    for fname, size in report["graphs"].items():
+        ratio = f" ({_mb(size['fp32_bytes'])} fp32, {size['ratio']:.2f}x smaller)" if size["ratio"] != 1 else ""
+        lines.append(f"  {fname:<20} {_mb(size['bytes'])}{ratio}")
+    total = report["graph_bytes"]
+    if total["ratio"] != 1:
+        lines.append(f"  all graphs: {_mb(total['fp32'])} fp32 -> {_mb(total[report['precision']])}, {total['ratio']}x")
+    lines.append("files: " + ", ".join(f"{name} {_mb(size)}" for name, size in report["files"].items()))
+    verification = report["verification"]
+    if "checks" not in verification:
+        lines.append(f"verification: skipped ({verification['skipped']})")
+        return "\n".join(lines)
+    lines.append(f"verification ({verification['provider'] or 'no numeric run'}):")
+    for check in verification["checks"]:
+        mark = {True: "ok  ", False: "FAIL", None: "info"}[check["passed"]]
+        lines.append(f"  {mark}  {check['name']}: {check['detail']}")
+    lines += [f"  skip  {s}" for s in verification["skipped"]]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

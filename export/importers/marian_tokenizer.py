@@ -1,0 +1,177 @@
+"""Marian's preprocessing (``source.spm`` + ``vocab.json`` + ``</s>``) as one ``tokenizers.Tokenizer``.
+
+The server has only Hugging Face ``tokenizers``, so transformers' ``MarianTokenizer``
+(sentencepiece pieces looked up in ``vocab.json``) is rebuilt from its parts:
+
+- model: a Unigram over the ids of ``vocab.json``. A piece of ``source.spm`` keeps its
+  sentencepiece score, so Viterbi segmentation is sentencepiece's. Target-only and
+  control entries are stored behind :data:`UNREACHABLE`, a Unicode noncharacter, so
+  the lattice never chooses them (``source.spm`` never produces them); their ids
+  still decode.
+- unknown characters: sentencepiece emits a maximal run of characters it has no piece
+  for as one piece, and Marian looks that run up in ``vocab.json`` (``<unk>`` if it is
+  not there). A normaliser regex replaces every such run that is not a vocabulary
+  entry by :data:`UNKNOWN_RUN` (one ``<unk>``); runs that are entries are matched whole.
+- normaliser: the model's precompiled charsmap (nmt_nfkc) and sentencepiece's
+  whitespace rules first; pre-tokeniser: Metaspace (``▁`` dummy prefix, split on spaces).
+- post-processor: ``$A </s>``; ``</s>``, ``<unk>``, ``<pad>`` are special tokens, and
+  ``>>xx<<`` language codes of ``vocab.json`` are added tokens.
+- decoder: Marian decodes target ids with ``target.spm``'s ``decode_pieces``, replaces
+  ``▁`` with spaces and strips the ends; for pieces that is the concatenation of their
+  text with ``▁`` as space (pieces unknown to ``target.spm`` come back verbatim, its
+  control pieces as nothing), stripped.
+
+Known differences from MarianTokenizer (see docs/importers.md): Marian takes a
+``>>xx<<`` prefix as a language code only at the start of the text (or right after a
+special token), and one that is not in ``vocab.json`` becomes ``<unk>``; here a
+vocabulary's codes are recognised anywhere and other ``>>xx<<`` text is segmented
+like any text. Pieces of ``source.spm`` missing from ``vocab.json`` (Marian: ``<unk>``)
+cannot be represented and are left out of the lattice (a warning counts them).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers.models import Unigram
+
+from .hf_files import ImportCheckpointError, read_json, require_module
+
+log = logging.getLogger(__name__)
+
+UNREACHABLE = "\ufdd0"  # prefix of vocabulary entries the source segmentation never produces
+UNKNOWN_RUN = "\ufdd1"  # stands for a run of unknown characters that is not in vocab.json: one <unk>
+NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4  # sentencepiece ModelProto.SentencePiece.Type
+UNIGRAM = 1  # sentencepiece TrainerSpec.ModelType
+
+
+def _read_spm(path: Path):
+    pb2 = require_module("sentencepiece.sentencepiece_model_pb2", "reading sentencepiece models")
+    if not path.is_file():
+        raise ImportCheckpointError(f"{path}: file not found")
+    proto = pb2.ModelProto()
+    try:
+        proto.ParseFromString(path.read_bytes())
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
+        raise ImportCheckpointError(f"{path}: not a sentencepiece model ({exc})") from None
+    if proto.trainer_spec.model_type != UNIGRAM:
+        raise ImportCheckpointError(
+            f"{path}: trainer_spec.model_type is {proto.trainer_spec.model_type}, only unigram (1) is supported"
+        )
+    if proto.trainer_spec.byte_fallback:
+        raise ImportCheckpointError(f"{path}: trainer_spec.byte_fallback is true, which is not supported")
+    if proto.trainer_spec.treat_whitespace_as_suffix:
+        raise ImportCheckpointError(f"{path}: trainer_spec.treat_whitespace_as_suffix is true, not supported")
+    if proto.denormalizer_spec.precompiled_charsmap:
+        raise ImportCheckpointError(f"{path}: denormalizer_spec is set, which is not supported")
+    return proto
+
+
+def _read_vocab(path: Path) -> dict[str, int]:
+    vocab = read_json(path)
+    ids = sorted(vocab.values()) if all(isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()) else []
+    if ids != list(range(len(vocab))):
+        raise ImportCheckpointError(f"{path}: ids must be the integers 0..{len(vocab) - 1}, each once")
+    return vocab
+
+
+def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int]]:
+    """The tokenizer of a Marian directory and its special ids ``{"unk", "eos", "pad"}``."""
+    tok_cfg = read_json(directory / "tokenizer_config.json", required=False) or {}
+    if tok_cfg.get("separate_vocabs"):
+        raise ImportCheckpointError(
+            f"{directory / 'tokenizer_config.json'}: separate_vocabs is true (one shared vocab.json is supported)"
+        )
+    names = {
+        k: tok_cfg.get(f"{k}_token", default) for k, default in (("unk", "<unk>"), ("eos", "</s>"), ("pad", "<pad>"))
+    }
+    names = {k: v if isinstance(v, str) else v.get("content", "") for k, v in names.items()}  # AddedToken dicts
+    vocab = _read_vocab(directory / "vocab.json")
+    missing = {k: v for k, v in names.items() if v not in vocab}
+    if missing:
+        raise ImportCheckpointError(f"{directory / 'vocab.json'}: special tokens {sorted(missing.values())} missing")
+    source = _read_spm(directory / "source.spm")
+    target = _read_spm(directory / "target.spm")
+
+    scores = {p.piece: p.score for p in source.pieces if p.type == NORMAL}
+    known = {p for p in scores if len(p) == 1} | {"▁"}  # characters source.spm can segment
+    user_defined = [p.piece for p in source.pieces if p.type == USER_DEFINED and p.piece in vocab]
+    language_codes = [p for p in vocab if p.startswith(">>") and p.endswith("<<")]
+    reachable = set(names.values()) | set(user_defined) | set(language_codes)  # matched as added tokens
+    # Entries made only of characters source.spm does not know: Marian looks a whole unknown run up in
+    # vocab.json, so these must match whole runs (score -1: one piece beats any split of the run).
+    unknown_runs = sorted(p for p in vocab if p not in reachable and not set(p) & known)
+    entries: list[tuple[str, float]] = [("", 0.0)] * len(vocab)
+    for piece, i in vocab.items():
+        if piece in scores:
+            entries[i] = (piece, scores[piece])
+        elif piece in reachable:
+            entries[i] = (piece, 0.0)
+        elif piece in unknown_runs:
+            entries[i] = (piece, -1.0)
+        else:
+            entries[i] = (UNREACHABLE + piece, 0.0)
+    lost = [p for p in scores if p not in vocab]
+    if lost:
+        log.warning(
+            "%s: %d pieces of source.spm are not in vocab.json (e.g. %s); Marian maps them to %s, this tokenizer "
+            "segments around them",
+            directory,
+            len(lost),
+            lost[:3],
+            names["unk"],
+        )
+
+    tok = Tokenizer(Unigram(entries, unk_id=vocab[names["unk"]], byte_fallback=False))
+    spec = source.normalizer_spec
+    steps = []
+    if spec.precompiled_charsmap:
+        steps.append(normalizers.Precompiled(spec.precompiled_charsmap))
+    if spec.remove_extra_whitespaces:  # sentencepiece: strip the ends, collapse runs of spaces
+        steps += [normalizers.Replace(Regex("^ +| +$"), ""), normalizers.Replace(Regex(" {2,}"), " ")]
+    steps.append(normalizers.Replace(Regex(_unknown_run_pattern(known, unknown_runs)), UNKNOWN_RUN))
+    tok.normalizer = normalizers.Sequence(steps)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="▁",
+        prepend_scheme="always" if spec.add_dummy_prefix else "never",
+        split=source.trainer_spec.split_by_whitespace,
+    )
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"$A {names['eos']}",
+        pair=f"$A $B {names['eos']}",
+        special_tokens=[(names["eos"], vocab[names["eos"]])],
+    )
+    invisible = [p.piece for p in target.pieces if p.type == CONTROL and p.piece in vocab and p.piece not in reachable]
+    steps = [decoders.Replace(Regex("^(?:" + "|".join(UNREACHABLE + _escape(p) for p in invisible) + ")$"), "")]
+    tok.decoder = decoders.Sequence(
+        (steps if invisible else [])
+        + [
+            decoders.Replace(UNREACHABLE, ""),
+            decoders.Replace("▁", " "),
+            decoders.Fuse(),
+            decoders.Replace(Regex(r"^\s+|\s+$"), ""),  # Marian's final str.strip()
+        ]
+    )
+    tok.add_tokens([AddedToken(p, normalized=False, special=False) for p in user_defined + language_codes])
+    tok.add_special_tokens([AddedToken(names[k], normalized=False, special=True) for k in ("eos", "unk", "pad")])
+    return tok, {k: vocab[v] for k, v in names.items()}
+
+
+def _escape(text: str) -> str:
+    """Every character of ``text`` as an Oniguruma code point escape (safe in and out of classes)."""
+    return "".join(f"\\x{{{ord(c):X}}}" for c in text)
+
+
+def _unknown_run_pattern(known: set[str], keep: list[str]) -> str:
+    """A maximal run of characters outside ``known`` that is not exactly one of ``keep``.
+
+    sentencepiece emits such a run as one piece, which Marian then looks up in vocab.json:
+    runs in ``keep`` are vocabulary entries (the lattice matches them whole), every other
+    run becomes :data:`UNKNOWN_RUN`, which no entry contains, so the Unigram makes it one
+    ``<unk>``. Noncharacters in the input are unknown, so they never reach an entry either.
+    """
+    cls = "[^" + _escape("".join(sorted(c.replace("▁", " ") for c in known))) + "]"
+    exact = f"(?!(?:{'|'.join(_escape(p) for p in keep)})(?!{cls}))" if keep else ""
+    return f"(?<!{cls}){exact}{cls}+"

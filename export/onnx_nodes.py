@@ -1,0 +1,74 @@
+"""What an exported graph contains, read without torch: attention nodes, inputs and outputs.
+
+``verify`` and ``inspect`` run on machines with only onnx and onnxruntime, so this
+module repeats the op table of ``attnserve.models.attention.EXPORT_OP_TYPES`` (a test
+keeps the two equal) instead of importing it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import onnx
+
+DEFAULT_OPSET = 23  # the standard Attention op needs opset 23
+
+# Export target -> the op that carries one attention call ("domain::op_type"); decomposed
+# attention is plain MatMul/Softmax.
+ATTENTION_OPS = {
+    "fused": "com.microsoft::MultiHeadAttention",
+    "onnx": "ai.onnx::Attention",
+    "decomposed": None,
+}
+
+
+def _key(node: onnx.NodeProto) -> str:
+    return f"{node.domain or 'ai.onnx'}::{node.op_type}"
+
+
+def _nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    return list(model.graph.node) + [n for f in model.functions for n in f.node]
+
+
+def count_attention_nodes(model: onnx.ModelProto) -> dict[str, int]:
+    """Count attention nodes by ``domain::op_type`` (main graph and functions)."""
+    kinds = {op for op in ATTENTION_OPS.values() if op}
+    counts: dict[str, int] = {}
+    for node in _nodes(model):
+        key = _key(node)
+        if key in kinds:
+            counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def count_ops(model: onnx.ModelProto, *ops: str) -> dict[str, int]:
+    """Count nodes of the given ``domain::op_type`` keys (0 for absent ones)."""
+    counts = dict.fromkeys(ops, 0)
+    for node in _nodes(model):
+        key = _key(node)
+        if key in counts:
+            counts[key] += 1
+    return counts
+
+
+def attention_calls(kind: str, config: dict[str, Any]) -> dict[str, int]:
+    """Attention calls per graph of a model directory, from its ``model.json`` config.
+
+    translation: the encoder has one self-attention per layer; the decoder a causal
+    self-attention and a cross-attention per layer. image-classification: one per block.
+    """
+    if kind == "translation":
+        return {"encoder": int(config["encoder_layers"]), "decoder": 2 * int(config["decoder_layers"])}
+    return {"model": int(config["depth"])}
+
+
+_DTYPES = {v: k for k, v in onnx.TensorProto.DataType.items()}
+
+
+def describe_value(value: onnx.ValueInfoProto) -> str:
+    """``name: float32[batch, src_len, 256]``."""
+    tensor = value.type.tensor_type
+    dtype = _DTYPES.get(tensor.elem_type, str(tensor.elem_type)).lower()
+    dtype = {"float": "float32", "double": "float64"}.get(dtype, dtype)
+    dims = [d.dim_param or (str(d.dim_value) if d.HasField("dim_value") else "?") for d in tensor.shape.dim]
+    return f"{value.name}: {dtype}[{', '.join(dims)}]"

@@ -1,0 +1,72 @@
+"""Options every export takes, whatever the model (they own their CLI flags). Torch-free."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import ExportError
+from .onnx_nodes import ATTENTION_OPS, DEFAULT_OPSET
+
+PRECISIONS = ("fp32", "fp16", "int8")
+MIN_OPSET = 18  # the dynamo exporter's lowest
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """What every export takes, whatever the model; owns its CLI flags."""
+
+    out: Path
+    name: str | None = None  # default: the --out directory's name (the model repository's layout)
+    attention: str = "fused"
+    opset: int = DEFAULT_OPSET
+    precision: str = "fp32"
+    verify: bool = True
+    seed: int = 0
+    force: bool = False
+    device: str = "cpu"  # onnxruntime provider for verification
+    threads: int = 0  # 0 = the libraries' default (all cores)
+
+    def __post_init__(self) -> None:
+        if self.attention not in ATTENTION_OPS:
+            raise ExportError(f"--attention {self.attention!r} is not one of {', '.join(ATTENTION_OPS)}")
+        if self.precision not in PRECISIONS:
+            raise ExportError(f"--precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        if not MIN_OPSET <= self.opset <= DEFAULT_OPSET:
+            raise ExportError(f"--opset {self.opset} outside {MIN_OPSET}..{DEFAULT_OPSET}")
+        if self.attention == "onnx" and self.opset < 23:
+            raise ExportError(f"--attention onnx needs --opset 23 (the standard Attention op), got {self.opset}")
+
+    @property
+    def model_name(self) -> str:
+        return self.name or Path(self.out).resolve().name
+
+    @staticmethod
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--out", type=Path, required=True, help="model directory to write (atomically)")
+        parser.add_argument("--name", help="model name in model.json (default: the --out directory's name)")
+        parser.add_argument(
+            "--attention",
+            choices=list(ATTENTION_OPS),
+            default="fused",
+            help="fused = com.microsoft::MultiHeadAttention (default), onnx = standard Attention (opset 23), "
+            "decomposed = MatMul/Softmax",
+        )
+        parser.add_argument("--opset", type=int, default=DEFAULT_OPSET, help=f"ONNX opset (default {DEFAULT_OPSET})")
+        parser.add_argument(
+            "--precision",
+            choices=PRECISIONS,
+            default="fp32",
+            help="fp32 (default); fp16 for CUDA; int8 = dynamic quantization of the MatMuls for CPU",
+        )
+        parser.add_argument("--no-verify", dest="verify", action="store_false", help="skip verification")
+        parser.add_argument("--seed", type=int, default=0, help="seed of preset weights and verification inputs")
+        parser.add_argument("--force", action="store_true", help="replace an existing non-empty --out")
+        parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="verify on (default cpu)")
+        parser.add_argument("--threads", type=int, default=0, help="torch/onnxruntime threads (default: all)")
+
+    @classmethod
+    def from_args(cls, ns: argparse.Namespace) -> ExportOptions:
+        return cls(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)})

@@ -1,0 +1,101 @@
+"""Greedy decoding over ``encoder.onnx`` / ``decoder.onnx`` with onnxruntime (no torch).
+
+Follows the I/O contract of :mod:`attnserve.export.graphs` and the rules of
+:mod:`attnserve.models.decoding`: the start token opens every row, pad and start are
+never generated, argmax (ties to the lowest id), a row ends at its end token, the
+cache grows by one position per step (P = 0 on the first). ``verify`` uses it to check
+that the exported graphs decode the same tokens as PyTorch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+
+ORT_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+}
+
+
+def feed_for(session: ort.InferenceSession, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``arrays`` cast to the session's input dtypes (an fp16 graph may take float16)."""
+    feed = {}
+    for spec in session.get_inputs():
+        if spec.name not in arrays:
+            raise KeyError(f"no value for graph input {spec.name!r}")
+        feed[spec.name] = np.asarray(arrays[spec.name]).astype(ORT_TYPES.get(spec.type, np.float32), copy=False)
+    return feed
+
+
+class OrtGreedy:
+    """Greedy decoding of a batch: ``encoder``/``decoder`` sessions and the ids of ``model.json``.
+
+    ``num_heads`` and ``head_dim`` shape the empty first cache (B, H, 0, D).
+    """
+
+    def __init__(
+        self,
+        encoder: ort.InferenceSession,
+        decoder: ort.InferenceSession,
+        *,
+        pad_id: int,
+        bos_id: int,
+        eos_id: int,
+        num_heads: int,
+        head_dim: int,
+    ) -> None:
+        self.encoder, self.decoder = encoder, decoder
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        self.num_heads, self.head_dim = num_heads, head_dim
+        inputs = [i.name for i in decoder.get_inputs()]
+        self.past_names = [n for n in inputs if n.startswith("past_")]
+        self.cross_names = [n for n in inputs if n.startswith("cross_")]
+        self.output_names = [o.name for o in decoder.get_outputs()]
+
+    def _steps(self, src_ids: np.ndarray, steps: int, forced: np.ndarray | None):
+        """Yield (step, choice (B,) int64); feeds ``forced[:, step]`` instead of the choice when given."""
+        B = src_ids.shape[0]
+        src_mask = (src_ids != self.pad_id).astype(np.int32)  # (B, L)
+        enc = self.encoder.run(None, feed_for(self.encoder, {"src_ids": src_ids, "src_mask": src_mask}))
+        enc = dict(zip([o.name for o in self.encoder.get_outputs()], enc))
+        cache = {n: np.zeros((B, self.num_heads, 0, self.head_dim), np.float32) for n in self.past_names}
+        tokens = np.full((B, 1), self.bos_id, dtype=np.int64)  # (B, 1)
+        for step in range(steps):
+            arrays = {
+                "input_ids": tokens,
+                "positions": np.full((B, 1), step, dtype=np.int64),  # (B, 1)
+                "self_mask": np.ones((B, step + 1), dtype=np.int32),  # (B, P + 1)
+                "src_mask": src_mask,
+                **cache,
+                **{n: enc[n] for n in self.cross_names},
+            }
+            out = dict(zip(self.output_names, self.decoder.run(None, feed_for(self.decoder, arrays))))
+            logits = out["logits"].astype(np.float32)  # (B, V)
+            logits[:, [self.pad_id, self.bos_id]] = -np.inf  # never generated (models/decoding.py)
+            choice = logits.argmax(axis=-1)  # (B,): first maximum = lowest id on ties
+            yield step, choice
+            cache = {n: out["present_" + n.removeprefix("past_")] for n in self.past_names}
+            following = choice if forced is None else np.where(forced[:, step] >= 0, forced[:, step], self.eos_id)
+            tokens = following.astype(np.int64)[:, None]  # (B, 1)
+
+    def decode(self, src_ids: np.ndarray, max_new_tokens: int) -> list[list[int]]:
+        """src_ids: (B, L) int64, right-padded -> generated ids per row (no start token, eos last if generated)."""
+        rows: list[list[int]] = [[] for _ in range(src_ids.shape[0])]
+        done = [False] * len(rows)
+        for _, choice in self._steps(src_ids, max_new_tokens, None):
+            for b, tok in enumerate(choice.tolist()):
+                if not done[b]:
+                    rows[b].append(tok)
+                    done[b] = tok == self.eos_id
+            if all(done):
+                break
+        return rows
+
+    def forced_choices(self, src_ids: np.ndarray, reference: np.ndarray) -> np.ndarray:
+        """Teacher forcing along ``reference`` (B, T) int64 (-1 = past the row's end): the argmax
+        at every step (B, T). Compared with ``reference`` it gives the top-1 agreement."""
+        choices = [c for _, c in self._steps(src_ids, reference.shape[1], reference)]
+        return np.stack(choices, axis=1)  # (B, T)

@@ -1,0 +1,83 @@
+"""Fixed-seed reference inputs and PyTorch outputs, saved with the model as ``verification.npz``.
+
+``attnserve-export verify DIR`` replays them through onnxruntime without the PyTorch
+model. Keys are ``<graph>.in.<input>`` and ``<graph>.out.<output>`` (graph and I/O
+names of ``model.json``), plus for translation ``greedy.src_ids`` (B, L) int64,
+``greedy.tokens`` (B, T) int64 (the reference greedy decode of :mod:`attnserve.models.decoding`,
+-1 after a row's last token) and ``greedy.max_new_tokens``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attnserve.models import TranslationTransformer, VisionTransformer, greedy_decode
+
+from .graphs import DecoderGraph, EncoderGraph, decoder_io, encoder_io, example_translation_inputs
+from .verify import VERIFICATION_FILE
+
+VIT_IMAGES = 8  # enough for a top-1 agreement, small enough to ship (8 x 3 x 224 x 224 float32 = 4.8 MB)
+GREEDY_ROWS, GREEDY_SRC_LEN, GREEDY_STEPS = 3, 9, 16
+
+
+def _named(prefix: str, names: list[str], tensors) -> dict[str, np.ndarray]:
+    return {f"{prefix}.{n}": t.detach().cpu().numpy() for n, t in zip(names, tensors)}
+
+
+def _source_batch(model: TranslationTransformer, rows: int, length: int, seed: int) -> torch.Tensor:
+    """(rows, length) int64 source ids ending in eos, right-padded, rows of decreasing length."""
+    cfg = model.cfg
+    g = torch.Generator().manual_seed(seed)
+    specials = max(cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id) + 1
+    src = torch.randint(specials, cfg.vocab_size, (rows, length), generator=g)  # (B, L)
+    for row in range(rows):
+        n = max(1, length - 3 * row)  # tokens in this row, eos included
+        src[row, n - 1] = cfg.eos_id
+        src[row, n:] = cfg.pad_id
+    return src
+
+
+@torch.no_grad()
+def translation_reference(
+    model: TranslationTransformer, *, seed: int = 0, max_target_len: int
+) -> dict[str, np.ndarray]:
+    """Encoder, one decoder step with a cache (P = 3, S = 2, a left-padded slot), and a greedy decode."""
+    model = model.eval()
+    n = model.cfg.decoder_layers
+    length = min(GREEDY_SRC_LEN, model.cfg.max_positions)
+    src = _source_batch(model, GREEDY_ROWS, length, seed)  # (B, L)
+    src_mask = (src != model.cfg.pad_id).to(torch.int32)  # (B, L)
+    enc_in, enc_out = encoder_io(n)
+    data = _named("encoder.in", enc_in, (src, src_mask))
+    data |= _named("encoder.out", enc_out, EncoderGraph(model)(src, src_mask))
+    _, dec_args = example_translation_inputs(model, batch=2, src_len=min(7, model.cfg.max_positions), seed=seed)
+    dec_in, dec_out = decoder_io(n)
+    data |= _named("decoder.in", dec_in, dec_args)
+    data |= _named("decoder.out", dec_out, DecoderGraph(model)(*dec_args))
+    steps = min(GREEDY_STEPS, max_target_len)
+    hyps = greedy_decode(model, src, max_new_tokens=steps)
+    tokens = np.full((len(hyps), steps), -1, dtype=np.int64)  # (B, T)
+    for row, hyp in enumerate(hyps):
+        tokens[row, : len(hyp.tokens)] = hyp.tokens
+    data |= {"greedy.src_ids": src.numpy(), "greedy.tokens": tokens, "greedy.max_new_tokens": np.array(steps)}
+    return data
+
+
+@torch.no_grad()
+def vit_reference(model: VisionTransformer, *, seed: int = 0) -> dict[str, np.ndarray]:
+    """Logits of ``VIT_IMAGES`` fixed-seed standard-normal (already normalised) images."""
+    model = model.eval()
+    cfg = model.cfg
+    g = torch.Generator().manual_seed(seed)
+    pixels = torch.randn(VIT_IMAGES, cfg.in_channels, cfg.image_size, cfg.image_size, generator=g)  # (B, C, H, W)
+    return {"model.in.pixels": pixels.numpy(), "model.out.logits": model(pixels).numpy()}
+
+
+def save_reference(directory: Path, data: dict[str, np.ndarray]) -> Path:
+    path = Path(directory) / VERIFICATION_FILE
+    with open(path, "wb") as fh:
+        np.savez(fh, **data)
+    return path

@@ -1,0 +1,126 @@
+"""Bad input: one line on stderr, exit 1 (or 2 for usage), nothing half-written left behind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from .conftest import error_lines, leftovers
+
+
+def _assert_one_line_error(run, code: int, *fragments: str) -> None:
+    assert run.code == code, run.err
+    errors = error_lines(run)
+    assert len(errors) == 1 and run.err.rstrip().endswith(errors[0]), run.err
+    for fragment in fragments:
+        assert fragment in errors[0]
+
+
+def _nothing_written(out) -> None:
+    assert not out.exists()
+    if out.parent.exists():
+        assert not leftovers(out.parent)
+
+
+def test_missing_checkpoint(cli, tmp_path, checkpoints):
+    out = tmp_path / "out"
+    run = cli(
+        "translation",
+        "--checkpoint",
+        tmp_path / "nope.safetensors",
+        "--tokenizer",
+        checkpoints["tokenizer"],
+        "--out",
+        out,
+    )
+    _assert_one_line_error(run, 1, "nope.safetensors", "not found")
+    _nothing_written(out)
+
+
+def test_checkpoint_of_the_wrong_kind(cli, tmp_path, checkpoints):
+    out = tmp_path / "out"
+    run = cli("translation", "--checkpoint", checkpoints["vit"], "--tokenizer", checkpoints["tokenizer"], "--out", out)
+    _assert_one_line_error(run, 1, "is a vit checkpoint", "attnserve-export vit")
+    _nothing_written(out)
+
+
+def test_not_a_checkpoint(cli, tmp_path):
+    bogus = tmp_path / "model.safetensors"
+    bogus.write_bytes(b"definitely not safetensors")
+    out = tmp_path / "out"
+    _assert_one_line_error(cli("vit", "--checkpoint", bogus, "--out", out), 1, "not a safetensors checkpoint")
+    _nothing_written(out)
+
+
+def test_config_that_does_not_match_the_weights(cli, tmp_path, checkpoints):
+    with safe_open(str(checkpoints["vit"]), framework="pt") as fh:
+        meta = fh.metadata()
+        tensors = {k: fh.get_tensor(k) for k in fh.keys()}
+    config = json.loads(meta["attnserve.config"])
+    meta["attnserve.config"] = json.dumps({**config, "dim": 48, "num_heads": 4})  # the weights are dim 32
+    mismatched = tmp_path / "mismatched.safetensors"
+    save_file(tensors, str(mismatched), metadata=meta)
+    out = tmp_path / "out"
+    _assert_one_line_error(cli("vit", "--checkpoint", mismatched, "--out", out), 1, "do not match the config")
+    _nothing_written(out)
+
+
+def test_labels_that_do_not_match_the_classes(cli, tmp_path, checkpoints):
+    labels = tmp_path / "labels.json"
+    labels.write_text('["cat", "dog"]')
+    out = tmp_path / "out"
+    run = cli("vit", "--checkpoint", checkpoints["vit"], "--labels", labels, "--out", out)
+    _assert_one_line_error(run, 1, "2 labels for a model with 5 classes")
+    _nothing_written(out)
+
+
+def test_checkpoint_without_tokenizer(cli, tmp_path, checkpoints):
+    out = tmp_path / "out"
+    run = cli("translation", "--checkpoint", checkpoints["translation"], "--out", out)
+    _assert_one_line_error(run, 1, "--tokenizer", "found")  # points at the tokenizer.json beside it
+    _nothing_written(out)
+
+
+def test_unwritable_out(cli, tmp_path, checkpoints):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    run = cli("vit", "--checkpoint", checkpoints["vit"], "--out", blocker / "model")
+    _assert_one_line_error(run, 1, "cannot write to")
+    assert blocker.read_text() == "not a directory"
+
+
+def test_existing_non_empty_out_needs_force(cli, tmp_path, checkpoints):
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    run = cli("vit", "--checkpoint", checkpoints["vit"], "--out", out)
+    _assert_one_line_error(run, 1, "not empty", "--force")
+    assert [p.name for p in out.iterdir()] == ["keep.txt"] and not leftovers(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "fragment"),
+    [
+        (["translation", "--preset", "vit-tiny"], 1, "export it with `attnserve-export vit`"),
+        (["vit", "--preset", "vit-huge"], 1, "unknown preset 'vit-huge'; vit presets: vit-b16, vit-s16, vit-tiny"),
+        (["vit", "--preset", "vit-tiny", "--keep-rate", "1.5"], 1, "--keep-rate must be in (0, 1]"),
+        (["translation", "--preset", "mt-tiny", "--attention", "onnx", "--opset", "20"], 1, "needs --opset 23"),
+        (["translation", "--preset", "mt-tiny", "--max-source-len", "9999"], 1, "--max-source-len 9999 outside"),
+        (["vit", "--preset", "vit-tiny", "--precision", "int4"], 2, "invalid choice: 'int4'"),
+        (["vit", "--preset", "vit-tiny", "--checkpoint", "x.safetensors"], 2, "not allowed with argument"),
+    ],
+)
+def test_bad_options(cli, tmp_path, args, code, fragment):
+    out = tmp_path / "out"
+    run = cli(*args, "--out", out)
+    assert run.code == code
+    assert fragment in run.err and "Traceback" not in run.err
+    _nothing_written(out)
+
+
+def test_verify_of_a_directory_without_model_json(cli, tmp_path):
+    _assert_one_line_error(cli("verify", tmp_path), 1, "model.json", "not found")
+    _assert_one_line_error(cli("inspect", tmp_path), 1, "model.json", "not found")
