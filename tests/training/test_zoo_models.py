@@ -1,0 +1,72 @@
+"""The committed models, exported to ONNX, reach their bars through onnxruntime (subsets, fast)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("babel")
+pytest.importorskip("sacrebleu")
+pytest.importorskip("sklearn")
+
+from attnserve.export.evaluate import OnnxTranslator, evaluate_digits, evaluate_translation  # noqa: E402
+from attnserve.export.zoo import NAMES, ZOO, build_repo, is_current, main  # noqa: E402
+from attnserve.server.manifest import load_manifest  # noqa: E402
+
+EXAMPLES = ZOO.parent.parent / "examples"
+
+
+@pytest.fixture(scope="module")
+def repo(tmp_path_factory):
+    out = tmp_path_factory.mktemp("model-repo")
+    assert build_repo(out) == list(NAMES)
+    return out
+
+
+def test_repo_is_built_once_and_validates(repo):
+    assert build_repo(repo) == []  # up to date: nothing re-exported
+    assert all(is_current(repo / name, name) for name in NAMES)
+    mt, digits = load_manifest(repo / "translator-en-de"), load_manifest(repo / "digits-vit")
+    assert mt.limits == {"max_source_len": 64, "max_target_len": 64}
+    assert digits.labels == [str(i) for i in range(10)] and digits.preprocessing.invert
+
+
+def test_zoo_cli_reports_each_model_and_refuses_unknown_names(repo, capsys):
+    assert main(["--out", str(repo)]) == 0
+    assert capsys.readouterr().out.splitlines() == [f"{repo / name}: up to date" for name in NAMES]
+    assert main(["--out", str(repo), "translator-fr"]) == 2
+    assert "unknown zoo model 'translator-fr'; available: translator-en-de, digits-vit" in capsys.readouterr().err
+
+
+def test_translator_reaches_the_bar_through_onnx(repo):
+    metrics = evaluate_translation(repo / "translator-en-de", limit=200)
+    # The issue's bar (the committed model measures 99.0% on all 2,000 held-out pairs, MODEL_CARD.md).
+    assert metrics["exact_match"] >= 0.95, metrics["errors"][:5]
+    assert metrics["chrf"] >= 95
+
+
+def test_the_readme_examples_translate(repo):
+    lines = (EXAMPLES / "sentences.tsv").read_text(encoding="utf-8").splitlines()
+    pairs = [line.split("\t") for line in lines if line and not line.startswith("#")]
+    outputs = OnnxTranslator(repo / "translator-en-de").translate([en for en, _ in pairs])
+    # 15 of the 16 come out exactly: "for the third time" is a held-out source, never trained,
+    # and misses (MODEL_CARD.md, known limits)
+    assert sum(out == de for out, (_, de) in zip(outputs, pairs)) >= 0.9 * len(pairs), list(zip(outputs, pairs))
+
+
+def test_digits_reach_the_bar_through_onnx_with_the_servers_preprocessing(repo):
+    assert evaluate_digits(repo / "digits-vit", limit=200, repeats=1)["accuracy"] >= 0.97
+
+
+def test_the_example_pngs_are_recognised(repo):
+    import numpy as np
+
+    from attnserve.export.evaluate import session
+    from attnserve.server.preprocess import preprocess_image
+
+    manifest = load_manifest(repo / "digits-vit")
+    files = sorted((EXAMPLES / "digits").glob("*.png"))
+    assert len(files) >= 10
+    pixels = np.stack([preprocess_image(f.read_bytes(), manifest.preprocessing) for f in files])
+    logits = session(repo / "digits-vit" / "model.onnx").run(None, {"pixels": pixels})[0]
+    predicted = [manifest.labels[i] for i in logits.argmax(-1)]
+    assert predicted == [f.name.split("-")[1].split(".")[0] for f in files]
