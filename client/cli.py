@@ -1,0 +1,180 @@
+"""``attnserve-client``: translate, classify, list models and check health from a shell.
+
+    attnserve-client translate "Monday, March 3, 2025"
+    attnserve-client translate --stream "Monday, March 3, 2025"
+    attnserve-client classify digit.png
+    attnserve-client models
+    attnserve-client health
+
+``--json`` prints machine-readable output. Exit codes: 0 ok, 1 the call failed (or
+health is not SERVING), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import DEFAULT_ADDRESS, AttnServeError, Client
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnserve-client", description="Talk to an attnserve server.")
+    parser.add_argument("--address", default=DEFAULT_ADDRESS, help=f"server HOST:PORT (default {DEFAULT_ADDRESS})")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--timeout", type=float, default=30.0, help="deadline per call in seconds (default 30)")
+    parser.add_argument("--retries", type=int, default=3, help="retries on UNAVAILABLE (default 3)")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("ATTNSERVE_TOKEN"),
+        help="bearer token for a server that requires one (default: env ATTNSERVE_TOKEN)",
+    )
+    parser.add_argument("--tls-ca", type=Path, default=None, help="PEM CA certificate: connect with TLS")
+    parser.add_argument("--tls-cert", type=Path, default=None, help="PEM client certificate (mutual TLS)")
+    parser.add_argument("--tls-key", type=Path, default=None, help="PEM key of --tls-cert")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tr = sub.add_parser("translate", help="translate one or more texts")
+    tr.add_argument("texts", nargs="+", help="texts to translate")
+    tr.add_argument("--model", default="", help="model name (default: the only translation model)")
+    tr.add_argument("--stream", action="store_true", help="print text as it is generated (one text)")
+    tr.add_argument("--beam-size", type=int, default=1)
+    tr.add_argument("--num-hypotheses", type=int, default=1)
+    tr.add_argument("--length-penalty", type=float, default=None)
+    tr.add_argument("--max-new-tokens", type=int, default=0)
+    tr.add_argument("--temperature", type=float, default=0.0, help="> 0 samples")
+    tr.add_argument("--top-k", type=int, default=0)
+    tr.add_argument("--top-p", type=float, default=None)
+    tr.add_argument("--seed", type=int, default=None)
+    tr.add_argument("--scores", action="store_true", help="print scores")
+    tr.add_argument("--token-ids", action="store_true", help="print token ids")
+
+    cl = sub.add_parser("classify", help="classify image files")
+    cl.add_argument("images", nargs="+", help="image files (PNG, JPEG, ...)")
+    cl.add_argument("--model", default="", help="model name (default: the only classification model)")
+    cl.add_argument("--top-k", type=int, default=3)
+
+    sub.add_parser("models", help="list the served models")
+    he = sub.add_parser("health", help="health of the server or of one model (exit 1 unless SERVING)")
+    he.add_argument("service", nargs="?", default="", help="model name ('' = the whole server)")
+    return parser
+
+
+def _print_json(data: Any) -> None:
+    print(json.dumps(data, indent=2, default=lambda o: dataclasses.asdict(o)))
+
+
+def _translate(client: Client, args: argparse.Namespace) -> int:
+    options = dict(
+        beam_size=args.beam_size,
+        num_hypotheses=args.num_hypotheses,
+        length_penalty=args.length_penalty,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        return_scores=args.scores,
+        return_token_ids=args.token_ids,
+    )
+    if args.stream:
+        if len(args.texts) != 1:
+            print("attnserve-client: error: --stream takes one text", file=sys.stderr)
+            return 2
+        chunks = []
+        for chunk in client.translate_stream(args.texts[0], args.model, **options):
+            chunks.append(chunk)
+            if args.json:
+                print(json.dumps(dataclasses.asdict(chunk)), flush=True)
+            else:
+                print(chunk.delta, end="", flush=True)
+        if not args.json:
+            print(f"\n[{chunks[-1].finish_reason if chunks else '?'}]" if sys.stdout.isatty() else "")
+        return 0
+    results = client.translate(args.texts, args.model, **options)
+    if args.json:
+        _print_json([dataclasses.asdict(r) | {"text": r.text} for r in results])
+        return 0
+    for result in results:
+        for i, hyp in enumerate(result.hypotheses):
+            extra = []
+            if hyp.score is not None:
+                extra.append(f"score={hyp.score:.4f} logprob={hyp.logprob:.4f}")
+            if args.token_ids:
+                extra.append(f"ids={hyp.token_ids}")
+            prefix = f"[{i}] " if len(result.hypotheses) > 1 else ""
+            print(prefix + hyp.text + (f"  ({' '.join(extra)})" if extra else ""))
+    return 0
+
+
+def _classify(client: Client, args: argparse.Namespace) -> int:
+    try:
+        images = [open(path, "rb").read() for path in args.images]  # noqa: SIM115 - tiny files, read at once
+    except OSError as exc:
+        print(f"attnserve-client: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return 2
+    results = client.classify(images, args.model, top_k=args.top_k)
+    if args.json:
+        _print_json([{"file": path, **dataclasses.asdict(r)} for path, r in zip(args.images, results)])
+        return 0
+    for path, result in zip(args.images, results):
+        labels = ", ".join(f"{lab.label} {lab.probability:.3f}" for lab in result.labels)
+        print(f"{path}: {labels}")
+    return 0
+
+
+def _models(client: Client, args: argparse.Namespace) -> int:
+    models = client.list_models()
+    if args.json:
+        _print_json(models)
+        return 0
+    for m in models:
+        state = "ready" if m.ready else f"NOT READY: {m.error}"
+        detail = f"{m.kind}, {m.provider}, {m.precision}, attention {m.attention}" if m.ready else m.kind
+        print(f"{m.name}  ({detail})  {state}")
+    return 0
+
+
+def _health(client: Client, args: argparse.Namespace) -> int:
+    status = client.health(args.service)
+    if args.json:
+        _print_json({"service": args.service, "status": status})
+    else:
+        print(status)
+    return 0 if status == "SERVING" else 1
+
+
+COMMANDS = {"translate": _translate, "classify": _classify, "models": _models, "health": _health}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        tls = {
+            key: path.read_bytes()
+            for key, path in (
+                ("root_certificates", args.tls_ca),
+                ("certificate_chain", args.tls_cert),
+                ("private_key", args.tls_key),
+            )
+            if path is not None
+        }
+        with Client(args.address, timeout=args.timeout, retries=args.retries, token=args.token, **tls) as client:
+            return COMMANDS[args.command](client, args)
+    except OSError as exc:
+        print(f"attnserve-client: error: {exc}", file=sys.stderr)
+        return 1
+    except AttnServeError as exc:
+        if args.json:
+            print(json.dumps({"error": {"code": exc.code.name, "message": exc.details}}))
+        print(f"attnserve-client: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

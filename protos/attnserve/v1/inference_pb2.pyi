@@ -1,0 +1,291 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class DecodingMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DECODING_MODE_UNSPECIFIED: _ClassVar[DecodingMode]
+    DECODING_MODE_GREEDY: _ClassVar[DecodingMode]
+    DECODING_MODE_BEAM_SEARCH: _ClassVar[DecodingMode]
+    DECODING_MODE_SAMPLING: _ClassVar[DecodingMode]
+
+class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FINISH_REASON_UNSPECIFIED: _ClassVar[FinishReason]
+    FINISH_REASON_EOS: _ClassVar[FinishReason]
+    FINISH_REASON_LENGTH: _ClassVar[FinishReason]
+
+class DataType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    DATA_TYPE_UNSPECIFIED: _ClassVar[DataType]
+    DATA_TYPE_FP32: _ClassVar[DataType]
+    DATA_TYPE_FP16: _ClassVar[DataType]
+    DATA_TYPE_UINT8: _ClassVar[DataType]
+
+class ModelKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    MODEL_KIND_UNSPECIFIED: _ClassVar[ModelKind]
+    MODEL_KIND_TRANSLATION: _ClassVar[ModelKind]
+    MODEL_KIND_IMAGE_CLASSIFICATION: _ClassVar[ModelKind]
+DECODING_MODE_UNSPECIFIED: DecodingMode
+DECODING_MODE_GREEDY: DecodingMode
+DECODING_MODE_BEAM_SEARCH: DecodingMode
+DECODING_MODE_SAMPLING: DecodingMode
+FINISH_REASON_UNSPECIFIED: FinishReason
+FINISH_REASON_EOS: FinishReason
+FINISH_REASON_LENGTH: FinishReason
+DATA_TYPE_UNSPECIFIED: DataType
+DATA_TYPE_FP32: DataType
+DATA_TYPE_FP16: DataType
+DATA_TYPE_UINT8: DataType
+MODEL_KIND_UNSPECIFIED: ModelKind
+MODEL_KIND_TRANSLATION: ModelKind
+MODEL_KIND_IMAGE_CLASSIFICATION: ModelKind
+
+class DecodingOptions(_message.Message):
+    __slots__ = ("mode", "beam_size", "num_hypotheses", "length_penalty", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "return_scores", "return_token_ids")
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NUM_HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
+    LENGTH_PENALTY_FIELD_NUMBER: _ClassVar[int]
+    MAX_NEW_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    TOP_P_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    RETURN_SCORES_FIELD_NUMBER: _ClassVar[int]
+    RETURN_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    mode: DecodingMode
+    beam_size: int
+    num_hypotheses: int
+    length_penalty: float
+    max_new_tokens: int
+    temperature: float
+    top_k: int
+    top_p: float
+    seed: int
+    return_scores: bool
+    return_token_ids: bool
+    def __init__(self, mode: _Optional[_Union[DecodingMode, str]] = ..., beam_size: _Optional[int] = ..., num_hypotheses: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., top_p: _Optional[float] = ..., seed: _Optional[int] = ..., return_scores: _Optional[bool] = ..., return_token_ids: _Optional[bool] = ...) -> None: ...
+
+class TranslateRequest(_message.Message):
+    __slots__ = ("model", "texts", "options")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    options: DecodingOptions
+    def __init__(self, model: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ...) -> None: ...
+
+class Hypothesis(_message.Message):
+    __slots__ = ("text", "token_ids", "score", "logprob", "finish_reason")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    LOGPROB_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    token_ids: _containers.RepeatedScalarFieldContainer[int]
+    score: float
+    logprob: float
+    finish_reason: FinishReason
+    def __init__(self, text: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., score: _Optional[float] = ..., logprob: _Optional[float] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ...) -> None: ...
+
+class TranslationTiming(_message.Message):
+    __slots__ = ("queue_ms", "encode_ms", "decode_ms", "first_token_ms")
+    QUEUE_MS_FIELD_NUMBER: _ClassVar[int]
+    ENCODE_MS_FIELD_NUMBER: _ClassVar[int]
+    DECODE_MS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TOKEN_MS_FIELD_NUMBER: _ClassVar[int]
+    queue_ms: float
+    encode_ms: float
+    decode_ms: float
+    first_token_ms: float
+    def __init__(self, queue_ms: _Optional[float] = ..., encode_ms: _Optional[float] = ..., decode_ms: _Optional[float] = ..., first_token_ms: _Optional[float] = ...) -> None: ...
+
+class Translation(_message.Message):
+    __slots__ = ("hypotheses", "source_tokens", "timing")
+    HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TIMING_FIELD_NUMBER: _ClassVar[int]
+    hypotheses: _containers.RepeatedCompositeFieldContainer[Hypothesis]
+    source_tokens: int
+    timing: TranslationTiming
+    def __init__(self, hypotheses: _Optional[_Iterable[_Union[Hypothesis, _Mapping]]] = ..., source_tokens: _Optional[int] = ..., timing: _Optional[_Union[TranslationTiming, _Mapping]] = ...) -> None: ...
+
+class TranslateResponse(_message.Message):
+    __slots__ = ("model", "translations")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    TRANSLATIONS_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    translations: _containers.RepeatedCompositeFieldContainer[Translation]
+    def __init__(self, model: _Optional[str] = ..., translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ...) -> None: ...
+
+class TranslateChunk(_message.Message):
+    __slots__ = ("delta", "token_ids", "finish_reason")
+    DELTA_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    delta: str
+    token_ids: _containers.RepeatedScalarFieldContainer[int]
+    finish_reason: FinishReason
+    def __init__(self, delta: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ...) -> None: ...
+
+class Tensor(_message.Message):
+    __slots__ = ("shape", "datatype", "raw_contents")
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    DATATYPE_FIELD_NUMBER: _ClassVar[int]
+    RAW_CONTENTS_FIELD_NUMBER: _ClassVar[int]
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    datatype: DataType
+    raw_contents: bytes
+    def __init__(self, shape: _Optional[_Iterable[int]] = ..., datatype: _Optional[_Union[DataType, str]] = ..., raw_contents: _Optional[bytes] = ...) -> None: ...
+
+class ImageInput(_message.Message):
+    __slots__ = ("encoded", "tensor")
+    ENCODED_FIELD_NUMBER: _ClassVar[int]
+    TENSOR_FIELD_NUMBER: _ClassVar[int]
+    encoded: bytes
+    tensor: Tensor
+    def __init__(self, encoded: _Optional[bytes] = ..., tensor: _Optional[_Union[Tensor, _Mapping]] = ...) -> None: ...
+
+class ClassifyRequest(_message.Message):
+    __slots__ = ("model", "images", "top_k")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    images: _containers.RepeatedCompositeFieldContainer[ImageInput]
+    top_k: int
+    def __init__(self, model: _Optional[str] = ..., images: _Optional[_Iterable[_Union[ImageInput, _Mapping]]] = ..., top_k: _Optional[int] = ...) -> None: ...
+
+class LabelScore(_message.Message):
+    __slots__ = ("label", "index", "probability")
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITY_FIELD_NUMBER: _ClassVar[int]
+    label: str
+    index: int
+    probability: float
+    def __init__(self, label: _Optional[str] = ..., index: _Optional[int] = ..., probability: _Optional[float] = ...) -> None: ...
+
+class ClassificationTiming(_message.Message):
+    __slots__ = ("preprocess_ms", "queue_ms", "inference_ms")
+    PREPROCESS_MS_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_MS_FIELD_NUMBER: _ClassVar[int]
+    INFERENCE_MS_FIELD_NUMBER: _ClassVar[int]
+    preprocess_ms: float
+    queue_ms: float
+    inference_ms: float
+    def __init__(self, preprocess_ms: _Optional[float] = ..., queue_ms: _Optional[float] = ..., inference_ms: _Optional[float] = ...) -> None: ...
+
+class Classification(_message.Message):
+    __slots__ = ("labels", "batch_size", "timing")
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    TIMING_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.RepeatedCompositeFieldContainer[LabelScore]
+    batch_size: int
+    timing: ClassificationTiming
+    def __init__(self, labels: _Optional[_Iterable[_Union[LabelScore, _Mapping]]] = ..., batch_size: _Optional[int] = ..., timing: _Optional[_Union[ClassificationTiming, _Mapping]] = ...) -> None: ...
+
+class ClassifyResponse(_message.Message):
+    __slots__ = ("model", "results")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    results: _containers.RepeatedCompositeFieldContainer[Classification]
+    def __init__(self, model: _Optional[str] = ..., results: _Optional[_Iterable[_Union[Classification, _Mapping]]] = ...) -> None: ...
+
+class ModelLimits(_message.Message):
+    __slots__ = ("max_source_len", "max_target_len", "max_beam_size", "max_items_per_request", "max_batch_size", "max_queue_size", "max_image_bytes", "max_image_pixels")
+    MAX_SOURCE_LEN_FIELD_NUMBER: _ClassVar[int]
+    MAX_TARGET_LEN_FIELD_NUMBER: _ClassVar[int]
+    MAX_BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MAX_ITEMS_PER_REQUEST_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MAX_QUEUE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MAX_IMAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MAX_IMAGE_PIXELS_FIELD_NUMBER: _ClassVar[int]
+    max_source_len: int
+    max_target_len: int
+    max_beam_size: int
+    max_items_per_request: int
+    max_batch_size: int
+    max_queue_size: int
+    max_image_bytes: int
+    max_image_pixels: int
+    def __init__(self, max_source_len: _Optional[int] = ..., max_target_len: _Optional[int] = ..., max_beam_size: _Optional[int] = ..., max_items_per_request: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., max_queue_size: _Optional[int] = ..., max_image_bytes: _Optional[int] = ..., max_image_pixels: _Optional[int] = ...) -> None: ...
+
+class ImagePreprocessing(_message.Message):
+    __slots__ = ("image_size", "channels", "mean", "std", "resample", "invert")
+    IMAGE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CHANNELS_FIELD_NUMBER: _ClassVar[int]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    STD_FIELD_NUMBER: _ClassVar[int]
+    RESAMPLE_FIELD_NUMBER: _ClassVar[int]
+    INVERT_FIELD_NUMBER: _ClassVar[int]
+    image_size: int
+    channels: int
+    mean: _containers.RepeatedScalarFieldContainer[float]
+    std: _containers.RepeatedScalarFieldContainer[float]
+    resample: str
+    invert: bool
+    def __init__(self, image_size: _Optional[int] = ..., channels: _Optional[int] = ..., mean: _Optional[_Iterable[float]] = ..., std: _Optional[_Iterable[float]] = ..., resample: _Optional[str] = ..., invert: _Optional[bool] = ...) -> None: ...
+
+class ModelInfo(_message.Message):
+    __slots__ = ("name", "kind", "ready", "error", "provider", "precision", "attention", "config", "labels", "limits", "preprocessing", "version")
+    class ConfigEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PROVIDER_FIELD_NUMBER: _ClassVar[int]
+    PRECISION_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    CONFIG_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    PREPROCESSING_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    kind: ModelKind
+    ready: bool
+    error: str
+    provider: str
+    precision: str
+    attention: str
+    config: _containers.ScalarMap[str, str]
+    labels: _containers.RepeatedScalarFieldContainer[str]
+    limits: ModelLimits
+    preprocessing: ImagePreprocessing
+    version: str
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ModelKind, str]] = ..., ready: _Optional[bool] = ..., error: _Optional[str] = ..., provider: _Optional[str] = ..., precision: _Optional[str] = ..., attention: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., labels: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., preprocessing: _Optional[_Union[ImagePreprocessing, _Mapping]] = ..., version: _Optional[str] = ...) -> None: ...
+
+class ListModelsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListModelsResponse(_message.Message):
+    __slots__ = ("models",)
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    models: _containers.RepeatedCompositeFieldContainer[ModelInfo]
+    def __init__(self, models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ...) -> None: ...
+
+class GetModelRequest(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...

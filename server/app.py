@@ -1,0 +1,309 @@
+"""The gRPC server: servicers (thin handlers), health, reflection, metrics, lifecycle.
+
+Every handler is: validate -> decode request -> await the batcher or the decode engine
+-> encode reply, inside :meth:`AttnServer.rpc`, which maps the serving core's typed
+errors to gRPC statuses and counts the request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1.health import aio as health_aio
+from grpc_reflection.v1alpha import reflection
+
+from attnserve.protos.attnserve.v1 import admin_pb2
+from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+
+from . import convert, security
+from .config import Settings
+from .errors import ModelNotFound, ServingError, ShuttingDown
+from .metrics import Metrics
+from .registry import IMAGE_CLASSIFICATION, TRANSLATION, LoadedModel, ModelRegistry
+from .reload import FAILED, Reloader, ReloadOutcome
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["InferenceService"].full_name  # "attnserve.v1.InferenceService"
+ADMIN_SERVICE_NAME = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
+REQUEST_ID_KEY = "x-request-id"
+
+
+@dataclass
+class Call:
+    method: str
+    model: str
+    request_id: str = ""
+
+
+class AttnServer:
+    """Owns the grpc.aio server, the models, health and metrics; ``stop`` drains gracefully."""
+
+    def __init__(self, settings: Settings, registry: ModelRegistry) -> None:
+        self.settings = settings
+        self.registry = registry
+        self.metrics = Metrics()
+        self.health = health_aio.HealthServicer()
+        self.preprocess_pool = ThreadPoolExecutor(settings.preprocess_threads, thread_name_prefix="preprocess")
+        options = [
+            ("grpc.max_receive_message_length", settings.max_message_bytes),
+            ("grpc.max_send_message_length", settings.max_message_bytes),
+        ]
+        interceptors: list[grpc.aio.ServerInterceptor] = [security.ParseGuardInterceptor()]
+        tokens = security.load_tokens(settings)
+        if tokens:
+            interceptors.insert(0, security.TokenAuthInterceptor(security.TokenChecker(tokens), self._unauthenticated))
+        self.server = grpc.aio.server(
+            options=options, interceptors=interceptors, maximum_concurrent_rpcs=settings.max_concurrent_rpcs
+        )
+        pb_grpc.add_InferenceServiceServicer_to_server(InferenceServicer(self), self.server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        names = [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
+        if settings.enable_admin:
+            admin_grpc.add_AdminServiceServicer_to_server(AdminServicer(self), self.server)
+            names.append(ADMIN_SERVICE_NAME)
+        reflection.enable_server_reflection(names, self.server)
+        self.reloader = Reloader(registry, settings, self._swapped)
+        for model in registry.models.values():
+            self._watch(model)
+        self.draining = False
+        self.metrics_port: int | None = None
+        self._inflight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._stopped = asyncio.Event()
+        self._stop_task: asyncio.Task | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        await self.registry.start()
+        if self.settings.metrics_port >= 0:
+            self.metrics_port = self.metrics.start_http(self.settings.host, self.settings.metrics_port)
+            log.info("metrics on http://%s:%d/metrics", self.settings.host, self.metrics_port)
+        await self.server.start()
+        for name in self.registry.models:
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        for name in self.registry.failed:
+            await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
+        await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Health NOT_SERVING, new requests UNAVAILABLE, in-flight ones get ``grace`` seconds."""
+        if self._stop_task is None:
+            self._stop_task = asyncio.ensure_future(
+                self._drain(self.settings.grace_seconds if grace is None else grace)
+            )
+        await asyncio.shield(self._stop_task)
+
+    async def _drain(self, grace: float) -> None:
+        deadline = time.monotonic() + grace
+        self.draining = True
+        log.info("shutting down: draining %d in-flight request(s), grace %.1f s", self._inflight, grace)
+        await self.health.enter_graceful_shutdown()  # every service NOT_SERVING, and it stays so
+        # Requests already in the handlers finish normally (a request still being preprocessed
+        # must still find its batcher open); only then are batchers and engines stopped, and
+        # whatever is left when the grace runs out fails with UNAVAILABLE.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), max(0.0, deadline - time.monotonic()))
+        with contextlib.suppress(asyncio.TimeoutError):  # versions replaced by a hot reload
+            await asyncio.wait_for(self.reloader.wait_retired(), max(0.0, deadline - time.monotonic()))
+        await self.registry.stop(max(0.0, deadline - time.monotonic()))
+        await self.server.stop(max(0.5, deadline - time.monotonic()))  # replies being sent get to finish
+        self.preprocess_pool.shutdown(wait=False)
+        self.metrics.stop_http()
+        log.info("stopped")
+        self._stopped.set()
+
+    async def wait_for_termination(self) -> None:
+        await self._stopped.wait()
+
+    # ---------------------------------------------------------------- hot reload
+
+    def _watch(self, model: LoadedModel) -> None:
+        if model.classifier is not None:
+            self.metrics.watch_classifier(model.name, model.classifier)
+        else:
+            self.metrics.watch_engine(model.name, model.engine)
+
+    async def _swapped(self, model: LoadedModel) -> None:
+        self._watch(model)
+        if not self.draining:
+            await self.health.set(model.name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def reload(self, names: list[str] | tuple[str, ...] = ()) -> list[ReloadOutcome]:
+        """Load new versions of the model directories (all, or ``names``) and swap them in (SIGHUP, Reload)."""
+        if self.draining:
+            raise ShuttingDown("server is shutting down; nothing to reload")
+        outcomes = await self.reloader.reload(names)
+        for o in outcomes:
+            if o.action == FAILED and o.name not in self.registry.models and not self.draining:
+                await self.health.set(o.name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        return outcomes
+
+    # --------------------------------------------------------------------- calls
+
+    def _unauthenticated(self, method: str) -> None:
+        self.metrics.unauthenticated.labels(method).inc()
+        self.metrics.requests.labels("-", method, "UNAUTHENTICATED").inc()
+
+    @contextlib.asynccontextmanager
+    async def rpc(self, context: grpc.aio.ServicerContext, method: str, model: str) -> AsyncIterator[Call]:
+        """Count, time and map errors of one call: ServingError -> its status, anything else -> INTERNAL."""
+        metadata = dict(context.invocation_metadata() or ())
+        request_id = str(metadata.get(REQUEST_ID_KEY) or uuid.uuid4().hex[:16])[:64]
+        call = Call(method, model or "-", request_id)
+        context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
+        start = time.perf_counter()
+        status = "OK"
+        self._inflight += 1
+        self._idle.clear()
+        self.metrics.inflight.inc()
+        try:
+            if self.draining:
+                raise ShuttingDown("server is shutting down; retry on another replica")
+            yield call
+        except ServingError as exc:
+            status = exc.status
+            message = str(exc)
+            if status == "INTERNAL":  # a server-side failure: the request id ties the reply to the log
+                log.error("request %s: %s on model %s failed: %s", request_id, method, call.model, message)
+                message = f"{message} (request id {request_id})"
+            await context.abort(grpc.StatusCode[exc.status], message)
+        except asyncio.CancelledError:
+            remaining = context.time_remaining()
+            status = "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
+            raise
+        except grpc.aio.AbortError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - never a traceback to the client
+            status = "INTERNAL"
+            log.exception("request %s: %s on model %s failed", request_id, method, call.model)
+            await context.abort(
+                grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc} (request id {request_id})"
+            )
+        finally:
+            self._inflight -= 1
+            if self._inflight == 0:
+                self._idle.set()
+            self.metrics.inflight.dec()
+            self.metrics.requests.labels(call.model, method, status).inc()
+            self.metrics.latency.labels(call.model, method).observe(time.perf_counter() - start)
+
+
+class InferenceServicer(pb_grpc.InferenceServiceServicer):
+    def __init__(self, app: AttnServer) -> None:
+        self.app = app
+
+    async def Translate(self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext) -> pb.TranslateResponse:
+        async with self.app.rpc(context, "Translate", request.model) as call:
+            with self.app.registry.use(request.model, TRANSLATION) as model:
+                call.model = model.name
+                texts = convert.texts(request)
+                options = convert.decode_options(request.options)
+                model.engine.validate(texts, options)
+                results = await model.engine.translate(texts, options)
+            for r in results:
+                self.app.metrics.queue_time.labels(model.name).observe(r.queue_ms / 1e3)
+            return convert.translate_response(model.name, results, request.options)
+
+    async def TranslateStream(
+        self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.TranslateChunk]:
+        async with self.app.rpc(context, "TranslateStream", request.model) as call:
+            with self.app.registry.use(request.model, TRANSLATION) as model:
+                call.model = model.name
+                texts = convert.texts(request, single=True)
+                options = convert.decode_options(request.options)
+                model.engine.validate(texts, options)
+                events = model.engine.stream(texts[0], options)
+                try:
+                    async for event in events:
+                        chunk = convert.translate_chunk(event, request.options)
+                        if chunk is not None:
+                            yield chunk
+                finally:
+                    await events.aclose()  # a cancelled or closed stream frees its row at the next step
+
+    async def Classify(self, request: pb.ClassifyRequest, context: grpc.aio.ServicerContext) -> pb.ClassifyResponse:
+        async with self.app.rpc(context, "Classify", request.model) as call:
+            with self.app.registry.use(request.model, IMAGE_CLASSIFICATION) as model:
+                call.model = model.name
+                inputs = convert.image_inputs(request)
+                top_k = convert.top_k(request.top_k, self.app.settings)
+                results = await model.classifier.classify(inputs, top_k, self.app.preprocess_pool)
+            return convert.classify_response(model.name, results)
+
+    async def ListModels(
+        self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListModelsResponse:
+        async with self.app.rpc(context, "ListModels", ""):
+            registry, settings = self.app.registry, self.app.settings
+            entries = [*registry.models.values(), *registry.failed.values()]
+            return pb.ListModelsResponse(models=[convert.model_info(m, settings) for m in entries])
+
+    async def GetModel(self, request: pb.GetModelRequest, context: grpc.aio.ServicerContext) -> pb.ModelInfo:
+        async with self.app.rpc(context, "GetModel", request.name):
+            registry = self.app.registry
+            model = registry.models.get(request.name) or registry.failed.get(request.name)
+            if model is None:
+                raise ModelNotFound(f"unknown model {request.name!r}; served: {', '.join(sorted(registry.models))}")
+            return convert.model_info(model, self.app.settings)
+
+
+class AdminServicer(admin_grpc.AdminServiceServicer):
+    """Admin RPCs: registered only with ``enable_admin``; behind the bearer tokens when they are set."""
+
+    ACTIONS = {
+        "unchanged": admin_pb2.RELOAD_ACTION_UNCHANGED,
+        "reloaded": admin_pb2.RELOAD_ACTION_RELOADED,
+        "added": admin_pb2.RELOAD_ACTION_ADDED,
+        "failed": admin_pb2.RELOAD_ACTION_FAILED,
+    }
+
+    def __init__(self, app: AttnServer) -> None:
+        self.app = app
+
+    async def Reload(self, request: admin_pb2.ReloadRequest, context: grpc.aio.ServicerContext):
+        async with self.app.rpc(context, "Reload", ""):
+            outcomes = await self.app.reload(list(request.models))
+            return admin_pb2.ReloadResponse(
+                models=[
+                    admin_pb2.ModelReload(name=o.name, action=self.ACTIONS[o.action], version=o.version, error=o.error)
+                    for o in outcomes
+                ]
+            )
+
+
+async def create_server(
+    address: str = "127.0.0.1:0", settings: Settings | None = None, registry: ModelRegistry | None = None
+) -> tuple[AttnServer, int]:
+    """Load the models (unless ``registry`` is given) and bind ``address``; returns (server, port).
+
+    Call ``await server.start()`` next, then ``await server.stop(grace)`` to drain.
+    """
+    settings = settings or Settings()
+    if registry is None:
+        registry = ModelRegistry.load(settings.model_repo, settings)
+    server = AttnServer(settings, registry)
+    credentials = security.server_credentials(settings)
+    try:
+        if credentials is None:
+            port = server.server.add_insecure_port(address)
+        else:
+            port = server.server.add_secure_port(address, credentials)
+    except RuntimeError as exc:
+        raise OSError(f"cannot listen on {address}: address in use or not available") from exc
+    return server, port

@@ -1,0 +1,153 @@
+"""Image classification: preprocessing in a thread pool, a dynamic batcher, one
+onnxruntime call per batch off the event loop, softmax and top-k."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import onnxruntime as ort
+
+from .batching import BatchQueue, BatchResult
+from .config import Settings
+from .errors import InferenceFailed, InvalidRequest
+from .manifest import Manifest
+from .preprocess import preprocess_image, tensor_to_pixels
+
+
+@dataclass(frozen=True)
+class EncodedImage:
+    data: bytes
+
+
+@dataclass(frozen=True)
+class RawTensor:
+    shape: list[int]
+    dtype: str  # "FP32", "FP16", ... (only FP32 is accepted)
+    raw: bytes
+
+
+ImageInput = EncodedImage | RawTensor
+
+
+@dataclass(frozen=True)
+class LabelScore:
+    label: str
+    index: int
+    probability: float
+
+
+@dataclass(frozen=True)
+class ImageResult:
+    labels: list[LabelScore]  # top_k, most probable first
+    batch_size: int
+    preprocess_ms: float
+    queue_ms: float
+    inference_ms: float
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """(B, K) float32 logits -> (B, K) probabilities, numerically stable."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)  # (B, K)
+    exp = np.exp(shifted)  # (B, K)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def top_labels(probs: np.ndarray, k: int, labels: list[str]) -> list[LabelScore]:
+    """The ``k`` most probable of ``probs`` (K,), highest first (ties: lower index first)."""
+    order = np.argsort(-probs, kind="stable")[:k]  # (k,)
+    return [LabelScore(labels[i], int(i), float(probs[i])) for i in order]
+
+
+class ImageClassifier:
+    """One classification model: its session, its batcher and its preprocessing."""
+
+    def __init__(self, manifest: Manifest, session: ort.InferenceSession, settings: Settings) -> None:
+        self.manifest = manifest
+        self.name = manifest.name
+        self.session = session
+        self.settings = settings
+        self.labels = list(manifest.labels or [])
+        self.prep = manifest.preprocessing
+        graph = manifest.graphs["model"]
+        self.input_name, self.output_name = graph.inputs[0], graph.outputs[0]
+        # One worker: the batcher has one batch in flight; onnxruntime parallelises inside it.
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ort-{self.name}")
+        self.batcher: BatchQueue[np.ndarray, np.ndarray] = BatchQueue(
+            self.name,
+            self._run_batch,
+            max_batch_size=settings.max_batch_size,
+            max_queue_delay_ms=settings.max_queue_delay_ms,
+            max_queue_size=settings.max_queue_size,
+        )
+
+    def infer(self, pixels: np.ndarray) -> np.ndarray:
+        """pixels (B, C, H, W) float32 -> probabilities (B, num_labels) float32. Sync."""
+        (logits,) = self.session.run([self.output_name], {self.input_name: pixels})  # (B, K)
+        if logits.shape != (pixels.shape[0], len(self.labels)):
+            raise InferenceFailed(
+                f"model {self.name}: output {self.output_name} has shape {list(logits.shape)}, "
+                f"expected [{pixels.shape[0]}, {len(self.labels)}] (one row per image, one column per label)"
+            )
+        return softmax(logits.astype(np.float32))
+
+    def warmup(self) -> float:
+        """One batch of one zero image through the session; returns seconds."""
+        start = time.perf_counter()
+        size, channels = self.prep.image_size, self.prep.channels
+        self.infer(np.zeros((1, channels, size, size), dtype=np.float32))
+        return time.perf_counter() - start
+
+    async def _run_batch(self, items: list[np.ndarray]) -> list[np.ndarray]:
+        pixels = np.stack(items)  # (B, C, H, W)
+        probs = await asyncio.get_running_loop().run_in_executor(self._executor, self.infer, pixels)  # (B, K)
+        return list(probs)
+
+    def prepare(self, inputs: list[ImageInput]) -> list[np.ndarray]:
+        """Decode / check every input -> (C, H, W) float32 each. Sync: runs in a thread pool."""
+        out = []
+        for i, item in enumerate(inputs):
+            try:
+                if isinstance(item, EncodedImage):
+                    pixels = preprocess_image(
+                        item.data,
+                        self.prep,
+                        max_pixels=self.settings.max_image_pixels,
+                        max_bytes=self.settings.max_image_bytes,
+                    )
+                else:
+                    pixels = tensor_to_pixels(item.shape, item.dtype, item.raw, self.prep)
+            except InvalidRequest as exc:
+                raise InvalidRequest(f"images[{i}]: {exc}") from None
+            out.append(pixels)
+        return out
+
+    async def classify(self, inputs: list[ImageInput], top_k: int, pool: Executor) -> list[ImageResult]:
+        """Preprocess in ``pool``, queue every image in the batcher, gather the results in order."""
+        if not inputs:
+            raise InvalidRequest("images is empty: send at least one image")
+        if len(inputs) > self.settings.max_images_per_request:
+            raise InvalidRequest(
+                f"{len(inputs)} images in one request; the limit is {self.settings.max_images_per_request}"
+            )
+        start = time.perf_counter()
+        pixels = await asyncio.get_running_loop().run_in_executor(pool, self.prepare, inputs)
+        preprocess_ms = (time.perf_counter() - start) * 1000.0
+        results: list[BatchResult] = await asyncio.gather(*self.batcher.submit_many(pixels))
+        k = min(top_k, len(self.labels))
+        return [
+            ImageResult(
+                top_labels(r.value, k, self.labels), r.batch_size, preprocess_ms, r.queue_s * 1e3, r.run_s * 1e3
+            )
+            for r in results
+        ]
+
+    async def start(self) -> None:
+        await self.batcher.start()
+
+    async def stop(self, grace_s: float) -> None:
+        await self.batcher.stop(grace_s)
+        self._executor.shutdown(wait=False)

@@ -1,0 +1,81 @@
+"""``attnserve-server``: load the model repository and serve it over gRPC until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from .app import create_server
+from .config import ConfigError, Settings, add_arguments, resolve_settings
+from .registry import RepositoryError
+from .runtime import ProviderError
+
+log = logging.getLogger("attnserve.server")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="attnserve-server",
+        description="Serve the models of a repository over gRPC (attnserve.v1, grpc.health.v1, reflection).",
+        epilog="Every flag is also an environment variable ATTNSERVE_<FLAG> and a key of the --config file; "
+        "precedence: flag > environment > file > default.",
+    )
+    add_arguments(parser)
+    return parser
+
+
+async def serve(settings: Settings) -> int:
+    server, port = await create_server(settings.address, settings)
+    await server.start()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda s=sig: _on_signal(server, s))
+    loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(_reload(server)))
+    log.info(
+        "serving %d model(s) on %s:%d (%s)",
+        len(server.registry.models),
+        settings.host,
+        port,
+        ", ".join(sorted(server.registry.models)),
+    )
+    await server.wait_for_termination()
+    return 0
+
+
+def _on_signal(server, sig: signal.Signals) -> None:
+    log.info("received %s", sig.name)
+    asyncio.ensure_future(server.stop())
+
+
+async def _reload(server) -> None:
+    """SIGHUP: hot-reload every model directory of the repository (docs/operations.md)."""
+    log.info("received SIGHUP: reloading the model repository")
+    try:
+        await server.reload()
+    except Exception:  # noqa: BLE001 - a failed reload must never take the server down
+        log.exception("reload failed")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        settings = resolve_settings(args)
+    except ConfigError as exc:
+        print(f"attnserve-server: error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    try:
+        return asyncio.run(serve(settings))
+    except (RepositoryError, ProviderError, OSError, ConfigError) as exc:
+        print(f"attnserve-server: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

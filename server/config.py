@@ -1,0 +1,244 @@
+"""Server settings: one frozen dataclass, filled from CLI flags, ``ATTNSERVE_*`` environment
+variables and an optional TOML or JSON config file.
+
+Precedence: flag > environment > config file > default. Every field is a setting with
+a flag (``--max-batch-size``), an environment variable (``ATTNSERVE_MAX_BATCH_SIZE``) and
+a config-file key (``max_batch_size``); :func:`settings_table` lists them for the README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+ENV_PREFIX = "ATTNSERVE_"
+PROVIDERS = ("auto", "cpu", "cuda")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+class ConfigError(ValueError):
+    """A setting with a bad value; the message names the setting and where it came from."""
+
+
+def _default_model_repo() -> Path:
+    return Path("model-repo")
+
+
+def _setting(default: Any, help: str, **kw: Any) -> Any:
+    meta = {"help": help, **kw}
+    if callable(default):
+        return field(default_factory=default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass(frozen=True)
+class Settings:
+    # where and how
+    model_repo: Path = _setting(_default_model_repo, "model repository: one model directory (model.json) per folder")
+    host: str = _setting("127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
+    port: int = _setting(50051, "gRPC port (0 = any free port)")
+    metrics_port: int = _setting(8002, "Prometheus metrics port on the same host (0 = any free port, -1 = off)")
+    provider: str = _setting(
+        "auto", "onnxruntime provider: auto (CUDA when usable, else CPU), cpu, cuda", choices=PROVIDERS
+    )
+    threads: int = _setting(0, "onnxruntime intra-op threads per session (0 = onnxruntime's default)")
+    preprocess_threads: int = _setting(2, "threads decoding and resizing images")
+    grace_seconds: float = _setting(10.0, "on SIGTERM/SIGINT: time in-flight requests get to finish")
+    skip_bad_models: bool = _setting(False, "serve the good models when one fails to load (it is NOT_SERVING)")
+    log_level: str = _setting("info", "logging level", choices=LOG_LEVELS)
+    # limits of every request
+    max_message_bytes: int = _setting(64 << 20, "largest gRPC message received or sent")
+    # classification
+    max_images_per_request: int = _setting(64, "images in one Classify request")
+    max_image_bytes: int = _setting(8 << 20, "encoded size of one image")
+    max_image_pixels: int = _setting(25_000_000, "width x height of one image, checked before decoding")
+    max_batch_size: int = _setting(32, "images in one onnxruntime call of the dynamic batcher")
+    max_queue_delay_ms: float = _setting(
+        0.0,
+        "how long the oldest waiting image waits for a fuller batch (0: batch what arrived meanwhile)",
+    )
+    max_queue_size: int = _setting(256, "images waiting per model; beyond -> RESOURCE_EXHAUSTED")
+    default_top_k: int = _setting(5, "labels per image when the request says top_k = 0")
+    # translation (the decode engine's EngineSettings)
+    max_active_sequences: int = _setting(64, "rows in a model's decode batch (each beam is a row)")
+    max_tokens_in_flight: int = _setting(32768, "sum of source + max new tokens over admitted rows")
+    max_translation_queue: int = _setting(256, "texts waiting for admission per model; beyond -> RESOURCE_EXHAUSTED")
+    max_beam_size: int = _setting(8, "largest beam_size a request may ask for")
+    max_texts_per_request: int = _setting(64, "texts in one Translate request")
+    max_concurrent_rpcs: int = _setting(1024, "calls the server handles at once; beyond -> RESOURCE_EXHAUSTED")
+    # access (docs/operations.md)
+    tls_cert: str = _setting("", "PEM server certificate chain; with --tls-key serves TLS only")
+    tls_key: str = _setting("", "PEM private key of --tls-cert")
+    tls_client_ca: str = _setting("", "PEM CA bundle: require client certificates signed by it (mutual TLS)")
+    auth_tokens: str = _setting("", "comma-separated bearer tokens (prefer the environment or a file)")
+    auth_token_file: str = _setting("", "file of bearer tokens, one per line ('#' comments)")
+    enable_admin: bool = _setting(False, "serve the admin RPCs (Reload); they need a token when tokens are set")
+
+    def __post_init__(self) -> None:
+        checks = {
+            "port": 0 <= self.port <= 65535,
+            "metrics_port": -1 <= self.metrics_port <= 65535,
+            "provider": self.provider in PROVIDERS,
+            "log_level": self.log_level in LOG_LEVELS,
+            "threads": self.threads >= 0,
+            "grace_seconds": self.grace_seconds >= 0,
+            "max_queue_delay_ms": self.max_queue_delay_ms >= 0,
+            "tls_key": bool(self.tls_cert) == bool(self.tls_key),
+            "tls_client_ca": not self.tls_client_ca or bool(self.tls_cert),
+        }
+        positive = (
+            "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
+            "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
+            "max_translation_queue max_beam_size max_texts_per_request max_concurrent_rpcs"
+        ).split()
+        checks.update({name: getattr(self, name) >= 1 for name in positive})
+        for name, ok in checks.items():
+            if not ok:
+                raise ConfigError(f"{name}: invalid value {getattr(self, name)!r} ({_help(name)})")
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def _help(name: str) -> str:
+    return next(f.metadata["help"] for f in fields(Settings) if f.name == name)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def env_name(name: str) -> str:
+    return ENV_PREFIX + name.upper()
+
+
+def _convert(name: str, raw: Any, source: str) -> Any:
+    """``raw`` (a string from env or CLI, or a JSON/TOML value) as the field's type."""
+    f = next(f for f in fields(Settings) if f.name == name)
+    kind = f.type if isinstance(f.type, str) else f.type.__name__
+    try:
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off", ""):
+                return False
+            raise ValueError(f"not a boolean: {raw!r}")
+        if kind == "int":
+            if isinstance(raw, float) or isinstance(raw, bool):
+                raise ValueError(f"not an integer: {raw!r}")
+            return int(str(raw).replace("_", ""))
+        if kind == "float":
+            return float(raw)
+        if kind == "Path":
+            return Path(raw)
+        return str(raw)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name} (from {source}): {exc}") from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per setting, defaulting to "not given" so precedence can be resolved."""
+    parser.add_argument(
+        "--config", type=Path, default=None, help=f"TOML or JSON settings file (env {ENV_PREFIX}CONFIG)"
+    )
+    for f in fields(Settings):
+        env = env_name(f.name)
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        help_text = f"{f.metadata['help']} (env {env}; default {default})"
+        if f.type in ("bool", bool):
+            parser.add_argument(
+                _flag(f.name), action=argparse.BooleanOptionalAction, default=None, dest=f.name, help=help_text
+            )
+        else:
+            parser.add_argument(
+                _flag(f.name),
+                default=None,
+                dest=f.name,
+                metavar=f.name.upper(),
+                help=help_text,
+                choices=f.metadata.get("choices"),
+            )
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Settings from a ``.toml`` or ``.json`` file (keys are field names; dashes allowed)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror or exc}") from None
+    try:
+        if Path(path).suffix.lower() == ".toml":
+            try:
+                import tomllib
+            except ModuleNotFoundError:  # Python 3.10
+                raise ConfigError(f"config file {path}: TOML needs Python 3.11+; use JSON") from None
+            data = tomllib.loads(text)
+            data = data.get("server", data)  # either flat or under [server]
+        else:
+            data = json.loads(text)
+    except ConfigError:
+        raise
+    except ValueError as exc:
+        raise ConfigError(f"config file {path}: not valid {Path(path).suffix.lstrip('.') or 'JSON'}: {exc}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path}: expected a table/object of settings")
+    known = {f.name for f in fields(Settings)}
+    out = {}
+    for key, value in data.items():
+        name = key.replace("-", "_")
+        if name not in known:
+            raise ConfigError(f"config file {path}: unknown setting {key!r}")
+        out[name] = _convert(name, value, f"config file {path}")
+    return out
+
+
+def resolve_settings(
+    args: argparse.Namespace | None = None, environ: Mapping[str, str] | None = None, **overrides: Any
+) -> Settings:
+    """Merge default < config file < environment < flags (< ``overrides``, for tests)."""
+    environ = os.environ if environ is None else environ
+    given = vars(args) if args is not None else {}
+    values: dict[str, Any] = {}
+    config_path = given.get("config") or environ.get(ENV_PREFIX + "CONFIG")
+    if config_path:
+        values.update(read_config_file(Path(config_path)))
+    for f in fields(Settings):
+        if env_name(f.name) in environ:
+            values[f.name] = _convert(f.name, environ[env_name(f.name)], f"env {env_name(f.name)}")
+        if given.get(f.name) is not None:
+            values[f.name] = _convert(f.name, given[f.name], f"flag {_flag(f.name)}")
+    values.update(overrides)
+    return Settings(**values)
+
+
+def engine_settings_kwargs(settings: Settings) -> dict[str, int]:
+    """The decode engine's ``EngineSettings`` fields, from the server settings."""
+    return {
+        "max_active_sequences": settings.max_active_sequences,
+        "max_tokens_in_flight": settings.max_tokens_in_flight,
+        "max_queue_size": settings.max_translation_queue,
+        "max_beam_size": settings.max_beam_size,
+        "max_texts_per_request": settings.max_texts_per_request,
+    }
+
+
+def settings_table() -> str:
+    """Markdown table of every setting (flag, env, default, meaning) for the README."""
+    rows = ["| flag | environment | default | what |", "|---|---|---|---|"]
+    for f in fields(Settings):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        rows.append(f"| `{_flag(f.name)}` | `{env_name(f.name)}` | `{default}` | {f.metadata['help']} |")
+    return "\n".join(rows)

@@ -1,0 +1,205 @@
+"""Protobuf <-> the serving core's types. No inference here: requests are checked and
+turned into core objects, core results into replies."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+
+from .classification import EncodedImage, ImageInput, ImageResult, RawTensor
+from .config import Settings
+from .errors import InvalidRequest
+from .registry import IMAGE_CLASSIFICATION, TRANSLATION, FailedModel, LoadedModel
+
+FINISH_REASONS = {"eos": pb.FINISH_REASON_EOS, "length": pb.FINISH_REASON_LENGTH}
+KINDS = {TRANSLATION: pb.MODEL_KIND_TRANSLATION, IMAGE_CLASSIFICATION: pb.MODEL_KIND_IMAGE_CLASSIFICATION}
+DATA_TYPES = {pb.DATA_TYPE_UNSPECIFIED: "FP32", pb.DATA_TYPE_FP32: "FP32", pb.DATA_TYPE_FP16: "FP16"}
+DATA_TYPES[pb.DATA_TYPE_UINT8] = "UINT8"
+
+
+def _enum_check(enum: Any, value: int, field_name: str) -> None:
+    if value not in enum.values():
+        names = ", ".join(enum.keys())
+        raise InvalidRequest(f"{field_name}: unknown value {value} (one of {names})")
+
+
+def _finite(value: float, field_name: str) -> float:
+    if not math.isfinite(value):
+        raise InvalidRequest(f"{field_name}: must be a finite number, got {value}")
+    return float(value)
+
+
+# ---------------------------------------------------------------- translation
+
+
+def texts(request: pb.TranslateRequest, *, single: bool = False) -> list[str]:
+    items = list(request.texts)
+    if not items:
+        raise InvalidRequest("texts is empty: send at least one text")
+    if single and len(items) != 1:
+        raise InvalidRequest(f"TranslateStream takes exactly one text, got {len(items)}")
+    return items
+
+
+def decode_options(options: pb.DecodingOptions) -> Any:
+    """``DecodingOptions`` -> the engine's ``DecodeOptions``; unknown or inconsistent values -> InvalidRequest."""
+    from attnserve.server.translation import DecodeOptions
+
+    _enum_check(pb.DecodingMode, options.mode, "options.mode")
+    beam_size = options.beam_size or 1
+    temperature = _finite(options.temperature, "options.temperature")
+    if temperature < 0:
+        raise InvalidRequest(f"options.temperature: must be >= 0, got {temperature}")
+    mode = options.mode
+    if mode == pb.DECODING_MODE_GREEDY and (beam_size > 1 or temperature > 0):
+        raise InvalidRequest(f"options.mode GREEDY with beam_size {beam_size} / temperature {temperature}")
+    if mode == pb.DECODING_MODE_BEAM_SEARCH and temperature > 0:
+        raise InvalidRequest("options.mode BEAM_SEARCH does not sample: leave temperature at 0")
+    if mode == pb.DECODING_MODE_SAMPLING:
+        if beam_size > 1:
+            raise InvalidRequest(f"options.mode SAMPLING needs beam_size 1, got {beam_size}")
+        temperature = temperature or 1.0
+    return DecodeOptions(
+        beam_size=beam_size,
+        num_hypotheses=options.num_hypotheses or 1,
+        length_penalty=_finite(options.length_penalty, "options.length_penalty")
+        if options.HasField("length_penalty")
+        else 1.0,
+        max_new_tokens=options.max_new_tokens,
+        temperature=temperature,
+        top_k=options.top_k,
+        top_p=_finite(options.top_p, "options.top_p") if options.HasField("top_p") else 1.0,
+        seed=options.seed if options.HasField("seed") else None,
+        return_scores=options.return_scores,  # greedy/sampling skip the log-softmax without it
+    )
+
+
+def _hypothesis(hyp: Any, options: pb.DecodingOptions) -> pb.Hypothesis:
+    out = pb.Hypothesis(text=hyp.text, finish_reason=FINISH_REASONS.get(hyp.finish_reason, 0))
+    if options.return_token_ids:
+        out.token_ids.extend(int(t) for t in hyp.token_ids)
+    if options.return_scores:
+        out.score, out.logprob = float(hyp.score), float(hyp.logprob)
+    return out
+
+
+def translate_response(model: str, results: list[Any], options: pb.DecodingOptions) -> pb.TranslateResponse:
+    reply = pb.TranslateResponse(model=model)
+    for result in results:
+        reply.translations.append(
+            pb.Translation(
+                hypotheses=[_hypothesis(h, options) for h in result.hypotheses],
+                source_tokens=result.source_tokens,
+                timing=pb.TranslationTiming(
+                    queue_ms=result.queue_ms,
+                    encode_ms=result.encode_ms,
+                    decode_ms=result.decode_ms,
+                    first_token_ms=result.first_token_ms,
+                ),
+            )
+        )
+    return reply
+
+
+def translate_chunk(event: Any, options: pb.DecodingOptions) -> pb.TranslateChunk | None:
+    """One engine ``StreamEvent`` -> a chunk; None for an event that carries nothing to send."""
+    chunk = pb.TranslateChunk(delta=event.delta)
+    if event.finish_reason is not None:
+        chunk.finish_reason = FINISH_REASONS.get(event.finish_reason, 0)
+    if options.return_token_ids and event.token_id is not None:
+        chunk.token_ids.append(int(event.token_id))
+    if not chunk.delta and not chunk.token_ids and event.finish_reason is None:
+        return None
+    return chunk
+
+
+# ------------------------------------------------------------- classification
+
+
+def image_inputs(request: pb.ClassifyRequest) -> list[ImageInput]:
+    inputs: list[ImageInput] = []
+    for i, image in enumerate(request.images):
+        which = image.WhichOneof("input")
+        if which == "encoded":
+            inputs.append(EncodedImage(image.encoded))
+        elif which == "tensor":
+            _enum_check(pb.DataType, image.tensor.datatype, f"images[{i}].tensor.datatype")
+            dtype = DATA_TYPES[image.tensor.datatype]
+            inputs.append(RawTensor(list(image.tensor.shape), dtype, image.tensor.raw_contents))
+        else:
+            raise InvalidRequest(f"images[{i}]: set either encoded or tensor")
+    return inputs
+
+
+def top_k(requested: int, settings: Settings) -> int:
+    return requested or settings.default_top_k
+
+
+def classify_response(model: str, results: list[ImageResult]) -> pb.ClassifyResponse:
+    reply = pb.ClassifyResponse(model=model)
+    for r in results:
+        reply.results.append(
+            pb.Classification(
+                labels=[pb.LabelScore(label=s.label, index=s.index, probability=s.probability) for s in r.labels],
+                batch_size=r.batch_size,
+                timing=pb.ClassificationTiming(
+                    preprocess_ms=r.preprocess_ms, queue_ms=r.queue_ms, inference_ms=r.inference_ms
+                ),
+            )
+        )
+    return reply
+
+
+# --------------------------------------------------------------------- models
+
+
+def model_info(model: LoadedModel | FailedModel, settings: Settings) -> pb.ModelInfo:
+    if isinstance(model, FailedModel):
+        return pb.ModelInfo(name=model.name, kind=KINDS.get(model.kind, 0), ready=False, error=model.reason)
+    m = model.manifest
+    info = pb.ModelInfo(
+        name=model.name,
+        kind=KINDS[model.kind],
+        ready=True,
+        provider=model.provider,
+        precision=m.precision,
+        attention=m.attention,
+        config={k: json.dumps(v) for k, v in m.config.items()},
+        version=m.attnserve_version,
+    )
+    if model.kind == TRANSLATION:
+        info.limits.CopyFrom(
+            pb.ModelLimits(
+                max_source_len=m.limits.get("max_source_len", 0),
+                max_target_len=m.limits.get("max_target_len", 0),
+                max_beam_size=settings.max_beam_size,
+                max_items_per_request=settings.max_texts_per_request,
+                max_queue_size=settings.max_translation_queue,
+            )
+        )
+    else:
+        prep = m.preprocessing
+        info.labels.extend(m.labels or [])
+        info.limits.CopyFrom(
+            pb.ModelLimits(
+                max_items_per_request=settings.max_images_per_request,
+                max_batch_size=settings.max_batch_size,
+                max_queue_size=settings.max_queue_size,
+                max_image_bytes=settings.max_image_bytes,
+                max_image_pixels=settings.max_image_pixels,
+            )
+        )
+        info.preprocessing.CopyFrom(
+            pb.ImagePreprocessing(
+                image_size=prep.image_size,
+                channels=prep.channels,
+                mean=prep.mean,
+                std=prep.std,
+                resample=prep.resample,
+                invert=prep.invert,
+            )
+        )
+    return info

@@ -1,0 +1,108 @@
+"""Prometheus metrics (prometheus-client), one registry per server so tests can run several.
+
+attnserve_requests_total{model,method,status}      requests by gRPC status name
+attnserve_request_latency_seconds{model,method}    handler latency
+attnserve_queue_time_seconds{model}                batcher / decode-admission wait
+attnserve_batch_size{model}                        images per onnxruntime call; rows per decode step
+attnserve_tokens_generated_total{model}            translation tokens
+attnserve_active_sequences{model}                  rows in the decode batch
+attnserve_kv_cache_bytes{model}                    decoder self-attention cache + cross K/V
+attnserve_tokens_in_flight{model}                  admitted source + max new tokens
+attnserve_queued_items{model}                      images or texts waiting
+attnserve_inflight_requests                        handlers running
+attnserve_unauthenticated_total{method}            calls refused for a missing or wrong bearer token
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+log = logging.getLogger(__name__)
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter("attnserve_requests", "requests by status", ["model", "method", "status"], registry=r)
+        self.latency = Histogram(
+            "attnserve_request_latency_seconds",
+            "handler latency",
+            ["model", "method"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.queue_time = Histogram(
+            "attnserve_queue_time_seconds",
+            "time waiting to be batched / admitted",
+            ["model"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.batch_size = Histogram(
+            "attnserve_batch_size",
+            "items per inference call / rows per decode step",
+            ["model"],
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter("attnserve_tokens_generated", "tokens generated", ["model"], registry=r)
+        self.active_sequences = Gauge("attnserve_active_sequences", "rows in the decode batch", ["model"], registry=r)
+        self.kv_cache_bytes = Gauge("attnserve_kv_cache_bytes", "bytes held by KV caches", ["model"], registry=r)
+        self.tokens_in_flight = Gauge("attnserve_tokens_in_flight", "admitted token budget", ["model"], registry=r)
+        self.queued = Gauge("attnserve_queued_items", "images or texts waiting", ["model"], registry=r)
+        self.inflight = Gauge("attnserve_inflight_requests", "handlers running", registry=r)
+        self.unauthenticated = Counter(
+            "attnserve_unauthenticated", "calls without a valid bearer token", ["method"], registry=r
+        )
+        self._http: Any = None
+
+    def watch_classifier(self, name: str, classifier: Any) -> None:
+        batcher = classifier.batcher
+
+        def on_batch(size: int, queue_s: list[float]) -> None:
+            self.batch_size.labels(name).observe(size)
+            for q in queue_s:
+                self.queue_time.labels(name).observe(q)
+
+        batcher.on_batch = on_batch
+        self.queued.labels(name).set_function(lambda: batcher.queued)
+
+    def watch_engine(self, name: str, engine: Any) -> None:
+        """Wire a translation engine's observability properties and ``on_step`` hook."""
+        tokens, batch = self.tokens.labels(name), self.batch_size.labels(name)
+
+        def on_step(rows: int, generated: int) -> None:  # called by the engine after every decoder step
+            batch.observe(rows)
+            tokens.inc(generated)
+
+        engine.on_step = on_step
+        self.active_sequences.labels(name).set_function(lambda: engine.active_sequences)
+        self.kv_cache_bytes.labels(name).set_function(lambda: engine.kv_cache_bytes)
+        self.tokens_in_flight.labels(name).set_function(lambda: engine.tokens_in_flight)
+        self.queued.labels(name).set_function(lambda: engine.queued)
+
+    def value(self, name: str, **labels: str) -> float:
+        """One sample's current value (0 if absent): for tests and logs."""
+        return self.registry.get_sample_value(name, labels) or 0.0
+
+    def start_http(self, host: str, port: int) -> int:
+        """Serve /metrics on ``host:port`` (0 = any free port); returns the port."""
+        try:
+            server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        except OSError as exc:
+            raise OSError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc} (see --metrics-port)") from exc
+        self._http = server
+        return server.server_port
+
+    def stop_http(self) -> None:
+        if self._http is not None:
+            self._http.shutdown()
+            self._http.server_close()
+            self._http = None

@@ -1,0 +1,119 @@
+"""Hot reload: load a new version of model directories beside the old one and swap atomically.
+
+A version is the sha256 of ``model.json``, which holds the sha256 of every file of the
+directory, so a new export is a new version and an untouched directory is skipped.
+The new version is loaded and warmed up off the event loop while the old one keeps
+serving; the swap is one dict assignment on the event loop, so every request sees
+either the old or the new version, never neither. Handlers hold the version they
+started on (:meth:`ModelRegistry.use`), so requests in flight finish on it; it is
+stopped once the last of them is done. A version that fails to load changes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import Settings
+from .manifest import ManifestError, load_manifest
+from .registry import (
+    TRANSLATION,
+    FailedModel,
+    LoadedModel,
+    ModelRegistry,
+    load_model,
+    manifest_fingerprint,
+    name_of_dir,
+    translation_available,
+)
+
+log = logging.getLogger(__name__)
+
+UNCHANGED, RELOADED, ADDED, FAILED = "unchanged", "reloaded", "added", "failed"
+
+
+@dataclass(frozen=True)
+class ReloadOutcome:
+    name: str
+    action: str  # UNCHANGED | RELOADED | ADDED | FAILED
+    version: str = ""
+    error: str = ""
+
+
+def _load_checked(model_dir: Path, settings: Settings) -> LoadedModel:
+    """Validate (sha256 of every file) and load one model directory, warmed up. Sync: runs in a thread."""
+    manifest = load_manifest(model_dir)
+    if manifest.kind == TRANSLATION and not translation_available():
+        raise ManifestError(model_dir / "model.json", "kind", "the translation engine is not in this build")
+    return load_model(model_dir, manifest, settings)
+
+
+class Reloader:
+    """Serialises reloads of one registry; ``on_swap`` runs after each new version is in place."""
+
+    def __init__(
+        self, registry: ModelRegistry, settings: Settings, on_swap: Callable[[LoadedModel], Awaitable[None]]
+    ) -> None:
+        self.registry = registry
+        self.settings = settings
+        self.on_swap = on_swap
+        self._lock = asyncio.Lock()
+        self._retiring: set[asyncio.Task] = set()
+
+    async def reload(self, names: Sequence[str] = ()) -> list[ReloadOutcome]:
+        async with self._lock:
+            return await self._reload(set(names))
+
+    async def _reload(self, wanted: set[str]) -> list[ReloadOutcome]:
+        repo = Path(self.settings.model_repo)
+        dirs = sorted(p for p in repo.iterdir() if p.is_dir() and not p.name.startswith(".")) if repo.is_dir() else []
+        outcomes, found = [], set()
+        for model_dir in dirs:
+            name = name_of_dir(model_dir)
+            if wanted and name not in wanted:
+                continue
+            found.add(name)
+            outcomes.append(await self._reload_one(name, model_dir))
+        for name in sorted(wanted - found):
+            outcomes.append(ReloadOutcome(name, FAILED, error=f"no model directory named {name!r} in {repo}"))
+        log.info("reload: %s", ", ".join(f"{o.name} {o.action}" for o in outcomes) or "no model directories")
+        return outcomes
+
+    async def _reload_one(self, name: str, model_dir: Path) -> ReloadOutcome:
+        current = self.registry.models.get(name)
+        try:
+            fingerprint = manifest_fingerprint(model_dir)
+        except OSError as exc:
+            return ReloadOutcome(name, FAILED, error=f"{model_dir}: {exc.strerror or exc}")
+        if current is not None and current.fingerprint == fingerprint:
+            return ReloadOutcome(name, UNCHANGED, current.version)
+        loop = asyncio.get_running_loop()
+        try:
+            new = await loop.run_in_executor(None, _load_checked, model_dir, self.settings)
+            if new.name != name:
+                raise ManifestError(model_dir / "model.json", "name", f"changed from {name!r} to {new.name!r}")
+            await (new.classifier or new.engine).start()
+        except Exception as exc:  # noqa: BLE001 - a bad new version leaves the old one serving
+            reason = str(exc) if isinstance(exc, ManifestError) else f"{model_dir}: {type(exc).__name__}: {exc}"
+            log.error("reload of model %s failed, %s: %s", name, "old version still served" if current else "", reason)
+            if current is None:
+                self.registry.failed[name] = FailedModel(name, model_dir, reason)
+            return ReloadOutcome(name, FAILED, current.version if current else "", reason)
+        self.registry.models[name] = new  # the swap: one assignment on the event loop
+        self.registry.failed.pop(name, None)
+        await self.on_swap(new)
+        log.info("model %s: version %s now served (warm-up %.1f ms)", name, new.version, new.warmup_s * 1e3)
+        if current is None:
+            return ReloadOutcome(name, ADDED, new.version)
+        task = asyncio.ensure_future(current.stop_when_unused(max(self.settings.grace_seconds, 1.0)))
+        self._retiring.add(task)
+        task.add_done_callback(self._retiring.discard)
+        return ReloadOutcome(name, RELOADED, new.version)
+
+    async def wait_retired(self) -> None:
+        """Until every replaced version has stopped (tests, shutdown)."""
+        if self._retiring:
+            await asyncio.gather(*self._retiring, return_exceptions=True)

@@ -1,0 +1,86 @@
+"""onnxruntime sessions: one per graph, on the provider the settings ask for.
+
+``auto`` uses CUDA when onnxruntime can really create a CUDA session (the GPU build
+lists CUDAExecutionProvider even on machines without a GPU, and silently falls back to
+CPU when the CUDA libraries do not load), and says clearly when it falls back to CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import onnxruntime as ort
+
+log = logging.getLogger(__name__)
+
+CUDA = "CUDAExecutionProvider"
+CPU = "CPUExecutionProvider"
+# cuDNN's default EXHAUSTIVE search benchmarks every convolution algorithm the first time a
+# shape is seen: with dynamic batches of 1..max_batch_size that is tens of milliseconds on
+# the request path for each new batch size. HEURISTIC picks from cuDNN's heuristics at once.
+CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC"}
+
+
+class ProviderError(RuntimeError):
+    """A graph that cannot be loaded on the requested provider (``--provider cuda`` without CUDA)."""
+
+
+def session_options(threads: int) -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.intra_op_num_threads = threads  # 0 = onnxruntime's default (one per physical core)
+    opts.inter_op_num_threads = 1  # graphs are sequential; parallelism comes from intra-op and batching
+    opts.log_severity_level = 3  # errors only: the provider fallback is reported by us, once
+    return opts
+
+
+def _create(path: Path, providers: list[str], threads: int) -> ort.InferenceSession:
+    configured = [(p, CUDA_OPTIONS) if p == CUDA else p for p in providers]
+    try:
+        return ort.InferenceSession(str(path), sess_options=session_options(threads), providers=configured)
+    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped errors
+        raise ProviderError(f"{path}: onnxruntime cannot load it on {providers[0]}: {exc}") from exc
+
+
+def create_session(path: Path, provider: str = "auto", threads: int = 0) -> ort.InferenceSession:
+    """A session for ``path`` on ``provider`` (auto | cpu | cuda).
+
+    Raises :class:`ProviderError` when ``cuda`` was asked for and is not usable, or when
+    the graph does not load.
+    """
+    if provider == "cpu":
+        return _create(path, [CPU], threads)
+    if CUDA not in ort.get_available_providers():
+        if provider == "cuda":
+            raise ProviderError(
+                f"--provider cuda: this onnxruntime build has no CUDA provider "
+                f"(available: {', '.join(ort.get_available_providers())}); install onnxruntime-gpu"
+            )
+        return _create(path, [CPU], threads)
+    if provider == "auto":
+        # onnxruntime's own logger prints an error when the CUDA libraries do not load; with
+        # auto that is expected on CPU machines, and the registry reports the fallback once.
+        ort.set_default_logger_severity(4)
+    try:
+        session = _create(path, [CUDA, CPU], threads)
+    finally:
+        ort.set_default_logger_severity(2)  # onnxruntime's default: warnings and up
+    if session.get_providers()[0] == CUDA:
+        return session
+    if provider == "cuda":
+        raise ProviderError(
+            f"--provider cuda: onnxruntime could not create a CUDA session for {path.name} "
+            "(no GPU, or the CUDA/cuDNN libraries did not load)"
+        )
+    return session  # auto: onnxruntime already fell back to CPU; the caller logs it once
+
+
+def session_provider(session: ort.InferenceSession) -> str:
+    """``cuda`` or ``cpu``: the provider the session actually runs on."""
+    return "cuda" if session.get_providers()[0] == CUDA else "cpu"
+
+
+def cuda_listed() -> bool:
+    """The onnxruntime build has a CUDA provider (it may still be unusable on this machine)."""
+    return CUDA in ort.get_available_providers()

@@ -1,0 +1,170 @@
+"""Access control: TLS / mutual TLS credentials and bearer-token authentication.
+
+Tokens arrive as gRPC metadata ``authorization: Bearer <token>`` and are compared in
+constant time: both sides are hashed (SHA-256) first, so neither the content nor the
+length of a configured token leaks through timing, and every configured token is
+compared on every call. The health service stays open (load balancers and
+orchestrators probe it without credentials); every other service, reflection
+included, needs a token when tokens are configured.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import grpc
+
+from .config import ConfigError, Settings
+
+log = logging.getLogger(__name__)
+
+OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
+UNAUTHENTICATED_MESSAGE = "missing or invalid bearer token: send metadata 'authorization: Bearer <token>'"
+
+
+def _read(path: str, setting: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{setting}: cannot read {path}: {exc.strerror or exc}") from None
+
+
+def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS credentials from ``tls_cert``/``tls_key`` (+ ``tls_client_ca`` = mutual TLS), or None."""
+    if not settings.tls_cert:
+        return None
+    key, cert = _read(settings.tls_key, "tls_key"), _read(settings.tls_cert, "tls_cert")
+    ca = _read(settings.tls_client_ca, "tls_client_ca") if settings.tls_client_ca else None
+    try:
+        return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
+    except Exception as exc:  # noqa: BLE001 - grpc raises untyped errors on bad PEM
+        raise ConfigError(f"tls_cert/tls_key: not a usable PEM certificate and key: {exc}") from None
+
+
+def load_tokens(settings: Settings) -> list[str]:
+    """Tokens from ``auth_tokens`` (comma-separated) and ``auth_token_file`` (one per line)."""
+    tokens = [t.strip() for t in settings.auth_tokens.split(",") if t.strip()]
+    if settings.auth_token_file:
+        for line in _read(settings.auth_token_file, "auth_token_file").decode("utf-8", "replace").splitlines():
+            line = line.strip()
+            if line and not line.startswith("#"):
+                tokens.append(line)
+        if not tokens:  # fail closed: a token file that lost its tokens must not open the server
+            raise ConfigError(f"auth_token_file: {settings.auth_token_file} holds no token")
+    if any(len(t) < 16 for t in tokens):
+        log.warning("a bearer token shorter than 16 characters is configured: use long random tokens")
+    return tokens
+
+
+def _digest(token: str | bytes) -> bytes:
+    return hashlib.sha256(token.encode() if isinstance(token, str) else token).digest()
+
+
+class TokenChecker:
+    """Constant-time membership of a presented token in the configured set."""
+
+    def __init__(self, tokens: list[str]) -> None:
+        if not tokens:
+            raise ValueError("TokenChecker needs at least one token")
+        self._digests = [_digest(t) for t in tokens]
+
+    def check(self, authorization: str | bytes | None) -> bool:
+        if isinstance(authorization, bytes):
+            authorization = authorization.decode("latin-1")
+        scheme, _, token = (authorization or "").partition(" ")
+        presented = _digest(token.strip() if scheme.lower() == "bearer" else "\0invalid")
+        ok = False
+        for digest in self._digests:  # no early exit: the time does not say which token matched
+            ok |= hmac.compare_digest(presented, digest)
+        return ok and scheme.lower() == "bearer"
+
+
+def _deny(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
+    """A handler of the same shape as ``handler`` that answers UNAUTHENTICATED."""
+
+    async def unary(request, context):
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
+
+    async def stream(request_or_iterator, context):
+        await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
+        yield  # pragma: no cover - makes this an async generator
+
+    kw = dict(request_deserializer=None, response_serializer=None)  # never parse an unauthenticated request
+    if handler.unary_unary:
+        return grpc.unary_unary_rpc_method_handler(unary, **kw)
+    if handler.unary_stream:
+        return grpc.unary_stream_rpc_method_handler(stream, **kw)
+    if handler.stream_unary:
+        return grpc.stream_unary_rpc_method_handler(unary, **kw)
+    return grpc.stream_stream_rpc_method_handler(stream, **kw)
+
+
+class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
+    """Rejects calls without a valid bearer token (except :data:`OPEN_PREFIXES`) with UNAUTHENTICATED."""
+
+    def __init__(self, checker: TokenChecker, on_reject: Callable[[str], None]) -> None:
+        self.checker = checker
+        self.on_reject = on_reject
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        method = details.method or ""
+        if method.startswith(OPEN_PREFIXES):
+            return await continuation(details)
+        authorization = next((v for k, v in details.invocation_metadata or () if k == "authorization"), None)
+        if self.checker.check(authorization):
+            return await continuation(details)
+        handler = await continuation(details)
+        if handler is None:  # unknown method: UNIMPLEMENTED either way
+            return None
+        self.on_reject(method.rsplit("/", 1)[-1])
+        return _deny(handler)
+
+
+class ParseGuardInterceptor(grpc.aio.ServerInterceptor):
+    """Requests that do not parse as their message (corrupt wire format, invalid UTF-8 in a
+    string field) get INVALID_ARGUMENT; grpcio alone answers them UNKNOWN with a traceback in the log."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None or handler.request_deserializer is None or handler.request_streaming:
+            return handler
+        parse, method = handler.request_deserializer, details.method
+
+        async def parsed(raw: bytes, context: grpc.aio.ServicerContext):
+            try:
+                return parse(raw)
+            except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError, or a UnicodeDecodeError
+                await context.abort(
+                    grpc.StatusCode.INVALID_ARGUMENT, f"request of {method} is not a valid message: {exc}"
+                )
+
+        if handler.unary_unary:
+            inner = handler.unary_unary
+
+            async def unary(raw, context):
+                return await inner(await parsed(raw, context), context)
+
+            return grpc.unary_unary_rpc_method_handler(
+                unary, request_deserializer=None, response_serializer=handler.response_serializer
+            )
+        inner_stream = handler.unary_stream
+
+        async def stream(raw, context):
+            async for reply in inner_stream(await parsed(raw, context), context):
+                yield reply
+
+        return grpc.unary_stream_rpc_method_handler(
+            stream, request_deserializer=None, response_serializer=handler.response_serializer
+        )

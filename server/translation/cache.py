@@ -1,0 +1,256 @@
+"""The decode batch's KV cache: layout, compaction at step boundaries, and the decoder step.
+
+Layout (DESIGN.md, "Translation graphs and the KV cache"): every row of the batch has
+its self-attention keys/values in one tensor per layer and kind, ``(B, H, P, D)``,
+**left-padded** to the longest row's length ``P``: row ``r`` holds its ``P - pad[r]``
+cached tokens in slots ``pad[r]..P-1`` and the decoder's ``self_mask`` hides the rest.
+A row's next position is ``P - pad[r]``, so rows at different steps share one batch.
+Cross-attention keys/values ``(B, H, L, D)`` are right-padded to the longest source.
+
+The decoder returns ``present = past + new`` and the next step feeds it back as
+``past`` untouched. At step boundaries a finished row's slot is freed without a copy
+and a newcomer takes it in place (left-padded to the full length); beam search copies
+its own rows. The whole cache is copied only by :meth:`KVCache.compact` (the scheduler
+decides when: growth, or when free slots and unneeded left padding have wasted about
+as much work as the copy costs), which also drops the columns no live row needs.
+
+Tensors live where :class:`Placement` says: numpy arrays fed to ``session.run`` (CPU),
+or ``OrtValue`` s on the device bound with io binding (CUDA), so between boundaries the
+cache never leaves the GPU. The boundary operations (assign, copy_rows, compact) work
+on host copies: on CUDA each one moves the tensors it touches to the host and back.
+That keeps the device path small and correct by construction (the same numpy code,
+tested on CPU through the same io binding), at the price of PCIe traffic at
+boundaries, every step for beam search; device-side gathers are future work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnxruntime as ort
+
+
+class Placement:
+    """Host placement: tensors are numpy arrays, steps run with ``session.run``."""
+
+    device: str | None = None
+
+    def to_host(self, tensor) -> np.ndarray:
+        return tensor
+
+    def from_host(self, array: np.ndarray):
+        return np.ascontiguousarray(array)
+
+
+class DevicePlacement(Placement):
+    """Tensors are ``OrtValue`` s on ``device`` ("cuda", or "cpu" to exercise the path in tests)."""
+
+    def __init__(self, device: str = "cuda", device_id: int = 0) -> None:
+        self.device, self.device_id = device, device_id
+
+    def to_host(self, tensor) -> np.ndarray:
+        if isinstance(tensor, np.ndarray):  # the empty tensors a new cache starts with
+            return tensor
+        # device -> host copy; on CPU .numpy() is a view that does not keep the OrtValue's
+        # buffer alive, so copy there too (the CPU device only serves to test this path)
+        return np.array(tensor.numpy())
+
+    def from_host(self, array: np.ndarray):
+        return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, self.device_id)
+
+
+@dataclass(frozen=True)
+class NewRows:
+    """Encoder output of rows joining the batch (one row per source, beams expand later)."""
+
+    cross: list[np.ndarray]  # 2 per layer, (n, H, Ln, D) float32
+    src_mask: np.ndarray  # (n, Ln) int32
+    src_len: np.ndarray  # (n,) int64
+
+
+CROSS_ALIGN = 8  # cross K/V widen to a multiple of this many source slots, so joins rarely reallocate
+
+
+class KVCache:
+    """Self-attention cache, cross K/V and source masks of every slot (row) of the decode batch.
+
+    A slot is live (a job's row) or free. Freeing a slot copies nothing: its cache columns
+    are hidden by setting its padding to the whole length. A newcomer takes a free slot in
+    place (:meth:`assign`), beam search copies rows in place (:meth:`copy_rows`), and only
+    :meth:`compact` copies the whole cache: it keeps the live rows, drops the left-padding
+    columns none of them needs and appends empty slots.
+    """
+
+    def __init__(self, num_layers: int, num_heads: int, head_dim: int, placement: Placement | None = None) -> None:
+        self.num_layers, self.num_heads, self.head_dim = num_layers, num_heads, head_dim
+        self.placement = placement or Placement()
+        self.P = 0  # cached length shared by all rows (left-padded)
+        self.L = 0  # padded source length
+        self.pad = np.zeros(0, dtype=np.int64)  # (B,) left-padding slots per row
+        self.src_len = np.zeros(0, dtype=np.int64)  # (B,) true source length per row (0: free)
+        empty = np.zeros((0, num_heads, 0, head_dim), np.float32)  # host until the first compaction
+        self.past = [empty] * (2 * num_layers)  # (B, H, P, D)
+        self.cross = [empty] * (2 * num_layers)  # (B, H, L, D)
+        self.src_mask = np.zeros((0, 0), np.int32)  # (B, L)
+        self._cols = np.arange(64, dtype=np.int64)
+
+    @property
+    def rows(self) -> int:
+        return int(self.pad.shape[0])
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the self-attention cache and cross K/V (float32), free slots included."""
+        per_row = 2 * self.num_layers * self.num_heads * self.head_dim * 4 * (self.P + self.L)
+        return self.rows * per_row
+
+    def step_inputs(self) -> tuple[np.ndarray, np.ndarray]:
+        """positions (B, 1) int64 and self_mask (B, P + 1) int32 for the next step."""
+        P = self.P
+        if self._cols.shape[0] < P + 1:
+            self._cols = np.arange(2 * (P + 1), dtype=np.int64)
+        positions = (P - self.pad)[:, None]  # (B, 1)
+        self_mask = (self._cols[None, : P + 1] >= self.pad[:, None]).astype(np.int32)  # (B, P + 1)
+        return positions, self_mask
+
+    def advance(self, present: list) -> None:
+        """After a step: the decoder's present (B, H, P + 1, D) becomes the past."""
+        self.past = present
+        self.P += 1
+
+    def free(self, slots: np.ndarray) -> None:
+        """Hide the slots' history (no copy); they compute until reused or compacted away."""
+        self.pad[slots] = self.P
+        self.src_len[slots] = 0
+
+    def assign(self, slots: np.ndarray, new: NewRows) -> None:
+        """Newcomers into free ``slots``, in place: an empty history, their cross K/V and source mask."""
+        Ln = new.src_mask.shape[1]
+        if Ln > self.L:  # widen every row's cross K/V (the only copy a join may cost)
+            self._widen(-(-Ln // CROSS_ALIGN) * CROSS_ALIGN)
+        host, put = self.placement.to_host, self.placement.from_host
+        self.pad[slots] = self.P
+        self.src_len[slots] = new.src_len
+        mask = host(self.src_mask)
+        mask[slots] = 0
+        mask[slots, :Ln] = new.src_mask
+        self.src_mask = put(mask)
+        for i, (c, n) in enumerate(zip(self.cross, new.cross)):
+            c = host(c)
+            c[slots, :, :Ln] = n  # slots past Ln keep stale values, hidden by the mask
+            self.cross[i] = put(c)
+
+    def _widen(self, L: int) -> None:
+        host, put = self.placement.to_host, self.placement.from_host
+        B, H, D = self.rows, self.num_heads, self.head_dim
+        cross = []
+        for c in self.cross:
+            wide = np.zeros((B, H, L, D), np.float32)
+            wide[:, :, : self.L] = host(c)
+            cross.append(put(wide))
+        mask = np.zeros((B, L), np.int32)
+        mask[:, : self.L] = host(self.src_mask)
+        self.cross, self.src_mask, self.L = cross, put(mask), L
+
+    def copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
+        """Row ``dst[i]`` becomes a copy of row ``src[i]`` (beam search), in place."""
+        host, put = self.placement.to_host, self.placement.from_host
+        for tensors in (self.past, self.cross):
+            for i, t in enumerate(tensors):
+                a = host(t)
+                a[dst] = a[src]  # the right side is gathered first, so overlaps are safe
+                tensors[i] = put(a)
+        mask = host(self.src_mask)
+        mask[dst] = mask[src]
+        self.src_mask = put(mask)
+        self.pad[dst] = self.pad[src]
+        self.src_len[dst] = self.src_len[src]
+
+    def compact(self, keep: np.ndarray, extra: int = 0) -> None:
+        """Keep rows ``keep`` (B',) in that order, then ``extra`` free slots: one copy of the cache.
+
+        Drops the left-padding columns no kept row needs and the source columns beyond
+        the longest kept source.
+        """
+        host, put = self.placement.to_host, self.placement.from_host
+        k, B, H, D = len(keep), len(keep) + extra, self.num_heads, self.head_dim
+        pad, src_len = self.pad[keep], self.src_len[keep]  # (B',)
+        start = int(pad.min()) if k else self.P
+        P = self.P - start
+        L = -(-int(src_len.max()) // CROSS_ALIGN) * CROSS_ALIGN if k else 0
+        L = min(L, self.L)
+        past = []
+        for t in self.past:
+            out = np.empty((B, H, P, D), np.float32)
+            if start:
+                out[:k] = host(t)[keep, :, start:]
+            else:
+                np.take(host(t), keep, axis=0, out=out[:k])  # one copy, no temporary
+            out[k:] = 0  # free slots: finite values under the mask
+            past.append(put(out))
+        cross = []
+        for t in self.cross:
+            out = np.empty((B, H, L, D), np.float32)
+            out[:k] = host(t)[keep, :, :L]
+            out[k:] = 0
+            cross.append(put(out))
+        mask = np.zeros((B, L), np.int32)
+        mask[:k] = host(self.src_mask)[keep, :L]
+        self.past, self.cross, self.src_mask = past, cross, put(mask)
+        self.pad = np.concatenate([pad - start, np.full(extra, P, dtype=np.int64)])
+        self.src_len = np.concatenate([src_len, np.zeros(extra, dtype=np.int64)])
+        self.P, self.L = P, L
+
+    def clear(self) -> None:
+        self.compact(np.zeros(0, dtype=np.int64))
+
+
+class DecoderRunner:
+    """Runs one decoder step on the batch held by a :class:`KVCache`.
+
+    Host placement feeds numpy arrays to ``session.run`` (outputs come back as
+    zero-copy arrays, and ``present`` is fed back as ``past`` untouched). Device
+    placement binds the cache's ``OrtValue`` s with io binding and asks for ``present``
+    on the device and only the logits on the host.
+    """
+
+    def __init__(self, session, num_layers: int, placement: Placement) -> None:
+        self.session = session
+        self.placement = placement
+        self.past_names = [f"past_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
+        self.cross_names = [f"cross_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
+        self.output_names = ["logits"] + [f"present_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
+
+    def step(self, cache: KVCache, input_ids: np.ndarray) -> np.ndarray:
+        """input_ids: (B, 1) int64 -> logits (B, V) float32; the cache advances one step."""
+        positions, self_mask = cache.step_inputs()
+        if self.placement.device is None:
+            feeds = {"input_ids": input_ids, "positions": positions, "self_mask": self_mask, "src_mask": cache.src_mask}
+            feeds.update(zip(self.past_names, cache.past))
+            feeds.update(zip(self.cross_names, cache.cross))
+            outputs = self.session.run(self.output_names, feeds)
+            cache.advance(outputs[1:])
+            return outputs[0]
+        binding = self.session.io_binding()
+        for name, array in (("input_ids", input_ids), ("positions", positions), ("self_mask", self_mask)):
+            binding.bind_cpu_input(name, array)
+        binding.bind_ortvalue_input("src_mask", cache.src_mask)
+        for name, value in zip(self.past_names + self.cross_names, cache.past + cache.cross):
+            binding.bind_ortvalue_input(name, value)
+        binding.bind_output("logits", "cpu")
+        for name in self.output_names[1:]:
+            binding.bind_output(name, self.placement.device, self.placement.device_id)
+        self.session.run_with_iobinding(binding)
+        outputs = binding.get_outputs()
+        cache.advance(list(outputs[1:]))
+        return np.array(outputs[0].numpy())  # a copy: the view would not keep the OrtValue alive
+
+
+def placement_for(session) -> Placement:
+    """Device placement with io binding when the session runs on CUDA, host placement otherwise."""
+    providers = session.get_providers()
+    if "CUDAExecutionProvider" in providers:
+        options = session.get_provider_options().get("CUDAExecutionProvider", {})
+        return DevicePlacement("cuda", int(options.get("device_id", 0)))
+    return Placement()

@@ -1,0 +1,160 @@
+"""One text being translated (a :class:`Job`) and where its results go (sinks).
+
+A job is created on the event loop, decoded on the scheduler thread, and reports back
+through its sink and the scheduler's :class:`Outbox` (``loop.call_soon_threadsafe``),
+so the event loop never waits on the decoder and the decoder never waits on the event
+loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from .options import DecodeOptions
+from .search import BeamSearch, Finished, GreedySearch
+
+log = logging.getLogger(__name__)
+
+
+class Sink:
+    """Where a job's outcome goes. Methods are called on the scheduler thread."""
+
+    def token(self, job: Job, token_id: int, finish_reason: str | None) -> None:
+        """A generated token (greedy or sampling); ``finish_reason`` set on the last."""
+
+    def done(self, job: Job) -> None:
+        """The search is complete; ``job.result()`` holds the hypotheses."""
+
+    def fail(self, job: Job, error: BaseException) -> None:
+        """The job failed (inference error, shutdown)."""
+
+
+class Outbox:
+    """Callbacks for event loops, gathered on the scheduler thread and delivered with one
+    ``call_soon_threadsafe`` per loop when flushed (the scheduler flushes once per step),
+    rather than one wake-up per token or result."""
+
+    def __init__(self) -> None:
+        self._items: list[tuple[asyncio.AbstractEventLoop, Callable, tuple]] = []
+
+    def post(self, loop: asyncio.AbstractEventLoop, callback: Callable, *args) -> None:
+        self._items.append((loop, callback, args))
+
+    def flush(self) -> None:
+        if not self._items:
+            return
+        items, self._items = self._items, []
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[Callable, tuple]]] = {}
+        for loop, callback, args in items:
+            by_loop.setdefault(loop, []).append((callback, args))
+        for loop, calls in by_loop.items():
+            try:
+                loop.call_soon_threadsafe(_run_all, calls)
+            except RuntimeError:  # the loop is closed: nobody is waiting any more
+                log.debug("event loop closed; dropping %d results", len(calls))
+
+
+def _run_all(calls: list[tuple[Callable, tuple]]) -> None:
+    for callback, args in calls:
+        callback(*args)
+
+
+def _settle(future: asyncio.Future, value=None, error: BaseException | None = None) -> None:
+    if future.done():  # cancelled by the client meanwhile
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
+
+
+class FutureSink(Sink):
+    """Resolves an asyncio future with ``build(job)`` (built on the scheduler thread)."""
+
+    def __init__(
+        self, outbox: Outbox, loop: asyncio.AbstractEventLoop, future: asyncio.Future, build: Callable[[Job], object]
+    ) -> None:
+        self.outbox, self.loop, self.future, self.build = outbox, loop, future, build
+
+    def done(self, job: Job) -> None:
+        self.outbox.post(self.loop, _settle, self.future, self.build(job))
+
+    def fail(self, job: Job, error: BaseException) -> None:
+        self.outbox.post(self.loop, _settle, self.future, None, error)
+
+
+class StreamSink(Sink):
+    """Feeds ``(token_id, finish_reason)`` tuples, or an exception, into an asyncio queue."""
+
+    def __init__(self, outbox: Outbox, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
+        self.outbox, self.loop, self.queue = outbox, loop, queue
+
+    def token(self, job: Job, token_id: int, finish_reason: str | None) -> None:
+        self.outbox.post(self.loop, self.queue.put_nowait, (token_id, finish_reason))
+
+    def fail(self, job: Job, error: BaseException) -> None:
+        self.outbox.post(self.loop, self.queue.put_nowait, error)
+
+
+class CollectSink(Sink):
+    """Keeps the outcome on the sink (synchronous use: warm-up, tests)."""
+
+    def __init__(self) -> None:
+        self.finished: list[Finished] | None = None
+        self.error: BaseException | None = None
+
+    def done(self, job: Job) -> None:
+        self.finished = job.result()
+
+    def fail(self, job: Job, error: BaseException) -> None:
+        self.error = error
+
+
+class Job:
+    """One source text: its tokens, options, search state and timings."""
+
+    def __init__(
+        self, src_ids: list[int], options: DecodeOptions, max_new_tokens: int, eos_id: int, sink: Sink
+    ) -> None:
+        self.src_ids = np.asarray(src_ids, dtype=np.int64)  # (L,)
+        self.options = options
+        self.max_new_tokens = max_new_tokens
+        self.sink = sink
+        self.beam = options.beam_size > 1
+        self.sampling = options.sampling
+        self.needs_scores = self.beam or options.return_scores
+        if self.beam:
+            self.search = BeamSearch(
+                options.beam_size, max_new_tokens, options.length_penalty, options.num_hypotheses, eos_id
+            )
+        else:
+            self.search = GreedySearch(eos_id, max_new_tokens)
+        self.rng = np.random.default_rng(options.seed) if self.sampling else None
+        self.reserved_rows = options.beam_size  # admission reserves every beam's row up front
+        self.reserved_tokens = options.beam_size * (len(src_ids) + max_new_tokens)
+        # batch bookkeeping (scheduler thread)
+        self.slots = np.zeros(0, dtype=np.int64)  # its rows in the batch (beam order)
+        self.parents: list[int] | None = None  # after a beam step: row i continues beam parents[i]
+        self.next_tokens: list[int] | None = None
+        self.encoded: list[np.ndarray] | None = None  # cross K/V from the encoder until it joins the batch
+        self.reserved = False  # holds its rows and tokens in the scheduler's budgets
+        self.cancelled = False  # set from the event loop; acted on at the next step boundary
+        self.finished = False
+        # timings (perf_counter seconds)
+        self.t_submit = time.perf_counter()
+        self.t_admit = 0.0
+        self.t_first = 0.0
+        self.t_done = 0.0
+        self.encode_s = 0.0
+
+    @property
+    def source_tokens(self) -> int:
+        return int(self.src_ids.shape[0])
+
+    def result(self) -> list[Finished]:
+        return self.search.result()

@@ -1,0 +1,67 @@
+"""The engine's settings, per-request decoding options and results (the contract in
+``notes/engine_interface.md``; the gRPC layer maps its messages onto these)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    max_active_sequences: int = 64  # rows in the decode batch (each beam is one row)
+    max_tokens_in_flight: int = 32768  # sum over admitted rows of (source tokens + max new tokens)
+    max_queue_size: int = 256  # texts waiting for admission; beyond -> Overloaded
+    max_beam_size: int = 8
+    max_texts_per_request: int = 64  # more texts in one translate() call -> InvalidRequest
+
+    def __post_init__(self) -> None:
+        for name in ("max_active_sequences", "max_tokens_in_flight", "max_queue_size", "max_beam_size"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"EngineSettings.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_texts_per_request < 1:
+            raise ValueError(f"EngineSettings.max_texts_per_request must be >= 1, got {self.max_texts_per_request}")
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    beam_size: int = 1  # 1 = greedy (or sampling when temperature > 0)
+    num_hypotheses: int = 1  # 1..beam_size
+    length_penalty: float = 1.0  # score = logprob / len(tokens) ** length_penalty (models/decoding.py)
+    max_new_tokens: int = 0  # 0 = the model's limits.max_target_len; above it -> InvalidRequest
+    temperature: float = 0.0  # > 0 turns on sampling (then beam_size must be 1)
+    top_k: int = 0  # 0 = off
+    top_p: float = 1.0  # 1.0 = off; must be in (0, 1]
+    seed: int | None = None  # sampling seed (per text); None = nondeterministic
+    # Addition to the contract: greedy and sampling skip the log-softmax when False (logprob
+    # and score are then 0.0). Beam search always needs the scores.
+    return_scores: bool = True
+
+    @property
+    def sampling(self) -> bool:
+        return self.temperature > 0.0
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    text: str  # tokenizer.decode(token_ids, skip_special_tokens=True)
+    token_ids: list[int]  # generated ids, no start token; ends with eos when finish_reason == "eos"
+    logprob: float
+    score: float
+    finish_reason: str  # "eos" | "length"
+
+
+@dataclass(frozen=True)
+class TranslationResult:
+    hypotheses: list[Hypothesis]  # best first
+    source_tokens: int
+    queue_ms: float  # submitted -> admitted into the decode batch
+    encode_ms: float
+    decode_ms: float  # admitted -> finished
+    first_token_ms: float  # submitted -> first generated token
+
+
+@dataclass(frozen=True)
+class StreamEvent:
+    delta: str  # new text since the previous event ("" while a multi-token piece is incomplete)
+    token_id: int | None
+    finish_reason: str | None  # set on the last event only ("eos" | "length")

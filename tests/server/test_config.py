@@ -1,0 +1,70 @@
+"""Settings: flag > environment > config file > default; bad values named clearly."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from attnserve.server.cli import build_parser
+from attnserve.server.config import ConfigError, Settings, resolve_settings, settings_table
+
+
+def _resolve(argv: list[str], env: dict[str, str] | None = None) -> Settings:
+    return resolve_settings(build_parser().parse_args(argv), environ=env or {})
+
+
+def test_defaults():
+    s = _resolve([])
+    assert s == Settings()
+    assert (s.host, s.port, s.provider, s.model_repo) == ("127.0.0.1", 50051, "auto", Path("model-repo"))
+
+
+def test_precedence_flag_over_env_over_file_over_default(tmp_path):
+    cfg = tmp_path / "server.toml"
+    cfg.write_text("[server]\nport = 7000\nmax-batch-size = 9\nthreads = 3\nskip_bad_models = true\n")
+    env = {"ATTNSERVE_CONFIG": str(cfg), "ATTNSERVE_PORT": "7001", "ATTNSERVE_THREADS": "2"}
+    s = _resolve(["--port", "7002"], env)
+    assert s.port == 7002  # flag
+    assert s.threads == 2  # env over file
+    assert s.max_batch_size == 9  # file over default
+    assert s.skip_bad_models is True
+    assert s.max_queue_size == Settings().max_queue_size  # default
+    assert _resolve(["--no-skip-bad-models", "--config", str(cfg)]).skip_bad_models is False
+
+
+def test_json_config_and_env_model_repo(tmp_path):
+    cfg = tmp_path / "s.json"
+    cfg.write_text('{"max_queue_delay_ms": 2.5, "provider": "cpu"}')
+    s = _resolve(["--config", str(cfg)], {"ATTNSERVE_MODEL_REPO": "/srv/models"})
+    assert (s.max_queue_delay_ms, s.provider, s.model_repo) == (2.5, "cpu", Path("/srv/models"))
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        ([], {"ATTNSERVE_PORT": "http"}, r"port \(from env ATTNSERVE_PORT\)"),
+        (["--max-batch-size", "0"], {}, "max_batch_size: invalid value 0"),
+        ([], {"ATTNSERVE_PROVIDER": "tpu"}, "provider: invalid value 'tpu'"),
+        ([], {"ATTNSERVE_SKIP_BAD_MODELS": "maybe"}, "not a boolean"),
+    ],
+)
+def test_bad_values_are_named(argv, env, message):
+    with pytest.raises(ConfigError, match=message):
+        _resolve(argv, env)
+
+
+def test_bad_config_files(tmp_path):
+    unknown = tmp_path / "u.json"
+    unknown.write_text('{"max_batch": 3}')
+    with pytest.raises(ConfigError, match="unknown setting 'max_batch'"):
+        _resolve(["--config", str(unknown)])
+    with pytest.raises(ConfigError, match="No such file"):
+        _resolve(["--config", str(tmp_path / "missing.toml")])
+
+
+def test_every_setting_is_documented_in_the_readme():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for line in settings_table().splitlines()[2:]:
+        flag = line.split("`")[1]
+        assert f"`{flag}`" in readme, f"{flag} is not in the README's settings table"

@@ -1,0 +1,122 @@
+"""Image preprocessing: the steps of model.json's ``preprocessing``, and bombs refused before decoding."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from attnserve.server.errors import InvalidRequest
+from attnserve.server.manifest import Preprocessing
+from attnserve.server.preprocess import preprocess_image, tensor_to_pixels
+
+GRAY = Preprocessing(image_size=4, channels=1, mean=[0.5], std=[0.25], resample="nearest", invert=False)
+RGB = Preprocessing(image_size=4, channels=3, mean=[0.1, 0.2, 0.3], std=[0.5, 0.5, 0.5], resample="bilinear")
+LIMITS = dict(max_pixels=10_000, max_bytes=100_000)
+
+
+def _encode(image: Image.Image, fmt: str = "PNG") -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, fmt, **({"transparency": 0} if "transparency" in image.info else {}))
+    return buf.getvalue()
+
+
+def _transparent_palette() -> Image.Image:
+    image = Image.new("P", (5, 5), 0)  # every pixel is palette entry 0: black, and transparent
+    image.putpalette([0, 0, 0] * 256)
+    image.info["transparency"] = 0
+    return image
+
+
+def test_grayscale_steps_exactly():
+    pixels = np.arange(16, dtype=np.uint8).reshape(4, 4) * 16  # (H, W), already the model's size
+    out = preprocess_image(_encode(Image.fromarray(pixels)), GRAY, **LIMITS)
+    assert out.shape == (1, 4, 4) and out.dtype == np.float32
+    np.testing.assert_allclose(out[0], (pixels / 255.0 - 0.5) / 0.25, rtol=1e-6, atol=1e-6)
+
+
+def test_invert_and_per_channel_normalisation():
+    pixels = np.zeros((4, 4, 3), dtype=np.uint8)
+    pixels[..., 0], pixels[..., 1], pixels[..., 2] = 0, 128, 255
+    prep = Preprocessing(**{**RGB.__dict__, "invert": True})
+    out = preprocess_image(_encode(Image.fromarray(pixels)), prep, **LIMITS)  # (3, 4, 4)
+    expected = [((255 - v) / 255.0 - m) / 0.5 for v, m in zip((0, 128, 255), (0.1, 0.2, 0.3))]
+    np.testing.assert_allclose(out[:, 0, 0], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_resize_uses_the_manifest_filter():
+    image = Image.fromarray(np.random.default_rng(0).integers(0, 255, (9, 7), dtype=np.uint8))
+    out = preprocess_image(_encode(image), GRAY, **LIMITS)
+    manual = np.asarray(image.resize((4, 4), Image.Resampling.NEAREST), dtype=np.float32)
+    np.testing.assert_allclose(out[0], (manual / 255.0 - 0.5) / 0.25, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("image", "fmt"),
+    [
+        (Image.new("RGBA", (5, 5), (0, 0, 0, 0)), "PNG"),  # fully transparent -> white paper
+        (Image.new("LA", (5, 5), (0, 0)), "PNG"),
+        (_transparent_palette(), "GIF"),
+        (Image.fromarray(np.full((5, 5), 65535, dtype=np.uint16)), "PNG"),  # 16-bit white
+        (Image.new("1", (5, 5), 1), "BMP"),
+        (Image.new("CMYK", (5, 5), (0, 0, 0, 0)), "JPEG"),
+        (Image.new("RGB", (5, 5), (255, 255, 255)), "WEBP"),
+    ],
+    ids=["RGBA", "LA", "P-transparent", "I;16", "1-bit", "CMYK", "WEBP"],
+)
+def test_every_mode_becomes_white_for_white_paper(image, fmt):
+    for prep in (GRAY, RGB):
+        out = preprocess_image(_encode(image, fmt), prep, **LIMITS)
+        white = (1.0 - np.asarray(prep.mean, dtype=np.float32)) / np.asarray(prep.std, dtype=np.float32)
+        np.testing.assert_allclose(out[:, 2, 2], white, atol=0.02 / min(prep.std))
+
+
+def _png_header_only(width: int, height: int) -> bytes:
+    """A PNG whose header claims width x height, with one tiny IDAT: a decompression bomb's shape."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 10)) + chunk(b"IEND", b"")
+
+
+def test_pixel_limit_is_checked_before_decoding():
+    """The header claims 12 M pixels over 10 bytes of data: refused by size, never decoded
+    (decoding would have failed with "does not decode")."""
+    with pytest.raises(InvalidRequest, match=r"3000x4000 = 12000000 pixels; the limit is 10000"):
+        preprocess_image(_png_header_only(3000, 4000), GRAY, **LIMITS)
+
+
+def test_pillows_own_bomb_guard_is_an_invalid_request():
+    with pytest.raises(InvalidRequest, match="decompression bomb"):
+        preprocess_image(_png_header_only(20_000, 20_000), GRAY, max_pixels=10**12, max_bytes=10**6)
+
+
+def test_byte_limit_and_garbage():
+    with pytest.raises(InvalidRequest, match="the limit is 10"):
+        preprocess_image(_encode(Image.new("L", (4, 4))), GRAY, max_pixels=100, max_bytes=10)
+    with pytest.raises(InvalidRequest, match="not a supported format"):
+        preprocess_image(b"GIF89a nonsense" * 4, GRAY, **LIMITS)
+    with pytest.raises(InvalidRequest, match="does not decode"):
+        preprocess_image(_encode(Image.new("L", (40, 40)), "JPEG")[:200], GRAY, **LIMITS)
+
+
+def test_raw_tensor_checks():
+    good = np.ones((1, 4, 4), dtype=np.float32)
+    np.testing.assert_array_equal(tensor_to_pixels([1, 4, 4], "FP32", good.tobytes(), GRAY), good)
+    np.testing.assert_array_equal(tensor_to_pixels([1, 1, 4, 4], "FP32", good.tobytes(), GRAY), good)
+    with pytest.raises(InvalidRequest, match="shape"):
+        tensor_to_pixels([4, 4], "FP32", good.tobytes(), GRAY)
+    with pytest.raises(InvalidRequest, match="FP16"):
+        tensor_to_pixels([1, 4, 4], "FP16", good.tobytes(), GRAY)
+    with pytest.raises(InvalidRequest, match="bytes"):
+        tensor_to_pixels([1, 4, 4], "FP32", good.tobytes()[:-4], GRAY)
+    bad = good.copy()
+    bad[0, 1, 1] = np.inf
+    with pytest.raises(InvalidRequest, match="NaN or Inf"):
+        tensor_to_pixels([1, 4, 4], "FP32", bad.tobytes(), GRAY)

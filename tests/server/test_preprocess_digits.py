@@ -1,0 +1,89 @@
+"""Image preprocessing of model.json: formats, modes, the documented steps, and refusals."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from PIL import Image, ImageFile
+
+from attnserve.server.errors import InvalidRequest
+from attnserve.server.manifest import Preprocessing
+from attnserve.server.preprocess import preprocess_image
+
+GRAY = Preprocessing(image_size=8, channels=1, mean=[0.5], std=[0.5], resample="bilinear", invert=True)
+RGB = Preprocessing(image_size=4, channels=3, mean=[0.5, 0.4, 0.3], std=[0.25, 0.5, 1.0], resample="nearest")
+
+
+def encode(img: Image.Image, fmt: str = "PNG") -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format=fmt)
+    return buf.getvalue()
+
+
+def test_dark_ink_on_paper_becomes_bright_ink_for_the_model():
+    img = Image.new("L", (16, 16), 255)  # white paper
+    img.paste(0, (4, 4, 12, 12))  # a black square of ink
+    x = preprocess_image(encode(img), GRAY)
+    assert x.shape == (1, 8, 8) and x.dtype == np.float32
+    assert x[0, 0, 0] == pytest.approx(-1.0)  # paper: (0 - 0.5) / 0.5
+    assert x[0, 4, 4] == pytest.approx(1.0)  # ink: (1 - 0.5) / 0.5
+
+
+@pytest.mark.parametrize("mode", ["L", "RGB", "RGBA", "P"])
+def test_png_in_any_mode_gives_the_same_grayscale_pixels(mode):
+    base = Image.new("L", (16, 16), 255)
+    base.paste(0, (2, 2, 9, 14))
+    expected = preprocess_image(encode(base), GRAY)
+    np.testing.assert_allclose(preprocess_image(encode(base.convert(mode)), GRAY), expected, atol=1e-6)
+
+
+def test_transparent_background_counts_as_paper():
+    img = Image.new("RGBA", (8, 8), (0, 0, 0, 0))  # fully transparent black
+    img.paste((0, 0, 0, 255), (0, 0, 4, 8))  # opaque ink on the left half
+    x = preprocess_image(encode(img), GRAY)
+    assert x[0, :, 0].min() == pytest.approx(1.0) and x[0, :, -1].max() == pytest.approx(-1.0)
+
+
+def test_jpeg_and_rgb_normalisation_per_channel():
+    img = Image.new("RGB", (4, 4), (255, 102, 0))
+    x = preprocess_image(encode(img, "JPEG"), RGB)
+    assert x.shape == (3, 4, 4)
+    np.testing.assert_allclose(x[:, 0, 0], [(1 - 0.5) / 0.25, (0.4 - 0.4) / 0.5, (0 - 0.3) / 1.0], atol=0.05)
+
+
+@pytest.mark.parametrize("data", [b"", b"not an image", encode(Image.new("L", (8, 8)))[:30]])
+def test_undecodable_bytes_are_invalid_requests(data):
+    with pytest.raises(InvalidRequest, match="image"):
+        preprocess_image(data, GRAY)
+
+
+def test_oversized_files_are_refused():
+    with pytest.raises(InvalidRequest, match="the limit is"):
+        preprocess_image(encode(Image.new("L", (64, 64))), GRAY, max_bytes=10)
+
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG that declares width x height but carries almost no pixel data (a decompression bomb)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+def test_decompression_bomb_is_refused_from_its_header(monkeypatch):
+    decoded = []
+    monkeypatch.setattr(ImageFile.ImageFile, "load", lambda self: decoded.append(self) or None)
+    with pytest.raises(InvalidRequest, match="the limit is|decompression bomb"):
+        preprocess_image(png_header_only(50_000, 50_000), GRAY)
+    assert not decoded, "pixels were decoded before the size check"
+    with pytest.raises(InvalidRequest, match="pixels"):
+        preprocess_image(png_header_only(100, 100), GRAY, max_pixels=99)
+    with pytest.raises(InvalidRequest, match="10000x2000 = 20000000 pixels"):  # under Pillow's own limit, over ours
+        preprocess_image(png_header_only(10_000, 2_000), GRAY)
+    assert not decoded

@@ -1,0 +1,113 @@
+"""A tiny random translator exported once for the whole folder, and helpers to run engines on it.
+
+The end token gets a logit bias so beam search finishes at many different steps; greedy
+rows get different ``max_new_tokens`` in the tests so they leave the batch at different
+steps too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer
+
+from attnserve.export.modeldir import placeholder_tokenizer, write_translation_dir
+from attnserve.models import TranslationConfig, TranslationTransformer, greedy_decode
+from attnserve.server.manifest import Manifest, load_manifest
+from attnserve.server.translation import EngineSettings, TranslationEngine, load_translation_sessions
+
+TINY = TranslationConfig(
+    vocab_size=64,
+    d_model=32,
+    num_heads=4,
+    encoder_layers=2,
+    decoder_layers=2,
+    ffn_dim=64,
+    dropout=0.0,
+    final_logits_bias=True,
+    max_positions=64,
+)
+MAX_SOURCE_LEN, MAX_TARGET_LEN = 24, 40
+
+
+@dataclass
+class TinyModel:
+    model: TranslationTransformer
+    path: Path
+    manifest: Manifest
+    tokenizer: Tokenizer
+
+    def engine(self, settings: EngineSettings | None = None, decoder=None) -> TranslationEngine:
+        encoder, default_decoder = load_translation_sessions(self.path, self.manifest, intra_op_threads=1)
+        return TranslationEngine(self.path, self.manifest, encoder, decoder or default_decoder, settings)
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> TinyModel:
+    torch.manual_seed(0)
+    model = TranslationTransformer(TINY).eval()
+    with torch.no_grad():
+        model.logits_bias[TINY.eos_id] = 2.0
+    path = tmp_path_factory.mktemp("engine") / "tiny-mt"
+    write_translation_dir(
+        model,
+        path,
+        placeholder_tokenizer(TINY.vocab_size),
+        name="tiny-mt",
+        max_source_len=MAX_SOURCE_LEN,
+        max_target_len=MAX_TARGET_LEN,
+    )
+    return TinyModel(model, path, load_manifest(path), Tokenizer.from_file(str(path / "tokenizer.json")))
+
+
+def random_texts(n: int, seed: int = 0, max_len: int = MAX_SOURCE_LEN - 1) -> list[str]:
+    """Texts of the placeholder tokenizer's words ``t4``..``t63``, 1..max_len words long."""
+    rng = random.Random(seed)
+    return [
+        " ".join(f"t{rng.randrange(4, TINY.vocab_size)}" for _ in range(rng.randrange(1, max_len + 1)))
+        for _ in range(n)
+    ]
+
+
+def run(coro):
+    """Run a coroutine on a fresh event loop (the suite has no asyncio plugin)."""
+    return asyncio.run(coro)
+
+
+class SessionWrapper:
+    """An onnxruntime session that can be slowed down, or fail once: on the first run whose batch
+    has ``fail_at_rows`` rows, or on the next run after ``fail_next`` is set."""
+
+    def __init__(self, session, delay_s: float = 0.0, fail_at_rows: int | None = None) -> None:
+        self.session, self.delay_s, self.fail_at_rows = session, delay_s, fail_at_rows
+        self.fail_next = False
+        self.calls = 0
+
+    def run(self, output_names, feeds, *args, **kwargs):
+        self.calls += 1
+        rows = next(iter(feeds.values())).shape[0]
+        if self.fail_next or (self.fail_at_rows is not None and rows == self.fail_at_rows):
+            self.fail_at_rows, self.fail_next = None, False
+            raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : injected failure")
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        return self.session.run(output_names, feeds, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+
+@pytest.fixture(scope="session")
+def long_text(tiny) -> str:
+    """A text whose greedy translation never ends early: it runs to max_new_tokens."""
+    for text in random_texts(40, seed=99):
+        src = torch.tensor([tiny.tokenizer.encode(text).ids])
+        if greedy_decode(tiny.model, src, MAX_TARGET_LEN)[0].finish == "length":
+            return text
+    raise AssertionError("no long-running text among 40")

@@ -1,0 +1,166 @@
+"""The KV-cache layout under compaction, and the io-binding (device) path of the decoder step."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import torch
+
+from attnserve.models import beam_search, greedy_decode
+from attnserve.server.translation import DecodeOptions, EngineSettings, load_translation_sessions
+from attnserve.server.translation.cache import DevicePlacement, KVCache, NewRows, Placement
+from attnserve.server.translation.jobs import CollectSink, Job
+from attnserve.server.translation.scheduler import DecodeScheduler
+from attnserve.server.translation.sessions import model_spec
+
+from .conftest import random_texts
+
+H, D, LAYERS = 2, 3, 1
+
+
+def _new_rows(lengths: list[int], tag: float) -> NewRows:
+    n, L = len(lengths), max(lengths)
+    mask = np.zeros((n, L), np.int32)
+    cross = np.zeros((n, H, L, D), np.float32)
+    for i, length in enumerate(lengths):
+        mask[i, :length] = 1
+        cross[i, :, :length] = tag + i  # every valid source slot of row i holds tag + i
+    return NewRows([cross, cross.copy()], mask, np.array(lengths))
+
+
+@pytest.mark.parametrize("placement", [Placement(), DevicePlacement("cpu")], ids=["host", "ortvalue"])
+def test_rows_keep_their_own_cache_through_joins_leaves_copies_and_compactions(placement):
+    """A model of the cache: each live slot's logical history is a list of values; the left-padded
+    tensor must show exactly that history in slots pad..P-1, whatever joins, leaves, is copied
+    (beam search) or compacted, and a compaction keeps no column that no live row needs."""
+    rng = np.random.default_rng(0)
+    cache = KVCache(LAYERS, H, D, placement)
+    host = placement.to_host
+    history: list[list[float] | None] = []  # per slot: the values written at each of its steps; None = free
+    source: list[float | None] = []  # per slot: its cross tag
+    next_value, next_tag, compactions = 1.0, 100.0, 0
+
+    def live() -> list[int]:
+        return [i for i, h in enumerate(history) if h is not None]
+
+    for _ in range(200):
+        action = rng.integers(5)
+        if action == 0 or not live():  # join: into free slots, growing by a compaction when short
+            lengths = rng.integers(1, 12, size=rng.integers(1, 3)).tolist()
+            free = [i for i, h in enumerate(history) if h is None]
+            if len(free) < len(lengths):
+                keep = live()
+                cache.compact(np.array(keep, dtype=np.int64), extra=len(lengths))
+                history = [history[k] for k in keep] + [None] * len(lengths)
+                source = [source[k] for k in keep] + [None] * len(lengths)
+                free = list(range(len(keep), len(history)))
+            slots = np.array(free[: len(lengths)])
+            cache.assign(slots, _new_rows(lengths, next_tag))
+            for i, slot in enumerate(slots.tolist()):
+                history[slot], source[slot] = [], next_tag + i
+            next_tag += 10
+        elif action == 1:  # some rows leave (no copy)
+            gone = rng.permutation(live())[: rng.integers(1, len(live()) + 1)]
+            cache.free(gone)
+            for slot in gone.tolist():
+                history[slot] = source[slot] = None
+        elif action == 2:  # beam search: some live rows become copies of others
+            rows = live()
+            dst = rng.permutation(rows)[: rng.integers(1, len(rows) + 1)]
+            src = rng.choice(rows, size=len(dst))
+            cache.copy_rows(dst, src)
+            copied = [(list(history[s]), source[s]) for s in src.tolist()]
+            for d, (h, tag) in zip(dst.tolist(), copied):
+                history[d], source[d] = h, tag
+        elif action == 3:  # compaction, in a random order, with spare slots
+            keep, extra = rng.permutation(live()).tolist(), int(rng.integers(0, 3))
+            cache.compact(np.array(keep, dtype=np.int64), extra)
+            history = [history[k] for k in keep] + [None] * extra
+            source = [source[k] for k in keep] + [None] * extra
+            compactions += 1
+            assert cache.P == max(len(history[i]) for i in range(len(keep))), "kept columns nobody needs"
+        else:  # a decoder step: every slot appends one value
+            positions, self_mask = cache.step_inputs()
+            past = host(cache.past[0])  # (B, H, P, D)
+            new = np.zeros((cache.rows, H, 1, D), np.float32)
+            for r in range(cache.rows):
+                new[r] = next_value + r
+                if history[r] is not None:
+                    assert positions[r, 0] == len(history[r]) and self_mask[r].sum() == len(history[r]) + 1
+                    history[r].append(next_value + r)
+            next_value += 100
+            present = np.concatenate([past, new], axis=2)  # what the decoder graph returns
+            cache.advance([placement.from_host(present), placement.from_host(present.copy())])
+        past, cross, src_mask = host(cache.past[0]), host(cache.cross[0]), host(cache.src_mask)
+        assert past.shape == (cache.rows, H, cache.P, D) == (len(history), H, cache.P, D)
+        for r in live():
+            pad = int(cache.pad[r])
+            assert pad == cache.P - len(history[r])
+            assert past[r, 0, pad:, 0].tolist() == history[r]
+            valid = src_mask[r].astype(bool)
+            assert (cross[r, 0, valid, 0] == source[r]).all() and valid.sum() == cache.src_len[r]
+        assert cache.nbytes == (cache.rows and cache.rows * 2 * LAYERS * H * D * 4 * (cache.P + cache.L))
+    assert compactions > 10
+    cache.clear()
+    assert cache.rows == cache.nbytes == 0
+
+
+def _decode_with_placement(tiny, placement, texts, options, sessions=None):
+    encoder, decoder = sessions or load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
+    scheduler = DecodeScheduler(encoder, decoder, model_spec(tiny.manifest), EngineSettings(), placement)
+    sinks = [CollectSink() for _ in texts]
+    jobs = [
+        Job(tiny.tokenizer.encode(t).ids, options, options.max_new_tokens, tiny.manifest.tokenizer.eos_id, s)
+        for t, s in zip(texts, sinks)
+    ]
+    scheduler.run_until_idle(jobs)
+    assert all(s.error is None for s in sinks)
+    return [s.finished for s in sinks], scheduler
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_io_binding_path_gives_the_reference_tokens(tiny, beam_size):
+    """The CUDA code path (OrtValues + io binding), run on the CPU device."""
+    texts = random_texts(5, seed=21)
+    options = DecodeOptions(beam_size=beam_size, num_hypotheses=beam_size, max_new_tokens=15)
+    finished, scheduler = _decode_with_placement(tiny, DevicePlacement("cpu"), texts, options)
+    for text, hyps in zip(texts, finished):
+        src = torch.tensor([tiny.tokenizer.encode(text).ids])
+        if beam_size == 1:
+            expected = greedy_decode(tiny.model, src, 15)
+        else:
+            expected = beam_search(tiny.model, src, beam_size, 15, 1.0, beam_size)[0]
+        assert [h.tokens for h in hyps] == [h.tokens for h in expected]
+    assert scheduler.kv_cache_bytes == 0 and scheduler.active_sequences == 0
+
+
+def _cuda_device() -> bool:
+    return "CUDAExecutionProvider" in ort.get_available_providers() and os.path.exists("/dev/nvidia0")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda_device(), reason="needs a CUDA device and onnxruntime's CUDA provider")
+def test_cuda_engine_keeps_the_cache_on_the_device_and_matches_the_reference(tiny):
+    encoder, decoder = load_translation_sessions(
+        tiny.path, tiny.manifest, providers=["CUDAExecutionProvider", "CPUExecutionProvider"]
+    )
+    assert "CUDAExecutionProvider" in decoder.get_providers()
+    from attnserve.server.translation.cache import placement_for
+
+    placement = placement_for(decoder)
+    assert placement.device == "cuda"
+    texts = random_texts(4, seed=31)
+    for beam_size in (1, 3):  # greedy, and beams that copy their cache rows on the device
+        options = DecodeOptions(beam_size=beam_size, num_hypotheses=beam_size, max_new_tokens=12)
+        finished, scheduler = _decode_with_placement(tiny, placement, texts, options, sessions=(encoder, decoder))
+        for text, hyps in zip(texts, finished):
+            src = torch.tensor([tiny.tokenizer.encode(text).ids])
+            if beam_size == 1:
+                expected = greedy_decode(tiny.model, src, 12)
+            else:
+                expected = beam_search(tiny.model, src, beam_size, 12, 1.0, beam_size)[0]
+            assert [h.tokens for h in hyps] == [h.tokens for h in expected]
+        assert scheduler.kv_cache_bytes == 0 and scheduler.active_sequences == 0

@@ -1,0 +1,346 @@
+"""The engine's behaviour as a handler sees it: validation, limits, cancellation, failures,
+shutdown, streaming and sampling."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import torch
+
+from attnserve.models import greedy_decode
+from attnserve.server.errors import InferenceFailed, InvalidRequest, Overloaded, ShuttingDown
+from attnserve.server.translation import DecodeOptions, EngineSettings
+
+from .conftest import MAX_SOURCE_LEN, MAX_TARGET_LEN, SessionWrapper, random_texts, run
+
+
+def slow_engine(tiny, delay_s=0.004, settings=None, fail_at_rows=None):
+    engine = tiny.engine(settings)
+    wrapper = SessionWrapper(engine._scheduler.runner.session, delay_s, fail_at_rows)
+    engine._scheduler.runner.session = wrapper
+    return engine, wrapper
+
+
+async def wait_until(condition, timeout=5.0):
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition() and loop.time() < end:
+        await asyncio.sleep(0.002)
+
+
+async def wait_idle(engine):
+    await wait_until(lambda: not (engine.active_sequences or engine.kv_cache_bytes or engine.tokens_in_flight))
+
+
+def assert_idle(engine):
+    assert (engine.active_sequences, engine.kv_cache_bytes, engine.tokens_in_flight, engine.queued) == (0, 0, 0, 0)
+
+
+# --- validation ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "texts, options, message",
+    [
+        ([], DecodeOptions(), "no texts"),
+        (["t5", "  "], DecodeOptions(), "text 1 is empty"),
+        (
+            ["t5 " * 30],
+            DecodeOptions(),
+            f"text 0 is 31 tokens long after tokenization; this model takes at most {MAX_SOURCE_LEN}",
+        ),
+        (["t5"] * 65, DecodeOptions(), "65 texts in one request; the limit is 64"),
+        (["t5"], DecodeOptions(beam_size=9), "beam_size must be in 1..8, got 9"),
+        (["t5"], DecodeOptions(beam_size=2, num_hypotheses=3), "num_hypotheses must be in 1..beam_size (2), got 3"),
+        (["t5"], DecodeOptions(max_new_tokens=MAX_TARGET_LEN + 1), f"max_new_tokens must be in 0..{MAX_TARGET_LEN}"),
+        (["t5"], DecodeOptions(temperature=-0.5), "temperature must be >= 0"),
+        (["t5"], DecodeOptions(temperature=1.0, top_p=0.0), "top_p must be in (0, 1]"),
+        (["t5"], DecodeOptions(temperature=1.0, top_p=1.5), "top_p must be in (0, 1]"),
+        (["t5"], DecodeOptions(temperature=1.0, top_k=-1), "top_k must be >= 0"),
+        (["t5"], DecodeOptions(temperature=1.0, seed=-3), "seed must be >= 0, got -3"),
+        (["t5"], DecodeOptions(temperature=0.7, beam_size=2), "sampling (temperature 0.7) works with beam_size 1 only"),
+    ],
+)
+def test_bad_requests_get_a_message_a_person_can_act_on(tiny, texts, options, message):
+    engine = tiny.engine()
+    with pytest.raises(InvalidRequest) as info:
+        engine.validate(texts, options)
+    assert message in str(info.value)
+
+
+def test_a_text_larger_than_the_token_budget_is_refused_up_front(tiny):
+    engine = tiny.engine(EngineSettings(max_tokens_in_flight=60))
+    engine.validate(["t5 t6"], DecodeOptions(max_new_tokens=40))  # 3 + 40 fits
+    with pytest.raises(InvalidRequest, match=r"needs 86 tokens in flight \(beam_size 2 x \(3 source \+ 40 new"):
+        engine.validate(["t5 t6"], DecodeOptions(beam_size=2, max_new_tokens=40))
+
+
+def test_stream_refuses_beam_search_on_first_iteration(tiny):
+    engine = tiny.engine()
+
+    async def main():
+        await engine.start()
+        stream = engine.stream("t5", DecodeOptions(beam_size=2))
+        try:
+            with pytest.raises(InvalidRequest, match="streaming works with beam_size 1"):
+                await stream.__anext__()
+        finally:
+            await engine.stop(0.1)
+
+    run(main())
+
+
+# --- admission and limits --------------------------------------------------------------------
+
+
+def test_a_full_queue_answers_overloaded_and_takes_nothing(tiny):
+    engine = tiny.engine(EngineSettings(max_queue_size=2))
+
+    async def main():
+        await engine.start()
+        try:
+            with pytest.raises(Overloaded, match=r"queue is full \(0 texts waiting, limit 2\)"):
+                await engine.translate(["t5", "t6", "t7"], DecodeOptions())
+            assert_idle(engine)
+            assert len(await engine.translate(["t5", "t6"], DecodeOptions(max_new_tokens=3))) == 2
+        finally:
+            await engine.stop(1.0)
+
+    run(main())
+
+
+def test_token_and_row_budgets_bound_the_batch(tiny):
+    """Two texts needing 43 tokens each under a budget of 60 never share the batch."""
+    engine = tiny.engine(EngineSettings(max_tokens_in_flight=60))
+    rows_seen = []
+    engine.on_step = lambda rows, generated: rows_seen.append((rows, generated))
+
+    async def main():
+        await engine.start()
+        try:
+            return await engine.translate(["t5 t9", "t7 t8"], DecodeOptions(max_new_tokens=40))
+        finally:
+            await engine.stop(1.0)
+
+    results = run(main())
+    assert len(results) == 2 and rows_seen and max(rows for rows, _ in rows_seen) == 1
+    assert engine.steps_total == len(rows_seen)
+    assert engine.tokens_generated_total == sum(len(r.hypotheses[0].token_ids) for r in results)
+
+
+# --- cancellation, deadlines -----------------------------------------------------------------
+
+
+def test_cancelled_and_timed_out_requests_leave_the_batch_and_free_their_cache(tiny, long_text):
+    engine, _ = slow_engine(tiny)
+    other_text = long_text + " t9"
+
+    async def main():
+        await engine.start()
+        try:
+            other = asyncio.create_task(engine.translate([other_text], DecodeOptions(max_new_tokens=30)))
+            victim = asyncio.create_task(engine.translate([long_text] * 3, DecodeOptions()))
+            await wait_until(lambda: engine.active_sequences == 4)
+            assert engine.active_sequences == 4 and engine.kv_cache_bytes > 0
+            victim.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await victim
+            with pytest.raises(TimeoutError):  # a deadline arrives as cancellation too
+                await asyncio.wait_for(engine.translate([long_text], DecodeOptions()), 0.03)
+            result = (await other)[0]
+            await wait_idle(engine)
+            return result
+        finally:
+            await engine.stop(1.0)
+
+    result = run(main())
+    src = torch.tensor([tiny.tokenizer.encode(other_text).ids])
+    assert result.hypotheses[0].token_ids == greedy_decode(tiny.model, src, 30)[0].tokens
+    assert_idle(engine)
+
+
+def test_closing_a_stream_frees_its_row(tiny, long_text):
+    engine, _ = slow_engine(tiny)
+
+    async def main():
+        await engine.start()
+        try:
+            stream = engine.stream(long_text, DecodeOptions())
+            first = await stream.__anext__()
+            await stream.__anext__()
+            assert engine.active_sequences == 1 and first.finish_reason is None
+            await stream.aclose()
+            await wait_idle(engine)
+            assert_idle(engine)
+        finally:
+            await engine.stop(1.0)
+
+    run(main())
+
+
+# --- failures and shutdown -------------------------------------------------------------------
+
+
+def test_a_failing_step_fails_exactly_its_batch_and_the_scheduler_goes_on(tiny, long_text):
+    """Two requests share the batch when the decoder raises; a third, queued behind them, is served."""
+    engine, wrapper = slow_engine(tiny, 0.002, EngineSettings(max_active_sequences=2), fail_at_rows=2)
+    options = DecodeOptions(max_new_tokens=10)
+
+    async def main():
+        await engine.start()
+        try:
+            calls = [engine.translate([text], options) for text in (long_text, long_text + " t5", long_text + " t6")]
+            outcomes = await asyncio.gather(*calls, return_exceptions=True)
+            await wait_idle(engine)
+            assert_idle(engine)
+            after = await engine.translate([long_text], options)
+            return outcomes, after
+        finally:
+            await engine.stop(1.0)
+
+    outcomes, after = run(main())
+    assert [type(o) for o in outcomes[:2]] == [InferenceFailed, InferenceFailed], outcomes
+    assert "decoder failed" in str(outcomes[0]) and "injected failure" in str(outcomes[0])
+    src = torch.tensor([tiny.tokenizer.encode(long_text + " t6").ids])
+    assert outcomes[2][0].hypotheses[0].token_ids == greedy_decode(tiny.model, src, 10)[0].tokens
+    assert len(after[0].hypotheses[0].token_ids) == 10 and wrapper.fail_at_rows is None
+
+
+def test_a_failing_encoder_fails_its_newcomers_only(tiny, long_text):
+    engine, _ = slow_engine(tiny, 0.002)
+    scheduler = engine._scheduler
+    scheduler.encoder = SessionWrapper(scheduler.encoder, fail_at_rows=None)
+    options = DecodeOptions(max_new_tokens=10)
+
+    async def main():
+        await engine.start()
+        try:
+            running = asyncio.create_task(engine.translate([long_text], options))
+            await wait_until(lambda: engine.active_sequences == 1)
+            scheduler.encoder.fail_next = True
+            with pytest.raises(InferenceFailed, match="encoder failed.*injected failure"):
+                await engine.translate(["t5 t6"], options)
+            return await running, await engine.translate(["t5 t6"], options)
+        finally:
+            await engine.stop(1.0)
+
+    running, after = run(main())
+    assert len(running[0].hypotheses[0].token_ids) == 10 and after[0].hypotheses[0].token_ids
+
+
+def test_stop_lets_in_flight_work_finish_within_grace_then_refuses(tiny, long_text):
+    engine, _ = slow_engine(tiny, delay_s=0.002)
+
+    async def main():
+        await engine.start()
+        task = asyncio.create_task(engine.translate([long_text], DecodeOptions(max_new_tokens=20)))
+        await asyncio.sleep(0.01)
+        await engine.stop(5.0)
+        with pytest.raises(ShuttingDown):
+            await engine.translate(["t5"], DecodeOptions())
+        return await task
+
+    result = run(main())
+    assert len(result[0].hypotheses[0].token_ids) == 20
+
+
+def test_stop_fails_what_outlasts_the_grace_with_shutting_down(tiny, long_text):
+    engine, _ = slow_engine(tiny, delay_s=0.01)
+
+    async def main():
+        await engine.start()
+        task = asyncio.create_task(engine.translate([long_text], DecodeOptions()))
+        await asyncio.sleep(0.03)
+        await engine.stop(0.05)
+        with pytest.raises(ShuttingDown, match="shut down before this translation finished"):
+            await task
+
+    run(main())
+
+
+# --- streaming and sampling ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("max_new_tokens", [7, MAX_TARGET_LEN])
+def test_stream_deltas_add_up_to_the_translation(tiny, max_new_tokens):
+    texts = random_texts(6, seed=3)
+    engine = tiny.engine()
+
+    async def main():
+        await engine.start()
+        try:
+            out = []
+            for text in texts:
+                options = DecodeOptions(max_new_tokens=max_new_tokens)
+                events = [event async for event in engine.stream(text, options)]
+                out.append((events, (await engine.translate([text], options))[0].hypotheses[0]))
+            return out
+        finally:
+            await engine.stop(1.0)
+
+    for events, hyp in run(main()):
+        assert "".join(e.delta for e in events) == hyp.text
+        assert [e.token_id for e in events] == hyp.token_ids
+        assert [e.finish_reason for e in events[:-1]] == [None] * (len(events) - 1)
+        assert events[-1].finish_reason == hyp.finish_reason
+
+
+def _sample(tiny, texts, options):
+    engine = tiny.engine()
+
+    async def main():
+        await engine.start()
+        try:
+            return await engine.translate(texts, options)
+        finally:
+            await engine.stop(1.0)
+
+    return [r.hypotheses[0].token_ids for r in run(main())]
+
+
+def test_same_seed_same_sample_different_seed_different(tiny):
+    text = random_texts(1, seed=4)[0]
+    options = DecodeOptions(temperature=1.5, seed=123, max_new_tokens=20)
+    first = _sample(tiny, [text, text], options)
+    again = _sample(tiny, [text], options)
+    other = _sample(tiny, [text], DecodeOptions(temperature=1.5, seed=321, max_new_tokens=20))
+    assert first[0] == first[1] == again[0]
+    assert other[0] != again[0]
+
+
+@pytest.mark.parametrize("top_k, top_p", [(3, 1.0), (0, 0.6)])
+def test_sampled_tokens_respect_top_k_and_top_p(tiny, top_k, top_p):
+    """Teacher-force the PyTorch model on each sampled prefix: every token lies in the allowed set."""
+    texts = random_texts(10, seed=8)
+    temperature = 1.3
+    samples = _sample(tiny, texts, DecodeOptions(temperature=temperature, top_k=top_k, top_p=top_p, seed=1))
+    cfg = tiny.model.cfg
+    checked = 0
+    for text, tokens in zip(texts, samples):
+        src = torch.tensor([tiny.tokenizer.encode(text).ids])
+        tgt = torch.tensor([[cfg.bos_id] + tokens[:-1]])
+        with torch.no_grad():
+            logits = tiny.model(src, tgt)[0].double()  # (S, V)
+        logits[:, [cfg.pad_id, cfg.bos_id]] = -np.inf
+        for step, tok in enumerate(tokens):
+            row = logits[step]
+            if top_k:
+                allowed = set(row.topk(top_k).indices.tolist())
+            else:
+                probs = torch.softmax(row / temperature, dim=0)
+                order = probs.argsort(descending=True)
+                cum = probs[order].cumsum(0)
+                size = int((cum < top_p - 1e-4).sum()) + 2  # nucleus plus one for float slack at the edge
+                allowed = set(order[:size].tolist())
+            assert tok in allowed, (text, step, tok)
+            checked += 1
+    assert checked >= 40
+
+
+def test_warmup_runs_before_start_and_counts_nothing(tiny):
+    engine = tiny.engine()
+    assert engine.warmup() > 0
+    assert (engine.steps_total, engine.tokens_generated_total) == (0, 0)
+    assert_idle(engine)
