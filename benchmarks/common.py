@@ -1,0 +1,155 @@
+"""What every benchmark shares: interleaved timing, the machine's state, the result files.
+
+Every comparison runs its contenders in one process and one run, taking turns one
+repetition each (round-robin), so load from other processes on a shared machine lands
+on all of them alike; results are medians and are read as ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_OUT = Path("benchmarks/results")
+DEFAULT_WORK = Path("/tmp/attnserve-bench")
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="tiny settings: a smoke test in seconds, not a result")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="where the JSON and PNG go")
+    parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK, help="exported models (reused when present)")
+    parser.add_argument("--threads", type=int, default=1, help="intra-op threads of every engine (same for all)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed rounds per contender (after one warm-up)")
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
+
+
+@dataclass
+class Timing:
+    """Seconds per run of one contender: all rounds, after its warm-up run."""
+
+    seconds: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def best(self) -> float:
+        return min(self.seconds)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"median_s": self.median, "best_s": self.best, "runs_s": self.seconds}
+
+
+def interleaved(runs: dict[str, Callable[[], Any]], repeats: int) -> tuple[dict[str, Timing], dict[str, Any]]:
+    """Time each named function ``repeats`` times, round-robin, after one warm-up call each.
+
+    Returns (timings, the value each function returned on its warm-up call).
+    """
+    values = {name: fn() for name, fn in runs.items()}
+    timings = {name: Timing() for name in runs}
+    for _ in range(repeats):
+        for name, fn in runs.items():
+            t0 = time.perf_counter()
+            fn()
+            timings[name].seconds.append(time.perf_counter() - t0)
+    return timings, values
+
+
+def loadavg() -> tuple[float, float, float]:
+    return os.getloadavg()
+
+
+def machine() -> dict[str, Any]:
+    """CPU model, cores, memory, versions and the load average now (the machine may be shared)."""
+    info: dict[str, Any] = {"platform": platform.platform(), "python": platform.python_version()}
+    try:
+        lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
+        fields = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
+        for key in ("Model name", "CPU(s)", "Thread(s) per core", "Flags"):
+            if key in fields:
+                value = fields[key].strip()
+                if key == "Flags":
+                    value = " ".join(f for f in value.split() if f.startswith(("avx", "fma", "amx", "vnni")))
+                info[key.lower().replace("(s)", "s").replace(" ", "_")] = value
+    except (OSError, subprocess.SubprocessError):
+        pass
+    try:
+        meminfo = Path("/proc/meminfo").read_text().split()
+        info["memory_gib"] = round(int(meminfo[1]) / 2**20, 1)
+    except (OSError, IndexError, ValueError):
+        pass
+    info["os_cpu_count"] = os.cpu_count()
+    info["loadavg_start"] = loadavg()
+    versions = {}
+    for module in ("onnxruntime", "torch", "transformers", "ctranslate2", "numpy", "grpc"):
+        mod = sys.modules.get(module)
+        if mod is None:
+            try:
+                mod = __import__(module)
+            except ImportError:
+                continue
+        versions[module] = getattr(mod, "__version__", "?")
+    info["versions"] = versions
+    return info
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain fixed-width table (numbers right-aligned)."""
+    cells = [[_fmt(c) for c in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths))]
+    lines.append("  ".join("-" * w for w in widths))
+    for row, raw in zip(cells, rows):
+        lines.append(
+            "  ".join(c.rjust(w) if isinstance(v, (int, float)) else c.ljust(w) for c, w, v in zip(row, widths, raw))
+        )
+    return "\n".join(lines)
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) < 100 else f"{value:,.0f}"
+    return str(value)
+
+
+def write_results(out: Path, name: str, result: dict[str, Any], quick: bool) -> Path:
+    """``out/NAME[-quick].json`` with the load average at the end added; returns the path."""
+    out.mkdir(parents=True, exist_ok=True)
+    result.setdefault("machine", {})["loadavg_end"] = loadavg()
+    path = out / f"{name}{'-quick' if quick else ''}.json"
+    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    print(f"wrote {path}")
+    return path
+
+
+def plot_path(out: Path, name: str, quick: bool) -> Path:
+    return out / f"{name}{'-quick' if quick else ''}.png"
+
+
+def pyplot():
+    """matplotlib's pyplot on the file-only Agg backend (no display on servers)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def header(title: str, info: dict[str, Any], threads: int) -> None:
+    print(f"== {title}")
+    print(
+        f"   {info.get('model_name', '?')}, {info.get('os_cpu_count')} CPUs, {threads} intra-op thread(s) per engine, "
+        f"load average {' '.join(f'{x:.2f}' for x in info['loadavg_start'])} (medians of interleaved runs)"
+    )

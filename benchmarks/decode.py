@@ -1,0 +1,192 @@
+"""Greedy translation tokens/s: attnserve vs PyTorch, transformers and CTranslate2, fp32 and int8.
+
+Exactly N new tokens per text (the end token can never win, see ``translators.py``), batch
+1 and 32, on ``mt-small`` (the Marian shape of DESIGN.md) and ``mt-base``. All engines
+run the same random weights, with the same number of intra-op threads, taking turns in
+one process. fp32 tokens are compared with the PyTorch reference decoder.
+
+    python -m benchmarks.decode              # or: attnserve-bench decode
+    python -m benchmarks.decode --quick      # seconds: mt-tiny, small batches, N = 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .common import add_common_arguments, header, interleaved, machine, plot_path, pyplot, table, write_results
+from .translators import (
+    EngineRunner,
+    agreement,
+    bench_translator,
+    ctranslate2_model,
+    engines,
+    export_translator,
+    source_ids,
+)
+
+NAME = "decode"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnserve-bench decode", description=__doc__.splitlines()[0])
+    add_common_arguments(parser)
+    parser.add_argument("--presets", nargs="+", default=None, help="default mt-small mt-base (quick: mt-tiny)")
+    parser.add_argument("--batches", type=int, nargs="+", default=None, help="default 1 32 (quick: 1 4)")
+    parser.add_argument("--new-tokens", type=int, default=None, help="N (default 30; quick 8)")
+    parser.add_argument("--source-tokens", type=int, default=20, help="source length per text, end token included")
+    parser.add_argument("--no-int8", action="store_true", help="fp32 engines only")
+    return parser
+
+
+def settle(args: argparse.Namespace) -> None:
+    q = args.quick
+    args.presets = args.presets or (["mt-tiny"] if q else ["mt-small", "mt-base"])
+    args.batches = args.batches or ([1, 4] if q else [1, 32])
+    args.new_tokens = args.new_tokens or (8 if q else 30)
+    args.repeats = args.repeats or (2 if q else 5)
+    if q:
+        args.source_tokens = min(args.source_tokens, 10)
+
+
+def build_runners(model, preset: str, args: argparse.Namespace) -> dict[str, Any]:
+    import ctranslate2
+    import torch
+    import transformers
+
+    from attnserve.export.importers import to_marian
+
+    transformers.logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens wins
+
+    work = args.work_dir
+    rows = max(64, max(args.batches))
+    runners: dict[str, Any] = {
+        "attnserve fp32": EngineRunner(export_translator(model, work / f"{preset}-fp32", preset), args.threads, rows)
+    }
+    marian = to_marian(model)
+    runners["transformers fp32"] = marian
+    ct2_dir = ctranslate2_model(model, work / f"{preset}-ct2", preset)
+    kw = dict(device="cpu", intra_threads=args.threads, inter_threads=1)
+    runners["ctranslate2 fp32"] = ctranslate2.Translator(str(ct2_dir), compute_type="float32", **kw)
+    if not args.no_int8:
+        int8_dir = export_translator(model, work / f"{preset}-int8", preset, precision="int8")
+        runners["attnserve int8"] = EngineRunner(int8_dir, args.threads, rows)
+        runners["ctranslate2 int8"] = ctranslate2.Translator(str(ct2_dir), compute_type="int8", **kw)
+        try:  # PyTorch's own dynamic int8 Linear; absent from some builds
+            runners["transformers int8"] = torch.ao.quantization.quantize_dynamic(
+                to_marian(model), {torch.nn.Linear}, dtype=torch.qint8
+            )
+        except Exception as exc:  # noqa: BLE001 - report and go on without it
+            print(f"transformers int8 skipped: {exc}", file=sys.stderr)
+    return runners
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
+    settle(args)
+    torch.set_num_threads(args.threads)
+    info = machine()
+    header(
+        f"decode: greedy, exactly N={args.new_tokens} new tokens, {args.source_tokens} source tokens",
+        info,
+        args.threads,
+    )
+    rows: list[dict[str, Any]] = []
+    for preset in args.presets:
+        model = bench_translator(preset)
+        runners = build_runners(model, preset, args)
+        try:
+            for batch in args.batches:
+                ids = source_ids(batch, args.source_tokens, model.cfg.vocab_size, model.cfg.eos_id)
+                timings, tokens = interleaved(engines(model, ids, args.new_tokens, runners, args.threads), args.repeats)
+                reference = tokens["pytorch reference"]
+                for name, timing in timings.items():
+                    n = batch * args.new_tokens
+                    row = {
+                        "preset": preset,
+                        "batch": batch,
+                        "engine": name,
+                        "precision": "int8" if "int8" in name else "fp32",
+                        "tokens": n,
+                        "tokens_per_s": n / timing.median,
+                        "ms_per_step": 1000 * timing.median / args.new_tokens,
+                        **timing.to_json(),
+                    }
+                    if tokens[name]:
+                        row["agreement_with_reference"] = agreement(tokens[name], reference)
+                        assert all(len(t) == args.new_tokens for t in tokens[name]), f"{name}: not N tokens"
+                    rows.append(row)
+        finally:
+            for name in ("attnserve fp32", "attnserve int8"):
+                if name in runners:
+                    runners[name].close()
+    add_ratios(rows)
+    print_rows(rows)
+    result = {"benchmark": NAME, "settings": vars_of(args), "machine": info, "rows": rows}
+    if not args.no_plot:
+        result["plot"] = str(plot(rows, args))
+    write_results(args.out, NAME, result, args.quick)
+    return result
+
+
+def add_ratios(rows: list[dict[str, Any]]) -> None:
+    """attnserve / CTranslate2 at the same preset, batch and precision (the headline)."""
+    index = {(r["preset"], r["batch"], r["engine"]): r for r in rows}
+    for r in rows:
+        peer = index.get((r["preset"], r["batch"], f"ctranslate2 {r['precision']}"))
+        if peer is not None:
+            r["ratio_to_ctranslate2"] = r["tokens_per_s"] / peer["tokens_per_s"]
+
+
+def print_rows(rows: list[dict[str, Any]]) -> None:
+    body = []
+    for r in rows:
+        agree = r.get("agreement_with_reference")
+        body.append(
+            [
+                r["preset"],
+                r["batch"],
+                r["engine"],
+                r["tokens_per_s"],
+                r["ms_per_step"],
+                f"{r['ratio_to_ctranslate2']:.2f}x" if "ratio_to_ctranslate2" in r else "",
+                f"{100 * agree['sequences_equal']:.0f}% / {100 * agree['tokens_equal']:.1f}%" if agree else "-",
+            ]
+        )
+    headers = ["preset", "batch", "engine", "tok/s", "ms/step", "vs CT2 same prec.", "= reference (seq / tok)"]
+    print(table(headers, body))
+
+
+def plot(rows: list[dict[str, Any]], args: argparse.Namespace):
+    plt = pyplot()
+    presets, batches = args.presets, args.batches
+    fig, axes = plt.subplots(1, len(presets) * len(batches), figsize=(5 * len(presets) * len(batches), 4.5))
+    axes = list(axes) if hasattr(axes, "__len__") else [axes]
+    for ax, (preset, batch) in zip(axes, [(p, b) for p in presets for b in batches]):
+        sel = [r for r in rows if r["preset"] == preset and r["batch"] == batch]
+        colors = ["tab:blue" if r["engine"].startswith("attnserve") else "tab:gray" for r in sel]
+        ax.barh([r["engine"] for r in sel], [r["tokens_per_s"] for r in sel], color=colors)
+        ax.invert_yaxis()
+        ax.set_title(f"{preset}, batch {batch}, N={args.new_tokens}")
+        ax.set_xlabel("tokens/s (median)")
+    fig.tight_layout()
+    path = plot_path(args.out, NAME, args.quick)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def vars_of(args: argparse.Namespace) -> dict[str, Any]:
+    return {k: str(v) if hasattr(v, "__fspath__") else v for k, v in vars(args).items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    run(build_parser().parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

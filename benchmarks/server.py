@@ -1,0 +1,275 @@
+"""Classification serving under load: dynamic batching vs max_batch_size=1, and gRPC + queue overhead.
+
+A live ``attnserve-server`` (a subprocess on 127.0.0.1) serves a random ViT; an asyncio
+gRPC load generator keeps C requests of one preprocessed image (a raw float32 tensor)
+in flight for a bounded count and time. Two servers take turns per concurrency level:
+dynamic batching (``--max-batch-size 32``) and unbatched (``--max-batch-size 1``).
+In-process onnxruntime at batch 1 and 32 in the same run gives the overhead figure.
+
+    python -m benchmarks.server              # or: attnserve-bench server
+    python -m benchmarks.server --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .common import add_common_arguments, header, machine, plot_path, pyplot, table, write_results
+from .decode import vars_of
+from .vit import export
+
+NAME = "server"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnserve-bench server", description=__doc__.splitlines()[0])
+    add_common_arguments(parser)
+    parser.add_argument("--preset", default="vit-tiny", help="ViT preset served (default vit-tiny)")
+    parser.add_argument("--clients", type=int, nargs="+", default=None, help="default 1 8 32 64 (quick: 1 4)")
+    parser.add_argument("--requests", type=int, default=None, help="requests per level (default 256; quick 16)")
+    parser.add_argument("--max-seconds", type=float, default=30.0, help="time bound per level")
+    parser.add_argument(
+        "--client-procs", type=int, default=1, help="load-generator processes the clients are spread over (default 1)"
+    )
+    parser.add_argument(
+        "--provider", choices=["cpu", "cuda"], default="cpu", help="onnxruntime provider of the servers and in-process"
+    )
+    return parser
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(repo: Path, threads: int, max_batch: int, provider: str = "cpu") -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    code = "import sys; from attnserve.server.cli import main; sys.exit(main())"
+    argv = [sys.executable, "-c", code, "--model-repo", str(repo), "--port", str(port), "--metrics-port", "-1"]
+    argv += [
+        "--provider",
+        provider,
+        "--threads",
+        str(threads),
+        "--max-batch-size",
+        str(max_batch),
+        "--log-level",
+        "warning",
+    ]
+    proc = subprocess.Popen(argv)
+    return proc, f"127.0.0.1:{port}"
+
+
+async def wait_ready(address: str, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    import grpc
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+    deadline = time.monotonic() + timeout
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = health_pb2_grpc.HealthStub(channel)
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(f"server exited with {proc.returncode}")
+            try:
+                reply = await stub.Check(health_pb2.HealthCheckRequest(), timeout=1.0)
+                if reply.status == health_pb2.HealthCheckResponse.SERVING:
+                    return
+            except grpc.aio.AioRpcError:
+                pass
+            await asyncio.sleep(0.2)
+    raise TimeoutError(f"server at {address} not ready after {timeout} s")
+
+
+async def load_raw(address: str, request, clients: int, count: int, max_seconds: float) -> dict[str, Any]:
+    """``clients`` loops sending ``request`` until ``count`` are done or ``max_seconds`` pass."""
+    import grpc
+
+    from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+
+    latencies: list[float] = []
+    batches: list[int] = []
+    started = 0
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = pb_grpc.InferenceServiceStub(channel)
+        await stub.Classify(request)  # warm-up
+        t_end = time.perf_counter() + max_seconds
+
+        async def client() -> None:
+            nonlocal started
+            while started < count and time.perf_counter() < t_end:
+                started += 1
+                t0 = time.perf_counter()
+                reply = await stub.Classify(request)
+                latencies.append(time.perf_counter() - t0)
+                batches.append(reply.results[0].batch_size)
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(client() for _ in range(clients)))
+        wall = time.perf_counter() - t0
+    return {"latencies": latencies, "batches": batches, "wall": wall}
+
+
+def _load_in_process(address: str, request_bytes: bytes, clients: int, count: int, max_seconds: float) -> dict:
+    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+
+    request = pb.ClassifyRequest.FromString(request_bytes)
+    return asyncio.run(load_raw(address, request, clients, count, max_seconds))
+
+
+async def load(address: str, request, clients: int, count: int, max_seconds: float, procs: int = 1) -> dict[str, Any]:
+    """Throughput and latency of ``clients`` concurrent callers, spread over ``procs`` client
+    processes (one Python process tops out at some hundreds of large requests per second)."""
+    if procs <= 1 or clients < 2:
+        parts = [await load_raw(address, request, clients, count, max_seconds)]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        procs = min(procs, clients)
+        shares = [clients // procs + (i < clients % procs) for i in range(procs)]
+        loop = asyncio.get_running_loop()
+        with ProcessPoolExecutor(procs) as pool:
+            jobs = [
+                loop.run_in_executor(
+                    pool, _load_in_process, address, request.SerializeToString(), c, count * c // clients, max_seconds
+                )
+                for c in shares
+            ]
+            parts = await asyncio.gather(*jobs)
+    latencies = [x for p in parts for x in p["latencies"]]
+    batches = [x for p in parts for x in p["batches"]]
+    wall = max(p["wall"] for p in parts)
+    ms = 1000 * np.array(latencies)
+    return {
+        "requests": len(latencies),
+        "images_per_s": len(latencies) / wall,
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p95_ms": float(np.percentile(ms, 95)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "mean_batch": float(np.mean(batches)),
+    }
+
+
+def in_process(model_dir: Path, threads: int, batch: int, repeats: int, provider: str = "cpu") -> float:
+    """images/s of onnxruntime called directly at ``batch`` (median of ``repeats``)."""
+    import onnxruntime as ort
+
+    from attnserve.server.manifest import load_manifest
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    graph = load_manifest(model_dir).graphs["model"]
+    providers = ["CUDAExecutionProvider"] if provider == "cuda" else ["CPUExecutionProvider"]
+    session = ort.InferenceSession(str(model_dir / graph.file), options, providers=providers)
+    if session.get_providers()[0] != providers[0]:
+        raise RuntimeError(f"onnxruntime could not start {providers[0]} (has {session.get_providers()})")
+    size = int(load_manifest(model_dir).preprocessing.image_size)
+    pixels = np.random.default_rng(0).standard_normal((batch, 3, size, size), dtype=np.float32)
+    session.run(None, {"pixels": pixels})
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        session.run(None, {"pixels": pixels})
+        times.append(time.perf_counter() - t0)
+    return batch / float(np.median(times))
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+
+    q = args.quick
+    args.clients = args.clients or ([1, 4] if q else [1, 8, 32, 64])
+    args.requests = args.requests or (16 if q else 256)
+    args.repeats = args.repeats or (3 if q else 5)
+    overrides = dict(image_size=32, patch_size=8, dim=64, depth=4, num_heads=2, num_classes=10) if q else {}
+    info = machine()
+    title = f"server: classification, {args.preset}, {args.provider}{' (quick: a tiny config)' if q else ''}"
+    header(title, info, args.threads)
+    repo = args.work_dir / f"server-repo{'-quick' if q else ''}"
+    model_dir = export(overrides, args.preset, repo / "vit", "fp32", "fused", 1.0)
+    size = 32 if q else 224
+    pixels = np.random.default_rng(0).standard_normal((3, size, size), dtype=np.float32)
+    tensor = pb.Tensor(shape=list(pixels.shape), datatype=pb.DATA_TYPE_FP32, raw_contents=pixels.tobytes())
+    request = pb.ClassifyRequest(model="vit", images=[pb.ImageInput(tensor=tensor)], top_k=1)
+    servers = {"dynamic batching (max 32)": 32, "unbatched (max_batch_size 1)": 1}
+    procs = {name: start_server(repo, args.threads, mb, args.provider) for name, mb in servers.items()}
+    rows: list[dict[str, Any]] = []
+    try:
+
+        async def session() -> None:
+            for proc, address in procs.values():
+                await wait_ready(address, proc)
+            for clients in args.clients:
+                for name, (_, address) in procs.items():  # interleaved: the two servers take turns
+                    stats = await load(address, request, clients, args.requests, args.max_seconds, args.client_procs)
+                    rows.append({"server": name, "clients": clients, **stats})
+
+        asyncio.run(session())
+    finally:
+        for proc, _ in procs.values():
+            proc.terminate()
+        for proc, _ in procs.values():
+            proc.wait(30)
+    direct = {b: in_process(model_dir, args.threads, b, args.repeats, args.provider) for b in (1, 32)}
+    for r in rows:
+        peer = next(x for x in rows if x["clients"] == r["clients"] and x["server"].startswith("unbatched"))
+        r["ratio_to_unbatched"] = r["images_per_s"] / peer["images_per_s"]
+    print(
+        table(
+            ["clients", "server", "img/s", "p50 ms", "p95 ms", "p99 ms", "mean batch", "vs unbatched"],
+            [
+                [r["clients"], r["server"], r["images_per_s"], r["p50_ms"], r["p95_ms"], r["p99_ms"], r["mean_batch"]]
+                + [f"{r['ratio_to_unbatched']:.2f}x"]
+                for r in rows
+            ],
+        )
+    )
+    print(f"in-process onnxruntime: batch 1 {direct[1]:.1f} img/s, batch 32 {direct[32]:.1f} img/s")
+    overhead = {}
+    for r in rows:
+        ref = direct[1] if r["server"].startswith("unbatched") else direct[32]
+        if r["clients"] == max(args.clients):
+            overhead[r["server"]] = 1 - r["images_per_s"] / ref
+    print(
+        "gRPC + queue overhead at the most clients: " + ", ".join(f"{k}: {100 * v:.0f}%" for k, v in overhead.items())
+    )
+    result = {"benchmark": NAME, "settings": vars_of(args), "machine": info, "rows": rows}
+    result["in_process_images_per_s"] = {str(k): v for k, v in direct.items()}
+    result["overhead_vs_in_process"] = overhead
+    if not args.no_plot:
+        plt = pyplot()
+        fig, ax = plt.subplots(figsize=(6, 4))
+        for name in servers:
+            sel = [r for r in rows if r["server"] == name]
+            ax.plot([r["clients"] for r in sel], [r["images_per_s"] for r in sel], marker="o", label=name)
+        ax.axhline(direct[32], ls="--", color="gray", label="in-process onnxruntime, batch 32")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrent clients")
+        ax.set_ylabel("images/s")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        path = plot_path(args.out, NAME, q)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        result["plot"] = str(path)
+    write_results(args.out, NAME, result, q)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    run(build_parser().parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,234 @@
+"""One random Marian-shaped translator, run by every engine the decode benchmarks compare.
+
+The model is built so that every engine must do the same arithmetic and produce exactly
+N tokens per text:
+
+- the logits bias of the end, pad and start tokens is -1e4: nothing ends early (every
+  text gets exactly N new tokens) and no engine needs its own "banned tokens" option;
+- the start token's embedding row is zero: CTranslate2's Marian models always start the
+  decoder from a zero embedding (``start_from_zero_embedding``), so ours, transformers'
+  and the PyTorch reference do too.
+
+The engines: attnserve's :class:`TranslationEngine` (end to end: tokenize, encode,
+continuous-batching decode, detokenize), a plain onnxruntime greedy loop over the same
+graphs, the PyTorch reference :func:`greedy_decode`, transformers' ``generate`` on the
+:func:`to_marian` copy of the weights, and CTranslate2 on a conversion of that copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+CACHE_KEY = "attnserve-bench translator v1"  # bump when the model recipe below changes
+
+
+def bench_translator(preset: str, seed: int = 0):
+    """The random ``preset`` translator every engine runs (see the module docstring)."""
+    import torch
+
+    from attnserve.models import create_model
+
+    torch.manual_seed(seed)
+    model = create_model(preset, dropout=0.0).eval()
+    cfg = model.cfg
+    with torch.no_grad():
+        model.logits_bias[[cfg.eos_id, cfg.pad_id, cfg.bos_id]] = -1e4
+        model.tgt_embed.weight[cfg.bos_id] = 0.0
+    return model
+
+
+def source_ids(batch: int, length: int, vocab: int, eos_id: int, seed: int = 0) -> list[list[int]]:
+    """``batch`` random sources of ``length`` tokens each, the last one the end token (as the tokenizer adds)."""
+    rng = np.random.default_rng(seed)
+    return [[*map(int, rng.integers(4, vocab, length - 1)), eos_id] for _ in range(batch)]
+
+
+def texts_of(ids: list[list[int]]) -> list[str]:
+    """The placeholder tokenizer's words for ``ids`` (``t{i}``; the end token is added back by it)."""
+    return [" ".join(f"t{i}" for i in row[:-1]) for row in ids]
+
+
+def export_translator(model, out: Path, preset: str, precision: str = "fp32", attention: str = "fused") -> Path:
+    """Export ``model`` to ``out`` unless an export of the same recipe is already there."""
+    from attnserve.export.modeldir import placeholder_tokenizer
+    from attnserve.export.options import ExportOptions
+    from attnserve.export.pipeline import export_translation
+
+    key = f"{CACHE_KEY} {preset} {precision} {attention}"
+    marker = out.with_name(out.name + ".key")
+    if (out / "model.json").is_file() and marker.is_file() and marker.read_text() == key:
+        return out
+    options = ExportOptions(out=out, name=out.name, precision=precision, attention=attention, verify=False, force=True)
+    print(f"exporting {preset} ({precision}, {attention}) to {out} ...", flush=True)
+    export_translation(model, placeholder_tokenizer(model.cfg.vocab_size), options)
+    marker.write_text(key)
+    return out
+
+
+def ctranslate2_model(model, out: Path, preset: str) -> Path:
+    """CTranslate2 conversion of ``to_marian(model)`` (fp32 weights; int8 is chosen at load time).
+
+    This is ``TransformersConverter``'s own ``MarianMTLoader`` fed the in-memory
+    MarianMTModel, with two differences, both because our model is not a downloaded
+    opus-mt checkpoint: the vocabulary comes from the placeholder tokenizer (``t{i}``
+    words, no sentencepiece files), and the loader does not drop the last vocabulary
+    row (it assumes opus-mt's layout, where ``<pad>`` is the last id; ours is id 0).
+    """
+    import torch
+    from ctranslate2.converters import Converter
+    from ctranslate2.converters.transformers import MarianMTLoader
+
+    from attnserve.export.importers import to_marian
+
+    key = f"{CACHE_KEY} {preset} ctranslate2"
+    marker = out.with_name(out.name + ".key")
+    if (out / "model.bin").is_file() and marker.is_file() and marker.read_text() == key:
+        return out
+    cfg = model.cfg
+    specials = {cfg.pad_id: "<pad>", cfg.bos_id: "<s>", cfg.eos_id: "</s>", cfg.unk_id: "<unk>"}
+    vocab = {specials.get(i, f"t{i}"): i for i in range(cfg.vocab_size)}
+
+    class Vocabulary:  # the part of a transformers tokenizer that the loader reads
+        eos_token, unk_token, bos_token = "</s>", "<unk>", "<s>"
+
+        def get_vocab(self) -> dict[str, int]:
+            return vocab
+
+    class Loader(MarianMTLoader):
+        def _remove_pad_weights(self, spec) -> None:
+            pass
+
+    class InMemoryConverter(Converter):
+        def _load(self):
+            with torch.no_grad():
+                return Loader()(to_marian(model), Vocabulary())
+
+    print(f"converting {preset} to CTranslate2 in {out} ...", flush=True)
+    InMemoryConverter().convert(str(out), force=True)
+    marker.write_text(key)
+    return out
+
+
+class EngineRunner:
+    """attnserve's TranslationEngine on an event loop of its own thread, called synchronously.
+
+    The engine decodes on its scheduler thread; the loop only awaits, as a gRPC handler would.
+    """
+
+    def __init__(self, model_dir: Path, threads: int, max_rows: int = 64) -> None:
+        from attnserve.server.manifest import load_manifest
+        from attnserve.server.translation import EngineSettings, TranslationEngine
+        from attnserve.server.translation.sessions import load_translation_sessions
+
+        self.manifest = load_manifest(model_dir)
+        self.encoder, self.decoder = load_translation_sessions(model_dir, self.manifest, intra_op_threads=threads)
+        settings = EngineSettings(max_active_sequences=max_rows, max_texts_per_request=256)
+        self.engine = TranslationEngine(model_dir, self.manifest, self.encoder, self.decoder, settings)
+        self.engine.warmup()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="bench-engine-loop", daemon=True)
+        self.thread.start()
+        self.call(self.engine.start())
+
+    def call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def translate(self, texts: list[str], new_tokens: int) -> list[list[int]]:
+        from attnserve.server.translation import DecodeOptions
+
+        options = DecodeOptions(max_new_tokens=new_tokens, return_scores=False)
+        results = self.call(self.engine.translate(texts, options))
+        return [r.hypotheses[0].token_ids for r in results]
+
+    def close(self) -> None:
+        self.call(self.engine.stop(1.0))
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
+
+
+def engines(
+    model, ids: list[list[int]], new_tokens: int, runners: dict[str, object], threads: int
+) -> dict[str, Callable[[], list[list[int]]]]:
+    """Name -> function that translates ``ids`` with exactly ``new_tokens`` and returns the new token ids.
+
+    ``runners`` holds what is expensive to build: ``attnserve fp32|int8`` (EngineRunner),
+    ``ctranslate2`` (a model directory), ``transformers`` (a MarianMTModel), and optional
+    ``transformers int8`` (a dynamically quantized one).
+    """
+    import torch
+
+    from attnserve.models import greedy_decode
+
+    from .decode_engine import plain_loop
+
+    cfg = model.cfg
+    texts = texts_of(ids)
+    B, L = len(ids), max(map(len, ids))
+    src = torch.full((B, L), cfg.pad_id, dtype=torch.long)  # right-padded
+    for i, row in enumerate(ids):
+        src[i, : len(row)] = torch.tensor(row)
+    attention_mask = (src != cfg.pad_id).long()
+    words = [[f"t{i}" for i in row[:-1]] + ["</s>"] for row in ids]
+    out: dict[str, Callable[[], list[list[int]]]] = {}
+
+    for name in ("attnserve fp32", "attnserve int8"):
+        runner = runners.get(name)
+        if runner is not None:
+            out[name] = lambda r=runner: r.translate(texts, new_tokens)
+    runner = runners.get("attnserve fp32")
+    if runner is not None:
+        spec = runner.engine.spec
+
+        def plain(r=runner) -> list[list[int]]:
+            plain_loop(r.encoder, r.decoder, texts, r.engine.tokenizer, spec, new_tokens)
+            return []  # tokens not collected: the loop is the DESIGN.md reference point only
+
+        out["plain onnxruntime loop"] = plain
+
+    def reference() -> list[list[int]]:
+        with torch.inference_mode():
+            return [h.tokens for h in greedy_decode(model, src, max_new_tokens=new_tokens)]
+
+    out["pytorch reference"] = reference
+    for name in ("transformers fp32", "transformers int8"):
+        marian = runners.get(name)
+        if marian is not None:
+
+            def generate(m=marian) -> list[list[int]]:
+                with torch.inference_mode():
+                    seq = m.generate(src, attention_mask=attention_mask, max_new_tokens=new_tokens, min_new_tokens=0)
+                return seq[:, 1:].tolist()  # drop the start token
+
+            out[name] = generate
+    for name in ("ctranslate2 fp32", "ctranslate2 int8"):
+        translator = runners.get(name)
+        if translator is not None:
+
+            def ct2(t=translator) -> list[list[int]]:
+                results = t.translate_batch(
+                    words, beam_size=1, max_decoding_length=new_tokens, max_batch_size=0, return_scores=False
+                )
+                return [[vocab_id(w) for w in r.hypotheses[0]] for r in results]
+
+            out[name] = ct2
+    return out
+
+
+def vocab_id(word: str) -> int:
+    return int(word[1:]) if word.startswith("t") else {"<pad>": 0, "<s>": 1, "</s>": 2, "<unk>": 3}[word]
+
+
+def agreement(tokens: list[list[int]], reference: list[list[int]]) -> dict[str, float]:
+    """Share of identical sequences and of equal tokens position by position."""
+    same = sum(a == b for a, b in zip(tokens, reference))
+    pairs = [(x, y) for a, b in zip(tokens, reference) for x, y in zip(a, b)]
+    total = max(sum(map(len, reference)), 1)
+    return {
+        "sequences_equal": same / max(len(reference), 1),
+        "tokens_equal": sum(x == y for x, y in pairs) / total,
+    }
