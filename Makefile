@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: test lint format clean
+.PHONY: serve models test lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -14,6 +14,20 @@ $(BIN)/python:
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@
+
+# The server itself needs no torch; the export extra (torch CPU) is needed once, to turn the
+# committed weights in models/zoo into ONNX model directories.
+$(VENV)/.serve-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[export]'
+	touch $@
+
+# Builds model-repo/ (git-ignored) from the committed weights; up-to-date models are skipped.
+models: $(VENV)/.serve-installed
+	$(BIN)/python -m attnserve.export.zoo --out model-repo
+
+# Settings: flags after ARGS=..., ATTNSERVE_* environment variables or --config (see README).
+serve: models
+	$(BIN)/attnserve-server --model-repo model-repo $(ARGS)
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
