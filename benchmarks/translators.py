@@ -120,13 +120,17 @@ class EngineRunner:
     The engine decodes on its scheduler thread; the loop only awaits, as a gRPC handler would.
     """
 
-    def __init__(self, model_dir: Path, threads: int, max_rows: int = 64) -> None:
+    def __init__(
+        self, model_dir: Path, threads: int, max_rows: int = 64, disabled_optimizers: tuple[str, ...] | None = None
+    ) -> None:
         from attnserve.server.manifest import load_manifest
         from attnserve.server.translation import EngineSettings, TranslationEngine
         from attnserve.server.translation.sessions import load_translation_sessions
 
         self.manifest = load_manifest(model_dir)
-        self.encoder, self.decoder = load_translation_sessions(model_dir, self.manifest, intra_op_threads=threads)
+        self.encoder, self.decoder = load_translation_sessions(
+            model_dir, self.manifest, intra_op_threads=threads, disabled_optimizers=disabled_optimizers
+        )
         settings = EngineSettings(max_active_sequences=max_rows, max_texts_per_request=256)
         self.engine = TranslationEngine(model_dir, self.manifest, self.encoder, self.decoder, settings)
         self.engine.warmup()

@@ -20,25 +20,50 @@ CPU = "CPUExecutionProvider"
 # shape is seen: with dynamic batches of 1..max_batch_size that is tens of milliseconds on
 # the request path for each new batch size. HEURISTIC picks from cuDNN's heuristics at once.
 CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC"}
+# Graph optimizers left out of CPU sessions. SkipLayerNormFusion turns each residual Add +
+# LayerNormalization into one SkipLayerNormalization node; onnxruntime's fused CPU kernel
+# is slower than the two it replaces on the decoder's shapes: 3-14% more CPU time per
+# batch-32 decode on mt-small / mt-base, fp32 and int8; batch 1 and the ViT (one such
+# node) within noise (benchmarks/engine_ab.py; benchmarks/README.md, "decode").
+# CUDA sessions keep it: there the fused kernel saves a launch and a pass over memory.
+CPU_DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
+DISABLE_OPTIMIZERS_KEY = "optimization.disable_specified_optimizers"  # onnxruntime_session_options_config_keys.h
 
 
 class ProviderError(RuntimeError):
     """A graph that cannot be loaded on the requested provider (``--provider cuda`` without CUDA)."""
 
 
-def session_options(threads: int) -> ort.SessionOptions:
+def disable_optimizers(opts: ort.SessionOptions, names: tuple[str, ...] | list[str]) -> ort.SessionOptions:
+    """Leave the named onnxruntime graph optimizers out of sessions made with ``opts`` (in place)."""
+    if names:
+        opts.add_session_config_entry(DISABLE_OPTIMIZERS_KEY, ",".join(names))
+    return opts
+
+
+def session_options(
+    threads: int, provider: str = "cpu", disabled_optimizers: tuple[str, ...] | None = None
+) -> ort.SessionOptions:
+    """Options of a session on ``provider`` (cpu | cuda).
+
+    ``disabled_optimizers``: onnxruntime graph optimizers to leave out; None = the
+    provider's default (CPU_DISABLED_OPTIMIZERS on cpu, none on cuda).
+    """
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.intra_op_num_threads = threads  # 0 = onnxruntime's default (one per physical core)
     opts.inter_op_num_threads = 1  # graphs are sequential; parallelism comes from intra-op and batching
     opts.log_severity_level = 3  # errors only: the provider fallback is reported by us, once
-    return opts
+    if disabled_optimizers is None:
+        disabled_optimizers = CPU_DISABLED_OPTIMIZERS if provider == "cpu" else ()
+    return disable_optimizers(opts, disabled_optimizers)
 
 
 def _create(path: Path, providers: list[str], threads: int) -> ort.InferenceSession:
     configured = [(p, CUDA_OPTIONS) if p == CUDA else p for p in providers]
+    options = session_options(threads, "cuda" if providers[0] == CUDA else "cpu")
     try:
-        return ort.InferenceSession(str(path), sess_options=session_options(threads), providers=configured)
+        return ort.InferenceSession(str(path), sess_options=options, providers=configured)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped errors
         raise ProviderError(f"{path}: onnxruntime cannot load it on {providers[0]}: {exc}") from exc
 
@@ -73,7 +98,9 @@ def create_session(path: Path, provider: str = "auto", threads: int = 0) -> ort.
             f"--provider cuda: onnxruntime could not create a CUDA session for {path.name} "
             "(no GPU, or the CUDA/cuDNN libraries did not load)"
         )
-    return session  # auto: onnxruntime already fell back to CPU; the caller logs it once
+    # auto: onnxruntime fell back to CPU with the options of a CUDA session; the CPU session
+    # must have the CPU options, so build it again (the caller logs the fallback once)
+    return _create(path, [CPU], threads)
 
 
 def session_provider(session: ort.InferenceSession) -> str:

@@ -9,13 +9,21 @@ from pathlib import Path
 import onnxruntime as ort
 
 from attnserve.server.manifest import Manifest
+from attnserve.server.runtime import CPU_DISABLED_OPTIMIZERS, CUDA, disable_optimizers
 
 
-def session_options(intra_op_threads: int = 0, spin: bool = True) -> ort.SessionOptions:
+def session_options(
+    intra_op_threads: int = 0,
+    spin: bool = True,
+    provider: str = "cpu",
+    disabled_optimizers: tuple[str, ...] | None = None,
+) -> ort.SessionOptions:
     """Sequential execution, full graph optimisation, ``intra_op_threads`` (0 = onnxruntime's default).
 
     ``spin=False`` stops idle pool threads from spinning, which costs a little latency
     on a machine of one's own and saves a lot on one shared with other processes.
+    ``disabled_optimizers`` (None = the default for ``provider``: CPU_DISABLED_OPTIMIZERS on
+    cpu, none on cuda) are onnxruntime graph optimizers to leave out.
     """
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -24,7 +32,9 @@ def session_options(intra_op_threads: int = 0, spin: bool = True) -> ort.Session
     options.inter_op_num_threads = 1
     if not spin:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    return options
+    if disabled_optimizers is None:
+        disabled_optimizers = CPU_DISABLED_OPTIMIZERS if provider == "cpu" else ()
+    return disable_optimizers(options, disabled_optimizers)
 
 
 def load_translation_sessions(
@@ -33,14 +43,24 @@ def load_translation_sessions(
     providers: list[str] | None = None,
     intra_op_threads: int = 0,
     spin: bool = True,
+    disabled_optimizers: tuple[str, ...] | None = None,
 ) -> tuple[ort.InferenceSession, ort.InferenceSession]:
-    """(encoder, decoder) sessions of a translation model directory; CPU unless ``providers`` say otherwise."""
+    """(encoder, decoder) sessions of a translation model directory; CPU unless ``providers`` say otherwise.
+
+    A session that asked for CUDA and fell back to CPU is built again with the CPU options.
+    ``disabled_optimizers``: see :func:`session_options` (None = the provider's default).
+    """
     providers = providers or ["CPUExecutionProvider"]
-    options = session_options(intra_op_threads, spin)
-    sessions = [
-        ort.InferenceSession(str(Path(model_dir) / manifest.graphs[name].file), options, providers=providers)
-        for name in ("encoder", "decoder")
-    ]
+    on_cuda = providers[0] == CUDA or (isinstance(providers[0], tuple) and providers[0][0] == CUDA)
+    sessions = []
+    for name in ("encoder", "decoder"):
+        path = str(Path(model_dir) / manifest.graphs[name].file)
+        options = session_options(intra_op_threads, spin, "cuda" if on_cuda else "cpu", disabled_optimizers)
+        session = ort.InferenceSession(path, options, providers=providers)
+        if on_cuda and session.get_providers()[0] != CUDA:
+            options = session_options(intra_op_threads, spin, "cpu", disabled_optimizers)
+            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        sessions.append(session)
     return sessions[0], sessions[1]
 
 

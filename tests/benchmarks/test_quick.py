@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +33,23 @@ def test_decode_quick(dirs):
         if row["precision"] == "fp32" and "agreement_with_reference" in row:
             assert row["agreement_with_reference"]["sequences_equal"] == 1.0, row["engine"]
     assert any("ratio_to_ctranslate2" in r for r in result["rows"] if r["engine"] == "attnserve fp32")
+
+
+def test_engine_ab_on_the_decode_exports(dirs, tmp_path):
+    """engine_ab runs both variants on the graphs test_decode_quick exported; fp32 tokens agree."""
+    from attnserve.benchmarks import engine_ab
+
+    argv, _ = dirs
+    work = Path(argv[argv.index("--work-dir") + 1])
+    model_dir = work / "mt-tiny-fp32"
+    if not (model_dir / "model.json").is_file():
+        pytest.skip("test_decode_quick did not export mt-tiny (run the whole module)")
+    ab = ["--batches", "1", "2", "--repeats", "1", "--new-tokens", "4", "--out", str(tmp_path)]
+    assert engine_ab.main([str(model_dir), *ab]) == 0
+    result = json.loads((tmp_path / "engine-ab.json").read_text())
+    for row in result["rows"]:
+        assert row["a_per_s"] > 0 and row["b_per_s"] > 0 and row["outputs_equal"]
+        assert row["skip_layer_norm_nodes"]["A"] > 0 and row["skip_layer_norm_nodes"]["B"] == 0
 
 
 def test_kv_cache_quick(dirs):

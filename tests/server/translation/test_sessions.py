@@ -1,0 +1,45 @@
+"""Translation sessions: CPU ones leave out SkipLayerNormFusion (slower on CPU, see
+benchmarks/engine_ab.py), CUDA ones keep it, a CUDA request that falls back gets the CPU
+options. (The tokens stay the reference's: test_exactness.py runs the default sessions.)"""
+
+from __future__ import annotations
+
+import collections
+
+import onnxruntime as ort
+import pytest
+
+from attnserve.server.runtime import CUDA, DISABLE_OPTIMIZERS_KEY
+from attnserve.server.translation import load_translation_sessions, session_options
+
+
+def disabled(options: ort.SessionOptions) -> str | None:
+    try:
+        return options.get_session_config_entry(DISABLE_OPTIMIZERS_KEY)
+    except Exception:  # noqa: BLE001 - onnxruntime raises a plain error for a missing key
+        return None
+
+
+def test_cpu_decoder_is_not_fused_into_skip_layer_norm_and_cuda_options_are(tiny, tmp_path):
+    onnx = pytest.importorskip("onnx")
+    decoder = tiny.path / tiny.manifest.graphs["decoder"].file
+    ops = {}
+    for provider in ("cpu", "cuda"):
+        options = session_options(1, provider=provider)
+        options.optimized_model_filepath = str(tmp_path / f"{provider}.onnx")
+        ort.InferenceSession(str(decoder), options, providers=["CPUExecutionProvider"])
+        ops[provider] = collections.Counter(n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node)
+    assert ops["cuda"]["SkipLayerNormalization"] > 0
+    assert ops["cpu"]["SkipLayerNormalization"] == 0 and ops["cpu"]["LayerNormalization"] > 0
+    assert disabled(session_options(1, provider="cuda")) is None
+
+
+def test_loaded_sessions_get_the_options_of_the_provider_they_run_on(tiny):
+    for session in load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1):
+        assert disabled(session.get_session_options()) == "SkipLayerNormFusion"
+    sessions = load_translation_sessions(tiny.path, tiny.manifest, [CUDA, "CPUExecutionProvider"], 1)
+    for session in sessions:
+        if session.get_providers()[0] == CUDA:
+            assert disabled(session.get_session_options()) is None
+        else:  # fell back to CPU: built again with the CPU options
+            assert disabled(session.get_session_options()) == "SkipLayerNormFusion"
