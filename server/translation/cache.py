@@ -5,14 +5,17 @@ its self-attention keys/values in one tensor per layer and kind, ``(B, H, P, D)`
 **left-padded** to the longest row's length ``P``: row ``r`` holds its ``P - pad[r]``
 cached tokens in slots ``pad[r]..P-1`` and the decoder's ``self_mask`` hides the rest.
 A row's next position is ``P - pad[r]``, so rows at different steps share one batch.
-Cross-attention keys/values ``(B, H, L, D)`` are right-padded to the longest source.
+Cross-attention keys/values ``(B, H, L, D)`` are right-padded to the longest source, and
+no further: every step's cross-attention reads all ``L`` columns, masked or not.
 
 The decoder returns ``present = past + new`` and the next step feeds it back as
-``past`` untouched. At step boundaries a finished row's slot is freed without a copy
-and a newcomer takes it in place (left-padded to the full length); beam search copies
-its own rows. The whole cache is copied only by :meth:`KVCache.compact` (the scheduler
-decides when: growth, or when free slots and unneeded left padding have wasted about
-as much work as the copy costs), which also drops the columns no live row needs.
+``past`` untouched. A batch that starts from an idle engine takes the encoder's output
+as its cross K/V without a copy (:meth:`KVCache.start`). At step boundaries a finished
+row's slot is freed without a copy and a newcomer takes it in place (left-padded to the
+full length); beam search copies its own rows. The whole cache is copied only by
+:meth:`KVCache.compact` (the scheduler decides when: growth, or when free slots and
+unneeded left padding have wasted about as much work as the copy costs), which also
+drops the columns no live row needs.
 
 Tensors live where :class:`Placement` says: numpy arrays fed to ``session.run`` (CPU),
 or ``OrtValue`` s on the device bound with io binding (CUDA), so between boundaries the
@@ -69,9 +72,6 @@ class NewRows:
     src_len: np.ndarray  # (n,) int64
 
 
-CROSS_ALIGN = 8  # cross K/V widen to a multiple of this many source slots, so joins rarely reallocate
-
-
 class KVCache:
     """Self-attention cache, cross K/V and source masks of every slot (row) of the decode batch.
 
@@ -119,6 +119,18 @@ class KVCache:
         self.past = present
         self.P += 1
 
+    def start(self, new: NewRows) -> None:
+        """Replace the whole cache (no live rows may be left) with ``new``'s rows, in order: an
+        empty history and, as they are (no copy), their cross K/V and source mask."""
+        n, H, D = new.src_mask.shape[0], self.num_heads, self.head_dim
+        put = self.placement.from_host
+        self.P, self.L = 0, int(new.src_mask.shape[1])
+        self.pad = np.zeros(n, dtype=np.int64)
+        self.src_len = np.asarray(new.src_len, dtype=np.int64)
+        self.past = [put(np.zeros((n, H, 0, D), np.float32)) for _ in self.past]
+        self.cross = [put(c) for c in new.cross]
+        self.src_mask = put(new.src_mask)
+
     def free(self, slots: np.ndarray) -> None:
         """Hide the slots' history (no copy); they compute until reused or compacted away."""
         self.pad[slots] = self.P
@@ -127,8 +139,8 @@ class KVCache:
     def assign(self, slots: np.ndarray, new: NewRows) -> None:
         """Newcomers into free ``slots``, in place: an empty history, their cross K/V and source mask."""
         Ln = new.src_mask.shape[1]
-        if Ln > self.L:  # widen every row's cross K/V (the only copy a join may cost)
-            self._widen(-(-Ln // CROSS_ALIGN) * CROSS_ALIGN)
+        if Ln > self.L:  # widen every row's cross K/V, exactly (the only copy a join may cost)
+            self._widen(Ln)
         host, put = self.placement.to_host, self.placement.from_host
         self.pad[slots] = self.P
         self.src_len[slots] = new.src_len
@@ -178,8 +190,7 @@ class KVCache:
         pad, src_len = self.pad[keep], self.src_len[keep]  # (B',)
         start = int(pad.min()) if k else self.P
         P = self.P - start
-        L = -(-int(src_len.max()) // CROSS_ALIGN) * CROSS_ALIGN if k else 0
-        L = min(L, self.L)
+        L = int(src_len.max()) if k else 0
         past = []
         for t in self.past:
             out = np.empty((B, H, P, D), np.float32)

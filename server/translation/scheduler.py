@@ -240,6 +240,31 @@ class DecodeScheduler:
         new = self._encode(admitted, ahead) if admitted else None  # drops (and fails) what it could not encode
         growth = sum(len(job.parents) - len(job.slots) for job in jobs if job.parents is not None)
         need = growth + len(admitted)
+        if not jobs and new is not None:
+            self._start(admitted, new)
+        else:
+            self._place(jobs, admitted, new, need)
+        self._jobs = jobs + admitted
+        self._layout_changed = False
+        live = [job.slots for job in self._jobs]
+        self._live_rows = sum(len(slots) for slots in live)
+        self._min_live_pad = int(self.cache.pad[np.concatenate(live)].min()) if live else 0
+        self._any_scores = any(job.needs_scores for job in self._jobs)
+        self._any_greedy = any(not job.beam for job in self._jobs)
+        self._all_plain_greedy = all(not job.beam and not job.sampling for job in self._jobs)
+        self._observe()
+
+    def _start(self, admitted: list[Job], new: NewRows) -> None:
+        """No row is decoding: the newcomers become the whole batch, their encoder output the cache."""
+        self.cache.start(new)
+        for i, job in enumerate(admitted):
+            job.slots = np.array([i], dtype=np.int64)
+        self._owner = list(admitted)
+        self._tokens = np.full(len(admitted), self.spec.bos_id, dtype=np.int64)
+        self._waste = 0.0
+
+    def _place(self, jobs: list[Job], admitted: list[Job], new: NewRows | None, need: int) -> None:
+        """Beam rows and newcomers into free slots of the running batch, compacting first when it pays."""
         free = [i for i, owner in enumerate(self._owner) if owner is None]
         if not jobs and not admitted:
             if self.cache.rows:
@@ -256,15 +281,6 @@ class DecodeScheduler:
                 job.slots = np.array([slot], dtype=np.int64)
                 self._owner[slot] = job
             self._tokens[slots] = self.spec.bos_id
-        self._jobs = jobs + admitted
-        self._layout_changed = False
-        live = [job.slots for job in self._jobs]
-        self._live_rows = sum(len(slots) for slots in live)
-        self._min_live_pad = int(self.cache.pad[np.concatenate(live)].min()) if live else 0
-        self._any_scores = any(job.needs_scores for job in self._jobs)
-        self._any_greedy = any(not job.beam for job in self._jobs)
-        self._all_plain_greedy = all(not job.beam and not job.sampling for job in self._jobs)
-        self._observe()
 
     def _place_beams(self, jobs: list[Job], free: list[int]) -> None:
         """Beam search's next rows: row i continues beam parents[i]; copy the caches that move."""
@@ -322,10 +338,11 @@ class DecodeScheduler:
                 self._release(job)
         jobs[:] = [job for job in jobs if not job.cancelled]
         todo = [job for job in jobs if job.encoded is None]
+        run = None  # (encoder outputs, their jobs in row order)
         if todo:
             todo += [job for job in ahead if job.encoded is None and not job.cancelled]
             try:
-                self._run_encoder(todo)
+                run = self._run_encoder(todo), todo
             except Exception as exc:  # noqa: BLE001
                 log.exception("encoder failed on %d texts", len(todo))
                 error = InferenceFailed(f"translation encoder failed: {type(exc).__name__}: {exc}")
@@ -338,18 +355,25 @@ class DecodeScheduler:
         now = time.perf_counter()
         n, L = len(jobs), max(job.source_tokens for job in jobs)
         src_mask = np.zeros((n, L), dtype=np.int32)  # (n, L)
-        cross = [np.zeros((n, self.spec.num_heads, L, self.spec.head_dim), np.float32) for _ in self.cross_names]
+        if run is not None and run[1][:n] == jobs:  # the encoder's own rows, in order: no copy
+            cross = [c[:n, :, :L] for c in run[0]]  # (n, H, L, D) each; contiguous unless `ahead` was longer
+        else:
+            cross = [np.zeros((n, self.spec.num_heads, L, self.spec.head_dim), np.float32) for _ in self.cross_names]
+            for i, job in enumerate(jobs):
+                for c, rows in zip(cross, job.encoded):
+                    c[i, :, : job.source_tokens] = rows  # (H, Lj, D)
         for i, job in enumerate(jobs):
             job.t_admit = now
             src_mask[i, : job.source_tokens] = 1
-            for c, rows in zip(cross, job.encoded):
-                c[i, :, : job.source_tokens] = rows  # (H, Lj, D)
             job.encoded = None  # the cache holds it from here on
         lengths = np.array([job.source_tokens for job in jobs], dtype=np.int64)
         return NewRows(cross, src_mask, lengths)
 
-    def _run_encoder(self, jobs: list[Job]) -> None:
-        """One encoder run; each job keeps its cross K/V, ``job.encoded``: 2 per layer (H, Lj, D)."""
+    def _run_encoder(self, jobs: list[Job]) -> list[np.ndarray]:
+        """One encoder run; each job keeps its cross K/V, ``job.encoded``: 2 per layer (H, Lj, D).
+
+        Returns the run's outputs, 2 per layer (n, H, L, D), row i = ``jobs[i]``, right-padded.
+        """
         t0 = time.perf_counter()
         n, L = len(jobs), max(job.source_tokens for job in jobs)
         src = np.full((n, L), self.spec.pad_id, dtype=np.int64)  # (n, L), right-padded
@@ -362,6 +386,7 @@ class DecodeScheduler:
         for i, job in enumerate(jobs):
             job.encoded = [c[i, :, : job.source_tokens] for c in cross]
             job.encode_s = seconds
+        return cross
 
     # --- step --------------------------------------------------------------------
 

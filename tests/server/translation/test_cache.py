@@ -58,7 +58,9 @@ def test_rows_keep_their_own_cache_through_joins_leaves_copies_and_compactions(p
                 source = [source[k] for k in keep] + [None] * len(lengths)
                 free = list(range(len(keep), len(history)))
             slots = np.array(free[: len(lengths)])
+            L_before = cache.L
             cache.assign(slots, _new_rows(lengths, next_tag))
+            assert cache.L == max(L_before, *lengths), "cross K/V widened beyond the longest source"
             for i, slot in enumerate(slots.tolist()):
                 history[slot], source[slot] = [], next_tag + i
             next_tag += 10
@@ -82,6 +84,7 @@ def test_rows_keep_their_own_cache_through_joins_leaves_copies_and_compactions(p
             source = [source[k] for k in keep] + [None] * extra
             compactions += 1
             assert cache.P == max(len(history[i]) for i in range(len(keep))), "kept columns nobody needs"
+            assert cache.L == int(cache.src_len.max(initial=0)), "kept source columns nobody needs"
         else:  # a decoder step: every slot appends one value
             positions, self_mask = cache.step_inputs()
             past = host(cache.past[0])  # (B, H, P, D)
@@ -106,6 +109,43 @@ def test_rows_keep_their_own_cache_through_joins_leaves_copies_and_compactions(p
     assert compactions > 10
     cache.clear()
     assert cache.rows == cache.nbytes == 0
+
+
+@pytest.mark.parametrize("placement", [Placement(), DevicePlacement("cpu")], ids=["host", "ortvalue"])
+def test_a_batch_started_from_idle_adopts_the_encoder_output(placement):
+    """start(): the newcomers are the whole batch; on the host their cross K/V is not copied."""
+    cache = KVCache(LAYERS, H, D, placement)
+    new = _new_rows([5, 3, 2], 10.0)
+    cache.start(new)
+    host = placement.to_host
+    assert (cache.rows, cache.P, cache.L) == (3, 0, 5)
+    assert host(cache.past[0]).shape == (3, H, 0, D)
+    assert (host(cache.cross[1]) == new.cross[1]).all() and (host(cache.src_mask) == new.src_mask).all()
+    assert cache.src_len.tolist() == [5, 3, 2] and cache.pad.tolist() == [0, 0, 0]
+    if placement.device is None:
+        assert all(np.shares_memory(c, n) for c, n in zip(cache.cross, new.cross)), "copied the encoder output"
+    positions, self_mask = cache.step_inputs()
+    assert positions[:, 0].tolist() == [0, 0, 0] and self_mask.tolist() == [[1], [1], [1]]
+
+
+def test_cross_kv_is_sized_to_the_longest_source_exactly(tiny):
+    """The kv_cache_bytes gauge: a batch from an idle engine holds cross K/V for the longest
+    source, no more (it was rounded up to a multiple of 8 before)."""
+    encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
+    spec = model_spec(tiny.manifest)
+    scheduler = DecodeScheduler(encoder, decoder, spec, EngineSettings())
+    options = DecodeOptions(max_new_tokens=3)
+    sources = [[5, 6, 7, 2], [8, 9, 10, 11, 12, 2], [13, 2]]  # longest: 6 tokens
+    jobs = [Job(src, options, 3, spec.eos_id, CollectSink()) for src in sources]
+    with scheduler._cond:
+        scheduler._pending.extend(jobs)
+        admitted, ahead = scheduler._take_admissible()
+    scheduler.run_once(admitted, ahead)  # admission and the first step
+    per_column = 2 * spec.num_layers * spec.num_heads * spec.head_dim * 4  # bytes of one row's column, all layers
+    assert (scheduler.cache.rows, scheduler.cache.P, scheduler.cache.L) == (3, 1, 6)
+    assert scheduler.kv_cache_bytes == 3 * per_column * (1 + 6)
+    scheduler.run_until_idle([])
+    assert all(job.finished for job in jobs) and scheduler.kv_cache_bytes == 0
 
 
 def _decode_with_placement(tiny, placement, texts, options, sessions=None):

@@ -59,7 +59,7 @@ def record_encoder_batches(engine) -> list[int]:
 
     def spy(jobs):
         sizes.append(len(jobs))
-        run_encoder(jobs)
+        return run_encoder(jobs)
 
     scheduler._run_encoder = spy
     return sizes
