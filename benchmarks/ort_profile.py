@@ -1,10 +1,15 @@
-"""Where a ViT model directory's time goes in onnxruntime: share of kernel time per op type.
+"""Where a model directory's time goes in onnxruntime: share of kernel time per op type.
 
 python -m benchmarks.ort_profile /tmp/attnserve-bench/vit-s16-fp32-fused-k1.0 --batch 8
 python -m benchmarks.ort_profile /tmp/attnserve-bench/server-repo/vit --batch 1 32   # ms per image, side by side
+python -m benchmarks.ort_profile /tmp/attnserve-bench/mt-small-int8 --batch 32       # translation: the decoder
 
 With several batch sizes it prints each op type's kernel time per image at every batch and
 the ratio to the first: which ops do (or do not) get cheaper per image as batches grow.
+A translation model directory profiles its decoder over ``--steps`` greedy steps with the
+KV cache (random ``--source-tokens`` sources, encoded once), per decoded row instead of per
+image, with the session options the server uses on CPU (``--disable`` overrides the
+optimizers they leave out; ``none`` keeps every one).
 """
 
 from __future__ import annotations
@@ -25,7 +30,40 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch", type=int, nargs="+", default=[8], help="one or more batch sizes")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30, help="translation: decoder steps per run")
+    parser.add_argument("--source-tokens", type=int, default=20, help="translation: source length")
+    parser.add_argument("--disable", default=None, help="translation: optimizers to leave out (default: the server's)")
     return parser
+
+
+def decoder_runner(model_dir: Path, manifest, batch: int, args: argparse.Namespace) -> tuple[Path, object]:
+    """(decoder graph, run(session)): ``args.steps`` greedy steps of a batch, cross K/V from one encoder run."""
+    import onnxruntime as ort
+
+    from attnserve.server.translation.sessions import model_spec, session_options
+
+    spec = model_spec(manifest)
+    n, H, D = spec.num_layers, spec.num_heads, spec.head_dim
+    cross_names = [f"cross_{k}_{i}" for i in range(n) for k in ("key", "value")]
+    encoder = ort.InferenceSession(str(model_dir / manifest.graphs["encoder"].file), session_options(args.threads))
+    rng = np.random.default_rng(0)
+    vocab = int(manifest.config["vocab_size"])
+    src = rng.integers(4, vocab, (batch, args.source_tokens)).astype(np.int64)  # (B, L)
+    src_mask = np.ones((batch, args.source_tokens), np.int32)  # (B, L)
+    cross = encoder.run(cross_names, {"src_ids": src, "src_mask": src_mask})  # 2n x (B, H, L, D)
+    outputs = ["logits"] + [f"present_{k}_{i}" for i in range(n) for k in ("key", "value")]
+
+    def run(session) -> None:
+        past = [np.zeros((batch, H, 0, D), np.float32)] * (2 * n)  # (B, H, P, D)
+        tokens = np.full((batch, 1), spec.bos_id, np.int64)  # (B, 1)
+        for step in range(args.steps):
+            feeds = {"input_ids": tokens, "src_mask": src_mask, **dict(zip(cross_names, cross))}
+            feeds.update({f"past_{k}_{i}": past[2 * i + j] for i in range(n) for j, k in enumerate(("key", "value"))})
+            feeds.update(positions=np.full((batch, 1), step, np.int64), self_mask=np.ones((batch, step + 1), np.int32))
+            logits, *past = session.run(outputs, feeds)
+            tokens = logits.argmax(axis=1)[:, None]
+
+    return model_dir / manifest.graphs["decoder"].file, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,21 +73,36 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     manifest = load_manifest(args.model_dir)
-    size = manifest.preprocessing.image_size
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = args.threads
+    translation = manifest.kind == "translation"
+    if translation:
+        from attnserve.server.translation.sessions import session_options
+
+        disabled = None if args.disable is None else tuple(n for n in args.disable.split(",") if n not in ("", "none"))
+        options = session_options(args.threads, disabled_optimizers=disabled)
+    else:
+        size = manifest.preprocessing.image_size
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = args.threads
     options.enable_profiling = True
     per_image: dict[int, collections.Counter[str]] = {}
     for batch in args.batch:
+        if translation:
+            graph, run = decoder_runner(args.model_dir, manifest, batch, args)
+        else:
+            graph = args.model_dir / manifest.graphs["model"].file
+            pixels = np.random.default_rng(0).standard_normal((batch, 3, size, size), dtype=np.float32)
+
+            def run(session, pixels=pixels) -> None:
+                session.run(None, {"pixels": pixels})
+
         options.profile_file_prefix = str(Path(tempfile.mkdtemp()) / f"ort-profile-b{batch}")
-        session = ort.InferenceSession(str(args.model_dir / manifest.graphs["model"].file), options)
-        pixels = np.random.default_rng(0).standard_normal((batch, 3, size, size), dtype=np.float32)
-        session.run(None, {"pixels": pixels})  # warm-up, not counted
+        session = ort.InferenceSession(str(graph), options)
+        run(session)  # warm-up, not counted
         session.end_profiling()
         options.profile_file_prefix = str(Path(tempfile.mkdtemp()) / f"ort-profile-b{batch}")
-        session = ort.InferenceSession(str(args.model_dir / manifest.graphs["model"].file), options)
+        session = ort.InferenceSession(str(graph), options)
         for _ in range(args.runs):
-            session.run(None, {"pixels": pixels})
+            run(session)
         events = json.loads(Path(session.end_profiling()).read_text())
         per_op: collections.Counter[str] = collections.Counter()
         for event in events:

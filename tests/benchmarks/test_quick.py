@@ -52,6 +52,22 @@ def test_engine_ab_on_the_decode_exports(dirs, tmp_path):
         assert row["skip_layer_norm_nodes"]["A"] > 0 and row["skip_layer_norm_nodes"]["B"] == 0
 
 
+def test_ort_profile_of_a_translation_decoder(dirs, capsys):
+    """ort_profile on a translation dir profiles the decoder with the server's CPU options."""
+    from attnserve.benchmarks import ort_profile
+
+    argv, _ = dirs
+    model_dir = Path(argv[argv.index("--work-dir") + 1]) / "mt-tiny-fp32"
+    if not (model_dir / "model.json").is_file():
+        pytest.skip("test_decode_quick did not export mt-tiny (run the whole module)")
+    small = [str(model_dir), "--batch", "2", "--runs", "1", "--steps", "3"]
+    assert ort_profile.main(small) == 0
+    server_options = capsys.readouterr().out
+    assert "MultiHeadAttention" in server_options and "SkipLayerNormalization" not in server_options
+    assert ort_profile.main([*small, "--disable", "none"]) == 0
+    assert "SkipLayerNormalization" in capsys.readouterr().out
+
+
 def test_kv_cache_quick(dirs):
     argv, out = dirs
     assert cli.main(["kv-cache", *argv]) == 0
