@@ -22,7 +22,7 @@ CPU = "CPUExecutionProvider"
 CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC"}
 # Graph optimizers left out of CPU sessions. SkipLayerNormFusion turns each residual Add +
 # LayerNormalization into one SkipLayerNormalization node; onnxruntime's fused CPU kernel
-# is slower than the two it replaces on the decoder's shapes: 3-14% more CPU time per
+# is slower than the two it replaces on the decoder's shapes: 6-14% more CPU time per
 # batch-32 decode on mt-small / mt-base, fp32 and int8; batch 1 and the ViT (one such
 # node) within noise (benchmarks/engine_ab.py; benchmarks/README.md, "decode").
 # CUDA sessions keep it: there the fused kernel saves a launch and a pass over memory.
