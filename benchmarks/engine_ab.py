@@ -109,19 +109,18 @@ def vit_variants(
             str(path), session_options(args.threads, disabled_optimizers=disabled), providers=["CPUExecutionProvider"]
         )
         ops[name] = optimized_op_counts(path, session_options(args.threads, disabled_optimizers=disabled))
-    sessions["_size"] = manifest.preprocessing.image_size
-    return sessions, ops
+    return {"sessions": sessions, "image_size": manifest.preprocessing.image_size}, ops
 
 
-def vit_runs(sessions: dict[str, Any], batch: int, args: argparse.Namespace) -> dict[str, Callable[[], Any]]:
-    size = sessions["_size"]
+def vit_runs(vit: dict[str, Any], batch: int, args: argparse.Namespace) -> dict[str, Callable[[], Any]]:
+    size = vit["image_size"]
     pixels = np.random.default_rng(0).standard_normal((batch, 3, size, size), dtype=np.float32)  # (B, 3, H, W)
 
     def run(session) -> list[list[int]]:
         logits = session.run(None, {"pixels": pixels})[0]  # (B, K)
         return [[int(i)] for i in logits.argmax(axis=1)]
 
-    return {name: (lambda s=s: run(s)) for name, s in sessions.items() if name != "_size"}
+    return {name: (lambda s=s: run(s)) for name, s in vit["sessions"].items()}
 
 
 def interleaved_wall_and_cpu(
