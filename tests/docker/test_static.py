@@ -15,11 +15,11 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 import urllib.request
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 
 from attnserve.server.config import Settings, env_name
