@@ -10,7 +10,9 @@ only the wait), both with the same ``--max-active-sequences``. A mixed workload 
 process with a fixed seed, the same schedule for both servers, at each offered rate. Every
 text is one TranslateStream call: time to first token (TTFT) is send -> first chunk,
 latency is send -> last chunk, and tokens/s is the generated tokens over the time from the
-first arrival to the last completion. The two servers take turns, one round each.
+first arrival to the last completion. The two servers take turns, one round each. The
+engine in process (no gRPC, every text submitted at once, both batching modes taking
+turns) gives the schedulers' own ratio at saturation, free of the load generator.
 
     python -m benchmarks.server --workloads translation       # or: attnserve-bench server ...
     python -m benchmarks.server --workloads translation --quick
@@ -37,10 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("translation workload")
     group.add_argument("--mt-preset", default=None, help="translator preset served (default mt-small; quick mt-tiny)")
     group.add_argument(
-        "--rates", type=float, nargs="+", default=None, help="offered texts/s, Poisson (default 4 8 16 32 64)"
+        "--rates", type=float, nargs="+", default=None, help="offered texts/s, Poisson (default 8 16 32 64)"
     )
     group.add_argument("--mt-requests", type=int, default=None, help="texts per rate and round (default 160; quick 12)")
-    group.add_argument("--rounds", type=int, default=None, help="rounds per rate, servers taking turns (default 2)")
+    group.add_argument(
+        "--rounds", type=int, default=None, help="rounds per rate, servers taking turns (default 3; quick 1)"
+    )
     group.add_argument("--short-tokens", type=int, default=None, help="new tokens of a short text (default 16)")
     group.add_argument("--long-tokens", type=int, default=None, help="new tokens of a long text (default 128)")
     group.add_argument("--short-source", type=int, default=None, help="source words of a short text (default 8)")
@@ -60,9 +64,9 @@ def settle(args: argparse.Namespace) -> None:
     q = args.quick
     defaults = dict(
         mt_preset="mt-tiny" if q else "mt-small",
-        rates=[40.0] if q else [4.0, 8.0, 16.0, 32.0, 64.0],
+        rates=[40.0] if q else [8.0, 16.0, 32.0, 64.0],
         mt_requests=12 if q else 160,
-        rounds=1 if q else 2,
+        rounds=1 if q else 3,
         short_tokens=4 if q else 16,
         long_tokens=16 if q else 128,
         short_source=4 if q else 8,
@@ -163,8 +167,48 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def model_repo(args: argparse.Namespace) -> tuple[Path, str, int]:
-    """A repository holding the benchmark translator; returns (repo, model name, vocabulary size).
+def in_process(args: argparse.Namespace, model_dir: Path, arrivals: list[Arrival]) -> dict[str, float]:
+    """Median tokens/s of the engine itself, no gRPC, every text submitted at once, per batching mode
+    (the two engines take turns, ``args.rounds`` rounds after a warm-up each): the schedulers' own ratio."""
+    from attnserve.server.manifest import load_manifest
+    from attnserve.server.translation import DecodeOptions, EngineSettings, TranslationEngine
+    from attnserve.server.translation.sessions import load_translation_sessions
+
+    manifest = load_manifest(model_dir)
+
+    async def session() -> dict[str, float]:
+        engines = {}
+        for name in SERVERS:
+            enc, dec = load_translation_sessions(model_dir, manifest, intra_op_threads=args.threads)
+            settings = EngineSettings(max_active_sequences=args.max_rows, max_queue_size=len(arrivals), batching=name)
+            engines[name] = TranslationEngine(model_dir, manifest, enc, dec, settings)
+            engines[name].warmup()
+            await engines[name].start()
+
+        async def once(engine: TranslationEngine) -> float:
+            t0 = time.perf_counter()
+            calls = [
+                engine.translate([a.text], DecodeOptions(max_new_tokens=a.new_tokens, return_scores=False))
+                for a in arrivals
+            ]
+            tokens = sum(len(r[0].hypotheses[0].token_ids) for r in await asyncio.gather(*calls))
+            return tokens / (time.perf_counter() - t0)
+
+        runs: dict[str, list[float]] = {name: [] for name in SERVERS}
+        for engine in engines.values():
+            await once(engine)
+        for _ in range(args.rounds):
+            for name, engine in engines.items():
+                runs[name].append(await once(engine))
+        for engine in engines.values():
+            await engine.stop(1.0)
+        return {name: float(np.median(r)) for name, r in runs.items()}
+
+    return asyncio.run(session())
+
+
+def model_repo(args: argparse.Namespace) -> tuple[Path, Path, str, int]:
+    """A repository holding the benchmark translator; returns (repo, model dir, model name, vocabulary size).
 
     The model directory is the decode benchmark's export (same path and cache key), reused when present.
     """
@@ -179,7 +223,7 @@ def model_repo(args: argparse.Namespace) -> tuple[Path, str, int]:
     if not (repo / name).exists():
         (repo / name).symlink_to(model_dir.resolve(), target_is_directory=True)
     manifest = load_manifest(model_dir)
-    return repo, manifest.name, int(manifest.config["vocab_size"])
+    return repo, model_dir, manifest.name, int(manifest.config["vocab_size"])
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -195,7 +239,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"{args.short_source} -> {args.short_tokens}), at most {args.max_rows} rows{' (quick)' if q else ''}"
     )
     header(title, info, args.threads)
-    repo, model, vocab = model_repo(args)
+    repo, model_dir, model, vocab = model_repo(args)
     extra = ["--max-active-sequences", str(args.max_rows), "--max-translation-queue", str(args.mt_requests + 1)]
     procs = {
         name: start_server(repo, args.threads, 1, args.provider, [*extra, "--translation-batching", name])
@@ -238,6 +282,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             ],
         )
     )
+    direct = in_process(args, model_dir, workload(args, 1.0, vocab))
+    ratio = direct["continuous"] / direct["static"]
+    print(
+        f"in-process engine, all {args.mt_requests} texts at once: continuous {direct['continuous']:,.0f} tok/s, "
+        f"static {direct['static']:,.0f} tok/s ({ratio:.2f}x)"
+    )
     late = max(r["client_late_max_ms"] for r in rows)
     print(
         f"exactly the requested tokens in every text: {all(r['exact_token_counts'] for r in rows)}; "
@@ -245,13 +295,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     )
     result = {"benchmark": NAME, "settings": vars_of(args), "machine": info, "model": model, "rows": rows}
     result["mean_new_tokens"] = mean_tokens
+    result["in_process_tokens_per_s"] = direct
     if not args.no_plot:
-        result["plot"] = str(plot(rows, args))
+        result["plot"] = str(plot(rows, direct, args))
     write_results(args.out, NAME, result, q)
     return result
 
 
-def plot(rows: list[dict[str, Any]], args: argparse.Namespace) -> Path:
+def plot(rows: list[dict[str, Any]], direct: dict[str, float], args: argparse.Namespace) -> Path:
     plt = pyplot()
     fig, (tput, ttft) = plt.subplots(1, 2, figsize=(10, 4))
     for name in SERVERS:
@@ -262,6 +313,10 @@ def plot(rows: list[dict[str, Any]], args: argparse.Namespace) -> Path:
         ttft.plot(rates, [r["ttft_p50_ms"] for r in sel], marker=".", ls=":", label=f"{name}: p50")
     offered = sorted({(r["rate"], r["offered_tokens_per_s"]) for r in rows})
     tput.plot([o[0] for o in offered], [o[1] for o in offered], ls="--", color="gray", label="offered")
+    for name, value in direct.items():
+        tput.axhline(
+            value, ls=":", color="C0" if name == "continuous" else "C1", label=f"in-process {name}, all at once"
+        )
     for ax in (tput, ttft):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("offered texts/s (Poisson)")
