@@ -274,10 +274,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(
         table(
             ["texts/s", "offered tok/s", "batching", "tok/s", "TTFT p50 ms", "TTFT p95 ms", "p50 ms", "p95 ms"]
-            + ["vs static"],
+            + ["short p95 ms", "vs static"],
             [
                 [r["rate"], r["offered_tokens_per_s"], r["server"], r["tokens_per_s"], r["ttft_p50_ms"]]
-                + [r["ttft_p95_ms"], r["latency_p50_ms"], r["latency_p95_ms"], f"{r['ratio_to_static']:.2f}x"]
+                + [r["ttft_p95_ms"], r["latency_p50_ms"], r["latency_p95_ms"], r["short_latency_p95_ms"] or 0.0]
+                + [f"{r['ratio_to_static']:.2f}x"]
                 for r in rows
             ],
         )
@@ -305,18 +306,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def plot(rows: list[dict[str, Any]], direct: dict[str, float], args: argparse.Namespace) -> Path:
     plt = pyplot()
     fig, (tput, ttft) = plt.subplots(1, 2, figsize=(10, 4))
+    colors = dict(zip(SERVERS, ("C0", "C1")))
     for name in SERVERS:
         sel = [r for r in rows if r["server"] == name]
-        rates = [r["rate"] for r in sel]
-        tput.plot(rates, [r["tokens_per_s"] for r in sel], marker="o", label=f"{name} batching")
-        ttft.plot(rates, [r["ttft_p95_ms"] for r in sel], marker="o", label=f"{name}: p95")
-        ttft.plot(rates, [r["ttft_p50_ms"] for r in sel], marker=".", ls=":", label=f"{name}: p50")
+        rates, c = [r["rate"] for r in sel], colors[name]
+        tput.plot(rates, [r["tokens_per_s"] for r in sel], marker="o", color=c, label=f"{name} batching")
+        ttft.plot(rates, [r["ttft_p95_ms"] for r in sel], marker="o", color=c, label=f"{name}: p95")
+        ttft.plot(rates, [r["ttft_p50_ms"] for r in sel], marker=".", ls=":", color=c, label=f"{name}: p50")
     offered = sorted({(r["rate"], r["offered_tokens_per_s"]) for r in rows})
     tput.plot([o[0] for o in offered], [o[1] for o in offered], ls="--", color="gray", label="offered")
     for name, value in direct.items():
-        tput.axhline(
-            value, ls=":", color="C0" if name == "continuous" else "C1", label=f"in-process {name}, all at once"
-        )
+        tput.axhline(value, ls=":", color=colors[name], label=f"in-process {name}, all at once")
     for ax in (tput, ttft):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("offered texts/s (Poisson)")
