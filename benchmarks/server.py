@@ -1,12 +1,16 @@
-"""Classification serving under load: dynamic batching vs max_batch_size=1, and gRPC + queue overhead.
+"""Serving under load: classification (dynamic batching vs unbatched) and translation (continuous vs static batching).
+
+Classification (this module):
 
 A live ``attnserve-server`` (a subprocess on 127.0.0.1) serves a random ViT; an asyncio
 gRPC load generator keeps C requests of one preprocessed image (a raw float32 tensor)
 in flight for a bounded count and time. Two servers take turns per concurrency level:
 dynamic batching (``--max-batch-size 32``) and unbatched (``--max-batch-size 1``).
 In-process onnxruntime at batch 1 and 32 in the same run gives the overhead figure.
+Translation: see ``server_translation.py`` (its own JSON and PNG, ``server-translation``).
 
-    python -m benchmarks.server              # or: attnserve-bench server
+    python -m benchmarks.server              # or: attnserve-bench server (both workloads)
+    python -m benchmarks.server --workloads translation
     python -m benchmarks.server --quick
 """
 
@@ -23,16 +27,25 @@ from typing import Any
 
 import numpy as np
 
+from . import server_translation
 from .common import add_common_arguments, header, machine, plot_path, pyplot, table, write_results
 from .decode import vars_of
 from .vit import export
 
 NAME = "server"
+WORKLOADS = ("classification", "translation")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnserve-bench server", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
+    parser.add_argument(
+        "--workloads",
+        nargs="+",
+        choices=WORKLOADS,
+        default=list(WORKLOADS),
+        help="which halves run (default both)",
+    )
     parser.add_argument("--preset", default="vit-tiny", help="ViT preset served (default vit-tiny)")
     parser.add_argument("--clients", type=int, nargs="+", default=None, help="default 1 8 32 64 (quick: 1 4)")
     parser.add_argument("--requests", type=int, default=None, help="requests per level (default 256; quick 16)")
@@ -43,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--provider", choices=["cpu", "cuda"], default="cpu", help="onnxruntime provider of the servers and in-process"
     )
+    server_translation.add_arguments(parser)
     return parser
 
 
@@ -52,7 +66,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(repo: Path, threads: int, max_batch: int, provider: str = "cpu") -> tuple[subprocess.Popen, str]:
+def start_server(
+    repo: Path, threads: int, max_batch: int, provider: str = "cpu", extra: list[str] | None = None
+) -> tuple[subprocess.Popen, str]:
     port = free_port()
     code = "import sys; from attnserve.server.cli import main; sys.exit(main())"
     argv = [sys.executable, "-c", code, "--model-repo", str(repo), "--port", str(port), "--metrics-port", "-1"]
@@ -65,6 +81,7 @@ def start_server(repo: Path, threads: int, max_batch: int, provider: str = "cpu"
         str(max_batch),
         "--log-level",
         "warning",
+        *(extra or []),
     ]
     proc = subprocess.Popen(argv)
     return proc, f"127.0.0.1:{port}"
@@ -267,7 +284,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    run(build_parser().parse_args(argv))
+    args = build_parser().parse_args(argv)
+    if "classification" in args.workloads:
+        run(argparse.Namespace(**vars(args)))
+    if "translation" in args.workloads:
+        server_translation.run(args)
     return 0
 
 

@@ -20,6 +20,7 @@ from typing import Any
 ENV_PREFIX = "ATTNSERVE_"
 PROVIDERS = ("auto", "cpu", "cuda")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+TRANSLATION_BATCHING = ("continuous", "static")
 
 
 class ConfigError(ValueError):
@@ -69,6 +70,12 @@ class Settings:
     max_active_sequences: int = _setting(64, "rows in a model's decode batch (each beam is a row)")
     max_tokens_in_flight: int = _setting(32768, "sum of source + max new tokens over admitted rows")
     max_translation_queue: int = _setting(256, "texts waiting for admission per model; beyond -> RESOURCE_EXHAUSTED")
+    translation_batching: str = _setting(
+        "continuous",
+        "continuous: texts join the running decode batch at the next step; static: only when it has finished "
+        "(a baseline for benchmarks)",
+        choices=TRANSLATION_BATCHING,
+    )
     max_beam_size: int = _setting(8, "largest beam_size a request may ask for")
     max_texts_per_request: int = _setting(64, "texts in one Translate request")
     max_concurrent_rpcs: int = _setting(1024, "calls the server handles at once; beyond -> RESOURCE_EXHAUSTED")
@@ -86,6 +93,7 @@ class Settings:
             "metrics_port": -1 <= self.metrics_port <= 65535,
             "provider": self.provider in PROVIDERS,
             "log_level": self.log_level in LOG_LEVELS,
+            "translation_batching": self.translation_batching in TRANSLATION_BATCHING,
             "threads": self.threads >= 0,
             "grace_seconds": self.grace_seconds >= 0,
             "max_queue_delay_ms": self.max_queue_delay_ms >= 0,
@@ -224,7 +232,7 @@ def resolve_settings(
     return Settings(**values)
 
 
-def engine_settings_kwargs(settings: Settings) -> dict[str, int]:
+def engine_settings_kwargs(settings: Settings) -> dict[str, Any]:
     """The decode engine's ``EngineSettings`` fields, from the server settings."""
     return {
         "max_active_sequences": settings.max_active_sequences,
@@ -232,6 +240,7 @@ def engine_settings_kwargs(settings: Settings) -> dict[str, int]:
         "max_queue_size": settings.max_translation_queue,
         "max_beam_size": settings.max_beam_size,
         "max_texts_per_request": settings.max_texts_per_request,
+        "batching": settings.translation_batching,
     }
 
 

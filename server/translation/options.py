@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+BATCHING = ("continuous", "static")
+
 
 @dataclass(frozen=True)
 class EngineSettings:
@@ -13,6 +15,10 @@ class EngineSettings:
     max_queue_size: int = 256  # texts waiting for admission; beyond -> Overloaded
     max_beam_size: int = 8
     max_texts_per_request: int = 64  # more texts in one translate() call -> InvalidRequest
+    # "continuous": queued texts join the running batch at the next step boundary (Orca);
+    # "static": only once every row of the running batch has finished (the baseline that
+    # benchmarks/server_translation.py compares with; DESIGN.md "Performance targets").
+    batching: str = "continuous"
 
     def __post_init__(self) -> None:
         for name in ("max_active_sequences", "max_tokens_in_flight", "max_queue_size", "max_beam_size"):
@@ -20,6 +26,8 @@ class EngineSettings:
                 raise ValueError(f"EngineSettings.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_texts_per_request < 1:
             raise ValueError(f"EngineSettings.max_texts_per_request must be >= 1, got {self.max_texts_per_request}")
+        if self.batching not in BATCHING:
+            raise ValueError(f"EngineSettings.batching must be one of {', '.join(BATCHING)}, got {self.batching!r}")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,9 @@ One thread owns the decoder, the encoder and the KV cache, and loops:
                finished job's slots are freed at once
 
 so a request joins the running batch at the next step boundary and a finished one
-leaves at once (Yu et al. 2022, Orca). Rows are slots of the cache (``cache.py``): a
+leaves at once (Yu et al. 2022, Orca). ``EngineSettings.batching = "static"`` admits
+only into an empty batch instead (every row has finished): the baseline of static
+batches run to completion, kept for benchmarks. Rows are slots of the cache (``cache.py``): a
 freed slot costs no copy and the next newcomer takes it in place; a full compaction
 runs only when free slots and unneeded left padding have wasted about what the copy
 costs. The event loop only enqueues jobs and sets cancellation flags (both
@@ -177,9 +179,12 @@ class DecodeScheduler:
         """Pop queued jobs, first come first served, while they fit the row and token budgets.
 
         Returns them and the queued jobs to encode along with them (see ENCODE_AHEAD_TOKENS).
+        With static batching nothing is admitted while a row of the running batch is live.
         """
         admitted = []
         s = self.settings
+        if s.batching == "static" and any(not (job.finished or job.cancelled) for job in self._jobs):
+            return [], []
         while self._pending:
             job = self._pending[0]
             if (

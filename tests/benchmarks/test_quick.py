@@ -106,3 +106,11 @@ def test_server_quick(dirs):
         assert row["requests"] > 0 and row["p50_ms"] <= row["p95_ms"] <= row["p99_ms"]
         assert row["mean_batch"] >= 1
     assert set(result["in_process_images_per_s"]) == {"1", "32"}
+    mt = json.loads((out / "server-translation-quick.json").read_text())
+    assert (out / "server-translation-quick.png").is_file()
+    assert {r["server"] for r in mt["rows"]} == {"continuous", "static"}
+    for row in mt["rows"]:
+        assert row["texts"] > 0 and row["tokens_per_s"] > 0 and row["exact_token_counts"]
+        assert row["ttft_p50_ms"] <= row["ttft_p95_ms"] <= row["latency_p95_ms"]
+    assert any(r["ratio_to_static"] == 1.0 for r in mt["rows"])
+    assert set(mt["in_process_tokens_per_s"]) == {"continuous", "static"}

@@ -68,3 +68,17 @@ def test_every_setting_is_documented_in_the_readme():
     for line in settings_table().splitlines()[2:]:
         flag = line.split("`")[1]
         assert f"`{flag}`" in readme, f"{flag} is not in the README's settings table"
+
+
+def test_translation_batching_from_env_and_flag_reaches_the_engine_settings():
+    from attnserve.server.config import engine_settings_kwargs
+    from attnserve.server.translation import EngineSettings
+
+    assert _resolve([]).translation_batching == "continuous"
+    s = _resolve([], {"ATTNSERVE_TRANSLATION_BATCHING": "static"})
+    assert EngineSettings(**engine_settings_kwargs(s)).batching == "static"
+    assert (
+        _resolve(["--translation-batching", "continuous"], {"ATTNSERVE_TRANSLATION_BATCHING": "static"}) == Settings()
+    )
+    with pytest.raises(ConfigError, match="translation_batching: invalid value 'dynamic'"):
+        _resolve([], {"ATTNSERVE_TRANSLATION_BATCHING": "dynamic"})
