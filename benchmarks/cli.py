@@ -5,7 +5,13 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = {"vit": "vit", "decode": "decode", "kv-cache": "kv_cache", "server": "server"}
+BENCHMARKS = {
+    "vit": "vit",
+    "decode": "decode",
+    "kv-cache": "kv_cache",
+    "server": "server",
+    "server-profile": "server_profile",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -114,3 +114,59 @@ def test_server_quick(dirs):
         assert row["ttft_p50_ms"] <= row["ttft_p95_ms"] <= row["latency_p95_ms"]
     assert any(r["ratio_to_static"] == 1.0 for r in mt["rows"])
     assert set(mt["in_process_tokens_per_s"]) == {"continuous", "static"}
+
+
+def _py_spy_can_attach() -> bool:
+    """py-spy reads another process's memory (ptrace); containers without CAP_SYS_PTRACE refuse it."""
+    import subprocess
+    import sys
+
+    pyspy = Path(sys.executable).parent / "py-spy"
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        import time
+
+        time.sleep(0.5)
+        done = subprocess.run([str(pyspy), "dump", "--pid", str(child.pid)], capture_output=True, timeout=30)
+        return done.returncode == 0
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_server_profile_quick(dirs):
+    """py-spy attaches to a live server, the samples fall into groups, and the serving path's
+    CPU per request is what /proc counted minus onnxruntime's own."""
+    if not _py_spy_can_attach():
+        pytest.skip("py-spy cannot attach to a process here (no ptrace permission)")
+    argv, out = dirs
+    assert cli.main(["server-profile", *argv]) == 0
+    result = json.loads((out / "server-profile-quick.json").read_text())
+    assert result["served"]["requests"] > 0
+    samples = result["samples"]
+    assert samples["onnxruntime run"] > 0 and samples["gRPC aio + event loop (Cython and asyncio)"] > 0
+    assert result["server_cpu_ms_per_request"] > result["onnxruntime_cpu_ms_per_image"] > 0
+    expected = result["server_cpu_ms_per_request"] - result["onnxruntime_cpu_ms_per_image"]
+    assert result["serving_path_cpu_ms_per_request"] == pytest.approx(expected)
+    assert sum(result["serving_path_shares"].values()) == pytest.approx(1.0)
+
+
+def test_server_profile_groups_by_the_innermost_frame():
+    from attnserve.benchmarks import server_profile as sp
+
+    raw = "\n".join(
+        [
+            "Thread.run (threading.py:982);_worker (concurrent/futures/thread.py:81) 7",
+            "_worker (concurrent/futures/thread.py:83);ImageClassifier.infer (server/classification.py:89);"
+            "Session.run (onnxruntime/capi/onnxruntime_inference_collection.py:395) 5",
+            "BaseEventLoop._run_once (asyncio/base_events.py:1884);EpollSelector.select (selectors.py:468) 3",
+            "BaseEventLoop._run_once (asyncio/base_events.py:1922);Handle._run (asyncio/events.py:80) 2",
+            "_WorkItem.run (concurrent/futures/thread.py:58);ImageClassifier.prepare (server/classification.py:122);"
+            "tensor_to_pixels (server/preprocess.py:134) 4",
+        ]
+    )
+    counts = sp.parse_raw(raw)
+    assert counts[sp.WAITING] == 10
+    assert counts["onnxruntime run"] == 5
+    assert counts["gRPC aio + event loop (Cython and asyncio)"] == 2
+    assert counts["request tensor decode + preprocessing (thread pool)"] == 4

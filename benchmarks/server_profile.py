@@ -1,0 +1,219 @@
+"""Where a live classification server spends its CPU per request: py-spy samples, grouped.
+
+A live ``attnserve-server`` (a subprocess on 127.0.0.1, dynamic batching) serves a random
+ViT; the load generator of ``benchmarks.server`` keeps C requests of one raw float32
+image in flight while ``py-spy record`` samples every thread of the server. Each sample
+is put in one group by the frames on its stack (onnxruntime's ``run``, the request's
+tensor decode in the thread pool, batch assembly, gRPC and the event loop, other), and
+each group's CPU time is divided by the requests served in the same window. The groups
+other than onnxruntime run Python, mostly holding the GIL, so their sum per request
+bounds the server's request rate whatever the accelerator does:
+``1000 / (ms outside onnxruntime)`` requests per second.
+
+    python -m benchmarks.server_profile --preset vit-s16 --clients 64 --seconds 20
+    python -m benchmarks.server_profile --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .common import add_common_arguments, header, machine, table, write_results
+from .decode import vars_of
+from .server import load, start_server, wait_ready
+from .vit import export
+
+NAME = "server-profile"
+
+# A sample's group: the first rule whose needle is in its stack. py-spy's idle detection does
+# not see threads blocked inside C (a thread-pool worker waiting on its queue, the event loop
+# in epoll, gRPC's poller thread), so samples whose innermost Python frame is such a wait are
+# kept apart as "waiting, or C code with no Python frame", and left out of the per-request sum.
+WAITING = "waiting, or C code with no Python frame (not counted)"
+WAIT_LEAVES = (
+    "EpollSelector.select (",
+    "_worker (concurrent/futures/thread.py:81)",
+    "Thread.run (threading.py",
+    "Condition.wait (",
+    "Event.wait (",
+    "Thread._bootstrap (",
+)
+GROUPS = [
+    ("onnxruntime run", ("Session.run (onnxruntime",)),
+    ("request tensor decode + preprocessing (thread pool)", ("ImageClassifier.prepare (", "server/preprocess.py")),
+    ("batch assembly + batcher", ("ImageClassifier._run_batch (", "server/batching.py")),
+    ("replies (softmax, top-k, protobuf)", ("top_labels (", "softmax (")),
+    ("handlers, checks, metrics", ("server/app.py", "server/security.py", "server/metrics.py", "prometheus")),
+    ("gRPC aio + event loop (Cython and asyncio)", ("asyncio/", "grpc")),
+]
+OTHER = "other Python"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.server_profile", description=__doc__.split("\n\n")[0])
+    add_common_arguments(parser)
+    parser.add_argument("--preset", default="vit-tiny", help="ViT preset of the random model (default vit-tiny)")
+    parser.add_argument("--clients", type=int, default=None, help="concurrent clients (default 64; quick: 4)")
+    parser.add_argument("--seconds", type=float, default=None, help="sampled load window (default 20; quick: 3)")
+    parser.add_argument("--max-batch-size", type=int, default=32, help="the server's dynamic batch (default 32)")
+    parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second (default 200)")
+    parser.add_argument("--provider", choices=["cpu", "cuda"], default="cpu", help="the server's provider")
+    parser.add_argument("--keep-raw", metavar="FILE", help="also keep py-spy's raw stacks in FILE")
+    return parser
+
+
+def group_of(stack: str) -> str:
+    leaf = stack.rsplit(";", 1)[-1]
+    if leaf.startswith(WAIT_LEAVES):
+        return WAITING
+    for name, needles in GROUPS:
+        if any(n in stack for n in needles):
+            return name
+    return OTHER
+
+
+def parse_raw(text: str) -> dict[str, int]:
+    """py-spy's ``--format raw`` (one ``frame;frame;... count`` line per distinct stack) -> samples per group."""
+    counts: dict[str, int] = {name: 0 for name, _ in GROUPS} | {OTHER: 0, WAITING: 0}
+    for line in text.splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack and count.isdigit():
+            counts[group_of(stack)] += int(count)
+    return counts
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of every thread of ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def onnxruntime_cpu_ms_per_image(model_dir: Path, threads: int, batch: int, provider: str) -> float:
+    """CPU ms per image of onnxruntime called in this process at ``batch``, with the server's session options."""
+    from attnserve.server.manifest import load_manifest
+    from attnserve.server.runtime import create_session
+
+    manifest = load_manifest(model_dir)
+    session = create_session(model_dir / manifest.graphs["model"].file, provider, threads)
+    size = int(manifest.preprocessing.image_size)
+    pixels = np.random.default_rng(0).standard_normal((batch, 3, size, size), dtype=np.float32)
+    session.run(None, {"pixels": pixels})
+    runs, t0 = 0, time.process_time()
+    t_end = time.perf_counter() + 3.0
+    while time.perf_counter() < t_end or runs < 3:
+        session.run(None, {"pixels": pixels})
+        runs += 1
+    return 1000 * (time.process_time() - t0) / (runs * batch)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(pyspy).exists():
+        raise SystemExit("py-spy is not installed: pip install -e '.[bench]'")
+    q = args.quick
+    clients = args.clients or (4 if q else 64)
+    seconds = args.seconds or (3.0 if q else 20.0)
+    overrides = dict(image_size=32, patch_size=8, dim=64, depth=4, num_heads=2, num_classes=10) if q else {}
+    info = machine()
+    header(f"server profile: classification, {args.preset}, {clients} clients{' (quick)' if q else ''}", info, 1)
+    repo = args.work_dir / f"server-repo{'-quick' if q else ''}"
+    if args.preset != "vit-tiny" and not q:
+        repo = args.work_dir / f"server-repo-{args.preset}"
+    model_dir = export(overrides, args.preset, repo / "vit", "fp32", "fused", 1.0)
+    size = 32 if q else 224
+    pixels = np.random.default_rng(0).standard_normal((3, size, size), dtype=np.float32)
+    tensor = pb.Tensor(shape=list(pixels.shape), datatype=pb.DATA_TYPE_FP32, raw_contents=pixels.tobytes())
+    request = pb.ClassifyRequest(model="vit", images=[pb.ImageInput(tensor=tensor)], top_k=1)
+    proc, address = start_server(repo, args.threads, args.max_batch_size, args.provider)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = Path(args.keep_raw) if args.keep_raw else Path(tmp) / "profile.txt"
+
+            async def session() -> dict[str, Any]:
+                await wait_ready(address, proc)
+                await load(address, request, clients, 4 * clients, 60.0)  # warm-up: every batch size seen
+                spy = subprocess.Popen(
+                    [pyspy, "record", "--pid", str(proc.pid), "--rate", str(args.rate), "--format", "raw"]
+                    + ["--duration", str(int(seconds) + 1), "--nonblocking", "--output", str(raw)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                )
+                await asyncio.sleep(0.5)  # py-spy attaches
+                cpu0 = process_cpu_seconds(proc.pid)
+                stats = await load(address, request, clients, 10**9, seconds)
+                stats["server_cpu_s"] = process_cpu_seconds(proc.pid) - cpu0
+                _, err = await asyncio.get_running_loop().run_in_executor(None, spy.communicate)
+                if spy.returncode != 0 or not raw.exists():
+                    raise SystemExit(f"py-spy failed ({spy.returncode}): {err.decode(errors='replace').strip()[-400:]}")
+                stats["samples"] = parse_raw(raw.read_text())
+                return stats
+
+            stats = asyncio.run(session())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    served = stats["requests"]
+    total_ms = 1000 * stats["server_cpu_s"] / served
+    batch = max(1, round(stats["mean_batch"]))
+    ort_ms = onnxruntime_cpu_ms_per_image(model_dir, args.threads, batch, args.provider)
+    # py-spy samples cover slightly more than the load window; the shares among groups are what count.
+    counted = {k: v for k, v in stats["samples"].items() if k != WAITING}
+    serving = {k: v for k, v in counted.items() if k != "onnxruntime run"}
+    serving_total = sum(serving.values()) or 1
+    serving_ms = max(total_ms - ort_ms, 0.0)
+    rows = [
+        [
+            k,
+            n,
+            f"{100 * n / serving_total:.0f}%" if k in serving else "",
+            f"{serving_ms * n / serving_total:.2f}" if k in serving else "",
+        ]
+        for k, n in stats["samples"].items()
+    ]
+    print(
+        table(["where (py-spy samples of the server)", "samples", "share of serving path", "CPU ms per request"], rows)
+    )
+    print(
+        f"served {served} requests, {stats['images_per_s']:.1f} img/s at mean batch {stats['mean_batch']:.1f}; "
+        f"server CPU {total_ms:.2f} ms per request (/proc), of which onnxruntime in process at batch {batch} "
+        f"{ort_ms:.2f} ms per image -> serving path {serving_ms:.2f} ms per request, "
+        f"a ceiling of ~{1000 / serving_ms:.0f} requests/s where it runs on one core (the GIL)"
+        if serving_ms
+        else "serving path below the measurement's resolution"
+    )
+    result = {
+        "benchmark": NAME,
+        "settings": vars_of(argparse.Namespace(**vars(args), resolved_clients=clients, resolved_seconds=seconds)),
+        "machine": info,
+        "served": {k: v for k, v in stats.items() if k != "samples"},
+        "samples": stats["samples"],
+        "server_cpu_ms_per_request": total_ms,
+        "onnxruntime_cpu_ms_per_image": ort_ms,
+        "onnxruntime_batch": batch,
+        "serving_path_cpu_ms_per_request": serving_ms,
+        "serving_path_shares": {k: n / serving_total for k, n in serving.items()},
+    }
+    write_results(args.out, NAME, result, q)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    run(build_parser().parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
