@@ -11,6 +11,7 @@ bounds the server's request rate whatever the accelerator does:
 ``1000 / (ms outside onnxruntime)`` requests per second.
 
     python -m benchmarks.server_profile --preset vit-s16 --clients 64 --seconds 20
+    python -m benchmarks.server_profile --light --clients 64 --seconds 20   # the serving path alone
     python -m benchmarks.server_profile --quick
 """
 
@@ -69,6 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-batch-size", type=int, default=32, help="the server's dynamic batch (default 32)")
     parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second (default 200)")
     parser.add_argument("--provider", choices=["cpu", "cuda"], default="cpu", help="the server's provider")
+    parser.add_argument(
+        "--light",
+        action="store_true",
+        help="a ViT with the preset's 224x224 input (the same 602 KB requests) but almost no compute "
+        "(patch 32, dim 64, depth 2): the server is then bound by its serving path, measured alone",
+    )
     parser.add_argument("--keep-raw", metavar="FILE", help="also keep py-spy's raw stacks in FILE")
     return parser
 
@@ -128,10 +135,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     seconds = args.seconds or (3.0 if q else 20.0)
     overrides = dict(image_size=32, patch_size=8, dim=64, depth=4, num_heads=2, num_classes=10) if q else {}
     info = machine()
-    header(f"server profile: classification, {args.preset}, {clients} clients{' (quick)' if q else ''}", info, 1)
+    what = f"{args.preset}{' light' if args.light else ''}, {clients} clients{' (quick)' if q else ''}"
+    header(f"server profile: classification, {what}", info, 1)
+    if args.light and not q:
+        overrides = dict(patch_size=32, dim=64, depth=2, num_heads=2)
     repo = args.work_dir / f"server-repo{'-quick' if q else ''}"
-    if args.preset != "vit-tiny" and not q:
-        repo = args.work_dir / f"server-repo-{args.preset}"
+    if not q and (args.preset != "vit-tiny" or args.light):
+        repo = args.work_dir / f"server-repo-{args.preset}{'-light' if args.light else ''}"
     model_dir = export(overrides, args.preset, repo / "vit", "fp32", "fused", 1.0)
     size = 32 if q else 224
     pixels = np.random.default_rng(0).standard_normal((3, size, size), dtype=np.float32)
@@ -206,7 +216,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "serving_path_cpu_ms_per_request": serving_ms,
         "serving_path_shares": {k: n / serving_total for k, n in serving.items()},
     }
-    write_results(args.out, NAME, result, q)
+    write_results(args.out, NAME + ("-light" if args.light else ""), result, q)
     return result
 
 
