@@ -120,3 +120,23 @@ def test_raw_tensor_checks():
     bad[0, 1, 1] = np.inf
     with pytest.raises(InvalidRequest, match="NaN or Inf"):
         tensor_to_pixels([1, 4, 4], "FP32", bad.tobytes(), GRAY)
+
+
+@pytest.mark.parametrize("value", [np.nan, -np.inf, np.inf])
+@pytest.mark.parametrize("where", [(0, 0, 0), (0, 3, 3), (0, 2, 1)])
+def test_raw_tensor_refuses_nan_and_inf_anywhere(value, where):
+    bad = np.zeros((1, 4, 4), dtype=np.float32)
+    bad[where] = value
+    with pytest.raises(InvalidRequest, match="NaN or Inf"):
+        tensor_to_pixels([1, 4, 4], "FP32", bad.tobytes(), GRAY)
+
+
+def test_raw_tensor_values_must_be_normalized_pixels():
+    edge = np.full((1, 4, 4), -1e4, dtype=np.float32)
+    edge[0, 0, 0] = 1e4
+    np.testing.assert_array_equal(tensor_to_pixels([1, 4, 4], "FP32", edge.tobytes(), GRAY), edge)
+    for value in (-2e4, 3.0e38):
+        bad = np.zeros((1, 4, 4), dtype=np.float32)
+        bad[0, 1, 2] = value
+        with pytest.raises(InvalidRequest, match=r"must lie in -10000\.\.10000 .* got "):
+            tensor_to_pixels([1, 4, 4], "FP32", bad.tobytes(), GRAY)
