@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, safe_open, save_file
 from torch import nn
@@ -33,10 +34,18 @@ def model_kind(model: nn.Module) -> str:
     raise TypeError(f"not an attnserve model: {type(model).__name__}")
 
 
-def save_checkpoint(model: nn.Module, path: Path | str, extra: dict[str, Any] | None = None) -> Path:
-    """Write ``model``'s weights and config to ``path`` (.safetensors). Tied weights are stored once."""
+def save_checkpoint(
+    model: nn.Module, path: Path | str, extra: dict[str, Any] | None = None, storage_dtype: torch.dtype | None = None
+) -> Path:
+    """Write ``model``'s weights and config to ``path`` (.safetensors). Tied weights are stored once.
+
+    ``storage_dtype`` (e.g. ``torch.float16``) stores floating-point weights in that type, half
+    the bytes of fp32; :func:`load_checkpoint` casts them back to the model's own dtype.
+    """
     path = Path(path)
     state = {k: v.detach().contiguous() for k, v in model.state_dict().items()}
+    if storage_dtype is not None:
+        state = {k: v.to(storage_dtype) if v.is_floating_point() else v for k, v in state.items()}
     if isinstance(model, TranslationTransformer):  # tied: stored once, re-tied by the constructor
         if model.cfg.share_embeddings:
             state.pop("tgt_embed.weight", None)
@@ -104,6 +113,7 @@ def load_checkpoint(path: Path | str, **overrides) -> tuple[nn.Module, dict[str,
         raise CheckpointError(
             f"{path}: weights do not match the config: {len(resized)} tensors have other shapes, e.g. {resized[0]}"
         )
+    state = {k: v.to(expected[k].dtype) if k in expected else v for k, v in state.items()}  # fp16-stored -> fp32
     missing, unexpected = model.load_state_dict(state, strict=False)
     tied = set()
     if isinstance(cfg, TranslationConfig):

@@ -37,3 +37,14 @@ def test_bad_checkpoints_raise_checkpoint_error(tmp_path):
     junk.write_bytes(b"not a safetensors file at all")
     with pytest.raises(CheckpointError, match="not a safetensors checkpoint"):
         load_checkpoint(junk)
+
+
+def test_fp16_storage_halves_the_file_and_loads_back_as_fp32(tiny_translator, tmp_path):
+    full = save_checkpoint(tiny_translator, tmp_path / "fp32.safetensors")
+    half = save_checkpoint(tiny_translator, tmp_path / "fp16.safetensors", storage_dtype=torch.float16)
+    assert half.stat().st_size < 0.6 * full.stat().st_size
+    loaded, _ = load_checkpoint(half)
+    for (name, original), (_, back) in zip(tiny_translator.state_dict().items(), loaded.state_dict().items()):
+        assert back.dtype == original.dtype, name
+        torch.testing.assert_close(back, original.to(torch.float16).to(original.dtype), rtol=0, atol=0)
+    assert loaded.lm_head.weight is loaded.tgt_embed.weight is loaded.src_embed.weight
