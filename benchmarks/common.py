@@ -137,6 +137,18 @@ def plot_path(out: Path, name: str, quick: bool) -> Path:
     return out / f"{name}{'-quick' if quick else ''}.png"
 
 
+def save_plot(fig, out: Path, name: str, quick: bool) -> Path:
+    """Lay out ``fig``, write it to ``out/NAME[-quick].png`` and close it; returns the path."""
+    fig.tight_layout()
+    path = plot_path(out, name, quick)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return path
+
+
 def pyplot():
     """matplotlib's pyplot on the file-only Agg backend (no display on servers)."""
     import matplotlib

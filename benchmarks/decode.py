@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_common_arguments, header, interleaved, machine, plot_path, pyplot, table, write_results
+from .common import add_common_arguments, header, interleaved, machine, pyplot, save_plot, table, write_results
 from .translators import (
     EngineRunner,
     agreement,
@@ -171,11 +171,7 @@ def plot(rows: list[dict[str, Any]], args: argparse.Namespace):
         ax.invert_yaxis()
         ax.set_title(f"{preset}, batch {batch}, N={args.new_tokens}")
         ax.set_xlabel("tokens/s (median)")
-    fig.tight_layout()
-    path = plot_path(args.out, NAME, args.quick)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    path = save_plot(fig, args.out, NAME, args.quick)
     return path
 
 

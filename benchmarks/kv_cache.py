@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import add_common_arguments, header, interleaved, machine, plot_path, pyplot, table, write_results
+from .common import add_common_arguments, header, interleaved, machine, pyplot, save_plot, table, write_results
 from .decode import vars_of
 from .translators import EngineRunner, bench_translator, export_translator, source_ids, texts_of
 
@@ -135,11 +135,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ax.set_ylabel("ms per token (median)")
         ax.set_title(f"{args.preset}, batch {args.batch}")
         ax.legend()
-        fig.tight_layout()
-        path = plot_path(args.out, NAME, args.quick)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
+        path = save_plot(fig, args.out, NAME, args.quick)
         result["plot"] = str(path)
     write_results(args.out, NAME, result, args.quick)
     return result

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import server_translation
-from .common import add_common_arguments, header, machine, plot_path, pyplot, table, write_results
+from .common import add_common_arguments, header, machine, pyplot, save_plot, table, write_results
 from .decode import vars_of
 from .vit import export
 
@@ -273,11 +273,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ax.set_xlabel("concurrent clients")
         ax.set_ylabel("images/s")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        path = plot_path(args.out, NAME, q)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
+        path = save_plot(fig, args.out, NAME, q)
         result["plot"] = str(path)
     write_results(args.out, NAME, result, q)
     return result

@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import header, machine, plot_path, pyplot, table, write_results
+from .common import header, machine, pyplot, save_plot, table, write_results
 
 NAME = "server-translation"
 SERVERS = ("continuous", "static")
@@ -329,9 +329,5 @@ def plot(rows: list[dict[str, Any]], direct: dict[str, float], args: argparse.Na
         f"else {args.short_tokens}; at most {args.max_rows} rows",
         fontsize=9,
     )
-    fig.tight_layout()
-    path = plot_path(args.out, NAME, args.quick)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    path = save_plot(fig, args.out, NAME, args.quick)
     return path

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .common import add_common_arguments, header, interleaved, machine, plot_path, pyplot, table, write_results
+from .common import add_common_arguments, header, interleaved, machine, pyplot, save_plot, table, write_results
 from .decode import vars_of
 
 NAME = "vit"
@@ -188,11 +188,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ax.set_ylabel("images/s (median)")
         ax.set_title(f"{args.preset}; GEMM peak {peak:.0f} GFLOP/s")
         ax.legend(fontsize=7)
-        fig.tight_layout()
-        path = plot_path(args.out, NAME, q)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
+        path = save_plot(fig, args.out, NAME, q)
         result["plot"] = str(path)
     write_results(args.out, NAME, result, q)
     return result
