@@ -178,17 +178,12 @@ async def load(address: str, request, clients: int, count: int, max_seconds: flo
 
 def in_process(model_dir: Path, threads: int, batch: int, repeats: int, provider: str = "cpu") -> float:
     """images/s of onnxruntime called directly at ``batch`` (median of ``repeats``)."""
-    import onnxruntime as ort
-
     from attnserve.server.manifest import load_manifest
+    from attnserve.server.runtime import create_session
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    # The server's own session (options, provider, CUDA settings); raises if cuda is not usable.
     graph = load_manifest(model_dir).graphs["model"]
-    providers = ["CUDAExecutionProvider"] if provider == "cuda" else ["CPUExecutionProvider"]
-    session = ort.InferenceSession(str(model_dir / graph.file), options, providers=providers)
-    if session.get_providers()[0] != providers[0]:
-        raise RuntimeError(f"onnxruntime could not start {providers[0]} (has {session.get_providers()})")
+    session = create_session(model_dir / graph.file, provider, threads)
     size = int(load_manifest(model_dir).preprocessing.image_size)
     pixels = np.random.default_rng(0).standard_normal((batch, 3, size, size), dtype=np.float32)
     session.run(None, {"pixels": pixels})
