@@ -11,8 +11,11 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
+# perf_analyzer (tests/server/kserve, attnserve-bench perf) is a binary taken out of the
+# tritonclient 2.50.0 wheel; without it those tests are skipped with the reason.
 $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m attnserve.benchmarks.perf_analyzer install || echo "make: perf_analyzer not installed (its tests will be skipped)"
 	touch $@
 
 # The server itself needs no torch; the export extra (torch CPU) is needed once, to turn the

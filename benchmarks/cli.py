@@ -11,6 +11,8 @@ BENCHMARKS = {
     "kv-cache": "kv_cache",
     "server": "server",
     "server-profile": "server_profile",
+    "http-servers": "http_servers",
+    "perf": "perf",
 }
 
 

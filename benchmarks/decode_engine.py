@@ -76,19 +76,17 @@ def plain_loop(enc, dec, texts, tokenizer, spec, new_tokens: int) -> int:
     mask = np.zeros((B, L), np.int32)
     for i, row in enumerate(ids):
         src[i, : len(row)], mask[i, : len(row)] = row, 1
-    n = spec.num_layers
-    cross = enc.run([f"cross_{k}_{i}" for i in range(n) for k in ("key", "value")], {"src_ids": src, "src_mask": mask})
-    feeds = {"src_mask": mask}
-    feeds.update({f"cross_{k}_{i}": cross[2 * i + j] for i in range(n) for j, k in enumerate(("key", "value"))})
+    n, e, d = spec.num_layers, spec.encoder_io, spec.decoder_io
+    cross = enc.run(list(e.cross), {e.src_ids: src, e.src_mask: mask})  # 2n x (B, H, L, D)
+    feeds = {d.src_mask: mask, **dict(zip(d.cross, cross))}
     past = [np.zeros((B, spec.num_heads, 0, spec.head_dim), np.float32)] * (2 * n)
     tokens = np.full((B, 1), spec.bos_id, np.int64)
-    outputs = ["logits"] + [f"present_{k}_{i}" for i in range(n) for k in ("key", "value")]
     for step in range(new_tokens):
-        feeds.update({f"past_{k}_{i}": past[2 * i + j] for i in range(n) for j, k in enumerate(("key", "value"))})
-        feeds.update(
-            input_ids=tokens, positions=np.full((B, 1), step, np.int64), self_mask=np.ones((B, step + 1), np.int32)
-        )
-        logits, *past = dec.run(outputs, feeds)
+        feeds.update(zip(d.past, past))
+        feeds[d.input_ids] = tokens
+        feeds[d.positions] = np.full((B, 1), step, np.int64)
+        feeds[d.self_mask] = np.ones((B, step + 1), np.int32)
+        logits, *past = dec.run(d.outputs, feeds)
         logits[:, [spec.pad_id, spec.bos_id]] = -np.inf
         tokens = logits.argmax(axis=1)[:, None]
     return B * new_tokens
@@ -128,7 +126,7 @@ async def interleaved(runs: dict[str, object], repeats: int) -> dict[str, tuple[
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from attnserve.server.manifest import load_manifest
+    from attnserve.contract.manifest import load_manifest
     from attnserve.server.translation import DecodeOptions, EngineSettings, TranslationEngine
     from attnserve.server.translation.sessions import load_translation_sessions, model_spec
 

@@ -68,7 +68,7 @@ def optimized_op_counts(path: Path, options) -> collections.Counter[str]:
 def translation_variants(
     model_dir: Path, variants: dict[str, tuple[str, ...]], args: argparse.Namespace
 ) -> tuple[dict[str, Any], dict[str, collections.Counter[str]]]:
-    from attnserve.server.manifest import load_manifest
+    from attnserve.contract.manifest import load_manifest
     from attnserve.server.translation.sessions import session_options
 
     from .translators import EngineRunner
@@ -98,7 +98,7 @@ def vit_variants(
 ) -> tuple[dict[str, Any], dict[str, collections.Counter[str]]]:
     import onnxruntime as ort
 
-    from attnserve.server.manifest import load_manifest
+    from attnserve.contract.manifest import load_manifest
     from attnserve.server.runtime import session_options
 
     manifest = load_manifest(model_dir)
@@ -145,7 +145,7 @@ def interleaved_wall_and_cpu(
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    from attnserve.server.manifest import load_manifest
+    from attnserve.contract.manifest import load_manifest
 
     variants = {"A": optimizer_list(args.a_disable), "B": optimizer_list(args.b_disable)}
     info = machine()

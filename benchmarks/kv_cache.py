@@ -37,26 +37,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def decode(dec, cross: dict[str, np.ndarray], mask: np.ndarray, spec, n: int, cached: bool) -> np.ndarray:
     """Greedy ``n`` tokens with the decoder graph; (B, n) int64."""
-    B, layers = mask.shape[0], spec.num_layers
-    names = [f"{k}_{i}" for i in range(layers) for k in ("key", "value")]
+    B, layers, d = mask.shape[0], spec.num_layers, spec.decoder_io
     empty = np.zeros((B, spec.num_heads, 0, spec.head_dim), np.float32)
     past = [empty] * (2 * layers)
-    feeds = {"src_mask": mask, **cross}
+    feeds = {d.src_mask: mask, **cross}
     prefix = np.full((B, 1), spec.bos_id, np.int64)
-    outputs = ["logits"] + [f"present_{n}" for n in names]
     for step in range(n):
         if cached:
             ids, start = prefix[:, -1:], step
         else:
             ids, start, past = prefix, 0, [empty] * (2 * layers)
         S = ids.shape[1]
-        feeds.update({f"past_{name}": p for name, p in zip(names, past)})
-        feeds.update(
-            input_ids=ids,
-            positions=np.broadcast_to(np.arange(start, start + S, dtype=np.int64), (B, S)),
-            self_mask=np.ones((B, start + S), np.int32),
-        )
-        logits, *past = dec.run(outputs, feeds)
+        feeds.update(zip(d.past, past))
+        feeds[d.input_ids] = ids
+        feeds[d.positions] = np.broadcast_to(np.arange(start, start + S, dtype=np.int64), (B, S))
+        feeds[d.self_mask] = np.ones((B, start + S), np.int32)
+        logits, *past = dec.run(d.outputs, feeds)
         prefix = np.concatenate([prefix, logits.argmax(axis=1)[:, None]], axis=1)
     return prefix[:, 1:]
 
@@ -77,8 +73,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     L = args.source_tokens
     src = np.array(ids, np.int64)
     mask = np.ones((args.batch, L), np.int32)
-    names = [f"cross_{k}_{i}" for i in range(spec.num_layers) for k in ("key", "value")]
-    cross = dict(zip(names, runner.encoder.run(names, {"src_ids": src, "src_mask": mask})))
+    e = spec.encoder_io
+    cross = dict(zip(spec.decoder_io.cross, runner.encoder.run(list(e.cross), {e.src_ids: src, e.src_mask: mask})))
     rows = []
     try:
         for n in args.lengths:

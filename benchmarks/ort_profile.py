@@ -44,23 +44,22 @@ def decoder_runner(model_dir: Path, manifest, batch: int, args: argparse.Namespa
 
     spec = model_spec(manifest)
     n, H, D = spec.num_layers, spec.num_heads, spec.head_dim
-    cross_names = [f"cross_{k}_{i}" for i in range(n) for k in ("key", "value")]
+    e, d = spec.encoder_io, spec.decoder_io
     encoder = ort.InferenceSession(str(model_dir / manifest.graphs["encoder"].file), session_options(args.threads))
     rng = np.random.default_rng(0)
     vocab = int(manifest.config["vocab_size"])
     src = rng.integers(4, vocab, (batch, args.source_tokens)).astype(np.int64)  # (B, L)
     src_mask = np.ones((batch, args.source_tokens), np.int32)  # (B, L)
-    cross = encoder.run(cross_names, {"src_ids": src, "src_mask": src_mask})  # 2n x (B, H, L, D)
-    outputs = ["logits"] + [f"present_{k}_{i}" for i in range(n) for k in ("key", "value")]
+    cross = encoder.run(list(e.cross), {e.src_ids: src, e.src_mask: src_mask})  # 2n x (B, H, L, D)
 
     def run(session) -> None:
         past = [np.zeros((batch, H, 0, D), np.float32)] * (2 * n)  # (B, H, P, D)
         tokens = np.full((batch, 1), spec.bos_id, np.int64)  # (B, 1)
         for step in range(args.steps):
-            feeds = {"input_ids": tokens, "src_mask": src_mask, **dict(zip(cross_names, cross))}
-            feeds.update({f"past_{k}_{i}": past[2 * i + j] for i in range(n) for j, k in enumerate(("key", "value"))})
-            feeds.update(positions=np.full((batch, 1), step, np.int64), self_mask=np.ones((batch, step + 1), np.int32))
-            logits, *past = session.run(outputs, feeds)
+            feeds = {d.input_ids: tokens, d.src_mask: src_mask, **dict(zip(d.cross, cross)), **dict(zip(d.past, past))}
+            feeds[d.positions] = np.full((batch, 1), step, np.int64)
+            feeds[d.self_mask] = np.ones((batch, step + 1), np.int32)
+            logits, *past = session.run(d.outputs, feeds)
             tokens = logits.argmax(axis=1)[:, None]
 
     return model_dir / manifest.graphs["decoder"].file, run
@@ -69,7 +68,7 @@ def decoder_runner(model_dir: Path, manifest, batch: int, args: argparse.Namespa
 def main(argv: list[str] | None = None) -> int:
     import onnxruntime as ort
 
-    from attnserve.server.manifest import load_manifest
+    from attnserve.contract.manifest import load_manifest
 
     args = build_parser().parse_args(argv)
     manifest = load_manifest(args.model_dir)

@@ -72,6 +72,7 @@ def start_server(
     port = free_port()
     code = "import sys; from attnserve.server.cli import main; sys.exit(main())"
     argv = [sys.executable, "-c", code, "--model-repo", str(repo), "--port", str(port), "--metrics-port", "-1"]
+    argv += ["--http-port", "-1"]
     argv += [
         "--provider",
         provider,
@@ -178,7 +179,7 @@ async def load(address: str, request, clients: int, count: int, max_seconds: flo
 
 def in_process(model_dir: Path, threads: int, batch: int, repeats: int, provider: str = "cpu") -> float:
     """images/s of onnxruntime called directly at ``batch`` (median of ``repeats``)."""
-    from attnserve.server.manifest import load_manifest
+    from attnserve.contract.manifest import load_manifest
     from attnserve.server.runtime import create_session
 
     # The server's own session (options, provider, CUDA settings); raises if cuda is not usable.

@@ -108,7 +108,7 @@ def process_cpu_seconds(pid: int) -> float:
 
 def onnxruntime_cpu_ms_per_image(model_dir: Path, threads: int, batch: int, provider: str) -> float:
     """CPU ms per image of onnxruntime called in this process at ``batch``, with the server's session options."""
-    from attnserve.server.manifest import load_manifest
+    from attnserve.contract.manifest import load_manifest
     from attnserve.server.runtime import create_session
 
     manifest = load_manifest(model_dir)

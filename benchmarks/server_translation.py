@@ -170,7 +170,7 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
 def in_process(args: argparse.Namespace, model_dir: Path, arrivals: list[Arrival]) -> dict[str, float]:
     """Median tokens/s of the engine itself, no gRPC, every text submitted at once, per batching mode
     (the two engines take turns, ``args.rounds`` rounds after a warm-up each): the schedulers' own ratio."""
-    from attnserve.server.manifest import load_manifest
+    from attnserve.contract.manifest import load_manifest
     from attnserve.server.translation import DecodeOptions, EngineSettings, TranslationEngine
     from attnserve.server.translation.sessions import load_translation_sessions
 
@@ -212,7 +212,7 @@ def model_repo(args: argparse.Namespace) -> tuple[Path, Path, str, int]:
 
     The model directory is the decode benchmark's export (same path and cache key), reused when present.
     """
-    from attnserve.server.manifest import load_manifest
+    from attnserve.contract.manifest import load_manifest
 
     from .translators import bench_translator, export_translator
 

@@ -123,7 +123,7 @@ class EngineRunner:
     def __init__(
         self, model_dir: Path, threads: int, max_rows: int = 64, disabled_optimizers: tuple[str, ...] | None = None
     ) -> None:
-        from attnserve.server.manifest import load_manifest
+        from attnserve.contract.manifest import load_manifest
         from attnserve.server.translation import EngineSettings, TranslationEngine
         from attnserve.server.translation.sessions import load_translation_sessions
 

@@ -102,8 +102,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import onnxruntime as ort
     import torch
 
+    from attnserve.contract.manifest import load_manifest
     from attnserve.models import create_model
-    from attnserve.server.manifest import load_manifest
 
     q = args.quick
     args.batches = args.batches or ([1, 2] if q else [1, 8, 32])

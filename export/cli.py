@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from attnserve.server.manifest import ManifestError
+from attnserve.contract.manifest import ManifestError
 
 from .errors import ExportError
 from .options import ExportOptions

@@ -14,7 +14,7 @@ from typing import Any
 
 import onnx
 
-from attnserve.server.manifest import load_manifest
+from attnserve.contract.manifest import load_manifest
 
 from .onnx_nodes import count_attention_nodes, count_ops, describe_value
 from .verify import REPORT_FILE

@@ -1,11 +1,11 @@
 """Held-out metrics of the bundled models measured through their exported ONNX graphs.
 
 - ``translator-en-de``: a batched onnxruntime greedy decode over ``encoder.onnx`` /
-  ``decoder.onnx`` (the contract of ``export/graphs.py``: present K/V fed back as past,
+  ``decoder.onnx`` (the contract of :mod:`attnserve.contract.graph_io`: present K/V fed back as past,
   per-row positions, int32 masks, pad and bos never generated, argmax, stop at eos),
   then exact match, chrF and BLEU (sacrebleu) on the held-out pairs.
-- ``digits-vit``: the held-out digits encoded as PNG files, preprocessed by the server's
-  own :func:`attnserve.server.preprocess.preprocess_image`, classified by ``model.onnx``;
+- ``digits-vit``: the held-out digits encoded as PNG files, preprocessed as the server does
+  (:func:`attnserve.contract.images.preprocess_image`), classified by ``model.onnx``;
   accuracy and images/s, for keep-rate 1 and for a pruned export (keep-rate < 1).
 
 ``python -m attnserve.export.evaluate [translator-en-de|digits-vit ...] [--repo model-repo]``
@@ -27,9 +27,9 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
+from attnserve.contract.images import preprocess_image
+from attnserve.contract.manifest import Manifest, load_manifest
 from attnserve.export.ort_decode import OrtGreedy
-from attnserve.server.manifest import Manifest, load_manifest
-from attnserve.server.preprocess import preprocess_image
 
 
 def session(path: Path, threads: int = 1) -> ort.InferenceSession:
@@ -47,20 +47,9 @@ class OnnxTranslator:
         tok_spec = self.manifest.tokenizer
         self.tokenizer = Tokenizer.from_file(str(Path(model_dir) / tok_spec.file))
         self.pad_id, self.bos_id, self.eos_id = tok_spec.pad_id, tok_spec.bos_id, tok_spec.eos_id
-        cfg = self.manifest.config
-        self.layers, self.heads = cfg["decoder_layers"], cfg["num_heads"]
-        self.head_dim = cfg["d_model"] // cfg["num_heads"]
         self.encoder = session(Path(model_dir) / self.manifest.graphs["encoder"].file, threads)
         self.decoder = session(Path(model_dir) / self.manifest.graphs["decoder"].file, threads)
-        self.greedy = OrtGreedy(
-            self.encoder,
-            self.decoder,
-            pad_id=self.pad_id,
-            bos_id=self.bos_id,
-            eos_id=self.eos_id,
-            num_heads=self.heads,
-            head_dim=self.head_dim,
-        )
+        self.greedy = OrtGreedy(self.encoder, self.decoder, self.manifest)
         self.max_source_len = self.manifest.limits["max_source_len"]
         self.max_target_len = self.manifest.limits["max_target_len"]
 
@@ -131,12 +120,13 @@ def evaluate_digits(model_dir: Path, limit: int | None = None, threads: int = 1,
         [preprocess_image(png_bytes(to_paper(im)), manifest.preprocessing) for im in x_te]
     )  # (N, 1, S, S)
     sess = session(Path(model_dir) / manifest.graphs["model"].file, threads)
-    logits = np.concatenate([sess.run(None, {"pixels": pixels[i : i + 64]})[0] for i in range(0, len(pixels), 64)])
+    name = manifest.classifier_io().pixels
+    logits = np.concatenate([sess.run(None, {name: pixels[i : i + 64]})[0] for i in range(0, len(pixels), 64)])
     best = float("inf")
     for _ in range(repeats):  # images/s of the graph alone, batches of 64, best of `repeats`
         start = time.perf_counter()
         for i in range(0, len(pixels), 64):
-            sess.run(None, {"pixels": pixels[i : i + 64]})
+            sess.run(None, {name: pixels[i : i + 64]})
         best = min(best, time.perf_counter() - start)
     labels = [manifest.labels[i] for i in logits.argmax(-1)]
     accuracy = float(np.mean([lab == str(y) for lab, y in zip(labels, y_te)]))

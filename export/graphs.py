@@ -1,21 +1,5 @@
-"""The exported graphs: thin ``nn.Module`` wrappers that fix the ONNX inputs and outputs.
-
-These names and shapes are the model-directory contract the server relies on
-(``model.json`` repeats them); change them only together with ``server/manifest.py``.
-
-translation ``encoder.onnx``
-    in:  src_ids (B, L) int64, src_mask (B, L) int32 (1 = token)
-    out: memory (B, L, C) float32; cross_key_{i}, cross_value_{i} (B, H, L, D) per decoder layer
-
-translation ``decoder.onnx`` (one graph for every step; P = 0 on the first)
-    in:  input_ids (B, S) int64, positions (B, S) int64, self_mask (B, P + S) int32,
-         src_mask (B, L) int32, past_key_{i}, past_value_{i} (B, H, P, D),
-         cross_key_{i}, cross_value_{i} (B, H, L, D)
-    out: logits (B, V) float32 of the last position; present_key_{i}, present_value_{i} (B, H, P + S, D)
-
-vit ``model.onnx``
-    in:  pixels (B, C_in, H, W) float32, normalised
-    out: logits (B, num_classes) float32
+"""The exported graphs: thin ``nn.Module`` wrappers whose ONNX inputs and outputs are the
+contract's (:mod:`attnserve.contract.graph_io` names them and gives their shapes).
 """
 
 from __future__ import annotations
@@ -26,24 +10,10 @@ import onnx
 import torch
 from torch import nn
 
+from attnserve.contract.graph_io import ClassifierIO, DecoderIO, EncoderIO
 from attnserve.models import TranslationTransformer, VisionTransformer, attention_backend
 
 from .onnx_nodes import DEFAULT_OPSET, count_attention_nodes  # noqa: F401 - re-exported
-
-
-def encoder_io(num_layers: int) -> tuple[list[str], list[str]]:
-    outputs = ["memory"]
-    for i in range(num_layers):
-        outputs += [f"cross_key_{i}", f"cross_value_{i}"]
-    return ["src_ids", "src_mask"], outputs
-
-
-def decoder_io(num_layers: int) -> tuple[list[str], list[str]]:
-    inputs = ["input_ids", "positions", "self_mask", "src_mask"]
-    inputs += [f"past_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
-    inputs += [f"cross_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
-    outputs = ["logits"] + [f"present_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
-    return inputs, outputs
 
 
 class EncoderGraph(nn.Module):
@@ -170,24 +140,25 @@ def strip_node_metadata(graph: onnx.GraphProto) -> None:
 def export_encoder(model: TranslationTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):
     enc_args, _ = example_translation_inputs(model)
     B, L = torch.export.Dim("batch"), torch.export.Dim("src_len")
-    inputs, outputs = encoder_io(model.cfg.decoder_layers)
+    io = EncoderIO.standard(model.cfg.decoder_layers)
     return export_onnx(
-        EncoderGraph(model), enc_args, inputs, outputs, ({0: B, 1: L}, {0: B, 1: L}), path, attention, opset
+        EncoderGraph(model), enc_args, io.inputs, io.outputs, ({0: B, 1: L}, {0: B, 1: L}), path, attention, opset
     )
 
 
 def export_decoder(model: TranslationTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):
     _, dec_args = example_translation_inputs(model)
     n = model.cfg.decoder_layers
-    inputs, outputs = decoder_io(n)
+    io = DecoderIO.standard(n)
     return export_onnx(
-        DecoderGraph(model), dec_args, inputs, outputs, _dynamic_shapes_for_decoder(n), path, attention, opset
+        DecoderGraph(model), dec_args, io.inputs, io.outputs, _dynamic_shapes_for_decoder(n), path, attention, opset
     )
 
 
 def export_vit(model: VisionTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):
     cfg = model.cfg
     pixels = torch.randn(2, cfg.in_channels, cfg.image_size, cfg.image_size, generator=torch.Generator().manual_seed(0))
+    io = ClassifierIO.standard()
     return export_onnx(
-        model, (pixels,), ["pixels"], ["logits"], ({0: torch.export.Dim("batch")},), path, attention, opset
+        model, (pixels,), io.inputs, io.outputs, ({0: torch.export.Dim("batch")},), path, attention, opset
     )

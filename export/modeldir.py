@@ -1,7 +1,10 @@
-"""Write model directories (the contract of ``server/manifest.py``) from PyTorch models.
+"""Write model directories (the contract of :mod:`attnserve.contract`) from PyTorch models.
 
-A directory is built in a temporary sibling and renamed into place at the end, so an
-interrupted or failed export never leaves a half-written model directory behind.
+A directory is built in a temporary sibling (:func:`staged_directory`) and renamed into
+place at the end, so an interrupted or failed export never leaves a half-written model
+directory behind. The steps are plain functions called in order: check the inputs, write
+the graphs into the staged directory, (the pipeline: reference outputs, precision,
+verification, report), :func:`seal` (file hashes, model.json), commit.
 """
 
 from __future__ import annotations
@@ -13,13 +16,16 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
-from attnserve.models import TranslationTransformer, VisionTransformer
-from attnserve.server.manifest import (
+from attnserve.contract.graph_io import ClassifierIO, expected_io
+from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
+from attnserve.contract.manifest import (
+    MANIFEST_NAME,
     GraphSpec,
     Manifest,
     Preprocessing,
@@ -27,9 +33,10 @@ from attnserve.server.manifest import (
     file_entries,
     write_manifest,
 )
+from attnserve.models import TranslationTransformer, VisionTransformer
 
 from .errors import ExportError
-from .graphs import DEFAULT_OPSET, decoder_io, encoder_io, export_decoder, export_encoder, export_vit
+from .graphs import DEFAULT_OPSET, export_decoder, export_encoder, export_vit
 
 try:
     from importlib.metadata import version as _pkg_version
@@ -108,26 +115,19 @@ def _noop(stage: str) -> None:
     pass
 
 
-def write_translation_dir(
+@dataclass(frozen=True)
+class TranslationLimits:
+    max_source_len: int
+    max_target_len: int
+
+
+def check_translation(
     model: TranslationTransformer,
-    out: Path,
     tokenizer: Tokenizer | Path | str,
-    *,
-    name: str,
-    attention: str = "fused",
-    opset: int = DEFAULT_OPSET,
     max_source_len: int | None = None,
     max_target_len: int | None = None,
-    extra: dict[str, Any] | None = None,
-    force: bool = False,
-    stage: Stage = _noop,
-    postprocess: Callable[[Path, Manifest], Manifest] | None = None,
-) -> Manifest:
-    """Export ``model`` to ``out``: encoder.onnx, decoder.onnx, tokenizer.json, model.json.
-
-    ``postprocess(tmp_dir, manifest)`` may rewrite graphs (quantization) and return the
-    updated manifest before file hashes are taken and the directory is moved into place.
-    """
+) -> tuple[Tokenizer, TranslationLimits]:
+    """The tokenizer, loaded, and the limits (None = the model's max_positions); raises ExportError."""
     cfg = model.cfg
     tok = _load_tokenizer(tokenizer)
     if tok.get_vocab_size(with_added_tokens=True) > cfg.vocab_size:
@@ -135,60 +135,58 @@ def write_translation_dir(
             f"tokenizer has {tok.get_vocab_size(with_added_tokens=True)} tokens but the model's vocabulary is "
             f"{cfg.vocab_size}"
         )
-    max_source_len = max_source_len or cfg.max_positions
-    max_target_len = max_target_len or cfg.max_positions
-    for flag, value in (("max-source-len", max_source_len), ("max-target-len", max_target_len)):
+    limits = TranslationLimits(max_source_len or cfg.max_positions, max_target_len or cfg.max_positions)
+    for flag, value in (("max-source-len", limits.max_source_len), ("max-target-len", limits.max_target_len)):
         if not 1 <= value <= cfg.max_positions:
             raise ExportError(f"--{flag} {value} outside 1..{cfg.max_positions} (the model's max_positions)")
-    model = model.eval()
-    with staged_directory(out, force) as tmp:
-        stage("export encoder")
-        export_encoder(model, tmp / "encoder.onnx", attention, opset)
-        stage("export decoder")
-        export_decoder(model, tmp / "decoder.onnx", attention, opset)
-        tok.save(str(tmp / "tokenizer.json"))
-        enc_in, enc_out = encoder_io(cfg.decoder_layers)
-        dec_in, dec_out = decoder_io(cfg.decoder_layers)
-        manifest = Manifest(
-            name=name,
-            kind="translation",
-            attention=attention,
-            precision="fp32",
-            opset=opset,
-            config=dataclasses.asdict(cfg),
-            graphs={
-                "encoder": GraphSpec("encoder.onnx", enc_in, enc_out),
-                "decoder": GraphSpec("decoder.onnx", dec_in, dec_out),
-            },
-            tokenizer=TokenizerSpec("tokenizer.json", cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id),
-            limits={"max_source_len": max_source_len, "max_target_len": max_target_len},
-            extra=extra or {},
-            attnserve_version=ATTNSERVE_VERSION,
-        )
-        if postprocess is not None:
-            manifest = postprocess(tmp, manifest)
-        manifest = _finish(tmp, manifest, stage)
-    return manifest
+    return tok, limits
 
 
-def write_vit_dir(
-    model: VisionTransformer,
-    out: Path,
+def write_translation_graphs(
+    model: TranslationTransformer,
+    directory: Path,
+    tokenizer: Tokenizer,
+    limits: TranslationLimits,
     *,
     name: str,
-    labels: list[str] | None = None,
-    preprocessing: dict[str, Any] | None = None,
     attention: str = "fused",
     opset: int = DEFAULT_OPSET,
     extra: dict[str, Any] | None = None,
-    force: bool = False,
     stage: Stage = _noop,
-    postprocess: Callable[[Path, Manifest], Manifest] | None = None,
 ) -> Manifest:
-    """Export ``model`` to ``out``: model.onnx, labels.json, model.json.
+    """encoder.onnx, decoder.onnx and tokenizer.json into ``directory``; returns their fp32
+    manifest, without file hashes (:func:`seal` adds them and writes model.json)."""
+    cfg = model.cfg
+    model = model.eval()
+    stage("export encoder")
+    export_encoder(model, directory / "encoder.onnx", attention, opset)
+    stage("export decoder")
+    export_decoder(model, directory / "decoder.onnx", attention, opset)
+    tokenizer.save(str(directory / "tokenizer.json"))
+    io = expected_io(TRANSLATION, dataclasses.asdict(cfg))
+    return Manifest(
+        name=name,
+        kind=TRANSLATION,
+        attention=attention,
+        precision="fp32",
+        opset=opset,
+        config=dataclasses.asdict(cfg),
+        graphs={
+            "encoder": GraphSpec("encoder.onnx", io["encoder"].inputs, io["encoder"].outputs),
+            "decoder": GraphSpec("decoder.onnx", io["decoder"].inputs, io["decoder"].outputs),
+        },
+        tokenizer=TokenizerSpec("tokenizer.json", cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id),
+        limits=dataclasses.asdict(limits),
+        extra=extra or {},
+        attnserve_version=ATTNSERVE_VERSION,
+    )
 
-    ``preprocessing`` defaults to the model's size and channels with mean = std = 0.5.
-    """
+
+def check_vit(
+    model: VisionTransformer, labels: list[str] | None = None, preprocessing: dict[str, Any] | None = None
+) -> tuple[list[str], Preprocessing]:
+    """Labels (default "0".."K-1") and preprocessing (default: the model's size and channels,
+    mean = std = 0.5), checked against the model; raises ExportError."""
     cfg = model.cfg
     labels = labels or [str(i) for i in range(cfg.num_classes)]
     if len(labels) != cfg.num_classes:
@@ -207,33 +205,93 @@ def write_vit_dir(
             f"preprocessing says {prep['image_size']}px x {prep['channels']} channels, "
             f"the model takes {cfg.image_size}px x {cfg.in_channels}"
         )
-    model = model.eval()
-    with staged_directory(out, force) as tmp:
-        stage("export model")
-        export_vit(model, tmp / "model.onnx", attention, opset)
-        (tmp / "labels.json").write_text(json.dumps(labels, indent=1) + "\n")
-        manifest = Manifest(
-            name=name,
-            kind="image-classification",
-            attention=attention,
-            precision="fp32",
-            opset=opset,
-            config=dataclasses.asdict(cfg),
-            graphs={"model": GraphSpec("model.onnx", ["pixels"], ["logits"])},
-            labels=list(labels),
-            preprocessing=Preprocessing(**prep),
-            extra=extra or {},
-            attnserve_version=ATTNSERVE_VERSION,
-        )
-        if postprocess is not None:
-            manifest = postprocess(tmp, manifest)
-        manifest = _finish(tmp, manifest, stage)
+    return list(labels), Preprocessing(**prep)
+
+
+def write_vit_graph(
+    model: VisionTransformer,
+    directory: Path,
+    labels: list[str],
+    preprocessing: Preprocessing,
+    *,
+    name: str,
+    attention: str = "fused",
+    opset: int = DEFAULT_OPSET,
+    extra: dict[str, Any] | None = None,
+    stage: Stage = _noop,
+) -> Manifest:
+    """model.onnx and labels.json into ``directory``; returns their fp32 manifest, without file hashes."""
+    stage("export model")
+    export_vit(model.eval(), directory / "model.onnx", attention, opset)
+    (directory / "labels.json").write_text(json.dumps(labels, indent=1) + "\n")
+    io = ClassifierIO.standard()
+    return Manifest(
+        name=name,
+        kind=IMAGE_CLASSIFICATION,
+        attention=attention,
+        precision="fp32",
+        opset=opset,
+        config=dataclasses.asdict(model.cfg),
+        graphs={"model": GraphSpec("model.onnx", io.inputs, io.outputs)},
+        labels=labels,
+        preprocessing=preprocessing,
+        extra=extra or {},
+        attnserve_version=ATTNSERVE_VERSION,
+    )
+
+
+def seal(directory: Path, manifest: Manifest, stage: Stage = _noop) -> Manifest:
+    """The sha256 and size of every file in ``directory`` into the manifest, written as model.json."""
+    stage("write model.json")
+    names = [p.name for p in directory.iterdir() if p.is_file() and p.name != MANIFEST_NAME]
+    manifest = dataclasses.replace(manifest, files=file_entries(directory, names))
+    write_manifest(directory, manifest)
     return manifest
 
 
-def _finish(tmp: Path, manifest: Manifest, stage: Stage) -> Manifest:
-    stage("write model.json")
-    names = [p.name for p in tmp.iterdir() if p.is_file() and p.name != "model.json"]
-    manifest = dataclasses.replace(manifest, files=file_entries(tmp, names))
-    write_manifest(tmp, manifest)
+def write_translation_dir(
+    model: TranslationTransformer,
+    out: Path,
+    tokenizer: Tokenizer | Path | str,
+    *,
+    name: str,
+    attention: str = "fused",
+    opset: int = DEFAULT_OPSET,
+    max_source_len: int | None = None,
+    max_target_len: int | None = None,
+    extra: dict[str, Any] | None = None,
+    force: bool = False,
+    stage: Stage = _noop,
+) -> Manifest:
+    """Export ``model`` to ``out``: encoder.onnx, decoder.onnx, tokenizer.json, model.json (fp32,
+    no reference outputs or verification: :func:`attnserve.export.pipeline.export_translation` adds those)."""
+    tok, limits = check_translation(model, tokenizer, max_source_len, max_target_len)
+    with staged_directory(out, force) as tmp:
+        manifest = write_translation_graphs(
+            model, tmp, tok, limits, name=name, attention=attention, opset=opset, extra=extra, stage=stage
+        )
+        manifest = seal(tmp, manifest, stage)
+    return manifest
+
+
+def write_vit_dir(
+    model: VisionTransformer,
+    out: Path,
+    *,
+    name: str,
+    labels: list[str] | None = None,
+    preprocessing: dict[str, Any] | None = None,
+    attention: str = "fused",
+    opset: int = DEFAULT_OPSET,
+    extra: dict[str, Any] | None = None,
+    force: bool = False,
+    stage: Stage = _noop,
+) -> Manifest:
+    """Export ``model`` to ``out``: model.onnx, labels.json, model.json (see :func:`check_vit` for the defaults)."""
+    labels, prep = check_vit(model, labels, preprocessing)
+    with staged_directory(out, force) as tmp:
+        manifest = write_vit_graph(
+            model, tmp, labels, prep, name=name, attention=attention, opset=opset, extra=extra, stage=stage
+        )
+        manifest = seal(tmp, manifest, stage)
     return manifest

@@ -7,10 +7,11 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnserve.contract.kinds import PRECISIONS
+
 from .errors import ExportError
 from .onnx_nodes import ATTENTION_OPS, DEFAULT_OPSET
 
-PRECISIONS = ("fp32", "fp16", "int8")
 MIN_OPSET = 18  # the dynamo exporter's lowest
 
 

@@ -1,6 +1,6 @@
 """Greedy decoding over ``encoder.onnx`` / ``decoder.onnx`` with onnxruntime (no torch).
 
-Follows the I/O contract of :mod:`attnserve.export.graphs` and the rules of
+Follows the I/O contract of :mod:`attnserve.contract.graph_io` and the rules of
 :mod:`attnserve.models.decoding`: the start token opens every row, pad and start are
 never generated, argmax (ties to the lowest id), a row ends at its end token, the
 cache grows by one position per step (P = 0 on the first). ``verify`` uses it to check
@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
+
+from attnserve.contract.manifest import Manifest
 
 ORT_TYPES = {
     "tensor(float)": np.float32,
@@ -31,53 +33,40 @@ def feed_for(session: ort.InferenceSession, arrays: dict[str, np.ndarray]) -> di
 
 
 class OrtGreedy:
-    """Greedy decoding of a batch: ``encoder``/``decoder`` sessions and the ids of ``model.json``.
+    """Greedy decoding of a batch over the ``encoder``/``decoder`` sessions of a translation
+    model directory, with the names, token ids and shapes of its ``manifest``."""
 
-    ``num_heads`` and ``head_dim`` shape the empty first cache (B, H, 0, D).
-    """
-
-    def __init__(
-        self,
-        encoder: ort.InferenceSession,
-        decoder: ort.InferenceSession,
-        *,
-        pad_id: int,
-        bos_id: int,
-        eos_id: int,
-        num_heads: int,
-        head_dim: int,
-    ) -> None:
+    def __init__(self, encoder: ort.InferenceSession, decoder: ort.InferenceSession, manifest: Manifest) -> None:
         self.encoder, self.decoder = encoder, decoder
-        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
-        self.num_heads, self.head_dim = num_heads, head_dim
-        inputs = [i.name for i in decoder.get_inputs()]
-        self.past_names = [n for n in inputs if n.startswith("past_")]
-        self.cross_names = [n for n in inputs if n.startswith("cross_")]
-        self.output_names = [o.name for o in decoder.get_outputs()]
+        tok, cfg = manifest.tokenizer, manifest.config
+        self.pad_id, self.bos_id, self.eos_id = tok.pad_id, tok.bos_id, tok.eos_id
+        self.num_heads, self.head_dim = int(cfg["num_heads"]), int(cfg["d_model"]) // int(cfg["num_heads"])
+        self.enc, self.dec = manifest.encoder_io(), manifest.decoder_io()
 
     def _steps(self, src_ids: np.ndarray, steps: int, forced: np.ndarray | None):
         """Yield (step, choice (B,) int64); feeds ``forced[:, step]`` instead of the choice when given."""
         B = src_ids.shape[0]
         src_mask = (src_ids != self.pad_id).astype(np.int32)  # (B, L)
-        enc = self.encoder.run(None, feed_for(self.encoder, {"src_ids": src_ids, "src_mask": src_mask}))
-        enc = dict(zip([o.name for o in self.encoder.get_outputs()], enc))
-        cache = {n: np.zeros((B, self.num_heads, 0, self.head_dim), np.float32) for n in self.past_names}
+        enc, dec = self.enc, self.dec
+        feeds = feed_for(self.encoder, {enc.src_ids: src_ids, enc.src_mask: src_mask})
+        cross = dict(zip(dec.cross, self.encoder.run(list(enc.cross), feeds)))  # (B, H, L, D) each
+        cache = {n: np.zeros((B, self.num_heads, 0, self.head_dim), np.float32) for n in dec.past}
         tokens = np.full((B, 1), self.bos_id, dtype=np.int64)  # (B, 1)
         for step in range(steps):
             arrays = {
-                "input_ids": tokens,
-                "positions": np.full((B, 1), step, dtype=np.int64),  # (B, 1)
-                "self_mask": np.ones((B, step + 1), dtype=np.int32),  # (B, P + 1)
-                "src_mask": src_mask,
+                dec.input_ids: tokens,
+                dec.positions: np.full((B, 1), step, dtype=np.int64),  # (B, 1)
+                dec.self_mask: np.ones((B, step + 1), dtype=np.int32),  # (B, P + 1)
+                dec.src_mask: src_mask,
                 **cache,
-                **{n: enc[n] for n in self.cross_names},
+                **cross,
             }
-            out = dict(zip(self.output_names, self.decoder.run(None, feed_for(self.decoder, arrays))))
-            logits = out["logits"].astype(np.float32)  # (B, V)
+            out = dict(zip(dec.outputs, self.decoder.run(dec.outputs, feed_for(self.decoder, arrays))))
+            logits = out[dec.logits].astype(np.float32)  # (B, V)
             logits[:, [self.pad_id, self.bos_id]] = -np.inf  # never generated (models/decoding.py)
             choice = logits.argmax(axis=-1)  # (B,): first maximum = lowest id on ties
             yield step, choice
-            cache = {n: out["present_" + n.removeprefix("past_")] for n in self.past_names}
+            cache = {past: out[present] for past, present in zip(dec.past, dec.present)}
             following = choice if forced is None else np.where(forced[:, step] >= 0, forced[:, step], self.eos_id)
             tokens = following.astype(np.int64)[:, None]  # (B, 1)
 

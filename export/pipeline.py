@@ -1,25 +1,33 @@
-"""The export pipeline behind ``attnserve-export translation|vit``.
+"""The export pipeline behind ``attnserve-export translation|vit``, one plain call after another:
 
-PyTorch model -> ONNX graphs (:mod:`.modeldir`) -> reference outputs (:mod:`.reference`)
--> optional int8/fp16 (:mod:`.precision`) -> verification (:mod:`.verify`) -> report,
-all inside the staged temporary directory: a failed verification raises
+check the inputs -> stage a temporary directory -> ONNX graphs (:mod:`.modeldir`) ->
+reference outputs (:mod:`.reference`) -> optional int8/fp16 (:mod:`.precision`) ->
+verification (:mod:`.verify`) -> report -> seal (hashes, model.json) -> commit (rename
+into place). A failed verification raises
 :class:`~attnserve.export.verify.VerificationFailed` and leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tokenizers import Tokenizer
 
+from attnserve.contract.manifest import Manifest
 from attnserve.models import TranslationTransformer, VisionTransformer
-from attnserve.server.manifest import Manifest
 
-from .modeldir import ATTNSERVE_VERSION, write_translation_dir, write_vit_dir
+from .modeldir import (
+    ATTNSERVE_VERSION,
+    check_translation,
+    check_vit,
+    seal,
+    staged_directory,
+    write_translation_graphs,
+    write_vit_graph,
+)
 from .options import ExportOptions
 from .precision import convert_graph
 from .progress import Progress
@@ -52,25 +60,17 @@ def export_translation(
     progress: Progress | None = None,
 ) -> ExportResult:
     progress = progress or Progress(planned_stages("translation", options), enabled=False)
-    result: dict[str, Any] = {}
+    tok, limits = check_translation(model, tokenizer, max_source_len, max_target_len)
     steps = min(max_target_len or model.cfg.max_positions, model.cfg.max_positions)
-    manifest = write_translation_dir(
-        model,
-        options.out,
-        tokenizer,
-        name=options.model_name,
-        attention=options.attention,
-        opset=options.opset,
-        max_source_len=max_source_len,
-        max_target_len=max_target_len,
-        extra=extra,
-        force=options.force,
-        stage=progress,
-        postprocess=_postprocess(
-            lambda: translation_reference(model, seed=options.seed, max_target_len=steps), options, progress, result
-        ),
-    )
-    return ExportResult(manifest, result["report"], result.get("verification"), Path(options.out))
+    with staged_directory(options.out, options.force) as tmp:
+        manifest = write_translation_graphs(
+            model, tmp, tok, limits, name=options.model_name, attention=options.attention, opset=options.opset,
+            extra=extra, stage=progress,
+        )  # fmt: skip
+        progress("reference outputs (PyTorch)")
+        save_reference(tmp, translation_reference(model, seed=options.seed, max_target_len=steps))
+        result = finish(tmp, manifest, options, progress)
+    return result
 
 
 def export_vit(
@@ -83,57 +83,52 @@ def export_vit(
     progress: Progress | None = None,
 ) -> ExportResult:
     progress = progress or Progress(planned_stages("vit", options), enabled=False)
-    result: dict[str, Any] = {}
-    manifest = write_vit_dir(
-        model,
-        options.out,
-        name=options.model_name,
-        labels=labels,
-        preprocessing=preprocessing,
-        attention=options.attention,
-        opset=options.opset,
-        extra=extra,
-        force=options.force,
-        stage=progress,
-        postprocess=_postprocess(lambda: vit_reference(model, seed=options.seed), options, progress, result),
-    )
-    return ExportResult(manifest, result["report"], result.get("verification"), Path(options.out))
-
-
-def _postprocess(
-    reference: Callable[[], dict], options: ExportOptions, progress: Progress, result: dict[str, Any]
-) -> Callable[[Path, Manifest], Manifest]:
-    """The ``postprocess`` hook of the model-directory writers: runs in the staged directory."""
-
-    def postprocess(tmp: Path, manifest: Manifest) -> Manifest:
+    labels, prep = check_vit(model, labels, preprocessing)
+    with staged_directory(options.out, options.force) as tmp:
+        manifest = write_vit_graph(
+            model, tmp, labels, prep, name=options.model_name, attention=options.attention, opset=options.opset,
+            extra=extra, stage=progress,
+        )  # fmt: skip
         progress("reference outputs (PyTorch)")
-        save_reference(tmp, reference())
-        sizes = {spec.file: {"fp32_bytes": (tmp / spec.file).stat().st_size} for spec in manifest.graphs.values()}
-        if options.precision != "fp32":
-            progress(f"convert graphs to {options.precision}")
-            for spec in manifest.graphs.values():
-                sizes[spec.file]["bytes"] = convert_graph(tmp / spec.file, options.precision)["bytes_after"]
-        for entry in sizes.values():
-            entry.setdefault("bytes", entry["fp32_bytes"])
-            entry["ratio"] = round(entry["fp32_bytes"] / entry["bytes"], 3)
-        manifest = dataclasses.replace(
-            manifest,
-            precision=options.precision,
-            extra={**manifest.extra, "verification": VERIFICATION_FILE, "report": REPORT_FILE},
-        )
-        verification = None
-        if options.verify:
-            verification = verify_model_dir(
-                tmp, manifest, device=options.device, threads=options.threads, stage=progress
-            )
-        report = build_report(tmp, manifest, options, sizes, verification, progress)
-        write_report(tmp, report)
-        result["report"], result["verification"] = report, verification
-        if verification is not None and not verification.passed:
-            raise VerificationFailed(verification, report)
-        return manifest
+        save_reference(tmp, vit_reference(model, seed=options.seed))
+        result = finish(tmp, manifest, options, progress)
+    return result
 
-    return postprocess
+
+def finish(tmp: Path, manifest: Manifest, options: ExportOptions, progress: Progress) -> ExportResult:
+    """The steps after the graphs and reference outputs are in the staged directory ``tmp``:
+    convert the precision, verify, write the report, seal (hashes + model.json).
+
+    Raises VerificationFailed (the caller's staged directory is then discarded).
+    """
+    sizes = convert_precision(tmp, manifest, options.precision, progress)
+    manifest = dataclasses.replace(
+        manifest,
+        precision=options.precision,
+        extra={**manifest.extra, "verification": VERIFICATION_FILE, "report": REPORT_FILE},
+    )
+    verification = None
+    if options.verify:
+        verification = verify_model_dir(tmp, manifest, device=options.device, threads=options.threads, stage=progress)
+    report = build_report(tmp, manifest, options, sizes, verification, progress)
+    write_report(tmp, report)
+    if verification is not None and not verification.passed:
+        raise VerificationFailed(verification, report)
+    manifest = seal(tmp, manifest, progress)
+    return ExportResult(manifest, report, verification, Path(options.out))
+
+
+def convert_precision(tmp: Path, manifest: Manifest, precision: str, progress: Progress) -> dict[str, dict[str, float]]:
+    """Convert every graph of ``tmp`` to ``precision`` (fp32: nothing to do); returns sizes per graph file."""
+    sizes = {spec.file: {"fp32_bytes": (tmp / spec.file).stat().st_size} for spec in manifest.graphs.values()}
+    if precision != "fp32":
+        progress(f"convert graphs to {precision}")
+        for spec in manifest.graphs.values():
+            sizes[spec.file]["bytes"] = convert_graph(tmp / spec.file, precision)["bytes_after"]
+    for entry in sizes.values():
+        entry.setdefault("bytes", entry["fp32_bytes"])
+        entry["ratio"] = round(entry["fp32_bytes"] / entry["bytes"], 3)
+    return sizes
 
 
 def build_report(

@@ -33,8 +33,9 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from attnserve.contract.kinds import PRECISIONS
+
 from .onnx_nodes import count_attention_nodes
-from .options import PRECISIONS
 
 log = logging.getLogger(__name__)
 

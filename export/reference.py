@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from attnserve.contract.graph_io import ClassifierIO, DecoderIO, EncoderIO
 from attnserve.models import TranslationTransformer, VisionTransformer, greedy_decode
 
-from .graphs import DecoderGraph, EncoderGraph, decoder_io, encoder_io, example_translation_inputs
+from .graphs import DecoderGraph, EncoderGraph, example_translation_inputs
 from .verify import VERIFICATION_FILE
 
 VIT_IMAGES = 8  # enough for a top-1 agreement, small enough to ship (8 x 3 x 224 x 224 float32 = 4.8 MB)
@@ -50,13 +51,13 @@ def translation_reference(
     length = min(GREEDY_SRC_LEN, model.cfg.max_positions)
     src = _source_batch(model, GREEDY_ROWS, length, seed)  # (B, L)
     src_mask = (src != model.cfg.pad_id).to(torch.int32)  # (B, L)
-    enc_in, enc_out = encoder_io(n)
-    data = _named("encoder.in", enc_in, (src, src_mask))
-    data |= _named("encoder.out", enc_out, EncoderGraph(model)(src, src_mask))
+    enc = EncoderIO.standard(n)
+    data = _named("encoder.in", enc.inputs, (src, src_mask))
+    data |= _named("encoder.out", enc.outputs, EncoderGraph(model)(src, src_mask))
     _, dec_args = example_translation_inputs(model, batch=2, src_len=min(7, model.cfg.max_positions), seed=seed)
-    dec_in, dec_out = decoder_io(n)
-    data |= _named("decoder.in", dec_in, dec_args)
-    data |= _named("decoder.out", dec_out, DecoderGraph(model)(*dec_args))
+    dec = DecoderIO.standard(n)
+    data |= _named("decoder.in", dec.inputs, dec_args)
+    data |= _named("decoder.out", dec.outputs, DecoderGraph(model)(*dec_args))
     steps = min(GREEDY_STEPS, max_target_len)
     hyps = greedy_decode(model, src, max_new_tokens=steps)
     tokens = np.full((len(hyps), steps), -1, dtype=np.int64)  # (B, T)
@@ -73,7 +74,8 @@ def vit_reference(model: VisionTransformer, *, seed: int = 0) -> dict[str, np.nd
     cfg = model.cfg
     g = torch.Generator().manual_seed(seed)
     pixels = torch.randn(VIT_IMAGES, cfg.in_channels, cfg.image_size, cfg.image_size, generator=g)  # (B, C, H, W)
-    return {"model.in.pixels": pixels.numpy(), "model.out.logits": model(pixels).numpy()}
+    io = ClassifierIO.standard()
+    return {f"model.in.{io.pixels}": pixels.numpy(), f"model.out.{io.logits}": model(pixels).numpy()}
 
 
 def save_reference(directory: Path, data: dict[str, np.ndarray]) -> Path:

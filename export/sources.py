@@ -19,9 +19,9 @@ import torch
 from tokenizers import Tokenizer
 from torch import nn
 
+from attnserve.contract.manifest import sha256_file
 from attnserve.models import PRESETS, TranslationConfig, ViTConfig, create_model, load_checkpoint
 from attnserve.models.checkpoint import read_checkpoint_metadata
-from attnserve.server.manifest import sha256_file
 
 from .modeldir import ExportError, placeholder_tokenizer
 

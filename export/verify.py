@@ -20,7 +20,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from attnserve.server.manifest import Manifest, load_manifest
+from attnserve.contract.kinds import TRANSLATION
+from attnserve.contract.manifest import Manifest, load_manifest
 
 from .errors import ExportError
 from .onnx_nodes import ATTENTION_OPS, attention_calls, count_attention_nodes, count_ops
@@ -183,24 +184,15 @@ def numeric_checks(
             reference = data.get(f"{gname}.out.{oname}")
             if reference is not None:
                 checks.append(_compare(f"{gname}.{oname}", actual, reference, precision))
-            if oname == "logits" and reference is not None:
+            if oname == getattr(manifest.io(gname), "logits", None) and reference is not None:
                 checks.append(_top1(f"{gname}.logits", np.argmax(actual, -1), np.argmax(reference, -1)))
-    if manifest.kind == "translation" and "greedy.tokens" in data:
+    if manifest.kind == TRANSLATION and "greedy.tokens" in data:
         checks += _greedy_checks(sessions, manifest, data)
     return checks, [], provider
 
 
 def _greedy_checks(sessions: dict, manifest: Manifest, data: dict[str, np.ndarray]) -> list[Check]:
-    cfg, tok = manifest.config, manifest.tokenizer
-    greedy = OrtGreedy(
-        sessions["encoder"],
-        sessions["decoder"],
-        pad_id=tok.pad_id,
-        bos_id=tok.bos_id,
-        eos_id=tok.eos_id,
-        num_heads=int(cfg["num_heads"]),
-        head_dim=int(cfg["d_model"]) // int(cfg["num_heads"]),
-    )
+    greedy = OrtGreedy(sessions["encoder"], sessions["decoder"], manifest)
     src, reference = data["greedy.src_ids"], data["greedy.tokens"]
     expected = [[t for t in row if t >= 0] for row in reference.tolist()]
     got = greedy.decode(src, int(data["greedy.max_new_tokens"]))

@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from attnserve.contract.manifest import ManifestError, load_manifest, sha256_file
 from attnserve.models import load_checkpoint
-from attnserve.server.manifest import ManifestError, load_manifest, sha256_file
 
 from .modeldir import ATTNSERVE_VERSION, ExportError, write_translation_dir, write_vit_dir
 

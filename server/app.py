@@ -1,8 +1,10 @@
-"""The gRPC server: servicers (thin handlers), health, reflection, metrics, lifecycle.
+"""The server: gRPC (attnserve.v1, KServe v2 / Triton's ``inference.GRPCInferenceService``,
+health, reflection), the HTTP server (KServe v2 REST), metrics, lifecycle.
 
 Every handler is: validate -> decode request -> await the batcher or the decode engine
--> encode reply, inside :meth:`AttnServer.rpc`, which maps the serving core's typed
-errors to gRPC statuses and counts the request.
+-> encode reply, inside :meth:`AttnServer.rpc` (gRPC) or the HTTP server's route wrapper,
+both built on :class:`~.calls.CallTracker`, which maps the serving core's typed errors to
+one status and counts the request, whatever the protocol.
 """
 
 from __future__ import annotations
@@ -11,26 +13,28 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
+from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.protos.attnserve.v1 import admin_pb2
 from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
-from . import convert, security
+from . import convert, engine_api, security
+from .calls import Call, CallFailed, CallTracker
 from .config import Settings
-from .errors import ModelNotFound, ServingError, ShuttingDown
+from .errors import InvalidRequest, ModelNotFound, ShuttingDown
+from .kserve import grpc_service as kserve_grpc
+from .kserve.infer import VERSION, KServeInference, check_version
 from .metrics import Metrics
-from .registry import IMAGE_CLASSIFICATION, TRANSLATION, LoadedModel, ModelRegistry
+from .registry import LoadedModel, ModelRegistry
 from .reload import FAILED, Reloader, ReloadOutcome
 
 log = logging.getLogger(__name__)
@@ -38,36 +42,38 @@ log = logging.getLogger(__name__)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["InferenceService"].full_name  # "attnserve.v1.InferenceService"
 ADMIN_SERVICE_NAME = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 REQUEST_ID_KEY = "x-request-id"
-
-
-@dataclass
-class Call:
-    method: str
-    model: str
-    request_id: str = ""
+__all__ = ["AttnServer", "Call", "create_server"]
 
 
 class AttnServer:
-    """Owns the grpc.aio server, the models, health and metrics; ``stop`` drains gracefully."""
+    """Owns the grpc.aio and HTTP servers, the models, health and metrics; ``stop`` drains gracefully."""
 
     def __init__(self, settings: Settings, registry: ModelRegistry) -> None:
         self.settings = settings
         self.registry = registry
         self.metrics = Metrics()
+        self.calls = CallTracker(self.metrics, settings.max_concurrent_rpcs)
         self.health = health_aio.HealthServicer()
         self.preprocess_pool = ThreadPoolExecutor(settings.preprocess_threads, thread_name_prefix="preprocess")
+        self.kserve = KServeInference(self.preprocess_pool)
         options = [
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
         ]
         interceptors: list[grpc.aio.ServerInterceptor] = [security.ParseGuardInterceptor()]
         tokens = security.load_tokens(settings)
+        self.token_checker: security.TokenChecker | None = None
         if tokens:
-            interceptors.insert(0, security.TokenAuthInterceptor(security.TokenChecker(tokens), self._unauthenticated))
+            self.token_checker = security.TokenChecker(tokens)
+            open_methods = security.OPEN_PREFIXES + kserve_grpc.OPEN_METHODS
+            interceptors.insert(
+                0, security.TokenAuthInterceptor(self.token_checker, self._unauthenticated, open_methods)
+            )
         self.server = grpc.aio.server(
             options=options, interceptors=interceptors, maximum_concurrent_rpcs=settings.max_concurrent_rpcs
         )
         pb_grpc.add_InferenceServiceServicer_to_server(InferenceServicer(self), self.server)
+        kserve_grpc.add_to_server(kserve_grpc.KServeServicer(self), self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         names = [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
         if settings.enable_admin:
@@ -77,11 +83,14 @@ class AttnServer:
         self.reloader = Reloader(registry, settings, self._swapped)
         for model in registry.models.values():
             self._watch(model)
-        self.draining = False
         self.metrics_port: int | None = None
-        self._inflight = 0
-        self._idle = asyncio.Event()
-        self._idle.set()
+        self.http = None
+        if settings.http_port >= 0:
+            from .http.server import HttpServer  # aiohttp: imported only when HTTP is on
+
+            self.http = HttpServer(self)
+        self.http_port: int | None = None
+        self._started = False
         self._stopped = asyncio.Event()
         self._stop_task: asyncio.Task | None = None
 
@@ -93,12 +102,15 @@ class AttnServer:
             self.metrics_port = self.metrics.start_http(self.settings.host, self.settings.metrics_port)
             log.info("metrics on http://%s:%d/metrics", self.settings.host, self.metrics_port)
         await self.server.start()
+        if self.http is not None:
+            self.http_port = await self.http.start(self.settings.host, self.settings.http_port)
         for name in self.registry.models:
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         for name in self.registry.failed:
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        self._started = True
 
     async def stop(self, grace: float | None = None) -> None:
         """Health NOT_SERVING, new requests UNAVAILABLE, in-flight ones get ``grace`` seconds."""
@@ -108,20 +120,41 @@ class AttnServer:
             )
         await asyncio.shield(self._stop_task)
 
+    @property
+    def draining(self) -> bool:
+        return self.calls.draining
+
+    @property
+    def ready(self) -> bool:
+        """Taking work (KServe's server readiness; health ``""`` says the same)."""
+        return self._started and not self.draining
+
+    def model_ready(self, name: str, version: str = "") -> bool:
+        model = self.registry.models.get(name)
+        return model is not None and self.ready and version in ("", VERSION)
+
+    def kserve_model(self, name: str, version: str = "") -> LoadedModel:
+        """A served model by KServe's (name, version); NOT_FOUND for an unknown version."""
+        model = self.registry.get(name, None)
+        check_version(model, version)
+        return model
+
     async def _drain(self, grace: float) -> None:
         deadline = time.monotonic() + grace
-        self.draining = True
-        log.info("shutting down: draining %d in-flight request(s), grace %.1f s", self._inflight, grace)
+        self.calls.draining = True
+        log.info("shutting down: draining %d in-flight request(s), grace %.1f s", self.calls.inflight, grace)
         await self.health.enter_graceful_shutdown()  # every service NOT_SERVING, and it stays so
         # Requests already in the handlers finish normally (a request still being preprocessed
         # must still find its batcher open); only then are batchers and engines stopped, and
         # whatever is left when the grace runs out fails with UNAVAILABLE.
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._idle.wait(), max(0.0, deadline - time.monotonic()))
+            await asyncio.wait_for(self.calls.wait_idle(), max(0.0, deadline - time.monotonic()))
         with contextlib.suppress(asyncio.TimeoutError):  # versions replaced by a hot reload
             await asyncio.wait_for(self.reloader.wait_retired(), max(0.0, deadline - time.monotonic()))
         await self.registry.stop(max(0.0, deadline - time.monotonic()))
         await self.server.stop(max(0.5, deadline - time.monotonic()))  # replies being sent get to finish
+        if self.http is not None:
+            await self.http.stop()
         self.preprocess_pool.shutdown(wait=False)
         self.metrics.stop_http()
         log.info("stopped")
@@ -153,6 +186,20 @@ class AttnServer:
                 await self.health.set(o.name, health_pb2.HealthCheckResponse.NOT_SERVING)
         return outcomes
 
+    async def load_model(self, name: str) -> None:
+        """KServe's RepositoryModelLoad: load (or reload) one model directory of the repository."""
+        (outcome,) = await self.reload([name])
+        if outcome.action == FAILED:
+            raise InvalidRequest(f"model {name!r} did not load: {outcome.error}")
+
+    async def unload_model(self, name: str) -> None:
+        """KServe's RepositoryModelUnload: new requests get NOT_FOUND; running ones finish first."""
+        if self.draining:
+            raise ShuttingDown("server is shutting down; nothing to unload")
+        model = self.registry.unload(name)
+        await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await model.stop_when_unused(max(self.settings.grace_seconds, 1.0))
+
     # --------------------------------------------------------------------- calls
 
     def _unauthenticated(self, method: str) -> None:
@@ -160,47 +207,25 @@ class AttnServer:
         self.metrics.requests.labels("-", method, "UNAUTHENTICATED").inc()
 
     @contextlib.asynccontextmanager
-    async def rpc(self, context: grpc.aio.ServicerContext, method: str, model: str) -> AsyncIterator[Call]:
-        """Count, time and map errors of one call: ServingError -> its status, anything else -> INTERNAL."""
+    async def rpc(
+        self, context: grpc.aio.ServicerContext, method: str, model: str, *, inference: bool = False
+    ) -> AsyncIterator[Call]:
+        """One gRPC call through the :class:`CallTracker`; its failure becomes the call's status."""
         metadata = dict(context.invocation_metadata() or ())
-        request_id = str(metadata.get(REQUEST_ID_KEY) or uuid.uuid4().hex[:16])[:64]
-        call = Call(method, model or "-", request_id)
+        request_id = self.calls.request_id(metadata.get(REQUEST_ID_KEY))
         context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
-        start = time.perf_counter()
-        status = "OK"
-        self._inflight += 1
-        self._idle.clear()
-        self.metrics.inflight.inc()
-        try:
-            if self.draining:
-                raise ShuttingDown("server is shutting down; retry on another replica")
-            yield call
-        except ServingError as exc:
-            status = exc.status
-            message = str(exc)
-            if status == "INTERNAL":  # a server-side failure: the request id ties the reply to the log
-                log.error("request %s: %s on model %s failed: %s", request_id, method, call.model, message)
-                message = f"{message} (request id {request_id})"
-            await context.abort(grpc.StatusCode[exc.status], message)
-        except asyncio.CancelledError:
+
+        def deadline_passed() -> bool:
             remaining = context.time_remaining()
-            status = "DEADLINE_EXCEEDED" if remaining is not None and remaining <= 0 else "CANCELLED"
-            raise
-        except grpc.aio.AbortError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - never a traceback to the client
-            status = "INTERNAL"
-            log.exception("request %s: %s on model %s failed", request_id, method, call.model)
-            await context.abort(
-                grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc} (request id {request_id})"
-            )
-        finally:
-            self._inflight -= 1
-            if self._inflight == 0:
-                self._idle.set()
-            self.metrics.inflight.dec()
-            self.metrics.requests.labels(call.model, method, status).inc()
-            self.metrics.latency.labels(call.model, method).observe(time.perf_counter() - start)
+            return remaining is not None and remaining <= 0
+
+        try:
+            async with self.calls.track(
+                method, model, request_id, inference=inference, deadline_passed=deadline_passed
+            ) as call:
+                yield call
+        except CallFailed as exc:
+            await context.abort(grpc.StatusCode[exc.status], exc.message)
 
 
 class InferenceServicer(pb_grpc.InferenceServiceServicer):
@@ -208,13 +233,13 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
         self.app = app
 
     async def Translate(self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext) -> pb.TranslateResponse:
-        async with self.app.rpc(context, "Translate", request.model) as call:
+        async with self.app.rpc(context, "Translate", request.model, inference=True) as call:
             with self.app.registry.use(request.model, TRANSLATION) as model:
                 call.model = model.name
                 texts = convert.texts(request)
                 options = convert.decode_options(request.options)
-                model.engine.validate(texts, options)
-                results = await model.engine.translate(texts, options)
+                results = await engine_api.translate(model.engine, texts, options)
+                call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
             for r in results:
                 self.app.metrics.queue_time.labels(model.name).observe(r.queue_ms / 1e3)
             return convert.translate_response(model.name, results, request.options)
@@ -222,13 +247,13 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
     async def TranslateStream(
         self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TranslateChunk]:
-        async with self.app.rpc(context, "TranslateStream", request.model) as call:
+        async with self.app.rpc(context, "TranslateStream", request.model, inference=True) as call:
             with self.app.registry.use(request.model, TRANSLATION) as model:
                 call.model = model.name
                 texts = convert.texts(request, single=True)
                 options = convert.decode_options(request.options)
-                model.engine.validate(texts, options)
-                events = model.engine.stream(texts[0], options)
+                events = engine_api.stream(model.engine, texts[0], options)
+                call.items = 1
                 try:
                     async for event in events:
                         chunk = convert.translate_chunk(event, request.options)
@@ -238,12 +263,13 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                     await events.aclose()  # a cancelled or closed stream frees its row at the next step
 
     async def Classify(self, request: pb.ClassifyRequest, context: grpc.aio.ServicerContext) -> pb.ClassifyResponse:
-        async with self.app.rpc(context, "Classify", request.model) as call:
+        async with self.app.rpc(context, "Classify", request.model, inference=True) as call:
             with self.app.registry.use(request.model, IMAGE_CLASSIFICATION) as model:
                 call.model = model.name
                 inputs = convert.image_inputs(request)
                 top_k = convert.top_k(request.top_k, self.app.settings)
                 results = await model.classifier.classify(inputs, top_k, self.app.preprocess_pool)
+                call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
             return convert.classify_response(model.name, results)
 
     async def ListModels(

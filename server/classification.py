@@ -11,10 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 
+from attnserve.contract.manifest import Manifest
+
 from .batching import BatchQueue, BatchResult
 from .config import Settings
 from .errors import InferenceFailed, InvalidRequest
-from .manifest import Manifest
 from .preprocess import preprocess_image, tensor_to_pixels
 
 
@@ -43,6 +44,7 @@ class LabelScore:
 @dataclass(frozen=True)
 class ImageResult:
     labels: list[LabelScore]  # top_k, most probable first
+    probabilities: np.ndarray  # (K,) float32, one per label (KServe's PROBABILITIES)
     batch_size: int
     preprocess_ms: float
     queue_ms: float
@@ -140,7 +142,12 @@ class ImageClassifier:
         k = min(top_k, len(self.labels))
         return [
             ImageResult(
-                top_labels(r.value, k, self.labels), r.batch_size, preprocess_ms, r.queue_s * 1e3, r.run_s * 1e3
+                top_labels(r.value, k, self.labels),
+                r.value,
+                r.batch_size,
+                preprocess_ms,
+                r.queue_s * 1e3,
+                r.run_s * 1e3,
             )
             for r in results
         ]

@@ -43,7 +43,8 @@ class Settings:
     # where and how
     model_repo: Path = _setting(_default_model_repo, "model repository: one model directory (model.json) per folder")
     host: str = _setting("127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
-    port: int = _setting(50051, "gRPC port (0 = any free port)")
+    port: int = _setting(50051, "gRPC port: attnserve.v1 and KServe v2 / Triton (0 = any free port)")
+    http_port: int = _setting(8000, "HTTP port on the same host: KServe v2 REST (0 = any free port, -1 = off)")
     metrics_port: int = _setting(8002, "Prometheus metrics port on the same host (0 = any free port, -1 = off)")
     provider: str = _setting(
         "auto", "onnxruntime provider: auto (CUDA when usable, else CPU), cpu, cuda", choices=PROVIDERS
@@ -54,7 +55,7 @@ class Settings:
     skip_bad_models: bool = _setting(False, "serve the good models when one fails to load (it is NOT_SERVING)")
     log_level: str = _setting("info", "logging level", choices=LOG_LEVELS)
     # limits of every request
-    max_message_bytes: int = _setting(64 << 20, "largest gRPC message received or sent")
+    max_message_bytes: int = _setting(64 << 20, "largest gRPC message or HTTP request body received or sent")
     # classification
     max_images_per_request: int = _setting(64, "images in one Classify request")
     max_image_bytes: int = _setting(8 << 20, "encoded size of one image")
@@ -78,19 +79,28 @@ class Settings:
     )
     max_beam_size: int = _setting(8, "largest beam_size a request may ask for")
     max_texts_per_request: int = _setting(64, "texts in one Translate request")
-    max_concurrent_rpcs: int = _setting(1024, "calls the server handles at once; beyond -> RESOURCE_EXHAUSTED")
+    max_text_chars: int = _setting(
+        50_000, "characters in one text (a document: split into sentences; html markup counts); checked first"
+    )
+    max_request_chars: int = _setting(200_000, "characters in all texts of one Translate request; checked first")
+    max_concurrent_rpcs: int = _setting(
+        1024, "calls the server handles at once (gRPC and HTTP); beyond -> RESOURCE_EXHAUSTED"
+    )
     # access (docs/operations.md)
     tls_cert: str = _setting("", "PEM server certificate chain; with --tls-key serves TLS only")
     tls_key: str = _setting("", "PEM private key of --tls-cert")
     tls_client_ca: str = _setting("", "PEM CA bundle: require client certificates signed by it (mutual TLS)")
     auth_tokens: str = _setting("", "comma-separated bearer tokens (prefer the environment or a file)")
     auth_token_file: str = _setting("", "file of bearer tokens, one per line ('#' comments)")
-    enable_admin: bool = _setting(False, "serve the admin RPCs (Reload); they need a token when tokens are set")
+    enable_admin: bool = _setting(
+        False, "serve the admin RPCs (Reload; KServe model load/unload); they need a token when tokens are set"
+    )
 
     def __post_init__(self) -> None:
         checks = {
             "port": 0 <= self.port <= 65535,
             "metrics_port": -1 <= self.metrics_port <= 65535,
+            "http_port": -1 <= self.http_port <= 65535,
             "provider": self.provider in PROVIDERS,
             "log_level": self.log_level in LOG_LEVELS,
             "translation_batching": self.translation_batching in TRANSLATION_BATCHING,
@@ -103,7 +113,8 @@ class Settings:
         positive = (
             "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
             "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
-            "max_translation_queue max_beam_size max_texts_per_request max_concurrent_rpcs"
+            "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
+            "max_concurrent_rpcs"
         ).split()
         checks.update({name: getattr(self, name) >= 1 for name in positive})
         for name, ok in checks.items():
@@ -240,6 +251,8 @@ def engine_settings_kwargs(settings: Settings) -> dict[str, Any]:
         "max_queue_size": settings.max_translation_queue,
         "max_beam_size": settings.max_beam_size,
         "max_texts_per_request": settings.max_texts_per_request,
+        "max_text_chars": settings.max_text_chars,
+        "max_request_chars": settings.max_request_chars,
         "batching": settings.translation_batching,
     }
 

@@ -7,12 +7,15 @@ import json
 import math
 from typing import Any
 
+from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
+from . import params
 from .classification import EncodedImage, ImageInput, ImageResult, RawTensor
 from .config import Settings
 from .errors import InvalidRequest
-from .registry import IMAGE_CLASSIFICATION, TRANSLATION, FailedModel, LoadedModel
+from .registry import FailedModel, LoadedModel
+from .translation import DecodeOptions, Hypothesis, StreamEvent, TranslationResult
 
 FINISH_REASONS = {"eos": pb.FINISH_REASON_EOS, "length": pb.FINISH_REASON_LENGTH}
 KINDS = {TRANSLATION: pb.MODEL_KIND_TRANSLATION, IMAGE_CLASSIFICATION: pb.MODEL_KIND_IMAGE_CLASSIFICATION}
@@ -44,40 +47,34 @@ def texts(request: pb.TranslateRequest, *, single: bool = False) -> list[str]:
     return items
 
 
-def decode_options(options: pb.DecodingOptions) -> Any:
-    """``DecodingOptions`` -> the engine's ``DecodeOptions``; unknown or inconsistent values -> InvalidRequest."""
-    from attnserve.server.translation import DecodeOptions
+MODE_NAMES = {
+    pb.DECODING_MODE_GREEDY: "greedy",
+    pb.DECODING_MODE_BEAM_SEARCH: "beam_search",
+    pb.DECODING_MODE_SAMPLING: "sampling",
+}
 
+
+def decode_options(options: pb.DecodingOptions) -> DecodeOptions:
+    """``DecodingOptions`` -> the engine's ``DecodeOptions`` (checked by :func:`params.decode_options`)."""
     _enum_check(pb.DecodingMode, options.mode, "options.mode")
-    beam_size = options.beam_size or 1
-    temperature = _finite(options.temperature, "options.temperature")
-    if temperature < 0:
-        raise InvalidRequest(f"options.temperature: must be >= 0, got {temperature}")
-    mode = options.mode
-    if mode == pb.DECODING_MODE_GREEDY and (beam_size > 1 or temperature > 0):
-        raise InvalidRequest(f"options.mode GREEDY with beam_size {beam_size} / temperature {temperature}")
-    if mode == pb.DECODING_MODE_BEAM_SEARCH and temperature > 0:
-        raise InvalidRequest("options.mode BEAM_SEARCH does not sample: leave temperature at 0")
-    if mode == pb.DECODING_MODE_SAMPLING:
-        if beam_size > 1:
-            raise InvalidRequest(f"options.mode SAMPLING needs beam_size 1, got {beam_size}")
-        temperature = temperature or 1.0
-    return DecodeOptions(
-        beam_size=beam_size,
-        num_hypotheses=options.num_hypotheses or 1,
-        length_penalty=_finite(options.length_penalty, "options.length_penalty")
-        if options.HasField("length_penalty")
-        else 1.0,
-        max_new_tokens=options.max_new_tokens,
-        temperature=temperature,
-        top_k=options.top_k,
-        top_p=_finite(options.top_p, "options.top_p") if options.HasField("top_p") else 1.0,
-        seed=options.seed if options.HasField("seed") else None,
-        return_scores=options.return_scores,  # greedy/sampling skip the log-softmax without it
-    )
+    values: dict[str, Any] = {
+        "beam_size": options.beam_size,
+        "num_hypotheses": options.num_hypotheses,
+        "max_new_tokens": options.max_new_tokens,
+        "temperature": _finite(options.temperature, "options.temperature"),
+        "top_k": options.top_k,
+        "return_scores": options.return_scores,
+    }
+    if options.mode in MODE_NAMES:
+        values["mode"] = MODE_NAMES[options.mode]
+    for name in ("length_penalty", "top_p", "seed"):  # proto3 optionals: unset = the default
+        if options.HasField(name):
+            value = getattr(options, name)
+            values[name] = value if name == "seed" else _finite(value, f"options.{name}")
+    return params.decode_options(values, "options.")
 
 
-def _hypothesis(hyp: Any, options: pb.DecodingOptions) -> pb.Hypothesis:
+def _hypothesis(hyp: Hypothesis, options: pb.DecodingOptions) -> pb.Hypothesis:
     out = pb.Hypothesis(text=hyp.text, finish_reason=FINISH_REASONS.get(hyp.finish_reason, 0))
     if options.return_token_ids:
         out.token_ids.extend(int(t) for t in hyp.token_ids)
@@ -86,7 +83,9 @@ def _hypothesis(hyp: Any, options: pb.DecodingOptions) -> pb.Hypothesis:
     return out
 
 
-def translate_response(model: str, results: list[Any], options: pb.DecodingOptions) -> pb.TranslateResponse:
+def translate_response(
+    model: str, results: list[TranslationResult], options: pb.DecodingOptions
+) -> pb.TranslateResponse:
     reply = pb.TranslateResponse(model=model)
     for result in results:
         reply.translations.append(
@@ -104,7 +103,7 @@ def translate_response(model: str, results: list[Any], options: pb.DecodingOptio
     return reply
 
 
-def translate_chunk(event: Any, options: pb.DecodingOptions) -> pb.TranslateChunk | None:
+def translate_chunk(event: StreamEvent, options: pb.DecodingOptions) -> pb.TranslateChunk | None:
     """One engine ``StreamEvent`` -> a chunk; None for an event that carries nothing to send."""
     chunk = pb.TranslateChunk(delta=event.delta)
     if event.finish_reason is not None:

@@ -36,3 +36,15 @@ class InferenceFailed(ServingError):
     """onnxruntime failed on a batch; every request of that batch gets this."""
 
     status = "INTERNAL"
+
+
+class DeadlineExceeded(ServingError):
+    """The request's own time limit (a KServe ``timeout`` parameter) passed; its work was dropped."""
+
+    status = "DEADLINE_EXCEEDED"
+
+
+class NotEnabled(ServingError):
+    """A feature this server was started without (the admin operations without ``--enable-admin``)."""
+
+    status = "UNIMPLEMENTED"

@@ -1,6 +1,8 @@
 """Prometheus metrics (prometheus-client), one registry per server so tests can run several.
 
-attnserve_requests_total{model,method,status}      requests by gRPC status name
+attnserve_requests_total{model,method,status}      requests by gRPC status name, whatever the protocol;
+                                                   method: attnserve.v1's RPC ("Translate"), KServe v2 over
+                                                   gRPC "kserve.<RPC>", over HTTP "kserve.http.<operation>"
 attnserve_request_latency_seconds{model,method}    handler latency
 attnserve_queue_time_seconds{model}                batcher / decode-admission wait
 attnserve_batch_size{model}                        images per onnxruntime call; rows per decode step
@@ -19,6 +21,9 @@ import logging
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from .classification import ImageClassifier
+from .translation import TranslationEngine
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +68,7 @@ class Metrics:
         )
         self._http: Any = None
 
-    def watch_classifier(self, name: str, classifier: Any) -> None:
+    def watch_classifier(self, name: str, classifier: ImageClassifier) -> None:
         batcher = classifier.batcher
 
         def on_batch(size: int, queue_s: list[float]) -> None:
@@ -74,7 +79,7 @@ class Metrics:
         batcher.on_batch = on_batch
         self.queued.labels(name).set_function(lambda: batcher.queued)
 
-    def watch_engine(self, name: str, engine: Any) -> None:
+    def watch_engine(self, name: str, engine: TranslationEngine) -> None:
         """Wire a translation engine's observability properties and ``on_step`` hook."""
         tokens, batch = self.tokens.labels(name), self.batch_size.labels(name)
 

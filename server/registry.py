@@ -6,23 +6,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import importlib
 import logging
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+
+import onnxruntime as ort
+
+from attnserve.contract.kinds import IMAGE_CLASSIFICATION
+from attnserve.contract.manifest import MANIFEST_NAME, GraphSpec, Manifest, ManifestError, load_manifest
 
 from .classification import ImageClassifier
 from .config import Settings, engine_settings_kwargs
 from .errors import InvalidRequest, ModelNotFound
-from .manifest import MANIFEST_NAME, GraphSpec, Manifest, ManifestError, load_manifest
 from .runtime import ProviderError, create_session, cuda_listed, session_provider
+from .translation import EngineSettings, TranslationEngine
 
 log = logging.getLogger(__name__)
 
-TRANSLATION = "translation"
-IMAGE_CLASSIFICATION = "image-classification"
 BUILD_HINT = "build the bundled models with `python -m attnserve.export.zoo --out model-repo` or pass --model-repo DIR"
 
 
@@ -39,7 +40,7 @@ class LoadedModel:
     provider: str  # "cpu" | "cuda": what the sessions really run on
     warmup_s: float
     classifier: ImageClassifier | None = None
-    engine: Any = None  # attnserve.server.translation.TranslationEngine
+    engine: TranslationEngine | None = None
     fingerprint: str = ""  # sha256 of model.json (it holds the sha256 of every file): the version
     users: int = 0  # handlers holding this version (see ModelRegistry.use); a replaced version waits for 0
 
@@ -60,6 +61,7 @@ class FailedModel:
     model_dir: Path
     reason: str
     kind: str = ""
+    unloaded: bool = False  # by RepositoryModelUnload, not a load failure
 
 
 @dataclass
@@ -98,17 +100,6 @@ class ModelRegistry:
                     "name",
                     f"{manifest.name!r} is already served from {self.models[manifest.name].model_dir}",
                 )
-            if manifest.kind == TRANSLATION and not translation_available():
-                self.failed[manifest.name] = FailedModel(
-                    manifest.name,
-                    model_dir,
-                    "translation engine (attnserve.server.translation) not available",
-                    TRANSLATION,
-                )
-                log.warning(
-                    "skipped model %s (%s): the translation engine is not in this build", manifest.name, model_dir
-                )
-                return
             model = load_model(model_dir, manifest, settings)
         except (ManifestError, ProviderError, RepositoryError) as exc:
             self._fail(model_dir, str(exc), settings)
@@ -128,7 +119,7 @@ class ModelRegistry:
         )
 
     @contextlib.contextmanager
-    def use(self, name: str, kind: str) -> Iterator[LoadedModel]:
+    def use(self, name: str, kind: str | None) -> Iterator[LoadedModel]:
         """:meth:`get`, holding the version for the block: a hot reload stops it only after the block."""
         model = self.get(name, kind)
         model.users += 1
@@ -144,22 +135,34 @@ class ModelRegistry:
         self.failed[name] = FailedModel(name, model_dir, reason)
         log.error("model %s NOT_SERVING: %s", name, reason)
 
-    def get(self, name: str, kind: str) -> LoadedModel:
-        """The model ``name`` of ``kind``; an empty name picks the only model of that kind."""
+    def get(self, name: str, kind: str | None) -> LoadedModel:
+        """The model ``name`` of ``kind`` (None: any kind); an empty name picks the only model of that kind."""
         if not name:
-            of_kind = [m for m in self.models.values() if m.kind == kind]
+            of_kind = [m for m in self.models.values() if kind is None or m.kind == kind]
+            what = f"{kind} model" if kind else "model"
             if len(of_kind) == 1:
                 return of_kind[0]
             if not of_kind:
-                raise ModelNotFound(f"no {kind} model is served")
-            raise InvalidRequest(f"model is required: {kind} models served: {', '.join(m.name for m in of_kind)}")
+                raise ModelNotFound(f"no {what} is served")
+            raise InvalidRequest(f"model is required: {what}s served: {', '.join(m.name for m in of_kind)}")
         model = self.models.get(name)
         if model is None:
+            if name in self.failed and self.failed[name].unloaded:
+                raise ModelNotFound(f"model {name!r} is unloaded; load it again with RepositoryModelLoad")
             if name in self.failed:
                 raise ModelNotFound(f"model {name!r} failed to load: {self.failed[name].reason}")
             raise ModelNotFound(f"unknown model {name!r}; served: {', '.join(sorted(self.models)) or 'none'}")
-        if model.kind != kind:
+        if kind is not None and model.kind != kind:
             raise InvalidRequest(f"model {name!r} is a {model.kind} model, not {kind}")
+        return model
+
+    def unload(self, name: str) -> LoadedModel:
+        """Stop serving ``name`` (KServe's RepositoryModelUnload): new requests get NOT_FOUND; the
+        caller stops the returned version once its requests are done (``stop_when_unused``)."""
+        model = self.models.pop(name, None)
+        if model is None:
+            raise ModelNotFound(f"unknown model {name!r}; served: {', '.join(sorted(self.models)) or 'none'}")
+        self.failed[name] = FailedModel(name, model.model_dir, "unloaded", model.kind, unloaded=True)
         return model
 
     async def start(self) -> None:
@@ -177,21 +180,11 @@ def name_of_dir(model_dir: Path) -> str:
         return model_dir.name
 
 
-def translation_available() -> bool:
-    try:
-        importlib.import_module("attnserve.server.translation")
-    except ImportError as exc:
-        if exc.name and not exc.name.startswith("attnserve.server.translation"):
-            raise  # the package exists but one of its own imports is broken: say so
-        return False
-    return True
-
-
 def manifest_fingerprint(model_dir: Path) -> str:
     return hashlib.sha256((Path(model_dir) / MANIFEST_NAME).read_bytes()).hexdigest()
 
 
-def check_graph_inputs(model_dir: Path, role: str, graph: GraphSpec, session: Any) -> None:
+def check_graph_inputs(model_dir: Path, role: str, graph: GraphSpec, session: ort.InferenceSession) -> None:
     """The graph's inputs are the ones model.json lists (a swapped or mismatched graph is refused)."""
     actual = [i.name for i in session.get_inputs()]
     if sorted(actual) != sorted(graph.inputs):
@@ -215,13 +208,13 @@ def load_model(model_dir: Path, manifest: Manifest, settings: Settings) -> Loade
     return model
 
 
-def _build_model(model_dir: Path, manifest: Manifest, settings: Settings, sessions: dict[str, Any]) -> LoadedModel:
+def _build_model(
+    model_dir: Path, manifest: Manifest, settings: Settings, sessions: dict[str, ort.InferenceSession]
+) -> LoadedModel:
     provider = session_provider(next(iter(sessions.values())))
     if manifest.kind == IMAGE_CLASSIFICATION:
         classifier = ImageClassifier(manifest, sessions["model"], settings)
         return LoadedModel(manifest.name, manifest.kind, model_dir, manifest, provider, classifier.warmup(), classifier)
-    from attnserve.server.translation import EngineSettings, TranslationEngine
-
     engine_settings = EngineSettings(**engine_settings_kwargs(settings))
     engine = TranslationEngine(model_dir, manifest, sessions["encoder"], sessions["decoder"], engine_settings)
     warmup_s = engine.warmup()

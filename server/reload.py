@@ -17,18 +17,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnserve.contract.manifest import ManifestError, load_manifest
+
 from .config import Settings
-from .manifest import ManifestError, load_manifest
-from .registry import (
-    TRANSLATION,
-    FailedModel,
-    LoadedModel,
-    ModelRegistry,
-    load_model,
-    manifest_fingerprint,
-    name_of_dir,
-    translation_available,
-)
+from .registry import FailedModel, LoadedModel, ModelRegistry, load_model, manifest_fingerprint, name_of_dir
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +37,7 @@ class ReloadOutcome:
 
 def _load_checked(model_dir: Path, settings: Settings) -> LoadedModel:
     """Validate (sha256 of every file) and load one model directory, warmed up. Sync: runs in a thread."""
-    manifest = load_manifest(model_dir)
-    if manifest.kind == TRANSLATION and not translation_available():
-        raise ManifestError(model_dir / "model.json", "kind", "the translation engine is not in this build")
-    return load_model(model_dir, manifest, settings)
+    return load_model(model_dir, load_manifest(model_dir), settings)
 
 
 class Reloader:

@@ -4,8 +4,9 @@ Tokens arrive as gRPC metadata ``authorization: Bearer <token>`` and are compare
 constant time: both sides are hashed (SHA-256) first, so neither the content nor the
 length of a configured token leaks through timing, and every configured token is
 compared on every call. The health service stays open (load balancers and
-orchestrators probe it without credentials); every other service, reflection
-included, needs a token when tokens are configured.
+orchestrators probe it without credentials), and so do KServe's ServerLive, ServerReady
+and ModelReady and the HTTP health routes; every other call, reflection included, needs a
+token when tokens are configured (gRPC metadata or the HTTP ``Authorization`` header).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -43,6 +45,21 @@ def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
         return grpc.ssl_server_credentials([(key, cert)], root_certificates=ca, require_client_auth=ca is not None)
     except Exception as exc:  # noqa: BLE001 - grpc raises untyped errors on bad PEM
         raise ConfigError(f"tls_cert/tls_key: not a usable PEM certificate and key: {exc}") from None
+
+
+def http_ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    """The HTTP server's TLS from the same ``tls_*`` settings as gRPC's (mutual TLS with ``tls_client_ca``)."""
+    if not settings.tls_cert:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    try:
+        context.load_cert_chain(settings.tls_cert, settings.tls_key)
+        if settings.tls_client_ca:
+            context.load_verify_locations(settings.tls_client_ca)
+            context.verify_mode = ssl.CERT_REQUIRED
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"tls_cert/tls_key/tls_client_ca: not usable for HTTPS: {exc}") from None
+    return context
 
 
 def load_tokens(settings: Settings) -> list[str]:
@@ -106,9 +123,12 @@ def _deny(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
     """Rejects calls without a valid bearer token (except :data:`OPEN_PREFIXES`) with UNAUTHENTICATED."""
 
-    def __init__(self, checker: TokenChecker, on_reject: Callable[[str], None]) -> None:
+    def __init__(
+        self, checker: TokenChecker, on_reject: Callable[[str], None], open_prefixes: tuple[str, ...] = OPEN_PREFIXES
+    ) -> None:
         self.checker = checker
         self.on_reject = on_reject
+        self.open_prefixes = open_prefixes
 
     async def intercept_service(
         self,
@@ -116,7 +136,7 @@ class TokenAuthInterceptor(grpc.aio.ServerInterceptor):
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         method = details.method or ""
-        if method.startswith(OPEN_PREFIXES):
+        if method.startswith(self.open_prefixes):
             return await continuation(details)
         authorization = next((v for k, v in details.invocation_metadata or () if k == "authorization"), None)
         if self.checker.check(authorization):

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 
+from attnserve.contract.graph_io import DecoderIO
+
 
 class Placement:
     """Host placement: tensors are numpy arrays, steps run with ``session.run``."""
@@ -226,30 +228,36 @@ class DecoderRunner:
     on the device and only the logits on the host.
     """
 
-    def __init__(self, session, num_layers: int, placement: Placement) -> None:
+    def __init__(self, session, io: DecoderIO, placement: Placement) -> None:
         self.session = session
+        self.io = io
         self.placement = placement
-        self.past_names = [f"past_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
-        self.cross_names = [f"cross_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
-        self.output_names = ["logits"] + [f"present_{kind}_{i}" for i in range(num_layers) for kind in ("key", "value")]
+        self.past_names, self.cross_names, self.output_names = list(io.past), list(io.cross), io.outputs
 
     def step(self, cache: KVCache, input_ids: np.ndarray) -> np.ndarray:
         """input_ids: (B, 1) int64 -> logits (B, V) float32; the cache advances one step."""
         positions, self_mask = cache.step_inputs()
         if self.placement.device is None:
-            feeds = {"input_ids": input_ids, "positions": positions, "self_mask": self_mask, "src_mask": cache.src_mask}
+            io = self.io
+            feeds = {
+                io.input_ids: input_ids,
+                io.positions: positions,
+                io.self_mask: self_mask,
+                io.src_mask: cache.src_mask,
+            }
             feeds.update(zip(self.past_names, cache.past))
             feeds.update(zip(self.cross_names, cache.cross))
             outputs = self.session.run(self.output_names, feeds)
             cache.advance(outputs[1:])
             return outputs[0]
         binding = self.session.io_binding()
-        for name, array in (("input_ids", input_ids), ("positions", positions), ("self_mask", self_mask)):
+        io = self.io
+        for name, array in ((io.input_ids, input_ids), (io.positions, positions), (io.self_mask, self_mask)):
             binding.bind_cpu_input(name, array)
-        binding.bind_ortvalue_input("src_mask", cache.src_mask)
+        binding.bind_ortvalue_input(io.src_mask, cache.src_mask)
         for name, value in zip(self.past_names + self.cross_names, cache.past + cache.cross):
             binding.bind_ortvalue_input(name, value)
-        binding.bind_output("logits", "cpu")
+        binding.bind_output(io.logits, "cpu")
         for name in self.output_names[1:]:
             binding.bind_output(name, self.placement.device, self.placement.device_id)
         self.session.run_with_iobinding(binding)

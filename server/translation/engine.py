@@ -18,8 +18,9 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from attnserve.contract.manifest import Manifest
+from attnserve.server.documents import DocumentLimits
 from attnserve.server.errors import InvalidRequest, ShuttingDown
-from attnserve.server.manifest import Manifest
 
 from .cache import placement_for
 from .detok import IncrementalDetokenizer
@@ -170,6 +171,8 @@ class TranslationEngine:
             raise InvalidRequest("no texts to translate")
         if len(texts) > limit:
             raise InvalidRequest(f"{len(texts)} texts in one request; the limit is {limit}: split the request")
+        # Characters first: a 1 MB text is refused before it is read, let alone tokenised.
+        DocumentLimits(self.settings.max_text_chars, self.settings.max_request_chars).check(texts)
         max_new = self._check_options(options)
         for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():

@@ -15,13 +15,22 @@ class EngineSettings:
     max_queue_size: int = 256  # texts waiting for admission; beyond -> Overloaded
     max_beam_size: int = 8
     max_texts_per_request: int = 64  # more texts in one translate() call -> InvalidRequest
+    max_text_chars: int = 50_000  # characters of one text, checked before anything else (issue 14)
+    max_request_chars: int = 200_000  # characters of all texts of one call, likewise
     # "continuous": queued texts join the running batch at the next step boundary (Orca);
     # "static": only once every row of the running batch has finished (the baseline that
     # benchmarks/server_translation.py compares with; DESIGN.md "Performance targets").
     batching: str = "continuous"
 
     def __post_init__(self) -> None:
-        for name in ("max_active_sequences", "max_tokens_in_flight", "max_queue_size", "max_beam_size"):
+        for name in (
+            "max_active_sequences",
+            "max_tokens_in_flight",
+            "max_queue_size",
+            "max_beam_size",
+            "max_text_chars",
+            "max_request_chars",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"EngineSettings.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_texts_per_request < 1:

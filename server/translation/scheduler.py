@@ -67,8 +67,8 @@ class DecodeScheduler:
         self.encoder, self.spec, self.settings = encoder, spec, settings
         placement = placement or Placement()
         self.cache = KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
-        self.runner = DecoderRunner(decoder, spec.num_layers, placement)
-        self.cross_names = [f"cross_{kind}_{i}" for i in range(spec.num_layers) for kind in ("key", "value")]
+        self.runner = DecoderRunner(decoder, spec.decoder_io, placement)
+        self.cross_names = list(spec.encoder_io.cross)
         self.never = np.array([spec.pad_id, spec.bos_id])  # never generated (models/decoding.py)
         self.on_step: Callable[[int, int], None] | None = None
         self.outbox = Outbox()  # results for the event loops; flushed after each step
@@ -386,7 +386,8 @@ class DecodeScheduler:
         for i, job in enumerate(jobs):
             src[i, : job.source_tokens] = job.src_ids
             src_mask[i, : job.source_tokens] = 1
-        cross = self.encoder.run(self.cross_names, {"src_ids": src, "src_mask": src_mask})  # (n, H, L, D) each
+        io = self.spec.encoder_io
+        cross = self.encoder.run(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
         seconds = time.perf_counter() - t0
         for i, job in enumerate(jobs):
             job.encoded = [c[i, :, : job.source_tokens] for c in cross]

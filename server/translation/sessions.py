@@ -8,7 +8,8 @@ from pathlib import Path
 
 import onnxruntime as ort
 
-from attnserve.server.manifest import Manifest
+from attnserve.contract.graph_io import DecoderIO, EncoderIO
+from attnserve.contract.manifest import Manifest
 from attnserve.server.runtime import CPU_DISABLED_OPTIMIZERS, CUDA, disable_optimizers
 
 
@@ -74,6 +75,8 @@ class ModelSpec:
     pad_id: int
     bos_id: int
     eos_id: int
+    encoder_io: EncoderIO  # graph input/output names, as model.json lists them
+    decoder_io: DecoderIO
 
 
 def model_spec(manifest: Manifest) -> ModelSpec:
@@ -85,4 +88,6 @@ def model_spec(manifest: Manifest) -> ModelSpec:
         pad_id=tok.pad_id,
         bos_id=tok.bos_id,
         eos_id=tok.eos_id,
+        encoder_io=manifest.encoder_io(),
+        decoder_io=manifest.decoder_io(),
     )

@@ -170,3 +170,32 @@ def test_server_profile_groups_by_the_innermost_frame():
     assert counts["onnxruntime run"] == 5
     assert counts["gRPC aio + event loop (Cython and asyncio)"] == 2
     assert counts["request tensor decode + preprocessing (thread pool)"] == 4
+
+
+def test_http_servers_quick(dirs):
+    argv, out = dirs
+    assert cli.main(["http-servers", *argv]) == 0
+    result = json.loads((out / "http-servers-quick.json").read_text())
+    assert {(r["body"], r["server"]) for r in result["rows"]} == {
+        (body, server) for body in ("json", "binary") for server in ("aiohttp", "uvicorn+starlette")
+    }
+    assert all(r["req_per_s"] > 0 for r in result["rows"])
+
+
+def test_perf_quick(dirs):
+    """perf_analyzer over KServe gRPC beside the Python clients over KServe gRPC and attnserve.v1."""
+    from attnserve.benchmarks import perf_analyzer
+
+    try:
+        perf_analyzer.check()
+    except perf_analyzer.PerfAnalyzerError as exc:
+        pytest.skip(f"perf_analyzer cannot run here: {exc}")
+    argv, out = dirs
+    assert cli.main(["perf", *argv, "--max-concurrency", "2"]) == 0
+    result = json.loads((out / "perf-quick.json").read_text())
+    clients = {"perf_analyzer, KServe gRPC", "python, KServe gRPC", "python, attnserve.v1"}
+    for kind in ("translation", "classification"):
+        for c in (1, 2):
+            rows = [r for r in result["rows"] if (r["kind"], r["concurrency"]) == (kind, c)]
+            assert {r["client"] for r in rows} == clients
+            assert all(r["throughput"] > 0 and r["p50_ms"] <= r["p99_ms"] for r in rows)

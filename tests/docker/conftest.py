@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCKER = ROOT / "docker"
 COMPOSE_FILE = DOCKER / "docker-compose.yml"
 DOCKERFILES = {"cpu": DOCKER / "Dockerfile", "cuda": DOCKER / "Dockerfile.cuda"}
-GRPC_PORT, METRICS_PORT = 50051, 8002  # inside the container
+GRPC_PORT, HTTP_PORT, METRICS_PORT = 50051, 8000, 8002  # inside the container
 
 
 def compose_command() -> list[str] | None:

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -133,7 +134,7 @@ def _client(address: str, *args: str) -> object:
     return json.loads(proc.stdout)
 
 
-def _stack_config(environ: dict[str, str], port: int, metrics_port: int) -> dict:
+def _stack_config(environ: dict[str, str], port: int, metrics_port: int, http_port: int) -> dict:
     """The stack that ``up`` starts by default (the services with no profile) as ``compose
     config`` resolves it under ``environ``, moved onto the host's network on 127.0.0.1."""
     config = resolved_compose(environ)
@@ -149,6 +150,7 @@ def _stack_config(environ: dict[str, str], port: int, metrics_port: int) -> dict
         "ATTNSERVE_HOST": "127.0.0.1",
         "ATTNSERVE_PORT": str(port),
         "ATTNSERVE_METRICS_PORT": str(metrics_port),
+        "ATTNSERVE_HTTP_PORT": str(http_port),
     }
     config["volumes"] = {"attnserve-models": config["volumes"]["attnserve-models"]}
     return config
@@ -182,7 +184,7 @@ def test_compose_stack_builds_serves_and_stops_cleanly(compose_cli, tiny_repo, t
     project = f"attnserve-test-{run_id}"
     image = f"attnserve-test-{run_id}:cpu"
     wheelhouse = DOCKER / "wheelhouse" / f"test-{run_id}"
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port, http_port = free_port(), free_port(), free_port()
     compose_file = tmp_path / "docker-compose.yml"
     had_base = (
         subprocess.run(["docker", "image", "inspect", DEFAULT_BASE], capture_output=True, timeout=60).returncode == 0
@@ -202,7 +204,7 @@ def test_compose_stack_builds_serves_and_stops_cleanly(compose_cli, tiny_repo, t
         start = time.monotonic()
         _wheelhouse(wheelhouse)
         timings["wheelhouse (pip download on the host)"] = time.monotonic() - start
-        compose_file.write_text(yaml.safe_dump(_stack_config(environ, port, metrics_port), sort_keys=False))
+        compose_file.write_text(yaml.safe_dump(_stack_config(environ, port, metrics_port, http_port), sort_keys=False))
 
         start = time.monotonic()
         _run([*up_cmd, "build", "attnserve"], timeout=2400)
@@ -231,6 +233,13 @@ def test_compose_stack_builds_serves_and_stops_cleanly(compose_cli, tiny_repo, t
         english, german = (EXAMPLES / "sentences.tsv").read_text().splitlines()[1].split("\t")
         (translated,) = _client(address, "translate", english)
         assert translated["text"] == german
+        # the same over KServe v2 REST on the HTTP port
+        body = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": [english]}]}
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{http_port}/v2/models/translator-en-de/infer", data=json.dumps(body).encode()
+        )
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            assert json.loads(reply.read())["outputs"][0]["data"] == [german]
         digits = sorted((EXAMPLES / "digits").glob("digit-*.png"))
         results = _client(address, "classify", *map(str, digits), "--top-k", "1")
         assert [r["labels"][0]["label"] for r in results] == [p.stem.split("-")[1] for p in digits]
@@ -250,7 +259,7 @@ def test_compose_stack_builds_serves_and_stops_cleanly(compose_cli, tiny_repo, t
         shutil.copytree(tiny_repo, own)
         for path in [own, *own.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
-        own_config = _stack_config({**environ, "ATTNSERVE_MODELS": str(own)}, port, metrics_port)
+        own_config = _stack_config({**environ, "ATTNSERVE_MODELS": str(own)}, port, metrics_port, http_port)
         compose_file.write_text(yaml.safe_dump(own_config, sort_keys=False))
         start = time.monotonic()
         _run([*up_cmd, "up", "-d", "--no-build", "attnserve"], timeout=300)

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from attnserve.contract.manifest import load_manifest
 from attnserve.export.cli import main
 from attnserve.export.onnx_nodes import ATTENTION_OPS
 from attnserve.models.attention import EXPORT_OP_TYPES
-from attnserve.server.manifest import load_manifest
 
 from .conftest import TINY_VIT, leftovers
 

@@ -10,11 +10,11 @@ import onnxruntime as ort
 import pytest
 import torch
 
+from attnserve.contract.graph_io import DecoderIO
 from attnserve.export.graphs import (
     DecoderGraph,
     EncoderGraph,
     count_attention_nodes,
-    decoder_io,
     example_translation_inputs,
     export_decoder,
     export_encoder,
@@ -57,7 +57,7 @@ def test_translator_graphs_have_one_node_per_attention_and_match(translator, tar
         assert count_attention_nodes(dec) == {OP[target]: 2 * TINY_MT.decoder_layers}  # self + cross
     enc_s, dec_s = _session(tmp_path / "encoder.onnx"), _session(tmp_path / "decoder.onnx")
     names = [i.name for i in dec_s.get_inputs()]
-    assert names == decoder_io(TINY_MT.decoder_layers)[0]
+    assert names == DecoderIO.standard(TINY_MT.decoder_layers).inputs
     for batch, src_len, past, new in [(2, 7, 0, 1), (3, 5, 4, 1), (1, 9, 6, 3)]:
         enc_args, dec_args = example_translation_inputs(translator, batch, src_len, past, new)
         with torch.no_grad():

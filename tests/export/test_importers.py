@@ -25,12 +25,12 @@ import transformers
 from sentencepiece import sentencepiece_model_pb2
 from tokenizers import Tokenizer
 
+from attnserve.contract.manifest import load_manifest
 from attnserve.export.importers import load_hf_vit, load_marian, to_marian
 from attnserve.export.importers.marian import state_from_marian
 from attnserve.export.modeldir import ExportError, write_translation_dir, write_vit_dir
 from attnserve.models import create_model, greedy_decode, preset_config
 from attnserve.models.translation import TranslationTransformer
-from attnserve.server.manifest import load_manifest
 
 transformers.logging.set_verbosity_error()
 pytestmark = pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")  # MarianTokenizer's nag

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from attnserve.contract.manifest import ManifestError, load_manifest
 from attnserve.export.modeldir import ExportError, placeholder_tokenizer, write_translation_dir, write_vit_dir
 from attnserve.models import TranslationConfig, TranslationTransformer, VisionTransformer, ViTConfig
-from attnserve.server.manifest import ManifestError, load_manifest
 
 TINY_MT = TranslationConfig(
     vocab_size=60, d_model=32, num_heads=4, encoder_layers=1, decoder_layers=2, ffn_dim=64, dropout=0.0

@@ -9,9 +9,9 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from attnserve.contract.manifest import load_manifest
 from attnserve.export.cli import main
 from attnserve.export.onnx_nodes import count_attention_nodes
-from attnserve.server.manifest import load_manifest
 
 from .conftest import TINY_MT
 

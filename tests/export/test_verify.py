@@ -14,8 +14,8 @@ import onnx
 import pytest
 from onnx import numpy_helper
 
+from attnserve.contract.manifest import load_manifest, sha256_file
 from attnserve.export.cli import main
-from attnserve.server.manifest import load_manifest, sha256_file
 
 from .conftest import error_lines, leftovers
 

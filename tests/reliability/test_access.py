@@ -289,3 +289,80 @@ def test_container_healthcheck_speaks_tls_and_mutual_tls(serve, repo, pki):
         }
         ok = _health_probe(server.address, mutual | client)
         assert ok.returncode == 0, ok.stdout + ok.stderr
+
+
+# ------------------------------------------------------------------ the HTTP port (KServe v2 REST)
+
+
+def _https(server, path: str, pki, client: str | None = None, headers: dict | None = None, body: bytes | None = None):
+    """(status, body) of an HTTPS request that trusts the test CA (and presents ``client``'s certificate)."""
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    context = ssl.create_default_context(cafile=str(pki["ca.pem"]))
+    if client:
+        context.load_cert_chain(str(pki[f"{client}.pem"]), str(pki[f"{client}.key"]))
+    request = urllib.request.Request(f"https://{server.http_address}{path}", data=body, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=TIMEOUT, context=context) as reply:
+            return reply.status, reply.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+def _plain_http_fails(server) -> bool:
+    import http.client
+
+    connection = http.client.HTTPConnection(server.http_address, timeout=TIMEOUT)
+    try:
+        connection.request("GET", "/v2/health/live")
+        return connection.getresponse().status != 200
+    except (OSError, http.client.HTTPException):
+        return True
+    finally:
+        connection.close()
+
+
+def test_http_port_serves_tls_and_mutual_tls_with_the_grpc_certificates(serve, repo, pki):
+    import ssl
+
+    tls = dict(tls_cert=str(pki["server.pem"]), tls_key=str(pki["server.key"]))
+    with serve(repo, http_port=0, **tls) as server:
+        assert _https(server, "/v2/health/ready", pki)[0] == 200
+        assert _https(server, "/v2/models/digits", pki)[0] == 200
+        assert _plain_http_fails(server)
+    with serve(repo, http_port=0, tls_client_ca=str(pki["ca.pem"]), **tls) as server:
+        assert _https(server, "/v2/models/digits", pki, client="client")[0] == 200
+        for client in (None, "rogue-client"):  # no certificate, or one of another CA: the handshake fails
+            with pytest.raises((ssl.SSLError, OSError)):
+                _https(server, "/v2/models/digits", pki, client=client)
+
+
+def test_http_bearer_tokens_guard_everything_but_health(serve, repo):
+    import json
+    import urllib.error
+    import urllib.request
+
+    with serve(repo, http_port=0, auth_tokens=TOKEN) as server:
+
+        def get(path: str, token: str | None = None, body: bytes | None = None) -> tuple[int, dict, bytes]:
+            headers = {"Authorization": f"Bearer {token}"} if token else {}
+            request = urllib.request.Request(f"http://{server.http_address}{path}", data=body, headers=headers)
+            try:
+                with urllib.request.urlopen(request, timeout=TIMEOUT) as reply:
+                    return reply.status, dict(reply.headers), reply.read()
+            except urllib.error.HTTPError as err:
+                return err.code, dict(err.headers), err.read()
+
+        for path in ("/v2/health/live", "/v2/health/ready", "/v2/models/digits/ready"):
+            assert get(path)[0] == 200, path  # orchestrators probe without credentials
+        status, headers, body = get("/v2/models/digits")
+        assert status == 401 and headers["WWW-Authenticate"] == "Bearer"
+        assert "Authorization: Bearer" in json.loads(body)["error"]
+        infer = json.dumps({"inputs": [{"name": "IMAGE", "datatype": "BYTES", "shape": [1], "data": ["x"]}]}).encode()
+        assert get("/v2/models/digits/infer", OTHER_TOKEN, infer)[0] == 401
+        assert get("/v2/models/digits", TOKEN)[0] == 200
+        assert get("/v2/models/digits/infer", TOKEN, infer)[0] == 400  # authenticated, then refused for the input
+        assert server.metric("attnserve_unauthenticated_total", method="kserve.http.ModelMetadata") == 1
+        assert server.metric("attnserve_unauthenticated_total", method="kserve.http.ModelInfer") == 1

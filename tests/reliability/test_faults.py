@@ -85,7 +85,17 @@ def faulty_repo(tmp_path_factory, vit_dirs) -> Path:
 
 def test_server_process_refuses_or_skips_bad_models(faulty_repo):
     proc = subprocess.run(
-        [str(BIN / "attnserve-server"), "--model-repo", str(faulty_repo), "--port", "0", "--metrics-port", "-1"],
+        [
+            str(BIN / "attnserve-server"),
+            "--model-repo",
+            str(faulty_repo),
+            "--port",
+            "0",
+            "--metrics-port",
+            "-1",
+            "--http-port",
+            "-1",
+        ],
         capture_output=True,
         text=True,
         timeout=120,

@@ -1,6 +1,7 @@
 """A bounded soak (issue 8, "Load and overload"): mixed translation (unary and streams) and
-classification at more concurrency than the limits allow, against ``attnserve-server`` as
-a child process on loopback, for ``ATTNSERVE_SOAK_SECONDS`` (default 60).
+classification at more concurrency than the limits allow, over attnserve.v1 and KServe v2
+(gRPC ModelInfer, HTTP infer with binary data), against ``attnserve-server`` as a child
+process on loopback, for ``ATTNSERVE_SOAK_SECONDS`` (default 60).
 
 The server must shed load with RESOURCE_EXHAUSTED rather than queue without bound, keep
 its peak RSS within the documented bound (docs/operations.md: resident size after start-up
@@ -10,18 +11,22 @@ it accepted correctly and lose none (its own count of OK requests equals the cli
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections import Counter
 
 import grpc
 import numpy as np
 
+from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+from attnserve.server.kserve.tensors import join_bytes
 
 from ..server.conftest import direct_probs
 from ..server.test_cli import ServerProcess
@@ -51,10 +56,13 @@ def _rss(pid: int) -> tuple[int, int]:
 
 def _ok_requests(metrics_port: int) -> float:
     text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=30).read().decode()
-    pattern = (
-        r'attnserve_requests_total\{[^}]*method="(Translate|TranslateStream|Classify)"[^}]*status="OK"[^}]*\} (\S+)'
-    )
+    methods = r"Translate|TranslateStream|Classify|kserve\.ModelInfer|kserve\.http\.ModelInfer"
+    pattern = rf'attnserve_requests_total\{{[^}}]*method="({methods})"[^}}]*status="OK"[^}}]*\}} (\S+)'
     return sum(float(m.group(2)) for m in re.finditer(pattern, text))
+
+
+class Overloaded(Exception):
+    """HTTP 429: the KServe REST form of RESOURCE_EXHAUSTED."""
 
 
 def kv_budget_bytes(mt) -> int:
@@ -98,11 +106,53 @@ def test_soak_sheds_load_keeps_memory_bounded_and_loses_nothing(full_repo, vit_d
                 if failure:
                     failures.append(failure)
 
+        def kserve_translate(channel, rng: random.Random) -> bool:
+            """KServe v2 ModelInfer over gRPC: TEXT -> TRANSLATION, checked against the reference."""
+            texts, n = rng.sample(TEXTS, rng.randint(1, 3)), rng.choice(LENGTHS)
+            request = gs.ModelInferRequest(
+                model_name="mt", raw_input_contents=[join_bytes([t.encode() for t in texts])]
+            )
+            request.inputs.add(name="TEXT", datatype="BYTES", shape=[len(texts)])
+            request.parameters["max_new_tokens"].int64_param = n
+            infer = channel.unary_unary(
+                "/inference.GRPCInferenceService/ModelInfer",
+                request_serializer=gs.ModelInferRequest.SerializeToString,
+                response_deserializer=gs.ModelInferResponse.FromString,
+            )
+            reply = infer(request, timeout=TIMEOUT)
+            expected = join_bytes([mt.tokenizer.decode(refs[(t, n)]).encode() for t in texts])
+            return reply.raw_output_contents[0] == expected
+
+        def kserve_http_classify(rng: random.Random) -> bool:
+            """KServe v2 REST infer with binary data: IMAGE -> PROBABILITIES, checked against in-process ORT."""
+            picks = [rng.randrange(10) for _ in range(rng.randint(1, 4))]
+            data = join_bytes([digits[d] for d in picks])
+            head = {"inputs": [{"name": "IMAGE", "datatype": "BYTES", "shape": [len(picks)]}]}
+            head["inputs"][0]["parameters"] = {"binary_data_size": len(data)}
+            head = json.dumps(head).encode()
+            request = urllib.request.Request(
+                f"http://127.0.0.1:{server.http_port}/v2/models/digits/infer",
+                data=head + data,
+                headers={"Inference-Header-Content-Length": str(len(head))},
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=TIMEOUT) as reply:
+                    got = np.array(json.loads(reply.read())["outputs"][0]["data"], np.float32).reshape(len(picks), -1)
+            except urllib.error.HTTPError as exc:
+                if exc.code == 429:
+                    raise Overloaded from None
+                raise AssertionError(f"HTTP {exc.code}: {exc.read()[:200]!r}") from None
+            return np.allclose(got, probs[picks], atol=1e-4)
+
         def one_request(stub, rng: random.Random) -> None:
-            kind = rng.choice(["translate", "stream", "classify"])
+            kind = rng.choice(["translate", "stream", "classify", "kserve-translate", "kserve-http-classify"])
             record("sent")
             try:
-                if kind == "classify":
+                if kind == "kserve-translate":
+                    ok = kserve_translate(stub.channel, rng)
+                elif kind == "kserve-http-classify":
+                    ok = kserve_http_classify(rng)
+                elif kind == "classify":
                     picks = [rng.randrange(10) for _ in range(rng.randint(1, 4))]
                     request = pb.ClassifyRequest(
                         model="digits", images=[pb.ImageInput(encoded=digits[d]) for d in picks], top_k=3
@@ -129,6 +179,11 @@ def test_soak_sheds_load_keeps_memory_bounded_and_loses_nothing(full_repo, vit_d
                     )
                     ok = [t for c in chunks for t in c.token_ids] == refs[(text, n)]
                 record("accepted" if ok else "failed", None if ok else f"{kind}: wrong answer")
+            except Overloaded:
+                record("rejected")
+                time.sleep(rng.uniform(0.005, 0.05))  # a client backing off
+            except AssertionError as exc:
+                record("failed", f"{kind}: {exc}")
             except grpc.RpcError as exc:
                 if exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
                     record("rejected")
@@ -140,6 +195,7 @@ def test_soak_sheds_load_keeps_memory_bounded_and_loses_nothing(full_repo, vit_d
             rng = random.Random(i)
             with grpc.insecure_channel(server.address) as channel:
                 stub = pb_grpc.InferenceServiceStub(channel)
+                stub.channel = channel
                 while time.monotonic() < end:
                     one_request(stub, rng)
 

@@ -19,10 +19,10 @@ import pytest
 from PIL import Image, ImageDraw
 
 from attnserve.client import Client
+from attnserve.contract.manifest import load_manifest
 from attnserve.server.app import AttnServer, create_server
 from attnserve.server.classification import softmax
 from attnserve.server.config import Settings
-from attnserve.server.manifest import load_manifest
 from attnserve.server.preprocess import preprocess_image
 
 DIGIT_LABELS = [str(i) for i in range(10)]
@@ -129,6 +129,7 @@ class ServerHandle:
         self.app, self.port = loop_thread.run(create_server("127.0.0.1:0", settings))
         loop_thread.run(self.app.start())
         self.address = f"127.0.0.1:{self.port}"
+        self.http_address = f"127.0.0.1:{self.app.http_port}" if self.app.http_port else None
 
     def client(self, **kw) -> Client:
         kw.setdefault("retries", 0)
@@ -143,7 +144,7 @@ class ServerHandle:
 
 
 def settings_for(repo: Path, **overrides) -> Settings:
-    base = dict(model_repo=repo, threads=1, preprocess_threads=1, metrics_port=-1, provider="cpu")
+    base = dict(model_repo=repo, threads=1, preprocess_threads=1, metrics_port=-1, http_port=-1, provider="cpu")
     return Settings(**{**base, **overrides})
 
 

@@ -33,10 +33,11 @@ class ServerProcess:
 
     def __init__(self, repo: Path, *args: str) -> None:
         env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNSERVE_THREADS": "1", "ATTNSERVE_PROVIDER": "cpu"}
-        cmd = [str(BIN / "attnserve-server"), "--model-repo", str(repo), "--port", "0", *args]
+        cmd = [str(BIN / "attnserve-server"), "--model-repo", str(repo), "--port", "0", "--http-port", "0", *args]
         self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
         self.log: list[str] = []
         self.metrics_port: int | None = None
+        self.http_port: int | None = None
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             line = self.proc.stderr.readline()
@@ -45,6 +46,8 @@ class ServerProcess:
             self.log.append(line)
             if m := re.search(r"metrics on http://[\d.]+:(\d+)/", line):
                 self.metrics_port = int(m.group(1))
+            if m := re.search(r"HTTP \(KServe v2 REST\) on https?://[\d.]+:(\d+)", line):
+                self.http_port = int(m.group(1))
             if m := re.search(r"serving \d+ model\(s\) on [\d.]+:(\d+)", line):
                 self.port = int(m.group(1))
                 break

@@ -1,5 +1,5 @@
-"""The runtime never imports torch: every module of the server, client and protos imports
-with torch made unimportable (DESIGN.md, "Dependencies point one way")."""
+"""The runtime never imports torch: every module of the contract, server, client and protos
+imports with torch made unimportable (DESIGN.md, "Dependencies point one way")."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import sys
 import textwrap
 
 
-def test_server_client_and_protos_import_without_torch():
+def test_contract_server_client_and_protos_import_without_torch():
     script = textwrap.dedent(
         """
         import importlib, pkgutil, sys
         sys.modules["torch"] = None  # any `import torch` now raises ImportError
         sys.modules["onnx"] = None  # the export-side libraries are not runtime dependencies either
         names = []
-        for pkg_name in ("attnserve.server", "attnserve.client", "attnserve.protos"):
+        for pkg_name in ("attnserve.contract", "attnserve.server", "attnserve.client", "attnserve.protos"):
             pkg = importlib.import_module(pkg_name)
             names.append(pkg_name)
             for info in pkgutil.walk_packages(pkg.__path__, pkg_name + "."):

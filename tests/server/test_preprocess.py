@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from attnserve.contract.manifest import Preprocessing
 from attnserve.server.errors import InvalidRequest
-from attnserve.server.manifest import Preprocessing
 from attnserve.server.preprocess import preprocess_image, tensor_to_pixels
 
 GRAY = Preprocessing(image_size=4, channels=1, mean=[0.5], std=[0.25], resample="nearest", invert=False)

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from PIL import Image, ImageFile
 
+from attnserve.contract.manifest import Preprocessing
 from attnserve.server.errors import InvalidRequest
-from attnserve.server.manifest import Preprocessing
 from attnserve.server.preprocess import preprocess_image
 
 GRAY = Preprocessing(image_size=8, channels=1, mean=[0.5], std=[0.5], resample="bilinear", invert=True)

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.server.manifest import GraphSpec, Manifest, TokenizerSpec, file_entries, write_manifest
-from attnserve.server.registry import ModelRegistry, RepositoryError, translation_available
+from attnserve.server.registry import ModelRegistry, RepositoryError
 
 from .conftest import digit_png, settings_for
 
@@ -57,34 +56,3 @@ def test_missing_or_empty_repository_says_how_to_build_it(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(RepositoryError, match="no servable model.*attnserve.export.zoo"):
         ModelRegistry.load(tmp_path / "empty", settings_for(tmp_path / "empty"))
-
-
-def _fake_translation_dir(out: Path) -> None:
-    """A manifest-valid translation directory (placeholder files): enough to be skipped or refused."""
-    out.mkdir(parents=True)
-    for name in ("encoder.onnx", "decoder.onnx", "tokenizer.json"):
-        (out / name).write_bytes(b"placeholder " + name.encode())
-    manifest = Manifest(
-        name="mt",
-        kind="translation",
-        attention="fused",
-        precision="fp32",
-        opset=23,
-        config={},
-        graphs={"encoder": GraphSpec("encoder.onnx", [], []), "decoder": GraphSpec("decoder.onnx", [], [])},
-        files=file_entries(out, ["encoder.onnx", "decoder.onnx", "tokenizer.json"]),
-        tokenizer=TokenizerSpec("tokenizer.json", 0, 1, 2, 3),
-        limits={"max_source_len": 8, "max_target_len": 8},
-    )
-    write_manifest(out, manifest)
-
-
-@pytest.mark.skipif(translation_available(), reason="the translation engine is present")
-def test_translation_models_are_skipped_without_the_engine(tmp_path, vit_dirs, caplog):
-    repo = tmp_path / "repo"
-    shutil.copytree(vit_dirs["digits"], repo / "digits")
-    _fake_translation_dir(repo / "mt")
-    registry = ModelRegistry.load(repo, settings_for(repo))  # no --skip-bad-models needed
-    assert list(registry.models) == ["digits"]
-    assert "translation engine" in registry.failed["mt"].reason
-    assert "skipped model mt" in caplog.text

@@ -154,6 +154,7 @@ TRANSLATE_CASES = {
     "empty text": (pb.TranslateRequest(model="mt", texts=[""]), INVALID),
     "text over max source length": (pb.TranslateRequest(model="mt", texts=[" ".join(["t5"] * 40)]), INVALID),
     "too many texts": (pb.TranslateRequest(model="mt", texts=["t5"] * 9), INVALID),
+    "a 1 MB text": (pb.TranslateRequest(model="mt", texts=["t5 " * 350_000]), INVALID),
     "unknown mode value": (pb.TranslateRequest(model="mt", texts=["t5"], options=_options(mode=9)), INVALID),
     "beam over the limit": (pb.TranslateRequest(model="mt", texts=["t5"], options=_options(beam_size=5)), INVALID),
     "more hypotheses than beams": (

@@ -1,17 +1,12 @@
-"""The Translate / TranslateStream handlers against a stand-in engine that follows the
-engine interface (notes/engine_interface.md): option mapping, replies, stream deltas,
-cancellation reaching the engine, engine errors mapped to statuses.
-
-The real decode engine is tested end to end in test_translate.py once it is merged.
+"""The Translate / TranslateStream handlers against a stand-in with the engine's API and
+types: option mapping, replies, stream deltas, cancellation reaching the engine, engine
+errors mapped to statuses. The real engine is tested end to end in test_translate.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
-import types
-from dataclasses import dataclass
 
 import grpc
 import pytest
@@ -20,45 +15,7 @@ from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from attnserve.server.errors import InvalidRequest, Overloaded
 from attnserve.server.registry import LoadedModel
-
-
-@dataclass(frozen=True)
-class DecodeOptions:
-    beam_size: int = 1
-    num_hypotheses: int = 1
-    length_penalty: float = 1.0
-    max_new_tokens: int = 0
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int | None = None
-    return_scores: bool = True  # the engine's default; the proto's bool is False unless asked for
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    text: str
-    token_ids: list[int]
-    logprob: float
-    score: float
-    finish_reason: str
-
-
-@dataclass(frozen=True)
-class TranslationResult:
-    hypotheses: list[Hypothesis]
-    source_tokens: int
-    queue_ms: float
-    encode_ms: float
-    decode_ms: float
-    first_token_ms: float
-
-
-@dataclass(frozen=True)
-class StreamEvent:
-    delta: str
-    token_id: int | None
-    finish_reason: str | None
+from attnserve.server.translation import DecodeOptions, Hypothesis, StreamEvent, TranslationResult
 
 
 class FakeEngine:
@@ -108,14 +65,7 @@ class FakeEngine:
 
 
 @pytest.fixture
-def fake_module(monkeypatch):
-    module = types.ModuleType("attnserve.server.translation")
-    module.DecodeOptions = DecodeOptions
-    monkeypatch.setitem(sys.modules, "attnserve.server.translation", module)
-
-
-@pytest.fixture
-def server(serve, repo, fake_module, vit_dirs):
+def server(serve, repo, vit_dirs):
     with serve(repo) as handle:
         digits = handle.app.registry.models["digits"]
         engine = FakeEngine()
@@ -186,7 +136,12 @@ def test_cancelled_stream_closes_the_engine_stream(server):
         (["x"], {"mode": 7}, grpc.StatusCode.INVALID_ARGUMENT, "options.mode: unknown value 7"),
         (["x"], {"temperature": -1}, grpc.StatusCode.INVALID_ARGUMENT, "temperature"),
         (["x"], {"length_penalty": float("nan")}, grpc.StatusCode.INVALID_ARGUMENT, "finite"),
-        (["x"], {"mode": pb.DECODING_MODE_BEAM_SEARCH, "temperature": 0.5}, grpc.StatusCode.INVALID_ARGUMENT, "BEAM"),
+        (
+            ["x"],
+            {"mode": pb.DECODING_MODE_BEAM_SEARCH, "temperature": 0.5},
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "mode beam_search",
+        ),
     ],
 )
 def test_engine_and_option_errors_map_to_statuses(server, texts, options, code, fragment):

@@ -68,8 +68,8 @@ def test_digits_training_preprocessing_is_the_servers():
     """The re-implementation used for training gives the same pixels as server/preprocess.py."""
     from PIL import Image
 
+    from attnserve.contract.manifest import Preprocessing
     from attnserve.models.training.train_digits import PREPROCESSING, augment, load_split, preprocess, to_paper
-    from attnserve.server.manifest import Preprocessing
     from attnserve.server.preprocess import preprocess_image
 
     x_tr, _, _, _ = load_split()

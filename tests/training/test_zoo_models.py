@@ -8,9 +8,9 @@ pytest.importorskip("babel")
 pytest.importorskip("sacrebleu")
 pytest.importorskip("sklearn")
 
+from attnserve.contract.manifest import load_manifest  # noqa: E402
 from attnserve.export.evaluate import OnnxTranslator, evaluate_digits, evaluate_translation  # noqa: E402
 from attnserve.export.zoo import NAMES, ZOO, build_repo, is_current, main  # noqa: E402
-from attnserve.server.manifest import load_manifest  # noqa: E402
 
 EXAMPLES = ZOO.parent.parent / "examples"
 

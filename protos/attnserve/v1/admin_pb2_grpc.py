@@ -5,7 +5,7 @@ import warnings
 
 from . import admin_pb2 as attnserve_dot_v1_dot_admin__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.76.0'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class AdminServiceStub:
+class AdminServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -41,7 +41,7 @@ class AdminServiceStub:
                 _registered_method=True)
 
 
-class AdminServiceServicer:
+class AdminServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Reload(self, request, context):
@@ -68,7 +68,7 @@ def add_AdminServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class AdminService:
+class AdminService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

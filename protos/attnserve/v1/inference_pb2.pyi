@@ -71,7 +71,7 @@ class DecodingOptions(_message.Message):
     seed: int
     return_scores: bool
     return_token_ids: bool
-    def __init__(self, mode: _Optional[_Union[DecodingMode, str]] = ..., beam_size: _Optional[int] = ..., num_hypotheses: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., top_p: _Optional[float] = ..., seed: _Optional[int] = ..., return_scores: _Optional[bool] = ..., return_token_ids: _Optional[bool] = ...) -> None: ...
+    def __init__(self, mode: _Optional[_Union[DecodingMode, str]] = ..., beam_size: _Optional[int] = ..., num_hypotheses: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., top_p: _Optional[float] = ..., seed: _Optional[int] = ..., return_scores: bool = ..., return_token_ids: bool = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
     __slots__ = ("model", "texts", "options")
@@ -237,7 +237,7 @@ class ImagePreprocessing(_message.Message):
     std: _containers.RepeatedScalarFieldContainer[float]
     resample: str
     invert: bool
-    def __init__(self, image_size: _Optional[int] = ..., channels: _Optional[int] = ..., mean: _Optional[_Iterable[float]] = ..., std: _Optional[_Iterable[float]] = ..., resample: _Optional[str] = ..., invert: _Optional[bool] = ...) -> None: ...
+    def __init__(self, image_size: _Optional[int] = ..., channels: _Optional[int] = ..., mean: _Optional[_Iterable[float]] = ..., std: _Optional[_Iterable[float]] = ..., resample: _Optional[str] = ..., invert: bool = ...) -> None: ...
 
 class ModelInfo(_message.Message):
     __slots__ = ("name", "kind", "ready", "error", "provider", "precision", "attention", "config", "labels", "limits", "preprocessing", "version")
@@ -272,7 +272,7 @@ class ModelInfo(_message.Message):
     limits: ModelLimits
     preprocessing: ImagePreprocessing
     version: str
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ModelKind, str]] = ..., ready: _Optional[bool] = ..., error: _Optional[str] = ..., provider: _Optional[str] = ..., precision: _Optional[str] = ..., attention: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., labels: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., preprocessing: _Optional[_Union[ImagePreprocessing, _Mapping]] = ..., version: _Optional[str] = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ModelKind, str]] = ..., ready: bool = ..., error: _Optional[str] = ..., provider: _Optional[str] = ..., precision: _Optional[str] = ..., attention: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., labels: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., preprocessing: _Optional[_Union[ImagePreprocessing, _Mapping]] = ..., version: _Optional[str] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

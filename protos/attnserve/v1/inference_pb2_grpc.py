@@ -5,7 +5,7 @@ import warnings
 
 from . import inference_pb2 as attnserve_dot_v1_dot_inference__pb2
 
-GRPC_GENERATED_VERSION = '1.85.1'
+GRPC_GENERATED_VERSION = '1.76.0'
 GRPC_VERSION = grpc.__version__
 _version_not_supported = False
 
@@ -25,7 +25,7 @@ if _version_not_supported:
     )
 
 
-class InferenceServiceStub:
+class InferenceServiceStub(object):
     """Missing associated documentation comment in .proto file."""
 
     def __init__(self, channel):
@@ -61,7 +61,7 @@ class InferenceServiceStub:
                 _registered_method=True)
 
 
-class InferenceServiceServicer:
+class InferenceServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Translate(self, request, context):
@@ -134,7 +134,7 @@ def add_InferenceServiceServicer_to_server(servicer, server):
 
 
  # This class is part of an EXPERIMENTAL API.
-class InferenceService:
+class InferenceService(object):
     """Missing associated documentation comment in .proto file."""
 
     @staticmethod

@@ -17,9 +17,9 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from attnserve.contract.manifest import Manifest, load_manifest
 from attnserve.export.modeldir import placeholder_tokenizer, write_translation_dir
 from attnserve.models import TranslationConfig, TranslationTransformer, greedy_decode
-from attnserve.server.manifest import Manifest, load_manifest
 from attnserve.server.translation import EngineSettings, TranslationEngine, load_translation_sessions
 
 TINY = TranslationConfig(

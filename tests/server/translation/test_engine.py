@@ -52,6 +52,8 @@ def assert_idle(engine):
             f"text 0 is 31 tokens long after tokenization; this model takes at most {MAX_SOURCE_LEN}",
         ),
         (["t5"] * 65, DecodeOptions(), "65 texts in one request; the limit is 64"),
+        (["t5", "x" * (1 << 20)], DecodeOptions(), "text 1 is 1,048,576 characters; this server takes at most 50,000"),
+        (["t5 " * 16_000] * 5, DecodeOptions(), "240,000 characters together; this server takes at most 200,000"),
         (["t5"], DecodeOptions(beam_size=9), "beam_size must be in 1..8, got 9"),
         (["t5"], DecodeOptions(beam_size=2, num_hypotheses=3), "num_hypotheses must be in 1..beam_size (2), got 3"),
         (["t5"], DecodeOptions(max_new_tokens=MAX_TARGET_LEN + 1), f"max_new_tokens must be in 0..{MAX_TARGET_LEN}"),
@@ -68,6 +70,13 @@ def test_bad_requests_get_a_message_a_person_can_act_on(tiny, texts, options, me
     with pytest.raises(InvalidRequest) as info:
         engine.validate(texts, options)
     assert message in str(info.value)
+
+
+def test_a_megabyte_text_is_refused_before_it_is_tokenised(tiny):
+    engine = tiny.engine()
+    engine.tokenizer = None  # any use of it would fail otherwise than with the character limit
+    with pytest.raises(InvalidRequest, match="1,048,576 characters"):
+        engine.validate(["x" * (1 << 20)], DecodeOptions())
 
 
 def test_a_text_larger_than_the_token_budget_is_refused_up_front(tiny):

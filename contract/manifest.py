@@ -1,8 +1,11 @@
 """``model.json``: the only contract between the export CLI and the server.
 
 Torch-free on purpose: the export writes it with :func:`write_manifest`, the server
-reads it with :func:`load_manifest`, which checks every field and every file's sha256
-and raises :class:`ManifestError` naming the file and the field.
+reads it with :func:`load_manifest`, which checks every field, the graphs' input and
+output names (against :mod:`.graph_io`, for the kind and decoder layer count) and every
+file's sha256, and raises :class:`ManifestError` naming the file and the field. New
+fields are optional with defaults, so older model directories still load
+(``format_version`` stays 1).
 
 Layout of ``model.json`` (``format_version`` 1)::
 
@@ -33,13 +36,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from .graph_io import ClassifierIO, DecoderIO, EncoderIO, expected_io
+from .kinds import ATTENTION_TARGETS, GRAPHS_BY_KIND, KINDS, PRECISIONS, RESAMPLE, TRANSLATION
+
 FORMAT_VERSION = 1
 MANIFEST_NAME = "model.json"
-KINDS = ("translation", "image-classification")
-ATTENTION_TARGETS = ("fused", "onnx", "decomposed")
-PRECISIONS = ("fp32", "fp16", "int8")
-RESAMPLE = ("nearest", "bilinear", "bicubic", "lanczos")
-GRAPHS_BY_KIND = {"translation": ("encoder", "decoder"), "image-classification": ("model",)}
+TRANSLATION_CONFIG_INTS = ("decoder_layers", "num_heads", "d_model")  # what decoding needs to size the cache
 
 
 class ManifestError(ValueError):
@@ -97,6 +99,22 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         return {k: v for k, v in data.items() if v is not None}
+
+    def io(self, role: str) -> EncoderIO | DecoderIO | ClassifierIO:
+        """The input and output names of graph ``role`` ("encoder", "decoder" or "model"), as listed."""
+        return {"encoder": self.encoder_io, "decoder": self.decoder_io, "model": self.classifier_io}[role]()
+
+    def encoder_io(self) -> EncoderIO:
+        graph = self.graphs["encoder"]
+        return EncoderIO.from_lists(graph.inputs, graph.outputs)
+
+    def decoder_io(self) -> DecoderIO:
+        graph = self.graphs["decoder"]
+        return DecoderIO.from_lists(graph.inputs, graph.outputs)
+
+    def classifier_io(self) -> ClassifierIO:
+        graph = self.graphs["model"]
+        return ClassifierIO.from_lists(graph.inputs, graph.outputs)
 
 
 def sha256_file(path: Path) -> str:
@@ -184,7 +202,14 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
     for g in graphs.values():
         if g.file not in files:
             raise ManifestError(path, "files", f"graph file {g.file!r} has no sha256 entry")
-    if kind == "translation":
+    if kind == TRANSLATION:
+        for key in TRANSLATION_CONFIG_INTS:
+            if _require(manifest.config, key, int, path, "config.") < 1:
+                raise ManifestError(path, f"config.{key}", f"must be >= 1, got {manifest.config[key]}")
+        if manifest.config["d_model"] % manifest.config["num_heads"]:
+            raise ManifestError(path, "config.num_heads", "must divide config.d_model")
+    _check_graph_io(manifest, path)
+    if kind == TRANSLATION:
         tok = _require(data, "tokenizer", dict, path)
         ids = {k: _require(tok, k, int, path, "tokenizer.") for k in ("pad_id", "bos_id", "eos_id", "unk_id")}
         tok_file = _require(tok, "file", str, path, "tokenizer.")
@@ -216,6 +241,24 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
         )
         manifest = replace(manifest, labels=list(labels), preprocessing=prep)
     return manifest
+
+
+def _check_graph_io(manifest: Manifest, path: Path) -> None:
+    """The graphs' input and output lists are the contract's, name for name and in order."""
+    expected = expected_io(manifest.kind, manifest.config)
+    layers = f" with {manifest.config['decoder_layers']} decoder layers" if manifest.kind == TRANSLATION else ""
+    for role, io in expected.items():
+        graph = manifest.graphs[role]
+        for side, got, want in (("inputs", graph.inputs, io.inputs), ("outputs", graph.outputs, io.outputs)):
+            if got == want:
+                continue
+            where = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+            detail = (
+                f"name {where} is {got[where]!r}, expected {want[where]!r}"
+                if where < min(len(got), len(want))
+                else f"{len(got)} names, expected {len(want)}"
+            )
+            raise ManifestError(path, f"graphs.{role}.{side}", f"{detail} (the contract for the {role} graph{layers})")
 
 
 def load_manifest(model_dir: Path | str, verify_files: bool = True) -> Manifest:

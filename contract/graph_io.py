@@ -1,0 +1,135 @@
+"""Input and output names of the exported graphs: the one place they are spelled.
+
+translation ``encoder.onnx``
+    in:  src_ids (B, L) int64, src_mask (B, L) int32 (1 = token)
+    out: memory (B, L, C) float32; cross_key_{i}, cross_value_{i} (B, H, L, D) per decoder layer
+
+translation ``decoder.onnx`` (one graph for every step; P = 0 on the first)
+    in:  input_ids (B, S) int64, positions (B, S) int64, self_mask (B, P + S) int32,
+         src_mask (B, L) int32, past_key_{i}, past_value_{i} (B, H, P, D),
+         cross_key_{i}, cross_value_{i} (B, H, L, D)
+    out: logits (B, V) float32 of the last position; present_key_{i}, present_value_{i} (B, H, P + S, D)
+
+image-classification ``model.onnx``
+    in:  pixels (B, C_in, H, W) float32, normalised
+    out: logits (B, num_classes) float32
+
+The exporter names the graphs with :func:`expected_io` and lists the names in
+``model.json``; the manifest loader refuses a directory whose lists differ from these
+(for its kind and decoder layer count); the server reads them back from the manifest
+(:meth:`EncoderIO.from_lists` and friends), so the positions below are the contract and
+a rename happens here only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .kinds import IMAGE_CLASSIFICATION, TRANSLATION
+
+KV = ("key", "value")
+
+
+def per_layer(prefix: str, num_layers: int) -> tuple[str, ...]:
+    """``prefix_key_0, prefix_value_0, prefix_key_1, ...``: 2 names per layer, key first."""
+    return tuple(f"{prefix}_{kind}_{i}" for i in range(num_layers) for kind in KV)
+
+
+@dataclass(frozen=True)
+class EncoderIO:
+    src_ids: str
+    src_mask: str
+    memory: str
+    cross: tuple[str, ...]  # 2 per decoder layer (key, value), layer 0 first
+
+    @classmethod
+    def standard(cls, num_layers: int) -> EncoderIO:
+        return cls("src_ids", "src_mask", "memory", per_layer("cross", num_layers))
+
+    @classmethod
+    def from_lists(cls, inputs: list[str], outputs: list[str]) -> EncoderIO:
+        """The names as ``model.json`` lists them (validated: see the module docstring)."""
+        return cls(inputs[0], inputs[1], outputs[0], tuple(outputs[1:]))
+
+    @property
+    def inputs(self) -> list[str]:
+        return [self.src_ids, self.src_mask]
+
+    @property
+    def outputs(self) -> list[str]:
+        return [self.memory, *self.cross]
+
+
+@dataclass(frozen=True)
+class DecoderIO:
+    input_ids: str
+    positions: str
+    self_mask: str
+    src_mask: str
+    past: tuple[str, ...]  # 2 per layer (key, value)
+    cross: tuple[str, ...]  # 2 per layer, the encoder's ``cross`` outputs
+    logits: str
+    present: tuple[str, ...]  # 2 per layer, fed back as ``past`` on the next step
+
+    @classmethod
+    def standard(cls, num_layers: int) -> DecoderIO:
+        return cls(
+            "input_ids",
+            "positions",
+            "self_mask",
+            "src_mask",
+            per_layer("past", num_layers),
+            per_layer("cross", num_layers),
+            "logits",
+            per_layer("present", num_layers),
+        )
+
+    @classmethod
+    def from_lists(cls, inputs: list[str], outputs: list[str]) -> DecoderIO:
+        """The names as ``model.json`` lists them (validated: see the module docstring)."""
+        n2 = len(outputs) - 1  # 2 per layer
+        return cls(*inputs[:4], tuple(inputs[4 : 4 + n2]), tuple(inputs[4 + n2 :]), outputs[0], tuple(outputs[1:]))
+
+    @property
+    def inputs(self) -> list[str]:
+        return [self.input_ids, self.positions, self.self_mask, self.src_mask, *self.past, *self.cross]
+
+    @property
+    def outputs(self) -> list[str]:
+        return [self.logits, *self.present]
+
+
+@dataclass(frozen=True)
+class ClassifierIO:
+    pixels: str
+    logits: str
+
+    @classmethod
+    def standard(cls) -> ClassifierIO:
+        return cls("pixels", "logits")
+
+    @classmethod
+    def from_lists(cls, inputs: list[str], outputs: list[str]) -> ClassifierIO:
+        return cls(inputs[0], outputs[0])
+
+    @property
+    def inputs(self) -> list[str]:
+        return [self.pixels]
+
+    @property
+    def outputs(self) -> list[str]:
+        return [self.logits]
+
+
+def expected_io(kind: str, config: dict[str, Any]) -> dict[str, EncoderIO | DecoderIO | ClassifierIO]:
+    """The graphs of a model directory of ``kind`` by role, named as the contract says.
+
+    Translation needs ``config["decoder_layers"]`` (an int >= 1).
+    """
+    if kind == TRANSLATION:
+        n = int(config["decoder_layers"])
+        return {"encoder": EncoderIO.standard(n), "decoder": DecoderIO.standard(n)}
+    if kind == IMAGE_CLASSIFICATION:
+        return {"model": ClassifierIO.standard()}
+    raise ValueError(f"unknown model kind {kind!r}")

@@ -1,0 +1,121 @@
+"""An image-classification model's preprocessing: encoded image bytes -> (C, H, W) float32.
+
+Part of the model-directory contract: the server applies it to every request and the
+exporter's held-out evaluation applies the same code, so the two agree. The steps follow
+``model.json``'s ``preprocessing``: check the byte size, open the image and check its
+pixel count *before* decoding (decompression bombs), decode, convert to "L" (1 channel)
+or "RGB" (3), optionally invert (255 - x), resize to image_size square with the
+manifest's resample filter, scale to [0, 1], then (x - mean) / std per channel.
+"""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from .kinds import RESAMPLE as RESAMPLE_NAMES
+from .manifest import Preprocessing
+
+DEFAULT_MAX_BYTES = 10 * 1024 * 1024  # encoded image
+DEFAULT_MAX_PIXELS = 4096 * 4096  # declared width x height
+
+# Formats Pillow decodes without external tools or scripting; everything else is refused.
+FORMATS = ("PNG", "JPEG", "GIF", "BMP", "TIFF", "WEBP", "PPM")
+RESAMPLE = {
+    "nearest": Image.Resampling.NEAREST,
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "lanczos": Image.Resampling.LANCZOS,
+}
+assert tuple(RESAMPLE) == RESAMPLE_NAMES
+
+
+class ImageRejected(ValueError):
+    """An image that is too large, of an unsupported format, or does not decode (the message says which)."""
+
+
+def _open_checked(data: bytes, max_pixels: int, max_bytes: int) -> Image.Image:
+    if not data:
+        raise ImageRejected("image is empty (0 bytes)")
+    if len(data) > max_bytes:
+        raise ImageRejected(f"image is {len(data)} bytes; the limit is {max_bytes}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            image = Image.open(io.BytesIO(data), formats=FORMATS)  # reads the header only
+            width, height = image.size
+            if width * height > max_pixels:
+                raise ImageRejected(
+                    f"image is {width}x{height} = {width * height} pixels; the limit is {max_pixels} "
+                    "(checked before decoding)"
+                )
+            image.load()  # the full decode
+    except ImageRejected:
+        raise
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise ImageRejected(f"image refused as a decompression bomb: {exc}") from None
+    except UnidentifiedImageError:
+        raise ImageRejected(
+            f"image does not decode: not a supported format ({', '.join(FORMATS)}), {len(data)} bytes"
+        ) from None
+    except (OSError, ValueError, SyntaxError, EOFError, TypeError, MemoryError) as exc:
+        raise ImageRejected(f"image does not decode: {type(exc).__name__}: {exc}") from None
+    return image
+
+
+def _to_8bit(image: Image.Image) -> Image.Image:
+    """16-bit and float greyscale to "L" by scaling (Pillow's own convert clips at 255)."""
+    values = np.asarray(image, dtype=np.float32)  # (H, W)
+    if image.mode != "F":
+        values = values / 257.0  # 0..65535 -> 0..255
+    return Image.fromarray(np.clip(np.rint(values), 0, 255).astype(np.uint8), mode="L")
+
+
+def _flatten_alpha(image: Image.Image) -> Image.Image:
+    """Transparent pixels onto white, as a viewer shows them."""
+    rgba = image.convert("RGBA")
+    background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+    return Image.alpha_composite(background, rgba).convert("RGB")
+
+
+def to_mode(image: Image.Image, channels: int) -> Image.Image:
+    """Any decoded mode (1, L, LA, P, RGB, RGBA, CMYK, YCbCr, I;16, I, F, ...) to "L" or "RGB"."""
+    if image.mode.startswith("I") or image.mode == "F":
+        image = _to_8bit(image)
+    elif image.mode in ("RGBA", "LA", "PA", "La", "RGBa") or (image.mode == "P" and "transparency" in image.info):
+        image = _flatten_alpha(image)
+    return image.convert("L" if channels == 1 else "RGB")
+
+
+def normalize(pixels: np.ndarray, prep: Preprocessing) -> np.ndarray:
+    """(H, W) or (H, W, C) uint8 -> (C, H, W) float32 in the model's normalised range."""
+    x = pixels.astype(np.float32) / 255.0  # (H, W[, C]) in [0, 1]
+    if x.ndim == 2:
+        x = x[:, :, None]  # (H, W, 1)
+    mean = np.asarray(prep.mean, dtype=np.float32)  # (C,)
+    std = np.asarray(prep.std, dtype=np.float32)  # (C,)
+    x = (x - mean) / std  # (H, W, C)
+    return np.ascontiguousarray(x.transpose(2, 0, 1))  # (C, H, W)
+
+
+def preprocess_image(
+    data: bytes,
+    prep: Preprocessing,
+    *,
+    max_pixels: int = DEFAULT_MAX_PIXELS,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+) -> np.ndarray:
+    """Encoded image bytes -> (C, H, W) float32, C = prep.channels, H = W = prep.image_size.
+
+    Raises :class:`ImageRejected` for anything too large, unsupported or undecodable.
+    """
+    image = to_mode(_open_checked(data, max_pixels, max_bytes), prep.channels)
+    if prep.invert:
+        image = Image.eval(image, lambda v: 255 - v)
+    size = (prep.image_size, prep.image_size)
+    if image.size != size:
+        image = image.resize(size, resample=RESAMPLE[prep.resample])
+    return normalize(np.asarray(image), prep)

@@ -1,0 +1,172 @@
+"""One call's life, whatever the protocol (attnserve.v1 and KServe v2 over gRPC, KServe v2 REST).
+
+:meth:`CallTracker.track` gives every call a request id, refuses work while the server
+drains, counts it in flight (shutdown waits for zero), times it, maps the serving core's
+typed errors to one status name and records it in the metrics and the per-model
+statistics (KServe's ModelStatistics). Protocol layers only turn a :class:`CallFailed`
+into their own answer: a gRPC status, an HTTP status with a JSON error body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from .errors import DeadlineExceeded, Overloaded, ServingError, ShuttingDown
+from .metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+MAX_REQUEST_ID = 64
+T = TypeVar("T")
+
+
+@dataclass
+class Call:
+    method: str  # the metrics' method label: "Translate", "kserve.ModelInfer", "kserve.http.ModelInfer", ...
+    model: str
+    request_id: str
+    status: str = "OK"
+    items: int = 0  # texts or images answered: KServe's inference_count
+    queue_s: float = 0.0  # time its items waited for a batch or decode admission (the longest)
+
+
+class CallFailed(Exception):
+    """A call that ended with ``status`` (a gRPC status name) and a message for the client."""
+
+    def __init__(self, status: str, message: str, http_status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.http_status = http_status  # a more precise HTTP status than the status maps to (413)
+
+
+@dataclass
+class Duration:
+    count: int = 0
+    ns: int = 0
+
+    def add(self, seconds: float) -> None:
+        self.count += 1
+        self.ns += int(seconds * 1e9)
+
+
+@dataclass
+class ModelStats:
+    """What KServe's ModelStatistics reports for one model (inference methods of every protocol)."""
+
+    last_inference_ms: int = 0  # wall clock of the last answered inference, ms since the epoch
+    inference_count: int = 0  # texts and images answered
+    success: Duration = field(default_factory=Duration)
+    fail: Duration = field(default_factory=Duration)
+    queue: Duration = field(default_factory=Duration)
+
+
+class CallTracker:
+    """Request ids, draining, the in-flight count, metrics and statistics of every call."""
+
+    def __init__(self, metrics: Metrics, max_inflight: int = 0) -> None:
+        self.metrics = metrics
+        self.max_inflight = max_inflight  # 0 = no limit here (gRPC enforces max_concurrent_rpcs itself)
+        self.draining = False
+        self.inflight = 0
+        self.stats: dict[str, ModelStats] = {}
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @staticmethod
+    def request_id(given: str | bytes | None = None) -> str:
+        """The client's id (cut to 64 characters), else a new one."""
+        if isinstance(given, bytes):
+            given = given.decode("latin-1")
+        return str(given or uuid.uuid4().hex[:16])[:MAX_REQUEST_ID]
+
+    async def wait_idle(self) -> None:
+        await self._idle.wait()
+
+    @contextlib.asynccontextmanager
+    async def track(
+        self,
+        method: str,
+        model: str,
+        request_id: str = "",
+        *,
+        inference: bool = False,
+        limited: bool = False,
+        deadline_passed: Callable[[], bool] | None = None,
+    ) -> AsyncIterator[Call]:
+        """Run one call: ServingError -> CallFailed(its status), anything else -> CallFailed("INTERNAL").
+
+        ``inference`` counts it in the model's statistics; ``limited`` applies ``max_inflight``
+        (for protocols without a limit of their own); ``deadline_passed`` tells a cancellation
+        by the client's deadline (DEADLINE_EXCEEDED) from one by the client (CANCELLED).
+        """
+        call = Call(method, model or "-", request_id or self.request_id())
+        start = time.perf_counter()
+        self.inflight += 1
+        self._idle.clear()
+        self.metrics.inflight.inc()
+        try:
+            if self.draining:
+                raise ShuttingDown("server is shutting down; retry on another replica")
+            if limited and self.max_inflight and self.inflight > self.max_inflight:
+                raise Overloaded(f"{self.inflight - 1} calls in flight, the limit is {self.max_inflight}; retry later")
+            yield call
+        except ServingError as exc:
+            call.status = exc.status
+            message = str(exc)
+            if exc.status == "INTERNAL":  # a server-side failure: the request id ties the reply to the log
+                log.error("request %s: %s on model %s failed: %s", call.request_id, method, call.model, message)
+                message = f"{message} (request id {call.request_id})"
+            raise CallFailed(exc.status, message, getattr(exc, "http_status", None)) from None
+        except CallFailed as exc:  # already mapped by an inner layer (a stream's own error)
+            call.status = exc.status
+            raise
+        except asyncio.CancelledError:
+            call.status = "DEADLINE_EXCEEDED" if deadline_passed is not None and deadline_passed() else "CANCELLED"
+            raise
+        except Exception as exc:  # noqa: BLE001 - never a traceback to the client
+            call.status = "INTERNAL"
+            log.exception("request %s: %s on model %s failed", call.request_id, method, call.model)
+            raise CallFailed(
+                "INTERNAL", f"internal error: {type(exc).__name__}: {exc} (request id {call.request_id})"
+            ) from None
+        finally:
+            elapsed = time.perf_counter() - start
+            self.inflight -= 1
+            if self.inflight == 0:
+                self._idle.set()
+            self.metrics.inflight.dec()
+            self.metrics.requests.labels(call.model, method, call.status).inc()
+            self.metrics.latency.labels(call.model, method).observe(elapsed)
+            if inference and call.model != "-":
+                self._record(call, elapsed)
+
+    def _record(self, call: Call, elapsed: float) -> None:
+        stats = self.stats.setdefault(call.model, ModelStats())
+        if call.status == "OK":
+            stats.success.add(elapsed)
+            stats.inference_count += call.items
+            stats.last_inference_ms = int(time.time() * 1000)
+            if call.items:
+                stats.queue.add(call.queue_s)
+        else:
+            stats.fail.add(elapsed)
+
+
+async def within(awaitable: Awaitable[T], timeout_s: float | None) -> T:
+    """``await awaitable``, dropping its work with DeadlineExceeded after ``timeout_s`` (None: no limit)."""
+    if timeout_s is None:
+        return await awaitable
+    try:
+        return await asyncio.wait_for(awaitable, timeout_s)
+    except asyncio.TimeoutError:
+        raise DeadlineExceeded(
+            f"the request's timeout of {timeout_s * 1e3:.0f} ms passed; its work was dropped"
+        ) from None

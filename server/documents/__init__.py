@@ -1,0 +1,21 @@
+"""Texts as documents (issue 14): split into lines and sentences for the model, translated
+segment by segment, joined with the original separators. Torch-free, engine-free."""
+
+from .document import Document, Segment
+from .fit import TokenBudget
+from .normalize import Normalizer, unicode_form
+from .splitter import FORMATS, HTML, TEXT, DocumentLimits, DocumentSplitter, PreparedDocument
+
+__all__ = [
+    "FORMATS",
+    "HTML",
+    "TEXT",
+    "Document",
+    "DocumentLimits",
+    "DocumentSplitter",
+    "Normalizer",
+    "PreparedDocument",
+    "Segment",
+    "TokenBudget",
+    "unicode_form",
+]

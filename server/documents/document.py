@@ -1,0 +1,121 @@
+"""A document split for translation: segments (what the model translates) between separators
+(what comes back exactly as sent).
+
+``Document.join(translations)`` puts a translation in place of every segment and keeps every
+separator: newlines, blank lines, indentation, leading and trailing whitespace, the spaces
+between sentences and, for html, the markup between text runs. A segment whose translation is
+its own text comes back as its exact source, so ``doc.join([s.text for s in doc.segments])``
+is the input, character for character (the property tests/server/documents checks).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+_HTML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One sentence (or a piece of one) of the input."""
+
+    source: str  # the exact span of the input it stands for (html: with its entities and inline tags)
+    text: str  # what the model translates: entities decoded, markup left out; not normalised yet
+    before: str = ""  # html: tags inside a word of the sentence, moved before its translation
+    after: str = ""  # html: their closing tags, moved after it
+    references: tuple[tuple[str, str], ...] = ()  # html: (character, the entity that spelled it)
+    html: bool = False
+
+    def render(self, translation: str) -> str:
+        if translation == self.text:
+            return self.source
+        if not self.html:
+            return translation
+        spelled = dict(self.references)
+        body = "".join(spelled.get(ch) or _HTML_ESCAPES.get(ch, ch) for ch in translation)
+        return self.before + body + self.after
+
+
+@dataclass(frozen=True)
+class Document:
+    separators: tuple[str, ...]  # len(segments) + 1, kept exactly as sent
+    segments: tuple[Segment, ...]
+
+    def __post_init__(self) -> None:
+        assert len(self.separators) == len(self.segments) + 1, "one more separator than segments"
+
+    def join(self, translations: Sequence[str]) -> str:
+        """The document with ``translations[i]`` in place of segment i."""
+        if len(translations) != len(self.segments):
+            raise ValueError(f"{len(translations)} translations for {len(self.segments)} segments")
+        out = [self.separators[0]]
+        for segment, translation, separator in zip(self.segments, translations, self.separators[1:]):
+            out += (segment.render(translation), separator)
+        return "".join(out)
+
+    @property
+    def source(self) -> str:
+        """The input, rebuilt from separators and segment sources."""
+        return self.join([s.text for s in self.segments])
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A stretch of plain text and the stretch of the input it was read from."""
+
+    plain_start: int
+    plain_end: int
+    raw_start: int
+    raw_end: int
+    reference: bool = False  # an html character reference: one or two characters for a longer spelling
+
+
+class SourceMap:
+    """Offsets in a run's plain text -> offsets in the input.
+
+    Text is its own plain text (one piece, offsets shifted); html text runs are pieces of
+    character data, each character where it was, and character references, whose
+    characters stand for the whole reference."""
+
+    def __init__(self, pieces: Sequence[Piece]) -> None:
+        self.pieces = list(pieces)
+        self._starts = [p.plain_start for p in self.pieces]
+
+    @classmethod
+    def identity(cls, raw_start: int, length: int) -> SourceMap:
+        return cls([Piece(0, length, raw_start, raw_start + length)])
+
+    def _piece(self, p: int) -> Piece:
+        return self.pieces[max(0, bisect.bisect_right(self._starts, p) - 1)]
+
+    def start(self, p: int) -> int:
+        """Where plain character ``p`` begins in the input."""
+        piece = self._piece(p)
+        if piece.reference or p >= piece.plain_end:
+            return piece.raw_start if p < piece.plain_end else piece.raw_end
+        return piece.raw_start + (p - piece.plain_start)
+
+    def end(self, p: int) -> int:
+        """Where plain character ``p - 1`` ends in the input."""
+        piece = self._piece(p - 1)
+        if piece.reference:
+            return piece.raw_end
+        return piece.raw_start + (p - piece.plain_start)
+
+    def splits_reference(self, p: int) -> bool:
+        """Whether ``p`` falls between the characters of one reference (a cut there would split it)."""
+        piece = self._piece(p)
+        return piece.reference and piece.plain_start < p < piece.plain_end
+
+    def references(self, start: int, end: int, plain: str, raw: str) -> tuple[tuple[str, str], ...]:
+        """(character, its spelling in the input) for the references inside plain[start:end]."""
+        out: dict[str, str] = {}
+        i = max(0, bisect.bisect_right(self._starts, start) - 1)
+        for piece in self.pieces[i:]:
+            if piece.plain_start >= end:
+                break
+            if piece.reference and piece.plain_end - piece.plain_start == 1 and piece.plain_start >= start:
+                out.setdefault(plain[piece.plain_start], raw[piece.raw_start : piece.raw_end])
+        return tuple(out.items())

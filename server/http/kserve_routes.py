@@ -1,0 +1,134 @@
+"""KServe v2 REST routes (and Triton's statistics and repository routes) on the HTTP server.
+
+Thin handlers: read the body -> ``kserve.rest`` / ``kserve.describe`` -> ``KServeInference``
+-> the reply. Metrics method labels are ``kserve.http.<operation>`` (gRPC's are
+``kserve.<RPC>``); health routes are open and untracked, like gRPC's health service.
+
+| route | what |
+|---|---|
+| GET /v2 | server metadata (name, version, extensions) |
+| GET /v2/health/live, /v2/health/ready | 200 when live / ready, else 400 (Triton's answer) |
+| GET /v2/models/{model}[/versions/{version}] | model metadata |
+| GET /v2/models/{model}[/versions/{version}]/ready | 200 / 400 |
+| GET /v2/models/{model}[/versions/{version}]/config | model config (Triton's JSON) |
+| POST /v2/models/{model}[/versions/{version}]/infer | inference, JSON and binary data |
+| GET /v2/models[/{model}[/versions/{version}]]/stats | statistics |
+| POST /v2/repository/index, /v2/repository/models/{model}/load, /unload | repository (load/unload: --enable-admin) |
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from ..calls import Call
+from ..errors import InvalidRequest, NotEnabled
+from ..kserve import describe, rest
+from ..kserve.describe import check_repository_parameters
+from .server import HttpServer, json_response, read_body
+
+VERSIONED = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
+
+
+def add_routes(http: HttpServer) -> None:
+    app = http.app
+
+    def model_of(request: web.Request, call: Call):
+        model = app.kserve_model(request.match_info["model"], request.match_info.get("version", ""))
+        call.model = model.name
+        return model
+
+    async def server_metadata(request: web.Request, call: Call) -> web.Response:
+        return json_response(describe.to_json(describe.server_metadata(app.settings)))
+
+    async def live(request: web.Request, call: Call) -> web.Response:
+        return web.Response(status=200)
+
+    async def ready(request: web.Request, call: Call) -> web.Response:
+        return web.Response(status=200 if app.ready else 400)
+
+    async def model_ready(request: web.Request, call: Call) -> web.Response:
+        ok = app.model_ready(request.match_info["model"], request.match_info.get("version", ""))
+        return web.Response(status=200 if ok else 400)
+
+    async def metadata(request: web.Request, call: Call) -> web.Response:
+        return json_response(describe.to_json(describe.model_metadata(model_of(request, call))))
+
+    async def config(request: web.Request, call: Call) -> web.Response:
+        return json_response(describe.to_json(describe.model_config(model_of(request, call), app.settings)))
+
+    async def infer(request: web.Request, call: Call) -> web.Response:
+        body = await read_body(request, app.settings.max_message_bytes)
+        name, version = request.match_info["model"], request.match_info.get("version", "")
+        parsed = rest.parse_infer(body, request.headers.get(rest.HEADER_LENGTH), name, version)
+        with app.registry.use(name, None) as model:
+            call.model = model.name
+            response = await app.kserve.infer(model, parsed, call)
+        payload, header_length = rest.render_infer(response, parsed)
+        if header_length is None:
+            return web.Response(body=payload, content_type="application/json")
+        return web.Response(
+            body=payload,
+            content_type="application/octet-stream",
+            headers={rest.HEADER_LENGTH: str(header_length)},
+        )
+
+    async def statistics(request: web.Request, call: Call) -> web.Response:
+        if "model" in request.match_info:
+            models = [model_of(request, call)]
+        else:
+            models = sorted(app.registry.models.values(), key=lambda m: m.name)
+        stats = [describe.to_json(describe.model_statistics(m, app.calls.stats.get(m.name))) for m in models]
+        return json_response({"model_stats": stats})
+
+    async def index(request: web.Request, call: Call) -> web.Response:
+        body = await _json_object(request, app.settings.max_message_bytes)
+        ready_only = body.get("ready", False) is True
+        return json_response([describe.to_json(m) for m in describe.repository_index(app.registry, ready_only).models])
+
+    async def load(request: web.Request, call: Call) -> web.Response:
+        await _admin(request)
+        await app.load_model(request.match_info["model"])
+        return web.Response(status=200)
+
+    async def unload(request: web.Request, call: Call) -> web.Response:
+        await _admin(request)
+        await app.unload_model(request.match_info["model"])
+        return web.Response(status=200)
+
+    async def _admin(request: web.Request) -> None:
+        if not app.settings.enable_admin:
+            raise NotEnabled("model load and unload are admin operations: start the server with --enable-admin")
+        parameters = (await _json_object(request, app.settings.max_message_bytes)).get("parameters") or {}
+        if not isinstance(parameters, dict):
+            raise InvalidRequest("parameters must be a JSON object")
+        check_repository_parameters(parameters)
+
+    http.route("GET", "/v2", server_metadata, label="kserve.http.ServerMetadata")
+    http.route("GET", "/v2/health/live", live, label="kserve.http.ServerLive", open=True, tracked=False)
+    http.route("GET", "/v2/health/ready", ready, label="kserve.http.ServerReady", open=True, tracked=False)
+    http.route("GET", "/v2/models/stats", statistics, label="kserve.http.ModelStatistics")  # before {model}
+    for base in VERSIONED:
+        http.route("GET", base, metadata, label="kserve.http.ModelMetadata")
+        http.route("GET", f"{base}/ready", model_ready, label="kserve.http.ModelReady", open=True, tracked=False)
+        http.route("GET", f"{base}/config", config, label="kserve.http.ModelConfig")
+        http.route("POST", f"{base}/infer", infer, label="kserve.http.ModelInfer", inference=True)
+        http.route("GET", f"{base}/stats", statistics, label="kserve.http.ModelStatistics")
+    http.route("POST", "/v2/repository/index", index, label="kserve.http.RepositoryIndex")
+    http.route("POST", "/v2/repository/models/{model}/load", load, label="kserve.http.RepositoryModelLoad")
+    http.route("POST", "/v2/repository/models/{model}/unload", unload, label="kserve.http.RepositoryModelUnload")
+
+
+async def _json_object(request: web.Request, limit: int) -> dict[str, Any]:
+    body = await read_body(request, limit)
+    if not body.strip():
+        return {}
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise InvalidRequest(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InvalidRequest("the request body must be a JSON object")
+    return doc

@@ -1,0 +1,169 @@
+"""The HTTP server: one aiohttp application on the server's own event loop, beside gRPC.
+
+aiohttp was chosen by measurement over an ASGI app on uvicorn (benchmarks/README.md,
+"HTTP server library"): equal on small JSON requests, faster on large binary bodies, and
+it cancels a handler whose client went away (``handler_cancellation``), which frees a
+translation's decoder row like a gRPC cancel does.
+
+Routes are added with :meth:`HttpServer.route`: each handler runs inside the shared
+:class:`~attnserve.server.calls.CallTracker` (request id ``X-Request-Id``, draining,
+``--max-concurrent-rpcs``, metrics, errors) and answers errors as ``{"error": message}``
+with the HTTP status of the gRPC status (:data:`HTTP_STATUS`). TLS and bearer tokens
+(``Authorization: Bearer <token>``) come from the same settings as gRPC's; routes
+registered with ``open=True`` (health) need no token. KServe v2's routes live in
+``kserve_routes``; the LibreTranslate and generate routes will join them here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from .. import security
+from ..calls import Call, CallFailed
+from ..errors import Overloaded
+
+log = logging.getLogger(__name__)
+
+HTTP_STATUS = {
+    "INVALID_ARGUMENT": 400,
+    "UNAUTHENTICATED": 401,
+    "NOT_FOUND": 404,
+    "RESOURCE_EXHAUSTED": 429,
+    "CANCELLED": 499,  # nobody reads it: the client has gone
+    "INTERNAL": 500,
+    "UNIMPLEMENTED": 501,
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+REQUEST_ID = "X-Request-Id"
+UNAUTHENTICATED_MESSAGE = "missing or invalid bearer token: send the header 'Authorization: Bearer <token>'"
+Handler = Callable[[web.Request, Call], Awaitable[web.StreamResponse]]
+
+
+class PayloadTooLarge(Overloaded):
+    """A body over --max-message-bytes: RESOURCE_EXHAUSTED, as gRPC answers an oversize message."""
+
+    http_status = 413
+
+
+def error_response(status: str, message: str, http_status: int | None = None) -> web.Response:
+    return web.json_response({"error": message}, status=http_status or HTTP_STATUS.get(status, 500))
+
+
+async def read_body(request: web.Request, limit: int) -> bytes:
+    """The whole body; ``limit`` is the application's ``client_max_size`` (--max-message-bytes)."""
+    try:
+        return await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise PayloadTooLarge(f"request body over the limit of {limit} bytes (--max-message-bytes)") from None
+
+
+class HttpServer:
+    def __init__(self, app: Any) -> None:  # app: attnserve.server.app.AttnServer
+        self.app = app
+        self.open_routes: set[str] = set()
+        self.labels: dict[str, str] = {}  # route name -> metrics method label
+        self.web = web.Application(
+            client_max_size=app.settings.max_message_bytes, middlewares=[self._errors, self._auth]
+        )
+        self._runner: web.AppRunner | None = None
+        from . import kserve_routes
+
+        kserve_routes.add_routes(self)
+
+    def route(
+        self,
+        http_method: str,
+        path: str,
+        handler: Handler,
+        *,
+        label: str,
+        inference: bool = False,
+        open: bool = False,
+        tracked: bool = True,
+    ) -> None:
+        """Serve ``handler(request, call)`` at ``path``; ``label`` is its metrics method label.
+
+        ``tracked=False`` (health probes) skips the tracker: no metrics, answered while draining.
+        """
+        name = f"{label}.r{len(self.labels)}"  # aiohttp route names: identifiers and dots
+        self.labels[name] = label
+        if open:
+            self.open_routes.add(name)
+        calls = self.app.calls
+
+        async def wrapped(request: web.Request) -> web.StreamResponse:
+            request_id = calls.request_id(request.headers.get(REQUEST_ID))
+            if not tracked:
+                return await handler(request, Call(label, "-", request_id))
+            try:
+                async with calls.track(
+                    label, request.match_info.get("model", ""), request_id, inference=inference, limited=True
+                ) as call:
+                    response = await handler(request, call)
+            except CallFailed as exc:
+                response = error_response(exc.status, exc.message, exc.http_status)
+            if not response.prepared:
+                response.headers[REQUEST_ID] = request_id
+            return response
+
+        self.web.router.add_route(http_method, path, wrapped, name=name)
+
+    @web.middleware
+    async def _errors(self, request: web.Request, handler) -> web.StreamResponse:
+        """aiohttp's own refusals (unknown path, wrong method, bad request line) as JSON errors too."""
+        try:
+            return await handler(request)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            return web.json_response({"error": exc.reason}, status=exc.status, headers=_allow(exc))
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler) -> web.StreamResponse:
+        checker = self.app.token_checker
+        route = request.match_info.route
+        name = getattr(route, "name", None)
+        if checker is None or request.match_info.http_exception is not None or name in self.open_routes:
+            return await handler(request)
+        if checker.check(request.headers.get("Authorization")):
+            return await handler(request)
+        self.app._unauthenticated(self.labels.get(name, "http"))
+        response = error_response("UNAUTHENTICATED", UNAUTHENTICATED_MESSAGE)
+        response.headers["WWW-Authenticate"] = "Bearer"
+        return response
+
+    async def start(self, host: str, port: int) -> int:
+        """Listen on ``host:port`` (0 = any free port); returns the port."""
+        ssl_context = security.http_ssl_context(self.app.settings)
+        runner = web.AppRunner(self.web, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise OSError(f"cannot serve HTTP on {host}:{port}: {exc.strerror or exc} (see --http-port)") from exc
+        self._runner = runner
+        bound = runner.addresses[0][1]
+        log.info("HTTP (KServe v2 REST) on %s://%s:%d", "https" if ssl_context else "http", host, bound)
+        return bound
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+def _allow(exc: web.HTTPException) -> dict[str, str]:
+    allow = exc.headers.get("Allow") if exc.headers else None
+    return {"Allow": allow} if allow else {}
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    return web.Response(body=json.dumps(data).encode(), status=status, content_type="application/json")

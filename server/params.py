@@ -1,0 +1,91 @@
+"""Request parameters every protocol shares, checked once: decoding options from name -> value.
+
+attnserve.v1 maps its ``DecodingOptions`` message to these names, KServe v2 takes them as
+request parameters (gRPC ``InferParameter`` or REST JSON), the next HTTP routes as JSON
+fields. Types and the consistency of ``mode`` are checked here; value ranges that depend
+on the model or the server's limits are the engine's (``TranslationEngine.validate``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from .errors import InvalidRequest
+from .translation import DecodeOptions
+
+MODES = ("greedy", "beam_search", "sampling")
+INT, FLOAT, BOOL, STR = "an integer", "a number", "a boolean", "a string"
+# name -> kind. New engine options (languages, text format: issues 13 and 14) are added here once.
+DECODING_PARAMETERS = {
+    "mode": STR,
+    "beam_size": INT,
+    "num_hypotheses": INT,
+    "length_penalty": FLOAT,
+    "max_new_tokens": INT,
+    "temperature": FLOAT,
+    "top_k": INT,
+    "top_p": FLOAT,
+    "seed": INT,
+    "return_scores": BOOL,
+}
+MAX_SEED = 2**64 - 1
+
+
+def _typed(name: str, value: Any, kind: str, where: str) -> Any:
+    """``value`` as ``kind``; an integral float is an integer, an integer is a number; nothing else converts."""
+    ok = False
+    if kind == BOOL:
+        ok = isinstance(value, bool)
+    elif kind == STR:
+        ok = isinstance(value, str)
+    elif kind == INT and not isinstance(value, bool):
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            value = int(value)
+        ok = isinstance(value, int)
+    elif kind == FLOAT and not isinstance(value, bool):
+        ok = isinstance(value, (int, float)) and math.isfinite(value)
+        value = float(value) if ok else value
+    if not ok:
+        raise InvalidRequest(f"{where}{name}: expected {kind}, got {value!r}")
+    return value
+
+
+def decode_options(values: Mapping[str, Any], where: str = "") -> DecodeOptions:
+    """Name -> value (absent names take their defaults) -> the engine's ``DecodeOptions``.
+
+    ``mode`` is inferred when absent (beam search when beam_size > 1, sampling when
+    temperature > 0, else greedy); a given mode must agree with the other options.
+    ``where`` prefixes the names in error messages (``"options."``, ``"parameters."``).
+    """
+    v = {name: _typed(name, values[name], kind, where) for name, kind in DECODING_PARAMETERS.items() if name in values}
+    mode = v.get("mode", "")
+    if mode and mode not in MODES:
+        raise InvalidRequest(f"{where}mode: unknown value {mode!r} (one of {', '.join(MODES)})")
+    beam_size = v.get("beam_size") or 1
+    temperature = v.get("temperature", 0.0)
+    if temperature < 0:
+        raise InvalidRequest(f"{where}temperature: must be >= 0, got {temperature}")
+    if mode == "greedy" and (beam_size > 1 or temperature > 0):
+        raise InvalidRequest(f"{where}mode greedy with beam_size {beam_size} / temperature {temperature}")
+    if mode == "beam_search" and temperature > 0:
+        raise InvalidRequest(f"{where}mode beam_search does not sample: leave temperature at 0")
+    if mode == "sampling":
+        if beam_size > 1:
+            raise InvalidRequest(f"{where}mode sampling needs beam_size 1, got {beam_size}")
+        temperature = temperature or 1.0
+    seed = v.get("seed")
+    if seed is not None and not 0 <= seed <= MAX_SEED:
+        raise InvalidRequest(f"{where}seed: must be in 0..{MAX_SEED}, got {seed}")
+    return DecodeOptions(
+        beam_size=beam_size,
+        num_hypotheses=v.get("num_hypotheses") or 1,
+        length_penalty=v.get("length_penalty", 1.0),
+        max_new_tokens=v.get("max_new_tokens", 0),
+        temperature=temperature,
+        top_k=v.get("top_k", 0),
+        top_p=v.get("top_p", 1.0),
+        seed=seed,
+        return_scores=v.get("return_scores", False),  # greedy/sampling skip the log-softmax without it
+    )
