@@ -28,6 +28,7 @@ from .conftest import (
     DOCKER,
     DOCKERFILES,
     GRPC_PORT,
+    HTTP_PORT,
     METRICS_PORT,
     ROOT,
     compose_command,
@@ -76,17 +77,23 @@ def test_compose_file_parses_with_its_services_and_profiles(compose):
     assert gpu[0]["driver"] == "nvidia" and "gpu" in str(gpu[0]["capabilities"])
 
 
-def test_attnserve_service_publishes_grpc_and_metrics_and_restarts(compose):
+def test_attnserve_service_publishes_grpc_http_and_metrics_and_restarts(compose):
     for name in ("attnserve", "attnserve-gpu"):
         service = compose["services"][name]
-        assert {target for _, target in port_pairs(service)} == {GRPC_PORT, METRICS_PORT}
+        assert {target for _, target in port_pairs(service)} == {GRPC_PORT, HTTP_PORT, METRICS_PORT}
         assert service["restart"] == "unless-stopped"
         assert service["healthcheck"]["test"] == ["CMD", "python", "/opt/attnserve/healthcheck.py"]
         assert any(
             str(v).endswith(":/models:ro") or (isinstance(v, dict) and v.get("target") == "/models")
             for v in service["volumes"]
         )
-    assert sorted(published for published, _ in port_pairs(compose["services"]["attnserve"])) == ["50051", "8002"]
+    assert sorted(published for published, _ in port_pairs(compose["services"]["attnserve"])) == [
+        "50051",
+        "8000",
+        "8002",
+    ]
+    gpu = sorted(published for published, _ in port_pairs(compose["services"]["attnserve-gpu"]))
+    assert gpu == ["50052", "8001", "8003"]  # beside the CPU service on one host
 
 
 def test_compose_environment_sets_every_server_setting_with_its_default(compose):
@@ -96,6 +103,7 @@ def test_compose_environment_sets_every_server_setting_with_its_default(compose)
     assert set(env) == expected
     fixed = {"ATTNSERVE_MODEL_REPO": "/models", "ATTNSERVE_HOST": "0.0.0.0", "ATTNSERVE_PORT": str(GRPC_PORT)}
     fixed |= {"ATTNSERVE_METRICS_PORT": str(METRICS_PORT), "ATTNSERVE_PROVIDER": "cpu", "ATTNSERVE_CONFIG": ""}
+    fixed |= {"ATTNSERVE_HTTP_PORT": str(HTTP_PORT)}
     defaults = Settings()
     for f in dataclasses.fields(Settings):
         name = env_name(f.name)
@@ -186,6 +194,23 @@ def test_the_stage_that_builds_the_wheel_copies_every_package_of_pyproject(flavo
     assert _dockerignored("benchmarks/results/server.json")
 
 
+def test_every_package_folder_is_listed_for_the_wheel():
+    """setuptools installs only the packages pyproject names: a new sub-package left out of the
+    list works from the editable checkout and is missing from the wheel, so the image's server
+    dies on import (a CI run found `attnserve.server.kserve` missing that way)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setuptools["packages"])
+    on_disk = set()
+    for package, folder in setuptools["package-dir"].items():
+        for init in (ROOT / folder).rglob("__init__.py"):
+            relative = init.parent.relative_to(ROOT / folder)
+            on_disk.add(".".join([package, *relative.parts]))
+    assert on_disk - listed == set(), (
+        f"packages missing from pyproject's [tool.setuptools] packages: {sorted(on_disk - listed)}"
+    )
+    assert listed - on_disk == set(), f"pyproject lists packages with no folder: {sorted(listed - on_disk)}"
+
+
 @pytest.mark.parametrize("flavor", sorted(DOCKERFILES))
 def test_runtime_stage_is_non_root_exposes_ports_probes_health_and_runs_the_server(flavor):
     dockerfile = parse_dockerfile(DOCKERFILES[flavor])
@@ -194,13 +219,14 @@ def test_runtime_stage_is_non_root_exposes_ports_probes_health_and_runs_the_serv
     runtime = dockerfile.stages[-1]
     user = runtime.all("USER")[-1].split(":")[0]
     assert user not in ("root", "0")
-    assert sorted(int(p) for p in " ".join(runtime.all("EXPOSE")).split()) == [METRICS_PORT, GRPC_PORT]
+    assert sorted(int(p) for p in " ".join(runtime.all("EXPOSE")).split()) == [HTTP_PORT, METRICS_PORT, GRPC_PORT]
     (health,) = runtime.all("HEALTHCHECK")
     assert health.split("CMD", 1)[1].strip() == '["python", "/opt/attnserve/healthcheck.py"]'
     assert runtime.exec_form("ENTRYPOINT") == ["attnserve-server"]
     env = runtime.env()
     assert env["ATTNSERVE_HOST"] == "0.0.0.0" and env["ATTNSERVE_MODEL_REPO"] == "/models"
     assert (env["ATTNSERVE_PORT"], env["ATTNSERVE_METRICS_PORT"]) == (str(GRPC_PORT), str(METRICS_PORT))
+    assert env["ATTNSERVE_HTTP_PORT"] == str(HTTP_PORT)
     assert env["ATTNSERVE_PROVIDER"] == {"cpu": "cpu", "cuda": "cuda"}[flavor]
     assert not any("torch" in args for args in runtime.all("RUN") + runtime.all("COPY"))
 
@@ -264,7 +290,7 @@ def test_container_command_and_healthcheck_against_a_live_server(compose, tiny_r
     runtime = parse_dockerfile(DOCKERFILES["cpu"]).stages[-1]
     command = runtime.exec_form("ENTRYPOINT") + (runtime.exec_form("CMD") if runtime.all("CMD") else [])
     command[0] = str(BIN / command[0])
-    port, metrics_port = free_port(), free_port()
+    port, http_port, metrics_port = free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTNSERVE_")}
     env |= {k: v for k, v in runtime.env().items() if k.startswith(("ATTNSERVE_", "PYTHON"))}
     env |= environment(compose["services"]["attnserve"])
@@ -272,6 +298,7 @@ def test_container_command_and_healthcheck_against_a_live_server(compose, tiny_r
         "ATTNSERVE_HOST": "127.0.0.1",
         "ATTNSERVE_PORT": str(port),
         "ATTNSERVE_METRICS_PORT": str(metrics_port),
+        "ATTNSERVE_HTTP_PORT": str(http_port),
         "ATTNSERVE_MODEL_REPO": str(tiny_repo),
         "ATTNSERVE_THREADS": "1",
         "ATTNSERVE_PREPROCESS_THREADS": "1",
@@ -299,6 +326,9 @@ def test_container_command_and_healthcheck_against_a_live_server(compose, tiny_r
         assert _probe(env, "--service", "no-such-model").returncode == 1
         with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as reply:
             assert b"attnserve_" in reply.read()
+        # the HTTP port the compose file publishes: KServe v2 readiness (the Kubernetes probe)
+        with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/v2/health/ready", timeout=10) as reply:
+            assert reply.status == 200
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
