@@ -1,5 +1,5 @@
-"""The engine's settings, per-request decoding options and results (the contract in
-``notes/engine_interface.md``; the gRPC layer maps its messages onto these)."""
+"""The engine's settings, per-request decoding options and results (protocol layers
+map their messages onto these and call the engine through ``server/engine_api.py``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class EngineSettings:
     max_request_chars: int = 200_000  # characters of all texts of one call, likewise
     # "continuous": queued texts join the running batch at the next step boundary (Orca);
     # "static": only once every row of the running batch has finished (the baseline that
-    # benchmarks/server_translation.py compares with; DESIGN.md "Performance targets").
+    # benchmarks/server_translation.py compares with; docs/architecture.md "Performance targets").
     batching: str = "continuous"
 
     def __post_init__(self) -> None:
