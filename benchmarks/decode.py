@@ -1,7 +1,7 @@
 """Greedy translation tokens/s: attnserve vs PyTorch, transformers and CTranslate2, fp32 and int8.
 
 Exactly N new tokens per text (the end token can never win, see ``translators.py``), batch
-1 and 32, on ``mt-small`` (the Marian shape of DESIGN.md) and ``mt-base``. All engines
+1 and 32, on ``mt-small`` (the Marian shape of docs/architecture.md's targets) and ``mt-base``. All engines
 run the same random weights, with the same number of intra-op threads, taking turns in
 one process. fp32 tokens are compared with the PyTorch reference decoder.
 

@@ -4,7 +4,7 @@ A random ``mt-small`` (Marian-shaped: d 256, 3+3 layers, vocab 8000) is exported
 to ``--model-dir`` (reused when present). Its end-token logit bias is set very low so
 every text runs to ``max_new_tokens`` (N) and the token count is exact. The engine is
 timed end to end through ``translate`` (tokenize, encode, decode, results), next to a
-plain onnxruntime greedy loop over the same sessions for reference (DESIGN.md,
+plain onnxruntime greedy loop over the same sessions for reference (docs/architecture.md,
 "Performance targets").
 
     python benchmarks/decode_engine.py --threads 1

@@ -3,7 +3,7 @@
 Both variants run the same exported decoder graph: with the cache, each step feeds one
 new token and the previous step's present key/value as past (the engine's layout);
 without it, each step feeds the whole prefix with an empty past (P = 0), so step t
-costs O(t) and a whole decode O(N^2). The end-to-end engine is timed too. DESIGN.md's
+costs O(t) and a whole decode O(N^2). The end-to-end engine is timed too. docs/architecture.md's
 target: cached ms/token at 256 <= 1.5x cached ms/token at 32.
 
     python -m benchmarks.kv_cache            # or: attnserve-bench kv-cache

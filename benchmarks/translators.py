@@ -190,7 +190,7 @@ def engines(
 
         def plain(r=runner) -> list[list[int]]:
             plain_loop(r.encoder, r.decoder, texts, r.engine.tokenizer, spec, new_tokens)
-            return []  # tokens not collected: the loop is the DESIGN.md reference point only
+            return []  # tokens not collected: the loop is the reference point of docs/architecture.md's targets only
 
         out["plain onnxruntime loop"] = plain
 

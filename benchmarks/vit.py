@@ -1,7 +1,7 @@
 """ViT images/s: PyTorch eager vs onnxruntime (fused attention, decomposed, int8, token pruning).
 
 Model FLOP/s is set against the machine's own fp32 GEMM peak, measured in the same run
-with a large matmul on the same number of threads (DESIGN.md's target: >= 85% of it;
+with a large matmul on the same number of threads (docs/architecture.md's target: >= 85% of it;
 int8 >= 1.5x fp32).
 
     python -m benchmarks.vit                 # or: attnserve-bench vit

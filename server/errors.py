@@ -1,4 +1,4 @@
-"""Typed errors of the serving core. Handlers map each to one gRPC status (DESIGN.md,
+"""Typed errors of the serving core. Handlers map each to one gRPC status (docs/architecture.md,
 "Errors and limits"); the core itself never imports grpc."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The decode batch's KV cache: layout, compaction at step boundaries, and the decoder step.
 
-Layout (DESIGN.md, "Translation graphs and the KV cache"): every row of the batch has
+Layout (docs/architecture.md, "Translation graphs and the KV cache"): every row of the batch has
 its self-attention keys/values in one tensor per layer and kind, ``(B, H, P, D)``,
 **left-padded** to the longest row's length ``P``: row ``r`` holds its ``P - pad[r]``
 cached tokens in slots ``pad[r]..P-1`` and the decoder's ``self_mask`` hides the rest.

@@ -49,6 +49,7 @@ class TranslationEngine:
         self.tokenizer = Tokenizer.from_file(str(Path(model_dir) / manifest.tokenizer.file))
         self.max_source_len = int(manifest.limits["max_source_len"])
         self.max_target_len = int(manifest.limits["max_target_len"])
+        self.vocab_size = int(manifest.config.get("vocab_size", self.tokenizer.get_vocab_size()))
         self._scheduler = DecodeScheduler(encoder, decoder, self.spec, settings, placement_for(decoder))
         self._accepting = False
         self._started = False
@@ -162,7 +163,31 @@ class TranslationEngine:
             raise InvalidRequest(
                 f"sampling (temperature {options.temperature}) works with beam_size 1 only, got {options.beam_size}"
             )
-        return options.max_new_tokens or self.max_target_len
+        max_new = options.max_new_tokens or self.max_target_len
+        self._check_prefix(options, max_new)
+        return max_new
+
+    def _check_prefix(self, options: DecodeOptions, max_new: int) -> None:
+        """Forced prefix ids: known, not special, no longer than the output; hide_prefix within them."""
+        prefix = options.prefix_ids
+        if len(prefix) > max_new:
+            raise InvalidRequest(
+                f"the forced target prefix is {len(prefix)} tokens, more than max_new_tokens ({max_new})"
+            )
+        special = {self.spec.pad_id: "padding", self.spec.bos_id: "start", self.spec.eos_id: "end"}
+        for i, tok in enumerate(prefix):
+            if not (isinstance(tok, int) and 0 <= tok < self.vocab_size):
+                raise InvalidRequest(
+                    f"prefix token {i} is {tok!r}; this model's token ids are 0..{self.vocab_size - 1}"
+                )
+            if tok in special:
+                raise InvalidRequest(
+                    f"prefix token {i} is the model's {special[tok]} token ({tok}); it cannot be forced"
+                )
+        if not 0 <= options.hide_prefix <= len(prefix):
+            raise InvalidRequest(
+                f"hide_prefix must be in 0..{len(prefix)} (the forced prefix's length), got {options.hide_prefix}"
+            )
 
     def _prepare(self, texts: list[str], options: DecodeOptions) -> tuple[list[list[int]], int]:
         """Validate and tokenize; returns (source ids per text, max_new_tokens)."""
@@ -232,10 +257,11 @@ class TranslationEngine:
 
     def _result(self, job: Job) -> TranslationResult:
         """Built on the scheduler thread when a job completes."""
+        hide = job.options.hide_prefix
         hypotheses = [
             Hypothesis(
-                text=self.tokenizer.decode(h.tokens, skip_special_tokens=True),
-                token_ids=list(h.tokens),
+                text=self.tokenizer.decode(h.tokens[hide:], skip_special_tokens=True),
+                token_ids=list(h.tokens[hide:]),
                 logprob=float(h.logprob),
                 score=float(h.score),
                 finish_reason=h.finish_reason,
@@ -262,12 +288,19 @@ class TranslationEngine:
         job = Job(sources[0], options, max_new, self.spec.eos_id, StreamSink(self._scheduler.outbox, loop, queue))
         self._scheduler.submit([job])
         detok = IncrementalDetokenizer(self.tokenizer)
+        hidden = options.hide_prefix  # leading forced tokens the stream does not show
         try:
             while True:
                 item = await queue.get()
                 if isinstance(item, BaseException):
                     raise item
                 token_id, finish_reason = item
+                if hidden:
+                    hidden -= 1
+                    if finish_reason is not None:  # max_new_tokens ran out inside the hidden prefix
+                        yield StreamEvent("", None, finish_reason)
+                        return
+                    continue
                 delta = detok.push(token_id)
                 if finish_reason is not None:
                     yield StreamEvent(delta + detok.flush(), token_id, finish_reason)

@@ -130,10 +130,15 @@ class Job:
         self.needs_scores = self.beam or options.return_scores
         if self.beam:
             self.search = BeamSearch(
-                options.beam_size, max_new_tokens, options.length_penalty, options.num_hypotheses, eos_id
+                options.beam_size,
+                max_new_tokens,
+                options.length_penalty,
+                options.num_hypotheses,
+                eos_id,
+                tuple(options.prefix_ids),
             )
         else:
-            self.search = GreedySearch(eos_id, max_new_tokens)
+            self.search = GreedySearch(eos_id, max_new_tokens, tuple(options.prefix_ids))
         self.rng = np.random.default_rng(options.seed) if self.sampling else None
         self.reserved_rows = options.beam_size  # admission reserves every beam's row up front
         self.reserved_tokens = options.beam_size * (len(src_ids) + max_new_tokens)

@@ -1,5 +1,5 @@
-"""The engine's settings, per-request decoding options and results (the contract in
-``notes/engine_interface.md``; the gRPC layer maps its messages onto these)."""
+"""The engine's settings, per-request decoding options and results (protocol layers
+map their messages onto these and call the engine through ``server/engine_api.py``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class EngineSettings:
     max_request_chars: int = 200_000  # characters of all texts of one call, likewise
     # "continuous": queued texts join the running batch at the next step boundary (Orca);
     # "static": only once every row of the running batch has finished (the baseline that
-    # benchmarks/server_translation.py compares with; DESIGN.md "Performance targets").
+    # benchmarks/server_translation.py compares with; docs/architecture.md "Performance targets").
     batching: str = "continuous"
 
     def __post_init__(self) -> None:
@@ -49,9 +49,18 @@ class DecodeOptions:
     top_k: int = 0  # 0 = off
     top_p: float = 1.0  # 1.0 = off; must be in (0, 1]
     seed: int | None = None  # sampling seed (per text); None = nondeterministic
-    # Addition to the contract: greedy and sampling skip the log-softmax when False (logprob
-    # and score are then 0.0). Beam search always needs the scores.
+    # Greedy and sampling skip the log-softmax when False (logprob and score are then 0.0).
+    # Beam search always needs the scores.
     return_scores: bool = True
+    # Token ids every hypothesis starts with, forced before any choice by greedy, beam search
+    # and sampling (a target-language token such as M2M100's ``__de__``, a user's target
+    # prefix). They are part of the hypothesis: their log-probabilities count in logprob and
+    # score, as CTranslate2 counts a target prefix's, they count against max_new_tokens (they
+    # take decoder positions), and beam search expands into beams only after the last one.
+    prefix_ids: tuple[int, ...] = ()
+    # How many leading prefix ids are not returned: left out of token_ids, the text and the
+    # stream (the language token). 0..len(prefix_ids).
+    hide_prefix: int = 0
 
     @property
     def sampling(self) -> bool:
@@ -61,7 +70,7 @@ class DecodeOptions:
 @dataclass(frozen=True)
 class Hypothesis:
     text: str  # tokenizer.decode(token_ids, skip_special_tokens=True)
-    token_ids: list[int]  # generated ids, no start token; ends with eos when finish_reason == "eos"
+    token_ids: list[int]  # the hypothesis's ids after its hidden prefix, no start token; ends with eos on "eos"
     logprob: float
     score: float
     finish_reason: str  # "eos" | "length"

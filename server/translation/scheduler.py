@@ -415,7 +415,10 @@ class DecodeScheduler:
                 self._layout_changed = True
             else:
                 s = int(job.slots[0])
-                if job.sampling:
+                forced = job.search.forced()
+                if forced is not None:
+                    tok = forced
+                elif job.sampling:
                     o = job.options
                     tok = sample_token(logits[s], o.temperature, o.top_k, o.top_p, job.rng)
                 else:

@@ -12,6 +12,12 @@ whose tokens the server must reproduce) rule for rule:
   K; stop at K finished hypotheses or ``max_new_tokens``; rank by
   ``logprob / len ** length_penalty``.
 
+Forced prefix (``DecodeOptions.prefix_ids``): while a hypothesis is shorter than its
+prefix, every search takes the next prefix token instead of choosing one (no draw from
+the sampler's generator), adding its log-probability like a chosen token's; beam search
+keeps its single start beam through the prefix and expands after it. With an empty
+prefix nothing changes.
+
 Sampling (no reference decoder): logits / temperature, then top-k, then top-p (the
 smallest set of most likely tokens whose probability reaches ``top_p``, Holtzman et
 al. 2020), then one draw from the renormalised distribution with the text's own
@@ -55,11 +61,17 @@ class Finished:
 class GreedySearch:
     """One row; argmax (or a draw, when sampling) each step."""
 
-    def __init__(self, eos_id: int, max_new_tokens: int) -> None:
+    def __init__(self, eos_id: int, max_new_tokens: int, prefix: tuple[int, ...] = ()) -> None:
         self.eos_id = eos_id
         self.max_new_tokens = max_new_tokens
+        self.prefix = prefix
         self.tokens: list[int] = []
         self.logprob = 0.0
+
+    def forced(self) -> int | None:
+        """The next token when it is forced (still inside the prefix), else None."""
+        n = len(self.tokens)
+        return self.prefix[n] if n < len(self.prefix) else None
 
     def push(self, token: int, logprob: float) -> bool:
         """Record one token; True when the sequence is complete."""
@@ -111,8 +123,15 @@ class BeamSearch:
     """Beam search of one source; its live beams are rows of the decode batch."""
 
     def __init__(
-        self, beam_size: int, max_new_tokens: int, length_penalty: float, num_hypotheses: int, eos_id: int
+        self,
+        beam_size: int,
+        max_new_tokens: int,
+        length_penalty: float,
+        num_hypotheses: int,
+        eos_id: int,
+        prefix: tuple[int, ...] = (),
     ) -> None:
+        self.prefix = prefix
         self.beam_size = beam_size
         self.max_new_tokens = max_new_tokens
         self.length_penalty = length_penalty
@@ -129,6 +148,8 @@ class BeamSearch:
         Returns (parents, tokens) of the next live beams: row ``i`` continues beam
         ``parents[i]`` with token ``tokens[i]``. Empty when the search is done.
         """
+        if self.step < len(self.prefix):
+            return self._force(logp)
         K = self.beam_size
         scores = np.asarray([lp for _, lp in self.beams], dtype=np.float32)[:, None] + logp  # (K_live, V)
         V = scores.shape[1]
@@ -161,6 +182,22 @@ class BeamSearch:
             return [], []
         self.beams = alive
         return parents, [t[-1] for t, _ in alive]
+
+    def _force(self, logp: np.ndarray) -> tuple[list[int], list[int]]:
+        """A prefix step: the single beam takes the forced token (see the module docstring)."""
+        tok = self.prefix[self.step]
+        tokens, lp = self.beams[0]
+        value = float(np.float32(lp) + logp[0, tok])  # float32 like a searched step's scores
+        tokens = tokens + [tok]
+        step, self.step = self.step, self.step + 1
+        if step == self.max_new_tokens - 1:
+            self.finished.append(
+                Finished(tokens, value, normalized_score(value, len(tokens), self.length_penalty), "length")
+            )
+            self.done = True
+            return [], []
+        self.beams = [(tokens, value)]
+        return [0], [tok]
 
     def result(self) -> list[Finished]:
         ranked = sorted(self.finished, key=lambda h: h.score, reverse=True)

@@ -1,5 +1,5 @@
 """The runtime never imports torch: every module of the contract, server, client and protos
-imports with torch made unimportable (DESIGN.md, "Dependencies point one way")."""
+imports with torch made unimportable (docs/architecture.md, "Data flow")."""
 
 from __future__ import annotations
 

@@ -1,8 +1,4 @@
-"""Translate and TranslateStream over a real channel against the PyTorch reference decoder.
-
-Skipped until the decode engine (``attnserve.server.translation``, a separate branch) is
-merged; written against the interface in notes/engine_interface.md.
-"""
+"""Translate and TranslateStream over a real channel against the PyTorch reference decoder."""
 
 from __future__ import annotations
 
@@ -10,19 +6,16 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import grpc
 import pytest
+import torch
 
-pytest.importorskip("attnserve.server.translation")
+from attnserve.client import AttnServeError
+from attnserve.client.cli import main as client_main
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
-import grpc  # noqa: E402
-import torch  # noqa: E402
-
-from attnserve.client import AttnServeError  # noqa: E402
-from attnserve.client.cli import main as client_main  # noqa: E402
-from attnserve.protos.attnserve.v1 import inference_pb2 as pb  # noqa: E402
-from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc  # noqa: E402
-
-from .conftest import digit_png  # noqa: E402
+from .conftest import digit_png
 
 VOCAB = 60
 MAX_SOURCE, MAX_TARGET = 16, 300
