@@ -143,6 +143,16 @@ def _image_input(image: bytes | str | Path | np.ndarray) -> pb.ImageInput:
     return pb.ImageInput(encoded=bytes(image))
 
 
+FORMATS = {"text": pb.TEXT_FORMAT_TEXT, "html": pb.TEXT_FORMAT_HTML}
+
+
+def text_format(name: str) -> int:
+    """A format name ("text" or "html") -> ``TextFormat``."""
+    if name not in FORMATS:
+        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {name!r}")
+    return FORMATS[name]
+
+
 def decoding_options(
     *,
     beam_size: int = 1,
@@ -283,22 +293,34 @@ class Client:
     # ------------------------------------------------------------- translation
 
     def translate(
-        self, texts: str | Sequence[str], model: str = "", *, timeout: float | None = None, **options: Any
+        self,
+        texts: str | Sequence[str],
+        model: str = "",
+        *,
+        timeout: float | None = None,
+        format: str = "text",
+        **options: Any,
     ) -> list[Translation]:
-        """One :class:`Translation` per text. ``options``: see :func:`decoding_options`."""
+        """One :class:`Translation` per text (a document: lines and sentences, joined back as sent).
+        ``format``: "text" or "html"; ``options``: see :func:`decoding_options`."""
         texts = [texts] if isinstance(texts, str) else list(texts)
-        request = pb.TranslateRequest(model=model, texts=texts, options=decoding_options(**options))
+        request = pb.TranslateRequest(
+            model=model, texts=texts, options=decoding_options(**options), format=text_format(format)
+        )
         reply = self._call(lambda t: self.stub.Translate(request, timeout=t), timeout)
         return [_translation(t) for t in reply.translations]
 
     def translate_stream(
-        self, text: str, model: str = "", *, timeout: float | None = None, **options: Any
+        self, text: str, model: str = "", *, timeout: float | None = None, format: str = "text", **options: Any
     ) -> Iterator[Chunk]:
-        """Text deltas as they are generated (greedy or sampling); the last chunk has the finish reason.
+        """Text deltas as they are generated (greedy or sampling), sentence by sentence in document
+        order; the last chunk has the finish reason.
 
         Closing the iterator early cancels the call (the server frees the sequence).
         """
-        request = pb.TranslateRequest(model=model, texts=[text], options=decoding_options(**options))
+        request = pb.TranslateRequest(
+            model=model, texts=[text], options=decoding_options(**options), format=text_format(format)
+        )
         first: list[pb.TranslateChunk] = []
 
         def start(t: float) -> Any:  # retried only until the first chunk has arrived

@@ -2,6 +2,7 @@
 
     attnserve-client translate "Monday, March 3, 2025"
     attnserve-client translate --stream "Monday, March 3, 2025"
+    attnserve-client translate --format html - < page.html
     attnserve-client classify digit.png
     attnserve-client models
     attnserve-client health
@@ -40,7 +41,13 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     tr = sub.add_parser("translate", help="translate one or more texts")
-    tr.add_argument("texts", nargs="+", help="texts to translate")
+    tr.add_argument("texts", nargs="+", help="texts to translate (documents: lines and sentences); - reads stdin")
+    tr.add_argument(
+        "--format",
+        choices=("text", "html"),
+        default="text",
+        help="html: keep tags, attributes and entities, translate the text (default: text)",
+    )
     tr.add_argument("--model", default="", help="model name (default: the only translation model)")
     tr.add_argument("--stream", action="store_true", help="print text as it is generated (one text)")
     tr.add_argument("--beam-size", type=int, default=1)
@@ -81,7 +88,11 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
         seed=args.seed,
         return_scores=args.scores,
         return_token_ids=args.token_ids,
+        format=args.format,
     )
+    if "-" in args.texts:
+        stdin = sys.stdin.read()
+        args.texts = [stdin if text == "-" else text for text in args.texts]
     if args.stream:
         if len(args.texts) != 1:
             print("attnserve-client: error: --stream takes one text", file=sys.stderr)

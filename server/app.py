@@ -238,7 +238,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                 call.model = model.name
                 texts = convert.texts(request)
                 options = convert.decode_options(request.options)
-                results = await engine_api.translate(model.engine, texts, options)
+                results = await engine_api.translate(model.engine, texts, options, convert.text_format(request))
                 call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
             for r in results:
                 self.app.metrics.queue_time.labels(model.name).observe(r.queue_ms / 1e3)
@@ -252,7 +252,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                 call.model = model.name
                 texts = convert.texts(request, single=True)
                 options = convert.decode_options(request.options)
-                events = engine_api.stream(model.engine, texts[0], options)
+                events = engine_api.stream(model.engine, texts[0], options, convert.text_format(request))
                 call.items = 1
                 try:
                     async for event in events:

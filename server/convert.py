@@ -47,6 +47,15 @@ def texts(request: pb.TranslateRequest, *, single: bool = False) -> list[str]:
     return items
 
 
+FORMAT_NAMES = {pb.TEXT_FORMAT_TEXT: "text", pb.TEXT_FORMAT_HTML: "html"}
+
+
+def text_format(request: pb.TranslateRequest) -> str:
+    """``TranslateRequest.format`` -> the documents' format name ("text" or "html")."""
+    _enum_check(pb.TextFormat, request.format, "format")
+    return FORMAT_NAMES[request.format]
+
+
 MODE_NAMES = {
     pb.DECODING_MODE_GREEDY: "greedy",
     pb.DECODING_MODE_BEAM_SEARCH: "beam_search",
@@ -177,6 +186,8 @@ def model_info(model: LoadedModel | FailedModel, settings: Settings) -> pb.Model
                 max_beam_size=settings.max_beam_size,
                 max_items_per_request=settings.max_texts_per_request,
                 max_queue_size=settings.max_translation_queue,
+                max_text_chars=settings.max_text_chars,
+                max_request_chars=settings.max_request_chars,
             )
         )
     else:

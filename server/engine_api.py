@@ -1,25 +1,295 @@
-"""The one place protocol layers call a translation engine.
+"""The one place protocol layers call a translation engine, and where texts become documents.
 
-attnserve.v1, KServe v2 (gRPC and REST) and the HTTP routes to come all translate through
-these two functions, so a change of the engine's API (issue 12: tokenise once with
-``prepare(texts, options)``, then ``translate(prepared)`` / ``stream(prepared)``) is a
-change here and nowhere else. Both validate before any work is queued: a bad request
-fails with InvalidRequest before it costs a decoder row.
+attnserve.v1, KServe v2 (gRPC and REST) and the HTTP routes all translate through
+:func:`translate` and :func:`stream`, so every protocol gets documents (issue 14) at once and
+a change of the engine's API is a change here and nowhere else.
+
+A text is a document: ``attnserve.server.documents`` splits it into lines and sentences,
+normalises each sentence and cuts one longer than the model's source limit at clause
+punctuation or whitespace; the engine translates the sentences, and the document is joined
+back with its separators exactly as sent (newlines, blank lines, indentation, the spaces
+between sentences, html markup). The checks come first: characters per text and per request
+before anything is read, then the format, then the decoding options, so a bad request fails
+with InvalidRequest before it costs a decoder row.
+
+The sentences of all texts of a request go to the engine together, in calls of at most
+``max_texts_per_request`` sentences (the engine's per-call limit) that run concurrently, so
+they share decode steps in the continuous batcher with each other and with other requests. At
+most half of the engine's queue (``max_queue_size``) is taken by one request at a time: a
+50,000-character document (hundreds of sentences) does not fill the queue and refuse everyone
+else; its later sentences are submitted as earlier ones finish.
+
+Results per document (what attnserve.v1's ``Translation`` and KServe's ``TRANSLATION`` carry):
+
+- the best hypothesis is every sentence's best, joined;
+- n-best (``num_hypotheses`` k > 1, beam search): the k combinations of per-sentence
+  hypotheses with the highest sums of per-sentence scores, best first
+  (:func:`~attnserve.server.documents.assemble.best_combinations`); a one-sentence text gets
+  exactly that sentence's k hypotheses. Fewer come back when fewer combinations exist;
+- ``score`` and ``logprob`` of a document hypothesis: the sums over its sentences (each
+  sentence's score is length-normalised on its own); ``token_ids``: the sentences' generated
+  ids one after another (each sentence's ends with its eos); ``finish_reason``: ``length`` if
+  any sentence hit ``max_new_tokens``, else ``eos``. ``max_new_tokens`` applies per sentence;
+- ``source_tokens``: the sum over sentences; timing: the longest queue and decode time, the
+  sum of encode times, the earliest first token.
+
+A text with nothing to translate (only punctuation, symbols or markup) comes back as sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import weakref
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from .documents import TEXT, DocumentLimits, DocumentSplitter, PreparedDocument, TokenBudget
+from .documents.assemble import best_combinations
+from .errors import InvalidRequest
+from .translation import Hypothesis, StreamEvent, TranslationResult
 
-async def translate(engine: Any, texts: list[str], options: Any) -> list[Any]:
-    """One ``TranslationResult`` per text, in order."""
-    engine.validate(texts, options)
-    return await engine.translate(texts, options)
+# A sentence the engine validates options against when a request has no sentence of its own.
+_OPTIONS_PROBE = "1"
+
+# on_request(sentences, characters) of one request, for the metrics (Metrics.watch_engine).
+RequestObserver = Callable[[int, int], None]
 
 
-def stream(engine: Any, text: str, options: Any) -> AsyncIterator[Any]:
-    """``StreamEvent``s of one text; closing the iterator frees its decoder row at the next step."""
-    engine.validate([text], options)
-    return engine.stream(text, options)
+@dataclass
+class _EngineDocuments:
+    splitter: DocumentSplitter
+    on_request: RequestObserver | None = None
+
+
+_per_engine: weakref.WeakKeyDictionary[Any, _EngineDocuments] = weakref.WeakKeyDictionary()
+
+
+def _documents(engine: Any) -> _EngineDocuments:
+    """The splitter of ``engine``'s tokenizer and source limit, built once per engine."""
+    docs = _per_engine.get(engine)
+    if docs is None:
+        # Sentence rules of English until a model declares its source language (issue 13).
+        splitter = DocumentSplitter(TokenBudget(engine.tokenizer, engine.max_source_len), language="en")
+        docs = _per_engine[engine] = _EngineDocuments(splitter)
+    return docs
+
+
+def watch(engine: Any, on_request: RequestObserver | None) -> None:
+    """Call ``on_request(sentences, characters)`` once per request that ``engine`` accepts."""
+    _documents(engine).on_request = on_request
+
+
+def _prepare(engine: Any, texts: Sequence[str], options: Any, format: str) -> list[PreparedDocument]:
+    """The checks (in the order of the module docstring), then every text split."""
+    settings = engine.settings
+    if not texts:
+        raise InvalidRequest("no texts to translate")
+    if len(texts) > settings.max_texts_per_request:
+        raise InvalidRequest(
+            f"{len(texts)} texts in one request; the limit is {settings.max_texts_per_request}: split the request"
+        )
+    # Characters first: a 1 MB text is refused before it is read, let alone split or tokenised.
+    DocumentLimits(settings.max_text_chars, settings.max_request_chars).check(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidRequest(f"text {i} is empty")
+    docs = _documents(engine)
+    prepared = [docs.splitter.split(text, format) for text in texts]
+    sentences = [s for p in prepared for s in p.sources]
+    engine.validate(sentences[:1] or [_OPTIONS_PROBE], options)  # options, before any sentence is queued
+    if docs.on_request is not None:
+        docs.on_request(len(sentences), sum(len(t) for t in texts))
+    return prepared
+
+
+def _window(engine: Any) -> tuple[int, int]:
+    """(sentences per engine call, calls in flight) for one request (see the module docstring)."""
+    settings = engine.settings
+    chunk = settings.max_texts_per_request
+    return chunk, max(1, settings.max_queue_size // 2 // chunk)
+
+
+async def _translate_sentences(engine: Any, sentences: list[str], options: Any) -> list[TranslationResult]:
+    """One result per sentence, in order; a failure or a cancel abandons every call of the request."""
+    chunk, in_flight = _window(engine)
+    if len(sentences) <= chunk:
+        return await engine.translate(sentences, options)
+    gate = asyncio.Semaphore(in_flight)
+
+    async def call(part: list[str]) -> list[TranslationResult]:
+        async with gate:
+            return await engine.translate(part, options)
+
+    tasks = [asyncio.ensure_future(call(sentences[i : i + chunk])) for i in range(0, len(sentences), chunk)]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:  # cancelled, or one call failed: the others free their rows too
+        pending = [t for t in tasks if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()
+    return [result for task in tasks for result in task.result()]
+
+
+def _as_written(text: str) -> TranslationResult:
+    """A text with nothing to translate: itself."""
+    return TranslationResult([Hypothesis(text, [], 0.0, 0.0, "eos")], 0, 0.0, 0.0, 0.0, 0.0)
+
+
+def document_result(prepared: PreparedDocument, results: Sequence[TranslationResult], k: int) -> TranslationResult:
+    """The document's result from its sentences' (see the module docstring)."""
+    document = prepared.document
+    if not results:
+        return _as_written(document.source)
+    hypotheses = []
+    for combination in best_combinations([[h.score for h in r.hypotheses] for r in results], k):
+        chosen = [r.hypotheses[j] for r, j in zip(results, combination)]
+        hypotheses.append(
+            Hypothesis(
+                text=document.join([h.text.strip() for h in chosen]),
+                token_ids=[t for h in chosen for t in h.token_ids],
+                logprob=sum(h.logprob for h in chosen),
+                score=sum(h.score for h in chosen),
+                finish_reason="length" if any(h.finish_reason == "length" for h in chosen) else "eos",
+            )
+        )
+    return TranslationResult(
+        hypotheses=hypotheses,
+        source_tokens=sum(r.source_tokens for r in results),
+        queue_ms=max(r.queue_ms for r in results),
+        encode_ms=sum(r.encode_ms for r in results),
+        decode_ms=max(r.decode_ms for r in results),
+        first_token_ms=min(r.first_token_ms for r in results),
+    )
+
+
+async def translate(engine: Any, texts: list[str], options: Any, format: str = TEXT) -> list[TranslationResult]:
+    """One ``TranslationResult`` per text (document), in order; ``format``: "text" or "html"."""
+    prepared = _prepare(engine, texts, options, format)
+    sentences = [s for p in prepared for s in p.sources]
+    results = await _translate_sentences(engine, sentences, options) if sentences else []
+    out, at = [], 0
+    for p in prepared:
+        out.append(document_result(p, results[at : at + p.segments], options.num_hypotheses))
+        at += p.segments
+    return out
+
+
+def stream(engine: Any, text: str, options: Any, format: str = TEXT) -> AsyncIterator[StreamEvent]:
+    """``StreamEvent``s of one text (document); closing the iterator frees its decoder rows at the next step.
+
+    Checks run now, before the iterator is returned. The sentences are decoded together; their
+    events come out in document order (see :class:`DocumentEvents`): one event per generated
+    token with that token's id, the events of sentence k only after every sentence before it
+    has finished. The deltas add up to the document ``translate`` returns.
+    """
+    if options.beam_size > 1:  # the engine's own check, raised now rather than at the first event
+        raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {options.beam_size}")
+    (prepared,) = _prepare(engine, [text], options, format)
+    return _stream(engine, prepared, options)
+
+
+class DocumentEvents:
+    """Orders the token events of a document's sentences.
+
+    Events of the first unfinished sentence pass through as they come; those of later sentences
+    wait until it finishes. Each separator travels in front of the next sentence's first event
+    (the last one after the last event). A sentence's translation is trimmed of whitespace at
+    its ends (the separators carry the document's own): leading whitespace is dropped, trailing
+    whitespace held back until more text follows. ``text`` documents pass deltas on as
+    generated. An html sentence's rendering escapes the text and restores entity spellings,
+    which a delta cannot know, so its events carry empty deltas and its last event the whole
+    rendered sentence: html streams sentence by sentence.
+    """
+
+    def __init__(self, prepared: PreparedDocument) -> None:
+        self.document = prepared.document
+        n = len(self.document.segments)
+        self._waiting: list[list[StreamEvent]] = [[] for _ in range(n)]
+        self._text = [""] * n  # generated so far, as the engine sent it
+        self._held = [""] * n  # trailing whitespace not passed on yet
+        self._started = [False] * n  # whether any non-whitespace has been passed on
+        self._finished = [False] * n
+        self._current = 0
+        self._lead = self.document.separators[0]  # text to put in front of the next event out
+        self._length = False
+
+    def push(self, index: int, event: StreamEvent) -> list[StreamEvent]:
+        """Events that may go out now (maybe none) after ``event`` of sentence ``index``."""
+        final = event.finish_reason is not None
+        self._text[index] += event.delta
+        if self.document.segments[index].html:
+            delta = self.document.segments[index].render(self._text[index].strip()) if final else ""
+        else:
+            delta = self._trimmed(index, event.delta, final)
+        self._waiting[index].append(StreamEvent(delta, event.token_id, None))
+        if final:
+            self._finished[index] = True
+            self._length |= event.finish_reason == "length"
+        out: list[StreamEvent] = []
+        while self._current < len(self._waiting):
+            i = self._current
+            out += [self._out(e) for e in self._waiting[i]]
+            self._waiting[i] = []
+            if not self._finished[i]:
+                break
+            self._current += 1
+            self._lead = self.document.separators[i + 1]
+            if self._current == len(self._waiting):  # the last sentence: its separator and the finish reason
+                last = out.pop()
+                out.append(StreamEvent(last.delta + self._lead, last.token_id, "length" if self._length else "eos"))
+                self._lead = ""
+        return out
+
+    def _trimmed(self, index: int, delta: str, final: bool) -> str:
+        text = self._held[index] + delta
+        if not self._started[index]:
+            text = text.lstrip()
+            self._started[index] = bool(text)
+        body = text.rstrip()
+        self._held[index] = "" if final else text[len(body) :]
+        return body
+
+    def _out(self, event: StreamEvent) -> StreamEvent:
+        delta, self._lead = self._lead + event.delta, ""
+        return StreamEvent(delta, event.token_id, None)
+
+
+async def _stream(engine: Any, prepared: PreparedDocument, options: Any) -> AsyncIterator[StreamEvent]:
+    if not prepared.sources:
+        yield StreamEvent(prepared.document.source, None, "eos")
+        return
+    order = DocumentEvents(prepared)
+    queue: asyncio.Queue = asyncio.Queue()
+    gate = asyncio.Semaphore(_window(engine)[0])
+
+    async def sentence(index: int, source: str) -> None:
+        async with gate:
+            try:
+                async for event in engine.stream(source, options):
+                    queue.put_nowait((index, event))
+            except Exception as exc:
+                queue.put_nowait((index, exc))
+
+    tasks = [asyncio.ensure_future(sentence(i, s)) for i, s in enumerate(prepared.sources)]
+    try:
+        remaining = len(tasks)
+        while remaining:
+            index, item = await queue.get()
+            if isinstance(item, BaseException):
+                raise item
+            if item.finish_reason is not None:
+                remaining -= 1
+            for event in order.push(index, item):
+                yield event
+    finally:  # closed, cancelled or failed: every sentence still decoding leaves at the next step
+        pending = [t for t in tasks if not t.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)

@@ -11,6 +11,8 @@ attnserve_active_sequences{model}                  rows in the decode batch
 attnserve_kv_cache_bytes{model}                    decoder self-attention cache + cross K/V
 attnserve_tokens_in_flight{model}                  admitted source + max new tokens
 attnserve_queued_items{model}                      images or texts waiting
+attnserve_request_sentences{model}                 sentences (segments) of a translation request, all texts
+attnserve_request_characters{model}                characters of a translation request, all texts
 attnserve_inflight_requests                        handlers running
 attnserve_unauthenticated_total{method}            calls refused for a missing or wrong bearer token
 """
@@ -22,6 +24,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
+from . import engine_api
 from .classification import ImageClassifier
 from .translation import TranslationEngine
 
@@ -29,6 +32,8 @@ log = logging.getLogger(__name__)
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+SENTENCE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+CHARACTER_BUCKETS = (16, 64, 256, 1024, 4096, 16384, 65536, 262144)
 
 
 class Metrics:
@@ -55,6 +60,20 @@ class Metrics:
             "items per inference call / rows per decode step",
             ["model"],
             buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.request_sentences = Histogram(
+            "attnserve_request_sentences",
+            "sentences of a translation request (all its texts)",
+            ["model"],
+            buckets=SENTENCE_BUCKETS,
+            registry=r,
+        )
+        self.request_characters = Histogram(
+            "attnserve_request_characters",
+            "characters of a translation request (all its texts)",
+            ["model"],
+            buckets=CHARACTER_BUCKETS,
             registry=r,
         )
         self.tokens = Counter("attnserve_tokens_generated", "tokens generated", ["model"], registry=r)
@@ -88,6 +107,13 @@ class Metrics:
             tokens.inc(generated)
 
         engine.on_step = on_step
+        sentences, characters = self.request_sentences.labels(name), self.request_characters.labels(name)
+
+        def on_request(n_sentences: int, n_characters: int) -> None:  # every accepted translation request
+            sentences.observe(n_sentences)
+            characters.observe(n_characters)
+
+        engine_api.watch(engine, on_request)
         self.active_sequences.labels(name).set_function(lambda: engine.active_sequences)
         self.kv_cache_bytes.labels(name).set_function(lambda: engine.kv_cache_bytes)
         self.tokens_in_flight.labels(name).set_function(lambda: engine.tokens_in_flight)

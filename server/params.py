@@ -12,6 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .documents import FORMATS, TEXT
 from .errors import InvalidRequest
 from .translation import DecodeOptions
 
@@ -31,6 +32,16 @@ DECODING_PARAMETERS = {
     "return_scores": BOOL,
 }
 MAX_SEED = 2**64 - 1
+# Beside the decoding options: how a text is read (issue 14), "text" (default) or "html".
+FORMAT = "format"
+
+
+def text_format(values: Mapping[str, Any], where: str = "") -> str:
+    """The ``format`` parameter of a request: "text" when absent."""
+    value = _typed(FORMAT, values.get(FORMAT, TEXT), STR, where)
+    if value not in FORMATS:
+        raise InvalidRequest(f"{where}{FORMAT}: unknown value {value!r} (one of {', '.join(FORMATS)})")
+    return value
 
 
 def _typed(name: str, value: Any, kind: str, where: str) -> Any:

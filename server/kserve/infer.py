@@ -160,17 +160,19 @@ class KServeInference:
 
     # ----------------------------------------------------------------- translation
 
-    def _translation_request(self, request: InferRequest) -> tuple[Tensor, list[str], Any]:
-        _check_parameters(request.parameters, set(params.DECODING_PARAMETERS))
+    def _translation_request(self, request: InferRequest) -> tuple[Tensor, list[str], Any, str]:
+        _check_parameters(request.parameters, {*params.DECODING_PARAMETERS, params.FORMAT})
         tensor = _one_input(request, (TEXT,))
         _outputs(request, (TRANSLATION_OUT,), classify=False)
         texts = _texts(tensor)
         decoding = {k: v for k, v in request.parameters.items() if k in params.DECODING_PARAMETERS}
-        return tensor, texts, params.decode_options(decoding, "parameters.")
+        options = params.decode_options(decoding, "parameters.")
+        return tensor, texts, options, params.text_format(request.parameters, "parameters.")
 
     async def _translate(self, model: LoadedModel, request: InferRequest, call: Call) -> InferResponse:
-        tensor, texts, options = self._translation_request(request)
-        results = await within(engine_api.translate(model.engine, texts, options), _timeout_s(request.parameters))
+        tensor, texts, options, format = self._translation_request(request)
+        translating = engine_api.translate(model.engine, texts, options, format)
+        results = await within(translating, _timeout_s(request.parameters))
         call.items, call.queue_s = len(texts), max(r.queue_ms for r in results) / 1e3
         h = options.num_hypotheses
         if h == 1:
@@ -183,7 +185,7 @@ class KServeInference:
     async def _translate_stream(
         self, model: LoadedModel, request: InferRequest, call: Call
     ) -> AsyncIterator[InferResponse]:
-        tensor, texts, options = self._translation_request(request)
+        tensor, texts, options, format = self._translation_request(request)
         if len(texts) != 1:
             raise InvalidRequest(
                 f"ModelStreamInfer translates one text per request (input {TEXT} of shape [1]), got {len(texts)}: "
@@ -192,7 +194,7 @@ class KServeInference:
         empty_final = request.parameters.get(EMPTY_FINAL, False) is True
         timeout = _timeout_s(request.parameters)
         shape = tuple(1 for _ in tensor.shape)
-        events = engine_api.stream(model.engine, texts[0], options)
+        events = engine_api.stream(model.engine, texts[0], options, format)
         loop_deadline = None if timeout is None else time.monotonic() + timeout
 
         def piece(delta: str, final: bool) -> InferResponse:

@@ -145,7 +145,7 @@ TRANSLATE_CASES = {
     "unknown model": (pb.TranslateRequest(model="nope", texts=["t5"]), grpc.StatusCode.NOT_FOUND),
     "no texts": (pb.TranslateRequest(model="mt"), INVALID),
     "empty text": (pb.TranslateRequest(model="mt", texts=[""]), INVALID),
-    "text over max source length": (pb.TranslateRequest(model="mt", texts=[" ".join(["t5"] * 40)]), INVALID),
+    "unknown format value": (pb.TranslateRequest(model="mt", texts=["t5"], format=7), INVALID),
     "too many texts": (pb.TranslateRequest(model="mt", texts=["t5"] * 9), INVALID),
     "a 1 MB text": (pb.TranslateRequest(model="mt", texts=["t5 " * 350_000]), INVALID),
     "unknown mode value": (pb.TranslateRequest(model="mt", texts=["t5"], options=_options(mode=9)), INVALID),

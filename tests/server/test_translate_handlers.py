@@ -10,18 +10,26 @@ import time
 
 import grpc
 import pytest
+from tokenizers import Tokenizer
+from tokenizers.models import WordLevel
+from tokenizers.pre_tokenizers import Whitespace
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from attnserve.server.errors import InvalidRequest, Overloaded
 from attnserve.server.registry import LoadedModel
-from attnserve.server.translation import DecodeOptions, Hypothesis, StreamEvent, TranslationResult
+from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
 
 
 class FakeEngine:
     """Upper-cases words one step at a time; 'busy' -> Overloaded; 'bad' -> InvalidRequest."""
 
+    max_source_len = 512  # what the document splitter of engine_api reads: its tokenizer and source limit
+    settings = EngineSettings()
+
     def __init__(self) -> None:
+        self.tokenizer = Tokenizer(WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+        self.tokenizer.pre_tokenizer = Whitespace()
         self.options: list[DecodeOptions] = []
         self.active_sequences = self.queued = self.kv_cache_bytes = self.tokens_in_flight = 0
         self.closed_streams = 0

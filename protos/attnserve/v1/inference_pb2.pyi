@@ -14,6 +14,11 @@ class DecodingMode(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     DECODING_MODE_BEAM_SEARCH: _ClassVar[DecodingMode]
     DECODING_MODE_SAMPLING: _ClassVar[DecodingMode]
 
+class TextFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TEXT_FORMAT_TEXT: _ClassVar[TextFormat]
+    TEXT_FORMAT_HTML: _ClassVar[TextFormat]
+
 class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     FINISH_REASON_UNSPECIFIED: _ClassVar[FinishReason]
@@ -36,6 +41,8 @@ DECODING_MODE_UNSPECIFIED: DecodingMode
 DECODING_MODE_GREEDY: DecodingMode
 DECODING_MODE_BEAM_SEARCH: DecodingMode
 DECODING_MODE_SAMPLING: DecodingMode
+TEXT_FORMAT_TEXT: TextFormat
+TEXT_FORMAT_HTML: TextFormat
 FINISH_REASON_UNSPECIFIED: FinishReason
 FINISH_REASON_EOS: FinishReason
 FINISH_REASON_LENGTH: FinishReason
@@ -74,14 +81,16 @@ class DecodingOptions(_message.Message):
     def __init__(self, mode: _Optional[_Union[DecodingMode, str]] = ..., beam_size: _Optional[int] = ..., num_hypotheses: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., top_p: _Optional[float] = ..., seed: _Optional[int] = ..., return_scores: bool = ..., return_token_ids: bool = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
-    __slots__ = ("model", "texts", "options")
+    __slots__ = ("model", "texts", "options", "format")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
     model: str
     texts: _containers.RepeatedScalarFieldContainer[str]
     options: DecodingOptions
-    def __init__(self, model: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ...) -> None: ...
+    format: TextFormat
+    def __init__(self, model: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ...) -> None: ...
 
 class Hypothesis(_message.Message):
     __slots__ = ("text", "token_ids", "score", "logprob", "finish_reason")
@@ -204,7 +213,7 @@ class ClassifyResponse(_message.Message):
     def __init__(self, model: _Optional[str] = ..., results: _Optional[_Iterable[_Union[Classification, _Mapping]]] = ...) -> None: ...
 
 class ModelLimits(_message.Message):
-    __slots__ = ("max_source_len", "max_target_len", "max_beam_size", "max_items_per_request", "max_batch_size", "max_queue_size", "max_image_bytes", "max_image_pixels")
+    __slots__ = ("max_source_len", "max_target_len", "max_beam_size", "max_items_per_request", "max_batch_size", "max_queue_size", "max_image_bytes", "max_image_pixels", "max_text_chars", "max_request_chars")
     MAX_SOURCE_LEN_FIELD_NUMBER: _ClassVar[int]
     MAX_TARGET_LEN_FIELD_NUMBER: _ClassVar[int]
     MAX_BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
@@ -213,6 +222,8 @@ class ModelLimits(_message.Message):
     MAX_QUEUE_SIZE_FIELD_NUMBER: _ClassVar[int]
     MAX_IMAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
     MAX_IMAGE_PIXELS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TEXT_CHARS_FIELD_NUMBER: _ClassVar[int]
+    MAX_REQUEST_CHARS_FIELD_NUMBER: _ClassVar[int]
     max_source_len: int
     max_target_len: int
     max_beam_size: int
@@ -221,7 +232,9 @@ class ModelLimits(_message.Message):
     max_queue_size: int
     max_image_bytes: int
     max_image_pixels: int
-    def __init__(self, max_source_len: _Optional[int] = ..., max_target_len: _Optional[int] = ..., max_beam_size: _Optional[int] = ..., max_items_per_request: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., max_queue_size: _Optional[int] = ..., max_image_bytes: _Optional[int] = ..., max_image_pixels: _Optional[int] = ...) -> None: ...
+    max_text_chars: int
+    max_request_chars: int
+    def __init__(self, max_source_len: _Optional[int] = ..., max_target_len: _Optional[int] = ..., max_beam_size: _Optional[int] = ..., max_items_per_request: _Optional[int] = ..., max_batch_size: _Optional[int] = ..., max_queue_size: _Optional[int] = ..., max_image_bytes: _Optional[int] = ..., max_image_pixels: _Optional[int] = ..., max_text_chars: _Optional[int] = ..., max_request_chars: _Optional[int] = ...) -> None: ...
 
 class ImagePreprocessing(_message.Message):
     __slots__ = ("image_size", "channels", "mean", "std", "resample", "invert")

@@ -65,15 +65,24 @@ class InferenceServiceServicer(object):
     """Missing associated documentation comment in .proto file."""
 
     def Translate(self, request, context):
-        """A batch of texts for one translation model.
+        """A batch of texts for one translation model. Every text is a document: it is split
+        into lines and sentences, each sentence is translated (one longer than the model's
+        source limit is cut at clause punctuation or whitespace first) and the results are
+        joined with the separators exactly as sent (newlines, blank lines, indentation,
+        spaces between sentences; html markup with format TEXT_FORMAT_HTML). Limits are in
+        characters (ModelLimits.max_text_chars / max_request_chars), checked before any work.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
     def TranslateStream(self, request, context):
-        """One text (texts must hold exactly one); text deltas as tokens are generated
-        (greedy or sampling), the last chunk carries the finish reason.
+        """One text (texts must hold exactly one), streamed sentence by sentence in document
+        order (greedy or sampling): one chunk per generated token (its id on request), the
+        tokens of a sentence only after every sentence before it finished; a separator
+        travels in front of the next sentence's first delta. With TEXT_FORMAT_HTML a
+        sentence's text arrives whole with its last token. The deltas add up to what
+        Translate returns; the last chunk carries the finish reason.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -28,3 +28,14 @@ def splitter(tokenizer) -> DocumentSplitter:
 def tight(tokenizer) -> DocumentSplitter:
     """A 12-token limit, so ordinary sentences need cutting."""
     return DocumentSplitter(TokenBudget(tokenizer, 12))
+
+
+@pytest.fixture(scope="session")
+def translator_repo(tmp_path_factory) -> Path:
+    """A model repository with the bundled translator exported from its committed weights (~10 s)."""
+    pytest.importorskip("torch")
+    from attnserve.export.zoo import build_repo
+
+    out = tmp_path_factory.mktemp("bundled-translator")
+    build_repo(out, ["translator-en-de"])
+    return out
