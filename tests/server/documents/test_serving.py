@@ -5,6 +5,7 @@ characters, streaming in document order, n-best per document, the metrics (issue
 from __future__ import annotations
 
 import re
+import time
 
 import grpc
 import pytest
@@ -160,3 +161,51 @@ def test_metrics_count_sentences_and_characters(server, client):
     client.translate([text, "at 3:45 PM"], MODEL)
     assert server.metric("attnserve_request_sentences_sum", model=MODEL) == before + 4
     assert server.metric("attnserve_request_characters_sum", model=MODEL) == chars + len(text) + 10
+
+
+def test_kserve_translates_documents_with_the_format_parameter(server, client):
+    tritonclient_grpc = pytest.importorskip("tritonclient.grpc")
+    import numpy as np
+    from tritonclient.utils import InferenceServerException
+
+    texts = ["Monday, March 3, 2025\n\n  It costs €1,234.50. It is 7:30 AM.", "<p>on the <b>4th of July</b></p>"]
+    expected = [r.text for r in client.translate(texts[:1], MODEL)]
+    expected += [r.text for r in client.translate(texts[1:], MODEL, format="html")]
+    triton = tritonclient_grpc.InferenceServerClient(server.address)
+    try:
+        for text, want, format in zip(texts, expected, ("text", "html")):
+            tensor = tritonclient_grpc.InferInput("TEXT", [1], "BYTES")
+            tensor.set_data_from_numpy(np.array([text.encode()], dtype=object))
+            got = triton.infer(MODEL, [tensor], parameters={"format": format}).as_numpy("TRANSLATION")
+            assert got[0].decode() == want
+        assert "<b>4. Juli</b>" in expected[1] and expected[0].count("\n") == 2
+        with pytest.raises(InferenceServerException) as err:
+            triton.infer(MODEL, [tensor], parameters={"format": "markdown"})
+        assert err.value.status() == "StatusCode.INVALID_ARGUMENT" and "format" in err.value.message()
+    finally:
+        triton.close()
+
+
+def test_client_cli_reads_an_html_document_from_stdin(server, client, capsys, monkeypatch):
+    import io
+
+    from attnserve.client.cli import main as client_main
+
+    page = "<ul>\n  <li>on the <b>4th of July</b></li>\n  <li>It costs &euro;1,234.50.</li>\n</ul>"
+    (want,) = client.translate(page, MODEL, format="html")
+    monkeypatch.setattr("sys.stdin", io.StringIO(page))
+    assert client_main(["--address", server.address, "translate", "--format", "html", "-", "--model", MODEL]) == 0
+    assert capsys.readouterr().out == want.text + "\n"
+    assert "<li>Es kostet 1.234,50 &euro;.</li>" in want.text  # the entity spelled as sent, where German puts it
+
+
+def test_a_cancelled_document_frees_every_row(server, client):
+    engine = server.app.registry.models[MODEL].engine
+    document = "\n".join(english for english, _ in _examples() * 12)  # 192 sentences
+    with pytest.raises(AttnServeError) as err:
+        client.translate(document, MODEL, timeout=0.05)
+    assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    deadline = time.monotonic() + 20
+    while (engine.active_sequences or engine.queued) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert engine.active_sequences == 0 and engine.queued == 0
