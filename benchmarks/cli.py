@@ -13,6 +13,7 @@ BENCHMARKS = {
     "server-profile": "server_profile",
     "http-servers": "http_servers",
     "perf": "perf",
+    "documents": "documents",
 }
 
 

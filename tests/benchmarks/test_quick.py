@@ -199,3 +199,13 @@ def test_perf_quick(dirs):
             rows = [r for r in result["rows"] if (r["kind"], r["concurrency"]) == (kind, c)]
             assert {r["client"] for r in rows} == clients
             assert all(r["throughput"] > 0 and r["p50_ms"] <= r["p99_ms"] for r in rows)
+
+
+def test_documents_quick(dirs):
+    """One document in one request against its sentences one request each; the translations agree."""
+    argv, out = dirs
+    assert cli.main(["documents", *argv]) == 0
+    result = json.loads((out / "documents-quick.json").read_text())
+    assert result["sentences"] > 20 and result["characters"] > 1_000
+    assert set(result["characters_per_s"]) == {"document", "sentences, one call each", "sentences, 16 calls in flight"}
+    assert all(rate > 0 for rate in result["characters_per_s"].values())
