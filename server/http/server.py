@@ -11,7 +11,7 @@ Routes are added with :meth:`HttpServer.route`: each handler runs inside the sha
 with the HTTP status of the gRPC status (:data:`HTTP_STATUS`). TLS and bearer tokens
 (``Authorization: Bearer <token>``) come from the same settings as gRPC's; routes
 registered with ``open=True`` (health) need no token. KServe v2's routes live in
-``kserve_routes``; the LibreTranslate and generate routes will join them here.
+``kserve_routes``, Triton's generate extension in ``generate_routes``.
 """
 
 from __future__ import annotations
@@ -72,9 +72,10 @@ class HttpServer:
             client_max_size=app.settings.max_message_bytes, middlewares=[self._errors, self._auth]
         )
         self._runner: web.AppRunner | None = None
-        from . import kserve_routes
+        from . import generate_routes, kserve_routes
 
         kserve_routes.add_routes(self)
+        generate_routes.add_routes(self)
 
     def route(
         self,

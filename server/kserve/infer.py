@@ -81,7 +81,7 @@ def check_version(model: LoadedModel, version: str) -> None:
         raise ModelNotFound(f"model {model.name!r} has no version {version!r}; it serves version {VERSION}")
 
 
-def _timeout_s(parameters: Mapping[str, Any]) -> float | None:
+def request_timeout_s(parameters: Mapping[str, Any]) -> float | None:
     if TIMEOUT not in parameters:
         return None
     value = parameters[TIMEOUT]
@@ -90,7 +90,7 @@ def _timeout_s(parameters: Mapping[str, Any]) -> float | None:
     return value / 1e6
 
 
-def _check_parameters(parameters: Mapping[str, Any], known: set[str]) -> None:
+def check_parameters(parameters: Mapping[str, Any], known: set[str]) -> None:
     unknown = sorted(set(parameters) - known - IGNORED - {TIMEOUT, EMPTY_FINAL})
     if unknown:
         names = ", ".join(sorted(known)) or "none"
@@ -161,7 +161,7 @@ class KServeInference:
     # ----------------------------------------------------------------- translation
 
     def _translation_request(self, request: InferRequest) -> tuple[Tensor, list[str], Any, str]:
-        _check_parameters(request.parameters, {*params.DECODING_PARAMETERS, params.FORMAT})
+        check_parameters(request.parameters, {*params.DECODING_PARAMETERS, params.FORMAT})
         tensor = _one_input(request, (TEXT,))
         _outputs(request, (TRANSLATION_OUT,), classify=False)
         texts = _texts(tensor)
@@ -172,7 +172,7 @@ class KServeInference:
     async def _translate(self, model: LoadedModel, request: InferRequest, call: Call) -> InferResponse:
         tensor, texts, options, format = self._translation_request(request)
         translating = engine_api.translate(model.engine, texts, options, format)
-        results = await within(translating, _timeout_s(request.parameters))
+        results = await within(translating, request_timeout_s(request.parameters))
         call.items, call.queue_s = len(texts), max(r.queue_ms for r in results) / 1e3
         h = options.num_hypotheses
         if h == 1:
@@ -192,7 +192,7 @@ class KServeInference:
                 "send one request per text on the stream"
             )
         empty_final = request.parameters.get(EMPTY_FINAL, False) is True
-        timeout = _timeout_s(request.parameters)
+        timeout = request_timeout_s(request.parameters)
         shape = tuple(1 for _ in tensor.shape)
         events = engine_api.stream(model.engine, texts[0], options, format)
         loop_deadline = None if timeout is None else time.monotonic() + timeout
@@ -242,13 +242,15 @@ class KServeInference:
         return [RawTensor(expected, "FP32", image.tobytes()) for image in tensor.data]
 
     async def _classify(self, model: LoadedModel, request: InferRequest, call: Call) -> InferResponse:
-        _check_parameters(request.parameters, set())
+        check_parameters(request.parameters, set())
         tensor = _one_input(request, (IMAGE, PIXELS))
         outputs = _outputs(request, (PROBABILITIES,), classify=True)
         inputs = self._images(model, tensor)
         labels = model.classifier.labels
         top_k = max(1, min(max(o.class_count for o in outputs), len(labels)))
-        results = await within(model.classifier.classify(inputs, top_k, self.pool), _timeout_s(request.parameters))
+        results = await within(
+            model.classifier.classify(inputs, top_k, self.pool), request_timeout_s(request.parameters)
+        )
         call.items, call.queue_s = len(inputs), max(r.queue_ms for r in results) / 1e3
         if any(r.probabilities.shape != (len(labels),) for r in results):
             raise InferenceFailed(f"model {model.name}: probabilities do not have one value per label")

@@ -1,0 +1,165 @@
+"""Triton's generate extension on the HTTP server: one text in, its translation out, whole or streamed.
+
+- ``POST /v2/models/{model}[/versions/{version}]/generate``: ``{"text_input", "parameters"}``
+  -> ``{"model_name", "model_version", "text_output"}``;
+- ``POST /v2/models/{model}[/versions/{version}]/generate_stream``: ``text/event-stream``, one
+  ``data: {...}`` event per generated piece whose ``text_output`` is the text delta (the last
+  one, at the end of the translation, may be empty).
+
+``parameters`` are the decoding options every protocol takes (``params.DECODING_PARAMETERS``)
+plus Triton's ``timeout`` (microseconds). The deltas of a stream concatenate to the text that
+``generate`` returns for the same request. An error before the first piece is answered as on
+every route, ``{"error": ...}`` with its HTTP status (400, 404, 429, ...); one after it, when
+the status line has gone, is a last ``data: {"error": ...}`` event, as Triton sends it. A
+client that hangs up mid-stream gets its handler cancelled by aiohttp, which closes the
+engine's stream: the decoder row is freed at the next step.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiohttp import web
+
+from attnserve.contract.kinds import TRANSLATION
+
+from .. import engine_api, params
+from ..calls import Call, within
+from ..errors import InvalidRequest, ServingError
+from ..kserve.infer import VERSION, check_parameters, check_version, request_timeout_s
+from .server import REQUEST_ID, HttpServer, json_response, read_body
+
+TEXT_INPUT, TEXT_OUTPUT, PARAMETERS = "text_input", "text_output", "parameters"
+log = logging.getLogger(__name__)
+VERSIONED = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
+
+
+def parse_generate(body: bytes) -> tuple[str, dict[str, Any]]:
+    """The body of a generate request -> (text, parameters); InvalidRequest names what is wrong."""
+    try:
+        doc = json.loads(body) if body.strip() else None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidRequest(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InvalidRequest(f'the request body must be a JSON object: {{"{TEXT_INPUT}": "...", "{PARAMETERS}": {{}}}}')
+    unknown = sorted(set(doc) - {TEXT_INPUT, PARAMETERS})
+    if unknown:
+        raise InvalidRequest(f"unknown input(s) {', '.join(unknown)}: this model takes {TEXT_INPUT} and {PARAMETERS}")
+    if TEXT_INPUT not in doc:
+        raise InvalidRequest(f"{TEXT_INPUT} is missing: send the text to translate")
+    text = doc[TEXT_INPUT]
+    if isinstance(text, list) and len(text) == 1:  # a batch of one, as some Triton clients send it
+        text = text[0]
+    if not isinstance(text, str):
+        raise InvalidRequest(f"{TEXT_INPUT}: expected a string, got {type(text).__name__}")
+    parameters = doc.get(PARAMETERS) or {}
+    if not isinstance(parameters, dict):
+        raise InvalidRequest(f"{PARAMETERS}: expected a JSON object of decoding options, got {parameters!r:.60}")
+    check_parameters(parameters, set(params.DECODING_PARAMETERS))
+    return text, parameters
+
+
+def decode_options(parameters: dict[str, Any]):
+    decoding = {k: v for k, v in parameters.items() if k in params.DECODING_PARAMETERS}
+    options = params.decode_options(decoding, f"{PARAMETERS}.")
+    if options.num_hypotheses > 1:
+        raise InvalidRequest(
+            f"{PARAMETERS}.num_hypotheses: generate returns one {TEXT_OUTPUT}; ask /infer for several hypotheses"
+        )
+    return options
+
+
+def _event(doc: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(doc, ensure_ascii=False).encode() + b"\n\n"
+
+
+def add_routes(http: HttpServer) -> None:
+    app = http.app
+
+    async def request_of(request: web.Request):
+        """(text, options, timeout in seconds or None): every check that needs no model."""
+        text, parameters = parse_generate(await read_body(request, app.settings.max_message_bytes))
+        return text, decode_options(parameters), request_timeout_s(parameters)
+
+    async def generate(request: web.Request, call: Call) -> web.Response:
+        text, options, timeout = await request_of(request)
+        with app.registry.use(request.match_info["model"], TRANSLATION) as model:
+            check_version(model, request.match_info.get("version", ""))
+            call.model = model.name
+            (result,) = await within(engine_api.translate(model.engine, [text], options), timeout)
+            call.items, call.queue_s = 1, result.queue_ms / 1e3
+        app.metrics.queue_time.labels(model.name).observe(result.queue_ms / 1e3)
+        reply = {"model_name": model.name, "model_version": VERSION, TEXT_OUTPUT: result.hypotheses[0].text}
+        return json_response(reply)
+
+    async def generate_stream(request: web.Request, call: Call) -> web.StreamResponse:
+        text, options, timeout = await request_of(request)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with app.registry.use(request.match_info["model"], TRANSLATION) as model:
+            check_version(model, request.match_info.get("version", ""))
+            call.model = model.name
+            events = engine_api.stream(model.engine, text, options)  # validates: a bad request fails here
+            try:
+                return await _serve_stream(request, call, model.name, _pieces(events, deadline))
+            finally:
+                await events.aclose()  # a cancelled or failed stream frees its row at the next step
+
+    for base in VERSIONED:
+        http.route("POST", f"{base}/generate", generate, label="triton.http.Generate", inference=True)
+        http.route(
+            "POST", f"{base}/generate_stream", generate_stream, label="triton.http.GenerateStream", inference=True
+        )
+
+
+async def _pieces(events: AsyncIterator[Any], deadline: float | None) -> AsyncIterator[tuple[str, bool]]:
+    """(delta, final) of each generated piece; pieces still incomplete ("" deltas) are skipped."""
+    while True:
+        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+        try:
+            event = await within(events.__anext__(), remaining)
+        except StopAsyncIteration:
+            return
+        final = event.finish_reason is not None
+        if event.delta or final:
+            yield event.delta, final
+        if final:
+            return
+
+
+async def _serve_stream(
+    request: web.Request, call: Call, model_name: str, pieces: AsyncIterator[tuple[str, bool]]
+) -> web.StreamResponse:
+    """Send the pieces as server-sent events; the first is awaited before the status line, so a
+    request refused by the engine (queue full: 429) still gets its own HTTP status."""
+    first = await anext(pieces, None)
+    response = web.StreamResponse(
+        headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", REQUEST_ID: call.request_id}
+    )
+    await response.prepare(request)
+    piece = first
+    try:
+        while piece is not None:
+            delta, final = piece
+            await response.write(_event({"model_name": model_name, "model_version": VERSION, TEXT_OUTPUT: delta}))
+            if final:
+                call.items = 1
+                break
+            piece = await anext(pieces, None)
+    except ServingError as exc:  # the status line has gone: the error is the last event
+        call.status = exc.status
+        await response.write(_event({"error": str(exc)}))
+    except ConnectionResetError:  # the client went away between two pieces
+        call.status = "CANCELLED"
+        return response
+    except Exception as exc:  # noqa: BLE001 - never a traceback, and no second status line
+        call.status = "INTERNAL"
+        log.exception("request %s: generate_stream on model %s failed", call.request_id, model_name)
+        await response.write(
+            _event({"error": f"internal error: {type(exc).__name__}: {exc} (request id {call.request_id})"})
+        )
+    await response.write_eof()
+    return response
