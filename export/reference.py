@@ -17,6 +17,7 @@ import torch
 from attnserve.contract.graph_io import ClassifierIO, DecoderIO, EncoderIO
 from attnserve.models import TranslationTransformer, VisionTransformer, greedy_decode
 
+from .errors import ExportError
 from .graphs import DecoderGraph, EncoderGraph, example_translation_inputs
 from .verify import VERIFICATION_FILE
 
@@ -28,12 +29,23 @@ def _named(prefix: str, names: list[str], tensors) -> dict[str, np.ndarray]:
     return {f"{prefix}.{n}": t.detach().cpu().numpy() for n, t in zip(names, tensors)}
 
 
+def ordinary_ids(model: TranslationTransformer) -> torch.Tensor:
+    """(N,) int64: every id but pad, start, end and unknown, wherever they sit in the vocabulary
+    (0..3 in ours; opus-mt puts pad last, M2M100 / NLLB start with ``<s> <pad> </s> <unk>``)."""
+    cfg = model.cfg
+    special = {cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id}
+    ids = torch.tensor([i for i in range(cfg.vocab_size) if i not in special], dtype=torch.long)
+    if not len(ids):
+        raise ExportError(f"the vocabulary ({cfg.vocab_size} ids) holds only special tokens {sorted(special)}")
+    return ids
+
+
 def _source_batch(model: TranslationTransformer, rows: int, length: int, seed: int) -> torch.Tensor:
     """(rows, length) int64 source ids ending in eos, right-padded, rows of decreasing length."""
     cfg = model.cfg
     g = torch.Generator().manual_seed(seed)
-    specials = max(cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id) + 1
-    src = torch.randint(specials, cfg.vocab_size, (rows, length), generator=g)  # (B, L)
+    ordinary = ordinary_ids(model)  # (N,)
+    src = ordinary[torch.randint(len(ordinary), (rows, length), generator=g)]  # (B, L)
     for row in range(rows):
         n = max(1, length - 3 * row)  # tokens in this row, eos included
         src[row, n - 1] = cfg.eos_id

@@ -443,3 +443,18 @@ def test_optional_packages_are_imported_lazily(monkeypatch, marian):
         importers.load_marian(marian[0])
     with pytest.raises(ExportError, match=r"pip install 'attnserve\[import\]'"):
         importers.to_marian(create_model("mt-tiny"))
+
+
+def test_cli_exports_the_opus_mt_layout_with_verification(marian, tmp_path, capsys):
+    """pad is the last id, as in every opus-mt model: the CLI writes a verified directory
+    (the reference inputs used to be drawn from ``specials..vocab_size``, an empty range here)."""
+    from attnserve.export import cli
+
+    path, hf, _ = marian
+    out = tmp_path / "opus-mt"
+    assert cli.main(["translation", "--from-marian", str(path), "--out", str(out), "--threads", "1"]) == 0
+    manifest = load_manifest(out)
+    assert manifest.tokenizer.pad_id == hf.config.vocab_size - 1
+    report = json.loads((out / "export-report.json").read_text())
+    assert report["verification"]["passed"] is True
+    assert "greedy decode tokens" in {c["name"] for c in report["verification"]["checks"]}
