@@ -7,6 +7,7 @@ one process. fp32 tokens are compared with the PyTorch reference decoder.
 
     python -m benchmarks.decode              # or: attnserve-bench decode
     python -m benchmarks.decode --quick      # seconds: mt-tiny, small batches, N = 8
+    attnserve-bench decode --presets mt-base --vocab-size 58101   # opus-mt-en-de's real shape
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .translators import (
     ctranslate2_model,
     engines,
     export_translator,
+    model_label,
     source_ids,
 )
 
@@ -37,10 +39,25 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--new-tokens", type=int, default=None, help="N (default 30; quick 8)")
     parser.add_argument("--source-tokens", type=int, default=20, help="source length per text, end token included")
     parser.add_argument("--no-int8", action="store_true", help="fp32 engines only")
+    parser.add_argument(
+        "--vocab-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="replace every preset's vocabulary by N (opus-mt-en-de: --presets mt-base --vocab-size 58101)",
+    )
     return parser
 
 
-def settle(args: argparse.Namespace) -> None:
+MIN_VOCAB = 16  # the special ids (pad, start, end, unk) plus room for random source words
+
+
+def settle(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> None:
+    if args.vocab_size is not None and args.vocab_size < MIN_VOCAB:
+        message = f"--vocab-size must be at least {MIN_VOCAB}, got {args.vocab_size}"
+        if parser is None:
+            raise ValueError(message)
+        parser.error(message)  # exits 2 with the usage line
     q = args.quick
     args.presets = args.presets or (["mt-tiny"] if q else ["mt-small", "mt-base"])
     args.batches = args.batches or ([1, 4] if q else [1, 32])
@@ -50,7 +67,7 @@ def settle(args: argparse.Namespace) -> None:
         args.source_tokens = min(args.source_tokens, 10)
 
 
-def build_runners(model, preset: str, args: argparse.Namespace) -> dict[str, Any]:
+def build_runners(model, label: str, args: argparse.Namespace) -> dict[str, Any]:
     import ctranslate2
     import torch
     import transformers
@@ -62,15 +79,15 @@ def build_runners(model, preset: str, args: argparse.Namespace) -> dict[str, Any
     work = args.work_dir
     rows = max(64, max(args.batches))
     runners: dict[str, Any] = {
-        "attnserve fp32": EngineRunner(export_translator(model, work / f"{preset}-fp32", preset), args.threads, rows)
+        "attnserve fp32": EngineRunner(export_translator(model, work / f"{label}-fp32", label), args.threads, rows)
     }
     marian = to_marian(model)
     runners["transformers fp32"] = marian
-    ct2_dir = ctranslate2_model(model, work / f"{preset}-ct2", preset)
+    ct2_dir = ctranslate2_model(model, work / f"{label}-ct2", label)
     kw = dict(device="cpu", intra_threads=args.threads, inter_threads=1)
     runners["ctranslate2 fp32"] = ctranslate2.Translator(str(ct2_dir), compute_type="float32", **kw)
     if not args.no_int8:
-        int8_dir = export_translator(model, work / f"{preset}-int8", preset, precision="int8")
+        int8_dir = export_translator(model, work / f"{label}-int8", label, precision="int8")
         runners["attnserve int8"] = EngineRunner(int8_dir, args.threads, rows)
         runners["ctranslate2 int8"] = ctranslate2.Translator(str(ct2_dir), compute_type="int8", **kw)
         try:  # PyTorch's own dynamic int8 Linear; absent from some builds
@@ -82,10 +99,10 @@ def build_runners(model, preset: str, args: argparse.Namespace) -> dict[str, Any
     return runners
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> dict[str, Any]:
     import torch
 
-    settle(args)
+    settle(args, parser)
     torch.set_num_threads(args.threads)
     info = machine()
     header(
@@ -94,8 +111,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         args.threads,
     )
     rows: list[dict[str, Any]] = []
-    for preset in args.presets:
-        model = bench_translator(preset)
+    for name in args.presets:
+        preset = model_label(name, args.vocab_size)  # the label rows, folders and caches go by
+        model = bench_translator(name, vocab_size=args.vocab_size)
         runners = build_runners(model, preset, args)
         try:
             for batch in args.batches:
@@ -106,6 +124,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     n = batch * args.new_tokens
                     row = {
                         "preset": preset,
+                        "vocab_size": model.cfg.vocab_size,
                         "batch": batch,
                         "engine": name,
                         "precision": "int8" if "int8" in name else "fp32",
@@ -161,7 +180,7 @@ def print_rows(rows: list[dict[str, Any]]) -> None:
 
 def plot(rows: list[dict[str, Any]], args: argparse.Namespace):
     plt = pyplot()
-    presets, batches = args.presets, args.batches
+    presets, batches = [model_label(p, args.vocab_size) for p in args.presets], args.batches
     fig, axes = plt.subplots(1, len(presets) * len(batches), figsize=(5 * len(presets) * len(batches), 4.5))
     axes = list(axes) if hasattr(axes, "__len__") else [axes]
     for ax, (preset, batch) in zip(axes, [(p, b) for p in presets for b in batches]):
@@ -180,7 +199,8 @@ def vars_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    run(build_parser().parse_args(argv))
+    parser = build_parser()
+    run(parser.parse_args(argv), parser)
     return 0
 
 

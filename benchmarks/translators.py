@@ -27,19 +27,29 @@ import numpy as np
 CACHE_KEY = "attnserve-bench translator v1"  # bump when the model recipe below changes
 
 
-def bench_translator(preset: str, seed: int = 0):
-    """The random ``preset`` translator every engine runs (see the module docstring)."""
+def bench_translator(preset: str, seed: int = 0, vocab_size: int | None = None):
+    """The random ``preset`` translator every engine runs (see the module docstring).
+
+    ``vocab_size`` replaces the preset's vocabulary (opus-mt-en-de is ``mt-base`` with 58,101):
+    at batch 1 reading the output projection (vocab x d_model) dominates a decoder step.
+    """
     import torch
 
     from attnserve.models import create_model
 
     torch.manual_seed(seed)
-    model = create_model(preset, dropout=0.0).eval()
+    overrides = {} if vocab_size is None else {"vocab_size": vocab_size}
+    model = create_model(preset, dropout=0.0, **overrides).eval()
     cfg = model.cfg
     with torch.no_grad():
         model.logits_bias[[cfg.eos_id, cfg.pad_id, cfg.bos_id]] = -1e4
         model.tgt_embed.weight[cfg.bos_id] = 0.0
     return model
+
+
+def model_label(preset: str, vocab_size: int | None) -> str:
+    """The name a preset goes by in tables, work folders and cache keys: ``mt-base-v58101`` when overridden."""
+    return preset if vocab_size is None else f"{preset}-v{vocab_size}"
 
 
 def source_ids(batch: int, length: int, vocab: int, eos_id: int, seed: int = 0) -> list[list[int]]:

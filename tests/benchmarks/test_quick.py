@@ -35,6 +35,29 @@ def test_decode_quick(dirs):
     assert any("ratio_to_ctranslate2" in r for r in result["rows"] if r["engine"] == "attnserve fp32")
 
 
+def test_decode_vocab_size_overrides_the_preset(tmp_path, capsys):
+    """``--vocab-size N``: every engine runs a model of vocabulary N (opus-mt's shape is one command)."""
+    import onnx
+
+    work, out = tmp_path / "work", tmp_path / "out"
+    argv = ["decode", "--quick", "--work-dir", str(work), "--out", str(out), "--no-plot"]
+    assert cli.main([*argv, "--batches", "2", "--repeats", "1", "--no-int8", "--vocab-size", "1234"]) == 0
+    result = json.loads((out / "decode-quick.json").read_text())
+    assert result["settings"]["vocab_size"] == 1234
+    assert {r["preset"] for r in result["rows"]} == {"mt-tiny-v1234"}
+    assert all(r["vocab_size"] == 1234 for r in result["rows"])
+    for row in result["rows"]:  # fp32 engines still agree token for token at the new shape
+        if "agreement_with_reference" in row:
+            assert row["agreement_with_reference"]["sequences_equal"] == 1.0, row["engine"]
+    decoder = onnx.load(str(work / "mt-tiny-v1234-fp32" / "decoder.onnx"), load_external_data=False)
+    (logits,) = [o for o in decoder.graph.output if o.name == "logits"]
+    assert logits.type.tensor_type.shape.dim[-1].dim_value == 1234
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        cli.main([*argv, "--vocab-size", "3"])
+    assert exit_.value.code == 2 and "--vocab-size must be at least" in capsys.readouterr().err
+
+
 def test_engine_ab_on_the_decode_exports(dirs, tmp_path):
     """engine_ab runs both variants on the graphs test_decode_quick exported; fp32 tokens agree."""
     from attnserve.benchmarks import engine_ab
