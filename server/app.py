@@ -60,6 +60,8 @@ class AttnServer:
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
         ]
+        if settings.workers > 1:  # every worker process listens on the same port (server/workers.py)
+            options.append(("grpc.so_reuseport", 1))
         interceptors: list[grpc.aio.ServerInterceptor] = [security.ParseGuardInterceptor()]
         tokens = security.load_tokens(settings)
         self.token_checker: security.TokenChecker | None = None

@@ -8,10 +8,12 @@ import logging
 import signal
 import sys
 
+from . import workers
 from .app import create_server
 from .config import ConfigError, Settings, add_arguments, resolve_settings
 from .registry import RepositoryError
 from .runtime import ProviderError
+from .workers import WorkerLink
 
 log = logging.getLogger("attnserve.server")
 
@@ -27,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def serve(settings: Settings) -> int:
+async def serve(settings: Settings, worker: WorkerLink | None = None) -> int:
+    """Serve until SIGTERM/SIGINT; ``worker``: one of ``--workers N`` processes (see workers.py)."""
     server, port = await create_server(settings.address, settings)
     await server.start()
     loop = asyncio.get_running_loop()
@@ -41,6 +44,8 @@ async def serve(settings: Settings) -> int:
         port,
         ", ".join(sorted(server.registry.models)),
     )
+    if worker is not None:  # metrics on a private port, collected by the parent with a worker label
+        worker.ready(server.metrics.start_http("127.0.0.1", 0) if worker.metrics else None)
     await server.wait_for_termination()
     return 0
 
@@ -70,6 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    if settings.workers > 1:
+        try:
+            return workers.run(settings)
+        except OSError as exc:
+            print(f"attnserve-server: error: {exc}", file=sys.stderr)
+            return 1
     try:
         return asyncio.run(serve(settings))
     except (RepositoryError, ProviderError, OSError, ConfigError) as exc:

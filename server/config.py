@@ -52,6 +52,11 @@ class Settings:
     threads: int = _setting(0, "onnxruntime intra-op threads per session (0 = onnxruntime's default)")
     preprocess_threads: int = _setting(2, "threads decoding and resizing images")
     grace_seconds: float = _setting(10.0, "on SIGTERM/SIGINT: time in-flight requests get to finish")
+    workers: int = _setting(
+        1,
+        "server processes sharing the gRPC and HTTP ports (SO_REUSEPORT), each with its own models, batchers and "
+        "GIL; metrics get a worker label",
+    )
     skip_bad_models: bool = _setting(False, "serve the good models when one fails to load (it is NOT_SERVING)")
     log_level: str = _setting("info", "logging level", choices=LOG_LEVELS)
     # limits of every request
@@ -109,6 +114,7 @@ class Settings:
             "max_queue_delay_ms": self.max_queue_delay_ms >= 0,
             "tls_key": bool(self.tls_cert) == bool(self.tls_key),
             "tls_client_ca": not self.tls_client_ca or bool(self.tls_cert),
+            "workers": self.workers >= 1,
         }
         positive = (
             "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
@@ -120,6 +126,11 @@ class Settings:
         for name, ok in checks.items():
             if not ok:
                 raise ConfigError(f"{name}: invalid value {getattr(self, name)!r} ({_help(name)})")
+        if self.workers > 1 and self.enable_admin:
+            raise ConfigError(
+                "enable_admin: the admin RPCs act on the one worker that receives them, so they are refused with "
+                f"workers = {self.workers}; reload a multi-worker server with SIGHUP to its parent process"
+            )
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

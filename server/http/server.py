@@ -144,7 +144,8 @@ class HttpServer:
         ssl_context = security.http_ssl_context(self.app.settings)
         runner = web.AppRunner(self.web, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
         await runner.setup()
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+        reuse_port = self.app.settings.workers > 1  # every worker process listens on the same port
+        site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_port=reuse_port or None)
         try:
             await site.start()
         except OSError as exc:

@@ -82,3 +82,17 @@ def test_translation_batching_from_env_and_flag_reaches_the_engine_settings():
     )
     with pytest.raises(ConfigError, match="translation_batching: invalid value 'dynamic'"):
         _resolve([], {"ATTNSERVE_TRANSLATION_BATCHING": "dynamic"})
+
+
+def test_workers_setting_from_env_and_its_limits(capsys):
+    from attnserve.server.cli import main
+
+    assert Settings().workers == 1
+    assert _resolve([], {"ATTNSERVE_WORKERS": "4"}).workers == 4
+    with pytest.raises(ConfigError, match="workers: invalid value 0"):
+        _resolve(["--workers", "0"])
+    with pytest.raises(ConfigError, match="admin RPCs act on the one worker"):
+        _resolve(["--workers", "2", "--enable-admin"])
+    assert _resolve(["--workers", "1", "--enable-admin"]).enable_admin
+    assert main(["--workers", "2", "--enable-admin"]) == 2
+    assert "SIGHUP" in capsys.readouterr().err

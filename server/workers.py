@@ -1,0 +1,275 @@
+"""``--workers N``: N server processes on one host sharing the gRPC and HTTP ports.
+
+One Python process serves everything under one GIL: gRPC's event loop, the protobuf
+parsing and every batcher's or decode engine's Python work share it, so a server tops out
+on one core's worth of Python whatever onnxruntime could do (benchmarks/README.md). With
+``--workers N`` the command becomes a small parent that starts N worker processes (spawn,
+not fork: grpc and onnxruntime threads do not survive a fork), each a complete server with
+its own models, batchers, decode engines and event loop, all listening on the same gRPC
+and HTTP ports with ``SO_REUSEPORT``: the kernel spreads new connections over the workers.
+A connection (a gRPC channel) stays on the worker that accepted it.
+
+The parent:
+
+- reserves the ports first (a bound, never listening ``SO_REUSEPORT`` socket), so that
+  ``--port 0`` means one free port for every worker, and a port held by another program
+  fails before any model is loaded;
+- forwards SIGTERM / SIGINT (drain: every worker stops taking work and gives its in-flight
+  requests ``--grace-seconds``) and SIGHUP (hot reload: every worker reloads the changed
+  model directories) and waits; it exits 0 when every worker drained cleanly, 1 otherwise.
+  When a worker dies on its own, the parent drains the others and exits 1, so that a
+  supervisor (docker's restart policy, Kubernetes) starts the whole set again;
+- serves ``/metrics`` on ``--metrics-port``: every worker's metrics, collected at scrape
+  time from the worker (each serves its own on a private 127.0.0.1 port), with a
+  ``worker`` label ("0".."N-1") added to every sample. Per-worker series, not sums,
+  because the gauges (rows in the decode batch, KV cache bytes, queue lengths) are read
+  from live objects at scrape time, which prometheus-client's multiprocess mode cannot
+  do; ``sum without (worker) (...)`` in PromQL gives the host's total.
+
+The admin RPCs (Reload, KServe model load / unload) would act on the one worker that
+received the call, so ``--enable-admin`` with more than one worker is refused at start-up;
+reload a multi-worker server with SIGHUP to the parent.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+
+from .config import Settings
+
+log = logging.getLogger("attnserve.server")
+
+START_TIMEOUT_S = 600.0  # loading and warming up large models in N processes on a busy host
+KILL_AFTER_S = 30.0  # beyond the drain's grace: a worker still running then is killed
+SCRAPE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class WorkerLink:
+    """What a worker process gets from the parent: its index and the pipe to report on."""
+
+    index: int
+    conn: Connection
+    metrics: bool  # serve this worker's metrics on a private port for the parent to collect
+
+    def ready(self, metrics_port: int | None) -> None:
+        self.conn.send({"index": self.index, "pid": os.getpid(), "metrics_port": metrics_port})
+
+    def failed(self, message: str) -> None:
+        self.conn.send({"index": self.index, "pid": os.getpid(), "error": message})
+
+
+def reserve_port(host: str, port: int) -> tuple[socket.socket, int]:
+    """A bound (not listening) SO_REUSEPORT socket on ``host:port``: holds the port for the workers.
+
+    A socket that never listens receives no connections; it only keeps the port number
+    (``port`` 0: a free one) while the workers bind it with SO_REUSEPORT as well.
+    """
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock, sock.getsockname()[1]
+
+
+def _worker_main(settings: Settings, index: int, conn: Connection, metrics: bool, log_level: str) -> None:
+    """Entry point of one worker process (spawned): a whole server on the shared ports."""
+    import asyncio
+
+    from .cli import serve
+    from .registry import RepositoryError
+    from .runtime import ProviderError
+
+    logging.basicConfig(
+        level=log_level.upper(),
+        format=f"%(asctime)s %(levelname)s worker-{index} %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    link = WorkerLink(index, conn, metrics)
+    try:
+        code = asyncio.run(serve(settings, link))
+    except (RepositoryError, ProviderError, OSError) as exc:
+        link.failed(str(exc))
+        code = 1
+    sys.exit(code)
+
+
+class Workers:
+    """The parent's view of its worker processes."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.procs: list[multiprocessing.process.BaseProcess] = []
+        self.conns: list[Connection] = []
+        self.metrics_ports: dict[int, int] = {}
+        self.stopping = False
+
+    def start(self, worker_settings: Settings, metrics: bool) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        for index in range(self.settings.workers):
+            parent_end, child_end = ctx.Pipe(duplex=False)
+            proc = ctx.Process(
+                target=_worker_main,
+                args=(worker_settings, index, child_end, metrics, self.settings.log_level),
+                name=f"attnserve-worker-{index}",
+            )
+            proc.start()
+            child_end.close()
+            self.procs.append(proc)
+            self.conns.append(parent_end)
+
+    def wait_ready(self) -> str | None:
+        """Block until every worker reported; returns the first start-up error, if any."""
+        pending = dict(enumerate(self.conns))
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while pending:
+            if self.stopping:
+                return "stopped during start-up"
+            sentinels = [self.procs[i].sentinel for i in pending]
+            ready = wait([*pending.values(), *sentinels], timeout=max(0.0, deadline - time.monotonic()))
+            if not ready:
+                return f"workers {sorted(pending)} did not start in {START_TIMEOUT_S:.0f} s"
+            for index, conn in list(pending.items()):
+                if conn in ready or self.procs[index].sentinel in ready:
+                    try:
+                        message = conn.recv()
+                    except EOFError:
+                        return f"worker {index} exited during start-up (exit code {self.procs[index].exitcode})"
+                    if "error" in message:
+                        return f"worker {index}: {message['error']}"
+                    if message["metrics_port"] is not None:
+                        self.metrics_ports[index] = message["metrics_port"]
+                    log.info("worker %d (pid %d) ready", index, message["pid"])
+                    del pending[index]
+        return None
+
+    def forward(self, sig: int) -> None:
+        if sig in (signal.SIGTERM, signal.SIGINT):
+            self.stopping = True
+        for proc in self.procs:
+            if proc.is_alive():
+                os.kill(proc.pid, sig)
+
+    def wait_all(self) -> int:
+        """Wait for every worker to exit; a worker that exits unasked stops the rest. 0 = all drained cleanly."""
+        failed = False
+        kill_at: float | None = None
+        alive = list(self.procs)
+        while alive:
+            if self.stopping and kill_at is None:
+                kill_at = time.monotonic() + self.settings.grace_seconds + KILL_AFTER_S
+            timeout = None if kill_at is None else max(0.0, kill_at - time.monotonic())
+            wait([p.sentinel for p in alive], timeout=timeout)
+            for proc in [p for p in alive if not p.is_alive()]:
+                alive.remove(proc)
+                if proc.exitcode != 0 or not self.stopping:
+                    failed = True
+                    log.error("%s (pid %d) exited with code %s", proc.name, proc.pid, proc.exitcode)
+                if not self.stopping:
+                    log.error("stopping the other workers")
+                    self.forward(signal.SIGTERM)
+            if kill_at is not None and time.monotonic() >= kill_at:
+                for proc in alive:
+                    log.error("%s (pid %d) did not stop in time: killed", proc.name, proc.pid)
+                    proc.kill()
+                    failed = True
+        return 1 if failed else 0
+
+    def collect_metrics(self) -> Iterator[object]:
+        """Every worker's metric families with a ``worker`` label (a prometheus-client collector)."""
+        from prometheus_client.metrics_core import Metric
+        from prometheus_client.parser import text_string_to_metric_families
+
+        merged: dict[str, Metric] = {}
+        for index, port in sorted(self.metrics_ports.items()):
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=SCRAPE_TIMEOUT_S) as reply:
+                    text = reply.read().decode()
+            except OSError as exc:  # a worker that is draining or gone: its series are absent
+                log.debug("worker %d metrics: %s", index, exc)
+                continue
+            for family in text_string_to_metric_families(text):
+                out = merged.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+                for s in family.samples:
+                    out.add_sample(s.name, {**s.labels, "worker": str(index)}, s.value, s.timestamp, s.exemplar)
+        yield from merged.values()
+
+
+class _Collector:
+    def __init__(self, workers: Workers) -> None:
+        self.workers = workers
+
+    def collect(self):
+        return self.workers.collect_metrics()
+
+
+def run(settings: Settings) -> int:
+    """The parent of ``settings.workers`` server processes; returns the exit code."""
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    held: list[socket.socket] = []
+    try:
+        grpc_sock, port = reserve_port(settings.host, settings.port)
+        held.append(grpc_sock)
+        http_port = settings.http_port
+        if http_port >= 0:
+            http_sock, http_port = reserve_port(settings.host, http_port)
+            held.append(http_sock)
+        metrics = settings.metrics_port >= 0
+        worker_settings = settings.replace(port=port, http_port=http_port, metrics_port=-1)
+        workers = Workers(settings)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, lambda s, _frame: workers.forward(s))
+        workers.start(worker_settings, metrics)
+        error = workers.wait_ready()
+        if error is not None:
+            print(f"attnserve-server: error: {error}", file=sys.stderr)
+            workers.forward(signal.SIGTERM)
+            workers.wait_all()
+            return 1
+        http = None
+        if metrics:
+            registry = CollectorRegistry()
+            registry.register(_Collector(workers))
+            try:
+                http, _thread = start_http_server(settings.metrics_port, addr=settings.host, registry=registry)
+            except OSError as exc:
+                print(
+                    f"attnserve-server: error: cannot serve metrics on {settings.host}:{settings.metrics_port}: "
+                    f"{exc.strerror or exc} (see --metrics-port)",
+                    file=sys.stderr,
+                )
+                workers.forward(signal.SIGTERM)
+                workers.wait_all()
+                return 1
+            log.info("metrics on http://%s:%d/metrics (every worker's, label worker)", settings.host, http.server_port)
+        log.info(
+            "serving with %d workers on %s:%d (pids %s)",
+            settings.workers,
+            settings.host,
+            port,
+            ", ".join(str(p.pid) for p in workers.procs),
+        )
+        code = workers.wait_all()
+        if http is not None:
+            http.shutdown()
+            http.server_close()
+        log.info("stopped (exit code %d)", code)
+        return code
+    finally:
+        for sock in held:
+            sock.close()

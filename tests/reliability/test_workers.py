@@ -1,0 +1,157 @@
+"""``attnserve-server --workers N``: N processes share the gRPC and HTTP ports (SO_REUSEPORT),
+the parent serves every worker's metrics with a ``worker`` label, forwards SIGHUP (reload in
+every worker) and SIGTERM (every worker drains; exit 0), and stops the set when one dies."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+
+from .conftest import MAX_TARGET, digit_png
+
+BIN = Path(sys.executable).parent
+TIMEOUT = 60.0
+CONNECTIONS = 16  # P(all on one of 2 workers) = 2 * 0.5**16
+
+
+class Workers:
+    """``attnserve-server --workers 2`` as a child process; ports and worker pids read from its log."""
+
+    def __init__(self, repo: Path, *args: str) -> None:
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNSERVE_THREADS": "1", "ATTNSERVE_PROVIDER": "cpu"}
+        cmd = [str(BIN / "attnserve-server"), "--model-repo", str(repo), "--workers", "2", "--port", "0"]
+        cmd += ["--http-port", "0", "--metrics-port", "0", "--grace-seconds", "20", *args]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+        self.log: list[str] = []
+        self.pids: dict[int, int] = {}
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                raise RuntimeError("server exited during start-up:\n" + "".join(self.log))
+            self.log.append(line)
+            if m := re.search(r"worker (\d+) \(pid (\d+)\) ready", line):
+                self.pids[int(m.group(1))] = int(m.group(2))
+            if m := re.search(r"metrics on http://[\d.]+:(\d+)/", line):
+                self.metrics_port = int(m.group(1))
+            if m := re.search(r"HTTP \(KServe v2 REST\) on http://[\d.]+:(\d+)", line):
+                self.http_port = int(m.group(1))
+            if m := re.search(r"serving with 2 workers on [\d.]+:(\d+)", line):
+                self.address = f"127.0.0.1:{m.group(1)}"
+                break
+        else:
+            raise RuntimeError("server did not start in 120 s:\n" + "".join(self.log))
+        threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
+
+    def channels(self, n: int = CONNECTIONS) -> list[grpc.Channel]:
+        """``n`` channels with a connection each (grpc would otherwise share one per target)."""
+        return [grpc.insecure_channel(self.address, options=[("grpc.use_local_subchannel_pool", 1)]) for _ in range(n)]
+
+    def requests_by_worker(self, method: str, model: str) -> dict[str, float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as reply:
+            text = reply.read().decode()
+        out: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name == "attnserve_requests_total" and s.labels["method"] == method and s.labels["model"] == model:
+                    out[s.labels["worker"]] = out.get(s.labels["worker"], 0.0) + s.value
+        return out
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(60)
+
+
+def _classify(channel: grpc.Channel, model: str, image: bytes) -> pb.ClassifyResponse:
+    stub = pb_grpc.InferenceServiceStub(channel)
+    return stub.Classify(pb.ClassifyRequest(model=model, images=[pb.ImageInput(encoded=image)]), timeout=TIMEOUT)
+
+
+def test_two_workers_serve_one_port_reload_on_sighup_and_drain_on_sigterm(mt, long_source, vit_dirs, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(mt.model_dir, repo / "mt")
+    shutil.copytree(vit_dirs["digits"], repo / "digits")
+    server = Workers(repo)
+    try:
+        assert len(set(server.pids.values())) == 2
+        # every connection lands on one of the two workers; both serve, and the metrics say which
+        channels = server.channels()
+        for channel in channels:
+            assert _classify(channel, "digits", digit_png(3)).results[0].labels
+        served = server.requests_by_worker("Classify", "digits")
+        assert set(served) == {"0", "1"} and sum(served.values()) == CONNECTIONS, served
+        for _ in range(4):  # the HTTP port is shared as well
+            with urllib.request.urlopen(f"http://127.0.0.1:{server.http_port}/v2/health/ready", timeout=10) as r:
+                assert r.status == 200
+
+        # SIGHUP to the parent: every worker loads the new model directory
+        shutil.copytree(vit_dirs["colors"], repo / "colors")
+        server.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + TIMEOUT
+        while sum(line.count("colors added") for line in server.log) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for channel in server.channels():
+            assert _classify(channel, "colors", digit_png(1, mode="RGB")).results[0].labels
+        assert set(server.requests_by_worker("Classify", "colors")) == {"0", "1"}
+
+        # SIGTERM to the parent: streams accepted on either worker finish whole, then exit 0
+        expected = mt.greedy(long_source, MAX_TARGET).tokens
+        request = pb.TranslateRequest(
+            model="mt",
+            texts=[long_source],
+            options=pb.DecodingOptions(max_new_tokens=MAX_TARGET, return_token_ids=True),
+        )
+        streams = []
+        for channel in channels:
+            call = pb_grpc.InferenceServiceStub(channel).TranslateStream(request, timeout=TIMEOUT)
+            streams.append((call, list(next(call).token_ids)))  # accepted and decoding
+        server.proc.send_signal(signal.SIGTERM)
+        finished = [first + [t for chunk in call for t in chunk.token_ids] for call, first in streams]
+        assert server.proc.wait(120) == 0, "".join(server.log)
+    finally:
+        server.stop()
+    assert all(tokens == expected for tokens in finished), "a stream accepted before SIGTERM was cut short"
+    assert sum("attnserve.server.app: stopped" in line for line in server.log) == 2
+    for pid in server.pids.values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_worker_that_dies_stops_the_set_with_exit_1(vit_dirs, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(vit_dirs["digits"], repo / "digits")
+    server = Workers(repo, "--metrics-port", "-1")
+    try:
+        os.kill(server.pids[1], signal.SIGKILL)
+        assert server.proc.wait(60) == 1
+    finally:
+        server.stop()
+    time.sleep(0.5)  # the log reader thread catches up
+    assert any("worker-1" in line and "exited with code -9" in line for line in server.log), "".join(server.log)
+    with pytest.raises(ProcessLookupError):
+        os.kill(server.pids[0], 0)
+
+
+def test_a_bad_repository_fails_start_up_with_exit_1(tmp_path):
+    env = {**os.environ, "ATTNSERVE_PROVIDER": "cpu"}
+    cmd = [str(BIN / "attnserve-server"), "--model-repo", str(tmp_path / "missing"), "--workers", "2", "--port", "0"]
+    done = subprocess.run([*cmd, "--metrics-port", "-1", "--http-port", "-1"], capture_output=True, text=True, env=env)
+    assert done.returncode == 1
+    assert "attnserve-server: error:" in done.stderr and "missing" in done.stderr
+    assert "Traceback" not in done.stderr
