@@ -1,9 +1,13 @@
 # Two entry points for a fresh machine (see README.md):
-#   make serve   create .venv, install attnserve, build the default model repository, start the server
+#   make serve   create .venv, install the server (no PyTorch), serve the bundled models in models/repo
 #   make test    create .venv, install attnserve with the dev extra, run ruff and the whole test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# onnxruntime build of `make serve`: cpu (onnxruntime) or cuda (onnxruntime-gpu); one per venv.
+RUNTIME ?= cpu
+# The bundled models, exported from models/zoo and committed (python -m attnserve.export.zoo).
+REPO := models/repo
 
 .PHONY: serve models test lint format clean
 
@@ -18,19 +22,20 @@ $(VENV)/.dev-installed: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m attnserve.benchmarks.perf_analyzer install || echo "make: perf_analyzer not installed (its tests will be skipped)"
 	touch $@
 
-# The server itself needs no torch; the export extra (torch CPU) is needed once, to turn the
-# committed weights in models/zoo into ONNX model directories.
+# The server and client: no PyTorch; the model directories are committed ready to serve.
 $(VENV)/.serve-installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[export]'
+	$(BIN)/python -m pip install -q -e '.[$(RUNTIME)]'
 	touch $@
 
-# Builds model-repo/ (git-ignored) from the committed weights; up-to-date models are skipped.
-models: $(VENV)/.serve-installed
-	$(BIN)/python -m attnserve.export.zoo --out model-repo
+# Re-exports models/repo after models/zoo changed (retraining); needs PyTorch (the export extra).
+# Up-to-date models are skipped; tests/training/test_zoo_models.py checks the two agree.
+models: | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[export]'
+	$(BIN)/python -m attnserve.export.zoo --out $(REPO)
 
 # Settings: flags after ARGS=..., ATTNSERVE_* environment variables or --config (see README).
-serve: models
-	$(BIN)/attnserve-server --model-repo model-repo $(ARGS)
+serve: $(VENV)/.serve-installed
+	$(BIN)/attnserve-server --model-repo $(REPO) $(ARGS)
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .
@@ -44,4 +49,4 @@ format: $(VENV)/.dev-installed
 	$(BIN)/ruff check --fix .
 
 clean:
-	rm -rf $(VENV) model-repo build *.egg-info
+	rm -rf $(VENV) model-repo build *.egg-info  # models/repo is committed: not removed

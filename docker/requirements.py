@@ -1,10 +1,10 @@
 """Print the pip requirements of an image stage, one per line, from ``pyproject.toml``.
 
 ``pyproject.toml`` stays the single source of truth: the runtime needs its ``dependencies``
-with the onnxruntime line chosen for the image (the package's own marker picks
-``onnxruntime-gpu`` on every Linux x86_64 machine, ~10x larger than the CPU build the CPU
-image wants), and the build stage adds the ``export`` extra (torch, onnx) to build the
-model repository. The attnserve wheel itself is then installed with ``--no-deps``.
+plus the onnxruntime build chosen for the image (the package takes it from its ``cpu`` or
+``cuda`` extra; ``onnxruntime-gpu`` is ~10x larger than the CPU build the CPU image wants),
+and the build stage adds the ``export`` extra (torch, onnx) to build the model repository.
+The attnserve wheel itself is then installed with ``--no-deps``.
 
     python3 docker/requirements.py --onnxruntime onnxruntime             # CPU runtime
     python3 docker/requirements.py --onnxruntime onnxruntime-gpu         # CUDA runtime
@@ -41,7 +41,7 @@ def requirements(onnxruntime: str, extras: list[str], pyproject: Path = PYPROJEC
     optional = project.get("optional-dependencies", {})
     out: list[str] = []
     ort_spec = ""
-    pending = [*project["dependencies"]]
+    pending = [*project["dependencies"], *optional.get("cpu", [])]  # the version range of onnxruntime
     for extra in extras:
         if extra not in optional:
             raise SystemExit(f"requirements.py: no extra {extra!r} in {pyproject} (known: {', '.join(optional)})")

@@ -1,10 +1,15 @@
 """Build the default model repository from the committed checkpoints in ``models/zoo``.
 
-``python -m attnserve.export.zoo --out model-repo [--force]`` writes ``translator-en-de/``
+``python -m attnserve.export.zoo --out DIR [--force]`` writes ``translator-en-de/``
 (encoder.onnx, decoder.onnx, tokenizer.json) and ``digits-vit/`` (model.onnx,
 labels.json) with their ``model.json``. Idempotent: a model directory whose
 ``model.json`` records the sha256 of the current checkpoint (and tokenizer) and this
-attnserve version is left alone, so ``make serve`` pays the export once.
+attnserve version is left alone.
+
+The export is deterministic (same weights, same bytes), and its output is committed in
+``models/repo`` (:data:`REPO`), which ``make serve`` serves without PyTorch. After
+retraining a model, ``make models`` (``--out models/repo``) regenerates it;
+``tests/training/test_zoo_models.py`` fails while the two disagree.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from .modeldir import ATTNSERVE_VERSION, ExportError, write_translation_dir, wri
 log = logging.getLogger(__name__)
 
 ZOO = Path(__file__).resolve().parent.parent / "models" / "zoo"
+REPO = ZOO.parent / "repo"  # the committed export of ZOO: ready model directories
 NAMES = ("translator-en-de", "digits-vit")
 
 

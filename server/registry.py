@@ -24,7 +24,10 @@ from .translation import EngineSettings, TranslationEngine
 
 log = logging.getLogger(__name__)
 
-BUILD_HINT = "build the bundled models with `python -m attnserve.export.zoo --out model-repo` or pass --model-repo DIR"
+BUILD_HINT = (
+    "serve the bundled models with --model-repo models/repo (in a checkout), build them with "
+    "`python -m attnserve.export.zoo --out model-repo`, or pass --model-repo DIR"
+)
 
 
 class RepositoryError(RuntimeError):

@@ -1,4 +1,6 @@
-"""The committed models, exported to ONNX, reach their bars through onnxruntime (subsets, fast)."""
+"""The committed models, exported to ONNX, reach their bars through onnxruntime (subsets, fast),
+and the committed model directories (``models/repo``, what ``make serve`` serves) are exactly
+that export of the committed weights."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ pytest.importorskip("sklearn")
 
 from attnserve.contract.manifest import load_manifest  # noqa: E402
 from attnserve.export.evaluate import OnnxTranslator, evaluate_digits, evaluate_translation  # noqa: E402
-from attnserve.export.zoo import NAMES, ZOO, build_repo, is_current, main  # noqa: E402
+from attnserve.export.zoo import NAMES, REPO, ZOO, build_repo, is_current, main  # noqa: E402
 
 EXAMPLES = ZOO.parent.parent / "examples"
 
@@ -28,6 +30,40 @@ def test_repo_is_built_once_and_validates(repo):
     mt, digits = load_manifest(repo / "translator-en-de"), load_manifest(repo / "digits-vit")
     assert mt.limits == {"max_source_len": 64, "max_target_len": 64}
     assert digits.labels == [str(i) for i in range(10)] and digits.preprocessing.invert
+
+
+def _onnx_content(path):
+    """What a runtime executes: the graph (nodes, initialisers, inputs/outputs) and the opsets,
+    without the producer's name and version."""
+    import onnx
+
+    model = onnx.load(str(path))
+    return model.graph.SerializeToString(deterministic=True), sorted((o.domain, o.version) for o in model.opset_import)
+
+
+def _manifest_without_onnx_hashes(model_dir):
+    """model.json with the .onnx files' sha256 and size left out (they change with the producer version)."""
+    import json
+
+    data = json.loads((model_dir / "model.json").read_text())
+    data["files"] = {name: entry for name, entry in data["files"].items() if not name.endswith(".onnx")}
+    return data
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_committed_model_directories_are_the_export_of_the_committed_weights(repo, name):
+    """``make serve`` serves models/repo without PyTorch: it must be what the export of
+    models/zoo gives today (regenerate with ``make models`` after retraining)."""
+    committed, exported = REPO / name, repo / name
+    hint = f"models/repo/{name} is stale: run `make models` and commit it"
+    assert is_current(committed, name), hint  # model.json hashes match its files and the committed weights
+    assert sorted(p.name for p in committed.iterdir()) == sorted(p.name for p in exported.iterdir()), hint
+    assert _manifest_without_onnx_hashes(committed) == _manifest_without_onnx_hashes(exported), hint
+    for path in exported.iterdir():
+        if path.suffix == ".onnx":
+            assert _onnx_content(committed / path.name) == _onnx_content(path), f"{path.name}: {hint}"
+        elif path.name != "model.json":
+            assert (committed / path.name).read_bytes() == path.read_bytes(), f"{path.name}: {hint}"
 
 
 def test_zoo_cli_reports_each_model_and_refuses_unknown_names(repo, capsys):
