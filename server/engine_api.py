@@ -1,25 +1,26 @@
 """The one place protocol layers call a translation engine.
 
-attnserve.v1, KServe v2 (gRPC and REST) and the HTTP routes to come all translate through
-these two functions, so a change of the engine's API (issue 12: tokenise once with
-``prepare(texts, options)``, then ``translate(prepared)`` / ``stream(prepared)``) is a
-change here and nowhere else. Both validate before any work is queued: a bad request
-fails with InvalidRequest before it costs a decoder row.
+attnserve.v1, KServe v2 (gRPC and REST) and the HTTP routes all translate through these
+two functions, so a change of the engine's API is a change here and nowhere else. Both check
+and tokenise the request once (``engine.prepare(texts, options)``) before any work is queued:
+a bad request fails with InvalidRequest before it costs a decoder row, and the engine
+decodes the ``Prepared`` ids without tokenising again.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+
+from attnserve.server.translation import DecodeOptions, StreamEvent, TranslationEngine, TranslationResult
 
 
-async def translate(engine: Any, texts: list[str], options: Any) -> list[Any]:
+async def translate(engine: TranslationEngine, texts: list[str], options: DecodeOptions) -> list[TranslationResult]:
     """One ``TranslationResult`` per text, in order."""
-    engine.validate(texts, options)
-    return await engine.translate(texts, options)
+    prepared = engine.prepare(texts, options)
+    return await engine.translate(prepared)
 
 
-def stream(engine: Any, text: str, options: Any) -> AsyncIterator[Any]:
+def stream(engine: TranslationEngine, text: str, options: DecodeOptions) -> AsyncIterator[StreamEvent]:
     """``StreamEvent``s of one text; closing the iterator frees its decoder row at the next step."""
-    engine.validate([text], options)
-    return engine.stream(text, options)
+    prepared = engine.prepare([text], options)
+    return engine.stream(prepared)
