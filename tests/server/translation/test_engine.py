@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnserve.models import greedy_decode
-from attnserve.server.errors import InferenceFailed, InvalidRequest, Overloaded, ShuttingDown
+from attnserve.server.errors import DeadlineExceeded, InferenceFailed, InvalidRequest, Overloaded, ShuttingDown
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
 from .conftest import MAX_SOURCE_LEN, MAX_TARGET_LEN, SessionWrapper, random_texts, run
@@ -18,8 +18,8 @@ from .conftest import MAX_SOURCE_LEN, MAX_TARGET_LEN, SessionWrapper, random_tex
 
 def slow_engine(tiny, delay_s=0.004, settings=None, fail_at_rows=None):
     engine = tiny.engine(settings)
-    wrapper = SessionWrapper(engine._scheduler.runner.session, delay_s, fail_at_rows)
-    engine._scheduler.runner.session = wrapper
+    wrapper = SessionWrapper(engine._scheduler.runner.decoder, delay_s, fail_at_rows)
+    engine._scheduler.runner.decoder = wrapper
     return engine, wrapper
 
 
@@ -170,6 +170,28 @@ def test_cancelled_and_timed_out_requests_leave_the_batch_and_free_their_cache(t
     assert_idle(engine)
 
 
+def test_a_deadline_fails_only_the_late_texts_with_deadline_exceeded_and_frees_their_rows(tiny, long_text):
+    engine, _ = slow_engine(tiny)
+    other_text = random_texts(1, seed=5)[0]
+
+    async def main():
+        await engine.start()
+        try:
+            other = asyncio.create_task(engine.translate([other_text], DecodeOptions(max_new_tokens=30)))
+            with pytest.raises(DeadlineExceeded, match="deadline passed"):
+                await engine.translate([long_text] * 2, DecodeOptions(), timeout_s=0.05)
+            result = (await other)[0]
+            await wait_idle(engine)
+            return result
+        finally:
+            await engine.stop(1.0)
+
+    result = run(main())
+    src = torch.tensor([tiny.tokenizer.encode(other_text).ids])
+    assert result.hypotheses[0].token_ids == greedy_decode(tiny.model, src, 30)[0].tokens
+    assert_idle(engine)
+
+
 def test_closing_a_stream_frees_its_row(tiny, long_text):
     engine, _ = slow_engine(tiny)
 
@@ -220,7 +242,7 @@ def test_a_failing_step_fails_exactly_its_batch_and_the_scheduler_goes_on(tiny, 
 def test_a_failing_encoder_fails_its_newcomers_only(tiny, long_text):
     engine, _ = slow_engine(tiny, 0.002)
     scheduler = engine._scheduler
-    scheduler.encoder = SessionWrapper(scheduler.encoder, fail_at_rows=None)
+    scheduler.runner.encoder = SessionWrapper(scheduler.runner.encoder, fail_at_rows=None)
     options = DecodeOptions(max_new_tokens=10)
 
     async def main():
@@ -228,7 +250,7 @@ def test_a_failing_encoder_fails_its_newcomers_only(tiny, long_text):
         try:
             running = asyncio.create_task(engine.translate([long_text], options))
             await wait_until(lambda: engine.active_sequences == 1)
-            scheduler.encoder.fail_next = True
+            scheduler.runner.encoder.fail_next = True
             with pytest.raises(InferenceFailed, match="encoder failed.*injected failure"):
                 await engine.translate(["t5 t6"], options)
             return await running, await engine.translate(["t5 t6"], options)
