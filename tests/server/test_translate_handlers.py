@@ -40,6 +40,7 @@ class FakeEngine:
             raise InvalidRequest("text 'bad' is refused")
 
     async def translate(self, texts, options):
+        self.validate(texts, options)  # as the engine does: every call is checked
         self.options.append(options)
         if "busy" in texts:
             raise Overloaded("too many tokens in flight")
@@ -51,6 +52,7 @@ class FakeEngine:
         ]
 
     async def stream(self, text, options):
+        self.validate([text], options)
         self.options.append(options)
         self.active_sequences += 1
         try:
