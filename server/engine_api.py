@@ -44,13 +44,15 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .documents import TEXT, DocumentLimits, DocumentSplitter, PreparedDocument, TokenBudget
+from .documents import FORMATS, TEXT, DocumentLimits, DocumentSplitter, PreparedDocument, TokenBudget
 from .documents.assemble import best_combinations
 from .errors import InvalidRequest
 from .translation import Hypothesis, StreamEvent, TranslationResult
 
-# A sentence the engine validates options against when a request has no sentence of its own.
+# A sentence the engine validates the options against before any text is split.
 _OPTIONS_PROBE = "1"
+# Requests up to this many characters are split on the event loop (well under a millisecond).
+INLINE_SPLIT_CHARS = 2_000
 
 # on_request(sentences, characters) of one request, for the metrics (Metrics.watch_engine).
 RequestObserver = Callable[[int, int], None]
@@ -80,8 +82,8 @@ def watch(engine: Any, on_request: RequestObserver | None) -> None:
     _documents(engine).on_request = on_request
 
 
-def _prepare(engine: Any, texts: Sequence[str], options: Any, format: str) -> list[PreparedDocument]:
-    """The checks (in the order of the module docstring), then every text split."""
+def _check(engine: Any, texts: Sequence[str], options: Any, format: str) -> None:
+    """The cheap checks, in the order of the module docstring; nothing is split or tokenised."""
     settings = engine.settings
     if not texts:
         raise InvalidRequest("no texts to translate")
@@ -94,13 +96,26 @@ def _prepare(engine: Any, texts: Sequence[str], options: Any, format: str) -> li
     for i, text in enumerate(texts):
         if not isinstance(text, str) or not text.strip():
             raise InvalidRequest(f"text {i} is empty")
+    if format not in FORMATS:
+        raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+    engine.validate([_OPTIONS_PROBE], options)  # the options, before any sentence is queued
+
+
+def _split(engine: Any, texts: Sequence[str], format: str) -> list[PreparedDocument]:
     docs = _documents(engine)
     prepared = [docs.splitter.split(text, format) for text in texts]
-    sentences = [s for p in prepared for s in p.sources]
-    engine.validate(sentences[:1] or [_OPTIONS_PROBE], options)  # options, before any sentence is queued
     if docs.on_request is not None:
-        docs.on_request(len(sentences), sum(len(t) for t in texts))
+        docs.on_request(sum(p.segments for p in prepared), sum(len(t) for t in texts))
     return prepared
+
+
+async def _split_off_loop(engine: Any, texts: Sequence[str], format: str) -> list[PreparedDocument]:
+    """Split on a worker thread unless the request is small: segmenting and tokenising 50,000
+    characters takes a few hundred ms on a busy core (sentencex and tokenizers run in Rust
+    without the GIL), which on the event loop would stall every other call."""
+    if sum(len(t) for t in texts) <= INLINE_SPLIT_CHARS:
+        return _split(engine, texts, format)
+    return await asyncio.to_thread(_split, engine, texts, format)
 
 
 def _window(engine: Any) -> tuple[int, int]:
@@ -170,7 +185,8 @@ def document_result(prepared: PreparedDocument, results: Sequence[TranslationRes
 
 async def translate(engine: Any, texts: list[str], options: Any, format: str = TEXT) -> list[TranslationResult]:
     """One ``TranslationResult`` per text (document), in order; ``format``: "text" or "html"."""
-    prepared = _prepare(engine, texts, options, format)
+    _check(engine, texts, options, format)
+    prepared = await _split_off_loop(engine, texts, format)
     sentences = [s for p in prepared for s in p.sources]
     results = await _translate_sentences(engine, sentences, options) if sentences else []
     out, at = [], 0
@@ -190,8 +206,8 @@ def stream(engine: Any, text: str, options: Any, format: str = TEXT) -> AsyncIte
     """
     if options.beam_size > 1:  # the engine's own check, raised now rather than at the first event
         raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {options.beam_size}")
-    (prepared,) = _prepare(engine, [text], options, format)
-    return _stream(engine, prepared, options)
+    _check(engine, [text], options, format)
+    return _stream(engine, text, options, format)
 
 
 class DocumentEvents:
@@ -260,7 +276,8 @@ class DocumentEvents:
         return StreamEvent(delta, event.token_id, None)
 
 
-async def _stream(engine: Any, prepared: PreparedDocument, options: Any) -> AsyncIterator[StreamEvent]:
+async def _stream(engine: Any, text: str, options: Any, format: str) -> AsyncIterator[StreamEvent]:
+    (prepared,) = await _split_off_loop(engine, [text], format)
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, None, "eos")
         return

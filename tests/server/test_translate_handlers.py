@@ -35,13 +35,12 @@ class FakeEngine:
         self.closed_streams = 0
         self.on_step = None
 
-    def prepare(self, texts, options):
+    def validate(self, texts, options):
         if any(t == "bad" for t in texts):
             raise InvalidRequest("text 'bad' is refused")
-        return list(texts), options  # the real engine's Prepared holds token ids instead
 
-    async def translate(self, prepared):
-        texts, options = prepared
+    async def translate(self, texts, options):
+        self.validate(texts, options)  # as the engine does: every call is checked
         self.options.append(options)
         if "busy" in texts:
             raise Overloaded("too many tokens in flight")
@@ -52,8 +51,8 @@ class FakeEngine:
             for t in texts
         ]
 
-    async def stream(self, prepared):
-        (text,), options = prepared
+    async def stream(self, text, options):
+        self.validate([text], options)
         self.options.append(options)
         self.active_sequences += 1
         try:

@@ -11,6 +11,7 @@ from tokenizers import Tokenizer
 from attnserve.server.documents import DocumentSplitter, TokenBudget
 
 TOKENIZER = Path(__file__).resolve().parents[3] / "models" / "zoo" / "translator-en-de" / "tokenizer.json"
+COMMITTED = Path(__file__).resolve().parents[3] / "models" / "repo" / "translator-en-de"  # what make serve serves
 
 
 @pytest.fixture(scope="session")
@@ -32,10 +33,7 @@ def tight(tokenizer) -> DocumentSplitter:
 
 @pytest.fixture(scope="session")
 def translator_repo(tmp_path_factory) -> Path:
-    """A model repository with the bundled translator exported from its committed weights (~10 s)."""
-    pytest.importorskip("torch")
-    from attnserve.export.zoo import build_repo
-
+    """A model repository with the bundled translator: its committed model directory (models/repo)."""
     out = tmp_path_factory.mktemp("bundled-translator")
-    build_repo(out, ["translator-en-de"])
+    (out / "translator-en-de").symlink_to(COMMITTED, target_is_directory=True)
     return out

@@ -64,7 +64,8 @@ PINNED: dict[str, list[list[tuple[str, list[int], float]]]] = {
     ],
     "sampling": [
         [
-            (" dreizehnhunderteinundsechzigtausendneunundsechzig", [1075, 1398, 816, 554, 2], -27.491),
+            # the decoded text starts with a space; engine_api's documents trim it (issue 14)
+            ("dreizehnhunderteinundsechzigtausendneunundsechzig", [1075, 1398, 816, 554, 2], -27.491),
         ],
         [
             ("dreitausendzwei April Stunden", [1932, 448, 493, 2], -20.564),
