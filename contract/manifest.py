@@ -19,7 +19,13 @@ Layout of ``model.json`` (``format_version`` 1)::
                  "decoder": {...}}                    # translation
               | {"model": {...}},                      # image-classification
       "files": {"encoder.onnx": {"sha256": "...", "bytes": 123}, ...},   # every file but model.json
-      "tokenizer": {"file": "tokenizer.json", "pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3},
+      "tokenizer": {"file": "tokenizer.json", "pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3,
+                    "decoder_start_id": 1,             # optional: decoding starts here (default bos_id)
+                    "never_generate_ids": [0, 1]},     # optional: never chosen (default pad and bos)
+      "family": "attnserve" | "marian" | "m2m_100",  # optional: where the weights came from (default attnserve)
+      "languages": {"source": ["en"], "target": ["de", "fr"],           # optional, translation
+                    "tokens": {"de": ">>deu<<", ...},                  # code -> the token that selects it
+                    "default_source": "en", "default_target": null},
       "limits": {"max_source_len": 256, "max_target_len": 256},          # translation
       "labels": ["0", "1", ...],                                          # image-classification
       "preprocessing": {"image_size": 32, "channels": 1, "mean": [0.5], "std": [0.5],
@@ -66,6 +72,35 @@ class TokenizerSpec:
     bos_id: int
     eos_id: int
     unk_id: int
+    decoder_start_id: int | None = None  # None: bos_id (read it through start_id)
+    never_generate_ids: list[int] | None = None  # None: [pad_id, bos_id] (read it through never_generate)
+
+    @property
+    def start_id(self) -> int:
+        """The token decoding starts from (Marian: pad; M2M100 / NLLB: ``</s>``)."""
+        return self.bos_id if self.decoder_start_id is None else self.decoder_start_id
+
+    @property
+    def never_generate(self) -> list[int]:
+        """Ids decoding never chooses."""
+        return sorted({self.pad_id, self.bos_id}) if self.never_generate_ids is None else list(self.never_generate_ids)
+
+
+@dataclass(frozen=True)
+class Languages:
+    """The languages a translation model reads and writes, by the model's own codes.
+
+    ``tokens`` maps a code to the vocabulary token that selects it: M2M100 / NLLB prepend
+    the source language's token to the source and force the target language's token first
+    in the output; multilingual opus-mt models take the target's ``>>xx<<`` token at the
+    start of the source. A model that translates one fixed pair has no tokens.
+    """
+
+    source: list[str] = field(default_factory=list)
+    target: list[str] = field(default_factory=list)
+    tokens: dict[str, str] = field(default_factory=dict)
+    default_source: str | None = None
+    default_target: str | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +128,8 @@ class Manifest:
     labels: list[str] | None = None
     preprocessing: Preprocessing | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    family: str = "attnserve"
+    languages: Languages | None = None
     format_version: int = FORMAT_VERSION
     attnserve_version: str = "0.1.0"
 
@@ -196,6 +233,7 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
         files=files,
         limits=data.get("limits") or {},
         extra=data.get("extra") or {},
+        family=_require(data, "family", str, path) if "family" in data else "attnserve",
         format_version=version,
         attnserve_version=str(data.get("attnserve_version", "")),
     )
@@ -212,9 +250,17 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
     if kind == TRANSLATION:
         tok = _require(data, "tokenizer", dict, path)
         ids = {k: _require(tok, k, int, path, "tokenizer.") for k in ("pad_id", "bos_id", "eos_id", "unk_id")}
+        if tok.get("decoder_start_id") is not None:
+            ids["decoder_start_id"] = _require(tok, "decoder_start_id", int, path, "tokenizer.")
+        if tok.get("never_generate_ids") is not None:
+            never = _require(tok, "never_generate_ids", list, path, "tokenizer.")
+            if not all(isinstance(i, int) and not isinstance(i, bool) for i in never):
+                raise ManifestError(path, "tokenizer.never_generate_ids", "expected a list of token ids")
+            ids["never_generate_ids"] = never
         tok_file = _require(tok, "file", str, path, "tokenizer.")
         if tok_file not in files:
             raise ManifestError(path, "files", f"tokenizer file {tok_file!r} has no sha256 entry")
+        manifest = replace(manifest, languages=_parse_languages(data.get("languages"), path))
         for key in ("max_source_len", "max_target_len"):
             value = _require(manifest.limits, key, int, path, "limits.")
             if value < 1:
@@ -241,6 +287,29 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
         )
         manifest = replace(manifest, labels=list(labels), preprocessing=prep)
     return manifest
+
+
+def _parse_languages(raw: Any, path: Path) -> Languages | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ManifestError(path, "languages", f"expected an object, got {type(raw).__name__}")
+    lists = {}
+    for key in ("source", "target"):
+        value = raw.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(x, str) and x for x in value):
+            raise ManifestError(path, f"languages.{key}", "expected a list of language codes")
+        lists[key] = value
+    tokens = raw.get("tokens", {})
+    if not isinstance(tokens, dict) or not all(isinstance(v, str) for v in tokens.values()):
+        raise ManifestError(path, "languages.tokens", "expected an object of language code -> token")
+    defaults = {}
+    for key, side in (("default_source", "source"), ("default_target", "target")):
+        value = raw.get(key)
+        if value is not None and value not in lists[side]:
+            raise ManifestError(path, f"languages.{key}", f"{value!r} is not one of languages.{side}")
+        defaults[key] = value
+    return Languages(lists["source"], lists["target"], dict(tokens), **defaults)
 
 
 def _check_graph_io(manifest: Manifest, path: Path) -> None:

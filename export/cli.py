@@ -1,6 +1,6 @@
 """``attnserve-export``: PyTorch models -> verified ONNX model directories.
 
-    attnserve-export translation (--checkpoint PATH | --preset NAME | --from-marian DIR) --out DIR [options]
+    attnserve-export translation (--checkpoint PATH | --preset NAME | --from-hf DIR) --out DIR [options]
     attnserve-export vit (--checkpoint PATH | --preset NAME | --from-hf-vit DIR) --out DIR [options]
     attnserve-export verify DIR       re-run the checks of a model directory (no PyTorch needed)
     attnserve-export inspect DIR      manifest, graph inputs/outputs, attention nodes, file sizes
@@ -18,7 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from attnserve.contract.manifest import ManifestError
+from attnserve.contract.manifest import Languages, ManifestError
 
 from .errors import ExportError
 from .options import ExportOptions
@@ -42,7 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
     source = mt.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", type=Path, help="attnserve .safetensors checkpoint (needs --tokenizer)")
     source.add_argument("--preset", help="preset with random weights: mt-tiny, mt-small, mt-base")
-    source.add_argument("--from-marian", type=Path, metavar="DIR", help="local Hugging Face MarianMT directory")
+    source.add_argument(
+        "--from-hf",
+        type=Path,
+        metavar="DIR",
+        help="local Hugging Face translation directory: MarianMT / opus-mt, M2M100 or NLLB (by config.json model_type)",
+    )
+    source.add_argument("--from-marian", type=Path, metavar="DIR", help="--from-hf for a MarianMT directory")
     mt.add_argument("--tokenizer", type=Path, help="tokenizers JSON file (default for --preset: a placeholder)")
     mt.add_argument("--max-source-len", type=int, help="longest source in tokens (default: checkpoint or model)")
     mt.add_argument("--max-target-len", type=int, help="most generated tokens (default: checkpoint or model)")
@@ -133,6 +139,8 @@ def _export(args: argparse.Namespace) -> int:
                 source = sources.from_checkpoint("translation", args.checkpoint)
             elif args.preset is not None:
                 source = sources.from_preset("translation", args.preset, seed=options.seed)
+            elif args.from_hf is not None:
+                source = sources.from_hf(args.from_hf)
             else:
                 source = sources.from_marian(args.from_marian)
             tokenizer, note = sources.tokenizer_for(source, args.tokenizer, checkpoint=args.checkpoint)
@@ -141,7 +149,17 @@ def _export(args: argparse.Namespace) -> int:
                 "max_target_len": args.max_target_len or source.limits.get("max_target_len"),
             }
             extra = {**source.extra, **note, "source": source.description}
-            result = export_translation(source.model, tokenizer, options, **limits, extra=extra, progress=progress)
+            languages = Languages(**source.languages) if source.languages else None
+            result = export_translation(
+                source.model,
+                tokenizer,
+                options,
+                **limits,
+                extra=extra,
+                progress=progress,
+                family=source.family,
+                languages=languages,
+            )
         else:
             if args.keep_rate is not None and not 0.0 < args.keep_rate <= 1.0:
                 raise ExportError(f"--keep-rate must be in (0, 1], got {args.keep_rate}")

@@ -54,8 +54,11 @@ def describe_model_dir(model_dir: Path | str) -> dict[str, Any]:
         "source": manifest.extra.get("source"),
     }
     if manifest.kind == "translation":
+        summary["family"] = manifest.family
         summary["tokenizer"] = vars(manifest.tokenizer)
         summary["limits"] = manifest.limits
+        summary["languages"] = vars(manifest.languages) if manifest.languages else None
+        summary["vocabulary"] = _vocabulary(model_dir, manifest)
     else:
         summary["labels"] = {"count": len(manifest.labels), "first": manifest.labels[:5]}
         summary["preprocessing"] = vars(manifest.preprocessing)
@@ -71,6 +74,27 @@ def describe_model_dir(model_dir: Path | str) -> dict[str, Any]:
     return summary
 
 
+def _codes(codes: list[str], shown: int = 12) -> str:
+    return ", ".join(codes[:shown]) + (f", ... ({len(codes) - shown} more)" if len(codes) > shown else "") or "-"
+
+
+def _vocabulary(model_dir: Path, manifest) -> dict[str, Any]:
+    """The model's vocabulary size, the tokenizer's, and its special tokens by role."""
+    from tokenizers import Tokenizer
+
+    tok = manifest.tokenizer
+    out: dict[str, Any] = {"size": manifest.config.get("vocab_size")}
+    try:
+        tokenizer = Tokenizer.from_file(str(model_dir / tok.file))
+    except Exception as exc:  # noqa: BLE001 - inspect reports what it can
+        return out | {"error": f"{tok.file}: {exc}"}
+    roles = {"pad": tok.pad_id, "start": tok.start_id, "end": tok.eos_id, "unknown": tok.unk_id}
+    out["tokenizer_size"] = tokenizer.get_vocab_size(with_added_tokens=True)
+    out["special"] = {role: f"{tokenizer.id_to_token(i)} ({i})" for role, i in roles.items()}
+    out["never_generated"] = tok.never_generate
+    return out
+
+
 def format_description(summary: dict[str, Any]) -> str:
     lines = [
         f"{summary['name']}: {summary['kind']}, attention {summary['attention']}, precision {summary['precision']}, "
@@ -78,6 +102,19 @@ def format_description(summary: dict[str, Any]) -> str:
         "config: " + ", ".join(f"{k} {v}" for k, v in summary["config"].items()),
     ]
     if summary["kind"] == "translation":
+        lines.append(f"family {summary['family']}")
+        vocab = summary["vocabulary"]
+        special = ", ".join(f"{k} {v}" for k, v in vocab.get("special", {}).items())
+        lines.append(f"vocabulary: {vocab['size']} ids (tokenizer {vocab.get('tokenizer_size', '?')}); {special}")
+        languages = summary["languages"]
+        if languages:
+            lines.append(f"source languages ({len(languages['source'])}): {_codes(languages['source'])}")
+            lines.append(f"target languages ({len(languages['target'])}): {_codes(languages['target'])}")
+            defaults = {k: languages[k] for k in ("default_source", "default_target") if languages[k]}
+            if defaults:
+                lines.append("defaults: " + ", ".join(f"{k.removeprefix('default_')} {v}" for k, v in defaults.items()))
+        else:
+            lines.append("languages: one fixed pair (no language tokens)")
         tok = summary["tokenizer"]
         lines.append(
             f"tokenizer: {tok['file']} (pad {tok['pad_id']}, bos {tok['bos_id']}, eos {tok['eos_id']}, "

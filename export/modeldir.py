@@ -27,6 +27,7 @@ from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.contract.manifest import (
     MANIFEST_NAME,
     GraphSpec,
+    Languages,
     Manifest,
     Preprocessing,
     TokenizerSpec,
@@ -153,6 +154,8 @@ def write_translation_graphs(
     opset: int = DEFAULT_OPSET,
     extra: dict[str, Any] | None = None,
     stage: Stage = _noop,
+    family: str = "attnserve",
+    languages: Languages | None = None,
 ) -> Manifest:
     """encoder.onnx, decoder.onnx and tokenizer.json into ``directory``; returns their fp32
     manifest, without file hashes (:func:`seal` adds them and writes model.json)."""
@@ -175,9 +178,19 @@ def write_translation_graphs(
             "encoder": GraphSpec("encoder.onnx", io["encoder"].inputs, io["encoder"].outputs),
             "decoder": GraphSpec("decoder.onnx", io["decoder"].inputs, io["decoder"].outputs),
         },
-        tokenizer=TokenizerSpec("tokenizer.json", cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id),
+        tokenizer=TokenizerSpec(
+            "tokenizer.json",
+            cfg.pad_id,
+            cfg.bos_id,
+            cfg.eos_id,
+            cfg.unk_id,
+            decoder_start_id=cfg.bos_id,
+            never_generate_ids=list(cfg.never_generate),
+        ),
         limits=dataclasses.asdict(limits),
         extra=extra or {},
+        family=family,
+        languages=languages,
         attnserve_version=ATTNSERVE_VERSION,
     )
 

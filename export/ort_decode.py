@@ -1,8 +1,9 @@
 """Greedy decoding over ``encoder.onnx`` / ``decoder.onnx`` with onnxruntime (no torch).
 
 Follows the I/O contract of :mod:`attnserve.contract.graph_io` and the rules of
-:mod:`attnserve.models.decoding`: the start token opens every row, pad and start are
-never generated, argmax (ties to the lowest id), a row ends at its end token, the
+:mod:`attnserve.models.decoding`: the start token opens every row, the manifest's
+``never_generate_ids`` (pad, and start unless it is the end token) are never chosen,
+argmax (ties to the lowest id), a row ends at its end token, the
 cache grows by one position per step (P = 0 on the first). ``verify`` uses it to check
 that the exported graphs decode the same tokens as PyTorch.
 """
@@ -39,12 +40,14 @@ class OrtGreedy:
     def __init__(self, encoder: ort.InferenceSession, decoder: ort.InferenceSession, manifest: Manifest) -> None:
         self.encoder, self.decoder = encoder, decoder
         tok, cfg = manifest.tokenizer, manifest.config
-        self.pad_id, self.bos_id, self.eos_id = tok.pad_id, tok.bos_id, tok.eos_id
+        self.pad_id, self.bos_id, self.eos_id = tok.pad_id, tok.start_id, tok.eos_id
+        self.never = tok.never_generate
         self.num_heads, self.head_dim = int(cfg["num_heads"]), int(cfg["d_model"]) // int(cfg["num_heads"])
         self.enc, self.dec = manifest.encoder_io(), manifest.decoder_io()
 
-    def _steps(self, src_ids: np.ndarray, steps: int, forced: np.ndarray | None):
-        """Yield (step, choice (B,) int64); feeds ``forced[:, step]`` instead of the choice when given."""
+    def _steps(self, src_ids: np.ndarray, steps: int, forced: np.ndarray | None, prefix: tuple[int, ...] = ()):
+        """Yield (step, choice (B,) int64); feeds ``forced[:, step]`` instead of the choice when given.
+        ``prefix``: ids chosen first in every row, whatever the logits say (a forced prefix)."""
         B = src_ids.shape[0]
         src_mask = (src_ids != self.pad_id).astype(np.int32)  # (B, L)
         enc, dec = self.enc, self.dec
@@ -63,18 +66,21 @@ class OrtGreedy:
             }
             out = dict(zip(dec.outputs, self.decoder.run(dec.outputs, feed_for(self.decoder, arrays))))
             logits = out[dec.logits].astype(np.float32)  # (B, V)
-            logits[:, [self.pad_id, self.bos_id]] = -np.inf  # never generated (models/decoding.py)
+            logits[:, self.never] = -np.inf  # never generated (models/decoding.py)
             choice = logits.argmax(axis=-1)  # (B,): first maximum = lowest id on ties
+            if step < len(prefix):
+                choice = np.full(B, prefix[step], dtype=np.int64)  # (B,)
             yield step, choice
             cache = {past: out[present] for past, present in zip(dec.past, dec.present)}
             following = choice if forced is None else np.where(forced[:, step] >= 0, forced[:, step], self.eos_id)
             tokens = following.astype(np.int64)[:, None]  # (B, 1)
 
-    def decode(self, src_ids: np.ndarray, max_new_tokens: int) -> list[list[int]]:
-        """src_ids: (B, L) int64, right-padded -> generated ids per row (no start token, eos last if generated)."""
+    def decode(self, src_ids: np.ndarray, max_new_tokens: int, prefix: tuple[int, ...] = ()) -> list[list[int]]:
+        """src_ids: (B, L) int64, right-padded -> generated ids per row (no start token, eos last if generated);
+        ``prefix``: ids every row starts with (forced, part of the output)."""
         rows: list[list[int]] = [[] for _ in range(src_ids.shape[0])]
         done = [False] * len(rows)
-        for _, choice in self._steps(src_ids, max_new_tokens, None):
+        for _, choice in self._steps(src_ids, max_new_tokens, None, tuple(prefix)):
             for b, tok in enumerate(choice.tolist()):
                 if not done[b]:
                     rows[b].append(tok)

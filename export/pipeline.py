@@ -16,7 +16,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
-from attnserve.contract.manifest import Manifest
+from attnserve.contract.manifest import Languages, Manifest
 from attnserve.models import TranslationTransformer, VisionTransformer
 
 from .modeldir import (
@@ -58,6 +58,8 @@ def export_translation(
     max_target_len: int | None = None,
     extra: dict[str, Any] | None = None,
     progress: Progress | None = None,
+    family: str = "attnserve",
+    languages: Languages | None = None,
 ) -> ExportResult:
     progress = progress or Progress(planned_stages("translation", options), enabled=False)
     tok, limits = check_translation(model, tokenizer, max_source_len, max_target_len)
@@ -65,7 +67,7 @@ def export_translation(
     with staged_directory(options.out, options.force) as tmp:
         manifest = write_translation_graphs(
             model, tmp, tok, limits, name=options.model_name, attention=options.attention, opset=options.opset,
-            extra=extra, stage=progress,
+            extra=extra, stage=progress, family=family, languages=languages,
         )  # fmt: skip
         progress("reference outputs (PyTorch)")
         save_reference(tmp, translation_reference(model, seed=options.seed, max_target_len=steps))

@@ -39,6 +39,8 @@ class Source:
     preprocessing: dict[str, Any] | None = None
     limits: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # the checkpoint's free-form extra (training metrics, ...)
+    family: str = "attnserve"  # model.json's family
+    languages: dict[str, Any] | None = None  # model.json's languages (contract.manifest.Languages fields)
 
 
 def from_checkpoint(kind: str, path: Path, *, keep_rate: float | None = None) -> Source:
@@ -82,18 +84,25 @@ def _importers(flag: str):
         raise ExportError(f"{flag} needs the importers: pip install 'attnserve[import]' ({exc})") from None
 
 
-def from_marian(path: Path) -> Source:
-    """A local Hugging Face MarianMT (opus-mt) directory."""
+def from_hf(path: Path, flag: str = "--from-hf", expected: str | None = None) -> Source:
+    """A local Hugging Face translation directory (MarianMT / opus-mt, M2M100, NLLB), by its model_type."""
     try:
-        imported = _importers("--from-marian").load_marian(path)
+        imported = _importers(flag).load_hf_translation(path, expected)
     except ImportError as exc:  # transformers / sentencepiece missing
-        raise ExportError(f"--from-marian needs the importers: pip install 'attnserve[import]' ({exc})") from None
+        raise ExportError(f"{flag} needs the importers: pip install 'attnserve[import]' ({exc})") from None
     return Source(
         model=imported.model.eval(),
-        description={"type": "marian", "path": str(Path(path).resolve()), "name": imported.name},
+        description={"type": imported.family, "path": str(Path(path).resolve()), "name": imported.name},
         tokenizer=imported.tokenizer,
         limits=dict(imported.limits or {}),
+        family=imported.family,
+        languages=imported.languages,
     )
+
+
+def from_marian(path: Path) -> Source:
+    """A local Hugging Face MarianMT (opus-mt) directory (``--from-marian``: ``--from-hf`` that insists on it)."""
+    return from_hf(path, "--from-marian", expected="marian")
 
 
 def from_hf_vit(path: Path, *, keep_rate: float | None = None) -> Source:

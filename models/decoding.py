@@ -7,17 +7,24 @@ are spelled out:
   token and ends the hypothesis (``finish = "eos"``); otherwise ``finish = "length"``
   after ``max_new_tokens`` tokens (the end token counts as a token).
 - The pad and start tokens are never generated (their log-probabilities are set to
-  -inf before choosing, as Marian's ``bad_words_ids`` does for pad).
+  -inf before choosing, as Marian's ``bad_words_ids`` does for pad), except a start
+  token that is also the end token (M2M100 / NLLB start from ``</s>``):
+  ``TranslationConfig.never_generate``.
+- A forced ``prefix`` (M2M100 / NLLB's target-language token, a user's target prefix)
+  is fed before any choice; its tokens are part of the output with log-probability 0,
+  as transformers' ``forced_bos_token_id`` gives them.
 - Greedy: argmax at each step; ties go to the lowest token id. ``score`` is the sum of
   the chosen tokens' log-probabilities.
 - Beam search (``beam_size`` K): at each step every live beam's log-probabilities are
   added to its score and the best 2K (score, beam, token) candidates are scanned from
-  best to worst; a candidate ending in the end token becomes a finished hypothesis,
+  best to worst; a candidate ending in the end token becomes a finished hypothesis
+  when it is among the best K candidates (ignored otherwise, as transformers does),
   any other joins the next live beams until there are K. The search stops when K
   hypotheses have finished, or after ``max_new_tokens`` steps, when the live beams
   finish with ``finish = "length"``. Hypotheses are ranked by
   ``logprob / len(tokens) ** length_penalty`` (the normalisation of CTranslate2 and
   Hugging Face; Wu et al. 2016 motivate it) and the best ``num_hypotheses`` returned.
+  This is transformers' beam search with ``early_stopping=True``.
 """
 
 from __future__ import annotations
@@ -63,8 +70,7 @@ class _Session:
         )  # (R, 1, C)
         self.steps += 1
         logp = self.model.logits(hidden[:, -1]).float().log_softmax(dim=-1)  # (R, V)
-        cfg = self.model.cfg
-        logp[:, [cfg.pad_id, cfg.bos_id]] = float("-inf")  # never generated; see the module docstring
+        logp[:, list(self.model.cfg.never_generate)] = float("-inf")  # see the module docstring
         return logp
 
     def reorder(self, rows: torch.Tensor) -> None:
@@ -74,6 +80,13 @@ class _Session:
         self.src_mask = self.src_mask[rows]
 
 
+def _forced(logp: torch.Tensor, token: int) -> torch.Tensor:
+    """(R, V) log-probs where ``token`` is certain (0) and every other id impossible."""
+    forced = torch.full_like(logp, float("-inf"))  # (R, V)
+    forced[:, token] = 0.0
+    return forced
+
+
 def _source_mask(model: TranslationTransformer, src: torch.Tensor) -> torch.Tensor:
     if src.dim() != 2:
         raise ValueError(f"src must be (B, L) token ids, got shape {tuple(src.shape)}")
@@ -81,17 +94,23 @@ def _source_mask(model: TranslationTransformer, src: torch.Tensor) -> torch.Tens
 
 
 @torch.no_grad()
-def greedy_decode(model: TranslationTransformer, src: torch.Tensor, max_new_tokens: int = 64) -> list[Hypothesis]:
-    """Greedy decoding of a batch. src: (B, L) int64, right-padded with pad_id."""
+def greedy_decode(
+    model: TranslationTransformer, src: torch.Tensor, max_new_tokens: int = 64, prefix: list[int] | None = None
+) -> list[Hypothesis]:
+    """Greedy decoding of a batch. src: (B, L) int64, right-padded with pad_id; ``prefix``: ids
+    every row starts with (forced, counted in ``max_new_tokens``)."""
     cfg = model.cfg
+    prefix = list(prefix or [])
     session = _Session(model, src, _source_mask(model, src))
     B = src.shape[0]
     tokens = torch.full((B,), cfg.bos_id, dtype=torch.long)  # (B,)
     out: list[list[int]] = [[] for _ in range(B)]
     logprob = [0.0] * B
     done = [False] * B
-    for _ in range(max_new_tokens):
+    for step in range(max_new_tokens):
         logp = session.step(tokens)  # (B, V)
+        if step < len(prefix):
+            logp = _forced(logp, prefix[step])  # (B, V)
         tokens = logp.argmax(dim=-1)  # (B,)
         for b in range(B):
             if not done[b]:
@@ -112,12 +131,16 @@ def beam_search(
     max_new_tokens: int = 64,
     length_penalty: float = 1.0,
     num_hypotheses: int = 1,
+    prefix: list[int] | None = None,
 ) -> list[list[Hypothesis]]:
-    """Beam search of each source row independently; returns ``num_hypotheses`` per row, best first."""
+    """Beam search of each source row independently; returns ``num_hypotheses`` per row, best first.
+    ``prefix``: ids every hypothesis starts with (forced, as in :func:`greedy_decode`)."""
     if not 1 <= num_hypotheses <= beam_size:
         raise ValueError(f"num_hypotheses must be in 1..beam_size ({beam_size}), got {num_hypotheses}")
     return [
-        _beam_search_one(model, src[b : b + 1], beam_size, max_new_tokens, length_penalty, num_hypotheses)
+        _beam_search_one(
+            model, src[b : b + 1], beam_size, max_new_tokens, length_penalty, num_hypotheses, list(prefix or [])
+        )
         for b in range(src.shape[0])
     ]
 
@@ -129,6 +152,7 @@ def _beam_search_one(
     max_new_tokens: int,
     length_penalty: float,
     num_hypotheses: int,
+    prefix: list[int],
 ) -> list[Hypothesis]:
     cfg = model.cfg
     session = _Session(model, src, _source_mask(model, src))
@@ -137,16 +161,23 @@ def _beam_search_one(
     finished: list[Hypothesis] = []
     for step in range(max_new_tokens):
         logp = session.step(last)  # (K, V)
+        if step < len(prefix):
+            logp = _forced(logp, prefix[step])  # (K, V)
         scores = torch.tensor([lp for _, lp in beams])[:, None] + logp  # (K, V)
         V = scores.shape[1]
         top = scores.flatten().topk(min(2 * beam_size, scores.numel()))  # 2K candidates, best first
         alive: list[tuple[list[int], float]] = []
         rows, next_tokens = [], []
-        for value, flat in zip(top.values.tolist(), top.indices.tolist()):
+        for rank, (value, flat) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
             beam, tok = divmod(flat, V)
             tokens = beams[beam][0] + [tok]
+            if value == float("-inf"):  # only impossible continuations are left (a forced step)
+                break
             if tok == cfg.eos_id:
-                finished.append(Hypothesis(tokens, value, normalized_score(value, len(tokens), length_penalty), "eos"))
+                if rank < beam_size:  # only the best K candidates may finish (transformers' rule)
+                    finished.append(
+                        Hypothesis(tokens, value, normalized_score(value, len(tokens), length_penalty), "eos")
+                    )
             else:
                 alive.append((tokens, value))
                 rows.append(beam)

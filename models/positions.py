@@ -11,24 +11,30 @@ import math
 import torch
 from torch import nn
 
-LAYOUTS = ("interleaved", "split")
+LAYOUTS = ("interleaved", "split", "fairseq")
 
 
-def sinusoidal_table(num_positions: int, dim: int, layout: str = "interleaved") -> torch.Tensor:
-    """(num_positions, dim) float32 table, computed in float64.
+def sinusoidal_table(num_positions: int, dim: int, layout: str = "interleaved", offset: int = 0) -> torch.Tensor:
+    """(num_positions, dim) float32 table, computed in float64; row ``p`` encodes position ``p + offset``.
 
     ``interleaved``: PE(pos, 2i) = sin(pos / 10000^(2i/dim)), PE(pos, 2i+1) = cos(...),
-    as in the paper. ``split``: all sines, then all cosines (fairseq / Marian layout),
-    the same frequencies.
+    as in the paper. ``split``: all sines, then all cosines (Marian layout), the same
+    frequencies. ``fairseq``: split, with frequencies 10000^(-i/(dim/2 - 1)) (tensor2tensor's,
+    used by fairseq's M2M100 / NLLB, whose first token sits at position ``padding_idx + 1``:
+    pass that as ``offset``).
     """
     if dim % 2:
         raise ValueError(f"sinusoidal positions need an even dim, got {dim}")
     if layout not in LAYOUTS:
         raise ValueError(f"unknown position layout {layout!r}; expected one of {LAYOUTS}")
-    pos = torch.arange(num_positions, dtype=torch.float64)[:, None]  # (N, 1)
-    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (dim/2,)
+    pos = torch.arange(offset, offset + num_positions, dtype=torch.float64)[:, None]  # (N, 1)
+    if layout == "fairseq":
+        half = dim // 2
+        inv_freq = torch.exp(-math.log(10000.0) * torch.arange(half, dtype=torch.float64) / max(half - 1, 1))
+    else:
+        inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)  # (dim/2,)
     angles = pos * inv_freq[None, :]  # (N, dim/2)
-    if layout == "split":
+    if layout in ("split", "fairseq"):
         table = torch.cat([angles.sin(), angles.cos()], dim=-1)  # (N, dim)
     else:
         table = torch.stack([angles.sin(), angles.cos()], dim=-1).flatten(1)  # (N, dim)
@@ -38,10 +44,10 @@ def sinusoidal_table(num_positions: int, dim: int, layout: str = "interleaved") 
 class SinusoidalPositions(nn.Module):
     """positions (B, S) int64 -> (B, S, dim) float32. Not a parameter: nothing is learned."""
 
-    def __init__(self, num_positions: int, dim: int, layout: str = "interleaved") -> None:
+    def __init__(self, num_positions: int, dim: int, layout: str = "interleaved", offset: int = 0) -> None:
         super().__init__()
         self.num_positions = num_positions
-        self.register_buffer("table", sinusoidal_table(num_positions, dim, layout), persistent=False)
+        self.register_buffer("table", sinusoidal_table(num_positions, dim, layout, offset), persistent=False)
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         return self.table[positions]  # (B, S, dim)

@@ -38,12 +38,13 @@ class TranslationConfig:
     tie_output: bool = True  # output projection = target embedding
     scale_embedding: bool = True  # multiply embeddings by sqrt(d_model) (paper, 3.4)
     final_logits_bias: bool = False  # Marian adds a learned bias to the logits
-    position_layout: str = "interleaved"  # interleaved (paper) | split (Marian)
+    position_layout: str = "interleaved"  # interleaved (paper) | split (Marian) | fairseq (M2M100, NLLB)
+    position_offset: int = 0  # position p is encoded as p + offset (M2M100 / NLLB: padding_idx + 1)
     max_positions: int = 512
     dropout: float = 0.1
     layer_norm_eps: float = 1e-5
     pad_id: int = 0
-    bos_id: int = 1  # decoder start token
+    bos_id: int = 1  # decoder start token (M2M100 / NLLB start from the end token)
     eos_id: int = 2
     unk_id: int = 3
 
@@ -57,6 +58,14 @@ class TranslationConfig:
         for name in ("pad_id", "bos_id", "eos_id", "unk_id"):
             if not 0 <= getattr(self, name) < self.vocab_size:
                 raise ValueError(f"{name} {getattr(self, name)} outside the vocabulary (size {self.vocab_size})")
+        if self.position_offset < 0:
+            raise ValueError(f"position_offset must be >= 0, got {self.position_offset}")
+
+    @property
+    def never_generate(self) -> tuple[int, ...]:
+        """Ids decoding never chooses: pad, and the start token unless it is also the end token
+        (Marian starts from pad; M2M100 / NLLB start from ``</s>``, which must stay choosable)."""
+        return tuple(sorted({self.pad_id} | ({self.bos_id} - {self.eos_id})))
 
 
 class FeedForward(nn.Module):
@@ -147,7 +156,7 @@ class TranslationTransformer(nn.Module):
             if cfg.share_embeddings
             else nn.Embedding(cfg.vocab_size, cfg.d_model, padding_idx=cfg.pad_id)
         )
-        self.positions = SinusoidalPositions(cfg.max_positions, cfg.d_model, cfg.position_layout)
+        self.positions = SinusoidalPositions(cfg.max_positions, cfg.d_model, cfg.position_layout, cfg.position_offset)
         self.embed_scale = math.sqrt(cfg.d_model) if cfg.scale_embedding else 1.0
         self.dropout = nn.Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))

@@ -1,5 +1,7 @@
 """Import local Hugging Face checkpoints into attnserve models (nothing is downloaded).
 
+- :func:`load_hf_translation`: a translation directory by its ``config.json`` ``model_type``:
+  :func:`load_marian` (``marian``) or :func:`load_m2m100` (``m2m_100``: M2M100 and NLLB);
 - :func:`load_marian`: an opus-mt / MarianMT directory -> :class:`TranslationTransformer`
   plus a ``tokenizers.Tokenizer`` that reproduces Marian's preprocessing;
 - :func:`load_hf_vit`: a ViTForImageClassification directory -> :class:`VisionTransformer`;
@@ -10,8 +12,36 @@ transformers and sentencepiece are optional (``pip install 'attnserve[import]'``
 imported only inside the functions that need them.
 """
 
-from .hf_files import ImportCheckpointError
+from pathlib import Path
+
+from .hf_files import ImportCheckpointError, model_dir, read_json
+from .m2m100 import load_m2m100
 from .marian import ImportedTranslator, load_marian, to_marian
 from .vit import ImportedViT, load_hf_vit
 
-__all__ = ["ImportCheckpointError", "ImportedTranslator", "ImportedViT", "load_hf_vit", "load_marian", "to_marian"]
+TRANSLATION_IMPORTERS = {"marian": load_marian, "m2m_100": load_m2m100}  # config.json model_type -> importer
+
+
+def load_hf_translation(path: Path | str, expected: str | None = None) -> ImportedTranslator:
+    """Import a local translation directory by its ``config.json`` ``model_type`` (``expected``: require one)."""
+    directory = model_dir(path)
+    model_type = read_json(directory / "config.json").get("model_type")
+    if model_type not in TRANSLATION_IMPORTERS or (expected is not None and model_type != expected):
+        wanted = [expected] if expected else sorted(TRANSLATION_IMPORTERS)
+        raise ImportCheckpointError(
+            f"{directory / 'config.json'}: model_type is {model_type!r}; this importer reads {', '.join(wanted)}"
+        )
+    return TRANSLATION_IMPORTERS[model_type](directory)
+
+
+__all__ = [
+    "TRANSLATION_IMPORTERS",
+    "ImportCheckpointError",
+    "ImportedTranslator",
+    "ImportedViT",
+    "load_hf_translation",
+    "load_hf_vit",
+    "load_m2m100",
+    "load_marian",
+    "to_marian",
+]

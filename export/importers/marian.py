@@ -51,6 +51,8 @@ class ImportedTranslator:
     tokenizer: Tokenizer  # encode(text).ids = Marian's source ids with </s>; decode(ids, skip_special_tokens=True)
     name: str
     limits: dict[str, int]  # {"max_source_len": ..., "max_target_len": ...} where the directory says, else {}
+    family: str = "marian"  # model.json's family: config.json's model_type
+    languages: dict[str, Any] | None = None  # model.json's languages (contract.manifest.Languages fields)
 
 
 def translation_config_from_marian(path: Path, config: dict[str, Any], unk_id: int) -> TranslationConfig:
@@ -217,7 +219,17 @@ def load_marian(path: Path | str) -> ImportedTranslator:
     tied |= {"lm_head.weight"} if cfg.tie_output else set()
     if set(missing) - tied or unexpected:
         raise ImportCheckpointError(f"{directory}: weights missing {sorted(set(missing) - tied)[:5]}")
-    return ImportedTranslator(model.eval(), tokenizer, directory.resolve().name, _limits(directory, cfg))
+    codes = marian_language_tokens(tokenizer)
+    languages = {"source": [], "target": list(codes), "tokens": codes} if codes else None
+    return ImportedTranslator(
+        model.eval(), tokenizer, directory.resolve().name, _limits(directory, cfg), languages=languages
+    )
+
+
+def marian_language_tokens(tokenizer: Tokenizer) -> dict[str, str]:
+    """Multilingual opus-mt targets: ``{"fra": ">>fra<<", ...}`` from the vocabulary's ``>>xx<<`` tokens."""
+    tokens = sorted(t for t in tokenizer.get_vocab(with_added_tokens=True) if t.startswith(">>") and t.endswith("<<"))
+    return {t[2:-2]: t for t in tokens if len(t) > 4}
 
 
 def _limits(directory: Path, cfg: TranslationConfig) -> dict[str, int]:

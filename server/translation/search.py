@@ -272,12 +272,13 @@ class BeamSearch(Search):
         top = top[np.argsort(-flat[top], kind="stable")]  # (n,) best first, ties to the lower index
         alive: list[tuple[list[int], float]] = []
         parents: list[int] = []
-        for index, value in zip(top.tolist(), flat[top].tolist()):
+        for rank, (index, value) in enumerate(zip(top.tolist(), flat[top].tolist())):
             beam, tok = divmod(index, V)
             tokens = self.beams[beam][0] + [tok]
             if tok == self.eos_id:
-                score = normalized_score(value, len(tokens), self.length_penalty)
-                self.finished.append(Finished(tokens, value, score, "eos"))
+                if rank < K:  # only the best K candidates may finish (models/decoding.py, transformers)
+                    score = normalized_score(value, len(tokens), self.length_penalty)
+                    self.finished.append(Finished(tokens, value, score, "eos"))
             else:
                 alive.append((tokens, value))
                 parents.append(beam)

@@ -1,0 +1,113 @@
+"""M2M100 / NLLB tokenizers as one ``tokenizers.Tokenizer`` with ``$A </s>`` ids and the language table.
+
+- NLLB (and any M2M100 directory that ships one): the directory's ``tokenizer.json`` is
+  used as it is, except its post-processor: Hugging Face writes ``<src_lang> $A </s>`` with
+  the language it was saved with; ours is ``$A </s>`` and the serving side prepends the
+  requested source language's token (``languages.tokens`` of ``model.json``).
+- M2M100 (``sentencepiece.bpe.model`` + ``vocab.json``): transformers' ``M2M100Tokenizer``
+  segments with sentencepiece and looks each piece up in ``vocab.json`` (fairseq's
+  dictionary order, not sentencepiece's). Rebuilt here as a BPE over ``vocab.json``'s ids
+  whose merges come from the sentencepiece model (a piece's score is its merge rank), the
+  model's precompiled normaliser and a Metaspace pre-tokeniser / decoder. The language
+  tokens ``__en__`` ... follow the vocabulary, in ``FAIRSEQ_LANGUAGE_CODES`` order, as
+  ``M2M100Tokenizer`` numbers them.
+
+Known difference (docs/importers.md): a sentencepiece piece that ``vocab.json`` lacks is
+``<unk>`` for M2M100Tokenizer; here its merge is left out, so the text is split into
+smaller pieces that are in the vocabulary.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers.models import BPE
+
+from .hf_files import ImportCheckpointError, read_json, require_module
+
+NORMAL, CONTROL = 1, 3  # sentencepiece ModelProto.SentencePiece.Type
+BPE_TYPE = 2  # sentencepiece TrainerSpec.ModelType
+NLLB_CODE = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")  # eng_Latn, zho_Hans, ...
+
+
+def plain_post_processor(tok: Tokenizer, eos: str) -> None:
+    """``$A </s>``: the language token is the serving side's to add."""
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"$A {eos}", pair=f"$A $B {eos}", special_tokens=[(eos, tok.token_to_id(eos))]
+    )
+
+
+def nllb_languages(tok: Tokenizer, vocab_size: int) -> dict[str, str]:
+    """code -> token for the language tokens of an NLLB ``tokenizer.json`` (``eng_Latn`` is both)."""
+    added = tok.get_added_tokens_decoder()
+    return {t.content: t.content for i, t in sorted(added.items()) if NLLB_CODE.match(t.content) and i < vocab_size}
+
+
+def m2m100_tokenizer(directory: Path, special: dict[str, str]) -> tuple[Tokenizer, dict[str, str]]:
+    """The tokenizer of an M2M100 directory without ``tokenizer.json`` and its ``{code: token}`` table."""
+    tok_cfg = read_json(directory / "tokenizer_config.json", required=False) or {}
+    vocab = read_json(directory / "vocab.json")
+    if sorted(vocab.values()) != list(range(len(vocab))):
+        raise ImportCheckpointError(f"{directory / 'vocab.json'}: ids must be the integers 0..{len(vocab) - 1}")
+    missing = sorted(t for t in special.values() if t not in vocab)
+    if missing:
+        raise ImportCheckpointError(f"{directory / 'vocab.json'}: special tokens {missing} missing")
+    spm_name = tok_cfg.get("spm_file") if isinstance(tok_cfg.get("spm_file"), str) else "sentencepiece.bpe.model"
+    proto = _read_spm(directory / Path(spm_name).name)
+    codes_name = tok_cfg.get("language_codes", "m2m100")
+    m2m = require_module("transformers.models.m2m_100.tokenization_m2m_100", "reading M2M100 tokenizers")
+    if codes_name not in m2m.FAIRSEQ_LANGUAGE_CODES:
+        raise ImportCheckpointError(
+            f"{directory / 'tokenizer_config.json'}: language_codes {codes_name!r} is not one of "
+            f"{sorted(m2m.FAIRSEQ_LANGUAGE_CODES)}"
+        )
+    languages = {code: f"__{code}__" for code in m2m.FAIRSEQ_LANGUAGE_CODES[codes_name]}
+
+    pieces = [p.piece for p in proto.pieces if p.type == NORMAL]
+    rank = {p: i for i, p in enumerate(pieces)}  # sentencepiece BPE: a lower id merges earlier
+    merges = []
+    for piece in pieces:
+        splits = [(piece[:i], piece[i:]) for i in range(1, len(piece))]
+        splits = [(a, b) for a, b in splits if a in rank and b in rank and a in vocab and b in vocab]
+        if piece in vocab:
+            merges += sorted(splits, key=lambda ab: (rank[ab[0]], rank[ab[1]]))
+    tok = Tokenizer(BPE(vocab=dict(vocab), merges=merges, unk_token=special["unk"], fuse_unk=True))
+    spec = proto.normalizer_spec
+    steps = [normalizers.Precompiled(spec.precompiled_charsmap)] if spec.precompiled_charsmap else []
+    if spec.remove_extra_whitespaces:  # sentencepiece: strip the ends, collapse runs of spaces
+        steps += [normalizers.Replace(Regex("^ +| +$"), ""), normalizers.Replace(Regex(" {2,}"), " ")]
+    tok.normalizer = normalizers.Sequence(steps)
+    prepend = "always" if spec.add_dummy_prefix else "never"
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=prepend)
+    tok.decoder = decoders.Sequence(  # sentencepiece's decode, then M2M100Tokenizer's str.strip()
+        [decoders.Replace("▁", " "), decoders.Fuse(), decoders.Replace(Regex(r"^\s+|\s+$"), "")]
+    )
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in special.values()])
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in languages.values()])
+    # add_special_tokens numbers new tokens after the vocabulary, in order: the languages come out
+    # at len(vocab) + i, as M2M100Tokenizer numbers them.
+    first = tok.token_to_id(next(iter(languages.values())))
+    if first != len(vocab):
+        raise ImportCheckpointError(f"{directory / 'vocab.json'}: language tokens would start at {first}")
+    plain_post_processor(tok, special["eos"])
+    return tok, languages
+
+
+def _read_spm(path: Path):
+    pb2 = require_module("sentencepiece.sentencepiece_model_pb2", "reading sentencepiece models")
+    if not path.is_file():
+        raise ImportCheckpointError(f"{path}: file not found (M2M100 needs tokenizer.json, or this and vocab.json)")
+    proto = pb2.ModelProto()
+    try:
+        proto.ParseFromString(path.read_bytes())
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
+        raise ImportCheckpointError(f"{path}: not a sentencepiece model ({exc})") from None
+    if proto.trainer_spec.model_type != BPE_TYPE:
+        raise ImportCheckpointError(
+            f"{path}: trainer_spec.model_type is {proto.trainer_spec.model_type}, M2M100 uses BPE ({BPE_TYPE})"
+        )
+    if proto.trainer_spec.byte_fallback:
+        raise ImportCheckpointError(f"{path}: trainer_spec.byte_fallback is true, which is not supported")
+    return proto
