@@ -34,7 +34,7 @@ from .. import engine_api, params
 from ..calls import Call
 from ..errors import InvalidRequest, ServingError
 from .languages import Languages, language_name, make_detector
-from .server import HttpServer, json_response, read_body
+from .server import HttpServer, PayloadTooLarge, json_response, read_body
 
 FORMATS = ("text", "html")
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its web page waits after a keystroke
@@ -69,10 +69,11 @@ async def read_fields(request: web.Request, limit: int) -> dict[str, Any]:
         if not isinstance(doc, dict):
             raise InvalidRequest("Invalid JSON format: send a JSON object of fields")
         return doc
-    await read_body(request, limit)  # the size limit first; aiohttp keeps the body for post()
     try:
-        form = await request.post()
-    except ValueError as exc:
+        form = await request.post()  # aiohttp applies client_max_size (--max-message-bytes) here too
+    except web.HTTPRequestEntityTooLarge:
+        raise PayloadTooLarge(f"request body over the limit of {limit} bytes (--max-message-bytes)") from None
+    except (ValueError, AssertionError, UnicodeDecodeError) as exc:  # a malformed form or multipart body
         raise InvalidRequest(f"Invalid request: the form does not parse: {exc}") from None
     return {key: form.get(key) for key in form}
 
