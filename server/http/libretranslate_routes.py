@@ -32,11 +32,11 @@ from attnserve.contract.kinds import TRANSLATION
 
 from .. import engine_api, params
 from ..calls import Call
+from ..documents import FORMATS, TEXT
 from ..errors import InvalidRequest, ServingError
 from .languages import Languages, language_name, make_detector
 from .server import HttpServer, PayloadTooLarge, json_response, read_body
 
-FORMATS = ("text", "html")
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its web page waits after a keystroke
 
 
@@ -207,11 +207,9 @@ def add_routes(http: HttpServer) -> None:
             raise InvalidRequest(f"{language_name(target)} ({target}) is not available as a target language")
         detected = resolve_auto(texts, target) if source == "auto" else None
         source_code = detected["language"] if detected else source
-        text_format = _string(fields, "format", "text")
+        text_format = _string(fields, "format", TEXT)
         if text_format not in FORMATS:
             raise InvalidRequest(f"{text_format} format is not supported")
-        if text_format == "html":
-            raise InvalidRequest("html format is not supported by this server yet: send format text")
         model_name = table.model_for(source_code, target)
         if model_name is None:
             raise InvalidRequest(
@@ -221,7 +219,7 @@ def add_routes(http: HttpServer) -> None:
         options = decoding(source_code, target, model_name, alternatives)
         with app.registry.use(model_name, TRANSLATION) as model:
             call.model = model.name
-            results = await engine_api.translate(model.engine, texts, options)
+            results = await engine_api.translate(model.engine, texts, options, text_format)
             call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
         for r in results:
             app.metrics.queue_time.labels(model.name).observe(r.queue_ms / 1e3)

@@ -206,9 +206,16 @@ def test_the_official_client_sees_the_http_error(client):
     assert err.value.code == 400 and json.loads(err.value.read()) == {"error": "xx is not supported"}
 
 
-def test_html_is_refused_until_documents_are_wired(lt_server):
-    status, reply = post(lt_server, "/translate", {"q": "<b>t5</b>", "source": "en", "target": "de", "format": "html"})
-    assert status == 400 and "html format is not supported by this server yet" in reply["error"]
+def test_html_keeps_its_markup_and_lines_keep_their_breaks(lt_server, client):
+    html = '<p title="t5">t5 t9</p>\n<ul><li>t17 t4</li></ul>'
+    body = {"q": html, "source": "en", "target": "de", "format": "html"}
+    assert post(lt_server, "/translate", body) == (
+        200,
+        {"translatedText": '<p title="t5">t9 t5</p>\n<ul><li>t4 t17</li></ul>'},
+    )
+    status, reply = post(lt_server, "/translate", {**body, "q": [html, "<b>t6 t7</b>"]})
+    assert reply["translatedText"][1] == "<b>t7 t6</b>"
+    assert client.translate("t5 t9\nt17 t4\n\n  t6", "en", "de") == "t9 t5\nt4 t17\n\n  t6"  # a form, as sent
 
 
 @pytest.fixture(scope="module")
