@@ -96,7 +96,7 @@ def add_routes(http: HttpServer) -> None:
             call.items, call.queue_s = 1, result.queue_ms / 1e3
         app.metrics.queue_time.labels(model.name).observe(result.queue_ms / 1e3)
         reply = {"model_name": model.name, "model_version": VERSION, TEXT_OUTPUT: result.hypotheses[0].text}
-        return json_response(reply)
+        return json_response(reply, ensure_ascii=False)
 
     async def generate_stream(request: web.Request, call: Call) -> web.StreamResponse:
         text, options, format, timeout = await request_of(request)

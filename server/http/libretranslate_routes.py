@@ -230,7 +230,7 @@ def add_routes(http: HttpServer) -> None:
             reply["detectedLanguage"] = [detected] * len(texts) if batch else detected
         if alternatives:
             reply["alternatives"] = others if batch else others[0]
-        return json_response(reply)
+        return json_response(reply, ensure_ascii=False)
 
     async def detect_route(request: web.Request, call: Call) -> web.Response:
         fields = await read_fields(request, settings.max_message_bytes)
@@ -246,7 +246,7 @@ def add_routes(http: HttpServer) -> None:
                 "pip install 'attnserve[detect]')"
             )
         check_limits([q])
-        return json_response(detect(q, languages.table.codes))
+        return json_response(detect(q, languages.table.codes), ensure_ascii=False)
 
     async def languages_route(request: web.Request, call: Call) -> web.Response:
         table = languages.table

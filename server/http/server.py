@@ -174,5 +174,7 @@ def _allow(exc: web.HTTPException) -> dict[str, str]:
     return {"Allow": allow} if allow else {}
 
 
-def json_response(data: Any, status: int = 200) -> web.Response:
-    return web.Response(body=json.dumps(data).encode(), status=status, content_type="application/json")
+def json_response(data: Any, status: int = 200, *, ensure_ascii: bool = True) -> web.Response:
+    """``ensure_ascii=False``: UTF-8 text as is (LibreTranslate's and Triton's generate replies)."""
+    body = json.dumps(data, ensure_ascii=ensure_ascii).encode()
+    return web.Response(body=body, status=status, content_type="application/json", charset="utf-8")
