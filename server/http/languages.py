@@ -27,6 +27,7 @@ from ..config import ConfigError
 
 log = logging.getLogger(__name__)
 
+_UNPARSED = object()
 _PAIR_SUFFIX = re.compile(r"-([a-z]{2,3})-([a-z]{2,3})$")
 # English names of common ISO 639-1 codes (LibreTranslate's /languages gives each a name).
 NAMES = {
@@ -54,12 +55,15 @@ class ModelLanguages:
 
 def declared_languages(model: Any) -> ModelLanguages:
     """What a loaded translation model translates from and to (both empty when it does not say)."""
-    declared = getattr(model.manifest, "languages", None)
-    if declared is None:  # model.json's own field, read directly until the manifest parses it
+    declared = getattr(model.manifest, "languages", _UNPARSED)
+    if declared is _UNPARSED:  # model.json's own field, read directly until the manifest parses it
         try:
             declared = json.loads((model.model_dir / MANIFEST_NAME).read_text()).get("languages")
         except (OSError, ValueError) as exc:
             log.warning("model %s: cannot read its languages: %s", model.name, exc)
+            declared = None
+    if declared is not None and not isinstance(declared, dict):  # the manifest's parsed Languages
+        declared = {"source": list(declared.source), "target": list(declared.target)}
     if isinstance(declared, dict):
         sources, targets = _codes(declared.get("source")), _codes(declared.get("target"))
         if sources and targets:
