@@ -21,6 +21,7 @@ ENV_PREFIX = "ATTNSERVE_"
 PROVIDERS = ("auto", "cpu", "cuda")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TRANSLATION_BATCHING = ("continuous", "static")
+LANGUAGE_DETECTION = ("auto", "lingua", "off")
 
 
 class ConfigError(ValueError):
@@ -44,7 +45,15 @@ class Settings:
     model_repo: Path = _setting(_default_model_repo, "model repository: one model directory (model.json) per folder")
     host: str = _setting("127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
     port: int = _setting(50051, "gRPC port: attnserve.v1 and KServe v2 / Triton (0 = any free port)")
-    http_port: int = _setting(8000, "HTTP port on the same host: KServe v2 REST (0 = any free port, -1 = off)")
+    http_port: int = _setting(
+        8000, "HTTP port on the same host: KServe v2 REST, generate, LibreTranslate (0 = any free port, -1 = off)"
+    )
+    language_detection: str = _setting(
+        "auto",
+        "source 'auto' and /detect of the LibreTranslate routes: lingua (pip install 'attnserve[detect]'), off, "
+        "or auto (lingua when installed)",
+        choices=LANGUAGE_DETECTION,
+    )
     metrics_port: int = _setting(8002, "Prometheus metrics port on the same host (0 = any free port, -1 = off)")
     provider: str = _setting(
         "auto", "onnxruntime provider: auto (CUDA when usable, else CPU), cpu, cuda", choices=PROVIDERS
@@ -109,6 +118,7 @@ class Settings:
             "provider": self.provider in PROVIDERS,
             "log_level": self.log_level in LOG_LEVELS,
             "translation_batching": self.translation_batching in TRANSLATION_BATCHING,
+            "language_detection": self.language_detection in LANGUAGE_DETECTION,
             "threads": self.threads >= 0,
             "grace_seconds": self.grace_seconds >= 0,
             "max_queue_delay_ms": self.max_queue_delay_ms >= 0,

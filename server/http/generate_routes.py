@@ -6,8 +6,9 @@
   ``data: {...}`` event per generated piece whose ``text_output`` is the text delta (the last
   one, at the end of the translation, may be empty).
 
-``parameters`` are the decoding options every protocol takes (``params.DECODING_PARAMETERS``)
-plus Triton's ``timeout`` (microseconds). The deltas of a stream concatenate to the text that
+``parameters`` are the decoding options every protocol takes (``params.DECODING_PARAMETERS``),
+``format`` (``text`` or ``html``: the text is a document, see ``engine_api``) and Triton's
+``timeout`` (microseconds). The deltas of a stream concatenate to the text that
 ``generate`` returns for the same request. An error before the first piece is answered as on
 every route, ``{"error": ...}`` with its HTTP status (400, 404, 429, ...); one after it, when
 the status line has gone, is a last ``data: {"error": ...}`` event, as Triton sends it. A
@@ -59,7 +60,7 @@ def parse_generate(body: bytes) -> tuple[str, dict[str, Any]]:
     parameters = doc.get(PARAMETERS) or {}
     if not isinstance(parameters, dict):
         raise InvalidRequest(f"{PARAMETERS}: expected a JSON object of decoding options, got {parameters!r:.60}")
-    check_parameters(parameters, set(params.DECODING_PARAMETERS))
+    check_parameters(parameters, {*params.DECODING_PARAMETERS, params.FORMAT})
     return text, parameters
 
 
@@ -81,28 +82,29 @@ def add_routes(http: HttpServer) -> None:
     app = http.app
 
     async def request_of(request: web.Request):
-        """(text, options, timeout in seconds or None): every check that needs no model."""
+        """(text, options, format, timeout in seconds or None): every check that needs no model."""
         text, parameters = parse_generate(await read_body(request, app.settings.max_message_bytes))
-        return text, decode_options(parameters), request_timeout_s(parameters)
+        format = params.text_format(parameters, f"{PARAMETERS}.")
+        return text, decode_options(parameters), format, request_timeout_s(parameters)
 
     async def generate(request: web.Request, call: Call) -> web.Response:
-        text, options, timeout = await request_of(request)
+        text, options, format, timeout = await request_of(request)
         with app.registry.use(request.match_info["model"], TRANSLATION) as model:
             check_version(model, request.match_info.get("version", ""))
             call.model = model.name
-            (result,) = await within(engine_api.translate(model.engine, [text], options), timeout)
+            (result,) = await within(engine_api.translate(model.engine, [text], options, format), timeout)
             call.items, call.queue_s = 1, result.queue_ms / 1e3
         app.metrics.queue_time.labels(model.name).observe(result.queue_ms / 1e3)
         reply = {"model_name": model.name, "model_version": VERSION, TEXT_OUTPUT: result.hypotheses[0].text}
-        return json_response(reply)
+        return json_response(reply, ensure_ascii=False)
 
     async def generate_stream(request: web.Request, call: Call) -> web.StreamResponse:
-        text, options, timeout = await request_of(request)
+        text, options, format, timeout = await request_of(request)
         deadline = None if timeout is None else time.monotonic() + timeout
         with app.registry.use(request.match_info["model"], TRANSLATION) as model:
             check_version(model, request.match_info.get("version", ""))
             call.model = model.name
-            events = engine_api.stream(model.engine, text, options)  # validates: a bad request fails here
+            events = engine_api.stream(model.engine, text, options, format)  # validates: a bad request fails here
             try:
                 return await _serve_stream(request, call, model.name, _pieces(events, deadline))
             finally:

@@ -11,7 +11,8 @@ Routes are added with :meth:`HttpServer.route`: each handler runs inside the sha
 with the HTTP status of the gRPC status (:data:`HTTP_STATUS`). TLS and bearer tokens
 (``Authorization: Bearer <token>``) come from the same settings as gRPC's; routes
 registered with ``open=True`` (health) need no token. KServe v2's routes live in
-``kserve_routes``, Triton's generate extension in ``generate_routes``.
+``kserve_routes``, Triton's generate extension in ``generate_routes``, LibreTranslate's API
+in ``libretranslate_routes``.
 """
 
 from __future__ import annotations
@@ -72,10 +73,11 @@ class HttpServer:
             client_max_size=app.settings.max_message_bytes, middlewares=[self._errors, self._auth]
         )
         self._runner: web.AppRunner | None = None
-        from . import generate_routes, kserve_routes
+        from . import generate_routes, kserve_routes, libretranslate_routes
 
         kserve_routes.add_routes(self)
         generate_routes.add_routes(self)
+        libretranslate_routes.add_routes(self)
 
     def route(
         self,
@@ -153,7 +155,12 @@ class HttpServer:
             raise OSError(f"cannot serve HTTP on {host}:{port}: {exc.strerror or exc} (see --http-port)") from exc
         self._runner = runner
         bound = runner.addresses[0][1]
-        log.info("HTTP (KServe v2 REST) on %s://%s:%d", "https" if ssl_context else "http", host, bound)
+        log.info(
+            "HTTP (KServe v2 REST, generate, LibreTranslate) on %s://%s:%d",
+            "https" if ssl_context else "http",
+            host,
+            bound,
+        )
         return bound
 
     async def stop(self) -> None:
@@ -167,5 +174,7 @@ def _allow(exc: web.HTTPException) -> dict[str, str]:
     return {"Allow": allow} if allow else {}
 
 
-def json_response(data: Any, status: int = 200) -> web.Response:
-    return web.Response(body=json.dumps(data).encode(), status=status, content_type="application/json")
+def json_response(data: Any, status: int = 200, *, ensure_ascii: bool = True) -> web.Response:
+    """``ensure_ascii=False``: UTF-8 text as is (LibreTranslate's and Triton's generate replies)."""
+    body = json.dumps(data, ensure_ascii=ensure_ascii).encode()
+    return web.Response(body=body, status=status, content_type="application/json", charset="utf-8")

@@ -60,6 +60,13 @@ def test_generate_answers_the_translation(server, path):
     assert post(server, path, {"text_input": "t23 t8 t8 t11"})[2]["text_output"] == "t11 t8 t8 t23"
 
 
+def test_generate_takes_a_format_and_keeps_html_markup(server):
+    body = {"text_input": "<p>t5 t9</p><p>t17</p>", "parameters": {"format": "html"}}
+    assert post(server, "/v2/models/reverser/generate", body)[2]["text_output"] == "<p>t9 t5</p><p>t17</p>"
+    status, _, reply = post(server, "/v2/models/reverser/generate", {**body, "parameters": {"format": "xml"}})
+    assert status == 400 and "parameters.format: unknown value 'xml'" in reply["error"]
+
+
 @needs_curl
 def test_generate_stream_deltas_concatenate_to_the_translation(server):
     text = "t23 t8 t8 t11 t6 t20"
@@ -71,6 +78,9 @@ def test_generate_stream_deltas_concatenate_to_the_translation(server):
     assert "".join(e["text_output"] for e in events) == reverse(text)
     whole = post(server, "/v2/models/reverser/generate", {"text_input": text})[2]["text_output"]
     assert "".join(e["text_output"] for e in events) == whole
+    document = "t5 t9\n\nt17 t4 t6"  # two paragraphs: sentence after sentence, separators kept
+    _, events = curl_stream(server, "reverser", {"text_input": document})
+    assert "".join(e["text_output"] for e in events) == "t9 t5\n\nt6 t4 t17"
     label = "triton.http.GenerateStream"
     assert server.metric("attnserve_requests_total", model="reverser", method=label, status="OK") >= 1
 
