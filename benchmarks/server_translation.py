@@ -14,7 +14,14 @@ first arrival to the last completion. The two servers take turns, one round each
 engine in process (no gRPC, every text submitted at once, both batching modes taking
 turns) gives the schedulers' own ratio at saturation, free of the load generator.
 
+With ``--workers N``, a third server runs continuous batching in N worker processes
+(``attnserve-server --workers N``: N schedulers, N GILs, one port) and takes its turn beside
+the other two; the client then spreads its streams over ``--channels`` connections (the
+kernel gives each connection to one worker). Every row also gets its ratio to the engine in
+process (continuous), the issue-18 headline: the server's tokens/s over the engine's own.
+
     python -m benchmarks.server --workloads translation       # or: attnserve-bench server ...
+    python -m benchmarks.server --workloads translation --rates 64 --rounds 2 --workers 2
     python -m benchmarks.server --workloads translation --quick
 """
 
@@ -58,6 +65,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="stream",
         help="TranslateStream (TTFT measured by the client; default) or Translate (TTFT as the server reports it)",
     )
+    group.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[],
+        metavar="N",
+        help="also serve with continuous batching in N worker processes (attnserve-server --workers N), per N",
+    )
+    group.add_argument(
+        "--channels",
+        type=int,
+        default=None,
+        help="client connections per server, streams spread round-robin (default 1; 4 x the most workers with "
+        "--workers, so that every worker gets connections)",
+    )
 
 
 def settle(args: argparse.Namespace) -> None:
@@ -76,6 +98,18 @@ def settle(args: argparse.Namespace) -> None:
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    if args.channels is None:
+        args.channels = 4 * max(args.workers) if args.workers else 1
+    if any(n < 2 for n in args.workers) or args.channels < 1:
+        raise SystemExit("--workers takes counts >= 2 (1 is the continuous server itself); --channels >= 1")
+
+
+def server_names(args: argparse.Namespace) -> dict[str, list[str]]:
+    """Server name -> its extra attnserve-server flags: continuous, static, and one per ``--workers N``."""
+    names = {name: ["--translation-batching", name] for name in SERVERS}
+    for n in args.workers:
+        names[f"continuous, {n} workers"] = ["--translation-batching", "continuous", "--workers", str(n)]
+    return names
 
 
 @dataclass(frozen=True)
@@ -102,9 +136,11 @@ def workload(args: argparse.Namespace, rate: float, vocab: int) -> list[Arrival]
     return out
 
 
-async def replay(address: str, model: str, arrivals: list[Arrival], unary: bool = False) -> dict[str, Any]:
-    """Send every arrival as a TranslateStream (``unary``: a Translate) at its time; per-text TTFT,
-    latency and tokens."""
+async def replay(
+    address: str, model: str, arrivals: list[Arrival], unary: bool = False, channels: int = 1
+) -> dict[str, Any]:
+    """Send every arrival as a TranslateStream (``unary``: a Translate) at its time, over ``channels``
+    connections in turn; per-text TTFT, latency and tokens."""
     import grpc
 
     from attnserve.protos.attnserve.v1 import inference_pb2 as pb
@@ -114,13 +150,19 @@ async def replay(address: str, model: str, arrivals: list[Arrival], unary: bool 
         options = pb.DecodingOptions(max_new_tokens=a.new_tokens, return_token_ids=True)
         return pb.TranslateRequest(model=model, texts=[a.text], options=options)
 
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = pb_grpc.InferenceServiceStub(channel)
-        async for _ in stub.TranslateStream(request(arrivals[0])):  # warm-up: channel and handler
-            pass
+    # A connection of its own per channel (grpc would share one per target), so that the kernel can
+    # hand each one to a different worker process of an ``attnserve-server --workers N``.
+    own = [("grpc.use_local_subchannel_pool", 1)]
+    opened = [grpc.aio.insecure_channel(address, options=own) for _ in range(channels)]
+    try:
+        stubs = [pb_grpc.InferenceServiceStub(channel) for channel in opened]
+        for stub in stubs:  # warm-up: every connection and handler
+            async for _ in stub.TranslateStream(request(arrivals[0])):
+                pass
         t0 = time.perf_counter()
 
-        async def one(a: Arrival) -> dict[str, Any]:
+        async def one(i: int, a: Arrival) -> dict[str, Any]:
+            stub = stubs[i % len(stubs)]
             await asyncio.sleep(max(0.0, t0 + a.at_s - time.perf_counter()))
             sent = time.perf_counter()
             first, tokens = None, 0
@@ -138,9 +180,12 @@ async def replay(address: str, model: str, arrivals: list[Arrival], unary: bool 
             late = sent - t0 - a.at_s
             return {"late_s": late, "ttft_s": first - sent, "latency_s": done - sent, "done": done, "tokens": tokens}
 
-        texts = await asyncio.gather(*(one(a) for a in arrivals))
+        texts = await asyncio.gather(*(one(i, a) for i, a in enumerate(arrivals)))
         for a, t in zip(arrivals, texts):
             t["expected"], t["long"] = a.new_tokens, a.long
+    finally:
+        for channel in opened:
+            await channel.close()
     wall = max(t["done"] for t in texts) - t0
     return {"texts": texts, "wall_s": wall}
 
@@ -242,8 +287,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     repo, model_dir, model, vocab = model_repo(args)
     extra = ["--max-active-sequences", str(args.max_rows), "--max-translation-queue", str(args.mt_requests + 1)]
     procs = {
-        name: start_server(repo, args.threads, 1, args.provider, [*extra, "--translation-batching", name])
-        for name in SERVERS
+        name: start_server(repo, args.threads, 1, args.provider, [*extra, *flags])
+        for name, flags in server_names(args).items()
     }
     rounds: dict[tuple[float, str], list[dict[str, Any]]] = {}
     try:
@@ -255,7 +300,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 arrivals = workload(args, rate, vocab)
                 for _ in range(args.rounds):
                     for name, (_, address) in procs.items():  # interleaved: the two servers take turns
-                        got = await replay(address, model, arrivals, args.rpc == "unary")
+                        got = await replay(address, model, arrivals, args.rpc == "unary", args.channels)
                         rounds.setdefault((rate, name), []).append(got)
 
         asyncio.run(session())
@@ -271,19 +316,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for r in rows:
         peer = next(x for x in rows if x["rate"] == r["rate"] and x["server"] == "static")
         r["ratio_to_static"] = r["tokens_per_s"] / peer["tokens_per_s"]
+    direct = in_process(args, model_dir, workload(args, 1.0, vocab))
+    for r in rows:  # the server against its own engine without gRPC (issue 18's headline at saturation)
+        r["ratio_to_in_process"] = r["tokens_per_s"] / direct["continuous"]
     print(
         table(
             ["texts/s", "offered tok/s", "batching", "tok/s", "TTFT p50 ms", "TTFT p95 ms", "p50 ms", "p95 ms"]
-            + ["short p95 ms", "vs static"],
+            + ["short p95 ms", "vs static", "vs in-process"],
             [
                 [r["rate"], r["offered_tokens_per_s"], r["server"], r["tokens_per_s"], r["ttft_p50_ms"]]
                 + [r["ttft_p95_ms"], r["latency_p50_ms"], r["latency_p95_ms"], r["short_latency_p95_ms"] or 0.0]
-                + [f"{r['ratio_to_static']:.2f}x"]
+                + [f"{r['ratio_to_static']:.2f}x", f"{r['ratio_to_in_process']:.2f}x"]
                 for r in rows
             ],
         )
     )
-    direct = in_process(args, model_dir, workload(args, 1.0, vocab))
     ratio = direct["continuous"] / direct["static"]
     print(
         f"in-process engine, all {args.mt_requests} texts at once: continuous {direct['continuous']:,.0f} tok/s, "
@@ -306,8 +353,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def plot(rows: list[dict[str, Any]], direct: dict[str, float], args: argparse.Namespace) -> Path:
     plt = pyplot()
     fig, (tput, ttft) = plt.subplots(1, 2, figsize=(10, 4))
-    colors = dict(zip(SERVERS, ("C0", "C1")))
-    for name in SERVERS:
+    names = list(dict.fromkeys(r["server"] for r in rows))
+    colors = {name: f"C{i}" for i, name in enumerate(names)}
+    for name in names:
         sel = [r for r in rows if r["server"] == name]
         rates, c = [r["rate"] for r in sel], colors[name]
         tput.plot(rates, [r["tokens_per_s"] for r in sel], marker="o", color=c, label=f"{name} batching")

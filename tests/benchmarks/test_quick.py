@@ -139,6 +139,19 @@ def test_server_quick(dirs):
     assert set(mt["in_process_tokens_per_s"]) == {"continuous", "static"}
 
 
+def test_server_translation_with_workers_quick(tmp_path):
+    """--workers 2 adds a server of two worker processes beside continuous and static; every text
+    is answered with its exact token count, and each row carries its ratio to the engine in process."""
+    out = tmp_path / "out"
+    argv = ["server", "--quick", "--workloads", "translation", "--workers", "2", "--no-plot"]
+    assert cli.main([*argv, "--work-dir", str(tmp_path / "work"), "--out", str(out)]) == 0
+    mt = json.loads((out / "server-translation-quick.json").read_text())
+    assert {r["server"] for r in mt["rows"]} == {"continuous", "static", "continuous, 2 workers"}
+    assert mt["settings"]["channels"] == 8
+    for row in mt["rows"]:
+        assert row["texts"] > 0 and row["exact_token_counts"] and row["ratio_to_in_process"] > 0
+
+
 def _py_spy_can_attach() -> bool:
     """py-spy reads another process's memory (ptrace); containers without CAP_SYS_PTRACE refuse it."""
     import subprocess
