@@ -109,6 +109,7 @@ class ModelSummary:
     labels: list[str]
     limits: dict[str, int]
     config: dict[str, str]
+    domain: str = ""  # what the model was trained for ("" = not stated)
 
 
 def _timing(msg: Any) -> dict[str, float]:
@@ -130,6 +131,7 @@ def _summary(info: pb.ModelInfo) -> ModelSummary:
         list(info.labels),
         limits,
         dict(info.config),
+        info.domain,
     )
 
 

@@ -148,6 +148,8 @@ def _models(client: Client, args: argparse.Namespace) -> int:
         state = "ready" if m.ready else f"NOT READY: {m.error}"
         detail = f"{m.kind}, {m.provider}, {m.precision}, attention {m.attention}" if m.ready else m.kind
         print(f"{m.name}  ({detail})  {state}")
+        if m.domain:
+            print(f"  domain: {m.domain}")
     return 0
 
 

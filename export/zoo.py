@@ -30,6 +30,19 @@ log = logging.getLogger(__name__)
 ZOO = Path(__file__).resolve().parent.parent / "models" / "zoo"
 REPO = ZOO.parent / "repo"  # the committed export of ZOO: ready model directories
 NAMES = ("translator-en-de", "digits-vit")
+# What each model is for, in a sentence: model.json extra.domain, served as ModelInfo.domain
+# (`attnserve-client models`) and stated in its MODEL_CARD.md.
+DOMAINS = {
+    "translator-en-de": (
+        "English -> German for short phrases of numbers, dates, times, quantities and money "
+        "('Monday, March 3, 2025', 'at 3:45 PM', 'more than 1,500 miles'); not free text: "
+        "a sentence of other words gets German-looking nonsense, not an error"
+    ),
+    "digits-vit": (
+        "one handwritten digit 0-9 per image, dark ink on light paper; always answers a digit, "
+        "even for an image that holds none"
+    ),
+}
 
 
 def _sources(name: str) -> list[Path]:
@@ -77,7 +90,11 @@ def is_current(model_dir: Path, name: str) -> bool:
     except ManifestError:
         return False
     built = manifest.extra.get("zoo", {})
-    return built.get("sources") == _fingerprint(name) and built.get("attnserve_version") == ATTNSERVE_VERSION
+    return (
+        built.get("sources") == _fingerprint(name)
+        and built.get("attnserve_version") == ATTNSERVE_VERSION
+        and manifest.extra.get("domain") == DOMAINS.get(name)
+    )
 
 
 def build_repo(out: Path, names: tuple[str, ...] | list[str] = NAMES, force: bool = False) -> list[str]:
@@ -93,7 +110,10 @@ def build_repo(out: Path, names: tuple[str, ...] | list[str] = NAMES, force: boo
         if not force and is_current(target, name):
             log.info("%s: up to date", target)
             continue
-        stamp = {"zoo": {"sources": _fingerprint(name), "attnserve_version": ATTNSERVE_VERSION}}
+        stamp = {
+            "domain": DOMAINS[name],
+            "zoo": {"sources": _fingerprint(name), "attnserve_version": ATTNSERVE_VERSION},
+        }
         if name == "translator-en-de":
             export_translator(ZOO / name / "model.safetensors", target, force=True, extra=stamp)
         else:

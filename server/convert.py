@@ -177,6 +177,7 @@ def model_info(model: LoadedModel | FailedModel, settings: Settings) -> pb.Model
         attention=m.attention,
         config={k: json.dumps(v) for k, v in m.config.items()},
         version=m.attnserve_version,
+        domain=str(m.extra.get("domain", "")),
     )
     if model.kind == TRANSLATION:
         info.limits.CopyFrom(

@@ -253,7 +253,7 @@ class ImagePreprocessing(_message.Message):
     def __init__(self, image_size: _Optional[int] = ..., channels: _Optional[int] = ..., mean: _Optional[_Iterable[float]] = ..., std: _Optional[_Iterable[float]] = ..., resample: _Optional[str] = ..., invert: bool = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "kind", "ready", "error", "provider", "precision", "attention", "config", "labels", "limits", "preprocessing", "version")
+    __slots__ = ("name", "kind", "ready", "error", "provider", "precision", "attention", "config", "labels", "limits", "preprocessing", "version", "domain")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -273,6 +273,7 @@ class ModelInfo(_message.Message):
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     PREPROCESSING_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
+    DOMAIN_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: ModelKind
     ready: bool
@@ -285,7 +286,8 @@ class ModelInfo(_message.Message):
     limits: ModelLimits
     preprocessing: ImagePreprocessing
     version: str
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ModelKind, str]] = ..., ready: bool = ..., error: _Optional[str] = ..., provider: _Optional[str] = ..., precision: _Optional[str] = ..., attention: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., labels: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., preprocessing: _Optional[_Union[ImagePreprocessing, _Mapping]] = ..., version: _Optional[str] = ...) -> None: ...
+    domain: str
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ModelKind, str]] = ..., ready: bool = ..., error: _Optional[str] = ..., provider: _Optional[str] = ..., precision: _Optional[str] = ..., attention: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., labels: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., preprocessing: _Optional[_Union[ImagePreprocessing, _Mapping]] = ..., version: _Optional[str] = ..., domain: _Optional[str] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

@@ -1,0 +1,37 @@
+"""The bundled models as ``make serve`` serves them: the committed ``models/repo``, no PyTorch."""
+
+from __future__ import annotations
+
+import pytest
+
+from attnserve.client.cli import main as client_main
+from attnserve.export.zoo import DOMAINS, NAMES, REPO, ZOO
+
+EXAMPLES = REPO.parent.parent / "examples"
+
+
+@pytest.fixture(scope="module")
+def bundled(serve):
+    with serve(REPO) as server:
+        yield server
+
+
+def test_each_bundled_model_states_its_domain(bundled, capsys):
+    with bundled.client() as client:
+        models = {m.name: m for m in client.list_models()}
+    assert sorted(models) == sorted(NAMES) and all(m.ready for m in models.values())
+    assert "dates, times" in models["translator-en-de"].domain and "not free text" in models["translator-en-de"].domain
+    assert "digit" in models["digits-vit"].domain
+    for name in NAMES:  # the model card says the same
+        assert models[name].domain == DOMAINS[name] and DOMAINS[name] in (ZOO / name / "MODEL_CARD.md").read_text()
+    assert client_main(["--address", bundled.address, "models"]) == 0
+    out = capsys.readouterr().out
+    assert f"  domain: {models['translator-en-de'].domain}" in out.splitlines()
+
+
+def test_the_readme_first_example(bundled):
+    with bundled.client() as client:
+        results = client.translate(["Monday, March 3, 2025", "three hundred forty-two kilometers"])
+        (digit,) = client.classify([EXAMPLES / "digits" / "digit-7.png"], top_k=1)
+    assert [r.text for r in results] == ["Montag, 3. März 2025", "dreihundertzweiundvierzig Kilometer"]
+    assert digit.labels[0].label == "7"
