@@ -1,4 +1,4 @@
-"""The decode batch's KV cache: layout, compaction at step boundaries, and the decoder step.
+"""The decode batch's KV cache: layout, and the copies a step boundary may make.
 
 Layout (docs/architecture.md, "Translation graphs and the KV cache"): every row of the batch has
 its self-attention keys/values in one tensor per layer and kind, ``(B, H, P, D)``,
@@ -32,8 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnxruntime as ort
-
-from attnserve.contract.graph_io import DecoderIO
 
 
 class Placement:
@@ -217,53 +215,6 @@ class KVCache:
 
     def clear(self) -> None:
         self.compact(np.zeros(0, dtype=np.int64))
-
-
-class DecoderRunner:
-    """Runs one decoder step on the batch held by a :class:`KVCache`.
-
-    Host placement feeds numpy arrays to ``session.run`` (outputs come back as
-    zero-copy arrays, and ``present`` is fed back as ``past`` untouched). Device
-    placement binds the cache's ``OrtValue`` s with io binding and asks for ``present``
-    on the device and only the logits on the host.
-    """
-
-    def __init__(self, session, io: DecoderIO, placement: Placement) -> None:
-        self.session = session
-        self.io = io
-        self.placement = placement
-        self.past_names, self.cross_names, self.output_names = list(io.past), list(io.cross), io.outputs
-
-    def step(self, cache: KVCache, input_ids: np.ndarray) -> np.ndarray:
-        """input_ids: (B, 1) int64 -> logits (B, V) float32; the cache advances one step."""
-        positions, self_mask = cache.step_inputs()
-        if self.placement.device is None:
-            io = self.io
-            feeds = {
-                io.input_ids: input_ids,
-                io.positions: positions,
-                io.self_mask: self_mask,
-                io.src_mask: cache.src_mask,
-            }
-            feeds.update(zip(self.past_names, cache.past))
-            feeds.update(zip(self.cross_names, cache.cross))
-            outputs = self.session.run(self.output_names, feeds)
-            cache.advance(outputs[1:])
-            return outputs[0]
-        binding = self.session.io_binding()
-        io = self.io
-        for name, array in ((io.input_ids, input_ids), (io.positions, positions), (io.self_mask, self_mask)):
-            binding.bind_cpu_input(name, array)
-        binding.bind_ortvalue_input(io.src_mask, cache.src_mask)
-        for name, value in zip(self.past_names + self.cross_names, cache.past + cache.cross):
-            binding.bind_ortvalue_input(name, value)
-        binding.bind_output(io.logits, "cpu")
-        for name in self.output_names[1:]:
-            binding.bind_output(name, self.placement.device, self.placement.device_id)
-        self.session.run_with_iobinding(binding)
-        outputs = binding.get_outputs()
-        cache.advance(list(outputs[1:]))
-        return np.array(outputs[0].numpy())  # a copy: the view would not keep the OrtValue alive
 
 
 def placement_for(session) -> Placement:

@@ -1,7 +1,8 @@
-"""The translation engine: validation, tokenization and the asyncio face of the decode scheduler.
+"""The translation engine: the asyncio face of the decode scheduler.
 
-Handlers call :meth:`TranslationEngine.translate` or :meth:`TranslationEngine.stream`;
-both tokenize on the event loop (microseconds), hand jobs to the
+Protocol layers call it through ``server/engine_api.py``: :meth:`TranslationEngine.prepare`
+checks and tokenises a request once on the event loop (``requests.py``), then
+:meth:`~TranslationEngine.translate` or :meth:`~TranslationEngine.stream` hand its jobs to the
 :class:`~.scheduler.DecodeScheduler` thread and await results that it posts back with
 ``call_soon_threadsafe``: the loop never blocks on onnxruntime. Cancelling the awaiting
 task (a client cancel or a gRPC deadline) or closing a stream flags the jobs, and
@@ -11,7 +12,6 @@ their rows leave the decode batch at the next step boundary.
 from __future__ import annotations
 
 import asyncio
-import math
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -19,17 +19,15 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from attnserve.contract.manifest import Manifest
-from attnserve.server.documents import DocumentLimits
 from attnserve.server.errors import InvalidRequest, ShuttingDown
 
 from .cache import placement_for
 from .detok import IncrementalDetokenizer
 from .jobs import CollectSink, FutureSink, Job, StreamSink
 from .options import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
+from .requests import Prepared, RequestChecker
 from .scheduler import DecodeScheduler
 from .sessions import model_spec
-
-MAX_LENGTH_PENALTY = 10.0
 
 
 class TranslationEngine:
@@ -49,7 +47,10 @@ class TranslationEngine:
         self.tokenizer = Tokenizer.from_file(str(Path(model_dir) / manifest.tokenizer.file))
         self.max_source_len = int(manifest.limits["max_source_len"])
         self.max_target_len = int(manifest.limits["max_target_len"])
-        self.vocab_size = int(manifest.config.get("vocab_size", self.tokenizer.get_vocab_size()))
+        vocab_size = int(manifest.config.get("vocab_size", self.tokenizer.get_vocab_size()))
+        self.requests = RequestChecker(
+            settings, self.tokenizer, self.spec, self.max_source_len, self.max_target_len, vocab_size
+        )
         self._scheduler = DecodeScheduler(encoder, decoder, self.spec, settings, placement_for(decoder))
         self._accepting = False
         self._started = False
@@ -119,104 +120,15 @@ class TranslationEngine:
         self._scheduler.close(ShuttingDown("the server shut down before this translation finished"))
         await loop.run_in_executor(None, self._scheduler.join)
 
-    # --- validation ------------------------------------------------------------------
+    # --- requests --------------------------------------------------------------------
+
+    def prepare(self, texts: list[str], options: DecodeOptions) -> Prepared:
+        """Check and tokenise a request once (``requests.py``); raises InvalidRequest."""
+        return self.requests.prepare(texts, options)
 
     def validate(self, texts: list[str], options: DecodeOptions) -> None:
         """Cheap checks of a request; raises InvalidRequest with a message a person can act on."""
-        self._prepare(texts, options)
-
-    def _check_options(self, options: DecodeOptions) -> int:
-        """Validate ``options``; returns the effective max_new_tokens."""
-        s = self.settings
-        if not 1 <= options.beam_size <= s.max_beam_size:
-            raise InvalidRequest(f"beam_size must be in 1..{s.max_beam_size}, got {options.beam_size}")
-        if options.beam_size > s.max_active_sequences:
-            raise InvalidRequest(
-                f"beam_size {options.beam_size} needs {options.beam_size} batch rows; this server runs at most "
-                f"{s.max_active_sequences}"
-            )
-        if not 1 <= options.num_hypotheses <= options.beam_size:
-            raise InvalidRequest(
-                f"num_hypotheses must be in 1..beam_size ({options.beam_size}), got {options.num_hypotheses}"
-            )
-        if not 0 <= options.max_new_tokens <= self.max_target_len:
-            raise InvalidRequest(
-                f"max_new_tokens must be in 0..{self.max_target_len} (0 = the model's limit, "
-                f"{self.max_target_len}), got {options.max_new_tokens}"
-            )
-        # |length_penalty| <= 10 keeps len ** length_penalty finite at every target length (found by
-        # tests/reliability/test_fuzz.py: 1e30 overflowed inside the decoder step, an INTERNAL).
-        if not (math.isfinite(options.length_penalty) and abs(options.length_penalty) <= MAX_LENGTH_PENALTY):
-            raise InvalidRequest(
-                f"length_penalty must be in -{MAX_LENGTH_PENALTY:g}..{MAX_LENGTH_PENALTY:g} "
-                f"(1.0 = average log-probability per token), got {options.length_penalty}"
-            )
-        if not (math.isfinite(options.temperature) and options.temperature >= 0):
-            raise InvalidRequest(f"temperature must be >= 0 (0 = greedy), got {options.temperature}")
-        if not 0 < options.top_p <= 1:
-            raise InvalidRequest(f"top_p must be in (0, 1] (1 = off), got {options.top_p}")
-        if options.top_k < 0:
-            raise InvalidRequest(f"top_k must be >= 0 (0 = off), got {options.top_k}")
-        if options.seed is not None and options.seed < 0:
-            raise InvalidRequest(f"seed must be >= 0, got {options.seed}")
-        if options.sampling and options.beam_size > 1:
-            raise InvalidRequest(
-                f"sampling (temperature {options.temperature}) works with beam_size 1 only, got {options.beam_size}"
-            )
-        max_new = options.max_new_tokens or self.max_target_len
-        self._check_prefix(options, max_new)
-        return max_new
-
-    def _check_prefix(self, options: DecodeOptions, max_new: int) -> None:
-        """Forced prefix ids: known, not special, no longer than the output; hide_prefix within them."""
-        prefix = options.prefix_ids
-        if len(prefix) > max_new:
-            raise InvalidRequest(
-                f"the forced target prefix is {len(prefix)} tokens, more than max_new_tokens ({max_new})"
-            )
-        special = {self.spec.pad_id: "padding", self.spec.bos_id: "start", self.spec.eos_id: "end"}
-        for i, tok in enumerate(prefix):
-            if not (isinstance(tok, int) and 0 <= tok < self.vocab_size):
-                raise InvalidRequest(
-                    f"prefix token {i} is {tok!r}; this model's token ids are 0..{self.vocab_size - 1}"
-                )
-            if tok in special:
-                raise InvalidRequest(
-                    f"prefix token {i} is the model's {special[tok]} token ({tok}); it cannot be forced"
-                )
-        if not 0 <= options.hide_prefix <= len(prefix):
-            raise InvalidRequest(
-                f"hide_prefix must be in 0..{len(prefix)} (the forced prefix's length), got {options.hide_prefix}"
-            )
-
-    def _prepare(self, texts: list[str], options: DecodeOptions) -> tuple[list[list[int]], int]:
-        """Validate and tokenize; returns (source ids per text, max_new_tokens)."""
-        limit = self.settings.max_texts_per_request
-        if not texts:
-            raise InvalidRequest("no texts to translate")
-        if len(texts) > limit:
-            raise InvalidRequest(f"{len(texts)} texts in one request; the limit is {limit}: split the request")
-        # Characters first: a 1 MB text is refused before it is read, let alone tokenised.
-        DocumentLimits(self.settings.max_text_chars, self.settings.max_request_chars).check(texts)
-        max_new = self._check_options(options)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str) or not text.strip():
-                raise InvalidRequest(f"text {i} is empty")
-        ids = [enc.ids for enc in self.tokenizer.encode_batch(list(texts))]
-        budget = self.settings.max_tokens_in_flight
-        for i, src in enumerate(ids):
-            if len(src) > self.max_source_len:
-                raise InvalidRequest(
-                    f"text {i} is {len(src)} tokens long after tokenization; this model takes at most "
-                    f"{self.max_source_len}: shorten or split it"
-                )
-            need = options.beam_size * (len(src) + max_new)
-            if need > budget:
-                raise InvalidRequest(
-                    f"text {i} needs {need} tokens in flight (beam_size {options.beam_size} x ({len(src)} source + "
-                    f"{max_new} new tokens)); this server allows {budget}: lower max_new_tokens or beam_size"
-                )
-        return ids, max_new
+        self.requests.prepare(texts, options)
 
     def _check_accepting(self) -> None:
         if not self._accepting:
@@ -224,17 +136,25 @@ class TranslationEngine:
                 "the translation engine is shutting down" if self._started else "the translation engine is not running"
             )
 
-    # --- requests --------------------------------------------------------------------
+    def _job(self, src: list[int], prepared: Prepared, sink) -> Job:
+        o = prepared.options
+        return Job(src, o, prepared.max_new_tokens, self.spec.eos_id, sink, None, None, self.spec.cache_bytes_per_token)
 
-    async def translate(self, texts: list[str], options: DecodeOptions) -> list[TranslationResult]:
-        """One result per text, in order (see the module docstring for cancellation)."""
+    async def translate(
+        self, request: Prepared | list[str], options: DecodeOptions | None = None
+    ) -> list[TranslationResult]:
+        """One result per text, in order (see the module docstring for cancellation).
+
+        ``request``: a :class:`Prepared` from :meth:`prepare`, or texts and ``options``.
+        """
         self._check_accepting()
-        sources, max_new = self._prepare(texts, options)
+        prepared = request if isinstance(request, Prepared) else self.prepare(request, options)
         loop = asyncio.get_running_loop()
-        futures = [loop.create_future() for _ in sources]
+        futures = [loop.create_future() for _ in prepared.sources]
+        outbox = self._scheduler.outbox
         jobs = [
-            Job(src, options, max_new, self.spec.eos_id, FutureSink(self._scheduler.outbox, loop, future, self._result))
-            for src, future in zip(sources, futures)
+            self._job(src, prepared, FutureSink(outbox, loop, future, self._result))
+            for src, future in zip(prepared.sources, futures)
         ]
         self._scheduler.submit(jobs)
         try:
@@ -277,15 +197,22 @@ class TranslationEngine:
             first_token_ms=1000 * (job.t_first - job.t_submit),
         )
 
-    async def stream(self, text: str, options: DecodeOptions) -> AsyncIterator[StreamEvent]:
-        """Token-by-token translation of one text (greedy or sampling); see the module docstring."""
-        if options.beam_size > 1:
-            raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {options.beam_size}")
+    async def stream(self, request: Prepared | str, options: DecodeOptions | None = None) -> AsyncIterator[StreamEvent]:
+        """Token-by-token translation of one text (greedy or sampling); see the module docstring.
+
+        ``request``: a one-text :class:`Prepared` from :meth:`prepare`, or a text and ``options``.
+        """
+        beam_size = (request.options if isinstance(request, Prepared) else options).beam_size
+        if beam_size > 1:
+            raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {beam_size}")
         self._check_accepting()
-        sources, max_new = self._prepare([text], options)
+        prepared = request if isinstance(request, Prepared) else self.prepare([request], options)
+        if len(prepared.sources) != 1:
+            raise InvalidRequest(f"a stream translates one text, got {len(prepared.sources)}")
+        options = prepared.options
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
-        job = Job(sources[0], options, max_new, self.spec.eos_id, StreamSink(self._scheduler.outbox, loop, queue))
+        job = self._job(prepared.sources[0], prepared, StreamSink(self._scheduler.outbox, loop, queue))
         self._scheduler.submit([job])
         detok = IncrementalDetokenizer(self.tokenizer)
         hidden = options.hide_prefix  # leading forced tokens the stream does not show
@@ -307,5 +234,5 @@ class TranslationEngine:
                     return
                 yield StreamEvent(delta, token_id, None)
         finally:
-            if not job.finished:
+            if not job.done:
                 self._scheduler.cancel([job])

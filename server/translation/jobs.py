@@ -9,6 +9,7 @@ loop.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections.abc import Callable
@@ -16,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .options import DecodeOptions
-from .search import BeamSearch, Finished, GreedySearch
+from .search import Finished, Search, make_search
 
 log = logging.getLogger(__name__)
 
@@ -115,47 +116,74 @@ class CollectSink(Sink):
         self.error = error
 
 
+class JobState(enum.Enum):
+    """A job's lifecycle (docs/architecture.md): WAITING -> ENCODING -> RUNNING -> FINISHED,
+    or CANCELLED / FAILED from any of the first three."""
+
+    WAITING = "waiting"  # queued, holds no budget
+    ENCODING = "encoding"  # admitted: holds its rows and tokens; encoder output not in the batch yet
+    RUNNING = "running"  # has rows in the decode batch
+    FINISHED = "finished"  # its search is complete; result delivered
+    FAILED = "failed"  # an error was delivered (inference failure, deadline, shutdown)
+    CANCELLED = "cancelled"  # the client went away; nothing delivered
+
+    @property
+    def done(self) -> bool:
+        return self in _DONE
+
+
+_DONE = frozenset({JobState.FINISHED, JobState.FAILED, JobState.CANCELLED})
+
+
 class Job:
-    """One source text: its tokens, options, search state and timings."""
+    """One source text: its tokens and decoding options (forced prefix included), its search,
+    its place in the batch, what it reserves of the budgets, its state and timings.
+
+    ``group``: what the job belongs to (a request, a document), for the layers above; the
+    engine does not read it. ``deadline``: ``time.perf_counter()`` time after which it fails
+    with DEADLINE_EXCEEDED (None = none).
+    """
 
     def __init__(
-        self, src_ids: list[int], options: DecodeOptions, max_new_tokens: int, eos_id: int, sink: Sink
+        self,
+        src_ids: list[int],
+        options: DecodeOptions,
+        max_new_tokens: int,
+        eos_id: int,
+        sink: Sink,
+        deadline: float | None = None,
+        group: object = None,
+        bytes_per_token: int = 0,
     ) -> None:
         self.src_ids = np.asarray(src_ids, dtype=np.int64)  # (L,)
         self.options = options
         self.max_new_tokens = max_new_tokens
         self.sink = sink
-        self.beam = options.beam_size > 1
-        self.sampling = options.sampling
-        self.needs_scores = self.beam or options.return_scores
-        if self.beam:
-            self.search = BeamSearch(
-                options.beam_size,
-                max_new_tokens,
-                options.length_penalty,
-                options.num_hypotheses,
-                eos_id,
-                tuple(options.prefix_ids),
-            )
-        else:
-            self.search = GreedySearch(eos_id, max_new_tokens, tuple(options.prefix_ids))
-        self.rng = np.random.default_rng(options.seed) if self.sampling else None
-        self.reserved_rows = options.beam_size  # admission reserves every beam's row up front
+        self.deadline = deadline
+        self.group = group
+        self.search: Search = make_search(options, max_new_tokens, eos_id)
+        self.state = JobState.WAITING
+        self.cancel_requested = False  # set from the event loop; acted on at the next step boundary
+        # admission reserves every beam's row and its whole length up front
+        self.reserved_rows = options.beam_size
         self.reserved_tokens = options.beam_size * (len(src_ids) + max_new_tokens)
-        # batch bookkeeping (scheduler thread)
+        self.reserved_bytes = self.reserved_tokens * bytes_per_token
+        self.holds_budget = False
+        # batch placement (scheduler thread)
         self.slots = np.zeros(0, dtype=np.int64)  # its rows in the batch (beam order)
         self.parents: list[int] | None = None  # after a beam step: row i continues beam parents[i]
         self.next_tokens: list[int] | None = None
         self.encoded: list[np.ndarray] | None = None  # cross K/V from the encoder until it joins the batch
-        self.reserved = False  # holds its rows and tokens in the scheduler's budgets
-        self.cancelled = False  # set from the event loop; acted on at the next step boundary
-        self.finished = False
         # timings (perf_counter seconds)
         self.t_submit = time.perf_counter()
         self.t_admit = 0.0
         self.t_first = 0.0
         self.t_done = 0.0
         self.encode_s = 0.0
+
+    @property
+    def done(self) -> bool:
+        return self.state.done
 
     @property
     def source_tokens(self) -> int:

@@ -17,6 +17,9 @@ class EngineSettings:
     max_texts_per_request: int = 64  # more texts in one translate() call -> InvalidRequest
     max_text_chars: int = 50_000  # characters of one text, checked before anything else (issue 14)
     max_request_chars: int = 200_000  # characters of all texts of one call, likewise
+    # KV-cache bytes admitted jobs may reserve together (rows x (source + max new tokens) x
+    # bytes per token of self and cross K/V, fp32); 0 = bounded by max_tokens_in_flight only.
+    max_cache_bytes: int = 0
     # "continuous": queued texts join the running batch at the next step boundary (Orca);
     # "static": only once every row of the running batch has finished (the baseline that
     # benchmarks/server_translation.py compares with; docs/architecture.md "Performance targets").
@@ -33,6 +36,8 @@ class EngineSettings:
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"EngineSettings.{name} must be >= 1, got {getattr(self, name)}")
+        if self.max_cache_bytes < 0:
+            raise ValueError(f"EngineSettings.max_cache_bytes must be >= 0 (0 = no limit), got {self.max_cache_bytes}")
         if self.max_texts_per_request < 1:
             raise ValueError(f"EngineSettings.max_texts_per_request must be >= 1, got {self.max_texts_per_request}")
         if self.batching not in BATCHING:

@@ -1,24 +1,26 @@
 """The decode scheduler: iteration-level (continuous) batching of translation jobs.
 
-One thread owns the decoder, the encoder and the KV cache, and loops:
+One thread owns the models and the KV cache and repeats plan -> run -> update
+(docs/architecture.md has the diagram):
 
-    boundary:  free cancelled rows, admit queued jobs (within the row and token
-               budgets), encode the newcomers in one batch and put them into free
-               slots, place beam search's next rows; compact the cache when it pays
-    step:      one decoder run for every slot, then each job picks its tokens; a
-               finished job's slots are freed at once
+    plan:    under the queue's lock, :func:`~.planner.plan_step` decides which waiting jobs
+             join (within the row, token and cache budgets), which leave (cancelled, past
+             their deadline); it only decides
+    run:     at the step boundary the plan is applied: leavers' rows are freed, newcomers
+             encoded in one encoder run and placed in free slots with beam search's next
+             rows (:class:`~.slots.SlotTable`, compacting when it pays); then one decoder
+             step over every row (:class:`~.runner.ModelRunner`)
+    update:  each job's search picks its rows' next tokens (:mod:`.search`); a finished
+             job's rows are freed at once and its result goes out through the outbox
 
-so a request joins the running batch at the next step boundary and a finished one
-leaves at once (Yu et al. 2022, Orca). ``EngineSettings.batching = "static"`` admits
-only into an empty batch instead (every row has finished): the baseline of static
-batches run to completion, kept for benchmarks. Rows are slots of the cache (``cache.py``): a
-freed slot costs no copy and the next newcomer takes it in place; a full compaction
-runs only when free slots and unneeded left padding have wasted about what the copy
-costs. The event loop only enqueues jobs and sets cancellation flags (both
-thread-safe); results flow back through each job's sink and the outbox.
+so a request joins the running batch at the next step boundary and a finished one leaves
+at once (Yu et al. 2022, Orca). ``EngineSettings.batching = "static"`` admits only into an
+empty batch instead: the baseline of static batches run to completion, kept for benchmarks.
+The event loop only enqueues jobs and sets cancellation flags (both thread-safe); results
+flow back through each job's sink and the outbox.
 
-A failing decoder step fails exactly the jobs of that batch with InferenceFailed and
-the loop goes on with the next ones; a failing encoder fails only its newcomers.
+A failing decoder step fails exactly the jobs of that batch with InferenceFailed and the
+loop goes on with the next ones; a failing encoder fails only its newcomers.
 """
 
 from __future__ import annotations
@@ -31,26 +33,18 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from attnserve.server.errors import InferenceFailed, Overloaded, ServingError, ShuttingDown
+from attnserve.server.errors import DeadlineExceeded, InferenceFailed, Overloaded, ServingError, ShuttingDown
 
-from .cache import DecoderRunner, KVCache, NewRows, Placement
-from .jobs import Job, Outbox
+from .cache import KVCache, NewRows, Placement
+from .jobs import Job, JobState, Outbox
 from .options import EngineSettings
-from .search import NEG_INF, log_normalizers, sample_token
+from .planner import Budgets, StepPlan, Usage, plan_step
+from .runner import ModelRunner
+from .search import StepLogits
 from .sessions import ModelSpec
+from .slots import SlotTable
 
 log = logging.getLogger(__name__)
-
-COMPACT_AFTER_ROWS = 0.5  # see DecodeScheduler._waste_limit
-MAX_IDLE_ROW_STEPS = 16
-# Share of a step's time that grows with the cache length: unneeded left-padding columns
-# waste only that share of their rows' work (mt-small on CPU, batch 32: a step takes
-# ~1.2x longer at 128 cached tokens than at 16, so roughly a quarter).
-COLUMN_COST = 0.25
-# When newcomers must be encoded, queued texts of up to this many source tokens are
-# encoded in the same batch, so that under load the encoder runs on batches rather
-# than one text at a time (its weights are read once per run).
-ENCODE_AHEAD_TOKENS = 1024
 
 
 class DecodeScheduler:
@@ -64,11 +58,13 @@ class DecodeScheduler:
         settings: EngineSettings,
         placement: Placement | None = None,
     ) -> None:
-        self.encoder, self.spec, self.settings = encoder, spec, settings
+        self.spec, self.settings = spec, settings
         placement = placement or Placement()
         self.cache = KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
-        self.runner = DecoderRunner(decoder, spec.decoder_io, placement)
-        self.cross_names = list(spec.encoder_io.cross)
+        self.slots = SlotTable(self.cache, spec.bos_id, spec.pad_id)
+        self.runner = ModelRunner(encoder, decoder, spec, placement)
+        self.budgets = Budgets(settings.max_active_sequences, settings.max_tokens_in_flight, settings.max_cache_bytes)
+        self.usage = Usage()  # what admitted jobs hold; changed under the condition's lock
         self.never = np.array([spec.pad_id, spec.bos_id])  # never generated (models/decoding.py)
         self.on_step: Callable[[int, int], None] | None = None
         self.outbox = Outbox()  # results for the event loops; flushed after each step
@@ -78,24 +74,16 @@ class DecodeScheduler:
         self._closing: ServingError | None = None
         self._thread: threading.Thread | None = None
         # scheduler thread only
-        self._jobs: list[Job] = []
-        self._tokens = np.zeros(0, dtype=np.int64)  # (B,) next input token per slot
-        self._owner: list[Job | None] = []  # (B,) the job of each slot; None = free
-        self._live_rows = 0
-        self._min_live_pad = 0  # left-padding columns no live row needs (compaction would drop them)
-        self._waste = 0.0  # row-steps spent on free slots and unneeded columns since the last compaction
+        self._jobs: list[Job] = []  # running, in batch order
         self._layout_changed = False  # rows leave or are reordered at the next boundary
         self._any_scores = False  # some job needs log-probabilities
-        self._any_greedy = False  # some job takes the argmax
-        self._all_plain_greedy = False  # every job takes the argmax: it is the next input as is
+        self._any_argmax = False  # some job takes the argmax
+        self._all_argmax = False  # every job takes the argmax in place: it is the next input as is
         # observability (plain ints: safe to read from any thread)
         self.active_sequences = 0
         self.kv_cache_bytes = 0
-        self.reserved_rows = 0
-        self.tokens_in_flight = 0
         self.tokens_generated_total = 0
         self.steps_total = 0
-        self.compactions_total = 0
 
     # --- thread-safe API -----------------------------------------------------------
 
@@ -104,9 +92,21 @@ class DecodeScheduler:
         return len(self._pending)
 
     @property
+    def reserved_rows(self) -> int:
+        return self.usage.rows
+
+    @property
+    def tokens_in_flight(self) -> int:
+        return self.usage.tokens
+
+    @property
+    def compactions_total(self) -> int:
+        return self.slots.compactions
+
+    @property
     def idle(self) -> bool:
         """No job queued or admitted (admission moves a job between the two under the lock)."""
-        return not self._pending and self.reserved_rows == 0
+        return not self._pending and self.usage.rows == 0
 
     def submit(self, jobs: list[Job]) -> None:
         """Queue jobs for admission, all or none. Raises Overloaded or ShuttingDown."""
@@ -128,9 +128,10 @@ class DecodeScheduler:
         """Drop jobs: queued ones at once, running ones at the next step boundary."""
         with self._cond:
             for job in jobs:
-                job.cancelled = True
-                if job in self._pending:
+                job.cancel_requested = True
+                if job.state is JobState.WAITING and job in self._pending:
                     self._pending.remove(job)
+                    job.state = JobState.CANCELLED
             self._cond.notify()
 
     def start(self) -> None:
@@ -158,68 +159,37 @@ class DecodeScheduler:
                     closing, pending = self._closing, list(self._pending)
                     self._pending.clear()
                     break
-                admitted, ahead = self._take_admissible()
             try:
-                self.run_once(admitted, ahead)
+                self.run_once(self.plan())
             except Exception as exc:  # noqa: BLE001 - a bug here must fail requests, never hang them
                 log.exception("decode scheduler error")
-                error = InferenceFailed(f"translation scheduler failed: {type(exc).__name__}: {exc}")
-                for job in self._jobs + admitted:
-                    self._fail(job, error)
-                self._jobs = []
-                self._reset_batch()
-                self.outbox.flush()
-        for job in self._jobs + pending:
-            self._fail(job, closing)
-        self._jobs = []
-        self._reset_batch()
-        self.outbox.flush()
+                self._fail_batch(InferenceFailed(f"translation scheduler failed: {type(exc).__name__}: {exc}"))
+        self._fail_batch(closing, pending)
 
-    def _take_admissible(self) -> tuple[list[Job], list[Job]]:
-        """Pop queued jobs, first come first served, while they fit the row and token budgets.
+    def plan(self) -> StepPlan:
+        """Plan the next boundary and take the plan's jobs off the queue (under the lock)."""
+        with self._cond:
+            static = self.settings.batching == "static"
+            plan = plan_step(self._pending, self._jobs, self.usage, self.budgets, time.perf_counter(), static)
+            for job in plan.admit:
+                self._pending.remove(job)
+                self.usage.take(job)
+                job.holds_budget = True
+                job.state = JobState.ENCODING
+            for job in plan.evict + plan.finish:
+                if job.state is JobState.WAITING:
+                    self._pending.remove(job)
+            return plan
 
-        Returns them and the queued jobs to encode along with them (see ENCODE_AHEAD_TOKENS).
-        With static batching nothing is admitted while a row of the running batch is live.
-        """
-        admitted = []
-        s = self.settings
-        if s.batching == "static" and any(not (job.finished or job.cancelled) for job in self._jobs):
-            return [], []
-        while self._pending:
-            job = self._pending[0]
-            if (
-                self.reserved_rows + job.reserved_rows > s.max_active_sequences
-                or self.tokens_in_flight + job.reserved_tokens > s.max_tokens_in_flight
-            ):
-                break
-            self._pending.popleft()
-            self.reserved_rows += job.reserved_rows
-            self.tokens_in_flight += job.reserved_tokens
-            job.reserved = True
-            admitted.append(job)
-        ahead, budget = [], ENCODE_AHEAD_TOKENS
-        if any(job.encoded is None for job in admitted):
-            for job in self._pending:
-                if job.encoded is None:
-                    if job.source_tokens > budget:
-                        break
-                    budget -= job.source_tokens
-                    ahead.append(job)
-        return admitted, ahead
-
-    def run_once(self, admitted: list[Job], ahead: list[Job] = ()) -> None:
-        """One boundary (with ``admitted`` joining, ``ahead`` encoded early) and, if any row is left, one step."""
+    def run_once(self, plan: StepPlan) -> None:
+        """One boundary (applying ``plan``) and, if any row is left, one step."""
         try:
-            self._boundary(admitted, ahead)
+            self._boundary(plan)
             if self._jobs:
                 self._step()
         except Exception as exc:  # noqa: BLE001 - one batch fails, the scheduler goes on
             log.exception("decoder step failed; failing the %d requests of the batch", len(self._jobs))
-            error = InferenceFailed(f"translation decoder failed: {type(exc).__name__}: {exc}")
-            for job in self._jobs + admitted:
-                self._fail(job, error)
-            self._jobs = []
-            self._reset_batch()
+            self._fail_batch(InferenceFailed(f"translation decoder failed: {type(exc).__name__}: {exc}"), plan.admit)
         self.outbox.flush()  # this step's tokens and results: one wake-up per event loop
 
     def run_until_idle(self, jobs: list[Job]) -> None:
@@ -227,222 +197,95 @@ class DecodeScheduler:
         with self._cond:
             self._pending.extend(jobs)
         while self._jobs or self._pending:
-            with self._cond:
-                admitted, ahead = self._take_admissible()
-            self.run_once(admitted, ahead)
+            self.run_once(self.plan())
 
-    # --- boundary ----------------------------------------------------------------
+    # --- run: the boundary ---------------------------------------------------------
 
-    def _boundary(self, admitted: list[Job], ahead: list[Job] = ()) -> None:
-        """Free cancelled rows, place newcomers and beam copies in slots, compact when it pays."""
-        cancelled = [job for job in self._jobs if job.cancelled and not job.finished]
-        for job in cancelled:
-            self._release(job)
-            self._free_slots(job)
-        if not (cancelled or admitted or self._layout_changed or self._waste >= self._waste_limit()):
+    def _boundary(self, plan: StepPlan) -> None:
+        """Apply the plan: free leavers' rows, place newcomers and beam copies, compact when it pays."""
+        for job in plan.evict:
+            self._leave(job, JobState.CANCELLED)
+        for job in plan.finish:
+            self._fail(job, DeadlineExceeded("the deadline passed before this translation finished"))
+        slots = self.slots
+        if not (plan or self._layout_changed or slots.waste >= slots.waste_limit()):
             return
-        jobs = [job for job in self._jobs if not job.finished and not job.cancelled]
-        new = self._encode(admitted, ahead) if admitted else None  # drops (and fails) what it could not encode
-        growth = sum(len(job.parents) - len(job.slots) for job in jobs if job.parents is not None)
-        need = growth + len(admitted)
+        jobs = [job for job in self._jobs if not job.done]
+        admitted, new = self._encode(plan.admit, plan.encode_ahead) if plan.admit else ([], None)
         if not jobs and new is not None:
-            self._start(admitted, new)
+            slots.start(admitted, new)
         else:
-            self._place(jobs, admitted, new, need)
+            slots.place(jobs, admitted, new)
+        for job in admitted:
+            job.state = JobState.RUNNING
         self._jobs = jobs + admitted
         self._layout_changed = False
-        live = [job.slots for job in self._jobs]
-        self._live_rows = sum(len(slots) for slots in live)
-        self._min_live_pad = int(self.cache.pad[np.concatenate(live)].min()) if live else 0
-        self._any_scores = any(job.needs_scores for job in self._jobs)
-        self._any_greedy = any(not job.beam for job in self._jobs)
-        self._all_plain_greedy = all(not job.beam and not job.sampling for job in self._jobs)
+        slots.recount(self._jobs)
+        searches = [job.search for job in self._jobs]
+        self._any_scores = any(s.needs_scores for s in searches)
+        self._any_argmax = any(s.uses_argmax for s in searches)
+        self._all_argmax = all(s.uses_argmax and s.in_place for s in searches)
         self._observe()
 
-    def _start(self, admitted: list[Job], new: NewRows) -> None:
-        """No row is decoding: the newcomers become the whole batch, their encoder output the cache."""
-        self.cache.start(new)
-        for i, job in enumerate(admitted):
-            job.slots = np.array([i], dtype=np.int64)
-        self._owner = list(admitted)
-        self._tokens = np.full(len(admitted), self.spec.bos_id, dtype=np.int64)
-        self._waste = 0.0
-
-    def _place(self, jobs: list[Job], admitted: list[Job], new: NewRows | None, need: int) -> None:
-        """Beam rows and newcomers into free slots of the running batch, compacting first when it pays."""
-        free = [i for i, owner in enumerate(self._owner) if owner is None]
-        if not jobs and not admitted:
-            if self.cache.rows:
-                self._compact([], 0)
-        elif need > len(free) or self._waste >= self._waste_limit():
-            self._compact(jobs, need)
-            free = [i for i, owner in enumerate(self._owner) if owner is None]
-        free.reverse()  # pop() hands out the lowest free slot first
-        self._place_beams(jobs, free)
-        if new is not None:
-            slots = np.array([free.pop() for _ in admitted], dtype=np.int64)
-            self.cache.assign(slots, new)
-            for job, slot in zip(admitted, slots.tolist()):
-                job.slots = np.array([slot], dtype=np.int64)
-                self._owner[slot] = job
-            self._tokens[slots] = self.spec.bos_id
-
-    def _place_beams(self, jobs: list[Job], free: list[int]) -> None:
-        """Beam search's next rows: row i continues beam parents[i]; copy the caches that move."""
-        dst, src = [], []
-        for job in jobs:
-            if job.parents is None:
-                continue
-            current, parents = job.slots, np.asarray(job.parents, dtype=np.int64)
-            n = len(parents)
-            slots = np.concatenate([current, [free.pop() for _ in range(n - len(current))]]).astype(np.int64)
-            slots = slots[:n]
-            if n < len(current):  # fewer live beams (a tiny vocabulary): free the extra rows
-                self.cache.free(current[n:])
-                for slot in current[n:].tolist():
-                    self._owner[slot] = None
-            for slot in slots.tolist():
-                self._owner[slot] = job
-            moved = slots != current[parents] if n <= len(current) else np.ones(n, dtype=bool)
-            dst.append(slots[moved])
-            src.append(current[parents][moved])
-            job.slots = slots
-            self._tokens[slots] = job.next_tokens
-            job.parents = job.next_tokens = None
-        if dst and sum(len(d) for d in dst):
-            self.cache.copy_rows(np.concatenate(dst), np.concatenate(src))
-
-    def _compact(self, jobs: list[Job], extra: int) -> None:
-        """One copy of the cache: the jobs' rows in order, then ``extra`` free slots."""
-        keep = np.concatenate([job.slots for job in jobs]) if jobs else np.zeros(0, dtype=np.int64)
-        self.cache.compact(keep, extra)
-        start = 0
-        for job in jobs:
-            job.slots = np.arange(start, start + len(job.slots))
-            start += len(job.slots)
-        self._owner = [job for job in jobs for _ in job.slots] + [None] * extra
-        self._tokens = np.concatenate([self._tokens[keep], np.full(extra, self.spec.pad_id, dtype=np.int64)])
-        self._waste = 0.0
-        self.compactions_total += 1
-
-    def _waste_limit(self) -> float:
-        """Compact once idle rows and unneeded columns have cost about what a compaction costs.
-
-        A compaction copies the cache once, roughly the memory traffic of part of a step;
-        a free slot wastes a row of every step. So compact after about half a batch of
-        row-steps (at most 16: a free row never lingers long), a ski-rental rule.
-        """
-        return min(COMPACT_AFTER_ROWS * max(self.cache.rows, 1), MAX_IDLE_ROW_STEPS)
-
-    def _encode(self, jobs: list[Job], ahead: list[Job] = ()) -> NewRows | None:
-        """Encoder output of the newcomers ``jobs``, running the encoder once on those not yet
-        encoded together with ``ahead`` (queued, encoded early). On failure the newcomers of
-        that run fail (queued ones are tried again at their admission)."""
-        for job in jobs:
-            if job.cancelled:
-                self._release(job)
-        jobs[:] = [job for job in jobs if not job.cancelled]
+    def _encode(self, admitted: list[Job], ahead: list[Job]) -> tuple[list[Job], NewRows | None]:
+        """The newcomers that made it and the rows they bring: runs the encoder once on those
+        not yet encoded together with ``ahead`` (waiting, encoded early). On failure the
+        newcomers of that run fail (waiting ones are tried again at their admission)."""
+        for job in admitted:
+            if job.cancel_requested:
+                self._leave(job, JobState.CANCELLED)
+        jobs = [job for job in admitted if not job.done]
         todo = [job for job in jobs if job.encoded is None]
         run = None  # (encoder outputs, their jobs in row order)
         if todo:
-            todo += [job for job in ahead if job.encoded is None and not job.cancelled]
+            todo += [job for job in ahead if job.encoded is None and not job.cancel_requested]
             try:
-                run = self._run_encoder(todo), todo
+                run = self.runner.encode(todo), todo
             except Exception as exc:  # noqa: BLE001
                 log.exception("encoder failed on %d texts", len(todo))
                 error = InferenceFailed(f"translation encoder failed: {type(exc).__name__}: {exc}")
                 for job in jobs:
                     if job.encoded is None:
                         self._fail(job, error)
-                jobs[:] = [job for job in jobs if job.encoded is not None]
+                jobs = [job for job in jobs if not job.done]
         if not jobs:
-            return None
+            return [], None
         now = time.perf_counter()
-        n, L = len(jobs), max(job.source_tokens for job in jobs)
-        src_mask = np.zeros((n, L), dtype=np.int32)  # (n, L)
-        if run is not None and run[1][:n] == jobs:  # the encoder's own rows, in order: no copy
-            cross = [c[:n, :, :L] for c in run[0]]  # (n, H, L, D) each; contiguous unless `ahead` was longer
-        else:
-            cross = [np.zeros((n, self.spec.num_heads, L, self.spec.head_dim), np.float32) for _ in self.cross_names]
-            for i, job in enumerate(jobs):
-                for c, rows in zip(cross, job.encoded):
-                    c[i, :, : job.source_tokens] = rows  # (H, Lj, D)
-        for i, job in enumerate(jobs):
+        for job in jobs:
             job.t_admit = now
-            src_mask[i, : job.source_tokens] = 1
-            job.encoded = None  # the cache holds it from here on
-        lengths = np.array([job.source_tokens for job in jobs], dtype=np.int64)
-        return NewRows(cross, src_mask, lengths)
+        return jobs, self.runner.new_rows(jobs, run)
 
-    def _run_encoder(self, jobs: list[Job]) -> list[np.ndarray]:
-        """One encoder run; each job keeps its cross K/V, ``job.encoded``: 2 per layer (H, Lj, D).
-
-        Returns the run's outputs, 2 per layer (n, H, L, D), row i = ``jobs[i]``, right-padded.
-        """
-        t0 = time.perf_counter()
-        n, L = len(jobs), max(job.source_tokens for job in jobs)
-        src = np.full((n, L), self.spec.pad_id, dtype=np.int64)  # (n, L), right-padded
-        src_mask = np.zeros((n, L), dtype=np.int32)  # (n, L)
-        for i, job in enumerate(jobs):
-            src[i, : job.source_tokens] = job.src_ids
-            src_mask[i, : job.source_tokens] = 1
-        io = self.spec.encoder_io
-        cross = self.encoder.run(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
-        seconds = time.perf_counter() - t0
-        for i, job in enumerate(jobs):
-            job.encoded = [c[i, :, : job.source_tokens] for c in cross]
-            job.encode_s = seconds
-        return cross
-
-    # --- step --------------------------------------------------------------------
+    # --- run + update: the step ----------------------------------------------------
 
     def _step(self) -> None:
-        logits = self.runner.step(self.cache, self._tokens[:, None])  # (B, V)
-        if self._any_scores:
-            m, ls = log_normalizers(logits)  # (B,), (B,)
-        logits[:, self.never] = NEG_INF
-        greedy = logits.argmax(axis=1) if self._any_greedy else None  # (B,) ties to the lowest id
+        slots = self.slots
+        logits = self.runner.step(self.cache, slots.tokens[:, None])  # (B, V)
+        step = StepLogits(logits, self.never, self._any_scores, self._any_argmax)
         now = time.perf_counter()
         generated = 0
-        next_tokens = greedy if self._all_plain_greedy else self._tokens.copy()
+        next_tokens = step.greedy if self._all_argmax else slots.tokens.copy()
         for job in self._jobs:
-            if job.beam:
-                rows = job.slots
-                logp = (logits[rows] - m[rows, None]) - ls[rows, None]  # (K, V)
-                job.parents, job.next_tokens = job.search.advance(logp)
-                generated += len(rows)
-                done = job.search.done
+            search = job.search
+            generated += len(job.slots)
+            tokens, parents = search.choose(step, job.slots)
+            if parents is None:  # one row, continuing in place
+                next_tokens[job.slots[0]] = tokens[0]
+                job.sink.token(job, tokens[0], search.finish_reason if search.done else None)
+            else:  # beam search: rows are re-chosen at the next boundary
+                job.parents, job.next_tokens = parents, tokens
                 self._layout_changed = True
-            else:
-                s = int(job.slots[0])
-                forced = job.search.forced()
-                if forced is not None:
-                    tok = forced
-                elif job.sampling:
-                    o = job.options
-                    tok = sample_token(logits[s], o.temperature, o.top_k, o.top_p, job.rng)
-                else:
-                    tok = int(greedy[s])
-                next_tokens[s] = tok
-                lp = float((logits[s, tok] - m[s]) - ls[s]) if job.needs_scores else 0.0
-                done = job.search.push(tok, lp)
-                generated += 1
-                job.sink.token(job, tok, (("eos" if tok == self.spec.eos_id else "length") if done else None))
             if not job.t_first:
                 job.t_first = now
-            if done:
-                job.finished = True
+            if search.done:
                 job.t_done = now
                 job.parents = job.next_tokens = None
                 self._layout_changed = True
-                self._release(job)
-                self._free_slots(job)
+                self._leave(job, JobState.FINISHED)
                 job.sink.done(job)
-        self._tokens = next_tokens
+        slots.tokens = next_tokens
         self.steps_total += 1
         self.tokens_generated_total += generated
-        B = self.cache.rows
-        self._waste += (B - self._live_rows) + COLUMN_COST * self._live_rows * self._min_live_pad / self.cache.P
+        slots.account_step()
         self._observe()
         if self.on_step is not None:
             try:
@@ -450,39 +293,36 @@ class DecodeScheduler:
             except Exception:  # noqa: BLE001 - metrics must never stop decoding
                 log.exception("on_step callback failed")
 
-    # --- bookkeeping -------------------------------------------------------------
+    # --- bookkeeping ---------------------------------------------------------------
 
-    def _release(self, job: Job) -> None:
-        """Give back the rows and tokens a job reserved at admission (once)."""
-        if job.reserved:
-            job.reserved = False
-            self.reserved_rows -= job.reserved_rows
-            self.tokens_in_flight -= job.reserved_tokens
+    def _leave(self, job: Job, state: JobState) -> None:
+        """The job is done (``state``): its budget and rows are given back (once)."""
+        if job.holds_budget:  # only this thread changes usage; readers elsewhere take a snapshot
+            self.usage.give_back(job)
+            job.holds_budget = False
+        if len(job.slots):
+            self.slots.free(job)
+        job.state = state
 
     def _fail(self, job: Job, error: BaseException) -> None:
-        self._release(job)
-        if job.finished:
+        if job.done:
             return
-        job.finished = True
+        self._leave(job, JobState.FAILED)
         try:
             job.sink.fail(job, error)
         except Exception:  # noqa: BLE001
             log.exception("could not deliver a failure")
 
-    def _free_slots(self, job: Job) -> None:
-        """The job's rows become free slots (no copy); ``_live_rows`` is recounted at the boundary."""
-        self.cache.free(job.slots)
-        for slot in job.slots.tolist():
-            self._owner[slot] = None
-        self._live_rows -= len(job.slots)
-        job.slots = np.zeros(0, dtype=np.int64)
-
-    def _reset_batch(self) -> None:
-        self._compact([], 0)
+    def _fail_batch(self, error: BaseException, also: Iterable[Job] = ()) -> None:
+        """Fail every running job (and ``also``) with ``error``, drop every row, deliver at once."""
+        for job in [*self._jobs, *also]:
+            self._fail(job, error)
+        self._jobs = []
+        self.slots.reset()
         self._layout_changed = False
-        self._live_rows = 0
         self._observe()
+        self.outbox.flush()
 
     def _observe(self) -> None:
-        self.active_sequences = self._live_rows
+        self.active_sequences = self.slots.live_rows
         self.kv_cache_bytes = self.cache.nbytes

@@ -18,6 +18,13 @@ the sampler's generator), adding its log-probability like a chosen token's; beam
 keeps its single start beam through the prefix and expands after it. With an empty
 prefix nothing changes.
 
+One interface for all three (:class:`Search`): after a decoder step the scheduler hands
+each job's search the step's logits (:class:`StepLogits`, log-normalisers and the batch's
+argmax computed once for every row) and the job's rows; the search returns the next input
+token of each row and, for beam search, which row each one continues. Greedy and sampling
+are one :class:`SingleSearch` with the token chooser injected (:class:`Argmax`,
+:class:`Sampler`), so the step never branches on the mode.
+
 Sampling (no reference decoder): logits / temperature, then top-k, then top-p (the
 smallest set of most likely tokens whose probability reaches ``top_p``, Holtzman et
 al. 2020), then one draw from the renormalised distribution with the text's own
@@ -29,6 +36,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from .options import DecodeOptions
 
 NEG_INF = np.float32(-np.inf)
 
@@ -58,30 +67,127 @@ class Finished:
     finish_reason: str  # "eos" | "length"
 
 
-class GreedySearch:
-    """One row; argmax (or a draw, when sampling) each step."""
+class StepLogits:
+    """One decoder step's logits as every search reads them.
 
-    def __init__(self, eos_id: int, max_new_tokens: int, prefix: tuple[int, ...] = ()) -> None:
+    logits: (B, V) float32, raw from the decoder; pad and start tokens are set to -inf in
+    place (never generated). The log-softmax normalisers (``scores``) and the argmax of
+    every row (``argmax``, ties to the lowest id) are computed once, for the whole batch,
+    and only when some job needs them.
+    """
+
+    __slots__ = ("logits", "m", "ls", "greedy")
+
+    def __init__(self, logits: np.ndarray, never: np.ndarray, scores: bool, argmax: bool) -> None:
+        self.m, self.ls = log_normalizers(logits) if scores else (None, None)  # (B,), (B,)
+        logits[:, never] = NEG_INF
+        self.logits = logits
+        self.greedy = logits.argmax(axis=1) if argmax else None  # (B,)
+
+    def logp(self, rows: np.ndarray) -> np.ndarray:
+        """Log-probabilities of ``rows`` (K,): (K, V) float32, pad/start at -inf."""
+        return (self.logits[rows] - self.m[rows, None]) - self.ls[rows, None]  # (K, V)
+
+    def token_logp(self, row: int, token: int) -> float:
+        return float((self.logits[row, token] - self.m[row]) - self.ls[row])
+
+
+class Search:
+    """A job's token choice. ``in_place``: it holds one row that continues itself (greedy,
+    sampling); otherwise each step says which row every next row continues (beam search)."""
+
+    in_place = True
+    streams = True  # its tokens are final as they come (a stream can show them)
+    needs_scores = True  # the step must compute log-probabilities
+    uses_argmax = False  # the step must compute the batch's argmax
+    done = False
+
+    def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], list[int] | None]:
+        """(next input token per row, parents or None when rows continue in place)."""
+        raise NotImplementedError
+
+    def result(self) -> list[Finished]:
+        raise NotImplementedError
+
+
+class Argmax:
+    """Greedy: the most likely token (the batch's argmax, computed once per step)."""
+
+    uses_argmax = True
+
+    def choose(self, step: StepLogits, row: int) -> int:
+        return int(step.greedy[row])
+
+
+class Sampler:
+    """A draw from temperature / top-k / top-p filtered logits with the job's own generator."""
+
+    uses_argmax = False
+
+    def __init__(self, temperature: float, top_k: int, top_p: float, rng: np.random.Generator) -> None:
+        self.temperature, self.top_k, self.top_p, self.rng = temperature, top_k, top_p, rng
+
+    def choose(self, step: StepLogits, row: int) -> int:
+        return sample_token(step.logits[row], self.temperature, self.top_k, self.top_p, self.rng)
+
+
+class SingleSearch(Search):
+    """One row: the forced prefix, then the chooser's token, until the end token or max_new_tokens."""
+
+    def __init__(
+        self, chooser: Argmax | Sampler, eos_id: int, max_new_tokens: int, prefix: tuple[int, ...] = (), scores=True
+    ) -> None:
+        self.chooser = chooser
         self.eos_id = eos_id
         self.max_new_tokens = max_new_tokens
         self.prefix = prefix
+        self.needs_scores = scores
+        self.uses_argmax = chooser.uses_argmax
         self.tokens: list[int] = []
         self.logprob = 0.0
+        self.done = False
 
     def forced(self) -> int | None:
         """The next token when it is forced (still inside the prefix), else None."""
         n = len(self.tokens)
         return self.prefix[n] if n < len(self.prefix) else None
 
+    def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], None]:
+        row = int(rows[0])
+        tok = self.forced()
+        if tok is None:
+            tok = self.chooser.choose(step, row)
+        self.push(tok, step.token_logp(row, tok) if self.needs_scores else 0.0)
+        return [tok], None
+
     def push(self, token: int, logprob: float) -> bool:
         """Record one token; True when the sequence is complete."""
         self.tokens.append(token)
         self.logprob += logprob
-        return token == self.eos_id or len(self.tokens) >= self.max_new_tokens
+        self.done = token == self.eos_id or len(self.tokens) >= self.max_new_tokens
+        return self.done
+
+    @property
+    def finish_reason(self) -> str:
+        return "eos" if self.tokens and self.tokens[-1] == self.eos_id else "length"
 
     def result(self) -> list[Finished]:
-        reason = "eos" if self.tokens and self.tokens[-1] == self.eos_id else "length"
-        return [Finished(self.tokens, self.logprob, self.logprob, reason)]
+        return [Finished(self.tokens, self.logprob, self.logprob, self.finish_reason)]
+
+
+def make_search(options: DecodeOptions, max_new_tokens: int, eos_id: int) -> Search:
+    """The search ``options`` ask for: beam search, sampling (seeded per job) or greedy."""
+    prefix = tuple(options.prefix_ids)
+    if options.beam_size > 1:
+        return BeamSearch(
+            options.beam_size, max_new_tokens, options.length_penalty, options.num_hypotheses, eos_id, prefix
+        )
+    if options.sampling:
+        rng = np.random.default_rng(options.seed)
+        chooser = Sampler(options.temperature, options.top_k, options.top_p, rng)
+    else:
+        chooser = Argmax()
+    return SingleSearch(chooser, eos_id, max_new_tokens, prefix, options.return_scores)
 
 
 def sample_token(logits: np.ndarray, temperature: float, top_k: int, top_p: float, rng: np.random.Generator) -> int:
@@ -119,8 +225,11 @@ def _nucleus(cand: np.ndarray, xc: np.ndarray, top_p: float) -> tuple[np.ndarray
         n = min(2 * n, len(cand))
 
 
-class BeamSearch:
+class BeamSearch(Search):
     """Beam search of one source; its live beams are rows of the decode batch."""
+
+    in_place = False
+    streams = False
 
     def __init__(
         self,
@@ -141,6 +250,10 @@ class BeamSearch:
         self.finished: list[Finished] = []
         self.step = 0
         self.done = False
+
+    def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], list[int]]:
+        parents, tokens = self.advance(step.logp(rows))
+        return tokens, parents
 
     def advance(self, logp: np.ndarray) -> tuple[list[int], list[int]]:
         """One step. logp: (K_live, V) float32 log-probs (pad/bos at -inf).

@@ -78,6 +78,11 @@ class ModelSpec:
     encoder_io: EncoderIO  # graph input/output names, as model.json lists them
     decoder_io: DecoderIO
 
+    @property
+    def cache_bytes_per_token(self) -> int:
+        """KV-cache bytes one token takes in one row: key and value, every layer, fp32."""
+        return 2 * self.num_layers * self.num_heads * self.head_dim * 4
+
 
 def model_spec(manifest: Manifest) -> ModelSpec:
     cfg, tok = manifest.config, manifest.tokenizer

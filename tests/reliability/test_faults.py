@@ -248,7 +248,7 @@ def test_a_decoder_error_fails_only_the_rows_in_the_batch(serve, full_repo, mt, 
     with serve(full_repo, max_active_sequences=2) as server:
         engine = server.app.registry.models["mt"].engine
         runner = engine._scheduler.runner
-        faulty = runner.session = FaultySession(runner.session)
+        faulty = runner.decoder = FaultySession(runner.decoder)
         metrics_hook = engine.on_step
 
         def counting(rows: int, generated: int) -> None:

@@ -12,7 +12,7 @@ import torch
 from attnserve.models import beam_search, greedy_decode
 from attnserve.server.translation import DecodeOptions, EngineSettings, load_translation_sessions
 from attnserve.server.translation.cache import DevicePlacement, KVCache, NewRows, Placement
-from attnserve.server.translation.jobs import CollectSink, Job
+from attnserve.server.translation.jobs import CollectSink, Job, JobState
 from attnserve.server.translation.scheduler import DecodeScheduler
 from attnserve.server.translation.sessions import model_spec
 
@@ -137,15 +137,13 @@ def test_cross_kv_is_sized_to_the_longest_source_exactly(tiny):
     options = DecodeOptions(max_new_tokens=3)
     sources = [[5, 6, 7, 2], [8, 9, 10, 11, 12, 2], [13, 2]]  # longest: 6 tokens
     jobs = [Job(src, options, 3, spec.eos_id, CollectSink()) for src in sources]
-    with scheduler._cond:
-        scheduler._pending.extend(jobs)
-        admitted, ahead = scheduler._take_admissible()
-    scheduler.run_once(admitted, ahead)  # admission and the first step
+    scheduler.submit(jobs)
+    scheduler.run_once(scheduler.plan())  # admission and the first step
     per_column = 2 * spec.num_layers * spec.num_heads * spec.head_dim * 4  # bytes of one row's column, all layers
     assert (scheduler.cache.rows, scheduler.cache.P, scheduler.cache.L) == (3, 1, 6)
     assert scheduler.kv_cache_bytes == 3 * per_column * (1 + 6)
     scheduler.run_until_idle([])
-    assert all(job.finished for job in jobs) and scheduler.kv_cache_bytes == 0
+    assert all(job.state is JobState.FINISHED for job in jobs) and scheduler.kv_cache_bytes == 0
 
 
 def _decode_with_placement(tiny, placement, texts, options, sessions=None):

@@ -18,8 +18,8 @@ from .conftest import MAX_SOURCE_LEN, MAX_TARGET_LEN, SessionWrapper, random_tex
 
 def slow_engine(tiny, delay_s=0.004, settings=None, fail_at_rows=None):
     engine = tiny.engine(settings)
-    wrapper = SessionWrapper(engine._scheduler.runner.session, delay_s, fail_at_rows)
-    engine._scheduler.runner.session = wrapper
+    wrapper = SessionWrapper(engine._scheduler.runner.decoder, delay_s, fail_at_rows)
+    engine._scheduler.runner.decoder = wrapper
     return engine, wrapper
 
 
@@ -220,7 +220,7 @@ def test_a_failing_step_fails_exactly_its_batch_and_the_scheduler_goes_on(tiny, 
 def test_a_failing_encoder_fails_its_newcomers_only(tiny, long_text):
     engine, _ = slow_engine(tiny, 0.002)
     scheduler = engine._scheduler
-    scheduler.encoder = SessionWrapper(scheduler.encoder, fail_at_rows=None)
+    scheduler.runner.encoder = SessionWrapper(scheduler.runner.encoder, fail_at_rows=None)
     options = DecodeOptions(max_new_tokens=10)
 
     async def main():
@@ -228,7 +228,7 @@ def test_a_failing_encoder_fails_its_newcomers_only(tiny, long_text):
         try:
             running = asyncio.create_task(engine.translate([long_text], options))
             await wait_until(lambda: engine.active_sequences == 1)
-            scheduler.encoder.fail_next = True
+            scheduler.runner.encoder.fail_next = True
             with pytest.raises(InferenceFailed, match="encoder failed.*injected failure"):
                 await engine.translate(["t5 t6"], options)
             return await running, await engine.translate(["t5 t6"], options)

@@ -37,15 +37,15 @@ def record_events(engine) -> list[Event]:
     assign, free, compact = cache.assign, cache.free, cache.compact
 
     def spy_assign(slots, new):
-        events.append(Event("join", scheduler._live_rows, len(slots), cache.P))
+        events.append(Event("join", scheduler.slots.live_rows, len(slots), cache.P))
         assign(slots, new)
 
     def spy_free(slots):
-        events.append(Event("leave", scheduler._live_rows, len(slots), cache.P))
+        events.append(Event("leave", scheduler.slots.live_rows, len(slots), cache.P))
         free(slots)
 
     def spy_compact(keep, extra=0):
-        events.append(Event("compact", scheduler._live_rows, len(keep), cache.P))
+        events.append(Event("compact", scheduler.slots.live_rows, len(keep), cache.P))
         compact(keep, extra)
 
     cache.assign, cache.free, cache.compact = spy_assign, spy_free, spy_compact
@@ -55,13 +55,13 @@ def record_events(engine) -> list[Event]:
 def record_encoder_batches(engine) -> list[int]:
     """Spy on the encoder runs: how many texts each one encoded."""
     scheduler, sizes = engine._scheduler, []
-    run_encoder = scheduler._run_encoder
+    run_encoder = scheduler.runner.encode
 
     def spy(jobs):
         sizes.append(len(jobs))
         return run_encoder(jobs)
 
-    scheduler._run_encoder = spy
+    scheduler.runner.encode = spy
     return sizes
 
 

@@ -1,0 +1,104 @@
+"""The model runner: the encoder and decoder sessions and everything fed to them.
+
+Graph input and output names come from the model's manifest (``ModelSpec.encoder_io`` /
+``decoder_io``, read by :mod:`attnserve.contract`), never spelled here. The decoder step
+feeds the :class:`~.cache.KVCache` as it is: numpy arrays to ``session.run`` on the host
+(outputs come back as zero-copy arrays, and ``present`` is fed back as ``past``
+untouched), or, with device placement (CUDA), the cache's ``OrtValue`` s bound with io
+binding, ``present`` left on the device and only the logits brought to the host.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from .cache import KVCache, NewRows, Placement
+from .jobs import Job
+from .sessions import ModelSpec
+
+
+class ModelRunner:
+    """Runs the encoder on newcomers and the decoder one step on the whole batch."""
+
+    def __init__(self, encoder, decoder, spec: ModelSpec, placement: Placement) -> None:
+        self.encoder, self.decoder, self.spec, self.placement = encoder, decoder, spec, placement
+        self.cross_names = list(spec.encoder_io.cross)
+        io = spec.decoder_io
+        self.past_names, self.decoder_cross, self.output_names = list(io.past), list(io.cross), io.outputs
+
+    # --- encoder ---------------------------------------------------------------------
+
+    def encode(self, jobs: Sequence[Job]) -> list[np.ndarray]:
+        """One encoder run; each job keeps its cross K/V, ``job.encoded``: 2 per layer (H, Lj, D).
+
+        Returns the run's outputs, 2 per layer (n, H, L, D), row i = ``jobs[i]``, right-padded.
+        """
+        t0 = time.perf_counter()
+        n, L = len(jobs), max(job.source_tokens for job in jobs)
+        src = np.full((n, L), self.spec.pad_id, dtype=np.int64)  # (n, L), right-padded
+        src_mask = np.zeros((n, L), dtype=np.int32)  # (n, L)
+        for i, job in enumerate(jobs):
+            src[i, : job.source_tokens] = job.src_ids
+            src_mask[i, : job.source_tokens] = 1
+        io = self.spec.encoder_io
+        cross = self.encoder.run(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
+        seconds = time.perf_counter() - t0
+        for i, job in enumerate(jobs):
+            job.encoded = [c[i, :, : job.source_tokens] for c in cross]
+            job.encode_s = seconds
+        return cross
+
+    def new_rows(self, jobs: list[Job], run: tuple[list[np.ndarray], list[Job]] | None) -> NewRows:
+        """The rows ``jobs`` (all encoded) bring into the batch. ``run``: the encoder run that
+        just happened (outputs, its jobs in row order); when ``jobs`` are its first rows in
+        order, its outputs are used without a copy."""
+        n, L = len(jobs), max(job.source_tokens for job in jobs)
+        src_mask = np.zeros((n, L), dtype=np.int32)  # (n, L)
+        if run is not None and run[1][:n] == jobs:
+            cross = [c[:n, :, :L] for c in run[0]]  # (n, H, L, D) each; contiguous unless the run was longer
+        else:
+            H, D = self.spec.num_heads, self.spec.head_dim
+            cross = [np.zeros((n, H, L, D), np.float32) for _ in self.cross_names]
+            for i, job in enumerate(jobs):
+                for c, rows in zip(cross, job.encoded):
+                    c[i, :, : job.source_tokens] = rows  # (H, Lj, D)
+        for i, job in enumerate(jobs):
+            src_mask[i, : job.source_tokens] = 1
+            job.encoded = None  # the cache holds it from here on
+        lengths = np.array([job.source_tokens for job in jobs], dtype=np.int64)
+        return NewRows(cross, src_mask, lengths)
+
+    # --- decoder ---------------------------------------------------------------------
+
+    def step(self, cache: KVCache, input_ids: np.ndarray) -> np.ndarray:
+        """input_ids: (B, 1) int64 -> logits (B, V) float32; the cache advances one step."""
+        positions, self_mask = cache.step_inputs()
+        io = self.spec.decoder_io
+        if self.placement.device is None:
+            feeds = {
+                io.input_ids: input_ids,
+                io.positions: positions,
+                io.self_mask: self_mask,
+                io.src_mask: cache.src_mask,
+            }
+            feeds.update(zip(self.past_names, cache.past))
+            feeds.update(zip(self.decoder_cross, cache.cross))
+            outputs = self.decoder.run(self.output_names, feeds)
+            cache.advance(outputs[1:])
+            return outputs[0]
+        binding = self.decoder.io_binding()
+        for name, array in ((io.input_ids, input_ids), (io.positions, positions), (io.self_mask, self_mask)):
+            binding.bind_cpu_input(name, array)
+        binding.bind_ortvalue_input(io.src_mask, cache.src_mask)
+        for name, value in zip(self.past_names + self.decoder_cross, cache.past + cache.cross):
+            binding.bind_ortvalue_input(name, value)
+        binding.bind_output(io.logits, "cpu")
+        for name in self.output_names[1:]:
+            binding.bind_output(name, self.placement.device, self.placement.device_id)
+        self.decoder.run_with_iobinding(binding)
+        outputs = binding.get_outputs()
+        cache.advance(list(outputs[1:]))
+        return np.array(outputs[0].numpy())  # a copy: the view would not keep the OrtValue alive

@@ -1,0 +1,140 @@
+"""Which job holds which row of the decode batch, beside the :class:`~.cache.KVCache`.
+
+A row (slot) is live (a job's) or free. Freeing copies nothing; the next newcomer takes the
+lowest free slot in place; beam search's next rows reuse the job's own slots where they can
+and copy only the caches that move; a compaction (one copy of the whole cache) renumbers the
+rows when growth needs it or when free rows and unneeded left padding have wasted about
+what the copy costs (a ski-rental rule, :meth:`SlotTable.waste_limit`). The table also
+keeps each slot's next input token.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .cache import KVCache, NewRows
+from .jobs import Job
+
+COMPACT_AFTER_ROWS = 0.5  # see SlotTable.waste_limit
+MAX_IDLE_ROW_STEPS = 16
+# Share of a step's time that grows with the cache length: unneeded left-padding columns
+# waste only that share of their rows' work (mt-small on CPU, batch 32: a step takes
+# ~1.2x longer at 128 cached tokens than at 16, so roughly a quarter).
+COLUMN_COST = 0.25
+
+
+class SlotTable:
+    """Row <-> job placement of the batch held by ``cache``, with each row's next input token."""
+
+    def __init__(self, cache: KVCache, bos_id: int, pad_id: int) -> None:
+        self.cache, self.bos_id, self.pad_id = cache, bos_id, pad_id
+        self.owner: list[Job | None] = []  # (B,) the job of each slot; None = free
+        self.tokens = np.zeros(0, dtype=np.int64)  # (B,) next input token per slot
+        self.live_rows = 0
+        self.min_live_pad = 0  # left-padding columns no live row needs (compaction would drop them)
+        self.waste = 0.0  # row-steps spent on free slots and unneeded columns since the last compaction
+        self.compactions = 0
+
+    def start(self, jobs: list[Job], new: NewRows) -> None:
+        """No row is decoding: ``jobs`` become the whole batch, their encoder output the cache."""
+        self.cache.start(new)
+        for i, job in enumerate(jobs):
+            job.slots = np.array([i], dtype=np.int64)
+        self.owner = list(jobs)
+        self.tokens = np.full(len(jobs), self.bos_id, dtype=np.int64)
+        self.waste = 0.0
+
+    def place(self, jobs: list[Job], admitted: list[Job], new: NewRows | None) -> None:
+        """Beam rows of the running ``jobs`` and the ``admitted`` newcomers into free slots,
+        compacting first when they do not fit or when it pays."""
+        need = len(admitted) + sum(len(job.parents) - len(job.slots) for job in jobs if job.parents is not None)
+        free = self._free()
+        if not jobs and not admitted:
+            if self.cache.rows:
+                self.compact([], 0)
+        elif need > len(free) or self.waste >= self.waste_limit():
+            self.compact(jobs, need)
+            free = self._free()
+        free.reverse()  # pop() hands out the lowest free slot first
+        self._place_beams(jobs, free)
+        if new is not None:
+            slots = np.array([free.pop() for _ in admitted], dtype=np.int64)
+            self.cache.assign(slots, new)
+            for job, slot in zip(admitted, slots.tolist()):
+                job.slots = np.array([slot], dtype=np.int64)
+                self.owner[slot] = job
+            self.tokens[slots] = self.bos_id
+
+    def _free(self) -> list[int]:
+        return [i for i, owner in enumerate(self.owner) if owner is None]
+
+    def _place_beams(self, jobs: list[Job], free: list[int]) -> None:
+        """Beam search's next rows: row i continues beam parents[i]; copy the caches that move."""
+        dst, src = [], []
+        for job in jobs:
+            if job.parents is None:
+                continue
+            current, parents = job.slots, np.asarray(job.parents, dtype=np.int64)
+            n = len(parents)
+            slots = np.concatenate([current, [free.pop() for _ in range(n - len(current))]]).astype(np.int64)
+            slots = slots[:n]
+            if n < len(current):  # fewer live beams (a tiny vocabulary): free the extra rows
+                self.cache.free(current[n:])
+                for slot in current[n:].tolist():
+                    self.owner[slot] = None
+            for slot in slots.tolist():
+                self.owner[slot] = job
+            moved = slots != current[parents] if n <= len(current) else np.ones(n, dtype=bool)
+            dst.append(slots[moved])
+            src.append(current[parents][moved])
+            job.slots = slots
+            self.tokens[slots] = job.next_tokens
+            job.parents = job.next_tokens = None
+        if dst and sum(len(d) for d in dst):
+            self.cache.copy_rows(np.concatenate(dst), np.concatenate(src))
+
+    def compact(self, jobs: list[Job], extra: int) -> None:
+        """One copy of the cache: the jobs' rows in order, then ``extra`` free slots."""
+        keep = np.concatenate([job.slots for job in jobs]) if jobs else np.zeros(0, dtype=np.int64)
+        self.cache.compact(keep, extra)
+        start = 0
+        for job in jobs:
+            job.slots = np.arange(start, start + len(job.slots))
+            start += len(job.slots)
+        self.owner = [job for job in jobs for _ in job.slots] + [None] * extra
+        self.tokens = np.concatenate([self.tokens[keep], np.full(extra, self.pad_id, dtype=np.int64)])
+        self.waste = 0.0
+        self.compactions += 1
+
+    def free(self, job: Job) -> None:
+        """The job's rows become free slots (no copy); ``live_rows`` is recounted by :meth:`recount`."""
+        self.cache.free(job.slots)
+        for slot in job.slots.tolist():
+            self.owner[slot] = None
+        self.live_rows -= len(job.slots)
+        job.slots = np.zeros(0, dtype=np.int64)
+
+    def recount(self, jobs: list[Job]) -> None:
+        """Live rows and the left padding they all share, after the layout changed."""
+        live = [job.slots for job in jobs]
+        self.live_rows = sum(len(slots) for slots in live)
+        self.min_live_pad = int(self.cache.pad[np.concatenate(live)].min()) if live else 0
+
+    def account_step(self) -> None:
+        """A step ran over every row: add what free rows and unneeded columns cost."""
+        live = self.live_rows
+        self.waste += (self.cache.rows - live) + COLUMN_COST * live * self.min_live_pad / self.cache.P
+
+    def waste_limit(self) -> float:
+        """Compact once idle rows and unneeded columns have cost about what a compaction costs.
+
+        A compaction copies the cache once, roughly the memory traffic of part of a step;
+        a free slot wastes a row of every step. So compact after about half a batch of
+        row-steps (at most 16: a free row never lingers long), a ski-rental rule.
+        """
+        return min(COMPACT_AFTER_ROWS * max(self.cache.rows, 1), MAX_IDLE_ROW_STEPS)
+
+    def reset(self) -> None:
+        """Drop every row (after a failure or at shutdown)."""
+        self.compact([], 0)
+        self.live_rows = 0
