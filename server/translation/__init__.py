@@ -1,8 +1,11 @@
 """Translation serving: tokenization, the encoder, and continuous-batching decoding over a KV cache.
 
-See ``engine.py`` (the public API), ``scheduler.py`` (admission and the step loop),
-``cache.py`` (the KV-cache layout), ``search.py`` (greedy, beam search, sampling) and
-``detok.py`` (incremental detokenization for streams).
+``engine.py`` is the public API (``prepare`` -> ``translate`` / ``stream``), ``requests.py``
+checks and tokenises a request once; the scheduler thread (``scheduler.py``) repeats plan
+(``planner.py``, over the ``waiting.py`` queue) -> run (``slots.py``, ``cache.py``,
+``runner.py``) -> update (``search.py``: greedy, beam search, sampling); ``jobs.py`` holds
+a text's state and where its results go; ``detok.py`` detokenises streams incrementally.
+See docs/architecture.md.
 """
 
 from .engine import TranslationEngine

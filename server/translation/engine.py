@@ -136,16 +136,19 @@ class TranslationEngine:
                 "the translation engine is shutting down" if self._started else "the translation engine is not running"
             )
 
-    def _job(self, src: list[int], prepared: Prepared, sink) -> Job:
-        o = prepared.options
-        return Job(src, o, prepared.max_new_tokens, self.spec.eos_id, sink, None, None, self.spec.cache_bytes_per_token)
+    def _job(self, src: list[int], prepared: Prepared, sink, timeout_s: float | None) -> Job:
+        deadline = None if timeout_s is None else time.perf_counter() + timeout_s
+        o, per_token = prepared.options, self.spec.cache_bytes_per_token
+        return Job(src, o, prepared.max_new_tokens, self.spec.eos_id, sink, deadline, None, per_token)
 
     async def translate(
-        self, request: Prepared | list[str], options: DecodeOptions | None = None
+        self, request: Prepared | list[str], options: DecodeOptions | None = None, timeout_s: float | None = None
     ) -> list[TranslationResult]:
         """One result per text, in order (see the module docstring for cancellation).
 
         ``request``: a :class:`Prepared` from :meth:`prepare`, or texts and ``options``.
+        ``timeout_s``: the scheduler fails the texts still unfinished after that many seconds
+        with DeadlineExceeded and frees their rows (None = no deadline of the engine's own).
         """
         self._check_accepting()
         prepared = request if isinstance(request, Prepared) else self.prepare(request, options)
@@ -153,7 +156,7 @@ class TranslationEngine:
         futures = [loop.create_future() for _ in prepared.sources]
         outbox = self._scheduler.outbox
         jobs = [
-            self._job(src, prepared, FutureSink(outbox, loop, future, self._result))
+            self._job(src, prepared, FutureSink(outbox, loop, future, self._result), timeout_s)
             for src, future in zip(prepared.sources, futures)
         ]
         self._scheduler.submit(jobs)
@@ -197,7 +200,9 @@ class TranslationEngine:
             first_token_ms=1000 * (job.t_first - job.t_submit),
         )
 
-    async def stream(self, request: Prepared | str, options: DecodeOptions | None = None) -> AsyncIterator[StreamEvent]:
+    async def stream(
+        self, request: Prepared | str, options: DecodeOptions | None = None, timeout_s: float | None = None
+    ) -> AsyncIterator[StreamEvent]:
         """Token-by-token translation of one text (greedy or sampling); see the module docstring.
 
         ``request``: a one-text :class:`Prepared` from :meth:`prepare`, or a text and ``options``.
@@ -212,7 +217,7 @@ class TranslationEngine:
         options = prepared.options
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
-        job = self._job(prepared.sources[0], prepared, StreamSink(self._scheduler.outbox, loop, queue))
+        job = self._job(prepared.sources[0], prepared, StreamSink(self._scheduler.outbox, loop, queue), timeout_s)
         self._scheduler.submit([job])
         detok = IncrementalDetokenizer(self.tokenizer)
         hidden = options.hide_prefix  # leading forced tokens the stream does not show

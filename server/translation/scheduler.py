@@ -28,12 +28,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from attnserve.server.errors import DeadlineExceeded, InferenceFailed, Overloaded, ServingError, ShuttingDown
+from attnserve.server.errors import DeadlineExceeded, InferenceFailed, ServingError
 
 from .cache import KVCache, NewRows, Placement
 from .jobs import Job, JobState, Outbox
@@ -43,6 +42,7 @@ from .runner import ModelRunner
 from .search import StepLogits
 from .sessions import ModelSpec
 from .slots import SlotTable
+from .waiting import WaitingQueue
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +68,7 @@ class DecodeScheduler:
         self.never = np.array([spec.pad_id, spec.bos_id])  # never generated (models/decoding.py)
         self.on_step: Callable[[int, int], None] | None = None
         self.outbox = Outbox()  # results for the event loops; flushed after each step
-        # shared with the event loop, under the condition's lock
-        self._cond = threading.Condition()
-        self._pending: deque[Job] = deque()
-        self._closing: ServingError | None = None
+        self.waiting = WaitingQueue(settings.max_queue_size)  # shared with the event loops
         self._thread: threading.Thread | None = None
         # scheduler thread only
         self._jobs: list[Job] = []  # running, in batch order
@@ -89,11 +86,7 @@ class DecodeScheduler:
 
     @property
     def queued(self) -> int:
-        return len(self._pending)
-
-    @property
-    def reserved_rows(self) -> int:
-        return self.usage.rows
+        return len(self.waiting)
 
     @property
     def tokens_in_flight(self) -> int:
@@ -106,33 +99,15 @@ class DecodeScheduler:
     @property
     def idle(self) -> bool:
         """No job queued or admitted (admission moves a job between the two under the lock)."""
-        return not self._pending and self.usage.rows == 0
+        return not len(self.waiting) and self.usage.rows == 0
 
     def submit(self, jobs: list[Job]) -> None:
         """Queue jobs for admission, all or none. Raises Overloaded or ShuttingDown."""
-        with self._cond:
-            if self._closing is not None:
-                raise ShuttingDown("the server is shutting down and takes no new work")
-            limit = self.settings.max_queue_size
-            if len(self._pending) + len(jobs) > limit:
-                raise Overloaded(
-                    f"translation queue is full ({len(self._pending)} texts waiting, limit {limit}); retry later"
-                )
-            now = time.perf_counter()
-            for job in jobs:
-                job.t_submit = now
-            self._pending.extend(jobs)
-            self._cond.notify()
+        self.waiting.submit(jobs)
 
     def cancel(self, jobs: Iterable[Job]) -> None:
         """Drop jobs: queued ones at once, running ones at the next step boundary."""
-        with self._cond:
-            for job in jobs:
-                job.cancel_requested = True
-                if job.state is JobState.WAITING and job in self._pending:
-                    self._pending.remove(job)
-                    job.state = JobState.CANCELLED
-            self._cond.notify()
+        self.waiting.cancel(jobs)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="decode-scheduler", daemon=True)
@@ -140,9 +115,7 @@ class DecodeScheduler:
 
     def close(self, error: ServingError) -> None:
         """Fail every queued and running job with ``error`` at the next boundary and stop the thread."""
-        with self._cond:
-            self._closing = error
-            self._cond.notify()
+        self.waiting.close(error)
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
@@ -152,33 +125,29 @@ class DecodeScheduler:
 
     def _loop(self) -> None:
         while True:
-            with self._cond:
-                while not self._jobs and not self._pending and self._closing is None:
-                    self._cond.wait()
-                if self._closing is not None:
-                    closing, pending = self._closing, list(self._pending)
-                    self._pending.clear()
-                    break
+            left = self.waiting.wait(busy=bool(self._jobs))
+            if left is not None:
+                break
             try:
                 self.run_once(self.plan())
             except Exception as exc:  # noqa: BLE001 - a bug here must fail requests, never hang them
                 log.exception("decode scheduler error")
                 self._fail_batch(InferenceFailed(f"translation scheduler failed: {type(exc).__name__}: {exc}"))
-        self._fail_batch(closing, pending)
+        self._fail_batch(self.waiting.closing, left)
 
     def plan(self) -> StepPlan:
         """Plan the next boundary and take the plan's jobs off the queue (under the lock)."""
-        with self._cond:
-            static = self.settings.batching == "static"
-            plan = plan_step(self._pending, self._jobs, self.usage, self.budgets, time.perf_counter(), static)
+        static = self.settings.batching == "static"
+        with self.waiting.locked() as waiting:
+            plan = plan_step(waiting, self._jobs, self.usage, self.budgets, time.perf_counter(), static)
             for job in plan.admit:
-                self._pending.remove(job)
+                waiting.remove(job)
                 self.usage.take(job)
                 job.holds_budget = True
                 job.state = JobState.ENCODING
             for job in plan.evict + plan.finish:
                 if job.state is JobState.WAITING:
-                    self._pending.remove(job)
+                    waiting.remove(job)
             return plan
 
     def run_once(self, plan: StepPlan) -> None:
@@ -194,9 +163,9 @@ class DecodeScheduler:
 
     def run_until_idle(self, jobs: list[Job]) -> None:
         """Synchronous decoding of ``jobs`` on the calling thread (warm-up; the thread must not run)."""
-        with self._cond:
-            self._pending.extend(jobs)
-        while self._jobs or self._pending:
+        with self.waiting.locked() as waiting:
+            waiting.extend(jobs)
+        while self._jobs or len(self.waiting):
             self.run_once(self.plan())
 
     # --- run: the boundary ---------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnserve.models import greedy_decode
-from attnserve.server.errors import InferenceFailed, InvalidRequest, Overloaded, ShuttingDown
+from attnserve.server.errors import DeadlineExceeded, InferenceFailed, InvalidRequest, Overloaded, ShuttingDown
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
 from .conftest import MAX_SOURCE_LEN, MAX_TARGET_LEN, SessionWrapper, random_texts, run
@@ -158,6 +158,28 @@ def test_cancelled_and_timed_out_requests_leave_the_batch_and_free_their_cache(t
                 await victim
             with pytest.raises(TimeoutError):  # a deadline arrives as cancellation too
                 await asyncio.wait_for(engine.translate([long_text], DecodeOptions()), 0.03)
+            result = (await other)[0]
+            await wait_idle(engine)
+            return result
+        finally:
+            await engine.stop(1.0)
+
+    result = run(main())
+    src = torch.tensor([tiny.tokenizer.encode(other_text).ids])
+    assert result.hypotheses[0].token_ids == greedy_decode(tiny.model, src, 30)[0].tokens
+    assert_idle(engine)
+
+
+def test_a_deadline_fails_only_the_late_texts_with_deadline_exceeded_and_frees_their_rows(tiny, long_text):
+    engine, _ = slow_engine(tiny)
+    other_text = random_texts(1, seed=5)[0]
+
+    async def main():
+        await engine.start()
+        try:
+            other = asyncio.create_task(engine.translate([other_text], DecodeOptions(max_new_tokens=30)))
+            with pytest.raises(DeadlineExceeded, match="deadline passed"):
+                await engine.translate([long_text] * 2, DecodeOptions(), timeout_s=0.05)
             result = (await other)[0]
             await wait_idle(engine)
             return result
