@@ -40,6 +40,9 @@ class FakeEngine:
             raise InvalidRequest("text 'bad' is refused")
         return list(texts), options  # the real engine's Prepared holds token ids instead
 
+    def validate(self, texts, options):
+        self.prepare(texts, options)
+
     async def translate(self, prepared):
         texts, options = prepared
         self.options.append(options)
