@@ -2,7 +2,8 @@
 
 attnserve.v1, KServe v2 (gRPC and REST) and the HTTP routes all translate through
 :func:`translate` and :func:`stream`, so every protocol gets documents (issue 14) at once and
-a change of the engine's API is a change here and nowhere else.
+a change of the engine's API is a change here and nowhere else. The engine checks and
+tokenises each call's sentences once (``engine.prepare``) and decodes the ``Prepared`` ids.
 
 A text is a document: ``attnserve.server.documents`` splits it into lines and sentences,
 normalises each sentence and cuts one longer than the model's source limit at clause
@@ -129,12 +130,12 @@ async def _translate_sentences(engine: Any, sentences: list[str], options: Any) 
     """One result per sentence, in order; a failure or a cancel abandons every call of the request."""
     chunk, in_flight = _window(engine)
     if len(sentences) <= chunk:
-        return await engine.translate(sentences, options)
+        return await engine.translate(engine.prepare(sentences, options))
     gate = asyncio.Semaphore(in_flight)
 
     async def call(part: list[str]) -> list[TranslationResult]:
         async with gate:
-            return await engine.translate(part, options)
+            return await engine.translate(engine.prepare(part, options))
 
     tasks = [asyncio.ensure_future(call(sentences[i : i + chunk])) for i in range(0, len(sentences), chunk)]
     try:
@@ -288,7 +289,7 @@ async def _stream(engine: Any, text: str, options: Any, format: str) -> AsyncIte
     async def sentence(index: int, source: str) -> None:
         async with gate:
             try:
-                async for event in engine.stream(source, options):
+                async for event in engine.stream(engine.prepare([source], options)):
                     queue.put_nowait((index, event))
             except Exception as exc:
                 queue.put_nowait((index, exc))

@@ -35,12 +35,16 @@ class FakeEngine:
         self.closed_streams = 0
         self.on_step = None
 
-    def validate(self, texts, options):
+    def prepare(self, texts, options):
         if any(t == "bad" for t in texts):
             raise InvalidRequest("text 'bad' is refused")
+        return list(texts), options  # the real engine's Prepared holds token ids instead
 
-    async def translate(self, texts, options):
-        self.validate(texts, options)  # as the engine does: every call is checked
+    def validate(self, texts, options):
+        self.prepare(texts, options)
+
+    async def translate(self, prepared):
+        texts, options = prepared
         self.options.append(options)
         if "busy" in texts:
             raise Overloaded("too many tokens in flight")
@@ -51,8 +55,8 @@ class FakeEngine:
             for t in texts
         ]
 
-    async def stream(self, text, options):
-        self.validate([text], options)
+    async def stream(self, prepared):
+        (text,), options = prepared
         self.options.append(options)
         self.active_sequences += 1
         try:

@@ -12,7 +12,6 @@ import pytest
 
 from attnserve.contract.manifest import load_manifest
 from attnserve.export.zoo import ZOO, export_translator
-from attnserve.server import engine_api
 from attnserve.server.translation import DecodeOptions, EngineSettings, TranslationEngine, load_translation_sessions
 
 from .conftest import run
@@ -100,7 +99,7 @@ def translate(model_dir, options: DecodeOptions):
     async def go():
         await engine.start()
         try:
-            return await engine_api.translate(engine, TEXTS, options)
+            return await engine.translate(engine.prepare(TEXTS, options))  # the engine itself, no document layer
         finally:
             await engine.stop(1.0)
 
