@@ -35,46 +35,73 @@ Results per document (what attnserve.v1's ``Translation`` and KServe's ``TRANSLA
   sum of encode times, the earliest first token.
 
 A text with nothing to translate (only punctuation, symbols or markup) comes back as sent.
+A forced target prefix (``DecodeOptions.prefix_ids``): its hidden part (a target-language
+token) starts every sentence, its visible part (a user's target prefix) only the first
+sentence of each text (:func:`sentence_options`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .documents import FORMATS, TEXT, DocumentLimits, DocumentSplitter, PreparedDocument, TokenBudget
 from .documents.assemble import best_combinations
-from .errors import InvalidRequest
+from .errors import InferenceFailed, InvalidRequest
 from .translation import Hypothesis, StreamEvent, TranslationResult
 
 # A sentence the engine validates the options against before any text is split.
 _OPTIONS_PROBE = "1"
 # Requests up to this many characters are split on the event loop (well under a millisecond).
 INLINE_SPLIT_CHARS = 2_000
+MAX_LANGUAGES = 64  # sentence splitters kept per engine, one per source language
 
 # on_request(sentences, characters) of one request, for the metrics (Metrics.watch_engine).
 RequestObserver = Callable[[int, int], None]
 
 
+def segmenter_language(code: str | None) -> str:
+    """A model's or request's language code -> sentencex's (ISO 639-1 style: "de" of "de",
+    "de-AT", "deu_Latn" stays "deu"); sentencex reads a code it has no rules for with its
+    default (English-like) rules. No code: "en"."""
+    return (code or "en").replace("-", "_").split("_")[0].lower() or "en"
+
+
 @dataclass
 class _EngineDocuments:
-    splitter: DocumentSplitter
+    budget: TokenBudget
+    language: str  # the model's source language, when it declares one
     on_request: RequestObserver | None = None
+    splitters: dict[str, DocumentSplitter] = field(default_factory=dict)
+
+    def splitter(self, language: str | None = None) -> DocumentSplitter:
+        """The splitter for ``language`` (a request's source language), else the model's."""
+        language = segmenter_language(language) if language else self.language
+        splitter = self.splitters.get(language)
+        if splitter is None:
+            first = next(iter(self.splitters.values()), None)
+            normalize = first.normalize if first is not None else None  # parsed from tokenizer.json once
+            splitter = DocumentSplitter(self.budget, normalize, language=language)
+            if len(self.splitters) < MAX_LANGUAGES:  # codes come from requests: the cache stays bounded
+                self.splitters[language] = splitter
+        return splitter
 
 
 _per_engine: weakref.WeakKeyDictionary[Any, _EngineDocuments] = weakref.WeakKeyDictionary()
 
 
 def _documents(engine: Any) -> _EngineDocuments:
-    """The splitter of ``engine``'s tokenizer and source limit, built once per engine."""
+    """The splitters of ``engine``'s tokenizer and source limit, built once per engine and language."""
     docs = _per_engine.get(engine)
     if docs is None:
-        # Sentence rules of English until a model declares its source language (issue 13).
-        splitter = DocumentSplitter(TokenBudget(engine.tokenizer, engine.max_source_len), language="en")
-        docs = _per_engine[engine] = _EngineDocuments(splitter)
+        languages = getattr(engine.manifest, "languages", None) if hasattr(engine, "manifest") else None
+        sources = list(getattr(languages, "source", None) or [])
+        language = segmenter_language(sources[0] if len(sources) == 1 else None)  # many: the request says
+        docs = _per_engine[engine] = _EngineDocuments(TokenBudget(engine.tokenizer, engine.max_source_len), language)
     return docs
 
 
@@ -102,42 +129,62 @@ def _check(engine: Any, texts: Sequence[str], options: Any, format: str) -> None
     engine.validate([_OPTIONS_PROBE], options)  # the options, before any sentence is queued
 
 
-def _split(engine: Any, texts: Sequence[str], format: str) -> list[PreparedDocument]:
+def _split(engine: Any, texts: Sequence[str], format: str, language: str | None) -> list[PreparedDocument]:
     docs = _documents(engine)
-    prepared = [docs.splitter.split(text, format) for text in texts]
+    splitter = docs.splitter(language)
+    prepared = [splitter.split(text, format) for text in texts]
     if docs.on_request is not None:
         docs.on_request(sum(p.segments for p in prepared), sum(len(t) for t in texts))
     return prepared
 
 
-async def _split_off_loop(engine: Any, texts: Sequence[str], format: str) -> list[PreparedDocument]:
+async def _split_off_loop(engine: Any, texts: Sequence[str], options: Any, format: str) -> list[PreparedDocument]:
     """Split on a worker thread unless the request is small: segmenting and tokenising 50,000
     characters takes a few hundred ms on a busy core (sentencex and tokenizers run in Rust
     without the GIL), which on the event loop would stall every other call."""
+    language = getattr(options, "source_language", None)  # a request may name it (issue 13)
     if sum(len(t) for t in texts) <= INLINE_SPLIT_CHARS:
-        return _split(engine, texts, format)
-    return await asyncio.to_thread(_split, engine, texts, format)
+        return _split(engine, texts, format, language)
+    return await asyncio.to_thread(_split, engine, texts, format, language)
 
 
 def _window(engine: Any) -> tuple[int, int]:
     """(sentences per engine call, calls in flight) for one request (see the module docstring)."""
     settings = engine.settings
-    chunk = settings.max_texts_per_request
-    return chunk, max(1, settings.max_queue_size // 2 // chunk)
+    share = max(1, settings.max_queue_size // 2)  # of the queue, for one request at a time
+    chunk = min(settings.max_texts_per_request, share)
+    return chunk, max(1, share // chunk)
 
 
-async def _translate_sentences(engine: Any, sentences: list[str], options: Any) -> list[TranslationResult]:
-    """One result per sentence, in order; a failure or a cancel abandons every call of the request."""
+def sentence_options(options: Any) -> tuple[Any, Any]:
+    """(options of a document's first sentence, options of every later one).
+
+    A forced target prefix has two parts (``DecodeOptions.prefix_ids``): the hidden leading
+    ids (``hide_prefix``: a target-language token) start every sentence; the visible rest (a
+    user's target prefix) starts the document, so only its first sentence."""
+    prefix, hidden = getattr(options, "prefix_ids", ()), getattr(options, "hide_prefix", 0)
+    if len(prefix) <= hidden:
+        return options, options
+    return options, dataclasses.replace(options, prefix_ids=tuple(prefix[:hidden]))
+
+
+async def _translate_sentences(engine: Any, work: list[tuple[str, Any]]) -> list[TranslationResult]:
+    """One result per (sentence, options), in order: sentences of equal options go to the engine
+    in calls of at most ``max_texts_per_request``; a failure or a cancel abandons every call."""
     chunk, in_flight = _window(engine)
-    if len(sentences) <= chunk:
-        return await engine.translate(engine.prepare(sentences, options))
+    by_options: dict[Any, list[int]] = {}
+    for i, (_, options) in enumerate(work):
+        by_options.setdefault(options, []).append(i)
+    calls = [(options, idx[j : j + chunk]) for options, idx in by_options.items() for j in range(0, len(idx), chunk)]
+    if len(calls) == 1:
+        return await engine.translate(engine.prepare([sentence for sentence, _ in work], work[0][1]))
     gate = asyncio.Semaphore(in_flight)
 
-    async def call(part: list[str]) -> list[TranslationResult]:
+    async def call(options: Any, indices: list[int]) -> list[TranslationResult]:
         async with gate:
-            return await engine.translate(engine.prepare(part, options))
+            return await engine.translate(engine.prepare([work[i][0] for i in indices], options))
 
-    tasks = [asyncio.ensure_future(call(sentences[i : i + chunk])) for i in range(0, len(sentences), chunk)]
+    tasks = [asyncio.ensure_future(call(options, indices)) for options, indices in calls]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     finally:  # cancelled, or one call failed: the others free their rows too
@@ -149,7 +196,11 @@ async def _translate_sentences(engine: Any, sentences: list[str], options: Any) 
     for task in tasks:
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()
-    return [result for task in tasks for result in task.result()]
+    results: list[Any] = [None] * len(work)
+    for (_, indices), task in zip(calls, tasks):
+        for i, result in zip(indices, task.result()):
+            results[i] = result
+    return results
 
 
 def _as_written(text: str) -> TranslationResult:
@@ -187,9 +238,10 @@ def document_result(prepared: PreparedDocument, results: Sequence[TranslationRes
 async def translate(engine: Any, texts: list[str], options: Any, format: str = TEXT) -> list[TranslationResult]:
     """One ``TranslationResult`` per text (document), in order; ``format``: "text" or "html"."""
     _check(engine, texts, options, format)
-    prepared = await _split_off_loop(engine, texts, format)
-    sentences = [s for p in prepared for s in p.sources]
-    results = await _translate_sentences(engine, sentences, options) if sentences else []
+    prepared = await _split_off_loop(engine, texts, options, format)
+    first, rest = sentence_options(options)
+    work = [(source, first if i == 0 else rest) for p in prepared for i, source in enumerate(p.sources)]
+    results = await _translate_sentences(engine, work) if work else []
     out, at = [], 0
     for p in prepared:
         out.append(document_result(p, results[at : at + p.segments], options.num_hypotheses))
@@ -263,6 +315,10 @@ class DocumentEvents:
                 self._lead = ""
         return out
 
+    def finished(self, index: int) -> bool:
+        """Whether sentence ``index`` has had its last event."""
+        return self._finished[index]
+
     def _trimmed(self, index: int, delta: str, final: bool) -> str:
         text = self._held[index] + delta
         if not self._started[index]:
@@ -278,7 +334,7 @@ class DocumentEvents:
 
 
 async def _stream(engine: Any, text: str, options: Any, format: str) -> AsyncIterator[StreamEvent]:
-    (prepared,) = await _split_off_loop(engine, [text], format)
+    (prepared,) = await _split_off_loop(engine, [text], options, format)
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, None, "eos")
         return
@@ -286,13 +342,17 @@ async def _stream(engine: Any, text: str, options: Any, format: str) -> AsyncIte
     queue: asyncio.Queue = asyncio.Queue()
     gate = asyncio.Semaphore(_window(engine)[0])
 
+    first, rest = sentence_options(options)
+
     async def sentence(index: int, source: str) -> None:
         async with gate:
             try:
-                async for event in engine.stream(engine.prepare([source], options)):
+                async for event in engine.stream(engine.prepare([source], first if index == 0 else rest)):
                     queue.put_nowait((index, event))
             except Exception as exc:
                 queue.put_nowait((index, exc))
+            else:
+                queue.put_nowait((index, None))  # its stream has ended
 
     tasks = [asyncio.ensure_future(sentence(i, s)) for i, s in enumerate(prepared.sources)]
     try:
@@ -301,8 +361,11 @@ async def _stream(engine: Any, text: str, options: Any, format: str) -> AsyncIte
             index, item = await queue.get()
             if isinstance(item, BaseException):
                 raise item
-            if item.finish_reason is not None:
+            if item is None:
                 remaining -= 1
+                if not order.finished(index):  # never seen; a stream must not hang waiting for it
+                    raise InferenceFailed(f"the stream of sentence {index} ended without a finish reason")
+                continue
             for event in order.push(index, item):
                 yield event
     finally:  # closed, cancelled or failed: every sentence still decoding leaves at the next step

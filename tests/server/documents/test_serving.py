@@ -142,12 +142,13 @@ def test_stream_is_sentence_by_sentence_in_document_order(client):
 
 def test_n_best_of_a_document_combines_its_sentences(client):
     first, second = "It costs €1,234.50.", "Monday, March 3, 2025"
-    options = dict(beam_size=4, num_hypotheses=3, return_scores=True)
+    options = dict(beam_size=4, num_hypotheses=3, return_scores=True, return_token_ids=True)
     a, b = client.translate([first, second], MODEL, **options)
     (doc,) = client.translate(f"{first} {second}", MODEL, **options)
     assert doc.hypotheses[0].text == f"{a.hypotheses[0].text} {b.hypotheses[0].text}"
     assert doc.hypotheses[0].score == pytest.approx(a.hypotheses[0].score + b.hypotheses[0].score, abs=1e-5)
-    assert len({h.text for h in doc.hypotheses}) == 3
+    assert len({tuple(h.token_ids) for h in doc.hypotheses}) == 3  # three combinations (two may read the same)
+    assert doc.hypotheses[0].token_ids == a.hypotheses[0].token_ids + b.hypotheses[0].token_ids
     scores = [h.score for h in doc.hypotheses]
     assert scores == sorted(scores, reverse=True)
     combos = sorted((x.score + y.score for x in a.hypotheses for y in b.hypotheses), reverse=True)[:3]
@@ -209,3 +210,14 @@ def test_a_cancelled_document_frees_every_row(server, client):
     while (engine.active_sequences or engine.queued) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert engine.active_sequences == 0 and engine.queued == 0
+
+
+def test_a_sentence_over_the_source_limit_is_cut_and_translated_whole(client, splitter, tokenizer):
+    dates = ["Monday, March 3, 2025", "Friday, January 9, 2026", "Vienna, 12 October 1999", "the 21st of June"]
+    sentence = "; ".join(dates * 4)  # one sentence, no line break
+    assert len(tokenizer.encode(sentence).ids) > 64  # the old server refused it: "shorten or split it"
+    prepared = splitter.split(sentence)  # where the server cuts it: after "; " (clause punctuation)
+    assert prepared.segments > 1 and all(len(ids) <= 64 for ids in prepared.ids)
+    (result,) = client.translate(sentence, MODEL)
+    pieces = alone(client, list(prepared.sources))
+    assert result.text == prepared.document.join([pieces[s] for s in prepared.sources])  # every piece, in place

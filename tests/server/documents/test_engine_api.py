@@ -1,0 +1,172 @@
+"""engine_api's documents against a recording stand-in engine (the bundled translator's
+tokenizer and 64-token limit): what the engine is asked to translate, and the sentence rules
+of the model's or the request's source language."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import pytest
+
+from attnserve.server import engine_api
+from attnserve.server.errors import InferenceFailed, InvalidRequest, Overloaded
+from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
+
+
+class RecordingEngine:
+    """Translates a sentence to itself in capitals; records every engine call."""
+
+    max_source_len = 64
+
+    def __init__(self, tokenizer, sources=None, **settings) -> None:
+        self.tokenizer = tokenizer
+        self.settings = EngineSettings(**settings)
+        self.manifest = SimpleNamespace(languages=SimpleNamespace(source=sources) if sources else None)
+        self.calls: list[list[str]] = []
+        self.options: list[DecodeOptions] = []
+        self.open_streams = 0
+
+    def validate(self, texts, options):
+        pass
+
+    def prepare(self, texts, options):
+        return list(texts), options  # the real engine's Prepared holds token ids instead
+
+    async def translate(self, prepared):
+        texts, options = prepared
+        self.calls.append(list(texts))
+        self.options.append(options)
+        hypotheses = [[Hypothesis(t.upper(), [1], -1.0, -0.5, "eos")] for t in texts]
+        return [TranslationResult(h, 2, 1.0, 1.0, 1.0, 1.0) for h in hypotheses]
+
+    async def stream(self, prepared):
+        (text,), options = prepared
+        self.calls.append([text])
+        self.open_streams += 1
+        try:
+            if text.startswith("Busy"):
+                raise Overloaded("translation queue is full")
+            for i, word in enumerate(text.split()):
+                await asyncio.sleep(0.2 if text.startswith("Slow") else 0)
+                yield StreamEvent((" " if i else "") + word.upper(), i, None)
+            if not text.startswith("Unfinished"):
+                yield StreamEvent("", 99, "eos")
+        finally:
+            self.open_streams -= 1
+
+
+def stream(engine, text, options=None):
+    async def collect():
+        return [e async for e in engine_api.stream(engine, text, options or GREEDY)]
+
+    return asyncio.run(collect())
+
+
+@dataclass(frozen=True)
+class WithLanguage(DecodeOptions):
+    source_language: str = ""  # what issue 13 adds to the options
+
+
+GREEDY = DecodeOptions()
+
+
+def translate(engine, texts, options=GREEDY, format="text"):
+    return asyncio.run(engine_api.translate(engine, texts, options, format))
+
+
+GERMAN = "Am 3. März ging er. Dann kam sie."
+
+
+def test_the_models_source_language_picks_the_sentence_rules(tokenizer):
+    english, german = RecordingEngine(tokenizer), RecordingEngine(tokenizer, sources=["de"])
+    translate(english, [GERMAN])
+    translate(german, [GERMAN])
+    assert english.calls == [["Am 3.", "März ging er.", "Dann kam sie."]]  # English rules end a sentence at "3."
+    assert german.calls == [["Am 3. März ging er.", "Dann kam sie."]]
+
+
+def test_a_requests_source_language_picks_the_sentence_rules(tokenizer):
+    engine = RecordingEngine(tokenizer, sources=["en", "de"])  # several: the request says which
+    (result,) = translate(engine, [GERMAN], WithLanguage(source_language="de-AT"))
+    assert engine.calls == [["Am 3. März ging er.", "Dann kam sie."]]
+    assert result.hypotheses[0].text == GERMAN.upper()
+
+
+def test_all_sentences_of_all_texts_go_to_the_engine_together_in_order(tokenizer):
+    engine = RecordingEngine(tokenizer)
+    results = translate(engine, ["It is 9. It is 10.\n\nAt noon", "***", "  Today  "])
+    assert engine.calls == [["It is 9.", "It is 10.", "At noon", "Today"]]  # one call; "***": nothing to translate
+    assert [r.hypotheses[0].text for r in results] == ["IT IS 9. IT IS 10.\n\nAT NOON", "***", "  TODAY  "]
+    assert results[0].hypotheses[0].score == pytest.approx(-1.5) and results[1].source_tokens == 0
+
+
+def test_a_long_document_is_sent_in_calls_of_the_per_call_limit(tokenizer):
+    engine = RecordingEngine(tokenizer, max_texts_per_request=8, max_queue_size=32)
+    lines = [f"Line {i}." for i in range(50)]
+    (result,) = translate(engine, ["\n".join(lines)])
+    assert [len(c) for c in engine.calls] == [8] * 6 + [2]  # at most 2 calls (16 sentences) queued at once
+    assert result.hypotheses[0].text == "\n".join(line.upper() for line in lines)
+    small_queue = RecordingEngine(tokenizer, max_texts_per_request=64, max_queue_size=8)
+    translate(small_queue, ["\n".join(lines[:10])])
+    assert [len(c) for c in small_queue.calls] == [4, 4, 2]  # a call never needs more than half the queue
+
+
+@pytest.mark.parametrize(
+    ("texts", "fragment"),
+    [
+        ([], "no texts"),
+        (["  \n "], "text 0 is empty"),
+        (["x" * 50_001], "at most 50,000 per text"),
+        (["x" * 40_000] * 6, "at most 200,000 per request"),
+    ],
+)
+def test_bad_requests_are_refused_before_the_engine_sees_them(tokenizer, texts, fragment):
+    engine = RecordingEngine(tokenizer)
+    with pytest.raises(InvalidRequest, match=fragment):
+        translate(engine, texts)
+    with pytest.raises(InvalidRequest, match="format must be one of text, html"):
+        translate(engine, ["x"], format="markdown")
+    assert engine.calls == []
+
+
+def test_the_splitter_cache_is_bounded(tokenizer):
+    engine = RecordingEngine(tokenizer)
+    for i in range(engine_api.MAX_LANGUAGES + 10):
+        (result,) = translate(engine, ["It is 9. It is 10."], WithLanguage(source_language=f"x{i}"))
+        assert result.hypotheses[0].text == "IT IS 9. IT IS 10."
+    assert len(engine_api._documents(engine).splitters) <= engine_api.MAX_LANGUAGES
+
+
+def test_a_target_prefix_starts_the_document_and_a_language_token_every_sentence(tokenizer):
+    engine = RecordingEngine(tokenizer, max_texts_per_request=2)
+    options = DecodeOptions(prefix_ids=(5, 7, 9), hide_prefix=1)  # language token 5, then the user's 7 9
+    results = translate(engine, ["It is 9. It is 10. At noon.", "Today."], options)
+    seen = {text: o.prefix_ids for call, o in zip(engine.calls, engine.options) for text in call}
+    assert seen == {"It is 9.": (5, 7, 9), "Today.": (5, 7, 9), "It is 10.": (5,), "At noon.": (5,)}
+    assert [r.hypotheses[0].text for r in results] == ["IT IS 9. IT IS 10. AT NOON.", "TODAY."]
+    assert (
+        engine_api.sentence_options(DecodeOptions(prefix_ids=(5,), hide_prefix=1))
+        == (DecodeOptions(prefix_ids=(5,), hide_prefix=1),) * 2
+    )  # only a language token: the same options for every sentence
+
+
+def test_a_stream_is_the_document_in_order(tokenizer):
+    events = stream(RecordingEngine(tokenizer), "  Slow it is. Now it is.\n\nAt noon ")
+    assert "".join(e.delta for e in events) == "  SLOW IT IS. NOW IT IS.\n\nAT NOON "
+    assert [e.token_id for e in events] == [0, 1, 2, 99, 0, 1, 2, 99, 0, 1, 99]  # sentence after sentence
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "fragment"),
+    [
+        ("Slow it is. Busy now. At noon.", Overloaded, "queue is full"),
+        ("It is. Unfinished it is.", InferenceFailed, "ended without a finish reason"),
+    ],
+)
+def test_a_failing_sentence_fails_the_stream_and_closes_the_others(tokenizer, text, error, fragment):
+    engine = RecordingEngine(tokenizer)
+    with pytest.raises(error, match=fragment):
+        stream(engine, text)
+    assert engine.open_streams == 0  # the other sentences' engine streams were closed, not left decoding
