@@ -1,11 +1,11 @@
 """The languages of the served translation models, and which model serves a language pair.
 
 A model names its languages in ``model.json``: ``"languages": {"source": [...], "target":
-[...]}`` (ISO 639-1 codes, or the model's own). A model that declares none but is named
-``<anything>-<src>-<tgt>`` with two- or three-letter codes (``translator-en-de``,
-``opus-mt-en-de``) translates ``src`` -> ``tgt``; one with neither is served on every other
-route but takes no part in language routing. A pair served by several models goes to the
-first by name.
+[...]}`` (ISO 639-1 codes, or the model's own; parsed by ``attnserve.contract.manifest``). A
+model that declares none but is named ``<anything>-<src>-<tgt>`` with two- or three-letter
+codes (``translator-en-de``, ``opus-mt-en-de``) translates ``src`` -> ``tgt``; one with
+neither is served on every other route but takes no part in language routing. A pair
+served by several models goes to the first by name.
 
 Language detection (``source: auto``, ``/detect``) uses lingua (the ``detect`` extra:
 ``lingua-language-detector``) restricted to the served languages it knows; without it,
@@ -14,20 +14,17 @@ Language detection (``source: auto``, ``/detect``) uses lingua (the ``detect`` e
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from dataclasses import dataclass
 from typing import Any
 
 from attnserve.contract.kinds import TRANSLATION
-from attnserve.contract.manifest import MANIFEST_NAME
 
 from ..config import ConfigError
 
 log = logging.getLogger(__name__)
 
-_UNPARSED = object()
 _PAIR_SUFFIX = re.compile(r"-([a-z]{2,3})-([a-z]{2,3})$")
 # English names of common ISO 639-1 codes (LibreTranslate's /languages gives each a name).
 NAMES = {
@@ -55,17 +52,9 @@ class ModelLanguages:
 
 def declared_languages(model: Any) -> ModelLanguages:
     """What a loaded translation model translates from and to (both empty when it does not say)."""
-    declared = getattr(model.manifest, "languages", _UNPARSED)
-    if declared is _UNPARSED:  # model.json's own field, read directly until the manifest parses it
-        try:
-            declared = json.loads((model.model_dir / MANIFEST_NAME).read_text()).get("languages")
-        except (OSError, ValueError) as exc:
-            log.warning("model %s: cannot read its languages: %s", model.name, exc)
-            declared = None
-    if declared is not None and not isinstance(declared, dict):  # the manifest's parsed Languages
-        declared = {"source": list(declared.source), "target": list(declared.target)}
-    if isinstance(declared, dict):
-        sources, targets = _codes(declared.get("source")), _codes(declared.get("target"))
+    declared = model.manifest.languages  # attnserve.contract.manifest.Languages, or None
+    if declared is not None:
+        sources, targets = _codes(declared.source), _codes(declared.target)
         if sources and targets:
             return ModelLanguages(model.name, sources, targets)
     pair = _PAIR_SUFFIX.search(model.name)
@@ -74,12 +63,8 @@ def declared_languages(model: Any) -> ModelLanguages:
     return ModelLanguages(model.name, (), ())
 
 
-def _codes(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list):
-        return ()
-    return tuple(dict.fromkeys(v for v in value if isinstance(v, str) and v))
+def _codes(values: list[str]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(v for v in values if v))
 
 
 class LanguageTable:

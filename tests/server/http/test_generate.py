@@ -124,6 +124,24 @@ def test_unknown_models_and_versions_are_404_and_a_classifier_is_400(server, rou
     assert status == 400 and "not translation" in reply["error"]
 
 
+@pytest.mark.parametrize("route", ["generate", "generate_stream"])
+def test_a_timeout_that_passes_is_504_and_the_work_is_dropped(server, route):
+    engine = server.app.registry.models["reverser"].engine
+    original, hold = engine.on_step, threading.Event()
+    engine.on_step = lambda rows, generated: (hold.wait(5), original(rows, generated))
+    try:
+        body = {"text_input": "t5 t9 t17 t4", "parameters": {"timeout": 200_000}}  # 0.2 s; the decoder is held
+        status, _, reply = post(server, f"/v2/models/reverser/{route}", body)
+        assert status == 504 and "timeout of 200 ms passed" in reply["error"]
+    finally:
+        hold.set()
+        engine.on_step = original
+    deadline = time.monotonic() + 10
+    while engine.active_sequences and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert engine.active_sequences == 0
+
+
 def test_a_full_queue_is_429(serve, kserve_repo):
     with serve(kserve_repo, http_port=0, max_translation_queue=1, max_active_sequences=1) as handle:
         engine = handle.app.registry.models["reverser"].engine

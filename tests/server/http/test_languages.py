@@ -2,29 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from types import SimpleNamespace
 
+from attnserve.contract.manifest import Languages
 from attnserve.server.http.languages import LanguageTable, ModelLanguages, declared_languages
 
 
-def _model(tmp_path, name: str, raw_languages=None, parsed=None, manifest_has_field: bool = False):
-    (tmp_path / name).mkdir()
-    doc = {"name": name} if raw_languages is None else {"name": name, "languages": raw_languages}
-    (tmp_path / name / "model.json").write_text(json.dumps(doc))
-    manifest = SimpleNamespace(languages=parsed) if manifest_has_field else SimpleNamespace()
-    return SimpleNamespace(name=name, manifest=manifest, model_dir=tmp_path / name)
+def _model(name: str, source: list[str] | None = None, target: list[str] | None = None):
+    languages = None if source is None else Languages(source=source, target=target or [])
+    return SimpleNamespace(name=name, manifest=SimpleNamespace(languages=languages))
 
 
-def test_declared_languages_from_model_json_the_parsed_manifest_or_the_name(tmp_path):
-    raw = _model(tmp_path, "mt", {"source": ["en", "fr"], "target": "de"})
-    assert declared_languages(raw) == ModelLanguages("mt", ("en", "fr"), ("de",))
-    parsed = SimpleNamespace(source=["es"], target=["en", "pt"], tokens={})
-    assert declared_languages(_model(tmp_path, "nllb", None, parsed, True)).targets == ("en", "pt")
-    assert declared_languages(_model(tmp_path, "opus-mt-en-de")) == ModelLanguages("opus-mt-en-de", ("en",), ("de",))
-    assert declared_languages(_model(tmp_path, "tc-big-en-de", None, None, True)).sources == ("en",)
-    assert declared_languages(_model(tmp_path, "reverser")) == ModelLanguages("reverser", (), ())
-    assert declared_languages(_model(tmp_path, "half", {"source": ["en"], "target": []})).sources == ()
+def test_declared_languages_from_the_manifest_or_the_name():
+    assert declared_languages(_model("mt", ["en", "fr"], ["de"])) == ModelLanguages("mt", ("en", "fr"), ("de",))
+    assert declared_languages(_model("opus-mt-en-de")) == ModelLanguages("opus-mt-en-de", ("en",), ("de",))
+    assert declared_languages(_model("opus-mt-en-de", ["fr"], ["es"])).sources == ("fr",)  # declared first
+    assert declared_languages(_model("reverser")) == ModelLanguages("reverser", (), ())
+    assert declared_languages(_model("half", ["en"], [])) == ModelLanguages("half", (), ())
 
 
 def test_the_table_routes_each_pair_to_the_first_model_by_name():
