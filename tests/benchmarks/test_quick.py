@@ -187,6 +187,22 @@ def test_server_profile_quick(dirs):
     assert sum(result["serving_path_shares"].values()) == pytest.approx(1.0)
 
 
+def test_server_profile_translation_quick(dirs):
+    """The translation server under a saturating stream workload: py-spy's samples fall into the
+    translation groups, and serving's CPU per token is the server's (/proc) minus the engine's in process."""
+    if not _py_spy_can_attach():
+        pytest.skip("py-spy cannot attach to a process here (no ptrace permission)")
+    argv, out = dirs
+    assert cli.main(["server-profile", "--workload", "translation", *argv]) == 0
+    result = json.loads((out / "server-profile-translation-quick.json").read_text())
+    assert result["tokens"] > 0 and result["served"]["exact_token_counts"]
+    assert result["samples"]["gRPC aio + event loop (Cython and asyncio)"] > 0
+    assert result["server_cpu_us_per_token"] > result["engine_cpu_us_per_token"] > 0
+    expected = result["server_cpu_us_per_token"] - result["engine_cpu_us_per_token"]
+    assert result["serving_cpu_us_per_token"] == pytest.approx(expected)
+    assert sum(result["shares"].values()) == pytest.approx(1.0)
+
+
 def test_server_profile_groups_by_the_innermost_frame():
     from attnserve.benchmarks import server_profile as sp
 
