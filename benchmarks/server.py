@@ -7,6 +7,8 @@ gRPC load generator keeps C requests of one preprocessed image (a raw float32 te
 in flight for a bounded count and time. Two servers take turns per concurrency level:
 dynamic batching (``--max-batch-size 32``) and unbatched (``--max-batch-size 1``).
 In-process onnxruntime at batch 1 and 32 in the same run gives the overhead figure.
+``--workers N`` adds a dynamic-batching server of N worker processes (``attnserve-server
+--workers N``: N GILs on one port), its clients spread over ``--channels`` connections.
 Translation: see ``server_translation.py`` (its own JSON and PNG, ``server-translation``).
 
     python -m benchmarks.server              # or: attnserve-bench server (both workloads)
@@ -108,8 +110,11 @@ async def wait_ready(address: str, proc: subprocess.Popen, timeout: float = 120.
     raise TimeoutError(f"server at {address} not ready after {timeout} s")
 
 
-async def load_raw(address: str, request, clients: int, count: int, max_seconds: float) -> dict[str, Any]:
-    """``clients`` loops sending ``request`` until ``count`` are done or ``max_seconds`` pass."""
+async def load_raw(
+    address: str, request, clients: int, count: int, max_seconds: float, channels: int = 1
+) -> dict[str, Any]:
+    """``clients`` loops sending ``request`` until ``count`` are done or ``max_seconds`` pass, over
+    ``channels`` connections (client i on connection i mod ``channels``: one worker process each)."""
     import grpc
 
     from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
@@ -117,12 +122,15 @@ async def load_raw(address: str, request, clients: int, count: int, max_seconds:
     latencies: list[float] = []
     batches: list[int] = []
     started = 0
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = pb_grpc.InferenceServiceStub(channel)
-        await stub.Classify(request)  # warm-up
+    own = [("grpc.use_local_subchannel_pool", 1)]  # a connection per channel, not one shared per target
+    opened = [grpc.aio.insecure_channel(address, options=own) for _ in range(max(1, min(channels, clients)))]
+    try:
+        stubs = [pb_grpc.InferenceServiceStub(channel) for channel in opened]
+        for stub in stubs:
+            await stub.Classify(request)  # warm-up
         t_end = time.perf_counter() + max_seconds
 
-        async def client() -> None:
+        async def client(stub) -> None:
             nonlocal started
             while started < count and time.perf_counter() < t_end:
                 started += 1
@@ -132,33 +140,48 @@ async def load_raw(address: str, request, clients: int, count: int, max_seconds:
                 batches.append(reply.results[0].batch_size)
 
         t0 = time.perf_counter()
-        await asyncio.gather(*(client() for _ in range(clients)))
+        await asyncio.gather(*(client(stubs[i % len(stubs)]) for i in range(clients)))
         wall = time.perf_counter() - t0
+    finally:
+        for channel in opened:
+            await channel.close()
     return {"latencies": latencies, "batches": batches, "wall": wall}
 
 
-def _load_in_process(address: str, request_bytes: bytes, clients: int, count: int, max_seconds: float) -> dict:
+def _load_in_process(
+    address: str, request_bytes: bytes, clients: int, count: int, max_seconds: float, channels: int
+) -> dict:
     from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
     request = pb.ClassifyRequest.FromString(request_bytes)
-    return asyncio.run(load_raw(address, request, clients, count, max_seconds))
+    return asyncio.run(load_raw(address, request, clients, count, max_seconds, channels))
 
 
-async def load(address: str, request, clients: int, count: int, max_seconds: float, procs: int = 1) -> dict[str, Any]:
+async def load(
+    address: str, request, clients: int, count: int, max_seconds: float, procs: int = 1, channels: int = 1
+) -> dict[str, Any]:
     """Throughput and latency of ``clients`` concurrent callers, spread over ``procs`` client
     processes (one Python process tops out at some hundreds of large requests per second)."""
     if procs <= 1 or clients < 2:
-        parts = [await load_raw(address, request, clients, count, max_seconds)]
+        parts = [await load_raw(address, request, clients, count, max_seconds, channels)]
     else:
         from concurrent.futures import ProcessPoolExecutor
 
         procs = min(procs, clients)
         shares = [clients // procs + (i < clients % procs) for i in range(procs)]
+        per_proc = max(1, -(-channels // procs))  # the connections, spread over the processes
         loop = asyncio.get_running_loop()
         with ProcessPoolExecutor(procs) as pool:
             jobs = [
                 loop.run_in_executor(
-                    pool, _load_in_process, address, request.SerializeToString(), c, count * c // clients, max_seconds
+                    pool,
+                    _load_in_process,
+                    address,
+                    request.SerializeToString(),
+                    c,
+                    count * c // clients,
+                    max_seconds,
+                    per_proc,
                 )
                 for c in shares
             ]
@@ -213,8 +236,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     pixels = np.random.default_rng(0).standard_normal((3, size, size), dtype=np.float32)
     tensor = pb.Tensor(shape=list(pixels.shape), datatype=pb.DATA_TYPE_FP32, raw_contents=pixels.tobytes())
     request = pb.ClassifyRequest(model="vit", images=[pb.ImageInput(tensor=tensor)], top_k=1)
-    servers = {"dynamic batching (max 32)": 32, "unbatched (max_batch_size 1)": 1}
-    procs = {name: start_server(repo, args.threads, mb, args.provider) for name, mb in servers.items()}
+    server_translation.check_workers(args)
+    servers = {"dynamic batching (max 32)": (32, []), "unbatched (max_batch_size 1)": (1, [])}
+    for n in args.workers:
+        servers[f"dynamic batching (max 32), {n} workers"] = (32, ["--workers", str(n)])
+    channels = args.channels or (4 * max(args.workers) if args.workers else 1)
+    procs = {name: start_server(repo, args.threads, mb, args.provider, extra) for name, (mb, extra) in servers.items()}
     rows: list[dict[str, Any]] = []
     try:
 
@@ -223,7 +250,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 await wait_ready(address, proc)
             for clients in args.clients:
                 for name, (_, address) in procs.items():  # interleaved: the two servers take turns
-                    stats = await load(address, request, clients, args.requests, args.max_seconds, args.client_procs)
+                    stats = await load(
+                        address, request, clients, args.requests, args.max_seconds, args.client_procs, channels
+                    )
                     rows.append({"server": name, "clients": clients, **stats})
 
         asyncio.run(session())

@@ -13,6 +13,7 @@ bounds the server's request rate whatever the accelerator does:
     python -m benchmarks.server_profile --preset vit-s16 --clients 64 --seconds 20
     python -m benchmarks.server_profile --light --clients 64 --seconds 20   # the serving path alone
     python -m benchmarks.server_profile --quick
+    python -m benchmarks.server_profile --workload translation   # server_profile_translation.py
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from . import server_translation
 from .common import add_common_arguments, header, machine, table, write_results
 from .decode import vars_of
 from .server import load, start_server, wait_ready
@@ -64,6 +66,13 @@ OTHER = "other Python"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.server_profile", description=__doc__.split("\n\n")[0])
     add_common_arguments(parser)
+    parser.add_argument(
+        "--workload",
+        choices=["classification", "translation"],
+        default="classification",
+        help="the server profiled (translation: server_profile_translation.py, with the translation workload's "
+        "options below; --rates takes the arrival rate, default 256 texts/s)",
+    )
     parser.add_argument("--preset", default="vit-tiny", help="ViT preset of the random model (default vit-tiny)")
     parser.add_argument("--clients", type=int, default=None, help="concurrent clients (default 64; quick: 4)")
     parser.add_argument("--seconds", type=float, default=None, help="sampled load window (default 20; quick: 3)")
@@ -77,26 +86,27 @@ def build_parser() -> argparse.ArgumentParser:
         "(patch 32, dim 64, depth 2): the server is then bound by its serving path, measured alone",
     )
     parser.add_argument("--keep-raw", metavar="FILE", help="also keep py-spy's raw stacks in FILE")
+    server_translation.add_arguments(parser)
     return parser
 
 
-def group_of(stack: str) -> str:
+def group_of(stack: str, groups: list[tuple[str, tuple[str, ...]]] = GROUPS) -> str:
     leaf = stack.rsplit(";", 1)[-1]
     if leaf.startswith(WAIT_LEAVES):
         return WAITING
-    for name, needles in GROUPS:
+    for name, needles in groups:
         if any(n in stack for n in needles):
             return name
     return OTHER
 
 
-def parse_raw(text: str) -> dict[str, int]:
+def parse_raw(text: str, groups: list[tuple[str, tuple[str, ...]]] = GROUPS) -> dict[str, int]:
     """py-spy's ``--format raw`` (one ``frame;frame;... count`` line per distinct stack) -> samples per group."""
-    counts: dict[str, int] = {name: 0 for name, _ in GROUPS} | {OTHER: 0, WAITING: 0}
+    counts: dict[str, int] = {name: 0 for name, _ in groups} | {OTHER: 0, WAITING: 0}
     for line in text.splitlines():
         stack, _, count = line.rpartition(" ")
         if stack and count.isdigit():
-            counts[group_of(stack)] += int(count)
+            counts[group_of(stack, groups)] += int(count)
     return counts
 
 
@@ -221,7 +231,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    run(build_parser().parse_args(argv))
+    args = build_parser().parse_args(argv)
+    if args.workload == "translation":
+        from . import server_profile_translation
+
+        server_profile_translation.run(args)
+    else:
+        run(args)
     return 0
 
 

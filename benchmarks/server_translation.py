@@ -98,10 +98,14 @@ def settle(args: argparse.Namespace) -> None:
     for name, value in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
+    check_workers(args)
     if args.channels is None:
         args.channels = 4 * max(args.workers) if args.workers else 1
-    if any(n < 2 for n in args.workers) or args.channels < 1:
-        raise SystemExit("--workers takes counts >= 2 (1 is the continuous server itself); --channels >= 1")
+
+
+def check_workers(args: argparse.Namespace) -> None:
+    if any(n < 2 for n in args.workers) or (args.channels is not None and args.channels < 1):
+        raise SystemExit("--workers takes counts >= 2 (1 is the plain server itself); --channels >= 1")
 
 
 def server_names(args: argparse.Namespace) -> dict[str, list[str]]:

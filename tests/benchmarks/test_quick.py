@@ -139,17 +139,24 @@ def test_server_quick(dirs):
     assert set(mt["in_process_tokens_per_s"]) == {"continuous", "static"}
 
 
-def test_server_translation_with_workers_quick(tmp_path):
-    """--workers 2 adds a server of two worker processes beside continuous and static; every text
-    is answered with its exact token count, and each row carries its ratio to the engine in process."""
+def test_server_with_workers_quick(tmp_path):
+    """--workers 2 adds a server of two worker processes to both halves; every request is answered
+    (classification: batched as before; translation: exact token counts), and each translation row
+    carries its ratio to the engine in process."""
     out = tmp_path / "out"
-    argv = ["server", "--quick", "--workloads", "translation", "--workers", "2", "--no-plot"]
-    assert cli.main([*argv, "--work-dir", str(tmp_path / "work"), "--out", str(out)]) == 0
+    argv = ["server", "--quick", "--workers", "2", "--no-plot", "--work-dir", str(tmp_path / "work"), "--out", str(out)]
+    assert cli.main(argv) == 0
+    vit = json.loads((out / "server-quick.json").read_text())
+    workers = [r for r in vit["rows"] if r["server"] == "dynamic batching (max 32), 2 workers"]
+    assert len(workers) == len(vit["settings"]["clients"]) and all(r["requests"] > 0 for r in workers)
+    assert "dynamic batching (max 32), 2 workers" in vit["overhead_vs_in_process"]
     mt = json.loads((out / "server-translation-quick.json").read_text())
     assert {r["server"] for r in mt["rows"]} == {"continuous", "static", "continuous, 2 workers"}
     assert mt["settings"]["channels"] == 8
     for row in mt["rows"]:
         assert row["texts"] > 0 and row["exact_token_counts"] and row["ratio_to_in_process"] > 0
+    with pytest.raises(SystemExit):
+        cli.main([*argv, "--workers", "1"])
 
 
 def _py_spy_can_attach() -> bool:
@@ -185,6 +192,22 @@ def test_server_profile_quick(dirs):
     expected = result["server_cpu_ms_per_request"] - result["onnxruntime_cpu_ms_per_image"]
     assert result["serving_path_cpu_ms_per_request"] == pytest.approx(expected)
     assert sum(result["serving_path_shares"].values()) == pytest.approx(1.0)
+
+
+def test_server_profile_translation_quick(dirs):
+    """The translation server under a saturating stream workload: py-spy's samples fall into the
+    translation groups, and serving's CPU per token is the server's (/proc) minus the engine's in process."""
+    if not _py_spy_can_attach():
+        pytest.skip("py-spy cannot attach to a process here (no ptrace permission)")
+    argv, out = dirs
+    assert cli.main(["server-profile", "--workload", "translation", *argv]) == 0
+    result = json.loads((out / "server-profile-translation-quick.json").read_text())
+    assert result["tokens"] > 0 and result["served"]["exact_token_counts"]
+    assert result["samples"]["gRPC aio + event loop (Cython and asyncio)"] > 0
+    assert result["server_cpu_us_per_token"] > result["engine_cpu_us_per_token"] > 0
+    expected = result["server_cpu_us_per_token"] - result["engine_cpu_us_per_token"]
+    assert result["serving_cpu_us_per_token"] == pytest.approx(expected)
+    assert sum(result["shares"].values()) == pytest.approx(1.0)
 
 
 def test_server_profile_groups_by_the_innermost_frame():
