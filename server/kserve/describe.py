@@ -8,7 +8,8 @@ requests itself: dynamic batching for images, continuous batching for texts; per
 refuses a per-item shape of ``[]``, which ``max_batch_size`` > 0 with ``TEXT [-1]`` would
 need), inputs with ``optional`` (a classifier takes IMAGE or PIXELS), and
 ``model_transaction_policy.decoupled`` for translation (ModelStreamInfer sends deltas).
-The per-request item limit is the config parameter ``max_items_per_request``.
+The per-request item limit is the config parameter ``max_items_per_request``; a translator's
+character limits are ``max_text_chars`` and ``max_request_chars``.
 """
 
 from __future__ import annotations
@@ -119,6 +120,8 @@ def model_config(model: LoadedModel, settings: Settings) -> mc.ModelConfig:
     )
     if model.kind == TRANSLATION:
         config.model_transaction_policy.decoupled = True  # ModelStreamInfer: one response per piece
+        for key in ("max_text_chars", "max_request_chars"):  # documents: limits in characters (issue 14)
+            config.parameters[key].string_value = str(getattr(settings, key))
     else:
         batching = config.dynamic_batching
         batching.max_queue_delay_microseconds = int(settings.max_queue_delay_ms * 1000)

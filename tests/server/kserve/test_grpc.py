@@ -67,6 +67,7 @@ def test_model_metadata_and_config_say_what_perf_analyzer_reads(triton):
     config = triton.get_model_config("reverser", as_json=True)["config"]
     assert config.get("max_batch_size", 0) == 0  # the batch is the first dimension, -1; the server batches
     assert config["parameters"]["max_items_per_request"] == {"string_value": "8"}  # --max-texts-per-request
+    assert config["parameters"]["max_text_chars"] == {"string_value": "50000"}  # --max-text-chars
     assert config["model_transaction_policy"] == {"decoupled": True}
 
     meta = triton.get_model_metadata("digits", as_json=True)
