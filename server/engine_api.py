@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .documents import FORMATS, TEXT, DocumentLimits, DocumentSplitter, PreparedDocument, TokenBudget
@@ -54,27 +54,50 @@ from .translation import Hypothesis, StreamEvent, TranslationResult
 _OPTIONS_PROBE = "1"
 # Requests up to this many characters are split on the event loop (well under a millisecond).
 INLINE_SPLIT_CHARS = 2_000
+MAX_LANGUAGES = 64  # sentence splitters kept per engine, one per source language
 
 # on_request(sentences, characters) of one request, for the metrics (Metrics.watch_engine).
 RequestObserver = Callable[[int, int], None]
 
 
+def segmenter_language(code: str | None) -> str:
+    """A model's or request's language code -> sentencex's (ISO 639-1 style: "de" of "de",
+    "de-AT", "deu_Latn" stays "deu"); sentencex reads a code it has no rules for with its
+    default (English-like) rules. No code: "en"."""
+    return (code or "en").replace("-", "_").split("_")[0].lower() or "en"
+
+
 @dataclass
 class _EngineDocuments:
-    splitter: DocumentSplitter
+    budget: TokenBudget
+    language: str  # the model's source language, when it declares one
     on_request: RequestObserver | None = None
+    splitters: dict[str, DocumentSplitter] = field(default_factory=dict)
+
+    def splitter(self, language: str | None = None) -> DocumentSplitter:
+        """The splitter for ``language`` (a request's source language), else the model's."""
+        language = segmenter_language(language) if language else self.language
+        splitter = self.splitters.get(language)
+        if splitter is None:
+            first = next(iter(self.splitters.values()), None)
+            normalize = first.normalize if first is not None else None  # parsed from tokenizer.json once
+            splitter = DocumentSplitter(self.budget, normalize, language=language)
+            if len(self.splitters) < MAX_LANGUAGES:  # codes come from requests: the cache stays bounded
+                self.splitters[language] = splitter
+        return splitter
 
 
 _per_engine: weakref.WeakKeyDictionary[Any, _EngineDocuments] = weakref.WeakKeyDictionary()
 
 
 def _documents(engine: Any) -> _EngineDocuments:
-    """The splitter of ``engine``'s tokenizer and source limit, built once per engine."""
+    """The splitters of ``engine``'s tokenizer and source limit, built once per engine and language."""
     docs = _per_engine.get(engine)
     if docs is None:
-        # Sentence rules of English until a model declares its source language (issue 13).
-        splitter = DocumentSplitter(TokenBudget(engine.tokenizer, engine.max_source_len), language="en")
-        docs = _per_engine[engine] = _EngineDocuments(splitter)
+        languages = getattr(engine.manifest, "languages", None) if hasattr(engine, "manifest") else None
+        sources = list(getattr(languages, "source", None) or [])
+        language = segmenter_language(sources[0] if len(sources) == 1 else None)  # many: the request says
+        docs = _per_engine[engine] = _EngineDocuments(TokenBudget(engine.tokenizer, engine.max_source_len), language)
     return docs
 
 
@@ -102,21 +125,23 @@ def _check(engine: Any, texts: Sequence[str], options: Any, format: str) -> None
     engine.validate([_OPTIONS_PROBE], options)  # the options, before any sentence is queued
 
 
-def _split(engine: Any, texts: Sequence[str], format: str) -> list[PreparedDocument]:
+def _split(engine: Any, texts: Sequence[str], format: str, language: str | None) -> list[PreparedDocument]:
     docs = _documents(engine)
-    prepared = [docs.splitter.split(text, format) for text in texts]
+    splitter = docs.splitter(language)
+    prepared = [splitter.split(text, format) for text in texts]
     if docs.on_request is not None:
         docs.on_request(sum(p.segments for p in prepared), sum(len(t) for t in texts))
     return prepared
 
 
-async def _split_off_loop(engine: Any, texts: Sequence[str], format: str) -> list[PreparedDocument]:
+async def _split_off_loop(engine: Any, texts: Sequence[str], options: Any, format: str) -> list[PreparedDocument]:
     """Split on a worker thread unless the request is small: segmenting and tokenising 50,000
     characters takes a few hundred ms on a busy core (sentencex and tokenizers run in Rust
     without the GIL), which on the event loop would stall every other call."""
+    language = getattr(options, "source_language", None)  # a request may name it (issue 13)
     if sum(len(t) for t in texts) <= INLINE_SPLIT_CHARS:
-        return _split(engine, texts, format)
-    return await asyncio.to_thread(_split, engine, texts, format)
+        return _split(engine, texts, format, language)
+    return await asyncio.to_thread(_split, engine, texts, format, language)
 
 
 def _window(engine: Any) -> tuple[int, int]:
@@ -187,7 +212,7 @@ def document_result(prepared: PreparedDocument, results: Sequence[TranslationRes
 async def translate(engine: Any, texts: list[str], options: Any, format: str = TEXT) -> list[TranslationResult]:
     """One ``TranslationResult`` per text (document), in order; ``format``: "text" or "html"."""
     _check(engine, texts, options, format)
-    prepared = await _split_off_loop(engine, texts, format)
+    prepared = await _split_off_loop(engine, texts, options, format)
     sentences = [s for p in prepared for s in p.sources]
     results = await _translate_sentences(engine, sentences, options) if sentences else []
     out, at = [], 0
@@ -278,7 +303,7 @@ class DocumentEvents:
 
 
 async def _stream(engine: Any, text: str, options: Any, format: str) -> AsyncIterator[StreamEvent]:
-    (prepared,) = await _split_off_loop(engine, [text], format)
+    (prepared,) = await _split_off_loop(engine, [text], options, format)
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, None, "eos")
         return

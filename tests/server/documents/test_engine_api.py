@@ -1,0 +1,107 @@
+"""engine_api's documents against a recording stand-in engine (the bundled translator's
+tokenizer and 64-token limit): what the engine is asked to translate, and the sentence rules
+of the model's or the request's source language."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import pytest
+
+from attnserve.server import engine_api
+from attnserve.server.errors import InvalidRequest
+from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothesis, TranslationResult
+
+
+class RecordingEngine:
+    """Translates a sentence to itself in capitals; records every engine call."""
+
+    max_source_len = 64
+
+    def __init__(self, tokenizer, sources=None, **settings) -> None:
+        self.tokenizer = tokenizer
+        self.settings = EngineSettings(**settings)
+        self.manifest = SimpleNamespace(languages=SimpleNamespace(source=sources) if sources else None)
+        self.calls: list[list[str]] = []
+
+    def validate(self, texts, options):
+        pass
+
+    async def translate(self, texts, options):
+        self.calls.append(list(texts))
+        hypotheses = [[Hypothesis(t.upper(), [1], -1.0, -0.5, "eos")] for t in texts]
+        return [TranslationResult(h, 2, 1.0, 1.0, 1.0, 1.0) for h in hypotheses]
+
+
+@dataclass(frozen=True)
+class WithLanguage(DecodeOptions):
+    source_language: str = ""  # what issue 13 adds to the options
+
+
+GREEDY = DecodeOptions()
+
+
+def translate(engine, texts, options=GREEDY, format="text"):
+    return asyncio.run(engine_api.translate(engine, texts, options, format))
+
+
+GERMAN = "Am 3. März ging er. Dann kam sie."
+
+
+def test_the_models_source_language_picks_the_sentence_rules(tokenizer):
+    english, german = RecordingEngine(tokenizer), RecordingEngine(tokenizer, sources=["de"])
+    translate(english, [GERMAN])
+    translate(german, [GERMAN])
+    assert english.calls == [["Am 3.", "März ging er.", "Dann kam sie."]]  # English rules end a sentence at "3."
+    assert german.calls == [["Am 3. März ging er.", "Dann kam sie."]]
+
+
+def test_a_requests_source_language_picks_the_sentence_rules(tokenizer):
+    engine = RecordingEngine(tokenizer, sources=["en", "de"])  # several: the request says which
+    (result,) = translate(engine, [GERMAN], WithLanguage(source_language="de-AT"))
+    assert engine.calls == [["Am 3. März ging er.", "Dann kam sie."]]
+    assert result.hypotheses[0].text == GERMAN.upper()
+
+
+def test_all_sentences_of_all_texts_go_to_the_engine_together_in_order(tokenizer):
+    engine = RecordingEngine(tokenizer)
+    results = translate(engine, ["It is 9. It is 10.\n\nAt noon", "***", "  Today  "])
+    assert engine.calls == [["It is 9.", "It is 10.", "At noon", "Today"]]  # one call; "***": nothing to translate
+    assert [r.hypotheses[0].text for r in results] == ["IT IS 9. IT IS 10.\n\nAT NOON", "***", "  TODAY  "]
+    assert results[0].hypotheses[0].score == pytest.approx(-1.5) and results[1].source_tokens == 0
+
+
+def test_a_long_document_is_sent_in_calls_of_the_per_call_limit(tokenizer):
+    engine = RecordingEngine(tokenizer, max_texts_per_request=8, max_queue_size=32)
+    lines = [f"Line {i}." for i in range(50)]
+    (result,) = translate(engine, ["\n".join(lines)])
+    assert [len(c) for c in engine.calls] == [8] * 6 + [2]  # at most 2 calls (16 sentences) queued at once
+    assert result.hypotheses[0].text == "\n".join(line.upper() for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("texts", "fragment"),
+    [
+        ([], "no texts"),
+        (["  \n "], "text 0 is empty"),
+        (["x" * 50_001], "at most 50,000 per text"),
+        (["x" * 40_000] * 6, "at most 200,000 per request"),
+    ],
+)
+def test_bad_requests_are_refused_before_the_engine_sees_them(tokenizer, texts, fragment):
+    engine = RecordingEngine(tokenizer)
+    with pytest.raises(InvalidRequest, match=fragment):
+        translate(engine, texts)
+    with pytest.raises(InvalidRequest, match="format must be one of text, html"):
+        translate(engine, ["x"], format="markdown")
+    assert engine.calls == []
+
+
+def test_the_splitter_cache_is_bounded(tokenizer):
+    engine = RecordingEngine(tokenizer)
+    for i in range(engine_api.MAX_LANGUAGES + 10):
+        (result,) = translate(engine, ["It is 9. It is 10."], WithLanguage(source_language=f"x{i}"))
+        assert result.hypotheses[0].text == "IT IS 9. IT IS 10."
+    assert len(engine_api._documents(engine).splitters) <= engine_api.MAX_LANGUAGES
