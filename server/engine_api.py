@@ -35,11 +35,15 @@ Results per document (what attnserve.v1's ``Translation`` and KServe's ``TRANSLA
   sum of encode times, the earliest first token.
 
 A text with nothing to translate (only punctuation, symbols or markup) comes back as sent.
+A forced target prefix (``DecodeOptions.prefix_ids``): its hidden part (a target-language
+token) starts every sentence, its visible part (a user's target prefix) only the first
+sentence of each text (:func:`sentence_options`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -151,18 +155,35 @@ def _window(engine: Any) -> tuple[int, int]:
     return chunk, max(1, settings.max_queue_size // 2 // chunk)
 
 
-async def _translate_sentences(engine: Any, sentences: list[str], options: Any) -> list[TranslationResult]:
-    """One result per sentence, in order; a failure or a cancel abandons every call of the request."""
+def sentence_options(options: Any) -> tuple[Any, Any]:
+    """(options of a document's first sentence, options of every later one).
+
+    A forced target prefix has two parts (``DecodeOptions.prefix_ids``): the hidden leading
+    ids (``hide_prefix``: a target-language token) start every sentence; the visible rest (a
+    user's target prefix) starts the document, so only its first sentence."""
+    prefix, hidden = getattr(options, "prefix_ids", ()), getattr(options, "hide_prefix", 0)
+    if len(prefix) <= hidden:
+        return options, options
+    return options, dataclasses.replace(options, prefix_ids=tuple(prefix[:hidden]))
+
+
+async def _translate_sentences(engine: Any, work: list[tuple[str, Any]]) -> list[TranslationResult]:
+    """One result per (sentence, options), in order: sentences of equal options go to the engine
+    in calls of at most ``max_texts_per_request``; a failure or a cancel abandons every call."""
     chunk, in_flight = _window(engine)
-    if len(sentences) <= chunk:
-        return await engine.translate(engine.prepare(sentences, options))
+    by_options: dict[Any, list[int]] = {}
+    for i, (_, options) in enumerate(work):
+        by_options.setdefault(options, []).append(i)
+    calls = [(options, idx[j : j + chunk]) for options, idx in by_options.items() for j in range(0, len(idx), chunk)]
+    if len(calls) == 1:
+        return await engine.translate(engine.prepare([sentence for sentence, _ in work], work[0][1]))
     gate = asyncio.Semaphore(in_flight)
 
-    async def call(part: list[str]) -> list[TranslationResult]:
+    async def call(options: Any, indices: list[int]) -> list[TranslationResult]:
         async with gate:
-            return await engine.translate(engine.prepare(part, options))
+            return await engine.translate(engine.prepare([work[i][0] for i in indices], options))
 
-    tasks = [asyncio.ensure_future(call(sentences[i : i + chunk])) for i in range(0, len(sentences), chunk)]
+    tasks = [asyncio.ensure_future(call(options, indices)) for options, indices in calls]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     finally:  # cancelled, or one call failed: the others free their rows too
@@ -174,7 +195,11 @@ async def _translate_sentences(engine: Any, sentences: list[str], options: Any) 
     for task in tasks:
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()
-    return [result for task in tasks for result in task.result()]
+    results: list[Any] = [None] * len(work)
+    for (_, indices), task in zip(calls, tasks):
+        for i, result in zip(indices, task.result()):
+            results[i] = result
+    return results
 
 
 def _as_written(text: str) -> TranslationResult:
@@ -213,8 +238,9 @@ async def translate(engine: Any, texts: list[str], options: Any, format: str = T
     """One ``TranslationResult`` per text (document), in order; ``format``: "text" or "html"."""
     _check(engine, texts, options, format)
     prepared = await _split_off_loop(engine, texts, options, format)
-    sentences = [s for p in prepared for s in p.sources]
-    results = await _translate_sentences(engine, sentences, options) if sentences else []
+    first, rest = sentence_options(options)
+    work = [(source, first if i == 0 else rest) for p in prepared for i, source in enumerate(p.sources)]
+    results = await _translate_sentences(engine, work) if work else []
     out, at = [], 0
     for p in prepared:
         out.append(document_result(p, results[at : at + p.segments], options.num_hypotheses))
@@ -311,10 +337,12 @@ async def _stream(engine: Any, text: str, options: Any, format: str) -> AsyncIte
     queue: asyncio.Queue = asyncio.Queue()
     gate = asyncio.Semaphore(_window(engine)[0])
 
+    first, rest = sentence_options(options)
+
     async def sentence(index: int, source: str) -> None:
         async with gate:
             try:
-                async for event in engine.stream(engine.prepare([source], options)):
+                async for event in engine.stream(engine.prepare([source], first if index == 0 else rest)):
                     queue.put_nowait((index, event))
             except Exception as exc:
                 queue.put_nowait((index, exc))

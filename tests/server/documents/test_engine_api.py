@@ -25,12 +25,14 @@ class RecordingEngine:
         self.settings = EngineSettings(**settings)
         self.manifest = SimpleNamespace(languages=SimpleNamespace(source=sources) if sources else None)
         self.calls: list[list[str]] = []
+        self.options: list[DecodeOptions] = []
 
     def validate(self, texts, options):
         pass
 
     async def translate(self, texts, options):
         self.calls.append(list(texts))
+        self.options.append(options)
         hypotheses = [[Hypothesis(t.upper(), [1], -1.0, -0.5, "eos")] for t in texts]
         return [TranslationResult(h, 2, 1.0, 1.0, 1.0, 1.0) for h in hypotheses]
 
@@ -105,3 +107,16 @@ def test_the_splitter_cache_is_bounded(tokenizer):
         (result,) = translate(engine, ["It is 9. It is 10."], WithLanguage(source_language=f"x{i}"))
         assert result.hypotheses[0].text == "IT IS 9. IT IS 10."
     assert len(engine_api._documents(engine).splitters) <= engine_api.MAX_LANGUAGES
+
+
+def test_a_target_prefix_starts_the_document_and_a_language_token_every_sentence(tokenizer):
+    engine = RecordingEngine(tokenizer, max_texts_per_request=2)
+    options = DecodeOptions(prefix_ids=(5, 7, 9), hide_prefix=1)  # language token 5, then the user's 7 9
+    results = translate(engine, ["It is 9. It is 10. At noon.", "Today."], options)
+    seen = {text: o.prefix_ids for call, o in zip(engine.calls, engine.options) for text in call}
+    assert seen == {"It is 9.": (5, 7, 9), "Today.": (5, 7, 9), "It is 10.": (5,), "At noon.": (5,)}
+    assert [r.hypotheses[0].text for r in results] == ["IT IS 9. IT IS 10. AT NOON.", "TODAY."]
+    assert (
+        engine_api.sentence_options(DecodeOptions(prefix_ids=(5,), hide_prefix=1))
+        == (DecodeOptions(prefix_ids=(5,), hide_prefix=1),) * 2
+    )  # only a language token: the same options for every sentence
