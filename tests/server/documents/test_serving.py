@@ -210,3 +210,14 @@ def test_a_cancelled_document_frees_every_row(server, client):
     while (engine.active_sequences or engine.queued) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert engine.active_sequences == 0 and engine.queued == 0
+
+
+def test_a_sentence_over_the_source_limit_is_cut_and_translated_whole(client, splitter, tokenizer):
+    dates = ["Monday, March 3, 2025", "Friday, January 9, 2026", "Vienna, 12 October 1999", "the 21st of June"]
+    sentence = "; ".join(dates * 4)  # one sentence, no line break
+    assert len(tokenizer.encode(sentence).ids) > 64  # the old server refused it: "shorten or split it"
+    prepared = splitter.split(sentence)  # where the server cuts it: after "; " (clause punctuation)
+    assert prepared.segments > 1 and all(len(ids) <= 64 for ids in prepared.ids)
+    (result,) = client.translate(sentence, MODEL)
+    pieces = alone(client, list(prepared.sources))
+    assert result.text == prepared.document.join([pieces[s] for s in prepared.sources])  # every piece, in place
