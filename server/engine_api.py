@@ -151,8 +151,9 @@ async def _split_off_loop(engine: Any, texts: Sequence[str], options: Any, forma
 def _window(engine: Any) -> tuple[int, int]:
     """(sentences per engine call, calls in flight) for one request (see the module docstring)."""
     settings = engine.settings
-    chunk = settings.max_texts_per_request
-    return chunk, max(1, settings.max_queue_size // 2 // chunk)
+    share = max(1, settings.max_queue_size // 2)  # of the queue, for one request at a time
+    chunk = min(settings.max_texts_per_request, share)
+    return chunk, max(1, share // chunk)
 
 
 def sentence_options(options: Any) -> tuple[Any, Any]:

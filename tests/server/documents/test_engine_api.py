@@ -81,6 +81,9 @@ def test_a_long_document_is_sent_in_calls_of_the_per_call_limit(tokenizer):
     (result,) = translate(engine, ["\n".join(lines)])
     assert [len(c) for c in engine.calls] == [8] * 6 + [2]  # at most 2 calls (16 sentences) queued at once
     assert result.hypotheses[0].text == "\n".join(line.upper() for line in lines)
+    small_queue = RecordingEngine(tokenizer, max_texts_per_request=64, max_queue_size=8)
+    translate(small_queue, ["\n".join(lines[:10])])
+    assert [len(c) for c in small_queue.calls] == [4, 4, 2]  # a call never needs more than half the queue
 
 
 @pytest.mark.parametrize(
