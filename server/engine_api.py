@@ -51,7 +51,7 @@ from typing import Any
 
 from .documents import FORMATS, TEXT, DocumentLimits, DocumentSplitter, PreparedDocument, TokenBudget
 from .documents.assemble import best_combinations
-from .errors import InvalidRequest
+from .errors import InferenceFailed, InvalidRequest
 from .translation import Hypothesis, StreamEvent, TranslationResult
 
 # A sentence the engine validates the options against before any text is split.
@@ -315,6 +315,10 @@ class DocumentEvents:
                 self._lead = ""
         return out
 
+    def finished(self, index: int) -> bool:
+        """Whether sentence ``index`` has had its last event."""
+        return self._finished[index]
+
     def _trimmed(self, index: int, delta: str, final: bool) -> str:
         text = self._held[index] + delta
         if not self._started[index]:
@@ -347,6 +351,8 @@ async def _stream(engine: Any, text: str, options: Any, format: str) -> AsyncIte
                     queue.put_nowait((index, event))
             except Exception as exc:
                 queue.put_nowait((index, exc))
+            else:
+                queue.put_nowait((index, None))  # its stream has ended
 
     tasks = [asyncio.ensure_future(sentence(i, s)) for i, s in enumerate(prepared.sources)]
     try:
@@ -355,8 +361,11 @@ async def _stream(engine: Any, text: str, options: Any, format: str) -> AsyncIte
             index, item = await queue.get()
             if isinstance(item, BaseException):
                 raise item
-            if item.finish_reason is not None:
+            if item is None:
                 remaining -= 1
+                if not order.finished(index):  # never seen; a stream must not hang waiting for it
+                    raise InferenceFailed(f"the stream of sentence {index} ended without a finish reason")
+                continue
             for event in order.push(index, item):
                 yield event
     finally:  # closed, cancelled or failed: every sentence still decoding leaves at the next step

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from attnserve.server import engine_api
-from attnserve.server.errors import InvalidRequest
-from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothesis, TranslationResult
+from attnserve.server.errors import InferenceFailed, InvalidRequest, Overloaded
+from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
 
 
 class RecordingEngine:
@@ -26,6 +26,7 @@ class RecordingEngine:
         self.manifest = SimpleNamespace(languages=SimpleNamespace(source=sources) if sources else None)
         self.calls: list[list[str]] = []
         self.options: list[DecodeOptions] = []
+        self.open_streams = 0
 
     def validate(self, texts, options):
         pass
@@ -35,6 +36,27 @@ class RecordingEngine:
         self.options.append(options)
         hypotheses = [[Hypothesis(t.upper(), [1], -1.0, -0.5, "eos")] for t in texts]
         return [TranslationResult(h, 2, 1.0, 1.0, 1.0, 1.0) for h in hypotheses]
+
+    async def stream(self, text, options):
+        self.calls.append([text])
+        self.open_streams += 1
+        try:
+            if text.startswith("Busy"):
+                raise Overloaded("translation queue is full")
+            for i, word in enumerate(text.split()):
+                await asyncio.sleep(0.2 if text.startswith("Slow") else 0)
+                yield StreamEvent((" " if i else "") + word.upper(), i, None)
+            if not text.startswith("Unfinished"):
+                yield StreamEvent("", 99, "eos")
+        finally:
+            self.open_streams -= 1
+
+
+def stream(engine, text, options=None):
+    async def collect():
+        return [e async for e in engine_api.stream(engine, text, options or GREEDY)]
+
+    return asyncio.run(collect())
 
 
 @dataclass(frozen=True)
@@ -123,3 +145,23 @@ def test_a_target_prefix_starts_the_document_and_a_language_token_every_sentence
         engine_api.sentence_options(DecodeOptions(prefix_ids=(5,), hide_prefix=1))
         == (DecodeOptions(prefix_ids=(5,), hide_prefix=1),) * 2
     )  # only a language token: the same options for every sentence
+
+
+def test_a_stream_is_the_document_in_order(tokenizer):
+    events = stream(RecordingEngine(tokenizer), "  Slow it is. Now it is.\n\nAt noon ")
+    assert "".join(e.delta for e in events) == "  SLOW IT IS. NOW IT IS.\n\nAT NOON "
+    assert [e.token_id for e in events] == [0, 1, 2, 99, 0, 1, 2, 99, 0, 1, 99]  # sentence after sentence
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "fragment"),
+    [
+        ("Slow it is. Busy now. At noon.", Overloaded, "queue is full"),
+        ("It is. Unfinished it is.", InferenceFailed, "ended without a finish reason"),
+    ],
+)
+def test_a_failing_sentence_fails_the_stream_and_closes_the_others(tokenizer, text, error, fragment):
+    engine = RecordingEngine(tokenizer)
+    with pytest.raises(error, match=fragment):
+        stream(engine, text)
+    assert engine.open_streams == 0  # the other sentences' engine streams were closed, not left decoding
