@@ -28,16 +28,21 @@ class RecordingEngine:
         self.options: list[DecodeOptions] = []
         self.open_streams = 0
 
-    def validate(self, texts, options):
-        pass
+    def prepare(self, texts, options):
+        return list(texts), options  # the real engine's Prepared holds token ids instead
 
-    async def translate(self, texts, options):
+    def validate(self, texts, options):
+        self.prepare(texts, options)
+
+    async def translate(self, prepared):
+        texts, options = prepared
         self.calls.append(list(texts))
         self.options.append(options)
         hypotheses = [[Hypothesis(t.upper(), [1], -1.0, -0.5, "eos")] for t in texts]
         return [TranslationResult(h, 2, 1.0, 1.0, 1.0, 1.0) for h in hypotheses]
 
-    async def stream(self, text, options):
+    async def stream(self, prepared):
+        (text,), options = prepared
         self.calls.append([text])
         self.open_streams += 1
         try:
