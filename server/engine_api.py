@@ -14,7 +14,8 @@ before anything is read, then the format, then the decoding options, so a bad re
 with InvalidRequest before it costs a decoder row.
 
 The sentences of all texts of a request go to the engine together, in calls of at most
-``max_texts_per_request`` sentences (the engine's per-call limit) that run concurrently, so
+``max_texts_per_request`` sentences (the engine's per-call limit; sentences with the same
+options share a call, see :func:`sentence_options`) that run concurrently, so
 they share decode steps in the continuous batcher with each other and with other requests. At
 most half of the engine's queue (``max_queue_size``) is taken by one request at a time: a
 50,000-character document (hundreds of sentences) does not fill the queue and refuse everyone

@@ -28,11 +28,11 @@ class RecordingEngine:
         self.options: list[DecodeOptions] = []
         self.open_streams = 0
 
-    def validate(self, texts, options):
-        pass
-
     def prepare(self, texts, options):
         return list(texts), options  # the real engine's Prepared holds token ids instead
+
+    def validate(self, texts, options):
+        self.prepare(texts, options)
 
     async def translate(self, prepared):
         texts, options = prepared
