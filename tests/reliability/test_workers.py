@@ -155,3 +155,17 @@ def test_a_bad_repository_fails_start_up_with_exit_1(tmp_path):
     assert done.returncode == 1
     assert "attnserve-server: error:" in done.stderr and "missing" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_port_held_by_another_program_fails_before_loading(tmp_path):
+    import socket
+
+    with socket.socket() as held:  # a listener without SO_REUSEPORT: the workers cannot share its port
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        cmd = [str(BIN / "attnserve-server"), "--model-repo", str(tmp_path / "missing"), "--workers", "2"]
+        cmd += ["--port", str(port), "--metrics-port", "-1", "--http-port", "-1"]
+        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "ATTNSERVE_PROVIDER": "cpu"})
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr
