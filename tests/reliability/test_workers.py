@@ -169,3 +169,32 @@ def test_a_port_held_by_another_program_fails_before_loading(tmp_path):
         done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "ATTNSERVE_PROVIDER": "cpu"})
     assert done.returncode == 1
     assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_sighup_while_workers_load_reloads_them_once_ready(vit_dirs, tmp_path):
+    """A reload asked for during start-up neither kills a worker (SIGHUP's default action) nor is lost."""
+    repo = tmp_path / "repo"
+    shutil.copytree(vit_dirs["digits"], repo / "digits")
+    env = {**os.environ, "ATTNSERVE_THREADS": "1", "ATTNSERVE_PROVIDER": "cpu"}
+    cmd = [str(BIN / "attnserve-server"), "--model-repo", str(repo), "--workers", "2", "--port", "0"]
+    cmd += ["--metrics-port", "-1", "--http-port", "-1"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+    log: list[str] = []
+    try:
+        sent = False
+        for line in proc.stderr:
+            log.append(line)
+            if not sent and "worker-" in line:  # the first line of a worker: it is starting
+                proc.send_signal(signal.SIGHUP)
+                sent = True
+            if "serving with 2 workers" in line:
+                break
+        threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()
+        deadline = time.monotonic() + TIMEOUT
+        while sum("reloading the model repository" in line for line in log) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.poll() is None, "".join(log)
+        assert sum("reloading the model repository" in line for line in log) == 2, "".join(log)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, "".join(log)
