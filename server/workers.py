@@ -271,10 +271,11 @@ def run(settings: Settings) -> int:
                 return 1
             log.info("metrics on http://%s:%d/metrics (every worker's, label worker)", settings.host, http.server_port)
         log.info(
-            "serving with %d workers on %s:%d (pids %s)",
+            "serving with %d workers on %s:%d%s (pids %s)",
             settings.workers,
             settings.host,
             port,
+            f", HTTP port {http_port}" if http_port >= 0 else "",
             ", ".join(str(p.pid) for p in workers.procs),
         )
         code = workers.wait_all()

@@ -49,7 +49,7 @@ class Workers:
                 self.pids[int(m.group(1))] = int(m.group(2))
             if m := re.search(r"metrics on http://[\d.]+:(\d+)/", line):
                 self.metrics_port = int(m.group(1))
-            if m := re.search(r"HTTP \(KServe v2 REST\) on http://[\d.]+:(\d+)", line):
+            if m := re.search(r"serving with 2 workers on .*, HTTP port (\d+)", line):
                 self.http_port = int(m.group(1))
             if m := re.search(r"serving with 2 workers on [\d.]+:(\d+)", line):
                 self.address = f"127.0.0.1:{m.group(1)}"
