@@ -90,6 +90,11 @@ def _worker_main(settings: Settings, index: int, conn: Connection, metrics: bool
     """Entry point of one worker process (spawned): a whole server on the shared ports."""
     import asyncio
 
+    # SIGHUP's default action ends a process: until serve() installs its reload handler, a SIGHUP
+    # from elsewhere (a terminal's process group) is ignored; the parent holds the reloads it is
+    # asked for until this worker reports ready (Workers.forward, Workers.wait_ready).
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
     from .cli import serve
     from .registry import RepositoryError
     from .runtime import ProviderError
@@ -116,6 +121,8 @@ class Workers:
         self.procs: list[multiprocessing.process.BaseProcess] = []
         self.conns: list[Connection] = []
         self.metrics_ports: dict[int, int] = {}
+        self.ready: set[int] = set()
+        self.reload_pending: set[int] = set()  # got a SIGHUP before they were ready: sent again then
         self.stopping = False
 
     def start(self, worker_settings: Settings, metrics: bool) -> None:
@@ -155,13 +162,19 @@ class Workers:
                         self.metrics_ports[index] = message["metrics_port"]
                     log.info("worker %d (pid %d) ready", index, message["pid"])
                     del pending[index]
+                    self.ready.add(index)
+                    if index in self.reload_pending:
+                        self.reload_pending.discard(index)
+                        os.kill(self.procs[index].pid, signal.SIGHUP)
         return None
 
     def forward(self, sig: int) -> None:
         if sig in (signal.SIGTERM, signal.SIGINT):
             self.stopping = True
-        for proc in self.procs:
-            if proc.is_alive():
+        for index, proc in enumerate(self.procs):
+            if sig == signal.SIGHUP and index not in self.ready:
+                self.reload_pending.add(index)  # still starting (maybe not yet able to take it): sent when ready
+            elif proc.is_alive():
                 os.kill(proc.pid, sig)
 
     def wait_all(self) -> int:
@@ -258,10 +271,11 @@ def run(settings: Settings) -> int:
                 return 1
             log.info("metrics on http://%s:%d/metrics (every worker's, label worker)", settings.host, http.server_port)
         log.info(
-            "serving with %d workers on %s:%d (pids %s)",
+            "serving with %d workers on %s:%d%s (pids %s)",
             settings.workers,
             settings.host,
             port,
+            f", HTTP port {http_port}" if http_port >= 0 else "",
             ", ".join(str(p.pid) for p in workers.procs),
         )
         code = workers.wait_all()

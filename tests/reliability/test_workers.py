@@ -49,7 +49,7 @@ class Workers:
                 self.pids[int(m.group(1))] = int(m.group(2))
             if m := re.search(r"metrics on http://[\d.]+:(\d+)/", line):
                 self.metrics_port = int(m.group(1))
-            if m := re.search(r"HTTP \(KServe v2 REST\) on http://[\d.]+:(\d+)", line):
+            if m := re.search(r"serving with 2 workers on .*, HTTP port (\d+)", line):
                 self.http_port = int(m.group(1))
             if m := re.search(r"serving with 2 workers on [\d.]+:(\d+)", line):
                 self.address = f"127.0.0.1:{m.group(1)}"
@@ -155,3 +155,46 @@ def test_a_bad_repository_fails_start_up_with_exit_1(tmp_path):
     assert done.returncode == 1
     assert "attnserve-server: error:" in done.stderr and "missing" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_port_held_by_another_program_fails_before_loading(tmp_path):
+    import socket
+
+    with socket.socket() as held:  # a listener without SO_REUSEPORT: the workers cannot share its port
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        cmd = [str(BIN / "attnserve-server"), "--model-repo", str(tmp_path / "missing"), "--workers", "2"]
+        cmd += ["--port", str(port), "--metrics-port", "-1", "--http-port", "-1"]
+        done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "ATTNSERVE_PROVIDER": "cpu"})
+    assert done.returncode == 1
+    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_sighup_while_workers_load_reloads_them_once_ready(vit_dirs, tmp_path):
+    """A reload asked for during start-up neither kills a worker (SIGHUP's default action) nor is lost."""
+    repo = tmp_path / "repo"
+    shutil.copytree(vit_dirs["digits"], repo / "digits")
+    env = {**os.environ, "ATTNSERVE_THREADS": "1", "ATTNSERVE_PROVIDER": "cpu"}
+    cmd = [str(BIN / "attnserve-server"), "--model-repo", str(repo), "--workers", "2", "--port", "0"]
+    cmd += ["--metrics-port", "-1", "--http-port", "-1"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+    log: list[str] = []
+    try:
+        sent = False
+        for line in proc.stderr:
+            log.append(line)
+            if not sent and "worker-" in line:  # the first line of a worker: it is starting
+                proc.send_signal(signal.SIGHUP)
+                sent = True
+            if "serving with 2 workers" in line:
+                break
+        threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()
+        deadline = time.monotonic() + TIMEOUT
+        while sum("reloading the model repository" in line for line in log) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.poll() is None, "".join(log)
+        assert sum("reloading the model repository" in line for line in log) == 2, "".join(log)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 0, "".join(log)
