@@ -64,7 +64,7 @@ class DecodeScheduler:
         self.slots = SlotTable(self.cache, spec.bos_id, spec.pad_id)
         self.runner = ModelRunner(encoder, decoder, spec, placement)
         self.budgets = Budgets(settings.max_active_sequences, settings.max_tokens_in_flight, settings.max_cache_bytes)
-        self.usage = Usage()  # what admitted jobs hold; changed under the condition's lock
+        self.usage = Usage()  # what admitted jobs hold; changed on this scheduler's thread only
         self.never = np.array([spec.pad_id, spec.bos_id])  # never generated (models/decoding.py)
         self.on_step: Callable[[int, int], None] | None = None
         self.outbox = Outbox()  # results for the event loops; flushed after each step
@@ -141,8 +141,8 @@ class DecodeScheduler:
         with self.waiting.locked() as waiting:
             plan = plan_step(waiting, self._jobs, self.usage, self.budgets, time.perf_counter(), static)
             for job in plan.admit:
+                self.usage.take(job)  # before leaving the queue: `idle` never sees the job in neither
                 waiting.remove(job)
-                self.usage.take(job)
                 job.holds_budget = True
                 job.state = JobState.ENCODING
             for job in plan.evict + plan.finish:
