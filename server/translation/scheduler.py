@@ -37,7 +37,7 @@ from attnserve.server.errors import DeadlineExceeded, InferenceFailed, ServingEr
 from .cache import KVCache, NewRows, Placement
 from .jobs import Job, JobState, Outbox
 from .options import EngineSettings
-from .planner import Budgets, StepPlan, Usage, plan_step
+from .planner import NOTHING, Budgets, StepPlan, Usage, plan_step
 from .runner import ModelRunner
 from .search import StepLogits
 from .sessions import ModelSpec
@@ -73,6 +73,7 @@ class DecodeScheduler:
         # scheduler thread only
         self._jobs: list[Job] = []  # running, in batch order
         self._layout_changed = False  # rows leave or are reordered at the next boundary
+        self._any_deadline = False  # some running job has a deadline (plan every step)
         self._any_scores = False  # some job needs log-probabilities
         self._any_argmax = False  # some job takes the argmax
         self._all_argmax = False  # every job takes the argmax in place: it is the next input as is
@@ -137,8 +138,11 @@ class DecodeScheduler:
 
     def plan(self) -> StepPlan:
         """Plan the next boundary and take the plan's jobs off the queue (under the lock)."""
+        if not (self.waiting.jobs or self.waiting.cancelled or self._any_deadline):
+            return NOTHING  # nobody waits, nobody left, no clock to watch: the common step, kept cheap
         static = self.settings.batching == "static"
         with self.waiting.locked() as waiting:
+            self.waiting.cancelled = False  # this plan sees every cancellation flagged so far
             plan = plan_step(waiting, self._jobs, self.usage, self.budgets, time.perf_counter(), static)
             for job in plan.admit:
                 self.usage.take(job)  # before leaving the queue: `idle` never sees the job in neither
@@ -191,6 +195,7 @@ class DecodeScheduler:
         self._layout_changed = False
         slots.recount(self._jobs)
         searches = [job.search for job in self._jobs]
+        self._any_deadline = any(job.deadline is not None for job in self._jobs)
         self._any_scores = any(s.needs_scores for s in searches)
         self._any_argmax = any(s.uses_argmax for s in searches)
         self._all_argmax = all(s.uses_argmax and s.in_place for s in searches)
