@@ -61,11 +61,11 @@ class DecodeScheduler:
         self.spec, self.settings = spec, settings
         placement = placement or Placement()
         self.cache = KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
-        self.slots = SlotTable(self.cache, spec.bos_id, spec.pad_id)
+        self.slots = SlotTable(self.cache, spec.start_id, spec.pad_id)
         self.runner = ModelRunner(encoder, decoder, spec, placement)
         self.budgets = Budgets(settings.max_active_sequences, settings.max_tokens_in_flight, settings.max_cache_bytes)
         self.usage = Usage()  # what admitted jobs hold; changed on this scheduler's thread only
-        self.never = np.array([spec.pad_id, spec.bos_id])  # never generated (models/decoding.py)
+        self.never = np.array(spec.never_ids, dtype=np.int64)  # never generated (models/decoding.py)
         self.on_step: Callable[[int, int], None] | None = None
         self.outbox = Outbox()  # results for the event loops; flushed after each step
         self.waiting = WaitingQueue(settings.max_queue_size)  # shared with the event loops

@@ -10,8 +10,7 @@ import asyncio
 import pytest
 import torch
 
-from attnserve.models import greedy_decode
-from attnserve.server import engine_api
+from attnserve.models import beam_search, greedy_decode
 from attnserve.server.errors import InvalidRequest
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
@@ -20,20 +19,8 @@ from .conftest import MAX_TARGET_LEN, TINY, random_texts, run
 PREFIX = (17, 5, 33)
 
 
-@torch.no_grad()
-def greedy_after_prefix(tiny, text: str, prefix: tuple[int, ...], max_new: int) -> tuple[list[int], float]:
-    """The PyTorch model's tokens and logprob when ``prefix`` is forced, then greedy (teacher forcing)."""
-    src = torch.tensor([tiny.tokenizer.encode(text).ids])  # (1, L)
-    tokens: list[int] = []
-    logprob = 0.0
-    while len(tokens) < max_new and not (tokens and tokens[-1] == TINY.eos_id):
-        tgt = torch.tensor([[TINY.bos_id, *tokens]])  # (1, T)
-        logp = tiny.model(src, tgt)[0, -1].float().log_softmax(dim=-1)  # (V,)
-        logp[[TINY.pad_id, TINY.bos_id]] = float("-inf")
-        tok = prefix[len(tokens)] if len(tokens) < len(prefix) else int(logp.argmax())
-        tokens.append(tok)
-        logprob += float(logp[tok])
-    return tokens, logprob
+def source(tiny, text: str) -> torch.Tensor:
+    return torch.tensor([tiny.tokenizer.encode(text).ids])  # (1, L)
 
 
 def translate(tiny, texts, options, settings=None):
@@ -42,7 +29,7 @@ def translate(tiny, texts, options, settings=None):
     async def go():
         await engine.start()
         try:
-            return await engine_api.translate(engine, texts, options)
+            return await engine.translate(engine.prepare(texts, options))
         finally:
             await engine.stop(1.0)
 
@@ -55,35 +42,36 @@ def stream(tiny, text, options):
     async def go():
         await engine.start()
         try:
-            return [event async for event in engine_api.stream(engine, text, options)]
+            return [event async for event in engine.stream(engine.prepare([text], options))]
         finally:
             await engine.stop(1.0)
 
     return run(go())
 
 
-def test_greedy_forces_the_prefix_then_continues_like_the_model(tiny):
+def test_greedy_forces_the_prefix_then_continues_like_the_reference_decoder(tiny):
     texts = random_texts(4, seed=3)
     results = translate(tiny, texts, DecodeOptions(prefix_ids=PREFIX, max_new_tokens=20))
     for text, result in zip(texts, results):
-        tokens, logprob = greedy_after_prefix(tiny, text, PREFIX, 20)
+        (ref,) = greedy_decode(tiny.model, source(tiny, text), 20, prefix=list(PREFIX))
         (h,) = result.hypotheses
         assert tuple(h.token_ids[: len(PREFIX)]) == PREFIX
-        assert h.token_ids == tokens
-        # the forced tokens' log-probabilities count, as CTranslate2 counts a target prefix's
-        assert h.logprob == pytest.approx(logprob, abs=1e-3)
-        assert h.text == tiny.tokenizer.decode(tokens, skip_special_tokens=True)
+        assert h.token_ids == ref.tokens
+        # forced tokens are certain: they add nothing to the log-probability (models/decoding.py)
+        assert h.logprob == pytest.approx(ref.logprob, abs=1e-3)
+        assert h.text == tiny.tokenizer.decode(ref.tokens, skip_special_tokens=True)
 
 
-def test_every_beam_hypothesis_starts_with_the_prefix(tiny):
+def test_beam_search_forces_the_prefix_then_expands_like_the_reference_decoder(tiny):
     texts = random_texts(3, seed=5)
     options = DecodeOptions(beam_size=4, num_hypotheses=3, prefix_ids=PREFIX, max_new_tokens=12)
-    for result in translate(tiny, texts, options):
-        assert len(result.hypotheses) == 3
+    for text, result in zip(texts, translate(tiny, texts, options)):
+        ref = beam_search(tiny.model, source(tiny, text), 4, 12, 1.0, 3, prefix=list(PREFIX))[0]
+        assert [h.token_ids for h in result.hypotheses] == [h.tokens for h in ref]
         assert len({tuple(h.token_ids) for h in result.hypotheses}) == 3  # beams expanded after the prefix
-        for h in result.hypotheses:
+        for h, r in zip(result.hypotheses, ref):
             assert tuple(h.token_ids[: len(PREFIX)]) == PREFIX
-            assert h.logprob < 0.0 and len(h.token_ids) <= 12
+            assert h.score == pytest.approx(r.score, abs=1e-3)
 
 
 def test_sampling_starts_with_the_prefix_and_stays_reproducible(tiny):
@@ -104,8 +92,8 @@ def test_texts_without_a_prefix_decode_as_before_next_to_prefixed_ones(tiny):
     async def go():
         await engine.start()
         try:
-            plain = engine_api.translate(engine, texts[:3], DecodeOptions(prefix_ids=()))
-            forced = engine_api.translate(engine, texts[3:], DecodeOptions(prefix_ids=PREFIX))
+            plain = engine.translate(engine.prepare(texts[:3], DecodeOptions(prefix_ids=())))
+            forced = engine.translate(engine.prepare(texts[3:], DecodeOptions(prefix_ids=PREFIX)))
             return await asyncio.gather(plain, forced)
         finally:
             await engine.stop(1.0)
@@ -150,7 +138,7 @@ def test_a_stream_hides_the_hidden_prefix_and_adds_up_to_the_translation(tiny):
 @pytest.mark.parametrize(
     "options, message",
     [
-        (DecodeOptions(prefix_ids=(5, TINY.eos_id)), "prefix token 1 is the model's end token"),
+        (DecodeOptions(prefix_ids=(5, TINY.eos_id)), "prefix token 1 is the end token"),
         (DecodeOptions(prefix_ids=(TINY.vocab_size,)), "prefix token 0 is 64; this model's token ids are 0..63"),
         (DecodeOptions(prefix_ids=(5, 6), hide_prefix=3), "hide_prefix must be in 0..2"),
         (DecodeOptions(prefix_ids=(5, 6, 7), max_new_tokens=2), "prefix is 3 tokens, more than max_new_tokens"),
