@@ -156,6 +156,7 @@ class DecodeScheduler:
 
     def run_once(self, plan: StepPlan) -> None:
         """One boundary (applying ``plan``) and, if any row is left, one step."""
+        self.outbox.flush()  # the last step's results, while the models run (no GIL held there)
         try:
             self._boundary(plan)
             if self._jobs:
@@ -163,7 +164,8 @@ class DecodeScheduler:
         except Exception as exc:  # noqa: BLE001 - one batch fails, the scheduler goes on
             log.exception("decoder step failed; failing the %d requests of the batch", len(self._jobs))
             self._fail_batch(InferenceFailed(f"translation decoder failed: {type(exc).__name__}: {exc}"), plan.admit)
-        self.outbox.flush()  # this step's tokens and results: one wake-up per event loop
+        if not self.slots.live_rows:
+            self.outbox.flush()  # nothing runs next: deliver now
 
     def run_until_idle(self, jobs: list[Job]) -> None:
         """Synchronous decoding of ``jobs`` on the calling thread (warm-up; the thread must not run)."""
