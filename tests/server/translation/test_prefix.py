@@ -6,15 +6,19 @@ batch are untouched."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 import torch
+from tokenizers import Tokenizer
 
-from attnserve.models import beam_search, greedy_decode
+from attnserve.contract.manifest import load_manifest
+from attnserve.export.modeldir import placeholder_tokenizer, write_translation_dir
+from attnserve.models import TranslationTransformer, beam_search, greedy_decode
 from attnserve.server.errors import InvalidRequest
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
-from .conftest import MAX_TARGET_LEN, TINY, random_texts, run
+from .conftest import MAX_TARGET_LEN, TINY, TinyModel, random_texts, run
 
 PREFIX = (17, 5, 33)
 
@@ -157,3 +161,40 @@ def test_max_new_tokens_ending_inside_a_hidden_prefix_returns_an_empty_text(tiny
     assert (h.token_ids, h.text, h.finish_reason) == ([], "", "length")
     events = stream(tiny, "t5 t6", options)
     assert [(e.delta, e.finish_reason) for e in events] == [("", "length")]
+
+
+@pytest.fixture(scope="module")
+def m2m_like(tmp_path_factory):
+    """A tiny model that starts decoding from its end token (M2M100 / NLLB): model.json says
+    decoder_start_id = eos and never_generate_ids = [pad], so the end token stays choosable."""
+    cfg = dataclasses.replace(TINY, bos_id=TINY.eos_id)
+    torch.manual_seed(1)
+    model = TranslationTransformer(cfg).eval()
+    with torch.no_grad():
+        model.logits_bias[cfg.eos_id] = 1.0  # ends at different steps
+    path = tmp_path_factory.mktemp("m2m-like") / "tiny-m2m"
+    write_translation_dir(
+        model, path, placeholder_tokenizer(cfg.vocab_size), name="tiny-m2m", max_source_len=24, max_target_len=16
+    )
+    manifest = load_manifest(path)
+    assert (manifest.tokenizer.start_id, manifest.tokenizer.never_generate) == (cfg.eos_id, [cfg.pad_id])
+    return TinyModel(model, path, manifest, Tokenizer.from_file(str(path / "tokenizer.json")))
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_model_that_starts_from_its_end_token_decodes_like_its_reference(m2m_like, beam_size):
+    """The language token forced and hidden, as importers set it up for M2M100 / NLLB."""
+    texts = random_texts(6, seed=17)
+    language = (40,)
+    options = DecodeOptions(beam_size=beam_size, prefix_ids=language, hide_prefix=1, max_new_tokens=16)
+    results = translate(m2m_like, texts, options)
+    ended = 0
+    for text, result in zip(texts, results):
+        src = source(m2m_like, text)
+        if beam_size == 1:
+            ref = greedy_decode(m2m_like.model, src, 16, prefix=list(language))[0]
+        else:
+            ref = beam_search(m2m_like.model, src, beam_size, 16, 1.0, 1, prefix=list(language))[0][0]
+        assert result.hypotheses[0].token_ids == ref.tokens[1:]  # the language token hidden
+        ended += ref.finish == "eos"
+    assert ended, "no text ended with the end token: the test would not see it banned"
