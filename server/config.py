@@ -84,6 +84,9 @@ class Settings:
     # translation (the decode engine's EngineSettings)
     max_active_sequences: int = _setting(64, "rows in a model's decode batch (each beam is a row)")
     max_tokens_in_flight: int = _setting(32768, "sum of source + max new tokens over admitted rows")
+    max_kv_cache_bytes: int = _setting(
+        0, "KV-cache bytes a model's admitted rows may reserve together (0: only --max-tokens-in-flight bounds it)"
+    )
     max_translation_queue: int = _setting(256, "texts waiting for admission per model; beyond -> RESOURCE_EXHAUSTED")
     translation_batching: str = _setting(
         "continuous",
@@ -125,6 +128,7 @@ class Settings:
             "tls_key": bool(self.tls_cert) == bool(self.tls_key),
             "tls_client_ca": not self.tls_client_ca or bool(self.tls_cert),
             "workers": self.workers >= 1,
+            "max_kv_cache_bytes": self.max_kv_cache_bytes >= 0,
         }
         positive = (
             "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
@@ -269,6 +273,7 @@ def engine_settings_kwargs(settings: Settings) -> dict[str, Any]:
     return {
         "max_active_sequences": settings.max_active_sequences,
         "max_tokens_in_flight": settings.max_tokens_in_flight,
+        "max_cache_bytes": settings.max_kv_cache_bytes,
         "max_queue_size": settings.max_translation_queue,
         "max_beam_size": settings.max_beam_size,
         "max_texts_per_request": settings.max_texts_per_request,

@@ -53,7 +53,7 @@ from typing import Any
 from .documents import FORMATS, TEXT, DocumentLimits, DocumentSplitter, PreparedDocument, TokenBudget
 from .documents.assemble import best_combinations
 from .errors import InferenceFailed, InvalidRequest
-from .translation import Hypothesis, StreamEvent, TranslationResult
+from .translation import DecodeOptions, Hypothesis, StreamEvent, TranslationEngine, TranslationResult
 
 # A sentence the engine validates the options against before any text is split.
 _OPTIONS_PROBE = "1"
@@ -92,10 +92,10 @@ class _EngineDocuments:
         return splitter
 
 
-_per_engine: weakref.WeakKeyDictionary[Any, _EngineDocuments] = weakref.WeakKeyDictionary()
+_per_engine: weakref.WeakKeyDictionary[TranslationEngine, _EngineDocuments] = weakref.WeakKeyDictionary()
 
 
-def _documents(engine: Any) -> _EngineDocuments:
+def _documents(engine: TranslationEngine) -> _EngineDocuments:
     """The splitters of ``engine``'s tokenizer and source limit, built once per engine and language."""
     docs = _per_engine.get(engine)
     if docs is None:
@@ -106,12 +106,12 @@ def _documents(engine: Any) -> _EngineDocuments:
     return docs
 
 
-def watch(engine: Any, on_request: RequestObserver | None) -> None:
+def watch(engine: TranslationEngine, on_request: RequestObserver | None) -> None:
     """Call ``on_request(sentences, characters)`` once per request that ``engine`` accepts."""
     _documents(engine).on_request = on_request
 
 
-def _check(engine: Any, texts: Sequence[str], options: Any, format: str) -> None:
+def _check(engine: TranslationEngine, texts: Sequence[str], options: DecodeOptions, format: str) -> None:
     """The cheap checks, in the order of the module docstring; nothing is split or tokenised."""
     settings = engine.settings
     if not texts:
@@ -130,7 +130,9 @@ def _check(engine: Any, texts: Sequence[str], options: Any, format: str) -> None
     engine.validate([_OPTIONS_PROBE], options)  # the options, before any sentence is queued
 
 
-def _split(engine: Any, texts: Sequence[str], format: str, language: str | None) -> list[PreparedDocument]:
+def _split(
+    engine: TranslationEngine, texts: Sequence[str], format: str, language: str | None
+) -> list[PreparedDocument]:
     docs = _documents(engine)
     splitter = docs.splitter(language)
     prepared = [splitter.split(text, format) for text in texts]
@@ -139,7 +141,9 @@ def _split(engine: Any, texts: Sequence[str], format: str, language: str | None)
     return prepared
 
 
-async def _split_off_loop(engine: Any, texts: Sequence[str], options: Any, format: str) -> list[PreparedDocument]:
+async def _split_off_loop(
+    engine: TranslationEngine, texts: Sequence[str], options: DecodeOptions, format: str
+) -> list[PreparedDocument]:
     """Split on a worker thread unless the request is small: segmenting and tokenising 50,000
     characters takes a few hundred ms on a busy core (sentencex and tokenizers run in Rust
     without the GIL), which on the event loop would stall every other call."""
@@ -149,7 +153,7 @@ async def _split_off_loop(engine: Any, texts: Sequence[str], options: Any, forma
     return await asyncio.to_thread(_split, engine, texts, format, language)
 
 
-def _window(engine: Any) -> tuple[int, int]:
+def _window(engine: TranslationEngine) -> tuple[int, int]:
     """(sentences per engine call, calls in flight) for one request (see the module docstring)."""
     settings = engine.settings
     share = max(1, settings.max_queue_size // 2)  # of the queue, for one request at a time
@@ -157,7 +161,7 @@ def _window(engine: Any) -> tuple[int, int]:
     return chunk, max(1, share // chunk)
 
 
-def sentence_options(options: Any) -> tuple[Any, Any]:
+def sentence_options(options: DecodeOptions) -> tuple[Any, Any]:
     """(options of a document's first sentence, options of every later one).
 
     A forced target prefix has two parts (``DecodeOptions.prefix_ids``): the hidden leading
@@ -169,7 +173,7 @@ def sentence_options(options: Any) -> tuple[Any, Any]:
     return options, dataclasses.replace(options, prefix_ids=tuple(prefix[:hidden]))
 
 
-async def _translate_sentences(engine: Any, work: list[tuple[str, Any]]) -> list[TranslationResult]:
+async def _translate_sentences(engine: TranslationEngine, work: list[tuple[str, Any]]) -> list[TranslationResult]:
     """One result per (sentence, options), in order: sentences of equal options go to the engine
     in calls of at most ``max_texts_per_request``; a failure or a cancel abandons every call."""
     chunk, in_flight = _window(engine)
@@ -181,7 +185,7 @@ async def _translate_sentences(engine: Any, work: list[tuple[str, Any]]) -> list
         return await engine.translate(engine.prepare([sentence for sentence, _ in work], work[0][1]))
     gate = asyncio.Semaphore(in_flight)
 
-    async def call(options: Any, indices: list[int]) -> list[TranslationResult]:
+    async def call(options: DecodeOptions, indices: list[int]) -> list[TranslationResult]:
         async with gate:
             return await engine.translate(engine.prepare([work[i][0] for i in indices], options))
 
@@ -236,7 +240,9 @@ def document_result(prepared: PreparedDocument, results: Sequence[TranslationRes
     )
 
 
-async def translate(engine: Any, texts: list[str], options: Any, format: str = TEXT) -> list[TranslationResult]:
+async def translate(
+    engine: TranslationEngine, texts: list[str], options: DecodeOptions, format: str = TEXT
+) -> list[TranslationResult]:
     """One ``TranslationResult`` per text (document), in order; ``format``: "text" or "html"."""
     _check(engine, texts, options, format)
     prepared = await _split_off_loop(engine, texts, options, format)
@@ -250,7 +256,9 @@ async def translate(engine: Any, texts: list[str], options: Any, format: str = T
     return out
 
 
-def stream(engine: Any, text: str, options: Any, format: str = TEXT) -> AsyncIterator[StreamEvent]:
+def stream(
+    engine: TranslationEngine, text: str, options: DecodeOptions, format: str = TEXT
+) -> AsyncIterator[StreamEvent]:
     """``StreamEvent``s of one text (document); closing the iterator frees its decoder rows at the next step.
 
     Checks run now, before the iterator is returned. The sentences are decoded together; their
@@ -334,7 +342,9 @@ class DocumentEvents:
         return StreamEvent(delta, event.token_id, None)
 
 
-async def _stream(engine: Any, text: str, options: Any, format: str) -> AsyncIterator[StreamEvent]:
+async def _stream(
+    engine: TranslationEngine, text: str, options: DecodeOptions, format: str
+) -> AsyncIterator[StreamEvent]:
     (prepared,) = await _split_off_loop(engine, [text], options, format)
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, None, "eos")

@@ -59,9 +59,10 @@ class DecodeOptions:
     return_scores: bool = True
     # Token ids every hypothesis starts with, forced before any choice by greedy, beam search
     # and sampling (a target-language token such as M2M100's ``__de__``, a user's target
-    # prefix). They are part of the hypothesis: their log-probabilities count in logprob and
-    # score, as CTranslate2 counts a target prefix's, they count against max_new_tokens (they
-    # take decoder positions), and beam search expands into beams only after the last one.
+    # prefix). They are part of the hypothesis but certain: each adds 0 to logprob and score,
+    # as transformers' forced_bos_token_id and models/decoding.py's reference count them; they
+    # count against max_new_tokens (they take decoder positions), and beam search expands into
+    # beams only after the last one.
     prefix_ids: tuple[int, ...] = ()
     # How many leading prefix ids are not returned: left out of token_ids, the text and the
     # stream (the language token). 0..len(prefix_ids).

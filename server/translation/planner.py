@@ -76,6 +76,9 @@ class StepPlan:
         return bool(self.admit or self.evict or self.finish)
 
 
+NOTHING = StepPlan()  # the plan of a step where nobody joins or leaves
+
+
 def plan_step(
     waiting: Sequence[Job],
     running: Iterable[Job],

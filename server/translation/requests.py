@@ -135,16 +135,16 @@ class RequestChecker:
             raise InvalidRequest(
                 f"the forced target prefix is {len(prefix)} tokens, more than max_new_tokens ({max_new})"
             )
-        special = {self.spec.pad_id: "padding", self.spec.bos_id: "start", self.spec.eos_id: "end"}
+        spec = self.spec
+        special = {t: "a token this model never generates" for t in spec.never_ids}
+        special.update({spec.pad_id: "the padding token", spec.eos_id: "the end token"})
         for i, tok in enumerate(prefix):
             if not (isinstance(tok, int) and 0 <= tok < self.vocab_size):
                 raise InvalidRequest(
                     f"prefix token {i} is {tok!r}; this model's token ids are 0..{self.vocab_size - 1}"
                 )
             if tok in special:
-                raise InvalidRequest(
-                    f"prefix token {i} is the model's {special[tok]} token ({tok}); it cannot be forced"
-                )
+                raise InvalidRequest(f"prefix token {i} is {special[tok]} ({tok}); it cannot be forced")
         if not 0 <= options.hide_prefix <= len(prefix):
             raise InvalidRequest(
                 f"hide_prefix must be in 0..{len(prefix)} (the forced prefix's length), got {options.hide_prefix}"

@@ -37,7 +37,7 @@ from attnserve.server.errors import DeadlineExceeded, InferenceFailed, ServingEr
 from .cache import KVCache, NewRows, Placement
 from .jobs import Job, JobState, Outbox
 from .options import EngineSettings
-from .planner import Budgets, StepPlan, Usage, plan_step
+from .planner import NOTHING, Budgets, StepPlan, Usage, plan_step
 from .runner import ModelRunner
 from .search import StepLogits
 from .sessions import ModelSpec
@@ -61,11 +61,11 @@ class DecodeScheduler:
         self.spec, self.settings = spec, settings
         placement = placement or Placement()
         self.cache = KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
-        self.slots = SlotTable(self.cache, spec.bos_id, spec.pad_id)
+        self.slots = SlotTable(self.cache, spec.start_id, spec.pad_id)
         self.runner = ModelRunner(encoder, decoder, spec, placement)
         self.budgets = Budgets(settings.max_active_sequences, settings.max_tokens_in_flight, settings.max_cache_bytes)
-        self.usage = Usage()  # what admitted jobs hold; changed under the condition's lock
-        self.never = np.array([spec.pad_id, spec.bos_id])  # never generated (models/decoding.py)
+        self.usage = Usage()  # what admitted jobs hold; changed on this scheduler's thread only
+        self.never = np.array(spec.never_ids, dtype=np.int64)  # never generated (models/decoding.py)
         self.on_step: Callable[[int, int], None] | None = None
         self.outbox = Outbox()  # results for the event loops; flushed after each step
         self.waiting = WaitingQueue(settings.max_queue_size)  # shared with the event loops
@@ -73,6 +73,7 @@ class DecodeScheduler:
         # scheduler thread only
         self._jobs: list[Job] = []  # running, in batch order
         self._layout_changed = False  # rows leave or are reordered at the next boundary
+        self._any_deadline = False  # some running job has a deadline (plan every step)
         self._any_scores = False  # some job needs log-probabilities
         self._any_argmax = False  # some job takes the argmax
         self._all_argmax = False  # every job takes the argmax in place: it is the next input as is
@@ -137,12 +138,15 @@ class DecodeScheduler:
 
     def plan(self) -> StepPlan:
         """Plan the next boundary and take the plan's jobs off the queue (under the lock)."""
+        if not (self.waiting.jobs or self.waiting.cancelled or self._any_deadline):
+            return NOTHING  # nobody waits, nobody left, no clock to watch: the common step, kept cheap
         static = self.settings.batching == "static"
         with self.waiting.locked() as waiting:
+            self.waiting.cancelled = False  # this plan sees every cancellation flagged so far
             plan = plan_step(waiting, self._jobs, self.usage, self.budgets, time.perf_counter(), static)
             for job in plan.admit:
+                self.usage.take(job)  # before leaving the queue: `idle` never sees the job in neither
                 waiting.remove(job)
-                self.usage.take(job)
                 job.holds_budget = True
                 job.state = JobState.ENCODING
             for job in plan.evict + plan.finish:
@@ -152,6 +156,7 @@ class DecodeScheduler:
 
     def run_once(self, plan: StepPlan) -> None:
         """One boundary (applying ``plan``) and, if any row is left, one step."""
+        self.outbox.flush()  # the last step's results, while the models run (no GIL held there)
         try:
             self._boundary(plan)
             if self._jobs:
@@ -159,7 +164,8 @@ class DecodeScheduler:
         except Exception as exc:  # noqa: BLE001 - one batch fails, the scheduler goes on
             log.exception("decoder step failed; failing the %d requests of the batch", len(self._jobs))
             self._fail_batch(InferenceFailed(f"translation decoder failed: {type(exc).__name__}: {exc}"), plan.admit)
-        self.outbox.flush()  # this step's tokens and results: one wake-up per event loop
+        if not self.slots.live_rows:
+            self.outbox.flush()  # nothing runs next: deliver now
 
     def run_until_idle(self, jobs: list[Job]) -> None:
         """Synchronous decoding of ``jobs`` on the calling thread (warm-up; the thread must not run)."""
@@ -191,6 +197,7 @@ class DecodeScheduler:
         self._layout_changed = False
         slots.recount(self._jobs)
         searches = [job.search for job in self._jobs]
+        self._any_deadline = any(job.deadline is not None for job in self._jobs)
         self._any_scores = any(s.needs_scores for s in searches)
         self._any_argmax = any(s.uses_argmax for s in searches)
         self._all_argmax = all(s.uses_argmax and s.in_place for s in searches)

@@ -14,9 +14,11 @@ whose tokens the server must reproduce) rule for rule:
 
 Forced prefix (``DecodeOptions.prefix_ids``): while a hypothesis is shorter than its
 prefix, every search takes the next prefix token instead of choosing one (no draw from
-the sampler's generator), adding its log-probability like a chosen token's; beam search
-keeps its single start beam through the prefix and expands after it. With an empty
-prefix nothing changes.
+the sampler's generator); a forced token is certain, so it adds 0 to the log-probability
+(as transformers' ``forced_bos_token_id`` and the reference decoder in ``models/decoding.py``
+count it, so that beam search ranks hypotheses exactly as the reference does); beam search
+keeps its single start beam through the prefix and expands after it. With an empty prefix
+nothing changes.
 
 One interface for all three (:class:`Search`): after a decoder step the scheduler hands
 each job's search the step's logits (:class:`StepLogits`, log-normalisers and the batch's
@@ -155,8 +157,10 @@ class SingleSearch(Search):
     def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], None]:
         row = int(rows[0])
         tok = self.forced()
-        if tok is None:
-            tok = self.chooser.choose(step, row)
+        if tok is not None:  # certain: log-probability 0 (see the module docstring)
+            self.push(tok, 0.0)
+            return [tok], None
+        tok = self.chooser.choose(step, row)
         self.push(tok, step.token_logp(row, tok) if self.needs_scores else 0.0)
         return [tok], None
 
@@ -300,8 +304,7 @@ class BeamSearch(Search):
     def _force(self, logp: np.ndarray) -> tuple[list[int], list[int]]:
         """A prefix step: the single beam takes the forced token (see the module docstring)."""
         tok = self.prefix[self.step]
-        tokens, lp = self.beams[0]
-        value = float(np.float32(lp) + logp[0, tok])  # float32 like a searched step's scores
+        tokens, value = self.beams[0]  # a forced token is certain: the score does not change
         tokens = tokens + [tok]
         step, self.step = self.step, self.step + 1
         if step == self.max_new_tokens - 1:

@@ -77,6 +77,8 @@ class ModelSpec:
     eos_id: int
     encoder_io: EncoderIO  # graph input/output names, as model.json lists them
     decoder_io: DecoderIO
+    start_id: int  # the decoder's first input (Marian: pad; M2M100 / NLLB: the end token)
+    never_ids: tuple[int, ...]  # never chosen (default pad and start; see contract TokenizerSpec.never_generate)
 
     @property
     def cache_bytes_per_token(self) -> int:
@@ -95,4 +97,6 @@ def model_spec(manifest: Manifest) -> ModelSpec:
         eos_id=tok.eos_id,
         encoder_io=manifest.encoder_io(),
         decoder_io=manifest.decoder_io(),
+        start_id=tok.start_id,
+        never_ids=tuple(tok.never_generate),
     )

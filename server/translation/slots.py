@@ -26,8 +26,8 @@ COLUMN_COST = 0.25
 class SlotTable:
     """Row <-> job placement of the batch held by ``cache``, with each row's next input token."""
 
-    def __init__(self, cache: KVCache, bos_id: int, pad_id: int) -> None:
-        self.cache, self.bos_id, self.pad_id = cache, bos_id, pad_id
+    def __init__(self, cache: KVCache, start_id: int, pad_id: int) -> None:
+        self.cache, self.start_id, self.pad_id = cache, start_id, pad_id
         self.owner: list[Job | None] = []  # (B,) the job of each slot; None = free
         self.tokens = np.zeros(0, dtype=np.int64)  # (B,) next input token per slot
         self.live_rows = 0
@@ -41,7 +41,7 @@ class SlotTable:
         for i, job in enumerate(jobs):
             job.slots = np.array([i], dtype=np.int64)
         self.owner = list(jobs)
-        self.tokens = np.full(len(jobs), self.bos_id, dtype=np.int64)
+        self.tokens = np.full(len(jobs), self.start_id, dtype=np.int64)
         self.waste = 0.0
 
     def place(self, jobs: list[Job], admitted: list[Job], new: NewRows | None) -> None:
@@ -63,7 +63,7 @@ class SlotTable:
             for job, slot in zip(admitted, slots.tolist()):
                 job.slots = np.array([slot], dtype=np.int64)
                 self.owner[slot] = job
-            self.tokens[slots] = self.bos_id
+            self.tokens[slots] = self.start_id
 
     def _free(self) -> list[int]:
         return [i for i, owner in enumerate(self.owner) if owner is None]

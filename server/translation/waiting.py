@@ -23,6 +23,7 @@ class WaitingQueue:
         self.max_size = max_size
         self.jobs: deque[Job] = deque()  # first come, first served
         self.closing: ServingError | None = None
+        self.cancelled = False  # a job was cancelled since the scheduler last planned
         self._cond = threading.Condition()
 
     def __len__(self) -> int:
@@ -46,6 +47,7 @@ class WaitingQueue:
     def cancel(self, jobs: Iterable[Job]) -> None:
         """Flag jobs as cancelled; waiting ones leave the queue at once (running ones at the next boundary)."""
         with self._cond:
+            self.cancelled = True
             for job in jobs:
                 job.cancel_requested = True
                 if job.state is JobState.WAITING and job in self.jobs:

@@ -139,6 +139,26 @@ def test_token_and_row_budgets_bound_the_batch(tiny):
     assert engine.tokens_generated_total == sum(len(r.hypotheses[0].token_ids) for r in results)
 
 
+def test_a_kv_cache_byte_budget_bounds_the_batch_and_refuses_what_can_never_fit(tiny):
+    """Tiny model: 2 layers x d_model 32 x key+value x 4 bytes = 512 bytes per token; two texts
+    of 43 tokens (22,016 bytes each) under a 30,000-byte budget never share the batch."""
+    engine = tiny.engine(EngineSettings(max_cache_bytes=30_000))
+    rows_seen = []
+    engine.on_step = lambda rows, generated: rows_seen.append(rows)
+
+    async def main():
+        await engine.start()
+        try:
+            return await engine.translate(["t5 t9", "t7 t8"], DecodeOptions(max_new_tokens=40))
+        finally:
+            await engine.stop(1.0)
+
+    results = run(main())
+    assert len(results) == 2 and max(rows_seen) == 1
+    with pytest.raises(InvalidRequest, match="needs 44,032 bytes of KV cache .86 tokens.; this server allows 30,000"):
+        engine.validate(["t5 t9"], DecodeOptions(beam_size=2, max_new_tokens=40))
+
+
 # --- cancellation, deadlines -----------------------------------------------------------------
 
 

@@ -6,34 +6,25 @@ batch are untouched."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 import torch
+from tokenizers import Tokenizer
 
-from attnserve.models import greedy_decode
-from attnserve.server import engine_api
+from attnserve.contract.manifest import load_manifest
+from attnserve.export.modeldir import placeholder_tokenizer, write_translation_dir
+from attnserve.models import TranslationTransformer, beam_search, greedy_decode
 from attnserve.server.errors import InvalidRequest
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
-from .conftest import MAX_TARGET_LEN, TINY, random_texts, run
+from .conftest import MAX_TARGET_LEN, TINY, TinyModel, random_texts, run
 
 PREFIX = (17, 5, 33)
 
 
-@torch.no_grad()
-def greedy_after_prefix(tiny, text: str, prefix: tuple[int, ...], max_new: int) -> tuple[list[int], float]:
-    """The PyTorch model's tokens and logprob when ``prefix`` is forced, then greedy (teacher forcing)."""
-    src = torch.tensor([tiny.tokenizer.encode(text).ids])  # (1, L)
-    tokens: list[int] = []
-    logprob = 0.0
-    while len(tokens) < max_new and not (tokens and tokens[-1] == TINY.eos_id):
-        tgt = torch.tensor([[TINY.bos_id, *tokens]])  # (1, T)
-        logp = tiny.model(src, tgt)[0, -1].float().log_softmax(dim=-1)  # (V,)
-        logp[[TINY.pad_id, TINY.bos_id]] = float("-inf")
-        tok = prefix[len(tokens)] if len(tokens) < len(prefix) else int(logp.argmax())
-        tokens.append(tok)
-        logprob += float(logp[tok])
-    return tokens, logprob
+def source(tiny, text: str) -> torch.Tensor:
+    return torch.tensor([tiny.tokenizer.encode(text).ids])  # (1, L)
 
 
 def translate(tiny, texts, options, settings=None):
@@ -42,7 +33,7 @@ def translate(tiny, texts, options, settings=None):
     async def go():
         await engine.start()
         try:
-            return await engine_api.translate(engine, texts, options)
+            return await engine.translate(engine.prepare(texts, options))
         finally:
             await engine.stop(1.0)
 
@@ -55,35 +46,36 @@ def stream(tiny, text, options):
     async def go():
         await engine.start()
         try:
-            return [event async for event in engine_api.stream(engine, text, options)]
+            return [event async for event in engine.stream(engine.prepare([text], options))]
         finally:
             await engine.stop(1.0)
 
     return run(go())
 
 
-def test_greedy_forces_the_prefix_then_continues_like_the_model(tiny):
+def test_greedy_forces_the_prefix_then_continues_like_the_reference_decoder(tiny):
     texts = random_texts(4, seed=3)
     results = translate(tiny, texts, DecodeOptions(prefix_ids=PREFIX, max_new_tokens=20))
     for text, result in zip(texts, results):
-        tokens, logprob = greedy_after_prefix(tiny, text, PREFIX, 20)
+        (ref,) = greedy_decode(tiny.model, source(tiny, text), 20, prefix=list(PREFIX))
         (h,) = result.hypotheses
         assert tuple(h.token_ids[: len(PREFIX)]) == PREFIX
-        assert h.token_ids == tokens
-        # the forced tokens' log-probabilities count, as CTranslate2 counts a target prefix's
-        assert h.logprob == pytest.approx(logprob, abs=1e-3)
-        assert h.text == tiny.tokenizer.decode(tokens, skip_special_tokens=True)
+        assert h.token_ids == ref.tokens
+        # forced tokens are certain: they add nothing to the log-probability (models/decoding.py)
+        assert h.logprob == pytest.approx(ref.logprob, abs=1e-3)
+        assert h.text == tiny.tokenizer.decode(ref.tokens, skip_special_tokens=True)
 
 
-def test_every_beam_hypothesis_starts_with_the_prefix(tiny):
+def test_beam_search_forces_the_prefix_then_expands_like_the_reference_decoder(tiny):
     texts = random_texts(3, seed=5)
     options = DecodeOptions(beam_size=4, num_hypotheses=3, prefix_ids=PREFIX, max_new_tokens=12)
-    for result in translate(tiny, texts, options):
-        assert len(result.hypotheses) == 3
+    for text, result in zip(texts, translate(tiny, texts, options)):
+        ref = beam_search(tiny.model, source(tiny, text), 4, 12, 1.0, 3, prefix=list(PREFIX))[0]
+        assert [h.token_ids for h in result.hypotheses] == [h.tokens for h in ref]
         assert len({tuple(h.token_ids) for h in result.hypotheses}) == 3  # beams expanded after the prefix
-        for h in result.hypotheses:
+        for h, r in zip(result.hypotheses, ref):
             assert tuple(h.token_ids[: len(PREFIX)]) == PREFIX
-            assert h.logprob < 0.0 and len(h.token_ids) <= 12
+            assert h.score == pytest.approx(r.score, abs=1e-3)
 
 
 def test_sampling_starts_with_the_prefix_and_stays_reproducible(tiny):
@@ -104,8 +96,8 @@ def test_texts_without_a_prefix_decode_as_before_next_to_prefixed_ones(tiny):
     async def go():
         await engine.start()
         try:
-            plain = engine_api.translate(engine, texts[:3], DecodeOptions(prefix_ids=()))
-            forced = engine_api.translate(engine, texts[3:], DecodeOptions(prefix_ids=PREFIX))
+            plain = engine.translate(engine.prepare(texts[:3], DecodeOptions(prefix_ids=())))
+            forced = engine.translate(engine.prepare(texts[3:], DecodeOptions(prefix_ids=PREFIX)))
             return await asyncio.gather(plain, forced)
         finally:
             await engine.stop(1.0)
@@ -150,7 +142,7 @@ def test_a_stream_hides_the_hidden_prefix_and_adds_up_to_the_translation(tiny):
 @pytest.mark.parametrize(
     "options, message",
     [
-        (DecodeOptions(prefix_ids=(5, TINY.eos_id)), "prefix token 1 is the model's end token"),
+        (DecodeOptions(prefix_ids=(5, TINY.eos_id)), "prefix token 1 is the end token"),
         (DecodeOptions(prefix_ids=(TINY.vocab_size,)), "prefix token 0 is 64; this model's token ids are 0..63"),
         (DecodeOptions(prefix_ids=(5, 6), hide_prefix=3), "hide_prefix must be in 0..2"),
         (DecodeOptions(prefix_ids=(5, 6, 7), max_new_tokens=2), "prefix is 3 tokens, more than max_new_tokens"),
@@ -169,3 +161,40 @@ def test_max_new_tokens_ending_inside_a_hidden_prefix_returns_an_empty_text(tiny
     assert (h.token_ids, h.text, h.finish_reason) == ([], "", "length")
     events = stream(tiny, "t5 t6", options)
     assert [(e.delta, e.finish_reason) for e in events] == [("", "length")]
+
+
+@pytest.fixture(scope="module")
+def m2m_like(tmp_path_factory):
+    """A tiny model that starts decoding from its end token (M2M100 / NLLB): model.json says
+    decoder_start_id = eos and never_generate_ids = [pad], so the end token stays choosable."""
+    cfg = dataclasses.replace(TINY, bos_id=TINY.eos_id)
+    torch.manual_seed(1)
+    model = TranslationTransformer(cfg).eval()
+    with torch.no_grad():
+        model.logits_bias[cfg.eos_id] = 1.0  # ends at different steps
+    path = tmp_path_factory.mktemp("m2m-like") / "tiny-m2m"
+    write_translation_dir(
+        model, path, placeholder_tokenizer(cfg.vocab_size), name="tiny-m2m", max_source_len=24, max_target_len=16
+    )
+    manifest = load_manifest(path)
+    assert (manifest.tokenizer.start_id, manifest.tokenizer.never_generate) == (cfg.eos_id, [cfg.pad_id])
+    return TinyModel(model, path, manifest, Tokenizer.from_file(str(path / "tokenizer.json")))
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_model_that_starts_from_its_end_token_decodes_like_its_reference(m2m_like, beam_size):
+    """The language token forced and hidden, as importers set it up for M2M100 / NLLB."""
+    texts = random_texts(6, seed=17)
+    language = (40,)
+    options = DecodeOptions(beam_size=beam_size, prefix_ids=language, hide_prefix=1, max_new_tokens=16)
+    results = translate(m2m_like, texts, options)
+    ended = 0
+    for text, result in zip(texts, results):
+        src = source(m2m_like, text)
+        if beam_size == 1:
+            ref = greedy_decode(m2m_like.model, src, 16, prefix=list(language))[0]
+        else:
+            ref = beam_search(m2m_like.model, src, beam_size, 16, 1.0, 1, prefix=list(language))[0][0]
+        assert result.hypotheses[0].token_ids == ref.tokens[1:]  # the language token hidden
+        ended += ref.finish == "eos"
+    assert ended, "no text ended with the end token: the test would not see it banned"
