@@ -165,7 +165,9 @@ def _opus_mt(path: Path, multi: bool) -> Checkpoint:
         pad_token_id=V - 1, decoder_start_token_id=V - 1, eos_token_id=0, forced_eos_token_id=None, **SMALL,
     )  # fmt: skip
     torch.manual_seed(0)
-    tokenizer = transformers.MarianTokenizer(*(str(path / f) for f in ("source.spm", "target.spm", "vocab.json")))
+    files = (str(path / f) for f in ("source.spm", "target.spm", "vocab.json"))
+    # opus-mt's tokenizer_config.json names the pair (multilingual: a group code, the >>xx<< tokens choose)
+    tokenizer = transformers.MarianTokenizer(*files, source_lang="en", target_lang="mul" if multi else "de")
     kind = "opus-mt-multi" if multi else "opus-mt"
     ckpt = Checkpoint(kind, path, transformers.MarianMTModel(config), tokenizer, targets)
 
@@ -274,6 +276,7 @@ BUILDERS = {
     "nllb": _nllb,
 }
 _BUILT: dict[str, Checkpoint] = {}
+_EXPORTED: dict[tuple[str, str], Path] = {}
 
 
 def build(kind: str, root: Path) -> Checkpoint:
@@ -286,3 +289,19 @@ def build(kind: str, root: Path) -> Checkpoint:
         finally:
             torch.set_num_threads(threads)
     return _BUILT[kind]
+
+
+def export(kind: str, root: Path, name: str | None = None) -> tuple[Checkpoint, Path]:
+    """The ``kind`` checkpoint exported (once per session) by the real CLI, verification on, to
+    ``root/exported/<name>``; the old ``--from-marian`` flag for opus-mt, ``--from-hf`` otherwise."""
+    from attnserve.export import cli
+
+    ckpt = build(kind, root)
+    name = name or kind
+    if (kind, name) not in _EXPORTED:
+        out = root / "exported" / name
+        flag = "--from-marian" if kind == "opus-mt" else "--from-hf"
+        code = cli.main(["translation", flag, str(ckpt.path), "--out", str(out), "--name", name, "--threads", "1"])
+        assert code == 0, f"attnserve-export translation {flag} {ckpt.path} failed"
+        _EXPORTED[kind, name] = out
+    return ckpt, _EXPORTED[kind, name]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -219,11 +220,32 @@ def load_marian(path: Path | str) -> ImportedTranslator:
     tied |= {"lm_head.weight"} if cfg.tie_output else set()
     if set(missing) - tied or unexpected:
         raise ImportCheckpointError(f"{directory}: weights missing {sorted(set(missing) - tied)[:5]}")
-    codes = marian_language_tokens(tokenizer)
-    languages = {"source": [], "target": list(codes), "tokens": codes} if codes else None
     return ImportedTranslator(
-        model.eval(), tokenizer, directory.resolve().name, _limits(directory, cfg), languages=languages
+        model.eval(),
+        tokenizer,
+        directory.resolve().name,
+        _limits(directory, cfg),
+        languages=marian_languages(directory, tokenizer),
     )
+
+
+def marian_languages(directory: Path, tokenizer: Tokenizer) -> dict[str, Any] | None:
+    """model.json languages of an opus-mt directory: ``tokenizer_config.json``'s ``source_lang`` /
+    ``target_lang`` (else the ``opus-mt-SRC-TGT`` directory name); multilingual targets are the
+    ``>>xx<<`` tokens of the vocabulary. None when nothing says."""
+    tok_cfg = read_json(directory / "tokenizer_config.json", required=False) or {}
+    named = re.fullmatch(r"opus-mt-(?:tc-big-|tc-base-)?([a-z]{2,3})-([a-z]{2,3})", directory.resolve().name)
+    source = tok_cfg.get("source_lang") or (named.group(1) if named else None)
+    target = tok_cfg.get("target_lang") or (named.group(2) if named else None)
+    tokens = marian_language_tokens(tokenizer)
+    if not tokens and not (isinstance(source, str) and isinstance(target, str)):
+        return None
+    return {
+        "source": [source] if isinstance(source, str) else [],
+        "target": list(tokens) if tokens else [target],
+        "tokens": tokens,
+        "default_source": source if isinstance(source, str) else None,
+    }
 
 
 def marian_language_tokens(tokenizer: Tokenizer) -> dict[str, str]:

@@ -65,7 +65,7 @@ class DecodeScheduler:
         self.runner = ModelRunner(encoder, decoder, spec, placement)
         self.budgets = Budgets(settings.max_active_sequences, settings.max_tokens_in_flight, settings.max_cache_bytes)
         self.usage = Usage()  # what admitted jobs hold; changed under the condition's lock
-        self.never = np.array([spec.pad_id, spec.bos_id])  # never generated (models/decoding.py)
+        self.never = np.array(spec.never_generate or (spec.pad_id, spec.bos_id))  # never generated (models/decoding.py)
         self.on_step: Callable[[int, int], None] | None = None
         self.outbox = Outbox()  # results for the event loops; flushed after each step
         self.waiting = WaitingQueue(settings.max_queue_size)  # shared with the event loops

@@ -180,7 +180,13 @@ def make_search(options: DecodeOptions, max_new_tokens: int, eos_id: int) -> Sea
     prefix = tuple(options.prefix_ids)
     if options.beam_size > 1:
         return BeamSearch(
-            options.beam_size, max_new_tokens, options.length_penalty, options.num_hypotheses, eos_id, prefix
+            options.beam_size,
+            max_new_tokens,
+            options.length_penalty,
+            options.num_hypotheses,
+            eos_id,
+            prefix,
+            options.hide_prefix,
         )
     if options.sampling:
         rng = np.random.default_rng(options.seed)
@@ -239,8 +245,10 @@ class BeamSearch(Search):
         num_hypotheses: int,
         eos_id: int,
         prefix: tuple[int, ...] = (),
+        hidden: int = 0,
     ) -> None:
         self.prefix = prefix
+        self.hidden = hidden  # leading prefix ids scored 0 (the hidden language token; models/decoding.py)
         self.beam_size = beam_size
         self.max_new_tokens = max_new_tokens
         self.length_penalty = length_penalty
@@ -301,7 +309,8 @@ class BeamSearch(Search):
         """A prefix step: the single beam takes the forced token (see the module docstring)."""
         tok = self.prefix[self.step]
         tokens, lp = self.beams[0]
-        value = float(np.float32(lp) + logp[0, tok])  # float32 like a searched step's scores
+        gain = 0.0 if self.step < self.hidden else logp[0, tok]
+        value = float(np.float32(lp) + gain)  # float32 like a searched step's scores
         tokens = tokens + [tok]
         step, self.step = self.step, self.step + 1
         if step == self.max_new_tokens - 1:

@@ -77,6 +77,7 @@ class ModelSpec:
     eos_id: int
     encoder_io: EncoderIO  # graph input/output names, as model.json lists them
     decoder_io: DecoderIO
+    never_generate: tuple[int, ...] = ()  # ids never chosen (model.json tokenizer.never_generate_ids)
 
     @property
     def cache_bytes_per_token(self) -> int:
@@ -91,7 +92,8 @@ def model_spec(manifest: Manifest) -> ModelSpec:
         num_heads=int(cfg["num_heads"]),
         head_dim=int(cfg["d_model"]) // int(cfg["num_heads"]),
         pad_id=tok.pad_id,
-        bos_id=tok.bos_id,
+        bos_id=tok.start_id,  # the decoder start token (M2M100 / NLLB: </s>)
+        never_generate=tuple(tok.never_generate),
         eos_id=tok.eos_id,
         encoder_io=manifest.encoder_io(),
         decoder_io=manifest.decoder_io(),

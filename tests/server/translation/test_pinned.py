@@ -54,7 +54,9 @@ PINNED: dict[str, list[list[tuple[str, list[int], float]]]] = {
         ],
         [
             ("Es kostet 1.234,50 €.", [381, 471, 224, 20, 17, 21, 22, 23, 15, 24, 19, 1481, 2], -1.19),
-            ("Es kostet 1.234,50 ₹.", [381, 471, 224, 20, 17, 21, 22, 23, 15, 24, 19, 1486, 2], -6.753),
+            # "... ₹." (-6.753) finished from outside the best K candidates; since issue 13 only the best
+            # K may finish (transformers' rule, models/decoding.py), so the next-best hypothesis comes back.
+            ("Es kostet 1.234,50 €.", [381, 471, 224, 20, 17, 21, 22, 23, 15, 24, 19, 945, 17, 2], -7.06),
         ],
         [
             ("im 12. Jahrhundert", [345, 224, 20, 21, 17, 807, 2], -0.592),
