@@ -24,7 +24,8 @@ from attnserve.export.ort_decode import OrtGreedy
 from attnserve.models import beam_search
 from tests import hf_checkpoints
 
-FAMILY = {"opus-mt": "marian", "opus-mt-multi": "marian", "m2m100": "m2m_100", "nllb": "m2m_100"}
+FAMILY = {"opus-mt": "marian", "opus-mt-multi": "marian", "opus-mt-separate": "marian"}
+FAMILY |= {"m2m100": "m2m_100", "nllb": "m2m_100"}
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")]
 
 
@@ -65,9 +66,10 @@ def test_exported_translations_match_generate(kind, exported):
     for target in ckpt.targets:
         src, prefix = _sources(manifest, tokenizer, texts, ckpt.source_language, target)
         expected_src = ckpt.encode(texts, target)
-        assert [[i for i in row if i != manifest.tokenizer.pad_id] for row in src.tolist()] == [
-            [i for i in row if i != manifest.tokenizer.pad_id] for row in expected_src.input_ids.tolist()
-        ], "source ids differ from the transformers tokenizer's"
+        pad, hf_pad = manifest.tokenizer.pad_id, ckpt.model.config.pad_token_id
+        assert [[tokenizer.id_to_token(i) for i in row if i != pad] for row in src.tolist()] == [
+            [ckpt.source_token(i) for i in row if i != hf_pad] for row in expected_src.input_ids.tolist()
+        ], "source tokens differ from the transformers tokenizer's"
         expected = ckpt.generate(texts, target)
         assert len({tuple(r) for r in expected}) >= 20, "the checkpoint's outputs are degenerate: train it longer"
         assert greedy.decode(src, 24, prefix) == expected, f"greedy, target {target!r}"

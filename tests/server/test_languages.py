@@ -109,7 +109,7 @@ def test_unsupported_language_is_invalid_argument_naming_the_served_ones(server)
         with pytest.raises(AttnServeError) as err:
             client.translate(["ka"], "m2m100", source_language="xx", target_language="fr")
         assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "af, am" in err.value.details
-        with pytest.raises(AttnServeError) as err:  # four models serve en -> fr here
+        with pytest.raises(AttnServeError) as err:  # three models serve en -> fr here
             client.translate(["ka"], source_language="en", target_language="fr")
         assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "several models" in err.value.details
         with pytest.raises(AttnServeError) as err:
