@@ -155,3 +155,15 @@ def test_a_language_pair_picks_the_model(serve, hf_root, tmp_path):
         with pytest.raises(AttnServeError) as err:
             client.translate(texts, source_language="de", target_language="en")
         assert err.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_client_cli_language_flags(server, hf_root, capsys):
+    from attnserve.client.cli import main
+
+    ckpt = hf_checkpoints.build("nllb", hf_root)
+    text = hf_checkpoints.test_texts()[0]
+    argv = ["--address", server.address, "--retries", "0", "translate", "--model", "nllb"]
+    assert main([*argv, "--source-language", "en", "--target-language", "de", text]) == 0
+    assert capsys.readouterr().out.strip() == ckpt.decode(ckpt.generate([text], "deu_Latn")[0][1:])
+    assert main([*argv, "--target-language", "ita", text]) == 1
+    assert "target language 'ita' is not served" in capsys.readouterr().err
