@@ -8,6 +8,7 @@ one process. fp32 tokens are compared with the PyTorch reference decoder.
     python -m benchmarks.decode              # or: attnserve-bench decode
     python -m benchmarks.decode --quick      # seconds: mt-tiny, small batches, N = 8
     attnserve-bench decode --presets mt-base --vocab-size 58101   # opus-mt-en-de's real shape
+    attnserve-bench decode --presets m2m100-small                 # M2M100 / NLLB's layout
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def build_runners(model, label: str, args: argparse.Namespace) -> dict[str, Any]
     import torch
     import transformers
 
-    from attnserve.export.importers import to_marian
+    from .translators import to_transformers
 
     transformers.logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens wins
 
@@ -81,8 +82,7 @@ def build_runners(model, label: str, args: argparse.Namespace) -> dict[str, Any]
     runners: dict[str, Any] = {
         "attnserve fp32": EngineRunner(export_translator(model, work / f"{label}-fp32", label), args.threads, rows)
     }
-    marian = to_marian(model)
-    runners["transformers fp32"] = marian
+    runners["transformers fp32"] = to_transformers(model)
     ct2_dir = ctranslate2_model(model, work / f"{label}-ct2", label)
     kw = dict(device="cpu", intra_threads=args.threads, inter_threads=1)
     runners["ctranslate2 fp32"] = ctranslate2.Translator(str(ct2_dir), compute_type="float32", **kw)
@@ -92,7 +92,7 @@ def build_runners(model, label: str, args: argparse.Namespace) -> dict[str, Any]
         runners["ctranslate2 int8"] = ctranslate2.Translator(str(ct2_dir), compute_type="int8", **kw)
         try:  # PyTorch's own dynamic int8 Linear; absent from some builds
             runners["transformers int8"] = torch.ao.quantization.quantize_dynamic(
-                to_marian(model), {torch.nn.Linear}, dtype=torch.qint8
+                to_transformers(model), {torch.nn.Linear}, dtype=torch.qint8
             )
         except Exception as exc:  # noqa: BLE001 - report and go on without it
             print(f"transformers int8 skipped: {exc}", file=sys.stderr)

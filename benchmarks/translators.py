@@ -42,9 +42,20 @@ def bench_translator(preset: str, seed: int = 0, vocab_size: int | None = None):
     model = create_model(preset, dropout=0.0, **overrides).eval()
     cfg = model.cfg
     with torch.no_grad():
-        model.logits_bias[[cfg.eos_id, cfg.pad_id, cfg.bos_id]] = -1e4
-        model.tgt_embed.weight[cfg.bos_id] = 0.0
+        if model.logits_bias is not None:
+            model.logits_bias[[cfg.eos_id, cfg.pad_id, cfg.bos_id]] = -1e4
+            model.tgt_embed.weight[cfg.bos_id] = 0.0
+        else:  # M2M100-shaped (no logits bias): a zero end-token row scores 0, far below the best of 8000
+            model.tgt_embed.weight[[cfg.eos_id, cfg.bos_id]] = 0.0
     return model
+
+
+def to_transformers(model):
+    """The same weights as a transformers model: M2M100ForConditionalGeneration for M2M100-shaped
+    presets (pre-norm), MarianMTModel otherwise."""
+    from attnserve.export.importers import to_m2m100, to_marian
+
+    return to_m2m100(model) if model.cfg.norm_first else to_marian(model)
 
 
 def model_label(preset: str, vocab_size: int | None) -> str:
@@ -81,7 +92,7 @@ def export_translator(model, out: Path, preset: str, precision: str = "fp32", at
 
 
 def ctranslate2_model(model, out: Path, preset: str) -> Path:
-    """CTranslate2 conversion of ``to_marian(model)`` (fp32 weights; int8 is chosen at load time).
+    """CTranslate2 conversion of ``to_transformers(model)`` (fp32 weights; int8 is chosen at load time).
 
     This is ``TransformersConverter``'s own ``MarianMTLoader`` fed the in-memory
     MarianMTModel, with two differences, both because our model is not a downloaded
@@ -91,9 +102,7 @@ def ctranslate2_model(model, out: Path, preset: str) -> Path:
     """
     import torch
     from ctranslate2.converters import Converter
-    from ctranslate2.converters.transformers import MarianMTLoader
-
-    from attnserve.export.importers import to_marian
+    from ctranslate2.converters.transformers import M2M100Loader, MarianMTLoader
 
     key = f"{CACHE_KEY} {preset} ctranslate2"
     marker = out.with_name(out.name + ".key")
@@ -101,22 +110,35 @@ def ctranslate2_model(model, out: Path, preset: str) -> Path:
         return out
     cfg = model.cfg
     specials = {cfg.pad_id: "<pad>", cfg.bos_id: "<s>", cfg.eos_id: "</s>", cfg.unk_id: "<unk>"}
+    if cfg.bos_id == cfg.eos_id:  # M2M100: decoding starts from </s>; <s> is id 0, never used
+        specials[0] = "<s>"
     vocab = {specials.get(i, f"t{i}"): i for i in range(cfg.vocab_size)}
 
-    class Vocabulary:  # the part of a transformers tokenizer that the loader reads
+    names = {i: w for w, i in vocab.items()}
+
+    class Vocabulary:  # the part of a transformers tokenizer that the loaders read
         eos_token, unk_token, bos_token = "</s>", "<unk>", "<s>"
+        special_tokens_map: dict = {}
 
         def get_vocab(self) -> dict[str, int]:
             return vocab
+
+        def convert_ids_to_tokens(self, i: int) -> str:
+            return names[i]
 
     class Loader(MarianMTLoader):
         def _remove_pad_weights(self, spec) -> None:
             pass
 
+    class M2M100PlaceholderLoader(M2M100Loader):  # the placeholder vocabulary as it is (no made-up words)
+        def get_vocabulary(self, model, tokenizer):
+            return [w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+
     class InMemoryConverter(Converter):
         def _load(self):
+            loader = M2M100PlaceholderLoader() if cfg.norm_first else Loader()
             with torch.no_grad():
-                return Loader()(to_marian(model), Vocabulary())
+                return loader(to_transformers(model), Vocabulary())
 
     print(f"converting {preset} to CTranslate2 in {out} ...", flush=True)
     InMemoryConverter().convert(str(out), force=True)

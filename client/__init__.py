@@ -110,6 +110,9 @@ class ModelSummary:
     limits: dict[str, int]
     config: dict[str, str]
     domain: str = ""  # what the model was trained for ("" = not stated)
+    source_languages: list[str] = field(default_factory=list)  # translation; empty: one fixed pair
+    target_languages: list[str] = field(default_factory=list)
+    family: str = ""  # attnserve | marian | m2m_100
 
 
 def _timing(msg: Any) -> dict[str, float]:
@@ -132,6 +135,9 @@ def _summary(info: pb.ModelInfo) -> ModelSummary:
         limits,
         dict(info.config),
         info.domain,
+        list(info.source_languages),
+        list(info.target_languages),
+        info.family,
     )
 
 
@@ -167,9 +173,17 @@ def decoding_options(
     seed: int | None = None,
     return_scores: bool = False,
     return_token_ids: bool = False,
+    source_language: str = "",
+    target_language: str = "",
+    target_prefix: str = "",
 ) -> pb.DecodingOptions:
-    """Keyword options -> ``DecodingOptions`` (unset optionals stay unset: the server's defaults)."""
+    """Keyword options -> ``DecodingOptions`` (unset optionals stay unset: the server's defaults).
+    Languages: the model's codes (``deu_Latn``, ``fra``) or ISO 639-1 (``de``); with no model
+    named, the pair picks the model. ``target_prefix``: text every translation starts with."""
     opts = pb.DecodingOptions(
+        source_language=source_language,
+        target_language=target_language,
+        target_prefix=target_prefix,
         beam_size=beam_size,
         num_hypotheses=num_hypotheses,
         max_new_tokens=max_new_tokens,

@@ -58,6 +58,13 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--top-k", type=int, default=0)
     tr.add_argument("--top-p", type=float, default=None)
     tr.add_argument("--seed", type=int, default=None)
+    tr.add_argument("--source-language", default="", help="source language: the model's code or ISO 639-1")
+    tr.add_argument(
+        "--target-language",
+        default="",
+        help="target language: the model's code (deu_Latn, fra) or ISO 639-1 (de); without --model it picks the model",
+    )
+    tr.add_argument("--target-prefix", default="", help="text every translation starts with")
     tr.add_argument("--scores", action="store_true", help="print scores")
     tr.add_argument("--token-ids", action="store_true", help="print token ids")
 
@@ -88,6 +95,9 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
         seed=args.seed,
         return_scores=args.scores,
         return_token_ids=args.token_ids,
+        source_language=args.source_language,
+        target_language=args.target_language,
+        target_prefix=args.target_prefix,
         format=args.format,
     )
     if "-" in args.texts:
@@ -150,6 +160,9 @@ def _models(client: Client, args: argparse.Namespace) -> int:
         print(f"{m.name}  ({detail})  {state}")
         if m.domain:
             print(f"  domain: {m.domain}")
+        if m.source_languages or m.target_languages:
+            sources, targets = (", ".join(codes) or "-" for codes in (m.source_languages, m.target_languages))
+            print(f"  languages: {sources} -> {targets}")
     return 0
 
 

@@ -36,10 +36,12 @@ class LanguagePlan:
 
 def plan(family: str, languages: Languages | None, token_id: TokenId, source: str, target: str) -> LanguagePlan:
     """The ids for resolved ``source`` / ``target`` codes ("" = the model's default, if any)."""
-    if languages is None or not languages.tokens:
+    if languages is None:
         return LanguagePlan(source=source, target=target)
     source = source or languages.default_source or ""
-    target = target or languages.default_target or ""
+    target = target or languages.default_target or (languages.target[0] if len(languages.target) == 1 else "")
+    if not languages.tokens:  # one fixed pair
+        return LanguagePlan(source=source, target=target)
 
     def ids(code: str, side: str) -> tuple[int, ...]:
         if not code:

@@ -11,8 +11,10 @@ are spelled out:
   token that is also the end token (M2M100 / NLLB start from ``</s>``):
   ``TranslationConfig.never_generate``.
 - A forced ``prefix`` (M2M100 / NLLB's target-language token, a user's target prefix)
-  is fed before any choice; its tokens are part of the output with log-probability 0,
-  as transformers' ``forced_bos_token_id`` gives them.
+  is fed before any choice; its tokens are part of the output. The first ``hide_prefix``
+  of them (the language token, which the server hides) have log-probability 0, as
+  transformers' ``forced_bos_token_id`` gives it; the others keep the model's
+  log-probability, as CTranslate2 counts a target prefix's.
 - Greedy: argmax at each step; ties go to the lowest token id. ``score`` is the sum of
   the chosen tokens' log-probabilities.
 - Beam search (``beam_size`` K): at each step every live beam's log-probabilities are
@@ -80,10 +82,11 @@ class _Session:
         self.src_mask = self.src_mask[rows]
 
 
-def _forced(logp: torch.Tensor, token: int) -> torch.Tensor:
-    """(R, V) log-probs where ``token`` is certain (0) and every other id impossible."""
+def _forced(logp: torch.Tensor, token: int, hidden: bool) -> torch.Tensor:
+    """(R, V) log-probs where every id but ``token`` is impossible; ``token`` keeps its
+    log-probability, or 0 when ``hidden``."""
     forced = torch.full_like(logp, float("-inf"))  # (R, V)
-    forced[:, token] = 0.0
+    forced[:, token] = 0.0 if hidden else logp[:, token]
     return forced
 
 
@@ -95,10 +98,15 @@ def _source_mask(model: TranslationTransformer, src: torch.Tensor) -> torch.Tens
 
 @torch.no_grad()
 def greedy_decode(
-    model: TranslationTransformer, src: torch.Tensor, max_new_tokens: int = 64, prefix: list[int] | None = None
+    model: TranslationTransformer,
+    src: torch.Tensor,
+    max_new_tokens: int = 64,
+    prefix: list[int] | None = None,
+    hide_prefix: int = 0,
 ) -> list[Hypothesis]:
     """Greedy decoding of a batch. src: (B, L) int64, right-padded with pad_id; ``prefix``: ids
-    every row starts with (forced, counted in ``max_new_tokens``)."""
+    every row starts with (forced, counted in ``max_new_tokens``; the first ``hide_prefix``
+    with log-probability 0, see the module docstring)."""
     cfg = model.cfg
     prefix = list(prefix or [])
     session = _Session(model, src, _source_mask(model, src))
@@ -110,7 +118,7 @@ def greedy_decode(
     for step in range(max_new_tokens):
         logp = session.step(tokens)  # (B, V)
         if step < len(prefix):
-            logp = _forced(logp, prefix[step])  # (B, V)
+            logp = _forced(logp, prefix[step], step < hide_prefix)  # (B, V)
         tokens = logp.argmax(dim=-1)  # (B,)
         for b in range(B):
             if not done[b]:
@@ -132,14 +140,22 @@ def beam_search(
     length_penalty: float = 1.0,
     num_hypotheses: int = 1,
     prefix: list[int] | None = None,
+    hide_prefix: int = 0,
 ) -> list[list[Hypothesis]]:
     """Beam search of each source row independently; returns ``num_hypotheses`` per row, best first.
-    ``prefix``: ids every hypothesis starts with (forced, as in :func:`greedy_decode`)."""
+    ``prefix`` / ``hide_prefix``: ids every hypothesis starts with, as in :func:`greedy_decode`."""
     if not 1 <= num_hypotheses <= beam_size:
         raise ValueError(f"num_hypotheses must be in 1..beam_size ({beam_size}), got {num_hypotheses}")
     return [
         _beam_search_one(
-            model, src[b : b + 1], beam_size, max_new_tokens, length_penalty, num_hypotheses, list(prefix or [])
+            model,
+            src[b : b + 1],
+            beam_size,
+            max_new_tokens,
+            length_penalty,
+            num_hypotheses,
+            list(prefix or []),
+            hide_prefix,
         )
         for b in range(src.shape[0])
     ]
@@ -153,6 +169,7 @@ def _beam_search_one(
     length_penalty: float,
     num_hypotheses: int,
     prefix: list[int],
+    hide_prefix: int,
 ) -> list[Hypothesis]:
     cfg = model.cfg
     session = _Session(model, src, _source_mask(model, src))
@@ -162,7 +179,7 @@ def _beam_search_one(
     for step in range(max_new_tokens):
         logp = session.step(last)  # (K, V)
         if step < len(prefix):
-            logp = _forced(logp, prefix[step])  # (K, V)
+            logp = _forced(logp, prefix[step], step < hide_prefix)  # (K, V)
         scores = torch.tensor([lp for _, lp in beams])[:, None] + logp  # (K, V)
         V = scores.shape[1]
         top = scores.flatten().topk(min(2 * beam_size, scores.numel()))  # 2K candidates, best first

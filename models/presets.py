@@ -13,6 +13,9 @@ from .vit import VisionTransformer, ViTConfig
 # sinusoids, shared + tied embeddings, final logits bias) so that they map 1:1 onto
 # transformers' MarianMTModel and CTranslate2 for side-by-side benchmarks.
 _MARIAN_STYLE = dict(activation="swish", position_layout="split", final_logits_bias=True)
+_M2M100_STYLE = dict(
+    activation="relu", norm_first=True, position_layout="fairseq", position_offset=2, pad_id=1, bos_id=2, eos_id=2
+)
 
 PRESETS: dict[str, TranslationConfig | ViTConfig] = {
     "mt-tiny": TranslationConfig(
@@ -36,6 +39,12 @@ PRESETS: dict[str, TranslationConfig | ViTConfig] = {
         norm_first=True,
         dropout=0.05,
         max_positions=128,
+    ),
+    # M2M100 / NLLB's layout (pre-norm + final norms, ReLU, fairseq positions from padding_idx + 1,
+    # <s> <pad> </s> <unk> = 0..3, decoding from </s>) at mt-small's size: the decode benchmark's
+    # M2M100-shaped model (transformers' M2M100ForConditionalGeneration and CTranslate2 run the same weights).
+    "m2m100-small": TranslationConfig(
+        vocab_size=8000, d_model=256, num_heads=4, encoder_layers=3, decoder_layers=3, ffn_dim=1024, **_M2M100_STYLE
     ),
     "vit-tiny": ViTConfig(dim=192, depth=12, num_heads=3),
     "vit-s16": ViTConfig(dim=384, depth=12, num_heads=6),

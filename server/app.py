@@ -27,7 +27,7 @@ from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
-from . import convert, engine_api, security
+from . import convert, engine_api, languages, security
 from .calls import Call, CallFailed, CallTracker
 from .config import Settings
 from .errors import InvalidRequest, ModelNotFound, ShuttingDown
@@ -236,24 +236,32 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
 
     async def Translate(self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext) -> pb.TranslateResponse:
         async with self.app.rpc(context, "Translate", request.model, inference=True) as call:
-            with self.app.registry.use(request.model, TRANSLATION) as model:
+            wanted = convert.language_request(request.options)
+            name = languages.model_name(self.app.registry.models, request.model, wanted)
+            with self.app.registry.use(name, TRANSLATION) as model:
                 call.model = model.name
                 texts = convert.texts(request)
                 options = convert.decode_options(request.options)
+                options, source, target = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
                 results = await engine_api.translate(model.engine, texts, options, convert.text_format(request))
                 call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
             for r in results:
                 self.app.metrics.queue_time.labels(model.name).observe(r.queue_ms / 1e3)
-            return convert.translate_response(model.name, results, request.options)
+            reply = convert.translate_response(model.name, results, request.options)
+            reply.source_language, reply.target_language = source, target
+            return reply
 
     async def TranslateStream(
         self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TranslateChunk]:
         async with self.app.rpc(context, "TranslateStream", request.model, inference=True) as call:
-            with self.app.registry.use(request.model, TRANSLATION) as model:
+            wanted = convert.language_request(request.options)
+            name = languages.model_name(self.app.registry.models, request.model, wanted)
+            with self.app.registry.use(name, TRANSLATION) as model:
                 call.model = model.name
                 texts = convert.texts(request, single=True)
                 options = convert.decode_options(request.options)
+                options, _, _ = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
                 events = engine_api.stream(model.engine, texts[0], options, convert.text_format(request))
                 call.items = 1
                 try:

@@ -14,6 +14,7 @@ from . import params
 from .classification import EncodedImage, ImageInput, ImageResult, RawTensor
 from .config import Settings
 from .errors import InvalidRequest
+from .languages import LanguageRequest
 from .registry import FailedModel, LoadedModel
 from .translation import DecodeOptions, Hypothesis, StreamEvent, TranslationResult
 
@@ -81,6 +82,10 @@ def decode_options(options: pb.DecodingOptions) -> DecodeOptions:
             value = getattr(options, name)
             values[name] = value if name == "seed" else _finite(value, f"options.{name}")
     return params.decode_options(values, "options.")
+
+
+def language_request(options: pb.DecodingOptions) -> LanguageRequest:
+    return LanguageRequest(options.source_language, options.target_language, options.target_prefix)
 
 
 def _hypothesis(hyp: Hypothesis, options: pb.DecodingOptions) -> pb.Hypothesis:
@@ -180,6 +185,10 @@ def model_info(model: LoadedModel | FailedModel, settings: Settings) -> pb.Model
         domain=str(m.extra.get("domain", "")),
     )
     if model.kind == TRANSLATION:
+        info.family = m.family
+        if m.languages is not None:
+            info.source_languages.extend(m.languages.source)
+            info.target_languages.extend(m.languages.target)
         info.limits.CopyFrom(
             pb.ModelLimits(
                 max_source_len=m.limits.get("max_source_len", 0),

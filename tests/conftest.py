@@ -24,3 +24,9 @@ def _seed():
         return
     torch.manual_seed(0)
     torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def hf_root(tmp_path_factory):
+    """Where tests/hf_checkpoints.py builds (and exports) its checkpoints, once per session."""
+    return tmp_path_factory.mktemp("hf-checkpoints")

@@ -9,6 +9,9 @@ token repeated, which would hide wrong positions or attention):
   with ``</s>`` 0, ``<unk>`` 1 and ``<pad>`` LAST (the start token); task: reverse the pieces.
 - ``opus-mt-multi``: the same with ``>>fra<<`` / ``>>deu<<`` target tokens at the start of
   the source; task: reverse for ``>>fra<<``, copy for ``>>deu<<``.
+- ``opus-mt-separate``: newer tc-big layout, ``share_encoder_decoder_embeddings: false`` with
+  ``vocab.json`` (source) and ``target_vocab.json`` (target) holding the same pieces in
+  different orders, so a piece's source id is not its target id; task: reverse.
 - ``m2m100``: M2M100ForConditionalGeneration, ``sentencepiece.bpe.model`` (BPE) + ``vocab.json``
   in fairseq's order (``<s> <pad> </s> <unk>``, then pieces in an order of their own), the
   100 ``__xx__`` language tokens after the vocabulary; source ``__en__ ... </s>``, output
@@ -36,7 +39,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre
 
 transformers.logging.set_verbosity_error()
 
-KINDS = ("opus-mt", "opus-mt-multi", "m2m100", "nllb")
+KINDS = ("opus-mt", "opus-mt-multi", "opus-mt-separate", "m2m100", "nllb")
 SYLLABLES = ["ka", "to", "ri", "men", "sa", "lo", "pe", "dun", "vi", "ar", "el", "os", "qu", "bé", "zo"]
 TRAIN_STEPS = 250
 SMALL = dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4, decoder_attention_heads=4)
@@ -94,6 +97,12 @@ class Checkpoint:
         if self.kind == "opus-mt-multi":
             texts = [f">>{target}<< {t}" for t in texts]
         return self.tokenizer(texts, return_tensors="pt", padding=True)
+
+    def source_token(self, i: int) -> str:
+        """The source token of id ``i`` (separate vocabularies: vocab.json's, not the target's)."""
+        if self.kind == "opus-mt-separate":
+            return {v: k for k, v in self.tokenizer.encoder.items()}[i]
+        return self.tokenizer.convert_ids_to_tokens(i)
 
     def decode(self, ids: list[int]) -> str:
         return self.tokenizer.decode(ids, skip_special_tokens=True)
@@ -165,7 +174,9 @@ def _opus_mt(path: Path, multi: bool) -> Checkpoint:
         pad_token_id=V - 1, decoder_start_token_id=V - 1, eos_token_id=0, forced_eos_token_id=None, **SMALL,
     )  # fmt: skip
     torch.manual_seed(0)
-    tokenizer = transformers.MarianTokenizer(*(str(path / f) for f in ("source.spm", "target.spm", "vocab.json")))
+    files = (str(path / f) for f in ("source.spm", "target.spm", "vocab.json"))
+    # opus-mt's tokenizer_config.json names the pair (multilingual: a group code, the >>xx<< tokens choose)
+    tokenizer = transformers.MarianTokenizer(*files, source_lang="en", target_lang="mul" if multi else "de")
     kind = "opus-mt-multi" if multi else "opus-mt"
     ckpt = Checkpoint(kind, path, transformers.MarianMTModel(config), tokenizer, targets)
 
@@ -177,6 +188,48 @@ def _opus_mt(path: Path, multi: bool) -> Checkpoint:
     _train(ckpt, texts, example)
     ckpt.model.generation_config = transformers.GenerationConfig(
         decoder_start_token_id=V - 1, eos_token_id=0, pad_token_id=V - 1, bad_words_ids=[[V - 1]], max_length=40
+    )
+    ckpt.model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return ckpt
+
+
+def _opus_mt_separate(path: Path) -> Checkpoint:
+    texts = sentences(5, 600)
+    blob = _train_spm(texts, "unigram", 60)
+    pieces = _pieces(blob)
+    shuffled = pieces[:]
+    random.Random(6).shuffle(shuffled)
+    source_vocab = {"</s>": 0, "<unk>": 1} | {p: 2 + i for i, p in enumerate(pieces)}
+    target_vocab = {"</s>": 0, "<unk>": 1} | {p: 2 + i for i, p in enumerate(shuffled)}
+    source_vocab["<pad>"] = target_vocab["<pad>"] = len(source_vocab)  # pad last in both
+    path.mkdir(parents=True)
+    for name, blob_ in (("source.spm", blob), ("target.spm", blob)):
+        (path / name).write_bytes(blob_)
+    (path / "vocab.json").write_text(json.dumps(source_vocab, ensure_ascii=False))
+    (path / "target_vocab.json").write_text(json.dumps(target_vocab, ensure_ascii=False))
+    V, pad = len(source_vocab), len(source_vocab) - 1
+    config = transformers.MarianConfig(
+        vocab_size=V, decoder_vocab_size=len(target_vocab), share_encoder_decoder_embeddings=False,
+        tie_word_embeddings=True, activation_function="swish", scale_embedding=True, pad_token_id=pad,
+        decoder_start_token_id=pad, eos_token_id=0, forced_eos_token_id=None, **SMALL,
+    )  # fmt: skip
+    files = (str(path / f) for f in ("source.spm", "target.spm", "vocab.json"))
+    tokenizer = transformers.MarianTokenizer(
+        *files, target_vocab_file=str(path / "target_vocab.json"), separate_vocabs=True, source_lang="en",
+        target_lang="de",
+    )  # fmt: skip
+    torch.manual_seed(0)
+    ckpt = Checkpoint("opus-mt-separate", path, transformers.MarianMTModel(config), tokenizer, {"": "reverse"})
+
+    def example(text: str, target: str) -> tuple[list[int], list[int]]:
+        pieces = tokenizer.spm_source.encode(text, out_type=str)
+        ids = [source_vocab.get(p, 1) for p in pieces]
+        return ids + [0], [target_vocab.get(p, 1) for p in reversed(pieces)] + [0]
+
+    _train(ckpt, texts, example)
+    ckpt.model.generation_config = transformers.GenerationConfig(
+        decoder_start_token_id=pad, eos_token_id=0, pad_token_id=pad, bad_words_ids=[[pad]], max_length=40
     )
     ckpt.model.save_pretrained(path)
     tokenizer.save_pretrained(path)
@@ -270,10 +323,12 @@ def _nllb(path: Path) -> Checkpoint:
 BUILDERS = {
     "opus-mt": lambda p: _opus_mt(p, multi=False),
     "opus-mt-multi": lambda p: _opus_mt(p, multi=True),
+    "opus-mt-separate": _opus_mt_separate,
     "m2m100": _m2m100,
     "nllb": _nllb,
 }
 _BUILT: dict[str, Checkpoint] = {}
+_EXPORTED: dict[tuple[str, str], Path] = {}
 
 
 def build(kind: str, root: Path) -> Checkpoint:
@@ -286,3 +341,19 @@ def build(kind: str, root: Path) -> Checkpoint:
         finally:
             torch.set_num_threads(threads)
     return _BUILT[kind]
+
+
+def export(kind: str, root: Path, name: str | None = None) -> tuple[Checkpoint, Path]:
+    """The ``kind`` checkpoint exported (once per session) by the real CLI, verification on, to
+    ``root/exported/<name>``; the old ``--from-marian`` flag for opus-mt, ``--from-hf`` otherwise."""
+    from attnserve.export import cli
+
+    ckpt = build(kind, root)
+    name = name or kind
+    if (kind, name) not in _EXPORTED:
+        out = root / "exported" / name
+        flag = "--from-marian" if kind == "opus-mt" else "--from-hf"
+        code = cli.main(["translation", flag, str(ckpt.path), "--out", str(out), "--name", name, "--threads", "1"])
+        assert code == 0, f"attnserve-export translation {flag} {ckpt.path} failed"
+        _EXPORTED[kind, name] = out
+    return ckpt, _EXPORTED[kind, name]

@@ -15,7 +15,7 @@ imported only inside the functions that need them.
 from pathlib import Path
 
 from .hf_files import ImportCheckpointError, model_dir, read_json
-from .m2m100 import load_m2m100
+from .m2m100 import load_m2m100, to_m2m100
 from .marian import ImportedTranslator, load_marian, to_marian
 from .vit import ImportedViT, load_hf_vit
 
@@ -43,5 +43,6 @@ __all__ = [
     "load_hf_vit",
     "load_m2m100",
     "load_marian",
+    "to_m2m100",
     "to_marian",
 ]

@@ -26,9 +26,25 @@ from tokenizers import Tokenizer
 
 from attnserve.models import TranslationConfig, TranslationTransformer
 
-from .hf_files import ConfigReader, ImportCheckpointError, load_weights, model_dir, read_config, read_json
+from .hf_files import (
+    ConfigReader,
+    ImportCheckpointError,
+    load_weights,
+    model_dir,
+    read_config,
+    read_json,
+    require_module,
+)
 from .m2m100_tokenizer import m2m100_tokenizer, nllb_languages, plain_post_processor
-from .marian import ACTIVATIONS, ImportedTranslator, _layer_weights, _limits, _linear_and_norm_pairs, _move
+from .marian import (
+    ACTIVATIONS,
+    ImportedTranslator,
+    _layer_weights,
+    _limits,
+    _linear_and_norm_pairs,
+    _move,
+    state_to_marian,
+)
 
 log = logging.getLogger(__name__)
 
@@ -186,3 +202,48 @@ def load_m2m100(path: Path | str) -> ImportedTranslator:
             "default_target": default_target,
         },
     )
+
+
+# --- the reverse, for benchmarks: our M2M100-shaped model -> transformers.M2M100ForConditionalGeneration ---
+
+
+def to_m2m100(model: TranslationTransformer):
+    """A ``transformers.M2M100ForConditionalGeneration`` (eval mode) with ``model``'s config and
+    weights, its generation config following attnserve's rules (greedy, pad never generated,
+    no forced tokens). Raises ValueError naming an option M2M100 cannot express."""
+    cfg = model.cfg
+    checks = {
+        "norm_first": (cfg.norm_first, True),
+        "position_layout": (cfg.position_layout, "fairseq"),
+        "position_offset": (cfg.position_offset, cfg.pad_id + 1),
+        "share_embeddings": (cfg.share_embeddings, True),
+        "final_logits_bias": (cfg.final_logits_bias, False),
+        "layer_norm_eps": (cfg.layer_norm_eps, LAYER_NORM_EPS),
+    }
+    for name, (value, needed) in checks.items():
+        if value != needed:
+            raise ValueError(f"{name}={value!r} cannot be expressed in M2M100 (needs {needed!r})")
+    transformers = require_module("transformers", "to_m2m100")
+    config = transformers.M2M100Config(
+        vocab_size=cfg.vocab_size, d_model=cfg.d_model, encoder_layers=cfg.encoder_layers,
+        decoder_layers=cfg.decoder_layers, encoder_attention_heads=cfg.num_heads,
+        decoder_attention_heads=cfg.num_heads, encoder_ffn_dim=cfg.ffn_dim, decoder_ffn_dim=cfg.ffn_dim,
+        activation_function={"swish": "silu"}.get(cfg.activation, cfg.activation),
+        max_position_embeddings=cfg.max_positions, scale_embedding=cfg.scale_embedding,
+        tie_word_embeddings=cfg.tie_output, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        pad_token_id=cfg.pad_id, eos_token_id=cfg.eos_id, decoder_start_token_id=cfg.bos_id, bos_token_id=0,
+    )  # fmt: skip
+    hf = transformers.M2M100ForConditionalGeneration(config)
+    state = state_to_marian(model)  # the same parameter names, plus a zero final_logits_bias
+    state.pop("final_logits_bias")
+    for side, norm in (("encoder", model.encoder_norm), ("decoder", model.decoder_norm)):
+        state[f"model.{side}.layer_norm.weight"], state[f"model.{side}.layer_norm.bias"] = norm.weight, norm.bias
+    missing, unexpected = hf.load_state_dict(state, strict=False)
+    if [k for k in missing if "embed_positions" not in k] or unexpected:  # an internal invariant
+        raise RuntimeError(f"M2M100 weights not mapped: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    hf.generation_config = transformers.GenerationConfig(
+        decoder_start_token_id=cfg.bos_id, eos_token_id=cfg.eos_id, pad_token_id=cfg.pad_id,
+        bad_words_ids=[[cfg.pad_id]], forced_eos_token_id=None, num_beams=1, do_sample=False,
+        max_length=cfg.max_positions,
+    )  # fmt: skip
+    return hf.eval()

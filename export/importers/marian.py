@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,15 +56,24 @@ class ImportedTranslator:
     languages: dict[str, Any] | None = None  # model.json's languages (contract.manifest.Languages fields)
 
 
-def translation_config_from_marian(path: Path, config: dict[str, Any], unk_id: int) -> TranslationConfig:
-    """Our config for a Marian ``config.json`` (missing fields take MarianConfig's defaults)."""
+def translation_config_from_marian(
+    path: Path, config: dict[str, Any], unk_id: int, unified_vocab: int | None = None
+) -> TranslationConfig:
+    """Our config for a Marian ``config.json`` (missing fields take MarianConfig's defaults).
+    ``unified_vocab``: separate vocabularies, merged into one id space of that size."""
     r = ConfigReader(path, config)
     vocab_size = r.get("vocab_size", 58101, int)
     decoder_vocab_size = r.get("decoder_vocab_size", None, int) or vocab_size
-    if decoder_vocab_size != vocab_size:
+    if decoder_vocab_size != vocab_size and unified_vocab is None:
         r.fail(
-            "decoder_vocab_size", f"{decoder_vocab_size} differs from vocab_size {vocab_size} (separate vocabularies)"
+            "decoder_vocab_size",
+            f"{decoder_vocab_size} differs from vocab_size {vocab_size} but tokenizer_config.json does not set "
+            "separate_vocabs (with target_vocab.json)",
         )
+    if unified_vocab is not None:
+        if r.get("share_encoder_decoder_embeddings", True, bool):
+            r.fail("share_encoder_decoder_embeddings", "must be false with separate vocabularies")
+        vocab_size = unified_vocab
     heads = r.get("encoder_attention_heads", 16, int)
     if r.get("decoder_attention_heads", 16, int) != heads:
         r.fail("decoder_attention_heads", f"must equal encoder_attention_heads ({heads})")
@@ -122,6 +132,31 @@ def _move(state: dict, pairs: list[tuple[str, str]], source: Path) -> dict:
 
 def _linear_and_norm_pairs(theirs: str, ours: str) -> list[tuple[str, str]]:
     return [(f"{theirs}.{p}", f"{ours}.{p}") for p in ("weight", "bias")]
+
+
+BANNED_LOGIT = -1e4  # the logits bias of ids outside the target vocabulary: never chosen, finite in fp16
+
+
+def unify_vocabularies(state: dict[str, torch.Tensor], source_index: list[int], source: Path) -> None:
+    """Separate vocabularies -> one id space, in place (see ``marian_tokenizer``): the source
+    embedding re-indexed (zeros for ids the source lacks), the target embedding, ``lm_head``
+    and the logits bias extended past the target vocabulary (zeros; the bias BANNED_LOGIT)."""
+    state.update({k.removeprefix("model."): v for k, v in list(state.items())})
+    for k in [k for k in state if k.startswith("model.")]:
+        del state[k]
+    V = len(source_index)
+    src = take(state, "encoder.embed_tokens.weight", source)  # (Vs, C)
+    index = torch.tensor(source_index)  # (V,)
+    unified = torch.zeros(V, src.shape[1])  # (V, C)
+    unified[index >= 0] = src[index[index >= 0]]
+    state["encoder.embed_tokens.weight"] = unified
+    for key in ("decoder.embed_tokens.weight", "lm_head.weight"):
+        if key in state:
+            table = state[key]  # (Vt, C)
+            state[key] = torch.cat([table, torch.zeros(V - table.shape[0], table.shape[1])])  # (V, C)
+    bias = take(state, "final_logits_bias", source)  # (1, Vt)
+    state["final_logits_bias"] = torch.cat([bias, torch.full((1, V - bias.shape[1]), BANNED_LOGIT)], dim=1)
+    state.pop("shared.weight", None)  # separate embeddings: transformers keeps a spare shared table
 
 
 def state_from_marian(
@@ -196,8 +231,9 @@ def load_marian(path: Path | str) -> ImportedTranslator:
     """
     directory = model_dir(path)
     config = read_config(directory, "marian")
-    tokenizer, special_ids = marian_tokenizer(directory)
-    cfg = translation_config_from_marian(directory / "config.json", config, special_ids["unk"])
+    tokenizer, special_ids, source_index = marian_tokenizer(directory)
+    unified = None if source_index is None else len(source_index)
+    cfg = translation_config_from_marian(directory / "config.json", config, special_ids["unk"], unified)
     for name, ours in (("pad", cfg.pad_id), ("eos", cfg.eos_id)):
         if special_ids[name] != ours:
             raise ImportCheckpointError(
@@ -209,7 +245,10 @@ def load_marian(path: Path | str) -> ImportedTranslator:
             f"{directory / 'vocab.json'}: {tokenizer.get_vocab_size(with_added_tokens=True)} tokens, more than "
             f"config.json vocab_size {cfg.vocab_size}"
         )
-    state, cfg = state_from_marian(load_weights(directory), cfg, directory)
+    weights = load_weights(directory)
+    if source_index is not None:
+        unify_vocabularies(weights, source_index, directory)
+    state, cfg = state_from_marian(weights, cfg, directory)
     model = TranslationTransformer(cfg)
     try:
         missing, unexpected = model.load_state_dict(state, strict=False)
@@ -219,11 +258,32 @@ def load_marian(path: Path | str) -> ImportedTranslator:
     tied |= {"lm_head.weight"} if cfg.tie_output else set()
     if set(missing) - tied or unexpected:
         raise ImportCheckpointError(f"{directory}: weights missing {sorted(set(missing) - tied)[:5]}")
-    codes = marian_language_tokens(tokenizer)
-    languages = {"source": [], "target": list(codes), "tokens": codes} if codes else None
     return ImportedTranslator(
-        model.eval(), tokenizer, directory.resolve().name, _limits(directory, cfg), languages=languages
+        model.eval(),
+        tokenizer,
+        directory.resolve().name,
+        _limits(directory, cfg),
+        languages=marian_languages(directory, tokenizer),
     )
+
+
+def marian_languages(directory: Path, tokenizer: Tokenizer) -> dict[str, Any] | None:
+    """model.json languages of an opus-mt directory: ``tokenizer_config.json``'s ``source_lang`` /
+    ``target_lang`` (else the ``opus-mt-SRC-TGT`` directory name); multilingual targets are the
+    ``>>xx<<`` tokens of the vocabulary. None when nothing says."""
+    tok_cfg = read_json(directory / "tokenizer_config.json", required=False) or {}
+    named = re.fullmatch(r"opus-mt-(?:tc-big-|tc-base-)?([a-z]{2,3})-([a-z]{2,3})", directory.resolve().name)
+    source = tok_cfg.get("source_lang") or (named.group(1) if named else None)
+    target = tok_cfg.get("target_lang") or (named.group(2) if named else None)
+    tokens = marian_language_tokens(tokenizer)
+    if not tokens and not (isinstance(source, str) and isinstance(target, str)):
+        return None
+    return {
+        "source": [source] if isinstance(source, str) else [],
+        "target": list(tokens) if tokens else [target],
+        "tokens": tokens,
+        "default_source": source if isinstance(source, str) else None,
+    }
 
 
 def marian_language_tokens(tokenizer: Tokenizer) -> dict[str, str]:

@@ -77,25 +77,42 @@ def _read_vocab(path: Path) -> dict[str, int]:
     return vocab
 
 
-def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int]]:
-    """The tokenizer of a Marian directory and its special ids ``{"unk", "eos", "pad"}``."""
+def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int], list[int] | None]:
+    """The tokenizer of a Marian directory, its special ids ``{"unk", "eos", "pad"}``, and for
+    separate vocabularies the source id of every tokenizer id (-1: not a source entry).
+
+    Separate vocabularies (``separate_vocabs``: ``vocab.json`` for the source,
+    ``target_vocab.json`` for the target) become one id space: the target's ids as they are
+    (the decoder's output ids need no mapping), then the source entries the target lacks.
+    The importer re-indexes the source embedding to it with the returned list.
+    """
     tok_cfg = read_json(directory / "tokenizer_config.json", required=False) or {}
-    if tok_cfg.get("separate_vocabs"):
-        raise ImportCheckpointError(
-            f"{directory / 'tokenizer_config.json'}: separate_vocabs is true (one shared vocab.json is supported)"
-        )
     names = {
         k: tok_cfg.get(f"{k}_token", default) for k, default in (("unk", "<unk>"), ("eos", "</s>"), ("pad", "<pad>"))
     }
     names = {k: v if isinstance(v, str) else v.get("content", "") for k, v in names.items()}  # AddedToken dicts
     vocab = _read_vocab(directory / "vocab.json")
+    source_index = None
+    if tok_cfg.get("separate_vocabs"):
+        source_vocab, target_vocab = vocab, _read_vocab(directory / "target_vocab.json")
+        for name, token in names.items():
+            if source_vocab.get(token) != target_vocab.get(token):
+                raise ImportCheckpointError(
+                    f"{directory / 'target_vocab.json'}: the {name} token {token!r} has id {target_vocab.get(token)}, "
+                    f"vocab.json {source_vocab.get(token)}; they must be the same"
+                )
+        vocab = dict(target_vocab)
+        for piece in source_vocab:
+            vocab.setdefault(piece, len(vocab))
+        source_index = [source_vocab.get(piece, -1) for piece, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
     missing = {k: v for k, v in names.items() if v not in vocab}
     if missing:
         raise ImportCheckpointError(f"{directory / 'vocab.json'}: special tokens {sorted(missing.values())} missing")
     source = _read_spm(directory / "source.spm")
     target = _read_spm(directory / "target.spm")
 
-    scores = {p.piece: p.score for p in source.pieces if p.type == NORMAL}
+    source_entries = vocab if source_index is None else source_vocab  # what Marian looks source pieces up in
+    scores = {p.piece: p.score for p in source.pieces if p.type == NORMAL and p.piece in source_entries}
     known = {p for p in scores if len(p) == 1} | {"▁"}  # characters source.spm can segment
     user_defined = [p.piece for p in source.pieces if p.type == USER_DEFINED and p.piece in vocab]
     language_codes = [p for p in vocab if p.startswith(">>") and p.endswith("<<")]
@@ -113,7 +130,7 @@ def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int]]:
             entries[i] = (piece, -1.0)
         else:
             entries[i] = (UNREACHABLE + piece, 0.0)
-    lost = [p for p in scores if p not in vocab]
+    lost = [p.piece for p in source.pieces if p.type == NORMAL and p.piece not in source_entries]
     if lost:
         log.warning(
             "%s: %d pieces of source.spm are not in vocab.json (e.g. %s); Marian maps them to %s, this tokenizer "
@@ -156,7 +173,7 @@ def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int]]:
     )
     tok.add_tokens([AddedToken(p, normalized=False, special=False) for p in user_defined + language_codes])
     tok.add_special_tokens([AddedToken(names[k], normalized=False, special=True) for k in ("eos", "unk", "pad")])
-    return tok, {k: vocab[v] for k, v in names.items()}
+    return tok, {k: vocab[v] for k, v in names.items()}, source_index
 
 
 def _escape(text: str) -> str:

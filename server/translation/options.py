@@ -67,6 +67,9 @@ class DecodeOptions:
     # How many leading prefix ids are not returned: left out of token_ids, the text and the
     # stream (the language token). 0..len(prefix_ids).
     hide_prefix: int = 0
+    # Token ids put before every source text's own (M2M100 / NLLB's source-language token,
+    # multilingual opus-mt's ``>>fra<<``; server/languages.py fills them).
+    source_prefix_ids: tuple[int, ...] = ()
 
     @property
     def sampling(self) -> bool:

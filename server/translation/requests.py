@@ -60,7 +60,7 @@ class RequestChecker:
         for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
                 raise InvalidRequest(f"text {i} is empty")
-        ids = [enc.ids for enc in self.tokenizer.encode_batch(list(texts))]
+        ids = [list(options.source_prefix_ids) + enc.ids for enc in self.tokenizer.encode_batch(list(texts))]
         for i, src in enumerate(ids):
             if len(src) > self.max_source_len:
                 raise InvalidRequest(

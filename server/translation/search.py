@@ -14,11 +14,13 @@ whose tokens the server must reproduce) rule for rule:
 
 Forced prefix (``DecodeOptions.prefix_ids``): while a hypothesis is shorter than its
 prefix, every search takes the next prefix token instead of choosing one (no draw from
-the sampler's generator); a forced token is certain, so it adds 0 to the log-probability
-(as transformers' ``forced_bos_token_id`` and the reference decoder in ``models/decoding.py``
-count it, so that beam search ranks hypotheses exactly as the reference does); beam search
-keeps its single start beam through the prefix and expands after it. With an empty prefix
-nothing changes.
+the sampler's generator). The first ``hide_prefix`` forced ids (M2M100 / NLLB's
+target-language token, which the server does not return) add 0 to the log-probability, as
+transformers' ``forced_bos_token_id`` gives them; the others (a user's ``target_prefix``) add
+the model's log-probability, as CTranslate2 counts a target prefix's; the reference decoder in
+``models/decoding.py`` scores them the same way, so beam search ranks hypotheses exactly as the
+reference does. Beam search keeps its single start beam through the prefix and expands after
+it. With an empty prefix nothing changes.
 
 One interface for all three (:class:`Search`): after a decoder step the scheduler hands
 each job's search the step's logits (:class:`StepLogits`, log-normalisers and the batch's
@@ -137,9 +139,16 @@ class SingleSearch(Search):
     """One row: the forced prefix, then the chooser's token, until the end token or max_new_tokens."""
 
     def __init__(
-        self, chooser: Argmax | Sampler, eos_id: int, max_new_tokens: int, prefix: tuple[int, ...] = (), scores=True
+        self,
+        chooser: Argmax | Sampler,
+        eos_id: int,
+        max_new_tokens: int,
+        prefix: tuple[int, ...] = (),
+        scores=True,
+        hidden: int = 0,
     ) -> None:
         self.chooser = chooser
+        self.hidden = hidden  # leading prefix ids scored 0 (the hidden language token)
         self.eos_id = eos_id
         self.max_new_tokens = max_new_tokens
         self.prefix = prefix
@@ -157,8 +166,9 @@ class SingleSearch(Search):
     def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], None]:
         row = int(rows[0])
         tok = self.forced()
-        if tok is not None:  # certain: log-probability 0 (see the module docstring)
-            self.push(tok, 0.0)
+        if tok is not None:  # forced: scored as the module docstring says
+            hidden = len(self.tokens) < self.hidden
+            self.push(tok, step.token_logp(row, tok) if self.needs_scores and not hidden else 0.0)
             return [tok], None
         tok = self.chooser.choose(step, row)
         self.push(tok, step.token_logp(row, tok) if self.needs_scores else 0.0)
@@ -184,14 +194,20 @@ def make_search(options: DecodeOptions, max_new_tokens: int, eos_id: int) -> Sea
     prefix = tuple(options.prefix_ids)
     if options.beam_size > 1:
         return BeamSearch(
-            options.beam_size, max_new_tokens, options.length_penalty, options.num_hypotheses, eos_id, prefix
+            options.beam_size,
+            max_new_tokens,
+            options.length_penalty,
+            options.num_hypotheses,
+            eos_id,
+            prefix,
+            options.hide_prefix,
         )
     if options.sampling:
         rng = np.random.default_rng(options.seed)
         chooser = Sampler(options.temperature, options.top_k, options.top_p, rng)
     else:
         chooser = Argmax()
-    return SingleSearch(chooser, eos_id, max_new_tokens, prefix, options.return_scores)
+    return SingleSearch(chooser, eos_id, max_new_tokens, prefix, options.return_scores, options.hide_prefix)
 
 
 def sample_token(logits: np.ndarray, temperature: float, top_k: int, top_p: float, rng: np.random.Generator) -> int:
@@ -243,8 +259,10 @@ class BeamSearch(Search):
         num_hypotheses: int,
         eos_id: int,
         prefix: tuple[int, ...] = (),
+        hidden: int = 0,
     ) -> None:
         self.prefix = prefix
+        self.hidden = hidden  # leading prefix ids scored 0 (the hidden language token; models/decoding.py)
         self.beam_size = beam_size
         self.max_new_tokens = max_new_tokens
         self.length_penalty = length_penalty
@@ -304,7 +322,9 @@ class BeamSearch(Search):
     def _force(self, logp: np.ndarray) -> tuple[list[int], list[int]]:
         """A prefix step: the single beam takes the forced token (see the module docstring)."""
         tok = self.prefix[self.step]
-        tokens, value = self.beams[0]  # a forced token is certain: the score does not change
+        tokens, lp = self.beams[0]
+        gain = 0.0 if self.step < self.hidden else logp[0, tok]
+        value = float(np.float32(lp) + gain)  # float32 like a searched step's scores
         tokens = tokens + [tok]
         step, self.step = self.step, self.step + 1
         if step == self.max_new_tokens - 1:

@@ -58,6 +58,17 @@ def test_decode_vocab_size_overrides_the_preset(tmp_path, capsys):
     assert exit_.value.code == 2 and "--vocab-size must be at least" in capsys.readouterr().err
 
 
+def test_decode_runs_on_the_m2m100_shaped_preset(tmp_path):
+    """M2M100's layout (pre-norm, fairseq positions, decoding from </s>): attnserve, transformers'
+    M2M100ForConditionalGeneration and CTranslate2's M2M100 converter give the reference's tokens."""
+    work, out = tmp_path / "work", tmp_path / "out"
+    argv = ["decode", "--quick", "--presets", "m2m100-small", "--batches", "2", "--repeats", "1", "--no-int8"]
+    assert cli.main([*argv, "--work-dir", str(work), "--out", str(out), "--no-plot"]) == 0
+    rows = json.loads((out / "decode-quick.json").read_text())["rows"]
+    agreeing = {r["engine"] for r in rows if r.get("agreement_with_reference", {}).get("sequences_equal") == 1.0}
+    assert {"attnserve fp32", "transformers fp32", "ctranslate2 fp32"} <= agreeing
+
+
 def test_engine_ab_on_the_decode_exports(dirs, tmp_path):
     """engine_ab runs both variants on the graphs test_decode_quick exported; fp32 tokens agree."""
     from attnserve.benchmarks import engine_ab

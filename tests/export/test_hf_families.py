@@ -24,31 +24,15 @@ from attnserve.export.ort_decode import OrtGreedy
 from attnserve.models import beam_search
 from tests import hf_checkpoints
 
-FAMILY = {"opus-mt": "marian", "opus-mt-multi": "marian", "m2m100": "m2m_100", "nllb": "m2m_100"}
+FAMILY = {"opus-mt": "marian", "opus-mt-multi": "marian", "opus-mt-separate": "marian"}
+FAMILY |= {"m2m100": "m2m_100", "nllb": "m2m_100"}
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")]
 
 
 @pytest.fixture(scope="session")
-def hf_root(tmp_path_factory):
-    return tmp_path_factory.mktemp("hf-checkpoints")
-
-
-@pytest.fixture(scope="session")
-def exported(hf_root, tmp_path_factory):
+def exported(hf_root):
     """kind -> (checkpoint, exported directory), each exported once through the real CLI."""
-    out_root = tmp_path_factory.mktemp("hf-exported")
-    done = {}
-
-    def get(kind: str):
-        if kind not in done:
-            ckpt = hf_checkpoints.build(kind, hf_root)
-            out = out_root / kind
-            flag = "--from-marian" if kind == "opus-mt" else "--from-hf"  # the old flag stays a synonym
-            assert cli.main(["translation", flag, str(ckpt.path), "--out", str(out), "--threads", "1"]) == 0
-            done[kind] = ckpt, out
-        return done[kind]
-
-    return get
+    return lambda kind: hf_checkpoints.export(kind, hf_root)
 
 
 def _sources(manifest, tokenizer, texts, source: str, target: str):
@@ -82,13 +66,21 @@ def test_exported_translations_match_generate(kind, exported):
     for target in ckpt.targets:
         src, prefix = _sources(manifest, tokenizer, texts, ckpt.source_language, target)
         expected_src = ckpt.encode(texts, target)
-        assert [[i for i in row if i != manifest.tokenizer.pad_id] for row in src.tolist()] == [
-            [i for i in row if i != manifest.tokenizer.pad_id] for row in expected_src.input_ids.tolist()
-        ], "source ids differ from the transformers tokenizer's"
+        pad, hf_pad = manifest.tokenizer.pad_id, ckpt.model.config.pad_token_id
+        assert [[tokenizer.id_to_token(i) for i in row if i != pad] for row in src.tolist()] == [
+            [ckpt.source_token(i) for i in row if i != hf_pad] for row in expected_src.input_ids.tolist()
+        ], "source tokens differ from the transformers tokenizer's"
         expected = ckpt.generate(texts, target)
         assert len({tuple(r) for r in expected}) >= 20, "the checkpoint's outputs are degenerate: train it longer"
         assert greedy.decode(src, 24, prefix) == expected, f"greedy, target {target!r}"
-        beams = beam_search(imported, torch.from_numpy(src), beam_size=4, max_new_tokens=24, prefix=list(prefix))
+        beams = beam_search(
+            imported,
+            torch.from_numpy(src),
+            beam_size=4,
+            max_new_tokens=24,
+            prefix=list(prefix),
+            hide_prefix=len(prefix),
+        )
         assert [b[0].tokens for b in beams] == ckpt.generate(texts, target, num_beams=4), f"beam 4, {target!r}"
         hidden = len(prefix)  # the language token is not part of the text
         assert [tokenizer.decode(r[hidden:], skip_special_tokens=True) for r in expected] == [
@@ -98,15 +90,12 @@ def test_exported_translations_match_generate(kind, exported):
 
 def test_manifest_languages_per_family(exported):
     for kind, source, target, tokens in (
-        ("opus-mt", [], [], {}),
-        ("opus-mt-multi", [], ["deu", "fra"], {"fra": ">>fra<<", "deu": ">>deu<<"}),
+        ("opus-mt", ["en"], ["de"], {}),  # one fixed pair: tokenizer_config.json's source_lang / target_lang
+        ("opus-mt-multi", ["en"], ["deu", "fra"], {"fra": ">>fra<<", "deu": ">>deu<<"}),
         ("nllb", ["eng_Latn", "fra_Latn", "deu_Latn"], ["eng_Latn", "fra_Latn", "deu_Latn"], None),
     ):
         manifest = load_manifest(exported(kind)[1])
         languages = manifest.languages
-        if tokens == {}:  # one fixed pair
-            assert languages is None
-            continue
         assert sorted(languages.source) == sorted(source) and sorted(languages.target) == sorted(target)
         assert tokens is None or languages.tokens == tokens
     m2m = load_manifest(exported("m2m100")[1])

@@ -458,3 +458,34 @@ def test_cli_exports_the_opus_mt_layout_with_verification(marian, tmp_path, caps
     report = json.loads((out / "export-report.json").read_text())
     assert report["verification"]["passed"] is True
     assert "greedy decode tokens" in {c["name"] for c in report["verification"]["checks"]}
+
+
+def test_to_m2m100_runs_our_weights_in_transformers():
+    """The M2M100-shaped preset (the decode benchmark's) as M2M100ForConditionalGeneration: same logits, same tokens."""
+    from attnserve.export.importers import to_m2m100
+
+    torch.manual_seed(0)
+    small = dict(vocab_size=300, d_model=32, num_heads=4, ffn_dim=64, encoder_layers=1, decoder_layers=2)
+    model = create_model("m2m100-small", dropout=0.0, **small).eval()
+    _randomize(model, seed=3)
+    hf = to_m2m100(model)
+    src = torch.randint(4, 300, (3, 8))  # (B, L)
+    src[:, -1] = model.cfg.eos_id
+    src[2, 5:] = model.cfg.pad_id
+    src[2, 4] = model.cfg.eos_id
+    mask = (src != model.cfg.pad_id).long()
+    with torch.no_grad():
+        out = hf.generate(src, attention_mask=mask, max_new_tokens=MAX_NEW)
+        expected = hf(input_ids=src, attention_mask=mask, decoder_input_ids=out).logits  # (B, T, V)
+        memory = model.encode(src, mask.bool())
+        positions = torch.arange(out.shape[1]).expand_as(out)
+        hidden, _ = model.decode(
+            out, positions, torch.ones_like(out, dtype=torch.bool), model.cross_kv(memory), mask.bool()
+        )
+    torch.testing.assert_close(model.logits(hidden), expected, atol=1e-4, rtol=0)
+    eos = model.cfg.eos_id
+    assert [h.tokens for h in greedy_decode(model, src, max_new_tokens=MAX_NEW)] == [
+        _strip(row, eos) for row in out.tolist()
+    ]
+    with pytest.raises(ValueError, match="norm_first"):
+        to_m2m100(create_model("mt-tiny"))

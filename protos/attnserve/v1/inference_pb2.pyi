@@ -55,7 +55,7 @@ MODEL_KIND_TRANSLATION: ModelKind
 MODEL_KIND_IMAGE_CLASSIFICATION: ModelKind
 
 class DecodingOptions(_message.Message):
-    __slots__ = ("mode", "beam_size", "num_hypotheses", "length_penalty", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "return_scores", "return_token_ids")
+    __slots__ = ("mode", "beam_size", "num_hypotheses", "length_penalty", "max_new_tokens", "temperature", "top_k", "top_p", "seed", "return_scores", "return_token_ids", "source_language", "target_language", "target_prefix")
     MODE_FIELD_NUMBER: _ClassVar[int]
     BEAM_SIZE_FIELD_NUMBER: _ClassVar[int]
     NUM_HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,9 @@ class DecodingOptions(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     RETURN_SCORES_FIELD_NUMBER: _ClassVar[int]
     RETURN_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_PREFIX_FIELD_NUMBER: _ClassVar[int]
     mode: DecodingMode
     beam_size: int
     num_hypotheses: int
@@ -78,7 +81,10 @@ class DecodingOptions(_message.Message):
     seed: int
     return_scores: bool
     return_token_ids: bool
-    def __init__(self, mode: _Optional[_Union[DecodingMode, str]] = ..., beam_size: _Optional[int] = ..., num_hypotheses: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., top_p: _Optional[float] = ..., seed: _Optional[int] = ..., return_scores: bool = ..., return_token_ids: bool = ...) -> None: ...
+    source_language: str
+    target_language: str
+    target_prefix: str
+    def __init__(self, mode: _Optional[_Union[DecodingMode, str]] = ..., beam_size: _Optional[int] = ..., num_hypotheses: _Optional[int] = ..., length_penalty: _Optional[float] = ..., max_new_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., top_k: _Optional[int] = ..., top_p: _Optional[float] = ..., seed: _Optional[int] = ..., return_scores: bool = ..., return_token_ids: bool = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., target_prefix: _Optional[str] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
     __slots__ = ("model", "texts", "options", "format")
@@ -129,12 +135,16 @@ class Translation(_message.Message):
     def __init__(self, hypotheses: _Optional[_Iterable[_Union[Hypothesis, _Mapping]]] = ..., source_tokens: _Optional[int] = ..., timing: _Optional[_Union[TranslationTiming, _Mapping]] = ...) -> None: ...
 
 class TranslateResponse(_message.Message):
-    __slots__ = ("model", "translations")
+    __slots__ = ("model", "translations", "source_language", "target_language")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TRANSLATIONS_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     model: str
     translations: _containers.RepeatedCompositeFieldContainer[Translation]
-    def __init__(self, model: _Optional[str] = ..., translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ...) -> None: ...
+    source_language: str
+    target_language: str
+    def __init__(self, model: _Optional[str] = ..., translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
 
 class TranslateChunk(_message.Message):
     __slots__ = ("delta", "token_ids", "finish_reason")
@@ -253,7 +263,7 @@ class ImagePreprocessing(_message.Message):
     def __init__(self, image_size: _Optional[int] = ..., channels: _Optional[int] = ..., mean: _Optional[_Iterable[float]] = ..., std: _Optional[_Iterable[float]] = ..., resample: _Optional[str] = ..., invert: bool = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "kind", "ready", "error", "provider", "precision", "attention", "config", "labels", "limits", "preprocessing", "version", "domain")
+    __slots__ = ("name", "kind", "ready", "error", "provider", "precision", "attention", "config", "labels", "limits", "preprocessing", "version", "domain", "source_languages", "target_languages", "family")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -274,6 +284,9 @@ class ModelInfo(_message.Message):
     PREPROCESSING_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGES_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGES_FIELD_NUMBER: _ClassVar[int]
+    FAMILY_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: ModelKind
     ready: bool
@@ -287,7 +300,10 @@ class ModelInfo(_message.Message):
     preprocessing: ImagePreprocessing
     version: str
     domain: str
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ModelKind, str]] = ..., ready: bool = ..., error: _Optional[str] = ..., provider: _Optional[str] = ..., precision: _Optional[str] = ..., attention: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., labels: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., preprocessing: _Optional[_Union[ImagePreprocessing, _Mapping]] = ..., version: _Optional[str] = ..., domain: _Optional[str] = ...) -> None: ...
+    source_languages: _containers.RepeatedScalarFieldContainer[str]
+    target_languages: _containers.RepeatedScalarFieldContainer[str]
+    family: str
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ModelKind, str]] = ..., ready: bool = ..., error: _Optional[str] = ..., provider: _Optional[str] = ..., precision: _Optional[str] = ..., attention: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., labels: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., preprocessing: _Optional[_Union[ImagePreprocessing, _Mapping]] = ..., version: _Optional[str] = ..., domain: _Optional[str] = ..., source_languages: _Optional[_Iterable[str]] = ..., target_languages: _Optional[_Iterable[str]] = ..., family: _Optional[str] = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()

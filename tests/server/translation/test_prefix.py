@@ -192,9 +192,9 @@ def test_a_model_that_starts_from_its_end_token_decodes_like_its_reference(m2m_l
     for text, result in zip(texts, results):
         src = source(m2m_like, text)
         if beam_size == 1:
-            ref = greedy_decode(m2m_like.model, src, 16, prefix=list(language))[0]
+            ref = greedy_decode(m2m_like.model, src, 16, prefix=list(language), hide_prefix=1)[0]
         else:
-            ref = beam_search(m2m_like.model, src, beam_size, 16, 1.0, 1, prefix=list(language))[0][0]
+            ref = beam_search(m2m_like.model, src, beam_size, 16, 1.0, 1, prefix=list(language), hide_prefix=1)[0][0]
         assert result.hypotheses[0].token_ids == ref.tokens[1:]  # the language token hidden
         ended += ref.finish == "eos"
     assert ended, "no text ended with the end token: the test would not see it banned"
