@@ -72,11 +72,17 @@ class OnnxTranslator:
         return results
 
 
-def evaluate_translation(model_dir: Path, limit: int | None = None, threads: int = 1) -> dict:
+def evaluate_translation(model_dir: Path, limit: int | None = None, threads: int = 1, variants: bool = False) -> dict:
+    """Metrics on the held-out pairs, or (``variants``) on the held-out variant set: the same
+    pairs re-spelt as people type them (``attnserve.models.training.data_variants``)."""
     from attnserve.models.training.metrics import exact_match, sacrebleu_scores
 
     train_cfg = load_manifest(model_dir, verify_files=False).extra.get("train_config", {})
     test = held_out_translation_pairs(train_cfg)
+    if variants:
+        from attnserve.models.training.data_variants import held_out_variants
+
+        test = held_out_variants(test, train_cfg.get("data_seed", 0))
     test = test[:limit] if limit else test
     translator = OnnxTranslator(model_dir, threads)
     start = time.perf_counter()
@@ -133,6 +139,26 @@ def evaluate_digits(model_dir: Path, limit: int | None = None, threads: int = 1,
     return {"accuracy": round(accuracy, 4), "n": len(y_te), "images_per_s": round(len(y_te) / best, 1)}
 
 
+def evaluate_digits_robustness(model_dir: Path, threads: int = 1) -> dict:
+    """Accuracy on the held-out robustness set (``digit_images.robustness_set``: pen-drawn digits
+    and digits in untrained fonts, both ink polarities), each image sent as a PNG through the
+    server's preprocessing; overall and per kind."""
+    from attnserve.models.training.digit_images import robustness_set
+
+    manifest = load_manifest(model_dir)
+    items = robustness_set()
+    pixels = np.stack([preprocess_image(png_bytes(img), manifest.preprocessing) for img, _, _ in items])
+    sess = session(Path(model_dir) / manifest.graphs["model"].file, threads)
+    name = manifest.classifier_io().pixels
+    logits = np.concatenate([sess.run(None, {name: pixels[i : i + 64]})[0] for i in range(0, len(pixels), 64)])
+    right = np.array([manifest.labels[i] == str(d) for i, (_, d, _) in zip(logits.argmax(-1), items)])
+    out = {"accuracy": round(float(right.mean()), 4), "n": len(items)}
+    for kind in sorted({k for _, _, k in items}):
+        mask = np.array([k == kind for _, _, k in items])
+        out[kind] = round(float(right[mask].mean()), 4)
+    return out
+
+
 def evaluate_digits_keep_rates(
     checkpoint: Path, keep_rates: Sequence[float] = (1.0, 0.5), limit: int | None = None, threads: int = 1
 ) -> dict[str, dict]:
@@ -172,6 +198,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name}: exact match {r['exact_match']:.2%}, chrF {r['chrf']:.2f}, BLEU {r['bleu']:.2f} "
                 f"on {r['n']} held-out pairs (onnxruntime greedy, {r['sentences_per_s']} sentences/s)"
             )
+            v = evaluate_translation(args.repo / name, args.limit, args.threads, variants=True)
+            print(
+                f"{name}: exact match {v['exact_match']:.2%}, chrF {v['chrf']:.2f} on {v['n']} held-out "
+                "variants (the same pairs re-spelt: case, spacing, am/pm, trailing punctuation)"
+            )
+            r = {"held_out": r, "variants": v}
         elif name == "digits-vit":
             r = evaluate_digits_keep_rates(
                 ZOO / name / "model.safetensors", (1.0, args.keep_rate), args.limit, args.threads
@@ -181,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{name} keep-rate {rate}: accuracy {m['accuracy']:.2%} on {m['n']} held-out images, "
                     f"{m['images_per_s']:,} images/s"
                 )
+            robust = evaluate_digits_robustness(args.repo / name, args.threads)
+            print(f"{name}: accuracy {robust['accuracy']:.2%} on {robust['n']} robustness images ({robust})")
+            r["robustness"] = robust
         else:
             print(f"unknown zoo model {name!r}", file=sys.stderr)
             return 2

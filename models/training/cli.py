@@ -15,10 +15,17 @@ from pathlib import Path
 ZOO = Path(__file__).resolve().parent.parent / "zoo"
 
 
+def _yes_no(text: str) -> bool:
+    if text.lower() not in ("true", "false", "yes", "no", "1", "0"):
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return text.lower() in ("true", "yes", "1")
+
+
 def _add_config_flags(parser: argparse.ArgumentParser, cfg_cls) -> None:
     for f in dataclasses.fields(cfg_cls):
         flag = "--" + f.name.replace("_", "-")
-        parser.add_argument(flag, type=type(f.default), default=None, help=f"(default: {f.default})")
+        kind = _yes_no if isinstance(f.default, bool) else type(f.default)  # bool("false") would be True
+        parser.add_argument(flag, type=kind, default=None, help=f"(default: {f.default})")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import random
+import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -30,9 +31,10 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
-from attnserve.models import TranslationTransformer, greedy_decode, preset_config, save_checkpoint
+from attnserve.models import TranslationTransformer, greedy_decode, load_checkpoint, preset_config, save_checkpoint
 
 from .data_translation import Pair, make_splits
+from .data_variants import held_out_variants, mix_variants
 from .metrics import exact_match, sacrebleu_scores
 from .tokenizer import train_tokenizer
 
@@ -64,6 +66,15 @@ class TranslationTrainConfig:
     monitor_every: int = 500  # steps between quick held-out checks (200 pairs) in the log
     threads: int = 2
     max_len: int = 64  # model.json limits; the data stay well below (about 30 tokens)
+    # Fine-tuning: start from this checkpoint (and the tokenizer.json beside it) instead of
+    # random weights and a new tokenizer; "" = train from scratch.
+    init_from: str = ""
+    # Share of training pairs re-spelt as people type them (data_variants: case, spacing,
+    # am/pm, trailing punctuation); 0 = the generator's spelling only.
+    variant_rate: float = 0.0
+    # Score the trained model with the PyTorch decoder on both held-out sets before writing it
+    # (False: leave it to `python -m attnserve.export.evaluate`, which decodes through ONNX).
+    final_eval: bool = True
 
 
 def encode_pairs(tok: Tokenizer, pairs: Sequence[Pair], bos_id: int) -> list[tuple[list[int], list[int]]]:
@@ -229,11 +240,23 @@ def run(cfg: TranslationTrainConfig, out_dir: Path, progress: bool = True) -> di
     torch.set_num_threads(cfg.threads)
     t0 = time.monotonic()
     train, test = make_splits(cfg.train_size, cfg.test_size, cfg.data_seed)
-    tok = train_tokenizer((t for p in train for t in (p.source, p.target)), cfg.vocab_size)
+    variants = held_out_variants(test, cfg.data_seed)  # the held-out pairs, re-spelt: never trained either
+    held_out = frozenset(p.source for p in variants)
+    train = [p for p in train if p.source not in held_out]
+    if cfg.variant_rate > 0:
+        train = mix_variants(train, cfg.variant_rate, seed=cfg.data_seed * 2 + 100, exclude=held_out)
+    if cfg.init_from:
+        init_tokenizer = Path(cfg.init_from).parent / "tokenizer.json"
+        tok = Tokenizer.from_file(str(init_tokenizer))
+        model, _ = load_checkpoint(cfg.init_from)
+        model_cfg = model.cfg
+    else:
+        tok = train_tokenizer((t for p in train for t in (p.source, p.target)), cfg.vocab_size)
+        model_cfg = preset_config(cfg.preset, vocab_size=tok.get_vocab_size())
+        model = TranslationTransformer(model_cfg)
     data_seconds = time.monotonic() - t0
-    model_cfg = preset_config(cfg.preset, vocab_size=tok.get_vocab_size())
-    model = TranslationTransformer(model_cfg)
     examples = encode_pairs(tok, train, model_cfg.bos_id)
+    examples = [(s, t) for s, t in examples if len(s) <= cfg.max_len and len(t) <= cfg.max_len + 1]
     longest = max(max(len(s), len(t)) for s, t in examples)
     print(
         f"data: {len(train):,} train / {len(test):,} held-out pairs, vocab {tok.get_vocab_size()}, "
@@ -247,19 +270,29 @@ def run(cfg: TranslationTrainConfig, out_dir: Path, progress: bool = True) -> di
         return f"held-out probe: exact match {m['exact_match']:.1%}, chrF {m['chrf']:.1f}"
 
     stats = train_loop(model, examples, cfg, progress=progress, monitor=monitor)
-    metrics = evaluate(model, tok, test)
     print(
         f"trained {stats['steps']} steps ({stats['epochs']} epochs) in {stats['seconds'] / 60:.1f} min, "
-        f"{stats['tokens_per_s']:,} tokens/s; held-out (PyTorch greedy): exact match {metrics['exact_match']:.2%}, "
-        f"chrF {metrics['chrf']:.2f}, BLEU {metrics['bleu']:.2f}"
+        f"{stats['tokens_per_s']:,} tokens/s"
     )
+    metrics, metrics_variants = {}, {}
+    if cfg.final_eval:
+        metrics, metrics_variants = evaluate(model, tok, test), evaluate(model, tok, variants)
+        print(
+            f"held-out (PyTorch greedy): exact match {metrics['exact_match']:.2%}, chrF {metrics['chrf']:.2f}, "
+            f"BLEU {metrics['bleu']:.2f}; held-out variants: exact match {metrics_variants['exact_match']:.2%}, "
+            f"chrF {metrics_variants['chrf']:.2f} ({len(variants)} pairs)"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
-    tok.save(str(out_dir / "tokenizer.json"))
+    if not cfg.init_from:
+        tok.save(str(out_dir / "tokenizer.json"))
+    elif init_tokenizer.resolve() != (out_dir / "tokenizer.json").resolve():
+        shutil.copyfile(init_tokenizer, out_dir / "tokenizer.json")  # the same bytes: fine-tuning keeps the vocabulary
     extra = {
         "task": "English -> German: numbers, dates, times, quantities",
         "train_config": dataclasses.asdict(cfg),
         "training": {k: v for k, v in stats.items() if k != "losses"},
         "metrics_torch": metrics,
+        "metrics_torch_variants": metrics_variants,
         "limits": {"max_source_len": cfg.max_len, "max_target_len": cfg.max_len},
         "torch_threads": cfg.threads,
     }
