@@ -96,7 +96,7 @@ class LanguageTable:
         return m is not None and (len(m.sources) > 1 or len(m.targets) > 1)
 
 
-class Languages:
+class ServedLanguages:
     """The language table of a registry, cached per set of loaded model versions."""
 
     def __init__(self, registry: Any) -> None:

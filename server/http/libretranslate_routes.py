@@ -35,7 +35,7 @@ from .. import engine_api, params
 from ..calls import Call
 from ..documents import FORMATS, TEXT
 from ..errors import InvalidRequest, ServingError
-from .languages import Languages, language_name, make_detector
+from .languages import ServedLanguages, language_name, make_detector
 from .server import HttpServer, PayloadTooLarge, json_response, read_body
 
 DETECT_CHARS = 2000  # enough for lingua to be sure; a 50,000-character text would take 0.1 s
@@ -124,7 +124,7 @@ def _distinct(texts: list[str], best: str) -> list[str]:
 def add_routes(http: HttpServer) -> None:
     app = http.app
     settings = app.settings
-    languages = Languages(app.registry)
+    languages = ServedLanguages(app.registry)
     detector = make_detector(settings.language_detection)
 
     def check_key(request: web.Request, fields: dict[str, Any], label: str) -> None:
