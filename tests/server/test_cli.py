@@ -46,7 +46,7 @@ class ServerProcess:
             self.log.append(line)
             if m := re.search(r"metrics on http://[\d.]+:(\d+)/", line):
                 self.metrics_port = int(m.group(1))
-            if m := re.search(r"HTTP \(KServe v2 REST\) on https?://[\d.]+:(\d+)", line):
+            if m := re.search(r"HTTP \(KServe v2 REST[^)]*\) on https?://[\d.]+:(\d+)", line):
                 self.http_port = int(m.group(1))
             if m := re.search(r"serving \d+ model\(s\) on [\d.]+:(\d+)", line):
                 self.port = int(m.group(1))
