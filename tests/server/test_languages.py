@@ -167,3 +167,12 @@ def test_client_cli_language_flags(server, hf_root, capsys):
     assert capsys.readouterr().out.strip() == ckpt.decode(ckpt.generate([text], "deu_Latn")[0][1:])
     assert main([*argv, "--target-language", "ita", text]) == 1
     assert "target language 'ita' is not served" in capsys.readouterr().err
+
+
+def test_stream_hides_the_language_token(server, hf_root):
+    ckpt = hf_checkpoints.build("m2m100", hf_root)
+    text = hf_checkpoints.test_texts()[1]
+    with server.client() as client:
+        chunks = list(client.translate_stream(text, "m2m100", source_language="en", target_language="de"))
+    assert "".join(c.delta for c in chunks) == ckpt.decode(ckpt.generate([text], "de")[0][1:])
+    assert chunks[-1].finish_reason == "eos"
