@@ -4,8 +4,17 @@ Part of the model-directory contract: the server applies it to every request and
 exporter's held-out evaluation applies the same code, so the two agree. The steps follow
 ``model.json``'s ``preprocessing``: check the byte size, open the image and check its
 pixel count *before* decoding (decompression bombs), decode, convert to "L" (1 channel)
-or "RGB" (3), optionally invert (255 - x), resize to image_size square with the
+or "RGB" (3), optionally invert (255 - x; with ``auto_invert`` only when the background is
+light), optionally crop to the ink (``crop_to_ink``), resize to image_size square with the
 manifest's resample filter, scale to [0, 1], then (x - mean) / std per channel.
+
+``crop_to_ink`` is the size normalisation of MNIST (LeCun et al. 1998): the digit's bounding
+box, centred on a square whose side is the box's longer side (plus :data:`INK_MARGIN` on each
+side), then its contrast stretched so the background is 0 and the
+ink's strongest pixels are 255 -- thin or faint strokes and off-centre, small or large digits
+all reach the model alike. The background is the median of the border pixels, ink whatever
+differs from it by more than half the largest difference (and at least :data:`MIN_INK_CONTRAST`;
+an image without ink is left uncropped).
 """
 
 from __future__ import annotations
@@ -101,6 +110,57 @@ def normalize(pixels: np.ndarray, prep: Preprocessing) -> np.ndarray:
     return np.ascontiguousarray(x.transpose(2, 0, 1))  # (C, H, W)
 
 
+# Of the ink box's longer side, on each side. 0: the ink box fills the frame, as in the UCI digits
+# the bundled classifier learnt from (a margin cost it 3 points of their held-out accuracy).
+INK_MARGIN = 0.0
+MIN_INK_CONTRAST = 24  # grey levels between background and ink below which nothing is cropped
+
+
+def _background(pixels: np.ndarray) -> float:
+    """Median of the border pixels of (H, W) uint8: the paper (or screen) behind the ink."""
+    border = np.concatenate([pixels[0], pixels[-1], pixels[:, 0], pixels[:, -1]])
+    return float(np.median(border))
+
+
+def _crop_to_ink(image: Image.Image) -> Image.Image:
+    """Mode "L" -> mode "L": the ink on a square of background, centred, contrast stretched
+    to background 0 / ink 255 in the image's own polarity (see the module docstring)."""
+    pixels = np.asarray(image, dtype=np.uint8)  # (H, W)
+    bg = _background(pixels)
+    diff = np.abs(pixels.astype(np.float32) - bg)  # (H, W) ink strength
+    peak = float(diff.max())
+    if peak < MIN_INK_CONTRAST:
+        return image
+    rows, cols = np.nonzero(diff > peak / 2)
+    top, bottom, left, right = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
+    side = max(bottom - top, right - left)
+    pad = int(round(side * INK_MARGIN))
+    full = side + 2 * pad
+    ink = np.clip(diff[top:bottom, left:right] * (255.0 / peak), 0, 255)  # (h, w) 0 = background
+    canvas = np.zeros((full, full), dtype=np.float32)  # (S, S)
+    y, x = (full - (bottom - top)) // 2, (full - (right - left)) // 2
+    canvas[y : y + bottom - top, x : x + right - left] = ink
+    if bg >= 128:  # light paper: ink stays dark
+        canvas = 255.0 - canvas
+    return Image.fromarray(np.rint(canvas).astype(np.uint8), mode="L")
+
+
+def preprocess_pil(image: Image.Image, prep: Preprocessing) -> np.ndarray:
+    """A decoded image (any mode) -> (C, H, W) float32: the steps after decoding."""
+    image = to_mode(image, prep.channels)
+    invert = prep.invert
+    if prep.auto_invert and _background(np.asarray(image)) < 128:  # light ink on a dark background
+        invert = not invert
+    if invert:
+        image = Image.eval(image, lambda v: 255 - v)
+    if prep.crop_to_ink:
+        image = _crop_to_ink(image)
+    size = (prep.image_size, prep.image_size)
+    if image.size != size:
+        image = image.resize(size, resample=RESAMPLE[prep.resample])
+    return normalize(np.asarray(image), prep)
+
+
 def preprocess_image(
     data: bytes,
     prep: Preprocessing,
@@ -112,10 +172,4 @@ def preprocess_image(
 
     Raises :class:`ImageRejected` for anything too large, unsupported or undecodable.
     """
-    image = to_mode(_open_checked(data, max_pixels, max_bytes), prep.channels)
-    if prep.invert:
-        image = Image.eval(image, lambda v: 255 - v)
-    size = (prep.image_size, prep.image_size)
-    if image.size != size:
-        image = image.resize(size, resample=RESAMPLE[prep.resample])
-    return normalize(np.asarray(image), prep)
+    return preprocess_pil(_open_checked(data, max_pixels, max_bytes), prep)

@@ -111,6 +111,12 @@ class Preprocessing:
     std: list[float]
     resample: str = "bilinear"
     invert: bool = False  # 255 - pixel before normalising (dark ink on light paper -> model's light on dark)
+    # Grayscale only (contract.images): a dark background (light ink) is detected and not inverted,
+    # so both ink polarities reach the model alike
+    auto_invert: bool = False
+    # Grayscale only: crop to the ink, centre it on a square with a margin, stretch its contrast
+    # (MNIST-style size normalisation: the digit's size and place in the image stop mattering)
+    crop_to_ink: bool = False
 
 
 @dataclass(frozen=True)
@@ -282,8 +288,18 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
         resample = pre.get("resample", "bilinear")
         if resample not in RESAMPLE:
             raise ManifestError(path, "preprocessing.resample", f"{resample!r} is not one of {', '.join(RESAMPLE)}")
+        auto_invert, crop = bool(pre.get("auto_invert", False)), bool(pre.get("crop_to_ink", False))
+        if (auto_invert or crop) and channels != 1:
+            raise ManifestError(path, "preprocessing.auto_invert/crop_to_ink", "need channels 1 (grayscale)")
         prep = Preprocessing(
-            size, channels, [float(x) for x in mean], [float(x) for x in std], resample, bool(pre.get("invert", False))
+            size,
+            channels,
+            [float(x) for x in mean],
+            [float(x) for x in std],
+            resample,
+            bool(pre.get("invert", False)),
+            auto_invert,
+            crop,
         )
         manifest = replace(manifest, labels=list(labels), preprocessing=prep)
     return manifest

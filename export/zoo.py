@@ -39,8 +39,8 @@ DOMAINS = {
         "a sentence of other words gets German-looking nonsense, not an error"
     ),
     "digits-vit": (
-        "one handwritten digit 0-9 per image, dark ink on light paper; always answers a digit, "
-        "even for an image that holds none"
+        "one digit 0-9 per image, handwritten, drawn or typed, dark on light or light on dark, any "
+        "size and place in the frame; always answers a digit, even for an image that holds none"
     ),
 }
 

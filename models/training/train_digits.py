@@ -1,16 +1,18 @@
 """Train the bundled handwritten-digit classifier (``models/zoo/digits-vit``).
 
 Data: scikit-learn's bundled UCI digits (1,797 images of 8x8, values 0..16, high = ink),
-split 80/20, stratified, with a fixed seed. The canonical input is what a person
-scans or draws: **dark ink on light paper**, any size, PNG or JPEG. Every training image
-goes through the same steps the server applies (``model.json`` ``preprocessing``,
-``attnserve.server.preprocess``): grayscale -> invert -> bilinear resize to 32x32 ->
-[0, 1] -> (x - 0.5) / 0.5. They are re-implemented here because ``models`` imports
-nothing else of attnserve; ``attnserve.export.evaluate`` checks the two agree by
-measuring the held-out accuracy through the server's function.
+split 80/20, stratified, with a fixed seed, plus synthetic digits (:mod:`.digit_images`:
+drawn with a pen, typed in fonts, degraded). Inputs are what a person scans, draws or
+types: either ink polarity, any size and place in the frame, PNG or JPEG. Every training
+image goes through the server's own preprocessing (``model.json`` ``preprocessing``,
+:func:`attnserve.contract.images.preprocess_pil`, torch-free): grayscale -> invert unless
+the background is dark -> crop to the ink, centred on a square with a margin, contrast
+stretched -> bilinear resize to 32x32 -> [0, 1] -> (x - 0.5) / 0.5. One implementation for
+training and serving, so the two cannot drift.
 
-Augmentation (light, so ordinary PNGs work): the 8x8 digit is rendered on paper at a
-random size (8..64 px, bilinear or nearest), then shifted, rotated and scaled a little.
+Augmentation: the 8x8 digit is rendered on paper at a random size (8..64 px, bilinear or
+nearest), shifted, rotated and scaled, then half of the images get light ink on dark, and
+:func:`.digit_images.degrade` (stroke width, rotation, blur, noise, JPEG).
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ import torch.nn.functional as F
 from PIL import Image
 from tqdm import tqdm
 
-from attnserve.models import VisionTransformer, ViTConfig, save_checkpoint
+from attnserve.contract.images import preprocess_pil
+from attnserve.contract.manifest import Preprocessing
+from attnserve.models import VisionTransformer, ViTConfig, load_checkpoint, save_checkpoint
+
+from .digit_images import degrade, robustness_set, synthetic_digit
 
 LABELS = [str(i) for i in range(10)]
 PREPROCESSING = {
@@ -39,6 +45,8 @@ PREPROCESSING = {
     "std": [0.5],
     "resample": "bilinear",
     "invert": True,  # dark ink on light paper in, light ink on dark for the model
+    "auto_invert": True,  # ... unless the background is dark: light ink on dark goes in as it is
+    "crop_to_ink": True,  # MNIST-style: the digit's size and place in the frame stop mattering
 }
 MODEL_CONFIG = ViTConfig(
     image_size=32, patch_size=4, in_channels=1, num_classes=10, dim=64, depth=4, num_heads=4, mlp_ratio=2.0, dropout=0.1
@@ -56,6 +64,9 @@ class DigitsTrainConfig:
     weight_decay: float = 0.05
     label_smoothing: float = 0.1
     threads: int = 2
+    synthetic_per_epoch: int = 0  # pen and font digits (digit_images.synthetic_digit) added to each epoch
+    degrade_rate: float = 0.5  # share of the UCI training images that digit_images.degrade wears down
+    init_from: str = ""  # fine-tune this checkpoint instead of training from random weights
 
 
 def load_split(
@@ -84,14 +95,7 @@ def render(image: np.ndarray, size: int = 64) -> Image.Image:
 
 def preprocess(img: Image.Image, prep: dict = PREPROCESSING) -> np.ndarray:
     """The server's preprocessing (see the module docstring): PIL image -> (1, S, S) float32."""
-    img = img.convert("L")
-    arr = np.asarray(img, dtype=np.uint8)
-    if prep["invert"]:
-        img = Image.fromarray(255 - arr)
-    size = prep["image_size"]
-    img = img.resize((size, size), Image.BILINEAR)
-    x = np.asarray(img, dtype=np.float32) / 255.0  # (S, S)
-    return ((x - prep["mean"][0]) / prep["std"][0])[None]  # (1, S, S)
+    return preprocess_pil(img, Preprocessing(**prep))
 
 
 def augment(image: np.ndarray, rng: random.Random) -> Image.Image:
@@ -116,6 +120,15 @@ def augment(image: np.ndarray, rng: random.Random) -> Image.Image:
     return img.transform((size, size), Image.AFFINE, matrix, resample=Image.BILINEAR, fillcolor=255)
 
 
+def augment_more(image: np.ndarray, rng: random.Random, degrade_rate: float = 0.5) -> Image.Image:
+    """:func:`augment`, then light ink on dark for half of them, then scanning's wear and tear for
+    ``degrade_rate`` of them (the others stay clean, as the held-out images are)."""
+    img = augment(image, rng)
+    if rng.random() < 0.5:
+        img = Image.eval(img, lambda v: 255 - v)
+    return degrade(img, rng) if rng.random() < degrade_rate else img
+
+
 def batch_tensor(images: list[Image.Image]) -> torch.Tensor:
     return torch.from_numpy(np.stack([preprocess(img) for img in images]))  # (B, 1, S, S)
 
@@ -128,49 +141,77 @@ def accuracy(model: VisionTransformer, images: np.ndarray, labels: np.ndarray) -
     return float((model(x).argmax(-1).numpy() == labels).mean())
 
 
+@torch.no_grad()
+def robustness_accuracy(model: VisionTransformer) -> dict[str, float]:
+    """Accuracy on :func:`.digit_images.robustness_set`, overall and per kind (pen/font x polarity)."""
+    model.eval()
+    items = robustness_set()
+    x = batch_tensor([img for img, _, _ in items])  # (N, 1, S, S)
+    right = model(x).argmax(-1).numpy() == np.array([d for _, d, _ in items])
+    kinds = sorted({k for _, _, k in items})
+    out = {"all": round(float(right.mean()), 4), "n": len(items)}
+    for kind in kinds:
+        mask = np.array([k == kind for _, _, k in items])
+        out[kind] = round(float(right[mask].mean()), 4)
+    return out
+
+
 def run(cfg: DigitsTrainConfig, out_dir: Path, progress: bool = True) -> dict:
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
     rng = random.Random(cfg.seed)
     x_tr, y_tr, x_te, y_te = load_split(cfg.split_seed, cfg.test_fraction)
-    model = VisionTransformer(MODEL_CONFIG)
+    model = load_checkpoint(cfg.init_from)[0] if cfg.init_from else VisionTransformer(MODEL_CONFIG)
     print(
         f"data: {len(x_tr)} train / {len(x_te)} held-out images; model: "
         f"{sum(p.numel() for p in model.parameters()) / 1e3:.0f} k parameters"
     )
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    steps_per_epoch = math.ceil(len(x_tr) / cfg.batch_size)
+    per_epoch = len(x_tr) + cfg.synthetic_per_epoch  # indices >= len(x_tr): a fresh synthetic digit
+    steps_per_epoch = math.ceil(per_epoch / cfg.batch_size)
     total = cfg.epochs * steps_per_epoch
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=cfg.lr, total_steps=total, pct_start=0.1)
     start, seen = time.monotonic(), 0
     bar = tqdm(total=total, unit="step", disable=not progress, dynamic_ncols=True)
     for _ in range(cfg.epochs):
         model.train()
-        order = list(range(len(x_tr)))
+        order = list(range(per_epoch))
         rng.shuffle(order)
         for i in range(0, len(order), cfg.batch_size):
-            idx = order[i : i + cfg.batch_size]
-            x = batch_tensor([augment(x_tr[j], rng) for j in idx])  # (B, 1, S, S)
-            y = torch.from_numpy(y_tr[idx]).long()  # (B,)
+            images, labels = [], []
+            for j in order[i : i + cfg.batch_size]:
+                if j < len(x_tr):
+                    img, label = augment_more(x_tr[j], rng, cfg.degrade_rate), y_tr[j]
+                else:
+                    img, label = synthetic_digit(rng)
+                images.append(img)
+                labels.append(label)
+            x = batch_tensor(images)  # (B, 1, S, S)
+            y = torch.tensor(labels, dtype=torch.long)  # (B,)
             loss = F.cross_entropy(model(x), y, label_smoothing=cfg.label_smoothing)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             sched.step()
-            seen += len(idx)
+            seen += len(labels)
             bar.set_postfix(loss=f"{loss.item():.3f}", img_s=f"{seen / (time.monotonic() - start):,.0f}", refresh=False)
             bar.update()
     bar.close()
     seconds = time.monotonic() - start
     acc = accuracy(model, x_te, y_te)
-    print(f"trained {cfg.epochs} epochs in {seconds / 60:.1f} min; held-out accuracy (PyTorch): {acc:.2%}")
+    robust = robustness_accuracy(model)
+    print(
+        f"trained {cfg.epochs} epochs in {seconds / 60:.1f} min; held-out accuracy (PyTorch): {acc:.2%}; "
+        f"robustness set: {robust['all']:.2%} of {robust['n']}"
+    )
     extra = {
-        "task": "handwritten digits 0-9, dark ink on light paper",
+        "task": "handwritten digits 0-9, either ink polarity",
         "labels": LABELS,
         "preprocessing": PREPROCESSING,
         "train_config": dataclasses.asdict(cfg),
         "training": {"seconds": round(seconds, 1), "epochs": cfg.epochs, "images": seen},
         "metrics_torch": {"accuracy": round(acc, 4), "n": len(x_te)},
+        "metrics_torch_robustness": robust,
         "torch_threads": cfg.threads,
     }
     out_dir.mkdir(parents=True, exist_ok=True)

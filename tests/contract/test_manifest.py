@@ -104,6 +104,10 @@ def _image_input(data):
     data["graphs"]["model"]["inputs"] = ["image"]
 
 
+def _crop_rgb(data):
+    data["preprocessing"].update(channels=3, mean=[0.5] * 3, std=[0.5] * 3, crop_to_ink=True)
+
+
 @pytest.mark.parametrize(
     "make, edit, field, message",
     [
@@ -116,6 +120,7 @@ def _image_input(data):
         ),
         (_translation_dir, _drop_layers, "config.decoder_layers", "missing"),
         (_vit_dir, _image_input, "graphs.model.inputs", "name 0 is 'image', expected 'pixels'"),
+        (_vit_dir, _crop_rgb, "preprocessing.auto_invert/crop_to_ink", "need channels 1 (grayscale)"),
     ],
 )
 def test_names_unlike_the_contract_are_refused_naming_file_and_field(tmp_path, make, edit, field, message):

@@ -29,6 +29,32 @@ def test_each_bundled_model_states_its_domain(bundled, capsys):
     assert f"  domain: {models['translator-en-de'].domain}" in out.splitlines()
 
 
+def _first_console_block() -> list[tuple[list[str], list[str]]]:
+    """(attnserve-client arguments, expected output lines) of the README's first console example."""
+    import shlex
+
+    text = (REPO.parent.parent / "README.md").read_text(encoding="utf-8")
+    block = text.split("```console\n", 1)[1].split("```", 1)[0].splitlines()
+    commands: list[tuple[list[str], list[str]]] = []
+    for line in block:
+        if line.startswith("$ "):
+            words = shlex.split(line[2:], comments=True)
+            assert words[0] == ".venv/bin/attnserve-client", line
+            commands.append((words[1:], []))
+        else:
+            commands[-1][1].append(line)
+    return commands
+
+
+def test_the_readme_first_screen_is_what_the_client_prints(bundled, capsys, monkeypatch):
+    monkeypatch.chdir(REPO.parent.parent)  # the README's paths are relative to the checkout
+    commands = _first_console_block()
+    assert len(commands) >= 3
+    for args, expected in commands:
+        assert client_main(["--address", bundled.address, *args]) == 0
+        assert capsys.readouterr().out.splitlines() == expected, args
+
+
 def test_the_readme_first_example(bundled):
     with bundled.client() as client:
         results = client.translate(["Monday, March 3, 2025", "three hundred forty-two kilometers"])

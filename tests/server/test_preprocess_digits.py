@@ -87,3 +87,51 @@ def test_decompression_bomb_is_refused_from_its_header(monkeypatch):
     with pytest.raises(InvalidRequest, match="10000x2000 = 20000000 pixels"):  # under Pillow's own limit, over ours
         preprocess_image(png_header_only(10_000, 2_000), GRAY)
     assert not decoded
+
+
+INK = Preprocessing(
+    image_size=16,
+    channels=1,
+    mean=[0.5],
+    std=[0.5],
+    resample="bilinear",
+    invert=True,
+    auto_invert=True,
+    crop_to_ink=True,
+)
+
+
+def _drawn_seven(canvas: int, box: tuple[int, int, int, int], width: int, dark_on_light: bool) -> bytes:
+    from PIL import ImageDraw
+
+    paper, ink = (255, 0) if dark_on_light else (0, 255)
+    img = Image.new("L", (canvas, canvas), paper)
+    left, top, right, bottom = box
+    ImageDraw.Draw(img).line([(left, top), (right, top), (left + (right - left) // 3, bottom)], fill=ink, width=width)
+    return encode(img)
+
+
+def test_either_ink_polarity_reaches_the_model_alike():
+    dark_on_light = preprocess_image(_drawn_seven(64, (16, 12, 48, 52), 5, True), INK)
+    light_on_dark = preprocess_image(_drawn_seven(64, (16, 12, 48, 52), 5, False), INK)
+    np.testing.assert_array_equal(dark_on_light, light_on_dark)
+    assert dark_on_light[0, 0, 0] == pytest.approx(-1.0) and dark_on_light.max() > 0.5  # background dark, ink bright
+    plain = preprocess_image(_drawn_seven(64, (16, 12, 48, 52), 5, False), GRAY)  # fixed inversion: ink goes dark
+    assert plain[0, 0, 0] == pytest.approx(1.0)  # the background comes out as ink
+
+
+def test_a_small_thin_digit_in_a_corner_looks_like_a_large_centred_one():
+    """What the issue's hand-drawn 7 needed: size, place and stroke width stop mattering."""
+    big = preprocess_image(_drawn_seven(128, (24, 16, 104, 112), 12, True), INK)
+    small = preprocess_image(_drawn_seven(128, (4, 4, 24, 28), 2, True), INK)
+    assert np.abs(big - small).mean() < 0.25, np.abs(big - small).mean()
+    without_crop = Preprocessing(**{**INK.__dict__, "crop_to_ink": False})
+    far = np.abs(preprocess_image(_drawn_seven(128, (24, 16, 104, 112), 12, True), without_crop)
+                 - preprocess_image(_drawn_seven(128, (4, 4, 24, 28), 2, True), without_crop)).mean()  # fmt: skip
+    assert far > 2 * np.abs(big - small).mean()
+
+
+def test_a_blank_image_is_left_uncropped():
+    blank = encode(Image.new("L", (40, 40), 250))
+    x = preprocess_image(blank, INK)
+    assert x.shape == (1, 16, 16) and np.allclose(x, x[0, 0, 0])

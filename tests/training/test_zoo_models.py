@@ -90,7 +90,20 @@ def test_the_readme_examples_translate(repo):
 
 
 def test_digits_reach_the_bar_through_onnx_with_the_servers_preprocessing(repo):
-    assert evaluate_digits(repo / "digits-vit", limit=200, repeats=1)["accuracy"] >= 0.97
+    # all 360 held-out UCI digits: measured 99.44% (the first release: 99.17%; MODEL_CARD.md)
+    assert evaluate_digits(repo / "digits-vit", repeats=1)["accuracy"] >= 0.99
+
+
+def test_digits_drawn_typed_and_in_either_polarity_are_recognised():
+    """The held-out robustness set (pen-drawn digits of their own seed, digits in fonts never
+    trained on, dark on light and light on dark, 28 to 128 px canvases), each sent as a PNG
+    through the server's preprocessing and the committed model.onnx; the issue's bar is 95%."""
+    from attnserve.export.evaluate import evaluate_digits_robustness
+
+    metrics = evaluate_digits_robustness(REPO / "digits-vit")
+    # measured: 98.17% (589 of 600), every kind 97-99% (the first release: 21.5%; MODEL_CARD.md)
+    assert metrics["accuracy"] >= 0.95, metrics
+    assert min(v for k, v in metrics.items() if "/" in k) >= 0.93, metrics  # no polarity or kind left behind
 
 
 def test_the_example_pngs_are_recognised(repo):
