@@ -1,7 +1,8 @@
 """The languages of the served translation models, and which model serves a language pair.
 
 A model names its languages in ``model.json``: ``"languages": {"source": [...], "target":
-[...]}`` (ISO 639-1 codes, or the model's own; parsed by ``attnserve.contract.manifest``). A
+[...]}`` (parsed by ``attnserve.contract.manifest``), listed here by their ISO 639-1 codes
+where that is unambiguous (NLLB's ``deu_Latn`` is ``de``), else by the model's own. A
 model that declares none but is named ``<anything>-<src>-<tgt>`` with two- or three-letter
 codes (``translator-en-de``, ``opus-mt-en-de``) translates ``src`` -> ``tgt``; one with
 neither is served on every other route but takes no part in language routing. A pair
@@ -22,6 +23,7 @@ from typing import Any
 from attnserve.contract.kinds import TRANSLATION
 
 from ..config import ConfigError
+from ..languages import iso_639_1
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,11 @@ NAMES = {
 
 
 def language_name(code: str) -> str:
-    return NAMES.get(code.lower(), code)
+    """``de`` -> ``German``; a model's own code by its language: ``zho_Hant`` -> ``Chinese (zho_Hant)``."""
+    if code.lower() in NAMES:
+        return NAMES[code.lower()]
+    iso = iso_639_1(code)
+    return f"{NAMES[iso]} ({code})" if iso in NAMES else code
 
 
 @dataclass(frozen=True)
@@ -64,7 +70,12 @@ def declared_languages(model: Any) -> ModelLanguages:
 
 
 def _codes(values: list[str]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(v for v in values if v))
+    """The public codes of a model's own: ISO 639-1 where it names one of them only (``deu_Latn``
+    -> ``de``; ``zho_Hans`` and ``zho_Hant`` stay as they are). The server maps them back
+    (``attnserve.server.languages.resolve``)."""
+    own = list(dict.fromkeys(v for v in values if v))
+    isos = [iso_639_1(code) for code in own]
+    return tuple(iso if isos.count(iso) == 1 else code for code, iso in zip(own, isos, strict=True))
 
 
 class LanguageTable:
@@ -89,11 +100,6 @@ class LanguageTable:
 
     def model_for(self, source: str, target: str) -> str | None:
         return self.pairs.get((source, target))
-
-    def multilingual(self, name: str) -> bool:
-        """Whether the model needs to be told its source or target language (several of either)."""
-        m = next((m for m in self.models if m.model == name), None)
-        return m is not None and (len(m.sources) > 1 or len(m.targets) > 1)
 
 
 class ServedLanguages:

@@ -35,6 +35,8 @@ from .. import engine_api, params
 from ..calls import Call
 from ..documents import FORMATS, TEXT
 from ..errors import InvalidRequest, ServingError
+from ..languages import LanguageRequest
+from ..languages import apply as apply_languages
 from .languages import ServedLanguages, language_name, make_detector
 from .server import HttpServer, PayloadTooLarge, json_response, read_body
 
@@ -179,16 +181,12 @@ def add_routes(http: HttpServer) -> None:
                 f"Invalid request: request ({total}) exceeds character limit ({settings.max_request_chars})"
             )
 
-    def decoding(source: str, target: str, model_name: str, alternatives: int):
+    def decoding(alternatives: int):
         values: dict[str, Any] = {}
         if alternatives:
             if alternatives + 1 > settings.max_beam_size:
                 raise InvalidRequest(f"Invalid request: alternatives parameter must be <= {settings.max_beam_size - 1}")
             values.update(beam_size=alternatives + 1, num_hypotheses=alternatives + 1)
-        if languages.table.multilingual(model_name):
-            if "target_language" not in params.DECODING_PARAMETERS:  # the engine cannot be told yet
-                raise InvalidRequest(f"{model_name} serves several languages; this server cannot choose among them")
-            values.update(source_language=source, target_language=target)
         return params.decode_options(values)
 
     async def translate(request: web.Request, call: Call) -> web.Response:
@@ -220,9 +218,12 @@ def add_routes(http: HttpServer) -> None:
                 f"{language_name(target)} ({target}) is not available as a target language from "
                 f"{language_name(source_code)} ({source_code})"
             )
-        options = decoding(source_code, target, model_name, alternatives)
+        options = decoding(alternatives)
         with app.registry.use(model_name, TRANSLATION) as model:
             call.model = model.name
+            if model.manifest.languages is not None:  # its language tokens (M2M100, NLLB, opus-mt >>xx<<)
+                wanted = LanguageRequest(source_code, target)
+                options, _, _ = apply_languages(model.manifest, model.engine.tokenizer, options, wanted)
             results = await engine_api.translate(model.engine, texts, options, text_format)
             call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
         for r in results:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from attnserve.contract.manifest import Languages
-from attnserve.server.http.languages import LanguageTable, ModelLanguages, declared_languages
+from attnserve.server.http.languages import LanguageTable, ModelLanguages, declared_languages, language_name
 
 
 def _model(name: str, source: list[str] | None = None, target: list[str] | None = None):
@@ -19,6 +19,12 @@ def test_declared_languages_from_the_manifest_or_the_name():
     assert declared_languages(_model("opus-mt-en-de", ["fr"], ["es"])).sources == ("fr",)  # declared first
     assert declared_languages(_model("reverser")) == ModelLanguages("reverser", (), ())
     assert declared_languages(_model("half", ["en"], [])) == ModelLanguages("half", (), ())
+    nllb = _model("nllb", ["eng_Latn", "zho_Hans", "zho_Hant"], ["deu_Latn", "fra"])
+    assert declared_languages(nllb) == ModelLanguages("nllb", ("en", "zho_Hans", "zho_Hant"), ("de", "fr"))
+
+
+def test_language_names():
+    assert [language_name(c) for c in ("de", "zho_Hant", "qqq")] == ["German", "Chinese (zho_Hant)", "qqq"]
 
 
 def test_the_table_routes_each_pair_to_the_first_model_by_name():
@@ -33,4 +39,3 @@ def test_the_table_routes_each_pair_to_the_first_model_by_name():
     assert table.model_for("de", "de") is None and table.model_for("de", "en") is None
     assert table.codes == ["de", "en", "fr"] and table.targets_of("en") == ["de", "fr"]
     assert table.sources_to("fr") == ["de", "en"]
-    assert table.multilingual("a-many") and not table.multilingual("z-en-de")
