@@ -80,6 +80,16 @@ def test_translator_reaches_the_bar_through_onnx(repo):
     assert metrics["chrf"] >= 95
 
 
+def test_translator_on_everyday_spellings_of_held_out_pairs():
+    """The held-out variant set (the held-out pairs re-spelt: lower/Title/UPPER case, runs of
+    spaces, no space after a comma, pm/p.m./P.M., a trailing . ! ?) through the committed ONNX
+    graphs. The bundled weights were not trained on such spellings yet (MODEL_CARD.md): the bar
+    records today's level, 22.0% of these 300 (22.21% of all 1,990), so a regression shows;
+    raise it with the fine-tune that teaches them."""
+    metrics = evaluate_translation(REPO / "translator-en-de", limit=300, variants=True)
+    assert metrics["n"] == 300 and metrics["exact_match"] >= 0.2, metrics["errors"][:5]
+
+
 def test_the_readme_examples_translate(repo):
     lines = (EXAMPLES / "sentences.tsv").read_text(encoding="utf-8").splitlines()
     pairs = [line.split("\t") for line in lines if line and not line.startswith("#")]
