@@ -14,6 +14,7 @@ from typing import Any
 
 from .documents import FORMATS, TEXT
 from .errors import InvalidRequest
+from .languages import LanguageRequest
 from .translation import DecodeOptions
 
 MODES = ("greedy", "beam_search", "sampling")
@@ -34,6 +35,14 @@ DECODING_PARAMETERS = {
 MAX_SEED = 2**64 - 1
 # Beside the decoding options: how a text is read (issue 14), "text" (default) or "html".
 FORMAT = "format"
+# and the request's languages (issue 13): codes of the model's own or ISO 639-1, a forced prefix.
+LANGUAGE_PARAMETERS = ("source_language", "target_language", "target_prefix")
+
+
+def language_request(values: Mapping[str, Any], where: str = "") -> LanguageRequest:
+    """The ``source_language`` / ``target_language`` / ``target_prefix`` parameters ("" when absent)."""
+    v = {name: _typed(name, values[name], STR, where) for name in LANGUAGE_PARAMETERS if name in values}
+    return LanguageRequest(v.get("source_language", ""), v.get("target_language", ""), v.get("target_prefix", ""))
 
 
 def text_format(values: Mapping[str, Any], where: str = "") -> str:

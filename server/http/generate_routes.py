@@ -7,13 +7,15 @@
   one, at the end of the translation, may be empty).
 
 ``parameters`` are the decoding options every protocol takes (``params.DECODING_PARAMETERS``),
-``format`` (``text`` or ``html``: the text is a document, see ``engine_api``) and Triton's
-``timeout`` (microseconds). The deltas of a stream concatenate to the text that
-``generate`` returns for the same request. An error before the first piece is answered as on
-every route, ``{"error": ...}`` with its HTTP status (400, 404, 429, ...); one after it, when
-the status line has gone, is a last ``data: {"error": ...}`` event, as Triton sends it. A
-client that hangs up mid-stream gets its handler cancelled by aiohttp, which closes the
-engine's stream: the decoder row is freed at the next step.
+the languages (``source_language``, ``target_language``, ``target_prefix``: M2M100 / NLLB
+choose their language tokens from them), ``format`` (``text`` or ``html``: the text is a
+document, see ``engine_api``) and Triton's ``timeout`` (microseconds). The deltas of a
+stream concatenate to the text that ``generate`` returns for the same request. An error
+before the first piece is answered as on every route, ``{"error": ...}`` with its HTTP
+status (400, 404, 429, ...); one after it, when the status line has gone, is a last
+``data: {"error": ...}`` event, as Triton sends it. A client that hangs up mid-stream gets
+its handler cancelled by aiohttp, which closes the engine's stream: the decoder row is
+freed at the next step.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from aiohttp import web
 
 from attnserve.contract.kinds import TRANSLATION
 
-from .. import engine_api, params
+from .. import engine_api, languages, params
 from ..calls import Call, within
 from ..errors import InvalidRequest, ServingError
 from ..kserve.infer import VERSION, check_parameters, check_version, request_timeout_s
@@ -60,7 +62,7 @@ def parse_generate(body: bytes) -> tuple[str, dict[str, Any]]:
     parameters = doc.get(PARAMETERS) or {}
     if not isinstance(parameters, dict):
         raise InvalidRequest(f"{PARAMETERS}: expected a JSON object of decoding options, got {parameters!r:.60}")
-    check_parameters(parameters, {*params.DECODING_PARAMETERS, params.FORMAT})
+    check_parameters(parameters, {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS})
     return text, parameters
 
 
@@ -82,16 +84,18 @@ def add_routes(http: HttpServer) -> None:
     app = http.app
 
     async def request_of(request: web.Request):
-        """(text, options, format, timeout in seconds or None): every check that needs no model."""
+        """(text, options, languages, format, timeout in seconds or None): every check that needs no model."""
         text, parameters = parse_generate(await read_body(request, app.settings.max_message_bytes))
         format = params.text_format(parameters, f"{PARAMETERS}.")
-        return text, decode_options(parameters), format, request_timeout_s(parameters)
+        wanted = params.language_request(parameters, f"{PARAMETERS}.")
+        return text, decode_options(parameters), wanted, format, request_timeout_s(parameters)
 
     async def generate(request: web.Request, call: Call) -> web.Response:
-        text, options, format, timeout = await request_of(request)
+        text, options, wanted, format, timeout = await request_of(request)
         with app.registry.use(request.match_info["model"], TRANSLATION) as model:
             check_version(model, request.match_info.get("version", ""))
             call.model = model.name
+            options, _, _ = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
             (result,) = await within(engine_api.translate(model.engine, [text], options, format), timeout)
             call.items, call.queue_s = 1, result.queue_ms / 1e3
         app.metrics.queue_time.labels(model.name).observe(result.queue_ms / 1e3)
@@ -99,11 +103,12 @@ def add_routes(http: HttpServer) -> None:
         return json_response(reply, ensure_ascii=False)
 
     async def generate_stream(request: web.Request, call: Call) -> web.StreamResponse:
-        text, options, format, timeout = await request_of(request)
+        text, options, wanted, format, timeout = await request_of(request)
         deadline = None if timeout is None else time.monotonic() + timeout
         with app.registry.use(request.match_info["model"], TRANSLATION) as model:
             check_version(model, request.match_info.get("version", ""))
             call.model = model.name
+            options, _, _ = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
             events = engine_api.stream(model.engine, text, options, format)  # validates: a bad request fails here
             try:
                 return await _serve_stream(request, call, model.name, _pieces(events, deadline))

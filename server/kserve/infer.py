@@ -2,7 +2,8 @@
 
 Translation: input ``TEXT`` (BYTES, [N] or [N, 1], UTF-8 texts) -> output ``TRANSLATION``
 (BYTES, the same shape; [N, H] with ``num_hypotheses`` H > 1, best first). Decoding
-options are request parameters (``params.DECODING_PARAMETERS``). Streaming (decoupled,
+options are request parameters (``params.DECODING_PARAMETERS``), and so are the languages
+(``source_language``, ``target_language``, ``target_prefix``: ``server.languages``). Streaming (decoupled,
 ``ModelStreamInfer``): one text per request, one response per generated piece whose
 ``TRANSLATION`` is the text delta, the last one flagged ``triton_final_response: true``
 (an empty extra response instead when the request asks for
@@ -29,7 +30,7 @@ import numpy as np
 
 from attnserve.contract.kinds import TRANSLATION
 
-from .. import engine_api, params
+from .. import engine_api, languages, params
 from ..calls import Call, within
 from ..classification import EncodedImage, ImageInput, RawTensor
 from ..errors import InferenceFailed, InvalidRequest, ModelNotFound
@@ -160,17 +161,19 @@ class KServeInference:
 
     # ----------------------------------------------------------------- translation
 
-    def _translation_request(self, request: InferRequest) -> tuple[Tensor, list[str], Any, str]:
-        check_parameters(request.parameters, {*params.DECODING_PARAMETERS, params.FORMAT})
+    def _translation_request(self, model: LoadedModel, request: InferRequest) -> tuple[Tensor, list[str], Any, str]:
+        check_parameters(request.parameters, {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS})
         tensor = _one_input(request, (TEXT,))
         _outputs(request, (TRANSLATION_OUT,), classify=False)
         texts = _texts(tensor)
         decoding = {k: v for k, v in request.parameters.items() if k in params.DECODING_PARAMETERS}
         options = params.decode_options(decoding, "parameters.")
+        wanted = params.language_request(request.parameters, "parameters.")
+        options, _, _ = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
         return tensor, texts, options, params.text_format(request.parameters, "parameters.")
 
     async def _translate(self, model: LoadedModel, request: InferRequest, call: Call) -> InferResponse:
-        tensor, texts, options, format = self._translation_request(request)
+        tensor, texts, options, format = self._translation_request(model, request)
         translating = engine_api.translate(model.engine, texts, options, format)
         results = await within(translating, request_timeout_s(request.parameters))
         call.items, call.queue_s = len(texts), max(r.queue_ms for r in results) / 1e3
@@ -185,7 +188,7 @@ class KServeInference:
     async def _translate_stream(
         self, model: LoadedModel, request: InferRequest, call: Call
     ) -> AsyncIterator[InferResponse]:
-        tensor, texts, options, format = self._translation_request(request)
+        tensor, texts, options, format = self._translation_request(model, request)
         if len(texts) != 1:
             raise InvalidRequest(
                 f"ModelStreamInfer translates one text per request (input {TEXT} of shape [1]), got {len(texts)}: "
