@@ -273,6 +273,7 @@ def write_translation_dir(
     max_source_len: int | None = None,
     max_target_len: int | None = None,
     extra: dict[str, Any] | None = None,
+    languages: Languages | None = None,
     force: bool = False,
     stage: Stage = _noop,
 ) -> Manifest:
@@ -281,7 +282,16 @@ def write_translation_dir(
     tok, limits = check_translation(model, tokenizer, max_source_len, max_target_len)
     with staged_directory(out, force) as tmp:
         manifest = write_translation_graphs(
-            model, tmp, tok, limits, name=name, attention=attention, opset=opset, extra=extra, stage=stage
+            model,
+            tmp,
+            tok,
+            limits,
+            name=name,
+            attention=attention,
+            opset=opset,
+            extra=extra,
+            stage=stage,
+            languages=languages,
         )
         manifest = seal(tmp, manifest, stage)
     return manifest

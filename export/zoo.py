@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from attnserve.contract.manifest import ManifestError, load_manifest, sha256_file
+from attnserve.contract.manifest import Languages, ManifestError, load_manifest, sha256_file
 from attnserve.models import load_checkpoint
 
 from .modeldir import ATTNSERVE_VERSION, ExportError, write_translation_dir, write_vit_dir
@@ -30,6 +30,8 @@ log = logging.getLogger(__name__)
 ZOO = Path(__file__).resolve().parent.parent / "models" / "zoo"
 REPO = ZOO.parent / "repo"  # the committed export of ZOO: ready model directories
 NAMES = ("translator-en-de", "digits-vit")
+# The translator's one pair, declared so that target_language="de" (gRPC, KServe, HTTP) selects it.
+LANGUAGES = Languages(source=["en"], target=["de"], default_source="en", default_target="de")
 # What each model is for, in a sentence: model.json extra.domain, served as ModelInfo.domain
 # (`attnserve-client models`) and stated in its MODEL_CARD.md.
 DOMAINS = {
@@ -67,6 +69,7 @@ def export_translator(checkpoint: Path, out: Path, force: bool = False, extra: d
         max_source_len=limits.get("max_source_len"),
         max_target_len=limits.get("max_target_len"),
         extra={**meta, **(extra or {})},
+        languages=LANGUAGES,
         force=force,
     )
 
@@ -94,6 +97,7 @@ def is_current(model_dir: Path, name: str) -> bool:
         built.get("sources") == _fingerprint(name)
         and built.get("attnserve_version") == ATTNSERVE_VERSION
         and manifest.extra.get("domain") == DOMAINS.get(name)
+        and (name != "translator-en-de" or manifest.languages == LANGUAGES)
     )
 
 

@@ -22,6 +22,8 @@ def test_each_bundled_model_states_its_domain(bundled, capsys):
     assert sorted(models) == sorted(NAMES) and all(m.ready for m in models.values())
     assert "dates, times" in models["translator-en-de"].domain and "not free text" in models["translator-en-de"].domain
     assert "digit" in models["digits-vit"].domain
+    mt = models["translator-en-de"]
+    assert (mt.source_languages, mt.target_languages) == (["en"], ["de"])  # target_language="de" selects it
     for name in NAMES:  # the model card says the same
         assert models[name].domain == DOMAINS[name] and DOMAINS[name] in (ZOO / name / "MODEL_CARD.md").read_text()
     assert client_main(["--address", bundled.address, "models"]) == 0
@@ -60,4 +62,7 @@ def test_the_readme_first_example(bundled):
         results = client.translate(["Monday, March 3, 2025", "three hundred forty-two kilometers"])
         (digit,) = client.classify([EXAMPLES / "digits" / "digit-7.png"], top_k=1)
     assert [r.text for r in results] == ["Montag, 3. März 2025", "dreihundertzweiundvierzig Kilometer"]
+    with bundled.client() as client:  # no model named: the language pair picks the translator
+        (by_pair,) = client.translate(["Monday, March 3, 2025"], source_language="en", target_language="de")
+    assert by_pair.text == "Montag, 3. März 2025"
     assert digit.labels[0].label == "7"
