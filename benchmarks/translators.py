@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-CACHE_KEY = "attnserve-bench translator v1"  # bump when the model recipe below changes
+CACHE_KEY = "attnserve-bench translator v2"  # bump when the model recipe or the export changes
 
 
 def bench_translator(preset: str, seed: int = 0, vocab_size: int | None = None):

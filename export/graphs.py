@@ -13,6 +13,7 @@ from torch import nn
 from attnserve.contract.graph_io import ClassifierIO, DecoderIO, EncoderIO
 from attnserve.models import TranslationTransformer, VisionTransformer, attention_backend
 
+from .fold import fold_attention_bias
 from .onnx_nodes import DEFAULT_OPSET, count_attention_nodes  # noqa: F401 - re-exported
 
 
@@ -101,7 +102,8 @@ def export_onnx(
     Writes one self-contained .onnx file (weights inline) and returns the model proto.
     The exporter's per-node debugging metadata (stack traces naming the files of the
     checkout it ran from) is dropped, so a graph's bytes and sha256 depend on the model
-    alone, not on where it was exported.
+    alone, not on where it was exported. The q/k/v bias Adds in front of
+    ``MultiHeadAttention`` are folded into its ``bias`` input (:mod:`.fold`).
     """
     module.eval()
     with attention_backend(attention), torch.no_grad():
@@ -122,6 +124,7 @@ def export_onnx(
     for fn in proto.functions:
         for node in fn.node:
             del node.metadata_props[:]
+    fold_attention_bias(proto)
     onnx.save(proto, str(path))
     return proto
 
