@@ -11,7 +11,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 # "../shared" and the old external design notes (DESIGN.md / STYLE.md): a clone has none of them.
-OUTSIDE = re.compile(r"\.\./shared|\bshared/(DESIGN|STYLE)|\bDESIGN\.md\b|\bSTYLE\.md\b")
+OUTSIDE = re.compile(r"\.\./shared|\bshared/(DESIGN|STYLE)|\bDESIGN\.md\b|\bSTYLE\.md\b|/work/")
 
 
 def tracked_text_files() -> list[Path]:
