@@ -23,6 +23,7 @@ LibreTranslate.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 from typing import Any
@@ -280,7 +281,8 @@ def add_routes(http: HttpServer) -> None:
             }
         )
 
-    http.route("POST", "/translate", translate, label="libretranslate.translate", inference=True, open=True)
-    http.route("POST", "/detect", detect_route, label="libretranslate.detect", open=True)
-    http.route("GET", "/languages", languages_route, label="libretranslate.languages", open=True)
-    http.route("GET", "/frontend/settings", frontend_settings, label="libretranslate.frontend_settings", open=True)
+    route = functools.partial(http.route, open=True, cors=True)  # browser pages of any origin, as upstream
+    route("POST", "/translate", translate, label="libretranslate.translate", inference=True)
+    route("POST", "/detect", detect_route, label="libretranslate.detect")
+    route("GET", "/languages", languages_route, label="libretranslate.languages")
+    route("GET", "/frontend/settings", frontend_settings, label="libretranslate.frontend_settings")

@@ -89,10 +89,15 @@ class HttpServer:
         inference: bool = False,
         open: bool = False,
         tracked: bool = True,
+        cors: bool = False,
     ) -> None:
         """Serve ``handler(request, call)`` at ``path``; ``label`` is its metrics method label.
 
         ``tracked=False`` (health probes) skips the tracker: no metrics, answered while draining.
+        ``cors=True`` (LibreTranslate's routes, which upstream serves to browser pages of any
+        origin): every answer carries ``Access-Control-Allow-Origin: *`` and an ``OPTIONS``
+        preflight at ``path`` is answered without a token (credentials travel in ``api_key``
+        or the ``Authorization`` header, never in cookies).
         """
         name = f"{label}.r{len(self.labels)}"  # aiohttp route names: identifiers and dots
         self.labels[name] = label
@@ -113,9 +118,31 @@ class HttpServer:
                 response = error_response(exc.status, exc.message, exc.http_status)
             if not response.prepared:
                 response.headers[REQUEST_ID] = request_id
+                if cors:
+                    response.headers["Access-Control-Allow-Origin"] = "*"
             return response
 
         self.web.router.add_route(http_method, path, wrapped, name=name)
+        if cors:
+            self._preflight(path, http_method, label)
+
+    def _preflight(self, path: str, method: str, label: str) -> None:
+        """An OPTIONS answer at ``path`` for browsers' CORS preflight (one method per such path)."""
+
+        async def preflight(request: web.Request) -> web.Response:
+            return web.Response(
+                status=204,
+                headers={
+                    "Access-Control-Allow-Origin": "*",
+                    "Access-Control-Allow-Methods": f"{method}, OPTIONS",
+                    "Access-Control-Allow-Headers": f"Content-Type, Authorization, {REQUEST_ID}",
+                    "Access-Control-Max-Age": "600",
+                },
+            )
+
+        name = f"{label}.preflight"
+        self.open_routes.add(name)
+        self.web.router.add_route("OPTIONS", path, preflight, name=name)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler) -> web.StreamResponse:

@@ -276,3 +276,44 @@ def test_a_full_queue_is_429(keyed_server):
         for t in threads:
             t.join(30)
     assert results == [(200, {"translatedText": "t6 t5"})] * 2
+
+
+def test_a_browser_page_of_another_origin_may_call_the_routes(keyed_server):
+    """LibreTranslate answers every origin (flask-cors), so web pages and browser extensions can
+    call it: the preflight needs no key, and the answers, errors included, allow any origin."""
+    preflight = urllib.request.Request(
+        f"http://{keyed_server.http_address}/translate",
+        method="OPTIONS",
+        headers={
+            "Origin": "https://example.org",
+            "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "content-type",
+        },
+    )
+    with urllib.request.urlopen(preflight, timeout=60) as reply:
+        assert reply.status == 204
+        assert reply.headers["Access-Control-Allow-Origin"] == "*"
+        assert "POST" in reply.headers["Access-Control-Allow-Methods"]
+        assert "Content-Type" in reply.headers["Access-Control-Allow-Headers"]
+    body = json.dumps({"q": "t5 t6", "source": "en", "target": "de", "api_key": "sekrit"}).encode()
+    request = urllib.request.Request(
+        f"http://{keyed_server.http_address}/translate",
+        data=body,
+        headers={"Content-Type": "application/json", "Origin": "https://example.org"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        assert reply.headers["Access-Control-Allow-Origin"] == "*"
+        assert json.loads(reply.read()) == {"translatedText": "t6 t5"}
+    bad = urllib.request.Request(
+        f"http://{keyed_server.http_address}/translate",
+        data=json.dumps({"q": "t5", "source": "en", "target": "de", "api_key": "wrong"}).encode(),
+        headers={"Content-Type": "application/json", "Origin": "https://example.org"},
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(bad, timeout=60)
+    assert err.value.code == 403 and err.value.headers["Access-Control-Allow-Origin"] == "*"
+    with urllib.request.urlopen(f"http://{keyed_server.http_address}/languages", timeout=60) as reply:
+        assert reply.headers["Access-Control-Allow-Origin"] == "*"
+    # KServe's routes are not LibreTranslate's: no CORS headers there
+    with urllib.request.urlopen(f"http://{keyed_server.http_address}/v2/health/live", timeout=60) as reply:
+        assert "Access-Control-Allow-Origin" not in reply.headers
