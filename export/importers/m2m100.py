@@ -39,11 +39,11 @@ from .m2m100_tokenizer import m2m100_tokenizer, nllb_languages, plain_post_proce
 from .marian import (
     ACTIVATIONS,
     ImportedTranslator,
-    _layer_weights,
     _limits,
     _linear_and_norm_pairs,
     _move,
     state_to_marian,
+    take_layers,
 )
 
 log = logging.getLogger(__name__)
@@ -110,22 +110,7 @@ def state_from_m2m100(state: dict, cfg: TranslationConfig, source: Path) -> dict
         ours["lm_head.weight"] = lm_head
     for side, norm in (("encoder", "encoder_norm"), ("decoder", "decoder_norm")):
         ours |= _move(state, _linear_and_norm_pairs(f"{side}.layer_norm", norm), source)
-    for i in range(cfg.encoder_layers):
-        t, o = f"encoder.layers.{i}", f"encoder_layers.{i}"
-        ours |= _layer_weights(state, f"{t}.self_attn", f"{o}.self_attn", source)
-        pairs = _linear_and_norm_pairs(f"{t}.self_attn_layer_norm", f"{o}.res1.norm")
-        pairs += _linear_and_norm_pairs(f"{t}.fc1", f"{o}.ffn.fc1") + _linear_and_norm_pairs(f"{t}.fc2", f"{o}.ffn.fc2")
-        pairs += _linear_and_norm_pairs(f"{t}.final_layer_norm", f"{o}.res2.norm")
-        ours |= _move(state, pairs, source)
-    for i in range(cfg.decoder_layers):
-        t, o = f"decoder.layers.{i}", f"decoder_layers.{i}"
-        ours |= _layer_weights(state, f"{t}.self_attn", f"{o}.self_attn", source)
-        ours |= _layer_weights(state, f"{t}.encoder_attn", f"{o}.cross_attn", source, cross=True)
-        pairs = _linear_and_norm_pairs(f"{t}.self_attn_layer_norm", f"{o}.res1.norm")
-        pairs += _linear_and_norm_pairs(f"{t}.encoder_attn_layer_norm", f"{o}.res2.norm")
-        pairs += _linear_and_norm_pairs(f"{t}.fc1", f"{o}.ffn.fc1") + _linear_and_norm_pairs(f"{t}.fc2", f"{o}.ffn.fc2")
-        pairs += _linear_and_norm_pairs(f"{t}.final_layer_norm", f"{o}.res3.norm")
-        ours |= _move(state, pairs, source)
+    ours |= take_layers(state, cfg, source)
     if state:
         raise ImportCheckpointError(f"{source}: unexpected weights {sorted(state)[:5]} (not an M2M100 model?)")
     return ours

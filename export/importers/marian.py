@@ -111,6 +111,29 @@ def translation_config_from_marian(
         raise ImportCheckpointError(f"{path}: {exc}") from None
 
 
+def take_layers(state: dict[str, torch.Tensor], cfg: TranslationConfig, source: Path) -> dict:
+    """Every encoder and decoder layer's weights (attention, feed-forward, layer norms), moved
+    out of ``state`` under our names: the BART-family layout Marian and M2M100 / NLLB share."""
+    ours: dict = {}
+    for i in range(cfg.encoder_layers):
+        t, o = f"encoder.layers.{i}", f"encoder_layers.{i}"
+        ours |= _layer_weights(state, f"{t}.self_attn", f"{o}.self_attn", source)
+        pairs = _linear_and_norm_pairs(f"{t}.self_attn_layer_norm", f"{o}.res1.norm")
+        pairs += _linear_and_norm_pairs(f"{t}.fc1", f"{o}.ffn.fc1") + _linear_and_norm_pairs(f"{t}.fc2", f"{o}.ffn.fc2")
+        pairs += _linear_and_norm_pairs(f"{t}.final_layer_norm", f"{o}.res2.norm")
+        ours |= _move(state, pairs, source)
+    for i in range(cfg.decoder_layers):
+        t, o = f"decoder.layers.{i}", f"decoder_layers.{i}"
+        ours |= _layer_weights(state, f"{t}.self_attn", f"{o}.self_attn", source)
+        ours |= _layer_weights(state, f"{t}.encoder_attn", f"{o}.cross_attn", source, cross=True)
+        pairs = _linear_and_norm_pairs(f"{t}.self_attn_layer_norm", f"{o}.res1.norm")
+        pairs += _linear_and_norm_pairs(f"{t}.encoder_attn_layer_norm", f"{o}.res2.norm")
+        pairs += _linear_and_norm_pairs(f"{t}.fc1", f"{o}.ffn.fc1") + _linear_and_norm_pairs(f"{t}.fc2", f"{o}.ffn.fc2")
+        pairs += _linear_and_norm_pairs(f"{t}.final_layer_norm", f"{o}.res3.norm")
+        ours |= _move(state, pairs, source)
+    return ours
+
+
 def _layer_weights(state: dict[str, torch.Tensor], prefix: str, ours: str, source: Path, cross: bool = False) -> dict:
     """One Marian attention module -> our packed projections."""
     q, k, v, o = (f"{prefix}.{n}_proj" for n in ("q", "k", "v", "out"))
@@ -203,22 +226,7 @@ def state_from_marian(
     if not shared_embeddings:
         ours["tgt_embed.weight"] = tgt
     ours["logits_bias"] = take(state, "final_logits_bias", source, (1, cfg.vocab_size))[0]
-    for i in range(cfg.encoder_layers):
-        t, o = f"encoder.layers.{i}", f"encoder_layers.{i}"
-        ours |= _layer_weights(state, f"{t}.self_attn", f"{o}.self_attn", source)
-        pairs = _linear_and_norm_pairs(f"{t}.self_attn_layer_norm", f"{o}.res1.norm")
-        pairs += _linear_and_norm_pairs(f"{t}.fc1", f"{o}.ffn.fc1") + _linear_and_norm_pairs(f"{t}.fc2", f"{o}.ffn.fc2")
-        pairs += _linear_and_norm_pairs(f"{t}.final_layer_norm", f"{o}.res2.norm")
-        ours |= _move(state, pairs, source)
-    for i in range(cfg.decoder_layers):
-        t, o = f"decoder.layers.{i}", f"decoder_layers.{i}"
-        ours |= _layer_weights(state, f"{t}.self_attn", f"{o}.self_attn", source)
-        ours |= _layer_weights(state, f"{t}.encoder_attn", f"{o}.cross_attn", source, cross=True)
-        pairs = _linear_and_norm_pairs(f"{t}.self_attn_layer_norm", f"{o}.res1.norm")
-        pairs += _linear_and_norm_pairs(f"{t}.encoder_attn_layer_norm", f"{o}.res2.norm")
-        pairs += _linear_and_norm_pairs(f"{t}.fc1", f"{o}.ffn.fc1") + _linear_and_norm_pairs(f"{t}.fc2", f"{o}.ffn.fc2")
-        pairs += _linear_and_norm_pairs(f"{t}.final_layer_norm", f"{o}.res3.norm")
-        ours |= _move(state, pairs, source)
+    ours |= take_layers(state, cfg, source)
     if state:
         raise ImportCheckpointError(f"{source}: unexpected weights {sorted(state)[:5]} (not a MarianMTModel?)")
     return ours, cfg
