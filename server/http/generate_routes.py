@@ -34,7 +34,7 @@ from .. import engine_api, languages, params
 from ..calls import Call, within
 from ..errors import InvalidRequest, ServingError
 from ..kserve.infer import VERSION, check_parameters, check_version, request_timeout_s
-from .server import REQUEST_ID, HttpServer, json_response, read_body
+from .server import REQUEST_ID, HttpServer, json_object, json_response, read_body
 
 TEXT_INPUT, TEXT_OUTPUT, PARAMETERS = "text_input", "text_output", "parameters"
 log = logging.getLogger(__name__)
@@ -43,12 +43,8 @@ VERSIONED = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
 
 def parse_generate(body: bytes) -> tuple[str, dict[str, Any]]:
     """The body of a generate request -> (text, parameters); InvalidRequest names what is wrong."""
-    try:
-        doc = json.loads(body) if body.strip() else None
-    except (ValueError, RecursionError) as exc:
-        raise InvalidRequest(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise InvalidRequest(f'the request body must be a JSON object: {{"{TEXT_INPUT}": "...", "{PARAMETERS}": {{}}}}')
+    shape = f'{{"{TEXT_INPUT}": "...", "{PARAMETERS}": {{}}}}'
+    doc = json_object(body, "request body is not valid JSON", f"the request body must be a JSON object: {shape}")
     unknown = sorted(set(doc) - {TEXT_INPUT, PARAMETERS})
     if unknown:
         raise InvalidRequest(f"unknown input(s) {', '.join(unknown)}: this model takes {TEXT_INPUT} and {PARAMETERS}")

@@ -18,7 +18,6 @@ Thin handlers: read the body -> ``kserve.rest`` / ``kserve.describe`` -> ``KServ
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
@@ -27,7 +26,7 @@ from ..calls import Call
 from ..errors import InvalidRequest, NotEnabled
 from ..kserve import describe, rest
 from ..kserve.describe import check_repository_parameters
-from .server import HttpServer, json_response, read_body
+from .server import HttpServer, json_object, json_response, read_body
 
 VERSIONED = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
 
@@ -123,12 +122,4 @@ def add_routes(http: HttpServer) -> None:
 
 async def _json_object(request: web.Request, limit: int) -> dict[str, Any]:
     body = await read_body(request, limit)
-    if not body.strip():
-        return {}
-    try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError) as exc:
-        raise InvalidRequest(f"request body is not valid JSON: {exc}") from None
-    if not isinstance(doc, dict):
-        raise InvalidRequest("the request body must be a JSON object")
-    return doc
+    return json_object(body, "request body is not valid JSON", "the request body must be a JSON object", empty={})

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import math
 from typing import Any
 
@@ -39,7 +38,7 @@ from ..errors import InvalidRequest, ServingError
 from ..languages import LanguageRequest
 from ..languages import apply as apply_languages
 from .languages import ServedLanguages, language_name, make_detector
-from .server import HttpServer, PayloadTooLarge, json_response, read_body
+from .server import HttpServer, PayloadTooLarge, json_object, json_response, read_body
 
 DETECT_CHARS = 2000  # enough for lingua to be sure; a 50,000-character text would take 0.1 s
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its web page waits after a keystroke
@@ -67,13 +66,7 @@ async def read_fields(request: web.Request, limit: int) -> dict[str, Any]:
     """The request's fields: a JSON object, or a form (url-encoded or multipart)."""
     if request.content_type == "application/json":
         body = await read_body(request, limit)
-        try:
-            doc = json.loads(body)
-        except (ValueError, RecursionError) as exc:
-            raise InvalidRequest(f"Invalid JSON format: {exc}") from None
-        if not isinstance(doc, dict):
-            raise InvalidRequest("Invalid JSON format: send a JSON object of fields")
-        return doc
+        return json_object(body, "Invalid JSON format", "Invalid JSON format: send a JSON object of fields")
     try:
         form = await request.post()  # aiohttp applies client_max_size (--max-message-bytes) here too
     except web.HTTPRequestEntityTooLarge:

@@ -26,7 +26,7 @@ from aiohttp import web
 
 from .. import security
 from ..calls import Call, CallFailed
-from ..errors import Overloaded
+from ..errors import InvalidRequest, Overloaded
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +62,21 @@ async def read_body(request: web.Request, limit: int) -> bytes:
         return await request.read()
     except web.HTTPRequestEntityTooLarge:
         raise PayloadTooLarge(f"request body over the limit of {limit} bytes (--max-message-bytes)") from None
+
+
+def json_object(body: bytes, not_json: str, not_object: str, empty: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A request body that must be a JSON object, in each protocol's words: InvalidRequest
+    ``"{not_json}: {reason}"`` for bad JSON, ``not_object`` for any other JSON value (and for an
+    empty body unless ``empty`` is given)."""
+    if not body.strip() and empty is not None:
+        return empty
+    try:
+        doc = json.loads(body) if body.strip() else None
+    except (ValueError, RecursionError) as exc:
+        raise InvalidRequest(f"{not_json}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise InvalidRequest(not_object)
+    return doc
 
 
 class HttpServer:
