@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .data_translation import Pair
 
@@ -126,14 +126,22 @@ def held_out_variants(test: Sequence[Pair], data_seed: int = 0) -> list[Pair]:
     return variant_pairs(test, seed=data_seed * 2 + 101)
 
 
-def mix_variants(pairs: Sequence[Pair], rate: float, seed: int, exclude: frozenset[str] | set[str]) -> list[Pair]:
-    """Training pairs where a fraction ``rate`` is re-spelt; a variant whose English is in
-    ``exclude`` (the held-out variant sources) keeps its original spelling."""
+def mix_variants(
+    pairs: Sequence[Pair],
+    rate: float,
+    seed: int,
+    exclude: frozenset[str] | set[str],
+    kinds: Sequence[str] | None = None,
+    key: Callable[[str], str] = str,
+) -> list[Pair]:
+    """Training pairs where a fraction ``rate`` is re-spelt (``kinds``: the variant kinds to draw
+    from, default all); a variant whose ``key(English)`` is in ``exclude`` (the held-out sources,
+    keyed the same way) keeps its original spelling."""
     rng = random.Random(seed)
     out = []
     for p in pairs:
         if rng.random() < rate:
-            v = variant(p, rng)
-            p = p if v.source in exclude else v
+            v = variant(p, rng, kinds)
+            p = p if key(v.source) in exclude else v
         out.append(p)
     return out

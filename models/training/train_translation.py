@@ -34,9 +34,9 @@ from tqdm import tqdm
 from attnserve.models import TranslationTransformer, greedy_decode, load_checkpoint, preset_config, save_checkpoint
 
 from .data_translation import Pair, make_splits
-from .data_variants import held_out_variants, mix_variants
+from .data_variants import KINDS, held_out_variants, mix_variants
 from .metrics import exact_match, sacrebleu_scores
-from .tokenizer import train_tokenizer
+from .tokenizer import normalize_source, target_side, train_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -69,18 +69,21 @@ class TranslationTrainConfig:
     # Fine-tuning: start from this checkpoint (and the tokenizer.json beside it) instead of
     # random weights and a new tokenizer; "" = train from scratch.
     init_from: str = ""
-    # Share of training pairs re-spelt as people type them (data_variants: case, spacing,
-    # am/pm, trailing punctuation); 0 = the generator's spelling only.
+    # Share of training pairs re-spelt as people type them (data_variants), drawn from
+    # variant_kinds (comma-separated); 0 = the generator's spelling only. Case and runs of
+    # spaces need no training: the tokenizer's source normaliser removes them.
     variant_rate: float = 0.0
+    variant_kinds: str = "ampm,spacing,punctuation"
     # Score the trained model with the PyTorch decoder on both held-out sets before writing it
     # (False: leave it to `python -m attnserve.export.evaluate`, which decodes through ONNX).
     final_eval: bool = True
 
 
 def encode_pairs(tok: Tokenizer, pairs: Sequence[Pair], bos_id: int) -> list[tuple[list[int], list[int]]]:
-    """(source ids ending in eos, target ids starting with bos and ending in eos) per pair."""
+    """(source ids ending in eos, target ids starting with bos and ending in eos) per pair;
+    targets through :func:`target_side` (German keeps its case)."""
     src = tok.encode_batch([p.source for p in pairs])
-    tgt = tok.encode_batch([p.target for p in pairs])
+    tgt = target_side(tok).encode_batch([p.target for p in pairs])
     return [(s.ids, [bos_id, *t.ids]) for s, t in zip(src, tgt)]
 
 
@@ -241,17 +244,25 @@ def run(cfg: TranslationTrainConfig, out_dir: Path, progress: bool = True) -> di
     t0 = time.monotonic()
     train, test = make_splits(cfg.train_size, cfg.test_size, cfg.data_seed)
     variants = held_out_variants(test, cfg.data_seed)  # the held-out pairs, re-spelt: never trained either
-    held_out = frozenset(p.source for p in variants)
-    train = [p for p in train if p.source not in held_out]
+    # Compared as the model reads them (lower case, one space): no training source is a held-out
+    # source in another case or spacing.
+    held_out = frozenset(normalize_source(p.source) for p in (*test, *variants))
+    train = [p for p in train if normalize_source(p.source) not in held_out]
     if cfg.variant_rate > 0:
-        train = mix_variants(train, cfg.variant_rate, seed=cfg.data_seed * 2 + 100, exclude=held_out)
+        kinds = [k.strip() for k in cfg.variant_kinds.split(",") if k.strip()]
+        unknown = sorted(set(kinds) - set(KINDS))
+        if unknown or not kinds:
+            raise ValueError(f"variant_kinds: expected some of {', '.join(KINDS)}, got {cfg.variant_kinds!r}")
+        train = mix_variants(
+            train, cfg.variant_rate, seed=cfg.data_seed * 2 + 100, exclude=held_out, kinds=kinds, key=normalize_source
+        )
     if cfg.init_from:
         init_tokenizer = Path(cfg.init_from).parent / "tokenizer.json"
         tok = Tokenizer.from_file(str(init_tokenizer))
         model, _ = load_checkpoint(cfg.init_from)
         model_cfg = model.cfg
     else:
-        tok = train_tokenizer((t for p in train for t in (p.source, p.target)), cfg.vocab_size)
+        tok = train_tokenizer((t for p in train for t in (normalize_source(p.source), p.target)), cfg.vocab_size)
         model_cfg = preset_config(cfg.preset, vocab_size=tok.get_vocab_size())
         model = TranslationTransformer(model_cfg)
     data_seconds = time.monotonic() - t0
@@ -263,11 +274,13 @@ def run(cfg: TranslationTrainConfig, out_dir: Path, progress: bool = True) -> di
         f"longest {longest} tokens ({data_seconds:.0f} s); model {cfg.preset}: "
         f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f} M parameters"
     )
-    probe = test[:200]
+    probe, probe_variants = test[:200], variants[:200]
 
     def monitor() -> str:
-        m = evaluate(model, tok, probe)
-        return f"held-out probe: exact match {m['exact_match']:.1%}, chrF {m['chrf']:.1f}"
+        m, v = evaluate(model, tok, probe), evaluate(model, tok, probe_variants)
+        return (
+            f"held-out probe: exact match {m['exact_match']:.1%}, chrF {m['chrf']:.1f}; variants {v['exact_match']:.1%}"
+        )
 
     stats = train_loop(model, examples, cfg, progress=progress, monitor=monitor)
     print(

@@ -13,7 +13,7 @@ pytest.importorskip("babel")
 pytest.importorskip("sklearn")
 
 from attnserve.models import TranslationConfig, TranslationTransformer  # noqa: E402
-from attnserve.models.training.data_translation import generate_pairs  # noqa: E402
+from attnserve.models.training.data_translation import Pair, generate_pairs  # noqa: E402
 from attnserve.models.training.tokenizer import train_tokenizer  # noqa: E402
 from attnserve.models.training.train_translation import (  # noqa: E402
     TranslationTrainConfig,
@@ -80,3 +80,39 @@ def test_digits_training_preprocessing_is_the_servers():
         img.save(buf, format="PNG")
         np.testing.assert_allclose(preprocess(img), preprocess_image(buf.getvalue(), prep), atol=1e-6)
         assert isinstance(img, Image.Image) and img.mode == "L"
+
+
+def test_the_source_side_reads_every_case_and_spacing_alike_and_german_keeps_its_case():
+    """The tokenizer the translator ships: `MONDAY,   March 3` and `monday, march 3` are the same
+    ids (people type all three cases), while German targets, encoded through ``target_side``,
+    keep theirs, and decoding gives back the exact German."""
+    from attnserve.models.training.tokenizer import normalize_source, target_side
+
+    pairs = generate_pairs(400, seed=0)
+
+    tok = train_tokenizer((t for p in pairs for t in (normalize_source(p.source), p.target)), vocab_size=300)
+    same = [tok.encode(s).ids for s in ("Monday, March 3, 2025", "MONDAY,   march 3, 2025 ", "monday, march 3,\t2025")]
+    assert same[0] == same[1] == same[2]
+    assert tok.encode("at 3:45 PM").ids != tok.encode("at 3:45 p.m.").ids  # spellings the model has to learn
+    german = "Montag, 3. März 2025 um 15:45 Uhr"
+    ids = target_side(tok).encode(german).ids
+    assert tok.decode(ids, skip_special_tokens=True) == german
+    assert ids != tok.encode(german).ids  # the source side would have lower-cased it
+
+
+def test_training_keeps_every_held_out_source_out_in_any_case_or_spacing():
+    """No training pair reads (after the source normaliser) as a held-out source or a held-out variant."""
+    from attnserve.models.training.data_variants import held_out_variants, mix_variants
+    from attnserve.models.training.tokenizer import normalize_source
+
+    held = generate_pairs(300, seed=1)
+    variants = held_out_variants(held)
+    keys = frozenset(normalize_source(p.source) for p in (*held, *variants))
+    # training candidates that include the held-out sources in other spellings
+    train = [*generate_pairs(300, seed=2), *[Pair(p.source.upper(), p.target, p.template) for p in held[:50]]]
+    kept = [p for p in train if normalize_source(p.source) not in keys]
+    assert len(kept) <= len(train) - 50
+    kinds = ["ampm", "spacing", "punctuation"]
+    mixed = mix_variants(kept, 1.0, seed=0, exclude=keys, kinds=kinds, key=normalize_source)
+    assert not {normalize_source(p.source) for p in mixed} & keys
+    assert sum(p.template.count("+") > 0 for p in mixed) > 0.5 * len(mixed)
