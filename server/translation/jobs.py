@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 class Sink:
     """Where a job's outcome goes. Methods are called on the scheduler thread."""
 
+    streams = False  # wants every token (``token``); otherwise only the outcome
+
     def token(self, job: Job, token_id: int, finish_reason: str | None) -> None:
         """A generated token (greedy or sampling); ``finish_reason`` set on the last."""
 
@@ -91,6 +93,8 @@ class FutureSink(Sink):
 
 class StreamSink(Sink):
     """Feeds ``(token_id, finish_reason)`` tuples, or an exception, into an asyncio queue."""
+
+    streams = True
 
     def __init__(self, outbox: Outbox, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
         self.outbox, self.loop, self.queue = outbox, loop, queue

@@ -72,6 +72,7 @@ class DecodeScheduler:
         self._thread: threading.Thread | None = None
         # scheduler thread only
         self._jobs: list[Job] = []  # running, in batch order
+        self._rows: list[int] = []  # each running job's first row (its only one unless beam search)
         self._layout_changed = False  # rows leave or are reordered at the next boundary
         self._any_deadline = False  # some running job has a deadline (plan every step)
         self._any_scores = False  # some job needs log-probabilities
@@ -194,6 +195,7 @@ class DecodeScheduler:
         for job in admitted:
             job.state = JobState.RUNNING
         self._jobs = jobs + admitted
+        self._rows = [int(job.slots[0]) for job in self._jobs]
         self._layout_changed = False
         slots.recount(self._jobs)
         searches = [job.search for job in self._jobs]
@@ -239,16 +241,19 @@ class DecodeScheduler:
         step = StepLogits(logits, self.never, self._any_scores, self._any_argmax)
         now = time.perf_counter()
         generated = 0
-        next_tokens = step.greedy if self._all_argmax else slots.tokens.copy()
-        for job in self._jobs:
+        # next input token per row, as Python ints (one conversion per step, not one per row)
+        next_tokens = step.best.copy() if self._all_argmax else slots.tokens.tolist()
+        for job, row in zip(self._jobs, self._rows):
             search = job.search
-            generated += len(job.slots)
-            tokens, parents = search.choose(step, job.slots)
-            if parents is None:  # one row, continuing in place
-                next_tokens[job.slots[0]] = tokens[0]
-                job.sink.token(job, tokens[0], search.finish_reason if search.done else None)
+            if search.in_place:  # one row, continuing itself (greedy, sampling)
+                generated += 1
+                token = search.next(step, row)
+                next_tokens[row] = token
+                if job.sink.streams:
+                    job.sink.token(job, token, search.finish_reason if search.done else None)
             else:  # beam search: rows are re-chosen at the next boundary
-                job.parents, job.next_tokens = parents, tokens
+                generated += len(job.slots)
+                job.next_tokens, job.parents = search.choose(step, job.slots)
                 self._layout_changed = True
             if not job.t_first:
                 job.t_first = now
@@ -258,7 +263,7 @@ class DecodeScheduler:
                 self._layout_changed = True
                 self._leave(job, JobState.FINISHED)
                 job.sink.done(job)
-        slots.tokens = next_tokens
+        slots.tokens = np.array(next_tokens, dtype=np.int64)
         self.steps_total += 1
         self.tokens_generated_total += generated
         slots.account_step()
@@ -293,7 +298,7 @@ class DecodeScheduler:
         """Fail every running job (and ``also``) with ``error``, drop every row, deliver at once."""
         for job in [*self._jobs, *also]:
             self._fail(job, error)
-        self._jobs = []
+        self._jobs, self._rows = [], []
         self.slots.reset()
         self._layout_changed = False
         self._observe()

@@ -80,13 +80,14 @@ class StepLogits:
     and only when some job needs them.
     """
 
-    __slots__ = ("logits", "m", "ls", "greedy")
+    __slots__ = ("logits", "m", "ls", "greedy", "best")
 
     def __init__(self, logits: np.ndarray, never: np.ndarray, scores: bool, argmax: bool) -> None:
         self.m, self.ls = log_normalizers(logits) if scores else (None, None)  # (B,), (B,)
         logits[:, never] = NEG_INF
         self.logits = logits
         self.greedy = logits.argmax(axis=1) if argmax else None  # (B,)
+        self.best: list[int] = self.greedy.tolist() if argmax else []  # the same as ints, read per row
 
     def logp(self, rows: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``rows`` (K,): (K, V) float32, pad/start at -inf."""
@@ -120,7 +121,7 @@ class Argmax:
     uses_argmax = True
 
     def choose(self, step: StepLogits, row: int) -> int:
-        return int(step.greedy[row])
+        return step.best[row]
 
 
 class Sampler:
@@ -164,15 +165,20 @@ class SingleSearch(Search):
         return self.prefix[n] if n < len(self.prefix) else None
 
     def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], None]:
-        row = int(rows[0])
-        tok = self.forced()
-        if tok is not None:  # forced: scored as the module docstring says
-            hidden = len(self.tokens) < self.hidden
-            self.push(tok, step.token_logp(row, tok) if self.needs_scores and not hidden else 0.0)
-            return [tok], None
-        tok = self.chooser.choose(step, row)
-        self.push(tok, step.token_logp(row, tok) if self.needs_scores else 0.0)
-        return [tok], None
+        return [self.next(step, int(rows[0]))], None
+
+    def next(self, step: StepLogits, row: int) -> int:
+        """The token for ``row`` (its only row, continuing in place), recorded: what ``choose``
+        returns, without the lists (the scheduler's per-step path calls this once per job)."""
+        n = len(self.tokens)
+        if n < len(self.prefix):  # forced: scored as the module docstring says
+            tok = self.prefix[n]
+            scored = self.needs_scores and n >= self.hidden
+        else:
+            tok = self.chooser.choose(step, row)
+            scored = self.needs_scores
+        self.push(tok, step.token_logp(row, tok) if scored else 0.0)
+        return tok
 
     def push(self, token: int, logprob: float) -> bool:
         """Record one token; True when the sequence is complete."""
