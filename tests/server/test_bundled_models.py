@@ -66,3 +66,18 @@ def test_the_readme_first_example(bundled):
         (by_pair,) = client.translate(["Monday, March 3, 2025"], source_language="en", target_language="de")
     assert by_pair.text == "Montag, 3. März 2025"
     assert digit.labels[0].label == "7"
+
+
+def test_the_translator_reads_any_case_and_spacing_and_keeps_a_german_target_prefix(bundled):
+    """The bundled tokenizer lower-cases its English and folds runs of spaces, so people's
+    spellings reach the model as the canonical one; a ``target_prefix`` is German and keeps
+    its capitals (it is encoded without the source side's lower-casing)."""
+    typed = ["Monday, March 3, 2025", "MONDAY, MARCH 3, 2025", "monday,   march 3, 2025", "  Monday, March 3, 2025 "]
+    with bundled.client() as client:
+        results = client.translate(typed, return_token_ids=True)
+        (prefixed,) = client.translate(["monday, march 3, 2025"], target_prefix="Montag,", return_token_ids=True)
+    # the spaces around a text are the document's own and come back around its translation
+    assert [r.text for r in results] == ["Montag, 3. März 2025"] * 3 + ["  Montag, 3. März 2025 "]
+    assert len({tuple(r.hypotheses[0].token_ids) for r in results}) == 1
+    assert prefixed.text == "Montag, 3. März 2025"
+    assert prefixed.hypotheses[0].token_ids == results[0].hypotheses[0].token_ids
