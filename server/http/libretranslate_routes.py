@@ -12,8 +12,9 @@ LibreTranslate's own clients).
 Replies are LibreTranslate's: ``translatedText`` is a string for a string ``q`` and a list for
 a list; ``detectedLanguage`` only with ``source: auto``, ``alternatives`` only when asked for
 (a list per text for a list ``q``). Errors are ``{"error": ...}``: 400 for a missing or bad
-field, an unsupported language or format, an empty text or a limit; 403 for a bad
-``api_key``; 429 when the translation queue is full. The language pair picks the model
+field, an unsupported language or format, an empty text or a limit, or no ``api_key`` where
+the server needs one (upstream's "Please contact the server operator to get an API key"); 403
+for a wrong ``api_key``; 429 when the translation queue is full. The language pair picks the model
 (:mod:`.languages`); ``alternatives`` n decodes with a beam of n + 1 and returns the other
 distinct hypotheses. ``api_key`` is one of the server's bearer tokens, also accepted as the
 ``Authorization: Bearer`` header; ``/languages`` and ``/frontend/settings`` are open, as in
@@ -49,6 +50,13 @@ class Forbidden(ServingError):
 
     status = "PERMISSION_DENIED"
     http_status = 403
+
+
+class KeyMissing(ServingError):
+    """No api_key where the server needs one: LibreTranslate answers 400, naming whom to ask."""
+
+    status = "UNAUTHENTICATED"
+    http_status = 400
 
 
 class NotConfigured(ServingError):
@@ -134,8 +142,8 @@ def add_routes(http: HttpServer) -> None:
         if not api_key and header and checker.check(header):
             return
         app.metrics.unauthenticated.labels(label).inc()
-        if not api_key and not header:
-            raise Forbidden("an API key is required: send api_key (one of the server's tokens)")
+        if not api_key and not header:  # upstream's wording and status (400) for a request without a key
+            raise KeyMissing("Please contact the server operator to get an API key")
         raise Forbidden("Invalid API key")
 
     async def detect(text: str, codes: list[str]) -> list[dict[str, Any]]:
