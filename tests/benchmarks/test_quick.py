@@ -283,3 +283,24 @@ def test_documents_quick(dirs):
     assert result["sentences"] > 20 and result["characters"] > 1_000
     assert set(result["characters_per_s"]) == {"document", "sentences, one call each", "sentences, 16 calls in flight"}
     assert all(rate > 0 for rate in result["characters_per_s"].values())
+
+
+def test_iobinding_probe_on_the_decode_exports(dirs, tmp_path):
+    """benchmarks.iobinding runs session.run and io binding on the same decoder; tokens agree."""
+    from attnserve.benchmarks import iobinding
+
+    argv, _ = dirs
+    model_dir = Path(argv[argv.index("--work-dir") + 1]) / "mt-tiny-fp32"
+    if not (model_dir / "model.json").is_file():
+        pytest.skip("test_decode_quick did not export mt-tiny (run the whole module)")
+    assert (
+        iobinding.main(
+            [str(model_dir), "--batches", "1", "2", "--steps", "4", "--repeats", "1", "--out", str(tmp_path)]
+        )
+        == 0
+    )
+    rows = json.loads((tmp_path / "iobinding.json").read_text())["rows"]
+    assert {(r["batch"], r["contender"]) for r in rows} == {
+        (b, c) for b in (1, 2) for c in ("session.run", "io binding, preallocated logits")
+    }
+    assert all(r["same_tokens"] and r["median_s"] > 0 for r in rows)
