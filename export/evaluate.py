@@ -72,17 +72,22 @@ class OnnxTranslator:
         return results
 
 
-def evaluate_translation(model_dir: Path, limit: int | None = None, threads: int = 1, variants: bool = False) -> dict:
-    """Metrics on the held-out pairs, or (``variants``) on the held-out variant set: the same
-    pairs re-spelt as people type them (``attnserve.models.training.data_variants``)."""
+def evaluate_translation(
+    model_dir: Path, limit: int | None = None, threads: int = 1, variants: bool | str = False
+) -> dict:
+    """Metrics on the held-out pairs, or on a held-out variant set, the same pairs re-spelt as
+    people type them (``attnserve.models.training.data_variants``): ``variants`` True (or
+    "spelling": case, spacing, am/pm, trailing punctuation) or "hyphen" (ASCII hyphens for en
+    dashes, number words without their hyphen)."""
     from attnserve.models.training.metrics import exact_match, sacrebleu_scores
 
     train_cfg = load_manifest(model_dir, verify_files=False).extra.get("train_config", {})
     test = held_out_translation_pairs(train_cfg)
     if variants:
-        from attnserve.models.training.data_variants import held_out_variants
+        from attnserve.models.training.data_variants import held_out_hyphen_variants, held_out_variants
 
-        test = held_out_variants(test, train_cfg.get("data_seed", 0))
+        make = held_out_hyphen_variants if variants == "hyphen" else held_out_variants
+        test = make(test, train_cfg.get("data_seed", 0))
     test = test[:limit] if limit else test
     translator = OnnxTranslator(model_dir, threads)
     start = time.perf_counter()
@@ -203,7 +208,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{name}: exact match {v['exact_match']:.2%}, chrF {v['chrf']:.2f} on {v['n']} held-out "
                 "variants (the same pairs re-spelt: case, spacing, am/pm, trailing punctuation)"
             )
-            r = {"held_out": r, "variants": v}
+            h = evaluate_translation(args.repo / name, args.limit, args.threads, variants="hyphen")
+            print(
+                f"{name}: exact match {h['exact_match']:.2%}, chrF {h['chrf']:.2f} on {h['n']} held-out "
+                "hyphen variants (ASCII hyphens for en dashes, number words without their hyphen)"
+            )
+            r = {"held_out": r, "variants": v, "hyphen_variants": h}
         elif name == "digits-vit":
             r = evaluate_digits_keep_rates(
                 ZOO / name / "model.safetensors", (1.0, args.keep_rate), args.limit, args.threads

@@ -8,7 +8,9 @@ what it says, so the German stays the reference (a trailing `!` or `?` is carrie
 - ``case``: all lower, Title (every word's first letter), all UPPER;
 - ``spacing``: a run of 2-3 spaces where there was one, or no space after a comma;
 - ``ampm``: `AM`/`PM` as `am`, `a.m.`, `A.M.`, `a.m`, `AM`, with or without the space before;
-- ``punctuation``: a trailing `.`, `!` or `?` on a text that has none.
+- ``punctuation``: a trailing `.`, `!` or `?` on a text that has none;
+- ``hyphen``: an ASCII hyphen for CLDR's en dash in intervals (`9:00 AM - 5:30 PM`, `Mar 3-7,
+  2025`), or number words without their hyphen (`forty two`, `twenty first`).
 
 :func:`variant` applies one or two of them, drawn from its own ``random.Random``, so the
 generator's stream (and with it the 2,000 held-out pairs) is unchanged. Spacing is also
@@ -24,7 +26,10 @@ from collections.abc import Callable, Sequence
 
 from .data_translation import Pair
 
-KINDS = ("ampm", "case", "spacing", "punctuation")  # the order they are applied in
+KINDS = ("ampm", "hyphen", "case", "spacing", "punctuation")  # the order they are applied in
+# The first held-out variant set's kinds (its pairs stay the same when kinds are added).
+HELD_OUT_KINDS = ("ampm", "case", "spacing", "punctuation")
+_NUMBER_HYPHEN = re.compile(r"\b(twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)-(?=[a-z])", re.IGNORECASE)
 _AMPM = re.compile(r" ?\b([AP])M\b")
 _AMPM_SPELLINGS = (
     ("{}m", str.lower),
@@ -75,12 +80,21 @@ def _punctuation(rng: random.Random, en: str, de: str) -> tuple[str, str]:
     return en + mark, de + mark
 
 
-_APPLY = {"case": _case, "spacing": _spacing, "ampm": _ampm, "punctuation": _punctuation}
+def _hyphen(rng: random.Random, en: str, de: str) -> tuple[str, str]:
+    ways = (["dash"] if "–" in en else []) + (["words"] if _NUMBER_HYPHEN.search(en) else [])
+    if rng.choice(ways) == "dash":  # "4:45 AM – 2:24 PM" -> "4:45 AM - 2:24 PM" or "...AM-2:24..."
+        return en.replace(" – ", rng.choice((" - ", "-"))).replace("–", "-"), de
+    return _NUMBER_HYPHEN.sub(r"\1 ", en), de  # "eighty-two" -> "eighty two"
+
+
+_APPLY = {"case": _case, "spacing": _spacing, "ampm": _ampm, "punctuation": _punctuation, "hyphen": _hyphen}
 
 
 def applicable(pair: Pair) -> list[str]:
     """The kinds that change ``pair``'s English."""
     kinds = ["case", "spacing", "punctuation"]
+    if "–" in pair.source or _NUMBER_HYPHEN.search(pair.source):
+        kinds.insert(0, "hyphen")
     if _AMPM.search(pair.source):
         kinds.insert(0, "ampm")
     if pair.source.endswith((".", "!", "?", ":", ";", ",")):
@@ -107,14 +121,15 @@ def variant(pair: Pair, rng: random.Random, kinds: Sequence[str] | None = None) 
     return Pair(en, de, "+".join([pair.template, *chosen]))
 
 
-def variant_pairs(pairs: Sequence[Pair], seed: int, tries: int = 5) -> list[Pair]:
-    """The pairs in a variant spelling, each re-drawn until its English changes (the held-out
-    variant set: the held-out pairs, re-spelt); the few that no draw changes are left out."""
+def variant_pairs(pairs: Sequence[Pair], seed: int, tries: int = 5, kinds: Sequence[str] | None = None) -> list[Pair]:
+    """The pairs in a variant spelling (of ``kinds``, default all), each re-drawn until its
+    English changes (a held-out variant set: the held-out pairs, re-spelt); those that no draw
+    changes are left out."""
     rng = random.Random(seed)
     out = []
     for p in pairs:
         for _ in range(tries):
-            v = variant(p, rng)
+            v = variant(p, rng, kinds)
             if v is not p:
                 out.append(v)
                 break
@@ -122,8 +137,15 @@ def variant_pairs(pairs: Sequence[Pair], seed: int, tries: int = 5) -> list[Pair
 
 
 def held_out_variants(test: Sequence[Pair], data_seed: int = 0) -> list[Pair]:
-    """The held-out variant set of a recipe: its held-out pairs (``make_splits``' test split), re-spelt."""
-    return variant_pairs(test, seed=data_seed * 2 + 101)
+    """The held-out variant set of a recipe: its held-out pairs (``make_splits``' test split),
+    re-spelt in case, spacing, am/pm and trailing punctuation (``HELD_OUT_KINDS``)."""
+    return variant_pairs(test, seed=data_seed * 2 + 101, kinds=HELD_OUT_KINDS)
+
+
+def held_out_hyphen_variants(test: Sequence[Pair], data_seed: int = 0) -> list[Pair]:
+    """The held-out pairs with an en dash or a hyphenated number word, written with an ASCII
+    hyphen or without the hyphen (``hyphen`` only)."""
+    return variant_pairs(test, seed=data_seed * 2 + 103, kinds=("hyphen",))
 
 
 def mix_variants(

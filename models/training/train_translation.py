@@ -34,7 +34,7 @@ from tqdm import tqdm
 from attnserve.models import TranslationTransformer, greedy_decode, load_checkpoint, preset_config, save_checkpoint
 
 from .data_translation import Pair, make_splits
-from .data_variants import KINDS, held_out_variants, mix_variants
+from .data_variants import KINDS, held_out_hyphen_variants, held_out_variants, mix_variants
 from .metrics import exact_match, sacrebleu_scores
 from .tokenizer import normalize_source, target_side, train_tokenizer
 
@@ -73,7 +73,7 @@ class TranslationTrainConfig:
     # variant_kinds (comma-separated); 0 = the generator's spelling only. Case and runs of
     # spaces need no training: the tokenizer's source normaliser removes them.
     variant_rate: float = 0.3
-    variant_kinds: str = "ampm,spacing,punctuation"
+    variant_kinds: str = "ampm,spacing,punctuation,hyphen"
     # Score the trained model with the PyTorch decoder on both held-out sets before writing it
     # (False: leave it to `python -m attnserve.export.evaluate`, which decodes through ONNX).
     final_eval: bool = True
@@ -244,9 +244,10 @@ def run(cfg: TranslationTrainConfig, out_dir: Path, progress: bool = True) -> di
     t0 = time.monotonic()
     train, test = make_splits(cfg.train_size, cfg.test_size, cfg.data_seed)
     variants = held_out_variants(test, cfg.data_seed)  # the held-out pairs, re-spelt: never trained either
+    hyphens = held_out_hyphen_variants(test, cfg.data_seed)
     # Compared as the model reads them (lower case, one space): no training source is a held-out
     # source in another case or spacing.
-    held_out = frozenset(normalize_source(p.source) for p in (*test, *variants))
+    held_out = frozenset(normalize_source(p.source) for p in (*test, *variants, *hyphens))
     train = [p for p in train if normalize_source(p.source) not in held_out]
     if cfg.variant_rate > 0:
         kinds = [k.strip() for k in cfg.variant_kinds.split(",") if k.strip()]
@@ -287,13 +288,15 @@ def run(cfg: TranslationTrainConfig, out_dir: Path, progress: bool = True) -> di
         f"trained {stats['steps']} steps ({stats['epochs']} epochs) in {stats['seconds'] / 60:.1f} min, "
         f"{stats['tokens_per_s']:,} tokens/s"
     )
-    metrics, metrics_variants = {}, {}
+    metrics, metrics_variants, metrics_hyphens = {}, {}, {}
     if cfg.final_eval:
         metrics, metrics_variants = evaluate(model, tok, test), evaluate(model, tok, variants)
+        metrics_hyphens = evaluate(model, tok, hyphens)
         print(
             f"held-out (PyTorch greedy): exact match {metrics['exact_match']:.2%}, chrF {metrics['chrf']:.2f}, "
             f"BLEU {metrics['bleu']:.2f}; held-out variants: exact match {metrics_variants['exact_match']:.2%}, "
-            f"chrF {metrics_variants['chrf']:.2f} ({len(variants)} pairs)"
+            f"chrF {metrics_variants['chrf']:.2f} ({len(variants)} pairs); hyphen variants: exact match "
+            f"{metrics_hyphens['exact_match']:.2%} ({len(hyphens)} pairs)"
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     if not cfg.init_from:
@@ -306,6 +309,7 @@ def run(cfg: TranslationTrainConfig, out_dir: Path, progress: bool = True) -> di
         "training": {k: v for k, v in stats.items() if k != "losses"},
         "metrics_torch": metrics,
         "metrics_torch_variants": metrics_variants,
+        "metrics_torch_hyphen_variants": metrics_hyphens,
         "limits": {"max_source_len": cfg.max_len, "max_target_len": cfg.max_len},
         "torch_threads": cfg.threads,
     }

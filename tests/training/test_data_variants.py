@@ -12,7 +12,13 @@ import pytest
 pytest.importorskip("babel")
 
 from attnserve.models.training.data_translation import Pair, generate_pairs  # noqa: E402
-from attnserve.models.training.data_variants import held_out_variants, mix_variants, variant  # noqa: E402
+from attnserve.models.training.data_variants import (  # noqa: E402
+    applicable,
+    held_out_hyphen_variants,
+    held_out_variants,
+    mix_variants,
+    variant,
+)
 
 
 def _canonical(text: str) -> str:
@@ -52,6 +58,22 @@ def test_the_issues_spellings_are_among_the_variants():
         "Monday,March 3, 2025 at 3:45 PM",
     ):
         assert spelling in seen
+
+
+def test_hyphen_variants_write_dashes_and_number_words_as_people_type_them(held_out):
+    """The hyphen kind: "4:45 AM – 2:24 PM" -> "4:45 AM - 2:24 PM" / "4:45 AM-2:24 PM", "eighty-two"
+    -> "eighty two"; the German stays. Its held-out set holds only such pairs, and the first
+    held-out variant set (case, spacing, am/pm, punctuation) has none of them."""
+    rng = random.Random(0)
+    interval = Pair("9:00 AM – 5:30 PM", "09:00–17:30 Uhr", "interval")
+    assert {variant(interval, rng, ["hyphen"]).source for _ in range(50)} == {"9:00 AM - 5:30 PM", "9:00 AM-5:30 PM"}
+    words = Pair("Three Hundred Forty-Two kilometers", "dreihundertzweiundvierzig Kilometer", "quantity")
+    assert variant(words, rng, ["hyphen"]).source == "Three Hundred Forty Two kilometers"
+    assert "hyphen" not in applicable(Pair("-5°C", "-5 °C", "quantity"))  # a minus sign is not a dash
+    hyphens = held_out_hyphen_variants(held_out)
+    assert len(hyphens) > 100 and {v.template.split("+")[1:] == ["hyphen"] for v in hyphens} == {True}
+    assert all("–" not in v.source and v.target in {p.target for p in held_out} for v in hyphens)
+    assert not any("hyphen" in v.template for v in held_out_variants(held_out))
 
 
 def test_held_out_variants_stay_out_of_training(held_out):
