@@ -80,6 +80,19 @@ def run(coro):
     return asyncio.run(coro)
 
 
+def translate_once(engine, texts, options):
+    """Start ``engine``, translate ``texts`` in one call, stop it: the results."""
+
+    async def main():
+        await engine.start()
+        try:
+            return await engine.translate(texts, options)
+        finally:
+            await engine.stop(1.0)
+
+    return run(main())
+
+
 class SessionWrapper:
     """An onnxruntime session that can be slowed down, or fail once: on the first run whose batch
     has ``fail_at_rows`` rows, or on the next run after ``fail_next`` is set."""

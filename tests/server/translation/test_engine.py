@@ -13,7 +13,7 @@ from attnserve.models import greedy_decode
 from attnserve.server.errors import DeadlineExceeded, InferenceFailed, InvalidRequest, Overloaded, ShuttingDown
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
-from .conftest import MAX_SOURCE_LEN, MAX_TARGET_LEN, SessionWrapper, random_texts, run
+from .conftest import MAX_SOURCE_LEN, MAX_TARGET_LEN, SessionWrapper, random_texts, run, translate_once
 
 
 def slow_engine(tiny, delay_s=0.004, settings=None, fail_at_rows=None):
@@ -126,14 +126,7 @@ def test_token_and_row_budgets_bound_the_batch(tiny):
     rows_seen = []
     engine.on_step = lambda rows, generated: rows_seen.append((rows, generated))
 
-    async def main():
-        await engine.start()
-        try:
-            return await engine.translate(["t5 t9", "t7 t8"], DecodeOptions(max_new_tokens=40))
-        finally:
-            await engine.stop(1.0)
-
-    results = run(main())
+    results = translate_once(engine, ["t5 t9", "t7 t8"], DecodeOptions(max_new_tokens=40))
     assert len(results) == 2 and rows_seen and max(rows for rows, _ in rows_seen) == 1
     assert engine.steps_total == len(rows_seen)
     assert engine.tokens_generated_total == sum(len(r.hypotheses[0].token_ids) for r in results)
@@ -146,14 +139,7 @@ def test_a_kv_cache_byte_budget_bounds_the_batch_and_refuses_what_can_never_fit(
     rows_seen = []
     engine.on_step = lambda rows, generated: rows_seen.append(rows)
 
-    async def main():
-        await engine.start()
-        try:
-            return await engine.translate(["t5 t9", "t7 t8"], DecodeOptions(max_new_tokens=40))
-        finally:
-            await engine.stop(1.0)
-
-    results = run(main())
+    results = translate_once(engine, ["t5 t9", "t7 t8"], DecodeOptions(max_new_tokens=40))
     assert len(results) == 2 and max(rows_seen) == 1
     with pytest.raises(InvalidRequest, match="needs 44,032 bytes of KV cache .86 tokens.; this server allows 30,000"):
         engine.validate(["t5 t9"], DecodeOptions(beam_size=2, max_new_tokens=40))
@@ -339,16 +325,7 @@ def test_stream_deltas_add_up_to_the_translation(tiny, max_new_tokens):
 
 
 def _sample(tiny, texts, options):
-    engine = tiny.engine()
-
-    async def main():
-        await engine.start()
-        try:
-            return await engine.translate(texts, options)
-        finally:
-            await engine.stop(1.0)
-
-    return [r.hypotheses[0].token_ids for r in run(main())]
+    return [r.hypotheses[0].token_ids for r in translate_once(tiny.engine(), texts, options)]
 
 
 def test_same_seed_same_sample_different_seed_different(tiny):
