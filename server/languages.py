@@ -13,15 +13,14 @@ text adds its tokens to the forced prefix, visible in the output (CTranslate2's
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import langcodes
 
 from attnserve.contract.languages import LanguageError, plan
 from attnserve.contract.manifest import Languages, Manifest
+from attnserve.contract.target_text import target_side
 
 from .errors import InvalidRequest, ModelNotFound
 from .translation import DecodeOptions
@@ -103,47 +102,6 @@ def model_name(models: dict, name: str, request: LanguageRequest) -> str:
     if name or not (request.source or request.target):
         return name
     return route(models, request.source, request.target).name
-
-
-# Normaliser steps that only make sense on the source side: the bundled translator's
-# tokenizer.json lower-cases its English and folds runs of whitespace (tokenizers' types).
-SOURCE_ONLY_STEPS = frozenset({"Lowercase", "Strip"})
-_target_sides: dict[int, tuple[Any, Any]] = {}
-
-
-def _target_normalizer(normalizer: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not normalizer:
-        return normalizer
-    kind = normalizer.get("type")
-    if kind in SOURCE_ONLY_STEPS:
-        return None
-    if kind == "Replace" and "Regex" in normalizer.get("pattern", {}) and normalizer.get("content") == " ":
-        return None  # a whitespace fold ("\\s+" -> " ")
-    if kind == "Sequence":
-        steps = [t for t in (_target_normalizer(n) for n in normalizer.get("normalizers", [])) if t is not None]
-        return {**normalizer, "normalizers": steps}
-    return normalizer
-
-
-def target_side(tokenizer):
-    """``tokenizer`` for target-language text (a request's ``target_prefix``): tokenizer.json's
-    normaliser is the source side's, so its lower-casing, trimming and whitespace folding are
-    dropped (German keeps its case: "Montag", not "montag"); Unicode steps stay. The same object
-    when there is nothing to drop."""
-    cached = _target_sides.get(id(tokenizer))
-    if cached is not None and cached[0] is tokenizer:
-        return cached[1]
-    data = json.loads(tokenizer.to_str())
-    normalizer = _target_normalizer(data.get("normalizer"))
-    target = tokenizer
-    if normalizer != data.get("normalizer"):
-        from tokenizers import Tokenizer
-
-        target = Tokenizer.from_str(json.dumps({**data, "normalizer": normalizer}))
-    if len(_target_sides) > 64:
-        _target_sides.clear()
-    _target_sides[id(tokenizer)] = (tokenizer, target)  # holds the tokenizer: its id is not reused
-    return target
 
 
 def apply(manifest: Manifest, tokenizer, options: DecodeOptions, request: LanguageRequest):

@@ -10,9 +10,9 @@ The file's normaliser is the *source* side's: NFC, CLDR's special spaces as plai
 **lower case** and runs of whitespace as one space, trimmed. Case and spacing say nothing
 about a date or an amount, so `MONDAY,  March 3` and `monday, march 3` reach the model as
 the same ids (issue 17: people type all three cases). German targets keep their case: they
-are encoded for training with :func:`target_side`, the same vocabulary without the lower
-case and whitespace steps (the server does the same for a request's ``target_prefix``), and
-decoding never normalises.
+are encoded for training with ``attnserve.contract.target_text.target_side``, the same
+vocabulary without the lower case and whitespace steps (the server does the same for a
+request's ``target_prefix``), and decoding never normalises.
 """
 
 from __future__ import annotations
@@ -41,13 +41,6 @@ def source_normalizer() -> normalizers.Normalizer:
 def normalize_source(text: str) -> str:
     """``text`` as the source side's normaliser leaves it (what the model reads)."""
     return source_normalizer().normalize_str(text)
-
-
-def target_side(tok: Tokenizer) -> Tokenizer:
-    """``tok`` for German text: the same vocabulary, Unicode steps only (case and spaces kept)."""
-    target = Tokenizer.from_str(tok.to_str())
-    target.normalizer = normalizers.Sequence(_unicode_steps())
-    return target
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 2000) -> Tokenizer:

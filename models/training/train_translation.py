@@ -31,12 +31,13 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer
 from tqdm import tqdm
 
+from attnserve.contract.target_text import target_side
 from attnserve.models import TranslationTransformer, greedy_decode, load_checkpoint, preset_config, save_checkpoint
 
 from .data_translation import Pair, make_splits
 from .data_variants import KINDS, held_out_hyphen_variants, held_out_variants, mix_variants
 from .metrics import exact_match, sacrebleu_scores
-from .tokenizer import normalize_source, target_side, train_tokenizer
+from .tokenizer import normalize_source, train_tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers
 
-from attnserve.server.languages import target_side
+from attnserve.contract.target_text import target_side
 
 
 def _tokenizer(normalizer) -> Tokenizer:

@@ -14,8 +14,9 @@ pytest.importorskip("num2words")
 
 from babel import dates  # noqa: E402
 
+from attnserve.contract.target_text import target_side  # noqa: E402
 from attnserve.models.training.data_translation import TEMPLATES, generate_pairs, make_splits  # noqa: E402
-from attnserve.models.training.tokenizer import SPECIALS, normalize_source, target_side, train_tokenizer  # noqa: E402
+from attnserve.models.training.tokenizer import SPECIALS, normalize_source, train_tokenizer  # noqa: E402
 
 MONTHS = [
     (dates.get_month_names("wide", locale="en")[m], dates.get_month_names("wide", locale="de")[m]) for m in range(1, 13)

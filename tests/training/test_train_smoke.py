@@ -86,7 +86,8 @@ def test_the_source_side_reads_every_case_and_spacing_alike_and_german_keeps_its
     """The tokenizer the translator ships: `MONDAY,   March 3` and `monday, march 3` are the same
     ids (people type all three cases), while German targets, encoded through ``target_side``,
     keep theirs, and decoding gives back the exact German."""
-    from attnserve.models.training.tokenizer import normalize_source, target_side
+    from attnserve.contract.target_text import target_side
+    from attnserve.models.training.tokenizer import normalize_source
 
     pairs = generate_pairs(400, seed=0)
 
