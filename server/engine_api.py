@@ -350,20 +350,10 @@ async def _stream(
         yield StreamEvent(prepared.document.source, None, "eos")
         return
     order = DocumentEvents(prepared)
-    first, rest = sentence_options(options)
-    if len(prepared.sources) == 1:  # one sentence (most streams): its events as they come, no task between
-        events = engine.stream(engine.prepare([prepared.sources[0]], first))
-        try:
-            async for event in events:
-                for out in order.push(0, event):
-                    yield out
-        finally:  # closed, cancelled or failed: the sentence leaves at the next step
-            await events.aclose()
-        if not order.finished(0):  # a stream must never end without its finish reason
-            raise InferenceFailed("the stream of sentence 0 ended without a finish reason")
-        return
     queue: asyncio.Queue = asyncio.Queue()
     gate = asyncio.Semaphore(_window(engine)[0])
+
+    first, rest = sentence_options(options)
 
     async def sentence(index: int, source: str) -> None:
         async with gate:
