@@ -23,7 +23,7 @@ from attnserve.server.errors import InvalidRequest, ShuttingDown
 
 from .cache import placement_for
 from .detok import IncrementalDetokenizer
-from .jobs import CollectSink, FutureSink, Job, StreamSink
+from .jobs import CollectSink, Gather, Job, StreamSink
 from .options import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
 from .requests import Prepared, RequestChecker
 from .scheduler import DecodeScheduler
@@ -152,31 +152,16 @@ class TranslationEngine:
         """
         self._check_accepting()
         prepared = request if isinstance(request, Prepared) else self.prepare(request, options)
-        loop = asyncio.get_running_loop()
-        futures = [loop.create_future() for _ in prepared.sources]
-        outbox = self._scheduler.outbox
-        jobs = [
-            self._job(src, prepared, FutureSink(outbox, loop, future, self._result), timeout_s)
-            for src, future in zip(prepared.sources, futures)
-        ]
+        future = asyncio.get_running_loop().create_future()
+        gather = Gather(self._scheduler.outbox, future.get_loop(), future, self._result)
+        sinks = gather.sinks(len(prepared.sources))
+        jobs = [self._job(src, prepared, sink, timeout_s) for src, sink in zip(prepared.sources, sinks)]
         self._scheduler.submit(jobs)
         try:
-            done, pending = await asyncio.wait(futures, return_when=asyncio.FIRST_EXCEPTION)
-        except BaseException:  # cancelled (client cancel, deadline): free the rows
-            self._abandon(jobs, futures)
+            return await future
+        except BaseException:  # a text failed (the rest is abandoned with it) or the caller was cancelled
+            self._scheduler.cancel([job for job in jobs if not job.done])  # their rows leave at the next boundary
             raise
-        if pending:  # one failed: the rest is abandoned with it
-            self._abandon(jobs, futures)
-        errors = [f.exception() for f in futures if f.done() and not f.cancelled()]  # retrieves every error
-        for error in errors:
-            if error is not None:
-                raise error
-        return [future.result() for future in futures]
-
-    def _abandon(self, jobs: list[Job], futures: list[asyncio.Future]) -> None:
-        self._scheduler.cancel(jobs)
-        for future in futures:
-            future.cancel()
 
     def _result(self, job: Job) -> TranslationResult:
         """Built on the scheduler thread when a job completes."""

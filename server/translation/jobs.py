@@ -76,19 +76,48 @@ def _settle(future: asyncio.Future, value=None, error: BaseException | None = No
         future.set_result(value)
 
 
-class FutureSink(Sink):
-    """Resolves an asyncio future with ``build(job)`` (built on the scheduler thread)."""
+class Gather:
+    """One asyncio future for all the jobs of a request: resolved once, with ``build(job)`` of
+    every job in order when the last one completes, or with the first error, so a request
+    costs the event loop one wake-up however many texts it has. Scheduler thread only."""
 
     def __init__(
         self, outbox: Outbox, loop: asyncio.AbstractEventLoop, future: asyncio.Future, build: Callable[[Job], object]
     ) -> None:
         self.outbox, self.loop, self.future, self.build = outbox, loop, future, build
+        self.results: list[object] = []
+        self.left = 0
+        self.settled = False
+
+    def sinks(self, count: int) -> list[Sink]:
+        """One sink per job, in the order of the results."""
+        self.results, self.left = [None] * count, count
+        return [_GatherPart(self, i) for i in range(count)]
+
+    def done(self, index: int, job: Job) -> None:
+        self.results[index] = self.build(job)
+        self.left -= 1
+        if not self.left and not self.settled:
+            self.settled = True
+            self.outbox.post(self.loop, _settle, self.future, self.results)
+
+    def fail(self, error: BaseException) -> None:
+        if not self.settled:
+            self.settled = True
+            self.outbox.post(self.loop, _settle, self.future, None, error)
+
+
+class _GatherPart(Sink):
+    __slots__ = ("gather", "index")
+
+    def __init__(self, gather: Gather, index: int) -> None:
+        self.gather, self.index = gather, index
 
     def done(self, job: Job) -> None:
-        self.outbox.post(self.loop, _settle, self.future, self.build(job))
+        self.gather.done(self.index, job)
 
     def fail(self, job: Job, error: BaseException) -> None:
-        self.outbox.post(self.loop, _settle, self.future, None, error)
+        self.gather.fail(error)
 
 
 class StreamSink(Sink):

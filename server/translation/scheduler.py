@@ -65,7 +65,7 @@ class DecodeScheduler:
         self.runner = ModelRunner(encoder, decoder, spec, placement)
         self.budgets = Budgets(settings.max_active_sequences, settings.max_tokens_in_flight, settings.max_cache_bytes)
         self.usage = Usage()  # what admitted jobs hold; changed on this scheduler's thread only
-        self.never = np.array(spec.never_ids, dtype=np.int64)  # never generated (models/decoding.py)
+        self.never = never_columns(spec.never_ids)  # never generated (models/decoding.py)
         self.on_step: Callable[[int, int], None] | None = None
         self.outbox = Outbox()  # results for the event loops; flushed after each step
         self.waiting = WaitingQueue(settings.max_queue_size)  # shared with the event loops
@@ -158,15 +158,19 @@ class DecodeScheduler:
     def run_once(self, plan: StepPlan) -> None:
         """One boundary (applying ``plan``) and, if any row is left, one step."""
         self.outbox.flush()  # the last step's results, while the models run (no GIL held there)
+        slots = self.slots
         try:
-            self._boundary(plan)
+            if (plan is not NOTHING and plan) or self._layout_changed or slots.waste >= slots.waste_limit:
+                self._boundary(plan)
             if self._jobs:
                 self._step()
         except Exception as exc:  # noqa: BLE001 - one batch fails, the scheduler goes on
             log.exception("decoder step failed; failing the %d requests of the batch", len(self._jobs))
             self._fail_batch(InferenceFailed(f"translation decoder failed: {type(exc).__name__}: {exc}"), plan.admit)
-        if not self.slots.live_rows:
-            self.outbox.flush()  # nothing runs next: deliver now
+        if not self.slots.live_rows:  # nothing runs next: empty the batch, then deliver, and sleep
+            if self._jobs:
+                self._boundary(NOTHING)
+            self.outbox.flush()
 
     def run_until_idle(self, jobs: list[Job]) -> None:
         """Synchronous decoding of ``jobs`` on the calling thread (warm-up; the thread must not run)."""
@@ -184,8 +188,6 @@ class DecodeScheduler:
         for job in plan.finish:
             self._fail(job, DeadlineExceeded("the deadline passed before this translation finished"))
         slots = self.slots
-        if not (plan or self._layout_changed or slots.waste >= slots.waste_limit()):
-            return
         jobs = [job for job in self._jobs if not job.done]
         admitted, new = self._encode(plan.admit, plan.encode_ahead) if plan.admit else ([], None)
         if not jobs and new is not None:
@@ -241,14 +243,17 @@ class DecodeScheduler:
         step = StepLogits(logits, self.never, self._any_scores, self._any_argmax)
         now = time.perf_counter()
         generated = 0
-        # next input token per row, as Python ints (one conversion per step, not one per row)
-        next_tokens = step.best.copy() if self._all_argmax else slots.tokens.tolist()
+        # next input token per row: the argmax as it is when every row takes it (forced prefix
+        # tokens written over it), else a list of Python ints (one conversion per step)
+        best, all_argmax = step.best, self._all_argmax
+        next_tokens = step.greedy if all_argmax else slots.tokens.tolist()
         for job, row in zip(self._jobs, self._rows):
             search = job.search
             if search.in_place:  # one row, continuing itself (greedy, sampling)
                 generated += 1
                 token = search.next(step, row)
-                next_tokens[row] = token
+                if not all_argmax or token != best[row]:
+                    next_tokens[row] = token
                 if job.sink.streams:
                     job.sink.token(job, token, search.finish_reason if search.done else None)
             else:  # beam search: rows are re-chosen at the next boundary
@@ -263,7 +268,7 @@ class DecodeScheduler:
                 self._layout_changed = True
                 self._leave(job, JobState.FINISHED)
                 job.sink.done(job)
-        slots.tokens = np.array(next_tokens, dtype=np.int64)
+        slots.tokens = next_tokens if all_argmax else np.array(next_tokens, dtype=np.int64)
         self.steps_total += 1
         self.tokens_generated_total += generated
         slots.account_step()
@@ -307,3 +312,12 @@ class DecodeScheduler:
     def _observe(self) -> None:
         self.active_sequences = self.slots.live_rows
         self.kv_cache_bytes = self.cache.nbytes
+
+
+def never_columns(ids: Iterable[int]) -> slice | np.ndarray:
+    """The logit columns of ``ids`` as a slice when they are consecutive (pad and start usually
+    are: one cheap write per step), else as an index array."""
+    ids = sorted(set(ids))
+    if ids and ids == list(range(ids[0], ids[-1] + 1)):
+        return slice(ids[0], ids[-1] + 1)
+    return np.array(ids, dtype=np.int64)

@@ -4,7 +4,7 @@ A row (slot) is live (a job's) or free. Freeing copies nothing; the next newcome
 lowest free slot in place; beam search's next rows reuse the job's own slots where they can
 and copy only the caches that move; a compaction (one copy of the whole cache) renumbers the
 rows when growth needs it or when free rows and unneeded left padding have wasted about
-what the copy costs (a ski-rental rule, :meth:`SlotTable.waste_limit`). The table also
+what the copy costs (a ski-rental rule, :meth:`SlotTable.limit`). The table also
 keeps each slot's next input token.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 from .cache import KVCache, NewRows
 from .jobs import Job
 
-COMPACT_AFTER_ROWS = 0.5  # see SlotTable.waste_limit
+COMPACT_AFTER_ROWS = 0.5  # see SlotTable.limit
 MAX_IDLE_ROW_STEPS = 16
 # Share of a step's time that grows with the cache length: unneeded left-padding columns
 # waste only that share of their rows' work (mt-small on CPU, batch 32: a step takes
@@ -33,6 +33,7 @@ class SlotTable:
         self.live_rows = 0
         self.min_live_pad = 0  # left-padding columns no live row needs (compaction would drop them)
         self.waste = 0.0  # row-steps spent on free slots and unneeded columns since the last compaction
+        self.waste_limit = self.limit()  # compact when waste reaches it (set whenever the row count changes)
         self.compactions = 0
 
     def start(self, jobs: list[Job], new: NewRows) -> None:
@@ -42,7 +43,7 @@ class SlotTable:
             job.slots = np.array([i], dtype=np.int64)
         self.owner = list(jobs)
         self.tokens = np.full(len(jobs), self.start_id, dtype=np.int64)
-        self.waste = 0.0
+        self.waste, self.waste_limit = 0.0, self.limit()
 
     def place(self, jobs: list[Job], admitted: list[Job], new: NewRows | None) -> None:
         """Beam rows of the running ``jobs`` and the ``admitted`` newcomers into free slots,
@@ -50,9 +51,8 @@ class SlotTable:
         need = len(admitted) + sum(len(job.parents) - len(job.slots) for job in jobs if job.parents is not None)
         free = self._free()
         if not jobs and not admitted:
-            if self.cache.rows:
-                self.compact([], 0)
-        elif need > len(free) or self.waste >= self.waste_limit():
+            self.reset()
+        elif need > len(free) or self.waste >= self.waste_limit:
             self.compact(jobs, need)
             free = self._free()
         free.reverse()  # pop() hands out the lowest free slot first
@@ -103,7 +103,7 @@ class SlotTable:
             start += len(job.slots)
         self.owner = [job for job in jobs for _ in job.slots] + [None] * extra
         self.tokens = np.concatenate([self.tokens[keep], np.full(extra, self.pad_id, dtype=np.int64)])
-        self.waste = 0.0
+        self.waste, self.waste_limit = 0.0, self.limit()
         self.compactions += 1
 
     def free(self, job: Job) -> None:
@@ -123,9 +123,11 @@ class SlotTable:
     def account_step(self) -> None:
         """A step ran over every row: add what free rows and unneeded columns cost."""
         live = self.live_rows
-        self.waste += (self.cache.rows - live) + COLUMN_COST * live * self.min_live_pad / self.cache.P
+        self.waste += self.cache.rows - live
+        if self.min_live_pad:
+            self.waste += COLUMN_COST * live * self.min_live_pad / self.cache.P
 
-    def waste_limit(self) -> float:
+    def limit(self) -> float:
         """Compact once idle rows and unneeded columns have cost about what a compaction costs.
 
         A compaction copies the cache once, roughly the memory traffic of part of a step;
@@ -135,6 +137,9 @@ class SlotTable:
         return min(COMPACT_AFTER_ROWS * max(self.cache.rows, 1), MAX_IDLE_ROW_STEPS)
 
     def reset(self) -> None:
-        """Drop every row (after a failure or at shutdown)."""
-        self.compact([], 0)
-        self.live_rows = 0
+        """Drop every row, copying nothing (the batch emptied, failed, or the engine stops)."""
+        self.cache.clear()
+        self.owner = []
+        self.tokens = np.zeros(0, dtype=np.int64)
+        self.live_rows = self.min_live_pad = 0
+        self.waste, self.waste_limit = 0.0, self.limit()
