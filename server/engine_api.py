@@ -2,8 +2,9 @@
 
 attnserve.v1, KServe v2 (gRPC and REST) and the HTTP routes all translate through
 :func:`translate` and :func:`stream`, so every protocol gets documents (issue 14) at once and
-a change of the engine's API is a change here and nowhere else. The engine checks and
-tokenises each call's sentences once (``engine.prepare``) and decodes the ``Prepared`` ids.
+a change of the engine's API is a change here and nowhere else. Each sentence is tokenised
+once, by the splitter that measures it against the source limit; the engine checks the
+sentences with those ids (``engine.prepare``) and decodes them.
 
 A text is a document: ``attnserve.server.documents`` splits it into lines and sentences,
 normalises each sentence and cuts one longer than the model's source limit at clause
@@ -173,21 +174,24 @@ def sentence_options(options: DecodeOptions) -> tuple[Any, Any]:
     return options, dataclasses.replace(options, prefix_ids=tuple(prefix[:hidden]))
 
 
-async def _translate_sentences(engine: TranslationEngine, work: list[tuple[str, Any]]) -> list[TranslationResult]:
-    """One result per (sentence, options), in order: sentences of equal options go to the engine
-    in calls of at most ``max_texts_per_request``; a failure or a cancel abandons every call."""
+async def _translate_sentences(
+    engine: TranslationEngine, work: list[tuple[str, Sequence[int], Any]]
+) -> list[TranslationResult]:
+    """One result per (sentence, its ids, options), in order: sentences of equal options go to
+    the engine in calls of at most ``max_texts_per_request``; a failure or a cancel abandons
+    every call."""
     chunk, in_flight = _window(engine)
     by_options: dict[Any, list[int]] = {}
-    for i, (_, options) in enumerate(work):
+    for i, (_, _, options) in enumerate(work):
         by_options.setdefault(options, []).append(i)
     calls = [(options, idx[j : j + chunk]) for options, idx in by_options.items() for j in range(0, len(idx), chunk)]
     if len(calls) == 1:
-        return await engine.translate(engine.prepare([sentence for sentence, _ in work], work[0][1]))
+        return await engine.translate(_prepare(engine, work, range(len(work)), work[0][2]))
     gate = asyncio.Semaphore(in_flight)
 
     async def call(options: DecodeOptions, indices: list[int]) -> list[TranslationResult]:
         async with gate:
-            return await engine.translate(engine.prepare([work[i][0] for i in indices], options))
+            return await engine.translate(_prepare(engine, work, indices, options))
 
     tasks = [asyncio.ensure_future(call(options, indices)) for options, indices in calls]
     try:
@@ -206,6 +210,11 @@ async def _translate_sentences(engine: TranslationEngine, work: list[tuple[str, 
         for i, result in zip(indices, task.result()):
             results[i] = result
     return results
+
+
+def _prepare(engine: TranslationEngine, work: list[tuple[str, Sequence[int], Any]], indices: Sequence[int], options):
+    """The engine's checks of some sentences, with the ids the splitter tokenised them to."""
+    return engine.prepare([work[i][0] for i in indices], options, [list(work[i][1]) for i in indices])
 
 
 def _as_written(text: str) -> TranslationResult:
@@ -247,7 +256,7 @@ async def translate(
     _check(engine, texts, options, format)
     prepared = await _split_off_loop(engine, texts, options, format)
     first, rest = sentence_options(options)
-    work = [(source, first if i == 0 else rest) for p in prepared for i, source in enumerate(p.sources)]
+    work = [(s, ids, rest if i else first) for p in prepared for i, (s, ids) in enumerate(zip(p.sources, p.ids))]
     results = await _translate_sentences(engine, work) if work else []
     out, at = [], 0
     for p in prepared:
@@ -355,17 +364,20 @@ async def _stream(
 
     first, rest = sentence_options(options)
 
-    async def sentence(index: int, source: str) -> None:
+    async def sentence(index: int, source: str, ids: Sequence[int]) -> None:
         async with gate:
             try:
-                async for event in engine.stream(engine.prepare([source], first if index == 0 else rest)):
+                prepared_sentence = engine.prepare([source], rest if index else first, [list(ids)])
+                async for event in engine.stream(prepared_sentence):
                     queue.put_nowait((index, event))
             except Exception as exc:
                 queue.put_nowait((index, exc))
             else:
                 queue.put_nowait((index, None))  # its stream has ended
 
-    tasks = [asyncio.ensure_future(sentence(i, s)) for i, s in enumerate(prepared.sources)]
+    tasks = [
+        asyncio.ensure_future(sentence(i, s, ids)) for i, (s, ids) in enumerate(zip(prepared.sources, prepared.ids))
+    ]
     try:
         remaining = len(tasks)
         while remaining:

@@ -122,9 +122,10 @@ class TranslationEngine:
 
     # --- requests --------------------------------------------------------------------
 
-    def prepare(self, texts: list[str], options: DecodeOptions) -> Prepared:
-        """Check and tokenise a request once (``requests.py``); raises InvalidRequest."""
-        return self.requests.prepare(texts, options)
+    def prepare(self, texts: list[str], options: DecodeOptions, tokenised: list[list[int]] | None = None) -> Prepared:
+        """Check and tokenise a request once (``requests.py``); raises InvalidRequest.
+        ``tokenised``: the texts' ids from this engine's tokenizer, when the caller has them."""
+        return self.requests.prepare(texts, options, tokenised)
 
     def validate(self, texts: list[str], options: DecodeOptions) -> None:
         """Cheap checks of a request; raises InvalidRequest with a message a person can act on."""

@@ -47,8 +47,9 @@ class RequestChecker:
         self.settings, self.tokenizer, self.spec = settings, tokenizer, spec
         self.max_source_len, self.max_target_len, self.vocab_size = max_source_len, max_target_len, vocab_size
 
-    def prepare(self, texts: list[str], options: DecodeOptions) -> Prepared:
-        """Validate and tokenise (once); raises InvalidRequest."""
+    def prepare(self, texts: list[str], options: DecodeOptions, tokenised: list[list[int]] | None = None) -> Prepared:
+        """Validate and tokenise (once); raises InvalidRequest. ``tokenised``: the texts' ids from
+        this tokenizer already (a document's sentences: the splitter measured them), not redone."""
         limit = self.settings.max_texts_per_request
         if not texts:
             raise InvalidRequest("no texts to translate")
@@ -60,7 +61,11 @@ class RequestChecker:
         for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
                 raise InvalidRequest(f"text {i} is empty")
-        ids = [list(options.source_prefix_ids) + enc.ids for enc in self.tokenizer.encode_batch(list(texts))]
+        if tokenised is None:
+            tokenised = [enc.ids for enc in self.tokenizer.encode_batch(list(texts))]
+        elif len(tokenised) != len(texts):
+            raise ValueError(f"{len(tokenised)} token id lists for {len(texts)} texts")
+        ids = [list(options.source_prefix_ids) + list(src) for src in tokenised]
         for i, src in enumerate(ids):
             if len(src) > self.max_source_len:
                 raise InvalidRequest(

@@ -27,8 +27,12 @@ class RecordingEngine:
         self.calls: list[list[str]] = []
         self.options: list[DecodeOptions] = []
         self.open_streams = 0
+        self.reused = 0  # sentences whose ids came from the splitter, not tokenised again
 
-    def prepare(self, texts, options):
+    def prepare(self, texts, options, tokenised=None):
+        if tokenised is not None:  # the splitter's ids: the sentences' own, as the engine would make them
+            assert tokenised == [self.tokenizer.encode(t).ids for t in texts], texts
+            self.reused += len(texts)
         return list(texts), options  # the real engine's Prepared holds token ids instead
 
     def validate(self, texts, options):
@@ -98,6 +102,7 @@ def test_all_sentences_of_all_texts_go_to_the_engine_together_in_order(tokenizer
     engine = RecordingEngine(tokenizer)
     results = translate(engine, ["It is 9. It is 10.\n\nAt noon", "***", "  Today  "])
     assert engine.calls == [["It is 9.", "It is 10.", "At noon", "Today"]]  # one call; "***": nothing to translate
+    assert engine.reused == 4  # each sentence tokenised once: the splitter's ids go to the engine
     assert [r.hypotheses[0].text for r in results] == ["IT IS 9. IT IS 10.\n\nAT NOON", "***", "  TODAY  "]
     assert results[0].hypotheses[0].score == pytest.approx(-1.5) and results[1].source_tokens == 0
 
@@ -153,7 +158,9 @@ def test_a_target_prefix_starts_the_document_and_a_language_token_every_sentence
 
 
 def test_a_stream_is_the_document_in_order(tokenizer):
-    events = stream(RecordingEngine(tokenizer), "  Slow it is. Now it is.\n\nAt noon ")
+    engine = RecordingEngine(tokenizer)
+    events = stream(engine, "  Slow it is. Now it is.\n\nAt noon ")
+    assert engine.reused == 3  # the splitter's ids, not tokenised again
     assert "".join(e.delta for e in events) == "  SLOW IT IS. NOW IT IS.\n\nAT NOON "
     assert [e.token_id for e in events] == [0, 1, 2, 99, 0, 1, 2, 99, 0, 1, 99]  # sentence after sentence
 

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+from tokenizers import Tokenizer
 
 from attnserve.server.documents import DocumentSplitter, TokenBudget
 from attnserve.server.errors import InvalidRequest
 
+TOKENIZER = Path(__file__).resolve().parents[3] / "models" / "zoo" / "translator-en-de" / "tokenizer.json"
+
 
 def _check(prepared, text, limit):
-    """Every piece fits, and pieces + separators are the input."""
+    """Every piece fits, pieces + separators are the input, and each piece's ids are what the
+    model's tokenizer makes of its source (the engine decodes them without tokenising again)."""
     assert all(len(ids) <= limit for ids in prepared.ids)
+    tokenizer = Tokenizer.from_file(str(TOKENIZER))
+    assert [list(ids) for ids in prepared.ids] == [e.ids for e in tokenizer.encode_batch(list(prepared.sources))]
     assert prepared.document.join([s.text for s in prepared.document.segments]) == text
     assert "".join(prepared.document.separators).strip() == ""  # only whitespace between the pieces
 
