@@ -35,7 +35,7 @@ class FakeEngine:
         self.closed_streams = 0
         self.on_step = None
 
-    def prepare(self, texts, options):
+    def prepare(self, texts, options, tokenised=None):  # tokenised: the document splitter's ids
         if any(t == "bad" for t in texts):
             raise InvalidRequest("text 'bad' is refused")
         return list(texts), options  # the real engine's Prepared holds token ids instead
