@@ -79,8 +79,6 @@ class DecodeScheduler:
         self._any_argmax = False  # some job takes the argmax
         self._all_argmax = False  # every job takes the argmax in place: it is the next input as is
         # observability (plain ints: safe to read from any thread)
-        self.active_sequences = 0
-        self.kv_cache_bytes = 0
         self.tokens_generated_total = 0
         self.steps_total = 0
 
@@ -93,6 +91,16 @@ class DecodeScheduler:
     @property
     def tokens_in_flight(self) -> int:
         return self.usage.tokens
+
+    @property
+    def active_sequences(self) -> int:
+        """Rows decoding now."""
+        return self.slots.live_rows
+
+    @property
+    def kv_cache_bytes(self) -> int:
+        """Bytes of the batch's self-attention cache and cross K/V (read at any time: a gauge)."""
+        return self.cache.nbytes
 
     @property
     def compactions_total(self) -> int:
@@ -205,7 +213,6 @@ class DecodeScheduler:
         self._any_scores = any(s.needs_scores for s in searches)
         self._any_argmax = any(s.uses_argmax for s in searches)
         self._all_argmax = all(s.uses_argmax and s.in_place for s in searches)
-        self._observe()
 
     def _encode(self, admitted: list[Job], ahead: list[Job]) -> tuple[list[Job], NewRows | None]:
         """The newcomers that made it and the rows they bring: runs the encoder once on those
@@ -272,10 +279,9 @@ class DecodeScheduler:
         self.steps_total += 1
         self.tokens_generated_total += generated
         slots.account_step()
-        self._observe()
         if self.on_step is not None:
             try:
-                self.on_step(self.active_sequences, generated)
+                self.on_step(slots.live_rows, generated)
             except Exception:  # noqa: BLE001 - metrics must never stop decoding
                 log.exception("on_step callback failed")
 
@@ -306,12 +312,7 @@ class DecodeScheduler:
         self._jobs, self._rows = [], []
         self.slots.reset()
         self._layout_changed = False
-        self._observe()
         self.outbox.flush()
-
-    def _observe(self) -> None:
-        self.active_sequences = self.slots.live_rows
-        self.kv_cache_bytes = self.cache.nbytes
 
 
 def never_columns(ids: Iterable[int]) -> slice | np.ndarray:
