@@ -304,3 +304,19 @@ def test_iobinding_probe_on_the_decode_exports(dirs, tmp_path):
         (b, c) for b in (1, 2) for c in ("session.run", "io binding, preallocated logits")
     }
     assert all(r["same_tokens"] and r["median_s"] > 0 for r in rows)
+
+
+def test_shortlist_probe_agrees_with_ctranslate2_on_the_same_candidates(tmp_path):
+    """benchmarks.shortlist: the split decoder with the candidates' projection picks the tokens
+    CTranslate2 picks with the same vmap, only candidates; the full-vocabulary loops agree too."""
+    from attnserve.benchmarks import shortlist
+
+    argv = ["--preset", "mt-tiny", "--vocab-size", "300", "--batches", "1", "2", "--new-tokens", "5"]
+    argv += ["--per-word", "6", "--always", "10", "--repeats", "1", "--work-dir", str(tmp_path / "work")]
+    assert shortlist.main([*argv, "--out", str(tmp_path / "out")]) == 0
+    result = json.loads((tmp_path / "out" / "shortlist.json").read_text())
+    assert result["shortlist_tokens_are_candidates"]
+    rows = result["rows"]
+    assert len(rows) == 8 and all(r["median_s"] > 0 for r in rows)
+    assert all(r["sequences_equal_to_ctranslate2_same_vocabulary"] == 1.0 for r in rows)
+    assert all(r["candidates"] < 300 for r in rows)  # a real shortlist: fewer words than the vocabulary
