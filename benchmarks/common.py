@@ -2,7 +2,9 @@
 
 Every comparison runs its contenders in one process and one run, taking turns one
 repetition each (round-robin), so load from other processes on a shared machine lands
-on all of them alike; results are medians and are read as ratios.
+on all of them alike; each timed repetition comes right after an untimed one of the same
+contender (warm caches for everyone, see :func:`interleaved`); results are medians and are
+read as ratios.
 """
 
 from __future__ import annotations
@@ -54,12 +56,17 @@ class Timing:
 def interleaved(runs: dict[str, Callable[[], Any]], repeats: int) -> tuple[dict[str, Timing], dict[str, Any]]:
     """Time each named function ``repeats`` times, round-robin, after one warm-up call each.
 
-    Returns (timings, the value each function returned on its warm-up call).
+    Each timed call follows an untimed call of the same function, so no contender starts on
+    caches its predecessor filled with another engine's weights. (Without it the order
+    decided: on mt-small at batch 1 whichever ran right after CTranslate2 was ~5% slower,
+    and the plain onnxruntime loop, which ran right after the engine on the same sessions,
+    started warm.) Returns (timings, the value each function returned on its warm-up call).
     """
     values = {name: fn() for name, fn in runs.items()}
     timings = {name: Timing() for name in runs}
     for _ in range(repeats):
         for name, fn in runs.items():
+            fn()  # untimed: the caches hold this contender's weights, not the last one's
             t0 = time.perf_counter()
             fn()
             timings[name].seconds.append(time.perf_counter() - t0)
