@@ -103,10 +103,6 @@ class DecodeScheduler:
         return self.cache.nbytes
 
     @property
-    def compactions_total(self) -> int:
-        return self.slots.compactions
-
-    @property
     def idle(self) -> bool:
         """No job queued or admitted (admission moves a job between the two under the lock)."""
         return not len(self.waiting) and self.usage.rows == 0
@@ -150,18 +146,10 @@ class DecodeScheduler:
         if not (self.waiting.jobs or self.waiting.cancelled or self._any_deadline):
             return NOTHING  # nobody waits, nobody left, no clock to watch: the common step, kept cheap
         static = self.settings.batching == "static"
-        with self.waiting.locked() as waiting:
-            self.waiting.cancelled = False  # this plan sees every cancellation flagged so far
-            plan = plan_step(waiting, self._jobs, self.usage, self.budgets, time.perf_counter(), static)
-            for job in plan.admit:
-                self.usage.take(job)  # before leaving the queue: `idle` never sees the job in neither
-                waiting.remove(job)
-                job.holds_budget = True
-                job.state = JobState.ENCODING
-            for job in plan.evict + plan.finish:
-                if job.state is JobState.WAITING:
-                    waiting.remove(job)
-            return plan
+        return self.waiting.take(
+            lambda waiting: plan_step(waiting, self._jobs, self.usage, self.budgets, time.perf_counter(), static),
+            self.usage,
+        )
 
     def run_once(self, plan: StepPlan) -> None:
         """One boundary (applying ``plan``) and, if any row is left, one step."""

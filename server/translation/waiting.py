@@ -1,8 +1,8 @@
 """The waiting queue: jobs submitted by event loops, taken by the scheduler thread.
 
 Everything here is thread-safe (one condition variable). Event loops submit and cancel;
-the scheduler thread waits for work, plans under the lock (:meth:`WaitingQueue.locked`)
-and takes what the plan admits or drops. A waiting job that is cancelled leaves at once.
+the scheduler thread waits for work, plans under the lock and takes what the plan admits or
+drops (:meth:`WaitingQueue.take`). A waiting job that is cancelled leaves at once.
 """
 
 from __future__ import annotations
@@ -10,12 +10,13 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
 from attnserve.server.errors import Overloaded, ServingError, ShuttingDown
 
 from .jobs import Job, JobState
+from .planner import StepPlan, Usage
 
 
 class WaitingQueue:
@@ -72,6 +73,24 @@ class WaitingQueue:
             left = list(self.jobs)
             self.jobs.clear()
             return left
+
+    def take(self, decide: Callable[[deque[Job]], StepPlan], usage: Usage) -> StepPlan:
+        """Under the lock: ``decide`` plans on the waiting jobs (seeing every cancellation flagged
+        so far); the jobs the plan admits leave the queue holding their budget in ``usage``
+        (taken before they leave: ``idle`` never sees a job in neither), and the waiting ones it
+        evicts or fails leave too."""
+        with self._cond:
+            self.cancelled = False
+            plan = decide(self.jobs)
+            for job in plan.admit:
+                usage.take(job)
+                self.jobs.remove(job)
+                job.holds_budget = True
+                job.state = JobState.ENCODING
+            for job in plan.evict + plan.finish:
+                if job.state is JobState.WAITING:
+                    self.jobs.remove(job)
+            return plan
 
     @contextmanager
     def locked(self) -> Iterator[deque[Job]]:

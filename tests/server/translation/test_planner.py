@@ -120,3 +120,18 @@ def test_waiting_texts_are_encoded_ahead_only_when_the_encoder_runs_anyway(alrea
     plan = plan_step([newcomer, *behind], [], Usage(), Budgets(max_rows=1, max_tokens=100_000), now=0.0)
     assert plan.admit == [newcomer]
     assert plan.encode_ahead == ([] if already_encoded else behind[:2])  # within ENCODE_AHEAD_TOKENS
+
+
+def test_the_queue_gives_up_what_the_plan_admits_or_drops_and_keeps_the_rest():
+    """WaitingQueue.take: admitted jobs leave holding their budget; cancelled waiting ones leave."""
+    from attnserve.server.translation.waiting import WaitingQueue
+
+    queue, usage = WaitingQueue(max_size=8), Usage()
+    first, gone, last = job(beam=2), job(), job(beam=4)
+    queue.submit([first, gone, last])
+    gone.cancel_requested = True  # flagged from an event loop; the plan evicts it
+    plan = queue.take(lambda waiting: plan_step(waiting, [], usage, Budgets(3, 100_000), now=0.0), usage)
+    assert plan.admit == [first] and plan.evict == [gone]
+    assert list(queue.jobs) == [last]  # 2 + 4 rows do not fit 3: it waits
+    assert first.state is JobState.ENCODING and first.holds_budget and usage.rows == 2
+    assert not last.holds_budget and last.state is JobState.WAITING
