@@ -11,11 +11,11 @@ graph fed the gathered rows. CTranslate2 gets the same map as ``vmap.txt`` and
 ``use_vmap=True``; both are also run on the full vocabulary.
 
 The map is synthetic: the model is random, so there is no corpus to learn one from. Each
-source word gets ``--per-word`` random candidate words and ``--always`` words are always
-candidates (Marian's usual ``100 100``), so what is measured is speed at a realistic
-candidate count; the tokens of a shortlisted run are compared with CTranslate2's shortlisted
-run (same candidates), not with the full vocabulary's. Quality with a real map needs a real
-model and its training data.
+source word gets ``--per-word`` random candidate words, frequent ones more often (``--zipf``),
+and ``--always`` words are always candidates (Marian's usual ``100 100``), so what is
+measured is speed at a realistic candidate count; the tokens of a shortlisted run are
+compared with CTranslate2's shortlisted run (same candidates), not with the full
+vocabulary's. Quality with a real map needs a real model and its training data.
 
     python -m benchmarks.shortlist --batches 1 32
 """
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--source-tokens", type=int, default=20, help="per text, end token included")
     parser.add_argument("--per-word", type=int, default=100, help="candidate words per source word")
     parser.add_argument("--always", type=int, default=100, help="words that are always candidates")
+    parser.add_argument("--zipf", type=float, default=1.0, help="candidates drawn by 1/rank**S (0: uniform)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--work-dir", type=Path, default=DEFAULT_WORK)
@@ -54,12 +55,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class VocabMap:
-    """The synthetic map: ``always`` words, and ``per_word`` random candidates per source word."""
+    """The synthetic map: ``always`` words, and ``per_word`` random candidates per source word.
 
-    def __init__(self, vocab_size: int, per_word: int, always: int, special: int = 4, seed: int = 0) -> None:
+    Target ids stand for words by falling frequency (id 4 the most frequent); candidates are
+    drawn with probability proportional to 1 / rank ** ``zipf`` (Zipf's law: real translation
+    candidates are mostly frequent words, so the sets of different sources overlap), or
+    uniformly with ``zipf`` 0.
+    """
+
+    def __init__(
+        self, vocab_size: int, per_word: int, always: int, zipf: float = 1.0, special: int = 4, seed: int = 0
+    ) -> None:
         rng = np.random.default_rng(seed)
         self.always = np.arange(special, special + always, dtype=np.int64)
-        self.table = rng.integers(special, vocab_size, (vocab_size, per_word))  # row s: candidates of source word s
+        p = 1.0 / np.arange(1, vocab_size - special + 1) ** zipf  # (V - special,)
+        draws = rng.choice(vocab_size - special, size=(vocab_size, per_word), p=p / p.sum())
+        self.table = draws + special  # (V, per_word): row s holds the candidates of source word s
 
     def candidates(self, sources: list[list[int]], keep: tuple[int, ...]) -> np.ndarray:
         """Sorted candidate ids of a batch: every source word's, the always-words and ``keep``."""
@@ -207,10 +218,11 @@ def main(argv: list[str] | None = None) -> int:
     model = bench_translator(args.preset, vocab_size=args.vocab_size)
     fp32 = export_translator(model, args.work_dir / f"{label}-fp32", label)
     ct2_full = ctranslate2_model(model, args.work_dir / f"{label}-ct2", label)
-    vmap = VocabMap(model.cfg.vocab_size, args.per_word, args.always)
+    vmap = VocabMap(model.cfg.vocab_size, args.per_word, args.always, args.zipf)
     info = machine()
     header(
-        f"greedy decoding with a shortlist ({args.per_word} candidates per source word, {args.always} always), "
+        f"greedy decoding with a shortlist ({args.per_word} candidates per source word, Zipf {args.zipf:g}, "
+        f"{args.always} always), "
         f"{label}, fp32, N={args.new_tokens} new tokens",
         info,
         args.threads,
