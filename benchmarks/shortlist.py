@@ -23,6 +23,7 @@ vocabulary's. Quality with a real map needs a real model and its training data.
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import sys
 from collections.abc import Callable
@@ -85,6 +86,7 @@ class VocabMap:
         path.write_text("\n".join(lines) + "\n")
 
 
+@functools.lru_cache(maxsize=1)  # the decoder is read once per run, not once per batch size
 def split_decoder(model_dir: Path, out: Path, logits: str) -> tuple[Path, np.ndarray, np.ndarray]:
     """The decoder without its output projection (written to ``out``), and that projection's
     weight (V, d) and bias (V,)."""

@@ -214,7 +214,7 @@ async def _translate_sentences(
 
 def _prepare(engine: TranslationEngine, work: list[tuple[str, Sequence[int], Any]], indices: Sequence[int], options):
     """The engine's checks of some sentences, with the ids the splitter tokenised them to."""
-    return engine.prepare([work[i][0] for i in indices], options, [list(work[i][1]) for i in indices])
+    return engine.prepare([work[i][0] for i in indices], options, [work[i][1] for i in indices])
 
 
 def _as_written(text: str) -> TranslationResult:
@@ -367,8 +367,7 @@ async def _stream(
     async def sentence(index: int, source: str, ids: Sequence[int]) -> None:
         async with gate:
             try:
-                prepared_sentence = engine.prepare([source], rest if index else first, [list(ids)])
-                async for event in engine.stream(prepared_sentence):
+                async for event in engine.stream(engine.prepare([source], rest if index else first, [ids])):
                     queue.put_nowait((index, event))
             except Exception as exc:
                 queue.put_nowait((index, exc))

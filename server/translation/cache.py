@@ -85,15 +85,7 @@ class KVCache:
     def __init__(self, num_layers: int, num_heads: int, head_dim: int, placement: Placement | None = None) -> None:
         self.num_layers, self.num_heads, self.head_dim = num_layers, num_heads, head_dim
         self.placement = placement or Placement()
-        # set by clear():
-        self.P = 0  # cached length shared by all rows (left-padded)
-        self.L = 0  # padded source length
-        self.pad = np.zeros(0, dtype=np.int64)  # (B,) left-padding slots per row
-        self.src_len = np.zeros(0, dtype=np.int64)  # (B,) true source length per row (0: free)
-        self.past: list = []  # 2 per layer, (B, H, P, D)
-        self.cross: list = []  # 2 per layer, (B, H, L, D)
-        self.src_mask = np.zeros((0, 0), np.int32)  # (B, L)
-        self.clear()
+        self.clear()  # P, L, pad, src_len, past, cross, src_mask: an empty batch
         self._cols = np.arange(64, dtype=np.int64)
 
     @property
@@ -217,12 +209,13 @@ class KVCache:
     def clear(self) -> None:
         """Drop every row without copying anything: the empty cache of a new engine."""
         empty = np.zeros((0, self.num_heads, 0, self.head_dim), np.float32)  # host until the next start
-        self.P = self.L = 0
-        self.pad = np.zeros(0, dtype=np.int64)
-        self.src_len = np.zeros(0, dtype=np.int64)
-        self.past = [empty] * (2 * self.num_layers)
-        self.cross = [empty] * (2 * self.num_layers)
-        self.src_mask = np.zeros((0, 0), np.int32)
+        self.P = 0  # cached length shared by all rows (left-padded)
+        self.L = 0  # padded source length
+        self.pad = np.zeros(0, dtype=np.int64)  # (B,) left-padding slots per row
+        self.src_len = np.zeros(0, dtype=np.int64)  # (B,) true source length per row (0: free)
+        self.past: list = [empty] * (2 * self.num_layers)  # 2 per layer, (B, H, P, D)
+        self.cross: list = [empty] * (2 * self.num_layers)  # 2 per layer, (B, H, L, D)
+        self.src_mask = np.zeros((0, 0), np.int32)  # (B, L)
 
 
 def placement_for(session) -> Placement:

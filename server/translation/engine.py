@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from tokenizers import Tokenizer
@@ -122,7 +122,9 @@ class TranslationEngine:
 
     # --- requests --------------------------------------------------------------------
 
-    def prepare(self, texts: list[str], options: DecodeOptions, tokenised: list[list[int]] | None = None) -> Prepared:
+    def prepare(
+        self, texts: list[str], options: DecodeOptions, tokenised: Sequence[Sequence[int]] | None = None
+    ) -> Prepared:
         """Check and tokenise a request once (``requests.py``); raises InvalidRequest.
         ``tokenised``: the texts' ids from this engine's tokenizer, when the caller has them."""
         return self.requests.prepare(texts, options, tokenised)
@@ -154,9 +156,8 @@ class TranslationEngine:
         self._check_accepting()
         prepared = request if isinstance(request, Prepared) else self.prepare(request, options)
         future = asyncio.get_running_loop().create_future()
-        gather = Gather(self._scheduler.outbox, future.get_loop(), future, self._result)
-        sinks = gather.sinks(len(prepared.sources))
-        jobs = [self._job(src, prepared, sink, timeout_s) for src, sink in zip(prepared.sources, sinks)]
+        gather = Gather(self._scheduler.outbox, future, self._result, len(prepared.sources))
+        jobs = [self._job(src, prepared, sink, timeout_s) for src, sink in zip(prepared.sources, gather.sinks)]
         self._scheduler.submit(jobs)
         try:
             return await future

@@ -81,18 +81,12 @@ class Gather:
     every job in order when the last one completes, or with the first error, so a request
     costs the event loop one wake-up however many texts it has. Scheduler thread only."""
 
-    def __init__(
-        self, outbox: Outbox, loop: asyncio.AbstractEventLoop, future: asyncio.Future, build: Callable[[Job], object]
-    ) -> None:
-        self.outbox, self.loop, self.future, self.build = outbox, loop, future, build
-        self.results: list[object] = []
-        self.left = 0
+    def __init__(self, outbox: Outbox, future: asyncio.Future, build: Callable[[Job], object], count: int) -> None:
+        self.outbox, self.loop, self.future, self.build = outbox, future.get_loop(), future, build
+        self.results: list[object] = [None] * count
+        self.left = count
         self.settled = False
-
-    def sinks(self, count: int) -> list[Sink]:
-        """One sink per job, in the order of the results."""
-        self.results, self.left = [None] * count, count
-        return [_GatherPart(self, i) for i in range(count)]
+        self.sinks: list[Sink] = [_GatherPart(self, i) for i in range(count)]  # one per job, in result order
 
     def done(self, index: int, job: Job) -> None:
         self.results[index] = self.build(job)

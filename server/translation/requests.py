@@ -10,6 +10,7 @@ an InvalidRequest with a message a person can act on.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tokenizers import Tokenizer
@@ -47,7 +48,9 @@ class RequestChecker:
         self.settings, self.tokenizer, self.spec = settings, tokenizer, spec
         self.max_source_len, self.max_target_len, self.vocab_size = max_source_len, max_target_len, vocab_size
 
-    def prepare(self, texts: list[str], options: DecodeOptions, tokenised: list[list[int]] | None = None) -> Prepared:
+    def prepare(
+        self, texts: list[str], options: DecodeOptions, tokenised: Sequence[Sequence[int]] | None = None
+    ) -> Prepared:
         """Validate and tokenise (once); raises InvalidRequest. ``tokenised``: the texts' ids from
         this tokenizer already (a document's sentences: the splitter measured them), not redone."""
         limit = self.settings.max_texts_per_request

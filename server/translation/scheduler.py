@@ -156,7 +156,7 @@ class DecodeScheduler:
         self.outbox.flush()  # the last step's results, while the models run (no GIL held there)
         slots = self.slots
         try:
-            if (plan is not NOTHING and plan) or self._layout_changed or slots.waste >= slots.waste_limit:
+            if plan or self._layout_changed or slots.waste >= slots.waste_limit:
                 self._boundary(plan)
             if self._jobs:
                 self._step()

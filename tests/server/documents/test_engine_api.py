@@ -31,7 +31,7 @@ class RecordingEngine:
 
     def prepare(self, texts, options, tokenised=None):
         if tokenised is not None:  # the splitter's ids: the sentences' own, as the engine would make them
-            assert tokenised == [self.tokenizer.encode(t).ids for t in texts], texts
+            assert [list(ids) for ids in tokenised] == [self.tokenizer.encode(t).ids for t in texts], texts
             self.reused += len(texts)
         return list(texts), options  # the real engine's Prepared holds token ids instead
 

@@ -19,7 +19,7 @@ import torch
 from attnserve.models import beam_search, greedy_decode
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
-from .conftest import MAX_TARGET_LEN, random_texts, run
+from .conftest import MAX_TARGET_LEN, random_texts, run, translate_once
 
 
 @dataclass
@@ -141,16 +141,7 @@ def test_beam_search_equals_reference_mixed_with_greedy(tiny, beam_size, length_
 def test_many_texts_in_one_request_come_back_in_order(tiny):
     texts = random_texts(9, seed=7)
     options = DecodeOptions(beam_size=2, num_hypotheses=1, max_new_tokens=12)
-    engine = tiny.engine()
-
-    async def main():
-        await engine.start()
-        try:
-            return await engine.translate(texts, options)
-        finally:
-            await engine.stop(1.0)
-
-    results = run(main())
+    results = translate_once(tiny.engine(), texts, options)
     assert len(results) == len(texts)
     for text, result in zip(texts, results):
         assert_matches_reference(tiny, text, options, result)
