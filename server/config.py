@@ -94,6 +94,11 @@ class Settings:
         "(a baseline for benchmarks)",
         choices=TRANSLATION_BATCHING,
     )
+    stream_interval_ms: float = _setting(
+        50.0,
+        "a translation stream sends its new tokens at most this often: the first and the last at once, those in "
+        "between gathered into one message (0: one message per token)",
+    )
     max_beam_size: int = _setting(8, "largest beam_size a request may ask for")
     max_texts_per_request: int = _setting(64, "texts in one Translate request")
     max_text_chars: int = _setting(
@@ -125,6 +130,7 @@ class Settings:
             "threads": self.threads >= 0,
             "grace_seconds": self.grace_seconds >= 0,
             "max_queue_delay_ms": self.max_queue_delay_ms >= 0,
+            "stream_interval_ms": self.stream_interval_ms >= 0,
             "tls_key": bool(self.tls_cert) == bool(self.tls_key),
             "tls_client_ca": not self.tls_client_ca or bool(self.tls_cert),
             "workers": self.workers >= 1,
@@ -280,6 +286,7 @@ def engine_settings_kwargs(settings: Settings) -> dict[str, Any]:
         "max_text_chars": settings.max_text_chars,
         "max_request_chars": settings.max_request_chars,
         "batching": settings.translation_batching,
+        "stream_interval_ms": settings.stream_interval_ms,
     }
 
 

@@ -122,8 +122,8 @@ def translate_chunk(event: StreamEvent, options: pb.DecodingOptions) -> pb.Trans
     chunk = pb.TranslateChunk(delta=event.delta)
     if event.finish_reason is not None:
         chunk.finish_reason = FINISH_REASONS.get(event.finish_reason, 0)
-    if options.return_token_ids and event.token_id is not None:
-        chunk.token_ids.append(int(event.token_id))
+    if options.return_token_ids:
+        chunk.token_ids.extend(event.token_ids)
     if not chunk.delta and not chunk.token_ids and event.finish_reason is None:
         return None
     return chunk

@@ -314,7 +314,7 @@ class DocumentEvents:
             delta = self.document.segments[index].render(self._text[index].strip()) if final else ""
         else:
             delta = self._trimmed(index, event.delta, final)
-        self._waiting[index].append(StreamEvent(delta, event.token_id, None))
+        self._waiting[index].append(StreamEvent(delta, event.token_ids, None))
         if final:
             self._finished[index] = True
             self._length |= event.finish_reason == "length"
@@ -329,7 +329,7 @@ class DocumentEvents:
             self._lead = self.document.separators[i + 1]
             if self._current == len(self._waiting):  # the last sentence: its separator and the finish reason
                 last = out.pop()
-                out.append(StreamEvent(last.delta + self._lead, last.token_id, "length" if self._length else "eos"))
+                out.append(StreamEvent(last.delta + self._lead, last.token_ids, "length" if self._length else "eos"))
                 self._lead = ""
         return out
 
@@ -348,7 +348,7 @@ class DocumentEvents:
 
     def _out(self, event: StreamEvent) -> StreamEvent:
         delta, self._lead = self._lead + event.delta, ""
-        return StreamEvent(delta, event.token_id, None)
+        return StreamEvent(delta, event.token_ids, None)
 
 
 async def _stream(
@@ -356,7 +356,7 @@ async def _stream(
 ) -> AsyncIterator[StreamEvent]:
     (prepared,) = await _split_off_loop(engine, [text], options, format)
     if not prepared.sources:
-        yield StreamEvent(prepared.document.source, None, "eos")
+        yield StreamEvent(prepared.document.source, (), "eos")
         return
     order = DocumentEvents(prepared)
     queue: asyncio.Queue = asyncio.Queue()

@@ -12,6 +12,7 @@ skip_special_tokens=True)`` exactly, which is the final hypothesis text.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +34,9 @@ class IncrementalDetokenizer:
         self.emitted = text
         return delta
 
-    def push(self, token_id: int) -> str:
-        """Add one generated token; returns the new stable text (maybe "")."""
-        self.ids.append(token_id)
+    def push(self, token_ids: Sequence[int]) -> str:
+        """Add generated tokens (one decode however many); returns the new stable text (maybe "")."""
+        self.ids.extend(token_ids)
         text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
         stable = text.rstrip(_HOLD_BACK)
         if len(stable) <= len(self.emitted):

@@ -204,7 +204,8 @@ class TranslationEngine:
         options = prepared.options
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
-        job = self._job(prepared.sources[0], prepared, StreamSink(self._scheduler.outbox, loop, queue), timeout_s)
+        sink = StreamSink(self._scheduler.outbox, loop, queue, self.settings.stream_interval_ms / 1e3)
+        job = self._job(prepared.sources[0], prepared, sink, timeout_s)
         self._scheduler.submit([job])
         detok = IncrementalDetokenizer(self.tokenizer)
         hidden = options.hide_prefix  # leading forced tokens the stream does not show
@@ -213,18 +214,18 @@ class TranslationEngine:
                 item = await queue.get()
                 if isinstance(item, BaseException):
                     raise item
-                token_id, finish_reason = item
+                token_ids, finish_reason = item
                 if hidden:
-                    hidden -= 1
-                    if finish_reason is not None:  # max_new_tokens ran out inside the hidden prefix
-                        yield StreamEvent("", None, finish_reason)
-                        return
-                    continue
-                delta = detok.push(token_id)
+                    shown = token_ids[hidden:]
+                    hidden -= len(token_ids) - len(shown)
+                    token_ids = shown
+                    if not token_ids and finish_reason is None:
+                        continue
+                delta = detok.push(token_ids) if token_ids else ""
                 if finish_reason is not None:
-                    yield StreamEvent(delta + detok.flush(), token_id, finish_reason)
+                    yield StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason)
                     return
-                yield StreamEvent(delta, token_id, None)
+                yield StreamEvent(delta, tuple(token_ids), None)
         finally:
             if not job.done:
                 self._scheduler.cancel([job])

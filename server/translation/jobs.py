@@ -115,15 +115,32 @@ class _GatherPart(Sink):
 
 
 class StreamSink(Sink):
-    """Feeds ``(token_id, finish_reason)`` tuples, or an exception, into an asyncio queue."""
+    """Feeds ``(token_ids, finish_reason)`` tuples, or an exception, into an asyncio queue.
+
+    ``interval_s``: tokens are passed on at most that often. The first and the last go at
+    once; those in between are held and go with the first token generated after the interval
+    has passed, so one stream costs the event loop one wake-up and the client one message per
+    interval instead of one per token, and never delays its end (0 = every token at once).
+    """
 
     streams = True
 
-    def __init__(self, outbox: Outbox, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue) -> None:
-        self.outbox, self.loop, self.queue = outbox, loop, queue
+    def __init__(
+        self, outbox: Outbox, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, interval_s: float = 0.0
+    ) -> None:
+        self.outbox, self.loop, self.queue, self.interval_s = outbox, loop, queue, interval_s
+        self.held: list[int] = []
+        self.next_post = 0.0  # perf_counter time before which a token is held
 
     def token(self, job: Job, token_id: int, finish_reason: str | None) -> None:
-        self.outbox.post(self.loop, self.queue.put_nowait, (token_id, finish_reason))
+        self.held.append(token_id)
+        if finish_reason is None and self.interval_s:
+            now = time.perf_counter()
+            if now < self.next_post:
+                return
+            self.next_post = now + self.interval_s
+        held, self.held = self.held, []
+        self.outbox.post(self.loop, self.queue.put_nowait, (held, finish_reason))
 
     def fail(self, job: Job, error: BaseException) -> None:
         self.outbox.post(self.loop, self.queue.put_nowait, error)

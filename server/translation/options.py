@@ -24,6 +24,9 @@ class EngineSettings:
     # "static": only once every row of the running batch has finished (the baseline that
     # benchmarks/server_translation.py compares with; docs/architecture.md "Performance targets").
     batching: str = "continuous"
+    # A stream passes on its tokens at most this often (ms): the first and the last at once,
+    # those in between gathered into one event; 0 = one event per token.
+    stream_interval_ms: float = 0.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -38,6 +41,8 @@ class EngineSettings:
                 raise ValueError(f"EngineSettings.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_cache_bytes < 0:
             raise ValueError(f"EngineSettings.max_cache_bytes must be >= 0 (0 = no limit), got {self.max_cache_bytes}")
+        if self.stream_interval_ms < 0:
+            raise ValueError(f"EngineSettings.stream_interval_ms must be >= 0, got {self.stream_interval_ms}")
         if self.max_texts_per_request < 1:
             raise ValueError(f"EngineSettings.max_texts_per_request must be >= 1, got {self.max_texts_per_request}")
         if self.batching not in BATCHING:
@@ -98,5 +103,5 @@ class TranslationResult:
 @dataclass(frozen=True)
 class StreamEvent:
     delta: str  # new text since the previous event ("" while a multi-token piece is incomplete)
-    token_id: int | None
+    token_ids: tuple[int, ...]  # the tokens generated since the previous event (hidden prefix left out)
     finish_reason: str | None  # set on the last event only ("eos" | "length")

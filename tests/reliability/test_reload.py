@@ -62,7 +62,11 @@ def test_reload_swaps_atomically_and_in_flight_requests_finish_on_the_old_versio
     assert old_probe != new_probe, "the two versions must be told apart"
     old_long = mt.greedy(long_source, MAX_TARGET).tokens
 
-    with serve(repo, enable_admin=True, grace_seconds=30) as server, grpc.insecure_channel(server.address) as ch:
+    # stream_interval_ms=0: one message per token, so the stream below is read token by token
+    with (
+        serve(repo, enable_admin=True, grace_seconds=30, stream_interval_ms=0) as server,
+        grpc.insecure_channel(server.address) as ch,
+    ):
         stub, admin = pb_grpc.InferenceServiceStub(ch), admin_grpc.AdminServiceStub(ch)
         stream = stub.TranslateStream(
             pb.TranslateRequest(

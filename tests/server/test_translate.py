@@ -60,7 +60,8 @@ def reference_beam(mt, text: str, beam: int, max_new_tokens: int, num_hypotheses
 
 @pytest.fixture(scope="module")
 def server(serve, mt):
-    with serve(mt["repo"], max_beam_size=4, max_texts_per_request=8) as handle:
+    # one message per streamed token (stream_interval_ms=0): the stream tests count them
+    with serve(mt["repo"], max_beam_size=4, max_texts_per_request=8, stream_interval_ms=0) as handle:
         yield handle
 
 
@@ -106,6 +107,20 @@ def test_stream_deltas_concatenate_to_the_unary_result(server, mt):
             assert [t for c in chunks for t in c.token_ids] == unary.hypotheses[0].token_ids
             assert chunks[-1].finish_reason == unary.hypotheses[0].finish_reason
             assert all(c.finish_reason == "" for c in chunks[:-1])
+
+
+def test_a_stream_interval_gathers_tokens_into_fewer_messages(serve, mt):
+    """The server's default stream interval: the first token alone and at once, the others
+    gathered; the client gets the same text and tokens in fewer messages."""
+    with serve(mt["repo"], stream_interval_ms=60_000) as handle, handle.client() as client:
+        for text in SOURCES[:3]:
+            (unary,) = client.translate([text], "mt", max_new_tokens=25, return_token_ids=True)
+            tokens = unary.hypotheses[0].token_ids
+            chunks = list(client.translate_stream(text, "mt", max_new_tokens=25, return_token_ids=True))
+            assert [len(c.token_ids) for c in chunks] == [1, len(tokens) - 1][: len(tokens)]
+            assert [t for c in chunks for t in c.token_ids] == tokens
+            assert "".join(c.delta for c in chunks) == unary.text
+            assert [c.finish_reason for c in chunks] == ["", unary.hypotheses[0].finish_reason]
 
 
 def test_concurrent_mixed_lengths_each_get_their_own_tokens(server, mt):

@@ -63,10 +63,10 @@ class FakeEngine:
             words = text.split()
             for i, word in enumerate(words):
                 await asyncio.sleep(0.05 if word == "slow" else 0)
-                yield StreamEvent((" " if i else "") + word.upper(), 10 + i, None)
+                yield StreamEvent((" " if i else "") + word.upper(), (10 + i,), None)
                 if self.on_step is not None:
                     self.on_step(1, 1)
-            yield StreamEvent("", 2, "eos")
+            yield StreamEvent("", (2,), "eos")
         finally:
             self.active_sequences -= 1
             self.closed_streams += 1

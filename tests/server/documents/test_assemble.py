@@ -37,7 +37,7 @@ def test_best_combinations_are_the_top_sums_of_the_whole_product(scores, k):
 
 
 def _events(text: str, final: bool = False, token: int = 0) -> StreamEvent:
-    return StreamEvent(text, token, "eos" if final else None)
+    return StreamEvent(text, (token,), "eos" if final else None)
 
 
 def _ordered(document, pushes):
@@ -69,7 +69,14 @@ def test_a_text_stream_gives_the_first_sentence_live_and_later_ones_in_their_tur
         [" 1980er-Jahren.", " am Montag "],
     ]
     flat = [e for events in out for e in events]
-    assert [e.token_id for e in flat] == [10, 11, 12, 20, 21, 30]  # one event per token, in document order
+    assert [e.token_ids for e in flat] == [
+        (10,),
+        (11,),
+        (12,),
+        (20,),
+        (21,),
+        (30,),
+    ]  # one event per token, in document order
     assert [e.finish_reason for e in flat] == [None] * 5 + ["eos"]
     assert "".join(e.delta for e in flat) == doc.document.join(["um 9.", "in den 1980er-Jahren.", "am Montag"])
 
@@ -79,16 +86,16 @@ def test_an_html_stream_gives_whole_sentences_rendered(splitter):
     out = _ordered(
         doc, [(0, _events("Tom", token=1)), (1, _events("um 9", True, 3)), (0, _events(" & Jerry!", True, 2))]
     )
-    assert [[(e.delta, e.token_id) for e in events] for events in out] == [
-        [("<p>", 1)],
+    assert [[(e.delta, e.token_ids) for e in events] for events in out] == [
+        [("<p>", (1,))],
         [],
-        [("Tom &amp; Jerry!", 2), ("</p><p>um 9</p>", 3)],  # the entity as sent, the model's & escaped
+        [("Tom &amp; Jerry!", (2,)), ("</p><p>um 9</p>", (3,))],  # the entity as sent, the model's & escaped
     ]
 
 
 def test_a_length_finish_anywhere_is_the_documents_finish_reason(splitter):
     doc = splitter.split("at 9. at 10.")
-    out = _ordered(doc, [(0, StreamEvent("um 9", 1, "length")), (1, _events("um 10.", True, 2))])
+    out = _ordered(doc, [(0, StreamEvent("um 9", (1,), "length")), (1, _events("um 10.", True, 2))])
     assert [e.finish_reason for events in out for e in events] == [None, "length"]
 
 
@@ -98,14 +105,14 @@ def test_any_interleaving_gives_the_document_in_order(splitter, data):
     doc = splitter.split("\n  at 9.  in the 1980s.\n\n\ton Monday\nfor the third time \n")
     n = doc.segments
     tokens = [data.draw(st.lists(st.text(" abc.", max_size=3), min_size=1, max_size=4)) for _ in range(n)]
-    queues = [[StreamEvent(t, 100 * i + j, None) for j, t in enumerate(ts)] for i, ts in enumerate(tokens)]
+    queues = [[StreamEvent(t, (100 * i + j,), None) for j, t in enumerate(ts)] for i, ts in enumerate(tokens)]
     for q in queues:
-        q[-1] = StreamEvent(q[-1].delta, q[-1].token_id, "eos")
+        q[-1] = StreamEvent(q[-1].delta, q[-1].token_ids, "eos")
     order, out, cursor = DocumentEvents(doc), [], [0] * n
     while any(c < len(q) for c, q in zip(cursor, queues)):
         i = data.draw(st.sampled_from([i for i in range(n) if cursor[i] < len(queues[i])]))
         out += order.push(i, queues[i][cursor[i]])
         cursor[i] += 1
     assert "".join(e.delta for e in out) == doc.document.join(["".join(ts).strip() for ts in tokens])
-    assert [e.token_id for e in out] == [e.token_id for q in queues for e in q]
+    assert [e.token_ids for e in out] == [e.token_ids for q in queues for e in q]
     assert [e.finish_reason for e in out] == [None] * (len(out) - 1) + ["eos"]

@@ -54,9 +54,9 @@ class RecordingEngine:
                 raise Overloaded("translation queue is full")
             for i, word in enumerate(text.split()):
                 await asyncio.sleep(0.2 if text.startswith("Slow") else 0)
-                yield StreamEvent((" " if i else "") + word.upper(), i, None)
+                yield StreamEvent((" " if i else "") + word.upper(), (i,), None)
             if not text.startswith("Unfinished"):
-                yield StreamEvent("", 99, "eos")
+                yield StreamEvent("", (99,), "eos")
         finally:
             self.open_streams -= 1
 
@@ -162,7 +162,7 @@ def test_a_stream_is_the_document_in_order(tokenizer):
     events = stream(engine, "  Slow it is. Now it is.\n\nAt noon ")
     assert engine.reused == 3  # the splitter's ids, not tokenised again
     assert "".join(e.delta for e in events) == "  SLOW IT IS. NOW IT IS.\n\nAT NOON "
-    assert [e.token_id for e in events] == [0, 1, 2, 99, 0, 1, 2, 99, 0, 1, 99]  # sentence after sentence
+    assert [t for e in events for t in e.token_ids] == [0, 1, 2, 99, 0, 1, 2, 99, 0, 1, 99]  # sentence after sentence
 
 
 @pytest.mark.parametrize(

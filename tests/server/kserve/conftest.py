@@ -91,5 +91,6 @@ def kserve_repo(tmp_path_factory, reverser_dir, vit_dirs) -> Path:  # noqa: F811
 
 @pytest.fixture(scope="module")
 def server(serve, kserve_repo):  # noqa: F811
-    with serve(kserve_repo, http_port=0, max_beam_size=4, max_texts_per_request=8) as handle:
+    # one message per streamed token (stream_interval_ms=0): the stream tests count them
+    with serve(kserve_repo, http_port=0, max_beam_size=4, max_texts_per_request=8, stream_interval_ms=0) as handle:
         yield handle

@@ -300,10 +300,13 @@ def test_stop_fails_what_outlasts_the_grace_with_shutting_down(tiny, long_text):
 # --- streaming and sampling ------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("interval_ms", [0, 60_000])
 @pytest.mark.parametrize("max_new_tokens", [7, MAX_TARGET_LEN])
-def test_stream_deltas_add_up_to_the_translation(tiny, max_new_tokens):
+def test_stream_deltas_add_up_to_the_translation(tiny, max_new_tokens, interval_ms):
+    """Whatever the stream interval, the events add up to the translation; with one longer than
+    the whole translation there are two: the first token at once, the rest with the finish."""
     texts = random_texts(6, seed=3)
-    engine = tiny.engine()
+    engine = tiny.engine(EngineSettings(stream_interval_ms=interval_ms))
 
     async def main():
         await engine.start()
@@ -319,9 +322,11 @@ def test_stream_deltas_add_up_to_the_translation(tiny, max_new_tokens):
 
     for events, hyp in run(main()):
         assert "".join(e.delta for e in events) == hyp.text
-        assert [e.token_id for e in events] == hyp.token_ids
+        assert [t for e in events for t in e.token_ids] == hyp.token_ids
         assert [e.finish_reason for e in events[:-1]] == [None] * (len(events) - 1)
         assert events[-1].finish_reason == hyp.finish_reason
+        if interval_ms:
+            assert [len(e.token_ids) for e in events] == [1, len(hyp.token_ids) - 1][: len(hyp.token_ids)]
 
 
 def _sample(tiny, texts, options):

@@ -134,8 +134,8 @@ def test_a_stream_hides_the_hidden_prefix_and_adds_up_to_the_translation(tiny):
     options = DecodeOptions(prefix_ids=PREFIX, hide_prefix=2, max_new_tokens=12)
     events = stream(tiny, text, options)
     (result,) = translate(tiny, [text], options)
-    assert [e.token_id for e in events] == result.hypotheses[0].token_ids
-    assert events[0].token_id == PREFIX[2]
+    assert [t for e in events for t in e.token_ids] == result.hypotheses[0].token_ids
+    assert events[0].token_ids == (PREFIX[2],)
     assert "".join(e.delta for e in events) == result.hypotheses[0].text
 
 

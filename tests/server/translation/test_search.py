@@ -150,7 +150,7 @@ def test_stream_deltas_add_up_to_the_final_text(make, pieces):
     tok, vocab = make()
     ids = [vocab[p] for p in pieces]
     detok = IncrementalDetokenizer(tok)
-    deltas = [detok.push(i) for i in ids]
+    deltas = [detok.push([i]) for i in ids]
     deltas[-1] += detok.flush()
     final = tok.decode(ids, skip_special_tokens=True)
     assert "".join(deltas) == final
