@@ -147,7 +147,10 @@ def test_server_quick(dirs):
         assert row["texts"] > 0 and row["tokens_per_s"] > 0 and row["exact_token_counts"]
         assert row["ttft_p50_ms"] <= row["ttft_p95_ms"] <= row["latency_p95_ms"]
     assert any(r["ratio_to_static"] == 1.0 for r in mt["rows"])
-    assert set(mt["in_process_tokens_per_s"]) == {"continuous", "static"}
+    assert set(mt["in_process_tokens_per_s"]) == {"continuous", "static", "same_arrivals"}
+    assert all(
+        r["engine_same_arrivals_tokens_per_s"] > 0 and r["ratio_to_engine_same_arrivals"] > 0 for r in mt["rows"]
+    )
 
 
 def test_server_with_workers_quick(tmp_path):
