@@ -309,6 +309,20 @@ def test_iobinding_probe_on_the_decode_exports(dirs, tmp_path):
     assert all(r["same_tokens"] and r["median_s"] > 0 for r in rows)
 
 
+def test_projection_probe_times_every_layout_with_the_same_argmax(tmp_path):
+    """benchmarks.projection: each layout of the output projection gives the reference argmax, and
+    the table's speed is reported beside one core's copy speed."""
+    from attnserve.benchmarks import projection
+
+    argv = ["--vocab-size", "300", "--d-model", "16", "--batches", "1", "3", "--repeats", "2"]
+    assert projection.main([*argv, "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "projection.json").read_text())
+    assert result["table_bytes"] == 300 * 16 * 4 and result["copy_gb_per_s"] > 0
+    layouts = {"Gemm, transB=1 (the export's)", "MatMul, (d, V) weight", "MatMul, weight first"}
+    assert {(r["batch"], r["contender"]) for r in result["rows"]} == {(b, c) for b in (1, 3) for c in layouts}
+    assert all(r["same_argmax"] and r["gb_per_s"] > 0 for r in result["rows"])
+
+
 def test_shortlist_probe_agrees_with_ctranslate2_on_the_same_candidates(tmp_path):
     """benchmarks.shortlist: the split decoder with the candidates' projection picks the tokens
     CTranslate2 picks with the same vmap, only candidates; the full-vocabulary loops agree too."""
