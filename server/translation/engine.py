@@ -204,7 +204,8 @@ class TranslationEngine:
         options = prepared.options
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
-        sink = StreamSink(self._scheduler.outbox, loop, queue, self.settings.stream_interval_ms / 1e3)
+        interval_s = self.settings.stream_interval_ms / 1e3
+        sink = StreamSink(self._scheduler.outbox, loop, queue, interval_s, options.hide_prefix)
         job = self._job(prepared.sources[0], prepared, sink, timeout_s)
         self._scheduler.submit([job])
         detok = IncrementalDetokenizer(self.tokenizer)

@@ -117,24 +117,34 @@ class _GatherPart(Sink):
 class StreamSink(Sink):
     """Feeds ``(token_ids, finish_reason)`` tuples, or an exception, into an asyncio queue.
 
-    ``interval_s``: tokens are passed on at most that often. The first and the last go at
-    once; those in between are held and go with the first token generated after the interval
-    has passed, so one stream costs the event loop one wake-up and the client one message per
-    interval instead of one per token, and never delays its end (0 = every token at once).
+    ``interval_s``: tokens are passed on at most that often. The first shown token (after the
+    ``hidden`` leading ones, which go with it) and the last go at once; those in between are
+    held and go with the first token generated after the interval has passed, so one stream
+    costs the event loop one wake-up and the client one message per interval instead of one
+    per token, and never delays its start or its end (0 = every token at once).
     """
 
     streams = True
 
     def __init__(
-        self, outbox: Outbox, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue, interval_s: float = 0.0
+        self,
+        outbox: Outbox,
+        loop: asyncio.AbstractEventLoop,
+        queue: asyncio.Queue,
+        interval_s: float = 0.0,
+        hidden: int = 0,
     ) -> None:
         self.outbox, self.loop, self.queue, self.interval_s = outbox, loop, queue, interval_s
+        self.hidden = hidden  # leading tokens the client does not see (a hidden forced prefix)
         self.held: list[int] = []
         self.next_post = 0.0  # perf_counter time before which a token is held
 
     def token(self, job: Job, token_id: int, finish_reason: str | None) -> None:
         self.held.append(token_id)
         if finish_reason is None and self.interval_s:
+            if self.hidden:
+                self.hidden -= 1
+                return
             now = time.perf_counter()
             if now < self.next_post:
                 return

@@ -61,3 +61,11 @@ def test_a_failure_is_posted_and_held_tokens_are_not(clock):
     error = RuntimeError("decoder failed")
     sink.fail(None, error)
     assert posts.items == [([5], None), error]
+
+
+def test_a_hidden_prefix_goes_with_the_first_shown_token_at_once(clock):
+    posts = Posts()
+    sink = StreamSink(posts, loop=None, queue=SimpleNamespace(put_nowait=None), interval_s=0.05, hidden=2)
+    for token in (250, 251, 7, 8):  # two hidden forced tokens, then what the client sees
+        sink.token(None, token, None)
+    assert posts.items == [([250, 251, 7], None)]

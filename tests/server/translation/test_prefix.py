@@ -40,8 +40,8 @@ def translate(tiny, texts, options, settings=None):
     return run(go())
 
 
-def stream(tiny, text, options):
-    engine = tiny.engine()
+def stream(tiny, text, options, settings=None):
+    engine = tiny.engine(settings)
 
     async def go():
         await engine.start()
@@ -136,6 +136,18 @@ def test_a_stream_hides_the_hidden_prefix_and_adds_up_to_the_translation(tiny):
     (result,) = translate(tiny, [text], options)
     assert [t for e in events for t in e.token_ids] == result.hypotheses[0].token_ids
     assert events[0].token_ids == (PREFIX[2],)
+    assert "".join(e.delta for e in events) == result.hypotheses[0].text
+
+
+def test_with_a_stream_interval_the_first_shown_token_goes_at_once(tiny):
+    """The hidden prefix does not use up the stream's first event: the first token the client
+    sees is not held for the interval."""
+    (text,) = random_texts(1, seed=21)
+    options = DecodeOptions(prefix_ids=PREFIX, hide_prefix=2, max_new_tokens=12)
+    events = stream(tiny, text, options, EngineSettings(stream_interval_ms=60_000))
+    (result,) = translate(tiny, [text], options)
+    tokens = result.hypotheses[0].token_ids
+    assert [e.token_ids for e in events] == [(PREFIX[2],), tuple(tokens[1:])]
     assert "".join(e.delta for e in events) == result.hypotheses[0].text
 
 
