@@ -2,7 +2,7 @@
 
 At opus-mt-en-de's shape a decoder step multiplies the last hidden state (B, d) by the tied
 (V, d) table: at batch 1 that reads 119 MB for 58,101 x 512, and it is half of an fp32 step.
-Each contender is one-node graph (plus transposes) on a session with the engine's thread
+Each contender is a one-node graph (plus transposes) on a session with the engine's thread
 count; they take turns (``common.interleaved``) and must give the same argmax per row:
 
 - ``Gemm, transB=1``: what the export writes (the table as it is stored);
@@ -59,21 +59,21 @@ def _session(nodes: list, weight: np.ndarray, batch: int, d: int, vocab: int, th
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def contenders(table_: np.ndarray, x: np.ndarray, threads: int) -> dict[str, Callable[[], np.ndarray]]:
+def contenders(weights: np.ndarray, x: np.ndarray, threads: int) -> dict[str, Callable[[], np.ndarray]]:
     """Name -> a call returning the (B, V) logits."""
     from onnx import helper
 
-    (vocab, d), batch = table_.shape, x.shape[0]
+    (vocab, d), batch = weights.shape, x.shape[0]
     layouts = {
-        "Gemm, transB=1 (the export's)": ([helper.make_node("Gemm", ["x", "W"], ["y"], transB=1)], table_),
-        "MatMul, (d, V) weight": ([helper.make_node("MatMul", ["x", "W"], ["y"])], np.ascontiguousarray(table_.T)),
+        "Gemm, transB=1 (the export's)": ([helper.make_node("Gemm", ["x", "W"], ["y"], transB=1)], weights),
+        "MatMul, (d, V) weight": ([helper.make_node("MatMul", ["x", "W"], ["y"])], np.ascontiguousarray(weights.T)),
         "MatMul, weight first": (
             [
                 helper.make_node("Transpose", ["x"], ["xt"], perm=[1, 0]),
                 helper.make_node("MatMul", ["W", "xt"], ["yt"]),  # (V, B)
                 helper.make_node("Transpose", ["yt"], ["y"], perm=[1, 0]),
             ],
-            table_,
+            weights,
         ),
     }
     out = {}

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,20 +243,15 @@ def in_process(
             engines[name].warmup()
             await engines[name].start()
 
-        async def once(engine: TranslationEngine) -> float:
-            t0 = time.perf_counter()
-            calls = [
-                engine.translate([a.text], DecodeOptions(max_new_tokens=a.new_tokens, return_scores=False))
-                for a in arrivals
-            ]
-            tokens = sum(len(r[0].hypotheses[0].token_ids) for r in await asyncio.gather(*calls))
-            return tokens / (time.perf_counter() - t0)
-
         async def replayed(engine: TranslationEngine, schedule: list[Arrival]) -> float:
+            """Tokens/s of ``schedule``'s texts submitted at their times (tokens over first
+            arrival -> last completion)."""
             t0 = time.perf_counter()
 
             async def one(a: Arrival) -> int:
-                await asyncio.sleep(max(0.0, t0 + a.at_s - time.perf_counter()))
+                delay = t0 + a.at_s - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
                 options = DecodeOptions(max_new_tokens=a.new_tokens, return_scores=False)
                 (result,) = await engine.translate([a.text], options)
                 return len(result.hypotheses[0].token_ids)
@@ -263,12 +259,13 @@ def in_process(
             tokens = sum(await asyncio.gather(*(one(a) for a in schedule)))
             return tokens / (time.perf_counter() - t0)
 
+        at_once = [dataclasses.replace(a, at_s=0.0) for a in arrivals]
         runs: dict[str, list[float]] = {name: [] for name in SERVERS}
         for engine in engines.values():
-            await once(engine)
+            await replayed(engine, at_once)
         for _ in range(args.rounds):
             for name, engine in engines.items():
-                runs[name].append(await once(engine))
+                runs[name].append(await replayed(engine, at_once))
         same: dict[float, list[float]] = {rate: [] for rate in schedules}
         for _ in range(args.rounds):
             for rate, schedule in schedules.items():

@@ -201,27 +201,19 @@ class TranslationEngine:
         prepared = request if isinstance(request, Prepared) else self.prepare([request], options)
         if len(prepared.sources) != 1:
             raise InvalidRequest(f"a stream translates one text, got {len(prepared.sources)}")
-        options = prepared.options
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         interval_s = self.settings.stream_interval_ms / 1e3
-        sink = StreamSink(self._scheduler.outbox, loop, queue, interval_s, options.hide_prefix)
+        sink = StreamSink(self._scheduler.outbox, loop, queue, interval_s, prepared.options.hide_prefix)
         job = self._job(prepared.sources[0], prepared, sink, timeout_s)
         self._scheduler.submit([job])
         detok = IncrementalDetokenizer(self.tokenizer)
-        hidden = options.hide_prefix  # leading forced tokens the stream does not show
         try:
             while True:
                 item = await queue.get()
                 if isinstance(item, BaseException):
                     raise item
-                token_ids, finish_reason = item
-                if hidden:
-                    shown = token_ids[hidden:]
-                    hidden -= len(token_ids) - len(shown)
-                    token_ids = shown
-                    if not token_ids and finish_reason is None:
-                        continue
+                token_ids, finish_reason = item  # shown tokens only: the sink drops the hidden prefix
                 delta = detok.push(token_ids) if token_ids else ""
                 if finish_reason is not None:
                     yield StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason)

@@ -117,8 +117,9 @@ class _GatherPart(Sink):
 class StreamSink(Sink):
     """Feeds ``(token_ids, finish_reason)`` tuples, or an exception, into an asyncio queue.
 
-    ``interval_s``: tokens are passed on at most that often. The first shown token (after the
-    ``hidden`` leading ones, which go with it) and the last go at once; those in between are
+    The ``hidden`` leading tokens (a forced prefix the client does not see) are never passed
+    on; a finish among them goes as ``([], finish_reason)``. ``interval_s``: the shown tokens
+    are passed on at most that often. The first and the last go at once; those in between are
     held and go with the first token generated after the interval has passed, so one stream
     costs the event loop one wake-up and the client one message per interval instead of one
     per token, and never delays its start or its end (0 = every token at once).
@@ -140,15 +141,18 @@ class StreamSink(Sink):
         self.next_post = 0.0  # perf_counter time before which a token is held
 
     def token(self, job: Job, token_id: int, finish_reason: str | None) -> None:
-        self.held.append(token_id)
-        if finish_reason is None and self.interval_s:
-            if self.hidden:
-                self.hidden -= 1
+        if self.hidden:  # a hidden forced token: never passed on
+            self.hidden -= 1
+        else:
+            self.held.append(token_id)
+        if finish_reason is None:
+            if not self.held:
                 return
-            now = time.perf_counter()
-            if now < self.next_post:
-                return
-            self.next_post = now + self.interval_s
+            if self.interval_s:
+                now = time.perf_counter()
+                if now < self.next_post:
+                    return
+                self.next_post = now + self.interval_s
         held, self.held = self.held, []
         self.outbox.post(self.loop, self.queue.put_nowait, (held, finish_reason))
 

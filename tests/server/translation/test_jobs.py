@@ -63,9 +63,13 @@ def test_a_failure_is_posted_and_held_tokens_are_not(clock):
     assert posts.items == [([5], None), error]
 
 
-def test_a_hidden_prefix_goes_with_the_first_shown_token_at_once(clock):
+def test_a_hidden_prefix_is_not_passed_on_and_the_first_shown_token_goes_at_once(clock):
     posts = Posts()
     sink = StreamSink(posts, loop=None, queue=SimpleNamespace(put_nowait=None), interval_s=0.05, hidden=2)
     for token in (250, 251, 7, 8):  # two hidden forced tokens, then what the client sees
         sink.token(None, token, None)
-    assert posts.items == [([250, 251, 7], None)]
+    assert posts.items == [([7], None)]
+    short = StreamSink(posts, loop=None, queue=SimpleNamespace(put_nowait=None), hidden=2)
+    short.token(None, 250, None)
+    short.token(None, 251, "length")  # max_new_tokens ran out inside the hidden prefix
+    assert posts.items[1:] == [([], "length")]
