@@ -31,11 +31,22 @@ class ModelRunner:
 
     # --- encoder ---------------------------------------------------------------------
 
-    def encode(self, jobs: Sequence[Job]) -> list[np.ndarray]:
-        """One encoder run; each job keeps its cross K/V, ``job.encoded``: 2 per layer (H, Lj, D).
+    def encode(self, jobs: Sequence[Job]) -> list[np.ndarray] | None:
+        """Encoder runs over ``jobs``, grouped by source length (:func:`length_runs`) so that a
+        short text is not padded to the longest one; each job keeps its cross K/V,
+        ``job.encoded``: 2 per layer (H, Lj, D).
 
-        Returns the run's outputs, 2 per layer (n, H, L, D), row i = ``jobs[i]``, right-padded.
+        Returns the outputs, 2 per layer (n, H, L, D), row i = ``jobs[i]``, right-padded, when
+        one run took every job in the given order; None when there were several runs.
         """
+        runs = length_runs([job.source_tokens for job in jobs])
+        if len(runs) == 1:
+            return self._encode_run(list(jobs))
+        for rows in runs:
+            self._encode_run([jobs[i] for i in rows])
+        return None
+
+    def _encode_run(self, jobs: list[Job]) -> list[np.ndarray]:
         t0 = time.perf_counter()
         n, L = len(jobs), max(job.source_tokens for job in jobs)
         src = np.full((n, L), self.spec.pad_id, dtype=np.int64)  # (n, L), right-padded
@@ -102,3 +113,43 @@ class ModelRunner:
         outputs = binding.get_outputs()
         cache.advance(list(outputs[1:]))
         return np.array(outputs[0].numpy())  # a copy: the view would not keep the OrtValue alive
+
+
+# What one more encoder run costs, in source tokens' worth of encoder work: onnxruntime's and
+# our per-run overhead. Measured on mt-small, 1 thread: a run costs ~0.1 ms + 24 us per
+# (row x padded position), nearly linear in rows x length, so the overhead is ~5 positions;
+# larger models have a larger per-position cost and the same overhead.
+RUN_COST_TOKENS = 16
+
+
+def length_runs(lengths: Sequence[int], run_cost: int = RUN_COST_TOKENS) -> list[list[int]]:
+    """Indices of ``lengths`` split into encoder runs: sorted by length, cut where the padding a
+    run would spend on its shorter rows costs more than another run (``run_cost`` positions).
+
+    An encoder run's cost is about rows x its longest length, so one run over a mix of short
+    and long sources spends most of its work on padding (160 texts of 9 and 41 tokens: 6,560
+    positions in one run, 2,720 in two). The cuts minimise the total positions plus
+    ``run_cost`` per run (dynamic programming over the distinct lengths). Sources of a length
+    stay together; one run keeps the given order.
+    """
+    if not lengths:
+        return []
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    distinct, counts = np.unique(np.asarray(lengths, dtype=np.int64), return_counts=True)
+    if len(distinct) == 1:
+        return [list(range(len(lengths)))]
+    upto = np.concatenate([[0], np.cumsum(counts)])  # rows shorter than distinct[g]: upto[g]
+    best = np.zeros(len(distinct) + 1)  # best[g]: cheapest cost of the first g lengths
+    cut = np.zeros(len(distinct) + 1, dtype=np.int64)  # where the last run of best[g] starts
+    for g in range(1, len(distinct) + 1):
+        # a last run over lengths a..g-1 costs run_cost + (rows in it) x its longest length
+        costs = best[:g] + run_cost + (upto[g] - upto[:g]) * distinct[g - 1]
+        cut[g] = int(np.argmin(costs))
+        best[g] = costs[cut[g]]
+    bounds, g = [], len(distinct)
+    while g:
+        bounds.append((int(upto[cut[g]]), int(upto[g])))
+        g = int(cut[g])
+    if len(bounds) == 1:
+        return [list(range(len(lengths)))]
+    return [order[a:b] for a, b in reversed(bounds)]

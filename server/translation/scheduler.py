@@ -7,7 +7,8 @@ One thread owns the models and the KV cache and repeats plan -> run -> update
              join (within the row, token and cache budgets), which leave (cancelled, past
              their deadline); it only decides
     run:     at the step boundary the plan is applied: leavers' rows are freed, newcomers
-             encoded in one encoder run and placed in free slots with beam search's next
+             encoded (in runs of similar source lengths, :func:`~.runner.length_runs`)
+             and placed in free slots with beam search's next
              rows (:class:`~.slots.SlotTable`, compacting when it pays); then one decoder
              step over every row (:class:`~.runner.ModelRunner`)
     update:  each job's search picks its rows' next tokens (:mod:`.search`); a finished
@@ -203,9 +204,10 @@ class DecodeScheduler:
         self._all_argmax = all(s.uses_argmax and s.in_place for s in searches)
 
     def _encode(self, admitted: list[Job], ahead: list[Job]) -> tuple[list[Job], NewRows | None]:
-        """The newcomers that made it and the rows they bring: runs the encoder once on those
-        not yet encoded together with ``ahead`` (waiting, encoded early). On failure the
-        newcomers of that run fail (waiting ones are tried again at their admission)."""
+        """The newcomers that made it and the rows they bring: runs the encoder on those not
+        yet encoded together with ``ahead`` (waiting, encoded early), in runs of similar source
+        lengths. On failure the newcomers of that call fail (waiting ones are tried again at
+        their admission)."""
         for job in admitted:
             if job.cancel_requested:
                 self._leave(job, JobState.CANCELLED)
@@ -215,7 +217,8 @@ class DecodeScheduler:
         if todo:
             todo += [job for job in ahead if job.encoded is None and not job.cancel_requested]
             try:
-                run = self.runner.encode(todo), todo
+                outputs = self.runner.encode(todo)  # None: several runs (by length), rows copied below
+                run = (outputs, todo) if outputs is not None else None
             except Exception as exc:  # noqa: BLE001
                 log.exception("encoder failed on %d texts", len(todo))
                 error = InferenceFailed(f"translation encoder failed: {type(exc).__name__}: {exc}")

@@ -1,0 +1,87 @@
+"""The encoder runs of a boundary: sources grouped by length, every job given its own cross K/V."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from attnserve.server.translation import DecodeOptions
+from attnserve.server.translation.cache import Placement
+from attnserve.server.translation.jobs import CollectSink, Job
+from attnserve.server.translation.runner import ModelRunner, length_runs
+from attnserve.server.translation.sessions import load_translation_sessions, model_spec
+
+
+def cost(lengths: list[int], runs: list[list[int]], run_cost: int) -> int:
+    """Positions the runs compute (rows x each run's longest source) plus ``run_cost`` per run."""
+    return sum(run_cost + len(run) * max(lengths[i] for i in run) for run in runs)
+
+
+def test_short_and_long_sources_go_in_separate_runs():
+    lengths = [9, 41, 9, 9, 41, 10]
+    runs = length_runs(lengths, run_cost=16)
+    assert sorted(i for run in runs for i in run) == list(range(len(lengths)))
+    assert [sorted(lengths[i] for i in run) for run in runs] == [[9, 9, 9, 10], [41, 41]]
+    assert cost(lengths, runs, 16) < cost(lengths, [list(range(6))], 16)
+
+
+def test_close_lengths_stay_one_run_in_the_given_order():
+    # padding two positions costs less than a second run: one run, order kept (its rows are used without a copy)
+    assert length_runs([12, 11, 12, 13], run_cost=16) == [[0, 1, 2, 3]]
+    assert length_runs([7, 7, 7]) == [[0, 1, 2]]
+    assert length_runs([5]) == [[0]]
+    assert length_runs([]) == []
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_runs_cost_no_more_than_any_split_of_the_sorted_lengths(seed):
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 60, rng.integers(1, 12)).tolist()
+    runs = length_runs(lengths, run_cost=8)
+    assert sorted(i for run in runs for i in run) == list(range(len(lengths)))
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    best = min(  # every way to cut the sorted order into consecutive runs
+        cost(lengths, [order[a:b] for a, b in zip((0, *cuts), (*cuts, len(order)))], 8)
+        for k in range(len(order))
+        for cuts in itertools.combinations(range(1, len(order)), k)
+    )
+    assert cost(lengths, runs, 8) == best
+
+
+class RecordingEncoder:
+    def __init__(self, session) -> None:
+        self.session, self.shapes = session, []
+
+    def run(self, names, feeds):
+        self.shapes.append(next(iter(feeds.values())).shape)
+        return self.session.run(names, feeds)
+
+
+def test_each_job_gets_the_cross_kv_of_its_own_source(tiny):
+    encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
+    spec = model_spec(tiny.manifest)
+    recorder = RecordingEncoder(encoder)
+    runner = ModelRunner(recorder, decoder, spec, Placement())
+    rng = np.random.default_rng(0)
+    sources = [rng.integers(4, 64, n).tolist() + [spec.eos_id] for n in (2, 19, 2, 1, 20)]
+    jobs = [Job(src, DecodeOptions(), 4, spec.eos_id, CollectSink()) for src in sources]
+
+    assert runner.encode(jobs) is None  # two runs: no single output to place without a copy
+    assert sorted(recorder.shapes) == [(2, 21), (3, 3)]  # (rows, padded length): 2 + 1 + 2 tokens, then 19 and 20
+    io = spec.encoder_io
+    for job, src in zip(jobs, sources):
+        feeds = {io.src_ids: np.array([src]), io.src_mask: np.ones((1, len(src)), np.int32)}
+        alone = encoder.run(runner.cross_names, feeds)  # the source encoded on its own
+        assert len(job.encoded) == len(alone)
+        for mine, ref in zip(job.encoded, alone):
+            assert mine.shape == ref[0].shape  # (H, Lj, D): no padding kept
+            np.testing.assert_allclose(mine, ref[0], rtol=1e-4, atol=1e-5)
+
+    same = [Job(src, DecodeOptions(), 4, spec.eos_id, CollectSink()) for src in (sources[1], sources[4][:-1])]
+    recorder.shapes.clear()
+    outputs = runner.encode(same)  # 20 and 20 tokens: one run, rows in the given order
+    assert recorder.shapes == [(2, 20)]
+    assert outputs is not None and outputs[0].shape[0] == 2
+    np.testing.assert_array_equal(outputs[0][1, :, :20], same[1].encoded[0])
