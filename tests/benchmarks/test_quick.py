@@ -337,3 +337,20 @@ def test_shortlist_probe_agrees_with_ctranslate2_on_the_same_candidates(tmp_path
     assert len(rows) == 8 and all(r["median_s"] > 0 for r in rows)
     assert all(r["sequences_equal_to_ctranslate2_same_vocabulary"] == 1.0 for r in rows)
     assert all(r["candidates"] < 300 for r in rows)  # a real shortlist: fewer words than the vocabulary
+
+
+def test_kv_inplace_probe_matches_multiheadattention_and_writes_the_cache_in_place(tmp_path):
+    """benchmarks.kv_inplace: GroupQueryAttention on a buffer bound as both past and present gives
+    MultiHeadAttention's output (rows of one length, and rows of different lengths against the
+    left-padded, masked layout) and writes only each row's new position."""
+    from attnserve.benchmarks import kv_inplace
+
+    argv = ["--batches", "1", "3", "--past", "2", "7", "--heads", "2", "--head-dim", "8", "--repeats", "2"]
+    assert kv_inplace.main([*argv, "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "kv-inplace.json").read_text())["rows"]
+    names = {kv_inplace.MHA, kv_inplace.GQA_FULL, kv_inplace.GQA_AGES}
+    assert {(r["batch"], r["past"], r["contender"]) for r in rows} == {
+        (b, p, c) for b in (1, 3) for p in (2, 7) for c in names
+    }
+    assert all(r["max_abs_diff"] < 1e-5 and r["median_s"] > 0 for r in rows)
+    assert all(r["cache_updated"] is (None if r["contender"] == kv_inplace.MHA else True) for r in rows)

@@ -1,0 +1,229 @@
+"""One decoder self-attention call with a KV cache: the export's op against a cache written in place.
+
+The export's ``com.microsoft::MultiHeadAttention`` takes ``past`` (B, H, P, D) and returns
+``present`` = past + the new key/value as a new tensor, so every step copies the whole cache,
+and in the engine's left-padded layout every row pays for the longest row's P columns.
+onnxruntime's ``GroupQueryAttention`` (CPU kernel, with as many key/value heads as query heads)
+takes a preallocated (B, H, capacity, D) buffer and per-row lengths (``seqlens_k``); when
+``past`` and ``present`` are bound to the same ``OrtValue`` (io binding) it writes only the new
+position of each row and attends over that row's own length.
+
+Contenders, one node each, taking turns (``common.interleaved``), per batch and cache length P:
+
+- ``MultiHeadAttention (the export's)``: every row P long (left-padded layout, key padding mask);
+- ``GroupQueryAttention in place, rows P long``: the same work, without the copy;
+- ``GroupQueryAttention in place, rows 1..P long``: rows of different ages, as in a continuous
+  batch, each attending over its own length (the MultiHeadAttention row above is what the
+  left-padded layout pays for such a batch).
+
+Each contender's output must equal MultiHeadAttention's for the same keys and values (the
+varying-length case against MultiHeadAttention given the same rows left-padded and masked),
+and the bound buffer must be the next step's cache: the new key at each row's position, the
+past untouched.
+
+    python -m benchmarks.kv_inplace --batches 1 32 --past 16 96 192
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from .common import header, interleaved, machine, table, write_results
+
+NAME = "kv-inplace"
+MHA = "MultiHeadAttention (the export's)"
+GQA_FULL = "GroupQueryAttention in place, rows P long"
+GQA_AGES = "GroupQueryAttention in place, rows 1..P long"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.kv_inplace", description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
+    parser.add_argument("--past", type=int, nargs="+", default=[16, 96, 192], help="cached tokens P")
+    parser.add_argument("--heads", type=int, default=4, help="attention heads (default mt-small's 4)")
+    parser.add_argument("--head-dim", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=50, help="timed calls per contender (default 50)")
+    parser.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default 1)")
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    return parser
+
+
+def _session(node, inputs: list, outputs: list, threads: int):
+    import onnxruntime as ort
+    from onnx import helper
+
+    graph = helper.make_graph([node], node.op_type, inputs, outputs)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    model = helper.make_model(graph, opset_imports=opsets).SerializeToString()
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def mha_session(batch: int, heads: int, head_dim: int, threads: int):
+    from onnx import TensorProto, helper
+
+    f, d = TensorProto.FLOAT, heads * head_dim
+    inputs = [helper.make_tensor_value_info(n, f, [batch, 1, d]) for n in ("q", "k", "v")]
+    inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT32, [batch, "T"]))
+    inputs += [helper.make_tensor_value_info(n, f, [batch, heads, "P", head_dim]) for n in ("past_key", "past_value")]
+    outputs = [helper.make_tensor_value_info(n, f, None) for n in ("out", "present_key", "present_value")]
+    node = helper.make_node(
+        "MultiHeadAttention",
+        ["q", "k", "v", "", "mask", "", "past_key", "past_value"],
+        ["out", "present_key", "present_value"],
+        domain="com.microsoft",
+        num_heads=heads,
+    )
+    return _session(node, inputs, outputs, threads)
+
+
+def gqa_session(batch: int, heads: int, head_dim: int, capacity: int, threads: int):
+    from onnx import TensorProto, helper
+
+    f, d = TensorProto.FLOAT, heads * head_dim
+    buffer = [batch, heads, capacity, head_dim]
+    inputs = [helper.make_tensor_value_info(n, f, [batch, 1, d]) for n in ("q", "k", "v")]
+    inputs += [helper.make_tensor_value_info(n, f, buffer) for n in ("past_key", "past_value")]
+    inputs.append(helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, [batch]))
+    inputs.append(helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, []))
+    outputs = [helper.make_tensor_value_info("out", f, [batch, 1, d])]
+    outputs += [helper.make_tensor_value_info(n, f, buffer) for n in ("present_key", "present_value")]
+    node = helper.make_node(
+        "GroupQueryAttention",
+        ["q", "k", "v", "past_key", "past_value", "seqlens_k", "total_sequence_length"],
+        ["out", "present_key", "present_value"],
+        domain="com.microsoft",
+        num_heads=heads,
+        kv_num_heads=heads,
+    )
+    return _session(node, inputs, outputs, threads)
+
+
+class InPlace:
+    """A GroupQueryAttention call whose past and present are one bound buffer per kind."""
+
+    def __init__(self, session, q, k, v, keys: list[np.ndarray], values: list[np.ndarray], capacity: int) -> None:
+        import onnxruntime as ort
+
+        batch, (heads, _, head_dim) = q.shape[0], keys[0].shape  # keys: per row (H, n, D)
+        self.lengths = [rk.shape[1] for rk in keys]  # cached tokens per row
+        self.key = np.zeros((batch, heads, capacity, head_dim), np.float32)
+        self.value = np.zeros_like(self.key)
+        for row, (rk, rv) in enumerate(zip(keys, values)):  # row r's tokens at 0..len-1
+            self.key[row, :, : rk.shape[1]], self.value[row, :, : rv.shape[1]] = rk, rv
+        self.keys_before = self.key.copy()
+        key, value = ort.OrtValue.ortvalue_from_numpy(self.key), ort.OrtValue.ortvalue_from_numpy(self.value)
+        self.binding = binding = session.io_binding()
+        seqlens = np.array(self.lengths, np.int32)  # total length - 1: the new token's position
+        total = np.array(max(self.lengths) + 1, np.int32)
+        for name, array in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens), ("total_sequence_length", total)):
+            binding.bind_cpu_input(name, array)
+        binding.bind_ortvalue_input("past_key", key)
+        binding.bind_ortvalue_input("past_value", value)
+        binding.bind_output("out", "cpu")
+        binding.bind_ortvalue_output("present_key", key)  # the same buffer: written in place
+        binding.bind_ortvalue_output("present_value", value)
+        self.session, self.key_value = session, key
+
+    def __call__(self) -> np.ndarray:
+        self.session.run_with_iobinding(self.binding)
+        return self.binding.get_outputs()[0].numpy()
+
+    def cache_updated(self, k: np.ndarray) -> bool:
+        """The bound buffer is the next step's cache: each row's new key at its position, its past
+        unchanged, nothing else written. (A kernel that copied past into present would leave the
+        same content; that it skips the copy shows in the time.)"""
+        buffer = self.key_value.numpy()
+        heads, head_dim = buffer.shape[1], buffer.shape[3]
+        new = k.reshape(k.shape[0], heads, head_dim)  # (B, H, D)
+        expected = self.keys_before.copy()
+        for row, length in enumerate(self.lengths):
+            expected[row, :, length] = new[row]
+        return bool(np.array_equal(buffer, expected))
+
+
+def left_padded(keys: list[np.ndarray], P: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of different lengths as the engine's cache holds them: right-aligned in (B, H, P, D),
+    with the (B, P + 1) key padding mask (1 = may attend) that the new token extends."""
+    batch, heads, head_dim = len(keys), keys[0].shape[0], keys[0].shape[-1]
+    cache = np.zeros((batch, heads, P, head_dim), np.float32)
+    mask = np.zeros((batch, P + 1), np.int32)
+    for row, rk in enumerate(keys):
+        n = rk.shape[1]
+        cache[row, :, P - n :] = rk
+        mask[row, P - n :] = 1
+    return cache, mask
+
+
+def contenders(
+    batch: int, P: int, heads: int, head_dim: int, threads: int, rng: np.random.Generator
+) -> tuple[dict[str, Callable[[], np.ndarray]], dict[str, Callable[[], np.ndarray]], dict[str, InPlace], np.ndarray]:
+    """(contenders, the MultiHeadAttention call each must equal, the in-place ones, the new keys)."""
+    d, capacity = heads * head_dim, P + 1
+    q, k, v = (rng.standard_normal((batch, 1, d)).astype(np.float32) for _ in range(3))
+    full = [rng.standard_normal((2, heads, P, head_dim)).astype(np.float32) for _ in range(batch)]
+    ages = rng.integers(1, P + 1, batch)  # each row's cached tokens
+    aged = [f[:, :, :n] for f, n in zip(full, ages.tolist())]
+    mha = mha_session(batch, heads, head_dim, threads)
+    gqa = gqa_session(batch, heads, head_dim, capacity, threads)
+
+    def mha_call(rows: list[np.ndarray]) -> Callable[[], np.ndarray]:
+        keys, mask = left_padded([r[0] for r in rows], P)
+        values, _ = left_padded([r[1] for r in rows], P)
+        feeds = {"q": q, "k": k, "v": v, "mask": mask, "past_key": keys, "past_value": values}
+        return lambda: mha.run(["out"], feeds)[0]
+
+    in_place = {
+        GQA_FULL: InPlace(gqa, q, k, v, [r[0] for r in full], [r[1] for r in full], capacity),
+        GQA_AGES: InPlace(gqa, q, k, v, [r[0] for r in aged], [r[1] for r in aged], capacity),
+    }
+    runs: dict[str, Callable[[], np.ndarray]] = {MHA: mha_call(full), **in_place}
+    references = {MHA: runs[MHA], GQA_FULL: runs[MHA], GQA_AGES: mha_call(aged)}
+    return runs, references, in_place, k
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if min(args.past) < 1 or min(args.batches) < 1:
+        parser.error("--past and --batches take counts >= 1")
+    info = machine()
+    header(f"decoder self-attention, {args.heads} heads x {args.head_dim}, one new token per row", info, args.threads)
+    rng = np.random.default_rng(0)
+    result = {"benchmark": NAME, "settings": {**vars(args), "out": str(args.out)}, "machine": info, "rows": []}
+    rows = []
+    for batch in args.batches:
+        for P in args.past:
+            runs, references, in_place, k = contenders(batch, P, args.heads, args.head_dim, args.threads, rng)
+            timings, values = interleaved(runs, args.repeats)
+            base = timings[MHA].median
+            for name, timing in timings.items():
+                diff = float(np.abs(values[name] - references[name]()).max())
+                written = in_place[name].cache_updated(k) if name in in_place else None
+                speed = base / timing.median
+                shown = "-" if written is None else written
+                rows.append([batch, P, name, f"{1e6 * timing.median:.0f}", f"{speed:.2f}x", f"{diff:.1e}", shown])
+                result["rows"].append(
+                    {
+                        "batch": batch,
+                        "past": P,
+                        "contender": name,
+                        **timing.to_json(),
+                        "speed_vs_multiheadattention": speed,
+                        "max_abs_diff": diff,
+                        "cache_updated": written,
+                    }
+                )
+    print(table(["batch", "P", "attention", "us per call", "speed", "max |diff|", "buffer updated"], rows))
+    write_results(args.out, NAME, result, quick=False)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
