@@ -53,7 +53,8 @@ def record_events(engine) -> list[Event]:
 
 
 def record_encoder_batches(engine) -> list[int]:
-    """Spy on the encoder runs: how many texts each one encoded."""
+    """Spy on the encoder calls of the step boundaries: how many texts each one encoded (in one or
+    more runs of like source lengths)."""
     scheduler, sizes = engine._scheduler, []
     run_encoder = scheduler.runner.encode
 
