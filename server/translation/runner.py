@@ -28,6 +28,10 @@ class ModelRunner:
         self.cross_names = list(spec.encoder_io.cross)
         io = spec.decoder_io
         self.past_names, self.decoder_cross, self.output_names = list(io.past), list(io.cross), io.outputs
+        # Encoder runs by source length: measured on CPU, where a run costs rows x length. On a
+        # device a run's fixed cost (kernel launches) weighs more and padding less, and this is
+        # not measured there yet: one run per boundary, as before.
+        self.split_runs = placement.device is None
 
     # --- encoder ---------------------------------------------------------------------
 
@@ -37,10 +41,11 @@ class ModelRunner:
         ``job.encoded``: 2 per layer (H, Lj, D).
 
         Returns the outputs, 2 per layer (n, H, L, D), row i = ``jobs[i]``, right-padded, when
-        one run took every job in the given order; None when there were several runs.
+        one run took every job in the given order; None when there were several runs. With
+        device placement (CUDA) every job goes in one run.
         """
-        runs = length_runs([job.source_tokens for job in jobs])
-        if len(runs) == 1:
+        runs = length_runs([job.source_tokens for job in jobs]) if self.split_runs else None
+        if runs is None or len(runs) == 1:
             return self._encode_run(list(jobs))
         for rows in runs:
             self._encode_run([jobs[i] for i in rows])

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from attnserve.server.translation import DecodeOptions
-from attnserve.server.translation.cache import Placement
+from attnserve.server.translation.cache import DevicePlacement, Placement
 from attnserve.server.translation.jobs import CollectSink, Job
 from attnserve.server.translation.runner import ModelRunner, length_runs
 from attnserve.server.translation.sessions import load_translation_sessions, model_spec
@@ -85,3 +85,15 @@ def test_each_job_gets_the_cross_kv_of_its_own_source(tiny):
     assert recorder.shapes == [(2, 20)]
     assert outputs is not None and outputs[0].shape[0] == 2
     np.testing.assert_array_equal(outputs[0][1, :, :20], same[1].encoded[0])
+
+
+def test_with_device_placement_every_source_goes_in_one_run(tiny):
+    # not measured on a GPU yet, where a run's fixed cost weighs more: one run, as before
+    encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
+    spec = model_spec(tiny.manifest)
+    recorder = RecordingEncoder(encoder)
+    runner = ModelRunner(recorder, decoder, spec, DevicePlacement("cpu"))
+    jobs = [Job([5] * n + [spec.eos_id], DecodeOptions(), 4, spec.eos_id, CollectSink()) for n in (2, 19, 2)]
+    outputs = runner.encode(jobs)
+    assert recorder.shapes == [(3, 20)]
+    assert outputs is not None and [job.encoded[0].shape[1] for job in jobs] == [3, 20, 3]
