@@ -21,7 +21,14 @@ varying-length case against MultiHeadAttention given the same rows left-padded a
 and the bound buffer must be the next step's cache: the new key at each row's position, the
 past untouched.
 
+With ``--decoder DIR`` (an exported translation model directory) it also times whole decoder
+steps: the export's graph, rows left-padded to the oldest one as the engine feeds them, against
+the same graph with every self-attention node replaced by ``GroupQueryAttention`` (its folded
+q/k/v bias as an ``Add`` in front), the cache bound in place and each row at its own length.
+Rows get ages drawn from 1..P; the logits must agree.
+
     python -m benchmarks.kv_inplace --batches 1 32 --past 16 96 192
+    python -m benchmarks.kv_inplace --decoder /tmp/attnserve-bench/mt-small-fp32 --batches 32 --past 96 192
 """
 
 from __future__ import annotations
@@ -30,10 +37,14 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .common import header, interleaved, machine, table, write_results
+
+if TYPE_CHECKING:
+    import onnx
 
 NAME = "kv-inplace"
 MHA = "MultiHeadAttention (the export's)"
@@ -49,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--head-dim", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=50, help="timed calls per contender (default 50)")
     parser.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads (default 1)")
+    parser.add_argument("--decoder", type=Path, help="also time whole decoder steps of this translation model dir")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
     return parser
 
@@ -188,6 +200,141 @@ def contenders(
     return runs, references, in_place, k
 
 
+def in_place_decoder(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The decoder with each self-attention ``MultiHeadAttention`` (the nodes fed a ``past_key``
+    input) replaced by ``GroupQueryAttention`` over a cache buffer: new inputs ``seqlens_k`` (B,)
+    and ``total_sequence_length``; ``self_mask`` and what only it fed are dropped."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    pasts = {i.name for i in graph.input if i.name.startswith("past_key")}
+    nodes = []
+    for node in graph.node:
+        if node.op_type != "MultiHeadAttention" or len(node.input) < 8 or node.input[6] not in pasts:
+            nodes.append(node)
+            continue
+        q, k, v, bias = node.input[:4]
+        heads = next(a.i for a in node.attribute if a.name == "num_heads")
+        inputs = [q, k, v]
+        if bias:
+            parts = np.split(numpy_helper.to_array(inits[bias]), 3)
+            for j, part in enumerate(parts):
+                name = f"{node.name}_bias_{j}"
+                graph.initializer.append(numpy_helper.from_array(part, name))
+                nodes.append(helper.make_node("Add", [inputs[j], name], [f"{name}_out"]))
+                inputs[j] = f"{name}_out"
+        nodes.append(
+            helper.make_node(
+                "GroupQueryAttention",
+                [*inputs, node.input[6], node.input[7], "seqlens_k", "total_sequence_length"],
+                list(node.output),
+                name=f"{node.name}_gqa",
+                domain="com.microsoft",
+                num_heads=heads,
+                kv_num_heads=heads,
+            )
+        )
+    used = {name for node in nodes for name in node.input}
+    while True:  # drop nodes whose outputs nobody reads any more (the self_mask cast)
+        outputs = {o.name for o in graph.output}
+        dead = [n for n in nodes if not any(o in used or o in outputs for o in n.output)]
+        if not dead:
+            break
+        nodes = [n for n in nodes if n not in dead]
+        used = {name for node in nodes for name in node.input}
+    del graph.node[:]
+    graph.node.extend(nodes)
+    kept_inits = [t for t in graph.initializer if t.name in used]  # the folded biases, now split
+    del graph.initializer[:]
+    graph.initializer.extend(kept_inits)
+    kept = [i for i in graph.input if i.name in used]
+    del graph.input[:]
+    graph.input.extend(kept)
+    graph.input.append(helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, ["batch"]))
+    graph.input.append(helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, []))
+    return model
+
+
+def decoder_steps(model_dir: Path, batch: int, P: int, threads: int, repeats: int, rng: np.random.Generator) -> list:
+    """Whole decoder steps over rows aged 1..P: the export's graph (left-padded, masked) against
+    :func:`in_place_decoder` (per-row lengths, cache bound in place). Rows of the result table."""
+    import onnx
+    import onnxruntime as ort
+
+    from attnserve.contract.manifest import load_manifest
+    from attnserve.server.translation.sessions import model_spec
+
+    spec = model_spec(load_manifest(model_dir))
+    io, H, D, n = spec.decoder_io, spec.num_heads, spec.head_dim, spec.num_layers
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    path = Path(model_dir) / "decoder.onnx"
+    export = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    surgery = in_place_decoder(onnx.load(str(path)))
+    gqa = ort.InferenceSession(surgery.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+    ages = rng.integers(1, P + 1, batch)  # cached tokens per row
+    L = 24  # source tokens of the cross K/V
+    cross = [rng.standard_normal((batch, H, L, D)).astype(np.float32) for _ in io.cross]
+    history = [rng.standard_normal((batch, H, P, D)).astype(np.float32) for _ in io.past]  # row r: its first ages[r]
+    common = {
+        io.input_ids: rng.integers(4, 100, (batch, 1)).astype(np.int64),
+        io.positions: ages[:, None].astype(np.int64),  # the next position of each row
+        io.src_mask: np.ones((batch, L), np.int32),
+        **dict(zip(io.cross, cross)),
+    }
+    # the export's feeds: each row's history right-aligned in P columns, masked
+    padded, mask = [], np.zeros((batch, P + 1), np.int32)
+    for t in history:
+        out = np.zeros_like(t)
+        for r, a in enumerate(ages.tolist()):
+            out[r, :, P - a :] = t[r, :, :a]
+        padded.append(out)
+    for r, a in enumerate(ages.tolist()):
+        mask[r, P - a :] = 1
+    feeds = {**common, io.self_mask: mask, **dict(zip(io.past, padded))}
+
+    binding = gqa.io_binding()
+    for name, array in common.items():
+        binding.bind_cpu_input(name, array)
+    binding.bind_cpu_input("seqlens_k", ages.astype(np.int32))
+    binding.bind_cpu_input("total_sequence_length", np.array(int(ages.max()) + 1, np.int32))
+    binding.bind_output(io.logits, "cpu")
+    buffers = []
+    for name, present, t in zip(io.past, io.outputs[1:], history):
+        buffer = np.zeros((batch, H, P + 1, D), np.float32)
+        buffer[:, :, :P] = t  # row r's first ages[r] columns are its history; the rest is never read
+        value = ort.OrtValue.ortvalue_from_numpy(buffer)
+        binding.bind_ortvalue_input(name, value)
+        binding.bind_ortvalue_output(present, value)
+        buffers.append(value)
+
+    def in_place() -> np.ndarray:
+        gqa.run_with_iobinding(binding)
+        return binding.get_outputs()[0].numpy()
+
+    runs = {
+        "export (MultiHeadAttention, left-padded)": lambda: export.run([io.logits], feeds)[0],
+        "GroupQueryAttention in place": in_place,
+    }
+    timings, values = interleaved(runs, repeats)
+    base = timings[next(iter(runs))].median
+    diff = float(np.abs(values["GroupQueryAttention in place"] - values[next(iter(runs))]).max())
+    return [
+        {
+            "batch": batch,
+            "past": P,
+            "layers": n,
+            "contender": name,
+            **t.to_json(),
+            "speed": base / t.median,
+            "max_abs_diff_logits": diff,
+        }
+        for name, t in timings.items()
+    ]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -221,6 +368,25 @@ def main(argv: list[str] | None = None) -> int:
                     }
                 )
     print(table(["batch", "P", "attention", "us per call", "speed", "max |diff|", "buffer updated"], rows))
+    if args.decoder is not None:
+        steps = []
+        for batch in args.batches:
+            for P in args.past:
+                steps += decoder_steps(args.decoder, batch, P, args.threads, args.repeats, rng)
+        result["decoder_steps"] = {"model_dir": str(args.decoder), "rows": steps}
+        shown = [
+            [
+                r["batch"],
+                r["past"],
+                r["contender"],
+                f"{1e3 * r['median_s']:.2f}",
+                f"{r['speed']:.2f}x",
+                f"{r['max_abs_diff_logits']:.1e}",
+            ]
+            for r in steps
+        ]
+        print(f"whole decoder steps of {args.decoder.name}, rows aged 1..P:")
+        print(table(["batch", "P", "decoder", "ms per step", "speed", "max |diff| of logits"], shown))
     write_results(args.out, NAME, result, quick=False)
     return 0
 

@@ -354,3 +354,20 @@ def test_kv_inplace_probe_matches_multiheadattention_and_writes_the_cache_in_pla
     }
     assert all(r["max_abs_diff"] < 1e-5 and r["median_s"] > 0 for r in rows)
     assert all(r["cache_updated"] is (None if r["contender"] == kv_inplace.MHA else True) for r in rows)
+
+
+def test_kv_inplace_whole_decoder_steps_give_the_exports_logits(tmp_path):
+    """benchmarks.kv_inplace --decoder: the exported decoder with its self-attention swapped for
+    GroupQueryAttention over an in-place cache, rows at their own lengths, gives the logits of the
+    export fed the same rows left-padded and masked."""
+    from attnserve.benchmarks import kv_inplace
+    from attnserve.benchmarks.translators import bench_translator, export_translator
+
+    model_dir = export_translator(bench_translator("mt-tiny", vocab_size=300), tmp_path / "mt-tiny", "mt-tiny")
+    argv = ["--batches", "3", "--past", "1", "6", "--repeats", "2", "--decoder", str(model_dir)]
+    assert kv_inplace.main([*argv, "--out", str(tmp_path / "out")]) == 0
+    steps = json.loads((tmp_path / "out" / "kv-inplace.json").read_text())["decoder_steps"]["rows"]
+    assert {(r["past"], r["contender"]) for r in steps} == {
+        (p, c) for p in (1, 6) for c in ("export (MultiHeadAttention, left-padded)", "GroupQueryAttention in place")
+    }
+    assert all(r["max_abs_diff_logits"] < 1e-4 and r["median_s"] > 0 for r in steps)
