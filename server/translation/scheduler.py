@@ -206,8 +206,8 @@ class DecodeScheduler:
     def _encode(self, admitted: list[Job], ahead: list[Job]) -> tuple[list[Job], NewRows | None]:
         """The newcomers that made it and the rows they bring: runs the encoder on those not
         yet encoded together with ``ahead`` (waiting, encoded early), in runs of similar source
-        lengths. On failure the newcomers of that call fail (waiting ones are tried again at
-        their admission)."""
+        lengths. When a run fails, the newcomers that no run has encoded yet fail; those encoded
+        by an earlier run join (waiting ones are tried again at their admission)."""
         for job in admitted:
             if job.cancel_requested:
                 self._leave(job, JobState.CANCELLED)

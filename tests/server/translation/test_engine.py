@@ -377,3 +377,57 @@ def test_warmup_runs_before_start_and_counts_nothing(tiny):
     assert engine.warmup() > 0
     assert (engine.steps_total, engine.tokens_generated_total) == (0, 0)
     assert_idle(engine)
+
+
+class FailingLongRuns:
+    """An encoder session that fails every run whose sources are ``min_len`` tokens or longer."""
+
+    def __init__(self, session, min_len: int) -> None:
+        self.session, self.min_len, self.shapes = session, min_len, []
+
+    def run(self, names, feeds):
+        shape = next(iter(feeds.values())).shape
+        self.shapes.append(shape)
+        if shape[1] >= self.min_len:
+            raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : injected failure")
+        return self.session.run(names, feeds)
+
+
+def test_an_encoder_run_that_fails_fails_only_the_texts_it_did_not_encode(tiny, long_text):
+    # a short and a long newcomer join at one boundary: two encoder runs (short first); the long
+    # one's run fails, the short one decodes on
+    engine, _ = slow_engine(tiny, 0.002)
+    scheduler = engine._scheduler
+    encoder = scheduler.runner.encoder
+    options = DecodeOptions(max_new_tokens=6)
+    short, long = "t5 t6", " ".join(f"t{4 + i % 50}" for i in range(MAX_SOURCE_LEN - 2))
+    calls, encode = [], scheduler.runner.encode
+
+    def spy(jobs):
+        calls.append(len(jobs))
+        return encode(jobs)
+
+    scheduler.runner.encode = spy
+
+    async def main():
+        await engine.start()
+        try:
+            running = asyncio.create_task(engine.translate([long_text], DecodeOptions(max_new_tokens=30)))
+            await wait_until(lambda: engine.active_sequences == 1)
+            scheduler.runner.encoder = FailingLongRuns(encoder, min_len=10)
+            # both submitted in one loop iteration, while the scheduler decodes: one boundary admits both
+            both = await asyncio.gather(
+                engine.translate([short], options), engine.translate([long], options), return_exceptions=True
+            )
+            await running
+            return both
+        finally:
+            await engine.stop(1.0)
+
+    (short_result, long_result) = run(main())
+    shapes = scheduler.runner.encoder.shapes
+    assert [s[0] for s in shapes] == [1, 1] and shapes[0][1] < 10 <= shapes[1][1]  # two runs, short first
+    assert calls == [1, 2]  # the running text's boundary, then one boundary for both newcomers
+    assert isinstance(long_result, InferenceFailed) and "injected failure" in str(long_result)
+    src = torch.tensor([tiny.tokenizer.encode(short).ids])
+    assert short_result[0].hypotheses[0].token_ids == greedy_decode(tiny.model, src, 6)[0].tokens
