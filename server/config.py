@@ -91,7 +91,7 @@ class Settings:
     translation_batching: str = _setting(
         "continuous",
         "continuous: texts join the running decode batch at the next step; static: only when it has finished "
-        "(a baseline for benchmarks)",
+        "(measured on CPU, saturated with mixed lengths: 12-30% more tokens/s, about twice the time to first token)",
         choices=TRANSLATION_BATCHING,
     )
     stream_interval_ms: float = _setting(
