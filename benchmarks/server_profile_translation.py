@@ -89,9 +89,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not Path(pyspy).exists():
         raise SystemExit("py-spy is not installed: pip install -e '.[bench]'")
     rate_given = args.rates is not None
+    if args.quick and args.mt_requests is None:
+        args.mt_requests = 160  # at the quick rate, tenths of a second busy: samples to group (12 gave none at times)
     st.settle(args)
     if not rate_given:
-        args.rates = [40.0] if args.quick else [256.0]  # above the server's capacity: saturated
+        args.rates = [1000.0] if args.quick else [256.0]  # above the server's capacity: saturated
     rate = args.rates[0]
     info = machine()
     header(
