@@ -117,12 +117,21 @@ def gqa_session(batch: int, heads: int, head_dim: int, capacity: int, threads: i
     return _session(node, inputs, outputs, threads)
 
 
+def bind_in_place(binding, past: str, present: str, buffer: np.ndarray):
+    """Bind ``buffer`` as both the ``past`` input and the ``present`` output (one ``OrtValue`` over
+    its memory), so the kernel writes the new position into it; returns the ``OrtValue``."""
+    import onnxruntime as ort
+
+    value = ort.OrtValue.ortvalue_from_numpy(buffer)
+    binding.bind_ortvalue_input(past, value)
+    binding.bind_ortvalue_output(present, value)
+    return value
+
+
 class InPlace:
     """A GroupQueryAttention call whose past and present are one bound buffer per kind."""
 
     def __init__(self, session, q, k, v, keys: list[np.ndarray], values: list[np.ndarray], capacity: int) -> None:
-        import onnxruntime as ort
-
         batch, (heads, _, head_dim) = q.shape[0], keys[0].shape  # keys: per row (H, n, D)
         self.lengths = [rk.shape[1] for rk in keys]  # cached tokens per row
         self.key = np.zeros((batch, heads, capacity, head_dim), np.float32)
@@ -130,18 +139,15 @@ class InPlace:
         for row, (rk, rv) in enumerate(zip(keys, values)):  # row r's tokens at 0..len-1
             self.key[row, :, : rk.shape[1]], self.value[row, :, : rv.shape[1]] = rk, rv
         self.keys_before = self.key.copy()
-        key, value = ort.OrtValue.ortvalue_from_numpy(self.key), ort.OrtValue.ortvalue_from_numpy(self.value)
         self.binding = binding = session.io_binding()
         seqlens = np.array(self.lengths, np.int32)  # total length - 1: the new token's position
         total = np.array(max(self.lengths) + 1, np.int32)
         for name, array in (("q", q), ("k", k), ("v", v), ("seqlens_k", seqlens), ("total_sequence_length", total)):
             binding.bind_cpu_input(name, array)
-        binding.bind_ortvalue_input("past_key", key)
-        binding.bind_ortvalue_input("past_value", value)
-        binding.bind_output("out", "cpu")
-        binding.bind_ortvalue_output("present_key", key)  # the same buffer: written in place
-        binding.bind_ortvalue_output("present_value", value)
-        self.session, self.key_value = session, key
+        binding.bind_output("out", "cpu")  # first: get_outputs() follows the binding order
+        self.key_value = bind_in_place(binding, "past_key", "present_key", self.key)
+        self.value_value = bind_in_place(binding, "past_value", "present_value", self.value)
+        self.session = session
 
     def __call__(self) -> np.ndarray:
         self.session.run_with_iobinding(self.binding)
@@ -263,12 +269,11 @@ def decoder_steps(model_dir: Path, batch: int, P: int, threads: int, repeats: in
     import onnxruntime as ort
 
     from attnserve.contract.manifest import load_manifest
-    from attnserve.server.translation.sessions import model_spec
+    from attnserve.server.translation.sessions import model_spec, session_options
 
     spec = model_spec(load_manifest(model_dir))
     io, H, D, n = spec.decoder_io, spec.num_heads, spec.head_dim, spec.num_layers
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
+    options = session_options(threads)  # the engine's own session settings, for both graphs
     path = Path(model_dir) / "decoder.onnx"
     export = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     surgery = in_place_decoder(onnx.load(str(path)))
@@ -284,16 +289,9 @@ def decoder_steps(model_dir: Path, batch: int, P: int, threads: int, repeats: in
         io.src_mask: np.ones((batch, L), np.int32),
         **dict(zip(io.cross, cross)),
     }
-    # the export's feeds: each row's history right-aligned in P columns, masked
-    padded, mask = [], np.zeros((batch, P + 1), np.int32)
-    for t in history:
-        out = np.zeros_like(t)
-        for r, a in enumerate(ages.tolist()):
-            out[r, :, P - a :] = t[r, :, :a]
-        padded.append(out)
-    for r, a in enumerate(ages.tolist()):
-        mask[r, P - a :] = 1
-    feeds = {**common, io.self_mask: mask, **dict(zip(io.past, padded))}
+    # the export's feeds: each row's history right-aligned in P columns and masked, as the engine holds it
+    padded = [left_padded([t[r, :, :a] for r, a in enumerate(ages.tolist())], P) for t in history]
+    feeds = {**common, io.self_mask: padded[0][1], **{name: cache for name, (cache, _) in zip(io.past, padded)}}
 
     binding = gqa.io_binding()
     for name, array in common.items():
@@ -305,10 +303,7 @@ def decoder_steps(model_dir: Path, batch: int, P: int, threads: int, repeats: in
     for name, present, t in zip(io.past, io.outputs[1:], history):
         buffer = np.zeros((batch, H, P + 1, D), np.float32)
         buffer[:, :, :P] = t  # row r's first ages[r] columns are its history; the rest is never read
-        value = ort.OrtValue.ortvalue_from_numpy(buffer)
-        binding.bind_ortvalue_input(name, value)
-        binding.bind_ortvalue_output(present, value)
-        buffers.append(value)
+        buffers.append(bind_in_place(binding, name, present, buffer))
 
     def in_place() -> np.ndarray:
         gqa.run_with_iobinding(binding)

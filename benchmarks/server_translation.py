@@ -220,9 +220,7 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def in_process(
-    args: argparse.Namespace, model_dir: Path, arrivals: list[Arrival], schedules: dict[float, list[Arrival]]
-) -> dict[str, Any]:
+def in_process(args: argparse.Namespace, model_dir: Path, schedules: dict[float, list[Arrival]]) -> dict[str, Any]:
     """Median tokens/s of the engine itself, no gRPC, every text submitted at once, per batching mode
     (the two engines take turns, ``args.rounds`` rounds after a warm-up each): the schedulers' own ratio.
     ``same_arrivals``: per rate, the continuous engine given the texts at their ``schedules`` times,
@@ -233,12 +231,13 @@ def in_process(
     from attnserve.server.translation.sessions import load_translation_sessions
 
     manifest = load_manifest(model_dir)
+    at_once = [dataclasses.replace(a, at_s=0.0) for a in next(iter(schedules.values()))]  # same texts at any rate
 
     async def session() -> dict[str, float]:
         engines = {}
         for name in SERVERS:
             enc, dec = load_translation_sessions(model_dir, manifest, intra_op_threads=args.threads)
-            settings = EngineSettings(max_active_sequences=args.max_rows, max_queue_size=len(arrivals), batching=name)
+            settings = EngineSettings(max_active_sequences=args.max_rows, max_queue_size=len(at_once), batching=name)
             engines[name] = TranslationEngine(model_dir, manifest, enc, dec, settings)
             engines[name].warmup()
             await engines[name].start()
@@ -259,7 +258,6 @@ def in_process(
             tokens = sum(await asyncio.gather(*(one(a) for a in schedule)))
             return tokens / (time.perf_counter() - t0)
 
-        at_once = [dataclasses.replace(a, at_s=0.0) for a in arrivals]
         runs: dict[str, list[float]] = {name: [] for name in SERVERS}
         for engine in engines.values():
             await replayed(engine, at_once)
@@ -317,14 +315,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         name: start_server(repo, args.threads, 1, args.provider, [*extra, *flags])
         for name, flags in server_names(args).items()
     }
+    schedules = {rate: workload(args, rate, vocab) for rate in args.rates}
     rounds: dict[tuple[float, str], list[dict[str, Any]]] = {}
     try:
 
         async def session() -> None:
             for proc, address in procs.values():
                 await wait_ready(address, proc)
-            for rate in args.rates:
-                arrivals = workload(args, rate, vocab)
+            for rate, arrivals in schedules.items():
                 for _ in range(args.rounds):
                     for name, (_, address) in procs.items():  # interleaved: the two servers take turns
                         got = await replay(address, model, arrivals, args.rpc == "unary", args.channels)
@@ -336,15 +334,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             proc.terminate()
         for proc, _ in procs.values():
             proc.wait(30)
-    mean_tokens = float(np.mean([a.new_tokens for a in workload(args, 1.0, vocab)]))
+    mean_tokens = float(np.mean([a.new_tokens for a in next(iter(schedules.values()))]))
     rows = []
     for (rate, name), got in rounds.items():
         rows.append({"rate": rate, "offered_tokens_per_s": rate * mean_tokens, "server": name, **summary(got)})
     for r in rows:
         peer = next(x for x in rows if x["rate"] == r["rate"] and x["server"] == "static")
         r["ratio_to_static"] = r["tokens_per_s"] / peer["tokens_per_s"]
-    schedules = {rate: workload(args, rate, vocab) for rate in args.rates}
-    direct = in_process(args, model_dir, workload(args, 1.0, vocab), schedules)
+    direct = in_process(args, model_dir, schedules)
     for r in rows:  # the server against its own engine without gRPC (issue 18's headline at saturation)
         r["ratio_to_in_process"] = r["tokens_per_s"] / direct["continuous"]
         r["engine_same_arrivals_tokens_per_s"] = direct["same_arrivals"][r["rate"]]

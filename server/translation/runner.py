@@ -44,12 +44,9 @@ class ModelRunner:
         one run took every job in the given order; None when there were several runs. With
         device placement (CUDA) every job goes in one run.
         """
-        runs = length_runs([job.source_tokens for job in jobs]) if self.split_runs else None
-        if runs is None or len(runs) == 1:
-            return self._encode_run(list(jobs))
-        for rows in runs:
-            self._encode_run([jobs[i] for i in rows])
-        return None
+        runs = length_runs([job.source_tokens for job in jobs]) if self.split_runs else [range(len(jobs))]
+        outputs = [self._encode_run([jobs[i] for i in rows]) for rows in runs]
+        return outputs[0] if len(outputs) == 1 else None
 
     def _encode_run(self, jobs: list[Job]) -> list[np.ndarray]:
         t0 = time.perf_counter()
@@ -139,10 +136,9 @@ def length_runs(lengths: Sequence[int], run_cost: int = RUN_COST_TOKENS) -> list
     """
     if not lengths:
         return []
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
-    distinct, counts = np.unique(np.asarray(lengths, dtype=np.int64), return_counts=True)
-    if len(distinct) == 1:
+    if min(lengths) == max(lengths):  # one length (one text, say): nothing to cut
         return [list(range(len(lengths)))]
+    distinct, counts = np.unique(np.asarray(lengths, dtype=np.int64), return_counts=True)
     upto = np.concatenate([[0], np.cumsum(counts)])  # rows shorter than distinct[g]: upto[g]
     best = np.zeros(len(distinct) + 1)  # best[g]: cheapest cost of the first g lengths
     cut = np.zeros(len(distinct) + 1, dtype=np.int64)  # where the last run of best[g] starts
@@ -157,4 +153,5 @@ def length_runs(lengths: Sequence[int], run_cost: int = RUN_COST_TOKENS) -> list
         g = int(cut[g])
     if len(bounds) == 1:
         return [list(range(len(lengths)))]
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
     return [order[a:b] for a, b in reversed(bounds)]

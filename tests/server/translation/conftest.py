@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,19 +95,32 @@ def translate_once(engine, texts, options):
 
 
 class SessionWrapper:
-    """An onnxruntime session that can be slowed down, or fail once: on the first run whose batch
-    has ``fail_at_rows`` rows, or on the next run after ``fail_next`` is set."""
+    """An onnxruntime session that records the shape of each run's first input and can be slowed
+    down, or fail once: on the first run whose batch has ``fail_at_rows`` rows, whose first input's
+    shape ``fail_when`` accepts, or on the next run after ``fail_next`` is set."""
 
-    def __init__(self, session, delay_s: float = 0.0, fail_at_rows: int | None = None) -> None:
-        self.session, self.delay_s, self.fail_at_rows = session, delay_s, fail_at_rows
+    def __init__(
+        self,
+        session,
+        delay_s: float = 0.0,
+        fail_at_rows: int | None = None,
+        fail_when: Callable[[tuple[int, ...]], bool] | None = None,
+    ) -> None:
+        self.session, self.delay_s, self.fail_at_rows, self.fail_when = session, delay_s, fail_at_rows, fail_when
         self.fail_next = False
         self.calls = 0
+        self.shapes: list[tuple[int, ...]] = []
 
     def run(self, output_names, feeds, *args, **kwargs):
         self.calls += 1
-        rows = next(iter(feeds.values())).shape[0]
-        if self.fail_next or (self.fail_at_rows is not None and rows == self.fail_at_rows):
-            self.fail_at_rows, self.fail_next = None, False
+        shape = next(iter(feeds.values())).shape
+        self.shapes.append(shape)
+        if (
+            self.fail_next
+            or (self.fail_at_rows is not None and shape[0] == self.fail_at_rows)
+            or (self.fail_when is not None and self.fail_when(shape))
+        ):
+            self.fail_at_rows, self.fail_when, self.fail_next = None, None, False
             raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : injected failure")
         if self.delay_s:
             time.sleep(self.delay_s)
@@ -124,3 +138,17 @@ def long_text(tiny) -> str:
         if greedy_decode(tiny.model, src, MAX_TARGET_LEN)[0].finish == "length":
             return text
     raise AssertionError("no long-running text among 40")
+
+
+def record_encoder_batches(engine) -> list[int]:
+    """Spy on the encoder calls of the step boundaries: how many texts each one encoded (in one or
+    more runs of like source lengths)."""
+    scheduler, sizes = engine._scheduler, []
+    run_encoder = scheduler.runner.encode
+
+    def spy(jobs):
+        sizes.append(len(jobs))
+        return run_encoder(jobs)
+
+    scheduler.runner.encode = spy
+    return sizes

@@ -13,7 +13,15 @@ from attnserve.models import greedy_decode
 from attnserve.server.errors import DeadlineExceeded, InferenceFailed, InvalidRequest, Overloaded, ShuttingDown
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
-from .conftest import MAX_SOURCE_LEN, MAX_TARGET_LEN, SessionWrapper, random_texts, run, translate_once
+from .conftest import (
+    MAX_SOURCE_LEN,
+    MAX_TARGET_LEN,
+    SessionWrapper,
+    random_texts,
+    record_encoder_batches,
+    run,
+    translate_once,
+)
 
 
 def slow_engine(tiny, delay_s=0.004, settings=None, fail_at_rows=None):
@@ -379,20 +387,6 @@ def test_warmup_runs_before_start_and_counts_nothing(tiny):
     assert_idle(engine)
 
 
-class FailingLongRuns:
-    """An encoder session that fails every run whose sources are ``min_len`` tokens or longer."""
-
-    def __init__(self, session, min_len: int) -> None:
-        self.session, self.min_len, self.shapes = session, min_len, []
-
-    def run(self, names, feeds):
-        shape = next(iter(feeds.values())).shape
-        self.shapes.append(shape)
-        if shape[1] >= self.min_len:
-            raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : injected failure")
-        return self.session.run(names, feeds)
-
-
 def test_an_encoder_run_that_fails_fails_only_the_texts_it_did_not_encode(tiny, long_text):
     # a short and a long newcomer join at one boundary: two encoder runs (short first); the long
     # one's run fails, the short one decodes on
@@ -401,20 +395,14 @@ def test_an_encoder_run_that_fails_fails_only_the_texts_it_did_not_encode(tiny, 
     encoder = scheduler.runner.encoder
     options = DecodeOptions(max_new_tokens=6)
     short, long = "t5 t6", " ".join(f"t{4 + i % 50}" for i in range(MAX_SOURCE_LEN - 2))
-    calls, encode = [], scheduler.runner.encode
-
-    def spy(jobs):
-        calls.append(len(jobs))
-        return encode(jobs)
-
-    scheduler.runner.encode = spy
+    calls = record_encoder_batches(engine)
 
     async def main():
         await engine.start()
         try:
             running = asyncio.create_task(engine.translate([long_text], DecodeOptions(max_new_tokens=30)))
             await wait_until(lambda: engine.active_sequences == 1)
-            scheduler.runner.encoder = FailingLongRuns(encoder, min_len=10)
+            scheduler.runner.encoder = SessionWrapper(encoder, fail_when=lambda shape: shape[1] >= 10)
             # both submitted in one loop iteration, while the scheduler decodes: one boundary admits both
             both = await asyncio.gather(
                 engine.translate([short], options), engine.translate([long], options), return_exceptions=True

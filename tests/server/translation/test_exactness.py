@@ -19,7 +19,7 @@ import torch
 from attnserve.models import beam_search, greedy_decode
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
-from .conftest import MAX_TARGET_LEN, random_texts, run, translate_once
+from .conftest import MAX_TARGET_LEN, random_texts, record_encoder_batches, run, translate_once
 
 
 @dataclass
@@ -50,20 +50,6 @@ def record_events(engine) -> list[Event]:
 
     cache.assign, cache.free, cache.compact = spy_assign, spy_free, spy_compact
     return events
-
-
-def record_encoder_batches(engine) -> list[int]:
-    """Spy on the encoder calls of the step boundaries: how many texts each one encoded (in one or
-    more runs of like source lengths)."""
-    scheduler, sizes = engine._scheduler, []
-    run_encoder = scheduler.runner.encode
-
-    def spy(jobs):
-        sizes.append(len(jobs))
-        return run_encoder(jobs)
-
-    scheduler.runner.encode = spy
-    return sizes
 
 
 def assert_batch_was_continuous(events: list[Event]) -> None:

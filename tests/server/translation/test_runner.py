@@ -13,6 +13,8 @@ from attnserve.server.translation.jobs import CollectSink, Job
 from attnserve.server.translation.runner import ModelRunner, length_runs
 from attnserve.server.translation.sessions import load_translation_sessions, model_spec
 
+from .conftest import SessionWrapper
+
 
 def cost(lengths: list[int], runs: list[list[int]], run_cost: int) -> int:
     """Positions the runs compute (rows x each run's longest source) plus ``run_cost`` per run."""
@@ -50,19 +52,10 @@ def test_the_runs_cost_no_more_than_any_split_of_the_sorted_lengths(seed):
     assert cost(lengths, runs, 8) == best
 
 
-class RecordingEncoder:
-    def __init__(self, session) -> None:
-        self.session, self.shapes = session, []
-
-    def run(self, names, feeds):
-        self.shapes.append(next(iter(feeds.values())).shape)
-        return self.session.run(names, feeds)
-
-
 def test_each_job_gets_the_cross_kv_of_its_own_source(tiny):
     encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
     spec = model_spec(tiny.manifest)
-    recorder = RecordingEncoder(encoder)
+    recorder = SessionWrapper(encoder)
     runner = ModelRunner(recorder, decoder, spec, Placement())
     rng = np.random.default_rng(0)
     sources = [rng.integers(4, 64, n).tolist() + [spec.eos_id] for n in (2, 19, 2, 1, 20)]
@@ -91,7 +84,7 @@ def test_with_device_placement_every_source_goes_in_one_run(tiny):
     # not measured on a GPU yet, where a run's fixed cost weighs more: one run, as before
     encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
     spec = model_spec(tiny.manifest)
-    recorder = RecordingEncoder(encoder)
+    recorder = SessionWrapper(encoder)
     runner = ModelRunner(recorder, decoder, spec, DevicePlacement("cpu"))
     jobs = [Job([5] * n + [spec.eos_id], DecodeOptions(), 4, spec.eos_id, CollectSink()) for n in (2, 19, 2)]
     outputs = runner.encode(jobs)
