@@ -69,7 +69,7 @@ def translation_variants(
     model_dir: Path, variants: dict[str, tuple[str, ...]], args: argparse.Namespace
 ) -> tuple[dict[str, Any], dict[str, collections.Counter[str]]]:
     from attnserve.contract.manifest import load_manifest
-    from attnserve.server.translation.sessions import session_options
+    from attnserve.server.runtime import session_options
 
     from .translators import EngineRunner
 

@@ -269,7 +269,8 @@ def decoder_steps(model_dir: Path, batch: int, P: int, threads: int, repeats: in
     import onnxruntime as ort
 
     from attnserve.contract.manifest import load_manifest
-    from attnserve.server.translation.sessions import model_spec, session_options
+    from attnserve.server.runtime import session_options
+    from attnserve.server.translation.sessions import model_spec
 
     spec = model_spec(load_manifest(model_dir))
     io, H, D, n = spec.decoder_io, spec.num_heads, spec.head_dim, spec.num_layers

@@ -40,7 +40,8 @@ def decoder_runner(model_dir: Path, manifest, batch: int, args: argparse.Namespa
     """(decoder graph, run(session)): ``args.steps`` greedy steps of a batch, cross K/V from one encoder run."""
     import onnxruntime as ort
 
-    from attnserve.server.translation.sessions import model_spec, session_options
+    from attnserve.server.runtime import session_options
+    from attnserve.server.translation.sessions import model_spec
 
     spec = model_spec(manifest)
     n, H, D = spec.num_layers, spec.num_heads, spec.head_dim
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     manifest = load_manifest(args.model_dir)
     translation = manifest.kind == "translation"
     if translation:
-        from attnserve.server.translation.sessions import session_options
+        from attnserve.server.runtime import session_options
 
         disabled = None if args.disable is None else tuple(n for n in args.disable.split(",") if n not in ("", "none"))
         options = session_options(args.threads, disabled_optimizers=disabled)

@@ -42,53 +42,70 @@ def disable_optimizers(opts: ort.SessionOptions, names: tuple[str, ...] | list[s
 
 
 def session_options(
-    threads: int, provider: str = "cpu", disabled_optimizers: tuple[str, ...] | None = None
+    threads: int = 0,
+    provider: str = "cpu",
+    disabled_optimizers: tuple[str, ...] | None = None,
+    spin: bool = True,
 ) -> ort.SessionOptions:
-    """Options of a session on ``provider`` (cpu | cuda).
+    """Options of a session on ``provider`` (cpu | cuda): full graph optimisation, sequential
+    execution, ``threads`` intra-op threads (0 = onnxruntime's default, one per physical core).
 
     ``disabled_optimizers``: onnxruntime graph optimizers to leave out; None = the
-    provider's default (CPU_DISABLED_OPTIMIZERS on cpu, none on cuda).
+    provider's default (CPU_DISABLED_OPTIMIZERS on cpu, none on cuda). ``spin=False`` stops
+    idle pool threads from spinning, which costs a little latency on a machine of one's own
+    and saves a lot on one shared with other processes.
     """
     opts = ort.SessionOptions()
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    opts.intra_op_num_threads = threads  # 0 = onnxruntime's default (one per physical core)
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1  # graphs are sequential; parallelism comes from intra-op and batching
     opts.log_severity_level = 3  # errors only: the provider fallback is reported by us, once
+    if not spin:
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if disabled_optimizers is None:
         disabled_optimizers = CPU_DISABLED_OPTIMIZERS if provider == "cpu" else ()
     return disable_optimizers(opts, disabled_optimizers)
 
 
-def _create(path: Path, providers: list[str], threads: int) -> ort.InferenceSession:
+def _create(path: Path, providers: list[str], threads: int, **options_kw) -> ort.InferenceSession:
     configured = [(p, CUDA_OPTIONS) if p == CUDA else p for p in providers]
-    options = session_options(threads, "cuda" if providers[0] == CUDA else "cpu")
+    options = session_options(threads, "cuda" if providers[0] == CUDA else "cpu", **options_kw)
     try:
         return ort.InferenceSession(str(path), sess_options=options, providers=configured)
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped errors
         raise ProviderError(f"{path}: onnxruntime cannot load it on {providers[0]}: {exc}") from exc
 
 
-def create_session(path: Path, provider: str = "auto", threads: int = 0) -> ort.InferenceSession:
-    """A session for ``path`` on ``provider`` (auto | cpu | cuda).
+def create_session(
+    path: Path,
+    provider: str = "auto",
+    threads: int = 0,
+    spin: bool = True,
+    disabled_optimizers: tuple[str, ...] | None = None,
+) -> ort.InferenceSession:
+    """A session for ``path`` on ``provider`` (auto | cpu | cuda), with :func:`session_options`
+    for the provider it runs on (``spin`` and ``disabled_optimizers`` are passed on).
 
     Raises :class:`ProviderError` when ``cuda`` was asked for and is not usable, or when
     the graph does not load.
     """
+    kw = {"spin": spin, "disabled_optimizers": disabled_optimizers}
     if provider == "cpu":
-        return _create(path, [CPU], threads)
+        return _create(path, [CPU], threads, **kw)
     if CUDA not in ort.get_available_providers():
         if provider == "cuda":
             raise ProviderError(
                 f"--provider cuda: this onnxruntime build has no CUDA provider "
                 f"(available: {', '.join(ort.get_available_providers())}); install onnxruntime-gpu"
             )
-        return _create(path, [CPU], threads)
+        return _create(path, [CPU], threads, **kw)
     if provider == "auto":
         # onnxruntime's own logger prints an error when the CUDA libraries do not load; with
         # auto that is expected on CPU machines, and the registry reports the fallback once.
         ort.set_default_logger_severity(4)
     try:
-        session = _create(path, [CUDA, CPU], threads)
+        session = _create(path, [CUDA, CPU], threads, **kw)
     finally:
         ort.set_default_logger_severity(2)  # onnxruntime's default: warnings and up
     if session.get_providers()[0] == CUDA:
@@ -100,7 +117,7 @@ def create_session(path: Path, provider: str = "auto", threads: int = 0) -> ort.
         )
     # auto: onnxruntime fell back to CPU with the options of a CUDA session; the CPU session
     # must have the CPU options, so build it again (the caller logs the fallback once)
-    return _create(path, [CPU], threads)
+    return _create(path, [CPU], threads, **kw)
 
 
 def session_provider(session: ort.InferenceSession) -> str:

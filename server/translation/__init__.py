@@ -10,7 +10,7 @@ See docs/architecture.md.
 
 from .engine import TranslationEngine
 from .options import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
-from .sessions import load_translation_sessions, session_options
+from .sessions import load_translation_sessions
 
 __all__ = [
     "DecodeOptions",
@@ -20,5 +20,4 @@ __all__ = [
     "TranslationEngine",
     "TranslationResult",
     "load_translation_sessions",
-    "session_options",
 ]

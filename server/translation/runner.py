@@ -17,7 +17,7 @@ import numpy as np
 
 from .cache import KVCache, NewRows, Placement
 from .jobs import Job
-from .sessions import ModelSpec
+from .sessions import ModelSpec, direct_run
 
 
 class ModelRunner:
@@ -32,6 +32,23 @@ class ModelRunner:
         # device a run's fixed cost (kernel launches) weighs more and padding less, and this is
         # not measured there yet: one run per boundary, as before.
         self.split_runs = placement.device is None
+
+    # The sessions, each with its run call (:func:`~.sessions.direct_run`), set together.
+    @property
+    def encoder(self):
+        return self._encoder
+
+    @encoder.setter
+    def encoder(self, session) -> None:
+        self._encoder, self._encode_call = session, direct_run(session)
+
+    @property
+    def decoder(self):
+        return self._decoder
+
+    @decoder.setter
+    def decoder(self, session) -> None:
+        self._decoder, self._decode_call = session, direct_run(session)
 
     # --- encoder ---------------------------------------------------------------------
 
@@ -57,7 +74,7 @@ class ModelRunner:
             src[i, : job.source_tokens] = job.src_ids
             src_mask[i, : job.source_tokens] = 1
         io = self.spec.encoder_io
-        cross = self.encoder.run(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
+        cross = self._encode_call(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
         seconds = time.perf_counter() - t0
         for i, job in enumerate(jobs):
             job.encoded = [c[i, :, : job.source_tokens] for c in cross]
@@ -99,7 +116,7 @@ class ModelRunner:
             }
             feeds.update(zip(self.past_names, cache.past))
             feeds.update(zip(self.decoder_cross, cache.cross))
-            outputs = self.decoder.run(self.output_names, feeds)
+            outputs = self._decode_call(self.output_names, feeds)
             cache.advance(outputs[1:])
             return outputs[0]
         binding = self.decoder.io_binding()

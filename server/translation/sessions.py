@@ -3,6 +3,7 @@ decoding speed, and the few facts about the model that decoding needs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,59 +11,49 @@ import onnxruntime as ort
 
 from attnserve.contract.graph_io import DecoderIO, EncoderIO
 from attnserve.contract.manifest import Manifest
-from attnserve.server.runtime import CPU_DISABLED_OPTIMIZERS, CUDA, disable_optimizers
-
-
-def session_options(
-    intra_op_threads: int = 0,
-    spin: bool = True,
-    provider: str = "cpu",
-    disabled_optimizers: tuple[str, ...] | None = None,
-) -> ort.SessionOptions:
-    """Sequential execution, full graph optimisation, ``intra_op_threads`` (0 = onnxruntime's default).
-
-    ``spin=False`` stops idle pool threads from spinning, which costs a little latency
-    on a machine of one's own and saves a lot on one shared with other processes.
-    ``disabled_optimizers`` (None = the default for ``provider``: CPU_DISABLED_OPTIMIZERS on
-    cpu, none on cuda) are onnxruntime graph optimizers to leave out.
-    """
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.intra_op_num_threads = intra_op_threads
-    options.inter_op_num_threads = 1
-    if not spin:
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if disabled_optimizers is None:
-        disabled_optimizers = CPU_DISABLED_OPTIMIZERS if provider == "cpu" else ()
-    return disable_optimizers(options, disabled_optimizers)
+from attnserve.server.runtime import create_session
 
 
 def load_translation_sessions(
     model_dir: Path,
     manifest: Manifest,
-    providers: list[str] | None = None,
+    provider: str = "cpu",
     intra_op_threads: int = 0,
     spin: bool = True,
     disabled_optimizers: tuple[str, ...] | None = None,
 ) -> tuple[ort.InferenceSession, ort.InferenceSession]:
-    """(encoder, decoder) sessions of a translation model directory; CPU unless ``providers`` say otherwise.
-
-    A session that asked for CUDA and fell back to CPU is built again with the CPU options.
-    ``disabled_optimizers``: see :func:`session_options` (None = the provider's default).
+    """(encoder, decoder) sessions of a translation model directory on ``provider`` (cpu | auto |
+    cuda), made as the server makes them (:func:`attnserve.server.runtime.create_session`): a
+    session that asked for CUDA and fell back to CPU is built again with the CPU options.
+    ``spin`` and ``disabled_optimizers``: see :func:`attnserve.server.runtime.session_options`.
     """
-    providers = providers or ["CPUExecutionProvider"]
-    on_cuda = providers[0] == CUDA or (isinstance(providers[0], tuple) and providers[0][0] == CUDA)
-    sessions = []
-    for name in ("encoder", "decoder"):
-        path = str(Path(model_dir) / manifest.graphs[name].file)
-        options = session_options(intra_op_threads, spin, "cuda" if on_cuda else "cpu", disabled_optimizers)
-        session = ort.InferenceSession(path, options, providers=providers)
-        if on_cuda and session.get_providers()[0] != CUDA:
-            options = session_options(intra_op_threads, spin, "cpu", disabled_optimizers)
-            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        sessions.append(session)
-    return sessions[0], sessions[1]
+    encoder, decoder = (
+        create_session(
+            Path(model_dir) / manifest.graphs[name].file, provider, intra_op_threads, spin, disabled_optimizers
+        )
+        for name in ("encoder", "decoder")
+    )
+    return encoder, decoder
+
+
+Run = Callable[[list[str], dict], list]
+
+
+def direct_run(session) -> Run:
+    """``session.run(output_names, feeds)``, minus onnxruntime's per-call Python checks when
+    ``session`` is a plain ``InferenceSession``.
+
+    ``InferenceSession.run`` checks in Python, on every call, that no required input is
+    missing and that no fed ``OrtValue`` lives on another session's device, then calls the
+    C++ session, which checks the feeds' names, types and shapes again. The engine feeds
+    numpy arrays under the manifest's names, so the Python half only costs time: 9-12 us a
+    call, 3% of mt-small's 0.3 ms decoder step at batch 1 (benchmarks/README.md). Anything
+    else (a wrapper, a session of another kind) keeps its own ``run``.
+    """
+    inner = getattr(session, "_sess", None) if type(session) is ort.InferenceSession else None
+    if inner is None or not callable(getattr(inner, "run", None)):
+        return session.run
+    return lambda output_names, feeds: inner.run(output_names, feeds, None)
 
 
 @dataclass(frozen=True)
