@@ -11,7 +11,7 @@ binding, ``present`` left on the device and only the logits brought to the host.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -103,8 +103,9 @@ class ModelRunner:
 
     # --- decoder ---------------------------------------------------------------------
 
-    def step(self, cache: KVCache, input_ids: np.ndarray) -> np.ndarray:
-        """input_ids: (B, 1) int64 -> logits (B, V) float32; the cache advances one step."""
+    def step(self, cache: KVCache, input_ids: np.ndarray, before_run: Callable[[], None] | None = None) -> np.ndarray:
+        """input_ids: (B, 1) int64 -> logits (B, V) float32; the cache advances one step.
+        ``before_run``: called with the feeds ready, right before the decoder runs."""
         positions, self_mask = cache.step_inputs()
         io = self.spec.decoder_io
         if self.placement.device is None:
@@ -116,6 +117,8 @@ class ModelRunner:
             }
             feeds.update(zip(self.past_names, cache.past))
             feeds.update(zip(self.decoder_cross, cache.cross))
+            if before_run is not None:
+                before_run()
             outputs = self._decode_call(self.output_names, feeds)
             cache.advance(outputs[1:])
             return outputs[0]
@@ -128,6 +131,8 @@ class ModelRunner:
         binding.bind_output(io.logits, "cpu")
         for name in self.output_names[1:]:
             binding.bind_output(name, self.placement.device, self.placement.device_id)
+        if before_run is not None:
+            before_run()
         self.decoder.run_with_iobinding(binding)
         outputs = binding.get_outputs()
         cache.advance(list(outputs[1:]))

@@ -153,8 +153,9 @@ class DecodeScheduler:
         )
 
     def run_once(self, plan: StepPlan) -> None:
-        """One boundary (applying ``plan``) and, if any row is left, one step."""
-        self.outbox.flush()  # the last step's results, while the models run (no GIL held there)
+        """One boundary (applying ``plan``) and, if any row is left, one step. The results
+        gathered since the last step go to the event loops right before the decoder runs
+        (``_step``), or at the end when no row is left."""
         slots = self.slots
         try:
             if plan or self._layout_changed or slots.waste >= slots.waste_limit:
@@ -237,7 +238,11 @@ class DecodeScheduler:
 
     def _step(self) -> None:
         slots = self.slots
-        logits = self.runner.step(self.cache, slots.tokens[:, None])  # (B, V)
+        # The results go out just before onnxruntime lets go of the GIL for the whole step, so the
+        # event loops turn them into messages meanwhile. Posted any earlier, a loop woken by them
+        # takes the GIL whenever a boundary's numpy copies let go of it, and keeps it until it has
+        # sent them all: the scheduler waited ~0.2 ms a step so (benchmarks/README.md, 2026-11-24).
+        logits = self.runner.step(self.cache, slots.tokens[:, None], self.outbox.flush)  # (B, V)
         step = StepLogits(logits, self.never, self._any_scores, self._any_argmax)
         now = time.perf_counter()
         generated = 0

@@ -249,6 +249,24 @@ def test_server_profile_groups_by_the_innermost_frame():
     assert counts["request tensor decode + preprocessing (thread pool)"] == 4
 
 
+def test_translation_profile_counts_the_engines_direct_onnxruntime_calls_as_onnxruntime():
+    from attnserve.benchmarks import server_profile as sp
+    from attnserve.benchmarks.server_profile_translation import GROUPS
+
+    step = (
+        "DecodeScheduler.run_once (server/translation/scheduler.py:160);DecodeScheduler._step "
+        "(server/translation/scheduler.py:240);ModelRunner.step (server/translation/runner.py:119)"
+    )
+    raw = "\n".join(
+        [
+            f"{step};direct_run.<locals>.<lambda> (server/translation/sessions.py:56) 7",
+            f"{step};KVCache.step_inputs (server/translation/cache.py:107) 2",
+        ]
+    )
+    counts = sp.parse_raw(raw, GROUPS)
+    assert counts["onnxruntime run"] == 7 and counts["decode scheduler (Python)"] == 2
+
+
 def test_http_servers_quick(dirs):
     argv, out = dirs
     assert cli.main(["http-servers", *argv]) == 0

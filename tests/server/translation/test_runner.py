@@ -1,4 +1,5 @@
-"""The encoder runs of a boundary: sources grouped by length, every job given its own cross K/V."""
+"""The model runner: a boundary's encoder runs (sources grouped by length, every job given its
+own cross K/V), and a decoder step that hands out the waiting results right before it runs."""
 
 from __future__ import annotations
 
@@ -8,10 +9,11 @@ import numpy as np
 import pytest
 
 from attnserve.server.translation import DecodeOptions
-from attnserve.server.translation.cache import DevicePlacement, Placement
+from attnserve.server.translation.cache import DevicePlacement, KVCache, Placement
 from attnserve.server.translation.jobs import CollectSink, Job
 from attnserve.server.translation.runner import ModelRunner, length_runs
 from attnserve.server.translation.sessions import load_translation_sessions, model_spec
+from attnserve.server.translation.slots import SlotTable
 
 from .conftest import SessionWrapper
 
@@ -90,3 +92,39 @@ def test_with_device_placement_every_source_goes_in_one_run(tiny):
     outputs = runner.encode(jobs)
     assert recorder.shapes == [(3, 20)]
     assert outputs is not None and [job.encoded[0].shape[1] for job in jobs] == [3, 20, 3]
+
+
+class CallOrder:
+    """A decoder session that notes in ``log`` when it runs (``session.run`` or io binding)."""
+
+    def __init__(self, session, log: list[str]) -> None:
+        self.session, self.log = session, log
+
+    def run(self, *args, **kwargs):
+        self.log.append("decoder runs")
+        return self.session.run(*args, **kwargs)
+
+    def run_with_iobinding(self, *args, **kwargs):
+        self.log.append("decoder runs")
+        return self.session.run_with_iobinding(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+
+@pytest.mark.parametrize("placement", [Placement(), DevicePlacement("cpu")], ids=["host", "io binding"])
+def test_a_step_hands_out_results_with_its_feeds_ready_right_before_the_decoder_runs(tiny, placement):
+    # the event loops turn the results into messages while onnxruntime runs without the GIL
+    encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
+    spec = model_spec(tiny.manifest)
+    log: list[str] = []
+    runner = ModelRunner(encoder, CallOrder(decoder, log), spec, placement)
+    slots = SlotTable(KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement), spec.start_id, spec.pad_id)
+    jobs = [Job([5, 9, spec.eos_id], DecodeOptions(), 4, spec.eos_id, CollectSink())]
+    slots.start(jobs, runner.new_rows(jobs, (runner.encode(jobs), jobs)))
+
+    logits = runner.step(slots.cache, slots.tokens[:, None], lambda: log.append("results out"))
+    assert log == ["results out", "decoder runs"]
+    assert logits.shape == (1, tiny.model.cfg.vocab_size) and slots.cache.P == 1
+    runner.step(slots.cache, np.array([[7]]))  # nothing to hand out: the step runs as before
+    assert log[2:] == ["decoder runs"] and slots.cache.P == 2
