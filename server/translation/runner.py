@@ -52,20 +52,21 @@ class ModelRunner:
 
     # --- encoder ---------------------------------------------------------------------
 
-    def encode(self, jobs: Sequence[Job]) -> list[np.ndarray] | None:
+    def encode(self, jobs: Sequence[Job], before_run: Callable[[], None] | None = None) -> list[np.ndarray] | None:
         """Encoder runs over ``jobs``, grouped by source length (:func:`length_runs`) so that a
         short text is not padded to the longest one; each job keeps its cross K/V,
-        ``job.encoded``: 2 per layer (H, Lj, D).
+        ``job.encoded``: 2 per layer (H, Lj, D). ``before_run``: called with each run's
+        inputs ready, right before the encoder runs.
 
         Returns the outputs, 2 per layer (n, H, L, D), row i = ``jobs[i]``, right-padded, when
         one run took every job in the given order; None when there were several runs. With
         device placement (CUDA) every job goes in one run.
         """
         runs = length_runs([job.source_tokens for job in jobs]) if self.split_runs else [range(len(jobs))]
-        outputs = [self._encode_run([jobs[i] for i in rows]) for rows in runs]
+        outputs = [self._encode_run([jobs[i] for i in rows], before_run) for rows in runs]
         return outputs[0] if len(outputs) == 1 else None
 
-    def _encode_run(self, jobs: list[Job]) -> list[np.ndarray]:
+    def _encode_run(self, jobs: list[Job], before_run: Callable[[], None] | None) -> list[np.ndarray]:
         t0 = time.perf_counter()
         n, L = len(jobs), max(job.source_tokens for job in jobs)
         src = np.full((n, L), self.spec.pad_id, dtype=np.int64)  # (n, L), right-padded
@@ -74,6 +75,8 @@ class ModelRunner:
             src[i, : job.source_tokens] = job.src_ids
             src_mask[i, : job.source_tokens] = 1
         io = self.spec.encoder_io
+        if before_run is not None:
+            before_run()
         cross = self._encode_call(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
         seconds = time.perf_counter() - t0
         for i, job in enumerate(jobs):

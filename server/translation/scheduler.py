@@ -154,8 +154,8 @@ class DecodeScheduler:
 
     def run_once(self, plan: StepPlan) -> None:
         """One boundary (applying ``plan``) and, if any row is left, one step. The results
-        gathered since the last step go to the event loops right before the decoder runs
-        (``_step``), or at the end when no row is left."""
+        gathered since the last step go to the event loops right before the first model run
+        (an encoder run at the boundary, else the decoder step), or at the end when no row is left."""
         slots = self.slots
         try:
             if plan or self._layout_changed or slots.waste >= slots.waste_limit:
@@ -218,7 +218,8 @@ class DecodeScheduler:
         if todo:
             todo += [job for job in ahead if job.encoded is None and not job.cancel_requested]
             try:
-                outputs = self.runner.encode(todo)  # None: several runs (by length), rows copied below
+                # None: several runs (by length), rows copied below; results go out as in _step
+                outputs = self.runner.encode(todo, self.outbox.flush)
                 run = (outputs, todo) if outputs is not None else None
             except Exception as exc:  # noqa: BLE001
                 log.exception("encoder failed on %d texts", len(todo))
@@ -238,10 +239,11 @@ class DecodeScheduler:
 
     def _step(self) -> None:
         slots = self.slots
-        # The results go out just before onnxruntime lets go of the GIL for the whole step, so the
-        # event loops turn them into messages meanwhile. Posted any earlier, a loop woken by them
-        # takes the GIL whenever a boundary's numpy copies let go of it, and keeps it until it has
-        # sent them all: the scheduler waited ~0.2 ms a step so (benchmarks/README.md, 2026-11-24).
+        # The results go out just before onnxruntime lets go of the GIL for a whole model run (this
+        # step's, or an encoder run's at the boundary), so the event loops turn them into messages
+        # meanwhile. Posted before the boundary, a loop woken by them took the GIL whenever the
+        # boundary's numpy copies let go of it, and kept it until it had sent them all: the
+        # scheduler waited ~0.2 ms a step so (benchmarks/README.md, 2026-11-24).
         logits = self.runner.step(self.cache, slots.tokens[:, None], self.outbox.flush)  # (B, V)
         step = StepLogits(logits, self.never, self._any_scores, self._any_argmax)
         now = time.perf_counter()

@@ -146,9 +146,9 @@ def record_encoder_batches(engine) -> list[int]:
     scheduler, sizes = engine._scheduler, []
     run_encoder = scheduler.runner.encode
 
-    def spy(jobs):
+    def spy(jobs, *args):
         sizes.append(len(jobs))
-        return run_encoder(jobs)
+        return run_encoder(jobs, *args)
 
     scheduler.runner.encode = spy
     return sizes

@@ -95,17 +95,17 @@ def test_with_device_placement_every_source_goes_in_one_run(tiny):
 
 
 class CallOrder:
-    """A decoder session that notes in ``log`` when it runs (``session.run`` or io binding)."""
+    """A session that notes in ``log`` when it runs (``session.run`` or io binding), as ``name``."""
 
-    def __init__(self, session, log: list[str]) -> None:
-        self.session, self.log = session, log
+    def __init__(self, session, log: list[str], name: str) -> None:
+        self.session, self.log, self.name = session, log, name
 
     def run(self, *args, **kwargs):
-        self.log.append("decoder runs")
+        self.log.append(f"{self.name} runs")
         return self.session.run(*args, **kwargs)
 
     def run_with_iobinding(self, *args, **kwargs):
-        self.log.append("decoder runs")
+        self.log.append(f"{self.name} runs")
         return self.session.run_with_iobinding(*args, **kwargs)
 
     def __getattr__(self, name):
@@ -113,18 +113,22 @@ class CallOrder:
 
 
 @pytest.mark.parametrize("placement", [Placement(), DevicePlacement("cpu")], ids=["host", "io binding"])
-def test_a_step_hands_out_results_with_its_feeds_ready_right_before_the_decoder_runs(tiny, placement):
+def test_results_go_out_with_a_runs_inputs_ready_right_before_the_model_runs(tiny, placement):
     # the event loops turn the results into messages while onnxruntime runs without the GIL
     encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
     spec = model_spec(tiny.manifest)
     log: list[str] = []
-    runner = ModelRunner(encoder, CallOrder(decoder, log), spec, placement)
+    runner = ModelRunner(CallOrder(encoder, log, "encoder"), CallOrder(decoder, log, "decoder"), spec, placement)
     slots = SlotTable(KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement), spec.start_id, spec.pad_id)
-    jobs = [Job([5, 9, spec.eos_id], DecodeOptions(), 4, spec.eos_id, CollectSink())]
-    slots.start(jobs, runner.new_rows(jobs, (runner.encode(jobs), jobs)))
+    jobs = [Job(src, DecodeOptions(), 4, spec.eos_id, CollectSink()) for src in ([5, 9, spec.eos_id], [7] * 30)]
 
+    outputs = runner.encode(jobs, lambda: log.append("results out"))
+    runs = 1 if placement.device else 2  # 3 and 30 tokens: two runs of like lengths on the host
+    assert log == ["results out", "encoder runs"] * runs
+    slots.start(jobs, runner.new_rows(jobs, (outputs, jobs) if outputs is not None else None))
+    log.clear()
     logits = runner.step(slots.cache, slots.tokens[:, None], lambda: log.append("results out"))
     assert log == ["results out", "decoder runs"]
-    assert logits.shape == (1, tiny.model.cfg.vocab_size) and slots.cache.P == 1
-    runner.step(slots.cache, np.array([[7]]))  # nothing to hand out: the step runs as before
+    assert logits.shape == (2, tiny.model.cfg.vocab_size) and slots.cache.P == 1
+    runner.step(slots.cache, np.array([[7], [8]]))  # nothing to hand out: the step runs as before
     assert log[2:] == ["decoder runs"] and slots.cache.P == 2
