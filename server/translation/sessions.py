@@ -41,16 +41,19 @@ Run = Callable[[list[str], dict], list]
 
 def direct_run(session) -> Run:
     """``session.run(output_names, feeds)``, minus onnxruntime's per-call Python checks when
-    ``session`` is a plain ``InferenceSession``.
+    ``session`` is a plain ``InferenceSession`` on the CPU provider.
 
     ``InferenceSession.run`` checks in Python, on every call, that no required input is
     missing and that no fed ``OrtValue`` lives on another session's device, then calls the
     C++ session, which checks the feeds' names, types and shapes again. The engine feeds
     numpy arrays under the manifest's names, so the Python half only costs time: 9-12 us a
     call, 3% of mt-small's 0.3 ms decoder step at batch 1 (benchmarks/README.md). Anything
-    else (a wrapper, a session of another kind) keeps its own ``run``.
+    else keeps its own ``run``: a wrapper, a session of another kind, and a session on
+    another provider, where ``run`` also falls back to the CPU when the provider fails (and
+    where this was not measured; the CUDA decoder steps use io binding anyway).
     """
-    inner = getattr(session, "_sess", None) if type(session) is ort.InferenceSession else None
+    plain = type(session) is ort.InferenceSession and session.get_providers()[0] == "CPUExecutionProvider"
+    inner = getattr(session, "_sess", None) if plain else None
     if inner is None or not callable(getattr(inner, "run", None)):
         return session.run
     return lambda output_names, feeds: inner.run(output_names, feeds, None)

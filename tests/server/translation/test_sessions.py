@@ -68,3 +68,6 @@ def test_direct_run_gives_session_runs_outputs_and_onnxruntime_still_checks_the_
     wrapper = SessionWrapper(encoder, fail_at_rows=1)
     with pytest.raises(RuntimeError, match="injected failure"):
         direct_run(wrapper)(names, feeds)
+    # so does a session on another provider: its run falls back to the CPU when the provider fails
+    encoder.get_providers = lambda: [CUDA, "CPUExecutionProvider"]
+    assert direct_run(encoder) == encoder.run
