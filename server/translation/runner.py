@@ -20,11 +20,38 @@ from .jobs import Job
 from .sessions import ModelSpec, direct_run
 
 
-class ModelRunner:
-    """Runs the encoder on newcomers and the decoder one step on the whole batch."""
+class _Session:
+    """A runner's ``encoder`` / ``decoder`` session. Setting it also sets the call that runs it
+    (``_encoder_run`` / ``_decoder_run``, :func:`~.sessions.direct_run`), so a session swapped in
+    (a test's wrapper, say) is the one that runs."""
 
-    def __init__(self, encoder, decoder, spec: ModelSpec, placement: Placement) -> None:
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, runner, owner: type | None = None):
+        return self if runner is None else runner.__dict__[self.name]
+
+    def __set__(self, runner, session) -> None:
+        runner.__dict__[self.name] = session
+        runner.__dict__[f"_{self.name}_run"] = direct_run(session)
+
+
+class ModelRunner:
+    """Runs the encoder on newcomers and the decoder one step on the whole batch.
+
+    ``before_run`` is called right before every model run, its inputs ready: the scheduler hands
+    out the results gathered so far there, while onnxruntime is about to run without the GIL
+    (see ``DecodeScheduler.__init__``).
+    """
+
+    encoder = _Session()
+    decoder = _Session()
+
+    def __init__(
+        self, encoder, decoder, spec: ModelSpec, placement: Placement, before_run: Callable[[], None] = lambda: None
+    ) -> None:
         self.encoder, self.decoder, self.spec, self.placement = encoder, decoder, spec, placement
+        self.before_run = before_run
         self.cross_names = list(spec.encoder_io.cross)
         io = spec.decoder_io
         self.past_names, self.decoder_cross, self.output_names = list(io.past), list(io.cross), io.outputs
@@ -33,40 +60,22 @@ class ModelRunner:
         # not measured there yet: one run per boundary, as before.
         self.split_runs = placement.device is None
 
-    # The sessions, each with its run call (:func:`~.sessions.direct_run`), set together.
-    @property
-    def encoder(self):
-        return self._encoder
-
-    @encoder.setter
-    def encoder(self, session) -> None:
-        self._encoder, self._encode_call = session, direct_run(session)
-
-    @property
-    def decoder(self):
-        return self._decoder
-
-    @decoder.setter
-    def decoder(self, session) -> None:
-        self._decoder, self._decode_call = session, direct_run(session)
-
     # --- encoder ---------------------------------------------------------------------
 
-    def encode(self, jobs: Sequence[Job], before_run: Callable[[], None] | None = None) -> list[np.ndarray] | None:
+    def encode(self, jobs: Sequence[Job]) -> list[np.ndarray] | None:
         """Encoder runs over ``jobs``, grouped by source length (:func:`length_runs`) so that a
         short text is not padded to the longest one; each job keeps its cross K/V,
-        ``job.encoded``: 2 per layer (H, Lj, D). ``before_run``: called with each run's
-        inputs ready, right before the encoder runs.
+        ``job.encoded``: 2 per layer (H, Lj, D).
 
         Returns the outputs, 2 per layer (n, H, L, D), row i = ``jobs[i]``, right-padded, when
         one run took every job in the given order; None when there were several runs. With
         device placement (CUDA) every job goes in one run.
         """
         runs = length_runs([job.source_tokens for job in jobs]) if self.split_runs else [range(len(jobs))]
-        outputs = [self._encode_run([jobs[i] for i in rows], before_run) for rows in runs]
+        outputs = [self._encode_run([jobs[i] for i in rows]) for rows in runs]
         return outputs[0] if len(outputs) == 1 else None
 
-    def _encode_run(self, jobs: list[Job], before_run: Callable[[], None] | None) -> list[np.ndarray]:
+    def _encode_run(self, jobs: list[Job]) -> list[np.ndarray]:
         t0 = time.perf_counter()
         n, L = len(jobs), max(job.source_tokens for job in jobs)
         src = np.full((n, L), self.spec.pad_id, dtype=np.int64)  # (n, L), right-padded
@@ -75,9 +84,8 @@ class ModelRunner:
             src[i, : job.source_tokens] = job.src_ids
             src_mask[i, : job.source_tokens] = 1
         io = self.spec.encoder_io
-        if before_run is not None:
-            before_run()
-        cross = self._encode_call(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
+        self.before_run()
+        cross = self._encoder_run(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
         seconds = time.perf_counter() - t0
         for i, job in enumerate(jobs):
             job.encoded = [c[i, :, : job.source_tokens] for c in cross]
@@ -106,9 +114,8 @@ class ModelRunner:
 
     # --- decoder ---------------------------------------------------------------------
 
-    def step(self, cache: KVCache, input_ids: np.ndarray, before_run: Callable[[], None] | None = None) -> np.ndarray:
-        """input_ids: (B, 1) int64 -> logits (B, V) float32; the cache advances one step.
-        ``before_run``: called with the feeds ready, right before the decoder runs."""
+    def step(self, cache: KVCache, input_ids: np.ndarray) -> np.ndarray:
+        """input_ids: (B, 1) int64 -> logits (B, V) float32; the cache advances one step."""
         positions, self_mask = cache.step_inputs()
         io = self.spec.decoder_io
         if self.placement.device is None:
@@ -120,9 +127,8 @@ class ModelRunner:
             }
             feeds.update(zip(self.past_names, cache.past))
             feeds.update(zip(self.decoder_cross, cache.cross))
-            if before_run is not None:
-                before_run()
-            outputs = self._decode_call(self.output_names, feeds)
+            self.before_run()
+            outputs = self._decoder_run(self.output_names, feeds)
             cache.advance(outputs[1:])
             return outputs[0]
         binding = self.decoder.io_binding()
@@ -134,8 +140,7 @@ class ModelRunner:
         binding.bind_output(io.logits, "cpu")
         for name in self.output_names[1:]:
             binding.bind_output(name, self.placement.device, self.placement.device_id)
-        if before_run is not None:
-            before_run()
+        self.before_run()
         self.decoder.run_with_iobinding(binding)
         outputs = binding.get_outputs()
         cache.advance(list(outputs[1:]))

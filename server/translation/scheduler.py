@@ -63,12 +63,17 @@ class DecodeScheduler:
         placement = placement or Placement()
         self.cache = KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
         self.slots = SlotTable(self.cache, spec.start_id, spec.pad_id)
-        self.runner = ModelRunner(encoder, decoder, spec, placement)
+        self.outbox = Outbox()  # results for the event loops
+        # The results go out right before each model run (a boundary's encoder runs, the step's
+        # decoder), when onnxruntime is about to let go of the GIL for the whole run, so the event
+        # loops turn them into messages meanwhile. Posted before the boundary, a loop woken by them
+        # took the GIL whenever the boundary's numpy copies let go of it, and kept it until it had
+        # sent them all: the scheduler waited ~0.2 ms a step so (benchmarks/README.md, 2026-11-24).
+        self.runner = ModelRunner(encoder, decoder, spec, placement, before_run=self.outbox.flush)
         self.budgets = Budgets(settings.max_active_sequences, settings.max_tokens_in_flight, settings.max_cache_bytes)
         self.usage = Usage()  # what admitted jobs hold; changed on this scheduler's thread only
         self.never = never_columns(spec.never_ids)  # never generated (models/decoding.py)
         self.on_step: Callable[[int, int], None] | None = None
-        self.outbox = Outbox()  # results for the event loops; flushed after each step
         self.waiting = WaitingQueue(settings.max_queue_size)  # shared with the event loops
         self._thread: threading.Thread | None = None
         # scheduler thread only
@@ -218,8 +223,7 @@ class DecodeScheduler:
         if todo:
             todo += [job for job in ahead if job.encoded is None and not job.cancel_requested]
             try:
-                # None: several runs (by length), rows copied below; results go out as in _step
-                outputs = self.runner.encode(todo, self.outbox.flush)
+                outputs = self.runner.encode(todo)  # None: several runs (by length), rows copied below
                 run = (outputs, todo) if outputs is not None else None
             except Exception as exc:  # noqa: BLE001
                 log.exception("encoder failed on %d texts", len(todo))
@@ -239,12 +243,7 @@ class DecodeScheduler:
 
     def _step(self) -> None:
         slots = self.slots
-        # The results go out just before onnxruntime lets go of the GIL for a whole model run (this
-        # step's, or an encoder run's at the boundary), so the event loops turn them into messages
-        # meanwhile. Posted before the boundary, a loop woken by them took the GIL whenever the
-        # boundary's numpy copies let go of it, and kept it until it had sent them all: the
-        # scheduler waited ~0.2 ms a step so (benchmarks/README.md, 2026-11-24).
-        logits = self.runner.step(self.cache, slots.tokens[:, None], self.outbox.flush)  # (B, V)
+        logits = self.runner.step(self.cache, slots.tokens[:, None])  # (B, V); the last results go out first
         step = StepLogits(logits, self.never, self._any_scores, self._any_argmax)
         now = time.perf_counter()
         generated = 0

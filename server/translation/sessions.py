@@ -11,7 +11,7 @@ import onnxruntime as ort
 
 from attnserve.contract.graph_io import DecoderIO, EncoderIO
 from attnserve.contract.manifest import Manifest
-from attnserve.server.runtime import create_session
+from attnserve.server.runtime import create_session, session_provider
 
 
 def load_translation_sessions(
@@ -52,10 +52,9 @@ def direct_run(session) -> Run:
     another provider, where ``run`` also falls back to the CPU when the provider fails (and
     where this was not measured; the CUDA decoder steps use io binding anyway).
     """
-    plain = type(session) is ort.InferenceSession and session.get_providers()[0] == "CPUExecutionProvider"
-    inner = getattr(session, "_sess", None) if plain else None
-    if inner is None or not callable(getattr(inner, "run", None)):
+    if type(session) is not ort.InferenceSession or session_provider(session) != "cpu":
         return session.run
+    inner = session._sess  # the C++ session InferenceSession.run calls
     return lambda output_names, feeds: inner.run(output_names, feeds, None)
 
 

@@ -146,9 +146,9 @@ def record_encoder_batches(engine) -> list[int]:
     scheduler, sizes = engine._scheduler, []
     run_encoder = scheduler.runner.encode
 
-    def spy(jobs, *args):
+    def spy(jobs):
         sizes.append(len(jobs))
-        return run_encoder(jobs, *args)
+        return run_encoder(jobs)
 
     scheduler.runner.encode = spy
     return sizes

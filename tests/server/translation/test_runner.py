@@ -118,17 +118,19 @@ def test_results_go_out_with_a_runs_inputs_ready_right_before_the_model_runs(tin
     encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
     spec = model_spec(tiny.manifest)
     log: list[str] = []
-    runner = ModelRunner(CallOrder(encoder, log, "encoder"), CallOrder(decoder, log, "decoder"), spec, placement)
+    sessions = CallOrder(encoder, log, "encoder"), CallOrder(decoder, log, "decoder")
+    runner = ModelRunner(*sessions, spec, placement, before_run=lambda: log.append("results out"))
     slots = SlotTable(KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement), spec.start_id, spec.pad_id)
     jobs = [Job(src, DecodeOptions(), 4, spec.eos_id, CollectSink()) for src in ([5, 9, spec.eos_id], [7] * 30)]
 
-    outputs = runner.encode(jobs, lambda: log.append("results out"))
+    outputs = runner.encode(jobs)
     runs = 1 if placement.device else 2  # 3 and 30 tokens: two runs of like lengths on the host
     assert log == ["results out", "encoder runs"] * runs
     slots.start(jobs, runner.new_rows(jobs, (outputs, jobs) if outputs is not None else None))
     log.clear()
-    logits = runner.step(slots.cache, slots.tokens[:, None], lambda: log.append("results out"))
+    logits = runner.step(slots.cache, slots.tokens[:, None])
     assert log == ["results out", "decoder runs"]
     assert logits.shape == (2, tiny.model.cfg.vocab_size) and slots.cache.P == 1
-    runner.step(slots.cache, np.array([[7], [8]]))  # nothing to hand out: the step runs as before
-    assert log[2:] == ["decoder runs"] and slots.cache.P == 2
+    runner.decoder = CallOrder(decoder, log, "swapped decoder")  # a session swapped in is the one that runs
+    runner.step(slots.cache, np.array([[7], [8]]))
+    assert log[2:] == ["results out", "swapped decoder runs"] and slots.cache.P == 2
