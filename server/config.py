@@ -207,7 +207,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for f in fields(Settings):
         env = env_name(f.name)
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
-        help_text = f"{f.metadata['help']} (env {env}; default {default})"
+        help_text = f"{f.metadata['help']} (env {env}; default {default})".replace("%", "%%")  # argparse formats it
         if f.type in ("bool", bool):
             parser.add_argument(
                 _flag(f.name), action=argparse.BooleanOptionalAction, default=None, dest=f.name, help=help_text
