@@ -3,6 +3,6 @@
 ``model.json`` (:mod:`.manifest`: parsing, validation, writing, sha256 of every file), the
 kinds, attention targets and precisions it may name (:mod:`.kinds`), the graphs' input
 and output names (:mod:`.graph_io`) and an image model's preprocessing (:mod:`.images`).
-Torch-free and server-free: the standard library, numpy and Pillow only, so both sides
-import it and neither imports the other.
+Torch-free and server-free: the standard library, numpy, Pillow and tokenizers only, so both
+sides import it and neither imports the other.
 """

@@ -1,5 +1,6 @@
 """The server: gRPC (attnserve.v1, KServe v2 / Triton's ``inference.GRPCInferenceService``,
-health, reflection), the HTTP server (KServe v2 REST), metrics, lifecycle.
+health, reflection), the HTTP server (KServe v2 REST, Triton's generate, LibreTranslate),
+metrics, lifecycle.
 
 Every handler is: validate -> decode request -> await the batcher or the decode engine
 -> encode reply, inside :meth:`AttnServer.rpc` (gRPC) or the HTTP server's route wrapper,

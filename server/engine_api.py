@@ -271,8 +271,9 @@ def stream(
     """``StreamEvent``s of one text (document); closing the iterator frees its decoder rows at the next step.
 
     Checks run now, before the iterator is returned. The sentences are decoded together; their
-    events come out in document order (see :class:`DocumentEvents`): one event per generated
-    token with that token's id, the events of sentence k only after every sentence before it
+    events come out in document order (see :class:`DocumentEvents`): one event per batch of
+    tokens the engine hands out (every token with ``stream_interval_ms`` 0, else the tokens of
+    one interval) with their ids, the events of sentence k only after every sentence before it
     has finished. The deltas add up to the document ``translate`` returns.
     """
     if options.beam_size > 1:  # the engine's own check, raised now rather than at the first event

@@ -10,7 +10,8 @@ no further: every step's cross-attention reads all ``L`` columns, masked or not.
 
 The decoder returns ``present = past + new`` and the next step feeds it back as
 ``past`` untouched. A batch that starts from an idle engine takes the encoder's output
-as its cross K/V without a copy (:meth:`KVCache.start`). At step boundaries a finished
+as its cross K/V without a copy (:meth:`KVCache.start`) when one encoder run took exactly
+its rows; rows from several runs (by source length) or from a longer run are copied once. At step boundaries a finished
 row's slot is freed without a copy and a newcomer takes it in place (left-padded to the
 full length); beam search copies its own rows. The whole cache is copied only by
 :meth:`KVCache.compact` (the scheduler decides when: growth, or when free slots and
@@ -35,7 +36,7 @@ import onnxruntime as ort
 
 
 class Placement:
-    """Host placement: tensors are numpy arrays, steps run with ``session.run``."""
+    """Host placement: tensors are numpy arrays, fed to the session's run (``runner.py``)."""
 
     device: str | None = None
 

@@ -39,8 +39,9 @@ class Sink:
 
 class Outbox:
     """Callbacks for event loops, gathered on the scheduler thread and delivered with one
-    ``call_soon_threadsafe`` per loop when flushed (the scheduler flushes once per step),
-    rather than one wake-up per token or result."""
+    ``call_soon_threadsafe`` per loop when flushed, rather than one wake-up per token or
+    result. The scheduler flushes right before each model run (``ModelRunner(before_run=)``:
+    a step's decoder run, a boundary's encoder runs) and when its batch empties."""
 
     def __init__(self) -> None:
         self._items: list[tuple[asyncio.AbstractEventLoop, Callable, tuple]] = []

@@ -21,8 +21,9 @@ class EngineSettings:
     # bytes per token of self and cross K/V, fp32); 0 = bounded by max_tokens_in_flight only.
     max_cache_bytes: int = 0
     # "continuous": queued texts join the running batch at the next step boundary (Orca);
-    # "static": only once every row of the running batch has finished (the baseline that
-    # benchmarks/server_translation.py compares with; docs/architecture.md "Performance targets").
+    # "static": only once every row of the running batch has finished, finished rows leaving
+    # at once (more tokens/s at saturation on CPU, about twice the time to first token; also
+    # the baseline benchmarks/server_translation.py compares with).
     batching: str = "continuous"
     # A stream passes on its tokens at most this often (ms): the first and the last at once,
     # those in between gathered into one event; 0 = one event per token.
@@ -64,10 +65,11 @@ class DecodeOptions:
     return_scores: bool = True
     # Token ids every hypothesis starts with, forced before any choice by greedy, beam search
     # and sampling (a target-language token such as M2M100's ``__de__``, a user's target
-    # prefix). They are part of the hypothesis but certain: each adds 0 to logprob and score,
-    # as transformers' forced_bos_token_id and models/decoding.py's reference count them; they
-    # count against max_new_tokens (they take decoder positions), and beam search expands into
-    # beams only after the last one.
+    # prefix). They are part of the hypothesis. The first ``hide_prefix`` of them add 0 to
+    # logprob and score (as transformers' forced_bos_token_id counts a language token), the
+    # others the model's log-probability (as CTranslate2 counts a target prefix); the reference
+    # decoder in models/decoding.py scores them alike. They count against max_new_tokens (they
+    # take decoder positions), and beam search expands into beams only after the last one.
     prefix_ids: tuple[int, ...] = ()
     # How many leading prefix ids are not returned: left out of token_ids, the text and the
     # stream (the language token). 0..len(prefix_ids).

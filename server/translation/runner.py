@@ -2,9 +2,10 @@
 
 Graph input and output names come from the model's manifest (``ModelSpec.encoder_io`` /
 ``decoder_io``, read by :mod:`attnserve.contract`), never spelled here. The decoder step
-feeds the :class:`~.cache.KVCache` as it is: numpy arrays to ``session.run`` on the host
-(outputs come back as zero-copy arrays, and ``present`` is fed back as ``past``
-untouched), or, with device placement (CUDA), the cache's ``OrtValue`` s bound with io
+feeds the :class:`~.cache.KVCache` as it is: numpy arrays to the session on the host
+(through :func:`~.sessions.direct_run`: the C++ session's ``run`` for a CPU
+``InferenceSession``; outputs come back as zero-copy arrays, and ``present`` is fed back as
+``past`` untouched), or, with device placement (CUDA), the cache's ``OrtValue`` s bound with io
 binding, ``present`` left on the device and only the logits brought to the host.
 """
 

@@ -15,8 +15,10 @@ One thread owns the models and the KV cache and repeats plan -> run -> update
              job's rows are freed at once and its result goes out through the outbox
 
 so a request joins the running batch at the next step boundary and a finished one leaves
-at once (Yu et al. 2022, Orca). ``EngineSettings.batching = "static"`` admits only into an
-empty batch instead: the baseline of static batches run to completion, kept for benchmarks.
+at once (Yu et al. 2022, Orca). ``EngineSettings.batching = "static"``
+(``--translation-batching static``) admits only into an empty batch instead (finished rows
+still leave at once): on CPU at saturation it makes more tokens/s and takes about twice the
+time to first token (benchmarks/README.md), and it is the benchmarks' baseline.
 The event loop only enqueues jobs and sets cancellation flags (both thread-safe); results
 flow back through each job's sink and the outbox.
 
@@ -313,8 +315,8 @@ class DecodeScheduler:
 
 
 def never_columns(ids: Iterable[int]) -> slice | np.ndarray:
-    """The logit columns of ``ids`` as a slice when they are consecutive (pad and start usually
-    are: one cheap write per step), else as an index array."""
+    """The logit columns of ``ids`` as a slice when they are consecutive (pad and bos, the
+    default, usually are: one cheap write per step), else as an index array."""
     ids = sorted(set(ids))
     if ids and ids == list(range(ids[0], ids[-1] + 1)):
         return slice(ids[0], ids[-1] + 1)

@@ -71,7 +71,7 @@ class ModelSpec:
     encoder_io: EncoderIO  # graph input/output names, as model.json lists them
     decoder_io: DecoderIO
     start_id: int  # the decoder's first input (Marian: pad; M2M100 / NLLB: the end token)
-    never_ids: tuple[int, ...]  # never chosen (default pad and start; see contract TokenizerSpec.never_generate)
+    never_ids: tuple[int, ...]  # never chosen (default pad and bos; see contract TokenizerSpec.never_generate)
 
     @property
     def cache_bytes_per_token(self) -> int:
