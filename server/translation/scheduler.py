@@ -172,10 +172,8 @@ class DecodeScheduler:
         except Exception as exc:  # noqa: BLE001 - one batch fails, the scheduler goes on
             log.exception("decoder step failed; failing the %d requests of the batch", len(self._jobs))
             self._fail_batch(InferenceFailed(f"translation decoder failed: {type(exc).__name__}: {exc}"), plan.admit)
-        if not self.slots.live_rows:  # nothing runs next: empty the batch, then deliver, and sleep
-            if self._jobs:
-                self._boundary(NOTHING)
-            self.outbox.flush()
+        if not self.slots.live_rows:  # nothing runs next: drop the emptied batch, then deliver, and sleep
+            self._drop_batch()
 
     def run_until_idle(self, jobs: list[Job]) -> None:
         """Synchronous decoding of ``jobs`` on the calling thread (warm-up; the thread must not run)."""
@@ -308,9 +306,14 @@ class DecodeScheduler:
         """Fail every running job (and ``also``) with ``error``, drop every row, deliver at once."""
         for job in [*self._jobs, *also]:
             self._fail(job, error)
+        self._drop_batch()
+
+    def _drop_batch(self) -> None:
+        """Every row goes (their jobs are done), without a boundary's planning; then the results
+        go out, after the gauges (rows, cache bytes) read empty."""
         self._jobs, self._rows = [], []
         self.slots.reset()
-        self._layout_changed = False
+        self._layout_changed = self._any_deadline = False
         self.outbox.flush()
 
 
