@@ -73,11 +73,11 @@ class Checkpoint:
 
     def generate(self, texts: list[str], target: str = "", num_beams: int = 1, max_new_tokens: int = 24):
         """transformers' generate under our decoding rules -> generated ids per text (no start token,
-        ``</s>`` last when generated). Beam search stops once K hypotheses have finished
-        (``early_stopping=True``: attnserve's rule, docs/importers.md)."""
+        ``</s>`` last when generated). Beam search is transformers' default (``early_stopping=False``:
+        attnserve's rule too, docs/importers.md)."""
         cfg = self.model.config
         batch = self.encode(texts, target)
-        kwargs = dict(num_beams=num_beams, do_sample=False, max_new_tokens=max_new_tokens, early_stopping=True)
+        kwargs = dict(num_beams=num_beams, do_sample=False, max_new_tokens=max_new_tokens, early_stopping=False)
         kwargs |= dict(bad_words_ids=[[cfg.pad_token_id]], forced_eos_token_id=None, length_penalty=1.0)
         if self.kind in ("m2m100", "nllb"):
             kwargs["forced_bos_token_id"] = self.tokenizer.convert_tokens_to_ids(self.language_token(target))

@@ -8,9 +8,11 @@ whose tokens the server must reproduce) rule for rule:
   masked logits, so the log-softmax is computed only when scores are asked for;
 - greedy: argmax, ties to the lowest id; score = logprob = sum of chosen log-probs;
 - beam search (K beams): the best 2K (score, beam, token) candidates, best first; an end
-  token finishes a hypothesis, any other candidate joins the next beams until there are
-  K; stop at K finished hypotheses or ``max_new_tokens``; rank by
-  ``logprob / len ** length_penalty``.
+  token among the best K finishes a hypothesis (one below them is dropped), any other
+  candidate joins the next beams until there are K; rank by ``logprob / len **
+  length_penalty``; stop when no beam is live, when K hypotheses have finished and the best
+  live beam (scored at its current length) is no better than the K-th best of them
+  (transformers' default, ``early_stopping=False``), or at ``max_new_tokens``.
 
 Forced prefix (``DecodeOptions.prefix_ids``): while a hypothesis is shorter than its
 prefix, every search takes the next prefix token instead of choosing one (no draw from
@@ -313,7 +315,7 @@ class BeamSearch(Search):
             if len(alive) == K:
                 break
         step, self.step = self.step, self.step + 1
-        if len(self.finished) >= K or not alive:
+        if not alive or not self._can_improve(alive[0]):
             self.done = True
         elif step == self.max_new_tokens - 1:
             self.finished.extend(
@@ -324,6 +326,16 @@ class BeamSearch(Search):
             return [], []
         self.beams = alive
         return parents, [t[-1] for t, _ in alive]
+
+    def _can_improve(self, best_alive: tuple[list[int], float]) -> bool:
+        """Fewer than K hypotheses have finished, or the best live beam, scored at its current
+        length, beats the K-th best finished one (the module docstring)."""
+        K = self.beam_size
+        if len(self.finished) < K:
+            return True
+        worst_kept = sorted((h.score for h in self.finished), reverse=True)[K - 1]
+        tokens, logprob = best_alive
+        return normalized_score(logprob, len(tokens), self.length_penalty) > worst_kept
 
     def _force(self, logp: np.ndarray) -> tuple[list[int], list[int]]:
         """A prefix step: the single beam takes the forced token (see the module docstring)."""

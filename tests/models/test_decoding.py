@@ -73,16 +73,41 @@ def test_length_limit_finishes_with_length():
     assert greedy.tokens == [A, A, A, A] and greedy.finish == "length"
     best = beam_search(model, src, beam_size=1, max_new_tokens=4)[0][0]
     assert best.tokens == [A, A, A, A] and best.finish == "length"
-    # Two beams: [EOS] and [A, EOS] finish first and the search stops at K finished;
-    # length normalisation ranks [A, EOS] (log 0.09 / 2) above [EOS] (log 0.1).
+    # Two beams: [EOS] and [A, EOS] finish first, but the live [A, A] (log 0.81 / 2) beats both
+    # (log 0.1, log 0.09 / 2), so the search goes on; at the limit the live beam finishes with
+    # "length" and ranks first (log 0.9^4 / 4), then [A, A, A, EOS] (log(0.9^3 x 0.1) / 4).
     hyps = beam_search(model, src, beam_size=2, max_new_tokens=4, length_penalty=1.0, num_hypotheses=2)[0]
-    assert [h.tokens for h in hyps] == [[A, EOS], [EOS]]
+    assert [h.tokens for h in hyps] == [[A, A, A, A], [A, A, A, EOS]]
+    assert [h.finish for h in hyps] == ["length", "eos"]
+
+
+# A likely path A B EOS (p = 0.97^3), and early end tokens just likely enough to rank among
+# the best K = 2 candidates: [EOS] (0.02) at the first step, [A, EOS] (0.97 x 0.02) at the second.
+EARLY_ENDS = {
+    BOS: {A: 0.97, EOS: 0.02, B: 0.01},
+    A: {B: 0.97, EOS: 0.02, A: 0.01},
+    B: {EOS: 0.97, A: 0.02, B: 0.01},
+}
+
+
+def test_beam_search_goes_on_while_a_live_beam_beats_the_finished_ones():
+    """Two hypotheses finished after two steps, both far worse than the live [A, B]: stopping
+    there (transformers' early_stopping=True) answered [A, EOS]; the search goes on and finds
+    [A, B, EOS], greedy's answer too."""
+    model = MarkovModel(EARLY_ENDS)
+    src = torch.tensor([[3, 4]])
+    assert greedy_decode(model, src, max_new_tokens=8)[0].tokens == [A, B, EOS]
+    hyps = beam_search(model, src, beam_size=2, max_new_tokens=8, length_penalty=1.0, num_hypotheses=2)[0]
+    assert hyps[0].tokens == [A, B, EOS] and hyps[0].finish == "eos"
+    assert hyps[0].logprob == pytest.approx(3 * math.log(0.97), abs=1e-4)
+    assert hyps[1].score < hyps[0].score
 
 
 def test_length_penalty_zero_prefers_short_hypotheses():
     loop = {BOS: {A: 0.6, EOS: 0.4}, A: {A: 0.95, EOS: 0.05}}
     model = MarkovModel(loop)
-    best = beam_search(model, torch.tensor([[3]]), beam_size=2, max_new_tokens=6, length_penalty=0.0)[0][0]
+    # A^n has p = 0.6 x 0.95^(n-1): still above [EOS]'s 0.4 up to n = 8, below it from n = 9 on
+    best = beam_search(model, torch.tensor([[3]]), beam_size=2, max_new_tokens=12, length_penalty=0.0)[0][0]
     assert best.tokens == [EOS]
 
 
