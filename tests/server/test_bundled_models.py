@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+
 import pytest
 
 from attnserve.client.cli import main as client_main
@@ -81,3 +85,47 @@ def test_the_translator_reads_any_case_and_spacing_and_keeps_a_german_target_pre
     assert len({tuple(r.hypotheses[0].token_ids) for r in results}) == 1
     assert prefixed.text == "Montag, 3. März 2025"
     assert prefixed.hypotheses[0].token_ids == results[0].hypotheses[0].token_ids
+
+
+CURL = shutil.which("curl")
+
+
+def _readme_curl_examples() -> list[tuple[str, list[str]]]:
+    """(command, output lines as the README shows them) of the README's block of curl calls
+    to the HTTP routes (LibreTranslate, generate_stream)."""
+    text = (REPO.parent.parent / "README.md").read_text(encoding="utf-8")
+    block = next(b.split("```", 1)[0] for b in text.split("```bash\n")[1:] if "curl -s localhost:8000/translate" in b)
+    examples: list[tuple[str, list[str]]] = []
+    for line in block.splitlines():
+        if line.startswith("curl "):
+            examples.append((line, []))
+        elif line.startswith("#"):
+            examples[-1][1].append(line[2:])
+        else:  # the command goes on (a quoted JSON body over two lines)
+            examples[-1] = (examples[-1][0] + "\n" + line, examples[-1][1])
+    return examples
+
+
+@pytest.mark.skipif(CURL is None, reason="curl is not installed")
+def test_the_readme_curl_examples_answer_what_it_shows(serve):
+    """Each curl call of the README's HTTP section, run as it is written (against this server's
+    port), answers the JSON the README shows; a stream's first piece is the one shown, and its
+    pieces add up to the text shown (how many pieces depends on timing: one per interval)."""
+    examples = _readme_curl_examples()
+    assert len(examples) >= 5
+    with serve(REPO, http_port=0) as server:
+        for command, shown in examples:
+            run = subprocess.run(
+                ["bash", "-c", command.replace("localhost:8000", server.http_address)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=True,
+            )
+            if "generate_stream" in command:
+                events = [json.loads(x[len("data: ") :]) for x in run.stdout.split("\n\n") if x.startswith("data: ")]
+                expected = [json.loads(x[len("data: ") :]) for x in shown if x.startswith("data: ")]
+                assert events[0] == expected[0], command
+                assert "".join(e["text_output"] for e in events) == "".join(e["text_output"] for e in expected)
+            else:
+                assert json.loads(run.stdout) == json.loads("\n".join(shown)), command
