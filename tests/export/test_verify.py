@@ -108,3 +108,29 @@ def test_verify_and_inspect_need_no_torch(model_dirs):
     )
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("name", ["translator-en-de", "digits-vit"])
+def test_the_bundled_models_verify_and_say_they_have_no_reference_outputs(cli, name):
+    """models/repo is written without verification.npz (make serve serves it as committed): verify
+    checks what the directory has and says the numeric checks were skipped, rather than failing."""
+    from attnserve.export.zoo import REPO
+
+    run = cli("verify", REPO / name)
+    assert run.code == 0, run.err
+    lines = [line.strip() for line in run.out.splitlines() if line.startswith("  ")]
+    assert any(line.startswith("ok    attention nodes") for line in lines)
+    assert [line for line in lines if not line.startswith("ok")] == [
+        "skip  numeric checks: no verification.npz (this directory was written without reference outputs; "
+        "attnserve-export translation|vit writes them)"
+    ]
+
+
+def test_reference_outputs_named_in_model_json_but_gone_fail(copy_of, cli):
+    model_dir = copy_of("translation")
+    (model_dir / "verification.npz").unlink()
+    data = json.loads((model_dir / "model.json").read_text())
+    del data["files"]["verification.npz"]  # so that only the numeric checks can notice
+    (model_dir / "model.json").write_text(json.dumps(data, indent=2))
+    run = cli("verify", model_dir)
+    assert run.code == 1 and "verification.npz: missing" in run.err
