@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 
 import grpc
 import numpy as np
+from google.protobuf.descriptor import FieldDescriptor
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
@@ -152,6 +153,22 @@ def _image_input(image: bytes | str | Path | np.ndarray) -> pb.ImageInput:
 
 
 FORMATS = {"text": pb.TEXT_FORMAT_TEXT, "html": pb.TEXT_FORMAT_HTML}
+UNSIGNED_MAX = {FieldDescriptor.TYPE_UINT32: 2**32 - 1, FieldDescriptor.TYPE_UINT64: 2**64 - 1}
+
+
+def unsigned_max(message: Any, field: str) -> int | None:
+    """The largest value of ``message``'s unsigned integer ``field`` (its smallest is 0); None if
+    the field is not unsigned."""
+    return UNSIGNED_MAX.get(message.DESCRIPTOR.fields_by_name[field].type)
+
+
+def _check_unsigned(message: Any, **values: Any) -> None:
+    """A negative (or too large) int for an unsigned field -> ValueError naming the parameter
+    (protobuf's own is a bare "Value out of range: -1")."""
+    for name, value in values.items():
+        limit = unsigned_max(message, name)
+        if limit is not None and isinstance(value, int) and not 0 <= value <= limit:
+            raise ValueError(f"{name} must be an integer from 0 to {limit}, got {value}")
 
 
 def text_format(name: str) -> int:
@@ -179,7 +196,16 @@ def decoding_options(
 ) -> pb.DecodingOptions:
     """Keyword options -> ``DecodingOptions`` (unset optionals stay unset: the server's defaults).
     Languages: the model's codes (``deu_Latn``, ``fra``) or ISO 639-1 (``de``); with no model
-    named, the pair picks the model. ``target_prefix``: text every translation starts with."""
+    named, the pair picks the model. ``target_prefix``: text every translation starts with.
+    A negative count or seed (unsigned fields) is a ValueError naming it."""
+    _check_unsigned(
+        pb.DecodingOptions,
+        beam_size=beam_size,
+        num_hypotheses=num_hypotheses,
+        max_new_tokens=max_new_tokens,
+        top_k=top_k,
+        seed=seed,
+    )
     opts = pb.DecodingOptions(
         source_language=source_language,
         target_language=target_language,
@@ -375,6 +401,7 @@ class Client:
         (C, H, W) float32 array. ``top_k`` 0 = the server's default."""
         if isinstance(images, (bytes, str, Path, np.ndarray)):
             images = [images]
+        _check_unsigned(pb.ClassifyRequest, top_k=top_k)
         request = pb.ClassifyRequest(model=model, images=[_image_input(i) for i in images], top_k=top_k)
         reply = self._call(lambda t: self.stub.Classify(request, timeout=t), timeout)
         return [

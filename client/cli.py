@@ -18,10 +18,31 @@ import dataclasses
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import DEFAULT_ADDRESS, AttnServeError, Client
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+
+from . import DEFAULT_ADDRESS, AttnServeError, Client, unsigned_max
+
+
+def _unsigned(message: Any, field: str) -> Callable[[str], int]:
+    """An argparse type for an option sent as ``message``'s unsigned ``field``: out of its range
+    is a usage error naming the option and the range, not protobuf's traceback."""
+    limit = unsigned_max(message, field)
+    assert limit is not None, f"{field} is not unsigned"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not 0 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"expected an integer from 0 to {limit}, got {text!r}")
+        return value
+
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,14 +71,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tr.add_argument("--model", default="", help="model name (default: the only translation model)")
     tr.add_argument("--stream", action="store_true", help="print text as it is generated (one text)")
-    tr.add_argument("--beam-size", type=int, default=1)
-    tr.add_argument("--num-hypotheses", type=int, default=1)
+    tr.add_argument("--beam-size", type=_unsigned(pb.DecodingOptions, "beam_size"), default=1)
+    tr.add_argument("--num-hypotheses", type=_unsigned(pb.DecodingOptions, "num_hypotheses"), default=1)
     tr.add_argument("--length-penalty", type=float, default=None)
-    tr.add_argument("--max-new-tokens", type=int, default=0)
+    tr.add_argument("--max-new-tokens", type=_unsigned(pb.DecodingOptions, "max_new_tokens"), default=0)
     tr.add_argument("--temperature", type=float, default=0.0, help="> 0 samples")
-    tr.add_argument("--top-k", type=int, default=0)
+    tr.add_argument("--top-k", type=_unsigned(pb.DecodingOptions, "top_k"), default=0)
     tr.add_argument("--top-p", type=float, default=None)
-    tr.add_argument("--seed", type=int, default=None)
+    tr.add_argument("--seed", type=_unsigned(pb.DecodingOptions, "seed"), default=None)
     tr.add_argument("--source-language", default="", help="source language: the model's code or ISO 639-1")
     tr.add_argument(
         "--target-language",
@@ -71,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     cl = sub.add_parser("classify", help="classify image files")
     cl.add_argument("images", nargs="+", help="image files (PNG, JPEG, ...)")
     cl.add_argument("--model", default="", help="model name (default: the only classification model)")
-    cl.add_argument("--top-k", type=int, default=3)
+    cl.add_argument("--top-k", type=_unsigned(pb.ClassifyRequest, "top_k"), default=3)
 
     sub.add_parser("models", help="list the served models")
     he = sub.add_parser("health", help="health of the server or of one model (exit 1 unless SERVING)")
@@ -121,6 +142,7 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         _print_json([dataclasses.asdict(r) | {"text": r.text} for r in results])
         return 0
+    limit = f"--max-new-tokens {args.max_new_tokens}" if args.max_new_tokens else "the model's max target length"
     for result in results:
         for i, hyp in enumerate(result.hypotheses):
             extra = []
@@ -128,8 +150,11 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
                 extra.append(f"score={hyp.score:.4f} logprob={hyp.logprob:.4f}")
             if args.token_ids:
                 extra.append(f"ids={hyp.token_ids}")
+            notes = [" ".join(extra)] if extra else []
+            if hyp.finish_reason == "length":  # the text stops short: say so, and at which limit
+                notes.append(f"cut at {limit}")
             prefix = f"[{i}] " if len(result.hypotheses) > 1 else ""
-            print(prefix + hyp.text + (f"  ({' '.join(extra)})" if extra else ""))
+            print(prefix + hyp.text + (f"  ({'; '.join(notes)})" if notes else ""))
     return 0
 
 

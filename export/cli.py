@@ -2,7 +2,7 @@
 
     attnserve-export translation (--checkpoint PATH | --preset NAME | --from-hf DIR) --out DIR [options]
     attnserve-export vit (--checkpoint PATH | --preset NAME | --from-hf-vit DIR) --out DIR [options]
-    attnserve-export verify DIR       re-run the checks of a model directory (no PyTorch needed)
+    attnserve-export verify DIR       re-run the checks of a model directory (onnx + onnxruntime, no PyTorch)
     attnserve-export inspect DIR      manifest, graph inputs/outputs, attention nodes, file sizes
 
 Exit codes: 0 ok, 1 failure (bad input, failed verification), 2 usage.
@@ -21,14 +21,19 @@ from typing import Any
 from attnserve.contract.manifest import Languages, ManifestError
 
 from .errors import ExportError
-from .options import ExportOptions
-from .precision import PrecisionError
-from .verify import VerificationFailed
 
 log = logging.getLogger(__name__)
 
+# Third-party modules of the optional extras (pyproject.toml) that the subcommands import: the
+# CLI imports them only when a subcommand needs them, and one missing is a one-line error
+# saying what to install. verify and inspect need onnx and onnxruntime only, not PyTorch.
+EXPORT_MODULES = ("torch", "onnx", "onnxscript", "safetensors", "tqdm")  # the export extra
+RUNTIME_MODULE = "onnxruntime"  # the cpu extra (or cuda: onnxruntime-gpu)
+COMMANDS = ("translation", "vit", "verify", "inspect")
+
 
 def build_parser() -> argparse.ArgumentParser:
+    from .options import ExportOptions  # needs onnx (the attention op table)
 
     parser = argparse.ArgumentParser(
         prog="attnserve-export",
@@ -76,6 +81,36 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as exc:
+        # the subcommand: the first argument that is not an option (the top level has only -h)
+        command = next((a for a in argv if not a.startswith("-")), None)
+        message = missing_module_message(exc.name, command if command in COMMANDS else None)
+        if message is None:  # not an optional extra's module: a bug, keep its traceback
+            raise
+        print(f"attnserve-export: error: {message}", file=sys.stderr)
+        return 1
+
+
+def missing_module_message(name: str | None, command: str | None) -> str | None:
+    """What to install when an optional extra's module ``name`` is missing (None: not one of them)."""
+    if name not in (*EXPORT_MODULES, RUNTIME_MODULE):
+        return None
+    if command in ("verify", "inspect"):
+        install = f"pip install {name}"
+        if name == RUNTIME_MODULE:
+            install = "pip install 'attnserve[cpu]' (or 'attnserve[cuda]' for a GPU)"
+        return f"{command} needs onnx and onnxruntime (not PyTorch); {name} is not installed: {install}"
+    if command:
+        needs = f"{command} needs PyTorch, onnx and onnxruntime (the export extra)"
+        return f"{needs}; {name} is not installed: pip install 'attnserve[export]'"
+    only = "verify and inspect need only onnx and onnxruntime"
+    return f"{name} is not installed: pip install 'attnserve[export]' ({only})"
+
+
+def _main(argv: list[str]) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -88,14 +123,15 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "inspect":
             return _inspect(args)
         return _export(args)
-    except VerificationFailed as exc:
-        _print_verification(exc.verification.lines(), exc.verification.skipped)
-        print(f"attnserve-export: error: {exc}; nothing was written", file=sys.stderr)
-        return 1
     except KeyboardInterrupt:
         print("attnserve-export: interrupted; nothing was written", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - typed user-facing errors become one line; bugs keep their traceback
+        verify = sys.modules.get("attnserve.export.verify")  # imported by every subcommand that verifies
+        if verify is not None and isinstance(exc, verify.VerificationFailed):
+            _print_verification(exc.verification.lines(), exc.verification.skipped)
+            print(f"attnserve-export: error: {exc}; nothing was written", file=sys.stderr)
+            return 1
         if not _is_user_error(exc):
             raise
         print(f"attnserve-export: error: {exc}", file=sys.stderr)
@@ -103,10 +139,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _is_user_error(exc: BaseException) -> bool:
-    kinds: list[type] = [ManifestError, ExportError, PrecisionError]
-    checkpoint = sys.modules.get("attnserve.models.checkpoint")  # loaded only by exports (it needs torch)
-    if checkpoint is not None:
-        kinds.append(checkpoint.CheckpointError)
+    kinds: list[type] = [ManifestError, ExportError]
+    for module, error in (
+        ("attnserve.export.precision", "PrecisionError"),  # needs onnx: loaded with verify
+        ("attnserve.models.checkpoint", "CheckpointError"),  # loaded only by exports (it needs torch)
+    ):
+        if module in sys.modules:
+            kinds.append(getattr(sys.modules[module], error))
     return isinstance(exc, tuple(kinds))
 
 
@@ -124,6 +163,7 @@ def _export(args: argparse.Namespace) -> int:
     import torch
 
     from . import sources
+    from .options import ExportOptions
     from .pipeline import export_translation, export_vit, planned_stages
     from .progress import Progress
 
@@ -188,7 +228,7 @@ def _export(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from .progress import Progress
-    from .verify import verify_model_dir
+    from .verify import VerificationFailed, verify_model_dir
 
     progress = Progress(3, enabled=not args.json)
     try:

@@ -13,6 +13,12 @@ import sys
 from pathlib import Path
 
 ZOO = Path(__file__).resolve().parent.parent / "zoo"
+# Third-party modules of the train extra (pyproject.toml, with the export extra it includes):
+# one missing is a one-line error saying what to install, not a traceback.
+TRAIN_MODULES = (
+    *("torch", "onnx", "onnxscript", "safetensors", "tqdm"),
+    *("babel", "matplotlib", "num2words", "sacrebleu", "sklearn"),
+)
 
 
 def _yes_no(text: str) -> bool:
@@ -47,6 +53,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except ModuleNotFoundError as exc:
+        if exc.name not in TRAIN_MODULES:  # not the train extra's: a bug, keep its traceback
+            raise
+        needs = "training needs the train extra (PyTorch, data and metrics packages)"
+        print(
+            f"attnserve-train: error: {needs}; {exc.name} is not installed: pip install 'attnserve[train]'",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     overrides = {
         f.name: getattr(args, f.name) for f in dataclasses.fields(args.cfg_cls) if getattr(args, f.name) is not None
