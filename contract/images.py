@@ -20,6 +20,7 @@ an image without ink is left uncropped).
 from __future__ import annotations
 
 import io
+import re
 import warnings
 
 import numpy as np
@@ -43,29 +44,56 @@ assert tuple(RESAMPLE) == RESAMPLE_NAMES
 
 
 class ImageRejected(ValueError):
-    """An image that is too large, of an unsupported format, or does not decode (the message says which)."""
+    """An image that is too large, of an unsupported format, or does not decode (the message says which).
+
+    ``limit``: ``"max_pixels"`` or ``"max_bytes"`` when the image is over that limit (a caller
+    may name its own setting for it), else None.
+    """
+
+    def __init__(self, message: str, limit: str | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+
+_PILLOW_PIXELS = re.compile(r"Image size \((\d+) pixels\)")
+
+
+def _too_many_pixels(pixels: str, max_pixels: int) -> ImageRejected:
+    """``pixels``: how many the header declares, in words ("6000x6000 = 36000000")."""
+    return ImageRejected(f"image header declares {pixels} pixels; the limit is {max_pixels}", limit="max_pixels")
+
+
+def _pillow_refused(exc: Image.DecompressionBombError, max_pixels: int) -> ImageRejected:
+    """Pillow's own guard refuses a header over 2 x ``Image.MAX_IMAGE_PIXELS`` inside Image.open,
+    before the size can be read: the pixel count comes from its message."""
+    found = _PILLOW_PIXELS.search(str(exc))
+    if found is None:  # another wording: Pillow raises only over twice its limit
+        return _too_many_pixels(f"over {2 * (Image.MAX_IMAGE_PIXELS or 0)}", max_pixels)
+    if int(found.group(1)) > max_pixels:
+        return _too_many_pixels(found.group(1), max_pixels)
+    # a pixel limit set above Pillow's own: no image that large decodes, whatever the limit
+    return ImageRejected(f"image header declares {found.group(1)} pixels; Pillow decodes none that large: {exc}")
 
 
 def _open_checked(data: bytes, max_pixels: int, max_bytes: int) -> Image.Image:
     if not data:
         raise ImageRejected("image is empty (0 bytes)")
     if len(data) > max_bytes:
-        raise ImageRejected(f"image is {len(data)} bytes; the limit is {max_bytes}")
+        raise ImageRejected(f"image is {len(data)} bytes; the limit is {max_bytes}", limit="max_bytes")
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            # Pillow warns over Image.MAX_IMAGE_PIXELS; the check below is the one that refuses,
+            # with the caller's limit and the image's size in its message.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data), formats=FORMATS)  # reads the header only
             width, height = image.size
             if width * height > max_pixels:
-                raise ImageRejected(
-                    f"image is {width}x{height} = {width * height} pixels; the limit is {max_pixels} "
-                    "(checked before decoding)"
-                )
+                raise _too_many_pixels(f"{width}x{height} = {width * height}", max_pixels)
             image.load()  # the full decode
     except ImageRejected:
         raise
-    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise ImageRejected(f"image refused as a decompression bomb: {exc}") from None
+    except Image.DecompressionBombError as exc:  # Pillow's own guard, in Image.open
+        raise _pillow_refused(exc, max_pixels) from None
     except UnidentifiedImageError:
         raise ImageRejected(
             f"image does not decode: not a supported format ({', '.join(FORMATS)}), {len(data)} bytes"

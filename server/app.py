@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,15 +21,16 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
-from grpc_reflection.v1alpha import reflection
+from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
+from attnserve.protos.attnserve.triton import grpc_service_pb2 as triton_pb
 from attnserve.protos.attnserve.v1 import admin_pb2
 from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
-from . import convert, engine_api, languages, security
+from . import convert, descriptors, engine_api, languages, security
 from .calls import Call, CallFailed, CallTracker
 from .config import Settings
 from .errors import InvalidRequest, ModelNotFound, ShuttingDown
@@ -42,6 +44,7 @@ log = logging.getLogger(__name__)
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["InferenceService"].full_name  # "attnserve.v1.InferenceService"
 ADMIN_SERVICE_NAME = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
+HEALTH_SERVICE_NAME = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 REQUEST_ID_KEY = "x-request-id"
 __all__ = ["AttnServer", "Call", "create_server"]
 
@@ -61,8 +64,10 @@ class AttnServer:
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
         ]
-        if settings.workers > 1:  # every worker process listens on the same port (server/workers.py)
-            options.append(("grpc.so_reuseport", 1))
+        # gRPC turns SO_REUSEPORT on by default on Linux: two servers on one port would both
+        # listen and the kernel would split clients between them. Only --workers N shares the
+        # port on purpose (server/workers.py); a single server must fail to bind instead.
+        options.append(("grpc.so_reuseport", 1 if settings.workers > 1 else 0))
         interceptors: list[grpc.aio.ServerInterceptor] = [security.ParseGuardInterceptor()]
         tokens = security.load_tokens(settings)
         self.token_checker: security.TokenChecker | None = None
@@ -78,11 +83,15 @@ class AttnServer:
         pb_grpc.add_InferenceServiceServicer_to_server(InferenceServicer(self), self.server)
         kserve_grpc.add_to_server(kserve_grpc.KServeServicer(self), self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        names = [SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME]
+        # Reflection lists every served service and answers from a pool that describes each one
+        # under the name it is served by (KServe's: inference.GRPCInferenceService; descriptors.py).
+        names = [SERVICE_NAME, kserve_grpc.SERVICE, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME]
+        files = [pb.DESCRIPTOR, triton_pb.DESCRIPTOR, health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR]
         if settings.enable_admin:
             admin_grpc.add_AdminServiceServicer_to_server(AdminServicer(self), self.server)
             names.append(ADMIN_SERVICE_NAME)
-        reflection.enable_server_reflection(names, self.server)
+            files.append(admin_pb2.DESCRIPTOR)
+        reflection.enable_server_reflection(names, self.server, pool=descriptors.reflection_pool(files))
         self.reloader = Reloader(registry, settings, self._swapped)
         for model in registry.models.values():
             self._watch(model)
@@ -341,6 +350,27 @@ async def create_server(
             port = server.server.add_insecure_port(address)
         else:
             port = server.server.add_secure_port(address, credentials)
-    except RuntimeError as exc:
-        raise OSError(f"cannot listen on {address}: address in use or not available") from exc
+    except RuntimeError:  # a failed bind raises (recent grpcio) or returns port 0 (older)
+        port = 0
+    if port == 0:
+        raise OSError(f"cannot serve gRPC on {address}: {_bind_error(address)} (see --host, --port)")
     return server, port
+
+
+def _bind_error(address: str) -> str:
+    """Why ``address`` ("host:port") cannot be bound, in the OS's words: gRPC's own error only
+    says "Failed to bind", so a plain socket (SO_REUSEADDR, as gRPC sets it) tries it again."""
+    host, _, port = address.rpartition(":")
+    try:
+        infos = socket.getaddrinfo(host.strip("[]") or None, int(port), type=socket.SOCK_STREAM)
+    except (OSError, ValueError) as exc:
+        return f"cannot resolve the address: {exc}"
+    for family, kind, proto, _, sockaddr in infos:
+        with socket.socket(family, kind, proto) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(sockaddr)
+                sock.listen()
+            except OSError as exc:
+                return (exc.strerror or str(exc)).lower()
+    return "address in use or not available"

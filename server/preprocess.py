@@ -10,6 +10,9 @@ from attnserve.contract.manifest import Preprocessing
 
 from .errors import InvalidRequest
 
+# The server's setting of each limit of the contract, named in the message of an image over it.
+LIMIT_FLAGS = {"max_pixels": "--max-image-pixels", "max_bytes": "--max-image-bytes"}
+
 
 def preprocess_image(
     data: bytes,
@@ -22,7 +25,8 @@ def preprocess_image(
     try:
         return images.preprocess_image(data, prep, max_pixels=max_pixels, max_bytes=max_bytes)
     except images.ImageRejected as exc:
-        raise InvalidRequest(str(exc)) from None
+        flag = LIMIT_FLAGS.get(exc.limit or "")
+        raise InvalidRequest(f"{exc} ({flag})" if flag else str(exc)) from None
 
 
 MAX_TENSOR_ABS = 1e4

@@ -156,7 +156,8 @@ class ModelRegistry:
                 raise ModelNotFound(f"model {name!r} failed to load: {self.failed[name].reason}")
             raise ModelNotFound(f"unknown model {name!r}; served: {', '.join(sorted(self.models)) or 'none'}")
         if kind is not None and model.kind != kind:
-            raise InvalidRequest(f"model {name!r} is a {model.kind} model, not {kind}")
+            article = "an" if model.kind.startswith(tuple("aeiou")) else "a"  # "an image-classification"
+            raise InvalidRequest(f"model {name!r} is {article} {model.kind} model, not {kind}")
         return model
 
     def unload(self, name: str) -> LoadedModel:

@@ -9,7 +9,7 @@ Thin handlers: read the body -> ``kserve.rest`` / ``kserve.describe`` -> ``KServ
 | GET /v2 | server metadata (name, version, extensions) |
 | GET /v2/health/live, /v2/health/ready | 200 when live / ready, else 400 (Triton's answer) |
 | GET /v2/models/{model}[/versions/{version}] | model metadata |
-| GET /v2/models/{model}[/versions/{version}]/ready | 200 / 400 |
+| GET /v2/models/{model}[/versions/{version}]/ready | 200 / 400 with {"error": why not} |
 | GET /v2/models/{model}[/versions/{version}]/config | model config (Triton's JSON) |
 | POST /v2/models/{model}[/versions/{version}]/infer | inference, JSON and binary data |
 | GET /v2/models[/{model}[/versions/{version}]]/stats | statistics |
@@ -23,10 +23,10 @@ from typing import Any
 from aiohttp import web
 
 from ..calls import Call
-from ..errors import InvalidRequest, NotEnabled
+from ..errors import InvalidRequest, NotEnabled, ServingError
 from ..kserve import describe, rest
 from ..kserve.describe import check_repository_parameters
-from .server import HttpServer, json_object, json_response, read_body
+from .server import HttpServer, error_response, json_object, json_response, read_body
 
 VERSIONED = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
 
@@ -49,8 +49,17 @@ def add_routes(http: HttpServer) -> None:
         return web.Response(status=200 if app.ready else 400)
 
     async def model_ready(request: web.Request, call: Call) -> web.Response:
-        ok = app.model_ready(request.match_info["model"], request.match_info.get("version", ""))
-        return web.Response(status=200 if ok else 400)
+        name, version = request.match_info["model"], request.match_info.get("version", "")
+        if app.model_ready(name, version):
+            return web.Response(status=200)
+        # Not ready is 400, as Triton answers (with {"error": "Model version not ready"}); the
+        # body says why: an unknown model or version (NOT_FOUND elsewhere), or a server not taking work.
+        try:
+            app.kserve_model(name, version)
+            message = f"model {name!r} is not ready: the server is not taking work (starting or shutting down)"
+        except ServingError as exc:  # each names the model
+            message = f"not ready: {exc}"
+        return error_response("INVALID_ARGUMENT", message, 400)
 
     async def metadata(request: web.Request, call: Call) -> web.Response:
         return json_response(describe.to_json(describe.model_metadata(model_of(request, call))))

@@ -65,7 +65,7 @@ def _input(t: gs.ModelInferRequest.InferInputTensor, raw: bytes | None) -> Tenso
         raise InvalidRequest(f"input {name}: {t.datatype or 'no datatype'} values must travel in raw_input_contents")
     filled = [f.name for f, _ in t.contents.ListFields() if f.name != field]
     if filled:
-        raise InvalidRequest(f"input {name}: a {t.datatype} tensor's values go in contents.{field}, not {filled[0]}")
+        raise InvalidRequest(f"input {name}: {t.datatype} values go in contents.{field}, not {filled[0]}")
     return from_values(name, t.datatype, list(t.shape), list(getattr(t.contents, field)), parameters)
 
 

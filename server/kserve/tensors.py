@@ -128,7 +128,7 @@ def from_values(
         return Tensor(name, datatype, shape, items, parameters)
     bad = next((i for i, v in enumerate(values) if not _number_ok(v, datatype)), None)
     if bad is not None:
-        raise InvalidRequest(f"input {name}: element {bad} ({values[bad]!r}) is not a {datatype} value")
+        raise InvalidRequest(f"input {name}: element {bad} ({values[bad]!r}) is not a value of datatype {datatype}")
     dtype = NUMPY_TYPES[datatype]
     try:
         with np.errstate(over="ignore"):  # a float beyond the type's range becomes inf; the model checks values

@@ -134,6 +134,39 @@ def test_health_per_model_and_overall_and_reflection(server):
     assert {"attnserve.v1.InferenceService", "grpc.health.v1.Health"} <= services
 
 
+def test_reflection_lists_and_describes_every_served_service_by_its_served_name(serve, repo):
+    """What grpcurl does: list the services, fetch a service's descriptors by its name, and call
+    it with messages built from them alone (KServe's service is served as inference.*, while
+    the vendored protos that implement it live in the package attnserve.triton)."""
+    from google.protobuf import descriptor_pool, message_factory
+    from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+
+    with serve(repo, enable_admin=True) as server, grpc.insecure_channel(server.address) as channel:
+        reflected = ProtoReflectionDescriptorDatabase(channel)
+        services = set(reflected.get_services())
+        pool = descriptor_pool.DescriptorPool(reflected)
+        kserve = pool.FindServiceByName("inference.GRPCInferenceService")
+        ready = kserve.methods_by_name["ModelReady"]
+        assert ready.input_type.full_name == "inference.ModelReadyRequest"
+        call = channel.unary_unary(
+            f"/{kserve.full_name}/{ready.name}",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=message_factory.GetMessageClass(ready.output_type).FromString,
+        )
+        request = message_factory.GetMessageClass(ready.input_type)(name="digits")
+        assert call(request, timeout=10).ready is True
+        config = pool.FindMessageTypeByName("inference.ModelConfigResponse").fields_by_name["config"]
+        assert config.message_type.full_name == "inference.ModelConfig"  # the imported file, renamed too
+        assert pool.FindServiceByName("attnserve.v1.AdminService").methods_by_name["Reload"]
+    assert services == {
+        "attnserve.v1.InferenceService",
+        "attnserve.v1.AdminService",
+        "inference.GRPCInferenceService",
+        "grpc.health.v1.Health",
+        "grpc.reflection.v1alpha.ServerReflection",
+    }
+
+
 def test_metrics_over_http(serve, repo, digit_images):
     import urllib.request
 

@@ -16,8 +16,10 @@ from pathlib import Path
 
 import grpc
 import pytest
+from google.protobuf.descriptor import FieldDescriptor
 
-from attnserve.client import AttnServeError, Client
+from attnserve.client import AttnServeError, Client, Hypothesis, Translation, decoding_options
+from attnserve.client import cli as client_cli
 from attnserve.client.cli import main as client_main
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
@@ -26,6 +28,7 @@ from attnserve.server.app import create_server
 from .conftest import digit_png, settings_for
 
 BIN = Path(sys.executable).parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class ServerProcess:
@@ -160,6 +163,33 @@ def test_server_start_up_errors(tmp_path):
     assert proc.returncode == 2 and "max_batch_size" in proc.stderr
 
 
+def test_a_grpc_port_another_server_listens_on_fails_start_up_with_exit_1(repo):
+    """gRPC sets SO_REUSEPORT by default: a second server on a busy port used to start and
+    share it, the kernel splitting clients between two unrelated servers."""
+    with socket.socket() as held:  # as another gRPC server holds its port: listening, with SO_REUSEPORT
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        env = {**os.environ, "ATTNSERVE_THREADS": "1", "ATTNSERVE_PROVIDER": "cpu"}
+        cmd = [str(BIN / "attnserve-server"), "--model-repo", str(repo), "--port", str(port)]
+        cmd += ["--http-port", "-1", "--metrics-port", "-1"]
+        proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            log = []
+            for line in proc.stderr:  # until it exits, or says it serves
+                log.append(line)
+                assert "serving" not in line, f"a second server started on port {port}:\n{''.join(log)}"
+            assert proc.wait(30) == 1
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    message = f"cannot serve gRPC on 127.0.0.1:{port}: address already in use (see --host, --port)"
+    assert log[-1] == f"attnserve-server: error: {message}\n"
+    assert "Traceback" not in "".join(log)
+
+
 def test_sigterm_lets_in_flight_requests_finish_refuses_new_ones_and_exits_0(repo):
     server = ServerProcess(
         repo, "--metrics-port", "-1", "--max-queue-delay-ms", "2500", "--max-batch-size", "64", "--grace-seconds", "20"
@@ -187,3 +217,139 @@ def test_sigterm_lets_in_flight_requests_finish_refuses_new_ones_and_exits_0(rep
     finally:
         server.stop()
     assert any("shutting down" in line for line in server.log)
+
+
+UNSIGNED_MAX = {FieldDescriptor.TYPE_UINT32: 2**32 - 1, FieldDescriptor.TYPE_UINT64: 2**64 - 1}
+
+
+def _unsigned_options() -> list[tuple[str, str, int]]:
+    """(subcommand, --option, largest value) for every client option sent as an unsigned proto field."""
+    subparsers = next(a for a in client_cli.build_parser()._actions if a.dest == "command").choices
+    found = []
+    for command, message in (("translate", pb.DecodingOptions), ("classify", pb.ClassifyRequest)):
+        flags = subparsers[command]._option_string_actions
+        for field in message.DESCRIPTOR.fields:
+            flag = "--" + field.name.replace("_", "-")
+            if field.type in UNSIGNED_MAX and flag in flags:
+                found.append((command, flag, UNSIGNED_MAX[field.type]))
+    return found
+
+
+def test_every_unsigned_option_is_found():
+    assert {(c, f) for c, f, _ in _unsigned_options()} == {
+        ("translate", "--beam-size"),
+        ("translate", "--num-hypotheses"),
+        ("translate", "--max-new-tokens"),
+        ("translate", "--top-k"),
+        ("translate", "--seed"),
+        ("classify", "--top-k"),
+    }
+
+
+@pytest.mark.parametrize(("command", "flag", "limit"), _unsigned_options(), ids=lambda v: str(v))
+@pytest.mark.parametrize("outside", ["below", "above"])
+def test_client_cli_out_of_range_option_is_a_usage_error(command, flag, limit, outside, tmp_path, capsys):
+    """A negative (or too large) value for an unsigned field was protobuf's traceback
+    ("ValueError: Value out of range: -1"); now argparse's usage error naming the option and its range."""
+    value = -1 if outside == "below" else limit + 1
+    png = tmp_path / "digit.png"
+    png.write_bytes(digit_png(7))
+    target = ["Monday, March 3, 2025"] if command == "translate" else [str(png)]
+    with pytest.raises(SystemExit) as exit_info:  # before any connection: no server needed
+        client_main(["--address", "127.0.0.1:1", "--retries", "0", command, *target, flag, str(value)])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert (
+        f"attnserve-client {command}: error: argument {flag}: expected an integer from 0 to {limit}, got '{value}'"
+        in err
+    )
+    assert "Traceback" not in err
+
+
+def test_client_entry_point_out_of_range_top_k():
+    proc = subprocess.run(
+        [str(BIN / "attnserve-client"), "classify", "examples/digits/digit-7.png", "--top-k", "-1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "attnserve-client classify: error: argument --top-k: expected an integer from 0 to 4294967295, got '-1'"
+    )
+
+
+def test_client_api_names_the_out_of_range_parameter():
+    """protobuf's "Value out of range: -3" named nothing; the client names the parameter."""
+    with Client("127.0.0.1:1", retries=0, timeout=1) as client:  # rejected before any call
+        with pytest.raises(ValueError, match=r"^beam_size must be an integer from 0 to 4294967295, got -3$"):
+            client.translate("at 3:45 PM", beam_size=-3)
+        with pytest.raises(ValueError, match=r"^top_k must be an integer from 0 to 4294967295, got -1$"):
+            client.classify([digit_png(7)], top_k=-1)
+        with pytest.raises(ValueError, match=r"^max_new_tokens must be an integer from 0 to 4294967295, got -1$"):
+            list(client.translate_stream("at 3:45 PM", max_new_tokens=-1))
+    with pytest.raises(ValueError, match=r"^seed must be an integer from 0 to 18446744073709551615, got -5$"):
+        decoding_options(seed=-5, temperature=0.5)
+    with pytest.raises(ValueError, match=r"^num_hypotheses must be .* got 4294967296$"):
+        decoding_options(num_hypotheses=2**32)
+    assert decoding_options(seed=2**64 - 1, top_k=2**32 - 1).seed == 2**64 - 1  # the ends of the range are fine
+
+
+class _FakeClient:
+    """Stands in for the server: answers translate with the given hypotheses."""
+
+    def __init__(self, hypotheses: list[Hypothesis]) -> None:
+        self.hypotheses = hypotheses
+
+    def __call__(self, *args, **kwargs) -> _FakeClient:
+        return self
+
+    def __enter__(self) -> _FakeClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def translate(self, texts, model, **options) -> list[Translation]:
+        return [Translation(self.hypotheses, 9, {}) for _ in texts]
+
+
+@pytest.mark.parametrize(
+    ("args", "hypotheses", "expected"),
+    [
+        (  # the report: nothing said the text stopped at the limit
+            ["--max-new-tokens", "3", "--scores"],
+            [Hypothesis("Montag, ", [], -0.25, -0.75, "length")],
+            "Montag,   (score=-0.2500 logprob=-0.7500; cut at --max-new-tokens 3)",
+        ),
+        (
+            ["--max-new-tokens", "3"],
+            [Hypothesis("Montag, ", finish_reason="length")],
+            "Montag,   (cut at --max-new-tokens 3)",
+        ),
+        ([], [Hypothesis("Montag, 3.", finish_reason="length")], "Montag, 3.  (cut at the model's max target length)"),
+        (
+            ["--scores"],
+            [Hypothesis("Montag, 3. März 2025", [], -0.1, -0.9, "eos")],
+            "Montag, 3. März 2025  (score=-0.1000 logprob=-0.9000)",
+        ),
+        ([], [Hypothesis("Montag, 3. März 2025", finish_reason="eos")], "Montag, 3. März 2025"),
+        (
+            ["--beam-size", "2", "--num-hypotheses", "2", "--max-new-tokens", "4", "--token-ids"],
+            [
+                Hypothesis("Montag, 3.", [5, 6, 7, 2], finish_reason="eos"),
+                Hypothesis("Montag, der", [5, 6, 8, 9], finish_reason="length"),
+            ],
+            "[0] Montag, 3.  (ids=[5, 6, 7, 2])\n[1] Montag, der  (ids=[5, 6, 8, 9]; cut at --max-new-tokens 4)",
+        ),
+    ],
+    ids=["scores", "length", "model-limit", "eos-scores", "eos", "hypotheses"],
+)
+def test_client_cli_says_when_a_translation_was_cut(args, hypotheses, expected, monkeypatch, capsys):
+    monkeypatch.setattr(client_cli, "Client", _FakeClient(hypotheses))
+    assert client_main(["translate", *args, "Monday, March 3, 2025"]) == 0
+    assert capsys.readouterr().out == expected + "\n"
+    assert client_main(["--json", "translate", *args, "Monday, March 3, 2025"]) == 0
+    (result,) = json.loads(capsys.readouterr().out)  # --json: the finish reason as it always was
+    assert [h["finish_reason"] for h in result["hypotheses"]] == [h.finish_reason for h in hypotheses]

@@ -4,8 +4,10 @@ each case is followed by a good request that must succeed."""
 from __future__ import annotations
 
 import io
+import struct
 import threading
 import time
+import zlib
 
 import grpc
 import numpy as np
@@ -38,6 +40,16 @@ def _png(image: Image.Image, **kw) -> bytes:
     buf = io.BytesIO()
     image.save(buf, "PNG", **kw)
     return buf.getvalue()
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG whose header declares width x height over a few bytes of pixel data (a bomb's shape)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 10)) + chunk(b"IEND", b"")
 
 
 def _tensor(shape, datatype=pb.DATA_TYPE_FP32, values: np.ndarray | None = None, raw: bytes | None = None):
@@ -78,12 +90,17 @@ CLASSIFY_CASES = {
             images=[_encoded(_png(Image.fromarray(np.random.default_rng(0).integers(0, 255, (300, 300), np.uint8))))],
         ),
         INVALID,
-        "the limit is 50000",
+        "the limit is 50000 (--max-image-bytes)",
     ),
     "too many pixels (a bomb)": (
         pb.ClassifyRequest(model="digits", images=[_encoded(_png(Image.new("L", (2000, 1000), 0)))]),
         INVALID,
-        "2000x1000 = 2000000 pixels; the limit is 1000000",
+        "2000x1000 = 2000000 pixels; the limit is 1000000 (--max-image-pixels)",
+    ),
+    "a header over Pillow's own pixel limit": (  # Pillow refuses it inside Image.open, in its own words
+        pb.ClassifyRequest(model="digits", images=[_encoded(_png_header(15_000, 15_000))]),
+        INVALID,
+        "images[0]: image header declares 225000000 pixels; the limit is 1000000 (--max-image-pixels)",
     ),
     "wrong tensor shape": (
         pb.ClassifyRequest(model="digits", images=[_tensor((3, 16, 16))]),
@@ -110,7 +127,11 @@ CLASSIFY_CASES = {
         INVALID,
         "NaN or Inf",
     ),
-    "translate on a classifier": (pb.TranslateRequest(model="digits", texts=["t5"]), INVALID, "not translation"),
+    "translate on a classifier": (
+        pb.TranslateRequest(model="digits", texts=["t5"]),
+        INVALID,
+        "model 'digits' is an image-classification model, not translation",
+    ),
     "translate with no translation model": (pb.TranslateRequest(texts=["t5"]), NOT_FOUND, "no translation model"),
 }
 

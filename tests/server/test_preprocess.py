@@ -88,17 +88,28 @@ def _png_header_only(width: int, height: int) -> bytes:
 def test_pixel_limit_is_checked_before_decoding():
     """The header claims 12 M pixels over 10 bytes of data: refused by size, never decoded
     (decoding would have failed with "does not decode")."""
-    with pytest.raises(InvalidRequest, match=r"3000x4000 = 12000000 pixels; the limit is 10000"):
+    with pytest.raises(InvalidRequest, match=r"3000x4000 = 12000000 pixels; the limit is 10000 \(--max-image-pixels\)"):
         preprocess_image(_png_header_only(3000, 4000), GRAY, **LIMITS)
 
 
+@pytest.mark.parametrize("side", [6_000, 10_000, 15_000], ids=["under-pillows", "pillow-warns", "pillow-refuses"])
+def test_a_header_over_the_pixel_limit_gets_the_limits_message_whatever_pillow_thinks_of_it(side):
+    """Pillow warns over 89,478,485 pixels and refuses over 178,956,970 inside Image.open, before
+    the size can be checked: every side of those gets the same message, naming the setting."""
+    with pytest.raises(InvalidRequest) as err:
+        preprocess_image(_png_header_only(side, side), GRAY, max_pixels=25_000_000, max_bytes=10**6)
+    assert f"{side * side} pixels; the limit is 25000000 (--max-image-pixels)" in str(err.value)
+    assert "decompression bomb" not in str(err.value)
+
+
 def test_pillows_own_bomb_guard_is_an_invalid_request():
-    with pytest.raises(InvalidRequest, match="decompression bomb"):
+    """A pixel limit set above Pillow's own: Pillow still decodes nothing that large."""
+    with pytest.raises(InvalidRequest, match="400000000 pixels; Pillow decodes none that large"):
         preprocess_image(_png_header_only(20_000, 20_000), GRAY, max_pixels=10**12, max_bytes=10**6)
 
 
 def test_byte_limit_and_garbage():
-    with pytest.raises(InvalidRequest, match="the limit is 10"):
+    with pytest.raises(InvalidRequest, match=r"the limit is 10 \(--max-image-bytes\)"):
         preprocess_image(_encode(Image.new("L", (4, 4))), GRAY, max_pixels=100, max_bytes=10)
     with pytest.raises(InvalidRequest, match="not a supported format"):
         preprocess_image(b"GIF89a nonsense" * 4, GRAY, **LIMITS)

@@ -202,6 +202,15 @@ def test_bad_translate_requests(stub, case):
     _good(stub)
 
 
+def test_a_model_of_the_other_kind_is_refused_naming_its_kind(stub):
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Classify(pb.ClassifyRequest(model="mt", images=[pb.ImageInput(encoded=digit_png(1))]), timeout=20)
+    assert err.value.details() == "model 'mt' is a translation model, not image-classification"
+    with pytest.raises(grpc.RpcError) as err:
+        stub.Translate(pb.TranslateRequest(model="digits", texts=["t5"]), timeout=20)
+    assert err.value.details() == "model 'digits' is an image-classification model, not translation"
+
+
 @pytest.mark.parametrize(
     "request_",
     [
@@ -305,8 +314,19 @@ def test_model_info_and_health(server):
 def test_client_cli_translate(server, capsys):
     address = ["--address", server.address]
     with server.client() as client:
-        expected = client.translate(["t5 t17"], "mt", max_new_tokens=10)[0].text
+        (hyp,) = client.translate(["t5 t17"], "mt", max_new_tokens=10)[0].hypotheses
+    cut = "  (cut at --max-new-tokens 10)" if hyp.finish_reason == "length" else ""  # a text that stops short says so
     assert client_main([*address, "translate", "t5 t17", "--model", "mt", "--max-new-tokens", "10"]) == 0
-    assert capsys.readouterr().out.strip() == expected
+    assert capsys.readouterr().out.strip() == hyp.text + cut
     assert client_main([*address, "translate", "--stream", "t5 t17", "--model", "mt", "--max-new-tokens", "10"]) == 0
-    assert capsys.readouterr().out.strip() == expected
+    assert capsys.readouterr().out.strip() == hyp.text
+
+
+def test_client_cli_says_when_a_translation_was_cut(server, long_source, capsys):
+    with server.client() as client:
+        (hyp,) = client.translate([long_source], "mt", max_new_tokens=3, return_scores=True)[0].hypotheses
+    assert hyp.finish_reason == "length"
+    args = ["--address", server.address, "translate", long_source, "--model", "mt", "--max-new-tokens", "3"]
+    assert client_main([*args, "--scores"]) == 0
+    expected = f"{hyp.text}  (score={hyp.score:.4f} logprob={hyp.logprob:.4f}; cut at --max-new-tokens 3)"
+    assert capsys.readouterr().out == expected + "\n"

@@ -74,6 +74,17 @@ def test_health_metadata_and_config(triton, server):
     assert triton.get_model_config("digits")["input"][1]["dims"] == [-1, 1, 16, 16]
 
 
+def test_model_ready_of_an_unknown_model_or_version_is_400_with_a_json_error_naming_it(server):
+    """400 is Triton's "not ready" (tritonclient reads only the status); the body says why, as every error does."""
+    status, headers, body = request(server, "GET", "/v2/models/nosuch/ready")
+    assert status == 400 and headers["Content-Type"].startswith("application/json")
+    assert json.loads(body) == {"error": "not ready: unknown model 'nosuch'; served: digits, reverser"}
+    status, _, body = request(server, "GET", "/v2/models/digits/versions/2/ready")
+    assert status == 400
+    assert json.loads(body) == {"error": "not ready: model 'digits' has no version '2'; it serves version 1"}
+    assert request(server, "GET", "/v2/models/digits/versions/1/ready")[:3:2] == (200, b"")
+
+
 @pytest.mark.parametrize("binary", [True, False], ids=["binary-data", "json"])
 def test_translate(triton, binary):
     out = tritonclient_http.InferRequestedOutput("TRANSLATION", binary_data=binary)
@@ -206,6 +217,8 @@ def test_drain_turns_ready_off_refuses_new_work_and_finishes_what_runs(serve, ks
             time.sleep(0.01)
         assert request(handle, "GET", "/v2/health/ready")[0] == 400
         assert request(handle, "GET", "/v2/health/live")[0] == 200
+        status, _, reply = request(handle, "GET", "/v2/models/reverser/ready")
+        assert status == 400 and "is not ready: the server is not taking work" in json.loads(reply)["error"]
         status, _, reply = request(handle, "POST", "/v2/models/reverser/infer", body.encode())
         assert status == 503 and "shutting down" in json.loads(reply)["error"]
         running.join(30)
