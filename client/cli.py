@@ -45,6 +45,19 @@ def _unsigned(message: Any, field: str) -> Callable[[str], int]:
     return parse
 
 
+def _hint_dash_texts(parser: argparse.ArgumentParser) -> None:
+    """argparse reads a text such as "-5°C" as an unknown option and then misses the texts:
+    its error says where such a text goes."""
+    error = parser.error
+
+    def hinted(message: str):
+        if "texts" in message:
+            message += ' (a text that starts with "-" goes after "--": attnserve-client translate -- "-5°C")'
+        error(message)
+
+    parser.error = hinted  # type: ignore[method-assign]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnserve-client", description="Talk to an attnserve server.")
     parser.add_argument("--address", default=DEFAULT_ADDRESS, help=f"server HOST:PORT (default {DEFAULT_ADDRESS})")
@@ -63,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("translate", help="translate one or more texts")
     tr.add_argument("texts", nargs="+", help="texts to translate (documents: lines and sentences); - reads stdin")
+    _hint_dash_texts(tr)
     tr.add_argument(
         "--format",
         choices=("text", "html"),

@@ -246,6 +246,18 @@ def test_every_unsigned_option_is_found():
     }
 
 
+def test_client_cli_says_where_a_text_starting_with_a_dash_goes(capsys):
+    """argparse takes "-5°C" for an unknown option and then misses the texts: the error says to
+    put such a text after "--", which then works (no server needed to see the parse)."""
+    with pytest.raises(SystemExit) as exit_info:
+        client_main(["--address", "127.0.0.1:1", "--retries", "0", "translate", "-5°C"])
+    assert exit_info.value.code == 2
+    assert 'a text that starts with "-" goes after "--"' in capsys.readouterr().err
+    from attnserve.client.cli import build_parser
+
+    assert build_parser().parse_args(["translate", "--", "-5°C"]).texts == ["-5°C"]
+
+
 @pytest.mark.parametrize(("command", "flag", "limit"), _unsigned_options(), ids=lambda v: str(v))
 @pytest.mark.parametrize("outside", ["below", "above"])
 def test_client_cli_out_of_range_option_is_a_usage_error(command, flag, limit, outside, tmp_path, capsys):
