@@ -20,7 +20,12 @@ at once (Yu et al. 2022, Orca). ``EngineSettings.batching = "static"``
 still leave at once): on CPU at saturation it makes more tokens/s and takes about twice the
 time to first token (benchmarks/README.md), and it is the benchmarks' baseline.
 The event loop only enqueues jobs and sets cancellation flags (both thread-safe); results
-flow back through each job's sink and the outbox.
+flow back through each job's sink and the outbox. The outbox goes out right before each model
+run (a boundary's encoder runs, the step's decoder: ``ModelRunner(before_run=)``), when
+onnxruntime is about to let go of the GIL for the whole run, so the event loops turn the
+results into messages meanwhile. Posted before the boundary, a loop woken by them took the GIL
+whenever the boundary's numpy copies let go of it, and kept it until it had sent them all: the
+scheduler waited ~0.2 ms a step so (benchmarks/README.md, 2026-11-24).
 
 A failing decoder step fails exactly the jobs of that batch with InferenceFailed and the
 loop goes on with the next ones; a failing encoder fails only its newcomers.
@@ -53,24 +58,12 @@ log = logging.getLogger(__name__)
 class DecodeScheduler:
     """Owns the decode batch. ``submit``/``cancel``/``close`` are thread-safe; the rest runs on its thread."""
 
-    def __init__(
-        self,
-        encoder,
-        decoder,
-        spec: ModelSpec,
-        settings: EngineSettings,
-        placement: Placement | None = None,
-    ) -> None:
+    def __init__(self, encoder, decoder, spec: ModelSpec, settings: EngineSettings, placement: Placement | None = None):
         self.spec, self.settings = spec, settings
         placement = placement or Placement()
         self.cache = KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
         self.slots = SlotTable(self.cache, spec.start_id, spec.pad_id)
-        self.outbox = Outbox()  # results for the event loops
-        # The results go out right before each model run (a boundary's encoder runs, the step's
-        # decoder), when onnxruntime is about to let go of the GIL for the whole run, so the event
-        # loops turn them into messages meanwhile. Posted before the boundary, a loop woken by them
-        # took the GIL whenever the boundary's numpy copies let go of it, and kept it until it had
-        # sent them all: the scheduler waited ~0.2 ms a step so (benchmarks/README.md, 2026-11-24).
+        self.outbox = Outbox()  # results for the event loops, sent right before each model run (module docstring)
         self.runner = ModelRunner(encoder, decoder, spec, placement, before_run=self.outbox.flush)
         self.budgets = Budgets(settings.max_active_sequences, settings.max_tokens_in_flight, settings.max_cache_bytes)
         self.usage = Usage()  # what admitted jobs hold; changed on this scheduler's thread only
