@@ -86,8 +86,7 @@ class KVCache:
     def __init__(self, num_layers: int, num_heads: int, head_dim: int, placement: Placement | None = None) -> None:
         self.num_layers, self.num_heads, self.head_dim = num_layers, num_heads, head_dim
         self.placement = placement or Placement()
-        self.clear()  # P, L, pad, src_len, past, cross, src_mask: an empty batch
-        self._cols = np.arange(64, dtype=np.int64)
+        self.clear()  # P, L, pad, src_len, past, cross, src_mask, step inputs: an empty batch
 
     @property
     def rows(self) -> int:
@@ -100,22 +99,32 @@ class KVCache:
         return self.rows * per_row
 
     def step_inputs(self) -> tuple[np.ndarray, np.ndarray]:
-        """positions (B, 1) int64 and self_mask (B, P + 1) int32 for the next step."""
+        """positions (B, 1) int64 and self_mask (B, P + 1) int32 for the next step.
+
+        Between boundaries they change by one step only, so they are kept rather than
+        rebuilt: :meth:`advance` moves the positions on by one, and the mask is the first
+        ``P + 1`` columns of a wider buffer that already holds every later column (ones).
+        A change of any row's padding (a boundary) drops them. The mask is a column slice,
+        contiguous at batch 1; onnxruntime copies a strided one itself (the device path
+        binds a contiguous copy)."""
         P = self.P
-        if self._cols.shape[0] < P + 1:
-            self._cols = np.arange(2 * (P + 1), dtype=np.int64)
-        positions = (P - self.pad)[:, None]  # (B, 1)
-        self_mask = (self._cols[None, : P + 1] >= self.pad[:, None]).astype(np.int32)  # (B, P + 1)
-        return positions, self_mask
+        if self._positions is None or self._mask.shape[1] <= P:
+            self._positions = (P - self.pad)[:, None]  # (B, 1)
+            cols = np.arange(2 * P + 64, dtype=np.int64)
+            self._mask = (cols[None, :] >= self.pad[:, None]).astype(np.int32)  # (B, 2P + 64)
+        return self._positions, self._mask[:, : P + 1]
 
     def advance(self, present: list) -> None:
         """After a step: the decoder's present (B, H, P + 1, D) becomes the past."""
         self.past = present
         self.P += 1
+        if self._positions is not None:
+            self._positions += 1  # in place: the step that read it is over
 
     def start(self, new: NewRows) -> None:
         """Replace the whole cache (no live rows may be left) with ``new``'s rows, in order: an
         empty history and, as they are (no copy), their cross K/V and source mask."""
+        self._positions = None  # the rows' padding changes: step inputs rebuilt
         n, H, D = new.src_mask.shape[0], self.num_heads, self.head_dim
         put = self.placement.from_host
         self.P, self.L = 0, int(new.src_mask.shape[1])
@@ -127,11 +136,13 @@ class KVCache:
 
     def free(self, slots: np.ndarray) -> None:
         """Hide the slots' history (no copy); they compute until reused or compacted away."""
+        self._positions = None  # the rows' padding changes: step inputs rebuilt
         self.pad[slots] = self.P
         self.src_len[slots] = 0
 
     def assign(self, slots: np.ndarray, new: NewRows) -> None:
         """Newcomers into free ``slots``, in place: an empty history, their cross K/V and source mask."""
+        self._positions = None  # the rows' padding changes: step inputs rebuilt
         Ln = new.src_mask.shape[1]
         if Ln > self.L:  # widen every row's cross K/V, exactly (the only copy a join may cost)
             self._widen(Ln)
@@ -161,6 +172,7 @@ class KVCache:
 
     def copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
         """Row ``dst[i]`` becomes a copy of row ``src[i]`` (beam search), in place."""
+        self._positions = None  # the rows' padding changes: step inputs rebuilt
         host, put = self.placement.to_host, self.placement.from_host
         for tensors in (self.past, self.cross):
             for i, t in enumerate(tensors):
@@ -179,6 +191,7 @@ class KVCache:
         Drops the left-padding columns no kept row needs and the source columns beyond
         the longest kept source.
         """
+        self._positions = None  # the rows' padding changes: step inputs rebuilt
         host, put = self.placement.to_host, self.placement.from_host
         k, B, H, D = len(keep), len(keep) + extra, self.num_heads, self.head_dim
         pad, src_len = self.pad[keep], self.src_len[keep]  # (B',)
@@ -209,6 +222,7 @@ class KVCache:
 
     def clear(self) -> None:
         """Drop every row without copying anything: the empty cache of a new engine."""
+        self._positions = None  # the rows' padding changes: step inputs rebuilt
         empty = np.zeros((0, self.num_heads, 0, self.head_dim), np.float32)  # host until the next start
         self.P = 0  # cached length shared by all rows (left-padded)
         self.L = 0  # padded source length

@@ -132,6 +132,7 @@ class ModelRunner:
             outputs = self._decoder_run(self.output_names, feeds)
             cache.advance(outputs[1:])
             return outputs[0]
+        self_mask = np.ascontiguousarray(self_mask)  # a column slice of the cache's buffer
         binding = self.decoder.io_binding()
         for name, array in ((io.input_ids, input_ids), (io.positions, positions), (io.self_mask, self_mask)):
             binding.bind_cpu_input(name, array)

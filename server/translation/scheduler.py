@@ -158,7 +158,7 @@ class DecodeScheduler:
         (an encoder run at the boundary, else the decoder step), or at the end when no row is left."""
         slots = self.slots
         try:
-            if plan or self._layout_changed or slots.waste >= slots.waste_limit:
+            if (plan is not NOTHING and plan) or self._layout_changed or slots.waste >= slots.waste_limit:
                 self._boundary(plan)
             if self._jobs:
                 self._step()

@@ -125,7 +125,7 @@ class SlotTable:
     def account_step(self) -> None:
         """A step ran over every row: add what free rows and unneeded columns cost."""
         live = self.live_rows
-        self.waste += self.cache.rows - live
+        self.waste += len(self.owner) - live  # free slots (owner: one entry per row)
         if self.min_live_pad:
             self.waste += COLUMN_COST * live * self.min_live_pad / self.cache.P
 

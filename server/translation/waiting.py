@@ -65,6 +65,8 @@ class WaitingQueue:
     def wait(self, busy: bool) -> list[Job] | None:
         """Block until there is work (``busy``: rows are decoding) or the queue closes; on
         closing, returns the jobs still waiting (emptying the queue), else None."""
+        if busy and self.closing is None:  # decoding goes on: no lock (a close is seen next step)
+            return None
         with self._cond:
             while not busy and not self.jobs and self.closing is None:
                 self._cond.wait()
