@@ -86,6 +86,7 @@ class KVCache:
     def __init__(self, num_layers: int, num_heads: int, head_dim: int, placement: Placement | None = None) -> None:
         self.num_layers, self.num_heads, self.head_dim = num_layers, num_heads, head_dim
         self.placement = placement or Placement()
+        self._empty = _read_only(np.zeros((0, num_heads, 0, head_dim), np.float32))
         self.clear()  # P, L, pad, src_len, past, cross, src_mask, step inputs: an empty batch
 
     @property
@@ -124,15 +125,16 @@ class KVCache:
     def start(self, new: NewRows) -> None:
         """Replace the whole cache (no live rows may be left) with ``new``'s rows, in order: an
         empty history and, as they are (no copy), their cross K/V and source mask."""
-        self._positions = None  # the rows' padding changes: step inputs rebuilt
         n, H, D = new.src_mask.shape[0], self.num_heads, self.head_dim
         put = self.placement.from_host
         self.P, self.L = 0, int(new.src_mask.shape[1])
         self.pad = np.zeros(n, dtype=np.int64)
         self.src_len = np.asarray(new.src_len, dtype=np.int64)
-        self.past = [put(np.zeros((n, H, 0, D), np.float32)) for _ in self.past]
+        self.past = [put(np.zeros((n, H, 0, D), np.float32))] * len(self.past)  # empty: one serves all
         self.cross = [put(c) for c in new.cross]
         self.src_mask = put(new.src_mask)
+        self._positions = np.zeros((n, 1), dtype=np.int64)  # no row is padded: the step inputs are known
+        self._mask = np.ones((n, 64), dtype=np.int32)
 
     def free(self, slots: np.ndarray) -> None:
         """Hide the slots' history (no copy); they compute until reused or compacted away."""
@@ -223,14 +225,23 @@ class KVCache:
     def clear(self) -> None:
         """Drop every row without copying anything: the empty cache of a new engine."""
         self._positions = None  # the rows' padding changes: step inputs rebuilt
-        empty = np.zeros((0, self.num_heads, 0, self.head_dim), np.float32)  # host until the next start
+        empty = self._empty  # on the host until the next start; nothing is allocated here
         self.P = 0  # cached length shared by all rows (left-padded)
         self.L = 0  # padded source length
-        self.pad = np.zeros(0, dtype=np.int64)  # (B,) left-padding slots per row
-        self.src_len = np.zeros(0, dtype=np.int64)  # (B,) true source length per row (0: free)
+        self.pad = NO_ROWS  # (B,) left-padding slots per row
+        self.src_len = NO_ROWS  # (B,) true source length per row (0: free)
         self.past: list = [empty] * (2 * self.num_layers)  # 2 per layer, (B, H, P, D)
         self.cross: list = [empty] * (2 * self.num_layers)  # 2 per layer, (B, H, L, D)
-        self.src_mask = np.zeros((0, 0), np.int32)  # (B, L)
+        self.src_mask = NO_MASK  # (B, L)
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+NO_ROWS = _read_only(np.zeros(0, dtype=np.int64))  # an empty cache's pad and src_len (a start replaces them)
+NO_MASK = _read_only(np.zeros((0, 0), dtype=np.int32))
 
 
 def placement_for(session) -> Placement:

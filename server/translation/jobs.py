@@ -12,7 +12,7 @@ import asyncio
 import enum
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -232,7 +232,7 @@ class Job:
         self.slots = np.zeros(0, dtype=np.int64)  # its rows in the batch (beam order)
         self.parents: list[int] | None = None  # after a beam step: row i continues beam parents[i]
         self.next_tokens: list[int] | None = None
-        self.encoded: list[np.ndarray] | None = None  # cross K/V from the encoder until it joins the batch
+        self.encoded: Sequence[np.ndarray] | None = None  # cross K/V from the encoder until it joins the batch
         # timings (perf_counter seconds)
         self.t_submit = time.perf_counter()
         self.t_admit = 0.0

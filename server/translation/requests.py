@@ -47,6 +47,7 @@ class RequestChecker:
     ) -> None:
         self.settings, self.tokenizer, self.spec = settings, tokenizer, spec
         self.max_source_len, self.max_target_len, self.vocab_size = max_source_len, max_target_len, vocab_size
+        self.characters = DocumentLimits(settings.max_text_chars, settings.max_request_chars)
 
     def prepare(
         self, texts: list[str], options: DecodeOptions, tokenised: Sequence[Sequence[int]] | None = None
@@ -59,7 +60,7 @@ class RequestChecker:
         if len(texts) > limit:
             raise InvalidRequest(f"{len(texts)} texts in one request; the limit is {limit}: split the request")
         # Characters first: a 1 MB text is refused before it is read, let alone tokenised.
-        DocumentLimits(self.settings.max_text_chars, self.settings.max_request_chars).check(texts)
+        self.characters.check(texts)
         max_new = self.check_options(options)
         for i, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
@@ -139,6 +140,8 @@ class RequestChecker:
     def _check_prefix(self, options: DecodeOptions, max_new: int) -> None:
         """Forced prefix ids: known, not special, no longer than the output; hide_prefix within them."""
         prefix = options.prefix_ids
+        if not prefix and not options.hide_prefix:
+            return
         if len(prefix) > max_new:
             raise InvalidRequest(
                 f"the forced target prefix is {len(prefix)} tokens, more than max_new_tokens ({max_new})"

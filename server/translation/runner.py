@@ -21,6 +21,23 @@ from .jobs import Job
 from .sessions import ModelSpec, direct_run
 
 
+class EncodedRow(Sequence[np.ndarray]):
+    """A job's cross K/V from an encoder run: 2 per layer, (H, length, D), views of row ``row``
+    of the run's outputs, taken when read (a job that joins with its run's rows as they are
+    never reads them)."""
+
+    __slots__ = ("outputs", "row", "length")
+
+    def __init__(self, outputs: list[np.ndarray], row: int, length: int) -> None:
+        self.outputs, self.row, self.length = outputs, row, length
+
+    def __len__(self) -> int:
+        return len(self.outputs)
+
+    def __getitem__(self, i: int) -> np.ndarray:  # type: ignore[override]  # layers by index only
+        return self.outputs[i][self.row, :, : self.length]
+
+
 class _Session:
     """A runner's ``encoder`` / ``decoder`` session. Setting it also sets the call that runs it
     (``_encoder_run`` / ``_decoder_run``, :func:`~.sessions.direct_run`), so a session swapped in
@@ -70,7 +87,8 @@ class ModelRunner:
 
         Returns the outputs, 2 per layer (n, H, L, D), row i = ``jobs[i]``, right-padded, when
         one run took every job in the given order; None when there were several runs. With
-        device placement (CUDA) every job goes in one run.
+        device placement (CUDA) every job goes in one run. ``job.encoded`` is an
+        :class:`EncodedRow`: its rows are sliced only when read.
         """
         runs = length_runs([job.source_tokens for job in jobs]) if self.split_runs else [range(len(jobs))]
         outputs = [self._encode_run([jobs[i] for i in rows]) for rows in runs]
@@ -89,7 +107,7 @@ class ModelRunner:
         cross = self._encoder_run(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
         seconds = time.perf_counter() - t0
         for i, job in enumerate(jobs):
-            job.encoded = [c[i, :, : job.source_tokens] for c in cross]
+            job.encoded = EncodedRow(cross, i, job.source_tokens)
             job.encode_s = seconds
         return cross
 
@@ -100,7 +118,11 @@ class ModelRunner:
         n, L = len(jobs), max(job.source_tokens for job in jobs)
         src_mask = np.zeros((n, L), dtype=np.int32)  # (n, L)
         if run is not None and run[1][:n] == jobs:
-            cross = [c[:n, :, :L] for c in run[0]]  # (n, H, L, D) each; contiguous unless the run was longer
+            outputs = run[0]
+            if outputs[0].shape[0] == n and outputs[0].shape[2] == L:  # the run was exactly these rows
+                cross = list(outputs)
+            else:
+                cross = [c[:n, :, :L] for c in outputs]  # (n, H, L, D) each; contiguous unless the run was longer
         else:
             H, D = self.spec.num_heads, self.spec.head_dim
             cross = [np.zeros((n, H, L, D), np.float32) for _ in self.cross_names]

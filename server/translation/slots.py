@@ -23,6 +23,8 @@ MAX_IDLE_ROW_STEPS = 16
 # same tokens/s within 1% under the server benchmark's loads (compaction already keeps the
 # unneeded columns near zero: what makes long caches cost is the rows that need them).
 COLUMN_COST = 0.25
+NO_TOKENS = np.zeros(0, dtype=np.int64)  # an empty batch's (never written: a batch replaces it)
+NO_TOKENS.flags.writeable = False
 
 
 class SlotTable:
@@ -31,7 +33,7 @@ class SlotTable:
     def __init__(self, cache: KVCache, start_id: int, pad_id: int) -> None:
         self.cache, self.start_id, self.pad_id = cache, start_id, pad_id
         self.owner: list[Job | None] = []  # (B,) the job of each slot; None = free
-        self.tokens = np.zeros(0, dtype=np.int64)  # (B,) next input token per slot
+        self.tokens = NO_TOKENS  # (B,) next input token per slot
         self.live_rows = 0
         self.min_live_pad = 0  # left-padding columns no live row needs (compaction would drop them)
         self.waste = 0.0  # row-steps spent on free slots and unneeded columns since the last compaction
@@ -119,8 +121,12 @@ class SlotTable:
     def recount(self, jobs: list[Job]) -> None:
         """Live rows and the left padding they all share, after the layout changed."""
         live = [job.slots for job in jobs]
-        self.live_rows = sum(len(slots) for slots in live)
-        self.min_live_pad = int(self.cache.pad[np.concatenate(live)].min()) if live else 0
+        self.live_rows = rows = sum(len(slots) for slots in live)
+        pad = self.cache.pad
+        if rows == len(pad):  # no free slot (a batch just started, say): every row counts
+            self.min_live_pad = int(pad.min()) if rows else 0
+        else:
+            self.min_live_pad = int(pad[np.concatenate(live)].min()) if live else 0
 
     def account_step(self) -> None:
         """A step ran over every row: add what free rows and unneeded columns cost."""
@@ -142,6 +148,6 @@ class SlotTable:
         """Drop every row, copying nothing (the batch emptied, failed, or the engine stops)."""
         self.cache.clear()
         self.owner = []
-        self.tokens = np.zeros(0, dtype=np.int64)
+        self.tokens = NO_TOKENS
         self.live_rows = self.min_live_pad = 0
         self.waste, self.waste_limit = 0.0, self.limit()

@@ -111,6 +111,34 @@ def test_rows_keep_their_own_cache_through_joins_leaves_copies_and_compactions(p
     assert cache.rows == cache.nbytes == 0
 
 
+def test_step_inputs_follow_every_row_across_many_steps_and_joins():
+    """positions and self_mask are kept between boundaries (advanced a step at a time, the mask
+    a slice of a wider buffer): they must equal their definition at every step, past the
+    buffer's width, after a row leaves and after one joins into its slot."""
+    cache = KVCache(LAYERS, H, D)
+    cache.start(_new_rows([4, 2, 3], 1.0))
+
+    def step() -> None:
+        positions, self_mask = cache.step_inputs()
+        P, pad = cache.P, cache.pad
+        assert positions.shape == (cache.rows, 1) and self_mask.shape == (cache.rows, P + 1)
+        assert positions[:, 0].tolist() == (P - pad).tolist()
+        expected = (np.arange(P + 1)[None, :] >= pad[:, None]).astype(np.int32)
+        assert self_mask.dtype == np.int32 and (self_mask == expected).all()
+        present = np.zeros((cache.rows, H, P + 1, D), np.float32)
+        cache.advance([present, present])
+
+    for _ in range(70):  # past the 64 columns the first buffer holds
+        step()
+    cache.free(np.array([1]))
+    for _ in range(5):
+        step()
+    cache.assign(np.array([1]), _new_rows([5], 9.0))  # a newcomer, left-padded to P
+    assert cache.pad.tolist() == [0, 75, 0]
+    for _ in range(150):  # past the rebuilt buffer's width too
+        step()
+
+
 @pytest.mark.parametrize("placement", [Placement(), DevicePlacement("cpu")], ids=["host", "ortvalue"])
 def test_a_batch_started_from_idle_adopts_the_encoder_output(placement):
     """start(): the newcomers are the whole batch; on the host their cross K/V is not copied."""
