@@ -10,8 +10,6 @@ read as ratios.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import inspect
 import json
 import os
 import platform
@@ -63,52 +61,16 @@ def interleaved(runs: dict[str, Callable[[], Any]], repeats: int) -> tuple[dict[
     decided: on mt-small at batch 1 whichever ran right after CTranslate2 was ~5% slower,
     and the plain onnxruntime loop, which ran right after the engine on the same sessions,
     started warm.) Returns (timings, the value each function returned on its warm-up call).
-
-    A coroutine function among ``runs`` (attnserve's engine, :class:`~.translators.EngineRunner`)
-    is awaited on one event loop that runs for the whole measurement, as a server's handlers
-    await the engine on its running loop; the others are called on that loop's thread as they
-    are. (Starting and stopping a loop around every call cost ~0.1 ms a call that no server pays.)
     """
-    if any(inspect.iscoroutinefunction(fn) for fn in runs.values()):
-        return asyncio.run(_interleaved_awaiting(runs, repeats))
-    values: dict[str, Any] = {}
+    values = {name: fn() for name, fn in runs.items()}
     timings = {name: Timing() for name in runs}
-    for name, fn, timed in _rounds(runs, repeats):
-        t0 = time.perf_counter()
-        value = fn()
-        _record(values, timings, name, timed, value, time.perf_counter() - t0)
-    return timings, values
-
-
-async def _interleaved_awaiting(
-    runs: dict[str, Callable[[], Any]], repeats: int
-) -> tuple[dict[str, Timing], dict[str, Any]]:
-    values: dict[str, Any] = {}
-    timings = {name: Timing() for name in runs}
-    for name, fn, timed in _rounds(runs, repeats):
-        t0 = time.perf_counter()
-        value = await fn() if inspect.iscoroutinefunction(fn) else fn()
-        _record(values, timings, name, timed, value, time.perf_counter() - t0)
-    return timings, values
-
-
-def _rounds(runs: dict[str, Callable[[], Any]], repeats: int):
-    """(name, function, timed) of every call in order: each function's warm-up (timed None),
-    then ``repeats`` rounds of an untimed call (the caches hold this contender's weights, not
-    the last one's) and a timed one per function."""
-    for name, fn in runs.items():
-        yield name, fn, None
     for _ in range(repeats):
         for name, fn in runs.items():
-            yield name, fn, False
-            yield name, fn, True
-
-
-def _record(values: dict[str, Any], timings: dict[str, Timing], name: str, timed, value, seconds: float) -> None:
-    if timed is None:
-        values[name] = value
-    elif timed:
-        timings[name].seconds.append(seconds)
+            fn()  # untimed: the caches hold this contender's weights, not the last one's
+            t0 = time.perf_counter()
+            fn()
+            timings[name].seconds.append(time.perf_counter() - t0)
+    return timings, values
 
 
 def loadavg() -> tuple[float, float, float]:

@@ -18,7 +18,6 @@ graphs, the PyTorch reference :func:`greedy_decode`, transformers' ``generate`` 
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -147,9 +146,7 @@ def ctranslate2_model(model, out: Path, preset: str) -> Path:
 
 
 class EngineRunner:
-    """attnserve's TranslationEngine: :meth:`translate_async` awaited on a running event loop, as
-    a gRPC handler awaits it (``common.interleaved`` keeps one loop running for a whole
-    measurement), or :meth:`translate`, which runs this runner's loop for one call.
+    """attnserve's TranslationEngine, called synchronously.
 
     The engine decodes on its scheduler thread; the caller's thread runs the event loop
     that awaits the results, as a gRPC handler's loop would (a loop on a thread of its own
@@ -177,13 +174,10 @@ class EngineRunner:
         return self.loop.run_until_complete(coro)
 
     def translate(self, texts: list[str], new_tokens: int) -> list[list[int]]:
-        return self.call(self.translate_async(texts, new_tokens))
-
-    async def translate_async(self, texts: list[str], new_tokens: int) -> list[list[int]]:
         from attnserve.server.translation import DecodeOptions
 
         options = DecodeOptions(max_new_tokens=new_tokens, return_scores=False)
-        results = await self.engine.translate(texts, options)
+        results = self.call(self.engine.translate(texts, options))
         return [r.hypotheses[0].token_ids for r in results]
 
     def close(self) -> None:
@@ -220,7 +214,7 @@ def engines(
     for name in ("attnserve fp32", "attnserve int8"):
         runner = runners.get(name)
         if runner is not None:
-            out[name] = functools.partial(runner.translate_async, texts, new_tokens)  # awaited by interleaved
+            out[name] = lambda r=runner: r.translate(texts, new_tokens)
     runner = runners.get("attnserve fp32")
     if runner is not None:
         spec = runner.engine.spec
