@@ -68,8 +68,10 @@ def texts_for(batch: int, length: int, vocab: int, seed: int = 0) -> list[str]:
     return [" ".join(f"t{i}" for i in rng.integers(4, vocab, length - 1)) for _ in range(batch)]
 
 
-def plain_loop(enc, dec, texts, tokenizer, spec, new_tokens: int) -> int:
-    """The baseline: encode, then feed present back as past, argmax with pad/bos masked."""
+def plain_loop(enc, dec, texts, tokenizer, spec, new_tokens: int) -> list[list[int]]:
+    """The baseline, what a hand-written greedy server would do: tokenize, encode, feed
+    present back as past, argmax with pad/bos masked, then detokenize, as the engine does
+    (it returns every text's tokens and its text). Returns the tokens, one list per text."""
     ids = [e.ids for e in tokenizer.encode_batch(texts)]
     B, L = len(ids), max(map(len, ids))
     src = np.zeros((B, L), np.int64)
@@ -81,6 +83,7 @@ def plain_loop(enc, dec, texts, tokenizer, spec, new_tokens: int) -> int:
     feeds = {d.src_mask: mask, **dict(zip(d.cross, cross))}
     past = [np.zeros((B, spec.num_heads, 0, spec.head_dim), np.float32)] * (2 * n)
     tokens = np.full((B, 1), spec.bos_id, np.int64)
+    out = np.empty((B, new_tokens), np.int64)
     for step in range(new_tokens):
         feeds.update(zip(d.past, past))
         feeds[d.input_ids] = tokens
@@ -89,7 +92,15 @@ def plain_loop(enc, dec, texts, tokenizer, spec, new_tokens: int) -> int:
         logits, *past = dec.run(d.outputs, feeds)
         logits[:, [spec.pad_id, spec.bos_id]] = -np.inf
         tokens = logits.argmax(axis=1)[:, None]
-    return B * new_tokens
+        out[:, step] = tokens[:, 0]
+    generated = out.tolist()
+    tokenizer.decode_batch(generated, skip_special_tokens=True)  # the texts a server would send back
+    return generated
+
+
+def plain_count(enc, dec, texts, tokenizer, spec, new_tokens: int) -> int:
+    """:func:`plain_loop`, counting the tokens it made."""
+    return sum(map(len, plain_loop(enc, dec, texts, tokenizer, spec, new_tokens)))
 
 
 async def engine_run(engine, texts, options) -> int:
@@ -153,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             runs = {}
             if not args.no_baseline:
                 runs["plain onnxruntime loop"] = functools.partial(
-                    plain_loop, enc, dec, texts, engine.tokenizer, spec, args.new_tokens
+                    plain_count, enc, dec, texts, engine.tokenizer, spec, args.new_tokens
                 )
             # the engine decodes on its own thread; this loop only awaits, as a gRPC handler would
             runs["attnserve engine"] = functools.partial(engine_run, engine, texts, options)

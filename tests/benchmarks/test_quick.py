@@ -27,7 +27,15 @@ def test_decode_quick(dirs):
     assert {"machine", "settings", "rows"} <= result.keys()
     assert "loadavg_start" in result["machine"] and "loadavg_end" in result["machine"]
     engines = {r["engine"] for r in result["rows"]}
-    assert {"attnserve fp32", "pytorch reference", "transformers fp32", "ctranslate2 fp32"} <= engines
+    assert {
+        "attnserve fp32",
+        "plain onnxruntime loop",
+        "pytorch reference",
+        "transformers fp32",
+        "ctranslate2 fp32",
+    } <= engines
+    # the plain loop returns its tokens like every other engine: they are checked, not only timed
+    assert all("agreement_with_reference" in r for r in result["rows"] if r["engine"] == "plain onnxruntime loop")
     for row in result["rows"]:
         assert row["tokens_per_s"] > 0
         if row["precision"] == "fp32" and "agreement_with_reference" in row:
