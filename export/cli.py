@@ -33,7 +33,7 @@ COMMANDS = ("translation", "vit", "verify", "inspect")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .options import ExportOptions  # needs onnx (the attention op table)
+    from .options import ExportOptions, thread_count  # needs onnx (the attention op table)
 
     parser = argparse.ArgumentParser(
         prog="attnserve-export",
@@ -65,13 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--preset", help="preset with random weights: vit-tiny, vit-s16, vit-b16")
     source.add_argument("--from-hf-vit", type=Path, metavar="DIR", help="local Hugging Face ViT directory")
     vit.add_argument("--keep-rate", type=float, help="token pruning: fraction of patch tokens kept (0, 1]")
-    vit.add_argument("--labels", type=Path, help="class names: a JSON list or one per line")
+    vit.add_argument(
+        "--labels", type=Path, help="class names: a JSON list (a file starting with '['), or one name per line"
+    )
     ExportOptions.add_arguments(vit)
 
     verify = sub.add_parser("verify", help="re-run the checks of an existing model directory")
     verify.add_argument("model_dir", type=Path, metavar="DIR")
     verify.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="onnxruntime provider (default cpu)")
-    verify.add_argument("--threads", type=int, default=0, help="onnxruntime threads (default: all)")
+    verify.add_argument("--threads", type=thread_count, default=0, help="onnxruntime threads (default: all)")
     verify.add_argument("--json", action="store_true", help="print the result as JSON")
 
     inspect = sub.add_parser("inspect", help="print the manifest, graph inputs/outputs and attention nodes")
@@ -185,8 +187,8 @@ def _export(args: argparse.Namespace) -> int:
                 source = sources.from_marian(args.from_marian)
             tokenizer, note = sources.tokenizer_for(source, args.tokenizer, checkpoint=args.checkpoint)
             limits = {
-                "max_source_len": args.max_source_len or source.limits.get("max_source_len"),
-                "max_target_len": args.max_target_len or source.limits.get("max_target_len"),
+                "max_source_len": _given(args.max_source_len, source.limits.get("max_source_len")),
+                "max_target_len": _given(args.max_target_len, source.limits.get("max_target_len")),
             }
             extra = {**source.extra, **note, "source": source.description}
             languages = Languages(**source.languages) if source.languages else None
@@ -294,3 +296,8 @@ def format_report(report: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def _given(flag: int | None, default: int | None) -> int | None:
+    """A flag's value when it was given (0 included: the range check refuses it), else the default."""
+    return default if flag is None else flag

@@ -136,11 +136,40 @@ def check_translation(
             f"tokenizer has {tok.get_vocab_size(with_added_tokens=True)} tokens but the model's vocabulary is "
             f"{cfg.vocab_size}"
         )
-    limits = TranslationLimits(max_source_len or cfg.max_positions, max_target_len or cfg.max_positions)
+    _check_specials(cfg, tok)
+    limits = TranslationLimits(
+        cfg.max_positions if max_source_len is None else max_source_len,
+        cfg.max_positions if max_target_len is None else max_target_len,
+    )
     for flag, value in (("max-source-len", limits.max_source_len), ("max-target-len", limits.max_target_len)):
         if not 1 <= value <= cfg.max_positions:
             raise ExportError(f"--{flag} {value} outside 1..{cfg.max_positions} (the model's max_positions)")
     return tok, limits
+
+
+def _check_specials(cfg, tok: Tokenizer) -> None:
+    """The tokenizer is the model's: it ends a text with the model's end token (the server
+    relies on it), and its ``<pad>`` / ``</s>`` / ``<unk>``, where it has them, are the
+    model's ids. Another model's tokenizer would otherwise export cleanly and translate
+    with the wrong ids."""
+    ends = tok.encode("a").ids
+    if not ends or ends[-1] != cfg.eos_id:
+        got = f"id {ends[-1]} ({tok.id_to_token(ends[-1])!r})" if ends else "nothing"
+        raise ExportError(
+            f"the tokenizer ends a text with {got}, but this model's end token is id {cfg.eos_id}: "
+            "pass the tokenizer the model was trained with (its post-processor must append the end token)"
+        )
+    for token, name, ours in (
+        ("<pad>", "pad", cfg.pad_id),
+        ("</s>", "end", cfg.eos_id),
+        ("<unk>", "unknown", cfg.unk_id),
+    ):
+        theirs = tok.token_to_id(token)
+        if theirs is not None and theirs != ours:
+            raise ExportError(
+                f"the tokenizer's {token} is id {theirs}, but this model's {name} token is id {ours}: "
+                "pass the tokenizer the model was trained with"
+            )
 
 
 def write_translation_graphs(

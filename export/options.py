@@ -37,6 +37,11 @@ class ExportOptions:
             raise ExportError(f"--precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         if not MIN_OPSET <= self.opset <= DEFAULT_OPSET:
             raise ExportError(f"--opset {self.opset} outside {MIN_OPSET}..{DEFAULT_OPSET}")
+        if self.name is not None and (not self.name.strip() or "/" in self.name):
+            raise ExportError(
+                f"--name {self.name!r}: a model name is not empty and has no '/' "
+                "(clients put it in URLs: /v2/models/NAME)"
+            )
         if self.attention == "onnx" and self.opset < 23:
             raise ExportError(f"--attention onnx needs --opset 23 (the standard Attention op), got {self.opset}")
 
@@ -66,8 +71,19 @@ class ExportOptions:
         parser.add_argument("--seed", type=int, default=0, help="seed of preset weights and verification inputs")
         parser.add_argument("--force", action="store_true", help="replace an existing non-empty --out")
         parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="verify on (default cpu)")
-        parser.add_argument("--threads", type=int, default=0, help="torch/onnxruntime threads (default: all)")
+        parser.add_argument("--threads", type=thread_count, default=0, help="torch/onnxruntime threads (default: all)")
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> ExportOptions:
         return cls(**{f.name: getattr(ns, f.name) for f in dataclasses.fields(cls)})
+
+
+def thread_count(text: str) -> int:
+    """``--threads``: 0 (the libraries' default, every core) or a positive count."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value}: 0 (every core) or a positive count")
+    return value

@@ -131,12 +131,13 @@ def with_config(model: nn.Module, **overrides) -> nn.Module:
 
 
 def read_labels(path: Path) -> list[str]:
-    """A JSON list of class names, or a text file with one name per line."""
+    """A JSON list of class names (a ``.json`` file, or any file whose text starts with ``[``),
+    or a text file with one name per line."""
     try:
         text = Path(path).read_text()
     except OSError as exc:
         raise ExportError(f"--labels {path}: {exc.strerror or exc}") from None
-    if Path(path).suffix == ".json":
+    if Path(path).suffix == ".json" or text.lstrip().startswith("["):
         try:
             labels = json.loads(text)
         except json.JSONDecodeError as exc:

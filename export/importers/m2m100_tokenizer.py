@@ -84,7 +84,12 @@ def m2m100_tokenizer(directory: Path, special: dict[str, str]) -> tuple[Tokenize
     tok.decoder = decoders.Sequence(  # sentencepiece's decode, then M2M100Tokenizer's str.strip()
         [decoders.Replace("▁", " "), decoders.Fuse(), decoders.Replace(Regex(r"^\s+|\s+$"), "")]
     )
-    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in special.values()])
+    # the start token too (M2M100Tokenizer's bos_token, id 0): a special token, skipped when
+    # decoding and kept whole when typed, though no text ever starts with it
+    bos = tok_cfg.get("bos_token", "<s>")
+    bos = bos if isinstance(bos, str) else bos.get("content", "") if isinstance(bos, dict) else ""
+    starts = [bos] if bos in vocab and bos not in special.values() else []
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in [*special.values(), *starts]])
     tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in languages.values()])
     # add_special_tokens numbers new tokens after the vocabulary, in order: the languages come out
     # at len(vocab) + i, as M2M100Tokenizer numbers them.

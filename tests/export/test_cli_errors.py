@@ -77,10 +77,46 @@ def test_labels_that_do_not_match_the_classes(cli, tmp_path, checkpoints):
     _nothing_written(out)
 
 
+def test_labels_as_a_json_list_in_a_txt_file(cli, tmp_path, checkpoints):
+    """A JSON list read as JSON whatever the file's name; one over several lines is not five odd names."""
+    labels = tmp_path / "labels.txt"
+    labels.write_text('[\n  "cat",\n  "dog"\n]\n')
+    out = tmp_path / "out"
+    run = cli("vit", "--checkpoint", checkpoints["vit"], "--labels", labels, "--out", out)
+    _assert_one_line_error(run, 1, "2 labels for a model with 5 classes")
+    _nothing_written(out)
+
+
 def test_checkpoint_without_tokenizer(cli, tmp_path, checkpoints):
     out = tmp_path / "out"
     run = cli("translation", "--checkpoint", checkpoints["translation"], "--out", out)
     _assert_one_line_error(run, 1, "--tokenizer", "found")  # points at the tokenizer.json beside it
+    _nothing_written(out)
+
+
+@pytest.mark.parametrize(
+    ("ids", "fragment"),
+    [
+        # opus-mt's layout (</s> 0, <unk> 1) on a model whose end token is 2: every source would end wrong
+        (
+            dict(pad_id=5, bos_id=4, eos_id=0, unk_id=1),
+            "ends a text with id 0 ('</s>'), but this model's end token is id 2",
+        ),
+        # the right end token, another pad: the padding would be read as text
+        (dict(pad_id=1, bos_id=0, eos_id=2, unk_id=3), "<pad> is id 1, but this model's pad token is id 0"),
+    ],
+)
+def test_tokenizer_of_another_model(cli, tmp_path, checkpoints, ids, fragment):
+    from tokenizers import Tokenizer
+
+    from attnserve.export.modeldir import placeholder_tokenizer
+
+    vocab = Tokenizer.from_file(str(checkpoints["tokenizer"])).get_vocab_size(with_added_tokens=True)
+    other = tmp_path / "other-tokenizer.json"
+    placeholder_tokenizer(vocab, **ids).save(str(other))  # the model's vocabulary size, other special ids
+    out = tmp_path / "out"
+    run = cli("translation", "--checkpoint", checkpoints["translation"], "--tokenizer", other, "--out", out)
+    _assert_one_line_error(run, 1, fragment, "the tokenizer the model was trained with")
     _nothing_written(out)
 
 
@@ -109,7 +145,12 @@ def test_existing_non_empty_out_needs_force(cli, tmp_path, checkpoints):
         (["vit", "--preset", "vit-tiny", "--keep-rate", "1.5"], 1, "--keep-rate must be in (0, 1]"),
         (["translation", "--preset", "mt-tiny", "--attention", "onnx", "--opset", "20"], 1, "needs --opset 23"),
         (["translation", "--preset", "mt-tiny", "--max-source-len", "9999"], 1, "--max-source-len 9999 outside"),
+        (["translation", "--preset", "mt-tiny", "--max-source-len", "0"], 1, "--max-source-len 0 outside"),
+        (["translation", "--preset", "mt-tiny", "--max-target-len", "0"], 1, "--max-target-len 0 outside"),
         (["vit", "--preset", "vit-tiny", "--precision", "int4"], 2, "invalid choice: 'int4'"),
+        (["vit", "--preset", "vit-tiny", "--threads", "-3"], 2, "-3: 0 (every core) or a positive count"),
+        (["vit", "--preset", "vit-tiny", "--name", ""], 1, "a model name is not empty"),
+        (["vit", "--preset", "vit-tiny", "--name", "my model/v1"], 1, "has no '/'"),
         (["vit", "--preset", "vit-tiny", "--checkpoint", "x.safetensors"], 2, "not allowed with argument"),
     ],
 )

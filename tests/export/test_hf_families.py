@@ -88,6 +88,27 @@ def test_exported_translations_match_generate(kind, exported):
         ]
 
 
+@pytest.mark.parametrize("kind", ["m2m100", "nllb", "opus-mt"])
+def test_special_tokens_are_skipped_and_kept_whole_as_transformers_does(kind, exported):
+    """Every special token of the checkpoint's tokenizer (start, end, pad, unknown) is left
+    out of a decoded text and stays one token when typed, as the transformers tokenizer does;
+    a start token missed here would show as "<s>" in a served translation."""
+    from tokenizers import Tokenizer
+
+    ckpt, out = exported(kind)
+    manifest = load_manifest(out)
+    tokenizer = Tokenizer.from_file(str(out / manifest.tokenizer.file))
+    reference = ckpt.tokenizer
+    specials = sorted({reference.convert_tokens_to_ids(t) for t in ("<s>", "</s>", "<pad>", "<unk>")})
+    words = tokenizer.encode(hf_checkpoints.test_texts()[0]).ids[:4]
+    for special in specials:
+        ids = words[:2] + [special] + words[2:]
+        assert tokenizer.decode(ids, skip_special_tokens=True) == ckpt.decode(ids), (kind, special)
+    typed = "a <s> b </s> c"  # the reference's own language token (M2M100, NLLB) is left out
+    expected = reference.convert_tokens_to_ids([*reference.tokenize(typed), "</s>"])
+    assert tokenizer.encode(typed).ids == expected, (kind, tokenizer.encode(typed).tokens)
+
+
 def test_manifest_languages_per_family(exported):
     for kind, source, target, tokens in (
         ("opus-mt", ["en"], ["de"], {}),  # one fixed pair: tokenizer_config.json's source_lang / target_lang
