@@ -351,7 +351,7 @@ def load_manifest(model_dir: Path | str, verify_files: bool = True) -> Manifest:
     model_dir = Path(model_dir)
     path = model_dir / MANIFEST_NAME
     if not path.is_file():
-        raise ManifestError(path, "(file)", "not found")
+        raise ManifestError(path, "(file)", "not found: not a model directory (attnserve-export writes one)")
     try:
         data = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:

@@ -72,6 +72,11 @@ def read_checkpoint_metadata(path: Path | str) -> tuple[str, dict[str, Any], dic
     except (SafetensorError, OSError) as exc:
         raise CheckpointError(f"{path}: not a safetensors checkpoint ({exc})") from None
     kind = meta.get("attnserve.kind")
+    if kind is None:
+        raise CheckpointError(
+            f"{path}: not an attnserve checkpoint (no 'attnserve.kind' in its metadata); a Hugging Face checkpoint "
+            "is imported from its folder: attnserve-export translation --from-hf DIR, or vit --from-hf-vit DIR"
+        )
     if kind not in KINDS:
         raise CheckpointError(f"{path}: metadata 'attnserve.kind' is {kind!r}, expected one of {sorted(KINDS)}")
     try:

@@ -28,8 +28,10 @@ def load_hf_translation(path: Path | str, expected: str | None = None) -> Import
     model_type = read_json(directory / "config.json").get("model_type")
     if model_type not in TRANSLATION_IMPORTERS or (expected is not None and model_type != expected):
         wanted = [expected] if expected else sorted(TRANSLATION_IMPORTERS)
+        found = "has no model_type" if model_type is None else f"model_type is {model_type!r}"
+        hint = "; a ViT is exported with `attnserve-export vit --from-hf-vit DIR`" if model_type == "vit" else ""
         raise ImportCheckpointError(
-            f"{directory / 'config.json'}: model_type is {model_type!r}; this importer reads {', '.join(wanted)}"
+            f"{directory / 'config.json'}: {found}; this importer reads {', '.join(wanted)}{hint}"
         )
     return TRANSLATION_IMPORTERS[model_type](directory)
 

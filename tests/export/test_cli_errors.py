@@ -163,5 +163,23 @@ def test_bad_options(cli, tmp_path, args, code, fragment):
 
 
 def test_verify_of_a_directory_without_model_json(cli, tmp_path):
-    _assert_one_line_error(cli("verify", tmp_path), 1, "model.json", "not found")
-    _assert_one_line_error(cli("inspect", tmp_path), 1, "model.json", "not found")
+    _assert_one_line_error(cli("verify", tmp_path), 1, "model.json", "not found: not a model directory")
+    _assert_one_line_error(cli("inspect", tmp_path), 1, "model.json", "not found: not a model directory")
+
+
+def test_hugging_face_checkpoints_given_the_wrong_way(cli, tmp_path):
+    """A hub model.safetensors as --checkpoint, and a ViT folder as --from-hf: the error says what to run."""
+    from safetensors.torch import save_file
+
+    hub = tmp_path / "vit-hub"
+    hub.mkdir()
+    save_file({"w": __import__("torch").zeros(2)}, str(hub / "model.safetensors"))
+    (hub / "config.json").write_text(json.dumps({"model_type": "vit"}))
+    out = tmp_path / "out"
+    run = cli("vit", "--checkpoint", hub / "model.safetensors", "--out", out)
+    _assert_one_line_error(run, 1, "not an attnserve checkpoint", "--from-hf-vit DIR")
+    run = cli("translation", "--from-hf", hub, "--out", out)
+    _assert_one_line_error(run, 1, "model_type is 'vit'", "attnserve-export vit --from-hf-vit DIR")
+    (hub / "config.json").write_text("{}")
+    _assert_one_line_error(cli("translation", "--from-hf", hub, "--out", out), 1, "has no model_type")
+    _nothing_written(out)
