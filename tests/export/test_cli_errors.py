@@ -68,19 +68,17 @@ def test_config_that_does_not_match_the_weights(cli, tmp_path, checkpoints):
     _nothing_written(out)
 
 
-def test_labels_that_do_not_match_the_classes(cli, tmp_path, checkpoints):
-    labels = tmp_path / "labels.json"
-    labels.write_text('["cat", "dog"]')
-    out = tmp_path / "out"
-    run = cli("vit", "--checkpoint", checkpoints["vit"], "--labels", labels, "--out", out)
-    _assert_one_line_error(run, 1, "2 labels for a model with 5 classes")
-    _nothing_written(out)
-
-
-def test_labels_as_a_json_list_in_a_txt_file(cli, tmp_path, checkpoints):
-    """A JSON list read as JSON whatever the file's name; one over several lines is not five odd names."""
-    labels = tmp_path / "labels.txt"
-    labels.write_text('[\n  "cat",\n  "dog"\n]\n')
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("labels.json", '["cat", "dog"]'),
+        # a JSON list is read as JSON whatever the file's name: over several lines it is not 4 odd names
+        ("labels.txt", '[\n  "cat",\n  "dog"\n]\n'),
+    ],
+)
+def test_labels_that_do_not_match_the_classes(cli, tmp_path, checkpoints, name, text):
+    labels = tmp_path / name
+    labels.write_text(text)
     out = tmp_path / "out"
     run = cli("vit", "--checkpoint", checkpoints["vit"], "--labels", labels, "--out", out)
     _assert_one_line_error(run, 1, "2 labels for a model with 5 classes")
