@@ -60,7 +60,9 @@ def export_model(out: Path, preset: str) -> None:
     with torch.no_grad():
         model.logits_bias[model.cfg.eos_id] = -1e4  # never ends early: exactly N tokens per text
     print(f"exporting a random {preset} to {out} ...", file=sys.stderr)
-    write_translation_dir(model, out, placeholder_tokenizer(model.cfg.vocab_size), name=preset, force=True)
+    cfg = model.cfg
+    tokenizer = placeholder_tokenizer(cfg.vocab_size, cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id)
+    write_translation_dir(model, out, tokenizer, name=preset, force=True)
 
 
 def texts_for(batch: int, length: int, vocab: int, seed: int = 0) -> list[str]:

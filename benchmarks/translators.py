@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-CACHE_KEY = "attnserve-bench translator v2"  # bump when the model recipe or the export changes
+CACHE_KEY = "attnserve-bench translator v3"  # bump when the model recipe or the export changes
 
 
 def bench_translator(preset: str, seed: int = 0, vocab_size: int | None = None):
@@ -85,7 +85,10 @@ def export_translator(model, out: Path, preset: str, precision: str = "fp32", at
         return out
     options = ExportOptions(out=out, name=out.name, precision=precision, attention=attention, verify=False, force=True)
     print(f"exporting {preset} ({precision}, {attention}) to {out} ...", flush=True)
-    export_translation(model, placeholder_tokenizer(model.cfg.vocab_size), options)
+    cfg = model.cfg  # the placeholder's special ids are the model's (export refuses others)
+    export_translation(
+        model, placeholder_tokenizer(cfg.vocab_size, cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id), options
+    )
     marker.write_text(key)
     return out
 

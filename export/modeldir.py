@@ -53,15 +53,16 @@ def placeholder_tokenizer(vocab_size: int, pad_id: int = 0, bos_id: int = 1, eos
     """A word-level tokenizer over ``vocab_size`` ids for models with random weights.
 
     Specials are ``<pad> <s> </s> <unk>`` at their ids; every other id ``i`` is the word
-    ``t{i}``, so ``"t5 t17"`` encodes to ``[5, 17, eos]``. For tests and benchmarks of
-    presets; trained models ship their real tokenizer.
+    ``t{i}``, so ``"t5 t17"`` encodes to ``[5, 17, eos]``. A model that starts decoding from
+    its end token (``bos_id == eos_id``, M2M100's layout) has no ``<s>``. For tests and
+    benchmarks of presets; trained models ship their real tokenizer.
     """
     specials = {pad_id: "<pad>", bos_id: "<s>", eos_id: "</s>", unk_id: "<unk>"}
     vocab = {specials.get(i, f"t{i}"): i for i in range(vocab_size)}
     tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", eos_id)])
-    tok.add_special_tokens(["<pad>", "<s>", "</s>", "<unk>"])
+    tok.add_special_tokens(list(dict.fromkeys(specials.values())))  # each at its id: none past the vocabulary
     return tok
 
 

@@ -61,3 +61,8 @@ def test_placeholder_tokenizer_speaks_ids():
     tok = placeholder_tokenizer(50)
     assert tok.encode("t5 t17").ids == [5, 17, 2]
     assert tok.decode([5, 17, 2], skip_special_tokens=True) == "t5 t17"
+    # M2M100's layout (decoding starts from </s>): every special at the model's id, none past the vocabulary
+    m2m = placeholder_tokenizer(50, pad_id=1, bos_id=2, eos_id=2, unk_id=3)
+    assert m2m.get_vocab_size(with_added_tokens=True) == 50
+    assert [m2m.token_to_id(t) for t in ("<pad>", "</s>", "<unk>", "<s>")] == [1, 2, 3, None]
+    assert m2m.encode("t5 t17").ids == [5, 17, 2]
