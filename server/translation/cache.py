@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 
+STEPS_AHEAD = 64  # steps of positions and self-mask a boundary builds at once (more as P grows)
+
 
 class Placement:
     """Host placement: tensors are numpy arrays, fed to the session's run (``runner.py``)."""
@@ -87,6 +89,7 @@ class KVCache:
         self.num_layers, self.num_heads, self.head_dim = num_layers, num_heads, head_dim
         self.placement = placement or Placement()
         self._empty = _read_only(np.zeros((0, num_heads, 0, head_dim), np.float32))
+        self._unpadded = np.zeros((STEPS_AHEAD, 0, 1), np.int64), np.ones((0, STEPS_AHEAD), np.int32)
         self.clear()  # P, L, pad, src_len, past, cross, src_mask, step inputs: an empty batch
 
     @property
@@ -102,25 +105,27 @@ class KVCache:
     def step_inputs(self) -> tuple[np.ndarray, np.ndarray]:
         """positions (B, 1) int64 and self_mask (B, P + 1) int32 for the next step.
 
-        Between boundaries they change by one step only, so they are kept rather than
-        rebuilt: :meth:`advance` moves the positions on by one, and the mask is the first
-        ``P + 1`` columns of a wider buffer that already holds every later column (ones).
-        A change of any row's padding (a boundary) drops them. The mask is a column slice,
-        contiguous at batch 1; onnxruntime copies a strided one itself (the device path
-        binds a contiguous copy)."""
+        Both are views of tables built for the coming steps when the rows' padding changes (a
+        boundary): the positions are row ``P - base`` of a ``(S, B, 1)`` table, the mask the
+        first ``P + 1`` columns of a ``(B, base + S)`` one that already holds every later column
+        (ones). Between two decoder runs nothing is computed: an in-place ``+= 1`` on the
+        positions there took ~10 us of a batch-1 step, on the caches the run had just flushed,
+        where a view takes ~1 (benchmarks/README.md). The positions are contiguous; the mask is
+        a column slice, contiguous at batch 1 (onnxruntime copies a strided one itself; the
+        device path binds a contiguous copy)."""
         P = self.P
-        if self._positions is None or self._mask.shape[1] <= P:
-            self._positions = (P - self.pad)[:, None]  # (B, 1)
-            cols = np.arange(2 * P + 64, dtype=np.int64)
-            self._mask = (cols[None, :] >= self.pad[:, None]).astype(np.int32)  # (B, 2P + 64)
-        return self._positions, self._mask[:, : P + 1]
+        j = P - self._base
+        if self._positions is None or j >= self._positions.shape[0]:
+            self._base, j = P, 0
+            cols = np.arange(2 * P + STEPS_AHEAD, dtype=np.int64)
+            self._positions = (cols[P:, None] - self.pad)[:, :, None]  # (P + STEPS_AHEAD, B, 1): row j is step P + j
+            self._mask = (cols >= self.pad[:, None]).astype(np.int32)  # (B, 2P + STEPS_AHEAD)
+        return self._positions[j], self._mask[:, : P + 1]
 
     def advance(self, present: list) -> None:
         """After a step: the decoder's present (B, H, P + 1, D) becomes the past."""
         self.past = present
         self.P += 1
-        if self._positions is not None:
-            self._positions += 1  # in place: the step that read it is over
 
     def start(self, new: NewRows) -> None:
         """Replace the whole cache (no live rows may be left) with ``new``'s rows, in order: an
@@ -133,8 +138,19 @@ class KVCache:
         self.past = [put(np.zeros((n, H, 0, D), np.float32))] * len(self.past)  # empty: one serves all
         self.cross = [put(c) for c in new.cross]
         self.src_mask = put(new.src_mask)
-        self._positions = np.zeros((n, 1), dtype=np.int64)  # no row is padded: the step inputs are known
-        self._mask = np.ones((n, 64), dtype=np.int32)
+        self._base = 0  # no row is padded: the step inputs are known
+        self._positions, self._mask = self._unpadded_inputs(n)
+
+    def _unpadded_inputs(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The step-input tables of ``n`` rows that start together (no padding): views of
+        read-only tables kept for the largest such batch so far (nothing writes them)."""
+        positions, mask = self._unpadded
+        if mask.shape[0] < n:
+            steps = np.arange(STEPS_AHEAD, dtype=np.int64)
+            positions = _read_only(np.repeat(steps[:, None, None], n, axis=1))  # (STEPS_AHEAD, n, 1)
+            mask = _read_only(np.ones((n, STEPS_AHEAD), dtype=np.int32))
+            self._unpadded = positions, mask
+        return positions[:, :n], mask[:n]
 
     def free(self, slots: np.ndarray) -> None:
         """Hide the slots' history (no copy); they compute until reused or compacted away."""
@@ -224,7 +240,7 @@ class KVCache:
 
     def clear(self) -> None:
         """Drop every row without copying anything: the empty cache of a new engine."""
-        self._positions = None  # the rows' padding changes: step inputs rebuilt
+        self._positions, self._base = None, 0  # the rows' padding changes: step inputs rebuilt
         empty = self._empty  # on the host until the next start; nothing is allocated here
         self.P = 0  # cached length shared by all rows (left-padded)
         self.L = 0  # padded source length

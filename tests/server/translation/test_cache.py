@@ -112,9 +112,9 @@ def test_rows_keep_their_own_cache_through_joins_leaves_copies_and_compactions(p
 
 
 def test_step_inputs_follow_every_row_across_many_steps_and_joins():
-    """positions and self_mask are kept between boundaries (advanced a step at a time, the mask
-    a slice of a wider buffer): they must equal their definition at every step, past the
-    buffer's width, after a row leaves and after one joins into its slot."""
+    """positions and self_mask are views of tables built at boundaries (a row of positions per
+    step, the mask a slice of a wider buffer): they must equal their definition at every step,
+    past the tables' 64 steps, after a row leaves and after one joins into its slot."""
     cache = KVCache(LAYERS, H, D)
     cache.start(_new_rows([4, 2, 3], 1.0))
 
@@ -122,6 +122,7 @@ def test_step_inputs_follow_every_row_across_many_steps_and_joins():
         positions, self_mask = cache.step_inputs()
         P, pad = cache.P, cache.pad
         assert positions.shape == (cache.rows, 1) and self_mask.shape == (cache.rows, P + 1)
+        assert positions.flags.c_contiguous  # fed to onnxruntime as it is
         assert positions[:, 0].tolist() == (P - pad).tolist()
         expected = (np.arange(P + 1)[None, :] >= pad[:, None]).astype(np.int32)
         assert self_mask.dtype == np.int32 and (self_mask == expected).all()
@@ -137,6 +138,22 @@ def test_step_inputs_follow_every_row_across_many_steps_and_joins():
     assert cache.pad.tolist() == [0, 75, 0]
     for _ in range(150):  # past the rebuilt buffer's width too
         step()
+
+
+def test_step_inputs_of_batches_started_from_idle_in_turn():
+    """A batch started from idle reads its step inputs from tables kept for the largest such
+    batch so far: a smaller batch after a larger one, and a larger one after that, still get
+    exactly their own rows' positions and masks, past the tables' 64 steps."""
+    cache = KVCache(LAYERS, H, D)
+    for lengths in ([4, 2, 3], [5], [2, 2, 2, 2, 2, 2], [3, 3]):
+        cache.clear()
+        cache.start(_new_rows(lengths, 1.0))
+        for _ in range(70):
+            positions, self_mask = cache.step_inputs()
+            assert positions.flags.c_contiguous and positions[:, 0].tolist() == [cache.P] * len(lengths)
+            assert self_mask.shape == (len(lengths), cache.P + 1) and self_mask.all()
+            present = np.zeros((cache.rows, H, cache.P + 1, D), np.float32)
+            cache.advance([present, present])
 
 
 @pytest.mark.parametrize("placement", [Placement(), DevicePlacement("cpu")], ids=["host", "ortvalue"])
