@@ -96,12 +96,8 @@ class ModelRunner:
 
     def _encode_run(self, jobs: list[Job]) -> list[np.ndarray]:
         t0 = time.perf_counter()
-        n, L = len(jobs), max(job.source_tokens for job in jobs)
-        src = np.full((n, L), self.spec.pad_id, dtype=np.int64)  # (n, L), right-padded
-        src_mask = np.zeros((n, L), dtype=np.int32)  # (n, L)
-        for i, job in enumerate(jobs):
-            src[i, : job.source_tokens] = job.src_ids
-            src_mask[i, : job.source_tokens] = 1
+        L = max(job.source_tokens for job in jobs)
+        src, src_mask = _padded_sources(jobs, L, self.spec.pad_id)  # (n, L) each
         io = self.spec.encoder_io
         self.before_run()
         cross = self._encoder_run(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
@@ -116,7 +112,6 @@ class ModelRunner:
         just happened (outputs, its jobs in row order); when ``jobs`` are its first rows in
         order, its outputs are used without a copy."""
         n, L = len(jobs), max(job.source_tokens for job in jobs)
-        src_mask = np.zeros((n, L), dtype=np.int32)  # (n, L)
         if run is not None and run[1][:n] == jobs:
             outputs = run[0]
             if outputs[0].shape[0] == n and outputs[0].shape[2] == L:  # the run was exactly these rows
@@ -129,8 +124,8 @@ class ModelRunner:
             for i, job in enumerate(jobs):
                 for c, rows in zip(cross, job.encoded):
                     c[i, :, : job.source_tokens] = rows  # (H, Lj, D)
-        for i, job in enumerate(jobs):
-            src_mask[i, : job.source_tokens] = 1
+        src_mask = _padded_sources(jobs, L, self.spec.pad_id, ids=False)[1]  # (n, L); the cache's own
+        for job in jobs:
             job.encoded = None  # the cache holds it from here on
         lengths = np.array([job.source_tokens for job in jobs], dtype=np.int64)
         return NewRows(cross, src_mask, lengths)
@@ -169,6 +164,24 @@ class ModelRunner:
         outputs = binding.get_outputs()
         cache.advance(list(outputs[1:]))
         return np.array(outputs[0].numpy())  # a copy: the view would not keep the OrtValue alive
+
+
+def _padded_sources(jobs: Sequence[Job], L: int, pad_id: int, ids: bool = True) -> tuple[np.ndarray | None, np.ndarray]:
+    """The jobs' source ids right-padded to ``L`` (``ids=False``: None) and their mask, (n, L) each.
+
+    One source (a one-text request, the common case) is its ids as they are and a mask of
+    ones: no padding and no copy, where filling rows takes ~30 us of a batch-1 request on the
+    caches its last decoder run left (benchmarks/README.md)."""
+    n = len(jobs)
+    if n == 1:
+        return (jobs[0].src_ids[None, :] if ids else None), np.ones((1, L), dtype=np.int32)
+    src = np.full((n, L), pad_id, dtype=np.int64) if ids else None
+    mask = np.zeros((n, L), dtype=np.int32)
+    for i, job in enumerate(jobs):
+        if src is not None:
+            src[i, : job.source_tokens] = job.src_ids
+        mask[i, : job.source_tokens] = 1
+    return src, mask
 
 
 # What one more encoder run costs, in source tokens' worth of encoder work: onnxruntime's and

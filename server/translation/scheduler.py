@@ -68,6 +68,7 @@ class DecodeScheduler:
         self.budgets = Budgets(settings.max_active_sequences, settings.max_tokens_in_flight, settings.max_cache_bytes)
         self.usage = Usage()  # what admitted jobs hold; changed on this scheduler's thread only
         self.never = never_columns(spec.never_ids)  # never generated (models/decoding.py)
+        self.never_ids = frozenset(spec.never_ids)
         self.on_step: Callable[[int, int], None] | None = None
         self.waiting = WaitingQueue(settings.max_queue_size)  # shared with the event loops
         self._thread: threading.Thread | None = None
@@ -186,8 +187,9 @@ class DecodeScheduler:
         slots = self.slots
         jobs = [job for job in self._jobs if not job.done]
         admitted, new = self._encode(plan.admit, plan.encode_ahead) if plan.admit else ([], None)
-        if not jobs and new is not None:
-            slots.start(admitted, new)
+        started = not jobs and new is not None
+        if started:
+            slots.start(admitted, new)  # every row live, none padded: nothing to recount
         else:
             slots.place(jobs, admitted, new)
         for job in admitted:
@@ -195,7 +197,8 @@ class DecodeScheduler:
         self._jobs = jobs + admitted
         self._rows = [int(job.slots[0]) for job in self._jobs]
         self._layout_changed = False
-        slots.recount(self._jobs)
+        if not started:
+            slots.recount(self._jobs)
         searches = [job.search for job in self._jobs]
         self._any_deadline = any(job.deadline is not None for job in self._jobs)
         self._any_scores = any(s.needs_scores for s in searches)
@@ -237,7 +240,10 @@ class DecodeScheduler:
     def _step(self) -> None:
         slots = self.slots
         logits = self.runner.step(self.cache, slots.tokens[:, None])  # (B, V); the last results go out first
-        step = StepLogits(logits, self.never, self._any_scores, self._any_argmax)
+        only_argmax = self._all_argmax and not self._any_scores  # nothing else reads the logits
+        step = StepLogits(
+            logits, self.never, self._any_scores, self._any_argmax, self.never_ids if only_argmax else None
+        )
         now = time.perf_counter()
         generated = 0
         # next input token per row: the argmax as it is when every row takes it (forced prefix

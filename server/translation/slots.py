@@ -47,6 +47,7 @@ class SlotTable:
             job.slots = np.array([i], dtype=np.int64)
         self.owner = list(jobs)
         self.tokens = np.full(len(jobs), self.start_id, dtype=np.int64)
+        self.live_rows, self.min_live_pad = len(jobs), 0  # every row live (one each: beams expand later), none padded
         self.waste, self.waste_limit = 0.0, self.limit()
 
     def place(self, jobs: list[Job], admitted: list[Job], new: NewRows | None) -> None:

@@ -10,7 +10,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models
 
 from attnserve.server.translation.detok import IncrementalDetokenizer
-from attnserve.server.translation.search import BeamSearch, log_normalizers, sample_token
+from attnserve.server.translation.search import BeamSearch, StepLogits, log_normalizers, sample_token
 
 PAD, BOS, EOS, A, B, C, D = range(7)
 
@@ -82,6 +82,27 @@ def test_log_normalizers_equal_log_softmax():
     m, ls = log_normalizers(x)
     expected = x - np.log(np.exp(x.astype(np.float64)).sum(axis=1, keepdims=True))
     np.testing.assert_allclose((x - m[:, None]) - ls[:, None], expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("never", [slice(PAD, BOS + 1), np.array([PAD, D])], ids=["columns", "ids"])
+def test_a_greedy_step_without_scores_masks_only_when_a_never_generated_token_wins(never):
+    """The argmax taken before pad/start are masked (nothing else reads the logits) picks the
+    tokens of masking first: when a never-generated token wins, ties the best allowed one, or loses."""
+    ids = frozenset(np.arange(7)[never].tolist())
+    known = [
+        [9, 0, 1, 2, 3, 4, 5],  # pad wins
+        [0, 9, 9, 2, 3, 4, 5],  # start ties with the end token
+        [0, 1, 2, 8, 8, 4, 5],  # two allowed tokens tie: the lower id
+        [5, 5, 1, 2, 3, 4, 5],  # pad, start and D tie
+    ]
+    rows = np.concatenate(
+        [np.array(known, np.float32), np.random.default_rng(0).normal(size=(60, 7)).astype(np.float32)]
+    )
+    masked = StepLogits(rows.copy(), never, scores=False, argmax=True)
+    lazy = StepLogits(rows.copy(), never, scores=False, argmax=True, never_ids=ids)
+    assert lazy.best == masked.best == lazy.greedy.tolist()
+    assert not ids & set(lazy.best)
+    assert masked.best[:4] == ([D, EOS, A, D] if isinstance(never, slice) else [C, BOS, A, BOS])
 
 
 def test_beam_search_finds_the_sequence_greedy_misses():
