@@ -187,18 +187,15 @@ class DecodeScheduler:
         slots = self.slots
         jobs = [job for job in self._jobs if not job.done]
         admitted, new = self._encode(plan.admit, plan.encode_ahead) if plan.admit else ([], None)
-        started = not jobs and new is not None
-        if started:
-            slots.start(admitted, new)  # every row live, none padded: nothing to recount
+        if not jobs and new is not None:
+            slots.start(admitted, new)  # every row live, none padded
         else:
-            slots.place(jobs, admitted, new)
+            slots.place(jobs, admitted, new)  # recounts the rows
         for job in admitted:
             job.state = JobState.RUNNING
         self._jobs = jobs + admitted
         self._rows = [int(job.slots[0]) for job in self._jobs]
         self._layout_changed = False
-        if not started:
-            slots.recount(self._jobs)
         searches = [job.search for job in self._jobs]
         self._any_deadline = any(job.deadline is not None for job in self._jobs)
         self._any_scores = any(s.needs_scores for s in searches)

@@ -52,7 +52,7 @@ class SlotTable:
 
     def place(self, jobs: list[Job], admitted: list[Job], new: NewRows | None) -> None:
         """Beam rows of the running ``jobs`` and the ``admitted`` newcomers into free slots,
-        compacting first when they do not fit or when it pays."""
+        compacting first when they do not fit or when it pays; then the rows are recounted."""
         need = len(admitted) + sum(len(job.parents) - len(job.slots) for job in jobs if job.parents is not None)
         free = self._free()
         if not jobs and not admitted:
@@ -69,6 +69,7 @@ class SlotTable:
                 job.slots = np.array([slot], dtype=np.int64)
                 self.owner[slot] = job
             self.tokens[slots] = self.start_id
+        self.recount(jobs + admitted)
 
     def _free(self) -> list[int]:
         return [i for i, owner in enumerate(self.owner) if owner is None]
@@ -112,7 +113,7 @@ class SlotTable:
         self.compactions += 1
 
     def free(self, job: Job) -> None:
-        """The job's rows become free slots (no copy); ``live_rows`` is recounted by :meth:`recount`."""
+        """The job's rows become free slots (no copy); ``place`` recounts the live rows."""
         self.cache.free(job.slots)
         for slot in job.slots.tolist():
             self.owner[slot] = None
