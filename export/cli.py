@@ -228,6 +228,11 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _given(flag: int | None, default: int | None) -> int | None:
+    """A flag's value when it was given (0 included: the range check refuses it), else the default."""
+    return default if flag is None else flag
+
+
 def _verify(args: argparse.Namespace) -> int:
     from .progress import Progress
     from .verify import VerificationFailed, verify_model_dir
@@ -296,8 +301,3 @@ def format_report(report: dict[str, Any]) -> str:
 
 if __name__ == "__main__":
     sys.exit(main())
-
-
-def _given(flag: int | None, default: int | None) -> int | None:
-    """A flag's value when it was given (0 included: the range check refuses it), else the default."""
-    return default if flag is None else flag
