@@ -59,6 +59,18 @@ def read_json(path: Path, required: bool = True) -> dict[str, Any] | None:
     return data
 
 
+def special_tokens(tok_cfg: dict[str, Any], defaults: dict[str, str]) -> dict[str, str]:
+    """``{kind: token}`` from tokenizer_config.json's ``{kind}_token`` entries (a string, or an
+    AddedToken dict: its ``content``), ``defaults[kind]`` where an entry is absent."""
+    names = {kind: tok_cfg.get(f"{kind}_token", default) for kind, default in defaults.items()}
+    return {
+        k: v if isinstance(v, str) else v.get("content", "") if isinstance(v, dict) else "" for k, v in names.items()
+    }
+
+
+SPECIALS = {"unk": "<unk>", "eos": "</s>", "pad": "<pad>"}  # what every importer reads
+
+
 def read_config(directory: Path, model_type: str) -> dict[str, Any]:
     """``config.json`` of ``directory``, checked to be of ``model_type``."""
     path = directory / "config.json"

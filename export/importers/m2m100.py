@@ -27,6 +27,7 @@ from tokenizers import Tokenizer
 from attnserve.models import TranslationConfig, TranslationTransformer
 
 from .hf_files import (
+    SPECIALS,
     ConfigReader,
     ImportCheckpointError,
     load_weights,
@@ -34,6 +35,7 @@ from .hf_files import (
     read_config,
     read_json,
     require_module,
+    special_tokens,
 )
 from .m2m100_tokenizer import m2m100_tokenizer, nllb_languages, plain_post_processor
 from .marian import (
@@ -116,18 +118,13 @@ def state_from_m2m100(state: dict, cfg: TranslationConfig, source: Path) -> dict
     return ours
 
 
-def _special_names(tok_cfg: dict) -> dict[str, str]:
-    names = {k: tok_cfg.get(f"{k}_token", d) for k, d in (("unk", "<unk>"), ("eos", "</s>"), ("pad", "<pad>"))}
-    return {k: v if isinstance(v, str) else v.get("content", "") for k, v in names.items()}
-
-
 def load_m2m100(path: Path | str) -> ImportedTranslator:
     """Import a local M2M100 or NLLB directory: ``config.json``, weights, and either
     ``tokenizer.json`` (NLLB) or ``sentencepiece.bpe.model`` + ``vocab.json`` (M2M100)."""
     directory = model_dir(path)
     config = read_config(directory, "m2m_100")
     tok_cfg = read_json(directory / "tokenizer_config.json", required=False) or {}
-    names = _special_names(tok_cfg)
+    names = special_tokens(tok_cfg, SPECIALS)
     vocab_size = ConfigReader(directory / "config.json", config).get("vocab_size", 128112, int)
     if (directory / "tokenizer.json").is_file():
         if tok_cfg.get("legacy_behaviour"):

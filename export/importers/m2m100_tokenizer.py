@@ -25,7 +25,7 @@ from pathlib import Path
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import BPE
 
-from .hf_files import ImportCheckpointError, read_json, require_module
+from .hf_files import ImportCheckpointError, read_json, require_module, special_tokens
 
 NORMAL, CONTROL = 1, 3  # sentencepiece ModelProto.SentencePiece.Type
 BPE_TYPE = 2  # sentencepiece TrainerSpec.ModelType
@@ -86,8 +86,7 @@ def m2m100_tokenizer(directory: Path, special: dict[str, str]) -> tuple[Tokenize
     )
     # the start token too (M2M100Tokenizer's bos_token, id 0): a special token, skipped when
     # decoding and kept whole when typed, though no text ever starts with it
-    bos = tok_cfg.get("bos_token", "<s>")
-    bos = bos if isinstance(bos, str) else bos.get("content", "") if isinstance(bos, dict) else ""
+    bos = special_tokens(tok_cfg, {"bos": "<s>"})["bos"]
     starts = [bos] if bos in vocab and bos not in special.values() else []
     tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in [*special.values(), *starts]])
     tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in languages.values()])

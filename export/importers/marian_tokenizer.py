@@ -37,7 +37,7 @@ from pathlib import Path
 from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
 from tokenizers.models import Unigram
 
-from .hf_files import ImportCheckpointError, read_json, require_module
+from .hf_files import SPECIALS, ImportCheckpointError, read_json, require_module, special_tokens
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,7 @@ def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int], list[i
     The importer re-indexes the source embedding to it with the returned list.
     """
     tok_cfg = read_json(directory / "tokenizer_config.json", required=False) or {}
-    names = {
-        k: tok_cfg.get(f"{k}_token", default) for k, default in (("unk", "<unk>"), ("eos", "</s>"), ("pad", "<pad>"))
-    }
-    names = {k: v if isinstance(v, str) else v.get("content", "") for k, v in names.items()}  # AddedToken dicts
+    names = special_tokens(tok_cfg, SPECIALS)
     vocab = _read_vocab(directory / "vocab.json")
     source_index = None
     if tok_cfg.get("separate_vocabs"):
