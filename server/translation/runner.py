@@ -97,7 +97,7 @@ class ModelRunner:
     def _encode_run(self, jobs: list[Job]) -> list[np.ndarray]:
         t0 = time.perf_counter()
         L = max(job.source_tokens for job in jobs)
-        src, src_mask = _padded_sources(jobs, L, self.spec.pad_id)  # (n, L) each
+        src, src_mask = _source_ids(jobs, L, self.spec.pad_id), _source_mask(jobs, L)  # (n, L) each
         io = self.spec.encoder_io
         self.before_run()
         cross = self._encoder_run(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
@@ -124,7 +124,7 @@ class ModelRunner:
             for i, job in enumerate(jobs):
                 for c, rows in zip(cross, job.encoded):
                     c[i, :, : job.source_tokens] = rows  # (H, Lj, D)
-        src_mask = _padded_sources(jobs, L, self.spec.pad_id, ids=False)[1]  # (n, L); the cache's own
+        src_mask = _source_mask(jobs, L)  # (n, L); the cache's own
         for job in jobs:
             job.encoded = None  # the cache holds it from here on
         lengths = np.array([job.source_tokens for job in jobs], dtype=np.int64)
@@ -166,22 +166,26 @@ class ModelRunner:
         return np.array(outputs[0].numpy())  # a copy: the view would not keep the OrtValue alive
 
 
-def _padded_sources(jobs: Sequence[Job], L: int, pad_id: int, ids: bool = True) -> tuple[np.ndarray | None, np.ndarray]:
-    """The jobs' source ids right-padded to ``L`` (``ids=False``: None) and their mask, (n, L) each.
-
-    One source (a one-text request, the common case) is its ids as they are and a mask of
-    ones: no padding and no copy, where filling rows takes ~30 us of a batch-1 request on the
-    caches its last decoder run left (benchmarks/README.md)."""
-    n = len(jobs)
-    if n == 1:
-        return (jobs[0].src_ids[None, :] if ids else None), np.ones((1, L), dtype=np.int32)
-    src = np.full((n, L), pad_id, dtype=np.int64) if ids else None
-    mask = np.zeros((n, L), dtype=np.int32)
+def _source_ids(jobs: Sequence[Job], L: int, pad_id: int) -> np.ndarray:
+    """The jobs' source ids, right-padded to ``L``: (n, L) int64. One source (a one-text
+    request, the common case) is its ids as they are: filling padded rows took ~30 us of a
+    batch-1 request on the caches its last decoder run left (benchmarks/README.md)."""
+    if len(jobs) == 1:
+        return jobs[0].src_ids[None, :]
+    src = np.full((len(jobs), L), pad_id, dtype=np.int64)
     for i, job in enumerate(jobs):
-        if src is not None:
-            src[i, : job.source_tokens] = job.src_ids
+        src[i, : job.source_tokens] = job.src_ids
+    return src
+
+
+def _source_mask(jobs: Sequence[Job], L: int) -> np.ndarray:
+    """1 over each job's source tokens, 0 over its padding: (n, L) int32, a new array."""
+    if len(jobs) == 1:
+        return np.ones((1, L), dtype=np.int32)
+    mask = np.zeros((len(jobs), L), dtype=np.int32)
+    for i, job in enumerate(jobs):
         mask[i, : job.source_tokens] = 1
-    return src, mask
+    return mask
 
 
 # What one more encoder run costs, in source tokens' worth of encoder work: onnxruntime's and
