@@ -80,6 +80,7 @@ class DecodeScheduler:
         self._any_scores = False  # some job needs log-probabilities
         self._any_argmax = False  # some job takes the argmax
         self._all_argmax = False  # every job takes the argmax in place: it is the next input as is
+        self._mask_when_won: frozenset[int] | None = None  # never_ids when only the argmax reads the logits
         # observability (plain ints: safe to read from any thread)
         self.tokens_generated_total = 0
         self.steps_total = 0
@@ -201,6 +202,7 @@ class DecodeScheduler:
         self._any_scores = any(s.needs_scores for s in searches)
         self._any_argmax = any(s.uses_argmax for s in searches)
         self._all_argmax = all(s.uses_argmax and s.in_place for s in searches)
+        self._mask_when_won = self.never_ids if self._all_argmax and not self._any_scores else None
 
     def _encode(self, admitted: list[Job], ahead: list[Job]) -> tuple[list[Job], NewRows | None]:
         """The newcomers that made it and the rows they bring: runs the encoder on those not
@@ -237,10 +239,7 @@ class DecodeScheduler:
     def _step(self) -> None:
         slots = self.slots
         logits = self.runner.step(self.cache, slots.tokens[:, None])  # (B, V); the last results go out first
-        only_argmax = self._all_argmax and not self._any_scores  # nothing else reads the logits
-        step = StepLogits(
-            logits, self.never, self._any_scores, self._any_argmax, self.never_ids if only_argmax else None
-        )
+        step = StepLogits(logits, self.never, self._any_scores, self._any_argmax, self._mask_when_won)
         now = time.perf_counter()
         generated = 0
         # next input token per row: the argmax as it is when every row takes it (forced prefix
