@@ -16,6 +16,7 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from attnserve.contract.machine import cpu_model, isa_flags
 from attnserve.contract.manifest import Languages, Manifest
 from attnserve.models import TranslationTransformer, VisionTransformer
 
@@ -29,7 +30,7 @@ from .modeldir import (
     write_vit_graph,
 )
 from .options import ExportOptions
-from .precision import convert_graph
+from .precision import INT8_SCHEME, convert_graph
 from .progress import Progress
 from .reference import save_reference, translation_reference, vit_reference
 from .verify import REPORT_FILE, VERIFICATION_FILE, Verification, VerificationFailed, verify_model_dir, write_report
@@ -104,10 +105,11 @@ def finish(tmp: Path, manifest: Manifest, options: ExportOptions, progress: Prog
     Raises VerificationFailed (the caller's staged directory is then discarded).
     """
     sizes = convert_precision(tmp, manifest, options.precision, progress)
+    quantization = {"quantization": INT8_SCHEME.to_json()} if options.precision == "int8" else {}
     manifest = dataclasses.replace(
         manifest,
         precision=options.precision,
-        extra={**manifest.extra, "verification": VERIFICATION_FILE, "report": REPORT_FILE},
+        extra={**manifest.extra, "verification": VERIFICATION_FILE, "report": REPORT_FILE, **quantization},
     )
     verification = None
     if options.verify:
@@ -154,6 +156,8 @@ def build_report(
         "seed": options.seed,
         "graphs": graph_sizes,
         "graph_bytes": {"fp32": fp32, manifest.precision: now, "ratio": round(fp32 / now, 3)},
+        "quantization": manifest.extra.get("quantization"),
+        "machine": {"cpu": cpu_model(), "isa": isa_flags()},  # where the graphs were verified
         "files": {p.name: p.stat().st_size for p in sorted(model_dir.iterdir()) if p.is_file()},
         "stages": progress.stages(),
         "verification": verification.to_json() if verification else {"skipped": "--no-verify"},

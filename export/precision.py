@@ -4,7 +4,8 @@ Both rewrite an exported fp32 ``.onnx`` file and keep its inputs and outputs (na
 dtypes) unchanged, so ``model.json`` and the server's I/O code stay the same; only
 ``precision`` changes. Both keep exactly one attention node per attention call (checked).
 
-int8 (``quantize_dynamic``: weights QInt8 per tensor, activations quantized on the fly):
+int8 (``quantize_dynamic``: weights QInt8 per tensor in 7 bits, activations quantized on the fly;
+the scheme, and why, is :data:`INT8_SCHEME`, recorded in ``model.json`` and ``export-report.json``):
 
 - every MatMul with a constant weight becomes MatMulInteger;
 - ``Gemm`` nodes are first rewritten to MatMul (+ Add) on their own transposed copy of
@@ -34,10 +35,53 @@ import onnx
 from onnx import helper, numpy_helper
 
 from attnserve.contract.kinds import PRECISIONS
+from attnserve.contract.references import TOLERANCES, Tolerance  # noqa: F401 - re-exported
 
 from .onnx_nodes import count_attention_nodes
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Int8Scheme:
+    """How ``--precision int8`` quantizes, as ``quantize_dynamic`` takes it.
+
+    ``reduce_range`` (weights in [-64, 64]) is what makes a graph portable: onnxruntime multiplies
+    uint8 activations by int8 weights, and on CPUs without VNNI (AVX2, AVX-512F alone) its kernel
+    (``vpmaddubsw``) adds each pair of products in int16, which saturates when weights use all 8
+    bits (255 * 127 * 2 > 32767): the same graph then computes garbage there while it verifies on
+    a VNNI or AMX machine (int32 sums). With 7-bit weights every pair fits (255 * 64 * 2 < 32767),
+    so the numbers are the same on every CPU, and the kernels are the same fast ones.
+    """
+
+    weight_type: str = "int8"  # "int8" (QInt8, symmetric) | "uint8" (QUInt8: u8 x u8 kernels, exact, slower)
+    reduce_range: bool = True
+    per_channel: bool = False  # one scale per output column; per tensor keeps the tied table shared
+
+    @property
+    def portable(self) -> bool:
+        """Computes the same on AVX2, AVX-512, VNNI and AMX (no int16 saturation anywhere)."""
+        return self.weight_type == "uint8" or self.reduce_range
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "weights": f"{self.weight_type}, {'per channel' if self.per_channel else 'per tensor'}, "
+            + ("7-bit range" if self.reduce_range else "full range"),
+            "activations": "uint8, dynamic (per tensor, computed per run)",
+            "reduce_range": self.reduce_range,
+            "per_channel": self.per_channel,
+            "portable": self.portable,
+            "why": INT8_WHY,
+        }
+
+
+INT8_WHY = (
+    "7-bit int8 weights: onnxruntime's int8 kernels on CPUs without VNNI (AVX2, AVX-512F) sum u8 x s8 "
+    "pairs in int16 and saturate on full-range weights; 7 bits never saturate, so the graph computes "
+    "the same on AVX2, AVX-512, VNNI and AMX with the same fast kernels (uint8 weights are also exact "
+    "but ran 2.4x slower on AMX; see benchmarks/README.md, decode)"
+)
+INT8_SCHEME = Int8Scheme()
 
 TRANSPOSED_SUFFIX = ".T"  # our transposed copy of a Gemm weight
 QUANT_SUFFIX = "_quantized"  # onnxruntime.quantization's names: W_quantized, W_scale, W_zero_point
@@ -45,27 +89,6 @@ QUANT_SUFFIX = "_quantized"  # onnxruntime.quantization's names: W_quantized, W_
 
 class PrecisionError(RuntimeError):
     """A conversion that would change what the graph computes beyond precision."""
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """Allowed max |onnxruntime - PyTorch| of one output: ``atol + rtol * max |reference|``."""
-
-    atol: float
-    rtol: float
-
-    def limit(self, reference_absmax: float) -> float:
-        return self.atol + self.rtol * reference_absmax
-
-
-# fp32: the issue's 1e-4 on logits, absolute. fp16 (11-bit mantissa) and int8 (per-tensor
-# weight scales, dynamic activation scales) are judged relative to each output's range;
-# both also report top-1 agreement with the fp32 PyTorch model.
-TOLERANCES = {
-    "fp32": Tolerance(atol=1e-4, rtol=0.0),
-    "fp16": Tolerance(atol=1e-2, rtol=1e-2),
-    "int8": Tolerance(atol=5e-2, rtol=0.1),
-}
 
 
 def convert_graph(path: Path, precision: str) -> dict[str, int]:
@@ -100,7 +123,7 @@ def _topologically_sorted(model: onnx.ModelProto) -> onnx.ModelProto:
     return wrapped.model
 
 
-def quantize_int8(model: onnx.ModelProto) -> onnx.ModelProto:
+def quantize_int8(model: onnx.ModelProto, scheme: Int8Scheme = INT8_SCHEME) -> onnx.ModelProto:
     """Dynamic int8 quantization of the MatMuls and embedding tables (see the module docstring)."""
     import tempfile
 
@@ -115,7 +138,9 @@ def quantize_int8(model: onnx.ModelProto) -> onnx.ModelProto:
             model,
             out,
             op_types_to_quantize=["MatMul"],
-            weight_type=QuantType.QInt8,
+            weight_type=QuantType.QInt8 if scheme.weight_type == "int8" else QuantType.QUInt8,
+            reduce_range=scheme.reduce_range,
+            per_channel=scheme.per_channel,
             extra_options={"MatMulConstBOnly": True},  # q @ k^T of decomposed attention stays float
         )
         quantized = onnx.load(str(out))

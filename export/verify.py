@@ -4,7 +4,7 @@ Checks, in order: every file's sha256 (``model.json``), ``onnx.checker`` (full c
 each graph, one attention node of the directory's kind per attention call, and
 onnxruntime on the stored fixed-seed inputs of ``verification.npz`` against the stored
 PyTorch outputs: max abs diff per output within the precision's tolerance
-(:data:`attnserve.export.precision.TOLERANCES`), top-1 agreement, and for translation a
+(:data:`attnserve.contract.references.TOLERANCES`), top-1 agreement, and for translation a
 greedy decode with the cache (identical tokens required at fp32).
 """
 
@@ -22,13 +22,18 @@ import onnxruntime as ort
 
 from attnserve.contract.kinds import TRANSLATION
 from attnserve.contract.manifest import Manifest, load_manifest
+from attnserve.contract.references import (
+    VERIFICATION_FILE,
+    compare_output,
+    graph_inputs,
+    graph_reference,
+    load_references,
+)
 
 from .errors import ExportError
 from .onnx_nodes import ATTENTION_OPS, attention_calls, count_attention_nodes, count_ops
 from .ort_decode import OrtGreedy, feed_for
-from .precision import TOLERANCES
 
-VERIFICATION_FILE = "verification.npz"
 REPORT_FILE = "export-report.json"
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
 
@@ -126,14 +131,10 @@ def structure_checks(model_dir: Path, manifest: Manifest) -> list[Check]:
 
 
 def _compare(name: str, actual: np.ndarray, reference: np.ndarray, precision: str) -> Check:
-    actual = np.asarray(actual, dtype=np.float32)
-    if actual.shape != reference.shape:
-        return Check(f"{name} shape", False, f"{actual.shape} != reference {reference.shape}")
-    ref_absmax = float(np.abs(reference).max()) if reference.size else 0.0
-    limit = TOLERANCES[precision].limit(ref_absmax)
-    diff = float(np.abs(actual - reference).max()) if reference.size else 0.0
-    ok = bool(diff <= limit)  # NaN fails
-    return Check(f"{name} max abs diff", ok, f"{diff:.3g} {'<=' if ok else '>'} {limit:.3g}", diff, limit)
+    result = compare_output(name, actual, reference, precision)
+    if result.shape != result.reference_shape:
+        return Check(f"{name} shape", False, result.detail())
+    return Check(f"{name} max abs diff", result.passed, result.detail(), result.diff, result.limit)
 
 
 def _missing_fp16_kernels(exc: BaseException, precision: str) -> bool:
@@ -163,8 +164,7 @@ def numeric_checks(
         return [], [f"numeric checks: no {VERIFICATION_FILE} ({why})"], ""
     if not path.is_file():
         return [Check(VERIFICATION_FILE, False, "missing: re-export to create the reference outputs")], [], ""
-    with np.load(path, allow_pickle=False) as npz:
-        data = {k: npz[k] for k in npz.files}
+    data = load_references(model_dir)
     try:
         sessions = {g: _session(model_dir / spec.file, device, threads) for g, spec in manifest.graphs.items()}
     except ExportError:
@@ -177,7 +177,7 @@ def numeric_checks(
     checks: list[Check] = []
     precision = manifest.precision
     for gname, spec in manifest.graphs.items():
-        inputs = {k.split(".", 2)[2]: v for k, v in data.items() if k.startswith(f"{gname}.in.")}
+        inputs = graph_inputs(data, gname)
         try:
             outputs = sessions[gname].run(None, feed_for(sessions[gname], inputs))
         except Exception as exc:  # noqa: BLE001 - onnxruntime errors, an input missing from verification.npz
@@ -186,7 +186,7 @@ def numeric_checks(
             checks.append(Check(f"run {spec.file}", False, _one_line(exc)))
             continue
         for oname, actual in zip([o.name for o in sessions[gname].get_outputs()], outputs):
-            reference = data.get(f"{gname}.out.{oname}")
+            reference = graph_reference(data, gname, oname)
             if reference is not None:
                 checks.append(_compare(f"{gname}.{oname}", actual, reference, precision))
             if oname == getattr(manifest.io(gname), "logits", None) and reference is not None:

@@ -1,0 +1,91 @@
+"""The reference outputs a model directory carries, and how close a runtime must come to them.
+
+``attnserve-export`` writes, beside every model it verifies, ``verification.npz``: fixed-seed
+inputs for each graph and the PyTorch model's outputs for them (keys ``<graph>.in.<input>`` and
+``<graph>.out.<output>``, graph and I/O names of ``model.json``). Both sides replay them:
+``attnserve-export verify`` and the server when it loads a model. The second matters because the
+machine that serves a model is often not the one that exported it, and onnxruntime's int8
+kernels differ between instruction sets (AVX2 without VNNI saturates int16 sums that AVX-512
+VNNI and AMX do not): a model that verified where it was exported can compute wrong numbers
+where it is served, and the server refuses it rather than translate garbage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+VERIFICATION_FILE = "verification.npz"
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Allowed max |runtime - PyTorch| of one output: ``atol + rtol * max |reference|``."""
+
+    atol: float
+    rtol: float
+
+    def limit(self, reference_absmax: float) -> float:
+        return self.atol + self.rtol * reference_absmax
+
+
+# fp32: 1e-4 on logits, absolute. fp16 (11-bit mantissa) and int8 (per-tensor weight scales,
+# dynamic activation scales) are judged relative to each output's range; export also reports
+# top-1 agreement with the fp32 PyTorch model for both.
+TOLERANCES = {
+    "fp32": Tolerance(atol=1e-4, rtol=0.0),
+    "fp16": Tolerance(atol=1e-2, rtol=1e-2),
+    "int8": Tolerance(atol=5e-2, rtol=0.1),
+}
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    """One graph output against its reference: ``passed`` when the shapes agree and diff <= limit."""
+
+    name: str  # "<graph>.<output>"
+    diff: float
+    limit: float
+    shape: tuple[int, ...]
+    reference_shape: tuple[int, ...]
+
+    @property
+    def passed(self) -> bool:
+        return self.shape == self.reference_shape and bool(self.diff <= self.limit)  # NaN fails
+
+    def detail(self) -> str:
+        if self.shape != self.reference_shape:
+            return f"shape {self.shape} != reference {self.reference_shape}"
+        return f"{self.diff:.3g} {'<=' if self.passed else '>'} {self.limit:.3g}"
+
+
+def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, precision: str) -> OutputComparison:
+    """``actual`` (any float dtype) against ``reference`` at the tolerance of ``precision``."""
+    actual = np.asarray(actual, dtype=np.float32)
+    if actual.shape != reference.shape or not reference.size:
+        return OutputComparison(name, 0.0, 0.0, actual.shape, reference.shape)
+    limit = TOLERANCES[precision].limit(float(np.abs(reference).max()))
+    diff = float(np.abs(actual - reference).max())
+    return OutputComparison(name, diff, limit, actual.shape, reference.shape)
+
+
+def load_references(model_dir: Path | str) -> dict[str, np.ndarray] | None:
+    """The arrays of ``model_dir/verification.npz``, or None when the directory has none."""
+    path = Path(model_dir) / VERIFICATION_FILE
+    if not path.is_file():
+        return None
+    with np.load(path, allow_pickle=False) as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+def graph_inputs(data: dict[str, np.ndarray], graph: str) -> dict[str, np.ndarray]:
+    """The stored inputs of ``graph`` ("encoder", "decoder", "model"), by input name."""
+    prefix = f"{graph}.in."
+    return {k[len(prefix) :]: v for k, v in data.items() if k.startswith(prefix)}
+
+
+def graph_reference(data: dict[str, np.ndarray], graph: str, output: str) -> np.ndarray | None:
+    """The stored PyTorch output ``output`` of ``graph``, or None when it was not stored."""
+    return data.get(f"{graph}.out.{output}")
