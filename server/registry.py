@@ -19,6 +19,7 @@ from attnserve.contract.manifest import MANIFEST_NAME, GraphSpec, Manifest, Mani
 from .classification import ImageClassifier
 from .config import Settings, engine_settings_kwargs
 from .errors import InvalidRequest, ModelNotFound
+from .references import ReferenceMismatch, check_references
 from .runtime import ProviderError, create_session, cuda_listed, session_provider
 from .translation import EngineSettings, TranslationEngine
 
@@ -46,6 +47,7 @@ class LoadedModel:
     engine: TranslationEngine | None = None
     fingerprint: str = ""  # sha256 of model.json (it holds the sha256 of every file): the version
     users: int = 0  # handlers holding this version (see ModelRegistry.use); a replaced version waits for 0
+    references: str = ""  # what the load-time check of verification.npz found (server/references.py)
 
     @property
     def version(self) -> str:
@@ -104,7 +106,7 @@ class ModelRegistry:
                     f"{manifest.name!r} is already served from {self.models[manifest.name].model_dir}",
                 )
             model = load_model(model_dir, manifest, settings)
-        except (ManifestError, ProviderError, RepositoryError) as exc:
+        except (ManifestError, ProviderError, RepositoryError, ReferenceMismatch) as exc:
             self._fail(model_dir, str(exc), settings)
             return
         except Exception as exc:  # noqa: BLE001 - an engine or session that cannot start: name the model
@@ -113,12 +115,13 @@ class ModelRegistry:
         self.models[model.name] = model
         files = ", ".join(f"{n} ({e.get('bytes', 0) / 1e6:.1f} MB)" for n, e in sorted(manifest.files.items()))
         log.info(
-            "loaded model %s (%s) provider=%s files=[%s] warm-up %.1f ms",
+            "loaded model %s (%s) provider=%s files=[%s] warm-up %.1f ms; %s",
             model.name,
             model.kind,
             model.provider,
             files,
             model.warmup_s * 1e3,
+            model.references,
         )
 
     @contextlib.contextmanager
@@ -207,8 +210,11 @@ def load_model(model_dir: Path, manifest: Manifest, settings: Settings) -> Loade
     }
     for role, graph in manifest.graphs.items():
         check_graph_inputs(model_dir, role, graph, sessions[role])
+    # before the engine starts: a model that computes wrong numbers here is never served
+    references = check_references(model_dir, manifest, sessions, session_provider(next(iter(sessions.values()))))
     model = _build_model(model_dir, manifest, settings, sessions)
     model.fingerprint = manifest_fingerprint(model_dir)
+    model.references = references.summary()
     return model
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from attnserve.contract.manifest import ManifestError, load_manifest
 
 from .config import Settings
+from .references import ReferenceMismatch
 from .registry import FailedModel, LoadedModel, ModelRegistry, load_model, manifest_fingerprint, name_of_dir
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,8 @@ class Reloader:
                 raise ManifestError(model_dir / "model.json", "name", f"changed from {name!r} to {new.name!r}")
             await (new.classifier or new.engine).start()
         except Exception as exc:  # noqa: BLE001 - a bad new version leaves the old one serving
-            reason = str(exc) if isinstance(exc, ManifestError) else f"{model_dir}: {type(exc).__name__}: {exc}"
+            named = isinstance(exc, (ManifestError, ReferenceMismatch))  # their messages name the directory
+            reason = str(exc) if named else f"{model_dir}: {type(exc).__name__}: {exc}"
             log.error("reload of model %s failed, %s: %s", name, "old version still served" if current else "", reason)
             if current is None:
                 self.registry.failed[name] = FailedModel(name, model_dir, reason)

@@ -1,0 +1,122 @@
+"""A model's stored reference outputs, replayed at load on the provider it will serve with.
+
+A model directory written by ``attnserve-export`` carries ``verification.npz`` (see
+:mod:`attnserve.contract.references`): fixed-seed inputs of every graph and the PyTorch outputs
+for them. The machine that serves a model is often not the one that exported it, and int8
+kernels differ between instruction sets, so the server runs those inputs once (a few ms) before
+it serves the model and refuses a model whose outputs are off by more than the export's tolerance
+for its precision. A directory without references loads as before.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from attnserve.contract.machine import cpu_summary
+from attnserve.contract.manifest import Manifest
+from attnserve.contract.references import (
+    TOLERANCES,
+    VERIFICATION_FILE,
+    OutputComparison,
+    compare_output,
+    graph_inputs,
+    graph_reference,
+    load_references,
+)
+
+log = logging.getLogger(__name__)
+
+ORT_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+}
+
+
+class ReferenceMismatch(RuntimeError):
+    """The model's graphs do not reproduce its stored reference outputs here; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class ReferenceCheck:
+    """What the load-time check found: every output compared, or nothing to compare with."""
+
+    comparisons: tuple[OutputComparison, ...]
+
+    @property
+    def failures(self) -> list[OutputComparison]:
+        return [c for c in self.comparisons if not c.passed]
+
+    def summary(self) -> str:
+        if not self.comparisons:
+            return f"no {VERIFICATION_FILE}: not checked"
+        worst = max(self.comparisons, key=lambda c: c.diff / c.limit if c.limit else 0.0)
+        return f"{len(self.comparisons)} reference outputs match (worst {worst.name} {worst.detail()})"
+
+
+def tolerance_precision(precision: str, provider: str) -> str:
+    """The tolerance a provider is held to: fp32 on CUDA is judged as fp16, since onnxruntime's
+    CUDA provider runs fp32 MatMuls in TF32 by default (``use_tf32``), a 10-bit mantissa like fp16."""
+    return "fp16" if precision == "fp32" and provider == "cuda" else precision
+
+
+def _feed(session: ort.InferenceSession, arrays: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+    feed = {}
+    for spec in session.get_inputs():
+        if spec.name not in arrays:
+            raise ReferenceMismatch(f"{where}: has no stored value for graph input {spec.name!r}; re-export the model")
+        feed[spec.name] = np.asarray(arrays[spec.name]).astype(ORT_TYPES.get(spec.type, np.float32), copy=False)
+    return feed
+
+
+def run_references(
+    model_dir: Path, manifest: Manifest, sessions: dict[str, ort.InferenceSession], provider: str
+) -> ReferenceCheck:
+    """Run every graph on its stored inputs and compare each stored output (no references: nothing compared)."""
+    data = load_references(model_dir)
+    if data is None:
+        return ReferenceCheck(())
+    precision = tolerance_precision(manifest.precision, provider)
+    comparisons: list[OutputComparison] = []
+    for role, session in sessions.items():
+        outputs = session.run(None, _feed(session, graph_inputs(data, role), str(model_dir / VERIFICATION_FILE)))
+        for spec, actual in zip(session.get_outputs(), outputs):
+            reference = graph_reference(data, role, spec.name)
+            if reference is not None:
+                comparisons.append(compare_output(f"{role}.{spec.name}", actual, reference, precision))
+    return ReferenceCheck(tuple(comparisons))
+
+
+def check_references(
+    model_dir: Path, manifest: Manifest, sessions: dict[str, ort.InferenceSession], provider: str
+) -> ReferenceCheck:
+    """:func:`run_references`, raising :class:`ReferenceMismatch` with what failed and what to do."""
+    check = run_references(model_dir, manifest, sessions, provider)
+    if not check.failures:
+        return check
+    failed = "; ".join(f"{c.name} {c.detail()}" for c in check.failures[:3])
+    more = f" and {len(check.failures) - 3} more" if len(check.failures) > 3 else ""
+    tolerance = TOLERANCES[tolerance_precision(manifest.precision, provider)]
+    raise ReferenceMismatch(
+        f"{model_dir}: the {manifest.precision} graphs do not reproduce the reference outputs of "
+        f"{VERIFICATION_FILE} on {provider} ({cpu_summary()}): {failed}{more} "
+        f"(tolerance {tolerance.atol:g} + {tolerance.rtol:g} x max |reference|); {_advice(manifest)}"
+    )
+
+
+def _advice(manifest: Manifest) -> str:
+    if manifest.precision == "int8" and not manifest.extra.get("quantization", {}).get("portable"):
+        return (
+            "its int8 weights use the full 8 bits, which onnxruntime's kernels for CPUs without VNNI "
+            "(AVX2, AVX-512 without VNNI) saturate: re-export it with this attnserve-export (--precision int8 "
+            "now writes 7-bit weights that compute right on every CPU), or export it with --precision fp32"
+        )
+    if manifest.precision == "int8":
+        return "re-export it on this machine with attnserve-export --precision int8, or serve an fp32 export"
+    return "the graphs or verification.npz were changed after export, or this onnxruntime differs: re-export the model"
