@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from attnserve.contract.machine import cpu_summary, isa_flags
+
 DEFAULT_OUT = Path("benchmarks/results")
 DEFAULT_WORK = Path("/tmp/attnserve-bench")
 
@@ -96,6 +98,9 @@ def machine() -> dict[str, Any]:
         info["memory_gib"] = round(int(meminfo[1]) / 2**20, 1)
     except (OSError, IndexError, ValueError):
         pass
+    # the flags that pick onnxruntime's kernels (int8 results differ between them): every result names them
+    info["isa"] = isa_flags()
+    info["cpu"] = cpu_summary()
     info["os_cpu_count"] = os.cpu_count()
     info["loadavg_start"] = loadavg()
     versions = {}
@@ -169,6 +174,6 @@ def pyplot():
 def header(title: str, info: dict[str, Any], threads: int) -> None:
     print(f"== {title}")
     print(
-        f"   {info.get('model_name', '?')}, {info.get('os_cpu_count')} CPUs, {threads} intra-op thread(s) per engine, "
+        f"   {info.get('cpu', '?')}, {info.get('os_cpu_count')} CPUs, {threads} intra-op thread(s) per engine, "
         f"load average {' '.join(f'{x:.2f}' for x in info['loadavg_start'])} (medians of interleaved runs)"
     )

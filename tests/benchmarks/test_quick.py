@@ -26,6 +26,8 @@ def test_decode_quick(dirs):
     assert (out / "decode-quick.png").is_file()
     assert {"machine", "settings", "rows"} <= result.keys()
     assert "loadavg_start" in result["machine"] and "loadavg_end" in result["machine"]
+    # int8 results depend on the instruction set: every result names the CPU and its ISA flags
+    assert result["machine"]["cpu"] and result["machine"]["isa"]
     engines = {r["engine"] for r in result["rows"]}
     assert {
         "attnserve fp32",
