@@ -28,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model-dir", type=Path, default=Path("/tmp/attnserve-bench/mt-small"))
     parser.add_argument("--preset", default="mt-small")
     parser.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
+    parser.add_argument(
+        "--provider", choices=["cpu", "cuda"], default="cpu", help="onnxruntime provider of both contenders"
+    )
     parser.add_argument("--no-spin", action="store_true", help="idle onnxruntime threads sleep instead of spinning")
     parser.add_argument("--new-tokens", type=int, default=30, help="N: tokens generated per text")
     parser.add_argument("--source-tokens", type=int, default=20, help="source length per text")
@@ -147,14 +150,16 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.model_dir / "model.json").is_file():
         export_model(args.model_dir, args.preset)
     manifest = load_manifest(args.model_dir)
-    enc, dec = load_translation_sessions(args.model_dir, manifest, intra_op_threads=args.threads, spin=not args.no_spin)
+    enc, dec = load_translation_sessions(
+        args.model_dir, manifest, args.provider, intra_op_threads=args.threads, spin=not args.no_spin
+    )
     settings = EngineSettings(max_active_sequences=max(64, max(args.batches)), max_texts_per_request=256)
     engine = TranslationEngine(args.model_dir, manifest, enc, dec, settings)
     engine.warmup()
     spec, vocab = model_spec(manifest), int(manifest.config["vocab_size"])
     options = DecodeOptions(max_new_tokens=args.new_tokens, return_scores=args.scores)
     print(
-        f"{args.preset}, {args.threads} intra-op thread(s), N={args.new_tokens} new tokens, "
+        f"{args.preset}, {args.provider}, {args.threads} intra-op thread(s), N={args.new_tokens} new tokens, "
         f"{args.source_tokens} source tokens, scores {'on' if args.scores else 'off'}, median (best) of {args.repeats}"
     )
 

@@ -399,3 +399,20 @@ def test_kv_inplace_whole_decoder_steps_give_the_exports_logits(tmp_path):
         (p, c) for p in (1, 6) for c in ("export (MultiHeadAttention, left-padded)", "GroupQueryAttention in place")
     }
     assert all(r["max_abs_diff_logits"] < 1e-4 and r["median_s"] > 0 for r in steps)
+
+
+def test_cuda_checks_dry_run_on_the_cpu_writes_the_env_step(tmp_path):
+    """benchmarks.cuda_checks --provider cpu: the small fp16 graph runs and matches numpy; the
+    summary and the tarball are written; on a machine without CUDA the cuda check says so."""
+    from attnserve.benchmarks import cuda_checks
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    assert cuda_checks.main(["--provider", "cpu", "--steps", "env", "--out", str(out), "--work-dir", str(work)]) == 0
+    env = json.loads((out / "cuda-checks.json").read_text())["steps"]["env"]
+    assert env["rc"] == 0 and env["figures"]["sanity"]["ok"] is True
+    assert env["figures"]["sanity"]["providers"][0] == "CPUExecutionProvider"
+    assert (out / "cuda-checks.tar.gz").is_file()
+    import onnxruntime as ort
+
+    if "CUDAExecutionProvider" not in ort.get_available_providers():
+        assert cuda_checks.main(["--sanity", "cuda"]) == 1

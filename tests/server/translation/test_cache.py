@@ -227,9 +227,7 @@ def _cuda_device() -> bool:
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_device(), reason="needs a CUDA device and onnxruntime's CUDA provider")
 def test_cuda_engine_keeps_the_cache_on_the_device_and_matches_the_reference(tiny):
-    encoder, decoder = load_translation_sessions(
-        tiny.path, tiny.manifest, providers=["CUDAExecutionProvider", "CPUExecutionProvider"]
-    )
+    encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, provider="cuda")
     assert "CUDAExecutionProvider" in decoder.get_providers()
     from attnserve.server.translation.cache import placement_for
 
