@@ -26,6 +26,7 @@ from attnserve.contract.references import (
     compare_output,
     graph_inputs,
     graph_reference,
+    judged_as,
     load_references,
 )
 
@@ -60,12 +61,6 @@ class ReferenceCheck:
         return f"{len(self.comparisons)} reference outputs match (worst {worst.name} {worst.detail()})"
 
 
-def tolerance_precision(precision: str, provider: str) -> str:
-    """The tolerance a provider is held to: fp32 on CUDA is judged as fp16, since onnxruntime's
-    CUDA provider runs fp32 MatMuls in TF32 by default (``use_tf32``), a 10-bit mantissa like fp16."""
-    return "fp16" if precision == "fp32" and provider == "cuda" else precision
-
-
 def _feed(session: ort.InferenceSession, arrays: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
     feed = {}
     for spec in session.get_inputs():
@@ -82,7 +77,7 @@ def run_references(
     data = load_references(model_dir)
     if data is None:
         return ReferenceCheck(())
-    precision = tolerance_precision(manifest.precision, provider)
+    precision = judged_as(manifest.precision, provider)
     comparisons: list[OutputComparison] = []
     for role, session in sessions.items():
         outputs = session.run(None, _feed(session, graph_inputs(data, role), str(model_dir / VERIFICATION_FILE)))
@@ -102,7 +97,7 @@ def check_references(
         return check
     failed = "; ".join(f"{c.name} {c.detail()}" for c in check.failures[:3])
     more = f" and {len(check.failures) - 3} more" if len(check.failures) > 3 else ""
-    tolerance = TOLERANCES[tolerance_precision(manifest.precision, provider)]
+    tolerance = TOLERANCES[judged_as(manifest.precision, provider)]
     raise ReferenceMismatch(
         f"{model_dir}: the {manifest.precision} graphs do not reproduce the reference outputs of "
         f"{VERIFICATION_FILE} on {provider} ({cpu_summary()}): {failed}{more} "

@@ -70,3 +70,20 @@ def test_server_on_cuda_translates_and_classifies_like_on_cpu(zoo_repo, serve):
             answers[provider] = texts, labels
     assert answers["cuda"] == answers["cpu"]
     assert answers["cuda"][1] == [p.stem.removeprefix("digit-") for p in digits]
+
+
+def test_exported_models_pass_the_load_time_reference_check_on_cuda(tmp_path):
+    """fp32 on CUDA runs its MatMuls in TF32 and is held to fp16's tolerance; fp16 to its own."""
+    from attnserve.server.registry import ModelRegistry
+
+    from .conftest import settings_for
+
+    repo = tmp_path / "repo"
+    for precision in ("fp32", "fp16"):
+        argv = ["translation", "--preset", "mt-small", "--precision", precision, "--device", "cuda"]
+        assert export_main([*argv, "--out", str(repo / f"mt-{precision}")]) == 0
+    registry = ModelRegistry.load(repo, settings_for(repo, provider="cuda"))
+    for precision in ("fp32", "fp16"):
+        model = registry.models[f"mt-{precision}"]
+        print(f"mt-small {precision} on CUDA: {model.references}")
+        assert model.provider == "cuda" and "reference outputs match" in model.references, model.references
