@@ -3,7 +3,7 @@ variables and an optional TOML or JSON config file.
 
 Precedence: flag > environment > config file > default. Every field is a setting with
 a flag (``--max-batch-size``), an environment variable (``ATTNSERVE_MAX_BATCH_SIZE``) and
-a config-file key (``max_batch_size``); :func:`settings_table` lists them for the README.
+a config-file key (``max_batch_size``); :func:`settings_table` lists them for docs/cli.md.
 """
 
 from __future__ import annotations
@@ -310,7 +310,7 @@ def engine_settings_kwargs(settings: Settings) -> dict[str, Any]:
 
 
 def settings_table() -> str:
-    """Markdown table of every setting (flag, env, default, meaning) for the README."""
+    """Markdown table of every setting (flag, env, default, meaning) for docs/cli.md."""
     rows = ["| flag | environment | default | what |", "|---|---|---|---|"]
     for f in fields(Settings):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
