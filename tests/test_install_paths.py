@@ -15,6 +15,7 @@ import re
 import signal
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,9 @@ def wheel(tmp_path_factory) -> Path:
     assert built.returncode == 0, built.stderr[-2000:]
     assert "warning" not in built.stderr.lower(), built.stderr[-3000:]  # setuptools: license, package data
     (found,) = out.glob("attnserve-*.whl")
+    names = zipfile.ZipFile(found).namelist()
+    assert "attnserve/models/repo/translator-en-de/model.json" in names  # the bundled models ship
+    assert not [n for n in names if n.startswith(("experiments/", "tests/"))]  # the product only
     return found
 
 
