@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -182,3 +183,19 @@ def test_the_readme_curl_examples_answer_what_it_shows(serve):
                 assert "".join(e["text_output"] for e in events) == "".join(e["text_output"] for e in expected)
             else:
                 assert json.loads(run.stdout) == json.loads("\n".join(shown)), command
+
+
+def test_the_html_example_page_comes_back_translated_with_its_markup(bundled, capsys, monkeypatch):
+    """examples/page.html, the README's html example: tags, attributes and the translate="no"
+    element come back as sent, every text node in German."""
+    page = (EXAMPLES / "page.html").read_text(encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", io.StringIO(page))
+    assert client_main(["--address", bundled.address, "translate", "--format", "html", "-"]) == 0
+    assert capsys.readouterr().out == (
+        "<ul>\n"
+        "  <li>Montag, 3. März 2025: <b>09:00–17:30 Uhr</b></li>\n"
+        '  <li><b>Freitag, 9. Januar 2026</b>, <a href="#late">um 15:45 Uhr</a></li>\n'
+        "  <li>dreihundertzweiundvierzig Kilometer</li>\n"
+        "</ul>\n"
+        '<p translate="no">attnserve</p>\n\n'
+    )
