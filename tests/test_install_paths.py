@@ -42,7 +42,8 @@ def wheel(tmp_path_factory) -> Path:
         pytest.skip(f"package index unreachable: {probe.stderr.strip()[-300:]}")
     built = _pip("wheel", "--no-deps", "-q", "-w", str(out), str(ROOT))
     assert built.returncode == 0, built.stderr[-2000:]
-    assert "warning" not in built.stderr.lower(), built.stderr[-3000:]  # setuptools: license, package data
+    # setuptools' deprecations (the license table) and "Package would be ignored" (package data)
+    assert not re.search(r"(BuildBackend|SetuptoolsDeprecation)Warning|would be ignored", built.stderr), built.stderr
     (found,) = out.glob("attnserve-*.whl")
     names = zipfile.ZipFile(found).namelist()
     assert "attnserve/models/repo/translator-en-de/model.json" in names  # the bundled models ship
