@@ -1,6 +1,7 @@
 # Two entry points for a fresh machine (see README.md):
 #   make serve   create .venv, install the server (no PyTorch), serve the bundled models in models/repo
 #   make test    create .venv, install attnserve with the dev extra, run ruff and the whole test suite
+#   make test-fast   the same, the unit tier only (a few minutes; tiers: tests/conftest.py)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,7 +10,7 @@ RUNTIME ?= cpu
 # The bundled models, exported from models/zoo and committed (python -m attnserve.export.zoo).
 REPO := models/repo
 
-.PHONY: serve models test lint format clean
+.PHONY: serve models test test-fast lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,7 +34,7 @@ models: | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[export]'
 	$(BIN)/python -m attnserve.export.zoo --out $(REPO)
 
-# Settings: flags after ARGS=..., ATTNSERVE_* environment variables or --config (see README).
+# Settings: flags after ARGS=..., ATTNSERVE_* environment variables or --config (docs/cli.md).
 serve: $(VENV)/.serve-installed
 	$(BIN)/attnserve-server --model-repo $(REPO) $(ARGS)
 
@@ -43,6 +44,9 @@ lint: $(VENV)/.dev-installed
 
 test: lint
 	$(BIN)/python -m pytest
+
+test-fast: lint
+	$(BIN)/python -m pytest -m unit
 
 format: $(VENV)/.dev-installed
 	$(BIN)/ruff format .

@@ -10,7 +10,7 @@ import sys
 
 from . import workers
 from .app import create_server
-from .config import ConfigError, Settings, add_arguments, resolve_settings
+from .config import ConfigError, Settings, add_arguments, bundled_model_repo, resolve_settings
 from .registry import RepositoryError
 from .runtime import ProviderError
 from .workers import WorkerLink
@@ -75,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    if settings.model_repo == bundled_model_repo():
+        log.info("serving the bundled models from %s (no --model-repo and no ./model-repo folder)", settings.model_repo)
     if settings.workers > 1:
         try:
             return workers.run(settings)

@@ -3,13 +3,14 @@ variables and an optional TOML or JSON config file.
 
 Precedence: flag > environment > config file > default. Every field is a setting with
 a flag (``--max-batch-size``), an environment variable (``ATTNSERVE_MAX_BATCH_SIZE``) and
-a config-file key (``max_batch_size``); :func:`settings_table` lists them for the README.
+a config-file key (``max_batch_size``); :func:`settings_table` lists them for docs/cli.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import os
 from collections.abc import Mapping
@@ -32,6 +33,17 @@ def _default_model_repo() -> Path:
     return Path("model-repo")
 
 
+def bundled_model_repo() -> Path | None:
+    """The bundled model directories shipped inside the package (``attnserve/models/repo``), or
+    None when this installation lacks them. Found without importing ``attnserve.models``, whose
+    ``__init__`` imports torch (the server never does)."""
+    spec = importlib.util.find_spec("attnserve.models")
+    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
+        if (Path(folder) / "repo").is_dir():
+            return Path(folder) / "repo"
+    return None
+
+
 def _setting(default: Any, help: str, **kw: Any) -> Any:
     meta = {"help": help, **kw}
     if callable(default):
@@ -42,7 +54,11 @@ def _setting(default: Any, help: str, **kw: Any) -> Any:
 @dataclass(frozen=True)
 class Settings:
     # where and how
-    model_repo: Path = _setting(_default_model_repo, "model repository: one model directory (model.json) per folder")
+    model_repo: Path = _setting(
+        _default_model_repo,
+        "model repository: one model directory (model.json) per folder; when not given and ./model-repo does not "
+        "exist, the bundled models",
+    )
     host: str = _setting("127.0.0.1", "address to listen on (0.0.0.0 for every interface)")
     port: int = _setting(50051, "gRPC port: attnserve.v1 and KServe v2 / Triton (0 = any free port)")
     http_port: int = _setting(
@@ -271,6 +287,9 @@ def resolve_settings(
         if given.get(f.name) is not None:
             values[f.name] = _convert(f.name, given[f.name], f"flag {_flag(f.name)}")
     values.update(overrides)
+    if "model_repo" not in values and not _default_model_repo().exists():
+        # no repository named and no ./model-repo: the models that ship with the package (issue 37)
+        values["model_repo"] = bundled_model_repo() or _default_model_repo()
     return Settings(**values)
 
 
@@ -291,7 +310,7 @@ def engine_settings_kwargs(settings: Settings) -> dict[str, Any]:
 
 
 def settings_table() -> str:
-    """Markdown table of every setting (flag, env, default, meaning) for the README."""
+    """Markdown table of every setting (flag, env, default, meaning) for docs/cli.md."""
     rows = ["| flag | environment | default | what |", "|---|---|---|---|"]
     for f in fields(Settings):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]

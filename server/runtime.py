@@ -24,7 +24,7 @@ CUDA_OPTIONS = {"cudnn_conv_algo_search": "HEURISTIC"}
 # LayerNormalization into one SkipLayerNormalization node; onnxruntime's fused CPU kernel
 # is slower than the two it replaces on the decoder's shapes: 6-14% more CPU time per
 # batch-32 decode on mt-small / mt-base, fp32 and int8; batch 1 and the ViT (one such
-# node) within noise (benchmarks/engine_ab.py; benchmarks/README.md, "decode").
+# node) within noise (experiments/engine_ab.py; benchmarks/README.md, "decode").
 # CUDA sessions keep it: there the fused kernel saves a launch and a pass over memory.
 CPU_DISABLED_OPTIMIZERS = ("SkipLayerNormFusion",)
 DISABLE_OPTIMIZERS_KEY = "optimization.disable_specified_optimizers"  # onnxruntime_session_options_config_keys.h

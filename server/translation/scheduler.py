@@ -25,7 +25,7 @@ run (a boundary's encoder runs, the step's decoder: ``ModelRunner(before_run=)``
 onnxruntime is about to let go of the GIL for the whole run, so the event loops turn the
 results into messages meanwhile. Posted before the boundary, a loop woken by them took the GIL
 whenever the boundary's numpy copies let go of it, and kept it until it had sent them all: the
-scheduler waited ~0.2 ms a step so (benchmarks/README.md, 2026-11-24).
+scheduler waited ~0.2 ms a step so (benchmarks/results/HISTORY-2026-11.md, "Results go out while the decoder runs").
 
 A failing decoder step fails exactly the jobs of that batch with InferenceFailed and the
 loop goes on with the next ones; a failing encoder fails only its newcomers.

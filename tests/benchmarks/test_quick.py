@@ -81,7 +81,7 @@ def test_decode_runs_on_the_m2m100_shaped_preset(tmp_path):
 
 def test_engine_ab_on_the_decode_exports(dirs, tmp_path):
     """engine_ab runs both variants on the graphs test_decode_quick exported; fp32 tokens agree."""
-    from attnserve.benchmarks import engine_ab
+    from experiments import engine_ab
 
     argv, _ = dirs
     work = Path(argv[argv.index("--work-dir") + 1])
@@ -98,7 +98,7 @@ def test_engine_ab_on_the_decode_exports(dirs, tmp_path):
 
 def test_ort_profile_of_a_translation_decoder(dirs, capsys):
     """ort_profile on a translation dir profiles the decoder with the server's CPU options."""
-    from attnserve.benchmarks import ort_profile
+    from experiments import ort_profile
 
     argv, _ = dirs
     model_dir = Path(argv[argv.index("--work-dir") + 1]) / "mt-tiny-fp32"
@@ -338,9 +338,9 @@ def test_iobinding_probe_on_the_decode_exports(dirs, tmp_path):
 
 
 def test_projection_probe_times_every_layout_with_the_same_argmax(tmp_path):
-    """benchmarks.projection: each layout of the output projection gives the reference argmax, and
+    """experiments.projection: each layout of the output projection gives the reference argmax, and
     the table's speed is reported beside one core's copy speed."""
-    from attnserve.benchmarks import projection
+    from experiments import projection
 
     argv = ["--vocab-size", "300", "--d-model", "16", "--batches", "1", "3", "--repeats", "2"]
     assert projection.main([*argv, "--out", str(tmp_path)]) == 0
@@ -352,9 +352,9 @@ def test_projection_probe_times_every_layout_with_the_same_argmax(tmp_path):
 
 
 def test_shortlist_probe_agrees_with_ctranslate2_on_the_same_candidates(tmp_path):
-    """benchmarks.shortlist: the split decoder with the candidates' projection picks the tokens
+    """experiments.shortlist: the split decoder with the candidates' projection picks the tokens
     CTranslate2 picks with the same vmap, only candidates; the full-vocabulary loops agree too."""
-    from attnserve.benchmarks import shortlist
+    from experiments import shortlist
 
     argv = ["--preset", "mt-tiny", "--vocab-size", "300", "--batches", "1", "2", "--new-tokens", "5"]
     argv += ["--per-word", "6", "--always", "10", "--repeats", "1", "--work-dir", str(tmp_path / "work")]

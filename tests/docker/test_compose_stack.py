@@ -88,7 +88,7 @@ def _wheelhouse(folder: Path) -> None:
     folder.mkdir(parents=True)
     reqs.write_text(listing)
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(folder)]
-    _run([*cmd, "-r", str(reqs), "setuptools>=69", "wheel"], timeout=1200)
+    _run([*cmd, "-r", str(reqs), "setuptools>=77", "wheel"], timeout=1200)
     reqs.unlink()
 
 

@@ -1,6 +1,6 @@
 """`attnserve-export translation --from-hf DIR` on every supported family and layout, verification on.
 
-Each checkpoint (tests/hf_checkpoints.py) has the hub's file and special-id layout and
+Each checkpoint (tests/support/hf_checkpoints.py) has the hub's file and special-id layout and
 was trained on reverse / copy, so its outputs depend on every source token and position.
 The exported directory's tokenizer and language tokens must give transformers' source ids,
 and its greedy (onnxruntime) and beam-4 (PyTorch reference of the imported weights)
@@ -22,7 +22,7 @@ from attnserve.export import cli
 from attnserve.export.importers import ImportCheckpointError, load_hf_translation
 from attnserve.export.ort_decode import OrtGreedy
 from attnserve.models import beam_search
-from tests import hf_checkpoints
+from tests.support import hf_checkpoints
 
 FAMILY = {"opus-mt": "marian", "opus-mt-multi": "marian", "opus-mt-separate": "marian"}
 FAMILY |= {"m2m100": "m2m_100", "nllb": "m2m_100"}

@@ -19,8 +19,8 @@ from attnserve.client import AttnServeError, Client
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from attnserve.server.registry import ModelRegistry, RepositoryError
+from tests.support.server import BIN, ServerProcess
 
-from ..server.test_cli import BIN, ServerProcess
 from .conftest import MAX_TARGET, digit_png, settings_for
 
 TIMEOUT = 60.0

@@ -19,8 +19,8 @@ from attnserve.protos.attnserve.v1 import admin_pb2
 from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+from tests.support.server import ServerProcess
 
-from ..server.test_cli import ServerProcess
 from .conftest import MAX_TARGET, MT, digit_png, export_mt
 
 TIMEOUT = 60.0

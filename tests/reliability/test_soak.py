@@ -27,9 +27,8 @@ from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from attnserve.server.kserve.tensors import join_bytes
+from tests.support.server import ServerProcess, direct_probs
 
-from ..server.conftest import direct_probs
-from ..server.test_cli import ServerProcess
 from .conftest import SOAK_SECONDS, digit_png
 
 CLIENTS = 24

@@ -13,17 +13,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import numpy as np
-import onnxruntime as ort
 import pytest
 from PIL import Image, ImageDraw
 
 from attnserve.client import Client
-from attnserve.contract.manifest import load_manifest
 from attnserve.server.app import AttnServer, create_server
-from attnserve.server.classification import softmax
 from attnserve.server.config import Settings
-from attnserve.server.preprocess import preprocess_image
+from tests.support.server import direct_probs  # noqa: F401 - used by the server tests as .conftest.direct_probs
 
 DIGIT_LABELS = [str(i) for i in range(10)]
 COLOR_LABELS = ["red", "green", "blue"]
@@ -78,25 +74,6 @@ def digit_png(digit: int, size: int = 28, mode: str = "L", fmt: str = "PNG") -> 
 @pytest.fixture(scope="session")
 def digit_images() -> list[bytes]:
     return [digit_png(d) for d in range(10)]
-
-
-def direct_probs(model_dir: Path, images: list[bytes]) -> np.ndarray:
-    """What the server must answer: onnxruntime in-process on the same preprocessed pixels. (N, K)."""
-    manifest = load_manifest(model_dir)
-    defaults = Settings()
-    pixels = np.stack(
-        [
-            preprocess_image(
-                data, manifest.preprocessing, max_pixels=defaults.max_image_pixels, max_bytes=defaults.max_image_bytes
-            )
-            for data in images
-        ]
-    )  # (N, C, H, W)
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = 1
-    session = ort.InferenceSession(str(model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
-    (logits,) = session.run(None, {"pixels": pixels})  # (N, K)
-    return softmax(logits)
 
 
 class LoopThread:

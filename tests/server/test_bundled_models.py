@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
+import sys
 
 import pytest
 
 from attnserve.client.cli import main as client_main
 from attnserve.export.zoo import DOMAINS, NAMES, REPO, ZOO
 
-EXAMPLES = REPO.parent.parent / "examples"
+ROOT = REPO.parent.parent
+EXAMPLES = ROOT / "examples"
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +42,7 @@ def _first_console_block() -> list[tuple[list[str], list[str]]]:
     """(attnserve-client arguments, expected output lines) of the README's first console example."""
     import shlex
 
-    text = (REPO.parent.parent / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
     block = text.split("```console\n", 1)[1].split("```", 1)[0].splitlines()
     commands: list[tuple[list[str], list[str]]] = []
     for line in block:
@@ -53,7 +56,7 @@ def _first_console_block() -> list[tuple[list[str], list[str]]]:
 
 
 def test_the_readme_first_screen_is_what_the_client_prints(bundled, capsys, monkeypatch):
-    monkeypatch.chdir(REPO.parent.parent)  # the README's paths are relative to the checkout
+    monkeypatch.chdir(ROOT)  # the README's paths are relative to the checkout
     commands = _first_console_block()
     assert len(commands) >= 3
     for args, expected in commands:
@@ -88,22 +91,73 @@ def test_the_translator_reads_any_case_and_spacing_and_keeps_a_german_target_pre
 
 
 CURL = shutil.which("curl")
+# The pages whose commands run against the bundled models (the README's first screen and "What
+# to try next", the CLI reference, the protocols page); each command is run here as written.
+PAGES = ("README.md", "docs/cli.md", "docs/protocols.md")
+
+
+def _blocks(language: str) -> list[tuple[str, str]]:
+    """(page, text) of every fenced ``language`` block of PAGES."""
+    found = []
+    for page in PAGES:
+        text = (ROOT / page).read_text(encoding="utf-8")
+        found += [(page, b.split("```", 1)[0]) for b in text.split(f"```{language}\n")[1:]]
+    return found
 
 
 def _readme_curl_examples() -> list[tuple[str, list[str]]]:
-    """(command, output lines as the README shows them) of the README's block of curl calls
-    to the HTTP routes (LibreTranslate, generate_stream)."""
-    text = (REPO.parent.parent / "README.md").read_text(encoding="utf-8")
-    block = next(b.split("```", 1)[0] for b in text.split("```bash\n")[1:] if "curl -s localhost:8000/translate" in b)
+    """(command, output lines as the page shows them) of every curl call to the HTTP routes
+    (LibreTranslate, generate_stream, KServe v2 REST) on the pages."""
     examples: list[tuple[str, list[str]]] = []
-    for line in block.splitlines():
-        if line.startswith("curl "):
-            examples.append((line, []))
-        elif line.startswith("#"):
-            examples[-1][1].append(line[2:])
-        else:  # the command goes on (a quoted JSON body over two lines)
-            examples[-1] = (examples[-1][0] + "\n" + line, examples[-1][1])
+    for _, block in _blocks("bash"):
+        if "curl -s" not in block:
+            continue
+        for line in block.splitlines():
+            if line.startswith("curl "):
+                examples.append((line, []))
+            elif line.startswith("#"):
+                examples[-1][1].append(line[2:])
+            else:  # the command goes on (a quoted JSON body over two lines)
+                examples[-1] = (examples[-1][0] + "\n" + line, examples[-1][1])
     return examples
+
+
+def _client_commands() -> list[str]:
+    """Every ``.venv/bin/attnserve-client`` line of the pages' bash blocks that talks to the
+    default address (the bundled models), as written."""
+    commands = []
+    for _, block in _blocks("bash"):
+        for line in block.splitlines():
+            if line.startswith(".venv/bin/attnserve-client") and "--tls-ca" not in line:
+                address = line.split("--address ", 1)[1].split()[0] if "--address " in line else "127.0.0.1:50051"
+                if address == "127.0.0.1:50051":
+                    commands.append(line)
+    return commands
+
+
+def test_every_client_command_of_the_pages_runs_against_the_bundled_models(bundled):
+    """Each attnserve-client line of the README and the CLI reference, run by bash as written
+    (stdin redirections included) against this server, exits 0 with output; none names a file
+    that does not exist."""
+    commands = _client_commands()
+    assert len(commands) >= 10
+    client = f"{sys.executable} -m attnserve.client.cli --address {bundled.address}"
+    for line in commands:
+        command = line.replace(".venv/bin/attnserve-client", client, 1).replace(" --address 127.0.0.1:50051", "")
+        run = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0 and run.stdout.strip(), (line, run.stderr[-2000:])
+
+
+def test_every_python_example_of_the_pages_runs_against_the_bundled_models(bundled, monkeypatch, capsys):
+    """The Python client's and tritonclient's examples run as written (against this server's
+    address) and print what the bundled models answer."""
+    pytest.importorskip("tritonclient.grpc")
+    monkeypatch.chdir(ROOT)
+    examples = [(page, b) for page, b in _blocks("python") if "127.0.0.1:50051" in b]
+    assert {page for page, _ in examples} >= {"README.md", "docs/cli.md", "docs/protocols.md"}
+    for page, code in examples:
+        exec(compile(code.replace("127.0.0.1:50051", bundled.address), page, "exec"), {"__name__": "example"})
+        assert "Montag, 3. M" in capsys.readouterr().out, page  # tritonclient prints the bytes (b"...M\xc3\xa4rz")
 
 
 @pytest.mark.skipif(CURL is None, reason="curl is not installed")
@@ -112,7 +166,7 @@ def test_the_readme_curl_examples_answer_what_it_shows(serve):
     port), answers the JSON the README shows; a stream's first piece is the one shown, and its
     pieces add up to the text shown (how many pieces depends on timing: one per interval)."""
     examples = _readme_curl_examples()
-    assert len(examples) >= 5
+    assert len(examples) >= 7
     with serve(REPO, http_port=0) as server:
         for command, shown in examples:
             run = subprocess.run(
@@ -129,3 +183,19 @@ def test_the_readme_curl_examples_answer_what_it_shows(serve):
                 assert "".join(e["text_output"] for e in events) == "".join(e["text_output"] for e in expected)
             else:
                 assert json.loads(run.stdout) == json.loads("\n".join(shown)), command
+
+
+def test_the_html_example_page_comes_back_translated_with_its_markup(bundled, capsys, monkeypatch):
+    """examples/page.html, the README's html example: tags, attributes and the translate="no"
+    element come back as sent, every text node in German."""
+    page = (EXAMPLES / "page.html").read_text(encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", io.StringIO(page))
+    assert client_main(["--address", bundled.address, "translate", "--format", "html", "-"]) == 0
+    assert capsys.readouterr().out == (
+        "<ul>\n"
+        "  <li>Montag, 3. März 2025: <b>09:00–17:30 Uhr</b></li>\n"
+        '  <li><b>Freitag, 9. Januar 2026</b>, <a href="#late">um 15:45 Uhr</a></li>\n'
+        "  <li>dreihundertzweiundvierzig Kilometer</li>\n"
+        "</ul>\n"
+        '<p translate="no">attnserve</p>\n\n'
+    )

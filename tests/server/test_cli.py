@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -24,50 +22,11 @@ from attnserve.client.cli import main as client_main
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from attnserve.server.app import create_server
+from tests.support.server import BIN, ServerProcess
 
 from .conftest import digit_png, settings_for
 
-BIN = Path(sys.executable).parent
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class ServerProcess:
-    """``attnserve-server`` as a child process; its port is read from its log."""
-
-    def __init__(self, repo: Path, *args: str) -> None:
-        env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNSERVE_THREADS": "1", "ATTNSERVE_PROVIDER": "cpu"}
-        cmd = [str(BIN / "attnserve-server"), "--model-repo", str(repo), "--port", "0", "--http-port", "0", *args]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env)
-        self.log: list[str] = []
-        self.metrics_port: int | None = None
-        self.http_port: int | None = None
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                raise RuntimeError("server exited during start-up:\n" + "".join(self.log))
-            self.log.append(line)
-            if m := re.search(r"metrics on http://[\d.]+:(\d+)/", line):
-                self.metrics_port = int(m.group(1))
-            if m := re.search(r"HTTP \(KServe v2 REST[^)]*\) on https?://[\d.]+:(\d+)", line):
-                self.http_port = int(m.group(1))
-            if m := re.search(r"serving \d+ model\(s\) on [\d.]+:(\d+)", line):
-                self.port = int(m.group(1))
-                break
-        else:
-            raise RuntimeError("server did not start in 60 s:\n" + "".join(self.log))
-        self.address = f"127.0.0.1:{self.port}"
-        self._reader = threading.Thread(target=self._drain_log, daemon=True)
-        self._reader.start()
-
-    def _drain_log(self) -> None:
-        for line in self.proc.stderr:
-            self.log.append(line)
-
-    def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(30)
 
 
 @pytest.fixture(scope="module")
@@ -365,3 +324,20 @@ def test_client_cli_says_when_a_translation_was_cut(args, hypotheses, expected, 
     assert client_main(["--json", "translate", *args, "Monday, March 3, 2025"]) == 0
     (result,) = json.loads(capsys.readouterr().out)  # --json: the finish reason as it always was
     assert [h["finish_reason"] for h in result["hypotheses"]] == [h.finish_reason for h in hypotheses]
+
+
+def test_no_arguments_and_no_model_repo_folder_serves_the_bundled_models_and_ctrl_c_stops_it(tmp_path):
+    """``attnserve-server`` with no --model-repo, where no ./model-repo exists (a fresh checkout,
+    or after ``pip install 'attnserve[cpu]'``), serves the models that ship with the package and
+    says so in its first log line; Ctrl-C (SIGINT) drains and exits 0, as the README says."""
+    server = ServerProcess(None, "--metrics-port", "-1", cwd=tmp_path)
+    try:
+        assert "serving the bundled models from " in server.log[0], server.log[0]
+        assert server.log[0].rstrip().endswith("(no --model-repo and no ./model-repo folder)")
+        with Client(server.address, timeout=30) as client:
+            assert sorted(m.name for m in client.list_models()) == ["digits-vit", "translator-en-de"]
+            (result,) = client.translate(["Monday, March 3, 2025"])
+        assert result.text == "Montag, 3. März 2025"
+    finally:
+        server.proc.send_signal(signal.SIGINT)
+        assert server.proc.wait(30) == 0

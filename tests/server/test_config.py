@@ -7,7 +7,16 @@ from pathlib import Path
 import pytest
 
 from attnserve.server.cli import build_parser
-from attnserve.server.config import ConfigError, Settings, resolve_settings, settings_table
+from attnserve.server.config import ConfigError, Settings, bundled_model_repo, resolve_settings, settings_table
+
+
+@pytest.fixture(autouse=True)
+def _cwd_with_a_model_repo_folder(tmp_path_factory, monkeypatch):
+    """Where ./model-repo exists the default stays ``model-repo`` (== ``Settings()``); the
+    bundled-models default has its own test."""
+    cwd = tmp_path_factory.mktemp("cwd")
+    (cwd / "model-repo").mkdir()
+    monkeypatch.chdir(cwd)
 
 
 def _resolve(argv: list[str], env: dict[str, str] | None = None) -> Settings:
@@ -18,6 +27,20 @@ def test_defaults():
     s = _resolve([])
     assert s == Settings()
     assert (s.host, s.port, s.provider, s.model_repo) == ("127.0.0.1", 50051, "auto", Path("model-repo"))
+
+
+def test_no_model_repo_named_and_no_model_repo_folder_is_the_bundled_models(tmp_path, monkeypatch):
+    """``attnserve-server`` with no arguments, where no ./model-repo exists (a fresh checkout, or
+    after ``pip install 'attnserve[cpu]'``), serves the models that ship with the package; a
+    repository named by flag, environment or config file is taken as given, existing or not."""
+    monkeypatch.chdir(tmp_path)
+    s = _resolve([])
+    assert s.model_repo == bundled_model_repo() and s.model_repo.is_absolute()
+    assert sorted(p.name for p in s.model_repo.iterdir()) == ["digits-vit", "translator-en-de"]
+    assert _resolve(["--model-repo", "mine"]).model_repo == Path("mine")
+    assert _resolve([], {"ATTNSERVE_MODEL_REPO": "env-repo"}).model_repo == Path("env-repo")
+    (tmp_path / "server.json").write_text('{"model_repo": "file-repo"}')
+    assert _resolve(["--config", "server.json"]).model_repo == Path("file-repo")
 
 
 def test_precedence_flag_over_env_over_file_over_default(tmp_path):
@@ -63,11 +86,11 @@ def test_bad_config_files(tmp_path):
         _resolve(["--config", str(tmp_path / "missing.toml")])
 
 
-def test_every_setting_is_documented_in_the_readme():
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_every_setting_is_documented_in_the_cli_reference():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "cli.md").read_text()
     for line in settings_table().splitlines()[2:]:
         flag = line.split("`")[1]
-        assert f"`{flag}`" in readme, f"{flag} is not in the README's settings table"
+        assert f"| `{flag}` |" in page, f"{flag} is not in docs/cli.md's settings table"
 
 
 def test_translation_batching_from_env_and_flag_reaches_the_engine_settings():

@@ -1,5 +1,5 @@
 """Languages per request, served: the exported opus-mt, multilingual opus-mt, M2M100 and NLLB
-directories (tests/hf_checkpoints.py, trained on reverse / copy) behind the real server.
+directories (tests/support/hf_checkpoints.py, trained on reverse / copy) behind the real server.
 
 Served greedy and beam-4 translations must be transformers' ``generate`` on 24 texts for
 every target language (the language token chosen from ``target_language``, hidden from
@@ -18,7 +18,7 @@ import pytest
 
 from attnserve.client import AttnServeError, decoding_options
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
-from tests import hf_checkpoints
+from tests.support import hf_checkpoints
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")]
 KINDS = hf_checkpoints.KINDS

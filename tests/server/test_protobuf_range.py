@@ -1,7 +1,7 @@
-"""The committed stubs work at both ends of the runtime range ``protobuf>=6.31.1,<8``, and
+"""The committed stubs work at both ends of the runtime range ``protobuf>=6.31.1,<7``, and
 ``pip install attnserve 'tritonclient[grpc]'`` resolves into one environment.
 
-Each end gets a throwaway venv holding only protobuf (6.31.1, and the newest 7.x) and the
+Each end gets a throwaway venv holding only protobuf (6.31.1, and the newest 6.x) and the
 grpcio of this environment; it imports every stub of ``protos/`` and makes a round trip
 over a real channel (attnserve.v1 and Triton's messages). Skipped, with pip's words, only
 when the package index cannot be reached.
@@ -76,7 +76,7 @@ def _index_or_skip(requirement: str, tmp_path: Path) -> None:
         pytest.skip(f"package index unreachable ({requirement}): {probe.stderr.strip()[-300:]}")
 
 
-@pytest.mark.parametrize("protobuf", ["protobuf==6.31.1", "protobuf>=7,<8"], ids=["6.31.1", "newest-7"])
+@pytest.mark.parametrize("protobuf", ["protobuf==6.31.1", "protobuf>=6.31.1,<7"], ids=["6.31.1", "newest-6"])
 def test_stubs_import_and_round_trip_at_both_ends_of_the_range(protobuf, tmp_path):
     _index_or_skip(protobuf, tmp_path)
     venv = tmp_path / "venv"
@@ -92,7 +92,7 @@ def test_stubs_import_and_round_trip_at_both_ends_of_the_range(protobuf, tmp_pat
     run = subprocess.run([str(python), "-c", ROUND_TRIP], capture_output=True, text=True, env=env, timeout=300)
     assert run.returncode == 0, run.stderr
     version = run.stdout.strip()
-    assert version == "6.31.1" if protobuf.startswith("protobuf==") else version.startswith("7.")
+    assert version == "6.31.1" if protobuf.startswith("protobuf==") else version.startswith("6.")
 
 
 def test_attnserve_and_tritonclient_grpc_resolve_into_one_environment(tmp_path):

@@ -1,5 +1,5 @@
 """Session options per provider: CPU sessions leave out the graph optimizers that are slower
-on CPU (benchmarks/engine_ab.py), CUDA sessions keep every optimizer and the cuDNN options,
+on CPU (experiments/engine_ab.py), CUDA sessions keep every optimizer and the cuDNN options,
 and a session that falls back from CUDA to CPU gets the CPU options."""
 
 from __future__ import annotations

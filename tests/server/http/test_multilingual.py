@@ -1,4 +1,4 @@
-"""The HTTP routes on a multilingual model: an NLLB-shaped checkpoint (tests/hf_checkpoints.py,
+"""The HTTP routes on a multilingual model: an NLLB-shaped checkpoint (tests/support/hf_checkpoints.py,
 trained to reverse into French and copy into German) imported with --from-hf and served.
 
 LibreTranslate lists its own codes (``eng_Latn``, ``fra_Latn``, ``deu_Latn``) as ISO 639-1
@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from tests import hf_checkpoints
+from tests.support import hf_checkpoints
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:Recommended. pip install sacremoses")]
 libretranslatepy = pytest.importorskip("libretranslatepy")

@@ -1,5 +1,5 @@
 """Translation sessions: CPU ones leave out SkipLayerNormFusion (slower on CPU, see
-benchmarks/engine_ab.py), CUDA ones keep it, a CUDA request that falls back gets the CPU
+experiments/engine_ab.py), CUDA ones keep it, a CUDA request that falls back gets the CPU
 options; the engine's direct run gives session.run's outputs and still refuses bad feeds.
 (The tokens stay the reference's: test_exactness.py runs the default sessions.)"""
 

@@ -17,7 +17,7 @@ measured is speed at a realistic candidate count; the tokens of a shortlisted ru
 compared with CTranslate2's shortlisted run (same candidates), not with the full
 vocabulary's. Quality with a real map needs a real model and its training data.
 
-    python -m benchmarks.shortlist --batches 1 32
+    python -m experiments.shortlist --batches 1 32
 """
 
 from __future__ import annotations
@@ -32,14 +32,20 @@ from typing import Any
 
 import numpy as np
 
-from .common import DEFAULT_OUT, DEFAULT_WORK, header, interleaved, machine, table, write_results
-from .translators import bench_translator, ctranslate2_model, export_translator, model_label, source_ids
+from attnserve.benchmarks.common import DEFAULT_OUT, DEFAULT_WORK, header, interleaved, machine, table, write_results
+from attnserve.benchmarks.translators import (
+    bench_translator,
+    ctranslate2_model,
+    export_translator,
+    model_label,
+    source_ids,
+)
 
 NAME = "shortlist"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.shortlist", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.shortlist", description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="mt-base")
     parser.add_argument("--vocab-size", type=int, default=58101, help="target vocabulary (default opus-mt-en-de's)")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])

@@ -7,12 +7,12 @@ turns one repetition each (benchmarks/README.md), so load from other processes l
 both alike; read the B/A ratio.
 
 - translation: attnserve's TranslationEngine end to end, greedy, exactly N new tokens
-  (the ``benchmarks.decode`` settings); tokens of A and B must be identical;
+  (the ``attnserve.benchmarks.decode`` settings); tokens of A and B must be identical;
 - image-classification: one ``session.run`` of random pixels per repetition; the top-1
   labels of A and B must be identical.
 
-    python -m benchmarks.engine_ab /tmp/attnserve-bench/mt-small-fp32 /tmp/attnserve-bench/mt-small-int8
-    python -m benchmarks.engine_ab /tmp/attnserve-bench/vit-s16-fp32-fused-k1.0 --batches 1 8
+    python -m experiments.engine_ab /tmp/attnserve-bench/mt-small-fp32 /tmp/attnserve-bench/mt-small-int8
+    python -m experiments.engine_ab /tmp/attnserve-bench/vit-s16-fp32-fused-k1.0 --batches 1 8
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from .common import Timing, header, loadavg, machine, table, write_results
+from attnserve.benchmarks.common import Timing, header, loadavg, machine, table, write_results
 
 NAME = "engine-ab"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.engine_ab", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.engine_ab", description=__doc__.splitlines()[0])
     parser.add_argument("model_dirs", type=Path, nargs="+", help="translation or image-classification model dirs")
     parser.add_argument("--a-disable", default="none", help="optimizers A leaves out (default: none)")
     parser.add_argument("--b-disable", default="SkipLayerNormFusion", help="optimizers B leaves out")
@@ -68,10 +68,9 @@ def optimized_op_counts(path: Path, options) -> collections.Counter[str]:
 def translation_variants(
     model_dir: Path, variants: dict[str, tuple[str, ...]], args: argparse.Namespace
 ) -> tuple[dict[str, Any], dict[str, collections.Counter[str]]]:
+    from attnserve.benchmarks.translators import EngineRunner
     from attnserve.contract.manifest import load_manifest
     from attnserve.server.runtime import session_options
-
-    from .translators import EngineRunner
 
     manifest = load_manifest(model_dir)
     rows = max(64, max(args.batches))
@@ -85,7 +84,7 @@ def translation_variants(
 
 
 def translation_runs(runners: dict[str, Any], batch: int, args: argparse.Namespace) -> dict[str, Callable[[], Any]]:
-    from .translators import source_ids, texts_of
+    from attnserve.benchmarks.translators import source_ids, texts_of
 
     some = next(iter(runners.values()))
     vocab = some.engine.tokenizer.get_vocab_size()

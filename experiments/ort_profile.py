@@ -1,8 +1,8 @@
 """Where a model directory's time goes in onnxruntime: share of kernel time per op type.
 
-python -m benchmarks.ort_profile /tmp/attnserve-bench/vit-s16-fp32-fused-k1.0 --batch 8
-python -m benchmarks.ort_profile /tmp/attnserve-bench/server-repo/vit --batch 1 32   # ms per image, side by side
-python -m benchmarks.ort_profile /tmp/attnserve-bench/mt-small-int8 --batch 32       # translation: the decoder
+python -m experiments.ort_profile /tmp/attnserve-bench/vit-s16-fp32-fused-k1.0 --batch 8
+python -m experiments.ort_profile /tmp/attnserve-bench/server-repo/vit --batch 1 32   # ms per image, side by side
+python -m experiments.ort_profile /tmp/attnserve-bench/mt-small-int8 --batch 32       # translation: the decoder
 
 With several batch sizes it prints each op type's kernel time per image at every batch and
 the ratio to the first: which ops do (or do not) get cheaper per image as batches grow.

@@ -13,7 +13,7 @@ count; they take turns (``common.interleaved``) and must give the same argmax pe
 ``copyto`` of a buffer the table's size: read + write over the time), the most a single-thread
 kernel streaming the table can reach.
 
-    python -m benchmarks.projection --vocab-size 58101 --d-model 512 --batches 1 32
+    python -m experiments.projection --vocab-size 58101 --d-model 512 --batches 1 32
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .common import header, interleaved, machine, table, write_results
+from attnserve.benchmarks.common import header, interleaved, machine, table, write_results
 
 NAME = "projection"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.projection", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.projection", description=__doc__.splitlines()[0])
     parser.add_argument("--vocab-size", type=int, default=58101, help="V (default opus-mt-en-de's 58,101)")
     parser.add_argument("--d-model", type=int, default=512, help="d (default 512)")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])

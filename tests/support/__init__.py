@@ -1,0 +1,8 @@
+"""Helpers shared by test modules of several folders; a test module never imports another.
+
+- ``tests.support.server``: ``ServerProcess`` (``attnserve-server`` as a child process) and
+  ``direct_probs`` (what a classifier must answer, from onnxruntime in process);
+- ``tests.support.hf_checkpoints``: tiny Hugging Face checkpoints in the hub's layouts (imports
+  torch and transformers);
+- ``tests.support.tiers``: which tier a test belongs to (used by ``tests/conftest.py``).
+"""

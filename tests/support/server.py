@@ -1,0 +1,84 @@
+"""``ServerProcess``, ``attnserve-server`` as a child process, and ``direct_probs``, what a
+classifier must answer, from onnxruntime in process."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+from attnserve.contract.manifest import load_manifest
+from attnserve.server.classification import softmax
+from attnserve.server.config import Settings
+from attnserve.server.preprocess import preprocess_image
+
+BIN = Path(sys.executable).parent  # the environment's console scripts (attnserve-server, -client)
+
+
+class ServerProcess:
+    """``attnserve-server`` as a child process; its port is read from its log."""
+
+    def __init__(self, repo: Path | None, *args: str, cwd: Path | None = None) -> None:
+        """``repo`` None: no ``--model-repo`` (the server's default), run in ``cwd``."""
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNSERVE_THREADS": "1", "ATTNSERVE_PROVIDER": "cpu"}
+        env.pop("ATTNSERVE_MODEL_REPO", None)
+        repo_args = [] if repo is None else ["--model-repo", str(repo)]
+        cmd = [str(BIN / "attnserve-server"), *repo_args, "--port", "0", "--http-port", "0", *args]
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+        self.log: list[str] = []
+        self.metrics_port: int | None = None
+        self.http_port: int | None = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = self.proc.stderr.readline()
+            if not line:
+                raise RuntimeError("server exited during start-up:\n" + "".join(self.log))
+            self.log.append(line)
+            if m := re.search(r"metrics on http://[\d.]+:(\d+)/", line):
+                self.metrics_port = int(m.group(1))
+            if m := re.search(r"HTTP \(KServe v2 REST[^)]*\) on https?://[\d.]+:(\d+)", line):
+                self.http_port = int(m.group(1))
+            if m := re.search(r"serving \d+ model\(s\) on [\d.]+:(\d+)", line):
+                self.port = int(m.group(1))
+                break
+        else:
+            raise RuntimeError("server did not start in 60 s:\n" + "".join(self.log))
+        self.address = f"127.0.0.1:{self.port}"
+        self._reader = threading.Thread(target=self._drain_log, daemon=True)
+        self._reader.start()
+
+    def _drain_log(self) -> None:
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def stop(self) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(30)
+
+
+def direct_probs(model_dir: Path, images: list[bytes]) -> np.ndarray:
+    """What the server must answer: onnxruntime in-process on the same preprocessed pixels. (N, K)."""
+    manifest = load_manifest(model_dir)
+    defaults = Settings()
+    pixels = np.stack(
+        [
+            preprocess_image(
+                data, manifest.preprocessing, max_pixels=defaults.max_image_pixels, max_bytes=defaults.max_image_bytes
+            )
+            for data in images
+        ]
+    )  # (N, C, H, W)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+    (logits,) = session.run(None, {"pixels": pixels})  # (N, K)
+    return softmax(logits)
