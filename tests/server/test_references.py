@@ -19,6 +19,8 @@ from attnserve.server.registry import ModelRegistry, RepositoryError
 
 from .conftest import digit_png, settings_for
 
+pytestmark = pytest.mark.integration  # torch exports of mt-tiny (tests/support/tiers.py)
+
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> dict[str, Path]:
