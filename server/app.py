@@ -23,19 +23,19 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
-from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as triton_pb
 from attnserve.protos.attnserve.v1 import admin_pb2
 from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
-from . import convert, descriptors, engine_api, languages, security
+from . import descriptors, security
 from .calls import Call, CallFailed, CallTracker
 from .config import Settings
-from .errors import InvalidRequest, ModelNotFound, ShuttingDown
-from .kserve import grpc_service as kserve_grpc
-from .kserve.infer import VERSION, KServeInference, check_version
+from .doors import v1
+from .doors.kserve import grpc_service as kserve_grpc
+from .doors.kserve.infer import VERSION, KServeInference, check_version
+from .errors import InvalidRequest, ShuttingDown
 from .metrics import Metrics
 from .registry import LoadedModel, ModelRegistry
 from .reload import FAILED, Reloader, ReloadOutcome
@@ -80,7 +80,7 @@ class AttnServer:
         self.server = grpc.aio.server(
             options=options, interceptors=interceptors, maximum_concurrent_rpcs=settings.max_concurrent_rpcs
         )
-        pb_grpc.add_InferenceServiceServicer_to_server(InferenceServicer(self), self.server)
+        pb_grpc.add_InferenceServiceServicer_to_server(v1.InferenceServicer(self), self.server)
         kserve_grpc.add_to_server(kserve_grpc.KServeServicer(self), self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         # Reflection lists every served service and answers from a pool that describes each one
@@ -88,7 +88,7 @@ class AttnServer:
         names = [SERVICE_NAME, kserve_grpc.SERVICE, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME]
         files = [pb.DESCRIPTOR, triton_pb.DESCRIPTOR, health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR]
         if settings.enable_admin:
-            admin_grpc.add_AdminServiceServicer_to_server(AdminServicer(self), self.server)
+            admin_grpc.add_AdminServiceServicer_to_server(v1.AdminServicer(self), self.server)
             names.append(ADMIN_SERVICE_NAME)
             files.append(admin_pb2.DESCRIPTOR)
         reflection.enable_server_reflection(names, self.server, pool=descriptors.reflection_pool(files))
@@ -98,7 +98,7 @@ class AttnServer:
         self.metrics_port: int | None = None
         self.http = None
         if settings.http_port >= 0:
-            from .http.server import HttpServer  # aiohttp: imported only when HTTP is on
+            from .doors.http.server import HttpServer  # aiohttp: imported only when HTTP is on
 
             self.http = HttpServer(self)
         self.http_port: int | None = None
@@ -238,99 +238,6 @@ class AttnServer:
                 yield call
         except CallFailed as exc:
             await context.abort(grpc.StatusCode[exc.status], exc.message)
-
-
-class InferenceServicer(pb_grpc.InferenceServiceServicer):
-    def __init__(self, app: AttnServer) -> None:
-        self.app = app
-
-    async def Translate(self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext) -> pb.TranslateResponse:
-        async with self.app.rpc(context, "Translate", request.model, inference=True) as call:
-            wanted = convert.language_request(request.options)
-            name = languages.model_name(self.app.registry.models, request.model, wanted)
-            with self.app.registry.use(name, TRANSLATION) as model:
-                call.model = model.name
-                texts = convert.texts(request)
-                options = convert.decode_options(request.options)
-                options, source, target = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
-                results = await engine_api.translate(model.engine, texts, options, convert.text_format(request))
-                call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
-            for r in results:
-                self.app.metrics.queue_time.labels(model.name).observe(r.queue_ms / 1e3)
-            reply = convert.translate_response(model.name, results, request.options)
-            reply.source_language, reply.target_language = source, target
-            return reply
-
-    async def TranslateStream(
-        self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.TranslateChunk]:
-        async with self.app.rpc(context, "TranslateStream", request.model, inference=True) as call:
-            wanted = convert.language_request(request.options)
-            name = languages.model_name(self.app.registry.models, request.model, wanted)
-            with self.app.registry.use(name, TRANSLATION) as model:
-                call.model = model.name
-                texts = convert.texts(request, single=True)
-                options = convert.decode_options(request.options)
-                options, _, _ = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
-                events = engine_api.stream(model.engine, texts[0], options, convert.text_format(request))
-                call.items = 1
-                try:
-                    async for event in events:
-                        chunk = convert.translate_chunk(event, request.options)
-                        if chunk is not None:
-                            yield chunk
-                finally:
-                    await events.aclose()  # a cancelled or closed stream frees its row at the next step
-
-    async def Classify(self, request: pb.ClassifyRequest, context: grpc.aio.ServicerContext) -> pb.ClassifyResponse:
-        async with self.app.rpc(context, "Classify", request.model, inference=True) as call:
-            with self.app.registry.use(request.model, IMAGE_CLASSIFICATION) as model:
-                call.model = model.name
-                inputs = convert.image_inputs(request)
-                top_k = convert.top_k(request.top_k, self.app.settings)
-                results = await model.classifier.classify(inputs, top_k, self.app.preprocess_pool)
-                call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
-            return convert.classify_response(model.name, results)
-
-    async def ListModels(
-        self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ListModelsResponse:
-        async with self.app.rpc(context, "ListModels", ""):
-            registry, settings = self.app.registry, self.app.settings
-            entries = [*registry.models.values(), *registry.failed.values()]
-            return pb.ListModelsResponse(models=[convert.model_info(m, settings) for m in entries])
-
-    async def GetModel(self, request: pb.GetModelRequest, context: grpc.aio.ServicerContext) -> pb.ModelInfo:
-        async with self.app.rpc(context, "GetModel", request.name):
-            registry = self.app.registry
-            model = registry.models.get(request.name) or registry.failed.get(request.name)
-            if model is None:
-                raise ModelNotFound(f"unknown model {request.name!r}; served: {', '.join(sorted(registry.models))}")
-            return convert.model_info(model, self.app.settings)
-
-
-class AdminServicer(admin_grpc.AdminServiceServicer):
-    """Admin RPCs: registered only with ``enable_admin``; behind the bearer tokens when they are set."""
-
-    ACTIONS = {
-        "unchanged": admin_pb2.RELOAD_ACTION_UNCHANGED,
-        "reloaded": admin_pb2.RELOAD_ACTION_RELOADED,
-        "added": admin_pb2.RELOAD_ACTION_ADDED,
-        "failed": admin_pb2.RELOAD_ACTION_FAILED,
-    }
-
-    def __init__(self, app: AttnServer) -> None:
-        self.app = app
-
-    async def Reload(self, request: admin_pb2.ReloadRequest, context: grpc.aio.ServicerContext):
-        async with self.app.rpc(context, "Reload", ""):
-            outcomes = await self.app.reload(list(request.models))
-            return admin_pb2.ReloadResponse(
-                models=[
-                    admin_pb2.ModelReload(name=o.name, action=self.ACTIONS[o.action], version=o.version, error=o.error)
-                    for o in outcomes
-                ]
-            )
 
 
 async def create_server(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from attnserve.contract.manifest import Languages
-from attnserve.server.http.languages import LanguageTable, ModelLanguages, declared_languages, language_name
+from attnserve.server.doors.http.languages import LanguageTable, ModelLanguages, declared_languages, language_name
 
 
 def _model(name: str, source: list[str] | None = None, target: list[str] | None = None):

@@ -10,13 +10,13 @@ from typing import Any
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
-from . import params
-from .classification import EncodedImage, ImageInput, ImageResult, RawTensor
-from .config import Settings
-from .errors import InvalidRequest
-from .languages import LanguageRequest
-from .registry import FailedModel, LoadedModel
-from .translation import DecodeOptions, Hypothesis, StreamEvent, TranslationResult
+from .. import params
+from ..classification import EncodedImage, ImageInput, ImageResult, RawTensor
+from ..config import Settings
+from ..errors import InvalidRequest
+from ..languages import LanguageRequest
+from ..registry import FailedModel, LoadedModel
+from ..translation import DecodeOptions, Hypothesis, StreamEvent, TranslationResult
 
 FINISH_REASONS = {"eos": pb.FINISH_REASON_EOS, "length": pb.FINISH_REASON_LENGTH}
 KINDS = {TRANSLATION: pb.MODEL_KIND_TRANSLATION, IMAGE_CLASSIFICATION: pb.MODEL_KIND_IMAGE_CLASSIFICATION}

@@ -30,11 +30,11 @@ import numpy as np
 
 from attnserve.contract.kinds import TRANSLATION
 
-from .. import engine_api, languages, params
-from ..calls import Call, within
-from ..classification import EncodedImage, ImageInput, RawTensor
-from ..errors import InferenceFailed, InvalidRequest, ModelNotFound
-from ..registry import LoadedModel
+from ... import engine_api, languages, params
+from ...calls import Call, within
+from ...classification import EncodedImage, ImageInput, RawTensor
+from ...errors import InferenceFailed, InvalidRequest, ModelNotFound
+from ...registry import LoadedModel
 from .tensors import BYTES, Tensor
 
 TEXT, TRANSLATION_OUT = "TEXT", "TRANSLATION"

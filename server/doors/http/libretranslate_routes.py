@@ -32,12 +32,12 @@ from aiohttp import web
 
 from attnserve.contract.kinds import TRANSLATION
 
-from .. import engine_api, params
-from ..calls import Call
-from ..documents import FORMATS, TEXT
-from ..errors import InvalidRequest, ServingError
-from ..languages import LanguageRequest
-from ..languages import apply as apply_languages
+from ... import engine_api, params
+from ...calls import Call
+from ...documents import FORMATS, TEXT
+from ...errors import InvalidRequest, ServingError
+from ...languages import LanguageRequest
+from ...languages import apply as apply_languages
 from .languages import ServedLanguages, language_name, make_detector
 from .server import HttpServer, PayloadTooLarge, json_object, json_response, read_body
 

@@ -30,9 +30,9 @@ from aiohttp import web
 
 from attnserve.contract.kinds import TRANSLATION
 
-from .. import engine_api, languages, params
-from ..calls import Call, within
-from ..errors import InvalidRequest, ServingError
+from ... import engine_api, languages, params
+from ...calls import Call, within
+from ...errors import InvalidRequest, ServingError
 from ..kserve.infer import VERSION, check_parameters, check_version, request_timeout_s
 from .server import REQUEST_ID, HttpServer, json_object, json_response, read_body
 

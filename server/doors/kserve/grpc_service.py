@@ -20,8 +20,8 @@ import grpc
 
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 
-from ..calls import CallFailed
-from ..errors import InvalidRequest, NotEnabled
+from ...calls import CallFailed
+from ...errors import InvalidRequest, NotEnabled
 from . import describe
 from .describe import check_repository_parameters
 from .grpc_codec import infer_request, infer_response, parameters_of

@@ -24,9 +24,9 @@ from typing import Any
 
 from aiohttp import web
 
-from .. import security
-from ..calls import Call, CallFailed
-from ..errors import InvalidRequest, Overloaded
+from ... import security
+from ...calls import Call, CallFailed
+from ...errors import InvalidRequest, Overloaded
 
 log = logging.getLogger(__name__)
 

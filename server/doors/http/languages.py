@@ -22,8 +22,8 @@ from typing import Any
 
 from attnserve.contract.kinds import TRANSLATION
 
-from ..config import ConfigError
-from ..languages import iso_639_1
+from ...config import ConfigError
+from ...languages import iso_639_1
 
 log = logging.getLogger(__name__)
 
