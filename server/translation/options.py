@@ -1,5 +1,5 @@
-"""The engine's settings, per-request decoding options and results (protocol layers
-map their messages onto these and call the engine through ``server/engine_api.py``)."""
+"""The engine's settings, per-request decoding options and results (the doors map their
+messages onto these; the translation service, ``server/service``, calls the engine)."""
 
 from __future__ import annotations
 
@@ -107,3 +107,4 @@ class StreamEvent:
     delta: str  # new text since the previous event ("" while a multi-token piece is incomplete)
     token_ids: tuple[int, ...]  # the tokens generated since the previous event (hidden prefix left out)
     finish_reason: str | None  # set on the last event only ("eos" | "length")
+    queue_ms: float = 0.0  # the last event only: submitted -> admitted into the decode batch
