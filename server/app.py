@@ -1,11 +1,13 @@
-"""The server: gRPC (attnserve.v1, KServe v2 / Triton's ``inference.GRPCInferenceService``,
-health, reflection), the HTTP server (KServe v2 REST, Triton's generate, LibreTranslate),
-metrics, lifecycle.
+"""The application object: the gRPC server (the doors attnserve.v1 and KServe v2 / Triton's
+``inference.GRPCInferenceService``, health, reflection), the HTTP server (KServe v2 REST,
+Triton's generate, LibreTranslate), the two services, metrics and the lifecycle (start,
+drain, hot reload).
 
-Every handler is: validate -> decode request -> await the batcher or the decode engine
--> encode reply, inside :meth:`AttnServer.rpc` (gRPC) or the HTTP server's route wrapper,
-both built on :class:`~.calls.CallTracker`, which maps the serving core's typed errors to
-one status and counts the request, whatever the protocol.
+Every inference handler is a codec (``doors``): decode the wire request -> await the
+translation or classification service (``service``) -> encode the reply, inside
+:meth:`AttnServer.rpc` (gRPC) or the HTTP server's route wrapper, both built on
+:class:`~.calls.CallTracker`, which maps the typed errors to one status and counts the
+call, whatever the protocol.
 """
 
 from __future__ import annotations
@@ -34,11 +36,14 @@ from .calls import Call, CallFailed, CallTracker
 from .config import Settings
 from .doors import v1
 from .doors.kserve import grpc_service as kserve_grpc
-from .doors.kserve.infer import VERSION, KServeInference, check_version
+from .doors.kserve.infer import KServeInference
 from .errors import InvalidRequest, ShuttingDown
 from .metrics import Metrics
 from .registry import LoadedModel, ModelRegistry
 from .reload import FAILED, Reloader, ReloadOutcome
+from .service.classification import ClassificationService
+from .service.requests import MODEL_VERSION
+from .service.translation import TranslationService, check_version
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +63,12 @@ class AttnServer:
         self.metrics = Metrics()
         self.calls = CallTracker(self.metrics, settings.max_concurrent_rpcs)
         self.health = health_aio.HealthServicer()
+        # The bounded off-loop work pool of both services: image decoding, large documents'
+        # splitting, language detection (--preprocess-threads threads).
         self.preprocess_pool = ThreadPoolExecutor(settings.preprocess_threads, thread_name_prefix="preprocess")
-        self.kserve = KServeInference(self.preprocess_pool)
+        self.translation = TranslationService(registry, settings, self.metrics, self.preprocess_pool)
+        self.classification = ClassificationService(registry, settings, self.preprocess_pool)
+        self.kserve = KServeInference(self)
         options = [
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
@@ -143,7 +152,7 @@ class AttnServer:
 
     def model_ready(self, name: str, version: str = "") -> bool:
         model = self.registry.models.get(name)
-        return model is not None and self.ready and version in ("", VERSION)
+        return model is not None and self.ready and version in ("", MODEL_VERSION)
 
     def kserve_model(self, name: str, version: str = "") -> LoadedModel:
         """A served model by KServe's (name, version); NOT_FOUND for an unknown version."""

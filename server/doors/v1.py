@@ -8,14 +8,13 @@ from typing import TYPE_CHECKING
 
 import grpc
 
-from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.protos.attnserve.v1 import admin_pb2
 from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
-from .. import engine_api, languages
 from ..errors import ModelNotFound
+from . import client_deadline
 from . import v1_codec as convert
 
 if TYPE_CHECKING:
@@ -28,51 +27,28 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
 
     async def Translate(self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext) -> pb.TranslateResponse:
         async with self.app.rpc(context, "Translate", request.model, inference=True) as call:
-            wanted = convert.language_request(request.options)
-            name = languages.model_name(self.app.registry.models, request.model, wanted)
-            with self.app.registry.use(name, TRANSLATION) as model:
-                call.model = model.name
-                texts = convert.texts(request)
-                options = convert.decode_options(request.options)
-                options, source, target = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
-                results = await engine_api.translate(model.engine, texts, options, convert.text_format(request))
-                call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
-            for r in results:
-                self.app.metrics.queue_time.labels(model.name).observe(r.queue_ms / 1e3)
-            reply = convert.translate_response(model.name, results, request.options)
-            reply.source_language, reply.target_language = source, target
-            return reply
+            wanted = convert.translation_request(request, call, client_deadline(context))
+            return convert.translate_response(await self.app.translation.translate(wanted), request.options)
 
     async def TranslateStream(
         self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TranslateChunk]:
         async with self.app.rpc(context, "TranslateStream", request.model, inference=True) as call:
-            wanted = convert.language_request(request.options)
-            name = languages.model_name(self.app.registry.models, request.model, wanted)
-            with self.app.registry.use(name, TRANSLATION) as model:
-                call.model = model.name
-                texts = convert.texts(request, single=True)
-                options = convert.decode_options(request.options)
-                options, _, _ = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
-                events = engine_api.stream(model.engine, texts[0], options, convert.text_format(request))
-                call.items = 1
-                try:
-                    async for event in events:
-                        chunk = convert.translate_chunk(event, request.options)
-                        if chunk is not None:
-                            yield chunk
-                finally:
-                    await events.aclose()  # a cancelled or closed stream frees its row at the next step
+            wanted = convert.translation_request(request, call, client_deadline(context), single=True)
+            events = self.app.translation.stream(wanted)
+            try:
+                async for event in events:
+                    chunk = convert.translate_chunk(event, request.options)
+                    if chunk is not None:
+                        yield chunk
+            finally:
+                await events.aclose()  # a cancelled or closed stream frees its row at the next step
 
     async def Classify(self, request: pb.ClassifyRequest, context: grpc.aio.ServicerContext) -> pb.ClassifyResponse:
         async with self.app.rpc(context, "Classify", request.model, inference=True) as call:
-            with self.app.registry.use(request.model, IMAGE_CLASSIFICATION) as model:
-                call.model = model.name
-                inputs = convert.image_inputs(request)
-                top_k = convert.top_k(request.top_k, self.app.settings)
-                results = await model.classifier.classify(inputs, top_k, self.app.preprocess_pool)
-                call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
-            return convert.classify_response(model.name, results)
+            wanted = convert.classification_request(request, call, client_deadline(context))
+            name, results = await self.app.classification.classify(wanted)
+            return convert.classify_response(name, results)
 
     async def ListModels(
         self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext

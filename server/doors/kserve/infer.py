@@ -1,9 +1,10 @@
-"""KServe v2 inference on attnserve's models: the tensor conventions of each kind.
+"""KServe v2 inference on attnserve's models: the tensor conventions of each kind, decoded
+into the services' requests and encoded back (the codec both KServe doors share).
 
 Translation: input ``TEXT`` (BYTES, [N] or [N, 1], UTF-8 texts) -> output ``TRANSLATION``
 (BYTES, the same shape; [N, H] with ``num_hypotheses`` H > 1, best first). Decoding
 options are request parameters (``params.DECODING_PARAMETERS``), and so are the languages
-(``source_language``, ``target_language``, ``target_prefix``: ``server.languages``). Streaming (decoupled,
+(``source_language``, ``target_language``, ``target_prefix``: ``service.languages``). Streaming (decoupled,
 ``ModelStreamInfer``): one text per request, one response per generated piece whose
 ``TRANSLATION`` is the text delta, the last one flagged ``triton_final_response: true``
 (an empty extra response instead when the request asks for
@@ -14,15 +15,14 @@ Classification: input ``IMAGE`` (BYTES, [N] or [N, 1], encoded images) or ``PIXE
 Triton's classification extension (output parameter ``classification`` = k) the output is
 BYTES [N, k] of ``"<probability>:<index>:<label>"``, most probable first.
 
-The request parameter ``timeout`` (microseconds, Triton's) bounds a request's time in the
-server; past it the work is dropped and the call fails with DEADLINE_EXCEEDED.
+The request parameter ``timeout`` (microseconds, Triton's) becomes the request's deadline
+(with the gRPC client's, the earlier of the two): the service drops its work when it passes
+and the call fails with DEADLINE_EXCEEDED.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Mapping
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,16 +30,19 @@ import numpy as np
 
 from attnserve.contract.kinds import TRANSLATION
 
-from ... import engine_api, languages, params
-from ...calls import Call, within
+from ... import params
+from ...calls import Call
 from ...classification import EncodedImage, ImageInput, RawTensor
-from ...errors import InferenceFailed, InvalidRequest, ModelNotFound
+from ...errors import InferenceFailed, InvalidRequest
 from ...registry import LoadedModel
+from ...service.classification import ClassificationService
+from ...service.requests import MODEL_VERSION, ClassificationRequest, Deadline, TranslationRequest, earliest
+from ...service.translation import TranslationService
 from .tensors import BYTES, Tensor
 
 TEXT, TRANSLATION_OUT = "TEXT", "TRANSLATION"
 IMAGE, PIXELS, PROBABILITIES = "IMAGE", "PIXELS", "PROBABILITIES"
-VERSION = "1"  # one version per model name; a hot reload replaces it in place
+VERSION = MODEL_VERSION
 FINAL = "triton_final_response"
 EMPTY_FINAL = "triton_enable_empty_final_response"
 CLASSIFICATION = "classification"  # the output parameter of Triton's classification extension
@@ -77,18 +80,14 @@ class InferResponse:
     parameters: dict[str, Any] = field(default_factory=dict)
 
 
-def check_version(model: LoadedModel, version: str) -> None:
-    if version not in ("", VERSION):
-        raise ModelNotFound(f"model {model.name!r} has no version {version!r}; it serves version {VERSION}")
-
-
-def request_timeout_s(parameters: Mapping[str, Any]) -> float | None:
+def request_deadline(parameters: Mapping[str, Any]) -> Deadline | None:
+    """Triton's ``timeout`` parameter (microseconds) as the request's deadline."""
     if TIMEOUT not in parameters:
         return None
     value = parameters[TIMEOUT]
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidRequest(f"parameters.{TIMEOUT}: expected microseconds > 0, got {value!r}")
-    return value / 1e6
+    return Deadline.timeout(value / 1e6)
 
 
 def check_parameters(parameters: Mapping[str, Any], known: set[str]) -> None:
@@ -149,114 +148,124 @@ def _texts(tensor: Tensor) -> list[str]:
     return texts
 
 
-def _response(model: LoadedModel, request: InferRequest, outputs: list[Tensor], **parameters: Any) -> InferResponse:
-    return InferResponse(model.name, VERSION, request.id, outputs, dict(parameters))
+def _response(model: str, request: InferRequest, outputs: list[Tensor], **parameters: Any) -> InferResponse:
+    return InferResponse(model, VERSION, request.id, outputs, dict(parameters))
+
+
+PARAMETERS = {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS}
+
+
+def translation_request(model: str, request: InferRequest, call: Call, deadline: Deadline | None) -> TranslationRequest:
+    """A ``TEXT`` request to ``model`` -> the translation service's request (decoding options and
+    languages from the request parameters)."""
+    check_parameters(request.parameters, PARAMETERS)
+    tensor = _one_input(request, (TEXT,))
+    _outputs(request, (TRANSLATION_OUT,), classify=False)
+    decoding = {k: v for k, v in request.parameters.items() if k in params.DECODING_PARAMETERS}
+    return TranslationRequest(
+        call,
+        tuple(_texts(tensor)),
+        model,
+        request.model_version,
+        format=params.text_format(request.parameters, "parameters."),
+        options=params.decode_options(decoding, "parameters."),
+        deadline=earliest(deadline, request_deadline(request.parameters)),
+        **params.languages(request.parameters, "parameters."),
+    )
+
+
+def _images(model: LoadedModel, tensor: Tensor) -> list[ImageInput]:
+    if tensor.name == IMAGE:
+        _batch_of(tensor, BYTES)
+        return [EncodedImage(item) for item in tensor.data]
+    prep = model.manifest.preprocessing
+    expected = [prep.channels, prep.image_size, prep.image_size]
+    if tensor.datatype != "FP32":
+        raise InvalidRequest(f"input {PIXELS} must be FP32, got {tensor.datatype}")
+    if len(tensor.shape) != 4 or list(tensor.shape[1:]) != expected or tensor.shape[0] == 0:
+        raise InvalidRequest(
+            f"input {PIXELS} must have shape [N, {', '.join(map(str, expected))}], got {list(tensor.shape)}"
+        )
+    # Each image goes through the same checks as attnserve.v1's raw tensors (finite, in range).
+    return [RawTensor(expected, "FP32", image.tobytes()) for image in tensor.data]
 
 
 class KServeInference:
-    """Runs KServe v2 requests on the serving core; one per server (the preprocessing pool is shared)."""
+    """KServe v2 requests (gRPC and REST) through the services; one per server."""
 
-    def __init__(self, pool: Executor) -> None:
-        self.pool = pool
+    def __init__(self, app: Any) -> None:  # app: attnserve.server.app.AttnServer
+        self.app = app
+        self.translation: TranslationService = app.translation
+        self.classification: ClassificationService = app.classification
 
-    # ----------------------------------------------------------------- translation
-
-    def _translation_request(self, model: LoadedModel, request: InferRequest) -> tuple[Tensor, list[str], Any, str]:
-        check_parameters(request.parameters, {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS})
-        tensor = _one_input(request, (TEXT,))
-        _outputs(request, (TRANSLATION_OUT,), classify=False)
-        texts = _texts(tensor)
-        decoding = {k: v for k, v in request.parameters.items() if k in params.DECODING_PARAMETERS}
-        options = params.decode_options(decoding, "parameters.")
-        wanted = params.language_request(request.parameters, "parameters.")
-        options, _, _ = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
-        return tensor, texts, options, params.text_format(request.parameters, "parameters.")
-
-    async def _translate(self, model: LoadedModel, request: InferRequest, call: Call) -> InferResponse:
-        tensor, texts, options, format = self._translation_request(model, request)
-        translating = engine_api.translate(model.engine, texts, options, format)
-        results = await within(translating, request_timeout_s(request.parameters))
-        call.items, call.queue_s = len(texts), max(r.queue_ms for r in results) / 1e3
-        h = options.num_hypotheses
+    async def infer(self, request: InferRequest, call: Call, deadline: Deadline | None = None) -> InferResponse:
+        """One request, one response (ModelInfer, POST /v2/models/{m}/infer)."""
+        model = self.app.kserve_model(request.model_name, request.model_version)  # its kind picks the tensors
+        if model.kind != TRANSLATION:
+            return await self._classify(model, request, call, deadline)
+        wanted = translation_request(model.name, request, call, deadline)
+        done = await self.translation.translate(wanted)
+        h, shape = wanted.options.num_hypotheses, _one_input(request, (TEXT,)).shape
         if h == 1:
-            data, shape = [r.hypotheses[0].text.encode() for r in results], tensor.shape
+            data = [r.hypotheses[0].text.encode() for r in done.results]
         else:  # fewer finished hypotheses than asked for (a short beam) leave empty strings
-            data = [(r.hypotheses[i].text if i < len(r.hypotheses) else "").encode() for r in results for i in range(h)]
-            shape = (len(texts), h)
-        return _response(model, request, [Tensor(TRANSLATION_OUT, BYTES, tuple(shape), data)])
+            hyps = [[h.text for h in r.hypotheses] for r in done.results]
+            data = [(row[i] if i < len(row) else "").encode() for row in hyps for i in range(h)]
+            shape = (len(done.results), h)
+        return _response(done.model, request, [Tensor(TRANSLATION_OUT, BYTES, tuple(shape), data)])
 
-    async def _translate_stream(
-        self, model: LoadedModel, request: InferRequest, call: Call
+    async def stream(
+        self, request: InferRequest, call: Call, deadline: Deadline | None = None
     ) -> AsyncIterator[InferResponse]:
-        tensor, texts, options, format = self._translation_request(model, request)
-        if len(texts) != 1:
+        """The responses of one ModelStreamInfer request: text deltas for translation (decoupled),
+        the one response of a classification."""
+        model = self.app.kserve_model(request.model_name, request.model_version)
+        if model.kind != TRANSLATION:
+            response = await self._classify(model, request, call, deadline)
+            response.parameters[FINAL] = True
+            yield response
+            return
+        wanted = translation_request(model.name, request, call, deadline)
+        if len(wanted.texts) != 1:
             raise InvalidRequest(
-                f"ModelStreamInfer translates one text per request (input {TEXT} of shape [1]), got {len(texts)}: "
-                "send one request per text on the stream"
+                f"ModelStreamInfer translates one text per request (input {TEXT} of shape [1]), "
+                f"got {len(wanted.texts)}: send one request per text on the stream"
             )
-        empty_final = request.parameters.get(EMPTY_FINAL, False) is True
-        timeout = request_timeout_s(request.parameters)
-        shape = tuple(1 for _ in tensor.shape)
-        events = engine_api.stream(model.engine, texts[0], options, format)
-        loop_deadline = None if timeout is None else time.monotonic() + timeout
+        shape = tuple(1 for _ in _one_input(request, (TEXT,)).shape)
 
         def piece(delta: str, final: bool) -> InferResponse:
             return _response(
-                model, request, [Tensor(TRANSLATION_OUT, BYTES, shape, [delta.encode()])], **{FINAL: final}
+                model.name, request, [Tensor(TRANSLATION_OUT, BYTES, shape, [delta.encode()])], **{FINAL: final}
             )
 
+        events = self.translation.stream(wanted)
         try:
-            while True:
-                remaining = None if loop_deadline is None else max(loop_deadline - time.monotonic(), 0.0)
-                try:
-                    event = await within(events.__anext__(), remaining)
-                except StopAsyncIteration:
-                    return
+            async for event in events:
                 if event.finish_reason is None:
                     if event.delta:
                         yield piece(event.delta, False)
-                    continue
-                call.items = 1
-                if empty_final:
+                elif request.parameters.get(EMPTY_FINAL, False) is True:
                     if event.delta:
                         yield piece(event.delta, False)
-                    yield _response(model, request, [], **{FINAL: True})
+                    yield _response(model.name, request, [], **{FINAL: True})
                 else:
                     yield piece(event.delta, True)
-                return
         finally:
             await events.aclose()  # a cancelled or failed stream frees its row at the next step
 
-    # -------------------------------------------------------------- classification
-
-    def _images(self, model: LoadedModel, tensor: Tensor) -> list[ImageInput]:
-        if tensor.name == IMAGE:
-            _batch_of(tensor, BYTES)
-            return [EncodedImage(item) for item in tensor.data]
-        prep = model.manifest.preprocessing
-        expected = [prep.channels, prep.image_size, prep.image_size]
-        if tensor.datatype != "FP32":
-            raise InvalidRequest(f"input {PIXELS} must be FP32, got {tensor.datatype}")
-        if len(tensor.shape) != 4 or list(tensor.shape[1:]) != expected or tensor.shape[0] == 0:
-            raise InvalidRequest(
-                f"input {PIXELS} must have shape [N, {', '.join(map(str, expected))}], got {list(tensor.shape)}"
-            )
-        # Each image goes through the same checks as attnserve.v1's raw tensors (finite, in range).
-        return [RawTensor(expected, "FP32", image.tobytes()) for image in tensor.data]
-
-    async def _classify(self, model: LoadedModel, request: InferRequest, call: Call) -> InferResponse:
+    async def _classify(
+        self, model: LoadedModel, request: InferRequest, call: Call, deadline: Deadline | None
+    ) -> InferResponse:
         check_parameters(request.parameters, set())
         tensor = _one_input(request, (IMAGE, PIXELS))
         outputs = _outputs(request, (PROBABILITIES,), classify=True)
-        inputs = self._images(model, tensor)
         labels = model.classifier.labels
         top_k = max(1, min(max(o.class_count for o in outputs), len(labels)))
-        results = await within(
-            model.classifier.classify(inputs, top_k, self.pool), request_timeout_s(request.parameters)
-        )
-        call.items, call.queue_s = len(inputs), max(r.queue_ms for r in results) / 1e3
+        deadline = earliest(deadline, request_deadline(request.parameters))
+        wanted = ClassificationRequest(call, tuple(_images(model, tensor)), model.name, top_k=top_k, deadline=deadline)
+        name, results = await self.classification.classify(wanted)
         if any(r.probabilities.shape != (len(labels),) for r in results):
-            raise InferenceFailed(f"model {model.name}: probabilities do not have one value per label")
+            raise InferenceFailed(f"model {name}: probabilities do not have one value per label")
         out = []
         for o in outputs:
             if o.class_count:
@@ -266,25 +275,4 @@ class KServeInference:
             else:
                 probs = np.stack([r.probabilities for r in results]).astype(np.float32)  # (N, K)
                 out.append(Tensor(o.name, "FP32", probs.shape, probs))
-        return _response(model, request, out)
-
-    # ------------------------------------------------------------------- entry points
-
-    async def infer(self, model: LoadedModel, request: InferRequest, call: Call) -> InferResponse:
-        """One request, one response (ModelInfer, POST /v2/models/{m}/infer)."""
-        check_version(model, request.model_version)
-        if model.kind == TRANSLATION:
-            return await self._translate(model, request, call)
-        return await self._classify(model, request, call)
-
-    async def stream(self, model: LoadedModel, request: InferRequest, call: Call) -> AsyncIterator[InferResponse]:
-        """The responses of one ModelStreamInfer request: text deltas for translation (decoupled),
-        the one response of a classification."""
-        check_version(model, request.model_version)
-        if model.kind == TRANSLATION:
-            async for response in self._translate_stream(model, request, call):
-                yield response
-            return
-        response = await self._classify(model, request, call)
-        response.parameters[FINAL] = True
-        yield response
+        return _response(name, request, out)
