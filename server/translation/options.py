@@ -75,7 +75,7 @@ class DecodeOptions:
     # stream (the language token). 0..len(prefix_ids).
     hide_prefix: int = 0
     # Token ids put before every source text's own (M2M100 / NLLB's source-language token,
-    # multilingual opus-mt's ``>>fra<<``; server/languages.py fills them).
+    # multilingual opus-mt's ``>>fra<<``; server/service/languages.py fills them).
     source_prefix_ids: tuple[int, ...] = ()
 
     @property
