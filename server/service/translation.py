@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import sys
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from concurrent.futures import Executor
 from typing import TypeVar
@@ -33,7 +34,7 @@ from ..documents import FORMATS, PreparedDocument
 from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFound, UnknownFormat
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
-from ..translation import StreamEvent, TranslationResult
+from ..translation import StreamEvent
 from . import documents
 from .detection import make_detector
 from .languages import apply
@@ -46,10 +47,15 @@ DETECT_CHARS = 2000  # enough for lingua to be sure; a 50,000-character text wou
 
 async def bounded(awaitable: Awaitable[T], deadline: Deadline | None) -> T:
     """``await awaitable`` until ``deadline``; then (or when the engine's own copy of it fires
-    first) DeadlineExceeded in the deadline's words, the awaited work cancelled."""
+    first) DeadlineExceeded in the deadline's words, the awaited work cancelled. A stream
+    awaits each event this way: ``asyncio.timeout`` (3.11+) arms one timer on the running
+    task, where ``wait_for`` would wrap every event in a task of its own."""
     if deadline is None:
         return await awaitable
     try:
+        if sys.version_info >= (3, 11):
+            async with asyncio.timeout(deadline.remaining()):
+                return await awaitable
         return await asyncio.wait_for(awaitable, deadline.remaining())
     except (asyncio.TimeoutError, DeadlineExceeded):
         raise deadline.exceeded() from None
@@ -204,6 +210,3 @@ class TranslationService:
         call.items, call.queue_s = len(queue_ms), max(queue_ms) / 1e3
         for q in queue_ms:
             histogram.observe(q / 1e3)
-
-
-__all__ = ["TranslationService", "TranslationResult", "bounded", "check_version"]
