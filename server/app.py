@@ -19,6 +19,7 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -117,14 +118,38 @@ class AttnServer:
 
     # ----------------------------------------------------------------- lifecycle
 
-    async def start(self) -> None:
-        await self.registry.start()
+    def bind(self, address: str) -> int:
+        """Take the ports (gRPC at ``address``, HTTP and metrics from the settings) before any
+        model loads (``create_server``); returns the gRPC port. OSError names the port in use."""
+        port = _bind_grpc(self.server, address, self.settings)
+        if self.http is not None:
+            self.http_port = self.http.bind(self.settings.host, self.settings.http_port)
         if self.settings.metrics_port >= 0:
             self.metrics_port = self.metrics.start_http(self.settings.host, self.settings.metrics_port)
+        return port
+
+    def adopt(self, loaded: ModelRegistry) -> None:
+        """Models loaded after the ports were bound, into the registry the services and the reloader hold."""
+        self.registry.models.update(loaded.models)
+        self.registry.failed.update(loaded.failed)
+        for model in loaded.models.values():
+            self._watch(model)
+
+    async def abandon(self) -> None:
+        """Give back what :meth:`bind` took, for a server whose start-up failed."""
+        await self.server.stop(None)
+        if self.http is not None:
+            await self.http.stop()
+        self.metrics.stop_http()
+        self.preprocess_pool.shutdown(wait=False)
+
+    async def start(self) -> None:
+        await self.registry.start()
+        if self.metrics_port is not None:
             log.info("metrics on http://%s:%d/metrics", self.settings.host, self.metrics_port)
         await self.server.start()
         if self.http is not None:
-            self.http_port = await self.http.start(self.settings.host, self.settings.http_port)
+            await self.http.start()
         for name in self.registry.models:
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         for name in self.registry.failed:
@@ -252,25 +277,38 @@ class AttnServer:
 async def create_server(
     address: str = "127.0.0.1:0", settings: Settings | None = None, registry: ModelRegistry | None = None
 ) -> tuple[AttnServer, int]:
-    """Load the models (unless ``registry`` is given) and bind ``address``; returns (server, port).
+    """Bind the ports (gRPC at ``address``, HTTP and metrics from ``settings``), then load the
+    models (unless ``registry`` is given); returns (server, gRPC port). A port in use fails at
+    once with an OSError naming it, before any model loads; whatever was bound is given back.
 
     Call ``await server.start()`` next, then ``await server.stop(grace)`` to drain.
     """
     settings = settings or Settings()
-    if registry is None:
-        registry = ModelRegistry.load(settings.model_repo, settings)
-    server = AttnServer(settings, registry)
+    if registry is None and not Path(settings.model_repo).is_dir():
+        ModelRegistry.load(settings.model_repo, settings)  # a repository that is not there: its error first
+    server = AttnServer(settings, ModelRegistry() if registry is None else registry)
+    try:
+        port = server.bind(address)
+        if registry is None:
+            server.adopt(ModelRegistry.load(settings.model_repo, settings))
+    except BaseException:
+        await server.abandon()
+        raise
+    return server, port
+
+
+def _bind_grpc(server: grpc.aio.Server, address: str, settings: Settings) -> int:
     credentials = security.server_credentials(settings)
     try:
         if credentials is None:
-            port = server.server.add_insecure_port(address)
+            port = server.add_insecure_port(address)
         else:
-            port = server.server.add_secure_port(address, credentials)
+            port = server.add_secure_port(address, credentials)
     except RuntimeError:  # a failed bind raises (recent grpcio) or returns port 0 (older)
         port = 0
     if port == 0:
         raise OSError(f"cannot serve gRPC on {address}: {_bind_error(address)} (see --host, --port)")
-    return server, port
+    return port
 
 
 def _bind_error(address: str) -> str:
