@@ -69,7 +69,7 @@ async def python_load(address: str, kind: str, protocol: str, clients: int, coun
     from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
     from attnserve.protos.attnserve.v1 import inference_pb2 as pb
     from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-    from attnserve.server.kserve.tensors import join_bytes
+    from attnserve.server.doors.kserve.tensors import join_bytes
 
     model, texts, pngs = KINDS[kind], sentences(), images()
     latencies: list[float] = []

@@ -57,7 +57,10 @@ GROUPS = [
     ("request tensor decode + preprocessing (thread pool)", ("ImageClassifier.prepare (", "server/preprocess.py")),
     ("batch assembly + batcher", ("ImageClassifier._run_batch (", "server/batching.py")),
     ("replies (softmax, top-k, protobuf)", ("top_labels (", "softmax (")),
-    ("handlers, checks, metrics", ("server/app.py", "server/security.py", "server/metrics.py", "prometheus")),
+    (
+        "handlers, checks, metrics",
+        ("server/app.py", "server/doors/", "server/service/", "server/security.py", "server/metrics.py", "prometheus"),
+    ),
     ("gRPC aio + event loop (Cython and asyncio)", ("asyncio/", "grpc")),
 ]
 OTHER = "other Python"

@@ -40,8 +40,8 @@ GROUPS = [
     ("scheduler -> event loop (call_soon_threadsafe, GIL wait)", ("Outbox.flush (", "_write_to_self (")),
     ("decode scheduler (Python)", ("server/translation/scheduler.py", "server/translation/cache.py")),
     (
-        "stream handlers: detokenise, chunks, request checks",
-        ("server/translation/", "server/app.py", "server/convert.py", "server/engine_api.py", "server/documents"),
+        "doors and services: detokenise, chunks, request checks",
+        ("server/translation/", "server/app.py", "server/doors/", "server/service/", "server/documents"),
     ),
     ("metrics, interceptors", ("server/metrics.py", "server/security.py", "server/calls.py", "prometheus")),
     ("gRPC aio + event loop (Cython and asyncio)", ("asyncio/", "grpc")),

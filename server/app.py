@@ -1,11 +1,13 @@
-"""The server: gRPC (attnserve.v1, KServe v2 / Triton's ``inference.GRPCInferenceService``,
-health, reflection), the HTTP server (KServe v2 REST, Triton's generate, LibreTranslate),
-metrics, lifecycle.
+"""The application object: the gRPC server (the doors attnserve.v1 and KServe v2 / Triton's
+``inference.GRPCInferenceService``, health, reflection), the HTTP server (KServe v2 REST,
+Triton's generate, LibreTranslate), the two services, metrics and the lifecycle (start,
+drain, hot reload).
 
-Every handler is: validate -> decode request -> await the batcher or the decode engine
--> encode reply, inside :meth:`AttnServer.rpc` (gRPC) or the HTTP server's route wrapper,
-both built on :class:`~.calls.CallTracker`, which maps the serving core's typed errors to
-one status and counts the request, whatever the protocol.
+Every inference handler is a codec (``doors``): decode the wire request -> await the
+translation or classification service (``service``) -> encode the reply, inside
+:meth:`AttnServer.rpc` (gRPC) or the HTTP server's route wrapper, both built on
+:class:`~.calls.CallTracker`, which maps the typed errors to one status and counts the
+call, whatever the protocol.
 """
 
 from __future__ import annotations
@@ -17,28 +19,32 @@ import socket
 import time
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
-from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as triton_pb
 from attnserve.protos.attnserve.v1 import admin_pb2
 from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
-from . import convert, descriptors, engine_api, languages, security
+from . import descriptors, security
 from .calls import Call, CallFailed, CallTracker
 from .config import Settings
-from .errors import InvalidRequest, ModelNotFound, ShuttingDown
-from .kserve import grpc_service as kserve_grpc
-from .kserve.infer import VERSION, KServeInference, check_version
+from .doors import v1
+from .doors.kserve import grpc_service as kserve_grpc
+from .doors.kserve.infer import KServeInference
+from .errors import InvalidRequest, ShuttingDown
 from .metrics import Metrics
 from .registry import LoadedModel, ModelRegistry
 from .reload import FAILED, Reloader, ReloadOutcome
+from .service.classification import ClassificationService
+from .service.requests import MODEL_VERSION
+from .service.translation import TranslationService, check_version
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +64,12 @@ class AttnServer:
         self.metrics = Metrics()
         self.calls = CallTracker(self.metrics, settings.max_concurrent_rpcs)
         self.health = health_aio.HealthServicer()
+        # The bounded off-loop work pool of both services: image decoding, large documents'
+        # splitting, language detection (--preprocess-threads threads).
         self.preprocess_pool = ThreadPoolExecutor(settings.preprocess_threads, thread_name_prefix="preprocess")
-        self.kserve = KServeInference(self.preprocess_pool)
+        self.translation = TranslationService(registry, settings, self.metrics, self.preprocess_pool)
+        self.classification = ClassificationService(registry, settings, self.preprocess_pool)
+        self.kserve = KServeInference(self)
         options = [
             ("grpc.max_receive_message_length", settings.max_message_bytes),
             ("grpc.max_send_message_length", settings.max_message_bytes),
@@ -80,7 +90,7 @@ class AttnServer:
         self.server = grpc.aio.server(
             options=options, interceptors=interceptors, maximum_concurrent_rpcs=settings.max_concurrent_rpcs
         )
-        pb_grpc.add_InferenceServiceServicer_to_server(InferenceServicer(self), self.server)
+        pb_grpc.add_InferenceServiceServicer_to_server(v1.InferenceServicer(self), self.server)
         kserve_grpc.add_to_server(kserve_grpc.KServeServicer(self), self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         # Reflection lists every served service and answers from a pool that describes each one
@@ -88,7 +98,7 @@ class AttnServer:
         names = [SERVICE_NAME, kserve_grpc.SERVICE, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME]
         files = [pb.DESCRIPTOR, triton_pb.DESCRIPTOR, health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR]
         if settings.enable_admin:
-            admin_grpc.add_AdminServiceServicer_to_server(AdminServicer(self), self.server)
+            admin_grpc.add_AdminServiceServicer_to_server(v1.AdminServicer(self), self.server)
             names.append(ADMIN_SERVICE_NAME)
             files.append(admin_pb2.DESCRIPTOR)
         reflection.enable_server_reflection(names, self.server, pool=descriptors.reflection_pool(files))
@@ -98,7 +108,7 @@ class AttnServer:
         self.metrics_port: int | None = None
         self.http = None
         if settings.http_port >= 0:
-            from .http.server import HttpServer  # aiohttp: imported only when HTTP is on
+            from .doors.http.server import HttpServer  # aiohttp: imported only when HTTP is on
 
             self.http = HttpServer(self)
         self.http_port: int | None = None
@@ -108,14 +118,38 @@ class AttnServer:
 
     # ----------------------------------------------------------------- lifecycle
 
-    async def start(self) -> None:
-        await self.registry.start()
+    def bind(self, address: str) -> int:
+        """Take the ports (gRPC at ``address``, HTTP and metrics from the settings) before any
+        model loads (``create_server``); returns the gRPC port. OSError names the port in use."""
+        port = _bind_grpc(self.server, address, self.settings)
+        if self.http is not None:
+            self.http_port = self.http.bind(self.settings.host, self.settings.http_port)
         if self.settings.metrics_port >= 0:
             self.metrics_port = self.metrics.start_http(self.settings.host, self.settings.metrics_port)
+        return port
+
+    def adopt(self, loaded: ModelRegistry) -> None:
+        """Models loaded after the ports were bound, into the registry the services and the reloader hold."""
+        self.registry.models.update(loaded.models)
+        self.registry.failed.update(loaded.failed)
+        for model in loaded.models.values():
+            self._watch(model)
+
+    async def abandon(self) -> None:
+        """Give back what :meth:`bind` took, for a server whose start-up failed."""
+        await self.server.stop(None)
+        if self.http is not None:
+            await self.http.stop()
+        self.metrics.stop_http()
+        self.preprocess_pool.shutdown(wait=False)
+
+    async def start(self) -> None:
+        await self.registry.start()
+        if self.metrics_port is not None:
             log.info("metrics on http://%s:%d/metrics", self.settings.host, self.metrics_port)
         await self.server.start()
         if self.http is not None:
-            self.http_port = await self.http.start(self.settings.host, self.settings.http_port)
+            await self.http.start()
         for name in self.registry.models:
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         for name in self.registry.failed:
@@ -143,7 +177,7 @@ class AttnServer:
 
     def model_ready(self, name: str, version: str = "") -> bool:
         model = self.registry.models.get(name)
-        return model is not None and self.ready and version in ("", VERSION)
+        return model is not None and self.ready and version in ("", MODEL_VERSION)
 
     def kserve_model(self, name: str, version: str = "") -> LoadedModel:
         """A served model by KServe's (name, version); NOT_FOUND for an unknown version."""
@@ -240,121 +274,41 @@ class AttnServer:
             await context.abort(grpc.StatusCode[exc.status], exc.message)
 
 
-class InferenceServicer(pb_grpc.InferenceServiceServicer):
-    def __init__(self, app: AttnServer) -> None:
-        self.app = app
-
-    async def Translate(self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext) -> pb.TranslateResponse:
-        async with self.app.rpc(context, "Translate", request.model, inference=True) as call:
-            wanted = convert.language_request(request.options)
-            name = languages.model_name(self.app.registry.models, request.model, wanted)
-            with self.app.registry.use(name, TRANSLATION) as model:
-                call.model = model.name
-                texts = convert.texts(request)
-                options = convert.decode_options(request.options)
-                options, source, target = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
-                results = await engine_api.translate(model.engine, texts, options, convert.text_format(request))
-                call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
-            for r in results:
-                self.app.metrics.queue_time.labels(model.name).observe(r.queue_ms / 1e3)
-            reply = convert.translate_response(model.name, results, request.options)
-            reply.source_language, reply.target_language = source, target
-            return reply
-
-    async def TranslateStream(
-        self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext
-    ) -> AsyncIterator[pb.TranslateChunk]:
-        async with self.app.rpc(context, "TranslateStream", request.model, inference=True) as call:
-            wanted = convert.language_request(request.options)
-            name = languages.model_name(self.app.registry.models, request.model, wanted)
-            with self.app.registry.use(name, TRANSLATION) as model:
-                call.model = model.name
-                texts = convert.texts(request, single=True)
-                options = convert.decode_options(request.options)
-                options, _, _ = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
-                events = engine_api.stream(model.engine, texts[0], options, convert.text_format(request))
-                call.items = 1
-                try:
-                    async for event in events:
-                        chunk = convert.translate_chunk(event, request.options)
-                        if chunk is not None:
-                            yield chunk
-                finally:
-                    await events.aclose()  # a cancelled or closed stream frees its row at the next step
-
-    async def Classify(self, request: pb.ClassifyRequest, context: grpc.aio.ServicerContext) -> pb.ClassifyResponse:
-        async with self.app.rpc(context, "Classify", request.model, inference=True) as call:
-            with self.app.registry.use(request.model, IMAGE_CLASSIFICATION) as model:
-                call.model = model.name
-                inputs = convert.image_inputs(request)
-                top_k = convert.top_k(request.top_k, self.app.settings)
-                results = await model.classifier.classify(inputs, top_k, self.app.preprocess_pool)
-                call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
-            return convert.classify_response(model.name, results)
-
-    async def ListModels(
-        self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext
-    ) -> pb.ListModelsResponse:
-        async with self.app.rpc(context, "ListModels", ""):
-            registry, settings = self.app.registry, self.app.settings
-            entries = [*registry.models.values(), *registry.failed.values()]
-            return pb.ListModelsResponse(models=[convert.model_info(m, settings) for m in entries])
-
-    async def GetModel(self, request: pb.GetModelRequest, context: grpc.aio.ServicerContext) -> pb.ModelInfo:
-        async with self.app.rpc(context, "GetModel", request.name):
-            registry = self.app.registry
-            model = registry.models.get(request.name) or registry.failed.get(request.name)
-            if model is None:
-                raise ModelNotFound(f"unknown model {request.name!r}; served: {', '.join(sorted(registry.models))}")
-            return convert.model_info(model, self.app.settings)
-
-
-class AdminServicer(admin_grpc.AdminServiceServicer):
-    """Admin RPCs: registered only with ``enable_admin``; behind the bearer tokens when they are set."""
-
-    ACTIONS = {
-        "unchanged": admin_pb2.RELOAD_ACTION_UNCHANGED,
-        "reloaded": admin_pb2.RELOAD_ACTION_RELOADED,
-        "added": admin_pb2.RELOAD_ACTION_ADDED,
-        "failed": admin_pb2.RELOAD_ACTION_FAILED,
-    }
-
-    def __init__(self, app: AttnServer) -> None:
-        self.app = app
-
-    async def Reload(self, request: admin_pb2.ReloadRequest, context: grpc.aio.ServicerContext):
-        async with self.app.rpc(context, "Reload", ""):
-            outcomes = await self.app.reload(list(request.models))
-            return admin_pb2.ReloadResponse(
-                models=[
-                    admin_pb2.ModelReload(name=o.name, action=self.ACTIONS[o.action], version=o.version, error=o.error)
-                    for o in outcomes
-                ]
-            )
-
-
 async def create_server(
     address: str = "127.0.0.1:0", settings: Settings | None = None, registry: ModelRegistry | None = None
 ) -> tuple[AttnServer, int]:
-    """Load the models (unless ``registry`` is given) and bind ``address``; returns (server, port).
+    """Bind the ports (gRPC at ``address``, HTTP and metrics from ``settings``), then load the
+    models (unless ``registry`` is given); returns (server, gRPC port). A port in use fails at
+    once with an OSError naming it, before any model loads; whatever was bound is given back.
 
     Call ``await server.start()`` next, then ``await server.stop(grace)`` to drain.
     """
     settings = settings or Settings()
-    if registry is None:
-        registry = ModelRegistry.load(settings.model_repo, settings)
-    server = AttnServer(settings, registry)
+    if registry is None and not Path(settings.model_repo).is_dir():
+        ModelRegistry.load(settings.model_repo, settings)  # a repository that is not there: its error first
+    server = AttnServer(settings, ModelRegistry() if registry is None else registry)
+    try:
+        port = server.bind(address)
+        if registry is None:
+            server.adopt(ModelRegistry.load(settings.model_repo, settings))
+    except BaseException:
+        await server.abandon()
+        raise
+    return server, port
+
+
+def _bind_grpc(server: grpc.aio.Server, address: str, settings: Settings) -> int:
     credentials = security.server_credentials(settings)
     try:
         if credentials is None:
-            port = server.server.add_insecure_port(address)
+            port = server.add_insecure_port(address)
         else:
-            port = server.server.add_secure_port(address, credentials)
+            port = server.add_secure_port(address, credentials)
     except RuntimeError:  # a failed bind raises (recent grpcio) or returns port 0 (older)
         port = 0
     if port == 0:
         raise OSError(f"cannot serve gRPC on {address}: {_bind_error(address)} (see --host, --port)")
-    return server, port
+    return port
 
 
 def _bind_error(address: str) -> str:

@@ -14,17 +14,15 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
 
-from .errors import DeadlineExceeded, Overloaded, ServingError, ShuttingDown
+from .errors import Overloaded, ServingError, ShuttingDown
 from .metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 MAX_REQUEST_ID = 64
-T = TypeVar("T")
 
 
 @dataclass
@@ -158,15 +156,3 @@ class CallTracker:
                 stats.queue.add(call.queue_s)
         else:
             stats.fail.add(elapsed)
-
-
-async def within(awaitable: Awaitable[T], timeout_s: float | None) -> T:
-    """``await awaitable``, dropping its work with DeadlineExceeded after ``timeout_s`` (None: no limit)."""
-    if timeout_s is None:
-        return await awaitable
-    try:
-        return await asyncio.wait_for(awaitable, timeout_s)
-    except asyncio.TimeoutError:
-        raise DeadlineExceeded(
-            f"the request's timeout of {timeout_s * 1e3:.0f} ms passed; its work was dropped"
-        ) from None

@@ -75,7 +75,10 @@ class Settings:
         "auto", "onnxruntime provider: auto (CUDA when usable, else CPU), cpu, cuda", choices=PROVIDERS
     )
     threads: int = _setting(0, "onnxruntime intra-op threads per session (0 = onnxruntime's default)")
-    preprocess_threads: int = _setting(2, "threads decoding and resizing images")
+    preprocess_threads: int = _setting(
+        2,
+        "threads of the off-loop work pool: decoding and resizing images, splitting long documents, language detection",
+    )
     grace_seconds: float = _setting(10.0, "on SIGTERM/SIGINT: time in-flight requests get to finish")
     workers: int = _setting(
         1,

@@ -16,6 +16,31 @@ class InvalidRequest(ServingError):
     status = "INVALID_ARGUMENT"
 
 
+class InvalidOption(InvalidRequest):
+    """A decoding option out of its range: ``option`` names it, ``maximum`` is its largest value."""
+
+    def __init__(self, message: str, option: str, maximum: int | float | None = None) -> None:
+        super().__init__(message)
+        self.option, self.maximum = option, maximum
+
+
+class LimitExceeded(InvalidRequest):
+    """A request over one of the server's limits: ``limit`` names it (``max_texts_per_request``,
+    ``max_text_chars``, ``max_request_chars``), ``value`` is the request's, ``maximum`` the limit."""
+
+    def __init__(self, message: str, limit: str, value: int, maximum: int) -> None:
+        super().__init__(message)
+        self.limit, self.value, self.maximum = limit, value, maximum
+
+
+class UnknownFormat(InvalidRequest):
+    """A text format other than "text" or "html"."""
+
+    def __init__(self, value: object, formats: tuple[str, ...]) -> None:
+        super().__init__(f"format: unknown value {value!r} (one of {', '.join(formats)})")
+        self.value = value
+
+
 class ModelNotFound(ServingError):
     status = "NOT_FOUND"
 

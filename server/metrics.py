@@ -13,6 +13,8 @@ attnserve_tokens_in_flight{model}                  admitted source + max new tok
 attnserve_queued_items{model}                      images or texts waiting
 attnserve_request_sentences{model}                 sentences (segments) of a translation request, all texts
 attnserve_request_characters{model}                characters of a translation request, all texts
+                                                   (queue time of translations and these two: recorded by the
+                                                   translation service, the same for every door)
 attnserve_inflight_requests                        handlers running
 attnserve_unauthenticated_total{method}            calls refused for a missing or wrong bearer token
 """
@@ -24,7 +26,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from . import engine_api
 from .classification import ImageClassifier
 from .translation import TranslationEngine
 
@@ -107,13 +108,6 @@ class Metrics:
             tokens.inc(generated)
 
         engine.on_step = on_step
-        sentences, characters = self.request_sentences.labels(name), self.request_characters.labels(name)
-
-        def on_request(n_sentences: int, n_characters: int) -> None:  # every accepted translation request
-            sentences.observe(n_sentences)
-            characters.observe(n_characters)
-
-        engine_api.watch(engine, on_request)
         self.active_sequences.labels(name).set_function(lambda: engine.active_sequences)
         self.kv_cache_bytes.labels(name).set_function(lambda: engine.kv_cache_bytes)
         self.tokens_in_flight.labels(name).set_function(lambda: engine.tokens_in_flight)

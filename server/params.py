@@ -3,7 +3,8 @@
 attnserve.v1 maps its ``DecodingOptions`` message to these names, KServe v2 takes them as
 request parameters (gRPC ``InferParameter`` or REST JSON), the next HTTP routes as JSON
 fields. Types and the consistency of ``mode`` are checked here; value ranges that depend
-on the model or the server's limits are the engine's (``TranslationEngine.validate``).
+on the model or the server's limits are checked by the translation service (with the
+engine's ``check_options``).
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .documents import FORMATS, TEXT
+from .documents import TEXT
 from .errors import InvalidRequest
-from .languages import LanguageRequest
 from .translation import DecodeOptions
 
 MODES = ("greedy", "beam_search", "sampling")
@@ -39,18 +39,15 @@ FORMAT = "format"
 LANGUAGE_PARAMETERS = ("source_language", "target_language", "target_prefix")
 
 
-def language_request(values: Mapping[str, Any], where: str = "") -> LanguageRequest:
-    """The ``source_language`` / ``target_language`` / ``target_prefix`` parameters ("" when absent)."""
-    v = {name: _typed(name, values[name], STR, where) for name in LANGUAGE_PARAMETERS if name in values}
-    return LanguageRequest(v.get("source_language", ""), v.get("target_language", ""), v.get("target_prefix", ""))
+def languages(values: Mapping[str, Any], where: str = "") -> dict[str, str]:
+    """The ``source_language`` / ``target_language`` / ``target_prefix`` parameters, as the
+    translation request's fields of those names ("" when absent)."""
+    return {name: _typed(name, values.get(name, ""), STR, where) for name in LANGUAGE_PARAMETERS}
 
 
 def text_format(values: Mapping[str, Any], where: str = "") -> str:
-    """The ``format`` parameter of a request: "text" when absent."""
-    value = _typed(FORMAT, values.get(FORMAT, TEXT), STR, where)
-    if value not in FORMATS:
-        raise InvalidRequest(f"{where}{FORMAT}: unknown value {value!r} (one of {', '.join(FORMATS)})")
-    return value
+    """The ``format`` parameter of a request, a string ("text" when absent; the service checks its value)."""
+    return _typed(FORMAT, values.get(FORMAT, TEXT), STR, where)
 
 
 def _typed(name: str, value: Any, kind: str, where: str) -> Any:

@@ -1,6 +1,6 @@
 """The translation engine: the asyncio face of the decode scheduler.
 
-Protocol layers call it through ``server/engine_api.py``: :meth:`TranslationEngine.prepare`
+The translation service calls it (``server/service/documents.py``): :meth:`TranslationEngine.prepare`
 checks and tokenises a request once on the event loop (``requests.py``), then
 :meth:`~TranslationEngine.translate` or :meth:`~TranslationEngine.stream` hand its jobs to the
 :class:`~.scheduler.DecodeScheduler` thread and await results that it posts back with
@@ -123,11 +123,22 @@ class TranslationEngine:
     # --- requests --------------------------------------------------------------------
 
     def prepare(
-        self, texts: list[str], options: DecodeOptions, tokenised: Sequence[Sequence[int]] | None = None
+        self,
+        texts: list[str],
+        options: DecodeOptions,
+        tokenised: Sequence[Sequence[int]] | None = None,
+        max_new_tokens: int | None = None,
     ) -> Prepared:
         """Check and tokenise a request once (``requests.py``); raises InvalidRequest.
-        ``tokenised``: the texts' ids from this engine's tokenizer, when the caller has them."""
-        return self.requests.prepare(texts, options, tokenised)
+        ``tokenised``: the texts' ids from this engine's tokenizer, when the caller has them;
+        ``max_new_tokens``: from :meth:`check_options`, for texts and options checked already
+        (the translation service's): they are trusted, only their tokens are measured."""
+        return self.requests.prepare(texts, options, tokenised, max_new_tokens)
+
+    def check_options(self, options: DecodeOptions) -> int:
+        """Decoding options against this model's and server's limits; returns the effective
+        max_new_tokens. Raises InvalidRequest."""
+        return self.requests.check_options(options)
 
     def validate(self, texts: list[str], options: DecodeOptions) -> None:
         """Cheap checks of a request; raises InvalidRequest with a message a person can act on."""
@@ -139,25 +150,30 @@ class TranslationEngine:
                 "the translation engine is shutting down" if self._started else "the translation engine is not running"
             )
 
-    def _job(self, src: list[int], prepared: Prepared, sink, timeout_s: float | None) -> Job:
-        deadline = None if timeout_s is None else time.perf_counter() + timeout_s
+    def _job(self, src: list[int], prepared: Prepared, sink, deadline: float | None) -> Job:
         o, per_token = prepared.options, self.spec.cache_bytes_per_token
         return Job(src, o, prepared.max_new_tokens, self.spec.eos_id, sink, deadline, None, per_token)
 
     async def translate(
-        self, request: Prepared | list[str], options: DecodeOptions | None = None, timeout_s: float | None = None
+        self,
+        request: Prepared | list[str],
+        options: DecodeOptions | None = None,
+        timeout_s: float | None = None,
+        deadline: float | None = None,
     ) -> list[TranslationResult]:
         """One result per text, in order (see the module docstring for cancellation).
 
         ``request``: a :class:`Prepared` from :meth:`prepare`, or texts and ``options``.
-        ``timeout_s``: the scheduler fails the texts still unfinished after that many seconds
-        with DeadlineExceeded and frees their rows (None = no deadline of the engine's own).
+        ``deadline`` (``time.perf_counter()`` time) or ``timeout_s`` (seconds from now): the
+        scheduler fails the texts still unfinished then with DeadlineExceeded, waiting or
+        decoding, and frees their rows (None = no deadline of the engine's own).
         """
         self._check_accepting()
         prepared = request if isinstance(request, Prepared) else self.prepare(request, options)
+        deadline = _deadline(deadline, timeout_s)
         future = asyncio.get_running_loop().create_future()
         gather = Gather(self._scheduler.outbox, future, self._result, len(prepared.sources))
-        jobs = [self._job(src, prepared, sink, timeout_s) for src, sink in zip(prepared.sources, gather.sinks)]
+        jobs = [self._job(src, prepared, sink, deadline) for src, sink in zip(prepared.sources, gather.sinks)]
         self._scheduler.submit(jobs)
         try:
             return await future
@@ -188,11 +204,17 @@ class TranslationEngine:
         )
 
     async def stream(
-        self, request: Prepared | str, options: DecodeOptions | None = None, timeout_s: float | None = None
+        self,
+        request: Prepared | str,
+        options: DecodeOptions | None = None,
+        timeout_s: float | None = None,
+        deadline: float | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Token-by-token translation of one text (greedy or sampling); see the module docstring.
 
-        ``request``: a one-text :class:`Prepared` from :meth:`prepare`, or a text and ``options``.
+        ``request``: a one-text :class:`Prepared` from :meth:`prepare`, or a text and ``options``;
+        ``deadline`` / ``timeout_s`` as for :meth:`translate`. The last event carries the text's
+        queue time.
         """
         beam_size = (request.options if isinstance(request, Prepared) else options).beam_size
         if beam_size > 1:
@@ -205,7 +227,7 @@ class TranslationEngine:
         queue: asyncio.Queue = asyncio.Queue()
         interval_s = self.settings.stream_interval_ms / 1e3
         sink = StreamSink(self._scheduler.outbox, loop, queue, interval_s, prepared.options.hide_prefix)
-        job = self._job(prepared.sources[0], prepared, sink, timeout_s)
+        job = self._job(prepared.sources[0], prepared, sink, _deadline(deadline, timeout_s))
         self._scheduler.submit([job])
         detok = IncrementalDetokenizer(self.tokenizer)
         try:
@@ -216,9 +238,17 @@ class TranslationEngine:
                 token_ids, finish_reason = item  # shown tokens only: the sink drops the hidden prefix
                 delta = detok.push(token_ids) if token_ids else ""
                 if finish_reason is not None:
-                    yield StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason)
+                    queue_ms = 1000 * (job.t_admit - job.t_submit)
+                    yield StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason, queue_ms)
                     return
                 yield StreamEvent(delta, tuple(token_ids), None)
         finally:
             if not job.done:
                 self._scheduler.cancel([job])
+
+
+def _deadline(deadline: float | None, timeout_s: float | None) -> float | None:
+    """A job's ``time.perf_counter()`` deadline from either form (None: none)."""
+    if deadline is not None or timeout_s is None:
+        return deadline
+    return time.perf_counter() + timeout_s

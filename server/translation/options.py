@@ -1,5 +1,5 @@
-"""The engine's settings, per-request decoding options and results (protocol layers
-map their messages onto these and call the engine through ``server/engine_api.py``)."""
+"""The engine's settings, per-request decoding options and results (the doors map their
+messages onto these; the translation service, ``server/service``, calls the engine)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ class DecodeOptions:
     # stream (the language token). 0..len(prefix_ids).
     hide_prefix: int = 0
     # Token ids put before every source text's own (M2M100 / NLLB's source-language token,
-    # multilingual opus-mt's ``>>fra<<``; server/languages.py fills them).
+    # multilingual opus-mt's ``>>fra<<``; server/service/languages.py fills them).
     source_prefix_ids: tuple[int, ...] = ()
 
     @property
@@ -107,3 +107,4 @@ class StreamEvent:
     delta: str  # new text since the previous event ("" while a multi-token piece is incomplete)
     token_ids: tuple[int, ...]  # the tokens generated since the previous event (hidden prefix left out)
     finish_reason: str | None  # set on the last event only ("eos" | "length")
+    queue_ms: float = 0.0  # the last event only: submitted -> admitted into the decode batch

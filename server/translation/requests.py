@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from tokenizers import Tokenizer
 
 from attnserve.server.documents import DocumentLimits
-from attnserve.server.errors import InvalidRequest
+from attnserve.server.errors import InvalidOption, InvalidRequest
 
 from .options import DecodeOptions, EngineSettings
 from .sessions import ModelSpec
@@ -50,21 +50,19 @@ class RequestChecker:
         self.characters = DocumentLimits(settings.max_text_chars, settings.max_request_chars)
 
     def prepare(
-        self, texts: list[str], options: DecodeOptions, tokenised: Sequence[Sequence[int]] | None = None
+        self,
+        texts: list[str],
+        options: DecodeOptions,
+        tokenised: Sequence[Sequence[int]] | None = None,
+        max_new_tokens: int | None = None,
     ) -> Prepared:
         """Validate and tokenise (once); raises InvalidRequest. ``tokenised``: the texts' ids from
-        this tokenizer already (a document's sentences: the splitter measured them), not redone."""
-        limit = self.settings.max_texts_per_request
-        if not texts:
-            raise InvalidRequest("no texts to translate")
-        if len(texts) > limit:
-            raise InvalidRequest(f"{len(texts)} texts in one request; the limit is {limit}: split the request")
-        # Characters first: a 1 MB text is refused before it is read, let alone tokenised.
-        self.characters.check(texts)
-        max_new = self.check_options(options)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str) or not text.strip():
-                raise InvalidRequest(f"text {i} is empty")
+        this tokenizer already (a document's sentences: the splitter measured them), not redone.
+        ``max_new_tokens``: what :meth:`check_options` returned for a request checked already (the
+        translation service's): the texts and options are trusted, only their tokens are measured."""
+        if max_new_tokens is None:
+            max_new_tokens = self.check_request(texts, options)
+        max_new = max_new_tokens
         if tokenised is None:
             tokenised = [enc.ids for enc in self.tokenizer.encode_batch(list(texts))]
         elif len(tokenised) != len(texts):
@@ -78,6 +76,22 @@ class RequestChecker:
                 )
             self._check_budgets(i, len(src), options, max_new)
         return Prepared(ids, options, max_new)
+
+    def check_request(self, texts: Sequence[str], options: DecodeOptions) -> int:
+        """The checks that need no tokens (count, characters, options, empty texts); returns the
+        effective max_new_tokens."""
+        limit = self.settings.max_texts_per_request
+        if not texts:
+            raise InvalidRequest("no texts to translate")
+        if len(texts) > limit:
+            raise InvalidRequest(f"{len(texts)} texts in one request; the limit is {limit}: split the request")
+        # Characters first: a 1 MB text is refused before it is read, let alone tokenised.
+        self.characters.check(texts)
+        max_new = self.check_options(options)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str) or not text.strip():
+                raise InvalidRequest(f"text {i} is empty")
+        return max_new
 
     def _check_budgets(self, i: int, source_tokens: int, options: DecodeOptions, max_new: int) -> None:
         """A text that could never be admitted is refused now rather than waiting forever."""
@@ -99,7 +113,9 @@ class RequestChecker:
         """Validate ``options``; returns the effective max_new_tokens."""
         s = self.settings
         if not 1 <= options.beam_size <= s.max_beam_size:
-            raise InvalidRequest(f"beam_size must be in 1..{s.max_beam_size}, got {options.beam_size}")
+            raise InvalidOption(
+                f"beam_size must be in 1..{s.max_beam_size}, got {options.beam_size}", "beam_size", s.max_beam_size
+            )
         if options.beam_size > s.max_active_sequences:
             raise InvalidRequest(
                 f"beam_size {options.beam_size} needs {options.beam_size} batch rows; this server runs at most "

@@ -81,9 +81,7 @@ class DecodeScheduler:
         self._any_argmax = False  # some job takes the argmax
         self._all_argmax = False  # every job takes the argmax in place: it is the next input as is
         self._mask_when_won: frozenset[int] | None = None  # never_ids when only the argmax reads the logits
-        # observability (plain ints: safe to read from any thread)
-        self.tokens_generated_total = 0
-        self.steps_total = 0
+        self.tokens_generated_total = self.steps_total = 0  # observability: plain ints, read from any thread
 
     # --- thread-safe API -----------------------------------------------------------
 
@@ -289,13 +287,9 @@ class DecodeScheduler:
         job.state = state
 
     def _fail(self, job: Job, error: BaseException) -> None:
-        if job.done:
-            return
-        self._leave(job, JobState.FAILED)
-        try:
-            job.sink.fail(job, error)
-        except Exception:  # noqa: BLE001
-            log.exception("could not deliver a failure")
+        if not job.done:
+            self._leave(job, JobState.FAILED)
+            _deliver_failure(job, error)
 
     def _fail_batch(self, error: BaseException, also: Iterable[Job] = ()) -> None:
         """Fail every running job (and ``also``) with ``error``, drop every row, deliver at once."""
@@ -310,6 +304,13 @@ class DecodeScheduler:
         self.slots.reset()
         self._layout_changed = self._any_deadline = False
         self.outbox.flush()
+
+
+def _deliver_failure(job: Job, error: BaseException) -> None:
+    try:
+        job.sink.fail(job, error)
+    except Exception:  # noqa: BLE001 - a sink's failure must not stop the scheduler
+        log.exception("could not deliver a failure")
 
 
 def never_columns(ids: Iterable[int]) -> slice | np.ndarray:

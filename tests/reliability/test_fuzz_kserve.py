@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
-from attnserve.server.kserve.tensors import DATATYPES, join_bytes
+from attnserve.server.doors.kserve.tensors import DATATYPES, join_bytes
 
 from .conftest import digit_png
 

@@ -26,7 +26,7 @@ import numpy as np
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-from attnserve.server.kserve.tensors import join_bytes
+from attnserve.server.doors.kserve.tensors import join_bytes
 from tests.support.server import ServerProcess, direct_probs
 
 from .conftest import SOAK_SECONDS, digit_png

@@ -149,6 +149,27 @@ def test_a_grpc_port_another_server_listens_on_fails_start_up_with_exit_1(repo):
     assert "Traceback" not in "".join(log)
 
 
+@pytest.mark.parametrize("flag", ["--port", "--http-port", "--metrics-port"])
+def test_a_port_in_use_fails_start_up_before_any_model_loads(repo, flag):
+    """Every port is bound before the models load: a port held by another program costs a
+    second, not a model repository's load, and ends with one line and exit 1, no traceback
+    (grpc's Server.__del__ used to print one when start-up failed after gRPC started)."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        ports = {"--port": "0", "--http-port": "0", "--metrics-port": "0", flag: str(port)}
+        env = {**os.environ, "ATTNSERVE_THREADS": "1", "ATTNSERVE_PROVIDER": "cpu"}
+        cmd = [str(BIN / "attnserve-server"), "--model-repo", str(repo), *(x for kv in ports.items() for x in kv)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 1
+    what = {"--port": "gRPC", "--http-port": "HTTP", "--metrics-port": "metrics"}[flag]
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith(f"attnserve-server: error: cannot serve {what} on 127.0.0.1:{port}: ")
+    assert "already in use" in last.lower() and last.endswith(f"(see {flag if flag != '--port' else '--host, --port'})")
+    assert "loaded model" not in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_sigterm_lets_in_flight_requests_finish_refuses_new_ones_and_exits_0(repo):
     server = ServerProcess(
         repo, "--metrics-port", "-1", "--max-queue-delay-ms", "2500", "--max-batch-size", "64", "--grace-seconds", "20"

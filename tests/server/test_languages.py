@@ -4,8 +4,8 @@ directories (tests/support/hf_checkpoints.py, trained on reverse / copy) behind 
 Served greedy and beam-4 translations must be transformers' ``generate`` on 24 texts for
 every target language (the language token chosen from ``target_language``, hidden from
 the text); ``target_prefix`` forces the start; an empty model name with a language pair
-picks the model that serves it; bad languages get INVALID_ARGUMENT / NOT_FOUND naming
-what is served.
+picks the model that serves it (``service.routing``'s policy); bad languages get
+INVALID_ARGUMENT naming what is served.
 """
 
 from __future__ import annotations
@@ -109,12 +109,17 @@ def test_unsupported_language_is_invalid_argument_naming_the_served_ones(server)
         with pytest.raises(AttnServeError) as err:
             client.translate(["ka"], "m2m100", source_language="xx", target_language="fr")
         assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "af, am" in err.value.details
-        with pytest.raises(AttnServeError) as err:  # three models serve en -> fr here
-            client.translate(["ka"], source_language="en", target_language="fr")
-        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "several models" in err.value.details
         with pytest.raises(AttnServeError) as err:
             client.translate(["ka"], source_language="en", target_language="tlh")
-        assert err.value.code == grpc.StatusCode.NOT_FOUND and "no model serves en -> tlh" in err.value.details
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "no model serves en -> tlh" in err.value.details
+
+
+def test_a_pair_several_models_serve_goes_to_the_first_by_name(server):
+    """Three multilingual models serve en -> fr here: routing's policy picks the first by name."""
+    with server.client() as client:
+        options = decoding_options(source_language="en", target_language="fr")
+        reply = client.stub.Translate(pb.TranslateRequest(texts=["ka"], options=options))
+    assert reply.model == "m2m100" and reply.target_language == "fr"
 
 
 def test_model_info_lists_languages_and_family(server):
@@ -154,7 +159,7 @@ def test_a_language_pair_picks_the_model(serve, hf_root, tmp_path):
             assert reply.model == name and reply.target_language == target[:2]
         with pytest.raises(AttnServeError) as err:
             client.translate(texts, source_language="de", target_language="en")
-        assert err.value.code == grpc.StatusCode.NOT_FOUND
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "none translates into en" in err.value.details
 
 
 def test_client_cli_language_flags(server, hf_root, capsys):

@@ -24,8 +24,9 @@ from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothes
 class FakeEngine:
     """Upper-cases words one step at a time; 'busy' -> Overloaded; 'bad' -> InvalidRequest."""
 
-    max_source_len = 512  # what the document splitter of engine_api reads: its tokenizer and source limit
+    max_source_len = 512  # what the documents of the translation service read: its tokenizer and source limit
     settings = EngineSettings()
+    manifest = None  # no languages of its own
 
     def __init__(self) -> None:
         self.tokenizer = Tokenizer(WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
@@ -35,15 +36,15 @@ class FakeEngine:
         self.closed_streams = 0
         self.on_step = None
 
-    def prepare(self, texts, options, tokenised=None):  # tokenised: the document splitter's ids
+    def check_options(self, options):
+        return options.max_new_tokens or 16
+
+    def prepare(self, texts, options, tokenised=None, max_new_tokens=None):  # tokenised: the document splitter's ids
         if any(t == "bad" for t in texts):
             raise InvalidRequest("text 'bad' is refused")
         return list(texts), options  # the real engine's Prepared holds token ids instead
 
-    def validate(self, texts, options):
-        self.prepare(texts, options)
-
-    async def translate(self, prepared):
+    async def translate(self, prepared, deadline=None):
         texts, options = prepared
         self.options.append(options)
         if "busy" in texts:
@@ -55,7 +56,7 @@ class FakeEngine:
             for t in texts
         ]
 
-    async def stream(self, prepared):
+    async def stream(self, prepared, deadline=None):
         (text,), options = prepared
         self.options.append(options)
         self.active_sequences += 1

@@ -9,7 +9,8 @@
 ``parameters`` are the decoding options every protocol takes (``params.DECODING_PARAMETERS``),
 the languages (``source_language``, ``target_language``, ``target_prefix``: M2M100 / NLLB
 choose their language tokens from them), ``format`` (``text`` or ``html``: the text is a
-document, see ``engine_api``) and Triton's ``timeout`` (microseconds). The deltas of a
+document, see ``service.documents``) and Triton's ``timeout`` (microseconds: the request's
+deadline). The deltas of a
 stream concatenate to the text that ``generate`` returns for the same request. An error
 before the first piece is answered as on every route, ``{"error": ...}`` with its HTTP
 status (400, 404, 429, ...); one after it, when the status line has gone, is a last
@@ -22,18 +23,17 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
 
-from attnserve.contract.kinds import TRANSLATION
-
-from .. import engine_api, languages, params
-from ..calls import Call, within
-from ..errors import InvalidRequest, ServingError
-from ..kserve.infer import VERSION, check_parameters, check_version, request_timeout_s
+from ... import params
+from ...calls import Call
+from ...errors import InvalidRequest, ServingError
+from ...service.requests import TranslationRequest
+from ...translation import StreamEvent
+from ..kserve.infer import VERSION, check_parameters, request_deadline
 from .server import REQUEST_ID, HttpServer, json_object, json_response, read_body
 
 TEXT_INPUT, TEXT_OUTPUT, PARAMETERS = "text_input", "text_output", "parameters"
@@ -79,37 +79,32 @@ def _event(doc: dict[str, Any]) -> bytes:
 def add_routes(http: HttpServer) -> None:
     app = http.app
 
-    async def request_of(request: web.Request):
-        """(text, options, languages, format, timeout in seconds or None): every check that needs no model."""
+    async def request_of(request: web.Request, call: Call) -> TranslationRequest:
         text, parameters = parse_generate(await read_body(request, app.settings.max_message_bytes))
-        format = params.text_format(parameters, f"{PARAMETERS}.")
-        wanted = params.language_request(parameters, f"{PARAMETERS}.")
-        return text, decode_options(parameters), wanted, format, request_timeout_s(parameters)
+        return TranslationRequest(
+            call,
+            (text,),
+            request.match_info["model"],
+            request.match_info.get("version", ""),
+            format=params.text_format(parameters, f"{PARAMETERS}."),
+            options=decode_options(parameters),
+            deadline=request_deadline(parameters),
+            **params.languages(parameters, f"{PARAMETERS}."),
+        )
 
     async def generate(request: web.Request, call: Call) -> web.Response:
-        text, options, wanted, format, timeout = await request_of(request)
-        with app.registry.use(request.match_info["model"], TRANSLATION) as model:
-            check_version(model, request.match_info.get("version", ""))
-            call.model = model.name
-            options, _, _ = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
-            (result,) = await within(engine_api.translate(model.engine, [text], options, format), timeout)
-            call.items, call.queue_s = 1, result.queue_ms / 1e3
-        app.metrics.queue_time.labels(model.name).observe(result.queue_ms / 1e3)
-        reply = {"model_name": model.name, "model_version": VERSION, TEXT_OUTPUT: result.hypotheses[0].text}
-        return json_response(reply, ensure_ascii=False)
+        done = await app.translation.translate(await request_of(request, call))
+        text = done.results[0].hypotheses[0].text
+        return json_response(
+            {"model_name": done.model, "model_version": VERSION, TEXT_OUTPUT: text}, ensure_ascii=False
+        )
 
     async def generate_stream(request: web.Request, call: Call) -> web.StreamResponse:
-        text, options, wanted, format, timeout = await request_of(request)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with app.registry.use(request.match_info["model"], TRANSLATION) as model:
-            check_version(model, request.match_info.get("version", ""))
-            call.model = model.name
-            options, _, _ = languages.apply(model.manifest, model.engine.tokenizer, options, wanted)
-            events = engine_api.stream(model.engine, text, options, format)  # validates: a bad request fails here
-            try:
-                return await _serve_stream(request, call, model.name, _pieces(events, deadline))
-            finally:
-                await events.aclose()  # a cancelled or failed stream frees its row at the next step
+        events = app.translation.stream(await request_of(request, call))
+        try:
+            return await _serve_stream(request, call, _pieces(events))
+        finally:
+            await events.aclose()  # a cancelled or failed stream frees its row at the next step
 
     for base in VERSIONED:
         http.route("POST", f"{base}/generate", generate, label="triton.http.Generate", inference=True)
@@ -118,14 +113,9 @@ def add_routes(http: HttpServer) -> None:
         )
 
 
-async def _pieces(events: AsyncIterator[Any], deadline: float | None) -> AsyncIterator[tuple[str, bool]]:
+async def _pieces(events: AsyncIterator[StreamEvent]) -> AsyncIterator[tuple[str, bool]]:
     """(delta, final) of each generated piece; pieces still incomplete ("" deltas) are skipped."""
-    while True:
-        remaining = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-        try:
-            event = await within(events.__anext__(), remaining)
-        except StopAsyncIteration:
-            return
+    async for event in events:
         final = event.finish_reason is not None
         if event.delta or final:
             yield event.delta, final
@@ -134,11 +124,12 @@ async def _pieces(events: AsyncIterator[Any], deadline: float | None) -> AsyncIt
 
 
 async def _serve_stream(
-    request: web.Request, call: Call, model_name: str, pieces: AsyncIterator[tuple[str, bool]]
+    request: web.Request, call: Call, pieces: AsyncIterator[tuple[str, bool]]
 ) -> web.StreamResponse:
     """Send the pieces as server-sent events; the first is awaited before the status line, so a
     request refused by the engine (queue full: 429) still gets its own HTTP status."""
     first = await anext(pieces, None)
+    model_name = call.model
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", REQUEST_ID: call.request_id}
     )
@@ -149,7 +140,6 @@ async def _serve_stream(
             delta, final = piece
             await response.write(_event({"model_name": model_name, "model_version": VERSION, TEXT_OUTPUT: delta}))
             if final:
-                call.items = 1
                 break
             piece = await anext(pieces, None)
     except ServingError as exc:  # the status line has gone: the error is the last event

@@ -1,11 +1,20 @@
-"""Which model serves a language pair, from what each model declares (no server needed)."""
+"""Which model serves a language pair, from what each model declares: the routing policy of
+every door (no server needed)."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from attnserve.contract.manifest import Languages
-from attnserve.server.http.languages import LanguageTable, ModelLanguages, declared_languages, language_name
+from attnserve.server.service.routing import (
+    LanguageNotServed,
+    LanguageTable,
+    ModelLanguages,
+    declared_languages,
+    language_name,
+)
 
 
 def _model(name: str, source: list[str] | None = None, target: list[str] | None = None):
@@ -27,15 +36,29 @@ def test_language_names():
     assert [language_name(c) for c in ("de", "zho_Hant", "qqq")] == ["German", "Chinese (zho_Hant)", "qqq"]
 
 
-def test_the_table_routes_each_pair_to_the_first_model_by_name():
+def test_a_pair_goes_to_a_model_made_for_it_then_to_the_first_by_name():
     table = LanguageTable(
         [
             ModelLanguages("z-en-de", ("en",), ("de",)),
             ModelLanguages("a-many", ("en", "fr", "de"), ("de", "fr")),
+            ModelLanguages("b-many", ("en",), ("fr", "de")),
             ModelLanguages("plain", (), ()),
         ]
     )
-    assert table.model_for("en", "de") == "a-many" and table.model_for("fr", "de") == "a-many"
+    assert table.model_for("en", "de") == "z-en-de" and table.model_for("fr", "de") == "a-many"
+    assert table.model_for("en", "fr") == "a-many"  # two multilingual models: the first by name
     assert table.model_for("de", "de") is None and table.model_for("de", "en") is None
+    assert [table.route(s, t) for s, t in (("en", "de"), ("", "de"), ("deu", "fr"), ("en", ""))] == [
+        "z-en-de", "z-en-de", "a-many", "z-en-de",
+    ]  # fmt: skip
+    for source, target, code, target_only in (
+        ("xx", "de", "xx", False),
+        ("de", "de", "", False),
+        ("fr", "en", "", True),
+    ):
+        with pytest.raises(LanguageNotServed) as err:
+            table.route(source, target)
+        assert (err.value.code, err.value.target_only, err.value.status) == (code, target_only, "INVALID_ARGUMENT")
+        assert f"no model serves {source} -> {target}" in str(err.value)
     assert table.codes == ["de", "en", "fr"] and table.targets_of("en") == ["de", "fr"]
     assert table.sources_to("fr") == ["de", "en"]

@@ -1,18 +1,18 @@
-"""The one place protocol layers call a translation engine, and where texts become documents.
+"""Texts as documents on a translation engine: the translation service's only way to the engine.
 
-attnserve.v1, KServe v2 (gRPC and REST) and the HTTP routes all translate through
-:func:`translate` and :func:`stream`, so every protocol gets documents (issue 14) at once and
-a change of the engine's API is a change here and nowhere else. Each sentence is tokenised
-once, by the splitter that measures it against the source limit; the engine checks the
-sentences with those ids (``engine.prepare``) and decodes them.
+:func:`translate` and :func:`stream` take a :class:`~.requests.ValidTranslation` (checked
+once by the service: texts, characters, format, options) and its split documents. Each
+sentence is tokenised once, by the splitter that measures it against the source limit; the
+engine measures those ids against its limits (``engine.prepare(..., max_new_tokens=)``:
+the request's checks are not run again) and decodes them, each job carrying the request's
+deadline.
 
 A text is a document: ``attnserve.server.documents`` splits it into lines and sentences,
 normalises each sentence and cuts one longer than the model's source limit at clause
 punctuation or whitespace; the engine translates the sentences, and the document is joined
 back with its separators exactly as sent (newlines, blank lines, indentation, the spaces
-between sentences, html markup). The checks come first: characters per text and per request
-before anything is read, then the format, then the decoding options, so a bad request fails
-with InvalidRequest before it costs a decoder row.
+between sentences, html markup). Sentences are split by the rules of the request's source
+language (the model's, when it declares one source language; English rules otherwise).
 
 The sentences of all texts of a request go to the engine together, in calls of at most
 ``max_texts_per_request`` sentences (the engine's per-call limit; sentences with the same
@@ -47,37 +47,28 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .documents import FORMATS, TEXT, DocumentLimits, DocumentSplitter, PreparedDocument, TokenBudget
-from .documents.assemble import best_combinations
-from .errors import InferenceFailed, InvalidRequest
-from .translation import DecodeOptions, Hypothesis, StreamEvent, TranslationEngine, TranslationResult
+from ..documents import DocumentSplitter, PreparedDocument, TokenBudget
+from ..documents.assemble import best_combinations
+from ..errors import InferenceFailed
+from ..translation import DecodeOptions, Hypothesis, StreamEvent, TranslationEngine, TranslationResult
+from .languages import segmenter_language
+from .requests import Deadline, ValidTranslation
 
-# A sentence the engine validates the options against before any text is split.
-_OPTIONS_PROBE = "1"
 # Requests up to this many characters are split on the event loop (well under a millisecond).
 INLINE_SPLIT_CHARS = 2_000
 MAX_LANGUAGES = 64  # sentence splitters kept per engine, one per source language
-
-# on_request(sentences, characters) of one request, for the metrics (Metrics.watch_engine).
-RequestObserver = Callable[[int, int], None]
-
-
-def segmenter_language(code: str | None) -> str:
-    """A model's or request's language code -> sentencex's (ISO 639-1 style: "de" of "de",
-    "de-AT", "deu_Latn" stays "deu"); sentencex reads a code it has no rules for with its
-    default (English-like) rules. No code: "en"."""
-    return (code or "en").replace("-", "_").split("_")[0].lower() or "en"
+Work = list[tuple[str, Sequence[int], DecodeOptions]]  # (sentence, its ids, its options)
 
 
 @dataclass
 class _EngineDocuments:
     budget: TokenBudget
     language: str  # the model's source language, when it declares one
-    on_request: RequestObserver | None = None
     splitters: dict[str, DocumentSplitter] = field(default_factory=dict)
 
     def splitter(self, language: str | None = None) -> DocumentSplitter:
@@ -100,58 +91,28 @@ def _documents(engine: TranslationEngine) -> _EngineDocuments:
     """The splitters of ``engine``'s tokenizer and source limit, built once per engine and language."""
     docs = _per_engine.get(engine)
     if docs is None:
-        languages = getattr(engine.manifest, "languages", None) if hasattr(engine, "manifest") else None
-        sources = list(getattr(languages, "source", None) or [])
+        languages = engine.manifest.languages if engine.manifest is not None else None
+        sources = list(languages.source) if languages is not None else []
         language = segmenter_language(sources[0] if len(sources) == 1 else None)  # many: the request says
         docs = _per_engine[engine] = _EngineDocuments(TokenBudget(engine.tokenizer, engine.max_source_len), language)
     return docs
 
 
-def watch(engine: TranslationEngine, on_request: RequestObserver | None) -> None:
-    """Call ``on_request(sentences, characters)`` once per request that ``engine`` accepts."""
-    _documents(engine).on_request = on_request
+def split(engine: TranslationEngine, texts: Sequence[str], format: str, language: str = "") -> list[PreparedDocument]:
+    """Each text as a document of sentences in ``language``'s rules ("": the model's)."""
+    splitter = _documents(engine).splitter(language or None)
+    return [splitter.split(text, format) for text in texts]
 
 
-def _check(engine: TranslationEngine, texts: Sequence[str], options: DecodeOptions, format: str) -> None:
-    """The cheap checks, in the order of the module docstring; nothing is split or tokenised."""
-    settings = engine.settings
-    if not texts:
-        raise InvalidRequest("no texts to translate")
-    if len(texts) > settings.max_texts_per_request:
-        raise InvalidRequest(
-            f"{len(texts)} texts in one request; the limit is {settings.max_texts_per_request}: split the request"
-        )
-    # Characters first: a 1 MB text is refused before it is read, let alone split or tokenised.
-    DocumentLimits(settings.max_text_chars, settings.max_request_chars).check(texts)
-    for i, text in enumerate(texts):
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidRequest(f"text {i} is empty")
-    if format not in FORMATS:
-        raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
-    engine.validate([_OPTIONS_PROBE], options)  # the options, before any sentence is queued
-
-
-def _split(
-    engine: TranslationEngine, texts: Sequence[str], format: str, language: str | None
-) -> list[PreparedDocument]:
-    docs = _documents(engine)
-    splitter = docs.splitter(language)
-    prepared = [splitter.split(text, format) for text in texts]
-    if docs.on_request is not None:
-        docs.on_request(sum(p.segments for p in prepared), sum(len(t) for t in texts))
-    return prepared
-
-
-async def _split_off_loop(
-    engine: TranslationEngine, texts: Sequence[str], options: DecodeOptions, format: str
-) -> list[PreparedDocument]:
-    """Split on a worker thread unless the request is small: segmenting and tokenising 50,000
-    characters takes a few hundred ms on a busy core (sentencex and tokenizers run in Rust
-    without the GIL), which on the event loop would stall every other call."""
-    language = getattr(options, "source_language", None)  # a request may name it (issue 13)
-    if sum(len(t) for t in texts) <= INLINE_SPLIT_CHARS:
-        return _split(engine, texts, format, language)
-    return await asyncio.to_thread(_split, engine, texts, format, language)
+async def split_documents(valid: ValidTranslation, pool: Executor) -> list[PreparedDocument]:
+    """The request's documents, split on ``pool`` unless the request is small: segmenting and
+    tokenising 50,000 characters takes a few hundred ms on a busy core (sentencex and tokenizers
+    run in Rust without the GIL), which on the event loop would stall every other call."""
+    request, engine = valid.request, valid.model.engine
+    args = (engine, request.texts, request.format, valid.source_language)
+    if sum(len(t) for t in request.texts) <= INLINE_SPLIT_CHARS:
+        return split(*args)
+    return await asyncio.get_running_loop().run_in_executor(pool, split, *args)
 
 
 def _window(engine: TranslationEngine) -> tuple[int, int]:
@@ -162,46 +123,51 @@ def _window(engine: TranslationEngine) -> tuple[int, int]:
     return chunk, max(1, share // chunk)
 
 
-def sentence_options(options: DecodeOptions) -> tuple[Any, Any]:
+def sentence_options(options: DecodeOptions) -> tuple[DecodeOptions, DecodeOptions]:
     """(options of a document's first sentence, options of every later one).
 
     A forced target prefix has two parts (``DecodeOptions.prefix_ids``): the hidden leading
     ids (``hide_prefix``: a target-language token) start every sentence; the visible rest (a
     user's target prefix) starts the document, so only its first sentence."""
-    prefix, hidden = getattr(options, "prefix_ids", ()), getattr(options, "hide_prefix", 0)
+    prefix, hidden = options.prefix_ids, options.hide_prefix
     if len(prefix) <= hidden:
         return options, options
     return options, dataclasses.replace(options, prefix_ids=tuple(prefix[:hidden]))
 
 
-async def _translate_sentences(
-    engine: TranslationEngine, work: list[tuple[str, Sequence[int], Any]]
-) -> list[TranslationResult]:
+def _engine_deadline(deadline: Deadline | None) -> float | None:
+    return None if deadline is None else deadline.perf_counter()
+
+
+async def _translate_sentences(valid: ValidTranslation, work: Work) -> list[TranslationResult]:
     """One result per (sentence, its ids, options), in order: sentences of equal options go to
     the engine in calls of at most ``max_texts_per_request``; a failure or a cancel abandons
     every call."""
+    engine, deadline = valid.model.engine, valid.request.deadline
     chunk, in_flight = _window(engine)
-    by_options: dict[Any, list[int]] = {}
+    by_options: dict[DecodeOptions, list[int]] = {}
     for i, (_, _, options) in enumerate(work):
         by_options.setdefault(options, []).append(i)
     calls = [(options, idx[j : j + chunk]) for options, idx in by_options.items() for j in range(0, len(idx), chunk)]
+
+    async def call(options: DecodeOptions, indices: Sequence[int]) -> list[TranslationResult]:
+        sentences, ids = [work[i][0] for i in indices], [work[i][1] for i in indices]
+        prepared = engine.prepare(sentences, options, ids, max_new_tokens=valid.max_new_tokens)
+        return await engine.translate(prepared, deadline=_engine_deadline(deadline))
+
     if len(calls) == 1:
-        return await engine.translate(_prepare(engine, work, range(len(work)), work[0][2]))
+        return await call(*calls[0])
     gate = asyncio.Semaphore(in_flight)
 
-    async def call(options: DecodeOptions, indices: list[int]) -> list[TranslationResult]:
+    async def gated(options: DecodeOptions, indices: list[int]) -> list[TranslationResult]:
         async with gate:
-            return await engine.translate(_prepare(engine, work, indices, options))
+            return await call(options, indices)
 
-    tasks = [asyncio.ensure_future(call(options, indices)) for options, indices in calls]
+    tasks = [asyncio.ensure_future(gated(options, indices)) for options, indices in calls]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
     finally:  # cancelled, or one call failed: the others free their rows too
-        pending = [t for t in tasks if not t.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+        await _cancel(tasks)
     for task in tasks:
         if not task.cancelled() and task.exception() is not None:
             raise task.exception()
@@ -212,9 +178,12 @@ async def _translate_sentences(
     return results
 
 
-def _prepare(engine: TranslationEngine, work: list[tuple[str, Sequence[int], Any]], indices: Sequence[int], options):
-    """The engine's checks of some sentences, with the ids the splitter tokenised them to."""
-    return engine.prepare([work[i][0] for i in indices], options, [work[i][1] for i in indices])
+async def _cancel(tasks: list[asyncio.Future]) -> None:
+    pending = [t for t in tasks if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending)
 
 
 def _as_written(text: str) -> TranslationResult:
@@ -249,37 +218,16 @@ def document_result(prepared: PreparedDocument, results: Sequence[TranslationRes
     )
 
 
-async def translate(
-    engine: TranslationEngine, texts: list[str], options: DecodeOptions, format: str = TEXT
-) -> list[TranslationResult]:
-    """One ``TranslationResult`` per text (document), in order; ``format``: "text" or "html"."""
-    _check(engine, texts, options, format)
-    prepared = await _split_off_loop(engine, texts, options, format)
-    first, rest = sentence_options(options)
+async def translate(valid: ValidTranslation, prepared: list[PreparedDocument]) -> list[TranslationResult]:
+    """One ``TranslationResult`` per document, in order."""
+    first, rest = sentence_options(valid.options)
     work = [(s, ids, rest if i else first) for p in prepared for i, (s, ids) in enumerate(zip(p.sources, p.ids))]
-    results = await _translate_sentences(engine, work) if work else []
+    results = await _translate_sentences(valid, work) if work else []
     out, at = [], 0
     for p in prepared:
-        out.append(document_result(p, results[at : at + p.segments], options.num_hypotheses))
+        out.append(document_result(p, results[at : at + p.segments], valid.options.num_hypotheses))
         at += p.segments
     return out
-
-
-def stream(
-    engine: TranslationEngine, text: str, options: DecodeOptions, format: str = TEXT
-) -> AsyncIterator[StreamEvent]:
-    """``StreamEvent``s of one text (document); closing the iterator frees its decoder rows at the next step.
-
-    Checks run now, before the iterator is returned. The sentences are decoded together; their
-    events come out in document order (see :class:`DocumentEvents`): one event per batch of
-    tokens the engine hands out (every token with ``stream_interval_ms`` 0, else the tokens of
-    one interval) with their ids, the events of sentence k only after every sentence before it
-    has finished. The deltas add up to the document ``translate`` returns.
-    """
-    if options.beam_size > 1:  # the engine's own check, raised now rather than at the first event
-        raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {options.beam_size}")
-    _check(engine, [text], options, format)
-    return _stream(engine, text, options, format)
 
 
 class DocumentEvents:
@@ -352,23 +300,28 @@ class DocumentEvents:
         return StreamEvent(delta, event.token_ids, None)
 
 
-async def _stream(
-    engine: TranslationEngine, text: str, options: DecodeOptions, format: str
-) -> AsyncIterator[StreamEvent]:
-    (prepared,) = await _split_off_loop(engine, [text], options, format)
+async def stream(valid: ValidTranslation, prepared: PreparedDocument) -> AsyncIterator[StreamEvent]:
+    """``StreamEvent``s of one document; closing the iterator frees its decoder rows at the next step.
+
+    The sentences are decoded together; their events come out in document order (see
+    :class:`DocumentEvents`): one event per batch of tokens the engine hands out, the events of
+    sentence k only after every sentence before it has finished. The deltas add up to the
+    document :func:`translate` returns; the last event carries the longest queue time.
+    """
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, (), "eos")
         return
+    engine, deadline = valid.model.engine, valid.request.deadline
     order = DocumentEvents(prepared)
     queue: asyncio.Queue = asyncio.Queue()
     gate = asyncio.Semaphore(_window(engine)[0])
-
-    first, rest = sentence_options(options)
+    first, rest = sentence_options(valid.options)
 
     async def sentence(index: int, source: str, ids: Sequence[int]) -> None:
         async with gate:
             try:
-                async for event in engine.stream(engine.prepare([source], rest if index else first, [ids])):
+                checked = engine.prepare([source], rest if index else first, [ids], valid.max_new_tokens)
+                async for event in engine.stream(checked, deadline=_engine_deadline(deadline)):
                     queue.put_nowait((index, event))
             except Exception as exc:
                 queue.put_nowait((index, exc))
@@ -379,21 +332,24 @@ async def _stream(
         asyncio.ensure_future(sentence(i, s, ids)) for i, (s, ids) in enumerate(zip(prepared.sources, prepared.ids))
     ]
     try:
-        remaining = len(tasks)
-        while remaining:
-            index, item = await queue.get()
-            if isinstance(item, BaseException):
-                raise item
-            if item is None:
-                remaining -= 1
-                if not order.finished(index):  # never seen; a stream must not hang waiting for it
-                    raise InferenceFailed(f"the stream of sentence {index} ended without a finish reason")
-                continue
-            for event in order.push(index, item):
-                yield event
+        async for event in _ordered(order, queue, len(tasks)):
+            yield event
     finally:  # closed, cancelled or failed: every sentence still decoding leaves at the next step
-        pending = [t for t in tasks if not t.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
+        await _cancel(tasks)
+
+
+async def _ordered(order: DocumentEvents, queue: asyncio.Queue, sentences: int) -> AsyncIterator[StreamEvent]:
+    """The sentences' events from ``queue`` in document order, the longest queue time on the last."""
+    remaining, queue_ms = sentences, 0.0
+    while remaining:
+        index, item = await queue.get()
+        if isinstance(item, BaseException):
+            raise item
+        if item is None:
+            remaining -= 1
+            if not order.finished(index):  # never seen; a stream must not hang waiting for it
+                raise InferenceFailed(f"the stream of sentence {index} ended without a finish reason")
+            continue
+        queue_ms = max(queue_ms, item.queue_ms)
+        for event in order.push(index, item):
+            yield dataclasses.replace(event, queue_ms=queue_ms) if event.finish_reason else event

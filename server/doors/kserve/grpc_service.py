@@ -1,6 +1,6 @@
 """``inference.GRPCInferenceService`` (KServe v2 + Triton's extensions) on attnserve's gRPC port.
 
-Handlers are thin: decode (``grpc_codec``) -> ``KServeInference`` / ``describe`` -> encode,
+Handlers are codecs: decode (``grpc_codec``) -> ``KServeInference`` (the services) / ``describe`` -> encode,
 inside :meth:`AttnServer.rpc` like attnserve.v1's (request ids, draining, limits, errors,
 metrics with the method label ``kserve.<RPC>``). The vendored proto lives in its own
 package (``attnserve.triton``); :func:`add_to_server` registers the handlers under the
@@ -20,8 +20,9 @@ import grpc
 
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 
-from ..calls import CallFailed
-from ..errors import InvalidRequest, NotEnabled
+from ...calls import CallFailed
+from ...errors import InvalidRequest, NotEnabled
+from .. import client_deadline
 from . import describe
 from .describe import check_repository_parameters
 from .grpc_codec import infer_request, infer_response, parameters_of
@@ -99,9 +100,7 @@ class KServeServicer:
 
     async def ModelInfer(self, request: gs.ModelInferRequest, context) -> gs.ModelInferResponse:
         async with self.app.rpc(context, method("ModelInfer"), request.model_name, inference=True) as call:
-            with self.app.registry.use(request.model_name, None) as model:
-                call.model = model.name
-                response = await self.app.kserve.infer(model, infer_request(request), call)
+            response = await self.app.kserve.infer(infer_request(request), call, client_deadline(context))
             return infer_response(response)
 
     async def ModelStreamInfer(
@@ -154,10 +153,8 @@ class KServeServicer:
             async with calls.track(
                 method(STREAM), request.model_name, rid, inference=True, deadline_passed=_deadline_passed(context)
             ) as call:
-                with self.app.registry.use(request.model_name, None) as model:
-                    call.model = model.name
-                    async for response in self.app.kserve.stream(model, infer_request(request), call):
-                        put(gs.ModelStreamInferResponse(infer_response=infer_response(response)))
+                async for response in self.app.kserve.stream(infer_request(request), call, client_deadline(context)):
+                    put(gs.ModelStreamInferResponse(infer_response=infer_response(response)))
         except CallFailed as exc:
             failed = gs.ModelInferResponse(model_name=request.model_name, model_version=VERSION, id=request.id)
             put(gs.ModelStreamInferResponse(error_message=exc.message, infer_response=failed))

@@ -1,18 +1,25 @@
-"""engine_api's documents against a recording stand-in engine (the bundled translator's
-tokenizer and 64-token limit): what the engine is asked to translate, and the sentence rules
-of the model's or the request's source language."""
+"""The translation service's documents against a recording stand-in engine (the bundled
+translator's tokenizer and 64-token limit): what the engine is asked to translate, and the
+sentence rules of the model's or the request's source language."""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import pytest
 
-from attnserve.server import engine_api
-from attnserve.server.errors import InferenceFailed, InvalidRequest, Overloaded
+from attnserve.server.calls import Call
+from attnserve.server.config import Settings
+from attnserve.server.errors import InferenceFailed, InvalidRequest, LimitExceeded, Overloaded
+from attnserve.server.metrics import Metrics
+from attnserve.server.service import documents
+from attnserve.server.service.requests import TranslationRequest, ValidTranslation
+from attnserve.server.service.translation import TranslationService
 from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
+
+POOL = ThreadPoolExecutor(1, thread_name_prefix="test-documents")
 
 
 class RecordingEngine:
@@ -29,23 +36,20 @@ class RecordingEngine:
         self.open_streams = 0
         self.reused = 0  # sentences whose ids came from the splitter, not tokenised again
 
-    def prepare(self, texts, options, tokenised=None):
+    def prepare(self, texts, options, tokenised=None, max_new_tokens=None):
         if tokenised is not None:  # the splitter's ids: the sentences' own, as the engine would make them
             assert [list(ids) for ids in tokenised] == [self.tokenizer.encode(t).ids for t in texts], texts
             self.reused += len(texts)
         return list(texts), options  # the real engine's Prepared holds token ids instead
 
-    def validate(self, texts, options):
-        self.prepare(texts, options)
-
-    async def translate(self, prepared):
+    async def translate(self, prepared, deadline=None):
         texts, options = prepared
         self.calls.append(list(texts))
         self.options.append(options)
         hypotheses = [[Hypothesis(t.upper(), [1], -1.0, -0.5, "eos")] for t in texts]
         return [TranslationResult(h, 2, 1.0, 1.0, 1.0, 1.0) for h in hypotheses]
 
-    async def stream(self, prepared):
+    async def stream(self, prepared, deadline=None):
         (text,), options = prepared
         self.calls.append([text])
         self.open_streams += 1
@@ -61,23 +65,30 @@ class RecordingEngine:
             self.open_streams -= 1
 
 
-def stream(engine, text, options=None):
-    async def collect():
-        return [e async for e in engine_api.stream(engine, text, options or GREEDY)]
-
-    return asyncio.run(collect())
-
-
-@dataclass(frozen=True)
-class WithLanguage(DecodeOptions):
-    source_language: str = ""  # what issue 13 adds to the options
-
-
 GREEDY = DecodeOptions()
 
 
-def translate(engine, texts, options=GREEDY, format="text"):
-    return asyncio.run(engine_api.translate(engine, texts, options, format))
+def valid(engine, texts, options=GREEDY, format="text", language=""):
+    """What the service hands the documents: a request checked for ``engine``'s model."""
+    request = TranslationRequest(Call("test", "recorder", "r1"), tuple(texts), "recorder", format=format)
+    return ValidTranslation(request, SimpleNamespace(name="recorder", engine=engine), options, 16, language, "")
+
+
+def translate(engine, texts, options=GREEDY, format="text", language=""):
+    async def run():
+        checked = valid(engine, texts, options, format, language)
+        return await documents.translate(checked, await documents.split_documents(checked, POOL))
+
+    return asyncio.run(run())
+
+
+def stream(engine, text, options=None):
+    async def collect():
+        checked = valid(engine, [text], options or GREEDY)
+        (prepared,) = await documents.split_documents(checked, POOL)
+        return [e async for e in documents.stream(checked, prepared)]
+
+    return asyncio.run(collect())
 
 
 GERMAN = "Am 3. März ging er. Dann kam sie."
@@ -93,7 +104,7 @@ def test_the_models_source_language_picks_the_sentence_rules(tokenizer):
 
 def test_a_requests_source_language_picks_the_sentence_rules(tokenizer):
     engine = RecordingEngine(tokenizer, sources=["en", "de"])  # several: the request says which
-    (result,) = translate(engine, [GERMAN], WithLanguage(source_language="de-AT"))
+    (result,) = translate(engine, [GERMAN], language="de-AT")
     assert engine.calls == [["Am 3. März ging er.", "Dann kam sie."]]
     assert result.hypotheses[0].text == GERMAN.upper()
 
@@ -119,29 +130,28 @@ def test_a_long_document_is_sent_in_calls_of_the_per_call_limit(tokenizer):
 
 
 @pytest.mark.parametrize(
-    ("texts", "fragment"),
+    ("texts", "fragment", "limit"),
     [
-        ([], "no texts"),
-        (["  \n "], "text 0 is empty"),
-        (["x" * 50_001], "at most 50,000 per text"),
-        (["x" * 40_000] * 6, "at most 200,000 per request"),
+        ([], "no texts", None),
+        (["  \n "], "text 0 is empty", None),
+        (["x" * 50_001], "at most 50,000 per text", "max_text_chars"),
+        (["x" * 40_000] * 6, "at most 200,000 per request", "max_request_chars"),
+        (["x"] * 65, "65 texts in one request; the limit is 64", "max_texts_per_request"),
     ],
 )
-def test_bad_requests_are_refused_before_the_engine_sees_them(tokenizer, texts, fragment):
-    engine = RecordingEngine(tokenizer)
-    with pytest.raises(InvalidRequest, match=fragment):
-        translate(engine, texts)
-    with pytest.raises(InvalidRequest, match="format must be one of text, html"):
-        translate(engine, ["x"], format="markdown")
-    assert engine.calls == []
+def test_the_service_refuses_texts_over_the_limits_before_reading_them(texts, fragment, limit):
+    service = TranslationService(SimpleNamespace(models={}), Settings(language_detection="off"), Metrics(), POOL)
+    with pytest.raises(InvalidRequest, match=fragment) as err:
+        service.check_texts(texts)
+    assert (err.value.limit if isinstance(err.value, LimitExceeded) else None) == limit
 
 
 def test_the_splitter_cache_is_bounded(tokenizer):
     engine = RecordingEngine(tokenizer)
-    for i in range(engine_api.MAX_LANGUAGES + 10):
-        (result,) = translate(engine, ["It is 9. It is 10."], WithLanguage(source_language=f"x{i}"))
+    for i in range(documents.MAX_LANGUAGES + 10):
+        (result,) = translate(engine, ["It is 9. It is 10."], language=f"x{i}")
         assert result.hypotheses[0].text == "IT IS 9. IT IS 10."
-    assert len(engine_api._documents(engine).splitters) <= engine_api.MAX_LANGUAGES
+    assert len(documents._documents(engine).splitters) <= documents.MAX_LANGUAGES
 
 
 def test_a_target_prefix_starts_the_document_and_a_language_token_every_sentence(tokenizer):
@@ -152,7 +162,7 @@ def test_a_target_prefix_starts_the_document_and_a_language_token_every_sentence
     assert seen == {"It is 9.": (5, 7, 9), "Today.": (5, 7, 9), "It is 10.": (5,), "At noon.": (5,)}
     assert [r.hypotheses[0].text for r in results] == ["IT IS 9. IT IS 10. AT NOON.", "TODAY."]
     assert (
-        engine_api.sentence_options(DecodeOptions(prefix_ids=(5,), hide_prefix=1))
+        documents.sentence_options(DecodeOptions(prefix_ids=(5,), hide_prefix=1))
         == (DecodeOptions(prefix_ids=(5,), hide_prefix=1),) * 2
     )  # only a language token: the same options for every sentence
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidRequest
+from ...errors import InvalidRequest
 
 BYTES = "BYTES"
 NUMPY_TYPES = {

@@ -19,14 +19,16 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
 
-from .. import security
-from ..calls import Call, CallFailed
-from ..errors import InvalidRequest, Overloaded
+from ... import security
+from ...calls import Call, CallFailed
+from ...errors import InvalidRequest, Overloaded
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +90,8 @@ class HttpServer:
             client_max_size=app.settings.max_message_bytes, middlewares=[self._errors, self._auth]
         )
         self._runner: web.AppRunner | None = None
+        self._sock: socket.socket | None = None
+        self._address: tuple[str, int] = ("", 0)
         from . import generate_routes, kserve_routes, libretranslate_routes
 
         kserve_routes.add_routes(self)
@@ -183,32 +187,42 @@ class HttpServer:
         response.headers["WWW-Authenticate"] = "Bearer"
         return response
 
-    async def start(self, host: str, port: int) -> int:
-        """Listen on ``host:port`` (0 = any free port); returns the port."""
+    def bind(self, host: str, port: int) -> int:
+        """Take ``host:port`` now (0 = any free port), before the models load; returns the port.
+        Connections wait in the listen backlog until :meth:`start` serves them."""
+        reuse_port = self.app.settings.workers > 1  # every worker process listens on the same port
+        try:
+            family = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM)[0][0]
+            self._sock = socket.create_server((host, port), family=family, reuse_port=reuse_port)
+        except OSError as exc:  # create_server's message wraps the OS's words in its own
+            reason = os.strerror(exc.errno) if exc.errno else str(exc)
+            raise OSError(f"cannot serve HTTP on {host}:{port}: {reason} (see --http-port)") from None
+        self._sock.setblocking(False)
+        self._address = (host, self._sock.getsockname()[1])
+        return self._address[1]
+
+    async def start(self) -> None:
+        """Serve on the socket :meth:`bind` took."""
         ssl_context = security.http_ssl_context(self.app.settings)
         runner = web.AppRunner(self.web, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
         await runner.setup()
-        reuse_port = self.app.settings.workers > 1  # every worker process listens on the same port
-        site = web.TCPSite(runner, host, port, ssl_context=ssl_context, reuse_port=reuse_port or None)
-        try:
-            await site.start()
-        except OSError as exc:
-            await runner.cleanup()
-            raise OSError(f"cannot serve HTTP on {host}:{port}: {exc.strerror or exc} (see --http-port)") from exc
+        await web.SockSite(runner, self._sock, ssl_context=ssl_context).start()
         self._runner = runner
-        bound = runner.addresses[0][1]
+        host, port = self._address
         log.info(
             "HTTP (KServe v2 REST, generate, LibreTranslate) on %s://%s:%d",
             "https" if ssl_context else "http",
             host,
-            bound,
+            port,
         )
-        return bound
 
     async def stop(self) -> None:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
 
 def _allow(exc: web.HTTPException) -> dict[str, str]:

@@ -4,5 +4,5 @@
 conventions of each model kind, inference and decoupled streaming), ``describe``
 (metadata, config, statistics, repository index) are shared by both transports:
 ``grpc_service`` (``inference.GRPCInferenceService`` on the gRPC port) and ``rest``
-(the REST routes on the HTTP port, ``attnserve.server.http``).
+(the REST routes on the HTTP port, ``attnserve.server.doors.http``).
 """

@@ -14,8 +14,10 @@ a list; ``detectedLanguage`` only with ``source: auto``, ``alternatives`` only w
 (a list per text for a list ``q``). Errors are ``{"error": ...}``: 400 for a missing or bad
 field, an unsupported language or format, an empty text or a limit, or no ``api_key`` where
 the server needs one (upstream's "Please contact the server operator to get an API key"); 403
-for a wrong ``api_key``; 429 when the translation queue is full. The language pair picks the model
-(:mod:`.languages`); ``alternatives`` n decodes with a beam of n + 1 and returns the other
+for a wrong ``api_key``; 429 when the translation queue is full. The service's typed errors
+(a language or pair not served, a limit, a format) are worded as upstream words them. The
+language pair picks the model (``service.routing``: the policy of every door; ``auto``: the
+service detects the source); ``alternatives`` n decodes with a beam of n + 1 and returns the other
 distinct hypotheses. ``api_key`` is one of the server's bearer tokens, also accepted as the
 ``Authorization: Bearer`` header; ``/languages`` and ``/frontend/settings`` are open, as in
 LibreTranslate.
@@ -23,25 +25,22 @@ LibreTranslate.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import functools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
 
-from attnserve.contract.kinds import TRANSLATION
-
-from .. import engine_api, params
-from ..calls import Call
-from ..documents import FORMATS, TEXT
-from ..errors import InvalidRequest, ServingError
-from ..languages import LanguageRequest
-from ..languages import apply as apply_languages
-from .languages import ServedLanguages, language_name, make_detector
+from ... import params
+from ...calls import Call
+from ...documents import TEXT
+from ...errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat
+from ...service.requests import Translated, TranslationRequest
+from ...service.routing import LanguageNotServed, language_name
 from .server import HttpServer, PayloadTooLarge, json_object, json_response, read_body
 
-DETECT_CHARS = 2000  # enough for lingua to be sure; a 50,000-character text would take 0.1 s
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its web page waits after a keystroke
 
 
@@ -125,14 +124,57 @@ def _distinct(texts: list[str], best: str) -> list[str]:
     return [t for t in dict.fromkeys(texts) if t != best]
 
 
-def add_routes(http: HttpServer) -> None:
-    app = http.app
-    settings = app.settings
-    languages = ServedLanguages(app.registry)
-    detector = make_detector(settings.language_detection)
+def _alternatives_options(alternatives: int):
+    """``alternatives`` n: a beam of n + 1, every hypothesis returned."""
+    values = {"beam_size": alternatives + 1, "num_hypotheses": alternatives + 1} if alternatives else {}
+    return params.decode_options(values)
 
-    def check_key(request: web.Request, fields: dict[str, Any], label: str) -> None:
-        checker = app.token_checker
+
+@contextlib.contextmanager
+def upstream_words() -> Iterator[None]:
+    """The service's typed refusals in LibreTranslate's words (its clients match on them)."""
+    try:
+        yield
+    except LanguageNotServed as exc:
+        if exc.code:
+            raise InvalidRequest(f"{exc.code} is not supported") from None
+        target = f"{language_name(exc.target)} ({exc.target}) is not available as a target language"
+        if exc.target_only or not exc.source:
+            raise InvalidRequest(target) from None
+        raise InvalidRequest(f"{target} from {language_name(exc.source)} ({exc.source})") from None
+    except LimitExceeded as exc:
+        what = "character" if exc.limit == "max_request_chars" else "text"
+        raise InvalidRequest(f"Invalid request: request ({exc.value}) exceeds {what} limit ({exc.maximum})") from None
+    except UnknownFormat as exc:
+        raise InvalidRequest(f"{exc.value} format is not supported") from None
+    except InvalidOption as exc:
+        if exc.option != "beam_size" or exc.maximum is None:
+            raise
+        raise InvalidRequest(f"Invalid request: alternatives parameter must be <= {int(exc.maximum) - 1}") from None
+
+
+def _reply(done: Translated, batch: bool, alternatives: int) -> dict[str, Any]:
+    best = [r.hypotheses[0].text for r in done.results]
+    reply: dict[str, Any] = {"translatedText": best if batch else best[0]}
+    if done.detected is not None:
+        detected = {"confidence": done.detected.confidence, "language": done.detected.language}
+        reply["detectedLanguage"] = [detected] * len(best) if batch else detected
+    if alternatives:
+        others = [_distinct([h.text for h in r.hypotheses[1:]], b) for r, b in zip(done.results, best, strict=True)]
+        reply["alternatives"] = others if batch else others[0]
+    return reply
+
+
+class LibreTranslateRoutes:
+    """The routes' handlers; every one a codec of the translation service."""
+
+    def __init__(self, http: HttpServer) -> None:
+        self.app = http.app
+        self.service = http.app.translation
+        self.settings = http.app.settings
+
+    def check_key(self, request: web.Request, fields: dict[str, Any], label: str) -> None:
+        checker = self.app.token_checker
         if checker is None:
             return
         api_key = fields.get("api_key")
@@ -141,59 +183,14 @@ def add_routes(http: HttpServer) -> None:
             return
         if not api_key and header and checker.check(header):
             return
-        app.metrics.unauthenticated.labels(label).inc()
+        self.app.metrics.unauthenticated.labels(label).inc()
         if not api_key and not header:  # upstream's wording and status (400) for a request without a key
             raise KeyMissing("Please contact the server operator to get an API key")
         raise Forbidden("Invalid API key")
 
-    async def detect(text: str, codes: list[str]) -> list[dict[str, Any]]:
-        """lingua on the text's first DETECT_CHARS characters, off the event loop (~2 ms per 1,000)."""
-        loop = asyncio.get_running_loop()
-        found = await loop.run_in_executor(app.preprocess_pool, detector.detect, text[:DETECT_CHARS], codes)
-        return [{"confidence": d.confidence, "language": d.language} for d in found]
-
-    async def resolve_auto(texts: list[str], target: str) -> dict[str, Any]:
-        """``source: auto`` -> LibreTranslate's detectedLanguage."""
-        table = languages.table
-        candidates = table.sources_to(target)
-        if detector is not None and len(candidates) > 1:
-            found = await detect("\n".join(texts), candidates)
-            if found:
-                return found[0]
-        if len(candidates) == 1:  # the only language the target is reached from: not a detection
-            return {"confidence": 100.0, "language": candidates[0]}
-        raise InvalidRequest(
-            f"Invalid request: source auto needs language detection, which is off on this server; "
-            f"name the source language: one of {', '.join(candidates) or 'none'}"
-        )
-
-    def check_limits(texts: list[str]) -> None:
-        if len(texts) > settings.max_texts_per_request:
-            raise InvalidRequest(
-                f"Invalid request: request ({len(texts)}) exceeds text limit ({settings.max_texts_per_request})"
-            )
-        for text in texts:
-            if len(text) > settings.max_text_chars:
-                raise InvalidRequest(
-                    f"Invalid request: request ({len(text)}) exceeds text limit ({settings.max_text_chars})"
-                )
-        total = sum(map(len, texts))
-        if total > settings.max_request_chars:
-            raise InvalidRequest(
-                f"Invalid request: request ({total}) exceeds character limit ({settings.max_request_chars})"
-            )
-
-    def decoding(alternatives: int):
-        values: dict[str, Any] = {}
-        if alternatives:
-            if alternatives + 1 > settings.max_beam_size:
-                raise InvalidRequest(f"Invalid request: alternatives parameter must be <= {settings.max_beam_size - 1}")
-            values.update(beam_size=alternatives + 1, num_hypotheses=alternatives + 1)
-        return params.decode_options(values)
-
-    async def translate(request: web.Request, call: Call) -> web.Response:
-        fields = await read_fields(request, settings.max_message_bytes)
-        check_key(request, fields, call.method)
+    async def translate(self, request: web.Request, call: Call) -> web.Response:
+        fields = await read_fields(request, self.settings.max_message_bytes)
+        self.check_key(request, fields, call.method)
         texts, batch = _texts(fields)
         source, target = _string(fields, "source"), _string(fields, "target")
         if not source:
@@ -201,74 +198,50 @@ def add_routes(http: HttpServer) -> None:
         if not target:
             raise _missing("target")
         alternatives = _alternatives(fields)
-        check_limits(texts)
-        table = languages.table
-        if source != "auto" and source not in table.codes:
-            raise InvalidRequest(f"{source} is not supported")
-        if target not in table.codes:
-            raise InvalidRequest(f"{target} is not supported")
-        if not table.sources_to(target):
-            raise InvalidRequest(f"{language_name(target)} ({target}) is not available as a target language")
-        detected = await resolve_auto(texts, target) if source == "auto" else None
-        source_code = detected["language"] if detected else source
-        text_format = _string(fields, "format", TEXT)
-        if text_format not in FORMATS:
-            raise InvalidRequest(f"{text_format} format is not supported")
-        model_name = table.model_for(source_code, target)
-        if model_name is None:
-            raise InvalidRequest(
-                f"{language_name(target)} ({target}) is not available as a target language from "
-                f"{language_name(source_code)} ({source_code})"
-            )
-        options = decoding(alternatives)
-        with app.registry.use(model_name, TRANSLATION) as model:
-            call.model = model.name
-            if model.manifest.languages is not None:  # its language tokens (M2M100, NLLB, opus-mt >>xx<<)
-                wanted = LanguageRequest(source_code, target)
-                options, _, _ = apply_languages(model.manifest, model.engine.tokenizer, options, wanted)
-            results = await engine_api.translate(model.engine, texts, options, text_format)
-            call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
-        for r in results:
-            app.metrics.queue_time.labels(model.name).observe(r.queue_ms / 1e3)
-        best = [r.hypotheses[0].text for r in results]
-        others = [_distinct([h.text for h in r.hypotheses[1:]], b) for r, b in zip(results, best, strict=True)]
-        reply: dict[str, Any] = {"translatedText": best if batch else best[0]}
-        if detected is not None:
-            reply["detectedLanguage"] = [detected] * len(texts) if batch else detected
-        if alternatives:
-            reply["alternatives"] = others if batch else others[0]
-        return json_response(reply, ensure_ascii=False)
+        wanted = TranslationRequest(
+            call,
+            tuple(texts),
+            format=_string(fields, "format", TEXT),
+            source_language=source,
+            target_language=target,
+            options=_alternatives_options(alternatives),
+        )
+        with upstream_words():
+            done = await self.service.translate(wanted)
+        return json_response(_reply(done, batch, alternatives), ensure_ascii=False)
 
-    async def detect_route(request: web.Request, call: Call) -> web.Response:
-        fields = await read_fields(request, settings.max_message_bytes)
-        check_key(request, fields, call.method)
+    async def detect(self, request: web.Request, call: Call) -> web.Response:
+        fields = await read_fields(request, self.settings.max_message_bytes)
+        self.check_key(request, fields, call.method)
         q = fields.get("q")
         if not q:
             raise _missing("q")
         if not isinstance(q, str):
             raise InvalidRequest("Invalid request: q parameter must be a string")
-        if detector is None:
+        if self.service.detector is None:
             raise NotConfigured(
                 "Language detection is disabled on this server (language_detection off, or lingua not installed: "
                 "pip install 'attnserve[detect]')"
             )
-        check_limits([q])
-        return json_response(await detect(q, languages.table.codes), ensure_ascii=False)
+        with upstream_words():
+            self.service.check_texts([q])
+        found = await self.service.detect(q, self.service.languages.table.codes)
+        return json_response([{"confidence": d.confidence, "language": d.language} for d in found], ensure_ascii=False)
 
-    async def languages_route(request: web.Request, call: Call) -> web.Response:
-        table = languages.table
+    async def languages(self, request: web.Request, call: Call) -> web.Response:
+        table = self.service.languages.table
         return json_response(
             [{"code": c, "name": language_name(c), "targets": table.targets_of(c)} for c in table.codes]
         )
 
-    async def frontend_settings(request: web.Request, call: Call) -> web.Response:
-        table = languages.table
+    async def frontend_settings(self, request: web.Request, call: Call) -> web.Response:
+        table = self.service.languages.table
         source = table.sources[0] if table.sources else ""
         target = (table.targets_of(source) or [""])[0]
-        keys = app.token_checker is not None
+        keys = self.app.token_checker is not None
         return json_response(
             {
-                "charLimit": settings.max_text_chars,
+                "charLimit": self.settings.max_text_chars,
                 "frontendTimeout": FRONTEND_TIMEOUT_MS,
                 "apiKeys": keys,
                 "keyRequired": keys,
@@ -282,8 +255,11 @@ def add_routes(http: HttpServer) -> None:
             }
         )
 
+
+def add_routes(http: HttpServer) -> None:
+    routes = LibreTranslateRoutes(http)
     route = functools.partial(http.route, open=True, cors=True)  # browser pages of any origin, as upstream
-    route("POST", "/translate", translate, label="libretranslate.translate", inference=True)
-    route("POST", "/detect", detect_route, label="libretranslate.detect")
-    route("GET", "/languages", languages_route, label="libretranslate.languages")
-    route("GET", "/frontend/settings", frontend_settings, label="libretranslate.frontend_settings")
+    route("POST", "/translate", routes.translate, label="libretranslate.translate", inference=True)
+    route("POST", "/detect", routes.detect, label="libretranslate.detect")
+    route("GET", "/languages", routes.languages, label="libretranslate.languages")
+    route("GET", "/frontend/settings", routes.frontend_settings, label="libretranslate.frontend_settings")

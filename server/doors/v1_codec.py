@@ -1,5 +1,8 @@
-"""Protobuf <-> the serving core's types. No inference here: requests are checked and
-turned into core objects, core results into replies."""
+"""attnserve.v1's messages <-> the service's requests and results (the v1 door's codec).
+
+A ``TranslateRequest`` becomes a ``TranslationRequest``, a ``ClassifyRequest`` a
+``ClassificationRequest``; what is checked here is the messages' own shape (enum values,
+finite numbers, which oneof is set); the rest is the service's."""
 
 from __future__ import annotations
 
@@ -10,13 +13,14 @@ from typing import Any
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
-from . import params
-from .classification import EncodedImage, ImageInput, ImageResult, RawTensor
-from .config import Settings
-from .errors import InvalidRequest
-from .languages import LanguageRequest
-from .registry import FailedModel, LoadedModel
-from .translation import DecodeOptions, Hypothesis, StreamEvent, TranslationResult
+from .. import params
+from ..calls import Call
+from ..classification import EncodedImage, ImageInput, ImageResult, RawTensor
+from ..config import Settings
+from ..errors import InvalidRequest
+from ..registry import FailedModel, LoadedModel
+from ..service.requests import ClassificationRequest, Deadline, Translated, TranslationRequest
+from ..translation import DecodeOptions, Hypothesis, StreamEvent
 
 FINISH_REASONS = {"eos": pb.FINISH_REASON_EOS, "length": pb.FINISH_REASON_LENGTH}
 KINDS = {TRANSLATION: pb.MODEL_KIND_TRANSLATION, IMAGE_CLASSIFICATION: pb.MODEL_KIND_IMAGE_CLASSIFICATION}
@@ -77,15 +81,31 @@ def decode_options(options: pb.DecodingOptions) -> DecodeOptions:
     }
     if options.mode in MODE_NAMES:
         values["mode"] = MODE_NAMES[options.mode]
-    for name in ("length_penalty", "top_p", "seed"):  # proto3 optionals: unset = the default
-        if options.HasField(name):
-            value = getattr(options, name)
-            values[name] = value if name == "seed" else _finite(value, f"options.{name}")
+    # proto3 optionals: unset = the default
+    if options.HasField("length_penalty"):
+        values["length_penalty"] = _finite(options.length_penalty, "options.length_penalty")
+    if options.HasField("top_p"):
+        values["top_p"] = _finite(options.top_p, "options.top_p")
+    if options.HasField("seed"):
+        values["seed"] = options.seed
     return params.decode_options(values, "options.")
 
 
-def language_request(options: pb.DecodingOptions) -> LanguageRequest:
-    return LanguageRequest(options.source_language, options.target_language, options.target_prefix)
+def translation_request(
+    request: pb.TranslateRequest, call: Call, deadline: Deadline | None = None, *, single: bool = False
+) -> TranslationRequest:
+    options = request.options
+    return TranslationRequest(
+        call,
+        tuple(texts(request, single=single)),
+        request.model,
+        format=text_format(request),
+        source_language=options.source_language,
+        target_language=options.target_language,
+        target_prefix=options.target_prefix,
+        options=decode_options(options),
+        deadline=deadline,
+    )
 
 
 def _hypothesis(hyp: Hypothesis, options: pb.DecodingOptions) -> pb.Hypothesis:
@@ -97,11 +117,11 @@ def _hypothesis(hyp: Hypothesis, options: pb.DecodingOptions) -> pb.Hypothesis:
     return out
 
 
-def translate_response(
-    model: str, results: list[TranslationResult], options: pb.DecodingOptions
-) -> pb.TranslateResponse:
-    reply = pb.TranslateResponse(model=model)
-    for result in results:
+def translate_response(done: Translated, options: pb.DecodingOptions) -> pb.TranslateResponse:
+    reply = pb.TranslateResponse(
+        model=done.model, source_language=done.source_language, target_language=done.target_language
+    )
+    for result in done.results:
         reply.translations.append(
             pb.Translation(
                 hypotheses=[_hypothesis(h, options) for h in result.hypotheses],
@@ -147,8 +167,12 @@ def image_inputs(request: pb.ClassifyRequest) -> list[ImageInput]:
     return inputs
 
 
-def top_k(requested: int, settings: Settings) -> int:
-    return requested or settings.default_top_k
+def classification_request(
+    request: pb.ClassifyRequest, call: Call, deadline: Deadline | None = None
+) -> ClassificationRequest:
+    return ClassificationRequest(
+        call, tuple(image_inputs(request)), request.model, top_k=request.top_k, deadline=deadline
+    )
 
 
 def classify_response(model: str, results: list[ImageResult]) -> pb.ClassifyResponse:

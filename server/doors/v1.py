@@ -1,0 +1,91 @@
+"""attnserve.v1 over gRPC: ``InferenceService`` (Translate, TranslateStream, Classify, ListModels,
+GetModel) and ``AdminService`` (Reload), each RPC inside :meth:`AttnServer.rpc`."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import grpc
+
+from attnserve.protos.attnserve.v1 import admin_pb2
+from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+
+from ..errors import ModelNotFound
+from . import client_deadline
+from . import v1_codec as convert
+
+if TYPE_CHECKING:
+    from ..app import AttnServer
+
+
+class InferenceServicer(pb_grpc.InferenceServiceServicer):
+    def __init__(self, app: AttnServer) -> None:
+        self.app = app
+
+    async def Translate(self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext) -> pb.TranslateResponse:
+        async with self.app.rpc(context, "Translate", request.model, inference=True) as call:
+            wanted = convert.translation_request(request, call, client_deadline(context))
+            return convert.translate_response(await self.app.translation.translate(wanted), request.options)
+
+    async def TranslateStream(
+        self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.TranslateChunk]:
+        async with self.app.rpc(context, "TranslateStream", request.model, inference=True) as call:
+            wanted = convert.translation_request(request, call, client_deadline(context), single=True)
+            events = self.app.translation.stream(wanted)
+            try:
+                async for event in events:
+                    chunk = convert.translate_chunk(event, request.options)
+                    if chunk is not None:
+                        yield chunk
+            finally:
+                await events.aclose()  # a cancelled or closed stream frees its row at the next step
+
+    async def Classify(self, request: pb.ClassifyRequest, context: grpc.aio.ServicerContext) -> pb.ClassifyResponse:
+        async with self.app.rpc(context, "Classify", request.model, inference=True) as call:
+            wanted = convert.classification_request(request, call, client_deadline(context))
+            name, results = await self.app.classification.classify(wanted)
+            return convert.classify_response(name, results)
+
+    async def ListModels(
+        self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListModelsResponse:
+        async with self.app.rpc(context, "ListModels", ""):
+            registry, settings = self.app.registry, self.app.settings
+            entries = [*registry.models.values(), *registry.failed.values()]
+            return pb.ListModelsResponse(models=[convert.model_info(m, settings) for m in entries])
+
+    async def GetModel(self, request: pb.GetModelRequest, context: grpc.aio.ServicerContext) -> pb.ModelInfo:
+        async with self.app.rpc(context, "GetModel", request.name):
+            registry = self.app.registry
+            model = registry.models.get(request.name) or registry.failed.get(request.name)
+            if model is None:
+                raise ModelNotFound(f"unknown model {request.name!r}; served: {', '.join(sorted(registry.models))}")
+            return convert.model_info(model, self.app.settings)
+
+
+class AdminServicer(admin_grpc.AdminServiceServicer):
+    """Admin RPCs: registered only with ``enable_admin``; behind the bearer tokens when they are set."""
+
+    ACTIONS = {
+        "unchanged": admin_pb2.RELOAD_ACTION_UNCHANGED,
+        "reloaded": admin_pb2.RELOAD_ACTION_RELOADED,
+        "added": admin_pb2.RELOAD_ACTION_ADDED,
+        "failed": admin_pb2.RELOAD_ACTION_FAILED,
+    }
+
+    def __init__(self, app: AttnServer) -> None:
+        self.app = app
+
+    async def Reload(self, request: admin_pb2.ReloadRequest, context: grpc.aio.ServicerContext):
+        async with self.app.rpc(context, "Reload", ""):
+            outcomes = await self.app.reload(list(request.models))
+            return admin_pb2.ReloadResponse(
+                models=[
+                    admin_pb2.ModelReload(name=o.name, action=self.ACTIONS[o.action], version=o.version, error=o.error)
+                    for o in outcomes
+                ]
+            )

@@ -1,0 +1,124 @@
+"""The canonical requests every door builds, and the checked form the engines trust.
+
+A door decodes its wire format into a :class:`TranslationRequest` or a
+:class:`ClassificationRequest` (types only: strings are strings, numbers numbers, decoding
+options a ``DecodeOptions``) and hands it to its service. The translation service checks it
+once into a :class:`ValidTranslation` (TGI's ``validate(GenerateRequest) ->
+ValidGenerateRequest``): the model it goes to, its languages in the model's own codes, its
+options carrying the language tokens and checked against the engine's limits. Nothing below
+the service checks them again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..calls import Call
+from ..classification import ImageInput
+from ..documents import TEXT
+from ..errors import DeadlineExceeded
+from ..registry import LoadedModel
+from ..translation import DecodeOptions, TranslationResult
+
+AUTO = "auto"  # a source language to detect (LibreTranslate's ``source: auto``; any door may send it)
+MODEL_VERSION = "1"  # one version per model name; a hot reload replaces it in place (KServe's model_version)
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When a request's work is dropped: ``time.monotonic()`` seconds, and what set it, for the message."""
+
+    at: float
+    what: str
+
+    @classmethod
+    def after(cls, seconds: float, what: str) -> Deadline:
+        return cls(time.monotonic() + seconds, what)
+
+    @classmethod
+    def timeout(cls, seconds: float) -> Deadline:
+        """A request's own time limit (KServe's and Triton's ``timeout`` parameter)."""
+        return cls.after(seconds, f"the request's timeout of {seconds * 1e3:.0f} ms")
+
+    def remaining(self) -> float:
+        return max(0.0, self.at - time.monotonic())
+
+    def perf_counter(self) -> float:
+        """The same instant on ``time.perf_counter``'s clock (the decode scheduler's)."""
+        return time.perf_counter() + (self.at - time.monotonic())
+
+    def exceeded(self) -> DeadlineExceeded:
+        return DeadlineExceeded(f"{self.what} passed; its work was dropped")
+
+
+def earliest(*deadlines: Deadline | None) -> Deadline | None:
+    """The first of the given deadlines to pass (None: no deadline at all)."""
+    given = [d for d in deadlines if d is not None]
+    return min(given, key=lambda d: d.at) if given else None
+
+
+@dataclass(frozen=True)
+class TranslationRequest:
+    """One translation request, whichever door it came through.
+
+    ``caller``: the tracked call it belongs to (its request id and door: the metrics' method
+    label); the service books the work on it. ``model`` "" lets the language pair (or the only
+    translation model) choose. Languages are the model's codes, ISO 639-1, or ``auto`` for the
+    source; ``target_prefix`` is text forced at the start of every translation.
+    """
+
+    caller: Call
+    texts: tuple[str, ...]
+    model: str = ""
+    version: str = ""  # KServe's model version: "" or the one served
+    format: str = TEXT
+    source_language: str = ""
+    target_language: str = ""
+    target_prefix: str = ""
+    options: DecodeOptions = field(default_factory=DecodeOptions)
+    deadline: Deadline | None = None
+
+
+@dataclass(frozen=True)
+class Detection:
+    """A detected source language (a served code) and how sure the detector is, 0..100."""
+
+    language: str
+    confidence: float
+
+
+@dataclass(frozen=True)
+class ValidTranslation:
+    """A request checked once: what the documents and the engine trust (see the module docstring)."""
+
+    request: TranslationRequest
+    model: LoadedModel
+    options: DecodeOptions  # the request's, with the language tokens and the forced prefix
+    max_new_tokens: int  # per sentence: the options' or the model's limit
+    source_language: str  # the model's codes ("" where the model has none)
+    target_language: str
+    detected: Detection | None = None  # when the source language was ``auto``
+
+
+@dataclass(frozen=True)
+class Translated:
+    """The answer to a :class:`TranslationRequest`: one result per text (document), in order."""
+
+    model: str
+    results: list[TranslationResult]
+    source_language: str
+    target_language: str
+    detected: Detection | None = None
+
+
+@dataclass(frozen=True)
+class ClassificationRequest:
+    """Images to classify; ``top_k`` 0 takes the server's default."""
+
+    caller: Call
+    images: tuple[ImageInput, ...]
+    model: str = ""
+    version: str = ""
+    top_k: int = 0
+    deadline: Deadline | None = None

@@ -1,0 +1,166 @@
+"""Which model a translation request goes to: the one routing policy of every door.
+
+A model's languages are the ones its ``model.json`` declares (``"languages": {"source":
+[...], "target": [...]}``), else the pair in its name (``<anything>-<src>-<tgt>`` with two-
+or three-letter codes: ``translator-en-de``, ``opus-mt-en-de``), else none. Publicly (the
+LibreTranslate ``/languages`` list, the codes a request is matched against) a model's code
+is its ISO 639-1 code where that is unambiguous among its own (NLLB's ``deu_Latn`` is
+``de``; ``zho_Hans`` and ``zho_Hant`` stay as they are).
+
+The policy, the same through every door:
+
+1. a request that names a model goes to that model (``NOT_FOUND`` if it is not served);
+   its languages must be the model's (``languages.resolve``);
+2. a request without a model name but with a language (either side may be empty) goes to
+   a model that serves the pair: a model made for exactly one pair before a multilingual
+   one, then the first by name. A language no model knows, a target no model translates
+   into, or a pair no model serves is ``INVALID_ARGUMENT`` naming what is served (a typed
+   :class:`LanguageNotServed`, which LibreTranslate words its own way);
+3. with neither, the only translation model (``INVALID_ARGUMENT`` when there are several).
+
+A model with no languages at all is served on every route that names it and takes no part
+in language routing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from attnserve.contract.kinds import TRANSLATION
+
+from ..errors import InvalidRequest
+from .languages import iso_639_1, own_codes
+
+# English names of common ISO 639-1 codes (LibreTranslate's /languages gives each a name).
+NAMES = {
+    "ar": "Arabic", "az": "Azerbaijani", "bg": "Bulgarian", "bn": "Bengali", "ca": "Catalan", "cs": "Czech",
+    "da": "Danish", "de": "German", "el": "Greek", "en": "English", "eo": "Esperanto", "es": "Spanish",
+    "et": "Estonian", "eu": "Basque", "fa": "Persian", "fi": "Finnish", "fr": "French", "ga": "Irish",
+    "gl": "Galician", "he": "Hebrew", "hi": "Hindi", "hu": "Hungarian", "id": "Indonesian", "it": "Italian",
+    "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian", "lv": "Latvian", "ms": "Malay", "nb": "Norwegian",
+    "nl": "Dutch", "pl": "Polish", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sk": "Slovak",
+    "sl": "Slovenian", "sq": "Albanian", "sv": "Swedish", "th": "Thai", "tl": "Tagalog", "tr": "Turkish",
+    "uk": "Ukrainian", "ur": "Urdu", "vi": "Vietnamese", "zh": "Chinese",
+}  # fmt: skip
+
+
+def language_name(code: str) -> str:
+    """``de`` -> ``German``; a model's own code by its language: ``zho_Hant`` -> ``Chinese (zho_Hant)``."""
+    if code.lower() in NAMES:
+        return NAMES[code.lower()]
+    iso = iso_639_1(code)
+    return f"{NAMES[iso]} ({code})" if iso in NAMES else code
+
+
+class LanguageNotServed(InvalidRequest):
+    """No served model translates a request's languages. ``code``: the language no model knows
+    (else ""); ``target_only``: no model translates into ``target`` at all."""
+
+    def __init__(self, message: str, source: str, target: str, code: str = "", target_only: bool = False) -> None:
+        super().__init__(message)
+        self.source, self.target, self.code, self.target_only = source, target, code, target_only
+
+
+@dataclass(frozen=True)
+class ModelLanguages:
+    model: str
+    sources: tuple[str, ...]  # public codes (see the module docstring)
+    targets: tuple[str, ...]
+
+    @property
+    def one_pair(self) -> bool:
+        return len(self.sources) == 1 and len(self.targets) == 1
+
+
+def declared_languages(model: Any) -> ModelLanguages:
+    """What a loaded translation model translates from and to, by public codes (both empty when it does not say)."""
+    sources, targets = own_codes(model)
+    if model.manifest.languages is not None and not (sources and targets):
+        sources = targets = []  # half a declaration: no part in routing (the name does not override it)
+    public_sources, public_targets = _codes(sources), _codes(targets)
+    if public_sources and public_targets:
+        return ModelLanguages(model.name, public_sources, public_targets)
+    return ModelLanguages(model.name, (), ())
+
+
+def _codes(values: list[str]) -> tuple[str, ...]:
+    """The public codes of a model's own: ISO 639-1 where it names one of them only."""
+    own = list(dict.fromkeys(v for v in values if v))
+    isos = [iso_639_1(code) for code in own]
+    return tuple(iso if isos.count(iso) == 1 else code for code, iso in zip(own, isos, strict=True))
+
+
+def _match(code: str, codes: list[str]) -> str | None:
+    """``code`` as one of the public ``codes``: itself, or the one of its ISO 639-1 language."""
+    if code in codes:
+        return code
+    matches = [c for c in codes if iso_639_1(c) == iso_639_1(code)]
+    if len(matches) > 1:
+        raise InvalidRequest(f"language {code!r} is ambiguous: one of {', '.join(matches)}")
+    return matches[0] if matches else None
+
+
+class LanguageTable:
+    """Every served translation model's languages, in routing order (see the module docstring)."""
+
+    def __init__(self, models: list[ModelLanguages]) -> None:
+        served = [m for m in models if m.sources and m.targets]
+        self.models = sorted(served, key=lambda m: (not m.one_pair, m.model))
+        self.pairs: dict[tuple[str, str], str] = {}
+        for m in self.models:
+            for s in m.sources:
+                for t in m.targets:
+                    if s != t:
+                        self.pairs.setdefault((s, t), m.model)
+        self.codes = sorted({c for m in self.models for c in (*m.sources, *m.targets)})
+        self.sources = sorted({s for s, _ in self.pairs})
+
+    def targets_of(self, source: str) -> list[str]:
+        return sorted(t for s, t in self.pairs if s == source)
+
+    def sources_to(self, target: str) -> list[str]:
+        return sorted(s for s, t in self.pairs if t == target)
+
+    def model_for(self, source: str, target: str) -> str | None:
+        return self.pairs.get((source, target))
+
+    def public(self, code: str, pair: str = "") -> str:
+        """A request's code as a served public code ("" stays ""); LanguageNotServed otherwise."""
+        if not code:
+            return ""
+        found = _match(code, self.codes)
+        if found is None:
+            served = ", ".join(self.codes) or "none"
+            message = f"no model serves {pair or code}: no served model knows {code!r}; served languages: {served}"
+            raise LanguageNotServed(message, "", "", code=code)
+        return found
+
+    def route(self, source: str, target: str) -> str:
+        """The model serving ``source`` -> ``target`` (either may be ""); LanguageNotServed otherwise."""
+        pair = f"{source or '*'} -> {target or '*'}"
+        src, tgt = self.public(source, pair), self.public(target, pair)
+        if tgt and not self.sources_to(tgt):
+            raise LanguageNotServed(f"no model serves {pair}: none translates into {tgt}", src, tgt, target_only=True)
+        for m in self.models:
+            if (not src or src in m.sources) and (not tgt or tgt in m.targets) and not (src and src == tgt):
+                return m.model
+        served = ", ".join(f"{s} -> {t}" for s, t in self.pairs) or "none"
+        raise LanguageNotServed(f"no model serves {pair}; served pairs: {served}", src, tgt)
+
+
+class ServedLanguages:
+    """The language table of a registry, cached per set of loaded model versions."""
+
+    def __init__(self, registry: Any) -> None:
+        self.registry = registry
+        self._key: tuple = ()
+        self._table = LanguageTable([])
+
+    @property
+    def table(self) -> LanguageTable:
+        models = [m for m in self.registry.models.values() if m.kind == TRANSLATION]
+        key = tuple(sorted((m.name, m.fingerprint) for m in models))
+        if key != self._key:
+            self._table, self._key = LanguageTable([declared_languages(m) for m in models]), key
+        return self._table

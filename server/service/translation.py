@@ -1,0 +1,212 @@
+"""The translation service: every door's translation requests, from the model they go to
+down to the engine and back.
+
+Owned here, once (docs/architecture.md, "A request's way"):
+
+- model resolution and language routing (``routing``: one policy), a source language to
+  detect (``auto``), the model version a KServe request names;
+- the limits (texts per request, characters per text and per request, empty texts), the
+  text format and the decoding options, checked once into a :class:`ValidTranslation`;
+- documents (``documents``): split by the rules of the request's source language, off the
+  event loop on the bounded work pool when large;
+- the deadline: handed to the engine, whose scheduler fails the request's jobs and frees
+  their rows when it passes, and awaited here, so a caller gets DEADLINE_EXCEEDED on time
+  even while a decoder step runs;
+- bookkeeping and metrics: the call's model, items answered and queue time (KServe's
+  statistics), ``attnserve_queue_time_seconds``, ``attnserve_request_sentences`` and
+  ``attnserve_request_characters``, the same for every door and for streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import sys
+from collections.abc import AsyncIterator, Awaitable, Iterator
+from concurrent.futures import Executor
+from typing import TypeVar
+
+from attnserve.contract.kinds import TRANSLATION
+
+from ..config import Settings
+from ..documents import FORMATS, PreparedDocument
+from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFound, UnknownFormat
+from ..metrics import Metrics
+from ..registry import LoadedModel, ModelRegistry
+from ..translation import StreamEvent
+from . import documents
+from .detection import make_detector
+from .languages import apply
+from .requests import AUTO, MODEL_VERSION, Deadline, Detection, Translated, TranslationRequest, ValidTranslation
+from .routing import LanguageNotServed, ServedLanguages
+
+T = TypeVar("T")
+DETECT_CHARS = 2000  # enough for lingua to be sure; a 50,000-character text would take 0.1 s
+
+
+async def bounded(awaitable: Awaitable[T], deadline: Deadline | None) -> T:
+    """``await awaitable`` until ``deadline``; then (or when the engine's own copy of it fires
+    first) DeadlineExceeded in the deadline's words, the awaited work cancelled. A stream
+    awaits each event this way: ``asyncio.timeout`` (3.11+) arms one timer on the running
+    task, where ``wait_for`` would wrap every event in a task of its own."""
+    if deadline is None:
+        return await awaitable
+    try:
+        if sys.version_info >= (3, 11):
+            async with asyncio.timeout(deadline.remaining()):
+                return await awaitable
+        return await asyncio.wait_for(awaitable, deadline.remaining())
+    except (asyncio.TimeoutError, DeadlineExceeded):
+        raise deadline.exceeded() from None
+
+
+def check_version(model: LoadedModel, version: str) -> None:
+    if version not in ("", MODEL_VERSION):
+        raise ModelNotFound(f"model {model.name!r} has no version {version!r}; it serves version {MODEL_VERSION}")
+
+
+class TranslationService:
+    """Translation for every door (see the module docstring); one per server."""
+
+    def __init__(self, registry: ModelRegistry, settings: Settings, metrics: Metrics, pool: Executor) -> None:
+        self.registry, self.settings, self.metrics, self.pool = registry, settings, metrics, pool
+        self.languages = ServedLanguages(registry)
+        self.detector = make_detector(settings.language_detection)
+
+    # ------------------------------------------------------------------- requests
+
+    async def translate(self, request: TranslationRequest) -> Translated:
+        """One result per text (document), in order."""
+        async with self.validate(request) as valid:
+            prepared = await self._split(valid)
+            results = await bounded(documents.translate(valid, prepared), request.deadline)
+            self._answered(valid, [r.queue_ms for r in results])
+        return Translated(valid.model.name, results, valid.source_language, valid.target_language, valid.detected)
+
+    async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
+        """The events of one text (document); closing the iterator frees its decoder rows.
+        The first event's wait raises any error of the request before anything is sent."""
+        if len(request.texts) != 1:
+            raise InvalidRequest(f"a stream translates one text, got {len(request.texts)}")
+        if request.options.beam_size > 1:
+            beam = request.options.beam_size
+            raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {beam}")
+        async with self.validate(request) as valid:
+            (prepared,) = await self._split(valid)
+            events = documents.stream(valid, prepared)
+            try:
+                while True:
+                    try:
+                        event = await bounded(anext(events), request.deadline)
+                    except StopAsyncIteration:
+                        return
+                    if event.finish_reason is not None:  # booked first: the caller may close the stream at it
+                        self._answered(valid, [event.queue_ms])
+                    yield event
+                    if event.finish_reason is not None:
+                        return
+            finally:
+                await events.aclose()  # a cancelled or failed stream frees its rows at the next step
+
+    # ----------------------------------------------------------------- validation
+
+    @contextlib.asynccontextmanager
+    async def validate(self, request: TranslationRequest) -> AsyncIterator[ValidTranslation]:
+        """The request checked once (limits, format, languages, options) for the model it goes
+        to, which is held for the block (a hot reload retires it only after)."""
+        self.check_texts(request.texts)
+        if request.format not in FORMATS:
+            raise UnknownFormat(request.format, FORMATS)
+        detected = None
+        if request.source_language == AUTO:
+            detected = await self.detect_source(request.texts, request.target_language)
+            request = dataclasses.replace(request, source_language=detected.language)
+        with self._model(request) as model:
+            options, source, target = apply(
+                model, request.options, request.source_language, request.target_language, request.target_prefix
+            )
+            max_new = model.engine.check_options(options)
+            yield ValidTranslation(request, model, options, max_new, source, target, detected)
+
+    @contextlib.contextmanager
+    def _model(self, request: TranslationRequest) -> Iterator[LoadedModel]:
+        """The model the request goes to (``routing``'s policy), held for the block."""
+        name = request.model
+        if not name and (request.source_language or request.target_language):
+            name = self.languages.table.route(request.source_language, request.target_language)
+        with self.registry.use(name, TRANSLATION) as model:
+            check_version(model, request.version)
+            request.caller.model = model.name
+            yield model
+
+    def check_texts(self, texts: tuple[str, ...] | list[str]) -> None:
+        """The server's limits on a request's texts, checked before anything is read."""
+        s = self.settings
+        if not texts:
+            raise InvalidRequest("no texts to translate")
+        if len(texts) > s.max_texts_per_request:
+            raise LimitExceeded(
+                f"{len(texts)} texts in one request; the limit is {s.max_texts_per_request}: split the request",
+                "max_texts_per_request", len(texts), s.max_texts_per_request,
+            )  # fmt: skip
+        for i, text in enumerate(texts):
+            if len(text) > s.max_text_chars:
+                raise LimitExceeded(
+                    f"text {i} is {len(text):,} characters; this server takes at most {s.max_text_chars:,} per "
+                    "text: split it",
+                    "max_text_chars", len(text), s.max_text_chars,
+                )  # fmt: skip
+        total = sum(map(len, texts))
+        if total > s.max_request_chars:
+            raise LimitExceeded(
+                f"the texts of this request are {total:,} characters together; this server takes at most "
+                f"{s.max_request_chars:,} per request: send them in several requests",
+                "max_request_chars", total, s.max_request_chars,
+            )  # fmt: skip
+        for i, text in enumerate(texts):
+            if not text.strip():
+                raise InvalidRequest(f"text {i} is empty")
+
+    # ------------------------------------------------------------------ languages
+
+    async def detect(self, text: str, codes: list[str]) -> list[Detection]:
+        """lingua on the text's first DETECT_CHARS characters, on the work pool (~2 ms per 1,000)."""
+        if self.detector is None:
+            return []
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, self.detector.detect, text[:DETECT_CHARS], codes)
+
+    async def detect_source(self, texts: tuple[str, ...], target: str) -> Detection:
+        """``source_language: auto``: the served source language (reaching ``target``) the texts are in."""
+        table = self.languages.table
+        public = table.public(target, f"auto -> {target}")
+        candidates = table.sources_to(public) if public else table.sources
+        if public and not candidates:
+            raise LanguageNotServed(f"no model translates into {public}", "", public, target_only=True)
+        if self.detector is not None and len(candidates) > 1:
+            found = await self.detect("\n".join(texts), candidates)
+            if found:
+                return found[0]
+        if len(candidates) == 1:  # the only language the target is reached from: not a detection
+            return Detection(candidates[0], 100.0)
+        raise InvalidRequest(
+            "source language auto needs language detection, which is off on this server; "
+            f"name the source language: one of {', '.join(candidates) or 'none'}"
+        )
+
+    # ---------------------------------------------------------------- bookkeeping
+
+    async def _split(self, valid: ValidTranslation) -> list[PreparedDocument]:
+        prepared = await documents.split_documents(valid, self.pool)
+        name = valid.model.name
+        self.metrics.request_sentences.labels(name).observe(sum(p.segments for p in prepared))
+        self.metrics.request_characters.labels(name).observe(sum(len(t) for t in valid.request.texts))
+        return prepared
+
+    def _answered(self, valid: ValidTranslation, queue_ms: list[float]) -> None:
+        """Texts answered: the call's count and queue time (KServe's statistics) and the metric."""
+        call, histogram = valid.request.caller, self.metrics.queue_time.labels(valid.model.name)
+        call.items, call.queue_s = len(queue_ms), max(queue_ms) / 1e3
+        for q in queue_ms:
+            histogram.observe(q / 1e3)
