@@ -3,7 +3,7 @@
 A model directory written by ``attnserve-export`` carries ``verification.npz`` (see
 :mod:`attnserve.contract.references`): fixed-seed inputs of every graph and the PyTorch outputs
 for them. The machine that serves a model is often not the one that exported it, and int8
-kernels differ between instruction sets, so the server runs those inputs once (a few ms) before
+kernels differ between instruction sets, so the server runs those inputs once before
 it serves the model and refuses a model whose outputs are off by more than the export's tolerance
 for its precision. A directory without references loads as before.
 """
