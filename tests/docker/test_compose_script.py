@@ -52,12 +52,25 @@ def _run(fake: Path, *args: str, clis: tuple[str, ...] = ("docker",)) -> subproc
         (fake / "bin" / cli).write_text(FAKE)
         (fake / "bin" / cli).chmod(0o755)
     env = {
-        "PATH": f"{fake / 'bin'}:/usr/bin:/bin",
+        "PATH": f"{fake / 'bin'}:{_system_tools(fake)}",
         "FAKE": str(fake / "state"),
         "ATTNSERVE_WHEELHOUSE": str(fake / "wheelhouse"),
         "HOME": os.environ.get("HOME", "/tmp"),
     }
     return subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def _system_tools(fake: Path) -> Path:
+    """The machine's commands, less any real docker CLI (CI installs docker.io and docker-compose):
+    the script must see only the fakes."""
+    tools = fake / "tools"
+    if not tools.is_dir():
+        tools.mkdir()
+        for folder in (Path("/usr/bin"), Path("/bin")):
+            for exe in folder.iterdir():
+                if not exe.name.startswith("docker") and not (tools / exe.name).exists():
+                    (tools / exe.name).symlink_to(exe)
+    return tools
 
 
 def _log(fake: Path) -> list[str]:
