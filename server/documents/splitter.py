@@ -110,7 +110,7 @@ class DocumentSplitter:
         text = run.plain[start:end]
         if format == TEXT:
             return Segment(source, text)
-        inside = [a for a in run.anchors if start < a.position < end]  # markup inside a word (see cut_at_markup)
+        inside = run.anchors_inside(start, end)  # markup inside a word (see cut_at_markup)
         return Segment(
             source,
             text,

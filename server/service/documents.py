@@ -140,6 +140,21 @@ def _engine_deadline(deadline: Deadline | None) -> float | None:
 
 
 async def _translate_sentences(valid: ValidTranslation, work: Work) -> list[TranslationResult]:
+    """One result per (sentence, its ids, options), in order. A sentence repeated with the same
+    ids and options is decoded once unless the options sample (greedy and beam search give it
+    the same result each time): a document of 9,000 ``<b>a`` pieces is one decode, not 9,000
+    rows of the decode batch (issue 32)."""
+    if valid.options.sampling:
+        return await _decode_sentences(valid, work)
+    first_of: dict[tuple[tuple[int, ...], DecodeOptions], int] = {}  # (ids, options) -> its first index
+    order = [first_of.setdefault((tuple(ids), options), i) for i, (_, ids, options) in enumerate(work)]
+    if len(first_of) == len(work):
+        return await _decode_sentences(valid, work)
+    decoded = dict(zip(first_of.values(), await _decode_sentences(valid, [work[i] for i in first_of.values()])))
+    return [decoded[i] for i in order]
+
+
+async def _decode_sentences(valid: ValidTranslation, work: Work) -> list[TranslationResult]:
     """One result per (sentence, its ids, options), in order: sentences of equal options go to
     the engine in calls of at most ``max_texts_per_request``; a failure or a cancel abandons
     every call."""
