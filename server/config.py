@@ -127,6 +127,12 @@ class Settings:
     max_concurrent_rpcs: int = _setting(
         1024, "calls the server handles at once (gRPC and HTTP); beyond -> RESOURCE_EXHAUSTED"
     )
+    request_timeout_seconds: float = _setting(
+        60.0,
+        "server-side time limit of every translation and classification request, on every door (LibreTranslate "
+        "included); a client's shorter deadline or timeout wins; past it -> DEADLINE_EXCEEDED, its work dropped "
+        "(0 = none)",
+    )
     # access (docs/operations.md)
     tls_cert: str = _setting("", "PEM server certificate chain; with --tls-key serves TLS only")
     tls_key: str = _setting("", "PEM private key of --tls-cert")
@@ -148,6 +154,7 @@ class Settings:
             "language_detection": self.language_detection in LANGUAGE_DETECTION,
             "threads": self.threads >= 0,
             "grace_seconds": self.grace_seconds >= 0,
+            "request_timeout_seconds": self.request_timeout_seconds >= 0,
             "max_queue_delay_ms": self.max_queue_delay_ms >= 0,
             "stream_interval_ms": self.stream_interval_ms >= 0,
             "tls_key": bool(self.tls_cert) == bool(self.tls_key),

@@ -9,7 +9,8 @@ Owned here, once (docs/architecture.md, "A request's way"):
   text format and the decoding options, checked once into a :class:`ValidTranslation`;
 - documents (``documents``): split by the rules of the request's source language, off the
   event loop on the bounded work pool when large;
-- the deadline: handed to the engine, whose scheduler fails the request's jobs and frees
+- the deadline, the request's own or the server's ``--request-timeout-seconds`` when that
+  passes first: handed to the engine, whose scheduler fails the request's jobs and frees
   their rows when it passes, and awaited here, so a caller gets DEADLINE_EXCEEDED on time
   even while a decoder step runs;
 - bookkeeping and metrics: the call's model, items answered and queue time (KServe's
@@ -31,14 +32,23 @@ from attnserve.contract.kinds import TRANSLATION
 
 from ..config import Settings
 from ..documents import FORMATS, PreparedDocument
-from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFound, UnknownFormat
+from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFound, UnknownFormat, echo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
 from ..translation import StreamEvent
 from . import documents
 from .detection import make_detector
 from .languages import apply
-from .requests import AUTO, MODEL_VERSION, Deadline, Detection, Translated, TranslationRequest, ValidTranslation
+from .requests import (
+    AUTO,
+    MODEL_VERSION,
+    Deadline,
+    Detection,
+    Translated,
+    TranslationRequest,
+    ValidTranslation,
+    within_time_limit,
+)
 from .routing import LanguageNotServed, ServedLanguages
 
 T = TypeVar("T")
@@ -63,7 +73,7 @@ async def bounded(awaitable: Awaitable[T], deadline: Deadline | None) -> T:
 
 def check_version(model: LoadedModel, version: str) -> None:
     if version not in ("", MODEL_VERSION):
-        raise ModelNotFound(f"model {model.name!r} has no version {version!r}; it serves version {MODEL_VERSION}")
+        raise ModelNotFound(f"model {model.name!r} has no version {echo(version)}; it serves version {MODEL_VERSION}")
 
 
 class TranslationService:
@@ -80,7 +90,7 @@ class TranslationService:
         """One result per text (document), in order."""
         async with self.validate(request) as valid:
             prepared = await self._split(valid)
-            results = await bounded(documents.translate(valid, prepared), request.deadline)
+            results = await bounded(documents.translate(valid, prepared), valid.request.deadline)
             self._answered(valid, [r.queue_ms for r in results])
         return Translated(valid.model.name, results, valid.source_language, valid.target_language, valid.detected)
 
@@ -98,7 +108,7 @@ class TranslationService:
             try:
                 while True:
                     try:
-                        event = await bounded(anext(events), request.deadline)
+                        event = await bounded(anext(events), valid.request.deadline)
                     except StopAsyncIteration:
                         return
                     if event.finish_reason is not None:  # booked first: the caller may close the stream at it
@@ -114,7 +124,11 @@ class TranslationService:
     @contextlib.asynccontextmanager
     async def validate(self, request: TranslationRequest) -> AsyncIterator[ValidTranslation]:
         """The request checked once (limits, format, languages, options) for the model it goes
-        to, which is held for the block (a hot reload retires it only after)."""
+        to, which is held for the block (a hot reload retires it only after). Its deadline
+        becomes the earlier of its own and the server's time limit."""
+        request = dataclasses.replace(
+            request, deadline=within_time_limit(request.deadline, self.settings.request_timeout_seconds)
+        )
         self.check_texts(request.texts)
         if request.format not in FORMATS:
             raise UnknownFormat(request.format, FORMATS)
