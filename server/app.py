@@ -38,7 +38,7 @@ from .config import Settings
 from .doors import v1
 from .doors.kserve import grpc_service as kserve_grpc
 from .doors.kserve.infer import KServeInference
-from .errors import InvalidRequest, ShuttingDown
+from .errors import InvalidRequest, ShuttingDown, echo
 from .metrics import Metrics
 from .registry import LoadedModel, ModelRegistry
 from .reload import FAILED, Reloader, ReloadOutcome
@@ -62,7 +62,10 @@ class AttnServer:
         self.settings = settings
         self.registry = registry
         self.metrics = Metrics()
-        self.calls = CallTracker(self.metrics, settings.max_concurrent_rpcs)
+        repo = Path(settings.model_repo)
+        self.calls = CallTracker(
+            self.metrics, settings.max_concurrent_rpcs, hidden=(str(repo.resolve()), str(repo.absolute()))
+        )
         self.health = health_aio.HealthServicer()
         # The bounded off-loop work pool of both services: image decoding, large documents'
         # splitting, language detection (--preprocess-threads threads).
@@ -236,7 +239,7 @@ class AttnServer:
         """KServe's RepositoryModelLoad: load (or reload) one model directory of the repository."""
         (outcome,) = await self.reload([name])
         if outcome.action == FAILED:
-            raise InvalidRequest(f"model {name!r} did not load: {outcome.error}")
+            raise InvalidRequest(f"model {echo(name)} did not load: {outcome.error}")
 
     async def unload_model(self, name: str) -> None:
         """KServe's RepositoryModelUnload: new requests get NOT_FOUND; running ones finish first."""

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from .errors import Overloaded, ServingError, ShuttingDown
+from .errors import Overloaded, ServingError, ShuttingDown, client_message
 from .metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -69,8 +69,9 @@ class ModelStats:
 class CallTracker:
     """Request ids, draining, the in-flight count, metrics and statistics of every call."""
 
-    def __init__(self, metrics: Metrics, max_inflight: int = 0) -> None:
+    def __init__(self, metrics: Metrics, max_inflight: int = 0, *, hidden: tuple[str, ...] = ()) -> None:
         self.metrics = metrics
+        self.hidden = hidden  # left out of every message to a client: the model repository's absolute path
         self.max_inflight = max_inflight  # 0 = no limit here (gRPC enforces max_concurrent_rpcs itself)
         self.draining = False
         self.inflight = 0
@@ -118,7 +119,7 @@ class CallTracker:
             yield call
         except ServingError as exc:
             call.status = exc.status
-            message = str(exc)
+            message = self.message(str(exc))
             if exc.status == "INTERNAL":  # a server-side failure: the request id ties the reply to the log
                 log.error("request %s: %s on model %s failed: %s", call.request_id, method, call.model, message)
                 message = f"{message} (request id {call.request_id})"
@@ -132,9 +133,8 @@ class CallTracker:
         except Exception as exc:  # noqa: BLE001 - never a traceback to the client
             call.status = "INTERNAL"
             log.exception("request %s: %s on model %s failed", call.request_id, method, call.model)
-            raise CallFailed(
-                "INTERNAL", f"internal error: {type(exc).__name__}: {exc} (request id {call.request_id})"
-            ) from None
+            message = self.message(f"internal error: {type(exc).__name__}: {exc}")
+            raise CallFailed("INTERNAL", f"{message} (request id {call.request_id})") from None
         finally:
             elapsed = time.perf_counter() - start
             self.inflight -= 1
@@ -145,6 +145,10 @@ class CallTracker:
             self.metrics.latency.labels(call.model, method).observe(elapsed)
             if inference and call.model != "-":
                 self._record(call, elapsed)
+
+    def message(self, text: str) -> str:
+        """``text`` as a client may read it (``errors.client_message``): capped, no repository path."""
+        return client_message(text, self.hidden)
 
     def _record(self, call: Call, elapsed: float) -> None:
         stats = self.stats.setdefault(call.model, ModelStats())

@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from ...calls import Call
-from ...errors import InvalidRequest, NotEnabled, ServingError
+from ...errors import InvalidRequest, NotEnabled, ServingError, echo
 from ..kserve import describe, rest
 from ..kserve.describe import check_repository_parameters
 from .server import HttpServer, error_response, json_object, json_response, read_body
@@ -59,7 +59,7 @@ class KServeRoutes:
         # body says why: an unknown model or version (NOT_FOUND elsewhere), or a server not taking work.
         try:
             self.app.kserve_model(name, version)
-            message = f"model {name!r} is not ready: the server is not taking work (starting or shutting down)"
+            message = f"model {echo(name)} is not ready: the server is not taking work (starting or shutting down)"
         except ServingError as exc:  # each names the model
             message = f"not ready: {exc}"
         return error_response("INVALID_ARGUMENT", message, 400)
