@@ -25,10 +25,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.web_protocol import RequestHandler
 
 from ... import security
 from ...calls import Call, CallFailed
-from ...errors import InvalidRequest, Overloaded
+from ...errors import InvalidRequest, Overloaded, client_message
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,40 @@ def json_object(body: bytes, not_json: str, not_object: str, empty: dict[str, An
     if not isinstance(doc, dict):
         raise InvalidRequest(not_object)
     return doc
+
+
+class _JsonRefusals(RequestHandler):
+    """aiohttp's connection handler, answering a request it cannot parse (a request line or a
+    header over its 8,190-byte limit, a malformed head) in the server's JSON error shape, with one
+    INFO line in the log: aiohttp answers those in plain text and logs an ERROR with a traceback,
+    which any client could fill the log with (issue 32)."""
+
+    def handle_error(self, request, status=500, exc=None, message=None):  # noqa: ANN001 - aiohttp's signature
+        if not isinstance(exc, HttpProcessingError) or request.writer.output_size > 0:
+            return super().handle_error(request, status, exc, message)
+        if isinstance(exc, LineTooLong):
+            reason = "the request line or a header is over the server's limit of 8190 bytes"
+        else:
+            reason = f"the request does not parse as HTTP/1.1: {client_message(str(exc.message)).splitlines()[0]}"
+        log.info("HTTP: refused a request from %s: %s", request.remote, reason)
+        response = error_response("INVALID_ARGUMENT", reason, exc.code if 400 <= exc.code < 500 else 400)
+        response.force_close()
+        return response
+
+
+class _Server(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _JsonRefusals(self, loop=self._loop, **self._kwargs)
+
+
+class _Runner(web.AppRunner):
+    """An AppRunner whose connections are :class:`_JsonRefusals` (aiohttp has no public hook
+    for the answer to a request that does not parse; tests/server/http cover it)."""
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        server.__class__ = _Server
+        return server
 
 
 class HttpServer:
@@ -204,7 +240,7 @@ class HttpServer:
     async def start(self) -> None:
         """Serve on the socket :meth:`bind` took."""
         ssl_context = security.http_ssl_context(self.app.settings)
-        runner = web.AppRunner(self.web, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
+        runner = _Runner(self.web, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
         await runner.setup()
         await web.SockSite(runner, self._sock, ssl_context=ssl_context).start()
         self._runner = runner
