@@ -62,7 +62,7 @@ class AttnServer:
         self.settings = settings
         self.registry = registry
         self.metrics = Metrics()
-        self.calls = CallTracker(self.metrics, settings.max_concurrent_rpcs)
+        self.calls = CallTracker(self.metrics, settings.max_concurrent_rpcs, self._labelled)
         self.health = health_aio.HealthServicer()
         # The bounded off-loop work pool of both services: image decoding, large documents'
         # splitting, language detection (--preprocess-threads threads).
@@ -247,6 +247,10 @@ class AttnServer:
         await model.stop_when_unused(max(self.settings.grace_seconds, 1.0))
 
     # --------------------------------------------------------------------- calls
+
+    def _labelled(self, name: str) -> bool:
+        """Whether ``name`` labels the metrics: a model of the repository (served or failed), never a client's guess."""
+        return name in self.registry.models or name in self.registry.failed
 
     def _unauthenticated(self, method: str) -> None:
         self.metrics.unauthenticated.labels(method).inc()
