@@ -125,7 +125,18 @@ class Settings:
     )
     max_request_chars: int = _setting(200_000, "characters in all texts of one Translate request; checked first")
     max_concurrent_rpcs: int = _setting(
-        1024, "calls the server handles at once (gRPC and HTTP); beyond -> RESOURCE_EXHAUSTED"
+        1024,
+        "calls the server handles at once (gRPC and HTTP); beyond -> RESOURCE_EXHAUSTED. An HTTP call counts "
+        "once its body has arrived",
+    )
+    http_header_timeout_s: float = _setting(
+        30.0,
+        "HTTP: seconds a connection has to send a whole request head (request line and headers), from when it "
+        "opens or its previous answer went out; then it is closed (idle keep-alive connections too)",
+    )
+    http_body_timeout_s: float = _setting(
+        60.0,
+        "HTTP: seconds a request has to send its whole body once its head is in; then 408 and the connection closed",
     )
     # access (docs/operations.md)
     tls_cert: str = _setting("", "PEM server certificate chain; with --tls-key serves TLS only")
@@ -150,6 +161,8 @@ class Settings:
             "grace_seconds": self.grace_seconds >= 0,
             "max_queue_delay_ms": self.max_queue_delay_ms >= 0,
             "stream_interval_ms": self.stream_interval_ms >= 0,
+            "http_header_timeout_s": self.http_header_timeout_s > 0,
+            "http_body_timeout_s": self.http_body_timeout_s > 0,
             "tls_key": bool(self.tls_cert) == bool(self.tls_key),
             "tls_client_ca": not self.tls_client_ca or bool(self.tls_cert),
             "workers": self.workers >= 1,
