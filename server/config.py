@@ -129,6 +129,10 @@ class Settings:
         "calls the server handles at once (gRPC and HTTP); beyond -> RESOURCE_EXHAUSTED. An HTTP call counts "
         "once its body has arrived",
     )
+    max_request_pixels: int = _setting(
+        100_000_000,
+        "width x height of all images of one Classify request together, read from their headers before any is decoded",
+    )
     http_header_timeout_s: float = _setting(
         30.0,
         "HTTP: seconds a connection has to send a whole request head (request line and headers), from when it "
@@ -172,7 +176,7 @@ class Settings:
             "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
             "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
             "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
-            "max_concurrent_rpcs"
+            "max_concurrent_rpcs max_request_pixels"
         ).split()
         checks.update({name: getattr(self, name) >= 1 for name in positive})
         for name, ok in checks.items():
