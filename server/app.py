@@ -64,7 +64,10 @@ class AttnServer:
         self.metrics = Metrics()
         repo = Path(settings.model_repo)
         self.calls = CallTracker(
-            self.metrics, settings.max_concurrent_rpcs, hidden=(str(repo.resolve()), str(repo.absolute()))
+            self.metrics,
+            settings.max_concurrent_rpcs,
+            self._labelled,
+            hidden=(str(repo.resolve()), str(repo.absolute())),
         )
         self.health = health_aio.HealthServicer()
         # The bounded off-loop work pool of both services: image decoding, large documents'
@@ -250,6 +253,10 @@ class AttnServer:
         await model.stop_when_unused(max(self.settings.grace_seconds, 1.0))
 
     # --------------------------------------------------------------------- calls
+
+    def _labelled(self, name: str) -> bool:
+        """Whether ``name`` labels the metrics: a model of the repository (served or failed), never a client's guess."""
+        return name in self.registry.models or name in self.registry.failed
 
     def _unauthenticated(self, method: str) -> None:
         self.metrics.unauthenticated.labels(method).inc()

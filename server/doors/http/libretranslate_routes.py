@@ -29,7 +29,7 @@ import contextlib
 import functools
 import math
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from aiohttp import web
@@ -40,7 +40,7 @@ from ...documents import TEXT
 from ...errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat, echo
 from ...service.requests import Translated, TranslationRequest
 from ...service.routing import LanguageNotServed, language_name
-from .server import HttpServer, PayloadTooLarge, json_object, json_response, read_body
+from .server import HttpServer, PayloadTooLarge, json_object, json_response, read_body, text_body_limit
 
 MAX_FORM_FIELDS = 1000  # aiohttp's default for multipart forms; LibreTranslate's requests have a handful
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its web page waits after a keystroke
@@ -200,18 +200,28 @@ class LibreTranslateRoutes:
         self.service = http.app.translation
         self.settings = http.app.settings
 
-    def check_key(self, request: web.Request, fields: dict[str, Any], label: str) -> None:
-        checker = self.app.token_checker
-        if checker is None:
-            return
-        api_key = fields.get("api_key")
-        header = request.headers.get("Authorization")
-        if isinstance(api_key, str) and api_key and checker.check(f"Bearer {api_key}"):
-            return
-        if not api_key and header and checker.check(header):
+    def header(self, label: str) -> Callable[[web.Request], None]:
+        return functools.partial(self.check_header, label=label)
+
+    def check_header(self, request: web.Request, label: str) -> None:
+        """A key in the ``Authorization`` header is checked on the request's head, before its body
+        is read: a wrong one is refused at once (issue 32). Without the header, ``api_key`` decides."""
+        checker, header = self.app.token_checker, request.headers.get("Authorization")
+        if checker is None or not header or checker.check(header):
             return
         self.app.metrics.unauthenticated.labels(label).inc()
-        if not api_key and not header:  # upstream's wording and status (400) for a request without a key
+        raise Forbidden("Invalid API key")
+
+    def check_key(self, request: web.Request, fields: dict[str, Any], label: str) -> None:
+        """``api_key`` of the fields, where no ``Authorization`` header (checked first) was sent."""
+        checker = self.app.token_checker
+        if checker is None or request.headers.get("Authorization"):
+            return
+        api_key = fields.get("api_key")
+        if isinstance(api_key, str) and api_key and checker.check(f"Bearer {api_key}"):
+            return
+        self.app.metrics.unauthenticated.labels(label).inc()
+        if not api_key:  # upstream's wording and status (400) for a request without a key
             raise KeyMissing("Please contact the server operator to get an API key")
         raise Forbidden("Invalid API key")
 
@@ -286,7 +296,11 @@ class LibreTranslateRoutes:
 def add_routes(http: HttpServer) -> None:
     routes = LibreTranslateRoutes(http)
     route = functools.partial(http.route, open=True, cors=True)  # browser pages of any origin, as upstream
-    route("POST", "/translate", routes.translate, label="libretranslate.translate", inference=True)
-    route("POST", "/detect", routes.detect, label="libretranslate.detect")
+    keyed = functools.partial(route, body_limit=text_body_limit(http.app.settings))
+    translate, detect = "libretranslate.translate", "libretranslate.detect"
+    keyed(
+        "POST", "/translate", routes.translate, label=translate, inference=True, authenticate=routes.header(translate)
+    )
+    keyed("POST", "/detect", routes.detect, label=detect, authenticate=routes.header(detect))
     route("GET", "/languages", routes.languages, label="libretranslate.languages")
     route("GET", "/frontend/settings", routes.frontend_settings, label="libretranslate.frontend_settings")
