@@ -182,6 +182,13 @@ def test_target_prefix_is_limited_in_characters_and_tokenised_off_the_event_loop
     assert threads[0].startswith("preprocess") and not threads[1].startswith("preprocess"), threads
 
 
+def test_a_language_code_is_limited_in_characters_before_it_is_parsed(hardened):
+    for name in ("source_language", "target_language"):
+        body = {"text_input": "t5 t9", "parameters": {name: "de-" + "x" * 10_000}}
+        status, reply = request(hardened, "POST", "/v2/models/reverser/generate", body, AUTH)
+        assert status == 400 and f"{name} is 10,003 characters" in reply["error"], reply
+
+
 # ------------------------------------------------------------------------------ finding 3
 
 
