@@ -30,7 +30,7 @@ from aiohttp import web
 
 from ... import security
 from ...calls import Call, CallFailed
-from ...errors import DeadlineExceeded, InvalidRequest, Overloaded
+from ...errors import DeadlineExceeded, InvalidRequest, Overloaded, ServingError
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,12 @@ class PayloadTooLarge(Overloaded):
     """A body over --max-message-bytes: RESOURCE_EXHAUSTED, as gRPC answers an oversize message."""
 
     http_status = 413
+
+
+class ClientGone(ServingError):
+    """The client closed its connection before its body was in: nobody reads the answer."""
+
+    status = "CANCELLED"
 
 
 class BodyTimeout(DeadlineExceeded):
@@ -89,6 +95,8 @@ async def body_arrived(request: web.Request, limit: int, timeout_s: float, setti
     content.set_read_chunk_size(length or limit)  # buffer it whole: reading is paused only past twice this
     try:
         await asyncio.wait_for(content.wait_eof(), timeout_s)
+    except ConnectionResetError:  # aiohttp's "Connection lost", mid-body
+        raise ClientGone(f"the client went away after {content.total_bytes} bytes of its body") from None
     except asyncio.TimeoutError:
         if content.total_bytes > limit:  # a chunked body over the limit: reading paused, nothing else to wait for
             raise PayloadTooLarge(too_large) from None

@@ -117,6 +117,23 @@ def test_slow_bodies_hold_no_call_slot_and_are_cut_at_the_body_timeout(hardened)
     assert refused >= 2 * SLOTS
 
 
+def test_a_client_that_hangs_up_mid_body_is_cancelled_not_an_internal_error(hardened):
+    labels = dict(model="-", method="libretranslate.translate")
+    before = hardened.metric("attnserve_requests_total", **labels, status="CANCELLED")
+    for _ in range(3):
+        with contextlib.closing(raw_socket(hardened)) as sock:
+            sock.sendall(head("/translate", 100_000) + b'{"q": "t5')
+            time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while (
+        time.monotonic() < deadline
+        and hardened.metric("attnserve_requests_total", **labels, status="CANCELLED") < before + 3
+    ):
+        time.sleep(0.05)
+    assert hardened.metric("attnserve_requests_total", **labels, status="CANCELLED") == before + 3
+    assert hardened.metric("attnserve_requests_total", **labels, status="INTERNAL") == 0
+
+
 def test_a_slow_request_head_is_closed_at_the_header_timeout(hardened):
     sock = raw_socket(hardened)
     try:
