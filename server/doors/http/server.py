@@ -7,7 +7,9 @@ translation's decoder row like a gRPC cancel does.
 
 Routes are added with :meth:`HttpServer.route`: each handler runs inside the shared
 :class:`~attnserve.server.calls.CallTracker` (request id ``X-Request-Id``, draining,
-``--max-concurrent-rpcs``, metrics, errors) and answers errors as ``{"error": message}``
+``--max-concurrent-rpcs``, metrics, errors), which counts a call only once its body has
+arrived (``--http-body-timeout-s``; a request head has ``--http-header-timeout-s``), so slow
+clients hold no slot (issue 32); errors are answered as ``{"error": message}``
 with the HTTP status of the gRPC status (:data:`HTTP_STATUS`). TLS and bearer tokens
 (``Authorization: Bearer <token>``) come from the same settings as gRPC's; routes
 registered with ``open=True`` (health) need no token. KServe v2's routes live in
@@ -137,7 +139,7 @@ def json_object(body: bytes, not_json: str, not_object: str, empty: dict[str, An
     return doc
 
 
-# JSON may spell a lone UTF-16 surrogate ("\\ud800"), which json.loads turns into a str that no
+# JSON may spell a lone UTF-16 surrogate ("\ud800"), which json.loads turns into a str that no
 # UTF-8 encoder takes; raw UTF-8 bytes cannot hold one, so only a body with such an escape is walked.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
