@@ -52,6 +52,7 @@ from .requests import (
 from .routing import LanguageNotServed, ServedLanguages
 
 T = TypeVar("T")
+MAX_LANGUAGE_CODE = 64  # characters: BCP 47 tags with every subtag are far shorter
 DETECT_CHARS = 2000  # enough for lingua to be sure; a 50,000-character text would take 0.1 s
 
 
@@ -69,6 +70,15 @@ async def bounded(awaitable: Awaitable[T], deadline: Deadline | None) -> T:
         return await asyncio.wait_for(awaitable, deadline.remaining())
     except (asyncio.TimeoutError, DeadlineExceeded):
         raise deadline.exceeded() from None
+
+
+def check_language_codes(source: str, target: str) -> None:
+    """Language codes are parsed (langcodes) and cached: one of megabytes is refused first."""
+    for side, code in (("source", source), ("target", target)):
+        if len(code) > MAX_LANGUAGE_CODE:
+            raise InvalidRequest(
+                f"{side}_language is {len(code):,} characters; a language code has at most {MAX_LANGUAGE_CODE}"
+            )
 
 
 def check_version(model: LoadedModel, version: str) -> None:
@@ -131,6 +141,7 @@ class TranslationService:
         )
         self.check_texts(request.texts)
         self.check_prefix(request.target_prefix)
+        check_language_codes(request.source_language, request.target_language)
         if request.format not in FORMATS:
             raise UnknownFormat(request.format, FORMATS)
         detected = None

@@ -7,7 +7,9 @@ translation's decoder row like a gRPC cancel does.
 
 Routes are added with :meth:`HttpServer.route`: each handler runs inside the shared
 :class:`~attnserve.server.calls.CallTracker` (request id ``X-Request-Id``, draining,
-``--max-concurrent-rpcs``, metrics, errors) and answers errors as ``{"error": message}``
+``--max-concurrent-rpcs``, metrics, errors), which counts a call only once its body has
+arrived (``--http-body-timeout-s``; a request head has ``--http-header-timeout-s``), so slow
+clients hold no slot (issue 32); errors are answered as ``{"error": message}``
 with the HTTP status of the gRPC status (:data:`HTTP_STATUS`). TLS and bearer tokens
 (``Authorization: Bearer <token>``) come from the same settings as gRPC's; routes
 registered with ``open=True`` (health) need no token. KServe v2's routes live in
@@ -32,7 +34,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from ... import security
 from ...calls import Call, CallFailed
-from ...errors import DeadlineExceeded, InvalidRequest, Overloaded, client_message
+from ...errors import DeadlineExceeded, InvalidRequest, Overloaded, ServingError, client_message
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,12 @@ class PayloadTooLarge(Overloaded):
     """A body over --max-message-bytes: RESOURCE_EXHAUSTED, as gRPC answers an oversize message."""
 
     http_status = 413
+
+
+class ClientGone(ServingError):
+    """The client closed its connection before its body was in: nobody reads the answer."""
+
+    status = "CANCELLED"
 
 
 class BodyTimeout(DeadlineExceeded):
@@ -91,6 +99,8 @@ async def body_arrived(request: web.Request, limit: int, timeout_s: float, setti
     content.set_read_chunk_size(length or limit)  # buffer it whole: reading is paused only past twice this
     try:
         await asyncio.wait_for(content.wait_eof(), timeout_s)
+    except ConnectionResetError:  # aiohttp's "Connection lost", mid-body
+        raise ClientGone(f"the client went away after {content.total_bytes} bytes of its body") from None
     except asyncio.TimeoutError:
         if content.total_bytes > limit:  # a chunked body over the limit: reading paused, nothing else to wait for
             raise PayloadTooLarge(too_large) from None
@@ -131,7 +141,7 @@ def json_object(body: bytes, not_json: str, not_object: str, empty: dict[str, An
     return doc
 
 
-# JSON may spell a lone UTF-16 surrogate ("\\ud800"), which json.loads turns into a str that no
+# JSON may spell a lone UTF-16 surrogate ("\ud800"), which json.loads turns into a str that no
 # UTF-8 encoder takes; raw UTF-8 bytes cannot hold one, so only a body with such an escape is walked.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 

@@ -117,6 +117,23 @@ def test_slow_bodies_hold_no_call_slot_and_are_cut_at_the_body_timeout(hardened)
     assert refused >= 2 * SLOTS
 
 
+def test_a_client_that_hangs_up_mid_body_is_cancelled_not_an_internal_error(hardened):
+    labels = dict(model="-", method="libretranslate.translate")
+    before = hardened.metric("attnserve_requests_total", **labels, status="CANCELLED")
+    for _ in range(3):
+        with contextlib.closing(raw_socket(hardened)) as sock:
+            sock.sendall(head("/translate", 100_000) + b'{"q": "t5')
+            time.sleep(0.1)
+    deadline = time.monotonic() + 10
+    while (
+        time.monotonic() < deadline
+        and hardened.metric("attnserve_requests_total", **labels, status="CANCELLED") < before + 3
+    ):
+        time.sleep(0.05)
+    assert hardened.metric("attnserve_requests_total", **labels, status="CANCELLED") == before + 3
+    assert hardened.metric("attnserve_requests_total", **labels, status="INTERNAL") == 0
+
+
 def test_a_slow_request_head_is_closed_at_the_header_timeout(hardened):
     sock = raw_socket(hardened)
     try:
@@ -180,6 +197,13 @@ def test_target_prefix_is_limited_in_characters_and_tokenised_off_the_event_loop
     short = {"text_input": "t5 t9", "parameters": {"target_prefix": "t9"}}
     assert request(hardened, "POST", "/v2/models/reverser/generate", short, AUTH)[0] == 200
     assert threads[0].startswith("preprocess") and not threads[1].startswith("preprocess"), threads
+
+
+def test_a_language_code_is_limited_in_characters_before_it_is_parsed(hardened):
+    for name in ("source_language", "target_language"):
+        body = {"text_input": "t5 t9", "parameters": {name: "de-" + "x" * 10_000}}
+        status, reply = request(hardened, "POST", "/v2/models/reverser/generate", body, AUTH)
+        assert status == 400 and f"{name} is 10,003 characters" in reply["error"], reply
 
 
 # ------------------------------------------------------------------------------ finding 3
