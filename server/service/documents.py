@@ -20,7 +20,9 @@ options share a call, see :func:`sentence_options`) that run concurrently, so
 they share decode steps in the continuous batcher with each other and with other requests. At
 most half of the engine's queue (``max_queue_size``) is taken by one request at a time: a
 50,000-character document (hundreds of sentences) does not fill the queue and refuse everyone
-else; its later sentences are submitted as earlier ones finish.
+else; its later sentences are submitted as earlier ones finish. A sentence repeated with the
+same token ids and options is decoded once for the request (unary or stream) unless the options
+sample: 45 KB of ``<b>a `` is one decode, not 9,000 rows of the decode batch.
 
 Results per document (what attnserve.v1's ``Translation`` and KServe's ``TRANSLATION`` carry):
 
