@@ -139,7 +139,7 @@ class CallTracker:
             call.status = exc.status
             message = self.message(str(exc))
             if exc.status == "INTERNAL":  # a server-side failure: the request id ties the reply to the log
-                log.error("request %s: %s on model %s failed: %s", call.request_id, method, call.model, message)
+                log.error("request %s: %s on model %s failed: %s", call.request_id, method, call.model, exc)
                 message = f"{message} (request id {call.request_id})"
             raise CallFailed(exc.status, message, getattr(exc, "http_status", None)) from None
         except CallFailed as exc:  # already mapped by an inner layer (a stream's own error)

@@ -337,6 +337,30 @@ def slow_loris(http: Http, problems: Problems) -> None:
     )
 
 
+def _in_flight_at_shutdown(http: Http, address: str, document: str) -> None:
+    def unread_stream() -> None:
+        with Client(address, token=TOKEN, retries=0) as client:
+            next(iter(client.translate_stream(document, TRANSLATOR, timeout=30)))
+            time.sleep(5)
+
+    def images() -> None:
+        with Client(address, token=TOKEN, retries=0) as client:
+            client.classify([_big_png(4000)] * 16, VIT, timeout=30)
+
+    def answered_or_refused(work) -> None:  # the shutdown may answer UNAVAILABLE: what the log shows counts
+        try:
+            work()
+        except (AttnServeError, grpc.RpcError, OSError):
+            pass
+
+    works = (lambda: http.translate(document), unread_stream, images)
+    threads = [threading.Thread(target=answered_or_refused, args=(work,)) for work in works]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+
 def _finding_of_log_line(line: str) -> set[int]:
     """The finding an ERROR line of the server's log re-tests (12: anything not known to another)."""
     if "Health/Watch" in line:
@@ -414,11 +438,12 @@ def test_every_attack_of_issue_32_against_one_server(tmp_path, monkeypatch, figu
         internal = _internal(_metrics(metrics_port))
         problems.check(not internal, {5, 8}, f"INTERNAL answers: {internal}")
 
-        # SIGTERM while a long document is translating, past the 1 s grace
+        # SIGTERM past the 1 s grace while a long document translates over HTTP, a gRPC stream
+        # is open and unread, and large images decode
         document = "\n".join(f"On day {i} the weather was fine and warm." for i in range(400))
-        worker = threading.Thread(target=http.translate, args=(document,), daemon=True)
+        worker = threading.Thread(target=_in_flight_at_shutdown, args=(http, address, document), daemon=True)
         worker.start()
-        time.sleep(0.5)
+        time.sleep(1.0)
     finally:
         rc = server.stop()
     if worker is not None:

@@ -214,3 +214,11 @@ def test_an_incomplete_tag_at_the_end_comes_back_as_sent(tokenizer):
         "X < Y",
     ]
     assert ["Monday, March 3, 2025"] == engine.calls[0][:1]
+
+
+def test_a_sentence_repeated_in_a_streamed_document_is_decoded_once(tokenizer):
+    engine = RecordingEngine(tokenizer)
+    events = stream(engine, "It is. Now. It is.\nIt is.")
+    assert sorted(engine.calls) == [["It is."], ["Now."]]
+    assert "".join(e.delta for e in events) == "IT IS. NOW. IT IS.\nIT IS."
+    assert events[-1].finish_reason == "eos" and engine.open_streams == 0

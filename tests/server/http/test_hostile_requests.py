@@ -1,11 +1,12 @@
 """Hostile and malformed requests (issue 32, findings 9-12) against a live server holding the
-bundled translator and a tiny ViT: a server-side time limit on every door, error messages that
+bundled translator and a tiny ViT: a server-side time limit on every door and service, error messages that
 quote a client's value without copying it whole and never show the model repository's absolute
 path, and forms, URLs and headers that do not parse answered with a clear JSON 400 and no
 traceback in the log."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import shutil
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from PIL import Image
 
 from attnserve.client import AttnServeError
 from attnserve.server.errors import MAX_MESSAGE_CHARS
@@ -67,6 +69,12 @@ def raw_http(server, head: bytes) -> tuple[int, str, dict]:
 # ----------------------------------------------------------------- 9: the server's time limit
 
 
+def _png(side: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("L", (side, side), 255).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
 def test_every_request_has_the_servers_time_limit_libretranslate_included(serve, hostile_repo):
     document = "\n".join(f"The weather on day {i} was fine." for i in range(200))
     with serve(hostile_repo, http_port=0, request_timeout_seconds=0.05) as server:
@@ -78,6 +86,9 @@ def test_every_request_has_the_servers_time_limit_libretranslate_included(serve,
             server.client().translate(document, MODEL)  # no client deadline: the server's applies
         assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
         assert "--request-timeout-seconds" in str(err.value)
+        with pytest.raises(AttnServeError) as err:
+            server.client().classify([_png(3000)] * 16, "digits")  # ~1 s of decoding
+        assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
 # ----------------------------------------------------------------- 10: echoed input, paths
