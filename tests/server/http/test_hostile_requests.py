@@ -87,7 +87,7 @@ def test_every_request_has_the_servers_time_limit_libretranslate_included(serve,
         assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
         assert "--request-timeout-seconds" in str(err.value)
         with pytest.raises(AttnServeError) as err:
-            server.client().classify([_png(3000)] * 16, "digits")  # ~1 s of decoding
+            server.client().classify([_png(2000)] * 24, "digits")  # 96 M pixels: ~0.5 s of decoding
         assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
 
 
