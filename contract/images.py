@@ -103,6 +103,19 @@ def _open_checked(data: bytes, max_pixels: int, max_bytes: int) -> Image.Image:
     return image
 
 
+def declared_pixels(data: bytes) -> int:
+    """width x height that an encoded image's header declares, nothing decoded; 0 for bytes that
+    do not open as an image (:func:`preprocess_image` refuses them with the reason)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(io.BytesIO(data), formats=FORMATS) as image:  # reads the header only
+                width, height = image.size
+    except (Image.DecompressionBombError, UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError):
+        return 0
+    return width * height
+
+
 def _to_8bit(image: Image.Image) -> Image.Image:
     """16-bit and float greyscale to "L" by scaling (Pillow's own convert clips at 255)."""
     values = np.asarray(image, dtype=np.float32)  # (H, W)

@@ -38,7 +38,7 @@ from .config import Settings
 from .doors import v1
 from .doors.kserve import grpc_service as kserve_grpc
 from .doors.kserve.infer import KServeInference
-from .errors import InvalidRequest, ShuttingDown
+from .errors import InvalidRequest, ShuttingDown, echo
 from .metrics import Metrics
 from .registry import LoadedModel, ModelRegistry
 from .reload import FAILED, Reloader, ReloadOutcome
@@ -62,7 +62,13 @@ class AttnServer:
         self.settings = settings
         self.registry = registry
         self.metrics = Metrics()
-        self.calls = CallTracker(self.metrics, settings.max_concurrent_rpcs)
+        repo = Path(settings.model_repo)
+        self.calls = CallTracker(
+            self.metrics,
+            settings.max_concurrent_rpcs,
+            self._labelled,
+            hidden=(str(repo.resolve()), str(repo.absolute())),
+        )
         self.health = health_aio.HealthServicer()
         # The bounded off-loop work pool of both services: image decoding, large documents'
         # splitting, language detection (--preprocess-threads threads).
@@ -236,7 +242,7 @@ class AttnServer:
         """KServe's RepositoryModelLoad: load (or reload) one model directory of the repository."""
         (outcome,) = await self.reload([name])
         if outcome.action == FAILED:
-            raise InvalidRequest(f"model {name!r} did not load: {outcome.error}")
+            raise InvalidRequest(f"model {echo(name)} did not load: {outcome.error}")
 
     async def unload_model(self, name: str) -> None:
         """KServe's RepositoryModelUnload: new requests get NOT_FOUND; running ones finish first."""
@@ -247,6 +253,10 @@ class AttnServer:
         await model.stop_when_unused(max(self.settings.grace_seconds, 1.0))
 
     # --------------------------------------------------------------------- calls
+
+    def _labelled(self, name: str) -> bool:
+        """Whether ``name`` labels the metrics: a model of the repository (served or failed), never a client's guess."""
+        return name in self.registry.models or name in self.registry.failed
 
     def _unauthenticated(self, method: str) -> None:
         self.metrics.unauthenticated.labels(method).inc()

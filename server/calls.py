@@ -14,15 +14,16 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from .errors import Overloaded, ServingError, ShuttingDown
+from .errors import Overloaded, ServingError, ShuttingDown, client_message
 from .metrics import Metrics
 
 log = logging.getLogger(__name__)
 
 MAX_REQUEST_ID = 64
+NO_MODEL = "-"  # the metrics' model label of a call not answered by a served model (none named, or unknown)
 
 
 @dataclass
@@ -69,8 +70,19 @@ class ModelStats:
 class CallTracker:
     """Request ids, draining, the in-flight count, metrics and statistics of every call."""
 
-    def __init__(self, metrics: Metrics, max_inflight: int = 0) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        max_inflight: int = 0,
+        served: Callable[[str], bool] | None = None,
+        *,
+        hidden: tuple[str, ...] = (),
+    ) -> None:
         self.metrics = metrics
+        # Which names label the metrics and the statistics: a client's made-up model name must
+        # not become a series of its own (issue 32: 10,000 random names made 200,000 series).
+        self.served = served or (lambda name: True)
+        self.hidden = hidden  # left out of every message to a client: the model repository's absolute path
         self.max_inflight = max_inflight  # 0 = no limit here (gRPC enforces max_concurrent_rpcs itself)
         self.draining = False
         self.inflight = 0
@@ -98,19 +110,26 @@ class CallTracker:
         inference: bool = False,
         limited: bool = False,
         deadline_passed: Callable[[], bool] | None = None,
+        arrive: Callable[[], Awaitable[None]] | None = None,
     ) -> AsyncIterator[Call]:
         """Run one call: ServingError -> CallFailed(its status), anything else -> CallFailed("INTERNAL").
 
         ``inference`` counts it in the model's statistics; ``limited`` applies ``max_inflight``
         (for protocols without a limit of their own); ``deadline_passed`` tells a cancellation
-        by the client's deadline (DEADLINE_EXCEEDED) from one by the client (CANCELLED).
+        by the client's deadline (DEADLINE_EXCEEDED) from one by the client (CANCELLED);
+        ``arrive`` is awaited before the call counts in flight: an HTTP request's body arrives
+        there, so a client that sends it slowly holds no slot (issue 32).
         """
-        call = Call(method, model or "-", request_id or self.request_id())
+        call = Call(method, model or NO_MODEL, request_id or self.request_id())
         start = time.perf_counter()
-        self.inflight += 1
-        self._idle.clear()
-        self.metrics.inflight.inc()
+        counted = False
         try:
+            if arrive is not None:
+                await arrive()
+            counted = True
+            self.inflight += 1
+            self._idle.clear()
+            self.metrics.inflight.inc()
             if self.draining:
                 raise ShuttingDown("server is shutting down; retry on another replica")
             if limited and self.max_inflight and self.inflight > self.max_inflight:
@@ -118,9 +137,9 @@ class CallTracker:
             yield call
         except ServingError as exc:
             call.status = exc.status
-            message = str(exc)
+            message = self.message(str(exc))
             if exc.status == "INTERNAL":  # a server-side failure: the request id ties the reply to the log
-                log.error("request %s: %s on model %s failed: %s", call.request_id, method, call.model, message)
+                log.error("request %s: %s on model %s failed: %s", call.request_id, method, call.model, exc)
                 message = f"{message} (request id {call.request_id})"
             raise CallFailed(exc.status, message, getattr(exc, "http_status", None)) from None
         except CallFailed as exc:  # already mapped by an inner layer (a stream's own error)
@@ -132,22 +151,27 @@ class CallTracker:
         except Exception as exc:  # noqa: BLE001 - never a traceback to the client
             call.status = "INTERNAL"
             log.exception("request %s: %s on model %s failed", call.request_id, method, call.model)
-            raise CallFailed(
-                "INTERNAL", f"internal error: {type(exc).__name__}: {exc} (request id {call.request_id})"
-            ) from None
+            message = self.message(f"internal error: {type(exc).__name__}: {exc}")
+            raise CallFailed("INTERNAL", f"{message} (request id {call.request_id})") from None
         finally:
             elapsed = time.perf_counter() - start
-            self.inflight -= 1
-            if self.inflight == 0:
-                self._idle.set()
-            self.metrics.inflight.dec()
-            self.metrics.requests.labels(call.model, method, call.status).inc()
-            self.metrics.latency.labels(call.model, method).observe(elapsed)
-            if inference and call.model != "-":
-                self._record(call, elapsed)
+            if counted:
+                self.inflight -= 1
+                if self.inflight == 0:
+                    self._idle.set()
+                self.metrics.inflight.dec()
+            model = call.model if self.served(call.model) else NO_MODEL
+            self.metrics.requests.labels(model, method, call.status).inc()
+            self.metrics.latency.labels(model, method).observe(elapsed)
+            if inference and model != NO_MODEL:
+                self._record(model, call, elapsed)
 
-    def _record(self, call: Call, elapsed: float) -> None:
-        stats = self.stats.setdefault(call.model, ModelStats())
+    def message(self, text: str) -> str:
+        """``text`` as a client may read it (``errors.client_message``): capped, no repository path."""
+        return client_message(text, self.hidden)
+
+    def _record(self, model: str, call: Call, elapsed: float) -> None:
+        stats = self.stats.setdefault(model, ModelStats())
         if call.status == "OK":
             stats.success.add(elapsed)
             stats.inference_count += call.items

@@ -125,7 +125,28 @@ class Settings:
     )
     max_request_chars: int = _setting(200_000, "characters in all texts of one Translate request; checked first")
     max_concurrent_rpcs: int = _setting(
-        1024, "calls the server handles at once (gRPC and HTTP); beyond -> RESOURCE_EXHAUSTED"
+        1024,
+        "calls the server handles at once (gRPC and HTTP); beyond -> RESOURCE_EXHAUSTED. An HTTP call counts "
+        "once its body has arrived",
+    )
+    max_request_pixels: int = _setting(
+        100_000_000,
+        "width x height of all images of one Classify request together, read from their headers before any is decoded",
+    )
+    http_header_timeout_s: float = _setting(
+        30.0,
+        "HTTP: seconds a connection has to send a whole request head (request line and headers), from when it "
+        "opens or its previous answer went out; then it is closed (idle keep-alive connections too)",
+    )
+    http_body_timeout_s: float = _setting(
+        60.0,
+        "HTTP: seconds a request has to send its whole body once its head is in; then 408 and the connection closed",
+    )
+    request_timeout_seconds: float = _setting(
+        60.0,
+        "server-side time limit of every translation and classification request, on every door (LibreTranslate "
+        "included); a client's shorter deadline or timeout wins; past it -> DEADLINE_EXCEEDED, its work dropped "
+        "(0 = none)",
     )
     # access (docs/operations.md)
     tls_cert: str = _setting("", "PEM server certificate chain; with --tls-key serves TLS only")
@@ -148,8 +169,11 @@ class Settings:
             "language_detection": self.language_detection in LANGUAGE_DETECTION,
             "threads": self.threads >= 0,
             "grace_seconds": self.grace_seconds >= 0,
+            "request_timeout_seconds": self.request_timeout_seconds >= 0,
             "max_queue_delay_ms": self.max_queue_delay_ms >= 0,
             "stream_interval_ms": self.stream_interval_ms >= 0,
+            "http_header_timeout_s": self.http_header_timeout_s > 0,
+            "http_body_timeout_s": self.http_body_timeout_s > 0,
             "tls_key": bool(self.tls_cert) == bool(self.tls_key),
             "tls_client_ca": not self.tls_client_ca or bool(self.tls_cert),
             "workers": self.workers >= 1,
@@ -159,7 +183,7 @@ class Settings:
             "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
             "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
             "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
-            "max_concurrent_rpcs"
+            "max_concurrent_rpcs max_request_pixels"
         ).split()
         checks.update({name: getattr(self, name) >= 1 for name in positive})
         for name, ok in checks.items():

@@ -3,6 +3,34 @@
 
 from __future__ import annotations
 
+ECHO_CHARS = 64  # of a client's value quoted in an error message
+MAX_MESSAGE_CHARS = 1024  # of any error message sent to a client (gRPC sends it as trailing metadata)
+
+
+def echo(value: object, limit: int = ECHO_CHARS, *, quoted: bool = True) -> str:
+    """``repr(value)`` (``quoted=False``: ``str``) for an error message, cut to about ``limit``
+    characters: a client's value (a model name, a language code, a word) is quoted, never copied
+    whole (issue 32: a 1M-character model name answered RESOURCE_EXHAUSTED "metadata size
+    exceeds" instead of NOT_FOUND)."""
+    text = value if isinstance(value, str) else repr(value)
+    shown = repr if quoted else str
+    if len(text) <= limit:
+        return shown(value)
+    return f"{shown(text[:limit])}... ({len(text):,} characters)"
+
+
+def client_message(message: str, hidden: tuple[str, ...] = ()) -> str:
+    """An error message as a client may see it: each of ``hidden`` (the model repository's
+    absolute path) left out, and at most MAX_MESSAGE_CHARS characters. The last safeguard under
+    :func:`echo`, applied to every error a call answers."""
+    for text in hidden:
+        if text:
+            message = message.replace(text.rstrip("/") + "/", "").replace(text, "<model repository>")
+    if len(message) > MAX_MESSAGE_CHARS:
+        cut = len(message) - MAX_MESSAGE_CHARS
+        message = f"{message[: MAX_MESSAGE_CHARS - 40]}... ({cut + 40:,} characters cut)"
+    return message
+
 
 class ServingError(Exception):
     """Base class: ``status`` names the gRPC status code the handler answers with."""
@@ -37,7 +65,7 @@ class UnknownFormat(InvalidRequest):
     """A text format other than "text" or "html"."""
 
     def __init__(self, value: object, formats: tuple[str, ...]) -> None:
-        super().__init__(f"format: unknown value {value!r} (one of {', '.join(formats)})")
+        super().__init__(f"format: unknown value {echo(value)} (one of {', '.join(formats)})")
         self.value = value
 
 

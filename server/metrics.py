@@ -1,6 +1,8 @@
 """Prometheus metrics (prometheus-client), one registry per server so tests can run several.
 
 attnserve_requests_total{model,method,status}      requests by gRPC status name, whatever the protocol;
+                                                   model: a model of the repository, or "-" for a call no
+                                                   served model answered (none named, or a name not served)
                                                    method: attnserve.v1's RPC ("Translate"), KServe v2 over
                                                    gRPC "kserve.<RPC>", over HTTP "kserve.http.<operation>"
 attnserve_request_latency_seconds{model,method}    handler latency

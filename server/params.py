@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .documents import TEXT
-from .errors import InvalidRequest
+from .errors import InvalidRequest, echo
 from .translation import DecodeOptions
 
 MODES = ("greedy", "beam_search", "sampling")
@@ -65,7 +65,7 @@ def _typed(name: str, value: Any, kind: str, where: str) -> Any:
         ok = isinstance(value, (int, float)) and math.isfinite(value)
         value = float(value) if ok else value
     if not ok:
-        raise InvalidRequest(f"{where}{name}: expected {kind}, got {value!r}")
+        raise InvalidRequest(f"{where}{name}: expected {kind}, got {echo(value)}")
     return value
 
 
@@ -79,7 +79,7 @@ def decode_options(values: Mapping[str, Any], where: str = "") -> DecodeOptions:
     v = {name: _typed(name, values[name], kind, where) for name, kind in DECODING_PARAMETERS.items() if name in values}
     mode = v.get("mode", "")
     if mode and mode not in MODES:
-        raise InvalidRequest(f"{where}mode: unknown value {mode!r} (one of {', '.join(MODES)})")
+        raise InvalidRequest(f"{where}mode: unknown value {echo(mode)} (one of {', '.join(MODES)})")
     beam_size = v.get("beam_size") or 1
     temperature = v.get("temperature", 0.0)
     if temperature < 0:

@@ -18,7 +18,7 @@ from attnserve.contract.manifest import MANIFEST_NAME, GraphSpec, Manifest, Mani
 
 from .classification import ImageClassifier
 from .config import Settings, engine_settings_kwargs
-from .errors import InvalidRequest, ModelNotFound
+from .errors import InvalidRequest, ModelNotFound, client_message, echo
 from .references import ReferenceMismatch, check_references
 from .runtime import ProviderError, create_session, cuda_listed, session_provider
 from .translation import EngineSettings, TranslationEngine
@@ -67,6 +67,12 @@ class FailedModel:
     reason: str
     kind: str = ""
     unloaded: bool = False  # by RepositoryModelUnload, not a load failure
+
+    @property
+    def public_reason(self) -> str:
+        """``reason`` as clients see it: paths relative to the model repository, never absolute."""
+        repo = self.model_dir.parent
+        return client_message(self.reason, (str(repo.resolve()), str(repo.absolute())))
 
 
 @dataclass
@@ -154,13 +160,13 @@ class ModelRegistry:
         model = self.models.get(name)
         if model is None:
             if name in self.failed and self.failed[name].unloaded:
-                raise ModelNotFound(f"model {name!r} is unloaded; load it again with RepositoryModelLoad")
+                raise ModelNotFound(f"model {echo(name)} is unloaded; load it again with RepositoryModelLoad")
             if name in self.failed:
-                raise ModelNotFound(f"model {name!r} failed to load: {self.failed[name].reason}")
-            raise ModelNotFound(f"unknown model {name!r}; served: {', '.join(sorted(self.models)) or 'none'}")
+                raise ModelNotFound(f"model {echo(name)} failed to load: {self.failed[name].public_reason}")
+            raise ModelNotFound(f"unknown model {echo(name)}; served: {', '.join(sorted(self.models)) or 'none'}")
         if kind is not None and model.kind != kind:
             article = "an" if model.kind.startswith(tuple("aeiou")) else "a"  # "an image-classification"
-            raise InvalidRequest(f"model {name!r} is {article} {model.kind} model, not {kind}")
+            raise InvalidRequest(f"model {echo(name)} is {article} {model.kind} model, not {kind}")
         return model
 
     def unload(self, name: str) -> LoadedModel:
@@ -168,7 +174,7 @@ class ModelRegistry:
         caller stops the returned version once its requests are done (``stop_when_unused``)."""
         model = self.models.pop(name, None)
         if model is None:
-            raise ModelNotFound(f"unknown model {name!r}; served: {', '.join(sorted(self.models)) or 'none'}")
+            raise ModelNotFound(f"unknown model {echo(name)}; served: {', '.join(sorted(self.models)) or 'none'}")
         self.failed[name] = FailedModel(name, model.model_dir, "unloaded", model.kind, unloaded=True)
         return model
 

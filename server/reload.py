@@ -20,6 +20,7 @@ from pathlib import Path
 from attnserve.contract.manifest import ManifestError, load_manifest
 
 from .config import Settings
+from .errors import echo
 from .references import ReferenceMismatch
 from .registry import FailedModel, LoadedModel, ModelRegistry, load_model, manifest_fingerprint, name_of_dir
 
@@ -68,7 +69,7 @@ class Reloader:
             found.add(name)
             outcomes.append(await self._reload_one(name, model_dir))
         for name in sorted(wanted - found):
-            outcomes.append(ReloadOutcome(name, FAILED, error=f"no model directory named {name!r} in {repo}"))
+            outcomes.append(ReloadOutcome(name, FAILED, error=f"no model directory named {echo(name)} in {repo}"))
         log.info("reload: %s", ", ".join(f"{o.name} {o.action}" for o in outcomes) or "no model directories")
         return outcomes
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import inspect
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
@@ -180,10 +181,16 @@ class ParseGuardInterceptor(grpc.aio.ServerInterceptor):
                 unary, request_deserializer=None, response_serializer=handler.response_serializer
             )
         inner_stream = handler.unary_stream
+        if inspect.isasyncgenfunction(inner_stream):
 
-        async def stream(raw, context):
-            async for reply in inner_stream(await parsed(raw, context), context):
-                yield reply
+            async def stream(raw, context):
+                async for reply in inner_stream(await parsed(raw, context), context):
+                    yield reply
+
+        else:  # a handler that writes its replies with context.write (grpc.health.v1's Watch)
+
+            async def stream(raw, context):
+                return await inner_stream(await parsed(raw, context), context)
 
         return grpc.unary_stream_rpc_method_handler(
             stream, request_deserializer=None, response_serializer=handler.response_serializer

@@ -113,7 +113,8 @@ class SourceMap:
         """(character, its spelling in the input) for the references inside plain[start:end]."""
         out: dict[str, str] = {}
         i = max(0, bisect.bisect_right(self._starts, start) - 1)
-        for piece in self.pieces[i:]:
+        for j in range(i, len(self.pieces)):  # by index: a slice would copy every later piece each call
+            piece = self.pieces[j]
             if piece.plain_start >= end:
                 break
             if piece.reference and piece.plain_end - piece.plain_start == 1 and piece.plain_start >= start:

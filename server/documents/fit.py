@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from attnserve.server.errors import InvalidRequest
+from attnserve.server.errors import InvalidRequest, echo
 
 from .sentences import translatable
 
@@ -115,6 +115,6 @@ class SentenceFitter:
         cut = cut or next((p for p in range(want + 1, end) if self.may_cut(p)), None)
         if cut is None or not start < cut < end:  # one character over the limit: no cut can help
             raise InvalidRequest(
-                f"{self.plain[start:end]!r} alone is over this model's {self.budget.max_tokens} source tokens"
+                f"{echo(self.plain[start:end])} alone is over this model's {self.budget.max_tokens} source tokens"
             )
         return [(start, cut), (cut, end)]

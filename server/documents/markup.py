@@ -36,6 +36,7 @@ INLINE = frozenset(
 VOID_ELEMENTS = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 RAW_CONTENT = frozenset(("script", "style"))  # never translated
 PREFORMATTED = frozenset(("pre", "textarea", "listing"))  # newlines there end sentences, as in text
+_INCOMPLETE_TAG = re.compile(r"<[a-zA-Z/!?]")  # a tag, end tag, comment or declaration begun
 _REFERENCE = re.compile(r"&(?:#[xX][0-9a-fA-F]+|#[0-9]+|[a-zA-Z][a-zA-Z0-9]*);?")
 
 
@@ -84,10 +85,17 @@ class _Tokenizer(HTMLParser):
 
 
 def tokens(raw: str) -> list[tuple[str, int, int, str, str, bool]]:
-    """(kind, start, end, tag, data, translate_no) in input order; the spans tile the input."""
+    """(kind, start, end, tag, data, translate_no) in input order; the spans tile the input.
+
+    A tag left open at the end (``"March 3, 2025<p"``, ``"<a href="x``) is what an HTML 5
+    tokenizer drops as an eof-in-tag parse error: markup, never text. It is one piece of
+    markup, kept as sent; ``HTMLParser.close`` would report it as character data."""
     parser = _Tokenizer()
     parser.feed(raw)
-    parser.close()
+    if _INCOMPLETE_TAG.match(parser.rawdata):  # the unparsed rest, at the parser's position
+        parser._add("other")
+    else:
+        parser.close()
     line_starts = [0] + [m.end() for m in re.finditer("\n", raw)]
     starts = [line_starts[line - 1] + column for _, line, column, *_ in parser.tokens]
     ends = [*starts[1:], len(raw)]

@@ -10,6 +10,7 @@ html only inside ``<pre>``; elsewhere in html they are spaces, as a browser show
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 from dataclasses import dataclass, field
@@ -46,7 +47,16 @@ class Run:
     plain: str
     map: SourceMap
     lines: bool = True  # newlines end sentences
-    anchors: list[Anchor] = field(default_factory=list)
+    anchors: list[Anchor] = field(default_factory=list)  # in position order
+
+    def __post_init__(self) -> None:
+        self._positions = [a.position for a in self.anchors]
+
+    def anchors_inside(self, start: int, end: int) -> list[Anchor]:
+        """The anchors strictly between plain offsets ``start`` and ``end``, by bisection: a
+        document of thousands of inline tags must not cost segments x anchors (issue 32)."""
+        lo = bisect.bisect_right(self._positions, start)
+        return self.anchors[lo : bisect.bisect_left(self._positions, end, lo)]
 
 
 def translatable(text: str) -> bool:
@@ -120,7 +130,8 @@ def cut_at_markup(run: Run, spans: list[tuple[int, int]]) -> list[tuple[int, int
     cuts = sorted({a.position for a in run.anchors if not in_word(run.plain, a.position)})
     out = []
     for start, end in spans:
-        edges = [start, *(c for c in cuts if start < c < end), end]
+        inside = cuts[bisect.bisect_right(cuts, start) : bisect.bisect_left(cuts, end)]
+        edges = [start, *inside, end]
         for s, e in zip(edges, edges[1:]):
             s, e = trim(run.plain, s, e)
             if s > start:  # "</a>, at 9": the comma after the markup stays with it, as it was

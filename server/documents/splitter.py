@@ -12,7 +12,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from attnserve.server.errors import InvalidRequest
+from attnserve.server.errors import InvalidRequest, echo
 
 from .document import Document, Segment, SourceMap
 from .fit import SentenceFitter, TokenBudget
@@ -81,7 +81,7 @@ class DocumentSplitter:
 
     def split(self, text: str, format: str = TEXT) -> PreparedDocument:
         if format not in FORMATS:
-            raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, got {format!r}")
+            raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, got {echo(format)}")
         runs = html_runs(text) if format == HTML else text_runs(text)
         work = [(run, cut_at_markup(run, sentence_spans(run.plain, self.language, run.lines))) for run in runs]
         # One tokenizer call for every sentence of the document (a call per run cost ~0.5 ms each).
@@ -110,7 +110,7 @@ class DocumentSplitter:
         text = run.plain[start:end]
         if format == TEXT:
             return Segment(source, text)
-        inside = [a for a in run.anchors if start < a.position < end]  # markup inside a word (see cut_at_markup)
+        inside = run.anchors_inside(start, end)  # markup inside a word (see cut_at_markup)
         return Segment(
             source,
             text,

@@ -13,7 +13,7 @@ from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
-from ..errors import ModelNotFound
+from ..errors import ModelNotFound, echo
 from . import client_deadline
 from . import v1_codec as convert
 
@@ -63,7 +63,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
             registry = self.app.registry
             model = registry.models.get(request.name) or registry.failed.get(request.name)
             if model is None:
-                raise ModelNotFound(f"unknown model {request.name!r}; served: {', '.join(sorted(registry.models))}")
+                raise ModelNotFound(f"unknown model {echo(request.name)}; served: {', '.join(sorted(registry.models))}")
             return convert.model_info(model, self.app.settings)
 
 
@@ -85,7 +85,12 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
             outcomes = await self.app.reload(list(request.models))
             return admin_pb2.ReloadResponse(
                 models=[
-                    admin_pb2.ModelReload(name=o.name, action=self.ACTIONS[o.action], version=o.version, error=o.error)
+                    admin_pb2.ModelReload(
+                        name=o.name,
+                        action=self.ACTIONS[o.action],
+                        version=o.version,
+                        error=self.app.calls.message(o.error),
+                    )
                     for o in outcomes
                 ]
             )

@@ -195,7 +195,7 @@ def classify_response(model: str, results: list[ImageResult]) -> pb.ClassifyResp
 
 def model_info(model: LoadedModel | FailedModel, settings: Settings) -> pb.ModelInfo:
     if isinstance(model, FailedModel):
-        return pb.ModelInfo(name=model.name, kind=KINDS.get(model.kind, 0), ready=False, error=model.reason)
+        return pb.ModelInfo(name=model.name, kind=KINDS.get(model.kind, 0), ready=False, error=model.public_reason)
     m = model.manifest
     info = pb.ModelInfo(
         name=model.name,

@@ -17,7 +17,7 @@ from attnserve.contract.kinds import IMAGE_CLASSIFICATION
 from ..classification import ImageResult
 from ..config import Settings
 from ..registry import ModelRegistry
-from .requests import ClassificationRequest
+from .requests import ClassificationRequest, within_time_limit
 from .translation import bounded, check_version
 
 
@@ -33,6 +33,7 @@ class ClassificationService:
             call.model = model.name
             top_k = request.top_k or self.settings.default_top_k
             classifying = model.classifier.classify(list(request.images), top_k, self.pool)
-            results = await bounded(classifying, request.deadline)
+            deadline = within_time_limit(request.deadline, self.settings.request_timeout_seconds)
+            results = await bounded(classifying, deadline)
             call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
         return model.name, results

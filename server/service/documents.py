@@ -20,7 +20,9 @@ options share a call, see :func:`sentence_options`) that run concurrently, so
 they share decode steps in the continuous batcher with each other and with other requests. At
 most half of the engine's queue (``max_queue_size``) is taken by one request at a time: a
 50,000-character document (hundreds of sentences) does not fill the queue and refuse everyone
-else; its later sentences are submitted as earlier ones finish.
+else; its later sentences are submitted as earlier ones finish. A sentence repeated with the
+same token ids and options is decoded once for the request (unary or stream) unless the options
+sample: 45 KB of ``<b>a `` is one decode, not 9,000 rows of the decode batch.
 
 Results per document (what attnserve.v1's ``Translation`` and KServe's ``TRANSLATION`` carry):
 
@@ -140,6 +142,21 @@ def _engine_deadline(deadline: Deadline | None) -> float | None:
 
 
 async def _translate_sentences(valid: ValidTranslation, work: Work) -> list[TranslationResult]:
+    """One result per (sentence, its ids, options), in order. A sentence repeated with the same
+    ids and options is decoded once unless the options sample (greedy and beam search give it
+    the same result each time): a document of 9,000 ``<b>a`` pieces is one decode, not 9,000
+    rows of the decode batch (issue 32)."""
+    if valid.options.sampling:
+        return await _decode_sentences(valid, work)
+    first_of: dict[tuple[tuple[int, ...], DecodeOptions], int] = {}  # (ids, options) -> its first index
+    order = [first_of.setdefault((tuple(ids), options), i) for i, (_, ids, options) in enumerate(work)]
+    if len(first_of) == len(work):
+        return await _decode_sentences(valid, work)
+    decoded = dict(zip(first_of.values(), await _decode_sentences(valid, [work[i] for i in first_of.values()])))
+    return [decoded[i] for i in order]
+
+
+async def _decode_sentences(valid: ValidTranslation, work: Work) -> list[TranslationResult]:
     """One result per (sentence, its ids, options), in order: sentences of equal options go to
     the engine in calls of at most ``max_texts_per_request``; a failure or a cancel abandons
     every call."""
@@ -316,23 +333,30 @@ async def stream(valid: ValidTranslation, prepared: PreparedDocument) -> AsyncIt
     queue: asyncio.Queue = asyncio.Queue()
     gate = asyncio.Semaphore(_window(engine)[0])
     first, rest = sentence_options(valid.options)
+    # A sentence repeated with the same ids and options is decoded once, its events given to
+    # every occurrence, as translate() does (sampling excepted: each occurrence its own draw).
+    occurrences: dict[object, list[int]] = {}
+    for i, ids in enumerate(prepared.ids):
+        key = i if valid.options.sampling else (ids, rest if i else first)
+        occurrences.setdefault(key, []).append(i)
 
-    async def sentence(index: int, source: str, ids: Sequence[int]) -> None:
+    async def sentence(indices: list[int]) -> None:
+        source, ids = prepared.sources[indices[0]], prepared.ids[indices[0]]
         async with gate:
             try:
-                checked = engine.prepare([source], rest if index else first, [ids], valid.max_new_tokens)
+                checked = engine.prepare([source], rest if indices[0] else first, [ids], valid.max_new_tokens)
                 async for event in engine.stream(checked, deadline=_engine_deadline(deadline)):
-                    queue.put_nowait((index, event))
+                    for index in indices:
+                        queue.put_nowait((index, event))
             except Exception as exc:
-                queue.put_nowait((index, exc))
+                queue.put_nowait((indices[0], exc))
             else:
-                queue.put_nowait((index, None))  # its stream has ended
+                for index in indices:
+                    queue.put_nowait((index, None))  # its stream has ended
 
-    tasks = [
-        asyncio.ensure_future(sentence(i, s, ids)) for i, (s, ids) in enumerate(zip(prepared.sources, prepared.ids))
-    ]
+    tasks = [asyncio.ensure_future(sentence(indices)) for indices in occurrences.values()]
     try:
-        async for event in _ordered(order, queue, len(tasks)):
+        async for event in _ordered(order, queue, prepared.segments):
             yield event
     finally:  # closed, cancelled or failed: every sentence still decoding leaves at the next step
         await _cancel(tasks)

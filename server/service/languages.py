@@ -23,7 +23,7 @@ from attnserve.contract.languages import LanguageError, plan
 from attnserve.contract.manifest import Languages
 from attnserve.contract.target_text import target_side
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, echo
 from ..translation import DecodeOptions
 
 _PAIR_SUFFIX = re.compile(r"-([a-z]{2,3})-([a-z]{2,3})$")
@@ -57,9 +57,9 @@ def resolve(code: str, codes: list[str], side: str) -> str:
     if len(matches) == 1:
         return matches[0]
     if matches:
-        raise InvalidRequest(f"{side} language {code!r} is ambiguous for this model: one of {', '.join(matches)}")
+        raise InvalidRequest(f"{side} language {echo(code)} is ambiguous for this model: one of {', '.join(matches)}")
     listed = ", ".join(codes) if codes else "none (this model translates one fixed pair)"
-    raise InvalidRequest(f"{side} language {code!r} is not served by this model; its {side} languages: {listed}")
+    raise InvalidRequest(f"{side} language {echo(code)} is not served by this model; its {side} languages: {listed}")
 
 
 def apply(

@@ -58,6 +58,15 @@ def earliest(*deadlines: Deadline | None) -> Deadline | None:
     return min(given, key=lambda d: d.at) if given else None
 
 
+def within_time_limit(deadline: Deadline | None, seconds: float) -> Deadline | None:
+    """A request's deadline, or the server's time limit from now when that passes first
+    (``--request-timeout-seconds``; 0: none): no request, whatever its door, runs unbounded."""
+    if seconds <= 0:
+        return deadline
+    limit = Deadline.after(seconds, f"the server's time limit of {seconds:g} s (--request-timeout-seconds)")
+    return earliest(deadline, limit)
+
+
 @dataclass(frozen=True)
 class TranslationRequest:
     """One translation request, whichever door it came through.

@@ -29,7 +29,7 @@ from typing import Any
 
 from attnserve.contract.kinds import TRANSLATION
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, echo
 from .languages import iso_639_1, own_codes
 
 # English names of common ISO 639-1 codes (LibreTranslate's /languages gives each a name).
@@ -97,7 +97,7 @@ def _match(code: str, codes: list[str]) -> str | None:
         return code
     matches = [c for c in codes if iso_639_1(c) == iso_639_1(code)]
     if len(matches) > 1:
-        raise InvalidRequest(f"language {code!r} is ambiguous: one of {', '.join(matches)}")
+        raise InvalidRequest(f"language {echo(code)} is ambiguous: one of {', '.join(matches)}")
     return matches[0] if matches else None
 
 
@@ -132,13 +132,14 @@ class LanguageTable:
         found = _match(code, self.codes)
         if found is None:
             served = ", ".join(self.codes) or "none"
-            message = f"no model serves {pair or code}: no served model knows {code!r}; served languages: {served}"
+            wanted = pair or echo(code, quoted=False)
+            message = f"no model serves {wanted}: no served model knows {echo(code)}; served languages: {served}"
             raise LanguageNotServed(message, "", "", code=code)
         return found
 
     def route(self, source: str, target: str) -> str:
         """The model serving ``source`` -> ``target`` (either may be ""); LanguageNotServed otherwise."""
-        pair = f"{source or '*'} -> {target or '*'}"
+        pair = f"{echo(source or '*', quoted=False)} -> {echo(target or '*', quoted=False)}"
         src, tgt = self.public(source, pair), self.public(target, pair)
         if tgt and not self.sources_to(tgt):
             raise LanguageNotServed(f"no model serves {pair}: none translates into {tgt}", src, tgt, target_only=True)

@@ -9,7 +9,8 @@ Owned here, once (docs/architecture.md, "A request's way"):
   text format and the decoding options, checked once into a :class:`ValidTranslation`;
 - documents (``documents``): split by the rules of the request's source language, off the
   event loop on the bounded work pool when large;
-- the deadline: handed to the engine, whose scheduler fails the request's jobs and frees
+- the deadline, the request's own or the server's ``--request-timeout-seconds`` when that
+  passes first: handed to the engine, whose scheduler fails the request's jobs and frees
   their rows when it passes, and awaited here, so a caller gets DEADLINE_EXCEEDED on time
   even while a decoder step runs;
 - bookkeeping and metrics: the call's model, items answered and queue time (KServe's
@@ -31,17 +32,27 @@ from attnserve.contract.kinds import TRANSLATION
 
 from ..config import Settings
 from ..documents import FORMATS, PreparedDocument
-from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFound, UnknownFormat
+from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFound, UnknownFormat, echo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
-from ..translation import StreamEvent
+from ..translation import DecodeOptions, StreamEvent
 from . import documents
 from .detection import make_detector
 from .languages import apply
-from .requests import AUTO, MODEL_VERSION, Deadline, Detection, Translated, TranslationRequest, ValidTranslation
+from .requests import (
+    AUTO,
+    MODEL_VERSION,
+    Deadline,
+    Detection,
+    Translated,
+    TranslationRequest,
+    ValidTranslation,
+    within_time_limit,
+)
 from .routing import LanguageNotServed, ServedLanguages
 
 T = TypeVar("T")
+MAX_LANGUAGE_CODE = 64  # characters: BCP 47 tags with every subtag are far shorter
 DETECT_CHARS = 2000  # enough for lingua to be sure; a 50,000-character text would take 0.1 s
 
 
@@ -61,9 +72,18 @@ async def bounded(awaitable: Awaitable[T], deadline: Deadline | None) -> T:
         raise deadline.exceeded() from None
 
 
+def check_language_codes(source: str, target: str) -> None:
+    """Language codes are parsed (langcodes) and cached: one of megabytes is refused first."""
+    for side, code in (("source", source), ("target", target)):
+        if len(code) > MAX_LANGUAGE_CODE:
+            raise InvalidRequest(
+                f"{side}_language is {len(code):,} characters; a language code has at most {MAX_LANGUAGE_CODE}"
+            )
+
+
 def check_version(model: LoadedModel, version: str) -> None:
     if version not in ("", MODEL_VERSION):
-        raise ModelNotFound(f"model {model.name!r} has no version {version!r}; it serves version {MODEL_VERSION}")
+        raise ModelNotFound(f"model {model.name!r} has no version {echo(version)}; it serves version {MODEL_VERSION}")
 
 
 class TranslationService:
@@ -80,7 +100,7 @@ class TranslationService:
         """One result per text (document), in order."""
         async with self.validate(request) as valid:
             prepared = await self._split(valid)
-            results = await bounded(documents.translate(valid, prepared), request.deadline)
+            results = await bounded(documents.translate(valid, prepared), valid.request.deadline)
             self._answered(valid, [r.queue_ms for r in results])
         return Translated(valid.model.name, results, valid.source_language, valid.target_language, valid.detected)
 
@@ -98,7 +118,7 @@ class TranslationService:
             try:
                 while True:
                     try:
-                        event = await bounded(anext(events), request.deadline)
+                        event = await bounded(anext(events), valid.request.deadline)
                     except StopAsyncIteration:
                         return
                     if event.finish_reason is not None:  # booked first: the caller may close the stream at it
@@ -114,8 +134,14 @@ class TranslationService:
     @contextlib.asynccontextmanager
     async def validate(self, request: TranslationRequest) -> AsyncIterator[ValidTranslation]:
         """The request checked once (limits, format, languages, options) for the model it goes
-        to, which is held for the block (a hot reload retires it only after)."""
+        to, which is held for the block (a hot reload retires it only after). Its deadline
+        becomes the earlier of its own and the server's time limit."""
+        request = dataclasses.replace(
+            request, deadline=within_time_limit(request.deadline, self.settings.request_timeout_seconds)
+        )
         self.check_texts(request.texts)
+        self.check_prefix(request.target_prefix)
+        check_language_codes(request.source_language, request.target_language)
         if request.format not in FORMATS:
             raise UnknownFormat(request.format, FORMATS)
         detected = None
@@ -123,11 +149,17 @@ class TranslationService:
             detected = await self.detect_source(request.texts, request.target_language)
             request = dataclasses.replace(request, source_language=detected.language)
         with self._model(request) as model:
-            options, source, target = apply(
-                model, request.options, request.source_language, request.target_language, request.target_prefix
-            )
+            options, source, target = await self._languages(model, request)
             max_new = model.engine.check_options(options)
             yield ValidTranslation(request, model, options, max_new, source, target, detected)
+
+    async def _languages(self, model: LoadedModel, request: TranslationRequest) -> tuple[DecodeOptions, str, str]:
+        """``languages.apply``: a target prefix over INLINE_SPLIT_CHARS is tokenised on the work
+        pool, as a long document is (tokenizers runs in Rust without the GIL)."""
+        args = (model, request.options, request.source_language, request.target_language, request.target_prefix)
+        if len(request.target_prefix) <= documents.INLINE_SPLIT_CHARS:
+            return apply(*args)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, apply, *args)
 
     @contextlib.contextmanager
     def _model(self, request: TranslationRequest) -> Iterator[LoadedModel]:
@@ -167,6 +199,16 @@ class TranslationService:
         for i, text in enumerate(texts):
             if not text.strip():
                 raise InvalidRequest(f"text {i} is empty")
+
+    def check_prefix(self, prefix: str) -> None:
+        """A ``target_prefix`` is client text like the texts: at most ``max_text_chars``, checked
+        before it is tokenised (issue 32: 4M characters froze the event loop for 12 s)."""
+        limit = self.settings.max_text_chars
+        if len(prefix) > limit:
+            raise LimitExceeded(
+                f"target_prefix is {len(prefix):,} characters; this server takes at most {limit:,} per text",
+                "max_text_chars", len(prefix), limit,
+            )  # fmt: skip
 
     # ------------------------------------------------------------------ languages
 

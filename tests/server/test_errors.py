@@ -16,6 +16,7 @@ from PIL import Image
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+from attnserve.server.errors import MAX_MESSAGE_CHARS, client_message, echo
 
 from .conftest import digit_png
 
@@ -234,3 +235,16 @@ def test_bad_requests_in_parallel_with_good_ones_do_not_disturb_them(stub):
     for t in threads:
         t.join(20)
     assert len(results["good"]) == 4 and results["bad"] == [INVALID] * 4
+
+
+def test_a_clients_value_is_quoted_cut_and_a_message_capped_without_the_repository_path():
+    """Issue 32: a 1M-character model name came back whole (RESOURCE_EXHAUSTED "metadata size
+    exceeds" over gRPC); admin load errors named the repository's absolute path."""
+    assert echo("de") == "'de'" and echo("de", quoted=False) == "de" and echo(7) == "7"
+    cut = echo("m" * 1_000_000)
+    assert cut == "'" + "m" * 64 + "'... (1,000,000 characters)"
+    assert echo("x" * 100, 10, quoted=False) == "xxxxxxxxxx... (100 characters)"
+    message = client_message("/srv/repo/broken/model.onnx: truncated; in /srv/repo", ("/srv/repo",))
+    assert message == "broken/model.onnx: truncated; in <model repository>"
+    long = client_message("y" * 10_000)
+    assert len(long) <= MAX_MESSAGE_CHARS and long.endswith("characters cut)")

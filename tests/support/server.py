@@ -82,3 +82,10 @@ def direct_probs(model_dir: Path, images: list[bytes]) -> np.ndarray:
     session = ort.InferenceSession(str(model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
     (logits,) = session.run(None, {"pixels": pixels})  # (N, K)
     return softmax(logits)
+
+
+def resident_bytes(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of process ``pid`` in bytes (Linux)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    rss, hwm = (int(re.search(rf"{key}:\s+(\d+) kB", status).group(1)) * 1024 for key in ("VmRSS", "VmHWM"))
+    return rss, hwm

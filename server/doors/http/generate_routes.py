@@ -34,7 +34,7 @@ from ...errors import InvalidRequest, ServingError
 from ...service.requests import TranslationRequest
 from ...translation import StreamEvent
 from ..kserve.infer import VERSION, check_parameters, request_deadline
-from .server import REQUEST_ID, HttpServer, json_object, json_response, read_body
+from .server import REQUEST_ID, HttpServer, json_object, json_response, read_body, text_body_limit
 
 TEXT_INPUT, TEXT_OUTPUT, PARAMETERS = "text_input", "text_output", "parameters"
 log = logging.getLogger(__name__)
@@ -106,10 +106,16 @@ def add_routes(http: HttpServer) -> None:
         finally:
             await events.aclose()  # a cancelled or failed stream frees its row at the next step
 
+    limit = text_body_limit(app.settings)  # a text and its parameters: a larger body is refused unread
     for base in VERSIONED:
-        http.route("POST", f"{base}/generate", generate, label="triton.http.Generate", inference=True)
+        http.route("POST", f"{base}/generate", generate, label="triton.http.Generate", inference=True, body_limit=limit)
         http.route(
-            "POST", f"{base}/generate_stream", generate_stream, label="triton.http.GenerateStream", inference=True
+            "POST",
+            f"{base}/generate_stream",
+            generate_stream,
+            label="triton.http.GenerateStream",
+            inference=True,
+            body_limit=limit,
         )
 
 
@@ -129,12 +135,24 @@ async def _serve_stream(
     """Send the pieces as server-sent events; the first is awaited before the status line, so a
     request refused by the engine (queue full: 429) still gets its own HTTP status."""
     first = await anext(pieces, None)
-    model_name = call.model
     response = web.StreamResponse(
         headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache", REQUEST_ID: call.request_id}
     )
     await response.prepare(request)
-    piece = first
+    try:
+        await _send(response, call, first, pieces)
+        await response.write_eof()
+    except ConnectionResetError:  # the client went away: between two pieces, or before the end of the stream
+        call.status = "CANCELLED"
+    return response
+
+
+async def _send(
+    response: web.StreamResponse, call: Call, first: tuple[str, bool] | None, pieces: AsyncIterator[tuple[str, bool]]
+) -> None:
+    """Write ``first`` and the other pieces as events; an error after the status line is the last
+    event. A client that hangs up raises ConnectionResetError, whatever was being written."""
+    model_name, piece = call.model, first
     try:
         while piece is not None:
             delta, final = piece
@@ -145,14 +163,11 @@ async def _serve_stream(
     except ServingError as exc:  # the status line has gone: the error is the last event
         call.status = exc.status
         await response.write(_event({"error": str(exc)}))
-    except ConnectionResetError:  # the client went away between two pieces
-        call.status = "CANCELLED"
-        return response
+    except ConnectionResetError:
+        raise
     except Exception as exc:  # noqa: BLE001 - never a traceback, and no second status line
         call.status = "INTERNAL"
         log.exception("request %s: generate_stream on model %s failed", call.request_id, model_name)
         await response.write(
             _event({"error": f"internal error: {type(exc).__name__}: {exc} (request id {call.request_id})"})
         )
-    await response.write_eof()
-    return response

@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from ...calls import Call
-from ...errors import InvalidRequest, NotEnabled, ServingError
+from ...errors import InvalidRequest, NotEnabled, ServingError, echo
 from ..kserve import describe, rest
 from ..kserve.describe import check_repository_parameters
 from .server import HttpServer, error_response, json_object, json_response, read_body
@@ -57,9 +57,14 @@ class KServeRoutes:
             return web.Response(status=200)
         # Not ready is 400, as Triton answers (with {"error": "Model version not ready"}); the
         # body says why: an unknown model or version (NOT_FOUND elsewhere), or a server not taking work.
+        # The route is open (a probe), so a caller without a token, where tokens are on, learns
+        # no other model's name and no load error (which names the repository's paths).
+        checker = self.app.token_checker
+        if checker is not None and not checker.check(request.headers.get("Authorization")):
+            return error_response("INVALID_ARGUMENT", f"model {name!r} version {version or '-'} is not ready", 400)
         try:
             self.app.kserve_model(name, version)
-            message = f"model {name!r} is not ready: the server is not taking work (starting or shutting down)"
+            message = f"model {echo(name)} is not ready: the server is not taking work (starting or shutting down)"
         except ServingError as exc:  # each names the model
             message = f"not ready: {exc}"
         return error_response("INVALID_ARGUMENT", message, 400)

@@ -28,7 +28,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
-from collections.abc import Iterator
+import urllib.parse
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from aiohttp import web
@@ -36,11 +37,12 @@ from aiohttp import web
 from ... import params
 from ...calls import Call
 from ...documents import TEXT
-from ...errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat
+from ...errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat, echo
 from ...service.requests import Translated, TranslationRequest
 from ...service.routing import LanguageNotServed, language_name
-from .server import HttpServer, PayloadTooLarge, json_object, json_response, read_body
+from .server import HttpServer, PayloadTooLarge, json_object, json_response, read_body, text_body_limit
 
+MAX_FORM_FIELDS = 1000  # aiohttp's default for multipart forms; LibreTranslate's requests have a handful
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its web page waits after a keystroke
 
 
@@ -74,13 +76,37 @@ async def read_fields(request: web.Request, limit: int) -> dict[str, Any]:
     if request.content_type == "application/json":
         body = await read_body(request, limit)
         return json_object(body, "Invalid JSON format", "Invalid JSON format: send a JSON object of fields")
+    if request.content_type == "application/x-www-form-urlencoded":
+        return url_encoded_fields(await read_body(request, limit))
     try:
         form = await request.post()  # aiohttp applies client_max_size (--max-message-bytes) here too
-    except web.HTTPRequestEntityTooLarge:
+    except web.HTTPRequestEntityTooLarge as exc:
+        if "form fields" in (exc.text or ""):  # aiohttp's limit on the number of fields, not on bytes
+            raise InvalidRequest(f"Invalid request: a form of more than {MAX_FORM_FIELDS} fields") from None
         raise PayloadTooLarge(f"request body over the limit of {limit} bytes (--max-message-bytes)") from None
     except (ValueError, AssertionError, UnicodeDecodeError) as exc:  # a malformed form or multipart body
         raise InvalidRequest(f"Invalid request: the form does not parse: {exc}") from None
     return {key: form.get(key) for key in form}
+
+
+def url_encoded_fields(body: bytes) -> dict[str, Any]:
+    """A url-encoded form, its bytes strictly UTF-8 as a JSON body's are: aiohttp's own parser
+    replaces invalid bytes with U+FFFD, which answered 200 with "\ufffd\ufffd" where the same
+    bytes in JSON got 400 (issue 32). The first value of a repeated field counts, as aiohttp's."""
+    try:
+        pairs = urllib.parse.parse_qsl(
+            body.decode("utf-8"), keep_blank_values=True, errors="strict", max_num_fields=MAX_FORM_FIELDS
+        )
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(
+            f"Invalid request: the form is not valid UTF-8: {exc.reason} at byte {exc.start}"
+        ) from None
+    except ValueError:  # parse_qsl's "Max number of fields exceeded"
+        raise InvalidRequest(f"Invalid request: a form of more than {MAX_FORM_FIELDS} fields") from None
+    fields: dict[str, Any] = {}
+    for key, value in pairs:
+        fields.setdefault(key, value)
+    return fields
 
 
 def _string(fields: dict[str, Any], name: str, default: str = "") -> str:
@@ -137,16 +163,17 @@ def upstream_words() -> Iterator[None]:
         yield
     except LanguageNotServed as exc:
         if exc.code:
-            raise InvalidRequest(f"{exc.code} is not supported") from None
-        target = f"{language_name(exc.target)} ({exc.target}) is not available as a target language"
+            raise InvalidRequest(f"{echo(exc.code, quoted=False)} is not supported") from None
+        code, source = echo(exc.target, quoted=False), echo(exc.source, quoted=False)
+        target = f"{echo(language_name(exc.target), quoted=False)} ({code}) is not available as a target language"
         if exc.target_only or not exc.source:
             raise InvalidRequest(target) from None
-        raise InvalidRequest(f"{target} from {language_name(exc.source)} ({exc.source})") from None
+        raise InvalidRequest(f"{target} from {echo(language_name(exc.source), quoted=False)} ({source})") from None
     except LimitExceeded as exc:
         what = "character" if exc.limit == "max_request_chars" else "text"
         raise InvalidRequest(f"Invalid request: request ({exc.value}) exceeds {what} limit ({exc.maximum})") from None
     except UnknownFormat as exc:
-        raise InvalidRequest(f"{exc.value} format is not supported") from None
+        raise InvalidRequest(f"{echo(exc.value, quoted=False)} format is not supported") from None
     except InvalidOption as exc:
         if exc.option != "beam_size" or exc.maximum is None:
             raise
@@ -173,18 +200,28 @@ class LibreTranslateRoutes:
         self.service = http.app.translation
         self.settings = http.app.settings
 
-    def check_key(self, request: web.Request, fields: dict[str, Any], label: str) -> None:
-        checker = self.app.token_checker
-        if checker is None:
-            return
-        api_key = fields.get("api_key")
-        header = request.headers.get("Authorization")
-        if isinstance(api_key, str) and api_key and checker.check(f"Bearer {api_key}"):
-            return
-        if not api_key and header and checker.check(header):
+    def header(self, label: str) -> Callable[[web.Request], None]:
+        return functools.partial(self.check_header, label=label)
+
+    def check_header(self, request: web.Request, label: str) -> None:
+        """A key in the ``Authorization`` header is checked on the request's head, before its body
+        is read: a wrong one is refused at once (issue 32). Without the header, ``api_key`` decides."""
+        checker, header = self.app.token_checker, request.headers.get("Authorization")
+        if checker is None or not header or checker.check(header):
             return
         self.app.metrics.unauthenticated.labels(label).inc()
-        if not api_key and not header:  # upstream's wording and status (400) for a request without a key
+        raise Forbidden("Invalid API key")
+
+    def check_key(self, request: web.Request, fields: dict[str, Any], label: str) -> None:
+        """``api_key`` of the fields, where no ``Authorization`` header (checked first) was sent."""
+        checker = self.app.token_checker
+        if checker is None or request.headers.get("Authorization"):
+            return
+        api_key = fields.get("api_key")
+        if isinstance(api_key, str) and api_key and checker.check(f"Bearer {api_key}"):
+            return
+        self.app.metrics.unauthenticated.labels(label).inc()
+        if not api_key:  # upstream's wording and status (400) for a request without a key
             raise KeyMissing("Please contact the server operator to get an API key")
         raise Forbidden("Invalid API key")
 
@@ -259,7 +296,11 @@ class LibreTranslateRoutes:
 def add_routes(http: HttpServer) -> None:
     routes = LibreTranslateRoutes(http)
     route = functools.partial(http.route, open=True, cors=True)  # browser pages of any origin, as upstream
-    route("POST", "/translate", routes.translate, label="libretranslate.translate", inference=True)
-    route("POST", "/detect", routes.detect, label="libretranslate.detect")
+    keyed = functools.partial(route, body_limit=text_body_limit(http.app.settings))
+    translate, detect = "libretranslate.translate", "libretranslate.detect"
+    keyed(
+        "POST", "/translate", routes.translate, label=translate, inference=True, authenticate=routes.header(translate)
+    )
+    keyed("POST", "/detect", routes.detect, label=detect, authenticate=routes.header(detect))
     route("GET", "/languages", routes.languages, label="libretranslate.languages")
     route("GET", "/frontend/settings", routes.frontend_settings, label="libretranslate.frontend_settings")

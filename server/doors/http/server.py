@@ -7,7 +7,9 @@ translation's decoder row like a gRPC cancel does.
 
 Routes are added with :meth:`HttpServer.route`: each handler runs inside the shared
 :class:`~attnserve.server.calls.CallTracker` (request id ``X-Request-Id``, draining,
-``--max-concurrent-rpcs``, metrics, errors) and answers errors as ``{"error": message}``
+``--max-concurrent-rpcs``, metrics, errors), which counts a call only once its body has
+arrived (``--http-body-timeout-s``; a request head has ``--http-header-timeout-s``), so slow
+clients hold no slot (issue 32); errors are answered as ``{"error": message}``
 with the HTTP status of the gRPC status (:data:`HTTP_STATUS`). TLS and bearer tokens
 (``Authorization: Bearer <token>``) come from the same settings as gRPC's; routes
 registered with ``open=True`` (health) need no token. KServe v2's routes live in
@@ -17,18 +19,22 @@ in ``libretranslate_routes``.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
+import re
 import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.web_protocol import RequestHandler
 
 from ... import security
 from ...calls import Call, CallFailed
-from ...errors import InvalidRequest, Overloaded
+from ...errors import DeadlineExceeded, InvalidRequest, Overloaded, ServingError, client_message
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +58,58 @@ class PayloadTooLarge(Overloaded):
     """A body over --max-message-bytes: RESOURCE_EXHAUSTED, as gRPC answers an oversize message."""
 
     http_status = 413
+
+
+class ClientGone(ServingError):
+    """The client closed its connection before its body was in: nobody reads the answer."""
+
+    status = "CANCELLED"
+
+
+class BodyTimeout(DeadlineExceeded):
+    """A body that did not arrive within --http-body-timeout-s: 408, and the connection is closed."""
+
+    http_status = 408
+
+
+# The most bytes JSON or a url-encoded form spends on one character: "\ud83d\ude00" or
+# "%F0%9F%98%80" (12) for a character outside the BMP.
+BYTES_PER_CHAR = 12
+BODY_SLACK = 64 << 10  # the other fields of a text request: languages, options, keys
+
+
+def text_body_limit(settings: Any) -> int:
+    """The largest body a text-only route (generate, LibreTranslate) needs: the request's
+    characters at their longest spelling, plus its other fields; at most --max-message-bytes.
+    A larger body is refused (413) before it is read or parsed."""
+    return min(settings.max_message_bytes, BYTES_PER_CHAR * settings.max_request_chars + BODY_SLACK)
+
+
+async def body_arrived(request: web.Request, limit: int, timeout_s: float, setting: str) -> None:
+    """Wait until ``request``'s whole body (at most ``limit`` bytes, from ``setting``) is in its
+    buffer, unread, so the handler's own read or form parse finds it there; PayloadTooLarge or
+    BodyTimeout else."""
+    if not request.body_exists:
+        return
+    length = request.content_length
+    too_large = f"request body over the limit of {limit} bytes of this route ({setting})"
+    if length is not None and length > limit:
+        raise PayloadTooLarge(too_large)
+    content = request.content
+    content.set_read_chunk_size(length or limit)  # buffer it whole: reading is paused only past twice this
+    try:
+        await asyncio.wait_for(content.wait_eof(), timeout_s)
+    except ConnectionResetError:  # aiohttp's "Connection lost", mid-body
+        raise ClientGone(f"the client went away after {content.total_bytes} bytes of its body") from None
+    except asyncio.TimeoutError:
+        if content.total_bytes > limit:  # a chunked body over the limit: reading paused, nothing else to wait for
+            raise PayloadTooLarge(too_large) from None
+        raise BodyTimeout(
+            f"the request body did not arrive within {timeout_s:g} s ({content.total_bytes} bytes came; "
+            "--http-body-timeout-s)"
+        ) from None
+    if content.total_bytes > limit:
+        raise PayloadTooLarge(too_large)
 
 
 def error_response(status: str, message: str, http_status: int | None = None) -> web.Response:
@@ -78,7 +136,68 @@ def json_object(body: bytes, not_json: str, not_object: str, empty: dict[str, An
         raise InvalidRequest(f"{not_json}: {exc}") from None
     if not isinstance(doc, dict):
         raise InvalidRequest(not_object)
+    if _SURROGATE_ESCAPE.search(body):
+        check_unicode(doc, not_json)
     return doc
+
+
+# JSON may spell a lone UTF-16 surrogate ("\ud800"), which json.loads turns into a str that no
+# UTF-8 encoder takes; raw UTF-8 bytes cannot hold one, so only a body with such an escape is walked.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def check_unicode(doc: Any, what: str) -> None:
+    """InvalidRequest when a string anywhere in ``doc`` (a parsed JSON value) is not valid Unicode."""
+    pending = [doc]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, dict):
+            pending.extend(value.keys())
+            pending.extend(value.values())
+        elif isinstance(value, list):
+            pending.extend(value)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                bad = value[exc.start : exc.end].encode("unicode_escape").decode()
+                raise InvalidRequest(
+                    f"{what}: a string holds {bad}, a lone UTF-16 surrogate: not valid Unicode"
+                ) from None
+
+
+class _JsonRefusals(RequestHandler):
+    """aiohttp's connection handler, answering a request it cannot parse (a request line or a
+    header over its 8,190-byte limit, a malformed head) in the server's JSON error shape, with one
+    INFO line in the log: aiohttp answers those in plain text and logs an ERROR with a traceback,
+    which any client could fill the log with (issue 32)."""
+
+    def handle_error(self, request, status=500, exc=None, message=None):  # noqa: ANN001 - aiohttp's signature
+        if not isinstance(exc, HttpProcessingError) or request.writer.output_size > 0:
+            return super().handle_error(request, status, exc, message)
+        if isinstance(exc, LineTooLong):
+            reason = "the request line or a header is over the server's limit of 8190 bytes"
+        else:
+            reason = f"the request does not parse as HTTP/1.1: {client_message(str(exc.message)).splitlines()[0]}"
+        log.info("HTTP: refused a request from %s: %s", request.remote, reason)
+        response = error_response("INVALID_ARGUMENT", reason, exc.code if 400 <= exc.code < 500 else 400)
+        response.force_close()
+        return response
+
+
+class _Server(web.Server):
+    def __call__(self) -> RequestHandler:
+        return _JsonRefusals(self, loop=self._loop, **self._kwargs)
+
+
+class _Runner(web.AppRunner):
+    """An AppRunner whose connections are :class:`_JsonRefusals` (aiohttp has no public hook
+    for the answer to a request that does not parse; tests/server/http cover it)."""
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        server.__class__ = _Server
+        return server
 
 
 class HttpServer:
@@ -109,8 +228,15 @@ class HttpServer:
         open: bool = False,
         tracked: bool = True,
         cors: bool = False,
+        body_limit: int | None = None,
+        authenticate: Callable[[web.Request], None] | None = None,
     ) -> None:
         """Serve ``handler(request, call)`` at ``path``; ``label`` is its metrics method label.
+
+        A tracked call's body (at most ``body_limit`` bytes, --max-message-bytes by default)
+        arrives within --http-body-timeout-s before the call takes one of --max-concurrent-rpcs'
+        slots; ``authenticate(request)`` (an open route checking its own keys) runs before that,
+        on the head alone, and raises a ServingError to refuse.
 
         ``tracked=False`` (health probes) skips the tracker: no metrics, answered while draining.
         ``cors=True`` (LibreTranslate's routes, which upstream serves to browser pages of any
@@ -122,19 +248,34 @@ class HttpServer:
         self.labels[name] = label
         if open:
             self.open_routes.add(name)
-        calls = self.app.calls
+        calls, settings = self.app.calls, self.app.settings
+        limit = body_limit or settings.max_message_bytes
+        setting = "--max-message-bytes" if limit == settings.max_message_bytes else "12 x --max-request-chars + 64 KiB"
 
         async def wrapped(request: web.Request) -> web.StreamResponse:
             request_id = calls.request_id(request.headers.get(REQUEST_ID))
             if not tracked:
                 return await handler(request, Call(label, "-", request_id))
+
+            async def arrive() -> None:
+                if authenticate is not None:
+                    authenticate(request)
+                await body_arrived(request, limit, settings.http_body_timeout_s, setting)
+
             try:
                 async with calls.track(
-                    label, request.match_info.get("model", ""), request_id, inference=inference, limited=True
+                    label,
+                    request.match_info.get("model", ""),
+                    request_id,
+                    inference=inference,
+                    limited=True,
+                    arrive=arrive,
                 ) as call:
                     response = await handler(request, call)
             except CallFailed as exc:
                 response = error_response(exc.status, exc.message, exc.http_status)
+                if not request.content.is_eof():  # a body not read (refused, or too slow): "Connection: close"
+                    response.force_close()
             if not response.prepared:
                 response.headers[REQUEST_ID] = request_id
                 if cors:
@@ -204,7 +345,15 @@ class HttpServer:
     async def start(self) -> None:
         """Serve on the socket :meth:`bind` took."""
         ssl_context = security.http_ssl_context(self.app.settings)
-        runner = web.AppRunner(self.web, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
+        # aiohttp closes a connection whose "keep-alive" wait outlasts keepalive_timeout, and that wait
+        # lasts until a request's head is complete: so it is the header timeout too (slow-loris heads).
+        runner = _Runner(
+            self.web,
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=1.0,
+            keepalive_timeout=self.app.settings.http_header_timeout_s,
+        )
         await runner.setup()
         await web.SockSite(runner, self._sock, ssl_context=ssl_context).start()
         self._runner = runner

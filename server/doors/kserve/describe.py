@@ -162,7 +162,7 @@ def repository_index(registry: ModelRegistry, ready_only: bool) -> gs.Repository
             name=model.name,
             version=VERSION,
             state="READY" if ready else "UNAVAILABLE",
-            reason="" if ready else model.reason,
+            reason="" if ready else model.public_reason,
         )
     return index
 

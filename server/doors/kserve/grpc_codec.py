@@ -12,7 +12,7 @@ from typing import Any
 
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 
-from ...errors import InvalidRequest
+from ...errors import InvalidRequest, echo
 from .infer import InferRequest, InferResponse, RequestedOutput
 from .tensors import BYTES, Tensor, from_raw, from_values, to_raw
 
@@ -38,7 +38,7 @@ def parameters_of(params: Mapping[str, gs.InferParameter], where: str) -> dict[s
     for key, param in params.items():
         which = param.WhichOneof("parameter_choice")
         if which is None:
-            raise InvalidRequest(f"{where} parameter {key!r} has no value")
+            raise InvalidRequest(f"{where} parameter {echo(key)} has no value")
         out[key] = getattr(param, which)
     return out
 

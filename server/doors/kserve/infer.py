@@ -33,7 +33,7 @@ from attnserve.contract.kinds import TRANSLATION
 from ... import params
 from ...calls import Call
 from ...classification import EncodedImage, ImageInput, RawTensor
-from ...errors import InferenceFailed, InvalidRequest
+from ...errors import InferenceFailed, InvalidRequest, echo
 from ...registry import LoadedModel
 from ...service.classification import ClassificationService
 from ...service.requests import MODEL_VERSION, ClassificationRequest, Deadline, TranslationRequest, earliest
@@ -86,7 +86,7 @@ def request_deadline(parameters: Mapping[str, Any]) -> Deadline | None:
         return None
     value = parameters[TIMEOUT]
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidRequest(f"parameters.{TIMEOUT}: expected microseconds > 0, got {value!r}")
+        raise InvalidRequest(f"parameters.{TIMEOUT}: expected microseconds > 0, got {echo(value)}")
     return Deadline.timeout(value / 1e6)
 
 
@@ -100,7 +100,7 @@ def check_parameters(parameters: Mapping[str, Any], known: set[str]) -> None:
 def _one_input(request: InferRequest, names: tuple[str, ...]) -> Tensor:
     for t in request.inputs:
         if t.name not in names:
-            raise InvalidRequest(f"unknown input {t.name!r}; this model takes {' or '.join(names)}")
+            raise InvalidRequest(f"unknown input {echo(t.name)}; this model takes {' or '.join(names)}")
     if len(request.inputs) != 1:
         got = ", ".join(t.name for t in request.inputs) or "none"
         raise InvalidRequest(f"send exactly one input, {' or '.join(names)}; got {got}")
@@ -125,13 +125,13 @@ def _outputs(request: InferRequest, names: tuple[str, ...], classify: bool) -> l
     seen = set()
     for o in request.outputs:
         if o.name not in names:
-            raise InvalidRequest(f"unknown output {o.name!r}; this model has {', '.join(names)}")
+            raise InvalidRequest(f"unknown output {echo(o.name)}; this model has {', '.join(names)}")
         if o.name in seen:
             raise InvalidRequest(f"output {o.name} is requested twice")
         seen.add(o.name)
         k = o.class_count
         if isinstance(k, bool) or not isinstance(k, int) or k < 0:
-            raise InvalidRequest(f"output {o.name}: {CLASSIFICATION} must be an integer >= 0, got {k!r}")
+            raise InvalidRequest(f"output {o.name}: {CLASSIFICATION} must be an integer >= 0, got {echo(k)}")
         if k and not classify:
             raise InvalidRequest(f"output {o.name}: {CLASSIFICATION} applies to classification models only")
     return list(request.outputs)

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import InvalidRequest
+from ...errors import InvalidRequest, echo
 from .infer import InferRequest, InferResponse, RequestedOutput
 from .tensors import from_raw, from_values, to_raw, to_values
 
@@ -31,7 +31,7 @@ def _json_header(body: bytes, header_length: str | None) -> Any:
         try:
             size = int(header_length)
         except ValueError:
-            raise InvalidRequest(f"{HEADER_LENGTH}: not a number: {header_length!r}") from None
+            raise InvalidRequest(f"{HEADER_LENGTH}: not a number: {echo(header_length)}") from None
         if not 0 < size <= len(body):
             raise InvalidRequest(f"{HEADER_LENGTH} is {size} but the body has {len(body)} bytes")
     try:
@@ -72,7 +72,7 @@ def _object(value: Any, where: str) -> dict[str, Any]:
 def _field(item: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     value = item.get(key)
     if not isinstance(value, kind) or isinstance(value, bool):
-        raise InvalidRequest(f"{where}.{key}: expected {kind.__name__}, got {value!r}"[:300])
+        raise InvalidRequest(f"{where}.{key}: expected {kind.__name__}, got {echo(value)}")
     return value
 
 
@@ -93,12 +93,12 @@ def parse_infer(body: bytes, header_length: str | None, model_name: str, version
         datatype = _field(item, "datatype", str, where)
         shape = _field(item, "shape", list, where)
         if not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
-            raise InvalidRequest(f"{where}.shape must be a list of integers, got {shape!r}"[:300])
+            raise InvalidRequest(f"{where}.shape must be a list of integers, got {echo(shape)}")
         parameters = dict(_object(item.get("parameters"), f"{where}.parameters"))
         if BINARY_SIZE in parameters:
             length = parameters.pop(BINARY_SIZE)
             if isinstance(length, bool) or not isinstance(length, int) or length < 0:
-                raise InvalidRequest(f"{where}.parameters.{BINARY_SIZE} must be an integer >= 0, got {length!r}")
+                raise InvalidRequest(f"{where}.parameters.{BINARY_SIZE} must be an integer >= 0, got {echo(length)}")
             if "data" in item:
                 raise InvalidRequest(f"{where}: send either data or {BINARY_SIZE}, not both")
             if offset + length > len(binary):
@@ -124,7 +124,7 @@ def parse_infer(body: bytes, header_length: str | None, model_name: str, version
         outputs.append(RequestedOutput(name, _object(item.get("parameters"), f"outputs[{i}].parameters")))
     request_id = doc.get("id", "")
     if not isinstance(request_id, str):
-        raise InvalidRequest(f"id must be a string, got {request_id!r}"[:300])
+        raise InvalidRequest(f"id must be a string, got {echo(request_id)}")
     parameters = _object(doc.get("parameters"), "parameters")
     return InferRequest(model_name, version, request_id, inputs, outputs, parameters)
 

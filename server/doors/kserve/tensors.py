@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InvalidRequest
+from ...errors import InvalidRequest, echo
 
 BYTES = "BYTES"
 NUMPY_TYPES = {
@@ -53,7 +53,7 @@ class Tensor:
 def _check(name: str, datatype: str, shape: Sequence[int]) -> int:
     """The element count of ``shape``; unknown datatypes and negative dimensions are refused."""
     if datatype not in DATATYPES:
-        raise InvalidRequest(f"input {name}: unknown datatype {datatype!r} (one of {', '.join(DATATYPES)})")
+        raise InvalidRequest(f"input {name}: unknown datatype {echo(datatype)} (one of {', '.join(DATATYPES)})")
     if any(d < 0 for d in shape):
         raise InvalidRequest(f"input {name}: shape {list(shape)} has a negative dimension")
     return math.prod(shape)  # exact (Python ints): a huge declared shape cannot overflow
@@ -128,7 +128,7 @@ def from_values(
         return Tensor(name, datatype, shape, items, parameters)
     bad = next((i for i, v in enumerate(values) if not _number_ok(v, datatype)), None)
     if bad is not None:
-        raise InvalidRequest(f"input {name}: element {bad} ({values[bad]!r}) is not a value of datatype {datatype}")
+        raise InvalidRequest(f"input {name}: element {bad} ({echo(values[bad])}) is not a value of datatype {datatype}")
     dtype = NUMPY_TYPES[datatype]
     try:
         with np.errstate(over="ignore"):  # a float beyond the type's range becomes inf; the model checks values

@@ -187,3 +187,38 @@ def test_a_failing_sentence_fails_the_stream_and_closes_the_others(tokenizer, te
     with pytest.raises(error, match=fragment):
         stream(engine, text)
     assert engine.open_streams == 0  # the other sentences' engine streams were closed, not left decoding
+
+
+def test_a_sentence_repeated_in_a_document_is_decoded_once(tokenizer):
+    """Issue 32: ``"<b>a " * 9000`` (45 KB of html) was 9,000 one-word sentences in the decode
+    batch; the same sentence with the same options gets the same greedy or beam translation."""
+    engine = RecordingEngine(tokenizer)
+    (result,) = translate(engine, ["<b>a " * 9000], format="html")
+    assert engine.calls == [["a"]]
+    assert result.hypotheses[0].text == "<b>A " * 9000
+    sampled = RecordingEngine(tokenizer)
+    translate(sampled, ["<b>a <b>a <b>a"], DecodeOptions(temperature=1.0), format="html")
+    assert sampled.calls == [["a", "a", "a"]]  # sampling: each occurrence its own draw
+
+
+def test_an_incomplete_tag_at_the_end_comes_back_as_sent(tokenizer):
+    """Issue 32: ``"Monday, March 3, 2025<p"`` came back as ``"<Montag, 3. März 2025"``. An HTML 5
+    tokenizer drops a tag cut off by the end of the input (eof-in-tag): markup, not text."""
+    engine = RecordingEngine(tokenizer)
+    texts = ["Monday, March 3, 2025<p", 'Hi <b>there</b> <a href="x', "Hi </p", "x < y"]
+    results = translate(engine, texts, format="html")
+    assert [r.hypotheses[0].text for r in results] == [
+        "MONDAY, MARCH 3, 2025<p",
+        'HI <b>THERE</b> <a href="x',
+        "HI </p",
+        "X < Y",
+    ]
+    assert ["Monday, March 3, 2025"] == engine.calls[0][:1]
+
+
+def test_a_sentence_repeated_in_a_streamed_document_is_decoded_once(tokenizer):
+    engine = RecordingEngine(tokenizer)
+    events = stream(engine, "It is. Now. It is.\nIt is.")
+    assert sorted(engine.calls) == [["It is."], ["Now."]]
+    assert "".join(e.delta for e in events) == "IT IS. NOW. IT IS.\nIT IS."
+    assert events[-1].finish_reason == "eos" and engine.open_streams == 0

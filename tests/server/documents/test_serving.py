@@ -202,7 +202,8 @@ def test_client_cli_reads_an_html_document_from_stdin(server, client, capsys, mo
 
 def test_a_cancelled_document_frees_every_row(server, client):
     engine = server.app.registry.models[MODEL].engine
-    document = "\n".join(english for english, _ in _examples() * 12)  # 192 sentences
+    # 192 different sentences (a repeated sentence is decoded once)
+    document = "\n".join(f"{english} ({i})" for i, (english, _) in enumerate(_examples() * 12))
     with pytest.raises(AttnServeError) as err:
         client.translate(document, MODEL, timeout=0.05)
     assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED

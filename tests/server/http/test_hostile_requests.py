@@ -1,0 +1,160 @@
+"""Hostile and malformed requests (issue 32, findings 9-12) against a live server holding the
+bundled translator and a tiny ViT: a server-side time limit on every door and service, error messages that
+quote a client's value without copying it whole and never show the model repository's absolute
+path, and forms, URLs and headers that do not parse answered with a clear JSON 400 and no
+traceback in the log."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import shutil
+import socket
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import grpc
+import pytest
+from PIL import Image
+
+from attnserve.client import AttnServeError
+from attnserve.server.errors import MAX_MESSAGE_CHARS
+
+BUNDLED = Path(__file__).resolve().parents[3] / "models" / "repo" / "translator-en-de"
+MODEL = "translator-en-de"
+
+
+@pytest.fixture(scope="module")
+def hostile_repo(tmp_path_factory, vit_dirs) -> Path:
+    root = tmp_path_factory.mktemp("hostile-repo")
+    (root / MODEL).symlink_to(BUNDLED, target_is_directory=True)
+    shutil.copytree(vit_dirs["digits"], root / "digits")
+    return root
+
+
+@pytest.fixture(scope="module")
+def hostile(serve, hostile_repo):
+    with serve(hostile_repo, http_port=0, enable_admin=True) as handle:
+        yield handle
+
+
+def http(server, method: str, path: str, body: bytes | None = None, content_type: str = "application/json"):
+    """(status, content type, decoded body) of one request."""
+    req = urllib.request.Request(
+        f"http://{server.http_address}{path}", data=body, method=method, headers={"Content-Type": content_type}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as reply:
+            return reply.status, reply.headers.get_content_type(), json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers.get_content_type(), json.loads(err.read())
+
+
+def raw_http(server, head: bytes) -> tuple[int, str, dict]:
+    """(status, content type, decoded JSON body) of bytes sent as they are."""
+    host, port = server.http_address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(head)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head_part, _, body = data.partition(b"\r\n\r\n")
+    lines = head_part.decode("latin-1").split("\r\n")
+    headers = dict(line.split(": ", 1) for line in lines[1:])
+    return int(lines[0].split()[1]), headers.get("Content-Type", ""), json.loads(body)
+
+
+# ----------------------------------------------------------------- 9: the server's time limit
+
+
+def _png(side: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("L", (side, side), 255).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def test_every_request_has_the_servers_time_limit_libretranslate_included(serve, hostile_repo):
+    document = "\n".join(f"The weather on day {i} was fine." for i in range(200))
+    with serve(hostile_repo, http_port=0, request_timeout_seconds=0.05) as server:
+        status, _, body = http(
+            server, "POST", "/translate", json.dumps({"q": document, "source": "en", "target": "de"}).encode()
+        )
+        assert status == 504 and "--request-timeout-seconds" in body["error"], body
+        with pytest.raises(AttnServeError) as err:
+            server.client().translate(document, MODEL)  # no client deadline: the server's applies
+        assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+        assert "--request-timeout-seconds" in str(err.value)
+        with pytest.raises(AttnServeError) as err:
+            server.client().classify([_png(2000)] * 24, "digits")  # 96 M pixels: ~0.5 s of decoding
+        assert err.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+# ----------------------------------------------------------------- 10: echoed input, paths
+
+
+def test_a_huge_model_name_is_not_found_with_a_short_message(hostile):
+    name = "m" * 1_000_000
+    with pytest.raises(AttnServeError) as err:
+        hostile.client().translate("Hello.", name)
+    assert err.value.code == grpc.StatusCode.NOT_FOUND  # was RESOURCE_EXHAUSTED "metadata size exceeds"
+    assert "1,000,000 characters" in err.value.details and len(err.value.details) <= MAX_MESSAGE_CHARS
+    status, _, body = http(
+        hostile, "POST", "/translate", json.dumps({"q": "Hello.", "source": "x" * 100_000, "target": "de"}).encode()
+    )
+    assert status == 400 and len(body["error"]) <= 300 and "100,000 characters" in body["error"], body
+
+
+def test_admin_load_errors_name_no_absolute_path(hostile, hostile_repo):
+    broken = hostile_repo / "broken"
+    shutil.copytree(hostile_repo / "digits", broken)
+    (broken / "model.onnx").write_bytes(b"not a model")
+    manifest = json.loads((broken / "model.json").read_text())
+    (broken / "model.json").write_text(json.dumps({**manifest, "name": "broken"}))
+    try:
+        for name in ("broken", "absent"):
+            status, _, body = http(hostile, "POST", f"/v2/repository/models/{name}/load", b"{}")
+            assert status == 400 and name in body["error"], body
+            assert str(hostile_repo) not in body["error"] and str(hostile_repo.resolve()) not in body["error"], body
+        status, _, index = http(hostile, "POST", "/v2/repository/index", b"{}")
+        reasons = " ".join(m.get("reason", "") for m in index)
+        assert "broken" in reasons and str(hostile_repo.resolve()) not in reasons, index
+    finally:
+        shutil.rmtree(broken)
+
+
+# ----------------------------------------------------------------- 12: forms, URLs, headers
+
+FORM = "application/x-www-form-urlencoded"
+
+
+def test_a_form_with_too_many_fields_is_a_clear_400(hostile):
+    fields = "&".join(f"f{i}=1" for i in range(1100)) + "&q=Hello&source=en&target=de"
+    status, kind, body = http(hostile, "POST", "/translate", fields.encode(), FORM)
+    assert (status, kind) == (400, "application/json") and "more than 1000 fields" in body["error"], body
+
+
+def test_invalid_utf8_is_refused_alike_in_a_form_and_in_json(hostile):
+    status, _, body = http(hostile, "POST", "/translate", b"q=%ff%fe&source=en&target=de", FORM)
+    assert status == 400 and "UTF-8" in body["error"], body  # was 200 "\ufffd\ufffd"
+    status, _, body = http(hostile, "POST", "/translate", b'{"q": "\xff\xfe", "source": "en", "target": "de"}')
+    assert status == 400, body
+    status, _, body = http(hostile, "POST", "/translate", b"q=Gr%C3%BC%C3%9Fe&source=en&target=de", FORM)
+    assert status == 200 and body["translatedText"], body  # valid UTF-8 percent-encoded still works
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET /languages?" + b"a" * 10_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+        b"GET /languages HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 10_000 + b"\r\n\r\n",
+        b"GET /languages HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n",
+    ],
+    ids=["long URL", "long header", "malformed header"],
+)
+def test_a_request_head_that_does_not_parse_is_a_json_400_without_a_traceback(hostile, head, caplog):
+    with caplog.at_level(logging.INFO):
+        status, kind, body = raw_http(hostile, head)
+    assert (status, kind.split(";")[0]) == (400, "application/json") and body["error"], body
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], caplog.text
