@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -77,6 +78,26 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray, precisi
     limit = TOLERANCES[precision].limit(float(np.abs(reference).max()))
     diff = float(np.abs(actual - reference).max())
     return OutputComparison(name, diff, limit, actual.shape, reference.shape)
+
+
+# onnxruntime's input type names -> numpy dtypes (an fp16 graph may take float16 inputs)
+ORT_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+}
+
+
+def feed_for(session: Any, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``arrays`` cast to the input dtypes of ``session`` (an onnxruntime ``InferenceSession``).
+    Raises KeyError naming an input ``arrays`` has no value for."""
+    feed = {}
+    for spec in session.get_inputs():
+        if spec.name not in arrays:
+            raise KeyError(f"no value for graph input {spec.name!r}")
+        feed[spec.name] = np.asarray(arrays[spec.name]).astype(ORT_TYPES.get(spec.type, np.float32), copy=False)
+    return feed
 
 
 def load_references(model_dir: Path | str) -> dict[str, np.ndarray] | None:

@@ -14,23 +14,7 @@ import numpy as np
 import onnxruntime as ort
 
 from attnserve.contract.manifest import Manifest
-
-ORT_TYPES = {
-    "tensor(float)": np.float32,
-    "tensor(float16)": np.float16,
-    "tensor(int64)": np.int64,
-    "tensor(int32)": np.int32,
-}
-
-
-def feed_for(session: ort.InferenceSession, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``arrays`` cast to the session's input dtypes (an fp16 graph may take float16)."""
-    feed = {}
-    for spec in session.get_inputs():
-        if spec.name not in arrays:
-            raise KeyError(f"no value for graph input {spec.name!r}")
-        feed[spec.name] = np.asarray(arrays[spec.name]).astype(ORT_TYPES.get(spec.type, np.float32), copy=False)
-    return feed
+from attnserve.contract.references import feed_for
 
 
 class OrtGreedy:

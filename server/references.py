@@ -24,6 +24,7 @@ from attnserve.contract.references import (
     VERIFICATION_FILE,
     OutputComparison,
     compare_output,
+    feed_for,
     graph_inputs,
     graph_reference,
     judged_as,
@@ -31,13 +32,6 @@ from attnserve.contract.references import (
 )
 
 log = logging.getLogger(__name__)
-
-ORT_TYPES = {
-    "tensor(float)": np.float32,
-    "tensor(float16)": np.float16,
-    "tensor(int64)": np.int64,
-    "tensor(int32)": np.int32,
-}
 
 
 class ReferenceMismatch(RuntimeError):
@@ -62,12 +56,10 @@ class ReferenceCheck:
 
 
 def _feed(session: ort.InferenceSession, arrays: dict[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
-    feed = {}
-    for spec in session.get_inputs():
-        if spec.name not in arrays:
-            raise ReferenceMismatch(f"{where}: has no stored value for graph input {spec.name!r}; re-export the model")
-        feed[spec.name] = np.asarray(arrays[spec.name]).astype(ORT_TYPES.get(spec.type, np.float32), copy=False)
-    return feed
+    try:
+        return feed_for(session, arrays)
+    except KeyError as exc:
+        raise ReferenceMismatch(f"{where}: {exc.args[0]}; re-export the model") from None
 
 
 def run_references(
