@@ -85,12 +85,9 @@ def machine() -> dict[str, Any]:
     try:
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout
         fields = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
-        for key in ("Model name", "CPU(s)", "Thread(s) per core", "Flags"):
+        for key in ("CPU(s)", "Thread(s) per core"):  # the model and its ISA flags: "cpu" and "isa" below
             if key in fields:
-                value = fields[key].strip()
-                if key == "Flags":
-                    value = " ".join(f for f in value.split() if f.startswith(("avx", "fma", "amx", "vnni")))
-                info[key.lower().replace("(s)", "s").replace(" ", "_")] = value
+                info[key.lower().replace("(s)", "s").replace(" ", "_")] = fields[key].strip()
     except (OSError, subprocess.SubprocessError):
         pass
     try:
