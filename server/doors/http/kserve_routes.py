@@ -36,6 +36,7 @@ class KServeRoutes:
 
     def __init__(self, http: HttpServer) -> None:
         self.app = http.app
+        self.parse_process = http.parse_process
 
     def model_of(self, request: web.Request, call: Call):
         model = self.app.kserve_model(request.match_info["model"], request.match_info.get("version", ""))
@@ -79,7 +80,9 @@ class KServeRoutes:
     async def infer(self, request: web.Request, call: Call) -> web.Response:
         body = await read_body(request, self.app.settings.max_message_bytes)
         name, version = request.match_info["model"], request.match_info.get("version", "")
-        parsed = rest.parse_infer(body, request.headers.get(rest.HEADER_LENGTH), name, version)
+        header_length = request.headers.get(rest.HEADER_LENGTH)
+        json_bytes = rest.json_size(body, header_length)
+        parsed = await self.parse_process.parse(rest.parse_infer, body, json_bytes, header_length, name, version)
         response = await self.app.kserve.infer(parsed, call)
         payload, header_length = rest.render_infer(response, parsed)
         if header_length is None:

@@ -35,6 +35,7 @@ from aiohttp.web_protocol import RequestHandler
 from ... import security
 from ...calls import Call, CallFailed
 from ...errors import DeadlineExceeded, InvalidRequest, Overloaded, ServingError, client_message
+from .parse_process import ParseProcess
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +209,7 @@ class HttpServer:
         self.web = web.Application(
             client_max_size=app.settings.max_message_bytes, middlewares=[self._errors, self._auth]
         )
+        self.parse_process = ParseProcess()  # large JSON bodies (KServe infer) off the event loop
         self._runner: web.AppRunner | None = None
         self._sock: socket.socket | None = None
         self._address: tuple[str, int] = ("", 0)
@@ -366,6 +368,7 @@ class HttpServer:
         )
 
     async def stop(self) -> None:
+        self.parse_process.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None

@@ -25,6 +25,15 @@ BINARY_OUTPUT = "binary_data"
 BINARY_OUTPUTS = "binary_data_output"
 
 
+def json_size(body: bytes, header_length: str | None) -> int:
+    """The size of ``body``'s JSON part (all of it without the binary-data header; a header that
+    is not a size is left to :func:`parse_infer` to refuse)."""
+    try:
+        return min(int(header_length), len(body)) if header_length is not None else len(body)
+    except ValueError:
+        return len(body)
+
+
 def _json_header(body: bytes, header_length: str | None) -> Any:
     size = len(body)
     if header_length is not None:

@@ -172,6 +172,48 @@ def test_a_text_route_refuses_a_body_larger_than_its_texts_can_be_unread(hardene
     assert status == 413 and b"--max-request-chars" in data, data
 
 
+def test_a_large_json_body_answers_as_the_binary_form(hardened):
+    """A KServe infer body over ParseProcess' inline size (here 2 MB of JSON, padded) is parsed
+    in the child process and answers exactly as the same tensor sent as binary data."""
+    pixels = [[[[(i * 7 + j) % 11 / 10.0 for j in range(16)] for i in range(16)]]] * 2
+    doc = {"inputs": [{"name": "PIXELS", "datatype": "FP32", "shape": [2, 1, 16, 16], "data": pixels}]}
+    small = json.dumps(doc).encode()
+    large = small + b" " * (2 << 20)
+    answers = [request(hardened, "POST", "/v2/models/digits/infer", body, AUTH) for body in (small, large)]
+    assert answers[0][0] == 200 and answers[0] == answers[1], answers
+
+
+def test_other_calls_are_answered_while_a_huge_json_body_is_parsed(hardened):
+    """45 MB of JSON numbers (about 1-4 s of parsing) to KServe infer: the event loop goes on
+    answering others meanwhile (the parse holds the GIL, so it runs in a child process); the
+    infer is then refused for its size in images, after the parse."""
+    images = 20_000
+    body = b'{"inputs": [{"name": "PIXELS", "datatype": "FP32", "shape": [%d, 1, 16, 16], "data": [%s]}]}' % (
+        images,
+        b",".join([b"0.123456789"] * (images * 256)),
+    )
+    done = threading.Event()
+    answered_meanwhile = 0
+    outcome: list = []
+
+    def infer() -> None:
+        outcome.append(request(hardened, "POST", "/v2/models/digits/infer", body, AUTH))
+        done.set()
+
+    thread = threading.Thread(target=infer)
+    thread.start()
+    for _ in range(600):  # bounded: at most 60 s
+        status, _ = request(hardened, "GET", "/v2/models/digits", None, AUTH)
+        if done.is_set():
+            break
+        answered_meanwhile += status == 200
+        time.sleep(0.1)
+    thread.join(60)
+    status, reply = outcome[0]
+    assert status == 400 and f"{images} images" in reply["error"], reply
+    assert answered_meanwhile >= 5, f"only {answered_meanwhile} calls answered while the body was parsed"
+
+
 # ------------------------------------------------------------------------------ finding 2
 
 

@@ -1,0 +1,59 @@
+"""Large JSON bodies parsed in a child process, so that no request body stalls the event loop.
+
+``json.loads`` holds the GIL for the whole parse (a thread would not help): a KServe infer
+body of 64 MB of numbers, which ``--max-message-bytes`` allows, takes the parser about
+0.9 s. A body whose JSON part is over ``INLINE_BYTES`` is parsed by :class:`ParseProcess`:
+one child process, started on the first such body, that runs the codec's parse function and
+sends back its result (an ``InferRequest`` of numpy arrays pickles in microseconds). Smaller
+bodies (every text route's: at most 2.5 MB at the defaults, a few ms) are parsed inline.
+
+A child that dies (killed, out of memory) fails the body it was parsing with
+``InferenceFailed``; the next large body starts a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import TypeVar
+
+from ...errors import InferenceFailed
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+INLINE_BYTES = 1 << 20  # JSON up to this size is parsed on the event loop (~15 ms at worst)
+
+
+class ParseProcess:
+    """Runs a parse function on a body in a child process when the body is large."""
+
+    def __init__(self, inline_bytes: int = INLINE_BYTES) -> None:
+        self.inline_bytes = inline_bytes
+        self._pool: ProcessPoolExecutor | None = None
+
+    async def parse(self, fn: Callable[..., T], body: bytes, json_bytes: int, *args) -> T:
+        """``fn(body, *args)``; in the child when ``json_bytes`` (the JSON part of ``body``) is
+        over the inline size. ``fn`` must be a module-level function whose result pickles."""
+        if json_bytes <= self.inline_bytes:
+            return fn(body, *args)
+        if self._pool is None:
+            # spawn: the server's gRPC and onnxruntime threads must not be forked
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        pool = self._pool
+        try:
+            return await asyncio.get_running_loop().run_in_executor(pool, fn, body, *args)
+        except BrokenProcessPool:
+            if self._pool is pool:
+                self._pool = None
+            log.warning("the JSON parsing process died; the next large body starts a new one")
+            raise InferenceFailed("the process parsing this request's JSON body died; retry") from None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
