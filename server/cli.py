@@ -29,8 +29,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# How long a thread holding the GIL keeps it while another waits (Python's default: 5 ms).
+# A large document is split and joined in pure Python on the work pool; meanwhile each step of
+# the decode loop and each event-loop wake-up of other clients waits up to this long for the
+# GIL (measured in docs/operations.md, "Limits and timeouts").
+GIL_SWITCH_S = 0.0005
+
+
 async def serve(settings: Settings, worker: WorkerLink | None = None) -> int:
     """Serve until SIGTERM/SIGINT; ``worker``: one of ``--workers N`` processes (see workers.py)."""
+    sys.setswitchinterval(GIL_SWITCH_S)
     server, port = await create_server(settings.address, settings)
     await server.start()
     loop = asyncio.get_running_loop()

@@ -63,6 +63,7 @@ from .requests import Deadline, ValidTranslation
 
 # Requests up to this many characters are split on the event loop (well under a millisecond).
 INLINE_SPLIT_CHARS = 2_000
+INLINE_SEGMENTS = 64  # requests of up to this many segments are joined back on the event loop
 MAX_LANGUAGES = 64  # sentence splitters kept per engine, one per source language
 Work = list[tuple[str, Sequence[int], DecodeOptions]]  # (sentence, its ids, its options)
 
@@ -141,19 +142,24 @@ def _engine_deadline(deadline: Deadline | None) -> float | None:
     return None if deadline is None else deadline.perf_counter()
 
 
-async def _translate_sentences(valid: ValidTranslation, work: Work) -> list[TranslationResult]:
-    """One result per (sentence, its ids, options), in order. A sentence repeated with the same
-    ids and options is decoded once unless the options sample (greedy and beam search give it
-    the same result each time): a document of 9,000 ``<b>a`` pieces is one decode, not 9,000
-    rows of the decode batch (issue 32)."""
+def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> tuple[Work, list[int]]:
+    """(the sentences to decode, the index in it of every sentence of the documents, in order).
+    A sentence repeated with the same ids and options is decoded once unless the options
+    sample (greedy and beam search give it the same result each time): a document of 9,000
+    ``<b>a`` pieces is one decode, not 9,000 rows of the decode batch (issue 32)."""
+    first, rest = sentence_options(valid.options)
+    work = [(s, ids, rest if i else first) for p in prepared for i, (s, ids) in enumerate(zip(p.sources, p.ids))]
     if valid.options.sampling:
-        return await _decode_sentences(valid, work)
-    first_of: dict[tuple[tuple[int, ...], DecodeOptions], int] = {}  # (ids, options) -> its first index
-    order = [first_of.setdefault((tuple(ids), options), i) for i, (_, ids, options) in enumerate(work)]
-    if len(first_of) == len(work):
-        return await _decode_sentences(valid, work)
-    decoded = dict(zip(first_of.values(), await _decode_sentences(valid, [work[i] for i in first_of.values()])))
-    return [decoded[i] for i in order]
+        return work, list(range(len(work)))
+    index: dict[tuple[tuple[int, ...], DecodeOptions], int] = {}  # (ids, options) -> its place in distinct
+    distinct: Work = []
+    order = []
+    for sentence, ids, options in work:
+        at = index.setdefault((tuple(ids), options), len(distinct))
+        if at == len(distinct):
+            distinct.append((sentence, ids, options))
+        order.append(at)
+    return distinct, order
 
 
 async def _decode_sentences(valid: ValidTranslation, work: Work) -> list[TranslationResult]:
@@ -235,16 +241,31 @@ def document_result(prepared: PreparedDocument, results: Sequence[TranslationRes
     )
 
 
-async def translate(valid: ValidTranslation, prepared: list[PreparedDocument]) -> list[TranslationResult]:
-    """One ``TranslationResult`` per document, in order."""
-    first, rest = sentence_options(valid.options)
-    work = [(s, ids, rest if i else first) for p in prepared for i, (s, ids) in enumerate(zip(p.sources, p.ids))]
-    results = await _translate_sentences(valid, work) if work else []
+def _assemble(
+    prepared: Sequence[PreparedDocument], decoded: Sequence[TranslationResult], order: Sequence[int], k: int
+) -> list[TranslationResult]:
+    """One result per document from the distinct sentences' results (``order``: :func:`_distinct`'s)."""
     out, at = [], 0
     for p in prepared:
-        out.append(document_result(p, results[at : at + p.segments], valid.options.num_hypotheses))
+        out.append(document_result(p, [decoded[i] for i in order[at : at + p.segments]], k))
         at += p.segments
     return out
+
+
+async def translate(
+    valid: ValidTranslation, prepared: list[PreparedDocument], pool: Executor | None = None
+) -> list[TranslationResult]:
+    """One ``TranslationResult`` per document, in order. With a ``pool``, a request of more than
+    ``INLINE_SEGMENTS`` segments is deduplicated and joined back on it: 9,000 html pieces take
+    a busy core about 100 ms of Python, which on the event loop would stall every other call."""
+    inline = pool is None or sum(p.segments for p in prepared) <= INLINE_SEGMENTS
+
+    async def off_loop(fn, *args):
+        return fn(*args) if inline else await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    distinct, order = await off_loop(_distinct, valid, prepared)
+    decoded = await _decode_sentences(valid, distinct) if distinct else []
+    return await off_loop(_assemble, prepared, decoded, order, valid.options.num_hypotheses)
 
 
 class DocumentEvents:

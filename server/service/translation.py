@@ -100,7 +100,7 @@ class TranslationService:
         """One result per text (document), in order."""
         async with self.validate(request) as valid:
             prepared = await self._split(valid)
-            results = await bounded(documents.translate(valid, prepared), valid.request.deadline)
+            results = await bounded(documents.translate(valid, prepared, self.pool), valid.request.deadline)
             self._answered(valid, [r.queue_ms for r in results])
         return Translated(valid.model.name, results, valid.source_language, valid.target_language, valid.detected)
 
