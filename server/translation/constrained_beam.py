@@ -1,0 +1,132 @@
+"""Beam search that writes every glossary term: dynamic beam allocation (Post & Vilar 2018).
+
+Each step, besides the best ``2K`` (beam, token) candidates of plain beam search
+(``search.BeamSearch``), every live beam that still owes a term offers the tokens that begin
+or continue an owed term and its own best token (Post & Vilar's three candidate sources).
+A candidate's *bank* is how many of the terms' tokens its hypothesis has written
+(``TermTracker.need`` counted down from the start), and the ``K`` beams of the next step are
+taken from the banks in turns, the most advanced bank first and each bank's best candidate
+first, so hypotheses that have met more terms are kept beside the model's favourites instead
+of being crowded out by them (the allocation of the paper, with the slots of an empty bank
+going to the others). A candidate that could no longer write its owed terms within
+``max_new_tokens`` is dropped, and the end token is a candidate only once every term is
+written, so every hypothesis returned contains every term.
+
+Finishing and stopping are plain beam search's (``models/decoding.py``): an end-token
+candidate finishes when it is among the best ``K`` candidates of the top bank; the search
+stops when no beam is live, when ``K`` have finished and the best live beam cannot beat them,
+or after ``max_new_tokens``. Without terms the search is :class:`~.search.BeamSearch` itself
+(``search.make_search`` only picks this class for a row with terms).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .constraints import TermTracker
+from .search import BeamSearch, Finished, normalized_score
+from .terms import Constraint
+
+Entry = tuple[float, int, int, TermTracker, int]  # (score, parent beam, token, its tracker, bank)
+
+
+class ConstrainedBeamSearch(BeamSearch):
+    """Beam search of one source whose hypotheses must contain ``constraints`` (module docstring)."""
+
+    def __init__(
+        self,
+        beam_size: int,
+        max_new_tokens: int,
+        length_penalty: float,
+        num_hypotheses: int,
+        eos_id: int,
+        constraints: tuple[Constraint, ...],
+        prefix: tuple[int, ...] = (),
+        hidden: int = 0,
+    ) -> None:
+        super().__init__(beam_size, max_new_tokens, length_penalty, num_hypotheses, eos_id, prefix, hidden)
+        self.trackers = [TermTracker(constraints)]  # one per live beam, in beam order
+        self.total = self.trackers[0].need()  # the top bank: every term written
+
+    def advance(self, logp: np.ndarray) -> tuple[list[int], list[int]]:
+        """One step; logp (K_live, V) float32. Returns (parents, tokens) as BeamSearch does."""
+        if self.step < len(self.prefix):
+            return self._force(logp)
+        entries = self._entries(logp)
+        K = self.beam_size
+        alive: list[tuple[list[int], float]] = []
+        parents: list[int] = []
+        trackers: list[TermTracker] = []
+        top_rank = 0  # rank among the candidates of the top bank
+        for value, beam, tok, _, bank in entries:
+            if bank != self.total:
+                continue
+            if tok == self.eos_id and top_rank < K:
+                tokens = self.beams[beam][0] + [tok]
+                score = normalized_score(value, len(tokens), self.length_penalty)
+                self.finished.append(Finished(tokens, value, score, "eos"))
+            top_rank += 1
+        for value, beam, tok, tracker, _ in self._allocate([e for e in entries if e[2] != self.eos_id], K):
+            alive.append((self.beams[beam][0] + [tok], value))
+            parents.append(beam)
+            trackers.append(tracker)
+        step, self.step = self.step, self.step + 1
+        if not alive or not self._can_improve(alive[0]):
+            self.done = True
+        elif step == self.max_new_tokens - 1:
+            self.finished.extend(
+                Finished(t, lp, normalized_score(lp, len(t), self.length_penalty), "length")
+                for (t, lp), tracker in zip(alive, trackers)
+                if tracker.met
+            )
+            self.done = True
+        if self.done:
+            return [], []
+        self.beams, self.trackers = alive, trackers
+        return parents, [t[-1] for t, _ in alive]
+
+    def _entries(self, logp: np.ndarray) -> list[Entry]:
+        """Every feasible candidate, best first (ties: the lower beam, then the lower token)."""
+        K = self.beam_size
+        left = self.max_new_tokens - self.step  # tokens still to come, this one included
+        at_start = self.step == len(self.prefix)
+        scores = np.asarray([lp for _, lp in self.beams], dtype=np.float32)[:, None] + logp  # (K_live, V)
+        V = scores.shape[1]
+        flat = scores.ravel()  # (K_live * V,)
+        n = min(2 * K, flat.size)
+        top = np.argpartition(-flat, n - 1)[:n] if n < flat.size else np.arange(flat.size)
+        pairs = {divmod(int(i), V) for i in top}
+        best = scores.argmax(axis=1)  # (K_live,) each beam's own best token
+        for beam, tracker in enumerate(self.trackers):
+            if not tracker.met:
+                pairs.update((beam, tok) for tok in tracker.candidates(at_start))
+                pairs.add((beam, int(best[beam])))
+        entries: list[Entry] = []
+        for beam, tok in pairs:
+            tracker = self.trackers[beam]
+            if tok == self.eos_id:
+                if tracker.met:
+                    entries.append((float(scores[beam, tok]), beam, tok, tracker, self.total))
+                continue
+            after = tracker if tracker.met else tracker.advance(tok)
+            need = after.need()
+            if need <= left - 1:  # it can still write every owed term
+                entries.append((float(scores[beam, tok]), beam, tok, after, self.total - need))
+        entries.sort(key=lambda e: (-e[0], e[1], e[2]))
+        return entries
+
+    @staticmethod
+    def _allocate(entries: list[Entry], K: int) -> list[Entry]:
+        """``K`` entries taken from the banks in turns, the most advanced bank first, each
+        bank's best first; then ordered best first (the module docstring)."""
+        banks: dict[int, list[Entry]] = {}
+        for entry in entries:  # best first within each bank
+            banks.setdefault(entry[4], []).append(entry)
+        queues = [banks[b][::-1] for b in sorted(banks, reverse=True)]  # popped from the end
+        chosen: list[Entry] = []
+        while len(chosen) < K and any(queues):
+            for queue in queues:
+                if queue and len(chosen) < K:
+                    chosen.append(queue.pop())
+        chosen.sort(key=lambda e: (-e[0], e[1], e[2]))
+        return chosen
