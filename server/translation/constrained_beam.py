@@ -2,7 +2,12 @@
 
 Each step, besides the best ``2K`` (beam, token) candidates of plain beam search
 (``search.BeamSearch``), every live beam that still owes a term offers the tokens that begin
-or continue an owed term and its own best token (Post & Vilar's three candidate sources).
+an owed term and its own best token (Post & Vilar's three candidate sources). Three rules
+of this implementation: a beam that has begun a term only continues it (Hokamp & Liu 2017),
+and those continuing tokens add 0 to its score, since the term is given and the search should
+rank the words around it; where a beam's candidate is the model's own word for an owed term
+(``TermTokens.cues``), the term's first token takes its place, scored as that word; a term
+begun elsewhere is scored by the model.
 A candidate's *bank* is how many of the terms' tokens its hypothesis has written
 (``TermTracker.need`` counted down from the start), and the ``K`` beams of the next step are
 taken from the banks in turns, the most advanced bank first and each bank's best candidate
@@ -95,23 +100,37 @@ class ConstrainedBeamSearch(BeamSearch):
         flat = scores.ravel()  # (K_live * V,)
         n = min(2 * K, flat.size)
         top = np.argpartition(-flat, n - 1)[:n] if n < flat.size else np.arange(flat.size)
-        pairs = {divmod(int(i), V) for i in top}
         best = scores.argmax(axis=1)  # (K_live,) each beam's own best token
+        pairs: dict[tuple[int, int], float] = {}  # (beam, token) -> its score
+        for index in top.tolist():
+            beam, tok = divmod(index, V)
+            pairs[beam, tok] = float(flat[index])
         for beam, tracker in enumerate(self.trackers):
-            if not tracker.met:
-                pairs.update((beam, tok) for tok in tracker.candidates(at_start))
-                pairs.add((beam, int(best[beam])))
+            if tracker.met:
+                continue
+            if tracker.begun():  # a term once begun is finished (Hokamp & Liu 2017)
+                for key in [key for key in pairs if key[0] == beam]:
+                    del pairs[key]
+                for tok in tracker.begun():  # the term's own tokens are given: scored 0, so beams
+                    pairs[beam, tok] = self.beams[beam][1]  # are ranked by the words around the terms
+                continue
+            for tok in [*tracker.candidates(at_start), int(best[beam])]:
+                pairs.setdefault((beam, tok), float(scores[beam, tok]))
+            for (b, tok), value in list(pairs.items()):  # the model's own word for an owed term:
+                if b == beam and (term := tracker.cued(tok, at_start)) is not None:  # the term instead,
+                    del pairs[b, tok]  # scored as that word (the term's spelling may be one it never saw)
+                    pairs[beam, term] = max(value, pairs.get((beam, term), -np.inf))
         entries: list[Entry] = []
-        for beam, tok in pairs:
+        for (beam, tok), value in pairs.items():
             tracker = self.trackers[beam]
             if tok == self.eos_id:
                 if tracker.met:
-                    entries.append((float(scores[beam, tok]), beam, tok, tracker, self.total))
+                    entries.append((value, beam, tok, tracker, self.total))
                 continue
             after = tracker if tracker.met else tracker.advance(tok)
             need = after.need()
             if need <= left - 1:  # it can still write every owed term
-                entries.append((float(scores[beam, tok]), beam, tok, after, self.total - need))
+                entries.append((value, beam, tok, after, self.total - need))
         entries.sort(key=lambda e: (-e[0], e[1], e[2]))
         return entries
 

@@ -16,8 +16,12 @@ term is written before the hypothesis ends:
   within ``max_new_tokens`` (the service refuses a sentence whose terms cannot fit).
 - Greedy and sampling (:class:`GuidedSearch`): the chooser's token, except that a term,
   once begun, is continued to its end (Hokamp & Liu 2017: a constraint once started is
-  finished); the end token is never chosen while a term is owed (the term is begun instead);
-  and a term is begun when the tokens left would not fit it otherwise.
+  finished); an owed term is begun where the model is about to write its own word for it
+  (``TermTokens.cues``: "ĠMär" for March -> MÄRZ, "Montag" for Monday kept as Monday) or
+  finds the term's first token nearly as likely as its own choice (``PLAUSIBLE``); the end
+  token is never chosen while a term is owed (the term is begun instead, so a term the model
+  never proposes comes at the end); and a term is begun when the tokens left would not fit it
+  otherwise.
 - Beam search (:class:`~.constrained_beam.ConstrainedBeamSearch`): Post & Vilar 2018's dynamic
   beam allocation.
 
@@ -27,9 +31,15 @@ string (checked when the term is tokenised).
 
 from __future__ import annotations
 
+import numpy as np
+
 from .search import Argmax, Sampler, SingleSearch, StepLogits
 from .terms import Constraint, Tokens
 
+# Greedy begins an owed term where its first token's logit is within this of the chosen token's
+# (e^-2: at least 0.14 times as likely): where the model would nearly write it itself, rather
+# than at the end. benchmarks/glossary.py measured 1, 2 and 3.
+PLAUSIBLE = 2.0
 Partial = tuple[int, int, int]  # (constraint index, variant index, tokens matched so far)
 
 
@@ -125,6 +135,20 @@ class TermTracker:
         term = self.constraints[ci].term
         return term.initial if at_start and len(term.initial) <= len(term.spaced) else term.spaced
 
+    def begun(self) -> set[int]:
+        """The next tokens of the owed terms this hypothesis has begun (empty: none begun)."""
+        return {self.variants[ci][vi][k] for ci, vi, k in self.partials}
+
+    def cued(self, token: int, at_start: bool) -> int | None:
+        """The first token of the first owed term that ``token`` is a cue of (``TermTokens.cues``:
+        the model's own word for it), or None."""
+        for ci, n in enumerate(self.left):
+            term = self.constraints[ci].term
+            if n and (token in term.cues or (at_start and token in term.initial_cues)):
+                tokens = self.start_of(ci, at_start)
+                return tokens[0] if tokens[0] != token else None
+        return None
+
     def candidates(self, at_start: bool) -> set[int]:
         """Every token that begins or continues an owed term (beam search's extra candidates)."""
         out = {self.variants[ci][vi][k] for ci, vi, k in self.partials}
@@ -159,13 +183,15 @@ class GuidedSearch(SingleSearch):
         n = len(self.tokens)
         if n < len(self.prefix):
             return super().next(step, row)
-        tok = self.guide(self.chooser.choose(step, row), self.max_new_tokens - n, n == len(self.prefix))
+        chosen = self.chooser.choose(step, row)
+        tok = self.guide(chosen, step.logits[row], self.max_new_tokens - n, n == len(self.prefix))
         self.terms = self.terms.advance(tok)
         self.push(tok, step.token_logp(row, tok) if self.needs_scores else 0.0)
         return tok
 
-    def guide(self, chosen: int, left: int, at_start: bool) -> int:
-        """The token to write, given the chooser's ``chosen`` and ``left`` tokens to go (this one included)."""
+    def guide(self, chosen: int, logits: np.ndarray, left: int, at_start: bool) -> int:
+        """The token to write, given the chooser's ``chosen``, the row's ``logits`` (V,) and
+        ``left`` tokens to go (this one included)."""
         terms = self.terms
         if terms.met:
             return chosen
@@ -182,5 +208,16 @@ class GuidedSearch(SingleSearch):
         for ci, vi in terms.firsts.get(chosen, ()):
             if terms.left[ci]:  # the model begins a term by itself: it is finished (Hokamp & Liu)
                 self.begun = terms.variants[ci][vi][1:]
-                break
+                return chosen
+        floor = logits[chosen] - PLAUSIBLE
+        for ci, n in enumerate(terms.left):
+            if not n:
+                continue
+            tokens = terms.start_of(ci, at_start)
+            # the model is about to write its own word for the term, or finds the term nearly as likely
+            term = terms.constraints[ci].term
+            cued = chosen in term.cues or (at_start and chosen in term.initial_cues)
+            if cued or logits[tokens[0]] >= floor:
+                self.begun = tokens[1:]
+                return tokens[0]
         return chosen

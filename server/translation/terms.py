@@ -22,6 +22,11 @@ class TermTokens:
     target: str
     spaced: Tokens
     initial: Tokens
+    # Word-start tokens that spell the beginning of the source or the target term (case and
+    # accents aside: "ĠMär" for March -> MÄRZ): where greedy search would write one of them,
+    # it writes the term instead (``constraints.GuidedSearch``).
+    cues: frozenset[int] = frozenset()
+    initial_cues: frozenset[int] = frozenset()  # the same at the start of the output (no space marker)
 
     @property
     def variants(self) -> tuple[Tokens, ...]:
