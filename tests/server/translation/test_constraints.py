@@ -17,8 +17,9 @@ V = 10
 NEVER = slice(PAD, BOS + 1)
 
 
-def term(*spaced: int, initial: tuple[int, ...] | None = None, name: str = "t") -> TermTokens:
-    return TermTokens(name, name, tuple(spaced), tuple(initial) if initial is not None else tuple(spaced))
+def term(*spaced: int, initial: tuple[int, ...] | None = None, name: str = "t", cues=()) -> TermTokens:
+    first = tuple(initial) if initial is not None else tuple(spaced)
+    return TermTokens(name, name, tuple(spaced), first, frozenset(cues))
 
 
 def model(reference: list[int]):
@@ -106,6 +107,12 @@ def test_greedy_finishes_a_term_the_model_begins_by_itself():
     assert out[:2] == [A, D] and contains(out, (A, D)) and out[-1] == EOS
 
 
+def test_greedy_writes_the_term_in_place_of_the_models_own_word_for_it():
+    # B is the model's word for the term (a cue): the term D E goes there, the rest follows
+    out = greedy(guided([Constraint(term(D, E, cues={B}))]), model([A, B, C]))
+    assert out == [A, D, E, EOS]  # the toy model counts positions: after 3 tokens it ends
+
+
 def test_greedy_unchanged_when_the_model_writes_the_term_itself():
     want = model([A, B, C])
     assert greedy(guided([Constraint(term(B, C))]), want) == [A, B, C, EOS]
@@ -163,6 +170,10 @@ def test_beam_places_a_term_where_the_model_scores_it_best():
         return x
 
     assert beam(constrained_beam([Constraint(term(D))], n=1), want) == [[A, D, C, EOS]]
+
+
+def test_beam_writes_the_term_in_place_of_the_models_own_word_for_it():
+    assert beam(constrained_beam([Constraint(term(D, cues={B}))], n=1), model([A, B, C])) == [[A, D, C, EOS]]
 
 
 def test_beam_fits_the_terms_within_max_new_tokens():
