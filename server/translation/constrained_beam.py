@@ -6,10 +6,14 @@ an owed term and its own best token (Post & Vilar's three candidate sources). Th
 of this implementation: a beam that has begun a term only continues it (Hokamp & Liu 2017),
 and those continuing tokens add 0 to its score, since the term is given and the search should
 rank the words around it; where a beam's candidate is the model's own word for an owed term
-(``TermTokens.cues``), the term's first token takes its place, scored as that word; a term
-begun elsewhere is scored by the model.
-A candidate's *bank* is how many of the terms' tokens its hypothesis has written
-(``TermTracker.need`` counted down from the start), and the ``K`` beams of the next step are
+(``TermTokens.cues``), the term's first token takes its place, scored as that word; where it
+is the end token, the term's first token too, scored as the end (a term the model never
+proposes goes at the end, as greedy places it: scored by the model, that token was so unlikely
+that beams which put off the end with babble won); a term begun elsewhere is scored by the model.
+A candidate's *bank* is how many of the terms its hypothesis has written (Post & Vilar count
+the terms' tokens; with a begun term always finished, its tokens need no banks of their own,
+and ``K`` beams over a few banks leave room for hypotheses that have written no term yet, where
+one bank per token starved them at small ``K``), and the ``K`` beams of the next step are
 taken from the banks in turns, the most advanced bank first and each bank's best candidate
 first, so hypotheses that have met more terms are kept beside the model's favourites instead
 of being crowded out by them (the allocation of the paper, with the slots of an empty bank
@@ -51,7 +55,7 @@ class ConstrainedBeamSearch(BeamSearch):
     ) -> None:
         super().__init__(beam_size, max_new_tokens, length_penalty, num_hypotheses, eos_id, prefix, hidden)
         self.trackers = [TermTracker(constraints)]  # one per live beam, in beam order
-        self.total = self.trackers[0].need()  # the top bank: every term written
+        self.total = self.trackers[0].owed  # the top bank: every term written
 
     def advance(self, logp: np.ndarray) -> tuple[list[int], list[int]]:
         """One step; logp (K_live, V) float32. Returns (parents, tokens) as BeamSearch does."""
@@ -116,10 +120,15 @@ class ConstrainedBeamSearch(BeamSearch):
                 continue
             for tok in [*tracker.candidates(at_start), int(best[beam])]:
                 pairs.setdefault((beam, tok), float(scores[beam, tok]))
-            for (b, tok), value in list(pairs.items()):  # the model's own word for an owed term:
-                if b == beam and (term := tracker.cued(tok, at_start)) is not None:  # the term instead,
-                    del pairs[b, tok]  # scored as that word (the term's spelling may be one it never saw)
-                    pairs[beam, term] = max(value, pairs.get((beam, term), -np.inf))
+            for (b, tok), value in list(pairs.items()):  # the model's own word for an owed term, or
+                if b != beam:  # its end token: the term instead, scored as that token (the term's
+                    continue  # spelling may be one the model never saw; greedy does the same)
+                if tok == self.eos_id:
+                    term = tracker.start_of(tracker.first_owed(), at_start)[0]
+                elif (term := tracker.cued(tok, at_start)) is None:
+                    continue
+                del pairs[b, tok]
+                pairs[beam, term] = max(value, pairs.get((beam, term), -np.inf))
         entries: list[Entry] = []
         for (beam, tok), value in pairs.items():
             tracker = self.trackers[beam]
@@ -128,9 +137,8 @@ class ConstrainedBeamSearch(BeamSearch):
                     entries.append((value, beam, tok, tracker, self.total))
                 continue
             after = tracker if tracker.met else tracker.advance(tok)
-            need = after.need()
-            if need <= left - 1:  # it can still write every owed term
-                entries.append((value, beam, tok, after, self.total - need))
+            if after.need() <= left - 1:  # it can still write every owed term
+                entries.append((value, beam, tok, after, self.total - after.owed))
         entries.sort(key=lambda e: (-e[0], e[1], e[2]))
         return entries
 

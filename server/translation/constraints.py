@@ -76,6 +76,11 @@ class TermTracker:
     def met(self) -> bool:
         return not any(self.left)
 
+    @property
+    def owed(self) -> int:
+        """Occurrences of terms still to write."""
+        return sum(self.left)
+
     def need(self) -> int:
         """The fewest tokens that still pay every owed term: each at its cost, less what the
         most advanced partial match saves by being finished rather than begun again."""

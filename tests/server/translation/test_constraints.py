@@ -157,12 +157,14 @@ def test_beam_equals_plain_beam_search_when_the_model_writes_the_term():
 
 
 def test_beam_places_a_term_where_the_model_scores_it_best():
-    # The model would write A B C; in place of B it accepts D nearly as well (a synonym):
-    # the term D goes there, not at the end.
+    # The model would write A B C; in place of B it accepts D nearly as well (a synonym), and
+    # it does not like to end after a D at the end: the term D goes in place of B.
     def want(prefix: list[int]) -> np.ndarray:
         x = model([A, B, C])(prefix)
         if len(prefix) == 1:
             x[D] = -0.5
+        if prefix == [A, B, C, D]:
+            x[EOS] = -5.0
         if prefix == [A, D]:
             x[:] = -4.0
             x[[PAD, BOS]] = -np.inf
@@ -174,6 +176,10 @@ def test_beam_places_a_term_where_the_model_scores_it_best():
 
 def test_beam_writes_the_term_in_place_of_the_models_own_word_for_it():
     assert beam(constrained_beam([Constraint(term(D, cues={B}))], n=1), model([A, B, C])) == [[A, D, C, EOS]]
+
+
+def test_beam_puts_a_term_the_model_never_proposes_at_the_end():
+    assert beam(constrained_beam([Constraint(term(D, E))], n=1), model([A, B, C])) == [[A, B, C, D, E, EOS]]
 
 
 def test_beam_fits_the_terms_within_max_new_tokens():
