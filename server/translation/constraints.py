@@ -20,8 +20,9 @@ term is written before the hypothesis ends:
   (``TermTokens.cues``: "ĠMär" for March -> MÄRZ, "Montag" for Monday kept as Monday) or
   finds the term's first token nearly as likely as its own choice (``PLAUSIBLE``); the end
   token is never chosen while a term is owed (the term is begun instead, so a term the model
-  never proposes comes at the end); and a term is begun when the tokens left would not fit it
-  otherwise.
+  never proposes comes at the end); and where the token it would write leaves too few tokens
+  for the terms owed (``need`` after it over the tokens left), it writes the one that lowers
+  ``need`` instead.
 - Beam search (:class:`~.constrained_beam.ConstrainedBeamSearch`): Post & Vilar 2018's dynamic
   beam allocation.
 
@@ -189,20 +190,26 @@ class GuidedSearch(SingleSearch):
         if n < len(self.prefix):
             return super().next(step, row)
         chosen = self.chooser.choose(step, row)
-        tok = self.guide(chosen, step.logits[row], self.max_new_tokens - n, n == len(self.prefix))
-        self.terms = self.terms.advance(tok)
+        tok, self.terms = self.guide(chosen, step.logits[row], self.max_new_tokens - n, n == len(self.prefix))
         self.push(tok, step.token_logp(row, tok) if self.needs_scores else 0.0)
         return tok
 
-    def guide(self, chosen: int, logits: np.ndarray, left: int, at_start: bool) -> int:
-        """The token to write, given the chooser's ``chosen``, the row's ``logits`` (V,) and
-        ``left`` tokens to go (this one included)."""
+    def guide(self, chosen: int, logits: np.ndarray, left: int, at_start: bool) -> tuple[int, TermTracker]:
+        """The token to write and the terms' state after it, given the chooser's ``chosen``, the
+        row's ``logits`` (V,) and ``left`` tokens to go (this one included)."""
         terms = self.terms
         if terms.met:
-            return chosen
-        if terms.need() >= left:  # no token to spare: the one that lowers need
+            return chosen, terms
+        tok = self._preferred(chosen, logits, at_start)
+        after = terms.advance(tok)
+        if after.need() > left - 1:  # it would leave too few tokens for the terms
             self.begun = ()
-            return terms.forcing(at_start)
+            tok = terms.forcing(at_start)  # the token that lowers need by one
+            after = terms.advance(tok)
+        return tok, after
+
+    def _preferred(self, chosen: int, logits: np.ndarray, at_start: bool) -> int:
+        terms = self.terms
         if self.begun:
             tok, self.begun = self.begun[0], self.begun[1:]
             return tok

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from attnserve.server.translation.constrained_beam import ConstrainedBeamSearch
 from attnserve.server.translation.constraints import GuidedSearch, TermTracker
@@ -193,3 +195,46 @@ def test_make_search_picks_the_constrained_searches_only_for_rows_with_terms():
     assert isinstance(make_search(DecodeOptions(constraints=terms), 8, EOS), GuidedSearch)
     assert type(make_search(DecodeOptions(beam_size=2), 8, EOS)) is BeamSearch
     assert isinstance(make_search(DecodeOptions(beam_size=2, constraints=terms), 8, EOS), ConstrainedBeamSearch)
+
+
+# ------------------------------------------------------- the guarantee, on any model
+
+
+def occurrences(tokens: list[int], seq: tuple[int, ...]) -> int:
+    return sum(tuple(tokens[i : i + len(seq)]) == seq for i in range(len(tokens) - len(seq) + 1))
+
+
+def random_model(seed: int):
+    """Logits drawn per prefix: a model with no idea of the terms, sometimes eager to end."""
+
+    def logits(prefix: list[int]) -> np.ndarray:
+        rng = np.random.default_rng([seed, *prefix])
+        x = (rng.normal(size=V) * 3).astype(np.float32)
+        x[[PAD, BOS]] = -np.inf
+        return x
+
+    return logits
+
+
+terms_strategy = st.lists(
+    st.tuples(st.lists(st.integers(A, G), min_size=1, max_size=3), st.integers(1, 2)), min_size=1, max_size=3
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(terms=terms_strategy, slack=st.integers(0, 6), seed=st.integers(0, 10_000), k=st.sampled_from([1, 2, 4]))
+def test_every_term_is_written_within_max_new_tokens_whatever_the_model(terms, slack, seed, k):
+    cs = tuple(Constraint(term(*seq, name=str(i)), n) for i, (seq, n) in enumerate(terms))
+    max_new = sum(len(seq) * n for seq, n in terms) + slack
+    want = random_model(seed)
+    if k == 1:
+        outputs = [greedy(guided(cs, max_new=max_new), want)]
+    else:
+        outputs = beam(constrained_beam(cs, k=k, max_new=max_new, n=k), want)
+    assert outputs
+    for tokens in outputs:
+        assert len(tokens) <= max_new
+        body = tokens[:-1] if tokens[-1] == EOS else tokens
+        assert EOS not in body
+        for seq, n in terms:  # (the service merges equal targets; here one occurrence pays equal ones)
+            assert occurrences(tokens, tuple(seq)) >= n, (terms, tokens)
