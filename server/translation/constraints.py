@@ -11,9 +11,10 @@ term is written before the hypothesis ends:
 - :class:`TermTracker` follows one hypothesis: the occurrences still owed, the partial
   matches in progress (an incremental multi-pattern match over the generated tokens), and
   ``need``, the fewest tokens that can still pay every term. ``need`` falls by one with the
-  right token (:meth:`TermTracker.forcing`) and never otherwise by more than it costs, so a
-  search that forces that token whenever ``need`` reaches the tokens left meets every term
-  within ``max_new_tokens`` (the service refuses a sentence whose terms cannot fit).
+  right token (:meth:`TermTracker.forcing`), so a search that writes no token after which
+  ``need`` exceeds the tokens left (that one instead) meets every term within
+  ``max_new_tokens`` (the service refuses a sentence whose terms cannot fit;
+  ``tests/server/translation/test_constraints.py`` checks it on random models).
 - Greedy and sampling (:class:`GuidedSearch`): the chooser's token, except that a term,
   once begun, is continued to its end (Hokamp & Liu 2017: a constraint once started is
   finished); an owed term is begun where the model is about to write its own word for it
