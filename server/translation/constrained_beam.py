@@ -104,34 +104,44 @@ class ConstrainedBeamSearch(BeamSearch):
         flat = scores.ravel()  # (K_live * V,)
         n = min(2 * K, flat.size)
         top = np.argpartition(-flat, n - 1)[:n] if n < flat.size else np.arange(flat.size)
-        best = scores.argmax(axis=1)  # (K_live,) each beam's own best token
-        pairs: dict[tuple[int, int], float] = {}  # (beam, token) -> its score
+        tokens: dict[int, set[int]] = {}  # beam -> its candidate tokens
         for index in top.tolist():
             beam, tok = divmod(index, V)
-            pairs[beam, tok] = float(flat[index])
+            tokens.setdefault(beam, set()).add(tok)
+        best = scores.argmax(axis=1).tolist()  # each beam's own best token
+        given: set[int] = set()  # beams continuing a begun term
+        instead: dict[tuple[int, int], int] = {}  # (beam, term token) -> the token whose score it takes
         for beam, tracker in enumerate(self.trackers):
             if tracker.met:
                 continue
-            if tracker.begun():  # a term once begun is finished (Hokamp & Liu 2017)
-                for key in [key for key in pairs if key[0] == beam]:
-                    del pairs[key]
-                for tok in tracker.begun():  # the term's own tokens are given: scored 0, so beams
-                    pairs[beam, tok] = self.beams[beam][1]  # are ranked by the words around the terms
+            if begun := tracker.begun():  # a term once begun is finished (Hokamp & Liu 2017)
+                tokens[beam] = begun
+                given.add(beam)
                 continue
-            for tok in [*tracker.candidates(at_start), int(best[beam])]:
-                pairs.setdefault((beam, tok), float(scores[beam, tok]))
-            for (b, tok), value in list(pairs.items()):  # the model's own word for an owed term, or
-                if b != beam:  # its end token: the term instead, scored as that token (the term's
-                    continue  # spelling may be one the model never saw; greedy does the same)
-                if tok == self.eos_id:
-                    term = tracker.start_of(tracker.first_owed(), at_start)[0]
+            mine = tokens.setdefault(beam, set())
+            mine.update(tracker.candidates(at_start))
+            mine.add(best[beam])
+            for tok in list(mine):  # the model's own word for an owed term, or its end token: the
+                if tok == self.eos_id:  # term instead, scored as that token (its spelling may be
+                    term = tracker.start_of(tracker.first_owed(), at_start)[0]  # one the model never saw)
                 elif (term := tracker.cued(tok, at_start)) is None:
                     continue
-                del pairs[b, tok]
-                pairs[beam, term] = max(value, pairs.get((beam, term), -np.inf))
+                mine.discard(tok)
+                mine.add(term)
+                if instead.get((beam, term), -1) < 0 or scores[beam, tok] > scores[beam, instead[beam, term]]:
+                    instead[beam, term] = tok
+        pairs = [(beam, tok) for beam, toks in tokens.items() for tok in toks]
+        rows, cols = np.array(pairs, dtype=np.int64).T  # (P,), (P,)
+        values = scores[rows, cols].tolist()
+        for (beam, term), tok in instead.items():
+            instead[beam, term] = max(float(scores[beam, tok]), float(scores[beam, term]))
         entries: list[Entry] = []
-        for (beam, tok), value in pairs.items():
+        for (beam, tok), value in zip(pairs, values):
             tracker = self.trackers[beam]
+            if beam in given:  # the term's own tokens are given: scored 0, so beams are ranked
+                value = self.beams[beam][1]  # by the words around the terms
+            elif (beam, tok) in instead:
+                value = instead[beam, tok]
             if tok == self.eos_id:
                 if tracker.met:
                     entries.append((value, beam, tok, tracker, self.total))

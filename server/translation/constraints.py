@@ -49,7 +49,7 @@ class TermTracker:
     """Which terms one hypothesis still owes (see the module docstring). Immutable states
     (``left``, ``partials``) so that beams can share their parents' without copies."""
 
-    __slots__ = ("constraints", "variants", "cost", "firsts", "left", "partials")
+    __slots__ = ("constraints", "variants", "cost", "firsts", "left", "partials", "_need")
 
     def __init__(self, constraints: tuple[Constraint, ...]) -> None:
         self.constraints = constraints
@@ -62,6 +62,7 @@ class TermTracker:
         self.firsts = firsts  # first token -> the (constraint, variant) pairs it begins
         self.left: tuple[int, ...] = tuple(c.count for c in constraints)  # occurrences still owed
         self.partials: tuple[Partial, ...] = ()
+        self._need: int | None = None  # computed once per state
 
     def copy(self) -> TermTracker:
         other = object.__new__(TermTracker)
@@ -71,7 +72,7 @@ class TermTracker:
             self.cost,
             self.firsts,
         )
-        other.left, other.partials = self.left, self.partials
+        other.left, other.partials, other._need = self.left, self.partials, None
         return other
 
     @property
@@ -86,8 +87,10 @@ class TermTracker:
     def need(self) -> int:
         """The fewest tokens that still pay every owed term: each at its cost, less what the
         most advanced partial match saves by being finished rather than begun again."""
-        total = sum(n * c for n, c in zip(self.left, self.cost))
-        return total - self._best_saving()[0] if total else 0
+        if self._need is None:
+            total = sum(n * c for n, c in zip(self.left, self.cost))
+            self._need = total - self._best_saving()[0] if total else 0
+        return self._need
 
     def _best_saving(self) -> tuple[int, Partial | None]:
         best, which = 0, None
