@@ -84,6 +84,12 @@ def test_terms_inside_html_text(client):
     assert "MÄRZ" in out.text and out.text.startswith("<p>") and "<b>" in out.text and out.text.endswith("</p>")
 
 
+def test_sampling_writes_the_terms_too(client):
+    for seed in range(3):
+        (out,) = client.translate("Monday, March 3, 2025", MODEL, temperature=1.5, seed=seed, glossary=GLOSSARY)
+        assert "MÄRZ" in out.text
+
+
 def test_a_stream_writes_the_terms_too(client):
     chunks = list(client.translate_stream("Monday, March 3, 2025", MODEL, glossary=GLOSSARY, keep=KEEP))
     text = "".join(c.delta for c in chunks)
