@@ -13,6 +13,7 @@ import grpc
 import pytest
 
 from attnserve.client import AttnServeError
+from attnserve.client.cli import main as client_main
 
 MODEL = "translator-en-de"
 TEXTS = ["Monday, March 3, 2025", "on the 4th of July", "the 21st of June", "at 3:45 PM", "Friday, the 9th of January"]
@@ -94,6 +95,18 @@ def test_a_stream_writes_the_terms_too(client):
     chunks = list(client.translate_stream("Monday, March 3, 2025", MODEL, glossary=GLOSSARY, keep=KEEP))
     text = "".join(c.delta for c in chunks)
     assert "MÄRZ" in text and "Monday" in text and chunks[-1].finish_reason
+
+
+def test_client_cli_glossary_file_and_keep(server, tmp_path, capsys):
+    tsv = tmp_path / "terms.tsv"
+    tsv.write_text("# terms\nMarch\tMÄRZ\n\nJuly\n", encoding="utf-8")
+    argv = ["--address", server.address, "translate", "--glossary", str(tsv), "--keep", "Monday"]
+    assert client_main([*argv, "Monday, March 3, 2025", "on the 4th of July"]) == 0
+    first, second = capsys.readouterr().out.splitlines()[:2]
+    assert "MÄRZ" in first and "Monday" in first and "July" in second
+    tsv.write_text("March\tMÄRZ\tMärz\n", encoding="utf-8")
+    assert client_main([*argv, "Monday"]) == 2
+    assert "line 1" in capsys.readouterr().err
 
 
 def test_libretranslate_glossary_field(server):
