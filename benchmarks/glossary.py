@@ -95,7 +95,7 @@ class Bench:
         from attnserve.server.translation import DecodeOptions
 
         base = DecodeOptions(beam_size=beam, return_scores=False)
-        compiled = compile_glossary(glossary.items(), self.engine.tokenizer, normalizer(self.engine))
+        compiled = compile_glossary(tuple(glossary.items()), self.engine.tokenizer, normalizer(self.engine))
         if compiled is None:
             return [base] * len(texts)
         return [compiled.options(text, base, self.engine.max_target_len) for text in texts]

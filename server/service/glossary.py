@@ -30,7 +30,7 @@ import logging
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from functools import lru_cache
 from pathlib import Path
 
@@ -140,8 +140,9 @@ class CompiledGlossary:
         return dataclasses.replace(options, constraints=constraints)
 
 
+@lru_cache(maxsize=64)  # a server's default glossary is compiled once per model and pair
 def compile_glossary(
-    entries: Iterable[tuple[str, str]], tokenizer: Tokenizer, normalize: Callable[[str], str]
+    entries: tuple[tuple[str, str], ...], tokenizer: Tokenizer, normalize: Callable[[str], str]
 ) -> CompiledGlossary | None:
     """Entries (later ones override earlier ones for the same source) -> the compiled glossary,
     or None when there are none. Raises InvalidRequest naming a term the model cannot write."""

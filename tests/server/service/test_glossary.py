@@ -31,20 +31,20 @@ def found(glossary, sentence: str) -> dict[str, int]:
 
 
 def test_whole_words_case_sensitive_longest_first_every_occurrence(tokenizer):
-    g = compile_glossary([("New", "Neu"), ("New York", ""), ("Monday", "Montag")], tokenizer, str.strip)
+    g = compile_glossary((("New", "Neu"), ("New York", ""), ("Monday", "Montag")), tokenizer, str.strip)
     assert found(g, "New York on Monday, and New things on Monday") == {"New York": 1, "Monday": 2, "New": 1}
     assert found(g, "Mondays in new york, Newton") == {}  # not whole words, other case
 
 
 def test_targets_are_spelled_verbatim_with_and_without_a_space(tokenizer):
-    g = compile_glossary([("March", "MÄRZ"), ("Weblate", "")], tokenizer, str.strip)
+    g = compile_glossary((("March", "MÄRZ"), ("Weblate", "")), tokenizer, str.strip)
     march, keep = (c.term for c in g.constraints("March with Weblate"))
     assert tokenizer.decode(list(march.spaced)) == " MÄRZ" and tokenizer.decode(list(march.initial)) == "MÄRZ"
     assert keep.target == "Weblate"  # an empty target keeps the term, in its case (no lower-casing)
 
 
 def test_later_entries_override_earlier_ones(tokenizer):
-    g = compile_glossary([("March", "März"), ("March", "MÄRZ")], tokenizer, str.strip)
+    g = compile_glossary((("March", "März"), ("March", "MÄRZ")), tokenizer, str.strip)
     (c,) = g.constraints("March 3")
     assert c.term.target == "MÄRZ"
 
@@ -53,11 +53,11 @@ def test_a_target_the_tokenizer_cannot_write_is_refused_naming_the_term():
     word_level = Tokenizer(models.WordLevel({"[UNK]": 0, "a": 1}, unk_token="[UNK]"))
     word_level.pre_tokenizer = pre_tokenizers.Whitespace()
     with pytest.raises(InvalidRequest, match="'Paris'.*cannot be written"):
-        compile_glossary([("Paris", "Parigi")], word_level, str.strip)
+        compile_glossary((("Paris", "Parigi"),), word_level, str.strip)
 
 
 def test_terms_that_do_not_fit_max_new_tokens_are_refused(tokenizer):
-    g = compile_glossary([("Monday", "Montag, der erste Tag der Woche")], tokenizer, str.strip)
+    g = compile_glossary((("Monday", "Montag, der erste Tag der Woche"),), tokenizer, str.strip)
     assert g.options("Monday", DecodeOptions(), 64).constraints
     with pytest.raises(InvalidRequest, match="'Monday'.*max_new_tokens"):
         g.options("Monday and Monday", DecodeOptions(), 12)
