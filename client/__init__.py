@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import collections
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -176,6 +176,25 @@ def text_format(name: str) -> int:
     if name not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {name!r}")
     return FORMATS[name]
+
+
+def glossary_entries(glossary: Mapping[str, str] | None) -> list[pb.GlossaryEntry]:
+    """source term -> target term ("" keeps the term) -> ``GlossaryEntry`` messages."""
+    return [pb.GlossaryEntry(source=source, target=target) for source, target in (glossary or {}).items()]
+
+
+def read_glossary(path: str | Path) -> dict[str, str]:
+    """A TSV glossary: ``source<TAB>target`` lines, or ``source`` alone to keep the term; blank
+    lines and lines starting with ``#`` skipped. Raises ValueError naming the file and line."""
+    entries: dict[str, str] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) > 2 or not fields[0].strip():
+            raise ValueError(f"{path}, line {number}: expected 'source<TAB>target' or 'source', got {line!r:.80}")
+        entries[fields[0].strip()] = fields[1].strip() if len(fields) == 2 else ""
+    return entries
 
 
 def decoding_options(
@@ -341,27 +360,49 @@ class Client:
         *,
         timeout: float | None = None,
         format: str = "text",
+        glossary: Mapping[str, str] | None = None,
+        keep: Sequence[str] = (),
         **options: Any,
     ) -> list[Translation]:
         """One :class:`Translation` per text (a document: lines and sentences, joined back as sent).
-        ``format``: "text" or "html"; ``options``: see :func:`decoding_options`."""
+        ``format``: "text" or "html"; ``glossary``: source term -> target term the translation
+        must spell verbatim ("" keeps the term); ``keep``: terms left as they are;
+        ``options``: see :func:`decoding_options`."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         request = pb.TranslateRequest(
-            model=model, texts=texts, options=decoding_options(**options), format=text_format(format)
+            model=model,
+            texts=texts,
+            options=decoding_options(**options),
+            format=text_format(format),
+            glossary=glossary_entries(glossary),
+            keep=list(keep),
         )
         reply = self._call(lambda t: self.stub.Translate(request, timeout=t), timeout)
         return [_translation(t) for t in reply.translations]
 
     def translate_stream(
-        self, text: str, model: str = "", *, timeout: float | None = None, format: str = "text", **options: Any
+        self,
+        text: str,
+        model: str = "",
+        *,
+        timeout: float | None = None,
+        format: str = "text",
+        glossary: Mapping[str, str] | None = None,
+        keep: Sequence[str] = (),
+        **options: Any,
     ) -> Iterator[Chunk]:
         """Text deltas as they are generated (greedy or sampling), sentence by sentence in document
-        order; the last chunk has the finish reason.
+        order; the last chunk has the finish reason. ``glossary`` / ``keep``: as :meth:`translate`.
 
         Closing the iterator early cancels the call (the server frees the sequence).
         """
         request = pb.TranslateRequest(
-            model=model, texts=[text], options=decoding_options(**options), format=text_format(format)
+            model=model,
+            texts=[text],
+            options=decoding_options(**options),
+            format=text_format(format),
+            glossary=glossary_entries(glossary),
+            keep=list(keep),
         )
         first: list[pb.TranslateChunk] = []
 

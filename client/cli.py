@@ -3,6 +3,7 @@
     attnserve-client translate "Monday, March 3, 2025"
     attnserve-client translate --stream "Monday, March 3, 2025"
     attnserve-client translate --format html - < page.html
+    attnserve-client translate --glossary terms.tsv --keep Weblate "Monday with Weblate"
     attnserve-client classify digit.png
     attnserve-client models
     attnserve-client health
@@ -24,7 +25,7 @@ from typing import Any
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
-from . import DEFAULT_ADDRESS, AttnServeError, Client, unsigned_max
+from . import DEFAULT_ADDRESS, AttnServeError, Client, read_glossary, unsigned_max
 
 
 def _unsigned(message: Any, field: str) -> Callable[[str], int]:
@@ -100,6 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="target language: the model's code (deu_Latn, fra) or ISO 639-1 (de); without --model it picks the model",
     )
     tr.add_argument("--target-prefix", default="", help="text every translation starts with")
+    tr.add_argument(
+        "--glossary",
+        type=Path,
+        default=None,
+        metavar="FILE.tsv",
+        help="terms spelled verbatim in the translation: lines 'source<TAB>target', or 'source' alone to keep it",
+    )
+    tr.add_argument("--keep", action="append", default=[], metavar="TERM", help="a term left as it is (repeatable)")
     tr.add_argument("--scores", action="store_true", help="print scores")
     tr.add_argument("--token-ids", action="store_true", help="print token ids")
 
@@ -135,6 +144,13 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
         target_prefix=args.target_prefix,
         format=args.format,
     )
+    if args.glossary is not None:
+        try:
+            options["glossary"] = read_glossary(args.glossary)
+        except ValueError as exc:
+            print(f"attnserve-client: error: --glossary {exc}", file=sys.stderr)
+            return 2
+    options["keep"] = args.keep
     if "-" in args.texts:
         stdin = sys.stdin.read()
         args.texts = [stdin if text == "-" else text for text in args.texts]

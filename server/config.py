@@ -70,6 +70,11 @@ class Settings:
         "or auto (lingua when installed)",
         choices=LANGUAGE_DETECTION,
     )
+    glossary_dir: str = _setting(
+        "",
+        "folder of default glossaries (TSV: source<TAB>target, or source alone to keep it): <model name>.tsv "
+        "for a model, <source>-<target>.tsv for a language pair; a request's terms extend and override them",
+    )
     metrics_port: int = _setting(8002, "Prometheus metrics port on the same host (0 = any free port, -1 = off)")
     provider: str = _setting(
         "auto", "onnxruntime provider: auto (CUDA when usable, else CPU), cpu, cuda", choices=PROVIDERS
@@ -124,6 +129,8 @@ class Settings:
         50_000, "characters in one text (a document: split into sentences; html markup counts); checked first"
     )
     max_request_chars: int = _setting(200_000, "characters in all texts of one Translate request; checked first")
+    max_glossary_terms: int = _setting(256, "glossary terms one translation request may send (keep terms included)")
+    max_glossary_term_chars: int = _setting(200, "characters of a glossary term's source or target")
     max_concurrent_rpcs: int = _setting(
         1024,
         "calls the server handles at once (gRPC and HTTP); beyond -> RESOURCE_EXHAUSTED. An HTTP call counts "
@@ -183,7 +190,7 @@ class Settings:
             "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
             "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
             "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
-            "max_concurrent_rpcs max_request_pixels"
+            "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
         ).split()
         checks.update({name: getattr(self, name) >= 1 for name in positive})
         for name, ok in checks.items():

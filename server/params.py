@@ -9,6 +9,7 @@ engine's ``check_options``).
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +38,29 @@ MAX_SEED = 2**64 - 1
 FORMAT = "format"
 # and the request's languages (issue 13): codes of the model's own or ISO 639-1, a forced prefix.
 LANGUAGE_PARAMETERS = ("source_language", "target_language", "target_prefix")
+
+
+# A glossary (issue 34): source term -> target term ("" keeps the term), as a JSON object, or a
+# string holding one (KServe's parameters are strings, numbers and booleans only).
+GLOSSARY = "glossary"
+
+
+def glossary(values: Mapping[str, Any], where: str = "") -> tuple[tuple[str, str], ...]:
+    """The ``glossary`` parameter as (source, target) pairs (none when absent)."""
+    value = values.get(GLOSSARY)
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise InvalidRequest(f"{where}{GLOSSARY}: not valid JSON ({exc.msg} at {exc.pos})") from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InvalidRequest(
+            f'{where}{GLOSSARY}: expected a JSON object of term -> target term strings ("" keeps the term), '
+            f"got {echo(value)}"
+        )
+    return tuple(value.items())
 
 
 def languages(values: Mapping[str, Any], where: str = "") -> dict[str, str]:

@@ -105,7 +105,13 @@ def translation_request(
         target_prefix=options.target_prefix,
         options=decode_options(options),
         deadline=deadline,
+        glossary=glossary(request),
     )
+
+
+def glossary(request: pb.TranslateRequest) -> tuple[tuple[str, str], ...]:
+    """``glossary`` entries, then ``keep`` terms (target ""), as (source, target) pairs."""
+    return tuple((e.source, e.target) for e in request.glossary) + tuple((term, "") for term in request.keep)
 
 
 def _hypothesis(hyp: Hypothesis, options: pb.DecodingOptions) -> pb.Hypothesis:

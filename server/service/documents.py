@@ -107,6 +107,18 @@ def split(engine: TranslationEngine, texts: Sequence[str], format: str, language
     return [splitter.split(text, format) for text in texts]
 
 
+def normalizer(engine: TranslationEngine):
+    """How ``engine``'s sentences are normalised before they are tokenised (glossary terms are too)."""
+    return _documents(engine).splitter().normalize
+
+
+def _with_terms(valid: ValidTranslation, sentence: str, options: DecodeOptions) -> DecodeOptions:
+    """``options`` with the glossary terms ``sentence`` contains (``glossary.py``)."""
+    if valid.glossary is None:
+        return options
+    return valid.glossary.options(sentence, options, valid.max_new_tokens)
+
+
 async def split_documents(valid: ValidTranslation, pool: Executor) -> list[PreparedDocument]:
     """The request's documents, split on ``pool`` unless the request is small: segmenting and
     tokenising 50,000 characters takes a few hundred ms on a busy core (sentencex and tokenizers
@@ -148,7 +160,11 @@ def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> 
     sample (greedy and beam search give it the same result each time): a document of 9,000
     ``<b>a`` pieces is one decode, not 9,000 rows of the decode batch (issue 32)."""
     first, rest = sentence_options(valid.options)
-    work = [(s, ids, rest if i else first) for p in prepared for i, (s, ids) in enumerate(zip(p.sources, p.ids))]
+    work = [
+        (s, ids, _with_terms(valid, s, rest if i else first))
+        for p in prepared
+        for i, (s, ids) in enumerate(zip(p.sources, p.ids))
+    ]
     if valid.options.sampling:
         return work, list(range(len(work)))
     index: dict[tuple[tuple[int, ...], DecodeOptions], int] = {}  # (ids, options) -> its place in distinct
@@ -354,18 +370,19 @@ async def stream(valid: ValidTranslation, prepared: PreparedDocument) -> AsyncIt
     queue: asyncio.Queue = asyncio.Queue()
     gate = asyncio.Semaphore(_window(engine)[0])
     first, rest = sentence_options(valid.options)
+    options = [_with_terms(valid, s, rest if i else first) for i, s in enumerate(prepared.sources)]
     # A sentence repeated with the same ids and options is decoded once, its events given to
     # every occurrence, as translate() does (sampling excepted: each occurrence its own draw).
     occurrences: dict[object, list[int]] = {}
     for i, ids in enumerate(prepared.ids):
-        key = i if valid.options.sampling else (ids, rest if i else first)
+        key = i if valid.options.sampling else (ids, options[i])
         occurrences.setdefault(key, []).append(i)
 
     async def sentence(indices: list[int]) -> None:
         source, ids = prepared.sources[indices[0]], prepared.ids[indices[0]]
         async with gate:
             try:
-                checked = engine.prepare([source], rest if indices[0] else first, [ids], valid.max_new_tokens)
+                checked = engine.prepare([source], options[indices[0]], [ids], valid.max_new_tokens)
                 async for event in engine.stream(checked, deadline=_engine_deadline(deadline)):
                     for index in indices:
                         queue.put_nowait((index, event))

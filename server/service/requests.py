@@ -20,6 +20,7 @@ from ..documents import TEXT
 from ..errors import DeadlineExceeded
 from ..registry import LoadedModel
 from ..translation import DecodeOptions, TranslationResult
+from .glossary import CompiledGlossary
 
 AUTO = "auto"  # a source language to detect (LibreTranslate's ``source: auto``; any door may send it)
 MODEL_VERSION = "1"  # one version per model name; a hot reload replaces it in place (KServe's model_version)
@@ -87,6 +88,9 @@ class TranslationRequest:
     target_prefix: str = ""
     options: DecodeOptions = field(default_factory=DecodeOptions)
     deadline: Deadline | None = None
+    # (source term, target term) pairs the translation must honour; target "" keeps the term
+    # (do not translate). They extend the server's default glossary (``service/glossary.py``).
+    glossary: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,7 @@ class ValidTranslation:
     source_language: str  # the model's codes ("" where the model has none)
     target_language: str
     detected: Detection | None = None  # when the source language was ``auto``
+    glossary: CompiledGlossary | None = None  # the request's terms with the server's, tokenised
 
 
 @dataclass(frozen=True)

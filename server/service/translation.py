@@ -38,6 +38,7 @@ from ..registry import LoadedModel, ModelRegistry
 from ..translation import DecodeOptions, StreamEvent
 from . import documents
 from .detection import make_detector
+from .glossary import DefaultGlossaries, check_entries, compile_glossary
 from .languages import apply
 from .requests import (
     AUTO,
@@ -93,6 +94,7 @@ class TranslationService:
         self.registry, self.settings, self.metrics, self.pool = registry, settings, metrics, pool
         self.languages = ServedLanguages(registry)
         self.detector = make_detector(settings.language_detection)
+        self.glossaries = DefaultGlossaries(settings.glossary_dir)
 
     # ------------------------------------------------------------------- requests
 
@@ -151,7 +153,17 @@ class TranslationService:
         with self._model(request) as model:
             options, source, target = await self._languages(model, request)
             max_new = model.engine.check_options(options)
-            yield ValidTranslation(request, model, options, max_new, source, target, detected)
+            glossary = self._glossary(model, request, source, target)
+            yield ValidTranslation(request, model, options, max_new, source, target, detected, glossary)
+
+    def _glossary(self, model: LoadedModel, request: TranslationRequest, source: str, target: str):
+        """The server's default terms for the model and pair, extended and overridden by the request's."""
+        s = self.settings
+        check_entries(request.glossary, s.max_glossary_terms, s.max_glossary_term_chars)
+        entries = self.glossaries.entries(model.name, source, target) + request.glossary
+        if not entries:
+            return None
+        return compile_glossary(entries, model.engine.tokenizer, documents.normalizer(model.engine))
 
     async def _languages(self, model: LoadedModel, request: TranslationRequest) -> tuple[DecodeOptions, str, str]:
         """``languages.apply``: a target prefix over INLINE_SPLIT_CHARS is tokenised on the work

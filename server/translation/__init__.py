@@ -3,7 +3,8 @@
 ``engine.py`` is the public API (``prepare`` -> ``translate`` / ``stream``), ``requests.py``
 checks and tokenises a request once; the scheduler thread (``scheduler.py``) repeats plan
 (``planner.py``, over the ``waiting.py`` queue) -> run (``slots.py``, ``cache.py``,
-``runner.py``) -> update (``search.py``: greedy, beam search, sampling); ``jobs.py`` holds
+``runner.py``) -> update (``search.py``: greedy, beam search, sampling; ``constraints.py`` and
+``constrained_beam.py``: the same writing a glossary's terms, ``terms.py``); ``jobs.py`` holds
 a text's state and where its results go; ``detok.py`` detokenises streams incrementally.
 See docs/architecture.md.
 """
@@ -11,12 +12,15 @@ See docs/architecture.md.
 from .engine import TranslationEngine
 from .options import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
 from .sessions import load_translation_sessions
+from .terms import Constraint, TermTokens
 
 __all__ = [
+    "Constraint",
     "DecodeOptions",
     "EngineSettings",
     "Hypothesis",
     "StreamEvent",
+    "TermTokens",
     "TranslationEngine",
     "TranslationResult",
     "load_translation_sessions",

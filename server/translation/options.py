@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .terms import Constraint
+
 BATCHING = ("continuous", "static")
 
 
@@ -77,6 +79,9 @@ class DecodeOptions:
     # Token ids put before every source text's own (M2M100 / NLLB's source-language token,
     # multilingual opus-mt's ``>>fra<<``; server/service/languages.py fills them).
     source_prefix_ids: tuple[int, ...] = ()
+    # Glossary terms the translation must contain (``constraints.py``): one per term found in
+    # the sentence, with how often it occurs there. Empty: the search is unconstrained.
+    constraints: tuple[Constraint, ...] = ()
 
     @property
     def sampling(self) -> bool:

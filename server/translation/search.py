@@ -218,6 +218,8 @@ class SingleSearch(Search):
 def make_search(options: DecodeOptions, max_new_tokens: int, eos_id: int) -> Search:
     """The search ``options`` ask for: beam search, sampling (seeded per job) or greedy."""
     prefix = tuple(options.prefix_ids)
+    if options.constraints:  # glossary terms: the constrained searches (they build on these classes)
+        return _constrained_search(options, max_new_tokens, eos_id)
     if options.beam_size > 1:
         return BeamSearch(
             options.beam_size,
@@ -228,12 +230,28 @@ def make_search(options: DecodeOptions, max_new_tokens: int, eos_id: int) -> Sea
             prefix,
             options.hide_prefix,
         )
-    if options.sampling:
-        rng = np.random.default_rng(options.seed)
-        chooser = Sampler(options.temperature, options.top_k, options.top_p, rng)
-    else:
-        chooser = Argmax()
+    chooser = _chooser(options)
     return SingleSearch(chooser, eos_id, max_new_tokens, prefix, options.return_scores, options.hide_prefix)
+
+
+def _constrained_search(options: DecodeOptions, max_new_tokens: int, eos_id: int) -> Search:
+    from .constrained_beam import ConstrainedBeamSearch  # they subclass this module's searches
+    from .constraints import GuidedSearch
+
+    prefix, terms = tuple(options.prefix_ids), options.constraints
+    if options.beam_size > 1:
+        o = options
+        return ConstrainedBeamSearch(
+            o.beam_size, max_new_tokens, o.length_penalty, o.num_hypotheses, eos_id, terms, prefix, o.hide_prefix
+        )
+    chooser = _chooser(options)
+    return GuidedSearch(chooser, eos_id, max_new_tokens, terms, prefix, options.return_scores, options.hide_prefix)
+
+
+def _chooser(options: DecodeOptions) -> Argmax | Sampler:
+    if options.sampling:
+        return Sampler(options.temperature, options.top_k, options.top_p, np.random.default_rng(options.seed))
+    return Argmax()
 
 
 def sample_token(logits: np.ndarray, temperature: float, top_k: int, top_p: float, rng: np.random.Generator) -> int:

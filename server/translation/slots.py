@@ -53,7 +53,8 @@ class SlotTable:
     def place(self, jobs: list[Job], admitted: list[Job], new: NewRows | None) -> None:
         """Beam rows of the running ``jobs`` and the ``admitted`` newcomers into free slots,
         compacting first when they do not fit or when it pays; then the rows are recounted."""
-        need = len(admitted) + sum(len(job.parents) - len(job.slots) for job in jobs if job.parents is not None)
+        # rows a job's beams grow by; a job whose beams shrink frees its rows only when they are placed
+        need = len(admitted) + sum(max(0, len(job.parents) - len(job.slots)) for job in jobs if job.parents is not None)
         free = self._free()
         if not jobs and not admitted:
             self.reset()

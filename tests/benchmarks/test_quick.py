@@ -416,3 +416,14 @@ def test_cuda_checks_dry_run_on_the_cpu_writes_the_env_step(tmp_path):
 
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         assert cuda_checks.main(["--sanity", "cuda"]) == 1
+
+
+def test_glossary_quick(dirs):
+    argv, out = dirs
+    assert cli.main(["glossary", *argv]) == 0
+    result = json.loads((out / "glossary-quick.json").read_text())
+    assert result["texts_with_terms"] == result["texts"] // 2
+    assert {row["beam_size"] for row in result["rows"]} == {1, 4}
+    for kinds in result["quality"].values():  # the guarantee: every term verbatim, every mode and kind
+        assert all(k["verbatim"] == 1.0 for k in kinds.values())
+        assert kinds["own word"]["rest_unchanged"] == 1.0  # the model's own word as the term: nothing changes

@@ -257,6 +257,26 @@ def test_fuzz_translate_stream(stub, still_serving, model, texts, options):
     still_serving()
 
 
+TERM = st.one_of(TEXT, st.sampled_from(["t5", "t17", "hello", "t5 t17", "(", "\\b", ".*", "x" * 300]))
+
+
+@settings(FUZZ, max_examples=100)
+@given(
+    texts=st.lists(TEXT, max_size=4),
+    options=st.one_of(st.none(), decoding_options()),
+    glossary=st.lists(st.tuples(TERM, TERM), max_size=4),
+    keep=st.lists(TERM, max_size=2),
+)
+def test_fuzz_translate_glossary(stub, still_serving, texts, options, glossary, keep):
+    """Glossaries of any terms (regex characters, empty, over-long, special tokens) with any options."""
+    count("Translate (glossary)")
+    entries = [pb.GlossaryEntry(source=source, target=target) for source, target in glossary]
+    request = pb.TranslateRequest(model="mt", texts=texts, options=options, glossary=entries, keep=keep)
+    code = outcome(stub.Translate, request)
+    assert code in DOCUMENTED
+    still_serving()
+
+
 @settings(FUZZ, max_examples=30)
 @given(name=MODELS)
 def test_fuzz_model_info(stub, name):

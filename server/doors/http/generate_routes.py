@@ -58,7 +58,9 @@ def parse_generate(body: bytes) -> tuple[str, dict[str, Any]]:
     parameters = doc.get(PARAMETERS) or {}
     if not isinstance(parameters, dict):
         raise InvalidRequest(f"{PARAMETERS}: expected a JSON object of decoding options, got {parameters!r:.60}")
-    check_parameters(parameters, {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS})
+    check_parameters(
+        parameters, {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS, params.GLOSSARY}
+    )
     return text, parameters
 
 
@@ -89,6 +91,7 @@ def add_routes(http: HttpServer) -> None:
             format=params.text_format(parameters, f"{PARAMETERS}."),
             options=decode_options(parameters),
             deadline=request_deadline(parameters),
+            glossary=params.glossary(parameters, f"{PARAMETERS}."),
             **params.languages(parameters, f"{PARAMETERS}."),
         )
 

@@ -2,8 +2,9 @@
 LibreTranslate's own clients).
 
 - ``POST /translate``: ``q`` (a text or a list), ``source`` (a code or ``auto``), ``target``,
-  ``format`` (``text`` / ``html``), ``alternatives`` n, ``api_key``; JSON or a form ->
-  ``{"translatedText", "alternatives", "detectedLanguage"}``;
+  ``format`` (``text`` / ``html``), ``alternatives`` n, ``api_key``, and the extension field
+  ``glossary`` (an object, term -> target term, ``""`` keeps the term; in a form, that object as
+  JSON); JSON or a form -> ``{"translatedText", "alternatives", "detectedLanguage"}``;
 - ``POST /detect``: ``q`` -> ``[{"confidence", "language"}]``, best first (403 when language
   detection is off);
 - ``GET /languages``: ``[{"code", "name", "targets"}]`` of the served translation models;
@@ -242,6 +243,7 @@ class LibreTranslateRoutes:
             source_language=source,
             target_language=target,
             options=_alternatives_options(alternatives),
+            glossary=params.glossary(fields),
         )
         with upstream_words():
             done = await self.service.translate(wanted)

@@ -152,7 +152,7 @@ def _response(model: str, request: InferRequest, outputs: list[Tensor], **parame
     return InferResponse(model, VERSION, request.id, outputs, dict(parameters))
 
 
-PARAMETERS = {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS}
+PARAMETERS = {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS, params.GLOSSARY}
 
 
 def translation_request(model: str, request: InferRequest, call: Call, deadline: Deadline | None) -> TranslationRequest:
@@ -170,6 +170,7 @@ def translation_request(model: str, request: InferRequest, call: Call, deadline:
         format=params.text_format(request.parameters, "parameters."),
         options=params.decode_options(decoding, "parameters."),
         deadline=earliest(deadline, request_deadline(request.parameters)),
+        glossary=params.glossary(request.parameters, "parameters."),
         **params.languages(request.parameters, "parameters."),
     )
 

@@ -94,6 +94,14 @@ def test_translate_a_batch(triton, server):
     assert decoded(result.as_numpy("TRANSLATION")) == [reverse(t) for t in TEXTS[:2]]
 
 
+def test_a_glossary_is_a_json_request_parameter(triton):
+    result = triton.infer("reverser", [text_input(["t5 t9 t17"])], parameters={"glossary": '{"t9": "t20"}'})
+    assert decoded(result.as_numpy("TRANSLATION"))[0].split().count("t20") == 1
+    with pytest.raises(InferenceServerException) as err:  # a target its vocabulary cannot spell
+        triton.infer("reverser", [text_input(["t5 t9"])], parameters={"glossary": '{"t9": "zz"}'})
+    assert "StatusCode.INVALID_ARGUMENT" in str(err.value.status()) and "'t9'" in err.value.message()
+
+
 def test_decoding_options_are_request_parameters(triton):
     params = {"beam_size": 4, "num_hypotheses": 2, "max_new_tokens": MAX_TARGET, "length_penalty": 1.0}
     result = triton.infer("reverser", [text_input(TEXTS[:3])], parameters=params)

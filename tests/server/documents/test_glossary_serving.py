@@ -1,0 +1,153 @@
+"""Glossaries end to end on the bundled translator, over real channels (issue 34): every term
+verbatim in the output, greedy and beam, through attnserve.v1, LibreTranslate, generate and
+KServe REST; rows without terms unchanged in the same batch; default glossaries from
+--glossary-dir; the limits and errors."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import grpc
+import pytest
+
+from attnserve.client import AttnServeError
+from attnserve.client.cli import main as client_main
+
+MODEL = "translator-en-de"
+TEXTS = ["Monday, March 3, 2025", "on the 4th of July", "the 21st of June", "at 3:45 PM", "Friday, the 9th of January"]
+GLOSSARY = {"March": "MÄRZ", "July": "Juli", "January": "Jänner"}
+KEEP = ["Monday"]
+# text -> the terms it must contain
+EXPECTED = {
+    "Monday, March 3, 2025": ["Monday", "MÄRZ"],
+    "on the 4th of July": ["Juli"],
+    "Friday, the 9th of January": ["Jänner"],
+}
+
+
+@pytest.fixture(scope="module")
+def server(serve, translator_repo, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("glossaries")
+    (folder / f"{MODEL}.tsv").write_text("# the model's default\nJune\tBrachmond\nVienna\n", encoding="utf-8")
+    (folder / "en-de.tsv").write_text("June\tJUNI\n", encoding="utf-8")  # the pair's overrides the model's
+    with serve(translator_repo, http_port=0, glossary_dir=str(folder), max_glossary_terms=8) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with server.client(timeout=120.0) as c:
+        yield c
+
+
+def post(server, path: str, body: dict) -> tuple[int, dict]:
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(
+        f"http://{server.http_address}{path}", data=data, method="POST", headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_every_term_verbatim_and_rows_without_terms_unchanged(client, beam_size):
+    plain = [t.text for t in client.translate(TEXTS, MODEL, beam_size=beam_size)]
+    got = [t.text for t in client.translate(TEXTS, MODEL, beam_size=beam_size, glossary=GLOSSARY, keep=KEEP)]
+    for text, before, after in zip(TEXTS, plain, got):
+        for term in EXPECTED.get(text, []):
+            assert term in after, (text, after)
+        if text == "the 21st of June":  # the server's default glossary: the pair's file over the model's
+            assert "JUNI" in after and "Brachmond" not in after
+        elif text not in EXPECTED:  # the same batch, no term: the translation it gets without a glossary
+            assert after == before
+
+
+def test_a_term_the_model_writes_itself_changes_nothing(client):
+    plain = client.translate(TEXTS, MODEL)
+    own = client.translate(TEXTS, MODEL, glossary={"Monday": "Montag", "July": "Juli"})
+    assert [t.text for t in own] == [t.text for t in plain]
+
+
+def test_repeated_occurrences_each_get_the_term(client):
+    document = "Monday, March 3, 2025\nMonday, March 10, 2025\nthe 21st of March"
+    (out,) = client.translate(document, MODEL, glossary={"March": "MÄRZ"}, keep=["Monday"])
+    assert out.text.count("MÄRZ") == 3 and out.text.count("Monday") == 2
+    assert out.text.count("\n") == 2  # lines kept
+
+
+def test_terms_inside_html_text(client):
+    (out,) = client.translate("<p>Monday, <b>March 3</b>, 2025</p>", MODEL, format="html", glossary=GLOSSARY)
+    assert "MÄRZ" in out.text and out.text.startswith("<p>") and "<b>" in out.text and out.text.endswith("</p>")
+
+
+def test_sampling_writes_the_terms_too(client):
+    for seed in range(3):
+        (out,) = client.translate("Monday, March 3, 2025", MODEL, temperature=1.5, seed=seed, glossary=GLOSSARY)
+        assert "MÄRZ" in out.text
+
+
+def test_a_stream_writes_the_terms_too(client):
+    chunks = list(client.translate_stream("Monday, March 3, 2025", MODEL, glossary=GLOSSARY, keep=KEEP))
+    text = "".join(c.delta for c in chunks)
+    assert "MÄRZ" in text and "Monday" in text and chunks[-1].finish_reason
+
+
+def test_client_cli_glossary_file_and_keep(server, tmp_path, capsys):
+    tsv = tmp_path / "terms.tsv"
+    tsv.write_text("# terms\nMarch\tMÄRZ\n\nJuly\n", encoding="utf-8")
+    argv = ["--address", server.address, "translate", "--glossary", str(tsv), "--keep", "Monday"]
+    assert client_main([*argv, "Monday, March 3, 2025", "on the 4th of July"]) == 0
+    first, second = capsys.readouterr().out.splitlines()[:2]
+    assert "MÄRZ" in first and "Monday" in first and "July" in second
+    tsv.write_text("March\tMÄRZ\tMärz\n", encoding="utf-8")
+    assert client_main([*argv, "Monday"]) == 2
+    assert "line 1" in capsys.readouterr().err
+
+
+def test_libretranslate_glossary_field(server):
+    status, reply = post(
+        server, "/translate", {"q": TEXTS[:2], "source": "en", "target": "de", "glossary": {**GLOSSARY, "Monday": ""}}
+    )
+    assert status == 200
+    assert "MÄRZ" in reply["translatedText"][0] and "Monday" in reply["translatedText"][0]
+    assert "Juli" in reply["translatedText"][1]
+    status, reply = post(server, "/translate", {"q": "Monday", "source": "en", "target": "de", "glossary": ["x"]})
+    assert status == 400 and "glossary" in reply["error"]
+
+
+def test_generate_and_kserve_take_a_json_parameter(server):
+    glossary = json.dumps({"March": "MÄRZ"})
+    status, reply = post(
+        server,
+        f"/v2/models/{MODEL}/generate",
+        {"text_input": "Monday, March 3, 2025", "parameters": {"glossary": glossary, "beam_size": 2}},
+    )
+    assert status == 200 and "MÄRZ" in reply["text_output"]
+    body = {
+        "inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": ["on the 4th of July"]}],
+        "parameters": {"glossary": json.dumps({"July": "Heumond"})},
+    }
+    status, reply = post(server, f"/v2/models/{MODEL}/infer", body)
+    assert status == 200 and "Heumond" in reply["outputs"][0]["data"][0]
+    status, reply = post(server, f"/v2/models/{MODEL}/generate", {"text_input": "x", "parameters": {"glossary": "{"}})
+    assert status == 400 and "parameters.glossary" in reply["error"]
+
+
+def test_terms_that_do_not_fit_max_new_tokens_are_invalid_argument_naming_them(client):
+    with pytest.raises(AttnServeError) as err:
+        client.translate("Monday, March 3, 2025", MODEL, max_new_tokens=4, glossary={"March": "Lenzmonat des Jahres"})
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "'March'" in err.value.details
+
+
+def test_glossary_limits(client):
+    with pytest.raises(AttnServeError) as err:
+        client.translate("Monday", MODEL, glossary={f"term{i}": "x" for i in range(9)})
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "at most 8" in err.value.details
+    with pytest.raises(AttnServeError) as err:
+        client.translate("Monday", MODEL, glossary={"Monday": "x" * 201})
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "200" in err.value.details
