@@ -104,7 +104,7 @@ class KServeRoutes:
     async def index(self, request: web.Request, call: Call) -> web.Response:
         body = await _json_object(request, self.app.settings.max_message_bytes)
         ready_only = body.get("ready", False) is True
-        index = describe.repository_index(self.app.registry, ready_only)
+        index = describe.repository_index(self.app.registry, ready_only, self.app.model_state)
         return json_response([describe.to_json(m) for m in index.models])
 
     async def load(self, request: web.Request, call: Call) -> web.Response:
