@@ -117,6 +117,8 @@ class Reloader:
     def _index_one(self, name: str, model_dir: Path, fingerprint: str) -> ReloadOutcome:
         """A directory not loaded now, lazily served: checked and indexed again; its next request loads it."""
         previous = self.registry.index.get(name)
+        if self.on_indexed is not None:  # a reload asks for a new try: a failed load is retried at once
+            self.on_indexed(name)
         if previous is not None and previous.fingerprint == fingerprint and name not in self.registry.failed:
             return ReloadOutcome(name, UNCHANGED, previous.version)
         try:
@@ -130,8 +132,6 @@ class Reloader:
             return ReloadOutcome(name, FAILED, error=str(exc))
         self.registry.index[name] = entry
         self.registry.failed.pop(name, None)
-        if self.on_indexed is not None:
-            self.on_indexed(name)
         log.info("model %s: version %s indexed; it loads on its next request", name, entry.version)
         return ReloadOutcome(name, RELOADED if previous is not None else ADDED, entry.version)
 

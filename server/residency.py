@@ -22,6 +22,9 @@ budget needs its room.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
+import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -55,6 +58,26 @@ class LoadFailure:
             )
         wait = max(0.0, self.retry_at - time.monotonic())
         return f"model {echo(name)} could not be loaded: {self.reason}; it is tried again in {wait:.0f} s"
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_memory() -> None:
+    """Free an unloaded model's memory now and return it to the system: the engine's objects sit
+    in reference cycles (a collection frees them), and glibc keeps the freed heap for reuse unless
+    ``malloc_trim`` gives it back. Without both, 24 pairs served in turn under a budget of 4
+    models held 480 MiB of RSS, as much as all 24 loaded (docs/operations.md)."""
+    gc.collect()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 class _NoWaiters(Exception):
@@ -245,9 +268,15 @@ class Residency:
             log.info("model %s unloaded to make room (idle, least recently used)", name)
         self.metrics.loaded_model_bytes.labels(name).set(0)
         self.on_unloaded(name)
-        task = asyncio.ensure_future(model.stop_when_unused(max(self.settings.grace_seconds, 1.0)))
+        task = asyncio.ensure_future(self._retire(model))
         self._stopping.add(task)
         task.add_done_callback(self._stopping.discard)
+
+    async def _retire(self, model: LoadedModel) -> None:
+        """Stop ``model`` once its requests are done, then give its memory back to the system."""
+        await model.stop_when_unused(max(self.settings.grace_seconds, 1.0))
+        del model
+        await asyncio.get_running_loop().run_in_executor(None, release_memory)
 
     def unloaded(self, name: str) -> None:
         """``name`` was unloaded by RepositoryModelUnload (the registry dropped it): free its room."""
