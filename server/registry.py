@@ -312,10 +312,31 @@ def log_loaded(model: LoadedModel, waited_s: float | None = None) -> None:
     )
 
 
-def load_checked(model_dir: Path, settings: Settings) -> LoadedModel:
+def load_checked(model_dir: Path, settings: Settings, verified: dict[Path, tuple] | None = None) -> LoadedModel:
     """Validate (model.json and the sha256 of every file) and load one model directory, warmed up.
-    Sync: the lazy loader and the hot reload run it in a thread."""
-    return load_model(model_dir, load_manifest(model_dir), settings)
+    Sync: the lazy loader and the hot reload run it in a thread.
+
+    ``verified`` (the lazy loader's): directories whose files were hashed by an earlier load of
+    this process, with what identified them then (:func:`file_stamps`); a directory whose
+    model.json and files are unchanged since (same bytes of model.json; each file's inode, size
+    and modification time) is not hashed again when a model evicted from the budget comes back.
+    """
+    stamps = file_stamps(model_dir)
+    again = verified is not None and verified.get(model_dir) == stamps
+    model = load_model(model_dir, load_manifest(model_dir, verify_files=not again), settings)
+    if verified is not None:
+        verified[model_dir] = stamps
+    return model
+
+
+def file_stamps(model_dir: Path) -> tuple:
+    """model.json's bytes and (name, inode, size, mtime) of every other file of ``model_dir``, links followed."""
+    stamps = []
+    for path in sorted(model_dir.iterdir()):
+        if path.name != MANIFEST_NAME and path.is_file():
+            st = path.stat()
+            stamps.append((path.name, st.st_ino, st.st_size, st.st_mtime_ns))
+    return ((model_dir / MANIFEST_NAME).read_bytes(), tuple(stamps))
 
 
 def name_of_dir(model_dir: Path) -> str:

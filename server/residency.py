@@ -29,6 +29,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 from attnserve.contract.manifest import ManifestError
 
@@ -103,6 +104,7 @@ class Residency:
         self._waiters: dict[str, int] = {}
         self._failures: dict[str, LoadFailure] = {}
         self._stopping: set[asyncio.Task] = set()
+        self._verified: dict[Path, tuple] = {}  # directories hashed by an earlier load (registry.load_checked)
         registry.loader = self.acquire
 
     # ------------------------------------------------------------------ at start
@@ -195,7 +197,8 @@ class Residency:
         await self._make_room(entry)
         started = time.perf_counter()
         try:
-            model = await asyncio.get_running_loop().run_in_executor(None, load_checked, entry.model_dir, self.settings)
+            loop = asyncio.get_running_loop()
+            model = await loop.run_in_executor(None, load_checked, entry.model_dir, self.settings, self._verified)
             if model.name != name:
                 raise ManifestError(entry.model_dir / "model.json", "name", f"changed from {name!r} to {model.name!r}")
             await (model.classifier or model.engine).start()

@@ -158,10 +158,7 @@ def test_a_model_that_fails_to_load_is_unavailable_with_its_reason_and_retried_a
     shutil.copytree(pairs_repo, repo, symlinks=True)
     broken = repo / "mt-fr-en" / "encoder.onnx"
     good = broken.resolve()
-    broken.unlink()
-    data = bytearray(good.read_bytes())
-    data[-100:] = bytes(100)  # same size: indexed fine; its sha256 fails at load
-    broken.write_bytes(bytes(data))
+    _corrupt(broken)  # the same size: indexed fine; its sha256 fails at load
     with serve(repo, **BUDGET, model_load_retry_seconds=0.5, http_port=0) as server, server.client() as client:
         for _ in range(3):  # the first load fails; the next requests within the backoff do not load again
             with pytest.raises(AttnServeError) as failed:
@@ -188,6 +185,49 @@ def test_a_model_that_fails_to_load_is_unavailable_with_its_reason_and_retried_a
         broken.symlink_to(good)  # fixed; a hot reload indexes it again and forgets the failures
         server.loop_thread.run(server.app.reload(["mt-fr-en"]))
         assert client.translate([TEXT], source_language="fr", target_language="en")[0].text
+
+
+def _corrupt(path: Path) -> None:
+    """``path`` (a link into the shared model) replaced by a file of the same size, its end zeroed."""
+    data = bytearray(path.resolve().read_bytes())
+    data[-100:] = bytes(100)
+    path.unlink()
+    path.write_bytes(bytes(data))
+
+
+def test_a_model_changed_on_disk_while_unloaded_is_checked_again_when_it_comes_back(serve, pairs_repo, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(pairs_repo, repo, symlinks=True)
+    with serve(repo, max_loaded_models=1, max_tokens_in_flight=2048) as server, server.client() as client:
+        assert client.translate([TEXT], source_language="en", target_language="de")[0].text
+        assert client.translate([TEXT], source_language="de", target_language="en")[0].text  # en-de unloaded
+        assert list(server.app.registry.models) == ["mt-de-en"]
+        _corrupt(repo / "mt-en-de" / "decoder.onnx")
+        with pytest.raises(AttnServeError) as failed:
+            client.translate([TEXT], source_language="en", target_language="de")
+        assert failed.value.code == grpc.StatusCode.UNAVAILABLE and "decoder.onnx.sha256" in failed.value.details
+
+
+def test_a_hot_reload_of_a_lazily_served_repository(serve, pairs_repo, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(pairs_repo, repo, symlinks=True)
+    with serve(repo, **BUDGET) as server, server.client() as client:
+        before = client.translate([TEXT], source_language="en", target_language="de")[0].text
+        manifest = json.loads((repo / "mt-en-de" / "model.json").read_text())
+        (repo / "mt-en-de" / "model.json").write_text(json.dumps({**manifest, "extra": {"task": "v2"}}))
+        fr_en = json.loads((repo / "mt-fr-en" / "model.json").read_text())
+        fr_en["languages"] = {**fr_en["languages"], "source": ["it"], "default_source": "it", "target": ["de"]}
+        fr_en["languages"]["default_target"] = "de"
+        (repo / "mt-fr-en" / "model.json").write_text(json.dumps(fr_en))
+        outcomes = {o.name: o.action for o in server.loop_thread.run(server.app.reload())}
+        assert outcomes["mt-en-de"] == "reloaded" and outcomes["mt-fr-en"] == "reloaded"
+        assert outcomes["mt-de-en"] == "unchanged"
+        assert server.app.registry.models["mt-en-de"].manifest.extra == {"task": "v2"}  # loaded: swapped in
+        assert "mt-fr-en" not in server.app.registry.models  # not loaded: indexed again, loads on use
+        assert client.translate([TEXT], source_language="en", target_language="de")[0].text == before
+        (direct,) = client.translate([TEXT], source_language="it", target_language="de")
+        assert direct.pivot_language == ""  # the new pair routes to the re-indexed model
+        assert [m.name for m in client.list_models() if m.loaded] == ["mt-en-de", "mt-fr-en"]
 
 
 def _post(server, path: str, body: dict | None = None) -> dict | list:
