@@ -7,9 +7,10 @@ Measured, side by side in one run on the same repository:
 - ``cold``: the first request of a pair whose model is not loaded (index -> load -> translate),
   against the same request once the model is loaded (``warm``);
 - ``round-robin``: ``--clients`` clients, each sending its texts to the next of the 24 pairs in
-  turn, for ``--seconds``: texts/s and loads/evictions under the 4-model budget, against a
-  server that loads all 24 at start (``eager``) under the same load; the server's peak RSS
-  for each.
+  turn, for ``--seconds``: texts/s under the 4-model budget (every request then finds its model
+  unloaded: the working set is 6 times the budget), against a server that loads all 24 at start
+  (``eager``) under the same load; the server's peak RSS for each;
+- ``hot4``: the same over 4 of the pairs only, a working set the budget holds.
 
 ``attnserve-bench many-pairs [--quick] [--out DIR]``: results as JSON.
 """
@@ -31,7 +32,7 @@ from pathlib import Path
 
 from attnserve.contract.manifest import MANIFEST_NAME
 
-from .common import machine, write_results
+from .common import add_common_arguments, machine, write_results
 from .server import start_server, wait_ready
 
 log = logging.getLogger(__name__)
@@ -86,10 +87,10 @@ def _rss_kb(pid: int) -> int:
 
 
 @contextlib.contextmanager
-def _server(repo: Path, flags: list[str]) -> Iterator[tuple[str, int, float]]:
+def _server(repo: Path, flags: list[str], threads: int) -> Iterator[tuple[str, int, float]]:
     """A server process on ``repo`` -> (address, pid, seconds from launch to SERVING)."""
     started = time.perf_counter()
-    proc, address = start_server(repo, threads=1, max_batch=8, extra=flags)
+    proc, address = start_server(repo, threads=threads, max_batch=8, extra=flags)
     try:
         asyncio.run(wait_ready(address, proc))
         yield address, proc.pid, time.perf_counter() - started
@@ -103,13 +104,17 @@ def run(repo: Path, args: argparse.Namespace) -> dict:
     lazy = ["--max-loaded-models", str(args.budget), "--max-tokens-in-flight", "4096"]
     eager = ["--load-models", "eager", "--max-tokens-in-flight", "4096"]
     for label, flags in (("lazy", lazy), ("eager", eager)):
-        with _server(repo, flags) as (address, pid, start_s):
+        with _server(repo, flags, args.threads) as (address, pid, start_s):
             results[f"{label}_start_s"] = round(start_s, 2)
             results[f"{label}_start_rss_mb"] = round(_rss_kb(pid) / 1024, 1)
             if label == "lazy":
                 results.update(_cold_and_warm(address, args.quick))
-            results.update({f"{label}_{k}": v for k, v in _round_robin(address, pid, args).items()})
+            results.update({f"{label}_{k}": v for k, v in _round_robin(address, pid, args, PAIRS).items()})
+            hot = _round_robin(address, pid, args, PAIRS[: args.budget])  # a working set the budget holds
+            results.update({f"{label}_hot{args.budget}_{k}": v for k, v in hot.items()})
     results["throughput_lazy_vs_eager"] = round(results["lazy_texts_per_s"] / results["eager_texts_per_s"], 3)
+    hot = f"hot{args.budget}_texts_per_s"
+    results[f"throughput_hot{args.budget}_lazy_vs_eager"] = round(results[f"lazy_{hot}"] / results[f"eager_{hot}"], 3)
     return results
 
 
@@ -131,8 +136,8 @@ def _cold_and_warm(address: str, quick: bool) -> dict:
     }
 
 
-def _round_robin(address: str, pid: int, args: argparse.Namespace) -> dict:
-    """``args.clients`` clients, each sending TEXTS to the next pair in turn, for ``args.seconds``."""
+def _round_robin(address: str, pid: int, args: argparse.Namespace, pairs: tuple[tuple[str, str], ...]) -> dict:
+    """``args.clients`` clients, each sending TEXTS to the next of ``pairs`` in turn, for ``args.seconds``."""
     from attnserve.client import Client
 
     done, stop, peak = [0] * args.clients, threading.Event(), [0]
@@ -141,7 +146,7 @@ def _round_robin(address: str, pid: int, args: argparse.Namespace) -> dict:
         with Client(address, timeout=120.0, retries=0) as client:
             k = i
             while not stop.is_set():
-                source, target = PAIRS[k % len(PAIRS)]
+                source, target = pairs[k % len(pairs)]
                 client.translate(list(TEXTS), source_language=source, target_language=target)
                 done[i] += len(TEXTS)
                 k += args.clients
@@ -162,11 +167,10 @@ def _round_robin(address: str, pid: int, args: argparse.Namespace) -> dict:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a few seconds: a smoke run")
+    add_common_arguments(parser)  # --threads: each server's intra-op threads; --repeats, --no-plot unused
     parser.add_argument("--budget", type=int, default=4, help="--max-loaded-models of the lazy server")
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--seconds", type=float, default=30.0, help="of round-robin load per server")
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="folder of the results JSON")
+    parser.add_argument("--seconds", type=float, default=30.0, help="of each round-robin load per server")
     return parser
 
 
@@ -176,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.seconds = min(args.seconds, 3.0)
     info = machine()
-    with tempfile.TemporaryDirectory(prefix="many-pairs-") as tmp:
+    args.work_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="many-pairs-", dir=args.work_dir) as tmp:
         repo = Path(tmp) / "repo"
         pair_repo(_base_model(), repo)
         results = run(repo, args)

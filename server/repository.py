@@ -33,6 +33,11 @@ class RepositoryControl:
             self._watch(model)
             if self.residency is not None:
                 self.residency.adopt(model)
+            else:
+                self.metrics.model_loads.labels(model.name, "ok").inc()
+        for name, failed in self.registry.failed.items():  # --skip-bad-models
+            if not failed.unloaded:
+                self.metrics.model_loads.labels(name, "failed").inc()
         log.info(
             "model repository: %d model(s) indexed, %d loaded (%s)",
             len(self.registry.index),
