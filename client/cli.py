@@ -197,7 +197,8 @@ def _models(client: Client, args: argparse.Namespace) -> int:
         return 0
     for m in models:
         state = "ready" if m.ready else f"NOT READY: {m.error}"
-        detail = f"{m.kind}, {m.provider}, {m.precision}, attention {m.attention}" if m.ready else m.kind
+        parts = [m.kind, m.provider, m.precision, f"attention {m.attention}"] if m.ready else [m.kind]
+        detail = ", ".join(p for p in parts if p)  # no provider until loaded
         print(f"{m.name}  ({detail})  {state}")
         if m.domain:
             print(f"  domain: {m.domain}")

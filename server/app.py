@@ -181,8 +181,9 @@ class AttnServer(RepositoryControl):
         return self._started and not self.draining
 
     def model_ready(self, name: str, version: str = "") -> bool:
-        """Loaded, or (lazily served) indexed: a request for it is served."""
-        return name in self.registry.served() and self.ready and version in ("", MODEL_VERSION)
+        """Loaded, or (lazily served) indexed and not failing to load: a request for it is served."""
+        failing = self.residency is not None and self.residency.failing(name)
+        return name in self.registry.served() and not failing and self.ready and version in ("", MODEL_VERSION)
 
     def kserve_model(self, name: str, version: str = "") -> LoadedModel | IndexedModel:
         """A served model by KServe's (name, version), loaded or only indexed; NOT_FOUND for an unknown version."""

@@ -42,7 +42,7 @@ class RepositoryControl:
             "model repository: %d model(s) indexed, %d loaded (%s)",
             len(self.registry.index),
             len(self.registry.models),
-            "lazy: the others load on their first request" if self.residency is not None else "eager",
+            "lazy: a model loads on its first request" if self.residency is not None else "eager",
         )
 
     def model_state(self, name: str) -> tuple[str, str]:

@@ -157,6 +157,10 @@ class Residency:
             return UNAVAILABLE, failure.message(name)
         return UNAVAILABLE, "not loaded: loads on its first request"
 
+    def failing(self, name: str) -> bool:
+        """Its last load failed (UNAVAILABLE until the backoff passes or a reload)."""
+        return name in self._failures
+
     async def acquire(self, name: str, deadline: object) -> LoadedModel:
         """The model ``name`` loaded and held (``users`` counted) for the caller, which releases it.
 
@@ -166,7 +170,7 @@ class Residency:
         if failure is not None and (failure.attempts >= MAX_ATTEMPTS or time.monotonic() < failure.retry_at):
             raise ModelUnavailable(failure.message(name))
         task = self._loads.get(name)
-        if task is None:
+        if task is None or task.done():  # a finished one is popped by its done callback, soon
             task = asyncio.ensure_future(self._load(name))
             self._loads[name] = task
             task.add_done_callback(lambda t: self._done(name, t))
@@ -186,7 +190,8 @@ class Residency:
             self._waiters[name] -= 1
 
     def _done(self, name: str, task: asyncio.Task) -> None:
-        self._loads.pop(name, None)
+        if self._loads.get(name) is task:  # not a newer load of the same model
+            del self._loads[name]
         if not task.cancelled():
             task.exception()  # retrieved: the waiters got it, or none was left (_NoWaiters)
 
@@ -206,6 +211,10 @@ class Residency:
             self.reserved.pop(name, None)
             raise self._failed(name, entry, exc) from None
         seconds = time.perf_counter() - started
+        if name not in self.registry.index:  # unloaded by RepositoryModelUnload while it loaded
+            self.reserved.pop(name, None)
+            await (model.classifier or model.engine).stop(0.0)
+            raise ModelUnavailable(f"model {echo(name)} was unloaded while it loaded")
         self._failures.pop(name, None)
         self.registry.models[name] = model
         self.registry.last_used[name] = time.monotonic()

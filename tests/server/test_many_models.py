@@ -177,6 +177,9 @@ def test_a_model_that_fails_to_load_is_unavailable_with_its_reason_and_retried_a
         index = _index(server)
         assert index["mt-fr-en"][0] == "UNAVAILABLE" and "sha256" in index["mt-fr-en"][1]
         assert index["mt-en-de"] == ("READY", "") and index["mt-de-en"][0] == "UNAVAILABLE"
+        with pytest.raises(urllib.error.HTTPError) as not_ready:
+            urllib.request.urlopen(f"http://{server.http_address}/v2/models/mt-fr-en/ready", timeout=10)
+        assert not_ready.value.code == 400 and "could not be loaded" in not_ready.value.read().decode()
         time.sleep(0.6)  # the backoff passes: the next request tries again (and fails again)
         with pytest.raises(AttnServeError):
             client.translate([TEXT], source_language="fr", target_language="en")
