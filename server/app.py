@@ -115,6 +115,7 @@ class AttnServer(RepositoryControl):
         self.reloader = Reloader(registry, settings, self._swapped)
         if self.residency is not None:
             self.reloader.on_indexed = self.residency.forget_failure
+            self.residency.on_health = self._model_health
         for model in registry.models.values():
             self._watch(model)
         self.metrics_port: int | None = None

@@ -63,6 +63,12 @@ class RepositoryControl:
         """A model loaded on demand (residency.py)."""
         self._watch(model)
 
+    async def _model_health(self, name: str, serving: bool) -> None:
+        """A model loaded on demand is SERVING; one whose load failed NOT_SERVING until it loads."""
+        if not self.draining:
+            status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+            await self.health.set(name, status)
+
     async def _swapped(self, model: LoadedModel) -> None:
         self._watch(model)
         if self.residency is not None:

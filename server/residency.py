@@ -81,6 +81,10 @@ def release_memory() -> None:
         _MALLOC_TRIM(0)
 
 
+async def _no_health(name: str, serving: bool) -> None:
+    return None
+
+
 class _NoWaiters(Exception):
     """A load waiting for room that no request waits for any more."""
 
@@ -98,6 +102,7 @@ class Residency:
     ) -> None:
         self.registry, self.settings, self.metrics = registry, settings, metrics
         self.on_loaded, self.on_unloaded = on_loaded, on_unloaded
+        self.on_health: Callable[[str, bool], Awaitable[None]] = _no_health  # the model's health: SERVING or not
         self.pinned = frozenset(settings.pinned)
         self.reserved: dict[str, int] = {}  # loaded or loading -> budget bytes
         self._loads: dict[str, asyncio.Task] = {}
@@ -209,7 +214,9 @@ class Residency:
             await (model.classifier or model.engine).start()
         except Exception as exc:  # noqa: BLE001 - any load failure is the model's, answered UNAVAILABLE
             self.reserved.pop(name, None)
-            raise self._failed(name, entry, exc) from None
+            failed = self._failed(name, entry, exc)
+            await self.on_health(name, False)
+            raise failed from None
         seconds = time.perf_counter() - started
         if name not in self.registry.index:  # unloaded by RepositoryModelUnload while it loaded
             self.reserved.pop(name, None)
@@ -221,6 +228,7 @@ class Residency:
         self._record_loaded(name, seconds)
         log_loaded(model, seconds)
         await self.on_loaded(model)
+        await self.on_health(name, True)
 
     def _record_loaded(self, name: str, seconds: float) -> None:
         self.metrics.model_loads.labels(name, "ok").inc()

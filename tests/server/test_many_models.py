@@ -180,6 +180,7 @@ def test_a_model_that_fails_to_load_is_unavailable_with_its_reason_and_retried_a
         with pytest.raises(urllib.error.HTTPError) as not_ready:
             urllib.request.urlopen(f"http://{server.http_address}/v2/models/mt-fr-en/ready", timeout=10)
         assert not_ready.value.code == 400 and "could not be loaded" in not_ready.value.read().decode()
+        assert client.health("mt-fr-en") == "NOT_SERVING" and client.health("mt-de-en") == "SERVING"
         time.sleep(0.6)  # the backoff passes: the next request tries again (and fails again)
         with pytest.raises(AttnServeError):
             client.translate([TEXT], source_language="fr", target_language="en")
@@ -188,6 +189,7 @@ def test_a_model_that_fails_to_load_is_unavailable_with_its_reason_and_retried_a
         broken.symlink_to(good)  # fixed; a hot reload indexes it again and forgets the failures
         server.loop_thread.run(server.app.reload(["mt-fr-en"]))
         assert client.translate([TEXT], source_language="fr", target_language="en")[0].text
+        assert client.health("mt-fr-en") == "SERVING"
 
 
 def _corrupt(path: Path) -> None:
