@@ -15,6 +15,7 @@ BENCHMARKS = {
     "perf": "perf",
     "documents": "documents",
     "glossary": "glossary",
+    "many-pairs": "many_pairs",
 }
 
 

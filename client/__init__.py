@@ -14,6 +14,7 @@ failure raises :class:`AttnServeError` with the gRPC status code and message.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ __all__ = [
     "Client",
     "Hypothesis",
     "Label",
+    "LanguagePair",
     "ModelSummary",
     "Translation",
     "Translator",
@@ -71,6 +73,7 @@ class Translation:
     hypotheses: list[Hypothesis]  # best first
     source_tokens: int
     timing: dict[str, float]  # queue_ms, encode_ms, decode_ms, first_token_ms
+    pivot_language: str = ""  # the pair had no model: translated source -> this -> target ("" = directly)
 
     @property
     def text(self) -> str:
@@ -114,6 +117,17 @@ class ModelSummary:
     source_languages: list[str] = field(default_factory=list)  # translation; empty: one fixed pair
     target_languages: list[str] = field(default_factory=list)
     family: str = ""  # attnserve | marian | m2m_100
+    loaded: bool = False  # in memory now; a ready model that is not loads on its first request
+
+
+@dataclass(frozen=True)
+class LanguagePair:
+    """A pair the server translates: by one model, or by two through ``pivot_language``."""
+
+    source: str
+    target: str
+    models: list[str]
+    pivot_language: str = ""
 
 
 def _timing(msg: Any) -> dict[str, float]:
@@ -139,6 +153,7 @@ def _summary(info: pb.ModelInfo) -> ModelSummary:
         list(info.source_languages),
         list(info.target_languages),
         info.family,
+        info.loaded,
     )
 
 
@@ -378,7 +393,7 @@ class Client:
             keep=list(keep),
         )
         reply = self._call(lambda t: self.stub.Translate(request, timeout=t), timeout)
-        return [_translation(t) for t in reply.translations]
+        return [dataclasses.replace(_translation(t), pivot_language=reply.pivot_language) for t in reply.translations]
 
     def translate_stream(
         self,
@@ -455,6 +470,11 @@ class Client:
     def list_models(self, *, timeout: float | None = None) -> list[ModelSummary]:
         reply = self._call(lambda t: self.stub.ListModels(pb.ListModelsRequest(), timeout=t), timeout)
         return [_summary(m) for m in reply.models]
+
+    def language_pairs(self, *, timeout: float | None = None) -> list[LanguagePair]:
+        """Every pair the server translates, directly and through its pivot language."""
+        reply = self._call(lambda t: self.stub.ListModels(pb.ListModelsRequest(), timeout=t), timeout)
+        return [LanguagePair(r.source, r.target, list(r.models), r.pivot_language) for r in reply.routes]
 
     def get_model(self, name: str, *, timeout: float | None = None) -> ModelSummary:
         return _summary(self._call(lambda t: self.stub.GetModel(pb.GetModelRequest(name=name), timeout=t), timeout))

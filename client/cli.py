@@ -6,6 +6,7 @@
     attnserve-client translate --glossary terms.tsv --keep Weblate "Monday with Weblate"
     attnserve-client classify digit.png
     attnserve-client models
+    attnserve-client pairs
     attnserve-client health
 
 ``--json`` prints machine-readable output. Exit codes: 0 ok, 1 the call failed (or
@@ -117,7 +118,8 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--model", default="", help="model name (default: the only classification model)")
     cl.add_argument("--top-k", type=_unsigned(pb.ClassifyRequest, "top_k"), default=3)
 
-    sub.add_parser("models", help="list the served models")
+    sub.add_parser("models", help="list the served models and the language pairs they translate")
+    sub.add_parser("pairs", help="list the language pairs translated, directly and through the pivot language")
     he = sub.add_parser("health", help="health of the server or of one model (exit 1 unless SERVING)")
     he.add_argument("service", nargs="?", default="", help="model name ('' = the whole server)")
     return parser
@@ -211,13 +213,35 @@ def _models(client: Client, args: argparse.Namespace) -> int:
         return 0
     for m in models:
         state = "ready" if m.ready else f"NOT READY: {m.error}"
-        detail = f"{m.kind}, {m.provider}, {m.precision}, attention {m.attention}" if m.ready else m.kind
+        parts = [m.kind, m.provider, m.precision, f"attention {m.attention}"] if m.ready else [m.kind]
+        detail = ", ".join(p for p in parts if p)  # no provider until loaded
         print(f"{m.name}  ({detail})  {state}")
         if m.domain:
             print(f"  domain: {m.domain}")
         if m.source_languages or m.target_languages:
             sources, targets = (", ".join(codes) or "-" for codes in (m.source_languages, m.target_languages))
             print(f"  languages: {sources} -> {targets}")
+        if m.ready and not m.loaded:
+            print("  not loaded: loads on its first request")
+    pairs = client.language_pairs()
+    if pairs:
+        print("language pairs:")
+        _print_pairs(pairs)
+    return 0
+
+
+def _print_pairs(pairs: list) -> None:
+    for p in pairs:
+        via = f"  (through {p.pivot_language}: {' then '.join(p.models)})" if p.pivot_language else f"  ({p.models[0]})"
+        print(f"  {p.source} -> {p.target}{via}")
+
+
+def _pairs(client: Client, args: argparse.Namespace) -> int:
+    pairs = client.language_pairs()
+    if args.json:
+        _print_json(pairs)
+    else:
+        _print_pairs(pairs)
     return 0
 
 
@@ -230,7 +254,7 @@ def _health(client: Client, args: argparse.Namespace) -> int:
     return 0 if status == "SERVING" else 1
 
 
-COMMANDS = {"translate": _translate, "classify": _classify, "models": _models, "health": _health}
+COMMANDS = {"translate": _translate, "classify": _classify, "models": _models, "pairs": _pairs, "health": _health}
 
 
 def main(argv: list[str] | None = None) -> int:

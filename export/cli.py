@@ -57,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     mt.add_argument("--tokenizer", type=Path, help="tokenizers JSON file (default for --preset: a placeholder)")
     mt.add_argument("--max-source-len", type=int, help="longest source in tokens (default: checkpoint or model)")
     mt.add_argument("--max-target-len", type=int, help="most generated tokens (default: checkpoint or model)")
+    mt.add_argument(
+        "--source-language",
+        metavar="CODE",
+        help="the language the model reads (ISO 639-1, e.g. en), recorded in model.json for the server's routing; "
+        "with --target-language, for --checkpoint / --preset (Hugging Face directories record their own)",
+    )
+    mt.add_argument("--target-language", metavar="CODE", help="the language the model writes (e.g. de)")
     ExportOptions.add_arguments(mt)
 
     vit = sub.add_parser("vit", help="export a Vision Transformer classifier (model.onnx)")
@@ -191,7 +198,7 @@ def _export(args: argparse.Namespace) -> int:
                 "max_target_len": _given(args.max_target_len, source.limits.get("max_target_len")),
             }
             extra = {**source.extra, **note, "source": source.description}
-            languages = Languages(**source.languages) if source.languages else None
+            languages = _languages(source.languages, args.source_language, args.target_language)
             result = export_translation(
                 source.model,
                 tokenizer,
@@ -226,6 +233,24 @@ def _export(args: argparse.Namespace) -> int:
     print(format_report(result.report))
     print(f"wrote {result.out} ({result.manifest.kind}, {result.manifest.precision}, {result.manifest.attention})")
     return 0
+
+
+def _languages(recorded: dict | None, source: str | None, target: str | None) -> Languages | None:
+    """The languages model.json records: the flags' pair, else what the source recorded (Hugging Face)."""
+    if source is None and target is None:
+        return Languages(**recorded) if recorded else None
+    if not source or not target:
+        raise ExportError("--source-language and --target-language go together: give both (e.g. en and de)")
+    if recorded:
+        raise ExportError(
+            "--source-language / --target-language are for attnserve checkpoints and presets; this model "
+            f"records its own languages ({', '.join(recorded.get('source', []))} -> "
+            f"{', '.join(recorded.get('target', []))})"
+        )
+    for flag, code in (("--source-language", source), ("--target-language", target)):
+        if not code.replace("-", "").replace("_", "").isalnum() or len(code) > 64:
+            raise ExportError(f"{flag}: {code!r} is not a language code (ISO 639-1 such as en, or a BCP 47 tag)")
+    return Languages(source=[source], target=[target], default_source=source, default_target=target)
 
 
 def _given(flag: int | None, default: int | None) -> int | None:

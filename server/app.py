@@ -33,15 +33,16 @@ from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
 from . import descriptors, security
-from .calls import Call, CallFailed, CallTracker
+from .calls import LOAD_MS_KEY, Call, CallFailed, CallTracker
 from .config import Settings
 from .doors import v1
 from .doors.kserve import grpc_service as kserve_grpc
 from .doors.kserve.infer import KServeInference
-from .errors import InvalidRequest, ShuttingDown, echo
 from .metrics import Metrics
-from .registry import LoadedModel, ModelRegistry
-from .reload import FAILED, Reloader, ReloadOutcome
+from .registry import IndexedModel, LoadedModel, ModelRegistry
+from .reload import Reloader
+from .repository import RepositoryControl
+from .residency import Residency
 from .service.classification import ClassificationService
 from .service.requests import MODEL_VERSION
 from .service.translation import TranslationService, check_version
@@ -55,7 +56,7 @@ REQUEST_ID_KEY = "x-request-id"
 __all__ = ["AttnServer", "Call", "create_server"]
 
 
-class AttnServer:
+class AttnServer(RepositoryControl):
     """Owns the grpc.aio and HTTP servers, the models, health and metrics; ``stop`` drains gracefully."""
 
     def __init__(self, settings: Settings, registry: ModelRegistry) -> None:
@@ -108,7 +109,13 @@ class AttnServer:
             names.append(ADMIN_SERVICE_NAME)
             files.append(admin_pb2.DESCRIPTOR)
         reflection.enable_server_reflection(names, self.server, pool=descriptors.reflection_pool(files))
+        self.residency = (
+            Residency(registry, settings, self.metrics, self._loaded, self.metrics.unwatch) if settings.lazy else None
+        )
         self.reloader = Reloader(registry, settings, self._swapped)
+        if self.residency is not None:
+            self.reloader.on_indexed = self.residency.forget_failure
+            self.residency.on_health = self._model_health
         for model in registry.models.values():
             self._watch(model)
         self.metrics_port: int | None = None
@@ -134,13 +141,6 @@ class AttnServer:
             self.metrics_port = self.metrics.start_http(self.settings.host, self.settings.metrics_port)
         return port
 
-    def adopt(self, loaded: ModelRegistry) -> None:
-        """Models loaded after the ports were bound, into the registry the services and the reloader hold."""
-        self.registry.models.update(loaded.models)
-        self.registry.failed.update(loaded.failed)
-        for model in loaded.models.values():
-            self._watch(model)
-
     async def abandon(self) -> None:
         """Give back what :meth:`bind` took, for a server whose start-up failed."""
         await self.server.stop(None)
@@ -156,7 +156,7 @@ class AttnServer:
         await self.server.start()
         if self.http is not None:
             await self.http.start()
-        for name in self.registry.models:
+        for name in self.registry.served():  # loaded, or loaded on its first request
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         for name in self.registry.failed:
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
@@ -182,11 +182,12 @@ class AttnServer:
         return self._started and not self.draining
 
     def model_ready(self, name: str, version: str = "") -> bool:
-        model = self.registry.models.get(name)
-        return model is not None and self.ready and version in ("", MODEL_VERSION)
+        """Loaded, or (lazily served) indexed and not failing to load: a request for it is served."""
+        failing = self.residency is not None and self.residency.failing(name)
+        return name in self.registry.served() and not failing and self.ready and version in ("", MODEL_VERSION)
 
-    def kserve_model(self, name: str, version: str = "") -> LoadedModel:
-        """A served model by KServe's (name, version); NOT_FOUND for an unknown version."""
+    def kserve_model(self, name: str, version: str = "") -> LoadedModel | IndexedModel:
+        """A served model by KServe's (name, version), loaded or only indexed; NOT_FOUND for an unknown version."""
         model = self.registry.get(name, None)
         check_version(model, version)
         return model
@@ -203,6 +204,9 @@ class AttnServer:
             await asyncio.wait_for(self.calls.wait_idle(), max(0.0, deadline - time.monotonic()))
         with contextlib.suppress(asyncio.TimeoutError):  # versions replaced by a hot reload
             await asyncio.wait_for(self.reloader.wait_retired(), max(0.0, deadline - time.monotonic()))
+        if self.residency is not None:  # models unloaded to make room
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.residency.wait_stopped(), max(0.0, deadline - time.monotonic()))
         await self.registry.stop(max(0.0, deadline - time.monotonic()))
         await self.server.stop(max(0.5, deadline - time.monotonic()))  # replies being sent get to finish
         if self.http is not None:
@@ -215,48 +219,11 @@ class AttnServer:
     async def wait_for_termination(self) -> None:
         await self._stopped.wait()
 
-    # ---------------------------------------------------------------- hot reload
-
-    def _watch(self, model: LoadedModel) -> None:
-        if model.classifier is not None:
-            self.metrics.watch_classifier(model.name, model.classifier)
-        else:
-            self.metrics.watch_engine(model.name, model.engine)
-
-    async def _swapped(self, model: LoadedModel) -> None:
-        self._watch(model)
-        if not self.draining:
-            await self.health.set(model.name, health_pb2.HealthCheckResponse.SERVING)
-
-    async def reload(self, names: list[str] | tuple[str, ...] = ()) -> list[ReloadOutcome]:
-        """Load new versions of the model directories (all, or ``names``) and swap them in (SIGHUP, Reload)."""
-        if self.draining:
-            raise ShuttingDown("server is shutting down; nothing to reload")
-        outcomes = await self.reloader.reload(names)
-        for o in outcomes:
-            if o.action == FAILED and o.name not in self.registry.models and not self.draining:
-                await self.health.set(o.name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        return outcomes
-
-    async def load_model(self, name: str) -> None:
-        """KServe's RepositoryModelLoad: load (or reload) one model directory of the repository."""
-        (outcome,) = await self.reload([name])
-        if outcome.action == FAILED:
-            raise InvalidRequest(f"model {echo(name)} did not load: {outcome.error}")
-
-    async def unload_model(self, name: str) -> None:
-        """KServe's RepositoryModelUnload: new requests get NOT_FOUND; running ones finish first."""
-        if self.draining:
-            raise ShuttingDown("server is shutting down; nothing to unload")
-        model = self.registry.unload(name)
-        await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
-        await model.stop_when_unused(max(self.settings.grace_seconds, 1.0))
-
     # --------------------------------------------------------------------- calls
 
     def _labelled(self, name: str) -> bool:
         """Whether ``name`` labels the metrics: a model of the repository (served or failed), never a client's guess."""
-        return name in self.registry.models or name in self.registry.failed
+        return name in self.registry.models or name in self.registry.index or name in self.registry.failed
 
     def _unauthenticated(self, method: str) -> None:
         self.metrics.unauthenticated.labels(method).inc()
@@ -275,6 +242,7 @@ class AttnServer:
             remaining = context.time_remaining()
             return remaining is not None and remaining <= 0
 
+        call = None
         try:
             async with self.calls.track(
                 method, model, request_id, inference=inference, deadline_passed=deadline_passed
@@ -282,6 +250,9 @@ class AttnServer:
                 yield call
         except CallFailed as exc:
             await context.abort(grpc.StatusCode[exc.status], exc.message)
+        finally:
+            if call is not None and call.load_ms:
+                context.set_trailing_metadata(((REQUEST_ID_KEY, request_id), (LOAD_MS_KEY, f"{call.load_ms:.0f}")))
 
 
 async def create_server(
@@ -295,12 +266,13 @@ async def create_server(
     """
     settings = settings or Settings()
     if registry is None and not Path(settings.model_repo).is_dir():
-        ModelRegistry.load(settings.model_repo, settings)  # a repository that is not there: its error first
+        ModelRegistry.scan(settings.model_repo, settings)  # a repository that is not there: its error first
     server = AttnServer(settings, ModelRegistry() if registry is None else registry)
     try:
         port = server.bind(address)
         if registry is None:
-            server.adopt(ModelRegistry.load(settings.model_repo, settings))
+            load = ModelRegistry.scan if settings.lazy else ModelRegistry.load
+            server.adopt(load(settings.model_repo, settings))
     except BaseException:
         await server.abandon()
         raise

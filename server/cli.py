@@ -45,13 +45,8 @@ async def serve(settings: Settings, worker: WorkerLink | None = None) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda s=sig: _on_signal(server, s))
     loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(_reload(server)))
-    log.info(
-        "serving %d model(s) on %s:%d (%s)",
-        len(server.registry.models),
-        settings.host,
-        port,
-        ", ".join(sorted(server.registry.models)),
-    )
+    served = server.registry.served()  # loaded, or (lazily served) loaded on their first request
+    log.info("serving %d model(s) on %s:%d (%s)", len(served), settings.host, port, ", ".join(served))
     if worker is not None:  # metrics on a private port, collected by the parent with a worker label
         worker.ready(server.metrics.start_http("127.0.0.1", 0) if worker.metrics else None)
     await server.wait_for_termination()

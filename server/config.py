@@ -23,6 +23,7 @@ PROVIDERS = ("auto", "cpu", "cuda")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TRANSLATION_BATCHING = ("continuous", "static")
 LANGUAGE_DETECTION = ("auto", "lingua", "off")
+LOAD_MODELS = ("auto", "eager", "lazy")
 
 
 class ConfigError(ValueError):
@@ -91,6 +92,32 @@ class Settings:
         "GIL; metrics get a worker label",
     )
     skip_bad_models: bool = _setting(False, "serve the good models when one fails to load (it is NOT_SERVING)")
+    # many models within a memory budget (docs/operations.md, "Many models")
+    load_models: str = _setting(
+        "auto",
+        "eager: load every model at start; lazy: index the repository at start and load a model on its first "
+        "request; auto: lazy when --max-loaded-models or --model-memory-bytes is set, else eager",
+        choices=LOAD_MODELS,
+    )
+    max_loaded_models: int = _setting(
+        0, "models loaded at once (lazy): the least recently used idle one is unloaded to make room (0 = no limit)"
+    )
+    model_memory_bytes: int = _setting(
+        0,
+        "bytes loaded models may take together (lazy): each its files' sizes plus, for a translator, its KV-cache "
+        "budget (--max-kv-cache-bytes, else --max-tokens-in-flight tokens); 0 = no limit",
+    )
+    pinned_models: str = _setting("", "comma-separated models loaded at start and never unloaded (lazy)")
+    model_load_retry_seconds: float = _setting(
+        30.0,
+        "a model whose on-demand load failed answers UNAVAILABLE for this long, then the next request tries "
+        "again; the wait doubles after each failure, and after 5 failures it stays UNAVAILABLE until a reload",
+    )
+    pivot_language: str = _setting(
+        "en",
+        "a pair no model serves directly is translated through this language when models reach it and leave it "
+        "(source -> pivot -> target); '' = no pivoting",
+    )
     log_level: str = _setting("info", "logging level", choices=LOG_LEVELS)
     # limits of every request
     max_message_bytes: int = _setting(64 << 20, "largest gRPC message or HTTP request body received or sent")
@@ -185,6 +212,10 @@ class Settings:
             "tls_client_ca": not self.tls_client_ca or bool(self.tls_cert),
             "workers": self.workers >= 1,
             "max_kv_cache_bytes": self.max_kv_cache_bytes >= 0,
+            "load_models": self.load_models in LOAD_MODELS,
+            "max_loaded_models": self.max_loaded_models >= 0,
+            "model_memory_bytes": self.model_memory_bytes >= 0,
+            "model_load_retry_seconds": self.model_load_retry_seconds >= 0,
         }
         positive = (
             "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
@@ -201,6 +232,22 @@ class Settings:
                 "enable_admin: the admin RPCs act on the one worker that receives them, so they are refused with "
                 f"workers = {self.workers}; reload a multi-worker server with SIGHUP to its parent process"
             )
+
+        if self.load_models == "eager" and (self.max_loaded_models or self.model_memory_bytes):
+            raise ConfigError(
+                "load_models: eager loads every model at start, so it takes no memory budget "
+                "(--max-loaded-models, --model-memory-bytes); use lazy or auto"
+            )
+
+    @property
+    def lazy(self) -> bool:
+        """Models load on first use (``load_models`` lazy, or auto with a budget)."""
+        budget = bool(self.max_loaded_models or self.model_memory_bytes)
+        return self.load_models == "lazy" or (self.load_models == "auto" and budget)
+
+    @property
+    def pinned(self) -> tuple[str, ...]:
+        return tuple(n.strip() for n in self.pinned_models.split(",") if n.strip())
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)

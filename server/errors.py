@@ -85,6 +85,13 @@ class ShuttingDown(ServingError):
     status = "UNAVAILABLE"
 
 
+class ModelUnavailable(ServingError):
+    """A model of the repository that cannot be loaded now (its load failed; it is retried after a
+    backoff), or not within the request's deadline (the memory budget is held by busy models)."""
+
+    status = "UNAVAILABLE"
+
+
 class InferenceFailed(ServingError):
     """onnxruntime failed on a batch; every request of that batch gets this."""
 

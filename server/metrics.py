@@ -18,6 +18,11 @@ attnserve_request_characters{model}                characters of a translation r
                                                    (queue time of translations and these two: recorded by the
                                                    translation service, the same for every door)
 attnserve_inflight_requests                        handlers running
+attnserve_model_loads_total{model,outcome}         model loads (outcome ok | failed), at start and on demand
+attnserve_model_load_seconds{model}                time to load a model (sessions, warm-up, engine start)
+attnserve_model_evictions_total{model}             models unloaded to make room in the memory budget
+attnserve_loaded_model_bytes{model}                a loaded model's bytes in the budget (0 when unloaded)
+                                                   (model: only models of the repository's index)
 attnserve_unauthenticated_total{method}            calls refused for a missing or wrong bearer token
 """
 
@@ -88,6 +93,16 @@ class Metrics:
         self.unauthenticated = Counter(
             "attnserve_unauthenticated", "calls without a valid bearer token", ["method"], registry=r
         )
+        self.model_loads = Counter("attnserve_model_loads", "model loads", ["model", "outcome"], registry=r)
+        self.model_load_seconds = Histogram(
+            "attnserve_model_load_seconds", "time to load a model", ["model"], buckets=LATENCY_BUCKETS, registry=r
+        )
+        self.model_evictions = Counter(
+            "attnserve_model_evictions", "models unloaded to make room", ["model"], registry=r
+        )
+        self.loaded_model_bytes = Gauge(
+            "attnserve_loaded_model_bytes", "a loaded model's bytes in the memory budget", ["model"], registry=r
+        )
         self._http: Any = None
 
     def watch_classifier(self, name: str, classifier: ImageClassifier) -> None:
@@ -114,6 +129,14 @@ class Metrics:
         self.kv_cache_bytes.labels(name).set_function(lambda: engine.kv_cache_bytes)
         self.tokens_in_flight.labels(name).set_function(lambda: engine.tokens_in_flight)
         self.queued.labels(name).set_function(lambda: engine.queued)
+
+    def unwatch(self, name: str) -> None:
+        """An unloaded model: its engine's gauges go (their callbacks would keep it in memory)."""
+        for gauge in (self.active_sequences, self.kv_cache_bytes, self.tokens_in_flight, self.queued):
+            try:
+                gauge.remove(name)
+            except KeyError:
+                pass
 
     def value(self, name: str, **labels: str) -> float:
         """One sample's current value (0 if absent): for tests and logs."""

@@ -12,17 +12,26 @@ stopped once the last of them is done. A version that fails to load changes noth
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnserve.contract.manifest import ManifestError, load_manifest
+from attnserve.contract.manifest import ManifestError
 
 from .config import Settings
 from .errors import echo
 from .references import ReferenceMismatch
-from .registry import FailedModel, LoadedModel, ModelRegistry, load_model, manifest_fingerprint, name_of_dir
+from .registry import (
+    FailedModel,
+    LoadedModel,
+    ModelRegistry,
+    index_model,
+    load_checked,
+    manifest_fingerprint,
+    name_of_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -37,11 +46,6 @@ class ReloadOutcome:
     error: str = ""
 
 
-def _load_checked(model_dir: Path, settings: Settings) -> LoadedModel:
-    """Validate (sha256 of every file) and load one model directory, warmed up. Sync: runs in a thread."""
-    return load_model(model_dir, load_manifest(model_dir), settings)
-
-
 class Reloader:
     """Serialises reloads of one registry; ``on_swap`` runs after each new version is in place."""
 
@@ -51,6 +55,7 @@ class Reloader:
         self.registry = registry
         self.settings = settings
         self.on_swap = on_swap
+        self.on_indexed: Callable[[str], None] | None = None  # lazily served: a directory indexed again
         self._lock = asyncio.Lock()
         self._retiring: set[asyncio.Task] = set()
 
@@ -81,9 +86,11 @@ class Reloader:
             return ReloadOutcome(name, FAILED, error=f"{model_dir}: {exc.strerror or exc}")
         if current is not None and current.fingerprint == fingerprint:
             return ReloadOutcome(name, UNCHANGED, current.version)
+        if current is None and self.registry.loader is not None:  # lazily served: index it, load on use
+            return self._index_one(name, model_dir, fingerprint)
         loop = asyncio.get_running_loop()
         try:
-            new = await loop.run_in_executor(None, _load_checked, model_dir, self.settings)
+            new = await loop.run_in_executor(None, load_checked, model_dir, self.settings)
             if new.name != name:
                 raise ManifestError(model_dir / "model.json", "name", f"changed from {name!r} to {new.name!r}")
             await (new.classifier or new.engine).start()
@@ -96,6 +103,8 @@ class Reloader:
             return ReloadOutcome(name, FAILED, current.version if current else "", reason)
         self.registry.models[name] = new  # the swap: one assignment on the event loop
         self.registry.failed.pop(name, None)
+        with contextlib.suppress(ManifestError, OSError):  # loaded just now: its index entry follows
+            self.registry.index[name] = index_model(model_dir, self.settings)
         await self.on_swap(new)
         log.info("model %s: version %s now served (warm-up %.1f ms)", name, new.version, new.warmup_s * 1e3)
         if current is None:
@@ -104,6 +113,27 @@ class Reloader:
         self._retiring.add(task)
         task.add_done_callback(self._retiring.discard)
         return ReloadOutcome(name, RELOADED, new.version)
+
+    def _index_one(self, name: str, model_dir: Path, fingerprint: str) -> ReloadOutcome:
+        """A directory not loaded now, lazily served: checked and indexed again; its next request loads it."""
+        previous = self.registry.index.get(name)
+        if self.on_indexed is not None:  # a reload asks for a new try: a failed load is retried at once
+            self.on_indexed(name)
+        if previous is not None and previous.fingerprint == fingerprint and name not in self.registry.failed:
+            return ReloadOutcome(name, UNCHANGED, previous.version)
+        try:
+            entry = index_model(model_dir, self.settings)
+            if entry.name != name:
+                raise ManifestError(model_dir / "model.json", "name", f"changed from {name!r} to {entry.name!r}")
+        except (ManifestError, OSError) as exc:
+            log.error("reload of model %s failed: %s", name, exc)
+            self.registry.index.pop(name, None)
+            self.registry.failed[name] = FailedModel(name, model_dir, str(exc))
+            return ReloadOutcome(name, FAILED, error=str(exc))
+        self.registry.index[name] = entry
+        self.registry.failed.pop(name, None)
+        log.info("model %s: version %s indexed; it loads on its next request", name, entry.version)
+        return ReloadOutcome(name, RELOADED if previous is not None else ADDED, entry.version)
 
     async def wait_retired(self) -> None:
         """Until every replaced version has stopped (tests, shutdown)."""

@@ -55,15 +55,18 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
     ) -> pb.ListModelsResponse:
         async with self.app.rpc(context, "ListModels", ""):
             registry, settings = self.app.registry, self.app.settings
-            entries = [*registry.models.values(), *registry.failed.values()]
-            return pb.ListModelsResponse(models=[convert.model_info(m, settings) for m in entries])
+            entries = [registry.get(n, None) for n in registry.served()] + list(registry.failed.values())
+            models = [convert.model_info(m, settings) for m in entries]
+            routes = convert.language_routes(self.app.translation.routes())
+            return pb.ListModelsResponse(models=models, routes=routes)
 
     async def GetModel(self, request: pb.GetModelRequest, context: grpc.aio.ServicerContext) -> pb.ModelInfo:
         async with self.app.rpc(context, "GetModel", request.name):
             registry = self.app.registry
-            model = registry.models.get(request.name) or registry.failed.get(request.name)
+            name = request.name
+            model = registry.models.get(name) or registry.index.get(name) or registry.failed.get(name)
             if model is None:
-                raise ModelNotFound(f"unknown model {echo(request.name)}; served: {', '.join(sorted(registry.models))}")
+                raise ModelNotFound(f"unknown model {echo(name)}; served: {', '.join(registry.served())}")
             return convert.model_info(model, self.app.settings)
 
 

@@ -18,8 +18,9 @@ from ..calls import Call
 from ..classification import EncodedImage, ImageInput, ImageResult, RawTensor
 from ..config import Settings
 from ..errors import InvalidRequest
-from ..registry import FailedModel, LoadedModel
+from ..registry import FailedModel, IndexedModel, LoadedModel
 from ..service.requests import ClassificationRequest, Deadline, Translated, TranslationRequest
+from ..service.routing import Route
 from ..translation import DecodeOptions, Hypothesis, StreamEvent
 
 FINISH_REASONS = {"eos": pb.FINISH_REASON_EOS, "length": pb.FINISH_REASON_LENGTH}
@@ -125,7 +126,10 @@ def _hypothesis(hyp: Hypothesis, options: pb.DecodingOptions) -> pb.Hypothesis:
 
 def translate_response(done: Translated, options: pb.DecodingOptions) -> pb.TranslateResponse:
     reply = pb.TranslateResponse(
-        model=done.model, source_language=done.source_language, target_language=done.target_language
+        model=done.model,
+        source_language=done.source_language,
+        target_language=done.target_language,
+        pivot_language=done.pivot,
     )
     for result in done.results:
         reply.translations.append(
@@ -199,7 +203,11 @@ def classify_response(model: str, results: list[ImageResult]) -> pb.ClassifyResp
 # --------------------------------------------------------------------- models
 
 
-def model_info(model: LoadedModel | FailedModel, settings: Settings) -> pb.ModelInfo:
+def language_routes(routes: list[Route]) -> list[pb.LanguageRoute]:
+    return [pb.LanguageRoute(source=r.source, target=r.target, models=r.models, pivot_language=r.pivot) for r in routes]
+
+
+def model_info(model: LoadedModel | IndexedModel | FailedModel, settings: Settings) -> pb.ModelInfo:
     if isinstance(model, FailedModel):
         return pb.ModelInfo(name=model.name, kind=KINDS.get(model.kind, 0), ready=False, error=model.public_reason)
     m = model.manifest
@@ -207,6 +215,7 @@ def model_info(model: LoadedModel | FailedModel, settings: Settings) -> pb.Model
         name=model.name,
         kind=KINDS[model.kind],
         ready=True,
+        loaded=isinstance(model, LoadedModel),
         provider=model.provider,
         precision=m.precision,
         attention=m.attention,

@@ -27,13 +27,17 @@ class ClassificationService:
 
     async def classify(self, request: ClassificationRequest) -> tuple[str, list[ImageResult]]:
         """(the model's name, one result per image, in order)."""
-        with self.registry.use(request.model, IMAGE_CLASSIFICATION) as model:
+        call = request.caller
+        deadline = within_time_limit(request.deadline, self.settings.request_timeout_seconds)
+
+        def waited(seconds: float) -> None:
+            call.load_ms += seconds * 1e3
+
+        async with self.registry.use(request.model, IMAGE_CLASSIFICATION, deadline, waited) as model:
             check_version(model, request.version)
-            call = request.caller
             call.model = model.name
             top_k = request.top_k or self.settings.default_top_k
             classifying = model.classifier.classify(list(request.images), top_k, self.pool)
-            deadline = within_time_limit(request.deadline, self.settings.request_timeout_seconds)
             results = await bounded(classifying, deadline)
             call.items, call.queue_s = len(results), max(r.queue_ms for r in results) / 1e3
         return model.name, results

@@ -124,6 +124,7 @@ class Translated:
     source_language: str
     target_language: str
     detected: Detection | None = None
+    pivot: str = ""  # the language the texts went through (two models: service/pivot.py); "" = direct
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,11 @@ The policy, the same through every door:
 
 A model with no languages at all is served on every route that names it and takes no part
 in language routing.
+
+Pivoting (Argos Translate's way): a pair no model serves directly, ``source -> target``, is
+served through the pivot language X (``--pivot-language``, default ``en``) when models serve
+``source -> X`` and ``X -> target`` (:meth:`LanguageTable.pivot_route`); the translation
+service chains the two. :meth:`LanguageTable.routes` lists every pair, direct and by pivot.
 """
 
 from __future__ import annotations
@@ -60,6 +65,16 @@ class LanguageNotServed(InvalidRequest):
     def __init__(self, message: str, source: str, target: str, code: str = "", target_only: bool = False) -> None:
         super().__init__(message)
         self.source, self.target, self.code, self.target_only = source, target, code, target_only
+
+
+@dataclass(frozen=True)
+class Route:
+    """A pair a request may name: one model, or two through ``pivot``."""
+
+    source: str
+    target: str
+    models: tuple[str, ...]
+    pivot: str = ""
 
 
 @dataclass(frozen=True)
@@ -125,6 +140,36 @@ class LanguageTable:
     def model_for(self, source: str, target: str) -> str | None:
         return self.pairs.get((source, target))
 
+    def pivot_route(self, source: str, target: str, pivot: str) -> Route | None:
+        """``source -> pivot -> target`` when no model serves the pair directly and two models reach
+        and leave ``pivot`` (codes as a request gives them; None otherwise, and for unknown codes)."""
+        if not (source and target and pivot):
+            return None
+        try:
+            src, tgt = self.public(source), self.public(target)
+            via = self.public(pivot)
+        except InvalidRequest:
+            return None
+        if src == tgt or via in (src, tgt) or (src, tgt) in self.pairs:
+            return None
+        first, second = self.pairs.get((src, via)), self.pairs.get((via, tgt))
+        return Route(src, tgt, (first, second), via) if first and second else None
+
+    def routes(self, pivot: str) -> list[Route]:
+        """Every pair served: directly, and through ``pivot`` ("" = none)."""
+        found = [Route(s, t, (m,)) for (s, t), m in self.pairs.items()]
+        try:
+            via = _match(pivot, self.codes) if pivot else None
+        except InvalidRequest:  # a pivot ambiguous among the served codes: none
+            via = None
+        if via is not None:
+            for source in self.sources_to(via):
+                for target in self.targets_of(via):
+                    if target != source and (source, target) not in self.pairs:
+                        models = (self.pairs[(source, via)], self.pairs[(via, target)])
+                        found.append(Route(source, target, models, via))
+        return sorted(found, key=lambda r: (r.source, r.target))
+
     def public(self, code: str, pair: str = "") -> str:
         """A request's code as a served public code ("" stays ""); LanguageNotServed otherwise."""
         if not code:
@@ -151,7 +196,7 @@ class LanguageTable:
 
 
 class ServedLanguages:
-    """The language table of a registry, cached per set of loaded model versions."""
+    """The language table of a registry, cached per set of served model versions."""
 
     def __init__(self, registry: Any) -> None:
         self.registry = registry
@@ -160,7 +205,9 @@ class ServedLanguages:
 
     @property
     def table(self) -> LanguageTable:
-        models = [m for m in self.registry.models.values() if m.kind == TRANSLATION]
+        """Of every served translation model, loaded or only indexed (its model.json says it all)."""
+        described = {**self.registry.index, **self.registry.models}
+        models = [m for m in described.values() if m.kind == TRANSLATION]
         key = tuple(sorted((m.name, m.fingerprint) for m in models))
         if key != self._key:
             self._table, self._key = LanguageTable([declared_languages(m) for m in models]), key

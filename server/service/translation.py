@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import dataclasses
 import sys
-from collections.abc import AsyncIterator, Awaitable, Iterator
+from collections.abc import AsyncIterator, Awaitable
 from concurrent.futures import Executor
 from typing import TypeVar
 
@@ -36,7 +36,7 @@ from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
 from ..translation import DecodeOptions, StreamEvent
-from . import documents
+from . import documents, pivot
 from .detection import make_detector
 from .glossary import DefaultGlossaries, check_entries, compile_glossary
 from .languages import apply
@@ -50,7 +50,7 @@ from .requests import (
     ValidTranslation,
     within_time_limit,
 )
-from .routing import LanguageNotServed, ServedLanguages
+from .routing import LanguageNotServed, Route, ServedLanguages
 
 T = TypeVar("T")
 MAX_LANGUAGE_CODE = 64  # characters: BCP 47 tags with every subtag are far shorter
@@ -99,7 +99,11 @@ class TranslationService:
     # ------------------------------------------------------------------- requests
 
     async def translate(self, request: TranslationRequest) -> Translated:
-        """One result per text (document), in order."""
+        """One result per text (document), in order; through the pivot language when no model
+        serves the pair directly (``pivot``)."""
+        route = self.pivot_route(request)
+        if route is not None:
+            return await pivot.translate(self.translate, request, route, self.settings.request_timeout_seconds)
         async with self.validate(request) as valid:
             prepared = await self._split(valid)
             results = await bounded(documents.translate(valid, prepared, self.pool), valid.request.deadline)
@@ -114,6 +118,12 @@ class TranslationService:
         if request.options.beam_size > 1:
             beam = request.options.beam_size
             raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {beam}")
+        route = self.pivot_route(request)
+        if route is not None:
+            limit = self.settings.request_timeout_seconds
+            async for event in pivot.stream(self.translate, self.stream, request, route, limit):
+                yield event
+            return
         async with self.validate(request) as valid:
             (prepared,) = await self._split(valid)
             events = documents.stream(valid, prepared)
@@ -130,6 +140,19 @@ class TranslationService:
                         return
             finally:
                 await events.aclose()  # a cancelled or failed stream frees its rows at the next step
+
+    def pivot_route(self, request: TranslationRequest) -> Route | None:
+        """The two models of a pair no model serves directly, through ``--pivot-language``
+        (a request that names its model, or a source to detect, never pivots)."""
+        if request.model or request.source_language == AUTO or not self.settings.pivot_language:
+            return None
+        check_language_codes(request.source_language, request.target_language)
+        table = self.languages.table
+        return table.pivot_route(request.source_language, request.target_language, self.settings.pivot_language)
+
+    def routes(self) -> list[Route]:
+        """Every pair a request may name, direct and by pivot."""
+        return self.languages.table.routes(self.settings.pivot_language)
 
     # ----------------------------------------------------------------- validation
 
@@ -150,7 +173,7 @@ class TranslationService:
         if request.source_language == AUTO:
             detected = await self.detect_source(request.texts, request.target_language)
             request = dataclasses.replace(request, source_language=detected.language)
-        with self._model(request) as model:
+        async with self._model(request) as model:
             options, source, target = await self._languages(model, request)
             max_new = model.engine.check_options(options)
             glossary = self._glossary(model, request, source, target)
@@ -173,13 +196,18 @@ class TranslationService:
             return apply(*args)
         return await asyncio.get_running_loop().run_in_executor(self.pool, apply, *args)
 
-    @contextlib.contextmanager
-    def _model(self, request: TranslationRequest) -> Iterator[LoadedModel]:
-        """The model the request goes to (``routing``'s policy), held for the block."""
+    @contextlib.asynccontextmanager
+    async def _model(self, request: TranslationRequest) -> AsyncIterator[LoadedModel]:
+        """The model the request goes to (``routing``'s policy), held for the block; one not loaded
+        yet is loaded first, within the request's deadline (the wait goes on the call: LOAD_MS_KEY)."""
         name = request.model
         if not name and (request.source_language or request.target_language):
             name = self.languages.table.route(request.source_language, request.target_language)
-        with self.registry.use(name, TRANSLATION) as model:
+
+        def waited(seconds: float) -> None:
+            request.caller.load_ms += seconds * 1e3
+
+        async with self.registry.use(name, TRANSLATION, request.deadline, waited) as model:
             check_version(model, request.version)
             request.caller.model = model.name
             yield model

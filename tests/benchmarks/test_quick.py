@@ -427,3 +427,14 @@ def test_glossary_quick(dirs):
     for kinds in result["quality"].values():  # the guarantee: every term verbatim, every mode and kind
         assert all(k["verbatim"] == 1.0 for k in kinds.values())
         assert kinds["own word"]["rest_unchanged"] == 1.0  # the model's own word as the term: nothing changes
+
+
+def test_many_pairs_quick(dirs):
+    """24 pairs: a lazily loading server under a budget of 4 models beside one with all 24 loaded."""
+    argv, out = dirs
+    assert cli.main(["many-pairs", *argv]) == 0
+    result = json.loads((out / "many_pairs-quick.json").read_text())
+    assert result["pairs"] == 24 and result["budget"] == 4
+    assert result["lazy_start_rss_mb"] < result["eager_start_rss_mb"]  # nothing loaded at start
+    assert result["cold_first_request_ms_p50"] > 0 and result["lazy_texts"] > 0 and result["eager_texts"] > 0
+    assert result["lazy_peak_rss_mb"] < result["eager_peak_rss_mb"]

@@ -145,6 +145,8 @@ def test_existing_non_empty_out_needs_force(cli, tmp_path, checkpoints):
         (["translation", "--preset", "mt-tiny", "--max-source-len", "9999"], 1, "--max-source-len 9999 outside"),
         (["translation", "--preset", "mt-tiny", "--max-source-len", "0"], 1, "--max-source-len 0 outside"),
         (["translation", "--preset", "mt-tiny", "--max-target-len", "0"], 1, "--max-target-len 0 outside"),
+        (["translation", "--preset", "mt-tiny", "--source-language", "en"], 1, "go together: give both"),
+        (["translation", "--preset", "mt-tiny", "--source-language", "e n", "--target-language", "de"], 1, "not a"),
         (["vit", "--preset", "vit-tiny", "--precision", "int4"], 2, "invalid choice: 'int4'"),
         (["vit", "--preset", "vit-tiny", "--threads", "-3"], 2, "-3: 0 (every core) or a positive count"),
         (["vit", "--preset", "vit-tiny", "--name", ""], 1, "a model name is not empty"),

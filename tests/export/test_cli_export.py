@@ -107,6 +107,19 @@ def test_translation_checkpoint_with_tokenizer_and_limits(checkpoints, cli, tmp_
     assert manifest.name == "tiny-mt"
     assert manifest.limits == {"max_source_len": 40, "max_target_len": 30}
     assert "tokenizer" not in manifest.extra  # a real tokenizer, not the placeholder
+    assert manifest.languages is None  # none given: the server routes by the name's pair, if any
+
+
+def test_translation_checkpoint_records_the_languages_given(checkpoints, cli, tmp_path):
+    """--source-language / --target-language: our own checkpoint's pair in model.json, as the
+    Hugging Face importers record theirs, so the server routes and pivots by it (issue 36)."""
+    out = tmp_path / "mt"
+    args = ["translation", "--checkpoint", checkpoints["translation"], "--tokenizer", checkpoints["tokenizer"]]
+    run = cli(*args, "--source-language", "fr", "--target-language", "en", "--name", "tiny", "--out", out)
+    assert run.code == 0, run.err
+    languages = load_manifest(out).languages
+    assert (languages.source, languages.target) == (["fr"], ["en"])
+    assert (languages.default_source, languages.default_target, languages.tokens) == ("fr", "en", {})
 
 
 def test_no_verify_still_ships_the_reference_for_later(checkpoints, cli, tmp_path):

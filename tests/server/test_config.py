@@ -119,3 +119,14 @@ def test_workers_setting_from_env_and_its_limits(capsys):
     assert _resolve(["--workers", "1", "--enable-admin"]).enable_admin
     assert main(["--workers", "2", "--enable-admin"]) == 2
     assert "SIGHUP" in capsys.readouterr().err
+
+
+def test_models_load_lazily_exactly_when_a_budget_is_set_unless_told():
+    assert not _resolve([]).lazy  # today's start-up: every model loaded before the ports answer
+    assert _resolve(["--max-loaded-models", "4"]).lazy and _resolve(["--model-memory-bytes", "1000000"]).lazy
+    assert _resolve(["--load-models", "lazy"]).lazy
+    assert _resolve(["--pinned-models", " a, b ,"]).pinned == ("a", "b")
+    with pytest.raises(ConfigError, match="eager loads every model at start, so it takes no memory budget"):
+        _resolve(["--load-models", "eager", "--max-loaded-models", "4"])
+    with pytest.raises(ConfigError, match="max_loaded_models: invalid value -1"):
+        _resolve(["--max-loaded-models", "-1"])

@@ -147,16 +147,18 @@ class Translation(_message.Message):
     def __init__(self, hypotheses: _Optional[_Iterable[_Union[Hypothesis, _Mapping]]] = ..., source_tokens: _Optional[int] = ..., timing: _Optional[_Union[TranslationTiming, _Mapping]] = ...) -> None: ...
 
 class TranslateResponse(_message.Message):
-    __slots__ = ("model", "translations", "source_language", "target_language")
+    __slots__ = ("model", "translations", "source_language", "target_language", "pivot_language")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TRANSLATIONS_FIELD_NUMBER: _ClassVar[int]
     SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    PIVOT_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     model: str
     translations: _containers.RepeatedCompositeFieldContainer[Translation]
     source_language: str
     target_language: str
-    def __init__(self, model: _Optional[str] = ..., translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
+    pivot_language: str
+    def __init__(self, model: _Optional[str] = ..., translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., pivot_language: _Optional[str] = ...) -> None: ...
 
 class TranslateChunk(_message.Message):
     __slots__ = ("delta", "token_ids", "finish_reason")
@@ -275,7 +277,7 @@ class ImagePreprocessing(_message.Message):
     def __init__(self, image_size: _Optional[int] = ..., channels: _Optional[int] = ..., mean: _Optional[_Iterable[float]] = ..., std: _Optional[_Iterable[float]] = ..., resample: _Optional[str] = ..., invert: bool = ...) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "kind", "ready", "error", "provider", "precision", "attention", "config", "labels", "limits", "preprocessing", "version", "domain", "source_languages", "target_languages", "family")
+    __slots__ = ("name", "kind", "ready", "error", "provider", "precision", "attention", "config", "labels", "limits", "preprocessing", "version", "domain", "source_languages", "target_languages", "family", "loaded")
     class ConfigEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -299,6 +301,7 @@ class ModelInfo(_message.Message):
     SOURCE_LANGUAGES_FIELD_NUMBER: _ClassVar[int]
     TARGET_LANGUAGES_FIELD_NUMBER: _ClassVar[int]
     FAMILY_FIELD_NUMBER: _ClassVar[int]
+    LOADED_FIELD_NUMBER: _ClassVar[int]
     name: str
     kind: ModelKind
     ready: bool
@@ -315,17 +318,32 @@ class ModelInfo(_message.Message):
     source_languages: _containers.RepeatedScalarFieldContainer[str]
     target_languages: _containers.RepeatedScalarFieldContainer[str]
     family: str
-    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ModelKind, str]] = ..., ready: bool = ..., error: _Optional[str] = ..., provider: _Optional[str] = ..., precision: _Optional[str] = ..., attention: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., labels: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., preprocessing: _Optional[_Union[ImagePreprocessing, _Mapping]] = ..., version: _Optional[str] = ..., domain: _Optional[str] = ..., source_languages: _Optional[_Iterable[str]] = ..., target_languages: _Optional[_Iterable[str]] = ..., family: _Optional[str] = ...) -> None: ...
+    loaded: bool
+    def __init__(self, name: _Optional[str] = ..., kind: _Optional[_Union[ModelKind, str]] = ..., ready: bool = ..., error: _Optional[str] = ..., provider: _Optional[str] = ..., precision: _Optional[str] = ..., attention: _Optional[str] = ..., config: _Optional[_Mapping[str, str]] = ..., labels: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[ModelLimits, _Mapping]] = ..., preprocessing: _Optional[_Union[ImagePreprocessing, _Mapping]] = ..., version: _Optional[str] = ..., domain: _Optional[str] = ..., source_languages: _Optional[_Iterable[str]] = ..., target_languages: _Optional[_Iterable[str]] = ..., family: _Optional[str] = ..., loaded: bool = ...) -> None: ...
 
 class ListModelsRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...
 
 class ListModelsResponse(_message.Message):
-    __slots__ = ("models",)
+    __slots__ = ("models", "routes")
     MODELS_FIELD_NUMBER: _ClassVar[int]
+    ROUTES_FIELD_NUMBER: _ClassVar[int]
     models: _containers.RepeatedCompositeFieldContainer[ModelInfo]
-    def __init__(self, models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ...) -> None: ...
+    routes: _containers.RepeatedCompositeFieldContainer[LanguageRoute]
+    def __init__(self, models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ..., routes: _Optional[_Iterable[_Union[LanguageRoute, _Mapping]]] = ...) -> None: ...
+
+class LanguageRoute(_message.Message):
+    __slots__ = ("source", "target", "models", "pivot_language")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    PIVOT_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    target: str
+    models: _containers.RepeatedScalarFieldContainer[str]
+    pivot_language: str
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., models: _Optional[_Iterable[str]] = ..., pivot_language: _Optional[str] = ...) -> None: ...
 
 class GetModelRequest(_message.Message):
     __slots__ = ("name",)

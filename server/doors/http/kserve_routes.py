@@ -66,6 +66,8 @@ class KServeRoutes:
         try:
             self.app.kserve_model(name, version)
             message = f"model {echo(name)} is not ready: the server is not taking work (starting or shutting down)"
+            if self.app.residency is not None and self.app.residency.failing(name):
+                message = f"not ready: {self.app.model_state(name)[1]}"  # its failed load, and when it is retried
         except ServingError as exc:  # each names the model
             message = f"not ready: {exc}"
         return error_response("INVALID_ARGUMENT", message, 400)
@@ -104,7 +106,7 @@ class KServeRoutes:
     async def index(self, request: web.Request, call: Call) -> web.Response:
         body = await _json_object(request, self.app.settings.max_message_bytes)
         ready_only = body.get("ready", False) is True
-        index = describe.repository_index(self.app.registry, ready_only)
+        index = describe.repository_index(self.app.registry, ready_only, self.app.model_state)
         return json_response([describe.to_json(m) for m in index.models])
 
     async def load(self, request: web.Request, call: Call) -> web.Response:

@@ -4,10 +4,13 @@ LibreTranslate's own clients).
 - ``POST /translate``: ``q`` (a text or a list), ``source`` (a code or ``auto``), ``target``,
   ``format`` (``text`` / ``html``), ``alternatives`` n, ``api_key``, and the extension field
   ``glossary`` (an object, term -> target term, ``""`` keeps the term; in a form, that object as
-  JSON); JSON or a form -> ``{"translatedText", "alternatives", "detectedLanguage"}``;
+  JSON); JSON or a form -> ``{"translatedText", "alternatives", "detectedLanguage"}``, and
+  ``"pivot": "en"`` when no model serves the pair directly and the texts went through that
+  language (two models);
 - ``POST /detect``: ``q`` -> ``[{"confidence", "language"}]``, best first (403 when language
   detection is off);
-- ``GET /languages``: ``[{"code", "name", "targets"}]`` of the served translation models;
+- ``GET /languages``: ``[{"code", "name", "targets"}]`` of the served translation models (targets
+  reached directly and through the pivot language);
 - ``GET /frontend/settings``: the limits and the default pair, as LibreTranslate's page reads them.
 
 Replies are LibreTranslate's: ``translatedText`` is a string for a string ``q`` and a list for
@@ -190,6 +193,8 @@ def _reply(done: Translated, batch: bool, alternatives: int) -> dict[str, Any]:
     if alternatives:
         others = [_distinct([h.text for h in r.hypotheses[1:]], b) for r, b in zip(done.results, best, strict=True)]
         reply["alternatives"] = others if batch else others[0]
+    if done.pivot:
+        reply["pivot"] = done.pivot
     return reply
 
 
@@ -269,9 +274,10 @@ class LibreTranslateRoutes:
 
     async def languages(self, request: web.Request, call: Call) -> web.Response:
         table = self.service.languages.table
-        return json_response(
-            [{"code": c, "name": language_name(c), "targets": table.targets_of(c)} for c in table.codes]
-        )
+        targets: dict[str, list[str]] = {c: [] for c in table.codes}
+        for route in self.service.routes():  # direct and through the pivot language
+            targets[route.source].append(route.target)
+        return json_response([{"code": c, "name": language_name(c), "targets": targets[c]} for c in table.codes])
 
     async def frontend_settings(self, request: web.Request, call: Call) -> web.Response:
         table = self.service.languages.table

@@ -33,7 +33,7 @@ from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
 from ... import security
-from ...calls import Call, CallFailed
+from ...calls import LOAD_MS_KEY, Call, CallFailed
 from ...errors import DeadlineExceeded, InvalidRequest, Overloaded, ServingError, client_message
 from .parse_process import ParseProcess
 
@@ -264,6 +264,7 @@ class HttpServer:
                     authenticate(request)
                 await body_arrived(request, limit, settings.http_body_timeout_s, setting)
 
+            call = None
             try:
                 async with calls.track(
                     label,
@@ -280,6 +281,8 @@ class HttpServer:
                     response.force_close()
             if not response.prepared:
                 response.headers[REQUEST_ID] = request_id
+                if call is not None and call.load_ms:
+                    response.headers[LOAD_MS_KEY] = f"{call.load_ms:.0f}"
                 if cors:
                     response.headers["Access-Control-Allow-Origin"] = "*"
             return response

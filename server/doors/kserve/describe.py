@@ -14,7 +14,7 @@ character limits are ``max_text_chars`` and ``max_request_chars``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable
 from importlib import metadata as dist_metadata
 from typing import Any
 
@@ -29,7 +29,7 @@ from attnserve.protos.attnserve.triton import model_config_pb2 as mc
 from ...calls import ModelStats
 from ...config import Settings
 from ...errors import InvalidRequest
-from ...registry import FailedModel, LoadedModel, ModelRegistry
+from ...registry import IndexedModel, LoadedModel, ModelRegistry
 from .infer import IMAGE, PIXELS, PROBABILITIES, TEXT, TRANSLATION_OUT, VERSION
 
 SERVER_NAME = "attnserve"
@@ -59,7 +59,12 @@ def server_metadata(settings: Settings) -> gs.ServerMetadataResponse:
     return gs.ServerMetadataResponse(name=SERVER_NAME, version=server_version(), extensions=extensions)
 
 
-def _tensors(model: LoadedModel) -> tuple[list[tuple[str, str, list[int]]], list[tuple[str, str, list[int]]]]:
+_Spec = tuple[str, str, list[int]]  # (name, datatype, shape)
+
+
+def _tensors(
+    model: LoadedModel | IndexedModel,
+) -> tuple[list[tuple[str, str, list[int]]], list[tuple[str, str, list[int]]]]:
     """(inputs, outputs) as (name, datatype, shape); -1 is the request's batch of texts or images."""
     if model.kind == TRANSLATION:
         return [(TEXT, "BYTES", [-1])], [(TRANSLATION_OUT, "BYTES", [-1])]
@@ -69,7 +74,7 @@ def _tensors(model: LoadedModel) -> tuple[list[tuple[str, str, list[int]]], list
     return [(IMAGE, "BYTES", [-1]), (PIXELS, "FP32", pixels)], [(PROBABILITIES, "FP32", [-1, labels])]
 
 
-def model_metadata(model: LoadedModel) -> gs.ModelMetadataResponse:
+def model_metadata(model: LoadedModel | IndexedModel) -> gs.ModelMetadataResponse:
     inputs, outputs = _tensors(model)
     meta = gs.ModelMetadataResponse.TensorMetadata
     return gs.ModelMetadataResponse(
@@ -85,7 +90,7 @@ def _data_type(datatype: str) -> int:
     return mc.DataType.Value("TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}")
 
 
-def model_config(model: LoadedModel, settings: Settings) -> mc.ModelConfig:
+def model_config(model: LoadedModel | IndexedModel, settings: Settings) -> mc.ModelConfig:
     inputs, outputs = _tensors(model)
     m = model.manifest
     config = mc.ModelConfig(
@@ -151,19 +156,23 @@ def model_statistics(model: LoadedModel, stats: ModelStats | None) -> gs.ModelSt
     )
 
 
-def repository_index(registry: ModelRegistry, ready_only: bool) -> gs.RepositoryIndexResponse:
+def repository_index(
+    registry: ModelRegistry, ready_only: bool, state: Callable[[str], tuple[str, str]] | None = None
+) -> gs.RepositoryIndexResponse:
+    """An entry for every model of the repository: READY (loaded), LOADING or UNAVAILABLE with the
+    reason (failed, unloaded, or lazily served and not loaded now: ``state``, residency.py's)."""
+    rows: dict[str, tuple[str, str]] = {}
+    for name, failed in registry.failed.items():
+        rows[name] = ("UNAVAILABLE", failed.public_reason)
+    for name in registry.index:
+        rows[name] = state(name) if state is not None else ("UNAVAILABLE", "not loaded")
+    for name in registry.models:
+        rows[name] = ("READY", "")
     index = gs.RepositoryIndexResponse()
-    entries: Iterable[LoadedModel | FailedModel] = [*registry.models.values(), *registry.failed.values()]
-    for model in sorted(entries, key=lambda m: m.name):
-        ready = isinstance(model, LoadedModel)
-        if ready_only and not ready:
+    for name, (where, reason) in sorted(rows.items()):
+        if ready_only and where != "READY":
             continue
-        index.models.add(
-            name=model.name,
-            version=VERSION,
-            state="READY" if ready else "UNAVAILABLE",
-            reason="" if ready else model.public_reason,
-        )
+        index.models.add(name=name, version=VERSION, state=where, reason=reason)
     return index
 
 

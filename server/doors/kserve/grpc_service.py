@@ -163,7 +163,7 @@ class KServeServicer:
 
     async def RepositoryIndex(self, request: gs.RepositoryIndexRequest, context) -> gs.RepositoryIndexResponse:
         async with self.app.rpc(context, method("RepositoryIndex"), ""):
-            return describe.repository_index(self.app.registry, request.ready)
+            return describe.repository_index(self.app.registry, request.ready, self.app.model_state)
 
     async def RepositoryModelLoad(self, request: gs.RepositoryModelLoadRequest, context):
         async with self.app.rpc(context, method("RepositoryModelLoad"), request.model_name):

@@ -85,7 +85,7 @@ def test_languages_are_the_declared_pairs_of_every_translation_model(client):
     assert client.languages() == [
         {"code": "de", "name": "German", "targets": ["en"]},
         {"code": "en", "name": "English", "targets": ["de"]},
-        {"code": "fr", "name": "French", "targets": ["en"]},
+        {"code": "fr", "name": "French", "targets": ["de", "en"]},  # fr -> de through English (the pivot)
     ]
 
 

@@ -62,3 +62,26 @@ def test_a_pair_goes_to_a_model_made_for_it_then_to_the_first_by_name():
         assert f"no model serves {source} -> {target}" in str(err.value)
     assert table.codes == ["de", "en", "fr"] and table.targets_of("en") == ["de", "fr"]
     assert table.sources_to("fr") == ["de", "en"]
+
+
+def test_a_pair_without_a_model_goes_through_the_pivot_when_two_models_reach_and_leave_it():
+    table = LanguageTable(
+        [
+            ModelLanguages("fr-en", ("fr",), ("en",)),
+            ModelLanguages("en-de", ("en",), ("de",)),
+            ModelLanguages("de-en", ("de",), ("en",)),
+            ModelLanguages("m2m", ("en", "es"), ("en", "es")),
+        ]
+    )
+    route = table.pivot_route("fra", "deu", "en")  # codes as a request gives them
+    assert (route.source, route.target, route.models, route.pivot) == ("fr", "de", ("fr-en", "en-de"), "en")
+    assert table.pivot_route("en", "de", "en") is None  # served directly
+    assert table.pivot_route("de", "en", "en") is None  # the pivot is one end
+    assert table.pivot_route("de", "fr", "en") is None  # nothing leaves English for French
+    assert table.pivot_route("fr", "de", "") is None  # pivoting off
+    assert table.pivot_route("xx", "de", "en") is None  # an unknown language: routing's error, not a pivot
+    routes = {(r.source, r.target): r for r in table.routes("en")}
+    assert routes["fr", "de"].models == ("fr-en", "en-de") and routes["fr", "es"].models == ("fr-en", "m2m")
+    assert routes["es", "de"].pivot == "en" and routes["en", "de"].pivot == ""
+    assert ("fr", "fr") not in routes and ("de", "fr") not in routes
+    assert {(r.source, r.target) for r in table.routes("")} == set(table.pairs)

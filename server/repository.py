@@ -1,0 +1,107 @@
+"""The model repository's side of the server: which models are served and loaded, hot reload
+(SIGHUP, Reload), KServe's repository operations (index, load, unload), and the lazy loading of
+``residency.py``. A part of :class:`~.app.AttnServer`, which holds the attributes used here."""
+
+from __future__ import annotations
+
+import logging
+
+from grpc_health.v1 import health_pb2
+
+from .errors import InvalidRequest, ShuttingDown, echo
+from .registry import LoadedModel, ModelRegistry
+from .reload import FAILED, ReloadOutcome
+
+log = logging.getLogger(__name__)
+
+
+class RepositoryControl:
+    """Mixed into AttnServer: ``registry``, ``settings``, ``metrics``, ``residency``, ``reloader``,
+    ``health`` and ``draining`` are the server's."""
+
+    def adopt(self, loaded: ModelRegistry) -> None:
+        """Models indexed or loaded after the ports were bound, into the registry the services and
+        the reloader hold; lazily served, the budget is checked and the pinned models loaded."""
+        self.registry.index.update(loaded.index)
+        self.registry.failed.update(loaded.failed)
+        if self.residency is not None:
+            self.residency.check_budget()
+            self.residency.load_pinned()
+            self.registry.warn_cpu_fallback(self.settings)
+        self.registry.models.update(loaded.models)
+        for model in self.registry.models.values():
+            self._watch(model)
+            if self.residency is not None:
+                self.residency.adopt(model)
+            else:
+                self.metrics.model_loads.labels(model.name, "ok").inc()
+        for name, failed in self.registry.failed.items():  # --skip-bad-models
+            if not failed.unloaded:
+                self.metrics.model_loads.labels(name, "failed").inc()
+        log.info(
+            "model repository: %d model(s) indexed, %d loaded (%s)",
+            len(self.registry.index),
+            len(self.registry.models),
+            "lazy: a model loads on its first request" if self.residency is not None else "eager",
+        )
+
+    def model_state(self, name: str) -> tuple[str, str]:
+        """(KServe repository index state, reason) of an indexed model."""
+        if self.residency is not None:
+            return self.residency.state(name)
+        return ("READY", "") if name in self.registry.models else ("UNAVAILABLE", "not loaded")
+
+    # ---------------------------------------------------------------- hot reload
+
+    def _watch(self, model: LoadedModel) -> None:
+        if model.classifier is not None:
+            self.metrics.watch_classifier(model.name, model.classifier)
+        else:
+            self.metrics.watch_engine(model.name, model.engine)
+
+    async def _loaded(self, model: LoadedModel) -> None:
+        """A model loaded on demand (residency.py)."""
+        self._watch(model)
+
+    async def _model_health(self, name: str, serving: bool) -> None:
+        """A model loaded on demand is SERVING; one whose load failed NOT_SERVING until it loads."""
+        if not self.draining:
+            status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+            await self.health.set(name, status)
+
+    async def _swapped(self, model: LoadedModel) -> None:
+        self._watch(model)
+        if self.residency is not None:
+            self.residency.adopt(model)
+        if not self.draining:
+            await self.health.set(model.name, health_pb2.HealthCheckResponse.SERVING)
+
+    async def reload(self, names: list[str] | tuple[str, ...] = ()) -> list[ReloadOutcome]:
+        """Load new versions of the model directories (all, or ``names``) and swap them in (SIGHUP, Reload)."""
+        if self.draining:
+            raise ShuttingDown("server is shutting down; nothing to reload")
+        outcomes = await self.reloader.reload(names)
+        for o in outcomes:
+            if o.action == FAILED and o.name not in self.registry.models and not self.draining:
+                await self.health.set(o.name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        return outcomes
+
+    async def load_model(self, name: str) -> None:
+        """KServe's RepositoryModelLoad: load (or reload) one model directory of the repository."""
+        (outcome,) = await self.reload([name])
+        if outcome.action == FAILED:
+            raise InvalidRequest(f"model {echo(name)} did not load: {outcome.error}")
+        if name not in self.registry.models and self.residency is not None:  # indexed again: load it now
+            async with self.registry.use(name, None):
+                pass
+
+    async def unload_model(self, name: str) -> None:
+        """KServe's RepositoryModelUnload: new requests get NOT_FOUND; running ones finish first."""
+        if self.draining:
+            raise ShuttingDown("server is shutting down; nothing to unload")
+        model = self.registry.unload(name)
+        if self.residency is not None:
+            self.residency.unloaded(name)
+        await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        if model is not None:
+            await model.stop_when_unused(max(self.settings.grace_seconds, 1.0))

@@ -1,0 +1,313 @@
+"""Which models are loaded, when the repository is served lazily (``--load-models lazy``, or
+auto with a budget): a model is loaded on its first request and unloaded when the memory
+budget needs its room.
+
+- One load per model: the first request starts it (a task on the event loop; the sessions
+  are created and warmed up in a thread, which onnxruntime runs mostly without the GIL), and
+  every request for the model meanwhile awaits the same task, each within its own deadline
+  (a request that gives up does not cancel the load others wait for).
+- The budget: at most ``--max-loaded-models`` models and ``--model-memory-bytes`` bytes
+  (each model's :attr:`~.registry.IndexedModel.budget_bytes`: files plus KV-cache budget),
+  counting loads under way. A load makes room by unloading the least recently used *idle*
+  model; a model with requests in flight (``LoadedModel.users``), one that requests wait
+  for, and a pinned model are never unloaded. With no room to make, the load waits until a
+  model becomes idle (it is given up once no request waits for it any more).
+- A failed load answers UNAVAILABLE with its reason to the requests waiting for it and to
+  every request until a backoff passes (``--model-load-retry-seconds``, doubling); the next
+  request after it tries again, up to MAX_ATTEMPTS; then the model stays UNAVAILABLE until a
+  hot reload or RepositoryModelLoad. The way EasyNMT, Ray Serve's model multiplexing and
+  Triton's explicit model control keep many models within one process's memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+import ctypes.util
+import gc
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from attnserve.contract.manifest import ManifestError
+
+from .config import Settings
+from .errors import DeadlineExceeded, ModelUnavailable, echo
+from .metrics import Metrics
+from .registry import IndexedModel, LoadedModel, ModelRegistry, RepositoryError, load_checked, log_loaded
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 5  # on-demand loads of a failing model before it waits for a reload
+ROOM_POLL_S = 0.01  # how often a load waiting for room looks for an idle model again
+LOADING, READY, UNAVAILABLE = "LOADING", "READY", "UNAVAILABLE"
+
+
+@dataclass(frozen=True)
+class LoadFailure:
+    reason: str
+    attempts: int
+    retry_at: float  # time.monotonic()
+
+    def message(self, name: str) -> str:
+        if self.attempts >= MAX_ATTEMPTS:
+            return (
+                f"model {echo(name)} could not be loaded ({self.attempts} attempts): {self.reason}; "
+                "it is tried again after a reload (SIGHUP, Reload, RepositoryModelLoad)"
+            )
+        wait = max(0.0, self.retry_at - time.monotonic())
+        return f"model {echo(name)} could not be loaded: {self.reason}; it is tried again in {wait:.0f} s"
+
+
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to trim
+        return None
+
+
+_MALLOC_TRIM = _malloc_trim()
+
+
+def release_memory() -> None:
+    """Free an unloaded model's memory now and return it to the system: the engine's objects sit
+    in reference cycles (a collection frees them), and glibc keeps the freed heap for reuse unless
+    ``malloc_trim`` gives it back. Without both, 24 pairs served in turn under a budget of 4
+    models held 480 MiB of RSS, as much as all 24 loaded (docs/operations.md)."""
+    gc.collect()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
+
+
+async def _no_health(name: str, serving: bool) -> None:
+    return None
+
+
+class _NoWaiters(Exception):
+    """A load waiting for room that no request waits for any more."""
+
+
+class Residency:
+    """Loads and unloads the models of a lazily served registry (see the module docstring)."""
+
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        settings: Settings,
+        metrics: Metrics,
+        on_loaded: Callable[[LoadedModel], Awaitable[None]],
+        on_unloaded: Callable[[str], None],
+    ) -> None:
+        self.registry, self.settings, self.metrics = registry, settings, metrics
+        self.on_loaded, self.on_unloaded = on_loaded, on_unloaded
+        self.on_health: Callable[[str, bool], Awaitable[None]] = _no_health  # the model's health: SERVING or not
+        self.pinned = frozenset(settings.pinned)
+        self.reserved: dict[str, int] = {}  # loaded or loading -> budget bytes
+        self._loads: dict[str, asyncio.Task] = {}
+        self._waiters: dict[str, int] = {}
+        self._failures: dict[str, LoadFailure] = {}
+        self._stopping: set[asyncio.Task] = set()
+        self._verified: dict[Path, tuple] = {}  # directories hashed by an earlier load (registry.load_checked)
+        registry.loader = self.acquire
+
+    # ------------------------------------------------------------------ at start
+
+    def check_budget(self) -> None:
+        """The budget can hold the largest model and the pinned ones; RepositoryError otherwise."""
+        s, index = self.settings, self.registry.index
+        unknown = sorted(self.pinned - set(index))
+        if unknown:
+            raise RepositoryError(f"pinned_models: no servable model named {', '.join(unknown)} in the repository")
+        if s.model_memory_bytes and index:
+            largest = max(index.values(), key=lambda m: m.budget_bytes)
+            if largest.budget_bytes > s.model_memory_bytes:
+                raise RepositoryError(
+                    f"model_memory_bytes {s.model_memory_bytes:,} cannot hold model {largest.name}, which takes "
+                    f"{largest.budget_bytes:,} bytes ({largest.weight_bytes:,} of files + its KV-cache budget: "
+                    "--max-kv-cache-bytes, else --max-tokens-in-flight tokens)"
+                )
+            pinned = sum(index[n].budget_bytes for n in self.pinned)
+            if pinned > s.model_memory_bytes:
+                raise RepositoryError(
+                    f"model_memory_bytes {s.model_memory_bytes:,} cannot hold the pinned models ({pinned:,} bytes)"
+                )
+        if s.max_loaded_models and len(self.pinned) > s.max_loaded_models:
+            raise RepositoryError(f"{len(self.pinned)} pinned models exceed max_loaded_models {s.max_loaded_models}")
+
+    def load_pinned(self) -> None:
+        """Load the pinned models now (sync, at start, like an eager server)."""
+        for name in sorted(self.pinned):
+            self.registry.load_indexed(self.registry.index[name], self.settings)
+            if name in self.registry.models:
+                self.reserved[name] = self.registry.index[name].budget_bytes
+
+    def adopt(self, model: LoadedModel) -> None:
+        """A model loaded at start (pinned) or by a hot reload: it counts against the budget."""
+        entry = self.registry.index.get(model.name)
+        self.reserved[model.name] = entry.budget_bytes if entry else 0
+        self._record_loaded(model.name, 0.0)
+
+    # ------------------------------------------------------------------ requests
+
+    def state(self, name: str) -> tuple[str, str]:
+        """(KServe index state, reason) of an indexed model."""
+        if name in self.registry.models:
+            return READY, ""
+        if name in self._loads:
+            return LOADING, "loading"
+        failure = self._failures.get(name)
+        if failure is not None:
+            return UNAVAILABLE, failure.message(name)
+        return UNAVAILABLE, "not loaded: loads on its first request"
+
+    def failing(self, name: str) -> bool:
+        """Its last load failed (UNAVAILABLE until the backoff passes or a reload)."""
+        return name in self._failures
+
+    async def acquire(self, name: str, deadline: object) -> LoadedModel:
+        """The model ``name`` loaded and held (``users`` counted) for the caller, which releases it.
+
+        ``deadline``: a service's ``Deadline`` (``remaining()``, ``exceeded()``) or None. Raises
+        ModelUnavailable (a failed load), DeadlineExceeded (no load in time)."""
+        failure = self._failures.get(name)
+        if failure is not None and (failure.attempts >= MAX_ATTEMPTS or time.monotonic() < failure.retry_at):
+            raise ModelUnavailable(failure.message(name))
+        task = self._loads.get(name)
+        if task is None or task.done():  # a finished one is popped by its done callback, soon
+            task = asyncio.ensure_future(self._load(name))
+            self._loads[name] = task
+            task.add_done_callback(lambda t: self._done(name, t))
+        self._waiters[name] = self._waiters.get(name, 0) + 1
+        try:
+            remaining = None if deadline is None else deadline.remaining()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), remaining)
+            except asyncio.TimeoutError:
+                raise deadline.exceeded() if deadline is not None else DeadlineExceeded("load timed out") from None
+            model = self.registry.models.get(name)
+            if model is None:  # unloaded by RepositoryModelUnload meanwhile
+                raise ModelUnavailable(f"model {echo(name)} was unloaded while this request waited for it")
+            model.users += 1  # before the waiter count drops: never a moment it could be chosen to unload
+            return model
+        finally:
+            self._waiters[name] -= 1
+
+    def _done(self, name: str, task: asyncio.Task) -> None:
+        if self._loads.get(name) is task:  # not a newer load of the same model
+            del self._loads[name]
+        if not task.cancelled():
+            task.exception()  # retrieved: the waiters got it, or none was left (_NoWaiters)
+
+    # ------------------------------------------------------------------- loading
+
+    async def _load(self, name: str) -> None:
+        entry = self.registry.index[name]
+        await self._make_room(entry)
+        started = time.perf_counter()
+        try:
+            loop = asyncio.get_running_loop()
+            model = await loop.run_in_executor(None, load_checked, entry.model_dir, self.settings, self._verified)
+            if model.name != name:
+                raise ManifestError(entry.model_dir / "model.json", "name", f"changed from {name!r} to {model.name!r}")
+            await (model.classifier or model.engine).start()
+        except Exception as exc:  # noqa: BLE001 - any load failure is the model's, answered UNAVAILABLE
+            self.reserved.pop(name, None)
+            failed = self._failed(name, entry, exc)
+            await self.on_health(name, False)
+            raise failed from None
+        seconds = time.perf_counter() - started
+        if name not in self.registry.index:  # unloaded by RepositoryModelUnload while it loaded
+            self.reserved.pop(name, None)
+            await (model.classifier or model.engine).stop(0.0)
+            raise ModelUnavailable(f"model {echo(name)} was unloaded while it loaded")
+        self._failures.pop(name, None)
+        self.registry.models[name] = model
+        self.registry.last_used[name] = time.monotonic()
+        self._record_loaded(name, seconds)
+        log_loaded(model, seconds)
+        await self.on_loaded(model)
+        await self.on_health(name, True)
+
+    def _record_loaded(self, name: str, seconds: float) -> None:
+        self.metrics.model_loads.labels(name, "ok").inc()
+        self.metrics.model_load_seconds.labels(name).observe(seconds)
+        self.metrics.loaded_model_bytes.labels(name).set(self.reserved.get(name, 0))
+
+    def _failed(self, name: str, entry: IndexedModel, exc: Exception) -> ModelUnavailable:
+        named = isinstance(exc, ManifestError) or str(entry.model_dir) in str(exc)
+        reason = str(exc) if named else f"{entry.model_dir}: {type(exc).__name__}: {exc}"
+        previous = self._failures.get(name)
+        attempts = (previous.attempts if previous else 0) + 1
+        backoff = self.settings.model_load_retry_seconds * 2 ** (attempts - 1)
+        failure = LoadFailure(reason, attempts, time.monotonic() + backoff)
+        self._failures[name] = failure
+        self.metrics.model_loads.labels(name, "failed").inc()
+        log.error("model %s failed to load on demand (attempt %d): %s", name, attempts, reason)
+        return ModelUnavailable(failure.message(name))
+
+    def forget_failure(self, name: str) -> None:
+        """After a reload of ``name``'s directory: its next request tries to load it at once."""
+        self._failures.pop(name, None)
+
+    def _fits(self, entry: IndexedModel) -> bool:
+        s = self.settings
+        count_ok = not s.max_loaded_models or len(self.reserved) + 1 <= s.max_loaded_models
+        bytes_ok = not s.model_memory_bytes or sum(self.reserved.values()) + entry.budget_bytes <= s.model_memory_bytes
+        return count_ok and bytes_ok
+
+    async def _make_room(self, entry: IndexedModel) -> None:
+        """Reserve ``entry``'s room, unloading least recently used idle models; wait while none is idle."""
+        while not self._fits(entry):
+            victim = self._idlest()
+            if victim is not None:
+                self.unload(victim, evicted=True)
+                continue
+            if not self._waiters.get(entry.name):
+                raise _NoWaiters(entry.name)
+            await asyncio.sleep(ROOM_POLL_S)
+        self.reserved[entry.name] = entry.budget_bytes
+
+    def _idlest(self) -> str | None:
+        idle = [
+            name
+            for name, model in self.registry.models.items()
+            if model.users == 0 and not self._waiters.get(name) and name not in self.pinned and name in self.reserved
+        ]
+        return min(idle, key=lambda n: self.registry.last_used.get(n, 0.0)) if idle else None
+
+    def unload(self, name: str, evicted: bool = False) -> None:
+        """Drop a loaded model from the registry and the budget; it stops once its requests are done."""
+        model = self.registry.models.pop(name, None)
+        self.reserved.pop(name, None)
+        if model is None:
+            return
+        if evicted:
+            self.metrics.model_evictions.labels(name).inc()
+            log.info("model %s unloaded to make room (idle, least recently used)", name)
+        self.metrics.loaded_model_bytes.labels(name).set(0)
+        self.on_unloaded(name)
+        task = asyncio.ensure_future(self._retire(model))
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    async def _retire(self, model: LoadedModel) -> None:
+        """Stop ``model`` once its requests are done, then give its memory back to the system."""
+        await model.stop_when_unused(max(self.settings.grace_seconds, 1.0))
+        del model
+        await asyncio.get_running_loop().run_in_executor(None, release_memory)
+
+    def unloaded(self, name: str) -> None:
+        """``name`` was unloaded by RepositoryModelUnload (the registry dropped it): free its room."""
+        self.reserved.pop(name, None)
+        self._failures.pop(name, None)
+        self.metrics.loaded_model_bytes.labels(name).set(0)
+        self.on_unloaded(name)
+
+    async def wait_stopped(self) -> None:
+        """Until every unloaded model's engine has stopped (shutdown, tests)."""
+        if self._stopping:
+            await asyncio.gather(*self._stopping, return_exceptions=True)
+        for task in list(self._loads.values()):
+            task.cancel()

@@ -1,0 +1,74 @@
+"""Translation through a pivot language: ``source -> X -> target`` with two models, when no
+model serves the pair directly (``routing.LanguageTable.pivot_route``; X is ``--pivot-language``).
+
+Each leg is a whole request through the translation service: leg 1 translates the request's
+texts into X with the request's format (so html markup and the document's sentences and
+separators come back in place), leg 2 translates leg 1's texts with the same format into the
+target. Both legs share the request's deadline (the server's time limit counts once, from the
+start of leg 1). Leg 1 keeps one hypothesis (the best) and no target prefix; the alternatives,
+token ids, scores and the target prefix the request asks for are leg 2's. The result names
+the second model and the pivot; its source language (and a detected one) is leg 1's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from ..translation import StreamEvent
+from .requests import Translated, TranslationRequest, within_time_limit
+from .routing import Route
+
+
+def first_leg(request: TranslationRequest, route: Route) -> TranslationRequest:
+    """``source -> pivot`` with the request's texts, format and decoding, one hypothesis, no prefix.
+
+    A request's glossary (source term -> target term) applies across the legs: leg 1 carries
+    each source term through unchanged (a do-not-translate term), so that leg 2, which gets the
+    glossary as sent, finds it in X and writes the target term in its place.
+    """
+    options = dataclasses.replace(request.options, num_hypotheses=1)
+    keep = tuple((term, "") for term, _ in request.glossary)
+    return dataclasses.replace(
+        request, model=route.models[0], target_language=route.pivot, target_prefix="", options=options, glossary=keep
+    )
+
+
+def second_leg(request: TranslationRequest, route: Route, texts: tuple[str, ...]) -> TranslationRequest:
+    """``pivot -> target`` on leg 1's texts, with everything else the request asks for."""
+    return dataclasses.replace(request, model=route.models[1], texts=texts, source_language=route.pivot)
+
+
+def _best_texts(done: Translated) -> tuple[str, ...]:
+    return tuple(result.hypotheses[0].text for result in done.results)
+
+
+async def translate(
+    service_translate: Callable[[TranslationRequest], Awaitable[Translated]],
+    request: TranslationRequest,
+    route: Route,
+    time_limit_s: float,
+) -> Translated:
+    """Both legs through ``service_translate`` (the service's own ``translate``)."""
+    request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, time_limit_s))
+    leg1 = await service_translate(first_leg(request, route))
+    leg2 = await service_translate(second_leg(request, route, _best_texts(leg1)))
+    return dataclasses.replace(leg2, source_language=leg1.source_language, detected=leg1.detected, pivot=route.pivot)
+
+
+async def stream(
+    service_translate: Callable[[TranslationRequest], Awaitable[Translated]],
+    service_stream: Callable[[TranslationRequest], AsyncIterator[StreamEvent]],
+    request: TranslationRequest,
+    route: Route,
+    time_limit_s: float,
+) -> AsyncIterator[StreamEvent]:
+    """Leg 1 whole, then leg 2 streamed: what streams is the target text."""
+    request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, time_limit_s))
+    leg1 = await service_translate(first_leg(request, route))
+    events = service_stream(second_leg(request, route, _best_texts(leg1)))
+    try:
+        async for event in events:
+            yield event
+    finally:
+        await events.aclose()
