@@ -43,6 +43,7 @@ from .metrics import Metrics
 from .registry import LoadedModel, ModelRegistry
 from .reload import FAILED, Reloader, ReloadOutcome
 from .service.classification import ClassificationService
+from .service.files import FileTranslation
 from .service.requests import MODEL_VERSION
 from .service.translation import TranslationService, check_version
 
@@ -74,6 +75,7 @@ class AttnServer:
         # splitting, language detection (--preprocess-threads threads).
         self.preprocess_pool = ThreadPoolExecutor(settings.preprocess_threads, thread_name_prefix="preprocess")
         self.translation = TranslationService(registry, settings, self.metrics, self.preprocess_pool)
+        self.files = FileTranslation(self.translation)
         self.classification = ClassificationService(registry, settings, self.preprocess_pool)
         self.kserve = KServeInference(self)
         options = [
