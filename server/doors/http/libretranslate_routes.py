@@ -7,7 +7,8 @@ LibreTranslate's own clients).
 - ``POST /detect``: ``q`` -> ``[{"confidence", "language"}]``, best first (403 when language
   detection is off);
 - ``GET /languages``: ``[{"code", "name", "targets"}]`` of the served translation models;
-- ``GET /frontend/settings``: the limits and the default pair, as LibreTranslate's page reads them.
+- ``GET /frontend/settings``: the limits and the default pair, as LibreTranslate's page reads them,
+  and the file formats ``/translate_file`` (``file_routes``) takes.
 
 Replies are LibreTranslate's: ``translatedText`` is a string for a string ``q`` and a list for
 a list; ``detectedLanguage`` only with ``source: auto``, ``alternatives`` only when asked for
@@ -34,9 +35,9 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import params
+from ... import files, params
 from ...calls import Call
-from ...documents import TEXT
+from ...documents import FORMATS, TEXT
 from ...errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat, echo
 from ...service.requests import Translated, TranslationRequest
 from ...service.routing import LanguageNotServed, language_name
@@ -283,8 +284,11 @@ class LibreTranslateRoutes:
                 "apiKeys": keys,
                 "keyRequired": keys,
                 "suggestions": False,
-                "filesTranslation": False,
-                "supportedFilesFormat": [],
+                "filesTranslation": True,
+                "supportedFilesFormat": list(files.SUPPORTED),
+                # attnserve's own, for its web page: the text formats and whether "auto" detects
+                "formats": list(FORMATS),
+                "languageDetection": self.service.detector is not None,
                 "language": {
                     "source": {"code": source, "name": language_name(source)},
                     "target": {"code": target, "name": language_name(target)},
@@ -293,7 +297,7 @@ class LibreTranslateRoutes:
         )
 
 
-def add_routes(http: HttpServer) -> None:
+def add_routes(http: HttpServer) -> LibreTranslateRoutes:
     routes = LibreTranslateRoutes(http)
     route = functools.partial(http.route, open=True, cors=True)  # browser pages of any origin, as upstream
     keyed = functools.partial(route, body_limit=text_body_limit(http.app.settings))
@@ -304,3 +308,4 @@ def add_routes(http: HttpServer) -> None:
     keyed("POST", "/detect", routes.detect, label=detect, authenticate=routes.header(detect))
     route("GET", "/languages", routes.languages, label="libretranslate.languages")
     route("GET", "/frontend/settings", routes.frontend_settings, label="libretranslate.frontend_settings")
+    return routes
