@@ -74,7 +74,7 @@ def place(unit: Unit, translation: str) -> list[str]:
     if len(runs) == 1:
         return [translation]
     words = translation.split()
-    counts = [len(run.split()) for run in runs]
+    counts = [sum(any(ch.isalnum() for ch in word) for word in run.split()) for run in runs]  # words, not ":"
     holders = [i for i, c in enumerate(counts) if c]
     out = [""] * len(runs)
     if not holders:

@@ -8,9 +8,9 @@
   the ``Authorization`` header); 404 ``"... expired ..."`` once it is gone.
 
 Errors are LibreTranslate's: 400 for a missing field, an unsupported or unreadable file, a
-file over ``--max-file-bytes`` or ``--max-file-chars``; 403 for a wrong key. The form is read
-part by part with its own limits (the file ``--max-file-bytes``, each other field 64 KiB),
-so a file route needs no larger ``--max-message-bytes``. Stored files: ``files.downloads``.
+file over ``--max-file-bytes`` or ``--max-file-chars``; 403 for a wrong key; 413 for a body
+over twice ``--max-file-bytes``. The form is read part by part with its own limits (each
+field but the file 64 KiB), so a file route needs no larger ``--max-message-bytes``. Stored files: ``files.downloads``.
 """
 
 from __future__ import annotations
@@ -31,9 +31,11 @@ from .server import HttpServer
 
 FIELD_BYTES = 64 << 10  # source, target, api_key: a few bytes each
 FORM_SLACK = 256 << 10  # the form's other fields and part headers, over the file itself
+# A body of up to twice --max-file-bytes is read, so a file somewhat over the limit gets the
+# service's 400 naming its size and the limit; a larger body is refused unread (413).
 
 
-async def read_form(request: web.Request, max_file_bytes: int) -> tuple[dict[str, str], str, bytes]:
+async def read_form(request: web.Request) -> tuple[dict[str, str], str, bytes]:
     """(text fields, the file's name, its bytes) of a multipart form; InvalidRequest when malformed."""
     if not request.content_type.startswith("multipart/"):
         raise InvalidRequest("Invalid request: send the file as multipart/form-data (fields file, source, target)")
@@ -46,9 +48,7 @@ async def read_form(request: web.Request, max_file_bytes: int) -> tuple[dict[str
                 continue
             if part.name == "file":
                 filename = part.filename or ""
-                content = bytes(await part.read())  # the body is already in (route body limit)
-                if len(content) > max_file_bytes:
-                    break  # refused by the service's size check, with its words
+                content = bytes(await part.read())  # the body is already in, within the route's limit
             else:
                 value = await part.read_chunk(FIELD_BYTES)
                 fields.setdefault(part.name, value.decode("utf-8"))
@@ -72,10 +72,11 @@ class FileRoutes:
         return await asyncio.get_running_loop().run_in_executor(self.app.preprocess_pool, fn, *args)
 
     async def translate_file(self, request: web.Request, call: Call) -> web.Response:
-        fields, filename, content = await read_form(request, self.app.settings.max_file_bytes)
+        fields, filename, content = await read_form(request)
         self.libre.check_key(request, fields, call.method)
         if not filename and not content:
             raise InvalidRequest("Invalid request: missing file parameter")
+        self.app.files.check_size(len(content))
         for name in ("source", "target"):
             if not fields.get(name):
                 raise InvalidRequest(f"Invalid request: missing {name} parameter")
@@ -120,8 +121,8 @@ def add_routes(http: HttpServer, libre: LibreTranslateRoutes) -> None:
         routes.translate_file,
         label=label,
         inference=True,
-        body_limit=http.app.settings.max_file_bytes + FORM_SLACK,
-        body_setting="--max-file-bytes + 256 KiB",
+        body_limit=2 * http.app.settings.max_file_bytes + FORM_SLACK,
+        body_setting="2 x --max-file-bytes + 256 KiB",
         authenticate=libre.header(label),
     )
     route("GET", "/download_file/{name}", routes.download_file, label="libretranslate.download_file")

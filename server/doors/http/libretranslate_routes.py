@@ -44,6 +44,7 @@ from ...service.routing import LanguageNotServed, language_name
 from .server import HttpServer, PayloadTooLarge, json_object, json_response, read_body, text_body_limit
 
 MAX_FORM_FIELDS = 1000  # aiohttp's default for multipart forms; LibreTranslate's requests have a handful
+UPSTREAM_LIMITS = ("max_request_chars", "max_text_chars", "max_texts_per_request")  # what upstream words
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its web page waits after a keystroke
 
 
@@ -171,6 +172,8 @@ def upstream_words() -> Iterator[None]:
             raise InvalidRequest(target) from None
         raise InvalidRequest(f"{target} from {echo(language_name(exc.source), quoted=False)} ({source})") from None
     except LimitExceeded as exc:
+        if exc.limit not in UPSTREAM_LIMITS:  # a file's limits: attnserve's own words, naming the setting
+            raise
         what = "character" if exc.limit == "max_request_chars" else "text"
         raise InvalidRequest(f"Invalid request: request ({exc.value}) exceeds {what} limit ({exc.maximum})") from None
     except UnknownFormat as exc:
