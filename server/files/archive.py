@@ -14,6 +14,7 @@ EPUB ``mimetype`` entry stays first and stored, as their specs require).
 
 from __future__ import annotations
 
+import copy
 import io
 import zipfile
 from collections.abc import Mapping
@@ -73,5 +74,5 @@ def rewrite(archive: zipfile.ZipFile, replaced: Mapping[str, bytes], kind: str) 
     with zipfile.ZipFile(out, "w") as package:
         for info in archive.infolist():
             data = replaced[info.filename] if info.filename in replaced else read(archive, info.filename, kind)
-            package.writestr(info, data, compress_type=info.compress_type)
+            package.writestr(copy.copy(info), data, compress_type=info.compress_type)  # writestr edits its info
     return out.getvalue()
