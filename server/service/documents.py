@@ -106,8 +106,7 @@ def _documents(engine: TranslationEngine) -> _EngineDocuments:
 
 def split(engine: TranslationEngine, texts: Sequence[str], format: str, language: str = "") -> list[PreparedDocument]:
     """Each text as a document of sentences in ``language``'s rules ("": the model's)."""
-    splitter = _documents(engine).splitter(language or None)
-    return [splitter.split(text, format) for text in texts]
+    return _documents(engine).splitter(language or None).split_many(texts, format)
 
 
 async def split_documents(valid: ValidTranslation, pool: Executor) -> list[PreparedDocument]:
