@@ -5,8 +5,10 @@ service, and the translations written back with everything else in the file as i
 an :class:`Extracted` (texts + a writer). Torch-free and engine-free, as ``server.documents``.
 
 PDF is refused, by design: a PDF holds positioned glyphs, not paragraphs, so a translation
-(German runs about a third longer than English) cannot be put back into its layout faithfully;
-LibreTranslate's own PDF path overlays text boxes. Convert it to .docx or .odt first.
+(German runs about a third longer than English) cannot be put back into its layout faithfully.
+LibreTranslate's argos-translate-files redacts each text block and draws its translation in a
+box at the same place with PyMuPDF (AGPL), shrinking or overflowing it. Convert it to .docx or
+.odt first.
 """
 
 from __future__ import annotations
