@@ -3,7 +3,7 @@
     attnserve-client translate "Monday, March 3, 2025"
     attnserve-client translate --stream "Monday, March 3, 2025"
     attnserve-client translate --format html - < page.html
-    attnserve-client translate-file report.docx --to de
+    attnserve-client translate-file examples/memo.docx --to de
     attnserve-client classify digit.png
     attnserve-client models
     attnserve-client health
