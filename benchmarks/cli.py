@@ -16,6 +16,7 @@ BENCHMARKS = {
     "documents": "documents",
     "glossary": "glossary",
     "many-pairs": "many_pairs",
+    "files": "files",
 }
 
 

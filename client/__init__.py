@@ -88,6 +88,19 @@ class Chunk:
 
 
 @dataclass(frozen=True)
+class TranslatedFile:
+    content: bytes
+    filename: str
+    media_type: str
+    model: str
+    characters: int
+    sentences: int
+    source_language: str
+    target_language: str
+    detected_language: str = ""
+
+
+@dataclass(frozen=True)
 class Label:
     label: str
     index: int
@@ -435,6 +448,46 @@ class Client:
                 yield Chunk(msg.delta, list(msg.token_ids), FINISH_REASONS.get(msg.finish_reason, ""))
         finally:
             call.cancel()
+
+    def translate_file(
+        self,
+        path: str | Path,
+        target_language: str,
+        source_language: str = "auto",
+        model: str = "",
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        timeout: float | None = None,
+    ) -> TranslatedFile:
+        """Translate the file at ``path`` (its extension picks the format) as one request;
+        ``progress(done, total)`` hears of its sentences as the server decodes them.
+        Closing early (an exception in ``progress``) cancels the call."""
+        path = Path(path)
+        request = pb.TranslateFileRequest(
+            model=model,
+            filename=path.name,
+            content=path.read_bytes(),
+            source_language=source_language,
+            target_language=target_language,
+        )
+        call = self._call(lambda t: self.stub.TranslateFile(request, timeout=t), timeout)
+        parts: list[bytes] = []
+        try:
+            for msg in self._stream_rest(call):
+                kind = msg.WhichOneof("event")
+                if kind == "progress" and progress is not None:
+                    progress(msg.progress.sentences_done, msg.progress.sentences_total)
+                elif kind == "content":
+                    parts.append(msg.content)
+                elif kind == "done":
+                    d = msg.done
+                    return TranslatedFile(
+                        b"".join(parts), d.filename, d.media_type, d.model, d.characters, d.sentences,
+                        d.source_language, d.target_language, d.detected_language,
+                    )  # fmt: skip
+        finally:
+            call.cancel()
+        raise AttnServeError(grpc.StatusCode.INTERNAL, "the TranslateFile stream ended without its file")
 
     @staticmethod
     def _stream_rest(call: Any) -> Iterator[pb.TranslateChunk]:

@@ -4,6 +4,7 @@
     attnserve-client translate --stream "Monday, March 3, 2025"
     attnserve-client translate --format html - < page.html
     attnserve-client translate --glossary terms.tsv --keep Weblate "Monday with Weblate"
+    attnserve-client translate-file examples/memo.docx --to de
     attnserve-client classify digit.png
     attnserve-client models
     attnserve-client pairs
@@ -64,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnserve-client", description="Talk to an attnserve server.")
     parser.add_argument("--address", default=DEFAULT_ADDRESS, help=f"server HOST:PORT (default {DEFAULT_ADDRESS})")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    parser.add_argument("--timeout", type=float, default=30.0, help="deadline per call in seconds (default 30)")
+    parser.add_argument(
+        "--timeout", type=float, default=None, help="deadline per call in seconds (default 30; translate-file 600)"
+    )
     parser.add_argument("--retries", type=int, default=3, help="retries on UNAVAILABLE (default 3)")
     parser.add_argument(
         "--token",
@@ -112,6 +115,16 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--keep", action="append", default=[], metavar="TERM", help="a term left as it is (repeatable)")
     tr.add_argument("--scores", action="store_true", help="print scores")
     tr.add_argument("--token-ids", action="store_true", help="print token ids")
+
+    tf = sub.add_parser(
+        "translate-file", help="translate a file (.txt .md .html .srt .docx .pptx .odt .odp .epub), keeping its layout"
+    )
+    tf.add_argument("file", type=Path, help="the file to translate; its extension picks the format")
+    tf.add_argument("--to", required=True, dest="target_language", help="target language (ISO 639-1 or the model's)")
+    tf.add_argument("--from", default="auto", dest="source_language", help="source language (default: auto)")
+    tf.add_argument("--out", type=Path, default=None, help="where to write it (default: NAME.<to>.EXT beside it)")
+    tf.add_argument("--model", default="", help="model name (default: the one the languages pick)")
+    tf.add_argument("--quiet", action="store_true", help="no progress bar")
 
     cl = sub.add_parser("classify", help="classify image files")
     cl.add_argument("images", nargs="+", help="image files (PNG, JPEG, ...)")
@@ -190,6 +203,47 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
+class ProgressBar:
+    """``[#####.....] 120/240 sentences`` on stderr, redrawn in place; silent when stderr is not a
+    terminal or ``quiet`` (tqdm is not a dependency of the client)."""
+
+    WIDTH = 30
+
+    def __init__(self, label: str, quiet: bool = False) -> None:
+        self.label, self.on = label, not quiet and sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        if not self.on:
+            return
+        filled = self.WIDTH * done // total if total else self.WIDTH
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        print(f"\r{self.label} [{bar}] {done}/{total} sentences", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.on:
+            print(file=sys.stderr)
+
+
+def _translate_file(client: Client, args: argparse.Namespace) -> int:
+    if not args.file.is_file():
+        print(f"attnserve-client: error: {args.file}: no such file", file=sys.stderr)
+        return 2
+    out = args.out or args.file.with_name(f"{args.file.stem}.{args.target_language}{args.file.suffix}")
+    bar = ProgressBar(args.file.name, args.quiet or args.json)
+    try:
+        done = client.translate_file(
+            args.file, args.target_language, args.source_language, args.model, progress=bar, timeout=args.timeout
+        )
+    finally:
+        bar.close()
+    out.write_bytes(done.content)
+    if args.json:
+        _print_json(dataclasses.asdict(done) | {"content": None, "out": str(out)})
+    else:
+        print(f"{out} ({done.characters:,} characters, {done.sentences:,} sentences, {done.model})")
+    return 0
+
+
 def _classify(client: Client, args: argparse.Namespace) -> int:
     try:
         images = [open(path, "rb").read() for path in args.images]  # noqa: SIM115 - tiny files, read at once
@@ -254,11 +308,22 @@ def _health(client: Client, args: argparse.Namespace) -> int:
     return 0 if status == "SERVING" else 1
 
 
-COMMANDS = {"translate": _translate, "classify": _classify, "models": _models, "pairs": _pairs, "health": _health}
+COMMANDS = {
+    "translate": _translate,
+    "translate-file": _translate_file,
+    "classify": _classify,
+    "models": _models,
+    "pairs": _pairs,
+    "health": _health,
+}
+DEFAULT_TIMEOUT_S = {"translate-file": 600.0}  # a file takes longer than a call of a few texts
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.timeout is None:
+        args.timeout = DEFAULT_TIMEOUT_S.get(args.command, 30.0)
+
     try:
         tls = {
             key: path.read_bytes()

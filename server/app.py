@@ -44,6 +44,7 @@ from .reload import Reloader
 from .repository import RepositoryControl
 from .residency import Residency
 from .service.classification import ClassificationService
+from .service.files import FileTranslation
 from .service.requests import MODEL_VERSION
 from .service.translation import TranslationService, check_version
 
@@ -75,6 +76,7 @@ class AttnServer(RepositoryControl):
         # splitting, language detection (--preprocess-threads threads).
         self.preprocess_pool = ThreadPoolExecutor(settings.preprocess_threads, thread_name_prefix="preprocess")
         self.translation = TranslationService(registry, settings, self.metrics, self.preprocess_pool)
+        self.files = FileTranslation(self.translation)
         self.classification = ClassificationService(registry, settings, self.preprocess_pool)
         self.kserve = KServeInference(self)
         options = [

@@ -182,6 +182,23 @@ class Settings:
         "included); a client's shorter deadline or timeout wins; past it -> DEADLINE_EXCEEDED, its work dropped "
         "(0 = none)",
     )
+    # files (LibreTranslate's /translate_file, attnserve.v1 TranslateFile; docs/operations.md)
+    max_file_bytes: int = _setting(
+        32 << 20, "size of one file to translate; a zip-based file (docx, pptx, odt, odp, epub) unpacks to at most 4x"
+    )
+    max_file_chars: int = _setting(
+        300_000, "characters of text in one file to translate (what the model reads; markup and layout not counted)"
+    )
+    file_timeout_seconds: float = _setting(
+        600.0, "server-side time limit of one file's translation (in place of --request-timeout-seconds; 0 = none)"
+    )
+    download_dir: str = _setting(
+        "", "directory of translated files waiting for download ('' = attnserve-downloads in the system temp dir)"
+    )
+    download_retention_s: float = _setting(3600.0, "seconds a translated file stays downloadable; then deleted")
+    max_download_bytes: int = _setting(
+        1 << 30, "translated files kept for download, in bytes together; the oldest are deleted to make room"
+    )
     # access (docs/operations.md)
     tls_cert: str = _setting("", "PEM server certificate chain; with --tls-key serves TLS only")
     tls_key: str = _setting("", "PEM private key of --tls-cert")
@@ -216,12 +233,15 @@ class Settings:
             "max_loaded_models": self.max_loaded_models >= 0,
             "model_memory_bytes": self.model_memory_bytes >= 0,
             "model_load_retry_seconds": self.model_load_retry_seconds >= 0,
+            "file_timeout_seconds": self.file_timeout_seconds >= 0,
+            "download_retention_s": self.download_retention_s > 0,
         }
         positive = (
             "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
             "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
             "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
             "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
+            " max_file_bytes max_file_chars max_download_bytes"
         ).split()
         checks.update({name: getattr(self, name) >= 1 for name in positive})
         for name, ok in checks.items():

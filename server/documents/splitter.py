@@ -9,7 +9,7 @@ segment and its token ids come with it, so the engine tokenises nothing twice.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from attnserve.server.errors import InvalidRequest, echo
@@ -80,12 +80,26 @@ class DocumentSplitter:
         self.language = language
 
     def split(self, text: str, format: str = TEXT) -> PreparedDocument:
+        return self.split_many([text], format)[0]
+
+    def split_many(self, texts: Sequence[str], format: str = TEXT) -> list[PreparedDocument]:
+        """Each text as a document. One tokenizer call for every sentence of all of them: a call
+        per run cost ~0.5 ms each, and a call per text ~0.2 ms (a file of 900 paragraphs)."""
         if format not in FORMATS:
             raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, got {echo(format)}")
-        runs = html_runs(text) if format == HTML else text_runs(text)
-        work = [(run, cut_at_markup(run, sentence_spans(run.plain, self.language, run.lines))) for run in runs]
-        # One tokenizer call for every sentence of the document (a call per run cost ~0.5 ms each).
-        ids = iter(self.budget.encode([self.normalize(run.plain[s:e]) for run, spans in work for s, e in spans]))
+        works = []
+        for text in texts:
+            runs = html_runs(text) if format == HTML else text_runs(text)
+            works.append(
+                [(run, cut_at_markup(run, sentence_spans(run.plain, self.language, run.lines))) for run in runs]
+            )
+        flat = [self.normalize(run.plain[s:e]) for work in works for run, spans in work for s, e in spans]
+        ids = iter(self.budget.encode(flat))
+        return [self._document(text, work, ids, format) for text, work in zip(texts, works)]
+
+    def _document(
+        self, text: str, work: list[tuple[Run, list[tuple[int, int]]]], ids: Iterator[list[int]], format: str
+    ) -> PreparedDocument:
         placed: list[tuple[int, int, Segment, list[int]]] = []  # (raw start, raw end, segment, ids)
         for run, spans in work:
             fitter = SentenceFitter(run.plain, self.normalize, self.budget, functools.partial(_may_cut, run.map))

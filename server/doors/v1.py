@@ -1,8 +1,9 @@
-"""attnserve.v1 over gRPC: ``InferenceService`` (Translate, TranslateStream, Classify, ListModels,
-GetModel) and ``AdminService`` (Reload), each RPC inside :meth:`AttnServer.rpc`."""
+"""attnserve.v1 over gRPC: ``InferenceService`` (Translate, TranslateStream, TranslateFile, Classify,
+ListModels, GetModel) and ``AdminService`` (Reload), each RPC inside :meth:`AttnServer.rpc`."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,29 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                         yield chunk
             finally:
                 await events.aclose()  # a cancelled or closed stream frees its row at the next step
+
+    async def TranslateFile(
+        self, request: pb.TranslateFileRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.TranslateFileChunk]:
+        async with self.app.rpc(context, "TranslateFile", request.model, inference=True) as call:
+            wanted = convert.file_request(request, call, client_deadline(context))
+            progress: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+            work = asyncio.ensure_future(self.app.files.translate(wanted, lambda *p: progress.put_nowait(p)))
+            try:
+                while not work.done() or not progress.empty():
+                    waiter = asyncio.ensure_future(progress.get())
+                    await asyncio.wait([work, waiter], return_when=asyncio.FIRST_COMPLETED)
+                    if not waiter.done():
+                        waiter.cancel()
+                        continue
+                    done, total = waiter.result()
+                    while not progress.empty():  # only the latest of a burst goes out
+                        done, total = progress.get_nowait()
+                    yield pb.TranslateFileChunk(progress=pb.FileProgress(sentences_done=done, sentences_total=total))
+                for chunk in convert.file_chunks(work.result()):
+                    yield chunk
+            finally:
+                work.cancel()  # a cancelled call drops the file's sentences at the next step
 
     async def Classify(self, request: pb.ClassifyRequest, context: grpc.aio.ServicerContext) -> pb.ClassifyResponse:
         async with self.app.rpc(context, "Classify", request.model, inference=True) as call:

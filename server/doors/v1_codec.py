@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
@@ -19,6 +20,7 @@ from ..classification import EncodedImage, ImageInput, ImageResult, RawTensor
 from ..config import Settings
 from ..errors import InvalidRequest
 from ..registry import FailedModel, IndexedModel, LoadedModel
+from ..service.files import FileRequest, TranslatedFile
 from ..service.requests import ClassificationRequest, Deadline, Translated, TranslationRequest
 from ..service.routing import Route
 from ..translation import DecodeOptions, Hypothesis, StreamEvent
@@ -262,3 +264,38 @@ def model_info(model: LoadedModel | IndexedModel | FailedModel, settings: Settin
             )
         )
     return info
+
+
+FILE_CHUNK_BYTES = 1 << 20  # a translated file goes out in messages of at most this many bytes
+
+
+def file_request(request: pb.TranslateFileRequest, call: Call, deadline: Deadline | None = None) -> FileRequest:
+    return FileRequest(
+        call,
+        request.filename,
+        request.content,
+        request.source_language,
+        request.target_language,
+        model=request.model,
+        deadline=deadline,
+    )
+
+
+def file_chunks(done: TranslatedFile) -> Iterator[pb.TranslateFileChunk]:
+    """The file's bytes in chunks, then its summary."""
+    content = done.content
+    for at in range(0, len(content), FILE_CHUNK_BYTES):
+        yield pb.TranslateFileChunk(content=content[at : at + FILE_CHUNK_BYTES])
+    yield pb.TranslateFileChunk(
+        done=pb.FileDone(
+            model=done.model,
+            filename=done.filename,
+            media_type=done.media_type,
+            size_bytes=len(content),
+            characters=done.characters,
+            sentences=done.sentences,
+            source_language=done.source_language,
+            target_language=done.target_language,
+            detected_language=done.detected.language if done.detected else "",
+        )
+    )

@@ -49,7 +49,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections import Counter
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +67,8 @@ INLINE_SPLIT_CHARS = 2_000
 INLINE_SEGMENTS = 64  # requests of up to this many segments are joined back on the event loop
 MAX_LANGUAGES = 64  # sentence splitters kept per engine, one per source language
 Work = list[tuple[str, Sequence[int], DecodeOptions]]  # (sentence, its ids, its options)
+Progress = Callable[[int], None]  # told how many more of the documents' sentences are decoded
+PROGRESS_STEPS = 32  # engine calls a request with progress is cut into, at most
 
 
 @dataclass
@@ -103,8 +106,7 @@ def _documents(engine: TranslationEngine) -> _EngineDocuments:
 
 def split(engine: TranslationEngine, texts: Sequence[str], format: str, language: str = "") -> list[PreparedDocument]:
     """Each text as a document of sentences in ``language``'s rules ("": the model's)."""
-    splitter = _documents(engine).splitter(language or None)
-    return [splitter.split(text, format) for text in texts]
+    return _documents(engine).splitter(language or None).split_many(texts, format)
 
 
 def normalizer(engine: TranslationEngine):
@@ -178,12 +180,20 @@ def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> 
     return distinct, order
 
 
-async def _decode_sentences(valid: ValidTranslation, work: Work) -> list[TranslationResult]:
+async def _decode_sentences(
+    valid: ValidTranslation, work: Work, finished: Callable[[Sequence[int]], None] | None = None
+) -> list[TranslationResult]:
     """One result per (sentence, its ids, options), in order: sentences of equal options go to
     the engine in calls of at most ``max_texts_per_request``; a failure or a cancel abandons
-    every call."""
+    every call. ``finished(indices)`` hears of every call's sentences as it finishes; the
+    calls are then smaller (about 1/32 of the work each, the same sentences in flight), so a
+    file's progress moves in steps a person sees."""
     engine, deadline = valid.model.engine, valid.request.deadline
     chunk, in_flight = _window(engine)
+    if finished is not None:
+        share = chunk * in_flight
+        chunk = max(1, min(chunk, -(-len(work) // PROGRESS_STEPS)))
+        in_flight = max(1, share // chunk)
     by_options: dict[DecodeOptions, list[int]] = {}
     for i, (_, _, options) in enumerate(work):
         by_options.setdefault(options, []).append(i)
@@ -192,7 +202,10 @@ async def _decode_sentences(valid: ValidTranslation, work: Work) -> list[Transla
     async def call(options: DecodeOptions, indices: Sequence[int]) -> list[TranslationResult]:
         sentences, ids = [work[i][0] for i in indices], [work[i][1] for i in indices]
         prepared = engine.prepare(sentences, options, ids, max_new_tokens=valid.max_new_tokens)
-        return await engine.translate(prepared, deadline=_engine_deadline(deadline))
+        results = await engine.translate(prepared, deadline=_engine_deadline(deadline))
+        if finished is not None:
+            finished(indices)
+        return results
 
     if len(calls) == 1:
         return await call(*calls[0])
@@ -269,18 +282,30 @@ def _assemble(
 
 
 async def translate(
-    valid: ValidTranslation, prepared: list[PreparedDocument], pool: Executor | None = None
+    valid: ValidTranslation,
+    prepared: list[PreparedDocument],
+    pool: Executor | None = None,
+    progress: Progress | None = None,
 ) -> list[TranslationResult]:
     """One ``TranslationResult`` per document, in order. With a ``pool``, a request of more than
     ``INLINE_SEGMENTS`` segments is deduplicated and joined back on it: 9,000 html pieces take
-    a busy core about 100 ms of Python, which on the event loop would stall every other call."""
+    a busy core about 100 ms of Python, which on the event loop would stall every other call.
+    ``progress(n)``: n more of the documents' sentences decoded (a sentence decoded once for
+    its repeats counts for each of them), as engine calls finish."""
     inline = pool is None or sum(p.segments for p in prepared) <= INLINE_SEGMENTS
 
     async def off_loop(fn, *args):
         return fn(*args) if inline else await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     distinct, order = await off_loop(_distinct, valid, prepared)
-    decoded = await _decode_sentences(valid, distinct) if distinct else []
+    finished = None
+    if progress is not None:
+        occurrences = Counter(order)  # distinct sentence -> how many of the documents' sentences it is
+
+        def finished(indices: Sequence[int]) -> None:
+            progress(sum(occurrences[i] for i in indices))
+
+    decoded = await _decode_sentences(valid, distinct, finished) if distinct else []
     return await off_loop(_assemble, prepared, decoded, order, valid.options.num_hypotheses)
 
 

@@ -105,9 +105,9 @@ class TranslationService:
         if route is not None:
             return await pivot.translate(self.translate, request, route, self.settings.request_timeout_seconds)
         async with self.validate(request) as valid:
-            prepared = await self._split(valid)
+            prepared = await self.split(valid)
             results = await bounded(documents.translate(valid, prepared, self.pool), valid.request.deadline)
-            self._answered(valid, [r.queue_ms for r in results])
+            self.answered(valid, [r.queue_ms for r in results])
         return Translated(valid.model.name, results, valid.source_language, valid.target_language, valid.detected)
 
     async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
@@ -125,7 +125,7 @@ class TranslationService:
                 yield event
             return
         async with self.validate(request) as valid:
-            (prepared,) = await self._split(valid)
+            (prepared,) = await self.split(valid)
             events = documents.stream(valid, prepared)
             try:
                 while True:
@@ -134,7 +134,7 @@ class TranslationService:
                     except StopAsyncIteration:
                         return
                     if event.finish_reason is not None:  # booked first: the caller may close the stream at it
-                        self._answered(valid, [event.queue_ms])
+                        self.answered(valid, [event.queue_ms])
                     yield event
                     if event.finish_reason is not None:
                         return
@@ -157,14 +157,16 @@ class TranslationService:
     # ----------------------------------------------------------------- validation
 
     @contextlib.asynccontextmanager
-    async def validate(self, request: TranslationRequest) -> AsyncIterator[ValidTranslation]:
+    async def validate(self, request: TranslationRequest, file: bool = False) -> AsyncIterator[ValidTranslation]:
         """The request checked once (limits, format, languages, options) for the model it goes
         to, which is held for the block (a hot reload retires it only after). Its deadline
-        becomes the earlier of its own and the server's time limit."""
-        request = dataclasses.replace(
-            request, deadline=within_time_limit(request.deadline, self.settings.request_timeout_seconds)
-        )
-        self.check_texts(request.texts)
+        becomes the earlier of its own and the server's time limit. ``file``: the texts of a
+        file, checked by the file service against the file limits (``--max-file-chars``) and
+        under ``--file-timeout-seconds`` in place of the request limits."""
+        limit = self.settings.file_timeout_seconds if file else self.settings.request_timeout_seconds
+        request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, limit))
+        if not file:
+            self.check_texts(request.texts)
         self.check_prefix(request.target_prefix)
         check_language_codes(request.source_language, request.target_language)
         if request.format not in FORMATS:
@@ -279,14 +281,15 @@ class TranslationService:
 
     # ---------------------------------------------------------------- bookkeeping
 
-    async def _split(self, valid: ValidTranslation) -> list[PreparedDocument]:
+    async def split(self, valid: ValidTranslation) -> list[PreparedDocument]:
+        """The request's documents (sentences and their ids); the request's sentence and character metrics."""
         prepared = await documents.split_documents(valid, self.pool)
         name = valid.model.name
         self.metrics.request_sentences.labels(name).observe(sum(p.segments for p in prepared))
         self.metrics.request_characters.labels(name).observe(sum(len(t) for t in valid.request.texts))
         return prepared
 
-    def _answered(self, valid: ValidTranslation, queue_ms: list[float]) -> None:
+    def answered(self, valid: ValidTranslation, queue_ms: list[float]) -> None:
         """Texts answered: the call's count and queue time (KServe's statistics) and the metric."""
         call, histogram = valid.request.caller, self.metrics.queue_time.labels(valid.model.name)
         call.items, call.queue_s = len(queue_ms), max(queue_ms) / 1e3

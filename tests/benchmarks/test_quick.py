@@ -316,6 +316,17 @@ def test_documents_quick(dirs):
     assert all(rate > 0 for rate in result["characters_per_s"].values())
 
 
+def test_files_quick(dirs):
+    """A .docx through /translate_file against its text through /translate; the translations agree
+    (the benchmark asserts it) and both rates are measured."""
+    argv, out = dirs
+    assert cli.main(["files", *argv]) == 0
+    result = json.loads((out / "files-quick.json").read_text())
+    assert result["paragraphs"] > 20 and result["characters"] > 1_000
+    assert set(result["characters_per_s"]) == {".docx via /translate_file", "its text via /translate"}
+    assert result["file_over_text"] > 0
+
+
 def test_iobinding_probe_on_the_decode_exports(dirs, tmp_path):
     """benchmarks.iobinding runs session.run and io binding on the same decoder; tokens agree."""
     from attnserve.benchmarks import iobinding

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -171,12 +172,18 @@ def test_the_readme_curl_examples_answer_what_it_shows(serve):
         for command, shown in examples:
             run = subprocess.run(
                 ["bash", "-c", command.replace("localhost:8000", server.http_address)],
+                cwd=ROOT,
                 capture_output=True,
                 text=True,
                 timeout=60,
                 check=True,
             )
-            if "generate_stream" in command:
+            if "translate_file" in command:  # the URL names a random file: <name> is its 32 characters
+                (url,) = json.loads(run.stdout).values()
+                (shown_url,) = json.loads("\n".join(shown)).values()
+                pattern = re.escape(shown_url.replace("localhost:8000", server.http_address))
+                assert re.fullmatch(pattern.replace(re.escape("<name>"), "[A-Za-z0-9_-]{32}"), url), (url, shown_url)
+            elif "generate_stream" in command:
                 events = [json.loads(x[len("data: ") :]) for x in run.stdout.split("\n\n") if x.startswith("data: ")]
                 expected = [json.loads(x[len("data: ") :]) for x in shown if x.startswith("data: ")]
                 assert events[0] == expected[0], command

@@ -22,6 +22,7 @@ TIER_OF_PATH = (
     ("export/", "integration"),
     ("server/kserve/", "integration"),
     ("server/http/", "integration"),
+    ("server/files/test_translate_file_rpc.py", "integration"),
     ("server/test_cli.py", "integration"),
     ("server/test_protobuf_range.py", "integration"),
     ("test_install_paths.py", "integration"),

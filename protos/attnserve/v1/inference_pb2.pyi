@@ -170,6 +170,60 @@ class TranslateChunk(_message.Message):
     finish_reason: FinishReason
     def __init__(self, delta: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ...) -> None: ...
 
+class TranslateFileRequest(_message.Message):
+    __slots__ = ("model", "filename", "content", "source_language", "target_language")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    filename: str
+    content: bytes
+    source_language: str
+    target_language: str
+    def __init__(self, model: _Optional[str] = ..., filename: _Optional[str] = ..., content: _Optional[bytes] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
+
+class FileProgress(_message.Message):
+    __slots__ = ("sentences_done", "sentences_total")
+    SENTENCES_DONE_FIELD_NUMBER: _ClassVar[int]
+    SENTENCES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    sentences_done: int
+    sentences_total: int
+    def __init__(self, sentences_done: _Optional[int] = ..., sentences_total: _Optional[int] = ...) -> None: ...
+
+class FileDone(_message.Message):
+    __slots__ = ("model", "filename", "media_type", "size_bytes", "characters", "sentences", "source_language", "target_language", "detected_language")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    MEDIA_TYPE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CHARACTERS_FIELD_NUMBER: _ClassVar[int]
+    SENTENCES_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    DETECTED_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    filename: str
+    media_type: str
+    size_bytes: int
+    characters: int
+    sentences: int
+    source_language: str
+    target_language: str
+    detected_language: str
+    def __init__(self, model: _Optional[str] = ..., filename: _Optional[str] = ..., media_type: _Optional[str] = ..., size_bytes: _Optional[int] = ..., characters: _Optional[int] = ..., sentences: _Optional[int] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., detected_language: _Optional[str] = ...) -> None: ...
+
+class TranslateFileChunk(_message.Message):
+    __slots__ = ("progress", "content", "done")
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    progress: FileProgress
+    content: bytes
+    done: FileDone
+    def __init__(self, progress: _Optional[_Union[FileProgress, _Mapping]] = ..., content: _Optional[bytes] = ..., done: _Optional[_Union[FileDone, _Mapping]] = ...) -> None: ...
+
 class Tensor(_message.Message):
     __slots__ = ("shape", "datatype", "raw_contents")
     SHAPE_FIELD_NUMBER: _ClassVar[int]

@@ -44,6 +44,11 @@ class InferenceServiceStub(object):
                 request_serializer=attnserve_dot_v1_dot_inference__pb2.TranslateRequest.SerializeToString,
                 response_deserializer=attnserve_dot_v1_dot_inference__pb2.TranslateChunk.FromString,
                 _registered_method=True)
+        self.TranslateFile = channel.unary_stream(
+                '/attnserve.v1.InferenceService/TranslateFile',
+                request_serializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileRequest.SerializeToString,
+                response_deserializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileChunk.FromString,
+                _registered_method=True)
         self.Classify = channel.unary_unary(
                 '/attnserve.v1.InferenceService/Classify',
                 request_serializer=attnserve_dot_v1_dot_inference__pb2.ClassifyRequest.SerializeToString,
@@ -88,6 +93,19 @@ class InferenceServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def TranslateFile(self, request, context):
+        """One file (.txt .md .html .srt .docx .pptx .odt .odp .epub, by its name's extension),
+        translated as one request: all its sentences decoded together. The stream sends
+        progress (sentences done / total) as the engine finishes them, then the translated
+        file in chunks of at most 1 MiB, then a last message with its summary. Structure,
+        styles, images and everything that is not text come back as they were. Limits: the
+        server's --max-file-bytes and --max-file-chars; an unsupported, corrupt or hostile
+        file (a zip bomb) is INVALID_ARGUMENT before any translation.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Classify(self, request, context):
         """A batch of images (encoded bytes or raw float32 tensors) for one classifier.
         """
@@ -119,6 +137,11 @@ def add_InferenceServiceServicer_to_server(servicer, server):
                     servicer.TranslateStream,
                     request_deserializer=attnserve_dot_v1_dot_inference__pb2.TranslateRequest.FromString,
                     response_serializer=attnserve_dot_v1_dot_inference__pb2.TranslateChunk.SerializeToString,
+            ),
+            'TranslateFile': grpc.unary_stream_rpc_method_handler(
+                    servicer.TranslateFile,
+                    request_deserializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileRequest.FromString,
+                    response_serializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileChunk.SerializeToString,
             ),
             'Classify': grpc.unary_unary_rpc_method_handler(
                     servicer.Classify,
@@ -190,6 +213,33 @@ class InferenceService(object):
             '/attnserve.v1.InferenceService/TranslateStream',
             attnserve_dot_v1_dot_inference__pb2.TranslateRequest.SerializeToString,
             attnserve_dot_v1_dot_inference__pb2.TranslateChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def TranslateFile(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/attnserve.v1.InferenceService/TranslateFile',
+            attnserve_dot_v1_dot_inference__pb2.TranslateFileRequest.SerializeToString,
+            attnserve_dot_v1_dot_inference__pb2.TranslateFileChunk.FromString,
             options,
             channel_credentials,
             insecure,

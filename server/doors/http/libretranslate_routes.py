@@ -11,7 +11,8 @@ LibreTranslate's own clients).
   detection is off);
 - ``GET /languages``: ``[{"code", "name", "targets"}]`` of the served translation models (targets
   reached directly and through the pivot language);
-- ``GET /frontend/settings``: the limits and the default pair, as LibreTranslate's page reads them.
+- ``GET /frontend/settings``: the limits and the default pair, as LibreTranslate's page reads them,
+  and the file formats ``/translate_file`` (``file_routes``) takes.
 
 Replies are LibreTranslate's: ``translatedText`` is a string for a string ``q`` and a list for
 a list; ``detectedLanguage`` only with ``source: auto``, ``alternatives`` only when asked for
@@ -38,15 +39,16 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import params
+from ... import files, params
 from ...calls import Call
-from ...documents import TEXT
+from ...documents import FORMATS, TEXT
 from ...errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat, echo
 from ...service.requests import Translated, TranslationRequest
 from ...service.routing import LanguageNotServed, language_name
 from .server import HttpServer, PayloadTooLarge, json_object, json_response, read_body, text_body_limit
 
 MAX_FORM_FIELDS = 1000  # aiohttp's default for multipart forms; LibreTranslate's requests have a handful
+UPSTREAM_LIMITS = ("max_request_chars", "max_text_chars", "max_texts_per_request")  # what upstream words
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its web page waits after a keystroke
 
 
@@ -174,6 +176,8 @@ def upstream_words() -> Iterator[None]:
             raise InvalidRequest(target) from None
         raise InvalidRequest(f"{target} from {echo(language_name(exc.source), quoted=False)} ({source})") from None
     except LimitExceeded as exc:
+        if exc.limit not in UPSTREAM_LIMITS:  # a file's limits: attnserve's own words, naming the setting
+            raise
         what = "character" if exc.limit == "max_request_chars" else "text"
         raise InvalidRequest(f"Invalid request: request ({exc.value}) exceeds {what} limit ({exc.maximum})") from None
     except UnknownFormat as exc:
@@ -291,8 +295,11 @@ class LibreTranslateRoutes:
                 "apiKeys": keys,
                 "keyRequired": keys,
                 "suggestions": False,
-                "filesTranslation": False,
-                "supportedFilesFormat": [],
+                "filesTranslation": True,
+                "supportedFilesFormat": list(files.SUPPORTED),
+                # attnserve's own, for its web page: the text formats and whether "auto" detects
+                "formats": list(FORMATS),
+                "languageDetection": self.service.detector is not None,
                 "language": {
                     "source": {"code": source, "name": language_name(source)},
                     "target": {"code": target, "name": language_name(target)},
@@ -301,7 +308,7 @@ class LibreTranslateRoutes:
         )
 
 
-def add_routes(http: HttpServer) -> None:
+def add_routes(http: HttpServer) -> LibreTranslateRoutes:
     routes = LibreTranslateRoutes(http)
     route = functools.partial(http.route, open=True, cors=True)  # browser pages of any origin, as upstream
     keyed = functools.partial(route, body_limit=text_body_limit(http.app.settings))
@@ -312,3 +319,4 @@ def add_routes(http: HttpServer) -> None:
     keyed("POST", "/detect", routes.detect, label=detect, authenticate=routes.header(detect))
     route("GET", "/languages", routes.languages, label="libretranslate.languages")
     route("GET", "/frontend/settings", routes.frontend_settings, label="libretranslate.frontend_settings")
+    return routes

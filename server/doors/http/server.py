@@ -14,7 +14,7 @@ with the HTTP status of the gRPC status (:data:`HTTP_STATUS`). TLS and bearer to
 (``Authorization: Bearer <token>``) come from the same settings as gRPC's; routes
 registered with ``open=True`` (health) need no token. KServe v2's routes live in
 ``kserve_routes``, Triton's generate extension in ``generate_routes``, LibreTranslate's API
-in ``libretranslate_routes``.
+in ``libretranslate_routes`` and its file routes in ``file_routes``, the web page in ``web_routes``.
 """
 
 from __future__ import annotations
@@ -213,11 +213,13 @@ class HttpServer:
         self._runner: web.AppRunner | None = None
         self._sock: socket.socket | None = None
         self._address: tuple[str, int] = ("", 0)
-        from . import generate_routes, kserve_routes, libretranslate_routes
+        from . import file_routes, generate_routes, kserve_routes, libretranslate_routes, web_routes
 
         kserve_routes.add_routes(self)
         generate_routes.add_routes(self)
-        libretranslate_routes.add_routes(self)
+        libre = libretranslate_routes.add_routes(self)
+        file_routes.add_routes(self, libre)
+        web_routes.add_routes(self)
 
     def route(
         self,
@@ -231,6 +233,7 @@ class HttpServer:
         tracked: bool = True,
         cors: bool = False,
         body_limit: int | None = None,
+        body_setting: str = "12 x --max-request-chars + 64 KiB",
         authenticate: Callable[[web.Request], None] | None = None,
     ) -> None:
         """Serve ``handler(request, call)`` at ``path``; ``label`` is its metrics method label.
@@ -252,7 +255,7 @@ class HttpServer:
             self.open_routes.add(name)
         calls, settings = self.app.calls, self.app.settings
         limit = body_limit or settings.max_message_bytes
-        setting = "--max-message-bytes" if limit == settings.max_message_bytes else "12 x --max-request-chars + 64 KiB"
+        setting = "--max-message-bytes" if limit == settings.max_message_bytes else body_setting
 
         async def wrapped(request: web.Request) -> web.StreamResponse:
             request_id = calls.request_id(request.headers.get(REQUEST_ID))
@@ -364,7 +367,7 @@ class HttpServer:
         self._runner = runner
         host, port = self._address
         log.info(
-            "HTTP (KServe v2 REST, generate, LibreTranslate) on %s://%s:%d",
+            "HTTP (KServe v2 REST, generate, LibreTranslate, the web page) on %s://%s:%d",
             "https" if ssl_context else "http",
             host,
             port,

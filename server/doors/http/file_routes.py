@@ -1,0 +1,128 @@
+"""LibreTranslate's file routes on the HTTP server (issue 35), codecs of the file service.
+
+- ``POST /translate_file``: a multipart form of ``file``, ``source`` (a code or ``auto``),
+  ``target`` and ``api_key`` -> ``{"translatedFileUrl": ".../download_file/<name>"}``, the
+  whole file translated first (as upstream does);
+- ``GET /download_file/<name>``: the translated file, as an attachment under its original
+  name; with api keys on, only for the key that asked for it (``api_key`` in the query or
+  the ``Authorization`` header); 404 ``"... expired ..."`` once it is gone.
+
+Errors are LibreTranslate's: 400 for a missing field, an unsupported or unreadable file, a
+file over ``--max-file-bytes`` or ``--max-file-chars``; 403 for a wrong key; 413 for a body
+over twice ``--max-file-bytes``. The form is read part by part with its own limits (each
+field but the file 64 KiB), so a file route needs no larger ``--max-message-bytes``. Stored files: ``files.downloads``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import urllib.parse
+from typing import Any
+
+from aiohttp import BodyPartReader, web
+
+from ...calls import Call
+from ...errors import InvalidRequest
+from ...files.downloads import DownloadStore
+from ...service.files import FileRequest
+from .libretranslate_routes import LibreTranslateRoutes, upstream_words
+from .server import HttpServer
+
+FIELD_BYTES = 64 << 10  # source, target, api_key: a few bytes each
+FORM_SLACK = 256 << 10  # the form's other fields and part headers, over the file itself
+# A body of up to twice --max-file-bytes is read, so a file somewhat over the limit gets the
+# service's 400 naming its size and the limit; a larger body is refused unread (413).
+
+
+async def read_form(request: web.Request) -> tuple[dict[str, str], str, bytes]:
+    """(text fields, the file's name, its bytes) of a multipart form; InvalidRequest when malformed."""
+    if not request.content_type.startswith("multipart/"):
+        raise InvalidRequest("Invalid request: send the file as multipart/form-data (fields file, source, target)")
+    fields: dict[str, str] = {}
+    filename, content = "", b""
+    try:
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if not isinstance(part, BodyPartReader) or not part.name:
+                continue
+            if part.name == "file":
+                filename = part.filename or ""
+                content = bytes(await part.read())  # the body is already in, within the route's limit
+            else:
+                value = await part.read_chunk(FIELD_BYTES)
+                fields.setdefault(part.name, value.decode("utf-8"))
+    except (ValueError, AssertionError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"Invalid request: the form does not parse: {exc}") from None
+    return fields, filename, content
+
+
+def _content_disposition(filename: str) -> str:
+    ascii_name = filename.encode("ascii", "replace").decode().replace('"', "_")
+    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{urllib.parse.quote(filename)}"
+
+
+class FileRoutes:
+    def __init__(self, http: HttpServer, libre: LibreTranslateRoutes) -> None:
+        self.app, self.libre = http.app, libre
+        settings = self.app.settings
+        self.store = DownloadStore(settings.download_dir, settings.download_retention_s, settings.max_download_bytes)
+
+    async def _off_loop(self, fn, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.app.preprocess_pool, fn, *args)
+
+    async def translate_file(self, request: web.Request, call: Call) -> web.Response:
+        fields, filename, content = await read_form(request)
+        self.libre.check_key(request, fields, call.method)
+        if not filename and not content:
+            raise InvalidRequest("Invalid request: missing file parameter")
+        self.app.files.check_size(len(content))
+        for name in ("source", "target"):
+            if not fields.get(name):
+                raise InvalidRequest(f"Invalid request: missing {name} parameter")
+        wanted = FileRequest(call, filename, content, fields["source"], fields["target"])
+        with upstream_words():
+            done = await self.app.files.translate(wanted)
+        key = self._key(request, fields)
+        name = await self._off_loop(self.store.save, done.content, done.filename, done.media_type, key)
+        url = request.url.with_path(f"/download_file/{urllib.parse.quote(name)}").with_query(None)
+        return web.json_response({"translatedFileUrl": str(url)})
+
+    def _key(self, request: web.Request, fields: dict[str, Any]) -> str | None:
+        """The api key the caller used (the header's token, else the form's), when keys are on."""
+        if self.app.token_checker is None:
+            return None
+        header = request.headers.get("Authorization", "")
+        if header.startswith("Bearer "):
+            return header[len("Bearer ") :].strip()
+        return fields.get("api_key") or None
+
+    async def download_file(self, request: web.Request, call: Call) -> web.StreamResponse:
+        key = self._key(request, dict(request.query))
+        keys_on = self.app.token_checker is not None
+        found = await self._off_loop(self.store.fetch, request.match_info["name"], key, keys_on)
+        return web.FileResponse(
+            found.path,
+            headers={
+                "Content-Type": found.media_type,
+                "Content-Disposition": _content_disposition(found.filename),
+                "Cache-Control": "no-store",
+            },
+        )
+
+
+def add_routes(http: HttpServer, libre: LibreTranslateRoutes) -> None:
+    routes = FileRoutes(http, libre)
+    route = functools.partial(http.route, open=True, cors=True)
+    label = "libretranslate.translate_file"
+    route(
+        "POST",
+        "/translate_file",
+        routes.translate_file,
+        label=label,
+        inference=True,
+        body_limit=2 * http.app.settings.max_file_bytes + FORM_SLACK,
+        body_setting="2 x --max-file-bytes + 256 KiB",
+        authenticate=libre.header(label),
+    )
+    route("GET", "/download_file/{name}", routes.download_file, label="libretranslate.download_file")

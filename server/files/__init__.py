@@ -1,0 +1,65 @@
+"""Files to translate (issue 35): a file's text units read into one request for the translation
+service, and the translations written back with everything else in the file as it was.
+
+``read(filename, data, max_file_bytes)`` picks the format by the name's extension and returns
+an :class:`Extracted` (texts + a writer). Torch-free and engine-free, as ``server.documents``.
+
+PDF is refused, by design: a PDF holds positioned glyphs, not paragraphs, so a translation
+(German runs about a third longer than English) cannot be put back into its layout faithfully.
+LibreTranslate's argos-translate-files redacts each text block and draws its translation in a
+box at the same place with PyMuPDF (AGPL), shrinking or overflowing it. Convert it to .docx or
+.odt first.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+from .errors import FileRefused, UnsupportedFile
+from .extracted import Extracted
+from .packages import read_docx, read_epub, read_odp, read_odt, read_pptx
+from .placement import Placement, Unit, place
+from .text_files import read_html, read_md, read_srt, read_txt
+
+Reader = Callable[[bytes, int], Extracted]
+READERS: dict[str, Reader] = {
+    ".txt": read_txt,
+    ".md": read_md,
+    ".html": read_html,
+    ".htm": read_html,
+    ".srt": read_srt,
+    ".docx": read_docx,
+    ".pptx": read_pptx,
+    ".odt": read_odt,
+    ".odp": read_odp,
+    ".epub": read_epub,
+}
+SUPPORTED = tuple(READERS)
+REFUSED = {
+    ".pdf": " (a PDF's layout cannot be rebuilt faithfully around a translation: convert it to .docx or .odt)",
+    ".doc": " (the binary Word format: save it as .docx)",
+    ".ppt": " (the binary PowerPoint format: save it as .pptx)",
+}
+
+
+def extension(filename: str) -> str:
+    return os.path.splitext(filename)[1].lower()
+
+
+def reader(filename: str) -> Reader:
+    """The reader for ``filename``'s extension; UnsupportedFile (400) otherwise."""
+    ext = extension(filename)
+    if ext not in READERS:
+        raise UnsupportedFile(filename, SUPPORTED, REFUSED.get(ext, ""))
+    return READERS[ext]
+
+
+def read(filename: str, data: bytes, max_file_bytes: int) -> Extracted:
+    """The texts of the file and how to write their translations back (see the module docstring)."""
+    if not data:
+        raise FileRefused("Invalid request: empty file")
+    return reader(filename)(data, max_file_bytes)
+
+
+__all__ = ["READERS", "SUPPORTED", "Extracted", "FileRefused", "Placement", "Unit", "UnsupportedFile", "place", "read"]

@@ -1,0 +1,78 @@
+"""Zip packages (.docx, .pptx, .odt, .odp, .epub), opened only after their directory is checked.
+
+A zip's central directory states every entry's uncompressed size before anything is
+inflated: a zip bomb (a few KB that inflate to gigabytes) and a zip of a million entries
+are refused from the directory alone (:class:`FileRefused`), before any entry is read.
+``zipfile`` then never inflates an entry past its stated size (a lying entry fails its CRC
+check). XML parts are parsed by lxml with entities unresolved and no network or DTD loading
+(no billion laughs, no external entities).
+
+A translated package is the original's entries in their order, each with its own name,
+date, compression and attributes; only the translated parts have new content (an ODF or
+EPUB ``mimetype`` entry stays first and stored, as their specs require).
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import zipfile
+from collections.abc import Mapping
+
+from lxml import etree
+
+from .errors import FileRefused
+
+MAX_ENTRIES = 10_000  # a 300-slide deck has ~1,500; a package with more is not a document
+UNPACKED_PER_BYTE = 4  # a package may unpack to this many times --max-file-bytes
+
+
+def open_zip(data: bytes, max_file_bytes: int, kind: str) -> zipfile.ZipFile:
+    """``data`` as a zip whose directory passed the checks of the module docstring."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError) as exc:
+        raise FileRefused(f"the file is not a valid {kind} (not a readable zip package: {exc})") from None
+    entries = archive.infolist()
+    if len(entries) > MAX_ENTRIES:
+        raise FileRefused(f"the {kind} package has {len(entries):,} entries; at most {MAX_ENTRIES:,} are read")
+    unpacked, limit = sum(e.file_size for e in entries), UNPACKED_PER_BYTE * max_file_bytes
+    if unpacked > limit:
+        raise FileRefused(
+            f"the {kind} package unpacks to {unpacked:,} bytes; this server unpacks at most {limit:,} "
+            f"({UNPACKED_PER_BYTE} x --max-file-bytes)"
+        )
+    return archive
+
+
+def read(archive: zipfile.ZipFile, name: str, kind: str) -> bytes:
+    try:
+        return archive.read(name)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
+        raise FileRefused(f"the {kind} package's entry {name!r} does not read: {exc}") from None
+
+
+_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, remove_blank_text=False)
+
+
+def parse_xml(data: bytes, name: str, kind: str) -> etree._ElementTree:
+    try:
+        return etree.ElementTree(etree.fromstring(data, _PARSER))
+    except etree.XMLSyntaxError as exc:
+        raise FileRefused(f"the {kind} package's part {name!r} is not well-formed XML: {exc}") from None
+
+
+def serialize_xml(tree: etree._ElementTree) -> bytes:
+    """The tree with the XML declaration it came with (encoding, standalone)."""
+    info = tree.docinfo
+    return etree.tostring(tree, xml_declaration=True, encoding=info.encoding or "UTF-8", standalone=info.standalone)
+
+
+def rewrite(archive: zipfile.ZipFile, replaced: Mapping[str, bytes], kind: str) -> bytes:
+    """The package with ``replaced[name]`` as the content of those entries, every other entry as it was."""
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as package:
+        for info in archive.infolist():
+            data = replaced[info.filename] if info.filename in replaced else read(archive, info.filename, kind)
+            package.writestr(copy.copy(info), data, compress_type=info.compress_type)  # writestr edits its info
+    return out.getvalue()

@@ -1,0 +1,122 @@
+"""Zip packages: .docx, .pptx, .odt, .odp and .epub, by the zip + XML route (lxml).
+
+Why not python-docx, python-pptx, odfpy and ebooklib: each reads a whole package into its own
+object model and writes every part it understood back in its own spelling, and each reads
+only its own format (python-docx skips the runs inside hyperlinks and text boxes; ebooklib
+rebuilds the OPF). Here one path serves all five: the zip's directory is checked before
+anything is inflated (``archive``), the XML parts that hold text are parsed with lxml
+(which the libraries above use underneath), their runs' character data is replaced
+(``paragraphs``) and every other entry (images, styles, fonts, relationships, settings) is
+written back with the same content, name, order and compression.
+
+- .docx: the body, headers, footers, footnotes and endnotes (``word/*.xml``);
+- .pptx: every slide and its speaker notes;
+- .odt / .odp: ``content.xml`` (body text, tables, frames, notes, slides);
+- .epub: every XHTML page (OPF manifest media type ``application/xhtml+xml``), each one
+  document in the service's ``html`` mode, as a .html file is.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import zipfile
+from collections.abc import Sequence
+
+from ..documents import HTML
+from . import archive
+from .errors import FileRefused
+from .extracted import Extracted
+from .paragraphs import DRAWING, OPENDOCUMENT, WORDPROCESSING, Dialect, Paragraph, paragraphs
+from .placement import Placement
+from .text_files import decode
+
+DOCX_PARTS = re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml")
+PPTX_PARTS = re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml")
+ODF_PARTS = re.compile(r"content\.xml")
+MEDIA_TYPES = {
+    ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    ".odt": "application/vnd.oasis.opendocument.text",
+    ".odp": "application/vnd.oasis.opendocument.presentation",
+    ".epub": "application/epub+zip",
+}
+
+
+def _office(
+    data: bytes, max_file_bytes: int, kind: str, parts: re.Pattern, required: str, dialect: Dialect
+) -> Extracted:
+    """The paragraphs of the package's text parts, in the zip's order of parts."""
+    package = archive.open_zip(data, max_file_bytes, kind)
+    names = [n for n in package.namelist() if parts.fullmatch(n)]
+    if required not in names:
+        raise FileRefused(f"the file is not a valid {kind}: it has no {required}")
+    trees = {name: archive.parse_xml(archive.read(package, name, kind), name, kind) for name in names}
+    found: list[tuple[str, Paragraph]] = [
+        (n, p) for n, tree in trees.items() for p in paragraphs(tree.getroot(), dialect)
+    ]
+
+    def write(translations: Sequence[str], placement: Placement) -> bytes:
+        for (_, paragraph), translation in zip(found, translations):
+            paragraph.write(placement(paragraph.unit, translation))
+        changed = {name for name, _ in found}
+        return archive.rewrite(package, {n: archive.serialize_xml(trees[n]) for n in changed}, kind)
+
+    return Extracted(tuple(p.unit.text for _, p in found), write, media_type=MEDIA_TYPES[kind])
+
+
+def read_docx(data: bytes, max_file_bytes: int) -> Extracted:
+    return _office(data, max_file_bytes, ".docx", DOCX_PARTS, "word/document.xml", WORDPROCESSING)
+
+
+def read_pptx(data: bytes, max_file_bytes: int) -> Extracted:
+    package = archive.open_zip(data, max_file_bytes, ".pptx")
+    slide = next((n for n in package.namelist() if n.startswith("ppt/slides/slide")), "ppt/slides/slide1.xml")
+    return _office(data, max_file_bytes, ".pptx", PPTX_PARTS, slide, DRAWING)
+
+
+def read_odt(data: bytes, max_file_bytes: int) -> Extracted:
+    return _office(data, max_file_bytes, ".odt", ODF_PARTS, "content.xml", OPENDOCUMENT)
+
+
+def read_odp(data: bytes, max_file_bytes: int) -> Extracted:
+    return _office(data, max_file_bytes, ".odp", ODF_PARTS, "content.xml", OPENDOCUMENT)
+
+
+CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
+OPF = "{http://www.idpf.org/2007/opf}"
+
+
+def epub_pages(package: zipfile.ZipFile) -> list[str]:
+    """The XHTML pages of the book, from META-INF/container.xml -> the OPF's manifest."""
+    container = archive.parse_xml(archive.read(package, "META-INF/container.xml", ".epub"), "container", ".epub")
+    rootfile = container.getroot().find(f".//{CONTAINER}rootfile")
+    opf_name = rootfile.get("full-path", "") if rootfile is not None else ""
+    if opf_name not in package.namelist():
+        raise FileRefused(f"the file is not a valid .epub: its container names no package document ({opf_name!r})")
+    opf = archive.parse_xml(archive.read(package, opf_name, ".epub"), opf_name, ".epub")
+    base = posixpath.dirname(opf_name)
+    pages = []
+    for item in opf.getroot().iter(f"{OPF}item"):
+        if item.get("media-type") == "application/xhtml+xml" and item.get("href"):
+            name = posixpath.normpath(posixpath.join(base, item.get("href")))
+            if name in package.namelist():
+                pages.append(name)
+    return pages
+
+
+def read_epub(data: bytes, max_file_bytes: int) -> Extracted:
+    package = archive.open_zip(data, max_file_bytes, ".epub")
+    if "META-INF/container.xml" not in package.namelist():
+        raise FileRefused("the file is not a valid .epub: it has no META-INF/container.xml")
+    pages = []
+    for name in epub_pages(package):
+        text, bom = decode(archive.read(package, name, ".epub"), ".epub page")
+        if text.strip():
+            pages.append((name, text, bom))
+
+    def write(translations: Sequence[str], placement: Placement) -> bytes:
+        replaced = {name: (bom + t).encode("utf-8") for (name, _, bom), t in zip(pages, translations)}
+        return archive.rewrite(package, replaced, ".epub")
+
+    return Extracted(tuple(p[1] for p in pages), write, HTML, MEDIA_TYPES[".epub"])

@@ -1,0 +1,145 @@
+"""Paragraphs of the XML parts of office packages, as runs the model's translation is placed back on.
+
+One :class:`Dialect` per family, read from the specs:
+
+- OOXML WordprocessingML (.docx, ECMA-376 Part 1 § 17.3): a paragraph ``<w:p>`` holds runs
+  ``<w:r>`` whose text is in ``<w:t>``; ``<w:tab/>`` and ``<w:br/>`` / ``<w:cr/>`` sit between
+  texts. Deleted text (``<w:delText>``) and field codes (``<w:instrText>``) are not read.
+- OOXML DrawingML (.pptx, § 21.1.2): ``<a:p>`` holds runs ``<a:r>`` with ``<a:t>``, and
+  ``<a:br/>``; a field's text (``<a:fld>``: a slide number, a date) is left as it is.
+- OpenDocument (.odt, .odp, ODF 1.3 § 5.1): ``<text:p>`` and ``<text:h>`` hold mixed content:
+  character data, ``<text:span>`` and ``<text:a>`` (styled runs and links, read through),
+  ``<text:s/>`` (spaces), ``<text:tab/>``, ``<text:line-break/>``; anything else inside (a
+  frame, a note, a bookmark) keeps its place and its own paragraphs are read on their own.
+
+Each stretch of character data is a :class:`Slot`: an element's ``text`` or ``tail``, the
+only thing written back. Everything else in the part (properties, styles, images, fields,
+relationships) is untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from lxml import etree
+
+from .placement import Unit
+
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    paragraphs: frozenset[str]  # paragraph elements
+    texts: frozenset[str]  # elements whose .text is a run's text (OOXML)
+    joints: dict[str, str]  # elements between runs -> what the model reads for them
+    mixed: bool = False  # ODF: character data of the paragraph and of `inline` elements are runs
+    inline: frozenset[str] = frozenset()  # read through (ODF spans and links)
+    run_parent: str = ""  # OOXML: a text element counts only inside this parent (a:r, not a:fld)
+
+
+WORDPROCESSING = Dialect(
+    paragraphs=frozenset({f"{W}p"}),
+    texts=frozenset({f"{W}t"}),
+    joints={f"{W}tab": "\t", f"{W}br": "\n", f"{W}cr": "\n"},
+    run_parent=f"{W}r",
+)
+DRAWING = Dialect(
+    paragraphs=frozenset({f"{A}p"}), texts=frozenset({f"{A}t"}), joints={f"{A}br": "\n"}, run_parent=f"{A}r"
+)
+OPENDOCUMENT = Dialect(
+    paragraphs=frozenset({f"{TEXT}p", f"{TEXT}h"}),
+    texts=frozenset(),
+    joints={f"{TEXT}s": " ", f"{TEXT}tab": "\t", f"{TEXT}line-break": "\n"},
+    mixed=True,
+    inline=frozenset({f"{TEXT}span", f"{TEXT}a"}),
+)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An element's ``text`` (or ``tail``): one run's character data."""
+
+    element: etree._Element
+    tail: bool = False
+
+    def get(self) -> str:
+        return (self.element.tail if self.tail else self.element.text) or ""
+
+    def set(self, text: str) -> None:
+        if self.tail:
+            self.element.tail = text
+            return
+        self.element.text = text
+        if self.element.tag == f"{W}t" and text != text.strip():  # Word drops edge spaces without it
+            self.element.set(XML_SPACE, "preserve")
+
+
+@dataclass(frozen=True)
+class Paragraph:
+    slots: tuple[Slot, ...]
+    unit: Unit
+
+    def write(self, runs: list[str]) -> None:
+        for slot, text in zip(self.slots, runs, strict=True):
+            slot.set(text)
+
+
+class _Collector:
+    def __init__(self, dialect: Dialect) -> None:
+        self.dialect = dialect
+        self.slots: list[Slot] = []
+        self.runs: list[str] = []
+        self.joints: list[str] = []
+        self.pending = ""  # joints seen since the last run
+
+    def slot(self, slot: Slot) -> None:
+        text = slot.get()
+        if not text:
+            return
+        if self.slots:
+            self.joints.append(self.pending)
+        self.pending = ""
+        self.slots.append(slot)
+        self.runs.append(text)
+
+    def joint(self, element: etree._Element) -> None:
+        text = self.dialect.joints[element.tag]
+        if element.tag == f"{TEXT}s":  # <text:s text:c="3"/>: three spaces
+            count = element.get(f"{TEXT}c", "1")
+            text *= int(count) if count.isdigit() and 0 < int(count) < 1000 else 1
+        self.pending += text
+
+    def walk(self, element: etree._Element) -> None:
+        d = self.dialect
+        if d.mixed:
+            self.slot(Slot(element))
+        for child in element:
+            tag = child.tag
+            if tag in d.paragraphs or not isinstance(tag, str):  # a nested paragraph; a comment or PI
+                pass
+            elif tag in d.joints:
+                self.joint(child)
+            elif tag in d.texts:
+                if child.getparent().tag == d.run_parent:
+                    self.slot(Slot(child))
+            elif not d.mixed or tag in d.inline:
+                self.walk(child)
+            if d.mixed:
+                self.slot(Slot(child, tail=True))
+
+
+def paragraphs(root: etree._Element, dialect: Dialect) -> Iterator[Paragraph]:
+    """The paragraphs of ``root`` with something to translate, in document order."""
+    for element in root.iter(*dialect.paragraphs):
+        collector = _Collector(dialect)
+        collector.walk(element)
+        if not collector.runs:
+            continue
+        unit = Unit(tuple(collector.runs), tuple(collector.joints))
+        if unit.text.strip():
+            yield Paragraph(tuple(collector.slots), unit)

@@ -1,0 +1,136 @@
+"""Files through the translation service (issue 35): one file is one request to the engine.
+
+``FileTranslation.translate(FileRequest, progress)``:
+
+1. the file is read by its format (``server.files``) on the work pool: its text units
+   (paragraphs, slide text, subtitle cues, html pages) and a writer for their translations;
+   a zip package's directory is checked before anything is inflated;
+2. its characters (the text the model reads, not markup or layout) are checked against
+   ``--max-file-chars``, where LibreTranslate charges a file ``bytes / char_limit`` requests:
+   the same budget, counted on what is translated;
+3. the units go to the translation service as ONE request (``TranslationService.validate``
+   with ``file=True``: the file limits in place of the per-request ones, and
+   ``--file-timeout-seconds``): every sentence of the file is split, deduplicated and
+   decoded together through continuous batching, as a long document is, with
+   ``progress(done, total)`` told as engine calls finish;
+4. the translations are written back on the work pool, each paragraph's translation placed
+   on its runs (``files.placement``).
+
+Every door (LibreTranslate's ``/translate_file``, attnserve.v1 ``TranslateFile``, the web
+page) calls this, and stores or streams the bytes it returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .. import files
+from ..calls import Call
+from ..errors import LimitExceeded
+from . import documents
+from .requests import Deadline, Detection, TranslationRequest
+from .translation import TranslationService, bounded
+
+FileProgress = Callable[[int, int], None]  # (sentences done, sentences in the file)
+
+
+@dataclass(frozen=True)
+class FileRequest:
+    caller: Call
+    filename: str  # its extension picks the format
+    content: bytes
+    source_language: str  # a code, or "auto"
+    target_language: str
+    model: str = ""
+    deadline: Deadline | None = None
+
+
+@dataclass(frozen=True)
+class TranslatedFile:
+    filename: str  # the request's
+    content: bytes
+    media_type: str
+    model: str
+    source_language: str
+    target_language: str
+    characters: int  # of text translated
+    sentences: int
+    detected: Detection | None = None
+
+
+class FileTranslation:
+    """Files for every door (see the module docstring); one per server, beside the text service."""
+
+    def __init__(self, service: TranslationService) -> None:
+        self.service = service
+        self.settings = service.settings
+
+    def check_size(self, size: int) -> None:
+        limit = self.settings.max_file_bytes
+        if size > limit:
+            raise LimitExceeded(
+                f"the file is {size:,} bytes; this server translates files of at most {limit:,} (--max-file-bytes)",
+                "max_file_bytes", size, limit,
+            )  # fmt: skip
+
+    async def read(self, filename: str, content: bytes) -> files.Extracted:
+        """The file's texts, read on the work pool, within the file limits."""
+        files.reader(filename)  # an unsupported type is refused before anything is read
+        self.check_size(len(content))
+        loop = asyncio.get_running_loop()
+        extracted = await loop.run_in_executor(
+            self.service.pool, files.read, filename, content, self.settings.max_file_bytes
+        )
+        limit = self.settings.max_file_chars
+        if extracted.characters > limit:
+            raise LimitExceeded(
+                f"the file holds {extracted.characters:,} characters of text; this server translates at most "
+                f"{limit:,} per file (--max-file-chars)",
+                "max_file_chars", extracted.characters, limit,
+            )  # fmt: skip
+        return extracted
+
+    async def translate(self, request: FileRequest, progress: FileProgress | None = None) -> TranslatedFile:
+        extracted = await self.read(request.filename, request.content)
+        wanted = TranslationRequest(
+            request.caller,
+            extracted.texts,
+            model=request.model,
+            format=extracted.format,
+            source_language=request.source_language,
+            target_language=request.target_language,
+            deadline=request.deadline,
+        )
+        service = self.service
+        async with service.validate(wanted, file=True) as valid:
+            prepared = await service.split(valid)
+            total = sum(p.segments for p in prepared)
+            done = 0
+
+            def advanced(n: int) -> None:
+                nonlocal done
+                done = min(total, done + n)
+                if progress is not None:
+                    progress(done, total)
+
+            if progress is not None:
+                progress(0, total)
+            results = await bounded(
+                documents.translate(valid, prepared, service.pool, advanced), valid.request.deadline
+            )
+            service.answered(valid, [max(r.queue_ms for r in results)])  # one item: the file
+        translations = [r.hypotheses[0].text for r in results]
+        content = await asyncio.get_running_loop().run_in_executor(service.pool, extracted.write, translations)
+        return TranslatedFile(
+            request.filename,
+            content,
+            extracted.media_type,
+            valid.model.name,
+            valid.source_language,
+            valid.target_language,
+            extracted.characters,
+            total,
+            valid.detected,
+        )

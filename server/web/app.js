@@ -1,0 +1,192 @@
+// attnserve's web page: text and file translation over the server's LibreTranslate routes.
+// Vanilla JS, no dependencies; everything it loads comes from this server.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const KEY_STORE = "attnserve.apiKey";
+const FORMAT_NAMES = { text: "Plain text", html: "HTML", markdown: "Markdown" };
+const state = { languages: [], settings: {} };
+
+function apiKey() {
+  return $("api-key").value.trim();
+}
+
+function say(message, error = false) {
+  const status = $("status");
+  status.textContent = message;
+  status.classList.toggle("error", error);
+  status.setAttribute("role", error ? "alert" : "status");
+}
+
+async function getJson(path) {
+  const reply = await fetch(path, { headers: { Accept: "application/json" } });
+  const body = await reply.json().catch(() => ({}));
+  if (!reply.ok) throw new Error(body.error || `${path}: HTTP ${reply.status}`);
+  return body;
+}
+
+function option(value, label) {
+  const o = document.createElement("option");
+  o.value = value;
+  o.textContent = label;
+  return o;
+}
+
+function nameOf(code) {
+  const found = state.languages.find((l) => l.code === code);
+  return found ? `${found.name} (${code})` : code;
+}
+
+function fillTargets() {
+  const source = $("source").value;
+  const target = $("target");
+  const before = target.value;
+  let codes;
+  if (source === "auto") {
+    codes = [...new Set(state.languages.flatMap((l) => l.targets))];
+  } else {
+    codes = (state.languages.find((l) => l.code === source) || { targets: [] }).targets;
+  }
+  target.replaceChildren(...codes.map((c) => option(c, nameOf(c))));
+  if (codes.includes(before)) target.value = before;
+}
+
+function fillPickers() {
+  const { settings, languages } = state;
+  const source = $("source");
+  const sources = languages.filter((l) => l.targets.length);
+  source.replaceChildren(...sources.map((l) => option(l.code, nameOf(l.code))));
+  if (settings.languageDetection) source.prepend(option("auto", "Detect language"));
+  const preferred = settings.language || {};
+  if (preferred.source && preferred.source.code) source.value = preferred.source.code;
+  fillTargets();
+  if (preferred.target && preferred.target.code) $("target").value = preferred.target.code;
+  const formats = (settings.formats || ["text"]).filter((f) => f in FORMAT_NAMES);
+  $("format").replaceChildren(...formats.map((f) => option(f, FORMAT_NAMES[f])));
+  const files = settings.supportedFilesFormat || [];
+  $("file").accept = files.join(",");
+  $("file-formats").textContent = files.length ? `Formats: ${files.join(" ")}` : "Files are not translated here.";
+  $("key-box").open = Boolean(settings.keyRequired) && !apiKey();
+  $("served").textContent = `${languages.length} languages; up to ${settings.charLimit} characters per text.`;
+}
+
+async function translateText() {
+  const text = $("text").value;
+  if (!text.trim()) {
+    say("Type a text to translate first.", true);
+    $("text").focus();
+    return;
+  }
+  const button = $("translate");
+  button.disabled = true;
+  say("Translating…");
+  try {
+    const reply = await fetch("/translate", {
+      method: "POST",
+      headers: { "Content-Type": "application/json", Accept: "application/json" },
+      body: JSON.stringify({
+        q: text,
+        source: $("source").value,
+        target: $("target").value,
+        format: $("format").value,
+        api_key: apiKey(),
+      }),
+    });
+    const body = await reply.json().catch(() => ({}));
+    if (!reply.ok) throw new Error(body.error || `HTTP ${reply.status}`);
+    $("result").value = body.translatedText;
+    const detected = body.detectedLanguage;
+    $("detected").textContent = detected ? `Detected: ${nameOf(detected.language)}, ${detected.confidence}%` : "";
+    say("Translated.");
+  } catch (err) {
+    say(`Translation failed: ${err.message}`, true);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+function translateFile() {
+  const file = $("file").files[0];
+  if (!file) {
+    say("Choose a file to translate first.", true);
+    $("file").focus();
+    return;
+  }
+  const form = new FormData();
+  form.append("file", file, file.name);
+  form.append("source", $("source").value);
+  form.append("target", $("target").value);
+  form.append("api_key", apiKey());
+  const progress = $("file-progress");
+  const link = $("download");
+  const button = $("file-translate");
+  progress.hidden = false;
+  progress.value = 0;
+  link.hidden = true;
+  button.disabled = true;
+  say(`Uploading ${file.name}…`);
+  const xhr = new XMLHttpRequest();
+  xhr.open("POST", "/translate_file");
+  xhr.responseType = "json";
+  xhr.upload.onprogress = (e) => {
+    if (e.lengthComputable) progress.value = (100 * e.loaded) / e.total;
+  };
+  xhr.upload.onload = () => {
+    progress.removeAttribute("value"); // indeterminate while the server translates
+    say(`Translating ${file.name}…`);
+  };
+  xhr.onload = () => {
+    button.disabled = false;
+    progress.hidden = true;
+    const body = xhr.response || {};
+    if (xhr.status !== 200 || !body.translatedFileUrl) {
+      say(`File translation failed: ${body.error || `HTTP ${xhr.status}`}`, true);
+      return;
+    }
+    const url = new URL(body.translatedFileUrl, window.location.href);
+    if (apiKey()) url.searchParams.set("api_key", apiKey());
+    link.href = url.pathname + url.search;
+    link.download = file.name;
+    link.textContent = `Download ${file.name} (${$("target").value})`;
+    link.hidden = false;
+    link.focus();
+    say(`${file.name} translated.`);
+  };
+  xhr.onerror = () => {
+    button.disabled = false;
+    progress.hidden = true;
+    say("File translation failed: the server could not be reached.", true);
+  };
+  xhr.send(form);
+}
+
+async function start() {
+  $("api-key").value = localStorage.getItem(KEY_STORE) || "";
+  $("api-key").addEventListener("change", () => localStorage.setItem(KEY_STORE, apiKey()));
+  $("source").addEventListener("change", fillTargets);
+  $("swap").addEventListener("click", () => {
+    const source = $("source").value;
+    if (source === "auto") return;
+    const target = $("target").value;
+    $("source").value = target;
+    fillTargets();
+    $("target").value = source;
+  });
+  $("translate").addEventListener("click", translateText);
+  $("text").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) translateText();
+  });
+  $("text").addEventListener("input", () => {
+    $("chars").textContent = `${$("text").value.length} / ${state.settings.charLimit || "?"}`;
+  });
+  $("file-translate").addEventListener("click", translateFile);
+  try {
+    [state.settings, state.languages] = await Promise.all([getJson("/frontend/settings"), getJson("/languages")]);
+    fillPickers();
+    document.body.dataset.ready = "true";
+  } catch (err) {
+    say(`Could not load the server's languages: ${err.message}`, true);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", start);

@@ -1,0 +1,224 @@
+"""The file formats without a model: what is read for translation from each format, and what a
+translation written back looks like (same paragraphs, slides, runs and styles; images and the
+other entries of a package as they were). The "translation" here swaps the case of every
+letter, so a test sees exactly which characters were replaced."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+from lxml import etree
+
+from attnserve.server import files
+from attnserve.server.files import FileRefused, Unit, place
+from tests.support import office_files as office
+
+LIMIT = 1 << 20  # --max-file-bytes of these tests
+
+
+def swapped(extracted: files.Extracted) -> bytes:
+    return extracted.write([t.swapcase() for t in extracted.texts])
+
+
+def entries(data: bytes) -> dict[str, bytes]:
+    with zipfile.ZipFile(io.BytesIO(data)) as package:
+        return {info.filename: package.read(info) for info in package.infolist()}
+
+
+def xml(data: bytes, part: str) -> etree._Element:
+    return etree.fromstring(entries(data)[part])
+
+
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+STYLED = [[("Hello ", ""), ("big", "b"), (" world.", "")], [("Plain paragraph.", "")], [("", "")]]
+
+
+def test_docx_paragraphs_runs_and_styles_come_back_with_the_translation():
+    data = office.docx(STYLED)
+    extracted = files.read("report.docx", data, LIMIT)
+    assert extracted.texts == ("Hello big world.", "Plain paragraph.")  # the empty paragraph is not sent
+    out = swapped(extracted)
+    before, after = entries(data), entries(out)
+    assert list(after) == list(before)  # same entries, same order
+    assert {n: d for n, d in after.items() if n != "word/document.xml"} == {
+        n: d for n, d in before.items() if n != "word/document.xml"
+    }
+    paragraphs = xml(out, "word/document.xml").iter(f"{W}p")
+    runs = [[("".join(r.itertext()), r.find(f"{W}rPr/{W}b") is not None) for r in p.iter(f"{W}r")] for p in paragraphs]
+    assert runs == [
+        [("hELLO ", False), ("BIG ", True), ("WORLD.", False)],
+        [("pLAIN PARAGRAPH.", False)],
+        [("", False)],
+    ]
+
+
+def test_docx_keeps_the_edge_spaces_word_would_drop():
+    out = swapped(files.read("a.docx", office.docx([[("One ", ""), ("two", "b")]]), LIMIT))
+    first = next(xml(out, "word/document.xml").iter(f"{W}t"))
+    assert first.text == "oNE " and first.get("{http://www.w3.org/XML/1998/namespace}space") == "preserve"
+
+
+def test_pptx_every_slide_and_its_runs():
+    data = office.pptx([[[("Title ", "b"), ("slide", "")]], [[("Second slide text.", "i")]]])
+    extracted = files.read("deck.pptx", data, LIMIT)
+    assert extracted.texts == ("Title slide", "Second slide text.")
+    out = swapped(extracted)
+    assert entries(out)["ppt/media/image1.png"] == office.PNG
+    slide1 = [(t.text, t.getparent().find(f"{A}rPr").get("b")) for t in xml(out, "ppt/slides/slide1.xml").iter(f"{A}t")]
+    assert slide1 == [("tITLE ", "1"), ("SLIDE", None)]
+    assert [t.text for t in xml(out, "ppt/slides/slide2.xml").iter(f"{A}t")] == ["sECOND SLIDE TEXT."]
+
+
+@pytest.mark.parametrize("kind", ["odt", "odp"])
+def test_opendocument_spans_keep_their_styles_and_mimetype_stays_first_and_stored(kind):
+    paragraphs = [[("Before ", ""), ("styled", "b"), (" after.", "")], [("Second.", "")]]
+    data = office.odt(paragraphs) if kind == "odt" else office.odp([paragraphs])
+    extracted = files.read(f"file.{kind}", data, LIMIT)
+    assert extracted.texts == ("Before styled after.", "Second.")
+    out = swapped(extracted)
+    with zipfile.ZipFile(io.BytesIO(out)) as package:
+        first = package.infolist()[0]
+        assert (first.filename, first.compress_type) == ("mimetype", zipfile.ZIP_STORED)
+    assert entries(out)["Pictures/image1.png"] == office.PNG
+    spans = [(s.get(f"{TEXT}style-name"), s.text) for s in xml(out, "content.xml").iter(f"{TEXT}span")]
+    assert spans == [("B", "STYLED ")]
+    first_paragraph = next(xml(out, "content.xml").iter(f"{TEXT}p"))
+    assert "".join(first_paragraph.itertext()) == "bEFORE STYLED AFTER."
+
+
+def test_opendocument_spaces_tabs_and_breaks_stay_where_they_are():
+    content = (
+        '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+        'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:text>'
+        '<text:p>One<text:s text:c="2"/>two<text:tab/>three<text:line-break/>four</text:p>'
+        "</office:text></office:body></office:document-content>"
+    )
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as package:
+        package.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        package.writestr("content.xml", content)
+    extracted = files.read("a.odt", data.getvalue(), LIMIT)
+    assert extracted.texts == ("One  two\tthree\nfour",)
+    paragraph = next(xml(swapped(extracted), "content.xml").iter(f"{TEXT}p"))
+    assert [child.tag.split("}")[1] for child in paragraph] == ["s", "tab", "line-break"]
+    assert [paragraph.text, *(c.tail for c in paragraph)] == ["oNE", "TWO", "THREE", "FOUR"]
+
+
+def test_epub_pages_are_html_documents_and_the_rest_is_kept():
+    data = office.epub(["<h1>Chapter one</h1><p>It was <b>late</b>.</p>", '<p><img src="image1.png"/></p>'])
+    extracted = files.read("book.epub", data, LIMIT)
+    assert extracted.format == "html"
+    assert len(extracted.texts) == 2 and "<b>late</b>" in extracted.texts[0]
+    translated = extracted.write([t.replace("Chapter one", "Kapitel eins") for t in extracted.texts])
+    after = entries(translated)
+    assert b"<h1>Kapitel eins</h1>" in after["OEBPS/chapter0.xhtml"]
+    assert after["OEBPS/chapter1.xhtml"] == entries(data)["OEBPS/chapter1.xhtml"]
+    assert after["OEBPS/content.opf"] == entries(data)["OEBPS/content.opf"]
+
+
+def test_srt_cues_are_one_sentence_put_back_on_as_many_lines():
+    data = (
+        b"1\r\n00:00:01,000 --> 00:00:02,500\r\nIt is three o'clock\r\nin the afternoon.\r\n\r\n"
+        b"2\r\n00:00:03,000 --> 00:00:04,000\r\nBye.\r\n\r\n"
+    )
+    extracted = files.read("movie.srt", data, LIMIT)
+    assert extracted.texts == ("It is three o'clock in the afternoon.", "Bye.")
+    out = extracted.write(["Es ist drei Uhr am Nachmittag.", "Tschüss."]).decode()
+    assert out == (
+        "1\r\n00:00:01,000 --> 00:00:02,500\r\nEs ist drei\r\nUhr am Nachmittag.\r\n\r\n"
+        "2\r\n00:00:03,000 --> 00:00:04,000\r\nTschüss.\r\n\r\n"
+    )
+
+
+def test_markdown_translates_text_and_keeps_markers_and_code():
+    data = b"# Title\n\n- first item\n1. numbered\n> quoted\n\n```\ncode stays\n```\n    indented code\n---\n"
+    extracted = files.read("notes.md", data, LIMIT)
+    assert extracted.texts == ("Title", "first item", "numbered", "quoted")
+    out = swapped(extracted).decode()
+    assert out == "# tITLE\n\n- FIRST ITEM\n1. NUMBERED\n> QUOTED\n\n```\ncode stays\n```\n    indented code\n---\n"
+
+
+def test_txt_and_html_are_one_document_each_and_a_bom_is_kept():
+    txt = files.read("a.txt", "\ufeffLine one.\n\nLine two.\n".encode(), LIMIT)
+    assert txt.texts == ("Line one.\n\nLine two.\n",) and txt.format == "text"
+    assert txt.write(["X"]) == "\ufeffX".encode()
+    page = files.read("a.html", b"<p>Hi</p>", LIMIT)
+    assert page.format == "html" and page.texts == ("<p>Hi</p>",)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "words"),
+    [
+        ("report.pdf", b"%PDF-1.7", "layout cannot be rebuilt"),
+        ("old.doc", b"\xd0\xcf\x11\xe0", "save it as .docx"),
+        ("image.png", office.PNG, "file format not supported"),
+        ("noext", b"text", "file format not supported"),
+        ("broken.docx", office.docx(STYLED)[:200], "not a valid .docx"),
+        ("fake.docx", b"PK\x03\x04 this is not a zip", "not a valid .docx"),
+        ("nodoc.docx", office.pptx([[[("x", "")]]]), "no word/document.xml"),
+        ("empty.txt", b"", "empty file"),
+        ("blank.txt", b"   \n\n", "no text to translate"),
+        ("latin1.txt", "Grüße".encode("latin-1"), "not UTF-8"),
+        ("bad.srt", b"1\nnot a timestamp\nHello\n", "SubRip"),
+        ("no-container.epub", office.docx(STYLED), "META-INF/container.xml"),
+    ],
+)
+def test_bad_files_are_refused_with_a_reason(name, data, words):
+    with pytest.raises(FileRefused, match=words) as caught:
+        files.read(name, data, LIMIT)
+    assert caught.value.status == "INVALID_ARGUMENT"
+    if "not supported" in words or "layout" in words:
+        assert ".docx" in str(caught.value) and ".epub" in str(caught.value)  # names what is supported
+
+
+def test_a_zip_bomb_and_a_zip_of_many_entries_are_refused_from_the_directory():
+    bomb = office.zip_bomb(8 * LIMIT)  # a few KB that inflate past 4 x the file limit
+    assert len(bomb) < LIMIT // 20
+    with pytest.raises(FileRefused, match=r"unpacks to 8,388,6\d\d bytes; this server unpacks at most 4,194,304"):
+        files.read("bomb.docx", bomb, LIMIT)
+    with pytest.raises(FileRefused, match="10,001 entries"):
+        files.read("many.docx", office.many_entries(10_000), LIMIT)
+
+
+def test_a_docx_of_100000_empty_paragraphs_has_no_text_to_translate():
+    with pytest.raises(FileRefused, match="no text to translate"):
+        files.read("empty.docx", office.docx([[("", "")]] * 100_000), 64 << 20)
+
+
+def test_an_entity_bomb_in_a_part_is_not_expanded():
+    lol = (
+        '<?xml version="1.0"?><!DOCTYPE w [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;&a;&a;">'
+        '<!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;&b;&b;">]>'
+        f'<w:document xmlns:w="{W[1:-1]}"><w:body><w:p><w:r><w:t>x &c; y</w:t></w:r></w:p></w:body></w:document>'
+    )
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as package:
+        package.writestr("word/document.xml", lol)
+    extracted = files.read("lol.docx", data.getvalue(), LIMIT)
+    assert sum(map(len, extracted.texts)) < 20
+
+
+# ------------------------------------------------------------------ placement
+
+
+def test_placement_by_proportion_of_words():
+    unit = Unit(("The quick ", "brown", " fox jumps."), ("", ""))
+    assert place(unit, "Der schnelle braune Fuchs springt.") == ["Der schnelle ", "braune ", "Fuchs springt."]
+
+
+def test_placement_puts_everything_on_the_first_run_when_unsure():
+    split_word = Unit(("H", "ello world"), ("",))
+    assert place(split_word, "Hallo Welt") == ["Hallo Welt", ""]
+    too_few_words = Unit(("one ", "two ", "three"), ("", ""))
+    assert place(too_few_words, "eins zwei") == ["eins zwei", "", ""]
+
+
+def test_placement_empties_runs_without_words_and_respects_fixed_joints():
+    unit = Unit(("Name", ":", " value here"), ("", ""))
+    assert place(unit, "Name: Wert hier") == ["Name: ", "", "Wert hier"]
+    tabbed = Unit(("left", "right side"), ("\t",))
+    assert place(tabbed, "links rechte Seite") == ["links", "rechte Seite"]  # the tab stays between them

@@ -1,0 +1,93 @@
+"""attnserve.v1 ``TranslateFile`` on the bundled translator: progress streamed (sentences done /
+total) and then the file, through the Python client and ``attnserve-client translate-file``."""
+
+from __future__ import annotations
+
+import io
+import sys
+import zipfile
+from pathlib import Path
+
+import grpc
+import pytest
+from lxml import etree
+
+from attnserve.client import AttnServeError
+from attnserve.client.cli import main as client_main
+from tests.support import office_files as office
+
+REPO = Path(__file__).resolve().parents[3] / "models" / "repo"
+LINES = [f"on Monday, March {day}, 2025 at {day % 12 + 1}:15 PM" for day in range(1, 29)]  # 28 distinct
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+@pytest.fixture(scope="module")
+def server(serve):
+    with serve(REPO, language_detection="off") as handle:
+        yield handle
+
+
+def test_progress_then_the_file_as_translate_gives_it(server, tmp_path):
+    text = "\n".join(LINES + LINES[:4]) + "\n"  # 32 lines; 4 repeats decoded once, counted for each
+    path = tmp_path / "dates.txt"
+    path.write_text(text)
+    events: list[tuple[int, int]] = []
+    with server.client(timeout=120) as client:
+        done = client.translate_file(path, "de", "en", progress=lambda d, t: events.append((d, t)))
+        (expected,) = client.translate(text, target_language="de", source_language="en")
+    assert done.content.decode() == expected.text
+    assert (done.filename, done.model, done.sentences) == ("dates.txt", "translator-en-de", 32)
+    assert (done.source_language, done.target_language, done.characters) == ("en", "de", len(text))
+    assert events[0] == (0, 32) and events[-1] == (32, 32)
+    assert len(events) > 2, events  # it moves in steps, not straight from 0 to all
+    assert [d for d, _ in events] == sorted(d for d, _ in events)
+
+
+def test_a_docx_through_the_rpc_keeps_its_runs(server, tmp_path):
+    path = tmp_path / "memo.docx"
+    path.write_bytes(office.docx([[("We meet ", ""), (LINES[0], "b")], [(LINES[1], "")]]))
+    with server.client(timeout=120) as client:
+        done = client.translate_file(path, "de", "en")
+        expected = [t.text for t in client.translate([f"We meet {LINES[0]}", LINES[1]], target_language="de")]
+    with zipfile.ZipFile(io.BytesIO(done.content)) as package:
+        body = etree.fromstring(package.read("word/document.xml"))
+        assert package.read("word/media/image1.png") == office.PNG
+    runs = [["".join(r.itertext()) for r in p.iter(f"{W}r")] for p in body.iter(f"{W}p")]
+    assert [len(r) for r in runs] == [2, 1]
+    assert [" ".join("".join(r).split()) for r in runs] == [" ".join(t.split()) for t in expected]
+    assert done.media_type.endswith("wordprocessingml.document")
+
+
+def test_bad_files_are_invalid_argument(server, tmp_path):
+    for name, data in (("a.pdf", b"%PDF"), ("bomb.docx", office.zip_bomb(200 << 20))):
+        (tmp_path / name).write_bytes(data)
+        with server.client() as client, pytest.raises(AttnServeError) as caught:
+            client.translate_file(tmp_path / name, "de", "en")
+        assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert ("not supported" if name.endswith("pdf") else "unpacks to") in caught.value.details
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_cli_writes_the_file_and_draws_a_progress_bar(server, tmp_path, capsys, monkeypatch):
+    source = tmp_path / "notes.md"
+    source.write_text("# " + LINES[0] + "\n\n" + "\n".join(f"- {line}" for line in LINES[1:9]) + "\n")
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert client_main(["--address", server.address, "translate-file", str(source), "--to", "de", "--from", "en"]) == 0
+    out = tmp_path / "notes.de.md"
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("# ") and lines[2].startswith("- ") and len(lines) == 10
+    assert str(out) in capsys.readouterr().out
+    assert "notes.md [" + "#" * 30 + "] 9/9 sentences" in terminal.getvalue()
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert (
+        client_main(["--address", server.address, "translate-file", str(tmp_path / "missing.docx"), "--to", "de"]) == 2
+    )
+    (tmp_path / "x.pdf").write_bytes(b"%PDF")
+    assert client_main(["--address", server.address, "translate-file", str(tmp_path / "x.pdf"), "--to", "de"]) == 1
+    assert "INVALID_ARGUMENT" in sys.stderr.getvalue() and "PDF" in sys.stderr.getvalue()

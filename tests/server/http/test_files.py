@@ -1,0 +1,210 @@
+"""LibreTranslate's file routes on the bundled English -> German translator, spoken with plain
+urllib and LibreTranslate's field names (``file``, ``source``, ``target``, ``api_key``): each
+format comes back with its structure (paragraphs, slides, runs and their styles, images) and
+the translation ``/translate`` gives for the same text; bad files get a 400 and leave the
+server healthy; downloads are kept, guarded by the api key, survive a restart and expire."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+import urllib.error
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+from lxml import etree
+
+from tests.support import office_files as office
+
+REPO = Path(__file__).resolve().parents[3] / "models" / "repo"
+MAX_FILE_BYTES = 4 << 20
+MAX_FILE_CHARS = 3000
+PHRASES = ["on Monday, March 3, 2025", "at 3:45 PM", "more than 1,500 miles", "in the 12th century"]
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+
+
+def files_server(serve, directory: Path, **overrides):
+    settings = dict(
+        http_port=0,
+        max_file_bytes=MAX_FILE_BYTES,
+        max_file_chars=MAX_FILE_CHARS,
+        download_dir=str(directory),
+        language_detection="off",
+    )
+    return serve(REPO, **{**settings, **overrides})
+
+
+@pytest.fixture(scope="module")
+def server(serve, tmp_path_factory):
+    with files_server(serve, tmp_path_factory.mktemp("downloads")) as handle:
+        yield handle
+
+
+def call(server, path: str, body: bytes | None = None, content_type: str = "", headers: dict | None = None):
+    """(status, body bytes, headers) of one request."""
+    request = urllib.request.Request(f"http://{server.http_address}{path}", data=body, headers=headers or {})
+    if content_type:
+        request.add_header("Content-Type", content_type)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as reply:
+            return reply.status, reply.read(), reply.headers
+    except urllib.error.HTTPError as err:
+        return err.code, err.read(), err.headers
+
+
+def translate_file(server, filename: str, content: bytes, **fields: str):
+    body, content_type = office.multipart({"source": "en", "target": "de", **fields}, filename, content)
+    status, reply, _ = call(server, "/translate_file", body, content_type)
+    return status, json.loads(reply)
+
+
+def translated(server, filename: str, content: bytes, **fields: str) -> bytes:
+    status, reply = translate_file(server, filename, content, **fields)
+    assert status == 200, reply
+    url = reply["translatedFileUrl"]
+    assert url.startswith(f"http://{server.http_address}/download_file/")
+    status, data, headers = call(server, url.split(server.http_address, 1)[1])
+    assert status == 200 and filename.replace(" ", "_") in headers["Content-Disposition"]
+    return data
+
+
+def translate_texts(server, texts: list[str], format: str = "text") -> list[str]:
+    body = json.dumps({"q": texts, "source": "en", "target": "de", "format": format}).encode()
+    status, reply, _ = call(server, "/translate", body, "application/json")
+    assert status == 200, reply
+    return json.loads(reply)["translatedText"]
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+def part(data: bytes, name: str) -> etree._Element:
+    with zipfile.ZipFile(io.BytesIO(data)) as package:
+        return etree.fromstring(package.read(name))
+
+
+def test_frontend_settings_report_files(server):
+    status, body, _ = call(server, "/frontend/settings")
+    settings = json.loads(body)
+    assert status == 200 and settings["filesTranslation"] is True
+    assert {".txt", ".md", ".html", ".srt", ".docx", ".pptx", ".odt", ".odp", ".epub"} <= set(
+        settings["supportedFilesFormat"]
+    )
+
+
+def test_docx_paragraphs_and_run_styles_with_the_translation_of_translate(server):
+    paragraphs = [[("We met ", ""), (PHRASES[0], "b")], [(PHRASES[1], "i")], [("", "")], [(PHRASES[2], "")]]
+    out = translated(server, "my report.docx", office.docx(paragraphs))
+    expected = translate_texts(server, [f"We met {PHRASES[0]}", PHRASES[1], PHRASES[2]])
+    body = part(out, "word/document.xml")
+    got = [["".join(r.itertext()) for r in p.iter(f"{W}r")] for p in body.iter(f"{W}p")]
+    assert [len(runs) for runs in got] == [2, 1, 1, 1]  # every paragraph and run is still there
+    assert [words("".join(runs)) for runs in got] == [*map(words, expected[:2]), "", words(expected[2])]
+    styles = [
+        [etree.tostring(r.find(f"{W}rPr")) if r.find(f"{W}rPr") is not None else b"" for r in p.iter(f"{W}r")]
+        for p in body.iter(f"{W}p")
+    ]
+    assert styles == [[b"", b'<w:rPr xmlns:w="' + W[1:-1].encode() + b'"><w:b/></w:rPr>'], [styles[1][0]], [b""], [b""]]
+    assert b"<w:i/>" in styles[1][0]
+    with zipfile.ZipFile(io.BytesIO(out)) as package:
+        assert package.read("word/media/image1.png") == office.PNG
+
+
+def test_pptx_slides_odt_odp_srt_md_txt_html_and_epub(server):
+    expected = dict(zip(PHRASES, translate_texts(server, PHRASES)))
+    german = [words(expected[p]) for p in PHRASES]
+
+    slides = part(
+        translated(server, "deck.pptx", office.pptx([[[(PHRASES[0], "b")]], [[(PHRASES[1], "")]]])),
+        "ppt/slides/slide2.xml",
+    )
+    assert [words(t.text) for t in slides.iter(f"{A}t")] == [german[1]]
+
+    for kind, data in (
+        ("odt", office.odt([[(PHRASES[0], "b")], [(PHRASES[1], "")]])),
+        ("odp", office.odp([[[(PHRASES[0], "b")], [(PHRASES[1], "")]]])),
+    ):
+        content = part(translated(server, f"file.{kind}", data), "content.xml")
+        assert [words("".join(p.itertext())) for p in content.iter(f"{TEXT}p")] == german[:2]
+        assert [s.get(f"{TEXT}style-name") for s in content.iter(f"{TEXT}span")] == ["B"]
+
+    srt = f"1\n00:00:01,000 --> 00:00:02,000\n{PHRASES[1]}\n\n2\n00:00:03,000 --> 00:00:04,000\n{PHRASES[2]}\n\n"
+    assert translated(server, "film.srt", srt.encode()).decode() == (
+        f"1\n00:00:01,000 --> 00:00:02,000\n{german[1]}\n\n2\n00:00:03,000 --> 00:00:04,000\n{german[2]}\n\n"
+    )
+    md = f"# {PHRASES[3]}\n\n- {PHRASES[1]}\n\n```\n{PHRASES[0]}\n```\n"
+    assert (
+        translated(server, "notes.md", md.encode()).decode()
+        == f"# {german[3]}\n\n- {german[1]}\n\n```\n{PHRASES[0]}\n```\n"
+    )
+    text = f"{PHRASES[0]}\n\n{PHRASES[2]}\n"
+    assert translated(server, "a.txt", text.encode()).decode() == translate_texts(server, [text])[0]
+    page = f'<html><body><h1 class="x">{PHRASES[3]}</h1><script>var a = "{PHRASES[0]}";</script></body></html>'
+    assert translated(server, "page.html", page.encode()).decode() == translate_texts(server, [page], "html")[0]
+    book = translated(server, "book.epub", office.epub([f"<p>{PHRASES[1]}</p>"]))
+    with zipfile.ZipFile(io.BytesIO(book)) as package:
+        assert package.namelist()[0] == "mimetype" and package.read("OEBPS/image1.png") == office.PNG
+        assert f"<p>{expected[PHRASES[1]]}</p>" in package.read("OEBPS/chapter0.xhtml").decode()
+
+
+@pytest.mark.parametrize(
+    ("filename", "content", "message"),
+    [
+        ("scan.pdf", b"%PDF-1.7\n", "file format not supported: 'scan.pdf' (a PDF's layout"),
+        ("broken.docx", office.docx([[("x", "")]])[:300], "not a valid .docx"),
+        ("bomb.docx", office.zip_bomb(40 << 20), "unpacks to"),
+        ("empty.docx", office.docx([[("", "")]] * 100_000), "no text to translate"),
+        ("big.txt", b"a" * (MAX_FILE_BYTES + 1), "at most 4,194,304 (--max-file-bytes)"),
+        ("long.txt", ("three o'clock. " * 400).encode(), "at most 3,000 per file (--max-file-chars)"),
+    ],
+)
+def test_bad_files_get_400_and_the_server_stays_healthy(server, filename, content, message):
+    status, reply = translate_file(server, filename, content)
+    assert status == 400 and message in reply["error"], reply
+    assert translate_texts(server, [PHRASES[1]])[0].strip()  # the server still translates
+
+
+def test_missing_fields_are_named(server):
+    status, reply = translate_file(server, "a.txt", PHRASES[0].encode(), target="")
+    assert (status, reply["error"]) == (400, "Invalid request: missing target parameter")
+    status, body, _ = call(server, "/translate_file", b"{}", "application/json")
+    assert status == 400 and "multipart/form-data" in json.loads(body)["error"]
+
+
+def test_downloads_belong_to_the_key_that_asked(serve, tmp_path):
+    with files_server(serve, tmp_path, auth_tokens="key-one,key-two") as keyed:
+        status, reply = translate_file(keyed, "a.txt", PHRASES[1].encode())
+        assert (status, reply["error"]) == (400, "Please contact the server operator to get an API key")
+        status, reply = translate_file(keyed, "a.txt", PHRASES[1].encode(), api_key="key-one")
+        path = reply["translatedFileUrl"].split(keyed.http_address, 1)[1]
+        assert call(keyed, f"{path}?api_key=key-two")[0] == 403
+        assert call(keyed, path)[0] == 403
+        status, data, _ = call(keyed, path, headers={"Authorization": "Bearer key-one"})
+        assert status == 200 and data.decode() == translate_texts_keyed(keyed, PHRASES[1])
+
+
+def translate_texts_keyed(server, text: str) -> str:
+    body = json.dumps({"q": text, "source": "en", "target": "de", "api_key": "key-one"}).encode()
+    return json.loads(call(server, "/translate", body, "application/json")[1])["translatedText"]
+
+
+def test_a_restart_keeps_the_downloads_until_they_expire(serve, tmp_path):
+    with files_server(serve, tmp_path, download_retention_s=3.0) as first:
+        _, reply = translate_file(first, "a.txt", PHRASES[1].encode())
+        name = reply["translatedFileUrl"].rsplit("/", 1)[1]
+        expected = call(first, f"/download_file/{name}")[1]
+    assert (tmp_path / name).exists()
+    with files_server(serve, tmp_path, download_retention_s=3.0) as second:
+        assert call(second, f"/download_file/{name}")[1] == expected  # promised before the restart, kept
+        time.sleep(3.2)
+        status, body, _ = call(second, f"/download_file/{name}")
+        assert status == 404 and "expired" in json.loads(body)["error"]
+        assert not (tmp_path / name).exists()
+        guessed = call(second, "/download_file/" + "A" * 32 + ".a.txt")
+        assert guessed[0] == 404

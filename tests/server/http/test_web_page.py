@@ -1,0 +1,141 @@
+"""The web page at ``/`` in a real browser: Debian's headless Chromium driven by selenium types a
+text, picks the languages, translates, uploads a .docx and downloads its translation, on the
+bundled translator; screenshots are taken and checked (the page rendered, the result shown).
+
+``ATTNSERVE_SCREENSHOTS=docs/images pytest tests/server/http/test_web_page.py`` also writes the
+screenshots the README shows. Skipped, with the reason, where chromium or its driver is missing
+(.ci/run installs both).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+from lxml import etree
+from PIL import Image, ImageStat
+
+from tests.support import office_files as office
+
+webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[3] / "models" / "repo"
+CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM and DRIVER),
+    reason="chromium and chromium-driver not installed (Debian: apt-get install chromium chromium-driver)",
+)
+TEXT = "on Monday, March 3, 2025 at 3:45 PM"
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+@pytest.fixture
+def browser(tmp_path):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,900"):
+        options.add_argument(flag)
+    downloads = tmp_path / "downloads"
+    downloads.mkdir()
+    options.add_experimental_option("prefs", {"download.default_directory": str(downloads)})
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=DRIVER))
+    driver.downloads = downloads
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def translate_api(server, text: str, **extra: str) -> str:
+    body = json.dumps({"q": text, "source": "en", "target": "de", **extra}).encode()
+    request = urllib.request.Request(
+        f"http://{server.http_address}/translate", data=body, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        return json.loads(reply.read())["translatedText"]
+
+
+def screenshot(driver, tmp_path: Path, name: str) -> Image.Image:
+    """The page as a PNG, checked not blank; kept in $ATTNSERVE_SCREENSHOTS when that is set."""
+    png = driver.get_screenshot_as_png()
+    image = Image.open(io.BytesIO(png)).convert("L")
+    assert max(ImageStat.Stat(image).stddev) > 10, "the screenshot is blank"
+    (tmp_path / name).write_bytes(png)
+    if os.environ.get("ATTNSERVE_SCREENSHOTS"):
+        Path(os.environ["ATTNSERVE_SCREENSHOTS"], name).write_bytes(png)
+    return image
+
+
+def load(driver, server) -> None:
+    driver.get(f"http://{server.http_address}/")
+    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
+
+
+def test_translate_a_text_and_a_docx_in_the_browser(serve, browser, tmp_path):
+    with serve(REPO, http_port=0, download_dir=str(tmp_path / "kept")) as server:
+        load(browser, server)
+        source, target = Select(browser.find_element(By.ID, "source")), Select(browser.find_element(By.ID, "target"))
+        assert "en" in [o.get_attribute("value") for o in source.options]
+        source.select_by_value("en")
+        target.select_by_value("de")
+        box = browser.find_element(By.ID, "text")
+        box.send_keys(TEXT)
+        box.send_keys(Keys.CONTROL, Keys.ENTER)  # the keyboard path; the button does the same
+        result = browser.find_element(By.ID, "result")
+        WebDriverWait(browser, 60).until(lambda d: result.get_attribute("value"))
+        assert result.get_attribute("value") == translate_api(server, TEXT)
+        assert "Translated." in browser.find_element(By.ID, "status").text
+        screenshot(browser, tmp_path, "web-page-text.png")
+
+        memo = tmp_path / "memo.docx"
+        memo.write_bytes(office.docx([[("Due ", ""), (TEXT, "b")]]))
+        browser.find_element(By.ID, "file").send_keys(str(memo))
+        browser.find_element(By.ID, "file-translate").click()
+        link = browser.find_element(By.ID, "download")
+        WebDriverWait(browser, 60).until(lambda d: link.is_displayed())
+        link.click()
+        saved = browser.downloads / "memo.docx"
+        deadline = time.monotonic() + 30
+        while not saved.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with zipfile.ZipFile(saved) as package:
+            body = package.read("word/document.xml")
+        runs = ["".join(r.itertext()) for r in etree.fromstring(body).iter(f"{W}r")]
+        assert len(runs) == 2 and " ".join("".join(runs).split()) == " ".join(
+            translate_api(server, f"Due {TEXT}").split()
+        )
+        screenshot(browser, tmp_path, "web-page.png")  # the README's
+
+        browser.set_window_size(390, 844)  # a phone's width: nothing scrolls sideways
+        assert browser.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+        screenshot(browser, tmp_path, "web-page-phone.png")
+
+
+def test_the_page_works_with_api_keys(serve, browser, tmp_path):
+    with serve(REPO, http_port=0, auth_tokens="page-key", download_dir=str(tmp_path / "kept")) as server:
+        load(browser, server)
+        assert browser.find_element(By.ID, "key-box").get_attribute("open") is not None  # keyRequired: shown
+        browser.find_element(By.ID, "text").send_keys(TEXT)
+        browser.find_element(By.ID, "translate").click()
+        status = browser.find_element(By.ID, "status")
+        WebDriverWait(browser, 30).until(lambda d: "failed" in status.text)
+        assert "API key" in status.text
+        key = browser.find_element(By.ID, "api-key")
+        key.send_keys("page-key", Keys.TAB)  # change event: kept in localStorage
+        load(browser, server)  # a reload keeps the key
+        assert browser.find_element(By.ID, "api-key").get_attribute("value") == "page-key"
+        browser.find_element(By.ID, "text").send_keys(TEXT)
+        browser.find_element(By.ID, "translate").click()
+        result = browser.find_element(By.ID, "result")
+        WebDriverWait(browser, 60).until(lambda d: result.get_attribute("value"))
+        assert result.get_attribute("value") == translate_api(server, TEXT, api_key="page-key")
