@@ -237,9 +237,20 @@ def document_result(prepared: PreparedDocument, results: Sequence[TranslationRes
 
 async def translate(valid: ValidTranslation, prepared: list[PreparedDocument]) -> list[TranslationResult]:
     """One ``TranslationResult`` per document, in order."""
+    return join(valid, prepared, await translate_sentences(valid, prepared))
+
+
+async def translate_sentences(valid: ValidTranslation, prepared: list[PreparedDocument]) -> list[TranslationResult]:
+    """One ``TranslationResult`` per sentence of every document, one document after another."""
     first, rest = sentence_options(valid.options)
     work = [(s, ids, rest if i else first) for p in prepared for i, (s, ids) in enumerate(zip(p.sources, p.ids))]
-    results = await _translate_sentences(valid, work) if work else []
+    return await _translate_sentences(valid, work) if work else []
+
+
+def join(
+    valid: ValidTranslation, prepared: list[PreparedDocument], results: Sequence[TranslationResult]
+) -> list[TranslationResult]:
+    """The documents' results from their sentences' (:func:`translate_sentences`)."""
     out, at = [], 0
     for p in prepared:
         out.append(document_result(p, results[at : at + p.segments], valid.options.num_hypotheses))

@@ -36,7 +36,7 @@ from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
 from ..translation import DecodeOptions, StreamEvent
-from . import documents
+from . import alignments, documents
 from .detection import make_detector
 from .languages import apply
 from .requests import (
@@ -100,9 +100,14 @@ class TranslationService:
         """One result per text (document), in order."""
         async with self.validate(request) as valid:
             prepared = await self._split(valid)
-            results = await bounded(documents.translate(valid, prepared), valid.request.deadline)
+            sentences = await bounded(documents.translate_sentences(valid, prepared), valid.request.deadline)
+            aligned = None
+            if request.alignments:
+                aligned = await bounded(alignments.align(valid, prepared, sentences, self.pool), valid.request.deadline)
+            results = documents.join(valid, prepared, sentences)
             self._answered(valid, [r.queue_ms for r in results])
-        return Translated(valid.model.name, results, valid.source_language, valid.target_language, valid.detected)
+        model, source, target = valid.model.name, valid.source_language, valid.target_language
+        return Translated(model, results, source, target, valid.detected, aligned)
 
     async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
         """The events of one text (document); closing the iterator frees its decoder rows.
@@ -112,6 +117,8 @@ class TranslationService:
         if request.options.beam_size > 1:
             beam = request.options.beam_size
             raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {beam}")
+        if request.alignments:
+            raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
         async with self.validate(request) as valid:
             (prepared,) = await self._split(valid)
             events = documents.stream(valid, prepared)
@@ -151,6 +158,8 @@ class TranslationService:
         with self._model(request) as model:
             options, source, target = await self._languages(model, request)
             max_new = model.engine.check_options(options)
+            if request.alignments:
+                alignments.require_aligner(model)
             yield ValidTranslation(request, model, options, max_new, source, target, detected)
 
     async def _languages(self, model: LoadedModel, request: TranslationRequest) -> tuple[DecodeOptions, str, str]:
