@@ -14,6 +14,7 @@ BENCHMARKS = {
     "http-servers": "http_servers",
     "perf": "perf",
     "documents": "documents",
+    "alignment-aer": "alignment_aer",
 }
 
 
