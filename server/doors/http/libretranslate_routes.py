@@ -145,6 +145,16 @@ def _alternatives(fields: dict[str, Any]) -> int:
     return max(0, int(number))
 
 
+def _flag(fields: dict[str, Any], name: str) -> bool:
+    """An extension field that is on or off: JSON true / false, or a form's "true" / "false"."""
+    value = fields.get(name, False)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("", "true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    raise InvalidRequest(f"Invalid request: {name} parameter must be true or false")
+
+
 def _distinct(texts: list[str], best: str) -> list[str]:
     """LibreTranslate's alternatives: other hypotheses, each once, none equal to the translation."""
     return [t for t in dict.fromkeys(texts) if t != best]
@@ -189,6 +199,9 @@ def _reply(done: Translated, batch: bool, alternatives: int) -> dict[str, Any]:
     if alternatives:
         others = [_distinct([h.text for h in r.hypotheses[1:]], b) for r, b in zip(done.results, best, strict=True)]
         reply["alternatives"] = others if batch else others[0]
+    if done.alignments is not None:  # an extension (issue 34): per text, one "i-j ..." string per sentence
+        aligned = [[a.pharaoh() for a in sentences] for sentences in done.alignments]
+        reply["alignments"] = aligned if batch else aligned[0]
     return reply
 
 
@@ -242,6 +255,7 @@ class LibreTranslateRoutes:
             source_language=source,
             target_language=target,
             options=_alternatives_options(alternatives),
+            alignments=_flag(fields, "alignments"),
         )
         with upstream_words():
             done = await self.service.translate(wanted)
