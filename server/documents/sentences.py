@@ -40,6 +40,7 @@ class Anchor:
     raw_start: int
     raw_end: int
     kind: str  # OPEN, CLOSE or VOID (void elements, comments)
+    name: str = ""  # what pairs an opening anchor with its closing one ("": html's tag name)
 
 
 @dataclass

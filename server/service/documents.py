@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..documents import DocumentSplitter, PreparedDocument, TokenBudget
+from ..documents.alignment import WordAlignment
 from ..documents.assemble import best_combinations
 from ..errors import InferenceFailed
 from ..translation import DecodeOptions, Hypothesis, StreamEvent, TranslationEngine, TranslationResult
@@ -100,18 +101,23 @@ def _documents(engine: TranslationEngine) -> _EngineDocuments:
     return docs
 
 
-def split(engine: TranslationEngine, texts: Sequence[str], format: str, language: str = "") -> list[PreparedDocument]:
-    """Each text as a document of sentences in ``language``'s rules ("": the model's)."""
+def split(
+    engine: TranslationEngine, texts: Sequence[str], format: str, language: str = "", place_inline: bool = False
+) -> list[PreparedDocument]:
+    """Each text as a document of sentences in ``language``'s rules ("": the model's);
+    ``place_inline``: inline markup kept inside its sentence, to be placed by alignment."""
     splitter = _documents(engine).splitter(language or None)
-    return [splitter.split(text, format) for text in texts]
+    return [splitter.split(text, format, place_inline) for text in texts]
 
 
-async def split_documents(valid: ValidTranslation, pool: Executor) -> list[PreparedDocument]:
+async def split_documents(
+    valid: ValidTranslation, pool: Executor, place_inline: bool = False
+) -> list[PreparedDocument]:
     """The request's documents, split on ``pool`` unless the request is small: segmenting and
     tokenising 50,000 characters takes a few hundred ms on a busy core (sentencex and tokenizers
     run in Rust without the GIL), which on the event loop would stall every other call."""
     request, engine = valid.request, valid.model.engine
-    args = (engine, request.texts, request.format, valid.source_language)
+    args = (engine, request.texts, request.format, valid.source_language, place_inline)
     if sum(len(t) for t in request.texts) <= INLINE_SPLIT_CHARS:
         return split(*args)
     return await asyncio.get_running_loop().run_in_executor(pool, split, *args)
@@ -208,17 +214,24 @@ def _as_written(text: str) -> TranslationResult:
     return TranslationResult([Hypothesis(text, [], 0.0, 0.0, "eos")], 0, 0.0, 0.0, 0.0, 0.0)
 
 
-def document_result(prepared: PreparedDocument, results: Sequence[TranslationResult], k: int) -> TranslationResult:
-    """The document's result from its sentences' (see the module docstring)."""
+def document_result(
+    prepared: PreparedDocument,
+    results: Sequence[TranslationResult],
+    k: int,
+    alignments: Sequence[WordAlignment] | None = None,
+) -> TranslationResult:
+    """The document's result from its sentences' (see the module docstring); ``alignments``
+    (of every sentence's best hypothesis) place the inline markup of the best combination."""
     document = prepared.document
     if not results:
         return _as_written(document.source)
     hypotheses = []
     for combination in best_combinations([[h.score for h in r.hypotheses] for r in results], k):
         chosen = [r.hypotheses[j] for r, j in zip(results, combination)]
+        placed = [a if j == 0 else None for a, j in zip(alignments, combination)] if alignments else None
         hypotheses.append(
             Hypothesis(
-                text=document.join([h.text.strip() for h in chosen]),
+                text=document.join([h.text.strip() for h in chosen], placed),
                 token_ids=[t for h in chosen for t in h.token_ids],
                 logprob=sum(h.logprob for h in chosen),
                 score=sum(h.score for h in chosen),
@@ -248,12 +261,17 @@ async def translate_sentences(valid: ValidTranslation, prepared: list[PreparedDo
 
 
 def join(
-    valid: ValidTranslation, prepared: list[PreparedDocument], results: Sequence[TranslationResult]
+    valid: ValidTranslation,
+    prepared: list[PreparedDocument],
+    results: Sequence[TranslationResult],
+    alignments: Sequence[Sequence[WordAlignment]] | None = None,
 ) -> list[TranslationResult]:
-    """The documents' results from their sentences' (:func:`translate_sentences`)."""
+    """The documents' results from their sentences' (:func:`translate_sentences`); ``alignments``
+    per document, per sentence, place inline markup (documents split with ``place_inline``)."""
     out, at = [], 0
-    for p in prepared:
-        out.append(document_result(p, results[at : at + p.segments], valid.options.num_hypotheses))
+    for i, p in enumerate(prepared):
+        placed = alignments[i] if alignments is not None else None
+        out.append(document_result(p, results[at : at + p.segments], valid.options.num_hypotheses, placed))
         at += p.segments
     return out
 

@@ -31,7 +31,7 @@ from typing import TypeVar
 from attnserve.contract.kinds import TRANSLATION
 
 from ..config import Settings
-from ..documents import FORMATS, PreparedDocument
+from ..documents import FORMATS, TEXT, PreparedDocument
 from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFound, UnknownFormat, echo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
@@ -99,15 +99,18 @@ class TranslationService:
     async def translate(self, request: TranslationRequest) -> Translated:
         """One result per text (document), in order."""
         async with self.validate(request) as valid:
-            prepared = await self._split(valid)
+            # html / markdown: inline markup stays inside its sentence and is placed by alignment
+            # where the model has an aligner (issue 34); otherwise sentences are cut at it
+            place = request.format != TEXT and valid.model.aligner is not None
+            prepared = await self._split(valid, place)
             sentences = await bounded(documents.translate_sentences(valid, prepared), valid.request.deadline)
             aligned = None
-            if request.alignments:
+            if request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments)):
                 aligned = await bounded(alignments.align(valid, prepared, sentences, self.pool), valid.request.deadline)
-            results = documents.join(valid, prepared, sentences)
+            results = documents.join(valid, prepared, sentences, aligned if place else None)
             self._answered(valid, [r.queue_ms for r in results])
         model, source, target = valid.model.name, valid.source_language, valid.target_language
-        return Translated(model, results, source, target, valid.detected, aligned)
+        return Translated(model, results, source, target, valid.detected, aligned if request.alignments else None)
 
     async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
         """The events of one text (document); closing the iterator frees its decoder rows.
@@ -248,8 +251,8 @@ class TranslationService:
 
     # ---------------------------------------------------------------- bookkeeping
 
-    async def _split(self, valid: ValidTranslation) -> list[PreparedDocument]:
-        prepared = await documents.split_documents(valid, self.pool)
+    async def _split(self, valid: ValidTranslation, place_inline: bool = False) -> list[PreparedDocument]:
+        prepared = await documents.split_documents(valid, self.pool, place_inline)
         name = valid.model.name
         self.metrics.request_sentences.labels(name).observe(sum(p.segments for p in prepared))
         self.metrics.request_characters.labels(name).observe(sum(len(t) for t in valid.request.texts))
