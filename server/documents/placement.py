@@ -18,7 +18,6 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-
 _PUNCTUATION = frozenset(",.;:!?")
 
 
