@@ -44,14 +44,14 @@ class Segment:
             a = alignment
             spans = (a.links, a.source_spans, a.target_spans)
             return place_markup(translation, self.inline, *spans, escape=self._escape, source=self.text)
-        if not self.html:
-            return self.before + translation + self.after
         return self.before + self._escape(translation) + self.after
 
     def _escape(self, text: str) -> str:
-        if not self.html:
-            return text
+        """html: ``&<>`` escaped; html and markdown: characters the source spelled as a reference
+        or a backslash escape spelled the same way (``\\*`` stays ``\\*``, not emphasis)."""
         spelled = dict(self.references)
+        if not self.html:
+            return "".join(spelled.get(ch, ch) for ch in text) if spelled else text
         return "".join(spelled.get(ch) or _HTML_ESCAPES.get(ch, ch) for ch in text)
 
 

@@ -155,7 +155,7 @@ class DocumentSplitter:
             return Segment(source, text)
         inside = run.anchors_inside(start, end)  # markup inside a word (see cut_at_markup), or any (place_inline)
         if place_inline and inside:
-            references = run.map.references(start, end, run.plain, raw) if format == HTML else ()
+            references = run.map.references(start, end, run.plain, raw)
             return Segment(
                 source, text, references=references, html=format == HTML, inline=elements(raw, inside, start, end)
             )

@@ -1,0 +1,119 @@
+"""Word alignments from subword attention, and inline markup placed by them (issue 34), with
+given attention and alignments: no model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from attnserve.server.documents import DocumentSplitter
+from attnserve.server.documents.alignment import (
+    WordAlignment,
+    align_words,
+    word_attention,
+    word_of_offsets,
+    word_of_prefixes,
+    word_spans,
+)
+from attnserve.server.documents.placement import InlineElement, place_markup
+
+
+def _alignment(source: str, target: str, links: str) -> WordAlignment:
+    pairs = tuple((int(i), int(j)) for i, j in (link.split("-") for link in links.split()))
+    spans = word_spans(source), word_spans(target)
+    return WordAlignment(source, target, pairs, tuple(spans[0]), tuple(spans[1]), np.zeros((0, 0)))
+
+
+def test_tokens_map_to_the_whitespace_words_they_fall_in():
+    text = "monday, march 3"
+    # "monday" "," " march" " 3" and an end token without characters
+    assert word_of_offsets(text, [(0, 6), (6, 7), (7, 13), (13, 15), (0, 0)]) == [0, 0, 1, 2, None]
+    # byte-level pieces decoded prefix by prefix: "Mon" "tag" "," " 3" "." and the end token
+    assert word_of_prefixes(["Mon", "Montag", "Montag,", "Montag, 3", "Montag, 3.", "Montag, 3."]) == [
+        0,
+        0,
+        0,
+        1,
+        1,
+        None,
+    ]
+
+
+def test_source_subwords_sum_target_subwords_average_and_specials_drop():
+    # target tokens: t0, t1 (word 0), t2 (word 1); source tokens: s0, s1 (word 0), s2 (word 1), eos
+    attention = np.array(
+        [
+            [0.2, 0.2, 0.1, 0.5],  # t0: the end token holds half
+            [0.1, 0.1, 0.6, 0.2],
+            [0.3, 0.3, 0.35, 0.05],  # word 1: 0.6 on source word 0 split over two pieces
+        ],
+        dtype=np.float32,
+    )
+    words = word_attention(attention, [0, 0, 1, None], [0, 0, 1], (2, 2))
+    np.testing.assert_allclose(words.sum(axis=1), [1.0, 1.0], rtol=1e-6)
+    # word 0: mean of (0.4, 0.1) and (0.2, 0.6) renormalised without the end token
+    np.testing.assert_allclose(words[0], [0.3 / 0.65, 0.35 / 0.65], rtol=1e-5)
+    # summing the pieces makes source word 0 (0.6) win over word 1 (0.35); its best piece (0.3) would lose
+    links = align_words("a b", "x y", attention, [0, 0, 1, None], [0, 0, 1]).links
+    assert links == ((1, 0), (0, 1))
+
+
+@pytest.mark.parametrize(
+    ("source", "elements", "expected"),
+    [
+        # issue 34's examples: the tags move with the words they wrap
+        ("Monday, March 3, 2025", [InlineElement(8, 13, "<i>", "</i>")], "Montag, 3. <i>März</i> 2025"),
+        ("Monday, March 3, 2025", [InlineElement(8, 15, "<b>", "</b>")], "Montag, <b>3. März</b> 2025"),
+        # nested: the wider opens first and closes last
+        (
+            "Monday, March 3, 2025",
+            [InlineElement(8, 15, "<b>", "</b>"), InlineElement(8, 13, "<i>", "</i>")],
+            "Montag, <b>3. <i>März</i></b> 2025",
+        ),
+        # void markup before the target word of the source word it preceded
+        ("Monday, March 3, 2025", [InlineElement(17, 17, "<br>")], "Montag, 3. März <br>2025"),
+    ],
+)
+def test_markup_follows_the_aligned_words(source, elements, expected):
+    a = _alignment(source, "Montag, 3. März 2025", "0-0 2-1 1-2 3-3")
+    got = place_markup(a.target, elements, a.links, a.source_spans, a.target_spans, source=source)
+    assert got == expected
+
+
+def test_punctuation_outside_the_element_stays_outside():
+    source = "on Friday, January 10"
+    a = _alignment(source, "am Freitag, 10. Januar", "0-0 1-1 2-3 3-2")
+    link = [InlineElement(3, 9, '<a href="x">', "</a>")]  # "<a>Friday</a>,"
+    assert place_markup(a.target, link, *a_spans(a), source=source) == 'am <a href="x">Freitag</a>, 10. Januar'
+    wider = [InlineElement(3, 10, "<a>", "</a>")]  # "<a>Friday,</a>"
+    assert place_markup(a.target, wider, *a_spans(a), source=source) == "am <a>Freitag,</a> 10. Januar"
+
+
+def a_spans(a: WordAlignment):
+    return a.links, a.source_spans, a.target_spans
+
+
+def test_html_sentences_keep_inline_tags_whole_and_join_by_alignment(splitter: DocumentSplitter):
+    html = "<p>Monday, <i>March</i> 3, 2025</p><p>Monday, <b>March 3</b>, 2025</p>"
+    prepared = splitter.split(html, "html", place_inline=True)
+    assert [s.text for s in prepared.document.segments] == ["Monday, March 3, 2025"] * 2  # not cut at the tags
+    target = "Montag, 3. März 2025"
+    aligned = [_alignment("Monday, March 3, 2025", target, "0-0 2-1 1-2 3-3")] * 2
+    joined = prepared.document.join([target, target], aligned)
+    assert joined == "<p>Montag, 3. <i>März</i> 2025</p><p>Montag, <b>3. März</b> 2025</p>"
+    # without an alignment (a stream, a model without aligner.onnx) no tag is lost
+    assert (
+        prepared.document.join([target, target])
+        == "<p><i>Montag, 3. März 2025</i></p><p><b>Montag, 3. März 2025</b></p>"
+    )
+    # the same document cut at its tags, as before issue 34
+    cut = splitter.split(html, "html")
+    assert [s.text for s in cut.document.segments] == ["Monday,", "March", "3, 2025", "Monday,", "March 3", "2025"]
+
+
+def test_html_in_the_translation_is_escaped_around_placed_tags(splitter: DocumentSplitter):
+    prepared = splitter.split("<p>at <b>3:45</b> PM &amp; later</p>", "html", place_inline=True)
+    (segment,) = prepared.document.segments
+    target = "um <15:45> Uhr & später"
+    a = _alignment(segment.text, target, "0-0 1-1 2-2 3-3 4-4")
+    assert prepared.document.join([target], [a]) == "<p>um <b>&lt;15:45&gt;</b> Uhr &amp; später</p>"
