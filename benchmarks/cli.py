@@ -15,6 +15,7 @@ BENCHMARKS = {
     "perf": "perf",
     "documents": "documents",
     "alignment-aer": "alignment_aer",
+    "alignments": "alignments",
 }
 
 
