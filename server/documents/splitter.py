@@ -66,7 +66,53 @@ class PreparedDocument:
         return len(self.document.segments)
 
 
+CLAUSE_PUNCTUATION = frozenset(",;:&|/\u2013\u2014")  # , ; : & | / en and em dashes
 _TAG_NAME = re.compile(r"</?\s*([^\s/>]+)")
+
+
+def _name(raw: str, anchor: Anchor) -> str:
+    m = _TAG_NAME.match(raw, anchor.raw_start, anchor.raw_end)
+    return anchor.name or (m.group(1).lower() if m else "")
+
+
+def unpaired(raw: str, anchors: Sequence[Anchor]) -> list[Anchor]:
+    """The opening anchors not closed and the closing anchors not opened among ``anchors``."""
+    stack: list[Anchor] = []
+    out: list[Anchor] = []
+    for anchor in anchors:
+        if anchor.kind == OPEN:
+            stack.append(anchor)
+        elif anchor.kind == CLOSE:
+            k = next((k for k in range(len(stack) - 1, -1, -1) if _name(raw, stack[k]) == _name(raw, anchor)), None)
+            if k is None:
+                out.append(anchor)
+            else:
+                stack.pop(k)
+    return out + stack
+
+
+def _beside_punctuation(plain: str, anchor: Anchor) -> bool:
+    """Whether clause punctuation separates the anchor from the rest of its sentence: what comes
+    before an opening anchor, or after a closing one (spaces skipped)."""
+    step = -1 if anchor.kind == OPEN else 1
+    at = anchor.position - 1 if step < 0 else anchor.position
+    while 0 <= at < len(plain) and plain[at].isspace():
+        at += step
+    return 0 <= at < len(plain) and plain[at] in CLAUSE_PUNCTUATION
+
+
+def cut_at_unpaired(raw: str, run: Run, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sentences for markup placed by alignment: cut only where an element reaches past the
+    sentence's edge and punctuation sets it off (``<b>Friday, January 9</b>, <a>at 3:45 PM</a>``,
+    ``March 3: <b>9:00 AM</b>``: each is a phrase of its own, and a small model translates
+    phrases best one at a time); an element inside the sentence (``Monday, <i>March</i> 3``) or
+    part of a phrase (``more than <b>1,500 miles</b>``) stays in it, to move with its words."""
+    out = []
+    for start, end in spans:
+        anchors = unpaired(raw, run.anchors_inside(start, end))
+        edges = {a.position for a in anchors if _beside_punctuation(run.plain, a)}
+        out += cut_at_markup(run, [(start, end)], only=edges) if edges else [(start, end)]
+    return out
 
 
 def elements(raw: str, anchors: Sequence[Anchor], start: int, end: int) -> tuple[InlineElement, ...]:
@@ -78,12 +124,12 @@ def elements(raw: str, anchors: Sequence[Anchor], start: int, end: int) -> tuple
     stack: list[tuple[str, Anchor]] = []
     for anchor in anchors:
         markup = raw[anchor.raw_start : anchor.raw_end]
-        name = anchor.name or (m.group(1).lower() if (m := _TAG_NAME.match(markup)) else "")
+        name = _name(raw, anchor)
         if anchor.kind == OPEN:
             stack.append((name, anchor))
         elif anchor.kind == CLOSE:
             k = next((k for k in range(len(stack) - 1, -1, -1) if stack[k][0] == name), None)
-            if k is None:
+            if k is None:  # not after cut_at_unpaired; kept for any caller
                 out.append(InlineElement(0, anchor.position - start, "", markup))
             else:
                 _, opened = stack.pop(k)
@@ -124,7 +170,7 @@ class DocumentSplitter:
         if format not in FORMATS:
             raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, got {echo(format)}")
         runs = RUNS[format](text)
-        cut = (lambda run, spans: spans) if place_inline else cut_at_markup
+        cut = functools.partial(cut_at_unpaired, text) if place_inline else cut_at_markup
         work = [(run, cut(run, sentence_spans(run.plain, self.language, run.lines))) for run in runs]
         # One tokenizer call for every sentence of the document (a call per run cost ~0.5 ms each).
         ids = iter(self.budget.encode([self.normalize(run.plain[s:e]) for run, spans in work for s, e in spans]))

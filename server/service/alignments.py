@@ -92,23 +92,39 @@ def _align(
 
 
 async def align(
-    valid: ValidTranslation, prepared: list[PreparedDocument], sentences: Sequence[TranslationResult], pool: Executor
-) -> list[list[WordAlignment]]:
-    """Per document, per sentence: the alignment of its best translation (``sentences``: the
-    results of every document's sentences, one after another)."""
+    valid: ValidTranslation,
+    prepared: list[PreparedDocument],
+    sentences: Sequence[TranslationResult],
+    pool: Executor,
+    every_hypothesis: bool = False,
+) -> list[list[list[WordAlignment]]]:
+    """Per document, per sentence, per hypothesis: its alignment (``sentences``: the results of
+    every document's sentences, one after another). The best hypothesis of every sentence is
+    aligned; with ``every_hypothesis`` the others of sentences with inline markup to place too."""
     aligner, tokenizer = require_aligner(valid.model), valid.model.engine.tokenizer
-    work, outputs = [], []
-    for p in prepared:
-        for segment, normalised, ids in zip(p.document.segments, p.sources, p.ids):
+    work, outputs, counts = [], [], []
+    segments = [(segment, normalised, ids) for p in prepared for segment, normalised, ids in zip(
+        p.document.segments, p.sources, p.ids)]  # fmt: skip
+    for (segment, normalised, ids), result in zip(segments, sentences):
+        chosen = result.hypotheses if every_hypothesis and segment.inline else result.hypotheses[:1]
+        counts.append(len(chosen))
+        for hypothesis in chosen:
             work.append((segment.text, normalised, ids))
-    for result in sentences:
-        best = result.hypotheses[0]
-        outputs.append((best.text.strip(), best.token_ids))
+            outputs.append((hypothesis.text.strip(), hypothesis.token_ids))
     hidden = valid.options.prefix_ids[: valid.options.hide_prefix]
     loop = asyncio.get_running_loop()
     flat = await loop.run_in_executor(pool, _align, aligner, tokenizer, hidden, work, outputs) if work else []
+    per_sentence, at = [], 0
+    for count in counts:
+        per_sentence.append(flat[at : at + count])
+        at += count
     out, at = [], 0
     for p in prepared:
-        out.append(flat[at : at + p.segments])
+        out.append(per_sentence[at : at + p.segments])
         at += p.segments
     return out
+
+
+def best_only(aligned: list[list[list[WordAlignment]]]) -> list[list[WordAlignment]]:
+    """Per document, per sentence: the best hypothesis's alignment (what a request gets back)."""
+    return [[hypotheses[0] for hypotheses in document] for document in aligned]

@@ -218,17 +218,17 @@ def document_result(
     prepared: PreparedDocument,
     results: Sequence[TranslationResult],
     k: int,
-    alignments: Sequence[WordAlignment] | None = None,
+    alignments: Sequence[Sequence[WordAlignment]] | None = None,
 ) -> TranslationResult:
     """The document's result from its sentences' (see the module docstring); ``alignments``
-    (of every sentence's best hypothesis) place the inline markup of the best combination."""
+    (per sentence, per hypothesis, where aligned) place the inline markup."""
     document = prepared.document
     if not results:
         return _as_written(document.source)
     hypotheses = []
     for combination in best_combinations([[h.score for h in r.hypotheses] for r in results], k):
         chosen = [r.hypotheses[j] for r, j in zip(results, combination)]
-        placed = [a if j == 0 else None for a, j in zip(alignments, combination)] if alignments else None
+        placed = [a[j] if j < len(a) else None for a, j in zip(alignments, combination)] if alignments else None
         hypotheses.append(
             Hypothesis(
                 text=document.join([h.text.strip() for h in chosen], placed),
@@ -264,10 +264,11 @@ def join(
     valid: ValidTranslation,
     prepared: list[PreparedDocument],
     results: Sequence[TranslationResult],
-    alignments: Sequence[Sequence[WordAlignment]] | None = None,
+    alignments: Sequence[Sequence[Sequence[WordAlignment]]] | None = None,
 ) -> list[TranslationResult]:
     """The documents' results from their sentences' (:func:`translate_sentences`); ``alignments``
-    per document, per sentence, place inline markup (documents split with ``place_inline``)."""
+    per document, per sentence, per hypothesis place inline markup (documents split with
+    ``place_inline``)."""
     out, at = [], 0
     for i, p in enumerate(prepared):
         placed = alignments[i] if alignments is not None else None

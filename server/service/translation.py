@@ -106,11 +106,13 @@ class TranslationService:
             sentences = await bounded(documents.translate_sentences(valid, prepared), valid.request.deadline)
             aligned = None
             if request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments)):
-                aligned = await bounded(alignments.align(valid, prepared, sentences, self.pool), valid.request.deadline)
+                work = alignments.align(valid, prepared, sentences, self.pool, every_hypothesis=place)
+                aligned = await bounded(work, valid.request.deadline)
             results = documents.join(valid, prepared, sentences, aligned if place else None)
             self._answered(valid, [r.queue_ms for r in results])
         model, source, target = valid.model.name, valid.source_language, valid.target_language
-        return Translated(model, results, source, target, valid.detected, aligned if request.alignments else None)
+        returned = alignments.best_only(aligned) if request.alignments and aligned is not None else None
+        return Translated(model, results, source, target, valid.detected, returned)
 
     async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
         """The events of one text (document); closing the iterator frees its decoder rows.

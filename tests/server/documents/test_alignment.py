@@ -117,3 +117,21 @@ def test_html_in_the_translation_is_escaped_around_placed_tags(splitter: Documen
     target = "um <15:45> Uhr & später"
     a = _alignment(segment.text, target, "0-0 1-1 2-2 3-3 4-4")
     assert prepared.document.join([target], [a]) == "<p>um <b>&lt;15:45&gt;</b> Uhr &amp; später</p>"
+
+
+def test_elements_set_off_by_punctuation_at_a_sentence_edge_are_phrases_of_their_own(splitter: DocumentSplitter):
+    def texts(html: str) -> list[str]:
+        return [s.text for s in splitter.split(html, "html", place_inline=True).document.segments]
+
+    # a small phrase model translates these best one at a time, as before issue 34
+    assert texts("<li>Monday, March 3, 2025: <b>9:00 AM–5:30 PM</b></li>") == [
+        "Monday, March 3, 2025:",
+        "9:00 AM–5:30 PM",
+    ]
+    assert texts('<li><b>Friday, January 9, 2026</b>, <a href="#late">at 3:45 PM</a></li>') == [
+        "Friday, January 9, 2026",
+        "at 3:45 PM",
+    ]
+    # part of a phrase, or inside the sentence: kept whole, placed by alignment
+    assert texts("<p>more than <b>1,500 miles</b></p>") == ["more than 1,500 miles"]
+    assert texts("<p>Monday, <b>March 3</b>, 2025</p>") == ["Monday, March 3, 2025"]

@@ -36,7 +36,7 @@ html block, March 3
 TRANSLATED = [
     "Monday, March 3, 2025",
     "at 3:45 PM",
-    "more than 1,500 miles",
+    "more than 1,500 miles",  # "**1,500 miles**" is part of the phrase: it stays in the sentence
     "about 5 miles",
     "Tuesday, June 4 2024",
     "day",
@@ -82,13 +82,13 @@ def test_only_text_is_translated_and_everything_else_comes_back_as_sent(splitter
 
 
 def test_link_text_moves_with_its_words_and_its_target_is_untouched(splitter: DocumentSplitter):
-    prepared = splitter.split("on Friday, [January 10](https://x.org/a_b?q=January)", "markdown", place_inline=True)
+    prepared = splitter.split("on [January 10](https://x.org/a_b?q=January), 2025", "markdown", place_inline=True)
     (segment,) = prepared.document.segments
-    assert segment.text == "on Friday, January 10"
-    target = "am Freitag, 10. Januar"
+    assert segment.text == "on January 10, 2025"
+    target = "am 10. Januar 2025"
     spans = tuple(word_spans(segment.text)), tuple(word_spans(target))
-    a = WordAlignment(segment.text, target, ((0, 0), (1, 1), (3, 2), (2, 3)), *spans, np.zeros((4, 4)))
-    assert prepared.document.join([target], [a]) == "am Freitag, [10. Januar](https://x.org/a_b?q=January)"
+    a = WordAlignment(segment.text, target, ((0, 0), (2, 1), (1, 2), (3, 3)), *spans, np.zeros((4, 4)))
+    assert prepared.document.join([target], [a]) == "am [10. Januar](https://x.org/a_b?q=January) 2025"
 
 
 def test_emphasis_moves_with_its_word(splitter: DocumentSplitter):
