@@ -34,6 +34,12 @@ class Segment:
     # without an alignment its opening markup goes before the translation, its closing after.
     inline: tuple[InlineElement, ...] = ()
 
+    @property
+    def rendered_whole(self) -> bool:
+        """Whether its translation must be rendered whole (escapes, references, moved markup), so a
+        stream sends it with its last token rather than delta by delta."""
+        return self.html or bool(self.before or self.after or self.references or self.inline)
+
     def render(self, translation: str, alignment: WordAlignment | None = None) -> str:
         if translation == self.text:
             return self.source

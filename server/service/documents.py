@@ -306,7 +306,7 @@ class DocumentEvents:
         """Events that may go out now (maybe none) after ``event`` of sentence ``index``."""
         final = event.finish_reason is not None
         self._text[index] += event.delta
-        if self.document.segments[index].html:
+        if self.document.segments[index].rendered_whole:
             delta = self.document.segments[index].render(self._text[index].strip()) if final else ""
         else:
             delta = self._trimmed(index, event.delta, final)
