@@ -54,10 +54,14 @@ class Aligner:
         return [self.start_id, *hidden_prefix, *token_ids][:-1] if token_ids else [self.start_id, *hidden_prefix]
 
     def attention(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[np.ndarray]:
-        """For each (source ids, decoder inputs): the (T, S) attention, rows summing to 1."""
-        out: list[np.ndarray] = []
-        for at in range(0, len(pairs), ROWS_PER_RUN):
-            out += self._run(pairs[at : at + ROWS_PER_RUN])
+        """For each (source ids, decoder inputs): the (T, S) attention, rows summing to 1. Runs of
+        at most ROWS_PER_RUN pairs of like lengths (sorted first), so little padding is computed."""
+        order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][0]), len(pairs[i][1])))
+        out: list[np.ndarray] = [np.zeros(0)] * len(pairs)
+        for at in range(0, len(order), ROWS_PER_RUN):
+            run = order[at : at + ROWS_PER_RUN]
+            for i, weights in zip(run, self._run([pairs[i] for i in run])):
+                out[i] = weights
         return out
 
     def _run(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[np.ndarray]:
