@@ -129,7 +129,7 @@ def elements(raw: str, anchors: Sequence[Anchor], start: int, end: int) -> tuple
             stack.append((name, anchor))
         elif anchor.kind == CLOSE:
             k = next((k for k in range(len(stack) - 1, -1, -1) if stack[k][0] == name), None)
-            if k is None:  # not after cut_at_unpaired; kept for any caller
+            if k is None:  # opened before the sentence (not set off by punctuation): closes after its words
                 out.append(InlineElement(0, anchor.position - start, "", markup))
             else:
                 _, opened = stack.pop(k)
