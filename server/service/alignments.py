@@ -128,3 +128,17 @@ async def align(
 def best_only(aligned: list[list[list[WordAlignment]]]) -> list[list[WordAlignment]]:
     """Per document, per sentence: the best hypothesis's alignment (what a request gets back)."""
     return [[hypotheses[0] for hypotheses in document] for document in aligned]
+
+
+async def align_sentence(
+    valid: ValidTranslation, prepared: PreparedDocument, pool: Executor, index: int, token_ids: Sequence[int]
+) -> WordAlignment:
+    """The alignment of sentence ``index`` of a streamed document, from its generated ids."""
+    aligner, tokenizer = require_aligner(valid.model), valid.model.engine.tokenizer
+    segment = prepared.document.segments[index]
+    work = [(segment.text, prepared.sources[index], prepared.ids[index])]
+    outputs = [(tokenizer.decode(list(token_ids), skip_special_tokens=True).strip(), token_ids)]
+    hidden = valid.options.prefix_ids[: valid.options.hide_prefix]
+    loop = asyncio.get_running_loop()
+    (alignment,) = await loop.run_in_executor(pool, _align, aligner, tokenizer, hidden, work, outputs)
+    return alignment

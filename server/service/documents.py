@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import weakref
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,6 +66,7 @@ from .requests import Deadline, ValidTranslation
 INLINE_SPLIT_CHARS = 2_000
 MAX_LANGUAGES = 64  # sentence splitters kept per engine, one per source language
 Work = list[tuple[str, Sequence[int], DecodeOptions]]  # (sentence, its ids, its options)
+Aligning = Callable[[int, Sequence[int]], Awaitable[WordAlignment]]  # (sentence index, its token ids)
 
 
 @dataclass
@@ -300,14 +301,16 @@ class DocumentEvents:
         self._finished = [False] * n
         self._current = 0
         self._lead = self.document.separators[0]  # text to put in front of the next event out
+        self.placed: dict[int, WordAlignment] = {}  # sentence -> the alignment its markup is placed by
         self._length = False
 
     def push(self, index: int, event: StreamEvent) -> list[StreamEvent]:
         """Events that may go out now (maybe none) after ``event`` of sentence ``index``."""
         final = event.finish_reason is not None
         self._text[index] += event.delta
-        if self.document.segments[index].rendered_whole:
-            delta = self.document.segments[index].render(self._text[index].strip()) if final else ""
+        segment = self.document.segments[index]
+        if segment.rendered_whole:
+            delta = segment.render(self._text[index].strip(), self.placed.get(index)) if final else ""
         else:
             delta = self._trimmed(index, event.delta, final)
         self._waiting[index].append(StreamEvent(delta, event.token_ids, None))
@@ -347,13 +350,17 @@ class DocumentEvents:
         return StreamEvent(delta, event.token_ids, None)
 
 
-async def stream(valid: ValidTranslation, prepared: PreparedDocument) -> AsyncIterator[StreamEvent]:
+async def stream(
+    valid: ValidTranslation, prepared: PreparedDocument, align: Aligning | None = None
+) -> AsyncIterator[StreamEvent]:
     """``StreamEvent``s of one document; closing the iterator frees its decoder rows at the next step.
 
     The sentences are decoded together; their events come out in document order (see
     :class:`DocumentEvents`): one event per batch of tokens the engine hands out, the events of
     sentence k only after every sentence before it has finished. The deltas add up to the
     document :func:`translate` returns; the last event carries the longest queue time.
+    ``align(sentence, token_ids)``: the alignment that places a finished sentence's inline
+    markup (documents split with ``place_inline``), awaited before its last event goes out.
     """
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, (), "eos")
@@ -375,7 +382,11 @@ async def stream(valid: ValidTranslation, prepared: PreparedDocument) -> AsyncIt
         async with gate:
             try:
                 checked = engine.prepare([source], rest if indices[0] else first, [ids], valid.max_new_tokens)
+                generated: list[int] = []
                 async for event in engine.stream(checked, deadline=_engine_deadline(deadline)):
+                    generated += event.token_ids
+                    if event.finish_reason is not None and align and prepared.document.segments[indices[0]].inline:
+                        order.placed.update(dict.fromkeys(indices, await align(indices[0], generated)))
                     for index in indices:
                         queue.put_nowait((index, event))
             except Exception as exc:

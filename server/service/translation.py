@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import sys
 from collections.abc import AsyncIterator, Awaitable, Iterator
 from concurrent.futures import Executor
@@ -125,8 +126,10 @@ class TranslationService:
         if request.alignments:
             raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
         async with self.validate(request) as valid:
-            (prepared,) = await self._split(valid)
-            events = documents.stream(valid, prepared)
+            place = request.format != TEXT and valid.model.aligner is not None  # as translate() places it
+            (prepared,) = await self._split(valid, place)
+            align = functools.partial(alignments.align_sentence, valid, prepared, self.pool) if place else None
+            events = documents.stream(valid, prepared, align)
             try:
                 while True:
                     try:

@@ -101,7 +101,7 @@ def test_html_sentences_keep_inline_tags_whole_and_join_by_alignment(splitter: D
     aligned = [_alignment("Monday, March 3, 2025", target, "0-0 2-1 1-2 3-3")] * 2
     joined = prepared.document.join([target, target], aligned)
     assert joined == "<p>Montag, 3. <i>März</i> 2025</p><p>Montag, <b>3. März</b> 2025</p>"
-    # without an alignment (a stream, a model without aligner.onnx) no tag is lost
+    # without an alignment (never given by the service; a safety net) no tag is lost
     assert (
         prepared.document.join([target, target])
         == "<p><i>Montag, 3. März 2025</i></p><p><b>Montag, 3. März 2025</b></p>"

@@ -99,6 +99,8 @@ def test_libretranslate_generate_and_kserve_carry_alignments(server):
 def test_html_tags_follow_reordered_words(client, html, expected):
     (result,) = client.translate(html, MODEL, format="html")
     assert result.text == expected
+    # a stream places them the same way: its deltas add up to the same text
+    assert "".join(chunk.delta for chunk in client.translate_stream(html, MODEL, format="html")) == expected
 
 
 def test_markdown_round_trips_through_v1_and_libretranslate(client, server):
@@ -116,6 +118,7 @@ def test_markdown_round_trips_through_v1_and_libretranslate(client, server):
         '> am Freitag [10. Januar](https://example.com/january?x=March "March")\n\n'
         "| Montag | zwölf |\n|---|---|\n| um 15:45 Uhr | etwa  `5` Meilen |\n\n```\nMonday, March 3, 2025\n```\n"
     )
+    assert "".join(c.delta for c in client.translate_stream(document, MODEL, format="markdown")) == result.text
     status, reply = post(server, "/translate", {"q": "Monday, *March* 3, 2025", "source": "en", "target": "de",
                                                 "format": "markdown"})  # fmt: skip
     assert status == 200 and reply["translatedText"] == "Montag, 3. *März* 2025"

@@ -55,7 +55,7 @@ def test_only_text_is_translated_and_everything_else_comes_back_as_sent(splitter
     # identity round trip: every construct, byte for byte
     assert prepared.document.join(texts) == DOCUMENT
     # a "translation" in capitals shows what was translated: nothing of code, targets, html blocks
-    # (cut at the inline markup, as a stream is, so it stays in place without an alignment)
+    # (cut at the inline markup, as for a model without its aligner: it stays in place)
     cut = splitter.split(DOCUMENT, "markdown")
     shouted = cut.document.join([s.text.upper() for s in cut.document.segments])
     for kept in (
@@ -98,6 +98,6 @@ def test_emphasis_moves_with_its_word(splitter: DocumentSplitter):
     spans = tuple(word_spans(source)), tuple(word_spans(target))
     a = WordAlignment(source, target, ((0, 0), (2, 1), (1, 2), (3, 3)), *spans, np.zeros((4, 4)))
     assert prepared.document.join([target, target], [a, a]) == "Montag, 3. *März* 2025\n\nMontag, **3. März** 2025"
-    # cut at the markup when there is no alignment to place it by (streams)
+    # cut at the markup when there is no alignment to place it by (a model without its aligner)
     cut = splitter.split("Monday, *March* 3, 2025", "markdown")
     assert [s.text for s in cut.document.segments] == ["Monday,", "March", "3, 2025"]
