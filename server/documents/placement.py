@@ -94,9 +94,10 @@ def place_markup(
             outside and end - 1 > start and translation[end - 1] in _PUNCTUATION
         ):  # "<a>Friday</a>," -> "<a>Freitag</a>,"
             end -= 1
-        if element.start == element.end:  # a word of its own in the source (a code span) stays one
-            spaced = element.start < len(source) and source[element.start].isspace()
-            inserts.append((start, 2, k, element.open + " " if spaced and start < len(translation) else element.open))
+        if element.start == element.end:  # void, or an empty element: its markup as one piece
+            markup = element.open + element.close
+            spaced = element.start < len(source) and source[element.start].isspace()  # a word of its own (code)
+            inserts.append((start, 2, k, markup + " " if spaced and start < len(translation) else markup))
             continue
         width = element.end - element.start
         inserts.append((start, 1, -width * 10_000 + k, element.open))  # wider elements open first

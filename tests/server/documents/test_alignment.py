@@ -3,8 +3,13 @@ given attention and alignments: no model."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
+
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from attnserve.server.documents import DocumentSplitter
 from attnserve.server.documents.alignment import (
@@ -135,3 +140,97 @@ def test_elements_set_off_by_punctuation_at_a_sentence_edge_are_phrases_of_their
     # part of a phrase, or inside the sentence: kept whole, placed by alignment
     assert texts("<p>more than <b>1,500 miles</b></p>") == ["more than 1,500 miles"]
     assert texts("<p>Monday, <b>March 3</b>, 2025</p>") == ["Monday, March 3, 2025"]
+
+
+_PIECES = [
+    "Monday, ",
+    "March ",
+    "3, ",
+    "2025",
+    ". ",
+    "<b>",
+    "</b>",
+    "<i>",
+    "</i>",
+    "<a href='x'>",
+    "</a>",
+    "<br>",
+    "<!-- c -->",
+    "&amp; ",
+    "H<sub>2</sub>O ",
+    "<p>",
+    "</p>",
+    "<span translate=no>x</span> ",
+    "at 3:45 PM",
+]
+_MD_PIECES = [
+    "Monday, ",
+    "*March* ",
+    "**3**, ",
+    "2025",
+    "\n",
+    "\n\n",
+    "# ",
+    "- ",
+    "> ",
+    "`code` ",
+    "[at](u) ",
+    "![i](p) ",
+    "\\* ",
+    "&amp; ",
+    "| a | b |\n|---|---|\n",
+    "```\nx\n```\n",
+    "<b>",
+    "</b>",
+    "_x_ ",
+]
+
+
+def _translate_all(prepared, seed: int) -> str:
+    """Every segment "translated" to its words reversed, with some alignment (links to random
+    source words, target words left out): joining must never fail nor lose markup."""
+    import random
+
+    rng = random.Random(seed)
+    texts, aligned = [], []
+    for segment in prepared.document.segments:
+        target = " ".join(reversed(segment.text.split()))
+        source_spans, target_spans = word_spans(segment.text), word_spans(target)
+        links = tuple(
+            (rng.randrange(len(source_spans)), j)
+            for j in range(len(target_spans))
+            if source_spans and rng.random() < 0.8
+        )
+        texts.append(target)
+        aligned.append(
+            WordAlignment(segment.text, target, links, tuple(source_spans), tuple(target_spans), np.zeros(0))
+        )
+    return prepared.document.join(texts, aligned)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.sampled_from(_PIECES), max_size=40), seed=st.integers(0, 1000))
+def test_html_placed_by_any_alignment_keeps_every_tag(pieces, seed, splitter):
+    html = "".join(pieces)
+    prepared = splitter.split(html, "html", place_inline=True)
+    assert prepared.document.join([s.text for s in prepared.document.segments]) == html  # untouched: the input
+    tags = re.compile(r"<[^>]*>")
+    assert Counter(tags.findall(_translate_all(prepared, seed))) == Counter(tags.findall(html))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(st.sampled_from(_MD_PIECES), max_size=40), seed=st.integers(0, 1000))
+def test_markdown_placed_by_any_alignment_round_trips_and_never_fails(pieces, seed, splitter):
+    text = "".join(pieces)
+    for place_inline in (True, False):
+        prepared = splitter.split(text, "markdown", place_inline=place_inline)
+        assert prepared.document.join([s.text for s in prepared.document.segments]) == text
+        _translate_all(prepared, seed)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.text(alphabet=st.sampled_from(list("ab 12,.*_`[]()<>!#>|-\\&;\n\t")), max_size=80))
+def test_any_markdown_comes_back_as_sent_when_untouched(text, splitter):
+    prepared = splitter.split(text, "markdown", place_inline=True)
+    assert prepared.document.join([s.text for s in prepared.document.segments]) == text
+    _translate_all(prepared, len(text))  # and any translation and alignment joins
