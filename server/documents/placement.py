@@ -71,6 +71,39 @@ def _scaled(
     return target_spans[j][0] if start else target_spans[j][1]
 
 
+def _trimmed(element: InlineElement, span: tuple[int, int], translation: str, source: str) -> tuple[int, int]:
+    """Punctuation ending the element's last target word stays outside ("<a>Friday</a>," ->
+    "<a>Freitag</a>,") unless the element's source text ended with punctuation too."""
+    start, end = span
+    outside = not source or source[element.end - 1 : element.end] not in _PUNCTUATION
+    if element.end > element.start and outside and end - 1 > start and translation[end - 1] in _PUNCTUATION:
+        end -= 1
+    return start, end
+
+
+def _nested(
+    elements: Sequence[InlineElement], ranges: list[tuple[int, int]], translation: str
+) -> list[tuple[int, int]]:
+    """Target ranges adjusted so the markup nests: widest source elements first, each inside the
+    innermost element that contains it in the source, and after any earlier one it would cross."""
+    order = sorted(range(len(elements)), key=lambda k: (elements[k].start, -(elements[k].end - elements[k].start), k))
+    out = list(ranges)
+    placed: list[int] = []
+    for k in order:
+        e, (start, end) = elements[k], out[k]
+        for p in placed:
+            q, (ps, pe) = elements[p], out[p]
+            if q.start <= e.start and e.end <= q.end:  # inside q in the source: inside it here too
+                start, end = min(max(start, ps), pe), max(min(end, pe), ps)
+            elif start < pe and end > ps and not (ps <= start and end <= pe) and not (start <= ps and pe <= end):
+                start = min(max(start, pe), end)  # crossing a sibling: begin at the word after it
+                while start < end and translation[start].isspace():
+                    start += 1
+        out[k] = (start, max(start, end))
+        placed.append(k)
+    return out
+
+
 def place_markup(
     translation: str,
     elements: Sequence[InlineElement],
@@ -84,23 +117,21 @@ def place_markup(
     punctuation ending its last target word stays outside unless the element's ``source`` text
     ended with punctuation too.
 
-    Markup at the same offset keeps a well-formed nesting: closing markup first (innermost
-    first), then opening markup (outermost first), then void markup in source order."""
+    The markup stays well formed: an element nested in another in the source is kept inside it,
+    one that would cross an earlier sibling starts where that one ends; at one offset closing
+    markup comes first (innermost first), then void markup, then opening markup (outermost
+    first)."""
+    ranges = [_trimmed(e, target_range(e, links, source_spans, target_spans), translation, source) for e in elements]
+    ranges = _nested(elements, ranges, translation)
     inserts: list[tuple[int, int, int, str]] = []  # (offset, order, tie, markup)
-    for k, element in enumerate(elements):
-        start, end = target_range(element, links, source_spans, target_spans)
-        outside = not source or source[element.end - 1 : element.end] not in _PUNCTUATION
-        if (
-            outside and end - 1 > start and translation[end - 1] in _PUNCTUATION
-        ):  # "<a>Friday</a>," -> "<a>Freitag</a>,"
-            end -= 1
-        if element.start == element.end:  # void, or an empty element: its markup as one piece
+    for k, (element, (start, end)) in enumerate(zip(elements, ranges)):
+        if element.start == element.end or start == end:  # void, or nothing to wrap: its markup in one piece
             markup = element.open + element.close
-            spaced = element.start < len(source) and source[element.start].isspace()  # a word of its own (code)
-            inserts.append((start, 2, k, markup + " " if spaced and start < len(translation) else markup))
+            spaced = element.start == element.end and element.start < len(source) and source[element.start].isspace()
+            inserts.append((start, 1, k, markup + " " if spaced and start < len(translation) else markup))
             continue
         width = element.end - element.start
-        inserts.append((start, 1, -width * 10_000 + k, element.open))  # wider elements open first
+        inserts.append((start, 2, -width * 10_000 + k, element.open))  # wider elements open first
         inserts.append((end, 0, width * 10_000 - k, element.close))  # narrower ones close first
     inserts.sort()
     out, at = [], 0

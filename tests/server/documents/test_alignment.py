@@ -215,7 +215,20 @@ def test_html_placed_by_any_alignment_keeps_every_tag(pieces, seed, splitter):
     prepared = splitter.split(html, "html", place_inline=True)
     assert prepared.document.join([s.text for s in prepared.document.segments]) == html  # untouched: the input
     tags = re.compile(r"<[^>]*>")
-    assert Counter(tags.findall(_translate_all(prepared, seed))) == Counter(tags.findall(html))
+    translated = _translate_all(prepared, seed)
+    assert Counter(tags.findall(translated)) == Counter(tags.findall(html))
+    if _well_formed(html):  # and it nests as the input did
+        assert _well_formed(translated), translated
+
+
+def _well_formed(html: str) -> bool:
+    stack = []
+    for closing, name in re.findall(r"<(/?)(b|i|a|sub)\b[^>]*>", html):
+        if not closing:
+            stack.append(name)
+        elif not stack or stack.pop() != name:
+            return False
+    return not stack
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -234,3 +247,13 @@ def test_any_markdown_comes_back_as_sent_when_untouched(text, splitter):
     prepared = splitter.split(text, "markdown", place_inline=True)
     assert prepared.document.join([s.text for s in prepared.document.segments]) == text
     _translate_all(prepared, len(text))  # and any translation and alignment joins
+
+
+def test_markup_stays_well_formed_when_aligned_words_cross():
+    source = "Monday March 3"
+    a = _alignment(source, "x y z", "0-0 0-1 1-1 1-2")  # "Monday" -> x y, "March" -> y z: they cross
+    crossing = [InlineElement(0, 6, "<b>", "</b>"), InlineElement(7, 12, "<i>", "</i>")]
+    assert place_markup(a.target, crossing, *a_spans(a), source=source) == "<b>x y</b> <i>z</i>"
+    nested = [InlineElement(0, 14, "<b>", "</b>"), InlineElement(7, 12, "<i>", "</i>")]  # <b>Monday <i>March</i> 3</b>
+    b = _alignment(source, "x y z", "0-1 1-0 2-2")  # "March" lands before the start of "Monday"'s words
+    assert place_markup(b.target, nested, *a_spans(b), source=source) == "<b><i>x</i> y z</b>"
