@@ -17,6 +17,8 @@ BENCHMARKS = {
     "glossary": "glossary",
     "many-pairs": "many_pairs",
     "files": "files",
+    "alignment-aer": "alignment_aer",
+    "alignments": "alignments",
 }
 
 

@@ -38,6 +38,7 @@ T = TypeVar("T")
 __all__ = [
     "DEFAULT_ADDRESS",
     "AttnServeError",
+    "Alignment",
     "Chunk",
     "Classification",
     "Classifier",
@@ -66,6 +67,23 @@ class Hypothesis:
     score: float | None = None  # when asked for (return_scores)
     logprob: float | None = None
     finish_reason: str = ""  # "eos" | "length"
+    alignments: list[Alignment] = field(default_factory=list)  # per sentence, when asked for (alignments=True)
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """One sentence's word alignment: ``links`` (source word, target word) pairs, words the
+    whitespace-separated tokens of ``source`` and ``target``; ``attention`` the word-level
+    cross-attention, one row per target word over the source words."""
+
+    source: str
+    target: str
+    links: list[tuple[int, int]]
+    attention: list[list[float]]
+
+    def pharaoh(self) -> str:
+        """``"0-0 1-2 ..."``, as fast_align prints it."""
+        return " ".join(f"{i}-{j}" for i, j in self.links)
 
 
 @dataclass(frozen=True)
@@ -180,7 +198,7 @@ def _image_input(image: bytes | str | Path | np.ndarray) -> pb.ImageInput:
     return pb.ImageInput(encoded=bytes(image))
 
 
-FORMATS = {"text": pb.TEXT_FORMAT_TEXT, "html": pb.TEXT_FORMAT_HTML}
+FORMATS = {"text": pb.TEXT_FORMAT_TEXT, "html": pb.TEXT_FORMAT_HTML, "markdown": pb.TEXT_FORMAT_MARKDOWN}
 UNSIGNED_MAX = {FieldDescriptor.TYPE_UINT32: 2**32 - 1, FieldDescriptor.TYPE_UINT64: 2**64 - 1}
 
 
@@ -200,7 +218,7 @@ def _check_unsigned(message: Any, **values: Any) -> None:
 
 
 def text_format(name: str) -> int:
-    """A format name ("text" or "html") -> ``TextFormat``."""
+    """A format name ("text", "html" or "markdown") -> ``TextFormat``."""
     if name not in FORMATS:
         raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {name!r}")
     return FORMATS[name]
@@ -274,6 +292,11 @@ def decoding_options(
     return opts
 
 
+def _alignment(a: pb.SentenceAlignment) -> Alignment:
+    weights = np.asarray(a.attention, dtype=np.float32).reshape(a.target_words, a.source_words)
+    return Alignment(a.source, a.target, [(link.source_word, link.target_word) for link in a.links], weights.tolist())
+
+
 def _translation(t: pb.Translation) -> Translation:
     hyps = [
         Hypothesis(
@@ -282,6 +305,7 @@ def _translation(t: pb.Translation) -> Translation:
             h.score if h.HasField("score") else None,
             h.logprob if h.HasField("logprob") else None,
             FINISH_REASONS.get(h.finish_reason, ""),
+            [_alignment(a) for a in h.alignments],
         )
         for h in t.hypotheses
     ]
@@ -390,11 +414,13 @@ class Client:
         format: str = "text",
         glossary: Mapping[str, str] | None = None,
         keep: Sequence[str] = (),
+        alignments: bool = False,
         **options: Any,
     ) -> list[Translation]:
         """One :class:`Translation` per text (a document: lines and sentences, joined back as sent).
-        ``format``: "text" or "html"; ``glossary``: source term -> target term the translation
-        must spell verbatim ("" keeps the term); ``keep``: terms left as they are;
+        ``format``: "text", "html" or "markdown"; ``glossary``: source term -> target term the
+        translation must spell verbatim ("" keeps the term); ``keep``: terms left as they are;
+        ``alignments``: the best hypothesis carries one :class:`Alignment` per sentence;
         ``options``: see :func:`decoding_options`."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         request = pb.TranslateRequest(
@@ -404,6 +430,7 @@ class Client:
             format=text_format(format),
             glossary=glossary_entries(glossary),
             keep=list(keep),
+            return_alignments=alignments,
         )
         reply = self._call(lambda t: self.stub.Translate(request, timeout=t), timeout)
         return [dataclasses.replace(_translation(t), pivot_language=reply.pivot_language) for t in reply.translations]

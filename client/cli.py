@@ -5,6 +5,7 @@
     attnserve-client translate --format html - < page.html
     attnserve-client translate --glossary terms.tsv --keep Weblate "Monday with Weblate"
     attnserve-client translate-file examples/memo.docx --to de
+    attnserve-client translate --alignments --attention-map map.png "Monday, March 3, 2025"
     attnserve-client classify digit.png
     attnserve-client models
     attnserve-client pairs
@@ -28,6 +29,7 @@ from typing import Any
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
 from . import DEFAULT_ADDRESS, AttnServeError, Client, read_glossary, unsigned_max
+from .attention_map import draw_attention_map
 
 
 def _unsigned(message: Any, field: str) -> Callable[[str], int]:
@@ -84,9 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     _hint_dash_texts(tr)
     tr.add_argument(
         "--format",
-        choices=("text", "html"),
+        choices=("text", "html", "markdown"),
         default="text",
-        help="html: keep tags, attributes and entities, translate the text (default: text)",
+        help="html: keep tags, attributes and entities, translate the text; markdown: keep its structure, "
+        "code and link targets (default: text)",
     )
     tr.add_argument("--model", default="", help="model name (default: the only translation model)")
     tr.add_argument("--stream", action="store_true", help="print text as it is generated (one text)")
@@ -115,6 +118,16 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--keep", action="append", default=[], metavar="TERM", help="a term left as it is (repeatable)")
     tr.add_argument("--scores", action="store_true", help="print scores")
     tr.add_argument("--token-ids", action="store_true", help="print token ids")
+    tr.add_argument(
+        "--alignments", action="store_true", help="print each sentence's word alignment, i-j pairs as fast_align"
+    )
+    tr.add_argument(
+        "--attention-map",
+        type=Path,
+        default=None,
+        metavar="FILE.png",
+        help="draw the cross-attention of the first sentence (source words x target words) as a PNG",
+    )
 
     tf = sub.add_parser(
         "translate-file", help="translate a file (.txt .md .html .srt .docx .pptx .odt .odp .epub), keeping its layout"
@@ -166,12 +179,17 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
             print(f"attnserve-client: error: --glossary {exc}", file=sys.stderr)
             return 2
     options["keep"] = args.keep
+    aligned = args.alignments or args.attention_map is not None
     if "-" in args.texts:
         stdin = sys.stdin.read()
         args.texts = [stdin if text == "-" else text for text in args.texts]
     if args.stream:
         if len(args.texts) != 1:
             print("attnserve-client: error: --stream takes one text", file=sys.stderr)
+            return 2
+        if aligned:
+            print("attnserve-client: error: --alignments and --attention-map need whole translations, not --stream",
+                  file=sys.stderr)  # fmt: skip
             return 2
         chunks = []
         for chunk in client.translate_stream(args.texts[0], args.model, **options):
@@ -183,7 +201,17 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
         if not args.json:
             print(f"\n[{chunks[-1].finish_reason if chunks else '?'}]" if sys.stdout.isatty() else "")
         return 0
-    results = client.translate(args.texts, args.model, **options)
+    results = client.translate(args.texts, args.model, alignments=aligned, **options)
+    if args.attention_map is not None:
+        sentences = results[0].hypotheses[0].alignments
+        if not sentences:
+            print("attnserve-client: error: the first text has no sentence to draw", file=sys.stderr)
+            return 1
+        try:
+            draw_attention_map(sentences[0], args.attention_map)
+        except ValueError as exc:
+            print(f"attnserve-client: error: --attention-map: {exc}", file=sys.stderr)
+            return 1
     if args.json:
         _print_json([dataclasses.asdict(r) | {"text": r.text} for r in results])
         return 0
@@ -200,6 +228,9 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
                 notes.append(f"cut at {limit}")
             prefix = f"[{i}] " if len(result.hypotheses) > 1 else ""
             print(prefix + hyp.text + (f"  ({'; '.join(notes)})" if notes else ""))
+            if args.alignments:
+                for alignment in hyp.alignments:  # one line per sentence, as fast_align writes them
+                    print(alignment.pharaoh())
     return 0
 
 

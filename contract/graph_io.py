@@ -10,6 +10,12 @@ translation ``decoder.onnx`` (one graph for every step; P = 0 on the first)
          cross_key_{i}, cross_value_{i} (B, H, L, D)
     out: logits (B, V) float32 of the last position; present_key_{i}, present_value_{i} (B, H, P + S, D)
 
+translation ``aligner.onnx`` (optional: word alignments, issue 34)
+    in:  src_ids (B, L) int64, src_mask (B, L) int32, tgt_ids (B, T) int64 (start token + output
+         but its last token), tgt_mask (B, T) int32 (1 = token)
+    out: cross_attention (B, N, H, T, L) float32: every decoder layer's cross-attention
+         probabilities, row t the step that generated output token t
+
 image-classification ``model.onnx``
     in:  pixels (B, C_in, H, W) float32, normalised
     out: logits (B, num_classes) float32
@@ -101,6 +107,31 @@ class DecoderIO:
 
 
 @dataclass(frozen=True)
+class AlignerIO:
+    src_ids: str
+    src_mask: str
+    tgt_ids: str
+    tgt_mask: str
+    cross_attention: str
+
+    @classmethod
+    def standard(cls) -> AlignerIO:
+        return cls("src_ids", "src_mask", "tgt_ids", "tgt_mask", "cross_attention")
+
+    @classmethod
+    def from_lists(cls, inputs: list[str], outputs: list[str]) -> AlignerIO:
+        return cls(*inputs[:4], outputs[0])
+
+    @property
+    def inputs(self) -> list[str]:
+        return [self.src_ids, self.src_mask, self.tgt_ids, self.tgt_mask]
+
+    @property
+    def outputs(self) -> list[str]:
+        return [self.cross_attention]
+
+
+@dataclass(frozen=True)
 class ClassifierIO:
     pixels: str
     logits: str
@@ -122,14 +153,18 @@ class ClassifierIO:
         return [self.logits]
 
 
-def expected_io(kind: str, config: dict[str, Any]) -> dict[str, EncoderIO | DecoderIO | ClassifierIO]:
-    """The graphs of a model directory of ``kind`` by role, named as the contract says.
+GraphIO = EncoderIO | DecoderIO | AlignerIO | ClassifierIO
+
+
+def expected_io(kind: str, config: dict[str, Any]) -> dict[str, GraphIO]:
+    """The graphs of a model directory of ``kind`` by role, named as the contract says (the
+    optional ones of ``kinds.OPTIONAL_GRAPHS`` included: checked where a directory has them).
 
     Translation needs ``config["decoder_layers"]`` (an int >= 1).
     """
     if kind == TRANSLATION:
         n = int(config["decoder_layers"])
-        return {"encoder": EncoderIO.standard(n), "decoder": DecoderIO.standard(n)}
+        return {"encoder": EncoderIO.standard(n), "decoder": DecoderIO.standard(n), "aligner": AlignerIO.standard()}
     if kind == IMAGE_CLASSIFICATION:
         return {"model": ClassifierIO.standard()}
     raise ValueError(f"unknown model kind {kind!r}")

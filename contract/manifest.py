@@ -42,8 +42,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .graph_io import ClassifierIO, DecoderIO, EncoderIO, expected_io
-from .kinds import ATTENTION_TARGETS, GRAPHS_BY_KIND, KINDS, PRECISIONS, RESAMPLE, TRANSLATION
+from .graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO, GraphIO, expected_io
+from .kinds import ATTENTION_TARGETS, GRAPHS_BY_KIND, KINDS, OPTIONAL_GRAPHS, PRECISIONS, RESAMPLE, TRANSLATION
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "model.json"
@@ -143,9 +143,14 @@ class Manifest:
         data = asdict(self)
         return {k: v for k, v in data.items() if v is not None}
 
-    def io(self, role: str) -> EncoderIO | DecoderIO | ClassifierIO:
-        """The input and output names of graph ``role`` ("encoder", "decoder" or "model"), as listed."""
-        return {"encoder": self.encoder_io, "decoder": self.decoder_io, "model": self.classifier_io}[role]()
+    def io(self, role: str) -> GraphIO:
+        """The input and output names of graph ``role`` ("encoder", "decoder", "aligner" or "model"), as listed."""
+        roles = {"encoder": self.encoder_io, "decoder": self.decoder_io, "aligner": self.aligner_io}
+        return {**roles, "model": self.classifier_io}[role]()
+
+    def aligner_io(self) -> AlignerIO:
+        graph = self.graphs["aligner"]
+        return AlignerIO.from_lists(graph.inputs, graph.outputs)
 
     def encoder_io(self) -> EncoderIO:
         graph = self.graphs["encoder"]
@@ -216,7 +221,8 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
     kind = _choice(data, "kind", KINDS, path)
     graphs_raw = _require(data, "graphs", dict, path)
     graphs = {}
-    for gname in GRAPHS_BY_KIND[kind]:
+    optional = [g for g in OPTIONAL_GRAPHS[kind] if g in graphs_raw]
+    for gname in (*GRAPHS_BY_KIND[kind], *optional):
         g = _require(graphs_raw, gname, dict, path, "graphs.")
         prefix = f"graphs.{gname}."
         inputs = _require(g, "inputs", list, path, prefix)
@@ -333,7 +339,9 @@ def _check_graph_io(manifest: Manifest, path: Path) -> None:
     expected = expected_io(manifest.kind, manifest.config)
     layers = f" with {manifest.config['decoder_layers']} decoder layers" if manifest.kind == TRANSLATION else ""
     for role, io in expected.items():
-        graph = manifest.graphs[role]
+        graph = manifest.graphs.get(role)
+        if graph is None:  # an optional graph the directory does not have
+            continue
         for side, got, want in (("inputs", graph.inputs, io.inputs), ("outputs", graph.outputs, io.outputs)):
             if got == want:
                 continue

@@ -10,7 +10,7 @@ import onnx
 import torch
 from torch import nn
 
-from attnserve.contract.graph_io import ClassifierIO, DecoderIO, EncoderIO
+from attnserve.contract.graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO
 from attnserve.models import TranslationTransformer, VisionTransformer, attention_backend
 
 from .fold import fold_attention_bias
@@ -50,6 +50,39 @@ class DecoderGraph(nn.Module):
         )  # (B, S, C)
         logits = self.model.logits(hidden[:, -1])  # (B, V): only the last position is ever sampled
         return (logits, *[t for kv in present for t in kv])
+
+
+class AlignerGraph(nn.Module):
+    """Source and a whole output -> every decoder layer's cross-attention (issue 34's alignments):
+    one teacher-forced pass, run once per finished sentence that asks for alignments, so the
+    step decoder stays as it is."""
+
+    def __init__(self, model: TranslationTransformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, src_ids: torch.Tensor, src_mask: torch.Tensor, tgt_ids: torch.Tensor, tgt_mask: torch.Tensor
+    ) -> torch.Tensor:
+        return self.model.cross_attention(src_ids, src_mask.bool(), tgt_ids, tgt_mask.bool())  # (B, N, H, T, L)
+
+
+def example_aligner_inputs(
+    model: TranslationTransformer, batch: int = 2, src_len: int = 7, tgt_len: int = 5, seed: int = 0
+):
+    """Deterministic aligner inputs with right padding in row 1 of both sides."""
+    cfg = model.cfg
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, cfg.vocab_size, (batch, src_len), generator=g)  # (B, L)
+    tgt = torch.randint(4, cfg.vocab_size, (batch, tgt_len), generator=g)  # (B, T)
+    tgt[:, 0] = cfg.bos_id
+    src_mask = torch.ones(batch, src_len, dtype=torch.int32)  # (B, L)
+    tgt_mask = torch.ones(batch, tgt_len, dtype=torch.int32)  # (B, T)
+    src_mask[-1, src_len - 2 :] = 0
+    tgt_mask[-1, tgt_len - 2 :] = 0
+    src[-1, src_len - 2 :] = cfg.pad_id
+    tgt[-1, tgt_len - 2 :] = cfg.pad_id
+    return src, src_mask, tgt, tgt_mask
 
 
 def example_translation_inputs(
@@ -155,6 +188,15 @@ def export_decoder(model: TranslationTransformer, path: Path, attention: str = "
     io = DecoderIO.standard(n)
     return export_onnx(
         DecoderGraph(model), dec_args, io.inputs, io.outputs, _dynamic_shapes_for_decoder(n), path, attention, opset
+    )
+
+
+def export_aligner(model: TranslationTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):
+    B, L, T = torch.export.Dim("batch"), torch.export.Dim("src_len"), torch.export.Dim("tgt_len")
+    io = AlignerIO.standard()
+    shapes = ({0: B, 1: L}, {0: B, 1: L}, {0: B, 1: T}, {0: B, 1: T})
+    return export_onnx(
+        AlignerGraph(model), example_aligner_inputs(model), io.inputs, io.outputs, shapes, path, attention, opset
     )
 
 

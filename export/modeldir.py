@@ -37,7 +37,7 @@ from attnserve.contract.manifest import (
 from attnserve.models import TranslationTransformer, VisionTransformer
 
 from .errors import ExportError
-from .graphs import DEFAULT_OPSET, export_decoder, export_encoder, export_vit
+from .graphs import DEFAULT_OPSET, export_aligner, export_decoder, export_encoder, export_vit
 
 try:
     from importlib.metadata import version as _pkg_version
@@ -187,7 +187,7 @@ def write_translation_graphs(
     family: str = "attnserve",
     languages: Languages | None = None,
 ) -> Manifest:
-    """encoder.onnx, decoder.onnx and tokenizer.json into ``directory``; returns their fp32
+    """encoder.onnx, decoder.onnx, aligner.onnx and tokenizer.json into ``directory``; returns their fp32
     manifest, without file hashes (:func:`seal` adds them and writes model.json)."""
     cfg = model.cfg
     model = model.eval()
@@ -195,6 +195,8 @@ def write_translation_graphs(
     export_encoder(model, directory / "encoder.onnx", attention, opset)
     stage("export decoder")
     export_decoder(model, directory / "decoder.onnx", attention, opset)
+    stage("export aligner")
+    export_aligner(model, directory / "aligner.onnx", attention, opset)
     tokenizer.save(str(directory / "tokenizer.json"))
     io = expected_io(TRANSLATION, dataclasses.asdict(cfg))
     return Manifest(
@@ -207,6 +209,7 @@ def write_translation_graphs(
         graphs={
             "encoder": GraphSpec("encoder.onnx", io["encoder"].inputs, io["encoder"].outputs),
             "decoder": GraphSpec("decoder.onnx", io["decoder"].inputs, io["decoder"].outputs),
+            "aligner": GraphSpec("aligner.onnx", io["aligner"].inputs, io["aligner"].outputs),
         },
         tokenizer=TokenizerSpec(
             "tokenizer.json",

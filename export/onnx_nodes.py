@@ -55,10 +55,14 @@ def attention_calls(kind: str, config: dict[str, Any]) -> dict[str, int]:
     """Attention calls per graph of a model directory, from its ``model.json`` config.
 
     translation: the encoder has one self-attention per layer; the decoder a causal
-    self-attention and a cross-attention per layer. image-classification: one per block.
+    self-attention and a cross-attention per layer; the aligner the encoder's, a causal
+    self-attention per decoder layer and the cross-attention of every layer but the last (whose
+    output it does not need; its probabilities are written out as MatMul and Softmax).
+    image-classification: one per block.
     """
     if kind == "translation":
-        return {"encoder": int(config["encoder_layers"]), "decoder": 2 * int(config["decoder_layers"])}
+        enc, dec = int(config["encoder_layers"]), int(config["decoder_layers"])
+        return {"encoder": enc, "decoder": 2 * dec, "aligner": enc + 2 * dec - 1}
     return {"model": int(config["depth"])}
 
 

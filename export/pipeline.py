@@ -46,7 +46,7 @@ class ExportResult:
 
 def planned_stages(kind: str, options: ExportOptions) -> int:
     """Stages the progress display will show (load + export graphs + reference + ... + model.json)."""
-    graphs = 2 if kind == "translation" else 1
+    graphs = 3 if kind == "translation" else 1
     return 1 + graphs + 1 + (options.precision != "fp32") + 2 * options.verify + 1
 
 

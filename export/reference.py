@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from attnserve.contract.graph_io import ClassifierIO, DecoderIO, EncoderIO
+from attnserve.contract.graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO
 from attnserve.models import TranslationTransformer, VisionTransformer, greedy_decode
 
 from .errors import ExportError
-from .graphs import DecoderGraph, EncoderGraph, example_translation_inputs
+from .graphs import AlignerGraph, DecoderGraph, EncoderGraph, example_aligner_inputs, example_translation_inputs
 from .verify import VERIFICATION_FILE
 
 VIT_IMAGES = 8  # enough for a top-1 agreement, small enough to ship (8 x 3 x 224 x 224 float32 = 4.8 MB)
@@ -57,7 +57,7 @@ def _source_batch(model: TranslationTransformer, rows: int, length: int, seed: i
 def translation_reference(
     model: TranslationTransformer, *, seed: int = 0, max_target_len: int
 ) -> dict[str, np.ndarray]:
-    """Encoder, one decoder step with a cache (P = 3, S = 2, a left-padded slot), and a greedy decode."""
+    """Encoder, one decoder step with a cache (P = 3, S = 2, a left-padded slot), the aligner and a greedy decode."""
     model = model.eval()
     n = model.cfg.decoder_layers
     length = min(GREEDY_SRC_LEN, model.cfg.max_positions)
@@ -70,6 +70,10 @@ def translation_reference(
     dec = DecoderIO.standard(n)
     data |= _named("decoder.in", dec.inputs, dec_args)
     data |= _named("decoder.out", dec.outputs, DecoderGraph(model)(*dec_args))
+    align_args = example_aligner_inputs(model, src_len=min(7, model.cfg.max_positions), seed=seed)
+    aligner = AlignerIO.standard()
+    data |= _named("aligner.in", aligner.inputs, align_args)
+    data |= _named("aligner.out", aligner.outputs, (AlignerGraph(model)(*align_args),))
     steps = min(GREEDY_STEPS, max_target_len)
     hyps = greedy_decode(model, src, max_new_tokens=steps)
     tokens = np.full((len(hyps), steps), -1, dtype=np.int64)  # (B, T)

@@ -124,6 +124,21 @@ class Attention(nn.Module):
         k, v = self.kv(memory).view(B, L, 2, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
         return k, v  # 2 x (B, H, L, D)
 
+    def weights(self, x: torch.Tensor, kv: KV, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Cross-attention probabilities, for word alignment (issue 34): written out (MatMul and
+        Softmax when exported), since the fused kernels return only the attended values.
+
+        x: (B, S, C) the layer's query input; kv from :meth:`project_kv`; key_padding_mask: (B, L)
+        bool. Returns (B, H, S, L) float32, each row summing to 1 over the unmasked keys.
+        """
+        if not self.cross:
+            raise TypeError("attention weights are read from cross-attention modules")
+        q = _split_heads(self.q(x), self.num_heads)  # (B, H, S, D)
+        scores = q @ kv[0].transpose(-2, -1) / math.sqrt(self.head_dim)  # (B, H, S, L)
+        if key_padding_mask is not None:
+            scores = scores.masked_fill(~key_padding_mask[:, None, None, :], torch.finfo(scores.dtype).min)
+        return scores.softmax(dim=-1)  # (B, H, S, L)
+
     def forward(
         self,
         x: torch.Tensor,

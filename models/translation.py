@@ -135,6 +135,20 @@ class DecoderLayer(nn.Module):
         x, _ = self.res3(x, lambda h: (self.ffn(h), None))  # (B, S, C)
         return x, present
 
+    def cross_weights(
+        self, x: torch.Tensor, tgt_mask: torch.Tensor, cross_kv: KV, src_mask: torch.Tensor, last: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Teacher-forced layer (no cache) that also returns its cross-attention probabilities
+        (B, H, S, L). ``last``: the layer's output is not needed (its cross-attention output and
+        feed-forward are skipped)."""
+        x, _ = self.res1(x, lambda h: self.self_attn(h, key_padding_mask=tgt_mask, causal=True))  # (B, S, C)
+        weights = self.cross_attn.weights(self.res2.norm(x) if self.res2.norm_first else x, cross_kv, src_mask)
+        if last:
+            return x, weights  # (B, S, C), (B, H, S, L)
+        x, _ = self.res2(x, lambda h: self.cross_attn(h, key_padding_mask=src_mask, kv=cross_kv))  # (B, S, C)
+        x, _ = self.res3(x, lambda h: (self.ffn(h), None))  # (B, S, C)
+        return x, weights
+
 
 class TranslationTransformer(nn.Module):
     """Encoder-decoder Transformer.
@@ -228,6 +242,27 @@ class TranslationTransformer(nn.Module):
             x, layer_present = layer(x, tgt_mask, cross_kv[i], src_mask, None if past is None else past[i], use_cache)
             present.append(layer_present)
         return self.decoder_norm(x), (present if use_cache else None)
+
+    def cross_attention(
+        self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor
+    ) -> torch.Tensor:
+        """Every decoder layer's cross-attention probabilities for a whole target (teacher forcing),
+        what word alignment reads (issue 34).
+
+        src: (B, L) int64, src_mask: (B, L) bool; tgt: (B, T) int64 the decoder's inputs (start
+        token, then the output without its last token), tgt_mask: (B, T) bool (right padding).
+        Returns (B, N, H, T, L) float32: N decoder layers, H heads; row t is the attention of
+        the step that generated output token t.
+        """
+        memory = self.encode(src, src_mask)  # (B, L, C)
+        positions = torch.arange(tgt.shape[1], device=tgt.device).expand_as(tgt)  # (B, T)
+        x = self._embed(self.tgt_embed, tgt, positions)  # (B, T, C)
+        weights = []
+        for i, (layer, kv) in enumerate(zip(self.decoder_layers, self.cross_kv(memory))):
+            last = i == len(self.decoder_layers) - 1
+            x, layer_weights = layer.cross_weights(x, tgt_mask, kv, src_mask, last)  # (B, H, T, L)
+            weights.append(layer_weights)
+        return torch.stack(weights, dim=1)  # (B, N, H, T, L)
 
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
         """hidden: (B, S, C) -> (B, S, V) float32."""

@@ -38,6 +38,8 @@ MAX_SEED = 2**64 - 1
 FORMAT = "format"
 # and the request's languages (issue 13): codes of the model's own or ISO 639-1, a forced prefix.
 LANGUAGE_PARAMETERS = ("source_language", "target_language", "target_prefix")
+# and word alignments of every sentence's best translation (issue 34): a boolean.
+ALIGNMENTS = "return_alignments"
 
 
 # A glossary (issue 34): source term -> target term ("" keeps the term), as a JSON object, or a
@@ -72,6 +74,11 @@ def languages(values: Mapping[str, Any], where: str = "") -> dict[str, str]:
 def text_format(values: Mapping[str, Any], where: str = "") -> str:
     """The ``format`` parameter of a request, a string ("text" when absent; the service checks its value)."""
     return _typed(FORMAT, values.get(FORMAT, TEXT), STR, where)
+
+
+def alignments(values: Mapping[str, Any], where: str = "") -> bool:
+    """The ``return_alignments`` parameter (false when absent)."""
+    return _typed(ALIGNMENTS, values.get(ALIGNMENTS, False), BOOL, where)
 
 
 def _typed(name: str, value: Any, kind: str, where: str) -> Any:

@@ -30,6 +30,7 @@ from .errors import InvalidRequest, ModelNotFound, client_message, echo
 from .references import ReferenceMismatch, check_references
 from .runtime import ProviderError, create_session, cuda_listed, session_provider
 from .translation import EngineSettings, TranslationEngine
+from .translation.aligner import Aligner
 from .translation.sessions import model_spec
 
 log = logging.getLogger(__name__)
@@ -103,6 +104,7 @@ class LoadedModel:
     warmup_s: float
     classifier: ImageClassifier | None = None
     engine: TranslationEngine | None = None
+    aligner: Aligner | None = None  # translation: word alignments, when the directory has aligner.onnx
     fingerprint: str = ""  # sha256 of model.json (it holds the sha256 of every file): the version
     users: int = 0  # handlers holding this version (see ModelRegistry.use); a replaced version waits for 0
     references: str = ""  # what the load-time check of verification.npz found (server/references.py)
@@ -387,4 +389,7 @@ def _build_model(
     engine_settings = EngineSettings(**engine_settings_kwargs(settings))
     engine = TranslationEngine(model_dir, manifest, sessions["encoder"], sessions["decoder"], engine_settings)
     warmup_s = engine.warmup()
-    return LoadedModel(manifest.name, manifest.kind, model_dir, manifest, provider, warmup_s, engine=engine)
+    aligner = Aligner(sessions["aligner"], manifest) if "aligner" in sessions else None
+    return LoadedModel(
+        manifest.name, manifest.kind, model_dir, manifest, provider, warmup_s, engine=engine, aligner=aligner
+    )

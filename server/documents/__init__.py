@@ -4,11 +4,12 @@ segment by segment, joined with the original separators. Torch-free, engine-free
 from .document import Document, Segment
 from .fit import TokenBudget
 from .normalize import Normalizer, unicode_form
-from .splitter import FORMATS, HTML, TEXT, DocumentLimits, DocumentSplitter, PreparedDocument
+from .splitter import FORMATS, HTML, MARKDOWN, TEXT, DocumentLimits, DocumentSplitter, PreparedDocument
 
 __all__ = [
     "FORMATS",
     "HTML",
+    "MARKDOWN",
     "TEXT",
     "Document",
     "DocumentLimits",

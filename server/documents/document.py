@@ -14,6 +14,9 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .alignment import WordAlignment
+from .placement import InlineElement, place_markup
+
 _HTML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
 
@@ -27,15 +30,35 @@ class Segment:
     after: str = ""  # html: their closing tags, moved after it
     references: tuple[tuple[str, str], ...] = ()  # html: (character, the entity that spelled it)
     html: bool = False
+    # Inline markup inside the sentence, placed in the translation by word alignment (issue 34);
+    # without an alignment its opening markup goes before the translation, its closing after.
+    inline: tuple[InlineElement, ...] = ()
 
-    def render(self, translation: str) -> str:
+    @property
+    def rendered_whole(self) -> bool:
+        """Whether its translation must be rendered whole (escapes, references, moved markup), so a
+        stream sends it with its last token rather than delta by delta."""
+        return self.html or bool(self.before or self.after or self.references or self.inline)
+
+    def render(self, translation: str, alignment: WordAlignment | None = None) -> str:
         if translation == self.text:
             return self.source
-        if not self.html:
-            return translation
+        if self.inline:
+            if alignment is None:
+                opening = "".join(e.open for e in self.inline)
+                return opening + self._escape(translation) + "".join(e.close for e in reversed(self.inline))
+            a = alignment
+            spans = (a.links, a.source_spans, a.target_spans)
+            return place_markup(translation, self.inline, *spans, escape=self._escape, source=self.text)
+        return self.before + self._escape(translation) + self.after
+
+    def _escape(self, text: str) -> str:
+        """html: ``&<>`` escaped; html and markdown: characters the source spelled as a reference
+        or a backslash escape spelled the same way (``\\*`` stays ``\\*``, not emphasis)."""
         spelled = dict(self.references)
-        body = "".join(spelled.get(ch) or _HTML_ESCAPES.get(ch, ch) for ch in translation)
-        return self.before + body + self.after
+        if not self.html:
+            return "".join(spelled.get(ch, ch) for ch in text) if spelled else text
+        return "".join(spelled.get(ch) or _HTML_ESCAPES.get(ch, ch) for ch in text)
 
 
 @dataclass(frozen=True)
@@ -46,13 +69,17 @@ class Document:
     def __post_init__(self) -> None:
         assert len(self.separators) == len(self.segments) + 1, "one more separator than segments"
 
-    def join(self, translations: Sequence[str]) -> str:
-        """The document with ``translations[i]`` in place of segment i."""
+    def join(self, translations: Sequence[str], alignments: Sequence[WordAlignment | None] | None = None) -> str:
+        """The document with ``translations[i]`` in place of segment i (its inline markup placed
+        by ``alignments[i]`` where given)."""
         if len(translations) != len(self.segments):
             raise ValueError(f"{len(translations)} translations for {len(self.segments)} segments")
+        aligned = alignments if alignments is not None else [None] * len(translations)
         out = [self.separators[0]]
-        for segment, translation, separator in zip(self.segments, translations, self.separators[1:]):
-            out += (segment.render(translation), separator)
+        for segment, translation, alignment, separator in zip(
+            self.segments, translations, aligned, self.separators[1:]
+        ):
+            out += (segment.render(translation, alignment), separator)
         return "".join(out)
 
     @property

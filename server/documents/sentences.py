@@ -40,6 +40,7 @@ class Anchor:
     raw_start: int
     raw_end: int
     kind: str  # OPEN, CLOSE or VOID (void elements, comments)
+    name: str = ""  # what pairs an opening anchor with its closing one ("": html's tag name)
 
 
 @dataclass
@@ -120,14 +121,16 @@ def in_word(plain: str, position: int) -> bool:
     return 0 < position < len(plain) and plain[position - 1].isalnum() and plain[position].isalnum()
 
 
-def cut_at_markup(run: Run, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def cut_at_markup(run: Run, spans: list[tuple[int, int]], only: set[int] | None = None) -> list[tuple[int, int]]:
     """Cut sentences at the inline markup inside them where it stands between words, so the
     markup stays exactly where it was and each piece is translated on its own; markup inside
     a word (``H<sub>2</sub>O``) cannot be placed in a translation and stays inside its piece
-    (its tags are moved to the piece's ends when it is rendered, see ``Segment``)."""
+    (its tags are moved to the piece's ends when it is rendered, see ``Segment``). ``only``:
+    cut at these plain offsets only (markup placed by alignment is not cut at)."""
     if not run.anchors:
         return spans
-    cuts = sorted({a.position for a in run.anchors if not in_word(run.plain, a.position)})
+    positions = {a.position for a in run.anchors} if only is None else only
+    cuts = sorted({p for p in positions if not in_word(run.plain, p)})
     out = []
     for start, end in spans:
         inside = cuts[bisect.bisect_right(cuts, start) : bisect.bisect_left(cuts, end)]

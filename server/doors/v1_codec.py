@@ -18,6 +18,7 @@ from .. import params
 from ..calls import Call
 from ..classification import EncodedImage, ImageInput, ImageResult, RawTensor
 from ..config import Settings
+from ..documents.alignment import WordAlignment
 from ..errors import InvalidRequest
 from ..registry import FailedModel, IndexedModel, LoadedModel
 from ..service.files import FileRequest, TranslatedFile
@@ -55,11 +56,11 @@ def texts(request: pb.TranslateRequest, *, single: bool = False) -> list[str]:
     return items
 
 
-FORMAT_NAMES = {pb.TEXT_FORMAT_TEXT: "text", pb.TEXT_FORMAT_HTML: "html"}
+FORMAT_NAMES = {pb.TEXT_FORMAT_TEXT: "text", pb.TEXT_FORMAT_HTML: "html", pb.TEXT_FORMAT_MARKDOWN: "markdown"}
 
 
 def text_format(request: pb.TranslateRequest) -> str:
-    """``TranslateRequest.format`` -> the documents' format name ("text" or "html")."""
+    """``TranslateRequest.format`` -> the documents' format name ("text", "html" or "markdown")."""
     _enum_check(pb.TextFormat, request.format, "format")
     return FORMAT_NAMES[request.format]
 
@@ -109,6 +110,7 @@ def translation_request(
         options=decode_options(options),
         deadline=deadline,
         glossary=glossary(request),
+        alignments=request.return_alignments,
     )
 
 
@@ -126,6 +128,25 @@ def _hypothesis(hyp: Hypothesis, options: pb.DecodingOptions) -> pb.Hypothesis:
     return out
 
 
+def sentence_alignment(alignment: WordAlignment) -> pb.SentenceAlignment:
+    src, tgt = alignment.source_spans, alignment.target_spans
+    links = [
+        pb.WordLink(
+            source_word=i, target_word=j, source_start=src[i][0], source_end=src[i][1],
+            target_start=tgt[j][0], target_end=tgt[j][1],
+        )
+        for i, j in alignment.links
+    ]  # fmt: skip
+    return pb.SentenceAlignment(
+        source=alignment.source,
+        target=alignment.target,
+        links=links,
+        attention=alignment.attention.ravel().tolist(),
+        source_words=len(src),
+        target_words=len(tgt),
+    )
+
+
 def translate_response(done: Translated, options: pb.DecodingOptions) -> pb.TranslateResponse:
     reply = pb.TranslateResponse(
         model=done.model,
@@ -133,10 +154,13 @@ def translate_response(done: Translated, options: pb.DecodingOptions) -> pb.Tran
         target_language=done.target_language,
         pivot_language=done.pivot,
     )
-    for result in done.results:
+    for k, result in enumerate(done.results):
+        hypotheses = [_hypothesis(h, options) for h in result.hypotheses]
+        if done.alignments is not None and hypotheses:
+            hypotheses[0].alignments.extend(sentence_alignment(a) for a in done.alignments[k])
         reply.translations.append(
             pb.Translation(
-                hypotheses=[_hypothesis(h, options) for h in result.hypotheses],
+                hypotheses=hypotheses,
                 source_tokens=result.source_tokens,
                 timing=pb.TranslationTiming(
                     queue_ms=result.queue_ms,

@@ -50,12 +50,13 @@ import asyncio
 import dataclasses
 import weakref
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..documents import DocumentSplitter, PreparedDocument, TokenBudget
+from ..documents.alignment import WordAlignment
 from ..documents.assemble import best_combinations
 from ..errors import InferenceFailed
 from ..translation import DecodeOptions, Hypothesis, StreamEvent, TranslationEngine, TranslationResult
@@ -69,6 +70,7 @@ MAX_LANGUAGES = 64  # sentence splitters kept per engine, one per source languag
 Work = list[tuple[str, Sequence[int], DecodeOptions]]  # (sentence, its ids, its options)
 Progress = Callable[[int], None]  # told how many more of the documents' sentences are decoded
 PROGRESS_STEPS = 32  # engine calls a request with progress is cut into, at most
+Aligning = Callable[[int, Sequence[int]], Awaitable[WordAlignment]]  # (sentence index, its token ids)
 
 
 @dataclass
@@ -104,9 +106,12 @@ def _documents(engine: TranslationEngine) -> _EngineDocuments:
     return docs
 
 
-def split(engine: TranslationEngine, texts: Sequence[str], format: str, language: str = "") -> list[PreparedDocument]:
-    """Each text as a document of sentences in ``language``'s rules ("": the model's)."""
-    return _documents(engine).splitter(language or None).split_many(texts, format)
+def split(
+    engine: TranslationEngine, texts: Sequence[str], format: str, language: str = "", place_inline: bool = False
+) -> list[PreparedDocument]:
+    """Each text as a document of sentences in ``language``'s rules ("": the model's);
+    ``place_inline``: inline markup kept inside its sentence, to be placed by alignment."""
+    return _documents(engine).splitter(language or None).split_many(texts, format, place_inline)
 
 
 def normalizer(engine: TranslationEngine):
@@ -121,12 +126,14 @@ def _with_terms(valid: ValidTranslation, sentence: str, options: DecodeOptions) 
     return valid.glossary.options(sentence, options, valid.max_new_tokens)
 
 
-async def split_documents(valid: ValidTranslation, pool: Executor) -> list[PreparedDocument]:
+async def split_documents(
+    valid: ValidTranslation, pool: Executor, place_inline: bool = False
+) -> list[PreparedDocument]:
     """The request's documents, split on ``pool`` unless the request is small: segmenting and
     tokenising 50,000 characters takes a few hundred ms on a busy core (sentencex and tokenizers
     run in Rust without the GIL), which on the event loop would stall every other call."""
     request, engine = valid.request, valid.model.engine
-    args = (engine, request.texts, request.format, valid.source_language)
+    args = (engine, request.texts, request.format, valid.source_language, place_inline)
     if sum(len(t) for t in request.texts) <= INLINE_SPLIT_CHARS:
         return split(*args)
     return await asyncio.get_running_loop().run_in_executor(pool, split, *args)
@@ -243,17 +250,24 @@ def _as_written(text: str) -> TranslationResult:
     return TranslationResult([Hypothesis(text, [], 0.0, 0.0, "eos")], 0, 0.0, 0.0, 0.0, 0.0)
 
 
-def document_result(prepared: PreparedDocument, results: Sequence[TranslationResult], k: int) -> TranslationResult:
-    """The document's result from its sentences' (see the module docstring)."""
+def document_result(
+    prepared: PreparedDocument,
+    results: Sequence[TranslationResult],
+    k: int,
+    alignments: Sequence[Sequence[WordAlignment]] | None = None,
+) -> TranslationResult:
+    """The document's result from its sentences' (see the module docstring); ``alignments``
+    (per sentence, per hypothesis, where aligned) place the inline markup."""
     document = prepared.document
     if not results:
         return _as_written(document.source)
     hypotheses = []
     for combination in best_combinations([[h.score for h in r.hypotheses] for r in results], k):
         chosen = [r.hypotheses[j] for r, j in zip(results, combination)]
+        placed = [a[j] if j < len(a) else None for a, j in zip(alignments, combination)] if alignments else None
         hypotheses.append(
             Hypothesis(
-                text=document.join([h.text.strip() for h in chosen]),
+                text=document.join([h.text.strip() for h in chosen], placed),
                 token_ids=[t for h in chosen for t in h.token_ids],
                 logprob=sum(h.logprob for h in chosen),
                 score=sum(h.score for h in chosen),
@@ -270,15 +284,30 @@ def document_result(prepared: PreparedDocument, results: Sequence[TranslationRes
     )
 
 
-def _assemble(
-    prepared: Sequence[PreparedDocument], decoded: Sequence[TranslationResult], order: Sequence[int], k: int
+def _join(
+    valid: ValidTranslation,
+    prepared: Sequence[PreparedDocument],
+    results: Sequence[TranslationResult],
+    alignments: Sequence[Sequence[Sequence[WordAlignment]]] | None,
 ) -> list[TranslationResult]:
-    """One result per document from the distinct sentences' results (``order``: :func:`_distinct`'s)."""
     out, at = [], 0
-    for p in prepared:
-        out.append(document_result(p, [decoded[i] for i in order[at : at + p.segments]], k))
+    for i, p in enumerate(prepared):
+        placed = alignments[i] if alignments is not None else None
+        out.append(document_result(p, results[at : at + p.segments], valid.options.num_hypotheses, placed))
         at += p.segments
     return out
+
+
+def _off_loop(prepared: Sequence[PreparedDocument], pool: Executor | None):
+    """Runs a function on ``pool`` when the documents have over ``INLINE_SEGMENTS`` segments:
+    deduplicating or joining back 9,000 html pieces takes a busy core about 100 ms of Python,
+    which on the event loop would stall every other call."""
+    inline = pool is None or sum(p.segments for p in prepared) <= INLINE_SEGMENTS
+
+    async def run(fn, *args):
+        return fn(*args) if inline else await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    return run
 
 
 async def translate(
@@ -287,17 +316,21 @@ async def translate(
     pool: Executor | None = None,
     progress: Progress | None = None,
 ) -> list[TranslationResult]:
-    """One ``TranslationResult`` per document, in order. With a ``pool``, a request of more than
-    ``INLINE_SEGMENTS`` segments is deduplicated and joined back on it: 9,000 html pieces take
-    a busy core about 100 ms of Python, which on the event loop would stall every other call.
+    """One ``TranslationResult`` per document, in order (:func:`translate_sentences`, then
+    :func:`join`)."""
+    return await join(valid, prepared, await translate_sentences(valid, prepared, pool, progress), None, pool)
+
+
+async def translate_sentences(
+    valid: ValidTranslation,
+    prepared: list[PreparedDocument],
+    pool: Executor | None = None,
+    progress: Progress | None = None,
+) -> list[TranslationResult]:
+    """One ``TranslationResult`` per sentence of every document, one document after another.
     ``progress(n)``: n more of the documents' sentences decoded (a sentence decoded once for
     its repeats counts for each of them), as engine calls finish."""
-    inline = pool is None or sum(p.segments for p in prepared) <= INLINE_SEGMENTS
-
-    async def off_loop(fn, *args):
-        return fn(*args) if inline else await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
-
-    distinct, order = await off_loop(_distinct, valid, prepared)
+    distinct, order = await _off_loop(prepared, pool)(_distinct, valid, prepared)
     finished = None
     if progress is not None:
         occurrences = Counter(order)  # distinct sentence -> how many of the documents' sentences it is
@@ -306,7 +339,20 @@ async def translate(
             progress(sum(occurrences[i] for i in indices))
 
     decoded = await _decode_sentences(valid, distinct, finished) if distinct else []
-    return await off_loop(_assemble, prepared, decoded, order, valid.options.num_hypotheses)
+    return [decoded[i] for i in order]
+
+
+async def join(
+    valid: ValidTranslation,
+    prepared: list[PreparedDocument],
+    results: Sequence[TranslationResult],
+    alignments: Sequence[Sequence[Sequence[WordAlignment]]] | None = None,
+    pool: Executor | None = None,
+) -> list[TranslationResult]:
+    """The documents' results from their sentences' (:func:`translate_sentences`); ``alignments``
+    per document, per sentence, per hypothesis place inline markup (documents split with
+    ``place_inline``)."""
+    return await _off_loop(prepared, pool)(_join, valid, prepared, results, alignments)
 
 
 class DocumentEvents:
@@ -332,14 +378,16 @@ class DocumentEvents:
         self._finished = [False] * n
         self._current = 0
         self._lead = self.document.separators[0]  # text to put in front of the next event out
+        self.placed: dict[int, WordAlignment] = {}  # sentence -> the alignment its markup is placed by
         self._length = False
 
     def push(self, index: int, event: StreamEvent) -> list[StreamEvent]:
         """Events that may go out now (maybe none) after ``event`` of sentence ``index``."""
         final = event.finish_reason is not None
         self._text[index] += event.delta
-        if self.document.segments[index].html:
-            delta = self.document.segments[index].render(self._text[index].strip()) if final else ""
+        segment = self.document.segments[index]
+        if segment.rendered_whole:
+            delta = segment.render(self._text[index].strip(), self.placed.get(index)) if final else ""
         else:
             delta = self._trimmed(index, event.delta, final)
         self._waiting[index].append(StreamEvent(delta, event.token_ids, None))
@@ -379,13 +427,17 @@ class DocumentEvents:
         return StreamEvent(delta, event.token_ids, None)
 
 
-async def stream(valid: ValidTranslation, prepared: PreparedDocument) -> AsyncIterator[StreamEvent]:
+async def stream(
+    valid: ValidTranslation, prepared: PreparedDocument, align: Aligning | None = None
+) -> AsyncIterator[StreamEvent]:
     """``StreamEvent``s of one document; closing the iterator frees its decoder rows at the next step.
 
     The sentences are decoded together; their events come out in document order (see
     :class:`DocumentEvents`): one event per batch of tokens the engine hands out, the events of
     sentence k only after every sentence before it has finished. The deltas add up to the
     document :func:`translate` returns; the last event carries the longest queue time.
+    ``align(sentence, token_ids)``: the alignment that places a finished sentence's inline
+    markup (documents split with ``place_inline``), awaited before its last event goes out.
     """
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, (), "eos")
@@ -408,7 +460,11 @@ async def stream(valid: ValidTranslation, prepared: PreparedDocument) -> AsyncIt
         async with gate:
             try:
                 checked = engine.prepare([source], options[indices[0]], [ids], valid.max_new_tokens)
+                generated: list[int] = []
                 async for event in engine.stream(checked, deadline=_engine_deadline(deadline)):
+                    generated += event.token_ids
+                    if event.finish_reason is not None and align and prepared.document.segments[indices[0]].inline:
+                        order.placed.update(dict.fromkeys(indices, await align(indices[0], generated)))
                     for index in indices:
                         queue.put_nowait((index, event))
             except Exception as exc:

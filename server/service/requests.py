@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from ..calls import Call
 from ..classification import ImageInput
 from ..documents import TEXT
+from ..documents.alignment import WordAlignment
 from ..errors import DeadlineExceeded
 from ..registry import LoadedModel
 from ..translation import DecodeOptions, TranslationResult
@@ -75,7 +76,8 @@ class TranslationRequest:
     ``caller``: the tracked call it belongs to (its request id and door: the metrics' method
     label); the service books the work on it. ``model`` "" lets the language pair (or the only
     translation model) choose. Languages are the model's codes, ISO 639-1, or ``auto`` for the
-    source; ``target_prefix`` is text forced at the start of every translation.
+    source; ``target_prefix`` is text forced at the start of every translation; ``alignments``
+    asks for the word alignments of each sentence's best translation (:class:`Translated`).
     """
 
     caller: Call
@@ -91,6 +93,7 @@ class TranslationRequest:
     # (source term, target term) pairs the translation must honour; target "" keeps the term
     # (do not translate). They extend the server's default glossary (``service/glossary.py``).
     glossary: tuple[tuple[str, str], ...] = ()
+    alignments: bool = False  # word alignments of every sentence's best translation (issue 34)
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,7 @@ class Translated:
     source_language: str
     target_language: str
     detected: Detection | None = None
+    alignments: list[list[WordAlignment]] | None = None  # per text, per sentence: when the request asked
     pivot: str = ""  # the language the texts went through (two models: service/pivot.py); "" = direct
 
 

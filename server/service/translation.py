@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import sys
 from collections.abc import AsyncIterator, Awaitable
 from concurrent.futures import Executor
@@ -31,12 +32,12 @@ from typing import TypeVar
 from attnserve.contract.kinds import TRANSLATION
 
 from ..config import Settings
-from ..documents import FORMATS, PreparedDocument
+from ..documents import FORMATS, TEXT, PreparedDocument
 from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFound, UnknownFormat, echo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
 from ..translation import DecodeOptions, StreamEvent
-from . import documents, pivot
+from . import alignments, documents, pivot
 from .detection import make_detector
 from .glossary import DefaultGlossaries, check_entries, compile_glossary
 from .languages import apply
@@ -103,12 +104,27 @@ class TranslationService:
         serves the pair directly (``pivot``)."""
         route = self.pivot_route(request)
         if route is not None:
+            if request.alignments:
+                raise InvalidRequest(
+                    f"alignments link the words of one model's source and translation; {request.source_language} -> "
+                    f"{request.target_language} goes through {route.pivot} (two models): ask without alignments"
+                )
             return await pivot.translate(self.translate, request, route, self.settings.request_timeout_seconds)
         async with self.validate(request) as valid:
-            prepared = await self.split(valid)
-            results = await bounded(documents.translate(valid, prepared, self.pool), valid.request.deadline)
+            # html / markdown: inline markup stays inside its sentence and is placed by alignment
+            # where the model has an aligner (issue 34); otherwise sentences are cut at it
+            place = request.format != TEXT and valid.model.aligner is not None
+            prepared = await self.split(valid, place)
+            sentences = await bounded(documents.translate_sentences(valid, prepared, self.pool), valid.request.deadline)
+            aligned = None
+            if request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments)):
+                work = alignments.align(valid, prepared, sentences, self.pool, every_hypothesis=place)
+                aligned = await bounded(work, valid.request.deadline)
+            results = await documents.join(valid, prepared, sentences, aligned if place else None, self.pool)
             self.answered(valid, [r.queue_ms for r in results])
-        return Translated(valid.model.name, results, valid.source_language, valid.target_language, valid.detected)
+        model, source, target = valid.model.name, valid.source_language, valid.target_language
+        returned = alignments.best_only(aligned) if request.alignments and aligned is not None else None
+        return Translated(model, results, source, target, valid.detected, returned)
 
     async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
         """The events of one text (document); closing the iterator frees its decoder rows.
@@ -118,6 +134,8 @@ class TranslationService:
         if request.options.beam_size > 1:
             beam = request.options.beam_size
             raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {beam}")
+        if request.alignments:
+            raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
         route = self.pivot_route(request)
         if route is not None:
             limit = self.settings.request_timeout_seconds
@@ -125,8 +143,10 @@ class TranslationService:
                 yield event
             return
         async with self.validate(request) as valid:
-            (prepared,) = await self.split(valid)
-            events = documents.stream(valid, prepared)
+            place = request.format != TEXT and valid.model.aligner is not None  # as translate() places it
+            (prepared,) = await self.split(valid, place)
+            align = functools.partial(alignments.align_sentence, valid, prepared, self.pool) if place else None
+            events = documents.stream(valid, prepared, align)
             try:
                 while True:
                     try:
@@ -178,6 +198,8 @@ class TranslationService:
         async with self._model(request) as model:
             options, source, target = await self._languages(model, request)
             max_new = model.engine.check_options(options)
+            if request.alignments:
+                alignments.require_aligner(model)
             glossary = self._glossary(model, request, source, target)
             yield ValidTranslation(request, model, options, max_new, source, target, detected, glossary)
 
@@ -281,9 +303,10 @@ class TranslationService:
 
     # ---------------------------------------------------------------- bookkeeping
 
-    async def split(self, valid: ValidTranslation) -> list[PreparedDocument]:
-        """The request's documents (sentences and their ids); the request's sentence and character metrics."""
-        prepared = await documents.split_documents(valid, self.pool)
+    async def split(self, valid: ValidTranslation, place_inline: bool = False) -> list[PreparedDocument]:
+        """The request's documents (sentences and their ids); the request's sentence and character
+        metrics. ``place_inline``: inline markup kept inside its sentence, placed by alignment."""
+        prepared = await documents.split_documents(valid, self.pool, place_inline)
         name = valid.model.name
         self.metrics.request_sentences.labels(name).observe(sum(p.segments for p in prepared))
         self.metrics.request_characters.labels(name).observe(sum(len(t) for t in valid.request.texts))

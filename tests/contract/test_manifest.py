@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.contract.graph_io import ClassifierIO, DecoderIO, EncoderIO, expected_io
+from attnserve.contract.graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO, expected_io
 from attnserve.contract.manifest import (
     GraphSpec,
     Manifest,
@@ -84,7 +84,12 @@ def test_the_names_read_back_from_the_manifest_are_the_contracts(tmp_path):
     assert enc.cross == ("cross_key_0", "cross_value_0", "cross_key_1", "cross_value_1") == dec.cross
     assert dec.past == ("past_key_0", "past_value_0", "past_key_1", "past_value_1")
     assert (dec.logits, dec.present[-1]) == ("logits", "present_value_1")
-    assert expected_io("translation", manifest.config) == {"encoder": enc, "decoder": dec}
+    # the aligner (issue 34) is optional: checked where a directory lists it
+    assert expected_io("translation", manifest.config) == {
+        "encoder": enc,
+        "decoder": dec,
+        "aligner": AlignerIO.standard(),
+    }
     assert load_manifest(_vit_dir(tmp_path / "vit")).classifier_io() == ClassifierIO("pixels", "logits")
 
 

@@ -16,7 +16,10 @@ from .conftest import TINY_VIT, leftovers
 
 CASES = [(kind, attention) for kind in ("translation", "vit") for attention in ("fused", "onnx", "decomposed")]
 PRESET = {"translation": "mt-tiny", "vit": "vit-tiny"}
-CALLS = {"translation": {"encoder.onnx": 2, "decoder.onnx": 4}, "vit": {"model.onnx": 12}}  # mt-tiny 2+2, vit 12
+CALLS = {
+    "translation": {"encoder.onnx": 2, "decoder.onnx": 4, "aligner.onnx": 5},
+    "vit": {"model.onnx": 12},
+}  # mt-tiny 2+2, vit 12
 
 
 @pytest.fixture(scope="module", params=CASES, ids=[f"{k}-{a}" for k, a in CASES])

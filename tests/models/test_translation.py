@@ -133,3 +133,33 @@ def test_config_rejects_bad_values():
         TranslationConfig(activation="tanh")
     with pytest.raises(ValueError, match="eos_id"):
         TranslationConfig(vocab_size=2, pad_id=0, bos_id=1, eos_id=2, unk_id=0)
+
+
+def test_cross_attention_weights_are_what_the_decoder_attends_with(tiny_translator):
+    """The aligner's weights (issue 34), row by row: distributions over the unpadded source whose
+    weighted values give each layer's cross-attention output, and padding of the target or the
+    source does not change them."""
+    model = tiny_translator
+    src = torch.randint(4, 97, (2, 6))
+    src[1, 4:] = model.cfg.pad_id
+    tgt = torch.randint(4, 97, (2, 5))
+    tgt[:, 0] = model.cfg.bos_id
+    src_mask, tgt_mask = src != model.cfg.pad_id, torch.ones(2, 5, dtype=torch.bool)
+    with torch.no_grad():
+        weights = model.cross_attention(src, src_mask, tgt, tgt_mask)  # (B, N, H, T, L)
+        assert weights.shape == (2, 2, 4, 5, 6)
+        torch.testing.assert_close(weights.sum(-1), torch.ones(2, 2, 4, 5))
+        assert float(weights[1, ..., 4:].abs().max()) == 0.0  # nothing on source padding
+        # layer 0's weights against its cross-attention output, from the layer's own input
+        layer = model.decoder_layers[0]
+        positions = torch.arange(5).expand(2, -1)
+        x = model._embed(model.tgt_embed, tgt, positions)
+        x, _ = layer.res1(x, lambda h: layer.self_attn(h, key_padding_mask=tgt_mask, causal=True))
+        h = layer.res2.norm(x) if layer.res2.norm_first else x
+        k, v = model.cross_kv(model.encode(src, src_mask))[0]
+        attended = (weights[:, 0] @ v).transpose(1, 2).reshape(2, 5, -1)  # (B, T, C)
+        expected = layer.cross_attn(h, key_padding_mask=src_mask, kv=(k, v))[0]
+        torch.testing.assert_close(layer.cross_attn.proj(attended), expected, atol=1e-5, rtol=1e-5)
+        # a shorter target (right padding) does not change the rows it has
+        short = model.cross_attention(src, src_mask, tgt[:, :3], tgt_mask[:, :3])
+        torch.testing.assert_close(short, weights[..., :3, :], atol=1e-5, rtol=1e-5)

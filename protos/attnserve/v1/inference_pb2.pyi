@@ -18,6 +18,7 @@ class TextFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     TEXT_FORMAT_TEXT: _ClassVar[TextFormat]
     TEXT_FORMAT_HTML: _ClassVar[TextFormat]
+    TEXT_FORMAT_MARKDOWN: _ClassVar[TextFormat]
 
 class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -43,6 +44,7 @@ DECODING_MODE_BEAM_SEARCH: DecodingMode
 DECODING_MODE_SAMPLING: DecodingMode
 TEXT_FORMAT_TEXT: TextFormat
 TEXT_FORMAT_HTML: TextFormat
+TEXT_FORMAT_MARKDOWN: TextFormat
 FINISH_REASON_UNSPECIFIED: FinishReason
 FINISH_REASON_EOS: FinishReason
 FINISH_REASON_LENGTH: FinishReason
@@ -95,34 +97,70 @@ class GlossaryEntry(_message.Message):
     def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
-    __slots__ = ("model", "texts", "options", "format", "glossary", "keep")
+    __slots__ = ("model", "texts", "options", "format", "glossary", "keep", "return_alignments")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     GLOSSARY_FIELD_NUMBER: _ClassVar[int]
     KEEP_FIELD_NUMBER: _ClassVar[int]
+    RETURN_ALIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     model: str
     texts: _containers.RepeatedScalarFieldContainer[str]
     options: DecodingOptions
     format: TextFormat
     glossary: _containers.RepeatedCompositeFieldContainer[GlossaryEntry]
     keep: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, model: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., keep: _Optional[_Iterable[str]] = ...) -> None: ...
+    return_alignments: bool
+    def __init__(self, model: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., keep: _Optional[_Iterable[str]] = ..., return_alignments: bool = ...) -> None: ...
 
 class Hypothesis(_message.Message):
-    __slots__ = ("text", "token_ids", "score", "logprob", "finish_reason")
+    __slots__ = ("text", "token_ids", "score", "logprob", "finish_reason", "alignments")
     TEXT_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     SCORE_FIELD_NUMBER: _ClassVar[int]
     LOGPROB_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    ALIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     text: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     score: float
     logprob: float
     finish_reason: FinishReason
-    def __init__(self, text: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., score: _Optional[float] = ..., logprob: _Optional[float] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ...) -> None: ...
+    alignments: _containers.RepeatedCompositeFieldContainer[SentenceAlignment]
+    def __init__(self, text: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., score: _Optional[float] = ..., logprob: _Optional[float] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., alignments: _Optional[_Iterable[_Union[SentenceAlignment, _Mapping]]] = ...) -> None: ...
+
+class WordLink(_message.Message):
+    __slots__ = ("source_word", "target_word", "source_start", "source_end", "target_start", "target_end")
+    SOURCE_WORD_FIELD_NUMBER: _ClassVar[int]
+    TARGET_WORD_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_START_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_END_FIELD_NUMBER: _ClassVar[int]
+    TARGET_START_FIELD_NUMBER: _ClassVar[int]
+    TARGET_END_FIELD_NUMBER: _ClassVar[int]
+    source_word: int
+    target_word: int
+    source_start: int
+    source_end: int
+    target_start: int
+    target_end: int
+    def __init__(self, source_word: _Optional[int] = ..., target_word: _Optional[int] = ..., source_start: _Optional[int] = ..., source_end: _Optional[int] = ..., target_start: _Optional[int] = ..., target_end: _Optional[int] = ...) -> None: ...
+
+class SentenceAlignment(_message.Message):
+    __slots__ = ("source", "target", "links", "attention", "source_words", "target_words")
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    LINKS_FIELD_NUMBER: _ClassVar[int]
+    ATTENTION_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_WORDS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_WORDS_FIELD_NUMBER: _ClassVar[int]
+    source: str
+    target: str
+    links: _containers.RepeatedCompositeFieldContainer[WordLink]
+    attention: _containers.RepeatedScalarFieldContainer[float]
+    source_words: int
+    target_words: int
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., links: _Optional[_Iterable[_Union[WordLink, _Mapping]]] = ..., attention: _Optional[_Iterable[float]] = ..., source_words: _Optional[int] = ..., target_words: _Optional[int] = ...) -> None: ...
 
 class TranslationTiming(_message.Message):
     __slots__ = ("queue_ms", "encode_ms", "decode_ms", "first_token_ms")

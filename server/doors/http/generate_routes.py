@@ -8,9 +8,10 @@
 
 ``parameters`` are the decoding options every protocol takes (``params.DECODING_PARAMETERS``),
 the languages (``source_language``, ``target_language``, ``target_prefix``: M2M100 / NLLB
-choose their language tokens from them), ``format`` (``text`` or ``html``: the text is a
-document, see ``service.documents``) and Triton's ``timeout`` (microseconds: the request's
-deadline). The deltas of a
+choose their language tokens from them), ``format`` (``text``, ``html`` or ``markdown``: the
+text is a document, see ``service.documents``), ``return_alignments`` (``generate`` only: the
+reply's ``alignments`` holds one ``"i-j ..."`` string per sentence) and Triton's ``timeout``
+(microseconds: the request's deadline). The deltas of a
 stream concatenate to the text that ``generate`` returns for the same request. An error
 before the first piece is answered as on every route, ``{"error": ...}`` with its HTTP
 status (400, 404, 429, ...); one after it, when the status line has gone, is a last
@@ -59,7 +60,8 @@ def parse_generate(body: bytes) -> tuple[str, dict[str, Any]]:
     if not isinstance(parameters, dict):
         raise InvalidRequest(f"{PARAMETERS}: expected a JSON object of decoding options, got {parameters!r:.60}")
     check_parameters(
-        parameters, {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS, params.GLOSSARY}
+        parameters,
+        {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS, params.GLOSSARY, params.ALIGNMENTS},
     )
     return text, parameters
 
@@ -92,15 +94,16 @@ def add_routes(http: HttpServer) -> None:
             options=decode_options(parameters),
             deadline=request_deadline(parameters),
             glossary=params.glossary(parameters, f"{PARAMETERS}."),
+            alignments=params.alignments(parameters, f"{PARAMETERS}."),
             **params.languages(parameters, f"{PARAMETERS}."),
         )
 
     async def generate(request: web.Request, call: Call) -> web.Response:
         done = await app.translation.translate(await request_of(request, call))
-        text = done.results[0].hypotheses[0].text
-        return json_response(
-            {"model_name": done.model, "model_version": VERSION, TEXT_OUTPUT: text}, ensure_ascii=False
-        )
+        reply = {"model_name": done.model, "model_version": VERSION, TEXT_OUTPUT: done.results[0].hypotheses[0].text}
+        if done.alignments is not None:  # issue 34: one "i-j ..." string per sentence
+            reply["alignments"] = [a.pharaoh() for a in done.alignments[0]]
+        return json_response(reply, ensure_ascii=False)
 
     async def generate_stream(request: web.Request, call: Call) -> web.StreamResponse:
         events = app.translation.stream(await request_of(request, call))

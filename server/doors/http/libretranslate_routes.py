@@ -2,9 +2,10 @@
 LibreTranslate's own clients).
 
 - ``POST /translate``: ``q`` (a text or a list), ``source`` (a code or ``auto``), ``target``,
-  ``format`` (``text`` / ``html``), ``alternatives`` n, ``api_key``, and the extension field
-  ``glossary`` (an object, term -> target term, ``""`` keeps the term; in a form, that object as
-  JSON); JSON or a form -> ``{"translatedText", "alternatives", "detectedLanguage"}``, and
+  ``format`` (``text`` / ``html`` / ``markdown``), ``alternatives`` n, ``api_key``, and the
+  extension fields ``glossary`` (an object, term -> target term, ``""`` keeps the term; in a
+  form, that object as JSON) and ``alignments`` (true: per text, one ``"i-j ..."`` string per
+  sentence); JSON or a form -> ``{"translatedText", "alternatives", "detectedLanguage"}``, and
   ``"pivot": "en"`` when no model serves the pair directly and the texts went through that
   language (two models);
 - ``POST /detect``: ``q`` -> ``[{"confidence", "language"}]``, best first (403 when language
@@ -151,6 +152,16 @@ def _alternatives(fields: dict[str, Any]) -> int:
     return max(0, int(number))
 
 
+def _flag(fields: dict[str, Any], name: str) -> bool:
+    """An extension field that is on or off: JSON true / false, or a form's "true" / "false"."""
+    value = fields.get(name, False)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in ("", "true", "false", "1", "0"):
+        return value.lower() in ("true", "1")
+    raise InvalidRequest(f"Invalid request: {name} parameter must be true or false")
+
+
 def _distinct(texts: list[str], best: str) -> list[str]:
     """LibreTranslate's alternatives: other hypotheses, each once, none equal to the translation."""
     return [t for t in dict.fromkeys(texts) if t != best]
@@ -199,6 +210,9 @@ def _reply(done: Translated, batch: bool, alternatives: int) -> dict[str, Any]:
         reply["alternatives"] = others if batch else others[0]
     if done.pivot:
         reply["pivot"] = done.pivot
+    if done.alignments is not None:  # an extension (issue 34): per text, one "i-j ..." string per sentence
+        aligned = [[a.pharaoh() for a in sentences] for sentences in done.alignments]
+        reply["alignments"] = aligned if batch else aligned[0]
     return reply
 
 
@@ -253,6 +267,7 @@ class LibreTranslateRoutes:
             target_language=target,
             options=_alternatives_options(alternatives),
             glossary=params.glossary(fields),
+            alignments=_flag(fields, "alignments"),
         )
         with upstream_words():
             done = await self.service.translate(wanted)

@@ -41,6 +41,8 @@ from ...service.translation import TranslationService
 from .tensors import BYTES, Tensor
 
 TEXT, TRANSLATION_OUT = "TEXT", "TRANSLATION"
+# With return_alignments (issue 34): per text, its sentences' links "i-j ...", one line per sentence.
+ALIGNMENTS_OUT = "ALIGNMENTS"
 IMAGE, PIXELS, PROBABILITIES = "IMAGE", "PIXELS", "PROBABILITIES"
 VERSION = MODEL_VERSION
 FINAL = "triton_final_response"
@@ -152,7 +154,13 @@ def _response(model: str, request: InferRequest, outputs: list[Tensor], **parame
     return InferResponse(model, VERSION, request.id, outputs, dict(parameters))
 
 
-PARAMETERS = {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS, params.GLOSSARY}
+PARAMETERS = {
+    *params.DECODING_PARAMETERS,
+    params.FORMAT,
+    *params.LANGUAGE_PARAMETERS,
+    params.GLOSSARY,
+    params.ALIGNMENTS,
+}
 
 
 def translation_request(model: str, request: InferRequest, call: Call, deadline: Deadline | None) -> TranslationRequest:
@@ -160,7 +168,7 @@ def translation_request(model: str, request: InferRequest, call: Call, deadline:
     languages from the request parameters)."""
     check_parameters(request.parameters, PARAMETERS)
     tensor = _one_input(request, (TEXT,))
-    _outputs(request, (TRANSLATION_OUT,), classify=False)
+    _outputs(request, (TRANSLATION_OUT, ALIGNMENTS_OUT), classify=False)
     decoding = {k: v for k, v in request.parameters.items() if k in params.DECODING_PARAMETERS}
     return TranslationRequest(
         call,
@@ -171,6 +179,7 @@ def translation_request(model: str, request: InferRequest, call: Call, deadline:
         options=params.decode_options(decoding, "parameters."),
         deadline=earliest(deadline, request_deadline(request.parameters)),
         glossary=params.glossary(request.parameters, "parameters."),
+        alignments=params.alignments(request.parameters, "parameters."),
         **params.languages(request.parameters, "parameters."),
     )
 
@@ -213,7 +222,11 @@ class KServeInference:
             hyps = [[h.text for h in r.hypotheses] for r in done.results]
             data = [(row[i] if i < len(row) else "").encode() for row in hyps for i in range(h)]
             shape = (len(done.results), h)
-        return _response(done.model, request, [Tensor(TRANSLATION_OUT, BYTES, tuple(shape), data)])
+        outputs = [Tensor(TRANSLATION_OUT, BYTES, tuple(shape), data)]
+        if done.alignments is not None:
+            lines = ["\n".join(a.pharaoh() for a in sentences).encode() for sentences in done.alignments]
+            outputs.append(Tensor(ALIGNMENTS_OUT, BYTES, (len(lines),), lines))
+        return _response(done.model, request, outputs)
 
     async def stream(
         self, request: InferRequest, call: Call, deadline: Deadline | None = None

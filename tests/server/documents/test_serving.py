@@ -105,7 +105,10 @@ def test_html_keeps_tags_attributes_and_entities(client):
     markup = re.compile(r"<[^>]*>|&[#\w]+;")
     assert markup.findall(result.text) == markup.findall(html)  # every tag, attribute and entity, in order
     assert "<b>Montag, 3. März 2025</b>" in result.text  # text nodes are translated
+    # elements reaching the sentence's edges are phrases of their own, translated on their own
     assert "um 15:45 Uhr</a></em>" in result.text  # inside nested inline tags
+    # one inside the sentence moves with its words, placed by alignment (issue 34)
+    assert '<span class="x">1.234,50 €</span>' in result.text
     assert '<script>var when = "Monday, March 3, 2025";</script>' in result.text  # untouched
     assert result.text.startswith('<div class="card" data-x="a&amp;b">\n  <p>')  # indentation kept
     (plain,) = client.translate(html, MODEL)  # format text: markup is text, translated as such
@@ -181,7 +184,7 @@ def test_kserve_translates_documents_with_the_format_parameter(server, client):
             assert got[0].decode() == want
         assert "<b>4. Juli</b>" in expected[1] and expected[0].count("\n") == 2
         with pytest.raises(InferenceServerException) as err:
-            triton.infer(MODEL, [tensor], parameters={"format": "markdown"})
+            triton.infer(MODEL, [tensor], parameters={"format": "latex"})
         assert err.value.status() == "StatusCode.INVALID_ARGUMENT" and "format" in err.value.message()
     finally:
         triton.close()

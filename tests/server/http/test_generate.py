@@ -64,7 +64,7 @@ def test_generate_takes_a_format_and_keeps_html_markup(server):
     body = {"text_input": "<p>t5 t9</p><p>t17</p>", "parameters": {"format": "html"}}
     assert post(server, "/v2/models/reverser/generate", body)[2]["text_output"] == "<p>t9 t5</p><p>t17</p>"
     status, _, reply = post(server, "/v2/models/reverser/generate", {**body, "parameters": {"format": "xml"}})
-    assert status == 400 and "format: unknown value 'xml' (one of text, html)" in reply["error"]
+    assert status == 400 and "format: unknown value 'xml' (one of text, html, markdown)" in reply["error"]
 
 
 @needs_curl

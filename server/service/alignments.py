@@ -1,0 +1,144 @@
+"""Word alignments of a request's translations (issue 34), for every door alike.
+
+After a request's sentences are decoded, the best translation of each goes through the
+model's aligner graph (:mod:`attnserve.server.translation.aligner`, one teacher-forced pass,
+on the work pool: onnxruntime runs without the GIL) and its subword attention becomes word
+links (:mod:`attnserve.server.documents.alignment`). Source words are those of the sentence
+as sent (html: its text, markup left out), target words those of its translation; character
+spans are offsets into those two strings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from concurrent.futures import Executor
+
+import numpy as np
+from tokenizers import Tokenizer
+
+from ..documents import PreparedDocument
+from ..documents.alignment import WordAlignment, align_words, word_of_offsets, word_of_prefixes, word_spans
+from ..errors import InvalidRequest
+from ..registry import LoadedModel
+from ..translation import TranslationResult
+from ..translation.aligner import Aligner
+from .requests import ValidTranslation
+
+
+class AlignmentsUnavailable(InvalidRequest):
+    """Alignments asked of a model directory exported without ``aligner.onnx``."""
+
+
+def require_aligner(model: LoadedModel) -> Aligner:
+    if model.aligner is None:
+        raise AlignmentsUnavailable(
+            f"model {model.name!r} cannot return alignments: its directory has no aligner graph "
+            "(aligner.onnx, written by attnserve-export since issue 34); re-export the model"
+        )
+    return model.aligner
+
+
+def source_words(tokenizer: Tokenizer, sentence: str, normalised: str, ids: Sequence[int]) -> list[int | None]:
+    """The word of ``sentence`` (as sent) each source id stands for. The ids were made from the
+    normalised text, whose words are the sentence's (normalising folds case and whitespace);
+    special and language tokens get None."""
+    encoding = tokenizer.encode(normalised, add_special_tokens=False)
+    words = word_of_offsets(normalised, encoding.offsets)
+    if len(word_spans(normalised)) != len(word_spans(sentence)):  # a normaliser that splits words: none match
+        words = [None] * len(words)
+    found = _find(list(ids), encoding.ids)
+    out: list[int | None] = [None] * len(ids)
+    if found is not None:
+        out[found : found + len(words)] = words
+    return out
+
+
+def _find(ids: list[int], part: list[int]) -> int | None:
+    for at in range(len(ids) - len(part) + 1):
+        if ids[at : at + len(part)] == part:
+            return at
+    return None
+
+
+def target_words(tokenizer: Tokenizer, token_ids: Sequence[int]) -> list[int | None]:
+    """The word of the translation each generated id belongs to (``word_of_prefixes``)."""
+    pieces = [
+        tokenizer.decode(list(token_ids[: k + 1]), skip_special_tokens=True).strip() for k in range(len(token_ids))
+    ]
+    return word_of_prefixes(pieces)
+
+
+def _align(
+    aligner: Aligner, tokenizer: Tokenizer, hidden: Sequence[int], sentences: list[tuple[str, str, Sequence[int]]],
+    outputs: list[tuple[str, Sequence[int]]],
+) -> list[WordAlignment]:  # fmt: skip
+    """Runs on the work pool: the aligner over every sentence, then the word links."""
+    pairs = [(ids, aligner.decoder_inputs(hidden, out_ids)) for (_, _, ids), (_, out_ids) in zip(sentences, outputs)]
+    attention = aligner.attention(pairs)  # per sentence (T, S)
+    result = []
+    for (sentence, normalised, ids), (translation, out_ids), weights in zip(sentences, outputs, attention):
+        rows = weights[len(hidden) : len(hidden) + len(out_ids)] if len(out_ids) else np.zeros((0, len(ids)))
+        result.append(
+            align_words(
+                sentence,
+                translation,
+                rows,
+                source_words(tokenizer, sentence, normalised, ids),
+                target_words(tokenizer, out_ids),
+            )
+        )
+    return result
+
+
+async def align(
+    valid: ValidTranslation,
+    prepared: list[PreparedDocument],
+    sentences: Sequence[TranslationResult],
+    pool: Executor,
+    every_hypothesis: bool = False,
+) -> list[list[list[WordAlignment]]]:
+    """Per document, per sentence, per hypothesis: its alignment (``sentences``: the results of
+    every document's sentences, one after another). The best hypothesis of every sentence is
+    aligned; with ``every_hypothesis`` the others of sentences with inline markup to place too."""
+    aligner, tokenizer = require_aligner(valid.model), valid.model.engine.tokenizer
+    work, outputs, counts = [], [], []
+    segments = [(segment, normalised, ids) for p in prepared for segment, normalised, ids in zip(
+        p.document.segments, p.sources, p.ids)]  # fmt: skip
+    for (segment, normalised, ids), result in zip(segments, sentences):
+        chosen = result.hypotheses if every_hypothesis and segment.inline else result.hypotheses[:1]
+        counts.append(len(chosen))
+        for hypothesis in chosen:
+            work.append((segment.text, normalised, ids))
+            outputs.append((hypothesis.text.strip(), hypothesis.token_ids))
+    hidden = valid.options.prefix_ids[: valid.options.hide_prefix]
+    loop = asyncio.get_running_loop()
+    flat = await loop.run_in_executor(pool, _align, aligner, tokenizer, hidden, work, outputs) if work else []
+    per_sentence, at = [], 0
+    for count in counts:
+        per_sentence.append(flat[at : at + count])
+        at += count
+    out, at = [], 0
+    for p in prepared:
+        out.append(per_sentence[at : at + p.segments])
+        at += p.segments
+    return out
+
+
+def best_only(aligned: list[list[list[WordAlignment]]]) -> list[list[WordAlignment]]:
+    """Per document, per sentence: the best hypothesis's alignment (what a request gets back)."""
+    return [[hypotheses[0] for hypotheses in document] for document in aligned]
+
+
+async def align_sentence(
+    valid: ValidTranslation, prepared: PreparedDocument, pool: Executor, index: int, token_ids: Sequence[int]
+) -> WordAlignment:
+    """The alignment of sentence ``index`` of a streamed document, from its generated ids."""
+    aligner, tokenizer = require_aligner(valid.model), valid.model.engine.tokenizer
+    segment = prepared.document.segments[index]
+    work = [(segment.text, prepared.sources[index], prepared.ids[index])]
+    outputs = [(tokenizer.decode(list(token_ids), skip_special_tokens=True).strip(), token_ids)]
+    hidden = valid.options.prefix_ids[: valid.options.hide_prefix]
+    loop = asyncio.get_running_loop()
+    (alignment,) = await loop.run_in_executor(pool, _align, aligner, tokenizer, hidden, work, outputs)
+    return alignment

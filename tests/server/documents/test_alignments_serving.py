@@ -1,0 +1,153 @@
+"""Alignments, markup placed by them and markdown on the bundled translator, live, through
+attnserve.v1 (and its client CLI), LibreTranslate, generate and KServe v2 REST (issue 34)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.error
+import urllib.request
+
+import grpc
+import pytest
+from PIL import Image
+
+from attnserve.benchmarks import alignment_aer
+from attnserve.client import AttnServeError
+from attnserve.client.cli import main as client_main
+
+from .conftest import COMMITTED
+
+MODEL = "translator-en-de"
+
+
+@pytest.fixture(scope="module")
+def server(serve, translator_repo):
+    with serve(translator_repo, http_port=0) as handle:
+        yield handle
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    with server.client(timeout=120.0) as c:
+        yield c
+
+
+def post(server, path: str, body: dict) -> tuple[int, dict]:
+    request = urllib.request.Request(
+        f"http://{server.http_address}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_v1_returns_one_alignment_per_sentence_with_spans(client):
+    (result,) = client.translate("Monday, March 3, 2025. at 3:45 PM", MODEL, alignments=True)
+    assert result.text == "Montag, 3. März 2025. um 15:45 Uhr"
+    first, second = result.hypotheses[0].alignments
+    assert (first.source, first.target) == ("Monday, March 3, 2025.", "Montag, 3. März 2025.")
+    assert first.pharaoh() == "0-0 2-1 1-2 3-3"  # "March 3" -> "3. März": the swap is found
+    assert (second.source, second.target) == ("at 3:45 PM", "um 15:45 Uhr")
+    assert {(0, 0), (1, 1)} <= set(second.links)
+    for row in first.attention:  # word-level attention: one distribution per target word
+        assert sum(row) == pytest.approx(1.0, abs=1e-4)
+    (plain,) = client.translate("Monday, March 3, 2025", MODEL)
+    assert plain.hypotheses[0].alignments == []  # only on request
+
+
+def test_the_served_alignments_beat_the_diagonal_on_the_gold_set():
+    gold = alignment_aer.read_gold()
+    prepared, layer = alignment_aer.prepare(COMMITTED, gold)
+    rule = alignment_aer.attention_rule(lambda w: w[layer].mean(axis=0))
+    served = alignment_aer.aer([rule(p) for p in prepared], gold)
+    diagonal = alignment_aer.aer([alignment_aer.diagonal(g) for g in gold], gold)
+    assert served < diagonal / 2, (served, diagonal)
+
+
+def test_libretranslate_generate_and_kserve_carry_alignments(server):
+    body = {"q": ["Monday, March 3, 2025", "at 3:45 PM. about 5 miles"], "source": "en", "target": "de"}
+    status, reply = post(server, "/translate", {**body, "alignments": True})
+    assert status == 200 and reply["alignments"][0] == ["0-0 2-1 1-2 3-3"] and len(reply["alignments"][1]) == 2
+    assert "alignments" not in post(server, "/translate", body)[1]
+    status, reply = post(server, "/translate", {**body, "alignments": "maybe"})
+    assert status == 400 and "alignments" in reply["error"]
+    generate = {"text_input": "Monday, March 3, 2025", "parameters": {"return_alignments": True}}
+    status, reply = post(server, f"/v2/models/{MODEL}/generate", generate)
+    assert status == 200 and reply["alignments"] == ["0-0 2-1 1-2 3-3"]
+    status, reply = post(server, f"/v2/models/{MODEL}/generate_stream", generate)
+    assert status == 400 and "stream" in reply["error"]
+    infer = {
+        "inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": ["Monday, March 3, 2025. at 3:45 PM"]}],
+        "parameters": {"return_alignments": True},
+    }
+    status, reply = post(server, f"/v2/models/{MODEL}/infer", infer)
+    outputs = {o["name"]: o["data"] for o in reply["outputs"]}
+    assert status == 200 and outputs["ALIGNMENTS"][0].split("\n")[0] == "0-0 2-1 1-2 3-3"
+
+
+@pytest.mark.parametrize(
+    ("html", "expected"),
+    [
+        ("Monday, <i>March</i> 3, 2025", "Montag, 3. <i>März</i> 2025"),  # issue 34's examples
+        ("Monday, <b>March 3</b>, 2025", "Montag, <b>3. März</b> 2025"),
+        ("<p>It costs <span class='x'>€1,234.50</span>.</p>", "<p>Es kostet <span class='x'>1.234,50 €</span>.</p>"),
+    ],
+)
+def test_html_tags_follow_reordered_words(client, html, expected):
+    (result,) = client.translate(html, MODEL, format="html")
+    assert result.text == expected
+    # a stream places them the same way: its deltas add up to the same text
+    assert "".join(chunk.delta for chunk in client.translate_stream(html, MODEL, format="html")) == expected
+
+
+def test_markdown_round_trips_through_v1_and_libretranslate(client, server):
+    document = (
+        "# Monday, *March* 3, 2025\n\n- at 3:45 PM\n- more than **1,500 miles**\n\n"
+        '> on Friday, [January 10](https://example.com/january?x=March "March")\n\n'
+        "| Monday | Tuesday |\n|---|---|\n| at 3:45 PM | about `5` miles |\n\n```\nMonday, March 3, 2025\n```\n"
+    )
+    (result,) = client.translate(document, MODEL, format="markdown")
+    # headings, lists, quotes, tables and code kept; emphasis and the code span placed by
+    # alignment; the link, set off by a comma, translated on its own and its target untouched
+    # ("zwölf", the double space and the comma after "Freitag" dropped are this small model's)
+    assert result.text == (
+        "# Montag, 3. *März* 2025\n\n- um 15:45 Uhr\n- mehr als **1.500 Meilen**\n\n"
+        '> am Freitag [10. Januar](https://example.com/january?x=March "March")\n\n'
+        "| Montag | zwölf |\n|---|---|\n| um 15:45 Uhr | etwa  `5` Meilen |\n\n```\nMonday, March 3, 2025\n```\n"
+    )
+    assert "".join(c.delta for c in client.translate_stream(document, MODEL, format="markdown")) == result.text
+    status, reply = post(server, "/translate", {"q": "Monday, *March* 3, 2025", "source": "en", "target": "de",
+                                                "format": "markdown"})  # fmt: skip
+    assert status == 200 and reply["translatedText"] == "Montag, 3. *März* 2025"
+
+
+def test_client_cli_prints_alignments_and_draws_the_attention_map(server, capsys, tmp_path):
+    picture = tmp_path / "map.png"
+    argv = ["--address", server.address, "translate", "--alignments", "--attention-map", str(picture)]
+    assert client_main([*argv, "Monday, March 3, 2025"]) == 0
+    assert capsys.readouterr().out.splitlines() == ["Montag, 3. März 2025", "0-0 2-1 1-2 3-3"]
+    with Image.open(picture) as image:  # a heat map of 4 source x 4 target words, labelled
+        assert image.format == "PNG" and image.width > 4 * 36 and image.height > 4 * 36
+        darkest = image.convert("L").getextrema()[0]
+    assert darkest < 100  # cells drawn, not a blank picture
+    assert client_main([*argv[:3], "--stream", "--alignments", "Monday"]) == 2
+
+
+def test_a_model_without_its_aligner_refuses_alignments_and_still_places_nothing_wrong(serve, tmp_path):
+    old = tmp_path / "repo" / MODEL
+    shutil.copytree(COMMITTED, old)
+    manifest = json.loads((old / "model.json").read_text())
+    del manifest["graphs"]["aligner"], manifest["files"]["aligner.onnx"]
+    (old / "model.json").write_text(json.dumps(manifest))
+    (old / "aligner.onnx").unlink()
+    with serve(tmp_path / "repo") as handle, handle.client(timeout=120.0) as client:
+        with pytest.raises(AttnServeError) as err:
+            client.translate("Monday, March 3, 2025", MODEL, alignments=True)
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert "aligner" in err.value.details and "re-export" in err.value.details
+        # html without an aligner: sentences cut at the tags, as before; every tag kept
+        (result,) = client.translate("Monday, <i>March</i> 3, 2025", MODEL, format="html")
+        assert result.text.count("<i>") == 1 and result.text.count("</i>") == 1
