@@ -93,7 +93,10 @@ def in_place_decoder(model: onnx.ModelProto) -> onnx.ModelProto:
             dim = value.type.tensor_type.shape.dim[2]
             dim.Clear()
             dim.dim_param = CAPACITY_DIM
-    del graph.value_info[:]  # shapes inferred for the left-padded graph
+    produced = {o for node in nodes for o in node.output}
+    kept_info = [v for v in graph.value_info if v.name in produced]  # the types int8 quantization reads
+    del graph.value_info[:]
+    graph.value_info.extend(kept_info)
     return model
 
 

@@ -76,7 +76,7 @@ class NewRows:
 
 
 class KVCache:
-    """Self-attention cache, cross K/V and source masks of every slot (row) of the decode batch.
+    """Left-padded self-attention cache, cross K/V and source masks of every slot (row) of the decode batch.
 
     A slot is live (a job's row) or free. Freeing a slot copies nothing: its cache columns
     are hidden by setting its padding to the whole length. A newcomer takes a free slot in
@@ -88,6 +88,7 @@ class KVCache:
     def __init__(self, num_layers: int, num_heads: int, head_dim: int, placement: Placement | None = None) -> None:
         self.num_layers, self.num_heads, self.head_dim = num_layers, num_heads, head_dim
         self.placement = placement or Placement()
+        self.in_place = False
         self._empty = _read_only(np.zeros((0, num_heads, 0, head_dim), np.float32))
         self._unpadded = np.zeros((STEPS_AHEAD, 0, 1), np.int64), np.ones((0, STEPS_AHEAD), np.int32)
         self.clear()  # P, L, pad, src_len, past, cross, src_mask, step inputs: an empty batch
@@ -267,3 +268,16 @@ def placement_for(session) -> Placement:
         options = session.get_provider_options().get("CUDAExecutionProvider", {})
         return DevicePlacement("cuda", int(options.get("device_id", 0)))
     return Placement()
+
+
+def make_cache(spec, decoder, placement: Placement):
+    """The cache of ``spec``'s layout (model.json ``kv_cache``): :class:`~.slot_cache.InPlaceCache`
+    for an in-place decoder, in the dtype of its past inputs (fp16 graphs keep an fp16 cache), else
+    the left-padded :class:`KVCache`."""
+    from .slot_cache import InPlaceCache
+
+    if not spec.decoder_io.in_place:
+        return KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
+    types = {i.name: i.type for i in getattr(decoder, "get_inputs", list)()}
+    dtype = np.float16 if types.get(spec.decoder_io.past[0]) == "tensor(float16)" else np.float32
+    return InPlaceCache(spec.num_layers, spec.num_heads, spec.head_dim, placement, dtype)

@@ -42,7 +42,7 @@ import numpy as np
 
 from attnserve.server.errors import DeadlineExceeded, InferenceFailed, ServingError
 
-from .cache import KVCache, NewRows, Placement
+from .cache import NewRows, Placement, make_cache
 from .jobs import Job, JobState, Outbox
 from .options import EngineSettings
 from .planner import NOTHING, Budgets, StepPlan, Usage, plan_step
@@ -61,7 +61,7 @@ class DecodeScheduler:
     def __init__(self, encoder, decoder, spec: ModelSpec, settings: EngineSettings, placement: Placement | None = None):
         self.spec, self.settings = spec, settings
         placement = placement or Placement()
-        self.cache = KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
+        self.cache = make_cache(spec, decoder, placement)
         self.slots = SlotTable(self.cache, spec.start_id, spec.pad_id)
         self.outbox = Outbox()  # results for the event loops, sent right before each model run (module docstring)
         self.runner = ModelRunner(encoder, decoder, spec, placement, before_run=self.outbox.flush)
