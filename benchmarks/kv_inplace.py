@@ -21,7 +21,8 @@ varying-length case against MultiHeadAttention given the same rows left-padded a
 and the bound buffer must be the next step's cache: the new key at each row's position, the
 past untouched.
 
-With ``--decoder DIR`` (an exported translation model directory) it also times whole decoder
+With ``--decoder DIR`` (a translation model directory with the left-padded layout, e.g. exported
+with ``--kv-cache left-padded``) it also times whole decoder
 steps: the export's graph, rows left-padded to the oldest one as the engine feeds them, against
 the same graph with every self-attention node replaced by ``GroupQueryAttention`` (its folded
 q/k/v bias as an ``Add`` in front: ``attnserve.export.inplace.in_place_decoder``, what
@@ -215,6 +216,8 @@ def decoder_steps(model_dir: Path, batch: int, P: int, threads: int, repeats: in
     from attnserve.server.translation.sessions import model_spec
 
     spec = model_spec(load_manifest(model_dir))
+    if spec.decoder_io.in_place:
+        raise SystemExit(f"--decoder {model_dir}: already in place; export it with --kv-cache left-padded")
     io, H, D, n = spec.decoder_io, spec.num_heads, spec.head_dim, spec.num_layers
     options = session_options(threads)  # the engine's own session settings, for both graphs
     path = Path(model_dir) / "decoder.onnx"

@@ -391,7 +391,8 @@ def test_kv_inplace_whole_decoder_steps_give_the_exports_logits(tmp_path):
     from attnserve.benchmarks import kv_inplace
     from attnserve.benchmarks.translators import bench_translator, export_translator
 
-    model_dir = export_translator(bench_translator("mt-tiny", vocab_size=300), tmp_path / "mt-tiny", "mt-tiny")
+    model = bench_translator("mt-tiny", vocab_size=300)
+    model_dir = export_translator(model, tmp_path / "mt-tiny", "mt-tiny", kv_cache="left-padded")
     argv = ["--batches", "3", "--past", "1", "6", "--repeats", "2", "--decoder", str(model_dir)]
     assert kv_inplace.main([*argv, "--out", str(tmp_path / "out")]) == 0
     steps = json.loads((tmp_path / "out" / "kv-inplace.json").read_text())["decoder_steps"]["rows"]
