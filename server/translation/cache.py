@@ -100,8 +100,17 @@ class KVCache:
     @property
     def nbytes(self) -> int:
         """Bytes held by the self-attention cache and cross K/V (float32), free slots included."""
-        per_row = 2 * self.num_layers * self.num_heads * self.head_dim * 4 * (self.P + self.L)
-        return self.rows * per_row
+        return self.rows * self.row_bytes
+
+    @property
+    def capacity(self) -> int:
+        """Cached tokens each row's columns hold now: the shared length P (left-padded)."""
+        return self.P
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes one row holds now: P self-attention columns and L cross columns, float32."""
+        return 2 * self.num_layers * self.num_heads * self.head_dim * 4 * (self.P + self.L)
 
     def step_inputs(self) -> tuple[np.ndarray, np.ndarray]:
         """positions (B, 1) int64 and self_mask (B, P + 1) int32 for the next step.

@@ -70,6 +70,14 @@ class TranslationEngine:
         return self._scheduler.kv_cache_bytes
 
     @property
+    def kv_cache_capacity(self) -> int:
+        return self._scheduler.kv_cache_capacity
+
+    @property
+    def kv_cache_row_bytes(self) -> int:
+        return self._scheduler.kv_cache_row_bytes
+
+    @property
     def tokens_in_flight(self) -> int:
         return self._scheduler.tokens_in_flight
 
