@@ -162,7 +162,13 @@ class EngineRunner:
     """
 
     def __init__(
-        self, model_dir: Path, threads: int, max_rows: int = 64, disabled_optimizers: tuple[str, ...] | None = None
+        self,
+        model_dir: Path,
+        threads: int,
+        max_rows: int = 64,
+        disabled_optimizers: tuple[str, ...] | None = None,
+        provider: str = "cpu",
+        batching: str = "continuous",
     ) -> None:
         from attnserve.contract.manifest import load_manifest
         from attnserve.server.translation import EngineSettings, TranslationEngine
@@ -170,9 +176,9 @@ class EngineRunner:
 
         self.manifest = load_manifest(model_dir)
         self.encoder, self.decoder = load_translation_sessions(
-            model_dir, self.manifest, intra_op_threads=threads, disabled_optimizers=disabled_optimizers
+            model_dir, self.manifest, provider, intra_op_threads=threads, disabled_optimizers=disabled_optimizers
         )
-        settings = EngineSettings(max_active_sequences=max_rows, max_texts_per_request=256)
+        settings = EngineSettings(max_active_sequences=max_rows, max_texts_per_request=256, batching=batching)
         self.engine = TranslationEngine(model_dir, self.manifest, self.encoder, self.decoder, settings)
         self.engine.warmup()
         self.loop = asyncio.new_event_loop()

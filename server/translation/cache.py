@@ -29,10 +29,13 @@ boundaries, every step for beam search; device-side gathers are future work.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 import onnxruntime as ort
+
+log = logging.getLogger(__name__)
 
 STEPS_AHEAD = 64  # steps of positions and self-mask a boundary builds at once (more as P grows)
 
@@ -289,4 +292,10 @@ def make_cache(spec, decoder, placement: Placement):
         return KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
     types = {i.name: i.type for i in getattr(decoder, "get_inputs", list)()}
     dtype = np.float16 if types.get(spec.decoder_io.past[0]) == "tensor(float16)" else np.float32
+    if placement.device == "cuda" and dtype == np.float32:
+        log.warning(
+            "an fp32 in-place decoder on CUDA: onnxruntime's CUDA GroupQueryAttention has fp16 and bf16 kernels "
+            "only, so its self-attention runs on the CPU, the cache copied both ways every step; serve an fp16 "
+            "export, or export fp32 with --kv-cache left-padded (MultiHeadAttention) for CUDA"
+        )
     return InPlaceCache(spec.num_layers, spec.num_heads, spec.head_dim, placement, dtype)

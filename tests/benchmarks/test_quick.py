@@ -417,3 +417,20 @@ def test_cuda_checks_dry_run_on_the_cpu_writes_the_env_step(tmp_path):
 
     if "CUDAExecutionProvider" not in ort.get_available_providers():
         assert cuda_checks.main(["--sanity", "cuda"]) == 1
+
+
+def test_kv_inplace_cuda_dry_run_on_the_cpu(tmp_path):
+    """benchmarks.kv_inplace_cuda --provider cpu: the issue-33 GPU check runs end to end; on the CPU
+    the fp32 left-padded engine gives the fp32 in-place engine's tokens exactly."""
+    from attnserve.benchmarks import kv_inplace_cuda
+
+    out = tmp_path / "out"
+    argv = ["--provider", "cpu", "--preset", "mt-tiny", "--lengths", "4", "8", "--batches", "2", "--repeats", "1"]
+    argv += ["--check-tokens", "6", "--threads", "1", "--out", str(out), "--work-dir", str(tmp_path / "work")]
+    assert kv_inplace_cuda.main(argv) == 0
+    result = json.loads((out / "kv-inplace-cuda.json").read_text())
+    assert result["tokens_vs_cpu_fp32"]["fp32 left-padded (MultiHeadAttention)"]["sequences_equal"] == 1.0
+    assert {r["contender"] for r in result["ms_per_token"]} == set(kv_inplace_cuda.CONTENDERS)
+    assert all(r["ms_per_token"] > 0 and "ratio_to_shortest" in r for r in result["ms_per_token"])
+    batching = result["batching_in_process"]
+    assert batching["continuous"]["tokens"] == batching["static"]["tokens"] == 72 * 16 + 24 * 128
