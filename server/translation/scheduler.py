@@ -104,16 +104,6 @@ class DecodeScheduler:
         return self.cache.nbytes
 
     @property
-    def kv_cache_capacity(self) -> int:
-        """Tokens each row's self-attention cache holds now (in place: the buffer's capacity)."""
-        return self.cache.capacity if self.cache.rows else 0
-
-    @property
-    def kv_cache_row_bytes(self) -> int:
-        """Bytes one row of the batch holds at that capacity (self-attention and cross K/V)."""
-        return self.cache.row_bytes if self.cache.rows else 0
-
-    @property
     def idle(self) -> bool:
         """No job queued or admitted (admission moves a job between the two under the lock)."""
         return not len(self.waiting) and self.usage.rows == 0
