@@ -201,20 +201,18 @@ class KVCache:
         mask[:, : self.L] = host(self.src_mask)
         self.cross, self.src_mask, self.L = cross, put(mask), L
 
-    def copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
-        """Row ``dst[i]`` becomes a copy of row ``src[i]`` (beam search), in place."""
+    def copy_rows(self, dst: np.ndarray, src: np.ndarray, fresh: np.ndarray | None = None) -> None:
+        """Row ``dst[i]`` becomes a copy of row ``src[i]`` (beam search), in place. ``fresh``
+        (bool per pair, default all): the rows whose cross K/V and source mask must be copied
+        too; a beam moving to another row of its own job already has its source's."""
         self._positions = None  # the rows' padding changes: step inputs rebuilt
         host, put = self.placement.to_host, self.placement.from_host
-        for tensors in (self.past, self.cross):
-            for i, t in enumerate(tensors):
-                a = host(t)
-                a[dst] = a[src]  # the right side is gathered first, so overlaps are safe
-                tensors[i] = put(a)
-        mask = host(self.src_mask)
-        mask[dst] = mask[src]
-        self.src_mask = put(mask)
+        for i, t in enumerate(self.past):
+            a = host(t)
+            a[dst] = a[src]  # the right side is gathered first, so overlaps are safe
+            self.past[i] = put(a)
         self.pad[dst] = self.pad[src]
-        self.src_len[dst] = self.src_len[src]
+        copy_source_rows(self, dst, src, fresh)
 
     def compact(self, keep: np.ndarray, extra: int = 0) -> None:
         """Keep rows ``keep`` (B',) in that order, then ``extra`` free slots: one copy of the cache.
@@ -262,6 +260,23 @@ class KVCache:
         self.past: list = [empty] * (2 * self.num_layers)  # 2 per layer, (B, H, P, D)
         self.cross: list = [empty] * (2 * self.num_layers)  # 2 per layer, (B, H, L, D)
         self.src_mask = NO_MASK  # (B, L)
+
+
+def copy_source_rows(cache, dst: np.ndarray, src: np.ndarray, fresh: np.ndarray | None) -> None:
+    """Cross K/V, source mask and source length of rows ``dst[fresh]`` from ``src[fresh]``."""
+    if fresh is not None:
+        dst, src = dst[fresh], src[fresh]
+    if not len(dst):
+        return
+    host, put = cache.placement.to_host, cache.placement.from_host
+    for i, t in enumerate(cache.cross):
+        a = host(t)
+        a[dst] = a[src]
+        cache.cross[i] = put(a)
+    mask = host(cache.src_mask)
+    mask[dst] = mask[src]
+    cache.src_mask = put(mask)
+    cache.src_len[dst] = cache.src_len[src]
 
 
 def _read_only(array: np.ndarray) -> np.ndarray:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cache import NewRows, Placement, _read_only
+from .cache import NewRows, Placement, _read_only, copy_source_rows
 
 INITIAL_CAPACITY = 32  # tokens per row a batch starts with; doubled on overflow
 
@@ -177,23 +177,18 @@ class InPlaceCache:
         self.cross, self.src_mask, self.L = cross, put(mask), L
         self.version += 1
 
-    def copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
+    def copy_rows(self, dst: np.ndarray, src: np.ndarray, fresh: np.ndarray | None = None) -> None:
         """Row ``dst[i]`` becomes a copy of row ``src[i]`` (beam search): only the cached columns
-        of the self-attention slots move; cross K/V and source mask rows are copied whole."""
+        of the self-attention slots move; cross K/V and source mask only for the ``fresh`` pairs
+        (default all: a beam moving to another row of its own job already has its source's)."""
         host, put = self.placement.to_host, self.placement.from_host
         cols = int(self.seqlens[src].max(initial=0))
         for i, t in enumerate(self.past):
             a = host(t)
             a[dst, :, :cols] = a[src, :, :cols]  # the right side is gathered first, so overlaps are safe
             self.past[i] = put(a)
-        for i, t in enumerate(self.cross):
-            a = host(t)
-            a[dst] = a[src]
-            self.cross[i] = put(a)
-        mask = host(self.src_mask)
-        mask[dst] = mask[src]
-        self.src_mask = put(mask)
-        for array in (self.positions, self.seqlens, self.live, self.live32, self.src_len):
+        copy_source_rows(self, dst, src, fresh)
+        for array in (self.positions, self.seqlens, self.live, self.live32):
             array[dst] = array[src]
         self.total[...] = self.seqlens.max(initial=0) + 1
         self.version += self.placement.device is not None
