@@ -186,6 +186,7 @@ class DecodeScheduler:
         slots = self.slots
         jobs = [job for job in self._jobs if not job.done]
         admitted, new = self._encode(plan.admit, plan.encode_ahead) if plan.admit else ([], None)
+        self.cache.limit = max((job.max_new_tokens for job in jobs + admitted), default=1)  # in place: growth bound
         if not jobs and new is not None:
             slots.start(admitted, new)  # every row live, none padded
         else:

@@ -55,6 +55,7 @@ class InPlaceCache:
         self.initial_capacity = initial_capacity
         self.growths = 0  # copies made because a row outgrew the capacity
         self.version = 0  # changes whenever an array the runner binds is replaced
+        self.limit = 1 << 30  # tokens a running row may reach (the scheduler sets it at boundaries)
         self.clear()
 
     # --- what the runner, the slot table and the metrics read ----------------------
@@ -97,10 +98,12 @@ class InPlaceCache:
         self.total[...] = self.seqlens.max() + 1
 
     def reserve(self) -> None:
-        """Grow the capacity (one copy of the cached columns) when a row's next token would not fit."""
+        """Grow the capacity (one copy of the cached columns) when a row's next token would not fit:
+        doubled, but never past ``limit`` (the most tokens a running row may reach, set by the
+        scheduler), so the buffer holds no column that no row can use."""
         need = int(self.total)
         if need > self.capacity:
-            self._resize(max(2 * self.capacity, need))
+            self._resize(max(min(2 * self.capacity, self.limit), need))
             self.growths += 1
 
     # --- step boundaries ---------------------------------------------------------------
@@ -113,7 +116,7 @@ class InPlaceCache:
         self.L = int(new.src_mask.shape[1])
         self._set_rows(np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64))
         self.src_len = np.asarray(new.src_len, dtype=np.int64)
-        self.capacity = self.initial_capacity
+        self.capacity = max(1, min(self.initial_capacity, self.limit))
         shape = (n, self.num_heads, self.capacity, self.head_dim)
         self.past = [put(np.empty(shape, self.dtype)) for _ in range(2 * self.num_layers)]  # never read unwritten
         self.cross = [put(c) for c in new.cross]

@@ -111,6 +111,17 @@ def test_rows_keep_their_own_cache_through_joins_leaves_copies_compactions_and_g
     assert cache.rows == cache.nbytes == 0
 
 
+def test_the_capacity_doubles_but_never_past_what_a_running_row_may_reach():
+    cache = InPlaceCache(LAYERS, H, D, initial_capacity=4)
+    cache.limit = 6  # the longest running row's max_new_tokens
+    cache.start(_new_rows([3, 5], 100.0))
+    for step in range(6):
+        _decoder_step(cache, float(step))
+    assert cache.capacity == 6 and cache.growths == 1  # 4 -> 6, not 8
+    assert cache.row_bytes == 2 * LAYERS * H * D * 4 * (6 + 5)
+    assert [cache.past[0][r, 0, :6, 0].tolist() for r in range(2)] == [[0.0, 1, 2, 3, 4, 5], [1.0, 2, 3, 4, 5, 6]]
+
+
 def test_the_engine_serves_an_in_place_directory_with_its_cache_written_in_place(tiny, long_text):
     """Rows that outgrow the initial capacity (long outputs joining at different steps) keep the
     reference's tokens; the buffers the decoder writes are the ones the cache holds (no present
