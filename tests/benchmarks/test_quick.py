@@ -141,7 +141,7 @@ def test_vit_quick(dirs):
 
 def test_server_quick(dirs):
     argv, out = dirs
-    assert cli.main(["server", *argv]) == 0
+    assert cli.main(["server", *argv, "--left-padded"]) == 0
     result = json.loads((out / "server-quick.json").read_text())
     assert (out / "server-quick.png").is_file()
     servers = {r["server"] for r in result["rows"]}
@@ -157,7 +157,8 @@ def test_server_quick(dirs):
         assert row["texts"] > 0 and row["tokens_per_s"] > 0 and row["exact_token_counts"]
         assert row["ttft_p50_ms"] <= row["ttft_p95_ms"] <= row["latency_p95_ms"]
     assert any(r["ratio_to_static"] == 1.0 for r in mt["rows"])
-    assert set(mt["in_process_tokens_per_s"]) == {"continuous", "static", "same_arrivals"}
+    padded = {"continuous (left-padded cache)", "static (left-padded cache)"}  # --left-padded: the older layout too
+    assert set(mt["in_process_tokens_per_s"]) == {"continuous", "static", "same_arrivals", *padded}
     assert all(
         r["engine_same_arrivals_tokens_per_s"] > 0 and r["ratio_to_engine_same_arrivals"] > 0 for r in mt["rows"]
     )
