@@ -229,7 +229,10 @@ def _cuda_device() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_device(), reason="needs a CUDA device and onnxruntime's CUDA provider")
-def test_cuda_engine_keeps_the_cache_on_the_device_and_matches_the_reference(tiny):
+def test_cuda_engine_keeps_the_cache_on_the_device_and_matches_the_reference(tiny_left_padded):
+    # fp32 on CUDA is the left-padded layout (GroupQueryAttention has no fp32 CUDA kernel); the fp16
+    # in-place cache on a device is benchmarks/kv_inplace_cuda.py's (cuda_checks' kv-inplace step)
+    tiny = tiny_left_padded
     encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, provider="cuda")
     assert "CUDAExecutionProvider" in decoder.get_providers()
     from attnserve.server.translation.cache import placement_for
