@@ -198,12 +198,14 @@ class InPlaceCache:
 
     def compact(self, keep: np.ndarray, extra: int = 0) -> None:
         """Keep rows ``keep`` (B',) in that order, then ``extra`` free slots: one copy of the kept
-        rows' cached columns, and of their cross K/V up to the longest kept source."""
+        rows' cached columns, and of their cross K/V up to the longest kept source. The capacity
+        shrinks to ``limit`` when the rows that needed more have left."""
         host, put = self.placement.to_host, self.placement.from_host
         k, B, H, D = len(keep), len(keep) + extra, self.num_heads, self.head_dim
         lengths, src_len = self.seqlens[keep].astype(np.int64), self.src_len[keep]
         cols = int(lengths.max(initial=0))
         L = int(src_len.max()) if k else 0
+        self.capacity = max(min(self.capacity, self.limit), cols, 1)
         past = []
         for t in self.past:
             out = np.empty((B, H, self.capacity, D), self.dtype)

@@ -122,6 +122,19 @@ def test_the_capacity_doubles_but_never_past_what_a_running_row_may_reach():
     assert [cache.past[0][r, 0, :6, 0].tolist() for r in range(2)] == [[0.0, 1, 2, 3, 4, 5], [1.0, 2, 3, 4, 5, 6]]
 
 
+def test_a_compaction_gives_back_the_columns_no_running_row_can_reach():
+    cache = InPlaceCache(LAYERS, H, D, initial_capacity=4)
+    cache.start(_new_rows([3, 5], 100.0))
+    for step in range(10):
+        _decoder_step(cache, float(step))
+    assert cache.capacity == 16  # 4 -> 8 -> 16
+    cache.free(np.array([1]))
+    cache.limit = 12  # the long row left: the one running may reach 12 tokens
+    cache.compact(np.array([0]))
+    assert cache.capacity == 12 and cache.rows == 1 and cache.seqlens.tolist() == [10]
+    assert cache.past[0][0, 0, :10, 0].tolist() == [float(s) for s in range(10)]
+
+
 def test_the_engine_serves_an_in_place_directory_with_its_cache_written_in_place(tiny, long_text):
     """Rows that outgrow the initial capacity (long outputs joining at different steps) keep the
     reference's tokens; the buffers the decoder writes are the ones the cache holds (no present
