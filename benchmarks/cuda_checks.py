@@ -289,7 +289,7 @@ def steps(args: argparse.Namespace) -> list[Step]:
             280,
             json_figures(
                 results / "kv-inplace-cuda" / "kv-inplace-cuda.json",
-                ("providers", "tokens_vs_cpu_fp32", "ms_per_token", "batching_in_process"),
+                ("providers", "tokens_vs_cpu_fp32", "ms_per_token", "batching_in_process", "errors"),
             ),
         ),
         Step(

@@ -83,44 +83,61 @@ def main(argv: list[str] | None = None) -> int:
     cfg = model.cfg
     dirs = _dirs(model, args)
     rows = max(64, *args.batches)
-    result: dict[str, Any] = {"benchmark": NAME, "settings": {**vars(args), "out": str(args.out)}}
+    result: dict[str, Any] = {"benchmark": NAME, "settings": {**vars(args), "out": str(args.out)}, "errors": {}}
     result["machine"] = machine()
     ids = source_ids(8, 20, cfg.vocab_size, cfg.eos_id)
     reference = EngineRunner(dirs["reference"], args.threads, rows)  # the CPU's fp32 tokens
     expected = reference.translate(texts_of(ids), args.check_tokens)
     reference.close()
-    runners = {name: EngineRunner(dirs[name], args.threads, rows, provider=args.provider) for name in CONTENDERS}
-    result["providers"] = {name: r.decoder.get_providers()[0] for name, r in runners.items()}
-    result["tokens_vs_cpu_fp32"] = {
-        name: agreement(r.translate(texts_of(ids), args.check_tokens), expected) for name, r in runners.items()
-    }
-    timing_rows = []
+    runners = {}
+    for name in CONTENDERS:  # a contender that fails on the provider is reported, the others go on
+        try:
+            runners[name] = EngineRunner(dirs[name], args.threads, rows, provider=args.provider)
+            result.setdefault("providers", {})[name] = runners[name].decoder.get_providers()[0]
+            tokens = runners[name].translate(texts_of(ids), args.check_tokens)
+            result.setdefault("tokens_vs_cpu_fp32", {})[name] = agreement(tokens, expected)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's errors on the device, reported
+            result["errors"][name] = f"{type(exc).__name__}: {exc}"[:2000]
+            runners.pop(name, None)
+        save(args.out, result)
+    print(json.dumps({k: result.get(k) for k in ("providers", "tokens_vs_cpu_fp32", "errors")}, indent=1))
+    result["ms_per_token"] = timing_rows = ms_per_token(runners, args, cfg)
+    for r in runners.values():
+        r.close()
+    save(args.out, result)
+    shown = [
+        [r["batch"], r["new_tokens"], r["contender"], f"{r['ms_per_token']:.3f}", f"{r['ratio_to_shortest']:.2f}x"]
+        for r in timing_rows
+    ]
+    print(table(["batch", "N", "contender", "ms/token", "vs shortest N"], shown))
+    try:
+        result["batching_in_process"] = batching(dirs[next(iter(CONTENDERS))], args, cfg)
+    except Exception as exc:  # noqa: BLE001
+        result["errors"]["batching_in_process"] = f"{type(exc).__name__}: {exc}"[:2000]
+    save(args.out, result)
+    print(json.dumps(result.get("batching_in_process"), indent=1))
+    return 1 if result["errors"] else 0
+
+
+def save(out: Path, result: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{NAME}.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+
+
+def ms_per_token(runners: dict[str, EngineRunner], args: argparse.Namespace, cfg) -> list[dict[str, Any]]:
+    """ms per token of every contender at each batch and N, taking turns; with its ratio to the shortest N."""
+    rows = []
     for batch in args.batches:
         texts = texts_of(source_ids(batch, 20, cfg.vocab_size, cfg.eos_id, seed=batch))
         for n in args.lengths:
             runs = {name: (lambda r=r, n=n, t=texts: r.translate(t, n)) for name, r in runners.items()}
             timings, _ = interleaved(runs, args.repeats)
             for name, t in timings.items():
-                timing_rows.append(
-                    {"batch": batch, "new_tokens": n, "contender": name, "ms_per_token": 1e3 * t.median / n}
-                )
-    first = {(r["batch"], r["contender"]): r["ms_per_token"] for r in timing_rows if r["new_tokens"] == args.lengths[0]}
-    for r in timing_rows:
+                rows.append({"batch": batch, "new_tokens": n, "contender": name, "ms_per_token": 1e3 * t.median / n})
+    first = {(r["batch"], r["contender"]): r["ms_per_token"] for r in rows if r["new_tokens"] == args.lengths[0]}
+    for r in rows:
         r["ratio_to_shortest"] = r["ms_per_token"] / first[(r["batch"], r["contender"])]
-    result["ms_per_token"] = timing_rows
-    for r in runners.values():
-        r.close()
-    result["batching_in_process"] = batching(dirs[next(iter(CONTENDERS))], args, cfg)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{NAME}.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
-    print(json.dumps({"providers": result["providers"], "tokens_vs_cpu_fp32": result["tokens_vs_cpu_fp32"]}, indent=1))
-    shown = [
-        [r["batch"], r["new_tokens"], r["contender"], f"{r['ms_per_token']:.3f}", f"{r['ratio_to_shortest']:.2f}x"]
-        for r in timing_rows
-    ]
-    print(table(["batch", "N", "contender", "ms/token", "vs shortest N"], shown))
-    print(json.dumps(result["batching_in_process"], indent=1))
-    return 0
+    return rows
 
 
 def batching(model_dir: Path, args: argparse.Namespace, cfg) -> dict[str, Any]:
