@@ -17,8 +17,9 @@ One thread owns the models and the KV cache and repeats plan -> run -> update
 so a request joins the running batch at the next step boundary and a finished one leaves
 at once (Yu et al. 2022, Orca). ``EngineSettings.batching = "static"``
 (``--translation-batching static``) admits only into an empty batch instead (finished rows
-still leave at once): on CPU at saturation it makes more tokens/s and takes about twice the
-time to first token (benchmarks/README.md), and it is the benchmarks' baseline.
+still leave at once): it takes about twice the time to first token, made more tokens/s at
+saturation on CPU only with the left-padded cache (benchmarks/README.md), and it is the
+benchmarks' baseline.
 The event loop only enqueues jobs and sets cancellation flags (both thread-safe); results
 flow back through each job's sink and the outbox. The outbox goes out right before each model
 run (a boundary's encoder runs, the step's decoder: ``ModelRunner(before_run=)``), when
