@@ -96,14 +96,20 @@ def test_engine_ab_on_the_decode_exports(dirs, tmp_path):
         assert row["skip_layer_norm_nodes"]["A"] > 0 and row["skip_layer_norm_nodes"]["B"] == 0
 
 
+def _left_padded_mt_tiny(argv: list[str]) -> Path:
+    """mt-tiny exported with the left-padded cache (the probes below feed that decoder graph)."""
+    from attnserve.benchmarks.translators import bench_translator, export_translator
+
+    out = Path(argv[argv.index("--work-dir") + 1]) / "mt-tiny-fp32-left-padded"
+    return export_translator(bench_translator("mt-tiny"), out, "mt-tiny", kv_cache="left-padded")
+
+
 def test_ort_profile_of_a_translation_decoder(dirs, capsys):
     """ort_profile on a translation dir profiles the decoder with the server's CPU options."""
     from experiments import ort_profile
 
     argv, _ = dirs
-    model_dir = Path(argv[argv.index("--work-dir") + 1]) / "mt-tiny-fp32"
-    if not (model_dir / "model.json").is_file():
-        pytest.skip("test_decode_quick did not export mt-tiny (run the whole module)")
+    model_dir = _left_padded_mt_tiny(argv)
     small = [str(model_dir), "--batch", "2", "--runs", "1", "--steps", "3"]
     assert ort_profile.main(small) == 0
     server_options = capsys.readouterr().out
@@ -322,9 +328,7 @@ def test_iobinding_probe_on_the_decode_exports(dirs, tmp_path):
     from attnserve.benchmarks import iobinding
 
     argv, _ = dirs
-    model_dir = Path(argv[argv.index("--work-dir") + 1]) / "mt-tiny-fp32"
-    if not (model_dir / "model.json").is_file():
-        pytest.skip("test_decode_quick did not export mt-tiny (run the whole module)")
+    model_dir = _left_padded_mt_tiny(argv)
     assert (
         iobinding.main(
             [str(model_dir), "--batches", "1", "2", "--steps", "4", "--repeats", "1", "--out", str(tmp_path)]
