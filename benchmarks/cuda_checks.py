@@ -19,7 +19,8 @@ cut short still leaves what it finished. Steps:
 5. ``server``: ``benchmarks.server`` on CUDA (classification: dynamic batching vs unbatched,
    against in-process onnxruntime at the same batch);
 6. ``decode-cuda``: ``benchmarks/decode_engine.py`` (the engine and the plain loop, greedy);
-7. ``iobinding``: ``benchmarks.iobinding --provider cuda`` on the fp32 and fp16 translators;
+7. ``iobinding``: ``benchmarks.iobinding --provider cuda`` on the fp32 and fp16 translators
+   with the left-padded cache (step 2 exports them);
 8. ``decode-cpu``: step 6 on the CPU provider of the same machine, for the ratio.
 
 Run from the repository root, with onnxruntime-gpu in place of onnxruntime (``attnserve[cuda]``)
@@ -278,7 +279,9 @@ def steps(args: argparse.Namespace) -> list[Step]:
     decode = [py, "benchmarks/decode_engine.py", "--model-dir", str(mt), "--preset", args.mt_preset]
     decode += ["--batches", "1", "32", "--repeats", "5"]
     io = [py, "-m", "benchmarks.iobinding", "--provider", provider, "--batches", "1", "32", "--repeats", "10"]
-    io_runs = {results / f"iobinding-{d.name}": d for d in (mt, mt_fp16)}
+    # the io-binding probe drives the left-padded graph: the kv-inplace step's left-padded exports
+    left = [work / f"{args.mt_preset}-{precision}-left-padded" for precision in ("fp32", "fp16")]
+    io_runs = {results / f"iobinding-{d.name}": d for d in left}
     io_json = f"iobinding{'' if provider == 'cpu' else '-' + provider}.json"
     plan = [
         Step("env", [py, "-m", "benchmarks.cuda_checks", "--sanity", provider], 120, env_figures),
