@@ -23,6 +23,7 @@ from attnserve.contract.manifest import Manifest, load_manifest
 from attnserve.export.modeldir import placeholder_tokenizer, write_translation_dir
 from attnserve.models import TranslationConfig, TranslationTransformer, greedy_decode
 from attnserve.server.translation import EngineSettings, TranslationEngine, load_translation_sessions
+from tests.support.sessions import BindingSpy
 
 TINY = TranslationConfig(
     vocab_size=64,
@@ -157,21 +158,6 @@ class SessionWrapper:
 
     def __getattr__(self, name):
         return getattr(self.session, name)
-
-
-class BindingSpy:
-    """An io binding that remembers the shape of its first bound input (the step's token ids)."""
-
-    def __init__(self, binding) -> None:
-        self.binding, self.first_shape = binding, None
-
-    def bind_ortvalue_input(self, name, value) -> None:
-        if self.first_shape is None:
-            self.first_shape = tuple(value.shape())
-        self.binding.bind_ortvalue_input(name, value)
-
-    def __getattr__(self, name):
-        return getattr(self.binding, name)
 
 
 @pytest.fixture(scope="session")
