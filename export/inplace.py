@@ -11,7 +11,8 @@ When ``past`` and ``present`` are bound to one ``OrtValue`` (io binding), nothin
 (``kv_cache: in-place`` in ``model.json``, :data:`attnserve.contract.kinds.IN_PLACE`).
 
 The rewrite is graph surgery on the exported graph, not a second export: the node's folded q/k/v
-bias becomes an ``Add`` in front (GroupQueryAttention has no bias input), ``self_mask`` and the
+bias becomes an ``Add`` in front (GroupQueryAttention has no bias input; one on the packed
+projection before its ``Split``), ``self_mask`` and the
 nodes only it fed are dropped, ``seqlens_k`` and ``total_sequence_length`` are appended to the
 inputs. Cross-attention keeps ``MultiHeadAttention``. onnxruntime's CUDA GroupQueryAttention has
 fp16 and bf16 kernels only (``contrib_ops/cuda/bert/group_query_attention.cc`` registers
@@ -51,6 +52,7 @@ def in_place_decoder(model: onnx.ModelProto) -> onnx.ModelProto:
     inits = {t.name: t for t in graph.initializer}
     pasts = {i.name for i in graph.input if i.name.startswith("past_")}
     io = DecoderIO.standard(len(pasts) // 2, IN_PLACE)
+    producer = {out: n for n in graph.node for out in n.output}
     nodes = []
     for node in graph.node:
         if not _self_attention(node, pasts):
@@ -59,7 +61,15 @@ def in_place_decoder(model: onnx.ModelProto) -> onnx.ModelProto:
         q, k, v, bias = node.input[:4]
         heads = next(a.i for a in node.attribute if a.name == "num_heads")
         inputs = [q, k, v]
-        if bias:  # GroupQueryAttention has no bias input: the folded q/k/v bias goes back in front
+        split = producer.get(q)
+        if bias and split is not None and split.op_type == "Split" and list(split.output) == inputs:
+            # GroupQueryAttention has no bias input: the folded q/k/v bias goes back as one Add on
+            # the packed projection, in front of its Split (one kernel, not three)
+            name = f"{node.name}_bias"
+            add = helper.make_node("Add", [split.input[0], bias], [f"{name}_out"], name=f"{name}_add")
+            split.input[0] = f"{name}_out"
+            nodes.insert(nodes.index(split), add)
+        elif bias:  # another layout: one Add per input
             for j, part in enumerate(np.split(numpy_helper.to_array(inits[bias]), 3)):
                 name = f"{node.name}_bias_{j}"
                 graph.initializer.append(numpy_helper.from_array(part, name))
