@@ -8,15 +8,20 @@ cut short still leaves what it finished. Steps:
 1. ``env``: the GPU as ``nvidia-smi`` names it, the driver, onnxruntime's version and providers,
    and a small fp16 graph (MatMul, Softmax, Conv: cuBLAS, onnxruntime's own kernels, cuDNN)
    run on the provider against numpy; when it fails the run stops there;
-2. ``pytest-gpu``: ``pytest -m gpu`` (fp16 exports verified on CUDA, the server on ``--provider
+2. ``kv-inplace``: ``benchmarks.kv_inplace_cuda`` (issue 33): the fp16 in-place export
+   (GroupQueryAttention writing into buffers bound on the device) and the left-padded fp16 / fp32
+   ones on the provider, their tokens against the CPU's fp32 tokens, ms/token at 32 and 256 new
+   tokens (batch 1 and 32), continuous vs static batching in process;
+3. ``pytest-gpu``: ``pytest -m gpu`` (fp16 exports verified on CUDA, the server on ``--provider
    cuda``, the engine's device cache), its temporary folders kept under the work dir;
-3. ``verify-fp16``: ``attnserve-export verify --device cuda`` of the fp16 model directories the
+4. ``verify-fp16``: ``attnserve-export verify --device cuda`` of the fp16 model directories the
    tests exported, with their export reports (max |diff|, top-1 agreement);
-4. ``server``: ``benchmarks.server`` on CUDA (classification: dynamic batching vs unbatched,
+5. ``server``: ``benchmarks.server`` on CUDA (classification: dynamic batching vs unbatched,
    against in-process onnxruntime at the same batch);
-5. ``decode-cuda``: ``benchmarks/decode_engine.py`` (the engine and the plain loop, greedy);
-6. ``iobinding``: ``benchmarks.iobinding --provider cuda`` on the fp32 and fp16 translators;
-7. ``decode-cpu``: step 5 on the CPU provider of the same machine, for the ratio.
+6. ``decode-cuda``: ``benchmarks/decode_engine.py`` (the engine and the plain loop, greedy);
+7. ``iobinding``: ``benchmarks.iobinding --provider cuda`` on the fp32 and fp16 translators
+   with the left-padded cache (step 2 exports them);
+8. ``decode-cpu``: step 6 on the CPU provider of the same machine, for the ratio.
 
 Run from the repository root, with onnxruntime-gpu in place of onnxruntime (``attnserve[cuda]``)
 and torch for the exports; ``--provider cpu`` is a dry run of the same steps without a GPU.
@@ -42,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 CUDA_PROVIDER = "CUDAExecutionProvider"
-STEPS = ("env", "pytest-gpu", "verify-fp16", "server", "decode-cuda", "iobinding", "decode-cpu")
+STEPS = ("env", "kv-inplace", "pytest-gpu", "verify-fp16", "server", "decode-cuda", "iobinding", "decode-cpu")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -274,10 +279,22 @@ def steps(args: argparse.Namespace) -> list[Step]:
     decode = [py, "benchmarks/decode_engine.py", "--model-dir", str(mt), "--preset", args.mt_preset]
     decode += ["--batches", "1", "32", "--repeats", "5"]
     io = [py, "-m", "benchmarks.iobinding", "--provider", provider, "--batches", "1", "32", "--repeats", "10"]
-    io_runs = {results / f"iobinding-{d.name}": d for d in (mt, mt_fp16)}
+    # the io-binding probe drives the left-padded graph: the kv-inplace step's left-padded exports
+    left = [work / f"{args.mt_preset}-{precision}-left-padded" for precision in ("fp32", "fp16")]
+    io_runs = {results / f"iobinding-{d.name}": d for d in left}
     io_json = f"iobinding{'' if provider == 'cpu' else '-' + provider}.json"
     plan = [
         Step("env", [py, "-m", "benchmarks.cuda_checks", "--sanity", provider], 120, env_figures),
+        Step(
+            "kv-inplace",
+            [py, "-m", "benchmarks.kv_inplace_cuda", "--provider", provider, "--preset", args.mt_preset]
+            + ["--out", str(results / "kv-inplace-cuda"), "--work-dir", str(work)],
+            280,
+            json_figures(
+                results / "kv-inplace-cuda" / "kv-inplace-cuda.json",
+                ("providers", "tokens_vs_cpu_fp32", "ms_per_token", "batching_in_process", "errors"),
+            ),
+        ),
         Step(
             "pytest-gpu",
             [

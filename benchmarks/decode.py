@@ -30,6 +30,7 @@ from .translators import (
 )
 
 NAME = "decode"
+LEFT_PADDED_FP32 = "attnserve fp32 (left-padded cache)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +41,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--new-tokens", type=int, default=None, help="N (default 30; quick 8)")
     parser.add_argument("--source-tokens", type=int, default=20, help="source length per text, end token included")
     parser.add_argument("--no-int8", action="store_true", help="fp32 engines only")
+    parser.add_argument(
+        "--left-padded",
+        action="store_true",
+        help="also attnserve with the left-padded cache (model directories exported before the in-place cache)",
+    )
     parser.add_argument(
         "--vocab-size",
         type=int,
@@ -82,6 +88,11 @@ def build_runners(model, label: str, args: argparse.Namespace) -> dict[str, Any]
     runners: dict[str, Any] = {
         "attnserve fp32": EngineRunner(export_translator(model, work / f"{label}-fp32", label), args.threads, rows)
     }
+    if args.left_padded:  # the layout before the in-place cache, side by side
+        out = work / f"{label}-fp32-left-padded"
+        runners[LEFT_PADDED_FP32] = EngineRunner(
+            export_translator(model, out, label, kv_cache="left-padded"), args.threads, rows
+        )
     runners["transformers fp32"] = to_transformers(model)
     ct2_dir = ctranslate2_model(model, work / f"{label}-ct2", label)
     kw = dict(device="cpu", intra_threads=args.threads, inter_threads=1)
@@ -89,6 +100,10 @@ def build_runners(model, label: str, args: argparse.Namespace) -> dict[str, Any]
     if not args.no_int8:
         int8_dir = export_translator(model, work / f"{label}-int8", label, precision="int8")
         runners["attnserve int8"] = EngineRunner(int8_dir, args.threads, rows)
+        if args.left_padded:
+            out = work / f"{label}-int8-left-padded"
+            left = export_translator(model, out, label, precision="int8", kv_cache="left-padded")
+            runners["attnserve int8 (left-padded cache)"] = EngineRunner(left, args.threads, rows)
         runners["ctranslate2 int8"] = ctranslate2.Translator(str(ct2_dir), compute_type="int8", **kw)
         try:  # PyTorch's own dynamic int8 Linear; absent from some builds
             runners["transformers int8"] = torch.ao.quantization.quantize_dynamic(
@@ -138,9 +153,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None)
                         assert all(len(t) == args.new_tokens for t in tokens[name]), f"{name}: not N tokens"
                     rows.append(row)
         finally:
-            for name in ("attnserve fp32", "attnserve int8"):
-                if name in runners:
-                    runners[name].close()
+            for runner in runners.values():
+                if isinstance(runner, EngineRunner):
+                    runner.close()
     add_ratios(rows)
     print_rows(rows)
     result = {"benchmark": NAME, "settings": vars_of(args), "machine": info, "rows": rows}

@@ -86,6 +86,11 @@ def plain_loop(enc, dec, texts, tokenizer, spec, new_tokens: int) -> list[list[i
     n, e, d = spec.num_layers, spec.encoder_io, spec.decoder_io
     cross = enc.run(list(e.cross), {e.src_ids: src, e.src_mask: mask})  # 2n x (B, H, L, D)
     feeds = {d.src_mask: mask, **dict(zip(d.cross, cross))}
+    if d.in_place:
+        out = _in_place_steps(dec, feeds, spec, B, new_tokens)
+        generated = out.tolist()
+        tokenizer.decode_batch(generated, skip_special_tokens=True)
+        return generated
     past = [np.zeros((B, spec.num_heads, 0, spec.head_dim), np.float32)] * (2 * n)
     tokens = np.full((B, 1), spec.bos_id, np.int64)
     out = np.empty((B, new_tokens), np.int64)
@@ -101,6 +106,38 @@ def plain_loop(enc, dec, texts, tokenizer, spec, new_tokens: int) -> list[list[i
     generated = out.tolist()
     tokenizer.decode_batch(generated, skip_special_tokens=True)  # the texts a server would send back
     return generated
+
+
+def _in_place_steps(dec, feeds: dict, spec, B: int, new_tokens: int) -> np.ndarray:
+    """The plain loop over an in-place decoder (model.json ``kv_cache: in-place``): one buffer of
+    ``new_tokens`` columns per layer and kind bound as past and present, every row at the same
+    length; the step writes its ids, positions and lengths into bound arrays. (B, new_tokens) int64."""
+    import onnxruntime as ort
+
+    d = spec.decoder_io
+    shape = (B, spec.num_heads, new_tokens, spec.head_dim)
+    ids, positions = np.full((B, 1), spec.bos_id, np.int64), np.zeros((B, 1), np.int64)
+    seqlens, total = np.zeros(B, np.int32), np.ones((), np.int32)
+    arrays = {**feeds, d.input_ids: ids, d.positions: positions, d.seqlens: seqlens, d.total_length: total}
+    values = {name: ort.OrtValue.ortvalue_from_numpy(a) for name, a in arrays.items()}
+    binding = dec.io_binding()
+    for name, value in values.items():
+        binding.bind_ortvalue_input(name, value)
+    binding.bind_output(d.logits, "cpu")
+    buffers = [ort.OrtValue.ortvalue_from_numpy(np.zeros(shape, np.float32)) for _ in d.past]
+    for past, present, value in zip(d.past, d.present, buffers):
+        binding.bind_ortvalue_input(past, value)
+        binding.bind_ortvalue_output(present, value)
+    out = np.empty((B, new_tokens), np.int64)
+    for step in range(new_tokens):
+        dec.run_with_iobinding(binding)
+        logits = binding.get_outputs()[0].numpy()  # (B, V)
+        logits[:, [spec.pad_id, spec.bos_id]] = -np.inf
+        ids[:, 0] = out[:, step] = logits.argmax(axis=1)
+        positions += 1
+        seqlens += 1
+        total += 1
+    return out
 
 
 def plain_count(enc, dec, texts, tokenizer, spec, new_tokens: int) -> int:

@@ -51,6 +51,8 @@ def contenders(model_dir: Path, batch: int, args: argparse.Namespace) -> dict[st
 
     manifest = load_manifest(model_dir)
     spec = model_spec(manifest)
+    if spec.decoder_io.in_place:  # the engine binds an in-place decoder itself (server/translation/runner.py)
+        raise SystemExit(f"{model_dir}: this probe drives a left-padded decoder; export with --kv-cache left-padded")
     enc, dec = load_translation_sessions(model_dir, manifest, args.provider, intra_op_threads=args.threads)
     device = args.provider  # where the bound cache lives: "cpu" or "cuda"
     e, d = spec.encoder_io, spec.decoder_io

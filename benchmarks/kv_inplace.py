@@ -21,10 +21,12 @@ varying-length case against MultiHeadAttention given the same rows left-padded a
 and the bound buffer must be the next step's cache: the new key at each row's position, the
 past untouched.
 
-With ``--decoder DIR`` (an exported translation model directory) it also times whole decoder
+With ``--decoder DIR`` (a translation model directory with the left-padded layout, e.g. exported
+with ``--kv-cache left-padded``) it also times whole decoder
 steps: the export's graph, rows left-padded to the oldest one as the engine feeds them, against
 the same graph with every self-attention node replaced by ``GroupQueryAttention`` (its folded
-q/k/v bias as an ``Add`` in front), the cache bound in place and each row at its own length.
+q/k/v bias as an ``Add`` in front: ``attnserve.export.inplace.in_place_decoder``, what
+``attnserve-export --kv-cache in-place`` writes), the cache bound in place and each row at its own length.
 Rows get ages drawn from 1..P; the logits must agree.
 
     python -m benchmarks.kv_inplace --batches 1 32 --past 16 96 192
@@ -37,14 +39,10 @@ import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .common import header, interleaved, machine, table, write_results
-
-if TYPE_CHECKING:
-    import onnx
 
 NAME = "kv-inplace"
 MHA = "MultiHeadAttention (the export's)"
@@ -206,62 +204,6 @@ def contenders(
     return runs, references, in_place, k
 
 
-def in_place_decoder(model: onnx.ModelProto) -> onnx.ModelProto:
-    """The decoder with each self-attention ``MultiHeadAttention`` (the nodes fed a ``past_key``
-    input) replaced by ``GroupQueryAttention`` over a cache buffer: new inputs ``seqlens_k`` (B,)
-    and ``total_sequence_length``; ``self_mask`` and what only it fed are dropped."""
-    from onnx import TensorProto, helper, numpy_helper
-
-    graph = model.graph
-    inits = {t.name: t for t in graph.initializer}
-    pasts = {i.name for i in graph.input if i.name.startswith("past_key")}
-    nodes = []
-    for node in graph.node:
-        if node.op_type != "MultiHeadAttention" or len(node.input) < 8 or node.input[6] not in pasts:
-            nodes.append(node)
-            continue
-        q, k, v, bias = node.input[:4]
-        heads = next(a.i for a in node.attribute if a.name == "num_heads")
-        inputs = [q, k, v]
-        if bias:
-            parts = np.split(numpy_helper.to_array(inits[bias]), 3)
-            for j, part in enumerate(parts):
-                name = f"{node.name}_bias_{j}"
-                graph.initializer.append(numpy_helper.from_array(part, name))
-                nodes.append(helper.make_node("Add", [inputs[j], name], [f"{name}_out"]))
-                inputs[j] = f"{name}_out"
-        nodes.append(
-            helper.make_node(
-                "GroupQueryAttention",
-                [*inputs, node.input[6], node.input[7], "seqlens_k", "total_sequence_length"],
-                list(node.output),
-                name=f"{node.name}_gqa",
-                domain="com.microsoft",
-                num_heads=heads,
-                kv_num_heads=heads,
-            )
-        )
-    used = {name for node in nodes for name in node.input}
-    while True:  # drop nodes whose outputs nobody reads any more (the self_mask cast)
-        outputs = {o.name for o in graph.output}
-        dead = [n for n in nodes if not any(o in used or o in outputs for o in n.output)]
-        if not dead:
-            break
-        nodes = [n for n in nodes if n not in dead]
-        used = {name for node in nodes for name in node.input}
-    del graph.node[:]
-    graph.node.extend(nodes)
-    kept_inits = [t for t in graph.initializer if t.name in used]  # the folded biases, now split
-    del graph.initializer[:]
-    graph.initializer.extend(kept_inits)
-    kept = [i for i in graph.input if i.name in used]
-    del graph.input[:]
-    graph.input.extend(kept)
-    graph.input.append(helper.make_tensor_value_info("seqlens_k", TensorProto.INT32, ["batch"]))
-    graph.input.append(helper.make_tensor_value_info("total_sequence_length", TensorProto.INT32, []))
-    return model
-
-
 def decoder_steps(model_dir: Path, batch: int, P: int, threads: int, repeats: int, rng: np.random.Generator) -> list:
     """Whole decoder steps over rows aged 1..P: the export's graph (left-padded, masked) against
     :func:`in_place_decoder` (per-row lengths, cache bound in place). Rows of the result table."""
@@ -269,15 +211,18 @@ def decoder_steps(model_dir: Path, batch: int, P: int, threads: int, repeats: in
     import onnxruntime as ort
 
     from attnserve.contract.manifest import load_manifest
+    from attnserve.export.inplace import in_place_decoder
     from attnserve.server.runtime import session_options
     from attnserve.server.translation.sessions import model_spec
 
     spec = model_spec(load_manifest(model_dir))
+    if spec.decoder_io.in_place:
+        raise SystemExit(f"--decoder {model_dir}: already in place; export it with --kv-cache left-padded")
     io, H, D, n = spec.decoder_io, spec.num_heads, spec.head_dim, spec.num_layers
     options = session_options(threads)  # the engine's own session settings, for both graphs
     path = Path(model_dir) / "decoder.onnx"
     export = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    surgery = in_place_decoder(onnx.load(str(path)))
+    surgery = in_place_decoder(onnx.load(str(path)))  # what attnserve-export --kv-cache in-place writes
     gqa = ort.InferenceSession(surgery.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
     ages = rng.integers(1, P + 1, batch)  # cached tokens per row

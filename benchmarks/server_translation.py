@@ -43,6 +43,7 @@ import numpy as np
 from .common import header, machine, pyplot, save_plot, table, write_results
 
 NAME = "server-translation"
+LEFT_PADDED = " (left-padded cache)"
 SERVERS = ("continuous", "static")
 
 
@@ -63,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--long-share", type=float, default=0.25, help="share of long texts (default 0.25)")
     group.add_argument("--max-rows", type=int, default=None, help="--max-active-sequences of both servers (32)")
     group.add_argument("--seed", type=int, default=0, help="seed of arrivals, lengths and texts")
+    group.add_argument(
+        "--left-padded",
+        action="store_true",
+        help="in process, also both batching modes on the left-padded cache (directories exported before the "
+        "in-place cache), taking turns with the others",
+    )
     group.add_argument(
         "--rpc",
         choices=["stream", "unary"],
@@ -230,15 +237,20 @@ def in_process(args: argparse.Namespace, model_dir: Path, schedules: dict[float,
     from attnserve.server.translation import DecodeOptions, EngineSettings, TranslationEngine
     from attnserve.server.translation.sessions import load_translation_sessions
 
-    manifest = load_manifest(model_dir)
     at_once = [dataclasses.replace(a, at_s=0.0) for a in next(iter(schedules.values()))]  # same texts at any rate
+    dirs = {name: (name, model_dir) for name in SERVERS}
+    if args.left_padded:  # the same weights, exported with the layout before the in-place cache
+        dirs.update({f"{name}{LEFT_PADDED}": (name, left_padded_dir(args)) for name in SERVERS})
 
     async def session() -> dict[str, float]:
         engines = {}
-        for name in SERVERS:
-            enc, dec = load_translation_sessions(model_dir, manifest, intra_op_threads=args.threads)
-            settings = EngineSettings(max_active_sequences=args.max_rows, max_queue_size=len(at_once), batching=name)
-            engines[name] = TranslationEngine(model_dir, manifest, enc, dec, settings)
+        for name, (batching, path) in dirs.items():
+            manifest = load_manifest(path)
+            enc, dec = load_translation_sessions(path, manifest, intra_op_threads=args.threads)
+            settings = EngineSettings(
+                max_active_sequences=args.max_rows, max_queue_size=len(at_once), batching=batching
+            )
+            engines[name] = TranslationEngine(path, manifest, enc, dec, settings)
             engines[name].warmup()
             await engines[name].start()
 
@@ -258,7 +270,7 @@ def in_process(args: argparse.Namespace, model_dir: Path, schedules: dict[float,
             tokens = sum(await asyncio.gather(*(one(a) for a in schedule)))
             return tokens / (time.perf_counter() - t0)
 
-        runs: dict[str, list[float]] = {name: [] for name in SERVERS}
+        runs: dict[str, list[float]] = {name: [] for name in engines}
         for engine in engines.values():
             await replayed(engine, at_once)
         for _ in range(args.rounds):
@@ -275,6 +287,14 @@ def in_process(args: argparse.Namespace, model_dir: Path, schedules: dict[float,
         return out
 
     return asyncio.run(session())
+
+
+def left_padded_dir(args: argparse.Namespace) -> Path:
+    """The benchmark translator exported with ``--kv-cache left-padded`` (reused when present)."""
+    from .translators import bench_translator, export_translator
+
+    out = args.work_dir / f"{args.mt_preset}-fp32-left-padded"
+    return export_translator(bench_translator(args.mt_preset), out, args.mt_preset, kv_cache="left-padded")
 
 
 def model_repo(args: argparse.Namespace) -> tuple[Path, Path, str, int]:
@@ -365,6 +385,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         f"static {direct['static']:,.0f} tok/s ({ratio:.2f}x); continuous on each rate's arrival schedule: "
         + ", ".join(f"{rate:g}/s {tps:,.0f} tok/s" for rate, tps in direct["same_arrivals"].items())
     )
+    if args.left_padded:
+        c, s = direct[f"continuous{LEFT_PADDED}"], direct[f"static{LEFT_PADDED}"]
+        print(f"  the same with the left-padded cache: continuous {c:,.0f} tok/s, static {s:,.0f} tok/s ({c / s:.2f}x)")
     late = max(r["client_late_max_ms"] for r in rows)
     print(
         f"exactly the requested tokens in every text: {all(r['exact_token_counts'] for r in rows)}; "

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-CACHE_KEY = "attnserve-bench translator v4"  # bump when the model recipe or the export changes
+CACHE_KEY = "attnserve-bench translator v5"  # bump when the model recipe or the export changes
 
 
 def bench_translator(preset: str, seed: int = 0, vocab_size: int | None = None):
@@ -73,18 +73,23 @@ def texts_of(ids: list[list[int]]) -> list[str]:
     return [" ".join(f"t{i}" for i in row[:-1]) for row in ids]
 
 
-def export_translator(model, out: Path, preset: str, precision: str = "fp32", attention: str = "fused") -> Path:
-    """Export ``model`` to ``out`` unless an export of the same recipe is already there."""
+def export_translator(
+    model, out: Path, preset: str, precision: str = "fp32", attention: str = "fused", kv_cache: str | None = None
+) -> Path:
+    """Export ``model`` to ``out`` unless an export of the same recipe is already there. ``kv_cache``:
+    the decoder's cache layout (None: the exporter's default, in place for fused attention)."""
     from attnserve.export.modeldir import placeholder_tokenizer
     from attnserve.export.options import ExportOptions
     from attnserve.export.pipeline import export_translation
 
-    key = f"{CACHE_KEY} {preset} {precision} {attention}"
+    key = f"{CACHE_KEY} {preset} {precision} {attention} {kv_cache or 'default'}"
     marker = out.with_name(out.name + ".key")
     if (out / "model.json").is_file() and marker.is_file() and marker.read_text() == key:
         return out
-    options = ExportOptions(out=out, name=out.name, precision=precision, attention=attention, verify=False, force=True)
-    print(f"exporting {preset} ({precision}, {attention}) to {out} ...", flush=True)
+    options = ExportOptions(
+        out=out, name=out.name, precision=precision, attention=attention, verify=False, force=True, kv_cache=kv_cache
+    )
+    print(f"exporting {preset} ({precision}, {attention}, {options.cache_layout} cache) to {out} ...", flush=True)
     cfg = model.cfg  # the placeholder's special ids are the model's (export refuses others)
     export_translation(
         model, placeholder_tokenizer(cfg.vocab_size, cfg.pad_id, cfg.bos_id, cfg.eos_id, cfg.unk_id), options
@@ -157,7 +162,13 @@ class EngineRunner:
     """
 
     def __init__(
-        self, model_dir: Path, threads: int, max_rows: int = 64, disabled_optimizers: tuple[str, ...] | None = None
+        self,
+        model_dir: Path,
+        threads: int,
+        max_rows: int = 64,
+        disabled_optimizers: tuple[str, ...] | None = None,
+        provider: str = "cpu",
+        batching: str = "continuous",
     ) -> None:
         from attnserve.contract.manifest import load_manifest
         from attnserve.server.translation import EngineSettings, TranslationEngine
@@ -165,13 +176,18 @@ class EngineRunner:
 
         self.manifest = load_manifest(model_dir)
         self.encoder, self.decoder = load_translation_sessions(
-            model_dir, self.manifest, intra_op_threads=threads, disabled_optimizers=disabled_optimizers
+            model_dir, self.manifest, provider, intra_op_threads=threads, disabled_optimizers=disabled_optimizers
         )
-        settings = EngineSettings(max_active_sequences=max_rows, max_texts_per_request=256)
+        settings = EngineSettings(max_active_sequences=max_rows, max_texts_per_request=256, batching=batching)
         self.engine = TranslationEngine(model_dir, self.manifest, self.encoder, self.decoder, settings)
         self.engine.warmup()
         self.loop = asyncio.new_event_loop()
         self.call(self.engine.start())
+
+    @property
+    def in_place(self) -> bool:
+        """The model's decoder writes its cache in place (model.json ``kv_cache: in-place``)."""
+        return self.manifest.decoder_io().in_place
 
     def call(self, coro):
         return self.loop.run_until_complete(coro)
@@ -194,7 +210,8 @@ def engines(
 ) -> dict[str, Callable[[], list[list[int]]]]:
     """Name -> function that translates ``ids`` with exactly ``new_tokens`` and returns the new token ids.
 
-    ``runners`` holds what is expensive to build: ``attnserve fp32|int8`` (EngineRunner),
+    ``runners`` holds what is expensive to build: ``attnserve ...`` (EngineRunner: fp32, int8, in
+    either cache layout),
     ``ctranslate2`` (a model directory), ``transformers`` (a MarianMTModel), and optional
     ``transformers int8`` (a dynamically quantized one).
     """
@@ -214,9 +231,8 @@ def engines(
     words = [[f"t{i}" for i in row[:-1]] + ["</s>"] for row in ids]
     out: dict[str, Callable[[], list[list[int]]]] = {}
 
-    for name in ("attnserve fp32", "attnserve int8"):
-        runner = runners.get(name)
-        if runner is not None:
+    for name, runner in runners.items():
+        if isinstance(runner, EngineRunner):
             out[name] = lambda r=runner: r.translate(texts, new_tokens)
     runner = runners.get("attnserve fp32")
     if runner is not None:

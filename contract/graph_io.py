@@ -10,6 +10,14 @@ translation ``decoder.onnx`` (one graph for every step; P = 0 on the first)
          cross_key_{i}, cross_value_{i} (B, H, L, D)
     out: logits (B, V) float32 of the last position; present_key_{i}, present_value_{i} (B, H, P + S, D)
 
+translation ``decoder.onnx``, ``kv_cache: in-place`` (:data:`~.kinds.IN_PLACE`; S = 1)
+    in:  input_ids (B, 1) int64, positions (B, 1) int64, src_mask (B, L) int32,
+         past_key_{i}, past_value_{i} (B, H, capacity, D) (row r's tokens in columns 0..seqlens_k[r] - 1),
+         cross_key_{i}, cross_value_{i} (B, H, L, D), seqlens_k (B,) int32 (each row's cached
+         tokens), total_sequence_length () int32 (max(seqlens_k) + 1 <= capacity)
+    out: logits (B, V) float32; present_key_{i}, present_value_{i} (B, H, capacity, D): the same
+         buffer when bound to the past's ``OrtValue`` (io binding), the new token at column seqlens_k[r]
+
 translation ``aligner.onnx`` (optional: word alignments, issue 34)
     in:  src_ids (B, L) int64, src_mask (B, L) int32, tgt_ids (B, T) int64 (start token + output
          but its last token), tgt_mask (B, T) int32 (1 = token)
@@ -32,7 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .kinds import IMAGE_CLASSIFICATION, TRANSLATION
+from .kinds import IMAGE_CLASSIFICATION, IN_PLACE, LEFT_PADDED, TRANSLATION
 
 KV = ("key", "value")
 
@@ -71,34 +79,58 @@ class EncoderIO:
 class DecoderIO:
     input_ids: str
     positions: str
-    self_mask: str
+    self_mask: str  # "" in the in-place layout (each row's length is its seqlens_k)
     src_mask: str
     past: tuple[str, ...]  # 2 per layer (key, value)
     cross: tuple[str, ...]  # 2 per layer, the encoder's ``cross`` outputs
     logits: str
     present: tuple[str, ...]  # 2 per layer, fed back as ``past`` on the next step
+    seqlens: str = ""  # in-place layout: cached tokens per row (B,) int32
+    total_length: str = ""  # in-place layout: max(seqlens) + 1, a scalar int32
+
+    @property
+    def in_place(self) -> bool:
+        return bool(self.seqlens)
 
     @classmethod
-    def standard(cls, num_layers: int) -> DecoderIO:
+    def standard(cls, num_layers: int, kv_cache: str = LEFT_PADDED) -> DecoderIO:
+        in_place = kv_cache == IN_PLACE
         return cls(
             "input_ids",
             "positions",
-            "self_mask",
+            "" if in_place else "self_mask",
             "src_mask",
             per_layer("past", num_layers),
             per_layer("cross", num_layers),
             "logits",
             per_layer("present", num_layers),
+            "seqlens_k" if in_place else "",
+            "total_sequence_length" if in_place else "",
         )
 
     @classmethod
-    def from_lists(cls, inputs: list[str], outputs: list[str]) -> DecoderIO:
+    def from_lists(cls, inputs: list[str], outputs: list[str], kv_cache: str = LEFT_PADDED) -> DecoderIO:
         """The names as ``model.json`` lists them (validated: see the module docstring)."""
         n2 = len(outputs) - 1  # 2 per layer
+        if kv_cache == IN_PLACE:
+            ids, positions, src_mask = inputs[:3]
+            past, cross = tuple(inputs[3 : 3 + n2]), tuple(inputs[3 + n2 : 3 + 2 * n2])
+            seqlens, total = inputs[3 + 2 * n2 : 5 + 2 * n2]
+            return cls(ids, positions, "", src_mask, past, cross, outputs[0], tuple(outputs[1:]), seqlens, total)
         return cls(*inputs[:4], tuple(inputs[4 : 4 + n2]), tuple(inputs[4 + n2 :]), outputs[0], tuple(outputs[1:]))
 
     @property
     def inputs(self) -> list[str]:
+        if self.in_place:
+            return [
+                self.input_ids,
+                self.positions,
+                self.src_mask,
+                *self.past,
+                *self.cross,
+                self.seqlens,
+                self.total_length,
+            ]
         return [self.input_ids, self.positions, self.self_mask, self.src_mask, *self.past, *self.cross]
 
     @property
@@ -156,15 +188,20 @@ class ClassifierIO:
 GraphIO = EncoderIO | DecoderIO | AlignerIO | ClassifierIO
 
 
-def expected_io(kind: str, config: dict[str, Any]) -> dict[str, GraphIO]:
+def expected_io(kind: str, config: dict[str, Any], kv_cache: str = LEFT_PADDED) -> dict[str, GraphIO]:
     """The graphs of a model directory of ``kind`` by role, named as the contract says (the
     optional ones of ``kinds.OPTIONAL_GRAPHS`` included: checked where a directory has them).
 
-    Translation needs ``config["decoder_layers"]`` (an int >= 1).
+    Translation needs ``config["decoder_layers"]`` (an int >= 1); ``kv_cache`` is the decoder's
+    cache layout (:data:`~.kinds.KV_CACHE_LAYOUTS`).
     """
     if kind == TRANSLATION:
         n = int(config["decoder_layers"])
-        return {"encoder": EncoderIO.standard(n), "decoder": DecoderIO.standard(n), "aligner": AlignerIO.standard()}
+        return {
+            "encoder": EncoderIO.standard(n),
+            "decoder": DecoderIO.standard(n, kv_cache),
+            "aligner": AlignerIO.standard(),
+        }
     if kind == IMAGE_CLASSIFICATION:
         return {"model": ClassifierIO.standard()}
     raise ValueError(f"unknown model kind {kind!r}")

@@ -19,5 +19,15 @@ ATTENTION_TARGETS = ("fused", "onnx", "decomposed")
 
 PRECISIONS = ("fp32", "fp16", "int8")
 
+# How a translation decoder keeps its self-attention cache (``model.json`` ``kv_cache``):
+# "left-padded" = one (B, H, P, D) past per layer, every row left-padded to the longest and masked
+# (``self_mask``); MultiHeadAttention returns present = past + new, a new tensor every step. The
+# layout of directories written before the field existed, and the default when it is absent.
+# "in-place" = one (B, H, capacity, D) buffer per layer and kind, row r's tokens in columns
+# 0..seqlens_k[r] - 1; com.microsoft::GroupQueryAttention writes the new token at column
+# seqlens_k[r] of the buffer bound as both past and present, and attends over that row only.
+LEFT_PADDED, IN_PLACE = "left-padded", "in-place"
+KV_CACHE_LAYOUTS = (LEFT_PADDED, IN_PLACE)
+
 # Pillow resampling filters an image-classification model may ask for.
 RESAMPLE = ("nearest", "bilinear", "bicubic", "lanczos")

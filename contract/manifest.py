@@ -27,6 +27,8 @@ Layout of ``model.json`` (``format_version`` 1)::
                     "tokens": {"de": ">>deu<<", ...},                  # code -> the token that selects it
                     "default_source": "en", "default_target": null},
       "limits": {"max_source_len": 256, "max_target_len": 256},          # translation
+      "kv_cache": "in-place" | "left-padded",   # optional, translation: the decoder's cache layout
+                                                # (contract.kinds; absent: "left-padded", older directories)
       "labels": ["0", "1", ...],                                          # image-classification
       "preprocessing": {"image_size": 32, "channels": 1, "mean": [0.5], "std": [0.5],
                         "resample": "bilinear", "invert": false}          # image-classification
@@ -43,7 +45,18 @@ from pathlib import Path
 from typing import Any
 
 from .graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO, GraphIO, expected_io
-from .kinds import ATTENTION_TARGETS, GRAPHS_BY_KIND, KINDS, OPTIONAL_GRAPHS, PRECISIONS, RESAMPLE, TRANSLATION
+from .kinds import (
+    ATTENTION_TARGETS,
+    GRAPHS_BY_KIND,
+    IN_PLACE,
+    KINDS,
+    KV_CACHE_LAYOUTS,
+    LEFT_PADDED,
+    OPTIONAL_GRAPHS,
+    PRECISIONS,
+    RESAMPLE,
+    TRANSLATION,
+)
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "model.json"
@@ -138,9 +151,12 @@ class Manifest:
     languages: Languages | None = None
     format_version: int = FORMAT_VERSION
     attnserve_version: str = "0.1.0"
+    kv_cache: str = LEFT_PADDED  # translation: the decoder's self-attention cache layout (contract.kinds)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
+        if self.kind != TRANSLATION:
+            data.pop("kv_cache")
         return {k: v for k, v in data.items() if v is not None}
 
     def io(self, role: str) -> GraphIO:
@@ -158,7 +174,7 @@ class Manifest:
 
     def decoder_io(self) -> DecoderIO:
         graph = self.graphs["decoder"]
-        return DecoderIO.from_lists(graph.inputs, graph.outputs)
+        return DecoderIO.from_lists(graph.inputs, graph.outputs, self.kv_cache)
 
     def classifier_io(self) -> ClassifierIO:
         graph = self.graphs["model"]
@@ -248,7 +264,10 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
         family=_require(data, "family", str, path) if "family" in data else "attnserve",
         format_version=version,
         attnserve_version=str(data.get("attnserve_version", "")),
+        kv_cache=_choice(data, "kv_cache", KV_CACHE_LAYOUTS, path) if "kv_cache" in data else LEFT_PADDED,
     )
+    if manifest.kv_cache == IN_PLACE and (kind != TRANSLATION or manifest.attention != "fused"):
+        raise ManifestError(path, "kv_cache", "in-place needs a translation model with attention 'fused'")
     for g in graphs.values():
         if g.file not in files:
             raise ManifestError(path, "files", f"graph file {g.file!r} has no sha256 entry")
@@ -336,7 +355,7 @@ def _parse_languages(raw: Any, path: Path) -> Languages | None:
 
 def _check_graph_io(manifest: Manifest, path: Path) -> None:
     """The graphs' input and output lists are the contract's, name for name and in order."""
-    expected = expected_io(manifest.kind, manifest.config)
+    expected = expected_io(manifest.kind, manifest.config, manifest.kv_cache)
     layers = f" with {manifest.config['decoder_layers']} decoder layers" if manifest.kind == TRANSLATION else ""
     for role, io in expected.items():
         graph = manifest.graphs.get(role)

@@ -100,6 +100,34 @@ def feed_for(session: Any, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarra
     return feed
 
 
+def run_in_place(session: Any, arrays: dict[str, np.ndarray], pairs: dict[str, str]) -> list[np.ndarray]:
+    """Run ``session`` (an onnxruntime ``InferenceSession``) on ``arrays`` (cast by :func:`feed_for`)
+    with each ``past -> present`` pair of ``pairs`` bound to one ``OrtValue`` (io binding), as the
+    server runs an in-place decoder (``kv_cache: in-place``): the outputs in the session's order,
+    the presents being the past buffers as the graph left them. On CUDA the buffers live on the
+    device. onnxruntime is imported here, not with this module (the contract itself needs only numpy).
+    """
+    import onnxruntime as ort
+
+    feeds = feed_for(session, arrays)
+    device = "cuda" if "CUDAExecutionProvider" in session.get_providers() else "cpu"
+    binding = session.io_binding()
+    buffers = {}
+    for name, array in feeds.items():
+        if name in pairs:
+            buffers[pairs[name]] = value = ort.OrtValue.ortvalue_from_numpy(np.array(array), device, 0)
+            binding.bind_ortvalue_input(name, value)
+        else:
+            binding.bind_cpu_input(name, array)
+    for spec in session.get_outputs():
+        if spec.name in buffers:
+            binding.bind_ortvalue_output(spec.name, buffers[spec.name])
+        else:
+            binding.bind_output(spec.name, "cpu")
+    session.run_with_iobinding(binding)
+    return [np.array(value.numpy()) for value in binding.get_outputs()]  # in binding order: the session's
+
+
 def load_references(model_dir: Path | str) -> dict[str, np.ndarray] | None:
     """The arrays of ``model_dir/verification.npz``, or None when the directory has none."""
     path = Path(model_dir) / VERIFICATION_FILE

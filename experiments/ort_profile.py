@@ -74,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     manifest = load_manifest(args.model_dir)
     translation = manifest.kind == "translation"
+    if translation and manifest.decoder_io().in_place:
+        raise SystemExit(
+            f"{args.model_dir}: this profile feeds a left-padded decoder; export with --kv-cache left-padded"
+        )
     if translation:
         from attnserve.server.runtime import session_options
 

@@ -55,6 +55,7 @@ def describe_model_dir(model_dir: Path | str) -> dict[str, Any]:
     }
     if manifest.kind == "translation":
         summary["family"] = manifest.family
+        summary["kv_cache"] = manifest.kv_cache
         summary["tokenizer"] = vars(manifest.tokenizer)
         summary["limits"] = manifest.limits
         summary["languages"] = vars(manifest.languages) if manifest.languages else None
@@ -102,7 +103,7 @@ def format_description(summary: dict[str, Any]) -> str:
         "config: " + ", ".join(f"{k} {v}" for k, v in summary["config"].items()),
     ]
     if summary["kind"] == "translation":
-        lines.append(f"family {summary['family']}")
+        lines.append(f"family {summary['family']}; decoder KV cache {summary['kv_cache']}")
         vocab = summary["vocabulary"]
         special = ", ".join(f"{k} {v}" for k, v in vocab.get("special", {}).items())
         lines.append(f"vocabulary: {vocab['size']} ids (tokenizer {vocab.get('tokenizer_size', '?')}); {special}")

@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 from attnserve.contract.graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO
+from attnserve.contract.kinds import IN_PLACE, LEFT_PADDED
 from attnserve.models import TranslationTransformer, VisionTransformer, attention_backend
 
 from .fold import fold_attention_bias
@@ -182,13 +183,27 @@ def export_encoder(model: TranslationTransformer, path: Path, attention: str = "
     )
 
 
-def export_decoder(model: TranslationTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):
+def export_decoder(
+    model: TranslationTransformer,
+    path: Path,
+    attention: str = "fused",
+    opset: int = DEFAULT_OPSET,
+    kv_cache: str = LEFT_PADDED,
+):
+    """The decoder graph; ``kv_cache`` "in-place" rewrites its self-attention for a cache written in
+    place (:func:`attnserve.export.inplace.in_place_decoder`, fused attention only)."""
     _, dec_args = example_translation_inputs(model)
     n = model.cfg.decoder_layers
     io = DecoderIO.standard(n)
-    return export_onnx(
+    proto = export_onnx(
         DecoderGraph(model), dec_args, io.inputs, io.outputs, _dynamic_shapes_for_decoder(n), path, attention, opset
     )
+    if kv_cache == IN_PLACE:
+        from .inplace import in_place_decoder
+
+        proto = in_place_decoder(proto)
+        onnx.save(proto, str(path))
+    return proto
 
 
 def export_aligner(model: TranslationTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):

@@ -23,7 +23,7 @@ from typing import Any
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
 from attnserve.contract.graph_io import ClassifierIO, expected_io
-from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
+from attnserve.contract.kinds import IMAGE_CLASSIFICATION, IN_PLACE, LEFT_PADDED, TRANSLATION
 from attnserve.contract.manifest import (
     MANIFEST_NAME,
     GraphSpec,
@@ -186,6 +186,7 @@ def write_translation_graphs(
     stage: Stage = _noop,
     family: str = "attnserve",
     languages: Languages | None = None,
+    kv_cache: str = IN_PLACE,
 ) -> Manifest:
     """encoder.onnx, decoder.onnx, aligner.onnx and tokenizer.json into ``directory``; returns their fp32
     manifest, without file hashes (:func:`seal` adds them and writes model.json)."""
@@ -194,11 +195,12 @@ def write_translation_graphs(
     stage("export encoder")
     export_encoder(model, directory / "encoder.onnx", attention, opset)
     stage("export decoder")
-    export_decoder(model, directory / "decoder.onnx", attention, opset)
+    kv_cache = kv_cache if attention == "fused" else LEFT_PADDED  # GroupQueryAttention is a fused op
+    export_decoder(model, directory / "decoder.onnx", attention, opset, kv_cache)
     stage("export aligner")
     export_aligner(model, directory / "aligner.onnx", attention, opset)
     tokenizer.save(str(directory / "tokenizer.json"))
-    io = expected_io(TRANSLATION, dataclasses.asdict(cfg))
+    io = expected_io(TRANSLATION, dataclasses.asdict(cfg), kv_cache)
     return Manifest(
         name=name,
         kind=TRANSLATION,
@@ -225,6 +227,7 @@ def write_translation_graphs(
         family=family,
         languages=languages,
         attnserve_version=ATTNSERVE_VERSION,
+        kv_cache=kv_cache,
     )
 
 
@@ -309,6 +312,7 @@ def write_translation_dir(
     languages: Languages | None = None,
     force: bool = False,
     stage: Stage = _noop,
+    kv_cache: str = IN_PLACE,
 ) -> Manifest:
     """Export ``model`` to ``out``: encoder.onnx, decoder.onnx, tokenizer.json, model.json (fp32,
     no reference outputs or verification: :func:`attnserve.export.pipeline.export_translation` adds those)."""
@@ -325,6 +329,7 @@ def write_translation_dir(
             extra=extra,
             stage=stage,
             languages=languages,
+            kv_cache=kv_cache,
         )
         manifest = seal(tmp, manifest, stage)
     return manifest

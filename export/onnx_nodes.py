@@ -20,6 +20,8 @@ ATTENTION_OPS = {
     "onnx": "ai.onnx::Attention",
     "decomposed": None,
 }
+# The self-attention op of an in-place decoder (``kv_cache: in-place``, export/inplace.py).
+IN_PLACE_OP = "com.microsoft::GroupQueryAttention"
 
 
 def _key(node: onnx.NodeProto) -> str:
@@ -32,7 +34,7 @@ def _nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
 
 def count_attention_nodes(model: onnx.ModelProto) -> dict[str, int]:
     """Count attention nodes by ``domain::op_type`` (main graph and functions)."""
-    kinds = {op for op in ATTENTION_OPS.values() if op}
+    kinds = {op for op in ATTENTION_OPS.values() if op} | {IN_PLACE_OP}
     counts: dict[str, int] = {}
     for node in _nodes(model):
         key = _key(node)
@@ -49,6 +51,16 @@ def count_ops(model: onnx.ModelProto, *ops: str) -> dict[str, int]:
         if key in counts:
             counts[key] += 1
     return counts
+
+
+def expected_attention_nodes(kind: str, config: dict[str, Any], op: str, kv_cache: str) -> dict[str, dict[str, int]]:
+    """Attention nodes by ``domain::op_type`` per graph: one ``op`` per call, except an in-place
+    decoder's self-attention, one :data:`IN_PLACE_OP` per layer."""
+    expected = {graph: {op: calls} for graph, calls in attention_calls(kind, config).items()}
+    if kind == "translation" and kv_cache == "in-place":
+        layers = int(config["decoder_layers"])
+        expected["decoder"] = {op: layers, IN_PLACE_OP: layers}
+    return expected
 
 
 def attention_calls(kind: str, config: dict[str, Any]) -> dict[str, int]:

@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from attnserve.contract.kinds import PRECISIONS
+from attnserve.contract.kinds import IN_PLACE, KV_CACHE_LAYOUTS, LEFT_PADDED, PRECISIONS
 
 from .errors import ExportError
 from .onnx_nodes import ATTENTION_OPS, DEFAULT_OPSET
@@ -29,6 +29,7 @@ class ExportOptions:
     force: bool = False
     device: str = "cpu"  # onnxruntime provider for verification
     threads: int = 0  # 0 = the libraries' default (all cores)
+    kv_cache: str | None = None  # translation decoder's cache layout; None: in-place for fused attention
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_OPS:
@@ -42,8 +43,22 @@ class ExportOptions:
                 f"--name {self.name!r}: a model name is not empty and has no '/' "
                 "(clients put it in URLs: /v2/models/NAME)"
             )
+        if self.kv_cache is not None and self.kv_cache not in KV_CACHE_LAYOUTS:
+            raise ExportError(f"--kv-cache {self.kv_cache!r} is not one of {', '.join(KV_CACHE_LAYOUTS)}")
+        if self.kv_cache == IN_PLACE and self.attention != "fused":
+            raise ExportError(
+                f"--kv-cache in-place needs --attention fused (GroupQueryAttention), got {self.attention}"
+            )
         if self.attention == "onnx" and self.opset < 23:
             raise ExportError(f"--attention onnx needs --opset 23 (the standard Attention op), got {self.opset}")
+
+    @property
+    def cache_layout(self) -> str:
+        """The translation decoder's cache layout: in-place unless asked otherwise or the attention
+        target is not onnxruntime's fused ops (GroupQueryAttention is one of them)."""
+        if self.kv_cache is not None:
+            return self.kv_cache
+        return IN_PLACE if self.attention == "fused" else LEFT_PADDED
 
     @property
     def model_name(self) -> str:
@@ -71,6 +86,14 @@ class ExportOptions:
         parser.add_argument("--seed", type=int, default=0, help="seed of preset weights and verification inputs")
         parser.add_argument("--force", action="store_true", help="replace an existing non-empty --out")
         parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="verify on (default cpu)")
+        parser.add_argument(
+            "--kv-cache",
+            choices=KV_CACHE_LAYOUTS,
+            default=None,
+            help="translation: the decoder's self-attention cache; in-place = GroupQueryAttention over a buffer "
+            "written in place, rows at their own lengths (default with --attention fused); left-padded = "
+            "MultiHeadAttention, rows left-padded to the longest (the layout before in-place; fp32 on CUDA)",
+        )
         parser.add_argument("--threads", type=thread_count, default=0, help="torch/onnxruntime threads (default: all)")
 
     @classmethod

@@ -14,7 +14,16 @@ import numpy as np
 import onnxruntime as ort
 
 from attnserve.contract.manifest import Manifest
-from attnserve.contract.references import feed_for
+from attnserve.contract.references import feed_for, run_in_place
+
+
+def run_graph(session: ort.InferenceSession, manifest: Manifest, graph: str, arrays: dict[str, np.ndarray]) -> list:
+    """All outputs of ``graph`` on ``arrays``; an in-place decoder runs as the server runs it, its
+    past and present bound to one buffer per layer and kind (:func:`run_in_place`)."""
+    if graph == "decoder" and manifest.decoder_io().in_place:
+        io = manifest.decoder_io()
+        return run_in_place(session, arrays, dict(zip(io.past, io.present)))
+    return session.run(None, feed_for(session, arrays))
 
 
 class OrtGreedy:
@@ -37,18 +46,24 @@ class OrtGreedy:
         enc, dec = self.enc, self.dec
         feeds = feed_for(self.encoder, {enc.src_ids: src_ids, enc.src_mask: src_mask})
         cross = dict(zip(dec.cross, self.encoder.run(list(enc.cross), feeds)))  # (B, H, L, D) each
-        cache = {n: np.zeros((B, self.num_heads, 0, self.head_dim), np.float32) for n in dec.past}
+        capacity = steps if dec.in_place else 0  # in place: one buffer for every step
+        cache = {n: np.zeros((B, self.num_heads, capacity, self.head_dim), np.float32) for n in dec.past}
         tokens = np.full((B, 1), self.bos_id, dtype=np.int64)  # (B, 1)
         for step in range(steps):
             arrays = {
                 dec.input_ids: tokens,
                 dec.positions: np.full((B, 1), step, dtype=np.int64),  # (B, 1)
-                dec.self_mask: np.ones((B, step + 1), dtype=np.int32),  # (B, P + 1)
                 dec.src_mask: src_mask,
                 **cache,
                 **cross,
             }
-            out = dict(zip(dec.outputs, self.decoder.run(dec.outputs, feed_for(self.decoder, arrays))))
+            if dec.in_place:  # every row holds `step` tokens in columns 0..step - 1
+                arrays[dec.seqlens] = np.full(B, step, dtype=np.int32)  # (B,)
+                arrays[dec.total_length] = np.array(step + 1, dtype=np.int32)
+                out = dict(zip(dec.outputs, run_in_place(self.decoder, arrays, dict(zip(dec.past, dec.present)))))
+            else:
+                arrays[dec.self_mask] = np.ones((B, step + 1), dtype=np.int32)  # (B, P + 1)
+                out = dict(zip(dec.outputs, self.decoder.run(dec.outputs, feed_for(self.decoder, arrays))))
             logits = out[dec.logits].astype(np.float32)  # (B, V)
             logits[:, self.never] = -np.inf  # never generated (models/decoding.py)
             choice = logits.argmax(axis=-1)  # (B,): first maximum = lowest id on ties

@@ -68,10 +68,11 @@ def export_translation(
     with staged_directory(options.out, options.force) as tmp:
         manifest = write_translation_graphs(
             model, tmp, tok, limits, name=options.model_name, attention=options.attention, opset=options.opset,
-            extra=extra, stage=progress, family=family, languages=languages,
+            extra=extra, stage=progress, family=family, languages=languages, kv_cache=options.cache_layout,
         )  # fmt: skip
         progress("reference outputs (PyTorch)")
-        save_reference(tmp, translation_reference(model, seed=options.seed, max_target_len=steps))
+        reference = translation_reference(model, seed=options.seed, max_target_len=steps, kv_cache=manifest.kv_cache)
+        save_reference(tmp, reference)
         result = finish(tmp, manifest, options, progress)
     return result
 

@@ -20,7 +20,7 @@ the scheme, and why, is :data:`INT8_SCHEME`, recorded in ``model.json`` and ``ex
   the files would shrink by ~1.5x instead of ~4x.
 
 fp16: ``onnxruntime.transformers.float16.convert_float_to_float16`` with
-``keep_io_types=True`` (inputs and outputs stay float32).
+``keep_io_types`` (inputs and outputs stay float32, but an in-place decoder's cache buffers).
 """
 
 from __future__ import annotations
@@ -111,7 +111,17 @@ def convert_graph(path: Path, precision: str) -> dict[str, int]:
 def convert_fp16(model: onnx.ModelProto) -> onnx.ModelProto:
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
-    return _topologically_sorted(convert_float_to_float16(model, keep_io_types=True))
+    return _topologically_sorted(convert_float_to_float16(model, keep_io_types=_float32_io(model)))
+
+
+def _float32_io(model: onnx.ModelProto) -> bool | list[str]:
+    """The inputs and outputs an fp16 graph keeps in float32: all of them, except an in-place
+    decoder's cache buffers (GroupQueryAttention's past and present), which stay fp16 so that one
+    buffer is both (a Cast in between would make the present a new tensor, copied every step)."""
+    if not any(node.op_type == "GroupQueryAttention" for node in model.graph.node):
+        return True
+    names = [v.name for v in [*model.graph.input, *model.graph.output]]
+    return [n for n in names if not n.startswith(("past_", "present_"))]
 
 
 def _topologically_sorted(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -15,10 +15,12 @@ import numpy as np
 import torch
 
 from attnserve.contract.graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO
+from attnserve.contract.kinds import IN_PLACE, LEFT_PADDED
 from attnserve.models import TranslationTransformer, VisionTransformer, greedy_decode
 
 from .errors import ExportError
 from .graphs import AlignerGraph, DecoderGraph, EncoderGraph, example_aligner_inputs, example_translation_inputs
+from .inplace import in_place_reference
 from .verify import VERIFICATION_FILE
 
 VIT_IMAGES = 8  # enough for a top-1 agreement, small enough to ship (8 x 3 x 224 x 224 float32 = 4.8 MB)
@@ -55,9 +57,11 @@ def _source_batch(model: TranslationTransformer, rows: int, length: int, seed: i
 
 @torch.no_grad()
 def translation_reference(
-    model: TranslationTransformer, *, seed: int = 0, max_target_len: int
+    model: TranslationTransformer, *, seed: int = 0, max_target_len: int, kv_cache: str = LEFT_PADDED
 ) -> dict[str, np.ndarray]:
-    """Encoder, one decoder step with a cache (P = 3, S = 2, a left-padded slot), the aligner and a greedy decode."""
+    """Encoder, one decoder step with a cache, the aligner and a greedy decode. The step: P = 3,
+    S = 2 with a left-padded slot (``kv_cache`` left-padded), or rows of 2, 0 and 4 cached tokens
+    in a buffer written in place (in-place, :func:`~.inplace.in_place_reference`)."""
     model = model.eval()
     n = model.cfg.decoder_layers
     length = min(GREEDY_SRC_LEN, model.cfg.max_positions)
@@ -66,11 +70,17 @@ def translation_reference(
     enc = EncoderIO.standard(n)
     data = _named("encoder.in", enc.inputs, (src, src_mask))
     data |= _named("encoder.out", enc.outputs, EncoderGraph(model)(src, src_mask))
-    _, dec_args = example_translation_inputs(model, batch=2, src_len=min(7, model.cfg.max_positions), seed=seed)
-    dec = DecoderIO.standard(n)
-    data |= _named("decoder.in", dec.inputs, dec_args)
-    data |= _named("decoder.out", dec.outputs, DecoderGraph(model)(*dec_args))
-    align_args = example_aligner_inputs(model, src_len=min(7, model.cfg.max_positions), seed=seed)
+    src_len = min(7, model.cfg.max_positions)
+    if kv_cache == IN_PLACE:
+        inputs, outputs = in_place_reference(model, src_len=src_len, seed=seed)
+        data |= {f"decoder.in.{k}": v for k, v in inputs.items()}
+        data |= {f"decoder.out.{k}": v for k, v in outputs.items()}
+    else:
+        _, dec_args = example_translation_inputs(model, batch=2, src_len=src_len, seed=seed)
+        dec = DecoderIO.standard(n)
+        data |= _named("decoder.in", dec.inputs, dec_args)
+        data |= _named("decoder.out", dec.outputs, DecoderGraph(model)(*dec_args))
+    align_args = example_aligner_inputs(model, src_len=src_len, seed=seed)
     aligner = AlignerIO.standard()
     data |= _named("aligner.in", aligner.inputs, align_args)
     data |= _named("aligner.out", aligner.outputs, (AlignerGraph(model)(*align_args),))

@@ -32,8 +32,8 @@ from attnserve.contract.references import (
 )
 
 from .errors import ExportError
-from .onnx_nodes import ATTENTION_OPS, attention_calls, count_attention_nodes, count_ops
-from .ort_decode import OrtGreedy, feed_for
+from .onnx_nodes import ATTENTION_OPS, attention_calls, count_attention_nodes, count_ops, expected_attention_nodes
+from .ort_decode import OrtGreedy, run_graph
 
 REPORT_FILE = "export-report.json"
 PROVIDERS = {"cpu": ["CPUExecutionProvider"], "cuda": ["CUDAExecutionProvider", "CPUExecutionProvider"]}
@@ -117,17 +117,21 @@ def structure_checks(model_dir: Path, manifest: Manifest) -> list[Check]:
         proto = onnx.load(str(path), load_external_data=False)
         counts = count_attention_nodes(proto)
         expected = calls[gname]
+        wanted = {}
         if op is None:  # decomposed: no attention node at all, a Softmax per call
             softmax = count_ops(proto, "ai.onnx::Softmax")["ai.onnx::Softmax"]
             ok = not counts and softmax >= expected
             found = f"attention nodes {counts}" if counts else "no attention nodes"
             detail = f"{found}, {softmax} x Softmax for {expected} attention calls"
         else:
-            ok = counts == {op: expected}
-            detail = f"{counts.get(op, 0)} x {op} for {expected} attention calls" + (
-                f"; other attention nodes: {counts}" if set(counts) - {op} else ""
+            wanted = expected_attention_nodes(manifest.kind, manifest.config, op, manifest.kv_cache)[gname]
+            ok = counts == wanted
+            found = " + ".join(f"{counts.get(k, 0)} x {k}" for k in wanted)
+            detail = f"{found} for {expected} attention calls" + (
+                f"; other attention nodes: {counts}" if set(counts) - set(wanted) else ""
             )
-        checks.append(Check(f"attention nodes {spec.file}", ok, detail, float(counts.get(op, 0)), float(expected)))
+        found_calls = sum(counts.get(k, 0) for k in wanted) if op is not None else 0  # one node per call
+        checks.append(Check(f"attention nodes {spec.file}", ok, detail, float(found_calls), float(expected)))
     return checks
 
 
@@ -180,7 +184,7 @@ def numeric_checks(
     for gname, spec in manifest.graphs.items():
         inputs = graph_inputs(data, gname)
         try:
-            outputs = sessions[gname].run(None, feed_for(sessions[gname], inputs))
+            outputs = run_graph(sessions[gname], manifest, gname, inputs)
         except Exception as exc:  # noqa: BLE001 - onnxruntime errors, an input missing from verification.npz
             if _missing_fp16_kernels(exc, manifest.precision):
                 return [], [_fp16_skip(exc, device)], ""

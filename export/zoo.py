@@ -20,6 +20,7 @@ import sys
 import time
 from pathlib import Path
 
+from attnserve.contract.kinds import IN_PLACE
 from attnserve.contract.manifest import Languages, ManifestError, load_manifest, sha256_file
 from attnserve.models import load_checkpoint
 
@@ -97,7 +98,7 @@ def is_current(model_dir: Path, name: str) -> bool:
         built.get("sources") == _fingerprint(name)
         and built.get("attnserve_version") == ATTNSERVE_VERSION
         and manifest.extra.get("domain") == DOMAINS.get(name)
-        and (name != "translator-en-de" or manifest.languages == LANGUAGES)
+        and (name != "translator-en-de" or (manifest.languages == LANGUAGES and manifest.kv_cache == IN_PLACE))
     )
 
 

@@ -11,6 +11,10 @@ attnserve_batch_size{model}                        images per onnxruntime call; 
 attnserve_tokens_generated_total{model}            translation tokens
 attnserve_active_sequences{model}                  rows in the decode batch
 attnserve_kv_cache_bytes{model}                    decoder self-attention cache + cross K/V
+attnserve_kv_cache_capacity_tokens{model}          tokens each decode row's self-attention cache holds now
+                                                   (in-place cache: its capacity, doubled when a row outgrows
+                                                   it; left-padded: the longest row's length)
+attnserve_kv_cache_row_bytes{model}                bytes one decode row holds at that capacity (self + cross)
 attnserve_tokens_in_flight{model}                  admitted source + max new tokens
 attnserve_queued_items{model}                      images or texts waiting
 attnserve_request_sentences{model}                 sentences (segments) of a translation request, all texts
@@ -87,6 +91,12 @@ class Metrics:
         self.tokens = Counter("attnserve_tokens_generated", "tokens generated", ["model"], registry=r)
         self.active_sequences = Gauge("attnserve_active_sequences", "rows in the decode batch", ["model"], registry=r)
         self.kv_cache_bytes = Gauge("attnserve_kv_cache_bytes", "bytes held by KV caches", ["model"], registry=r)
+        self.kv_cache_capacity = Gauge(
+            "attnserve_kv_cache_capacity_tokens", "tokens each decode row's cache holds", ["model"], registry=r
+        )
+        self.kv_cache_row_bytes = Gauge(
+            "attnserve_kv_cache_row_bytes", "bytes one decode row holds at the cache's capacity", ["model"], registry=r
+        )
         self.tokens_in_flight = Gauge("attnserve_tokens_in_flight", "admitted token budget", ["model"], registry=r)
         self.queued = Gauge("attnserve_queued_items", "images or texts waiting", ["model"], registry=r)
         self.inflight = Gauge("attnserve_inflight_requests", "handlers running", registry=r)
@@ -127,6 +137,8 @@ class Metrics:
         engine.on_step = on_step
         self.active_sequences.labels(name).set_function(lambda: engine.active_sequences)
         self.kv_cache_bytes.labels(name).set_function(lambda: engine.kv_cache_bytes)
+        self.kv_cache_capacity.labels(name).set_function(lambda: engine.kv_cache_capacity)
+        self.kv_cache_row_bytes.labels(name).set_function(lambda: engine.kv_cache_row_bytes)
         self.tokens_in_flight.labels(name).set_function(lambda: engine.tokens_in_flight)
         self.queued.labels(name).set_function(lambda: engine.queued)
 

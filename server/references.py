@@ -29,6 +29,7 @@ from attnserve.contract.references import (
     graph_reference,
     judged_as,
     load_references,
+    run_in_place,
 )
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,13 @@ def run_references(
     precision = judged_as(manifest.precision, provider)
     comparisons: list[OutputComparison] = []
     for role, session in sessions.items():
-        outputs = session.run(None, _feed(session, graph_inputs(data, role), str(model_dir / VERIFICATION_FILE)))
+        arrays = graph_inputs(data, role)
+        feeds = _feed(session, arrays, str(model_dir / VERIFICATION_FILE))
+        if role == "decoder" and manifest.decoder_io().in_place:  # as it serves: past and present one buffer
+            io = manifest.decoder_io()
+            outputs = run_in_place(session, feeds, dict(zip(io.past, io.present)))
+        else:
+            outputs = session.run(None, feeds)
         for spec, actual in zip(session.get_outputs(), outputs):
             reference = graph_reference(data, role, spec.name)
             if reference is not None:

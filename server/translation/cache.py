@@ -29,10 +29,13 @@ boundaries, every step for beam search; device-side gathers are future work.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 import onnxruntime as ort
+
+log = logging.getLogger(__name__)
 
 STEPS_AHEAD = 64  # steps of positions and self-mask a boundary builds at once (more as P grows)
 
@@ -76,7 +79,7 @@ class NewRows:
 
 
 class KVCache:
-    """Self-attention cache, cross K/V and source masks of every slot (row) of the decode batch.
+    """Left-padded self-attention cache, cross K/V and source masks of every slot (row) of the decode batch.
 
     A slot is live (a job's row) or free. Freeing a slot copies nothing: its cache columns
     are hidden by setting its padding to the whole length. A newcomer takes a free slot in
@@ -88,6 +91,7 @@ class KVCache:
     def __init__(self, num_layers: int, num_heads: int, head_dim: int, placement: Placement | None = None) -> None:
         self.num_layers, self.num_heads, self.head_dim = num_layers, num_heads, head_dim
         self.placement = placement or Placement()
+        self.in_place = False
         self._empty = _read_only(np.zeros((0, num_heads, 0, head_dim), np.float32))
         self._unpadded = np.zeros((STEPS_AHEAD, 0, 1), np.int64), np.ones((0, STEPS_AHEAD), np.int32)
         self.clear()  # P, L, pad, src_len, past, cross, src_mask, step inputs: an empty batch
@@ -99,8 +103,17 @@ class KVCache:
     @property
     def nbytes(self) -> int:
         """Bytes held by the self-attention cache and cross K/V (float32), free slots included."""
-        per_row = 2 * self.num_layers * self.num_heads * self.head_dim * 4 * (self.P + self.L)
-        return self.rows * per_row
+        return self.rows * self.row_bytes
+
+    @property
+    def capacity(self) -> int:
+        """Cached tokens each row's columns hold now: the shared length P (left-padded)."""
+        return self.P
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes one row holds now: P self-attention columns and L cross columns, float32."""
+        return 2 * self.num_layers * self.num_heads * self.head_dim * 4 * (self.P + self.L)
 
     def step_inputs(self) -> tuple[np.ndarray, np.ndarray]:
         """positions (B, 1) int64 and self_mask (B, P + 1) int32 for the next step.
@@ -188,20 +201,18 @@ class KVCache:
         mask[:, : self.L] = host(self.src_mask)
         self.cross, self.src_mask, self.L = cross, put(mask), L
 
-    def copy_rows(self, dst: np.ndarray, src: np.ndarray) -> None:
-        """Row ``dst[i]`` becomes a copy of row ``src[i]`` (beam search), in place."""
+    def copy_rows(self, dst: np.ndarray, src: np.ndarray, fresh: np.ndarray | None = None) -> None:
+        """Row ``dst[i]`` becomes a copy of row ``src[i]`` (beam search), in place. ``fresh``
+        (bool per pair, default all): the rows whose cross K/V and source mask must be copied
+        too; a beam moving to another row of its own job already has its source's."""
         self._positions = None  # the rows' padding changes: step inputs rebuilt
         host, put = self.placement.to_host, self.placement.from_host
-        for tensors in (self.past, self.cross):
-            for i, t in enumerate(tensors):
-                a = host(t)
-                a[dst] = a[src]  # the right side is gathered first, so overlaps are safe
-                tensors[i] = put(a)
-        mask = host(self.src_mask)
-        mask[dst] = mask[src]
-        self.src_mask = put(mask)
+        for i, t in enumerate(self.past):
+            a = host(t)
+            a[dst] = a[src]  # the right side is gathered first, so overlaps are safe
+            self.past[i] = put(a)
         self.pad[dst] = self.pad[src]
-        self.src_len[dst] = self.src_len[src]
+        copy_source_rows(self, dst, src, fresh)
 
     def compact(self, keep: np.ndarray, extra: int = 0) -> None:
         """Keep rows ``keep`` (B',) in that order, then ``extra`` free slots: one copy of the cache.
@@ -251,6 +262,23 @@ class KVCache:
         self.src_mask = NO_MASK  # (B, L)
 
 
+def copy_source_rows(cache, dst: np.ndarray, src: np.ndarray, fresh: np.ndarray | None) -> None:
+    """Cross K/V, source mask and source length of rows ``dst[fresh]`` from ``src[fresh]``."""
+    if fresh is not None:
+        dst, src = dst[fresh], src[fresh]
+    if not len(dst):
+        return
+    host, put = cache.placement.to_host, cache.placement.from_host
+    for i, t in enumerate(cache.cross):
+        a = host(t)
+        a[dst] = a[src]
+        cache.cross[i] = put(a)
+    mask = host(cache.src_mask)
+    mask[dst] = mask[src]
+    cache.src_mask = put(mask)
+    cache.src_len[dst] = cache.src_len[src]
+
+
 def _read_only(array: np.ndarray) -> np.ndarray:
     array.flags.writeable = False
     return array
@@ -267,3 +295,22 @@ def placement_for(session) -> Placement:
         options = session.get_provider_options().get("CUDAExecutionProvider", {})
         return DevicePlacement("cuda", int(options.get("device_id", 0)))
     return Placement()
+
+
+def make_cache(spec, decoder, placement: Placement):
+    """The cache of ``spec``'s layout (model.json ``kv_cache``): :class:`~.slot_cache.InPlaceCache`
+    for an in-place decoder, in the dtype of its past inputs (fp16 graphs keep an fp16 cache), else
+    the left-padded :class:`KVCache`."""
+    from .slot_cache import InPlaceCache
+
+    if not spec.decoder_io.in_place:
+        return KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
+    types = {i.name: i.type for i in getattr(decoder, "get_inputs", list)()}
+    dtype = np.float16 if types.get(spec.decoder_io.past[0]) == "tensor(float16)" else np.float32
+    if placement.device == "cuda" and dtype == np.float32:
+        log.warning(
+            "an fp32 in-place decoder on CUDA: onnxruntime's CUDA GroupQueryAttention has fp16 and bf16 kernels "
+            "only, so its self-attention runs on the CPU, the cache copied both ways every step; serve an fp16 "
+            "export, or export fp32 with --kv-cache left-padded (MultiHeadAttention) for CUDA"
+        )
+    return InPlaceCache(spec.num_layers, spec.num_heads, spec.head_dim, placement, dtype)

@@ -70,6 +70,18 @@ class TranslationEngine:
         return self._scheduler.kv_cache_bytes
 
     @property
+    def kv_cache_capacity(self) -> int:
+        """Tokens each row's self-attention cache holds now (in place: the buffer's capacity)."""
+        cache = self._scheduler.cache
+        return cache.capacity if cache.rows else 0
+
+    @property
+    def kv_cache_row_bytes(self) -> int:
+        """Bytes one row of the batch holds at that capacity (self-attention and cross K/V)."""
+        cache = self._scheduler.cache
+        return cache.row_bytes if cache.rows else 0
+
+    @property
     def tokens_in_flight(self) -> int:
         return self._scheduler.tokens_in_flight
 

@@ -24,8 +24,8 @@ class EngineSettings:
     max_cache_bytes: int = 0
     # "continuous": queued texts join the running batch at the next step boundary (Orca);
     # "static": only once every row of the running batch has finished, finished rows leaving
-    # at once (more tokens/s at saturation on CPU, about twice the time to first token; also
-    # the baseline benchmarks/server_translation.py compares with).
+    # at once (about twice the time to first token; more tokens/s at saturation on CPU only with
+    # the left-padded cache; the baseline benchmarks/server_translation.py compares with).
     batching: str = "continuous"
     # A stream passes on its tokens at most this often (ms): the first and the last at once,
     # those in between gathered into one event; 0 = one event per token.

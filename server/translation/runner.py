@@ -15,10 +15,12 @@ import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import onnxruntime as ort
 
 from .cache import KVCache, NewRows, Placement
 from .jobs import Job
 from .sessions import ModelSpec, direct_run
+from .slot_cache import InPlaceCache
 
 
 class EncodedRow(Sequence[np.ndarray]):
@@ -77,6 +79,8 @@ class ModelRunner:
         # device a run's fixed cost (kernel launches) weighs more and padding less, and this is
         # not measured there yet: one run per boundary, as before.
         self.split_runs = placement.device is None
+        self._bound: tuple[int, int] | None = None  # (cache.version, id(cache)) the in-place binding was made for
+        self.vocab_size = decoder_vocab(decoder, io.logits)
 
     # --- encoder ---------------------------------------------------------------------
 
@@ -132,8 +136,10 @@ class ModelRunner:
 
     # --- decoder ---------------------------------------------------------------------
 
-    def step(self, cache: KVCache, input_ids: np.ndarray) -> np.ndarray:
+    def step(self, cache: KVCache | InPlaceCache, input_ids: np.ndarray) -> np.ndarray:
         """input_ids: (B, 1) int64 -> logits (B, V) float32; the cache advances one step."""
+        if cache.in_place:
+            return self._step_in_place(cache, input_ids)
         positions, self_mask = cache.step_inputs()
         io = self.spec.decoder_io
         if self.placement.device is None:
@@ -164,6 +170,63 @@ class ModelRunner:
         outputs = binding.get_outputs()
         cache.advance(list(outputs[1:]))
         return np.array(outputs[0].numpy())  # a copy: the view would not keep the OrtValue alive
+
+    def _step_in_place(self, cache: InPlaceCache, input_ids: np.ndarray) -> np.ndarray:
+        """One step of an in-place decoder: everything bound once per layout (:meth:`_bind`), the
+        step only writes its tokens into the bound ids and runs; GroupQueryAttention writes each
+        row's new key/value into the cache's buffers."""
+        cache.reserve()  # grows the capacity (a copy) only when a row would write past it
+        if self._bound != (cache.version, id(cache)):
+            self._bind(cache)
+        self._ids[:] = input_ids  # (B, 1) into the bound buffer
+        self.before_run()
+        self.decoder.run_with_iobinding(self._binding)
+        cache.advance()
+        if self._logits is not None:
+            return self._logits  # (B, V) the bound buffer, rewritten by every step
+        return np.array(self._binding.get_outputs()[0].numpy())  # device: a host copy
+
+    def _bind(self, cache: InPlaceCache) -> None:
+        """Bind the step's inputs and outputs: each past buffer as its present too (one
+        ``OrtValue``), host arrays the cache updates in place (positions, seqlens_k, total), and on
+        the host a logits buffer; rebuilt when the cache replaces one of them (``cache.version``)."""
+        io, device = self.spec.decoder_io, self.placement.device
+        binding = self.decoder.io_binding()
+        B = cache.rows
+        self._ids = np.empty((B, 1), np.int64)
+        positions, seqlens, total = cache.step_inputs()
+        host = [(io.input_ids, self._ids), (io.positions, positions), (io.seqlens, seqlens), (io.total_length, total)]
+        host.append((io.src_mask, cache.src_mask))
+        keep = []  # the host OrtValues share the arrays' memory: keep them alive with the binding
+        for name, array in host:
+            value = ort.OrtValue.ortvalue_from_numpy(array) if isinstance(array, np.ndarray) else array
+            keep.append(value)
+            binding.bind_ortvalue_input(name, value)
+        for name, t in zip(self.decoder_cross, cache.cross):
+            value = ort.OrtValue.ortvalue_from_numpy(t) if isinstance(t, np.ndarray) else t
+            keep.append(value)
+            binding.bind_ortvalue_input(name, value)
+        if device is None and self.vocab_size:
+            self._logits = np.empty((B, self.vocab_size), np.float32)
+            keep.append(ort.OrtValue.ortvalue_from_numpy(self._logits))
+            binding.bind_ortvalue_output(io.logits, keep[-1])
+        else:
+            self._logits = None
+            binding.bind_output(io.logits, "cpu")
+        for past, present, t in zip(io.past, io.present, cache.past):
+            value = ort.OrtValue.ortvalue_from_numpy(t) if isinstance(t, np.ndarray) else t
+            keep.append(value)
+            binding.bind_ortvalue_input(past, value)
+            binding.bind_ortvalue_output(present, value)  # the same buffer: written in place
+        self._binding, self._keep, self._bound = binding, keep, (cache.version, id(cache))
+
+
+def decoder_vocab(decoder, logits: str) -> int:
+    """The decoder's vocabulary size, from its logits output's shape (0 when not static)."""
+    for spec in getattr(decoder, "get_outputs", list)():
+        if spec.name == logits and spec.shape and isinstance(spec.shape[-1], int):
+            return spec.shape[-1]
+    return 0
 
 
 def _source_ids(jobs: Sequence[Job], L: int, pad_id: int) -> np.ndarray:

@@ -17,8 +17,9 @@ One thread owns the models and the KV cache and repeats plan -> run -> update
 so a request joins the running batch at the next step boundary and a finished one leaves
 at once (Yu et al. 2022, Orca). ``EngineSettings.batching = "static"``
 (``--translation-batching static``) admits only into an empty batch instead (finished rows
-still leave at once): on CPU at saturation it makes more tokens/s and takes about twice the
-time to first token (benchmarks/README.md), and it is the benchmarks' baseline.
+still leave at once): it takes about twice the time to first token, made more tokens/s at
+saturation on CPU only with the left-padded cache (benchmarks/README.md), and it is the
+benchmarks' baseline.
 The event loop only enqueues jobs and sets cancellation flags (both thread-safe); results
 flow back through each job's sink and the outbox. The outbox goes out right before each model
 run (a boundary's encoder runs, the step's decoder: ``ModelRunner(before_run=)``), when
@@ -42,7 +43,7 @@ import numpy as np
 
 from attnserve.server.errors import DeadlineExceeded, InferenceFailed, ServingError
 
-from .cache import KVCache, NewRows, Placement
+from .cache import NewRows, Placement, make_cache
 from .jobs import Job, JobState, Outbox
 from .options import EngineSettings
 from .planner import NOTHING, Budgets, StepPlan, Usage, plan_step
@@ -61,7 +62,7 @@ class DecodeScheduler:
     def __init__(self, encoder, decoder, spec: ModelSpec, settings: EngineSettings, placement: Placement | None = None):
         self.spec, self.settings = spec, settings
         placement = placement or Placement()
-        self.cache = KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
+        self.cache = make_cache(spec, decoder, placement)
         self.slots = SlotTable(self.cache, spec.start_id, spec.pad_id)
         self.outbox = Outbox()  # results for the event loops, sent right before each model run (module docstring)
         self.runner = ModelRunner(encoder, decoder, spec, placement, before_run=self.outbox.flush)
@@ -186,6 +187,7 @@ class DecodeScheduler:
         slots = self.slots
         jobs = [job for job in self._jobs if not job.done]
         admitted, new = self._encode(plan.admit, plan.encode_ahead) if plan.admit else ([], None)
+        self.cache.limit = max((job.max_new_tokens for job in jobs + admitted), default=1)  # in place: growth bound
         if not jobs and new is not None:
             slots.start(admitted, new)  # every row live, none padded
         else:

@@ -77,7 +77,7 @@ class SlotTable:
 
     def _place_beams(self, jobs: list[Job], free: list[int]) -> None:
         """Beam search's next rows: row i continues beam parents[i]; copy the caches that move."""
-        dst, src = [], []
+        dst, src, fresh = [], [], []
         for job in jobs:
             if job.parents is None:
                 continue
@@ -94,11 +94,12 @@ class SlotTable:
             moved = slots != current[parents] if n <= len(current) else np.ones(n, dtype=bool)
             dst.append(slots[moved])
             src.append(current[parents][moved])
+            fresh.append(~np.isin(slots[moved], current))  # a slot new to the job: its source rows too
             job.slots = slots
             self.tokens[slots] = job.next_tokens
             job.parents = job.next_tokens = None
         if dst and sum(len(d) for d in dst):
-            self.cache.copy_rows(np.concatenate(dst), np.concatenate(src))
+            self.cache.copy_rows(np.concatenate(dst), np.concatenate(src), np.concatenate(fresh))
 
     def compact(self, jobs: list[Job], extra: int) -> None:
         """One copy of the cache: the jobs' rows in order, then ``extra`` free slots."""

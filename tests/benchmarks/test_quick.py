@@ -96,14 +96,20 @@ def test_engine_ab_on_the_decode_exports(dirs, tmp_path):
         assert row["skip_layer_norm_nodes"]["A"] > 0 and row["skip_layer_norm_nodes"]["B"] == 0
 
 
+def _left_padded_mt_tiny(argv: list[str]) -> Path:
+    """mt-tiny exported with the left-padded cache (the probes below feed that decoder graph)."""
+    from attnserve.benchmarks.translators import bench_translator, export_translator
+
+    out = Path(argv[argv.index("--work-dir") + 1]) / "mt-tiny-fp32-left-padded"
+    return export_translator(bench_translator("mt-tiny"), out, "mt-tiny", kv_cache="left-padded")
+
+
 def test_ort_profile_of_a_translation_decoder(dirs, capsys):
     """ort_profile on a translation dir profiles the decoder with the server's CPU options."""
     from experiments import ort_profile
 
     argv, _ = dirs
-    model_dir = Path(argv[argv.index("--work-dir") + 1]) / "mt-tiny-fp32"
-    if not (model_dir / "model.json").is_file():
-        pytest.skip("test_decode_quick did not export mt-tiny (run the whole module)")
+    model_dir = _left_padded_mt_tiny(argv)
     small = [str(model_dir), "--batch", "2", "--runs", "1", "--steps", "3"]
     assert ort_profile.main(small) == 0
     server_options = capsys.readouterr().out
@@ -141,7 +147,7 @@ def test_vit_quick(dirs):
 
 def test_server_quick(dirs):
     argv, out = dirs
-    assert cli.main(["server", *argv]) == 0
+    assert cli.main(["server", *argv, "--left-padded"]) == 0
     result = json.loads((out / "server-quick.json").read_text())
     assert (out / "server-quick.png").is_file()
     servers = {r["server"] for r in result["rows"]}
@@ -157,7 +163,8 @@ def test_server_quick(dirs):
         assert row["texts"] > 0 and row["tokens_per_s"] > 0 and row["exact_token_counts"]
         assert row["ttft_p50_ms"] <= row["ttft_p95_ms"] <= row["latency_p95_ms"]
     assert any(r["ratio_to_static"] == 1.0 for r in mt["rows"])
-    assert set(mt["in_process_tokens_per_s"]) == {"continuous", "static", "same_arrivals"}
+    padded = {"continuous (left-padded cache)", "static (left-padded cache)"}  # --left-padded: the older layout too
+    assert set(mt["in_process_tokens_per_s"]) == {"continuous", "static", "same_arrivals", *padded}
     assert all(
         r["engine_same_arrivals_tokens_per_s"] > 0 and r["ratio_to_engine_same_arrivals"] > 0 for r in mt["rows"]
     )
@@ -332,9 +339,7 @@ def test_iobinding_probe_on_the_decode_exports(dirs, tmp_path):
     from attnserve.benchmarks import iobinding
 
     argv, _ = dirs
-    model_dir = Path(argv[argv.index("--work-dir") + 1]) / "mt-tiny-fp32"
-    if not (model_dir / "model.json").is_file():
-        pytest.skip("test_decode_quick did not export mt-tiny (run the whole module)")
+    model_dir = _left_padded_mt_tiny(argv)
     assert (
         iobinding.main(
             [str(model_dir), "--batches", "1", "2", "--steps", "4", "--repeats", "1", "--out", str(tmp_path)]
@@ -402,7 +407,8 @@ def test_kv_inplace_whole_decoder_steps_give_the_exports_logits(tmp_path):
     from attnserve.benchmarks import kv_inplace
     from attnserve.benchmarks.translators import bench_translator, export_translator
 
-    model_dir = export_translator(bench_translator("mt-tiny", vocab_size=300), tmp_path / "mt-tiny", "mt-tiny")
+    model = bench_translator("mt-tiny", vocab_size=300)
+    model_dir = export_translator(model, tmp_path / "mt-tiny", "mt-tiny", kv_cache="left-padded")
     argv = ["--batches", "3", "--past", "1", "6", "--repeats", "2", "--decoder", str(model_dir)]
     assert kv_inplace.main([*argv, "--out", str(tmp_path / "out")]) == 0
     steps = json.loads((tmp_path / "out" / "kv-inplace.json").read_text())["decoder_steps"]["rows"]
@@ -449,3 +455,20 @@ def test_many_pairs_quick(dirs):
     assert result["lazy_start_rss_mb"] < result["eager_start_rss_mb"]  # nothing loaded at start
     assert result["cold_first_request_ms_p50"] > 0 and result["lazy_texts"] > 0 and result["eager_texts"] > 0
     assert result["lazy_peak_rss_mb"] < result["eager_peak_rss_mb"]
+
+
+def test_kv_inplace_cuda_dry_run_on_the_cpu(tmp_path):
+    """benchmarks.kv_inplace_cuda --provider cpu: the issue-33 GPU check runs end to end; on the CPU
+    the fp32 left-padded engine gives the fp32 in-place engine's tokens exactly."""
+    from attnserve.benchmarks import kv_inplace_cuda
+
+    out = tmp_path / "out"
+    argv = ["--provider", "cpu", "--preset", "mt-tiny", "--lengths", "4", "8", "--batches", "2", "--repeats", "1"]
+    argv += ["--check-tokens", "6", "--threads", "1", "--out", str(out), "--work-dir", str(tmp_path / "work")]
+    assert kv_inplace_cuda.main(argv) == 0
+    result = json.loads((out / "kv-inplace-cuda.json").read_text())
+    assert result["tokens_vs_cpu_fp32"]["fp32 left-padded (MultiHeadAttention)"]["sequences_equal"] == 1.0
+    assert {r["contender"] for r in result["ms_per_token"]} == set(kv_inplace_cuda.CONTENDERS)
+    assert all(r["ms_per_token"] > 0 and "ratio_to_shortest" in r for r in result["ms_per_token"])
+    batching = result["batching_in_process"]
+    assert batching["continuous"]["tokens"] == batching["static"]["tokens"] == 72 * 16 + 24 * 128

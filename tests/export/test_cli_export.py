@@ -73,6 +73,8 @@ def test_verify_and_inspect_the_written_directory(exported, cli):
         assert "in   src_ids: int64[batch, src_len]" in inspected.out
         assert "out  logits: float32[batch, 1000]" in inspected.out
         assert "tokenizer.json" in inspected.out
+        layout = "in-place" if attention == "fused" else "left-padded"  # GroupQueryAttention needs fused ops
+        assert f"decoder KV cache {layout}" in inspected.out
     else:
         assert "in   pixels: float32[batch, 3, 224, 224]" in inspected.out
     if op:

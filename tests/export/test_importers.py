@@ -280,14 +280,16 @@ def test_imported_marian_exports_to_onnx_that_matches_transformers(marian, tmp_p
     encoder, decoder = _ort_session(out / "encoder.onnx"), _ort_session(out / "decoder.onnx")
     memory, *cross = encoder.run(None, {"src_ids": src, "src_mask": src_mask})
     B, H, D, n = len(TEXTS), cfg.num_heads, cfg.d_model // cfg.num_heads, cfg.decoder_layers
-    past = [np.zeros((B, H, 0, D), np.float32) for _ in range(2 * n)]
+    assert manifest.kv_cache == "in-place"  # one buffer per layer and kind, each row's tokens at 0..step - 1
+    past = [np.zeros((B, H, generated.shape[1], D), np.float32) for _ in range(2 * n)]
     tokens: list[list[int]] = [[] for _ in range(B)]
     for step in range(generated.shape[1]):  # teacher-forced on transformers' own tokens
         feeds = {
             "input_ids": generated[:, step : step + 1].numpy(),
             "positions": np.full((B, 1), step, dtype=np.int64),
-            "self_mask": np.ones((B, step + 1), dtype=np.int32),
             "src_mask": src_mask,
+            "seqlens_k": np.full(B, step, dtype=np.int32),
+            "total_sequence_length": np.array(step + 1, dtype=np.int32),
         }
         feeds |= {f"past_{kind}_{i}": past[2 * i + j] for i in range(n) for j, kind in enumerate(("key", "value"))}
         feeds |= {f"cross_{kind}_{i}": cross[2 * i + j] for i in range(n) for j, kind in enumerate(("key", "value"))}

@@ -22,7 +22,10 @@ def test_translation_dir_round_trips_through_the_manifest_loader(tmp_path):
     loaded = load_manifest(out)
     assert loaded == written
     assert sorted(loaded.files) == ["decoder.onnx", "encoder.onnx", "tokenizer.json"]
-    assert loaded.graphs["decoder"].inputs[:4] == ["input_ids", "positions", "self_mask", "src_mask"]
+    # the decoder writes its cache in place (GroupQueryAttention): per-row lengths, no self_mask
+    assert loaded.kv_cache == "in-place" and loaded.decoder_io().in_place
+    assert loaded.graphs["decoder"].inputs[:3] == ["input_ids", "positions", "src_mask"]
+    assert loaded.graphs["decoder"].inputs[-2:] == ["seqlens_k", "total_sequence_length"]
     assert loaded.limits == {"max_source_len": 32, "max_target_len": TINY_MT.max_positions}
     assert loaded.tokenizer.eos_id == TINY_MT.eos_id
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no temporary directory left behind"

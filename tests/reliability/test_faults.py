@@ -20,6 +20,7 @@ from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from attnserve.server.registry import ModelRegistry, RepositoryError
 from tests.support.server import BIN, ServerProcess
+from tests.support.sessions import BindingSpy
 
 from .conftest import MAX_TARGET, digit_png, settings_for
 
@@ -128,11 +129,21 @@ class FaultySession:
         self.failed_batches: list[int] = []
 
     def run(self, outputs, feeds):
+        self._fail_if_armed(next(iter(feeds.values())).shape[0])
+        return self.session.run(outputs, feeds)
+
+    def io_binding(self):
+        return BindingSpy(self.session.io_binding())
+
+    def run_with_iobinding(self, binding, *args, **kwargs):  # an in-place decoder's step
+        self._fail_if_armed(binding.first_shape[0])
+        return self.session.run_with_iobinding(binding.binding, *args, **kwargs)
+
+    def _fail_if_armed(self, rows: int) -> None:
         if self.armed.is_set():
             self.armed.clear()
-            self.failed_batches.append(next(iter(feeds.values())).shape[0])
+            self.failed_batches.append(rows)
             raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : injected fault")
-        return self.session.run(outputs, feeds)
 
     def __getattr__(self, name):
         return getattr(self.session, name)

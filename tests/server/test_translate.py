@@ -252,11 +252,16 @@ def test_cancelling_a_stream_frees_its_sequence(server, stub, long_source):
     call = stub.TranslateStream(pb.TranslateRequest(model="mt", texts=[text]), timeout=60)
     for _ in range(3):
         next(call)
+    # while it decodes, /metrics says what its row of the cache holds: the slot's capacity in
+    # tokens (at least the tokens made so far) and its bytes at that capacity
+    assert server.metric("attnserve_kv_cache_capacity_tokens", model="mt") >= 3
+    assert server.metric("attnserve_kv_cache_row_bytes", model="mt") > 0
     call.cancel()
     assert _wait_for(lambda: server.metric("attnserve_active_sequences", model="mt") == 0)
     generated = server.metric("attnserve_tokens_generated_total", model="mt") - before
     assert generated < MAX_TARGET, "the cancelled stream decoded to the end"
     assert server.metric("attnserve_kv_cache_bytes", model="mt") == 0
+    assert server.metric("attnserve_kv_cache_row_bytes", model="mt") == 0
     _good(stub)
 
 

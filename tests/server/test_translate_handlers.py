@@ -33,6 +33,7 @@ class FakeEngine:
         self.tokenizer.pre_tokenizer = Whitespace()
         self.options: list[DecodeOptions] = []
         self.active_sequences = self.queued = self.kv_cache_bytes = self.tokens_in_flight = 0
+        self.kv_cache_capacity = self.kv_cache_row_bytes = 0
         self.closed_streams = 0
         self.on_step = None
 

@@ -4,5 +4,7 @@
   ``direct_probs`` (what a classifier must answer, from onnxruntime in process);
 - ``tests.support.hf_checkpoints``: tiny Hugging Face checkpoints in the hub's layouts (imports
   torch and transformers);
-- ``tests.support.tiers``: which tier a test belongs to (used by ``tests/conftest.py``).
+- ``tests.support.tiers``: which tier a test belongs to (used by ``tests/conftest.py``);
+- ``tests.support.sessions``: ``BindingSpy``, for session wrappers that see an in-place decoder's
+  io-binding steps.
 """

@@ -18,10 +18,12 @@ import pytest
 import torch
 from tokenizers import Tokenizer
 
+from attnserve.contract.kinds import IN_PLACE, LEFT_PADDED
 from attnserve.contract.manifest import Manifest, load_manifest
 from attnserve.export.modeldir import placeholder_tokenizer, write_translation_dir
 from attnserve.models import TranslationConfig, TranslationTransformer, greedy_decode
 from attnserve.server.translation import EngineSettings, TranslationEngine, load_translation_sessions
+from tests.support.sessions import BindingSpy
 
 TINY = TranslationConfig(
     vocab_size=64,
@@ -49,13 +51,12 @@ class TinyModel:
         return TranslationEngine(self.path, self.manifest, encoder, decoder or default_decoder, settings)
 
 
-@pytest.fixture(scope="session")
-def tiny(tmp_path_factory) -> TinyModel:
+def _tiny(tmp_path_factory, kv_cache: str) -> TinyModel:
     torch.manual_seed(0)
     model = TranslationTransformer(TINY).eval()
     with torch.no_grad():
         model.logits_bias[TINY.eos_id] = 2.0
-    path = tmp_path_factory.mktemp("engine") / "tiny-mt"
+    path = tmp_path_factory.mktemp("engine") / f"tiny-mt-{kv_cache}"
     write_translation_dir(
         model,
         path,
@@ -63,8 +64,27 @@ def tiny(tmp_path_factory) -> TinyModel:
         name="tiny-mt",
         max_source_len=MAX_SOURCE_LEN,
         max_target_len=MAX_TARGET_LEN,
+        kv_cache=kv_cache,
     )
     return TinyModel(model, path, load_manifest(path), Tokenizer.from_file(str(path / "tokenizer.json")))
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory) -> TinyModel:
+    """The tiny translator as attnserve-export writes it now: its cache written in place."""
+    return _tiny(tmp_path_factory, IN_PLACE)
+
+
+@pytest.fixture(scope="session")
+def tiny_left_padded(tmp_path_factory) -> TinyModel:
+    """The same weights in the layout of directories exported before the in-place cache."""
+    return _tiny(tmp_path_factory, LEFT_PADDED)
+
+
+@pytest.fixture(params=[IN_PLACE, LEFT_PADDED])
+def tiny_any(request) -> TinyModel:
+    """The tiny translator in each cache layout the server loads."""
+    return request.getfixturevalue("tiny" if request.param == IN_PLACE else "tiny_left_padded")
 
 
 def random_texts(n: int, seed: int = 0, max_len: int = MAX_SOURCE_LEN - 1) -> list[str]:
@@ -112,8 +132,19 @@ class SessionWrapper:
         self.shapes: list[tuple[int, ...]] = []
 
     def run(self, output_names, feeds, *args, **kwargs):
+        self._call(next(iter(feeds.values())).shape)
+        return self.session.run(output_names, feeds, *args, **kwargs)
+
+    def io_binding(self):
+        return BindingSpy(self.session.io_binding())
+
+    def run_with_iobinding(self, binding, *args, **kwargs):
+        """An in-place decoder's step (its inputs bound once, :class:`BindingSpy`)."""
+        self._call(binding.first_shape)
+        return self.session.run_with_iobinding(binding.binding, *args, **kwargs)
+
+    def _call(self, shape: tuple[int, ...]) -> None:
         self.calls += 1
-        shape = next(iter(feeds.values())).shape
         self.shapes.append(shape)
         if (
             self.fail_next
@@ -124,7 +155,6 @@ class SessionWrapper:
             raise RuntimeError("[ONNXRuntimeError] : 6 : RUNTIME_EXCEPTION : injected failure")
         if self.delay_s:
             time.sleep(self.delay_s)
-        return self.session.run(output_names, feeds, *args, **kwargs)
 
     def __getattr__(self, name):
         return getattr(self.session, name)

@@ -173,9 +173,11 @@ def test_a_batch_started_from_idle_adopts_the_encoder_output(placement):
     assert positions[:, 0].tolist() == [0, 0, 0] and self_mask.tolist() == [[1], [1], [1]]
 
 
-def test_cross_kv_is_sized_to_the_longest_source_exactly(tiny):
+def test_cross_kv_is_sized_to_the_longest_source_exactly(tiny_any):
     """The kv_cache_bytes gauge: a batch from an idle engine holds cross K/V for the longest
-    source, no more (it was rounded up to a multiple of 8 before)."""
+    source, no more (it was rounded up to a multiple of 8 before), and self-attention columns for
+    the longest row (left-padded) or for the buffer's capacity (in place)."""
+    tiny = tiny_any
     encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
     spec = model_spec(tiny.manifest)
     scheduler = DecodeScheduler(encoder, decoder, spec, EngineSettings())
@@ -186,7 +188,8 @@ def test_cross_kv_is_sized_to_the_longest_source_exactly(tiny):
     scheduler.run_once(scheduler.plan())  # admission and the first step
     per_column = 2 * spec.num_layers * spec.num_heads * spec.head_dim * 4  # bytes of one row's column, all layers
     assert (scheduler.cache.rows, scheduler.cache.P, scheduler.cache.L) == (3, 1, 6)
-    assert scheduler.kv_cache_bytes == 3 * per_column * (1 + 6)
+    columns = scheduler.cache.capacity if spec.decoder_io.in_place else 1
+    assert scheduler.kv_cache_bytes == 3 * per_column * (columns + 6)
     scheduler.run_until_idle([])
     assert all(job.state is JobState.FINISHED for job in jobs) and scheduler.kv_cache_bytes == 0
 
@@ -226,7 +229,10 @@ def _cuda_device() -> bool:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not _cuda_device(), reason="needs a CUDA device and onnxruntime's CUDA provider")
-def test_cuda_engine_keeps_the_cache_on_the_device_and_matches_the_reference(tiny):
+def test_cuda_engine_keeps_the_cache_on_the_device_and_matches_the_reference(tiny_left_padded):
+    # fp32 on CUDA is the left-padded layout (GroupQueryAttention has no fp32 CUDA kernel); the fp16
+    # in-place cache on a device is benchmarks/kv_inplace_cuda.py's (cuda_checks' kv-inplace step)
+    tiny = tiny_left_padded
     encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, provider="cuda")
     assert "CUDAExecutionProvider" in decoder.get_providers()
     from attnserve.server.translation.cache import placement_for

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from attnserve.server.translation import DecodeOptions
-from attnserve.server.translation.cache import DevicePlacement, KVCache, Placement
+from attnserve.server.translation.cache import DevicePlacement, Placement, make_cache
 from attnserve.server.translation.jobs import CollectSink, Job
 from attnserve.server.translation.runner import ModelRunner, length_runs
 from attnserve.server.translation.sessions import load_translation_sessions, model_spec
@@ -120,7 +120,7 @@ def test_results_go_out_with_a_runs_inputs_ready_right_before_the_model_runs(tin
     log: list[str] = []
     sessions = CallOrder(encoder, log, "encoder"), CallOrder(decoder, log, "decoder")
     runner = ModelRunner(*sessions, spec, placement, before_run=lambda: log.append("results out"))
-    slots = SlotTable(KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement), spec.start_id, spec.pad_id)
+    slots = SlotTable(make_cache(spec, decoder, placement), spec.start_id, spec.pad_id)
     jobs = [Job(src, DecodeOptions(), 4, spec.eos_id, CollectSink()) for src in ([5, 9, spec.eos_id], [7] * 30)]
 
     outputs = runner.encode(jobs)

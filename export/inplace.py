@@ -1,0 +1,160 @@
+"""The in-place decoder: self-attention over a cache buffer written in place, rows at their own lengths.
+
+The exported decoder's self-attention is ``com.microsoft::MultiHeadAttention``: it takes
+``past`` (B, H, P, D) and returns ``present = past + new`` as a new tensor, so every step copies
+the whole cache, and in the engine's left-padded layout every row pays for the longest row's P
+columns. :func:`in_place_decoder` replaces each self-attention node with
+``com.microsoft::GroupQueryAttention`` (as many key/value heads as query heads): it reads a
+(B, H, capacity, D) buffer and per-row lengths ``seqlens_k`` (B,) int32, writes each row's new
+key/value at column ``seqlens_k[r]`` and attends over that row's ``seqlens_k[r] + 1`` columns only.
+When ``past`` and ``present`` are bound to one ``OrtValue`` (io binding), nothing else is written
+(``kv_cache: in-place`` in ``model.json``, :data:`attnserve.contract.kinds.IN_PLACE`).
+
+The rewrite is graph surgery on the exported graph, not a second export: the node's folded q/k/v
+bias becomes an ``Add`` in front (GroupQueryAttention has no bias input; one on the packed
+projection before its ``Split``), ``self_mask`` and the
+nodes only it fed are dropped, ``seqlens_k`` and ``total_sequence_length`` are appended to the
+inputs. Cross-attention keeps ``MultiHeadAttention``. onnxruntime's CUDA GroupQueryAttention has
+fp16 and bf16 kernels only (``contrib_ops/cuda/bert/group_query_attention.cc`` registers
+``MLFloat16`` and ``BFloat16``); fp32 runs it on the CPU.
+
+:func:`in_place_reference` gives the fixed-seed inputs and PyTorch outputs of the rewritten graph
+for ``verification.npz``: rows at different lengths, columns past each row's length filled with
+noise (never read, never written), the PyTorch decoder run on the same rows left-padded and masked.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+from attnserve.contract.graph_io import DecoderIO
+from attnserve.contract.kinds import IN_PLACE
+from attnserve.models import TranslationTransformer
+
+from .graphs import DecoderGraph
+
+CAPACITY_DIM = "capacity"
+
+
+def _self_attention(node: onnx.NodeProto, pasts: set[str]) -> bool:
+    return node.op_type == "MultiHeadAttention" and len(node.input) >= 8 and node.input[6] in pasts
+
+
+def in_place_decoder(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (an exported left-padded decoder) with every self-attention node (the
+    ``MultiHeadAttention`` nodes fed a ``past_key`` input) replaced by GroupQueryAttention over a
+    cache buffer, in place; returns ``model``. Inputs and outputs become the contract's
+    ``DecoderIO.standard(n, "in-place")``."""
+    graph = model.graph
+    inits = {t.name: t for t in graph.initializer}
+    pasts = {i.name for i in graph.input if i.name.startswith("past_")}
+    io = DecoderIO.standard(len(pasts) // 2, IN_PLACE)
+    producer = {out: n for n in graph.node for out in n.output}
+    nodes = []
+    for node in graph.node:
+        if not _self_attention(node, pasts):
+            nodes.append(node)
+            continue
+        q, k, v, bias = node.input[:4]
+        heads = next(a.i for a in node.attribute if a.name == "num_heads")
+        inputs = [q, k, v]
+        split = producer.get(q)
+        if bias and split is not None and split.op_type == "Split" and list(split.output) == inputs:
+            # GroupQueryAttention has no bias input: the folded q/k/v bias goes back as one Add on
+            # the packed projection, in front of its Split (one kernel, not three)
+            name = f"{node.name}_bias"
+            add = helper.make_node("Add", [split.input[0], bias], [f"{name}_out"], name=f"{name}_add")
+            split.input[0] = f"{name}_out"
+            nodes.insert(nodes.index(split), add)
+        elif bias:  # another layout: one Add per input
+            for j, part in enumerate(np.split(numpy_helper.to_array(inits[bias]), 3)):
+                name = f"{node.name}_bias_{j}"
+                graph.initializer.append(numpy_helper.from_array(part, name))
+                nodes.append(helper.make_node("Add", [inputs[j], name], [f"{name}_out"], name=f"{name}_add"))
+                inputs[j] = f"{name}_out"
+        nodes.append(
+            helper.make_node(
+                "GroupQueryAttention",
+                [*inputs, node.input[6], node.input[7], io.seqlens, io.total_length],
+                list(node.output),
+                name=f"{node.name}_gqa",
+                domain="com.microsoft",
+                num_heads=heads,
+                kv_num_heads=heads,
+            )
+        )
+    nodes = _live(nodes, {o.name for o in graph.output})
+    used = {name for node in nodes for name in node.input}
+    del graph.node[:]
+    graph.node.extend(nodes)
+    kept = [t for t in graph.initializer if t.name in used]  # the folded biases, now split
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    inputs = {i.name: i for i in graph.input if i.name in used}
+    del graph.input[:]
+    graph.input.extend(inputs[name] for name in io.inputs[:-2])
+    graph.input.append(helper.make_tensor_value_info(io.seqlens, TensorProto.INT32, ["batch"]))
+    graph.input.append(helper.make_tensor_value_info(io.total_length, TensorProto.INT32, []))
+    for value in [*graph.input, *graph.output]:
+        if value.name in io.past or value.name in io.present:  # (B, H, capacity, D)
+            dim = value.type.tensor_type.shape.dim[2]
+            dim.Clear()
+            dim.dim_param = CAPACITY_DIM
+    produced = {o for node in nodes for o in node.output}
+    kept_info = [v for v in graph.value_info if v.name in produced]  # the types int8 quantization reads
+    del graph.value_info[:]
+    graph.value_info.extend(kept_info)
+    return model
+
+
+def _live(nodes: list[onnx.NodeProto], outputs: set[str]) -> list[onnx.NodeProto]:
+    """``nodes`` without those whose outputs nobody reads (what only ``self_mask`` fed)."""
+    while True:
+        used = {name for node in nodes for name in node.input} | outputs
+        live = [n for n in nodes if any(o in used for o in n.output)]
+        if len(live) == len(nodes):
+            return live
+        nodes = live
+
+
+@torch.no_grad()
+def in_place_reference(
+    model: TranslationTransformer, src_len: int = 7, lengths: tuple[int, ...] = (2, 0, 4), seed: int = 0
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(inputs, outputs) of the in-place decoder, by contract name, for one step of rows with
+    ``lengths`` cached tokens (0: a row's first step) in a buffer of capacity max + 2.
+
+    The outputs come from the PyTorch decoder run on the same rows left-padded to the longest
+    and masked (:class:`~.graphs.DecoderGraph`); ``present`` is the input buffer with each row's
+    new key/value at column ``lengths[r]``: the columns past it keep their noise."""
+    cfg = model.eval().cfg
+    n, H, D = cfg.decoder_layers, cfg.num_heads, cfg.d_model // cfg.num_heads
+    B, P, capacity = len(lengths), max(lengths), max(lengths) + 2
+    g = torch.Generator().manual_seed(seed)
+    io = DecoderIO.standard(n, IN_PLACE)
+    ids = torch.randint(4, cfg.vocab_size, (B, 1), generator=g)  # (B, 1)
+    positions = torch.tensor(lengths, dtype=torch.int64)[:, None]  # (B, 1): the row's next position
+    src_mask = torch.ones(B, src_len, dtype=torch.int32)  # (B, L)
+    src_mask[0, src_len - 2 :] = 0
+    buffers = [torch.randn(B, H, capacity, D, generator=g) for _ in io.past]  # noise past each length
+    cross = [torch.randn(B, H, src_len, D, generator=g) for _ in io.cross]
+    self_mask = torch.zeros(B, P + 1, dtype=torch.int32)  # (B, P + 1) the left-padded equivalent
+    padded = [torch.zeros(B, H, P, D) for _ in io.past]
+    for r, length in enumerate(lengths):
+        self_mask[r, P - length :] = 1
+        for past, buffer in zip(padded, buffers):
+            past[r, :, P - length :] = buffer[r, :, :length]
+    logits, *present = DecoderGraph(model)(ids, positions, self_mask, src_mask, *padded, *cross)
+    written = [buffer.clone() for buffer in buffers]
+    for r, length in enumerate(lengths):
+        for out, new in zip(written, present):
+            out[r, :, length] = new[r, :, P]  # the new token, column P of the left-padded present
+    seqlens = torch.tensor(lengths, dtype=torch.int32)
+    total = torch.tensor(P + 1, dtype=torch.int32)
+    values = [ids, positions, src_mask, *buffers, *cross, seqlens, total]
+    inputs = {name: t.numpy() for name, t in zip(io.inputs, values)}
+    outputs = {name: t.numpy() for name, t in zip(io.outputs, [logits, *written])}
+    return inputs, outputs

@@ -1,0 +1,179 @@
+"""The in-place cache (model.json ``kv_cache: in-place``): rows at their own lengths in one buffer
+written by the decoder, through joins, leaves, beam copies, compactions and growth; and the
+engine on an in-place directory against the PyTorch reference and a left-padded directory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from attnserve.models import greedy_decode
+from attnserve.server.translation import DecodeOptions, EngineSettings
+from attnserve.server.translation.cache import DevicePlacement, KVCache, Placement
+from attnserve.server.translation.slot_cache import InPlaceCache
+
+from .conftest import MAX_TARGET_LEN, random_texts, translate_once
+from .test_cache import _new_rows
+
+H, D, LAYERS = 2, 3, 1
+
+
+def _decoder_step(cache: InPlaceCache, value: float) -> None:
+    """What GroupQueryAttention does to the bound buffers: row r's new key/value (value + r) at
+    column seqlens_k[r]; then the cache advances."""
+    cache.reserve()
+    positions, seqlens, total = cache.step_inputs()
+    assert int(total) == int(seqlens.max()) + 1 <= cache.capacity
+    assert (positions[:, 0] == seqlens).all()
+    for i, t in enumerate(cache.past):
+        a = cache.placement.to_host(t)
+        for r in range(cache.rows):
+            a[r, :, seqlens[r]] = value + r
+        cache.past[i] = cache.placement.from_host(a)
+    cache.advance()
+
+
+@pytest.mark.parametrize("placement", [Placement(), DevicePlacement("cpu")], ids=["host", "ortvalue"])
+def test_rows_keep_their_own_cache_through_joins_leaves_copies_compactions_and_growth(placement):
+    """A model of the cache: each live slot's history must be columns 0..len - 1 of its row, at
+    its own length, whatever joins, leaves, is copied (beam search), compacted, or outgrows the
+    capacity (which then doubles, its columns copied)."""
+    rng = np.random.default_rng(0)
+    cache = InPlaceCache(LAYERS, H, D, placement, initial_capacity=4)
+    host = placement.to_host
+    history: list[list[float] | None] = []  # per slot: the values written at each of its steps; None = free
+    source: list[float | None] = []
+    next_value, next_tag, compactions = 1.0, 100.0, 0
+
+    def live() -> list[int]:
+        return [i for i, h in enumerate(history) if h is not None]
+
+    for _ in range(300):
+        action = rng.integers(6)
+        if action == 0 or not live():  # join: into free slots, growing by a compaction when short
+            lengths = rng.integers(1, 12, size=rng.integers(1, 3)).tolist()
+            free = [i for i, h in enumerate(history) if h is None]
+            if not history:
+                cache.start(_new_rows(lengths, next_tag))
+                history, source = [[] for _ in lengths], [next_tag + i for i in range(len(lengths))]
+                next_tag += 10
+                continue
+            if len(free) < len(lengths):
+                keep = live()
+                cache.compact(np.array(keep, dtype=np.int64), extra=len(lengths))
+                history = [history[k] for k in keep] + [None] * len(lengths)
+                source = [source[k] for k in keep] + [None] * len(lengths)
+                free = list(range(len(keep), len(history)))
+            slots = np.array(free[: len(lengths)])
+            cache.assign(slots, _new_rows(lengths, next_tag))
+            for i, slot in enumerate(slots.tolist()):
+                history[slot], source[slot] = [], next_tag + i
+            next_tag += 10
+        elif action == 1:  # some rows leave (no copy)
+            gone = rng.permutation(live())[: rng.integers(1, len(live()) + 1)]
+            cache.free(gone)
+            for slot in gone.tolist():
+                history[slot] = source[slot] = None
+        elif action == 2:  # beam search: some live rows become copies of others
+            rows = live()
+            dst = rng.permutation(rows)[: rng.integers(1, len(rows) + 1)]
+            src = rng.choice(rows, size=len(dst))
+            cache.copy_rows(dst, src)
+            copied = [(list(history[s]), source[s]) for s in src.tolist()]
+            for d, (h, tag) in zip(dst.tolist(), copied):
+                history[d], source[d] = h, tag
+        elif action == 3:  # compaction, in a random order, with spare slots
+            keep, extra = rng.permutation(live()).tolist(), int(rng.integers(0, 3))
+            cache.compact(np.array(keep, dtype=np.int64), extra)
+            history = [history[k] for k in keep] + [None] * extra
+            source = [source[k] for k in keep] + [None] * extra
+            compactions += 1
+        else:  # a decoder step: every live slot appends one value
+            _decoder_step(cache, next_value)
+            for r in live():
+                history[r].append(next_value + r)
+            next_value += 100
+        past, cross, src_mask = host(cache.past[0]), host(cache.cross[0]), host(cache.src_mask)
+        assert past.shape == (len(history), H, cache.capacity, D)
+        for r in range(len(history)):
+            if history[r] is None:
+                assert cache.seqlens[r] == 0 and cache.live[r] == 0
+                continue
+            assert cache.seqlens[r] == len(history[r]) and cache.positions[r, 0] == len(history[r])
+            assert past[r, 0, : len(history[r]), 0].tolist() == history[r]
+            valid = src_mask[r].astype(bool)
+            assert (cross[r, 0, valid, 0] == source[r]).all() and valid.sum() == cache.src_len[r]
+        per_token = 2 * LAYERS * H * D
+        assert cache.nbytes == len(history) * per_token * 4 * (cache.capacity + cache.L)
+    assert compactions > 10 and cache.growths >= 2 and cache.capacity >= 16
+    cache.clear()
+    assert cache.rows == cache.nbytes == 0
+
+
+def test_the_capacity_doubles_but_never_past_what_a_running_row_may_reach():
+    cache = InPlaceCache(LAYERS, H, D, initial_capacity=4)
+    cache.limit = 6  # the longest running row's max_new_tokens
+    cache.start(_new_rows([3, 5], 100.0))
+    for step in range(6):
+        _decoder_step(cache, float(step))
+    assert cache.capacity == 6 and cache.growths == 1  # 4 -> 6, not 8
+    assert cache.row_bytes == 2 * LAYERS * H * D * 4 * (6 + 5)
+    assert [cache.past[0][r, 0, :6, 0].tolist() for r in range(2)] == [[0.0, 1, 2, 3, 4, 5], [1.0, 2, 3, 4, 5, 6]]
+
+
+def test_a_compaction_gives_back_the_columns_no_running_row_can_reach():
+    cache = InPlaceCache(LAYERS, H, D, initial_capacity=4)
+    cache.start(_new_rows([3, 5], 100.0))
+    for step in range(10):
+        _decoder_step(cache, float(step))
+    assert cache.capacity == 16  # 4 -> 8 -> 16
+    cache.free(np.array([1]))
+    cache.limit = 12  # the long row left: the one running may reach 12 tokens
+    cache.compact(np.array([0]))
+    assert cache.capacity == 12 and cache.rows == 1 and cache.seqlens.tolist() == [10]
+    assert cache.past[0][0, 0, :10, 0].tolist() == [float(s) for s in range(10)]
+
+
+def test_the_engine_serves_an_in_place_directory_with_its_cache_written_in_place(tiny, long_text):
+    """Rows that outgrow the initial capacity (long outputs joining at different steps) keep the
+    reference's tokens; the buffers the decoder writes are the ones the cache holds (no present
+    comes back as a new tensor)."""
+    engine = tiny.engine(EngineSettings(max_active_sequences=4))
+    cache = engine._scheduler.cache
+    assert tiny.manifest.kv_cache == "in-place" and isinstance(cache, InPlaceCache)
+    seen = []
+    runner = engine._scheduler.runner
+    step = runner._step_in_place
+
+    def spy(c, ids):
+        before = [t.__array_interface__["data"][0] for t in c.past]
+        logits = step(c, ids)
+        seen.append(before == [t.__array_interface__["data"][0] for t in c.past])
+        return logits
+
+    runner._step_in_place = spy
+    texts = [long_text, *random_texts(3, seed=5), long_text]
+    options = DecodeOptions(max_new_tokens=MAX_TARGET_LEN)
+    results = translate_once(engine, texts, options)
+    for text, result in zip(texts, results):
+        src = torch.tensor([tiny.tokenizer.encode(text).ids])
+        assert result.hypotheses[0].token_ids == greedy_decode(tiny.model, src, MAX_TARGET_LEN)[0].tokens
+    assert MAX_TARGET_LEN > 32 and cache.growths >= 1, "the rows never outgrew the initial capacity"
+    assert sum(seen) >= len(seen) - cache.growths and len(seen) >= MAX_TARGET_LEN
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_a_left_padded_directory_still_loads_and_translates_the_same(tiny, tiny_left_padded, beam_size):
+    """Directories exported before the in-place cache (no kv_cache in model.json) load with the
+    left-padded cache, and both layouts give the same hypotheses and scores."""
+    assert tiny_left_padded.manifest.kv_cache == "left-padded"
+    texts = random_texts(6, seed=beam_size)
+    options = DecodeOptions(beam_size=beam_size, num_hypotheses=beam_size, max_new_tokens=20)
+    old = tiny_left_padded.engine()
+    assert isinstance(old._scheduler.cache, KVCache)
+    left = translate_once(old, texts, options)
+    right = translate_once(tiny.engine(), texts, options)
+    for a, b in zip(left, right):
+        assert [h.token_ids for h in a.hypotheses] == [h.token_ids for h in b.hypotheses]
+        assert [h.logprob for h in a.hypotheses] == pytest.approx([h.logprob for h in b.hypotheses], abs=1e-4)
