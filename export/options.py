@@ -29,7 +29,7 @@ class ExportOptions:
     force: bool = False
     device: str = "cpu"  # onnxruntime provider for verification
     threads: int = 0  # 0 = the libraries' default (all cores)
-    kv_cache: str | None = None  # translation decoder's cache layout; None: in-place for fused attention
+    kv_cache: str | None = None  # translation decoder's cache layout; None: see cache_layout
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_OPS:
@@ -54,11 +54,12 @@ class ExportOptions:
 
     @property
     def cache_layout(self) -> str:
-        """The translation decoder's cache layout: in-place unless asked otherwise or the attention
-        target is not onnxruntime's fused ops (GroupQueryAttention is one of them)."""
+        """The translation decoder's cache layout: in-place unless asked otherwise, the attention
+        target is not onnxruntime's fused ops (GroupQueryAttention is one of them), or the export is
+        for CUDA (``--device cuda``), where the server does not serve the in-place cache yet."""
         if self.kv_cache is not None:
             return self.kv_cache
-        return IN_PLACE if self.attention == "fused" else LEFT_PADDED
+        return IN_PLACE if self.attention == "fused" and self.device == "cpu" else LEFT_PADDED
 
     @property
     def model_name(self) -> str:
@@ -91,8 +92,9 @@ class ExportOptions:
             choices=KV_CACHE_LAYOUTS,
             default=None,
             help="translation: the decoder's self-attention cache; in-place = GroupQueryAttention over a buffer "
-            "written in place, rows at their own lengths (default with --attention fused); left-padded = "
-            "MultiHeadAttention, rows left-padded to the longest (the layout before in-place; fp32 on CUDA)",
+            "written in place, rows at their own lengths (default with --attention fused and --device cpu; the "
+            "server serves it on the CPU provider only); left-padded = MultiHeadAttention, rows left-padded to "
+            "the longest (the default with --device cuda)",
         )
         parser.add_argument("--threads", type=thread_count, default=0, help="torch/onnxruntime threads (default: all)")
 

@@ -35,7 +35,18 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 
+from ..runtime import ProviderError
+
 log = logging.getLogger(__name__)
+
+# The in-place cache is verified on the CPU provider only. On CUDA (an NVIDIA H200, onnxruntime-gpu
+# 1.31.1) the engine's tokens with an fp16 in-place export matched the CPU's in 29% of positions,
+# where the fp16 left-padded export matched in 100% (benchmarks/README.md, "kv-cache on CUDA").
+IN_PLACE_ON_CUDA = (
+    "this model's decoder writes its KV cache in place (model.json kv_cache: in-place), which this "
+    "version serves on the CPU provider only: on CUDA it gave wrong tokens. Serve it with --provider cpu, "
+    "or export the model for CUDA with --kv-cache left-padded (the default of attnserve-export --device cuda)"
+)
 
 STEPS_AHEAD = 64  # steps of positions and self-mask a boundary builds at once (more as P grows)
 
@@ -307,10 +318,6 @@ def make_cache(spec, decoder, placement: Placement):
         return KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
     types = {i.name: i.type for i in getattr(decoder, "get_inputs", list)()}
     dtype = np.float16 if types.get(spec.decoder_io.past[0]) == "tensor(float16)" else np.float32
-    if placement.device == "cuda" and dtype == np.float32:
-        log.warning(
-            "an fp32 in-place decoder on CUDA: onnxruntime's CUDA GroupQueryAttention has fp16 and bf16 kernels "
-            "only, so its self-attention runs on the CPU, the cache copied both ways every step; serve an fp16 "
-            "export, or export fp32 with --kv-cache left-padded (MultiHeadAttention) for CUDA"
-        )
+    if placement.device == "cuda":
+        raise ProviderError(IN_PLACE_ON_CUDA)
     return InPlaceCache(spec.num_layers, spec.num_heads, spec.head_dim, placement, dtype)

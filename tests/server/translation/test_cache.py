@@ -223,6 +223,19 @@ def test_io_binding_path_gives_the_reference_tokens(tiny, beam_size):
     assert scheduler.kv_cache_bytes == 0 and scheduler.active_sequences == 0
 
 
+def test_an_in_place_decoder_is_refused_on_cuda_and_a_left_padded_one_is_not(tiny, tiny_left_padded):
+    """The in-place cache gave wrong tokens on CUDA (an H200): the scheduler refuses it there, by
+    the placement its session runs on, with what to do; the left-padded cache is served."""
+    from attnserve.server.runtime import ProviderError
+    from attnserve.server.translation.cache import make_cache
+
+    cuda = DevicePlacement("cuda")  # no device is touched before the refusal
+    decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)[1]
+    with pytest.raises(ProviderError, match="--provider cpu.*--kv-cache left-padded"):
+        make_cache(model_spec(tiny.manifest), decoder, cuda)
+    assert isinstance(make_cache(model_spec(tiny_left_padded.manifest), None, cuda), KVCache)
+
+
 def _cuda_device() -> bool:
     return "CUDAExecutionProvider" in ort.get_available_providers() and os.path.exists("/dev/nvidia0")
 
