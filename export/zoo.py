@@ -59,7 +59,10 @@ def _fingerprint(name: str) -> dict[str, str]:
     return {p.name: sha256_file(p) for p in _sources(name)}
 
 
-def export_translator(checkpoint: Path, out: Path, force: bool = False, extra: dict | None = None):
+def export_translator(
+    checkpoint: Path, out: Path, force: bool = False, extra: dict | None = None, kv_cache: str = IN_PLACE
+):
+    """``kv_cache``: the decoder's cache layout (left-padded for a server on CUDA)."""
     model, meta = load_checkpoint(checkpoint, dropout=0.0)
     limits = meta.get("limits", {})
     return write_translation_dir(
@@ -72,6 +75,7 @@ def export_translator(checkpoint: Path, out: Path, force: bool = False, extra: d
         extra={**meta, **(extra or {})},
         languages=LANGUAGES,
         force=force,
+        kv_cache=kv_cache,
     )
 
 

@@ -15,7 +15,8 @@ import pytest
 pytest.importorskip("torch")
 
 from attnserve.export.cli import main as export_main  # noqa: E402
-from attnserve.export.zoo import NAMES, ZOO, build_repo  # noqa: E402
+from attnserve.contract.kinds import LEFT_PADDED  # noqa: E402
+from attnserve.export.zoo import NAMES, ZOO, build_repo, export_translator  # noqa: E402
 from attnserve.server.runtime import create_session, session_provider  # noqa: E402
 
 CUDA = "CUDAExecutionProvider" in ort.get_available_providers() and os.path.exists("/dev/nvidia0")
@@ -41,8 +42,11 @@ def test_fp16_export_verifies_on_cuda_with_no_skipped_check(tmp_path, kind, pres
 
 @pytest.fixture(scope="module")
 def zoo_repo(tmp_path_factory):
+    """The zoo's models, the translator with the left-padded cache (the server refuses an
+    in-place decoder on CUDA: there the engine's tokens with it were wrong)."""
     out = tmp_path_factory.mktemp("model-repo")
-    build_repo(out)
+    build_repo(out, ["digits-vit"])
+    export_translator(ZOO / "translator-en-de" / "model.safetensors", out / "translator-en-de", kv_cache=LEFT_PADDED)
     return out
 
 
