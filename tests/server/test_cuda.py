@@ -14,8 +14,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from attnserve.export.cli import main as export_main  # noqa: E402
 from attnserve.contract.kinds import LEFT_PADDED  # noqa: E402
+from attnserve.export.cli import main as export_main  # noqa: E402
 from attnserve.export.zoo import NAMES, ZOO, build_repo, export_translator  # noqa: E402
 from attnserve.server.runtime import create_session, session_provider  # noqa: E402
 
