@@ -21,7 +21,7 @@ def test_translation_dir_round_trips_through_the_manifest_loader(tmp_path):
     written = write_translation_dir(model, out, placeholder_tokenizer(60), name="mt", max_source_len=32)
     loaded = load_manifest(out)
     assert loaded == written
-    assert sorted(loaded.files) == ["decoder.onnx", "encoder.onnx", "tokenizer.json"]
+    assert sorted(loaded.files) == ["aligner.onnx", "decoder.onnx", "encoder.onnx", "tokenizer.json"]
     # the decoder writes its cache in place (GroupQueryAttention): per-row lengths, no self_mask
     assert loaded.kv_cache == "in-place" and loaded.decoder_io().in_place
     assert loaded.graphs["decoder"].inputs[:3] == ["input_ids", "positions", "src_mask"]
