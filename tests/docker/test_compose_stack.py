@@ -81,13 +81,13 @@ def _base_image(timings: dict[str, float]) -> str:
 
 
 def _wheelhouse(folder: Path) -> None:
-    """Every wheel both build venvs need, downloaded by the host's pip (the container's pip has
-    no route to an index here)."""
+    """Every wheel both build venvs need, fetched by the host's pip (the container's pip has no
+    route to an index here); ``pip wheel`` builds one for a requirement published only as source (srt)."""
     reqs = folder / "requirements.txt"
     listing = _run([sys.executable, str(DOCKER / "requirements.py"), "--extra", "export"], timeout=60).stdout
     folder.mkdir(parents=True)
     reqs.write_text(listing)
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "-d", str(folder)]
+    cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--prefer-binary", "-w", str(folder)]
     _run([*cmd, "-r", str(reqs), "setuptools>=77", "wheel"], timeout=1200)
     reqs.unlink()
 
@@ -203,7 +203,7 @@ def test_compose_stack_builds_serves_and_stops_cleanly(compose_cli, tiny_repo, t
     try:
         start = time.monotonic()
         _wheelhouse(wheelhouse)
-        timings["wheelhouse (pip download on the host)"] = time.monotonic() - start
+        timings["wheelhouse (pip wheel on the host)"] = time.monotonic() - start
         compose_file.write_text(yaml.safe_dump(_stack_config(environ, port, metrics_port, http_port), sort_keys=False))
 
         start = time.monotonic()
