@@ -144,7 +144,8 @@ class Metrics:
 
     def unwatch(self, name: str) -> None:
         """An unloaded model: its engine's gauges go (their callbacks would keep it in memory)."""
-        for gauge in (self.active_sequences, self.kv_cache_bytes, self.tokens_in_flight, self.queued):
+        gauges = (self.active_sequences, self.kv_cache_bytes, self.kv_cache_capacity, self.kv_cache_row_bytes)
+        for gauge in (*gauges, self.tokens_in_flight, self.queued):
             try:
                 gauge.remove(name)
             except KeyError:

@@ -317,11 +317,6 @@ def test_no_pivot_language_no_pivot(serve, pairs_repo):
 
 
 @pytest.mark.integration
-@pytest.mark.xfail(
-    strict=True,
-    reason="an unloaded model keeps about 19 MiB resident since the aligner and in-place cache merges "
-    "(24 pairs under a budget of 4: RSS 104 -> 647 MiB, linear in models loaded; eager 916 MiB): issue 36",
-)
 def test_a_lazy_server_process_stays_within_its_budget_of_memory(pairs_repo):
     """RSS: 24 pairs round robin under a budget of 4 models against a process that loads all 24."""
     peaks = {}
