@@ -185,32 +185,9 @@ class KVCache:
     def assign(self, slots: np.ndarray, new: NewRows) -> None:
         """Newcomers into free ``slots``, in place: an empty history, their cross K/V and source mask."""
         self._positions = None  # the rows' padding changes: step inputs rebuilt
-        Ln = new.src_mask.shape[1]
-        if Ln > self.L:  # widen every row's cross K/V, exactly (the only copy a join may cost)
-            self._widen(Ln)
-        host, put = self.placement.to_host, self.placement.from_host
         self.pad[slots] = self.P
         self.src_len[slots] = new.src_len
-        mask = host(self.src_mask)
-        mask[slots] = 0
-        mask[slots, :Ln] = new.src_mask
-        self.src_mask = put(mask)
-        for i, (c, n) in enumerate(zip(self.cross, new.cross)):
-            c = host(c)
-            c[slots, :, :Ln] = n  # slots past Ln keep stale values, hidden by the mask
-            self.cross[i] = put(c)
-
-    def _widen(self, L: int) -> None:
-        host, put = self.placement.to_host, self.placement.from_host
-        B, H, D = self.rows, self.num_heads, self.head_dim
-        cross = []
-        for c in self.cross:
-            wide = np.zeros((B, H, L, D), np.float32)
-            wide[:, :, : self.L] = host(c)
-            cross.append(put(wide))
-        mask = np.zeros((B, L), np.int32)
-        mask[:, : self.L] = host(self.src_mask)
-        self.cross, self.src_mask, self.L = cross, put(mask), L
+        assign_cross(self, slots, new)
 
     def copy_rows(self, dst: np.ndarray, src: np.ndarray, fresh: np.ndarray | None = None) -> None:
         """Row ``dst[i]`` becomes a copy of row ``src[i]`` (beam search), in place. ``fresh``
@@ -321,3 +298,36 @@ def make_cache(spec, decoder, placement: Placement):
     if placement.device == "cuda":
         raise ProviderError(IN_PLACE_ON_CUDA)
     return InPlaceCache(spec.num_layers, spec.num_heads, spec.head_dim, placement, dtype)
+
+
+def assign_cross(cache, slots: np.ndarray, new: NewRows) -> bool:
+    """Newcomers' source masks and cross K/V into ``slots`` of ``cache`` (a :class:`KVCache` or an
+    ``InPlaceCache``: ``cross``, ``src_mask``, ``L``, ``placement``), every row's widened first when
+    theirs are longer (exactly: the only copy a join may cost). Returns whether it widened (new arrays)."""
+    Ln = new.src_mask.shape[1]
+    widened = Ln > cache.L
+    if widened:
+        _widen_cross(cache, Ln)
+    host, put = cache.placement.to_host, cache.placement.from_host
+    mask = host(cache.src_mask)
+    mask[slots] = 0
+    mask[slots, :Ln] = new.src_mask
+    cache.src_mask = put(mask)
+    for i, (c, n) in enumerate(zip(cache.cross, new.cross)):
+        c = host(c)
+        c[slots, :, :Ln] = n  # columns past Ln keep stale values, hidden by the mask
+        cache.cross[i] = put(c)
+    return widened
+
+
+def _widen_cross(cache, L: int) -> None:
+    host, put = cache.placement.to_host, cache.placement.from_host
+    B, H, D = cache.rows, cache.num_heads, cache.head_dim
+    cross = []
+    for c in cache.cross:
+        wide = np.zeros((B, H, L, D), np.float32)
+        wide[:, :, : cache.L] = host(c)
+        cross.append(put(wide))
+    mask = np.zeros((B, L), np.int32)
+    mask[:, : cache.L] = host(cache.src_mask)
+    cache.cross, cache.src_mask, cache.L = cross, put(mask), L

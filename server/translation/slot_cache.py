@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cache import NewRows, Placement, _read_only, copy_source_rows
+from .cache import NewRows, Placement, _read_only, assign_cross, copy_source_rows
 
 INITIAL_CAPACITY = 32  # tokens per row a batch starts with; doubled on overflow
 
@@ -147,38 +147,15 @@ class InPlaceCache:
 
     def assign(self, slots: np.ndarray, new: NewRows) -> None:
         """Newcomers into free ``slots``, in place: length 0, their cross K/V and source mask."""
-        Ln = new.src_mask.shape[1]
-        if Ln > self.L:
-            self._widen(Ln)
-        host, put = self.placement.to_host, self.placement.from_host
         self.positions[slots] = 0
         self.seqlens[slots] = 0
         self.live[slots] = 1
         self.live32[slots] = 1
         self.total[...] = self.seqlens.max(initial=0) + 1
         self.src_len[slots] = new.src_len
-        mask = host(self.src_mask)
-        mask[slots] = 0
-        mask[slots, :Ln] = new.src_mask
-        self.src_mask = put(mask)
-        for i, (c, n) in enumerate(zip(self.cross, new.cross)):
-            c = host(c)
-            c[slots, :, :Ln] = n  # columns past Ln keep stale values, hidden by the mask
-            self.cross[i] = put(c)
-        self.version += self.placement.device is not None  # new device values: bind them
-
-    def _widen(self, L: int) -> None:
-        host, put = self.placement.to_host, self.placement.from_host
-        B, H, D = self.rows, self.num_heads, self.head_dim
-        cross = []
-        for c in self.cross:
-            wide = np.zeros((B, H, L, D), np.float32)
-            wide[:, :, : self.L] = host(c)
-            cross.append(put(wide))
-        mask = np.zeros((B, L), np.int32)
-        mask[:, : self.L] = host(self.src_mask)
-        self.cross, self.src_mask, self.L = cross, put(mask), L
-        self.version += 1
+        widened = assign_cross(self, slots, new)
+        # rebind: widened arrays are new ones, and device values are new OrtValues
+        self.version += widened + (self.placement.device is not None)
 
     def copy_rows(self, dst: np.ndarray, src: np.ndarray, fresh: np.ndarray | None = None) -> None:
         """Row ``dst[i]`` becomes a copy of row ``src[i]`` (beam search): only the cached columns
