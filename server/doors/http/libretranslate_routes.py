@@ -6,9 +6,9 @@ LibreTranslate's own clients).
   extension fields ``glossary`` (an object, term -> target term, ``""`` keeps the term; in a
   form, that object as JSON), ``alignments`` (true: per text, one ``"i-j ..."`` string per
   sentence) and ``attention`` (true: the alignments, and per text, per sentence, its words, its
-  translation's words and the word-level cross-attention, as the web page draws it); JSON or a form -> ``{"translatedText", "alternatives", "detectedLanguage"}``, and
-  ``"pivot": "en"`` when no model serves the pair directly and the texts went through that
-  language (two models);
+  translation's words and the word-level cross-attention, as the web page draws it); JSON or
+  a form -> ``{"translatedText", "alternatives", "detectedLanguage"}``, and ``"pivot": "en"``
+  when no model serves the pair directly and the texts went through that language (two models);
 - ``POST /detect``: ``q`` -> ``[{"confidence", "language"}]``, best first (403 when language
   detection is off);
 - ``GET /languages``: ``[{"code", "name", "targets"}]`` of the served translation models (targets
