@@ -116,6 +116,21 @@ def test_docx_paragraphs_and_run_styles_with_the_translation_of_translate(server
         assert package.read("word/media/image1.png") == office.PNG
 
 
+def test_docx_run_styles_follow_the_words_they_wrap_by_alignment(server):
+    paragraphs = [
+        [("Monday, ", ""), ("March", "b"), (" 3, 2025", "")],
+        [("on ", ""), ("Monday", "i"), (", March 3, 2025 at 3:45 PM", "")],
+    ]
+    body = part(translated(server, "dates.docx", office.docx(paragraphs)), "word/document.xml")
+    got = [["".join(r.itertext()) for r in p.iter(f"{W}r")] for p in body.iter(f"{W}p")]
+    expected = translate_texts(server, ["Monday, March 3, 2025", "on Monday, March 3, 2025 at 3:45 PM"])
+    assert [words("".join(runs)) for runs in got] == [words(e) for e in expected]
+    assert expected[0] == "Montag, 3. März 2025"  # "March 3" -> "3. März": the words reorder
+    assert "März" in got[0][1].split()  # the bold run holds März (by proportion it would get "3.")
+    assert got[0][0].split() == ["Montag,"] and got[0][2].split() == ["2025"]
+    assert got[1][1].split() == ["Montag,"]  # the italic run holds the weekday
+
+
 def test_pptx_slides_odt_odp_srt_md_txt_html_and_epub(server):
     expected = dict(zip(PHRASES, translate_texts(server, PHRASES)))
     german = [words(expected[p]) for p in PHRASES]
