@@ -15,8 +15,8 @@
    ``progress(done, total)`` told as engine calls finish;
 4. the translations are written back on the work pool, each paragraph's translation placed
    on its runs (``files.placement``): by word alignment where the paragraph has words in two
-   runs or more and the model has an aligner (one aligner pass over those paragraphs'
-   sentences), by proportion of words otherwise.
+   runs or more and the model has an aligner (their sentences aligned on the work pool as the
+   engine decodes the rest, ``run_alignment``), by proportion of words otherwise.
 
 Every door (LibreTranslate's ``/translate_file``, attnserve.v1 ``TranslateFile``, the web
 page) calls this, and stores or streams the bytes it returns.
@@ -26,20 +26,18 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import files
 from ..calls import Call
 from ..documents import PreparedDocument
-from ..documents.alignment import WordAlignment
 from ..errors import LimitExceeded
 from ..translation import TranslationResult
-from . import alignments, documents
+from . import documents
 from .documents import Progress
 from .requests import Deadline, Detection, TranslationRequest, ValidTranslation
+from .run_alignment import RunAligner
 from .translation import TranslationService, bounded
 
 FileProgress = Callable[[int, int], None]  # (sentences done, sentences in the file)
@@ -67,24 +65,6 @@ class TranslatedFile:
     characters: int  # of text translated
     sentences: int
     detected: Detection | None = None
-
-
-def preferences(unit: files.Unit, translation: str, sentences: Sequence[WordAlignment]) -> list[int | None] | None:
-    """For every whitespace-separated word of ``translation`` (the unit's): the run of the source
-    word it is aligned to, or None; None when the sentences cannot be found in the texts."""
-    runs = files.run_at(unit)
-    wanted: dict[int, int | None] = {}  # a target word's offset in the translation -> its source word's run
-    source_at = target_at = 0
-    for a in sentences:
-        s, t = unit.text.find(a.source, source_at), translation.find(a.target, target_at)
-        if s < 0 or t < 0:
-            return None
-        source_at, target_at = s + len(a.source), t + len(a.target)
-        source_of = {j: i for i, j in reversed(a.links)}  # target word -> its (first) source word
-        for j, (start, _) in enumerate(a.target_spans):
-            i = source_of.get(j)
-            wanted[t + start] = runs[s + a.source_spans[i][0]] if i is not None else None
-    return [wanted.get(m.start()) for m in re.finditer(r"\S+", translation)]
 
 
 class FileTranslation:
@@ -123,32 +103,19 @@ class FileTranslation:
         self, valid: ValidTranslation, extracted: files.Extracted, prepared: list[PreparedDocument], advanced: Progress
     ) -> tuple[list[TranslationResult], files.Placement]:
         """The texts' results, and how their translations go onto their runs: by word alignment
-        for paragraphs with words in two runs or more (one aligner pass over those sentences),
-        where the model has an aligner; by proportion otherwise."""
+        for paragraphs with words in two runs or more where the model has an aligner, aligned as
+        the engine decodes the rest (``run_alignment``); by proportion otherwise."""
         pool = self.service.pool
-        sentences = await documents.translate_sentences(valid, prepared, pool, advanced)
-        results = await documents.join(valid, prepared, sentences, None, pool)
-        if valid.model.aligner is None or not extracted.units:
-            return results, files.place
-        starts = [0, *itertools.accumulate(p.segments for p in prepared)]
-        styled: dict[str, int] = {}  # a paragraph's text -> its first index (repeats are aligned once)
-        for k, unit in enumerate(extracted.units):
-            if len(files.holders(unit)) >= 2:
-                styled.setdefault(unit.text, k)
-        if not styled:
-            return results, files.place
-        chosen = list(styled.values())
-        their = [s for k in chosen for s in sentences[starts[k] : starts[k + 1]]]
-        aligned = alignments.best_only(await alignments.align(valid, [prepared[k] for k in chosen], their, pool))
-        preferred = {
-            extracted.units[k].text: preferences(extracted.units[k], results[k].hypotheses[0].text, per_sentence)
-            for k, per_sentence in zip(chosen, aligned)
-        }
-
-        def placement(unit: files.Unit, translation: str) -> list[str]:
-            return files.place_aligned(unit, translation, preferred.get(unit.text))
-
-        return results, placement
+        aligner = RunAligner(valid, extracted, prepared, pool)
+        try:
+            sentences = await documents.translate_sentences(
+                valid, prepared, pool, advanced, aligner.decoded if aligner.needed else None
+            )
+            results = await documents.join(valid, prepared, sentences, None, pool)
+            return results, await aligner.placement(results)
+        except BaseException:
+            await aligner.cancel()
+            raise
 
     async def translate(self, request: FileRequest, progress: FileProgress | None = None) -> TranslatedFile:
         extracted = await self.read(request.filename, request.content)
