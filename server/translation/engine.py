@@ -23,7 +23,7 @@ from attnserve.server.errors import InvalidRequest, ShuttingDown
 
 from .cache import placement_for
 from .detok import IncrementalDetokenizer
-from .jobs import CollectSink, Gather, Job, StreamSink
+from .jobs import CollectSink, Gather, Job, StreamSink, stream_swap
 from .options import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
 from .requests import Prepared, RequestChecker
 from .scheduler import DecodeScheduler
@@ -238,7 +238,8 @@ class TranslationEngine:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         interval_s = self.settings.stream_interval_ms / 1e3
-        sink = StreamSink(self._scheduler.outbox, loop, queue, interval_s, prepared.options.hide_prefix)
+        o = prepared.options
+        sink = StreamSink(self._scheduler.outbox, loop, queue, interval_s, o.hide_prefix, stream_swap(o))
         job = self._job(prepared.sources[0], prepared, sink, _deadline(deadline, timeout_s))
         self._scheduler.submit([job])
         detok = IncrementalDetokenizer(self.tokenizer)

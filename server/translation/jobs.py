@@ -18,6 +18,7 @@ import numpy as np
 
 from .options import DecodeOptions
 from .search import Finished, Search, make_search
+from .term_swap import TermSwap, swap
 
 log = logging.getLogger(__name__)
 
@@ -135,17 +136,20 @@ class StreamSink(Sink):
         queue: asyncio.Queue,
         interval_s: float = 0.0,
         hidden: int = 0,
+        swap: TermSwap | None = None,
     ) -> None:
         self.outbox, self.loop, self.queue, self.interval_s = outbox, loop, queue, interval_s
         self.hidden = hidden  # leading tokens the client does not see (a hidden forced prefix)
+        self.swap = swap  # a job's glossary terms written through surrogates (term_swap.py)
         self.held: list[int] = []
         self.next_post = 0.0  # perf_counter time before which a token is held
 
     def token(self, job: Job, token_id: int, finish_reason: str | None) -> None:
-        if self.hidden:  # a hidden forced token: never passed on
-            self.hidden -= 1
-        else:
-            self.held.append(token_id)
+        if self.swap is None:
+            self._shown(token_id)
+        else:  # surrogates held back until swapped for their terms' targets (term_swap.py)
+            for shown in self.swap.push(token_id) + (self.swap.flush() if finish_reason is not None else []):
+                self._shown(shown)
         if finish_reason is None:
             if not self.held:
                 return
@@ -156,6 +160,12 @@ class StreamSink(Sink):
                 self.next_post = now + self.interval_s
         held, self.held = self.held, []
         self.outbox.post(self.loop, self.queue.put_nowait, (held, finish_reason))
+
+    def _shown(self, token_id: int) -> None:
+        if self.hidden:  # a hidden forced token: never passed on
+            self.hidden -= 1
+        else:
+            self.held.append(token_id)
 
     def fail(self, job: Job, error: BaseException) -> None:
         self.outbox.post(self.loop, self.queue.put_nowait, error)
@@ -221,6 +231,7 @@ class Job:
         self.deadline = deadline
         self.group = group
         self.search: Search = make_search(options, max_new_tokens, eos_id)
+        self.swaps = has_surrogates(options)  # glossary terms written through surrogates (term_swap.py)
         self.state = JobState.WAITING
         self.cancel_requested = False  # set from the event loop; acted on at the next step boundary
         # admission reserves every beam's row and its whole length up front
@@ -249,4 +260,18 @@ class Job:
         return int(self.src_ids.shape[0])
 
     def result(self) -> list[Finished]:
-        return self.search.result()
+        """The search's hypotheses, with surrogates swapped for their terms' targets."""
+        finished = self.search.result()
+        if not self.swaps:
+            return finished
+        terms, skip = self.options.constraints, len(self.options.prefix_ids)
+        return [Finished(swap(terms, h.tokens, skip), h.logprob, h.score, h.finish_reason) for h in finished]
+
+
+def has_surrogates(options: DecodeOptions) -> bool:
+    return any(c.term.target_tokens is not None for c in options.constraints)
+
+
+def stream_swap(options: DecodeOptions) -> TermSwap | None:
+    """A stream's :class:`~.term_swap.TermSwap` when its terms have surrogates (its sink's)."""
+    return TermSwap(options.constraints, len(options.prefix_ids)) if has_surrogates(options) else None
