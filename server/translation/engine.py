@@ -203,6 +203,7 @@ class TranslationEngine:
                 logprob=float(h.logprob),
                 score=float(h.score),
                 finish_reason=h.finish_reason,
+                written_ids=list(h.written[hide:]) if h.written is not None else [],
             )
             for h in job.result()
         ]
@@ -248,11 +249,12 @@ class TranslationEngine:
                 item = await queue.get()
                 if isinstance(item, BaseException):
                     raise item
-                token_ids, finish_reason = item  # shown tokens only: the sink drops the hidden prefix
+                token_ids, finish_reason = item[:2]  # shown tokens only: the sink drops the hidden prefix
                 delta = detok.push(token_ids) if token_ids else ""
                 if finish_reason is not None:
                     queue_ms = 1000 * (job.t_admit - job.t_submit)
-                    yield StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason, queue_ms)
+                    written = item[2] if len(item) > 2 else ()  # the ids fed, where surrogates were swapped out
+                    yield StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason, queue_ms, written)
                     return
                 yield StreamEvent(delta, tuple(token_ids), None)
         finally:

@@ -141,6 +141,8 @@ class StreamSink(Sink):
         self.outbox, self.loop, self.queue, self.interval_s = outbox, loop, queue, interval_s
         self.hidden = hidden  # leading tokens the client does not see (a hidden forced prefix)
         self.swap = swap  # a job's glossary terms written through surrogates (term_swap.py)
+        self.written: list[int] = []  # with a swap: the tokens fed after the hidden ones, for the last post
+        self.unwritten = hidden  # hidden tokens still to come, which ``written`` leaves out
         self.held: list[int] = []
         self.next_post = 0.0  # perf_counter time before which a token is held
 
@@ -148,6 +150,10 @@ class StreamSink(Sink):
         if self.swap is None:
             self._shown(token_id)
         else:  # surrogates held back until swapped for their terms' targets (term_swap.py)
+            if self.unwritten:
+                self.unwritten -= 1
+            else:
+                self.written.append(token_id)
             for shown in self.swap.push(token_id) + (self.swap.flush() if finish_reason is not None else []):
                 self._shown(shown)
         if finish_reason is None:
@@ -159,6 +165,9 @@ class StreamSink(Sink):
                     return
                 self.next_post = now + self.interval_s
         held, self.held = self.held, []
+        if finish_reason is not None and self.swap is not None:  # the fed tokens go with the last
+            self.outbox.post(self.loop, self.queue.put_nowait, (held, finish_reason, tuple(self.written)))
+            return
         self.outbox.post(self.loop, self.queue.put_nowait, (held, finish_reason))
 
     def _shown(self, token_id: int) -> None:
@@ -265,7 +274,7 @@ class Job:
         if not self.swaps:
             return finished
         terms, skip = self.options.constraints, len(self.options.prefix_ids)
-        return [Finished(swap(terms, h.tokens, skip), h.logprob, h.score, h.finish_reason) for h in finished]
+        return [Finished(swap(terms, h.tokens, skip), h.logprob, h.score, h.finish_reason, h.tokens) for h in finished]
 
 
 def has_surrogates(options: DecodeOptions) -> bool:

@@ -72,6 +72,7 @@ class Finished:
     logprob: float
     score: float
     finish_reason: str  # "eos" | "length"
+    written: list[int] | None = None  # the tokens the decoder was fed, where glossary surrogates were swapped out
 
 
 class StepLogits:
