@@ -84,22 +84,26 @@ def swap(constraints: tuple[Constraint, ...], tokens: list[int], skip: int = 0) 
 
 
 def separable(constraints: tuple[Constraint, ...]) -> bool:
-    """Whether the spans of the written forms of surrogates can never overlap each other or any
-    other term's: no sequence pays two terms, no form of a surrogate lies inside another form
-    (or it inside the surrogate's), and no proper end of one begins the other (a term written
-    twice over included)."""
-    swapped = [f for c in constraints if c.term.target_tokens is not None for f in c.term.variants]
-    if not swapped:
+    """Whether the spans that pay the terms can never overlap where a surrogate's is swapped: no
+    sequence pays two terms, and no written form of a surrogate lies inside another term's
+    sequence (or it inside the form) or has a proper end that begins it (or the reverse).
+    Within one term owed once, its forms may: the first span that pays it is the only one."""
+    if not any(c.term.target_tokens is not None for c in constraints):
         return True
     owner: dict[Tokens, int] = {}
     for ci, c in enumerate(constraints):
         for v in c.term.variants:
             if owner.setdefault(v, ci) != ci:
                 return False
-    for a in swapped:
-        for b in owner:
-            if (a != b and (_inside(a, b) or _inside(b, a))) or _overlap(a, b) or _overlap(b, a):
-                return False
+    for ci, c in enumerate(constraints):
+        if c.term.target_tokens is None:
+            continue
+        for a in c.term.variants:
+            for b, bi in owner.items():
+                if bi == ci and c.count == 1:
+                    continue
+                if (a != b and (_inside(a, b) or _inside(b, a))) or _overlap(a, b) or _overlap(b, a):
+                    return False
     return True
 
 

@@ -74,7 +74,8 @@ def test_terms_whose_spans_could_overlap_are_not_separable():
     assert separable(cs(term(D, E), term(E, F)))  # no surrogate: nothing to swap
     assert not separable(cs(surrogate((D, E), (F,)), term(E, F)))  # an end begins another
     assert not separable(cs(surrogate((D,), (F,)), term(C, D, E)))  # inside another
-    assert not separable(cs(surrogate((D, D), (F,))))  # written twice over: D D D
+    assert separable(cs(surrogate((D, E, D), (F,))))  # owed once: the first D E D pays it
+    assert not separable((Constraint(surrogate((D, E, D), (F,)), count=2),))  # owed twice: D E D E D
     assert not separable(cs(surrogate((D,), (F,), name="a"), surrogate((D,), (G,), name="b")))  # one span, two terms
 
 
