@@ -10,22 +10,25 @@ verbatim, every occurrence counted, and the rest of the sentence is what the mod
 around its own word.
 
 A term's surrogate is its source translated alone by the same engine (greedy, with the
-request's language tokens), computed the first time a request's sentence contains the term and
-kept per model and language (:func:`attach`; a server's default glossary is translated once per
-model, term by term as they turn up). It is used only when it is a sane short word sequence
-(:func:`rendering`): the model finished it (the end token), it has letters or digits, at most
-``2 x`` the source term's tokens ``+ 2``, no token or run of tokens repeated back to back, and
-its edges hold no punctuation the source term's lack. Otherwise, and where it spells the
-target (the model's own word is the term: nothing changes), the search writes the target's own
-tokens, as it does for every term of a sentence whose terms' spans could overlap
-(``term_swap.separable``).
+request's language tokens), decided the first time a request's sentence contains the term and
+kept per model, language and target (:func:`bind`; a server's default glossary is decided once
+per model, term by term as they turn up). It is used only when
 
-Every term with a sane surrogate is written through it, not only those whose targets look
-foreign to the model: a target that is another ordinary word (the model says "Monitor", the
-glossary "Bildschirm") is then placed where the model put its own word, and the words after it
-are those the model wrote after its own word. What that gives up: a following word that should
-agree with the target (a pronoun of another gender) agrees with the model's word instead, as
-the words before the term do in any constrained search.
+- it is a sane short word sequence (:func:`rendering`): the model finished it (the end token),
+  it has letters or digits, at most ``2 x`` the source term's tokens ``+ 2``, no token or run
+  of tokens repeated back to back, and its edges hold no punctuation the source term's lack;
+- and the target is foreign to the model: teacher-forced as the whole translation of the term
+  alone, it scores :data:`FOREIGN` nats or more below the rendering (:func:`decide`).
+
+Otherwise the search writes the target's own tokens, and so it does for every term
+of a sentence whose surrogates' spans could overlap (``term_swap.separable``). Why only foreign
+targets: a target the model writes itself is its own word (nothing to change), and a target
+that is another ordinary word the model knows (it says "Monitor", the glossary "Bildschirm")
+is better fed as it is, so the words after it can agree with it; only a target the model would
+never write derails it. The renderings are no better than the model's words out of context: on
+the bundled translator "Tuesday" alone is "zwölf", so a sentence's "Dienstag" is not taken for
+the term, which then goes where the search places an unproposed term (at the end); the output
+stays verbatim.
 """
 
 from __future__ import annotations
@@ -51,9 +54,9 @@ log = logging.getLogger(__name__)
 
 CACHED_PER_ENGINE = 16_384  # decisions kept per loaded model, the least recently used out
 # A target at least e^FOREIGN times less likely than the model's own rendering of the term alone
-# is foreign to the model. On the bundled translator the model's own words for months and
-# weekdays score within 2.2 nats of its renderings, their spellings in capitals 23 to 94 below
-# and the English names 15 to 27 below (benchmarks/README.md, glossary).
+# is foreign to the model. On the bundled translator, where a month's or weekday's rendering is
+# not the model's German word itself, that word scores at most 1.1 nats below it (Tuesday:
+# "zwölf"), the word in capitals 21.6 to 93.3 below and the English name 13.3 to 25.7 below.
 FOREIGN = 6.0
 SCORING_IN_FLIGHT = 16  # one-text engine calls that score renderings and targets at a time
 Language = tuple[tuple[int, ...], tuple[int, ...]]  # (source prefix ids, hidden target prefix ids)

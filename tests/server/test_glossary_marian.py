@@ -58,7 +58,7 @@ def test_the_rest_of_the_sentence_is_the_models_in_most_cases(server, beam_size)
     unconstrained one with the model's rendering of the word (translated alone) replaced by
     the term, spaces aside (the model writes each reversed word's marker at its end, a term has
     it at its start). Through surrogates: 93 of 112 greedy, 91 with beam 4; written as the
-    targets' own tokens (before surrogates) 13 of 112 either way."""
+    targets' own tokens 13 of 112 either way."""
     texts = hf_checkpoints.test_texts()
     words = sorted({w for t in texts for w in t.split()})
     same = total = 0

@@ -101,9 +101,9 @@ def test_a_stream_writes_the_terms_too(client):
 
 # Surrogates (server/service/surrogates.py): a target the model never writes (an English name
 # kept, a word in capitals) is written through the model's own word and swapped in afterwards,
-# so what follows it is what the model writes after its own word. Written as tokens it was fed
-# (before surrogates), these came out "Monday, 3. March 025", "nächsten Freitag um 18:00 Uhr
-# Friday", "am October" and "Montag, 3. MÄRZ".
+# so what follows it is what the model writes after its own word. With the targets' own tokens
+# fed to it, these come out "Monday, 3. March 025", "nächsten Freitag um 18:00 Uhr Friday",
+# "am October" and "Montag, 3. MÄRZ".
 GERMAN = {"Monday": "Montag", "March": "März", "Friday": "Freitag", "October": "Oktober"}
 KEPT = ["Monday, March 3, 2025", "next Friday at 6:00 PM", "on the 13th of October"]
 
