@@ -111,12 +111,15 @@ def test_a_stream_never_shows_a_surrogate_and_ends_as_the_hypothesis(terms, toke
 
 
 @settings(max_examples=100, deadline=None)
-@given(terms=surrogate_terms, slack=st.integers(0, 6), seed=st.integers(0, 10_000), k=st.sampled_from([1, 2, 4]))
+@given(terms=surrogate_terms, slack=st.integers(0, 6), seed=st.integers(0, 10_000), k=st.sampled_from([0, 1, 2, 4]))
 def test_every_target_is_in_the_output_within_max_new_tokens_whatever_the_model(terms, slack, seed, k):
+    """Greedy (k 1), sampling (k 0) and beam search (every hypothesis of k)."""
     cs = constraints_of(terms)
     assume(separable(cs))
     max_new = constraints_cost(cs) + slack
-    options = DecodeOptions(beam_size=k, num_hypotheses=k, constraints=cs)
+    sampled = dict(temperature=1.0, seed=seed) if k == 0 else {}
+    k = max(k, 1)
+    options = DecodeOptions(beam_size=k, num_hypotheses=k, constraints=cs, **sampled)
     job = Job([A], options, max_new, EOS, CollectSink())
     (greedy if k == 1 else beam)(job.search, random_model(seed))
     outputs = [h.tokens for h in job.result()]
