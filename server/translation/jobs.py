@@ -125,6 +125,10 @@ class StreamSink(Sink):
     held and go with the first token generated after the interval has passed, so one stream
     costs the event loop one wake-up and the client one message per interval instead of one
     per token, and never delays its start or its end (0 = every token at once).
+
+    ``swap``: the job's glossary terms go through surrogates; the tokens pass through it first
+    (``term_swap.TermSwap``: a surrogate is held back until its target replaces it), and the
+    last tuple has a third item, the ids the decoder was fed (hidden prefix left out).
     """
 
     streams = True
