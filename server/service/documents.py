@@ -71,7 +71,8 @@ Progress = Callable[[int], None]  # told how many more of the documents' sentenc
 # told the positions (among the documents' sentences, in order) and results of sentences decoded
 Decoded = Callable[[Sequence[int], Sequence[TranslationResult]], None]
 PROGRESS_STEPS = 32  # engine calls a request with progress is cut into, at most
-Aligning = Callable[[int, Sequence[int]], Awaitable[WordAlignment]]  # (sentence index, its token ids)
+# (sentence index, its token ids, the ids fed where glossary surrogates were swapped out of them)
+Aligning = Callable[[int, Sequence[int], Sequence[int]], Awaitable[WordAlignment]]
 
 
 @dataclass
@@ -447,7 +448,7 @@ async def stream(
     :class:`DocumentEvents`): one event per batch of tokens the engine hands out, the events of
     sentence k only after every sentence before it has finished. The deltas add up to the
     document :func:`translate` returns; the last event carries the longest queue time.
-    ``align(sentence, token_ids)``: the alignment that places a finished sentence's inline
+    ``align(sentence, token_ids, written_ids)``: the alignment that places a finished sentence's inline
     markup (documents split with ``place_inline``), awaited before its last event goes out.
     """
     if not prepared.sources:
@@ -475,7 +476,8 @@ async def stream(
                 async for event in engine.stream(checked, deadline=_engine_deadline(deadline)):
                     generated += event.token_ids
                     if event.finish_reason is not None and align and prepared.document.segments[indices[0]].inline:
-                        order.placed.update(dict.fromkeys(indices, await align(indices[0], generated)))
+                        placed = await align(indices[0], generated, event.written_ids)
+                        order.placed.update(dict.fromkeys(indices, placed))
                     for index in indices:
                         queue.put_nowait((index, event))
             except Exception as exc:

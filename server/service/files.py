@@ -130,7 +130,7 @@ class FileTranslation:
         )
         service = self.service
         async with service.validate(wanted, file=True) as valid:
-            prepared = await service.split(valid)
+            valid, prepared = await service.split(valid)
             total = sum(p.segments for p in prepared)
             done = 0
 
