@@ -17,6 +17,7 @@ Garg et al. 2019 (``benchmarks/alignment_aer.py`` measures it against the gold s
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,7 +42,7 @@ def word_of_offsets(text: str, offsets: Sequence[tuple[int, int]]) -> list[int |
         if end <= start:
             out.append(None)
             continue
-        word = int(np.searchsorted(starts, start, side="right")) - 1
+        word = bisect.bisect_right(starts, start) - 1
         if word < 0 or start >= spans[word][1]:  # starts in the whitespace before the next word
             word += 1
         out.append(word if 0 <= word < len(spans) else None)

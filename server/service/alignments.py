@@ -64,9 +64,8 @@ def _find(ids: list[int], part: list[int]) -> int | None:
 
 def target_words(tokenizer: Tokenizer, token_ids: Sequence[int]) -> list[int | None]:
     """The word of the translation each generated id belongs to (``word_of_prefixes``)."""
-    pieces = [
-        tokenizer.decode(list(token_ids[: k + 1]), skip_special_tokens=True).strip() for k in range(len(token_ids))
-    ]
+    prefixes = [list(token_ids[: k + 1]) for k in range(len(token_ids))]
+    pieces = [text.strip() for text in tokenizer.decode_batch(prefixes, skip_special_tokens=True)] if prefixes else []
     return word_of_prefixes(pieces)
 
 
