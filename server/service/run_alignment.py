@@ -5,8 +5,8 @@ Only paragraphs with words in two runs or more need them (one run takes the whol
 and a paragraph repeated in the file is aligned once. Their sentences are aligned on the work
 pool as the engine finishes them, in tasks of ``ALIGN_BATCH`` paragraphs, while the engine
 decodes the rest of the file: onnxruntime runs both without the GIL, so where a core is free
-the aligner's pass (about 0.9 ms a sentence for the bundled translator) is not added to the
-file's time; on a busy server it is.
+most of the aligner's pass (about 0.8 ms a sentence for the bundled translator, about what
+decoding it costs) is not added to the file's time; on a busy server it is.
 """
 
 from __future__ import annotations
