@@ -238,6 +238,7 @@ class DecodeScheduler:
 
     def _step(self) -> None:
         slots = self.slots
+        live = slots.live_rows  # rows the step decodes for a job (those that finish now included)
         logits = self.runner.step(self.cache, slots.tokens[:, None])  # (B, V); the last results go out first
         step = StepLogits(logits, self.never, self._any_scores, self._any_argmax, self._mask_when_won)
         now = time.perf_counter()
@@ -270,7 +271,7 @@ class DecodeScheduler:
         slots.tokens = next_tokens if all_argmax else np.array(next_tokens, dtype=np.int64)
         self.steps_total += 1
         self.tokens_generated_total += generated
-        slots.account_step()
+        slots.account_step(live)
         if self.on_step is not None:
             try:
                 self.on_step(slots.live_rows, generated)

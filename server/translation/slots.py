@@ -132,9 +132,9 @@ class SlotTable:
         else:
             self.min_live_pad = int(pad[np.concatenate(live)].min()) if live else 0
 
-    def account_step(self) -> None:
-        """A step ran over every row: add what free rows and unneeded columns cost."""
-        live = self.live_rows
+    def account_step(self, live: int) -> None:
+        """A step ran over every row, ``live`` of them a job's (rows that finished at this step
+        count as live: they made a token): add what the free rows and unneeded columns cost."""
         self.waste += len(self.owner) - live  # free slots (owner: one entry per row)
         if self.min_live_pad:
             self.waste += COLUMN_COST * live * self.min_live_pad / self.cache.P

@@ -194,6 +194,32 @@ def test_cross_kv_is_sized_to_the_longest_source_exactly(tiny_any):
     assert all(job.state is JobState.FINISHED for job in jobs) and scheduler.kv_cache_bytes == 0
 
 
+def test_a_slot_a_waiting_text_takes_at_the_next_boundary_wastes_nothing(tiny):
+    """A row whose text finished at a step made a token in that step: while waiting texts take
+    every freed slot at the next boundary, no row-step was wasted and the in-place cache is not
+    compacted (counting the finished rows as idle compacted a full batch every few steps; a
+    left-padded cache still compacts there, to drop the columns the oldest rows leave unneeded)."""
+    encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
+    spec = model_spec(tiny.manifest)
+    scheduler = DecodeScheduler(encoder, decoder, spec, EngineSettings(max_active_sequences=4))
+    # 4 rows that end one step apart, then texts of 4 tokens: about one row ends at every step
+    lengths = [1, 2, 3, 4] + [4] * 16
+    jobs = [
+        Job([5 + i, 6, 7, spec.eos_id], DecodeOptions(), n, spec.eos_id, CollectSink()) for i, n in enumerate(lengths)
+    ]
+    with scheduler.waiting.locked() as waiting:
+        waiting.extend(jobs)
+    refilled = 0
+    while len(scheduler.waiting) >= 4:  # whatever ends at a step is replaced at the next boundary
+        before = scheduler.slots.compactions
+        scheduler.run_once(scheduler.plan())
+        assert scheduler.slots.compactions == before, "compacted a batch whose free slots were all refilled"
+        refilled += 1
+    assert refilled >= 10
+    scheduler.run_until_idle([])
+    assert all(job.state is JobState.FINISHED for job in jobs)
+
+
 def _decode_with_placement(tiny, placement, texts, options, sessions=None):
     encoder, decoder = sessions or load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
     scheduler = DecodeScheduler(encoder, decoder, model_spec(tiny.manifest), EngineSettings(), placement)
