@@ -285,10 +285,10 @@ def placement_for(session) -> Placement:
     return Placement()
 
 
-def make_cache(spec, decoder, placement: Placement):
+def make_cache(spec, decoder, placement: Placement, max_rows: int = 1 << 30):
     """The cache of ``spec``'s layout (model.json ``kv_cache``): :class:`~.slot_cache.InPlaceCache`
-    for an in-place decoder, in the dtype of its past inputs (fp16 graphs keep an fp16 cache), else
-    the left-padded :class:`KVCache`."""
+    for an in-place decoder, in the dtype of its past inputs (fp16 graphs keep an fp16 cache), for
+    batches of up to ``max_rows`` rows; else the left-padded :class:`KVCache`."""
     from .slot_cache import InPlaceCache
 
     if not spec.decoder_io.in_place:
@@ -297,7 +297,7 @@ def make_cache(spec, decoder, placement: Placement):
     dtype = np.float16 if types.get(spec.decoder_io.past[0]) == "tensor(float16)" else np.float32
     if placement.device == "cuda":
         raise ProviderError(IN_PLACE_ON_CUDA)
-    return InPlaceCache(spec.num_layers, spec.num_heads, spec.head_dim, placement, dtype)
+    return InPlaceCache(spec.num_layers, spec.num_heads, spec.head_dim, placement, dtype, max_rows=max_rows)
 
 
 def assign_cross(cache, slots: np.ndarray, new: NewRows) -> bool:

@@ -62,7 +62,7 @@ class DecodeScheduler:
     def __init__(self, encoder, decoder, spec: ModelSpec, settings: EngineSettings, placement: Placement | None = None):
         self.spec, self.settings = spec, settings
         placement = placement or Placement()
-        self.cache = make_cache(spec, decoder, placement)
+        self.cache = make_cache(spec, decoder, placement, settings.max_active_sequences)
         self.slots = SlotTable(self.cache, spec.start_id, spec.pad_id)
         self.outbox = Outbox()  # results for the event loops, sent right before each model run (module docstring)
         self.runner = ModelRunner(encoder, decoder, spec, placement, before_run=self.outbox.flush)

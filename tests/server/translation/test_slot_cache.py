@@ -105,10 +105,39 @@ def test_rows_keep_their_own_cache_through_joins_leaves_copies_compactions_and_g
             valid = src_mask[r].astype(bool)
             assert (cross[r, 0, valid, 0] == source[r]).all() and valid.sum() == cache.src_len[r]
         per_token = 2 * LAYERS * H * D
-        assert cache.nbytes == len(history) * per_token * 4 * (cache.capacity + cache.L)
+        batch_bytes = len(history) * per_token * 4 * (cache.capacity + cache.L)
+        if placement.device is None:  # a compaction in place keeps the buffers' rows past the batch
+            assert cache.nbytes == _allocated(cache.past + cache.cross) >= batch_bytes
+        else:
+            assert cache.nbytes == batch_bytes
     assert compactions > 10 and cache.growths >= 2 and cache.capacity >= 16
     cache.clear()
     assert cache.rows == cache.nbytes == 0
+
+
+def _allocated(arrays: list[np.ndarray]) -> int:
+    """Bytes of the memory ``arrays`` are views of (each buffer once)."""
+    bases = {id(b): b for b in (a if a.base is None else a.base for a in arrays)}
+    return sum(b.nbytes for b in bases.values())
+
+
+def test_a_compaction_within_the_buffers_moves_only_the_rows_past_the_kept_ones():
+    """Rows 1 and 3 of 5 leave: row 4 moves into slot 1, rows 0 and 2 stay, in the same buffers,
+    whose first three rows become the batch (nothing is allocated)."""
+    cache = InPlaceCache(LAYERS, H, D, initial_capacity=4)
+    cache.start(_new_rows([3, 5, 2, 4, 6], 100.0))
+    for step in range(3):
+        _decoder_step(cache, float(10 * step))
+    before = [t.__array_interface__["data"][0] for t in cache.past + cache.cross]
+    rows = cache.past[0].copy()
+    cache.compact(np.array([0, 4, 2]), extra=0)
+    assert [t.__array_interface__["data"][0] for t in cache.past + cache.cross] != before  # cross: encoder's, copied
+    cache.free(np.array([1]))
+    cache.compact(np.array([0, 2]), extra=1)
+    assert cache.past[0].__array_interface__["data"][0] == before[0] and cache.rows == 3
+    np.testing.assert_array_equal(cache.past[0][0, :, :3], rows[0, :, :3])
+    np.testing.assert_array_equal(cache.past[0][1, :, :3], rows[2, :, :3])
+    assert cache.seqlens.tolist() == [3, 3, 0] and cache.src_len.tolist()[:2] == [3, 2]
 
 
 def test_the_capacity_doubles_but_never_past_what_a_running_row_may_reach():
