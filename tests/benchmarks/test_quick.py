@@ -468,6 +468,7 @@ def test_kv_inplace_cuda_dry_run_on_the_cpu(tmp_path):
     assert kv_inplace_cuda.main(argv) == 0
     result = json.loads((out / "kv-inplace-cuda.json").read_text())
     assert result["tokens_vs_cpu_fp32"]["fp32 left-padded (MultiHeadAttention)"]["sequences_equal"] == 1.0
+    assert result["verdict"] == "ok"  # the fp16 in-place tokens agree as the fp16 left-padded ones do
     assert {r["contender"] for r in result["ms_per_token"]} == set(kv_inplace_cuda.CONTENDERS)
     assert all(r["ms_per_token"] > 0 and "ratio_to_shortest" in r for r in result["ms_per_token"])
     batching = result["batching_in_process"]
