@@ -203,14 +203,15 @@ class InPlaceCache:
         dst, src = moved, keep[moved]
         past = self._held(self.past, self._past_held, B)
         if past is None or capacity != self.capacity:
-            self._past_held = past = self._copied(self.past, keep, capacity, cols, self.dtype, self._room(B))
+            rows = self._room(B) if B > self.rows else B  # room when the batch grows
+            self._past_held = past = self._copied(self.past, keep, capacity, cols, self.dtype, rows)
             self.capacity = capacity
         else:
             for t in past:
                 t[dst, :, :cols] = t[src, :, :cols]  # the right side is gathered first: overlaps are safe
         cross = self._held([*self.cross, self.src_mask], self._cross_held, B)
         if cross is None or L != self.L:
-            rows = self._room(B)
+            rows = self._room(B) if B > self.rows else B  # room when the batch grows
             cross = self._copied(self.cross, keep, L, L, np.float32, rows, zeros=True)
             mask = np.zeros((rows, L), np.int32)
             mask[:k] = self.placement.to_host(self.src_mask)[keep, :L]
@@ -261,11 +262,10 @@ class InPlaceCache:
         return out
 
     def _resize(self, capacity: int) -> None:
-        """Every buffer with ``capacity`` columns, the cached ones copied (the batch's rows, with the
-        room the buffers had)."""
+        """Every buffer with ``capacity`` columns, the batch's rows only, their cached columns copied."""
         rows, put = np.arange(self.rows), self.placement.from_host
-        past = self._copied(self.past, rows, capacity, min(self.capacity, capacity), self.dtype, self._room(self.rows))
-        self.past, self.capacity = [put(t[: self.rows]) for t in past], capacity
+        past = self._copied(self.past, rows, capacity, min(self.capacity, capacity), self.dtype, self.rows)
+        self.past, self.capacity = [put(t) for t in past], capacity
         self._past_held = past if self.placement.device is None else []
         self.version += 1
 
