@@ -23,7 +23,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from .common import add_common_arguments, header, interleaved, machine, table, write_results
+from .common import add_common_arguments, header, interleaved, linked_repo, machine, table, write_results
 from .server import start_server, wait_ready
 
 NAME = "alignments"
@@ -53,10 +53,7 @@ def tagged(text: str) -> str:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from attnserve.client import Client
 
-    repo = args.work_dir / "alignments-repo"
-    repo.mkdir(parents=True, exist_ok=True)
-    if not (repo / MODEL).exists():
-        (repo / MODEL).symlink_to(COMMITTED, target_is_directory=True)
+    repo = linked_repo(args.work_dir / "alignments-repo", MODEL, COMMITTED)
     repeats = args.repeats or (1 if args.quick else 7)
     texts = phrases()
     html = [tagged(t) for t in texts]

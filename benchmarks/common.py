@@ -75,6 +75,19 @@ def interleaved(runs: dict[str, Callable[[], Any]], repeats: int) -> tuple[dict[
     return timings, values
 
 
+def linked_repo(repo: Path, model: str, directory: Path) -> Path:
+    """``repo``, a model repository whose ``model`` is a link to ``directory`` (a committed
+    model directory, served as it is); a link left pointing elsewhere (another checkout) is
+    pointed here again."""
+    repo.mkdir(parents=True, exist_ok=True)
+    link = repo / model
+    if link.is_symlink() and link.resolve() != directory.resolve():
+        link.unlink()
+    if not link.exists():
+        link.symlink_to(directory, target_is_directory=True)
+    return repo
+
+
 def loadavg() -> tuple[float, float, float]:
     return os.getloadavg()
 

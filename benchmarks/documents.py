@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from .common import add_common_arguments, header, interleaved, machine, table, write_results
+from .common import add_common_arguments, header, interleaved, linked_repo, machine, table, write_results
 from .server import start_server, wait_ready
 
 NAME = "documents"
@@ -66,10 +66,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from attnserve.client import Client
     from attnserve.server.documents import DocumentSplitter, TokenBudget
 
-    repo = args.work_dir / "documents-repo"  # the committed model directory, what make serve serves
-    repo.mkdir(parents=True, exist_ok=True)
-    if not (repo / MODEL).exists():
-        (repo / MODEL).symlink_to(COMMITTED, target_is_directory=True)
+    # the committed model directory, what make serve serves
+    repo = linked_repo(args.work_dir / "documents-repo", MODEL, COMMITTED)
     chars = args.chars or (2_000 if args.quick else 10_000)
     repeats = args.repeats or (1 if args.quick else 5)
     text = document(chars)

@@ -28,7 +28,7 @@ import urllib.request
 import zipfile
 from typing import Any
 
-from .common import add_common_arguments, header, interleaved, machine, table, write_results
+from .common import add_common_arguments, header, interleaved, linked_repo, machine, table, write_results
 from .documents import COMMITTED, MODEL, document
 from .server import free_port, start_server, wait_ready
 
@@ -109,10 +109,8 @@ def paragraphs_of(translated: bytes) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    repo = args.work_dir / "documents-repo"  # the committed model directory, what make serve serves
-    repo.mkdir(parents=True, exist_ok=True)
-    if not (repo / MODEL).exists():
-        (repo / MODEL).symlink_to(COMMITTED, target_is_directory=True)
+    # the committed model directory, what make serve serves
+    repo = linked_repo(args.work_dir / "documents-repo", MODEL, COMMITTED)
     pages = args.pages or (2 if args.quick else 50)
     repeats = args.repeats or (1 if args.quick else 3)
     paragraphs = distinct([line for line in document(pages * PAGE_CHARS).splitlines() if line.strip()])

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from .errors import FileRefused, UnsupportedFile
 from .extracted import Extracted
 from .packages import read_docx, read_epub, read_odp, read_odt, read_pptx
-from .placement import Placement, Unit, place
+from .placement import Placement, Unit, holders, place, place_aligned, run_at
 from .text_files import read_html, read_md, read_srt, read_txt
 
 Reader = Callable[[bytes, int], Extracted]
@@ -62,4 +62,7 @@ def read(filename: str, data: bytes, max_file_bytes: int) -> Extracted:
     return reader(filename)(data, max_file_bytes)
 
 
-__all__ = ["READERS", "SUPPORTED", "Extracted", "FileRefused", "Placement", "Unit", "UnsupportedFile", "place", "read"]
+__all__ = [
+    "READERS", "SUPPORTED", "Extracted", "FileRefused", "Placement", "Unit", "UnsupportedFile", "holders", "place",
+    "place_aligned", "read", "run_at",
+]  # fmt: skip

@@ -21,12 +21,14 @@ class Extracted:
     sentences are decoded together. ``format``: the service's text format for all of them
     (``text``, or ``html`` for .html and EPUB pages). ``write(translations, placement)``: the
     translated file, ``translations[i]`` in place of ``texts[i]``, ``placement`` putting a
-    paragraph's translation onto its runs (``placement.place``; alignments plug in there)."""
+    paragraph's translation onto its runs (``placement.place``, or ``placement.place_aligned``
+    with word alignments). ``units``: for formats with runs, ``texts[i]``'s runs."""
 
     texts: tuple[str, ...]
     writer: Writer
     format: str = TEXT
     media_type: str = "application/octet-stream"
+    units: tuple[Unit, ...] = ()  # the runs of each text, where the format has runs (office files)
 
     def __post_init__(self) -> None:
         if not self.texts:

@@ -62,7 +62,8 @@ def _office(
         changed = {name for name, _ in found}
         return archive.rewrite(package, {n: archive.serialize_xml(trees[n]) for n in changed}, kind)
 
-    return Extracted(tuple(p.unit.text for _, p in found), write, media_type=MEDIA_TYPES[kind])
+    units = tuple(p.unit for _, p in found)
+    return Extracted(tuple(u.text for u in units), write, media_type=MEDIA_TYPES[kind], units=units)
 
 
 def read_docx(data: bytes, max_file_bytes: int) -> Extracted:

@@ -11,10 +11,14 @@ than runs), the first run with words takes the whole translation in its style an
 are emptied (their elements, and so their styles, stay). Runs without words (spaces,
 punctuation) are emptied: the translation carries its own.
 
-The seam for word alignments (``Hypothesis.alignments``, issue 34): a placement is a function
-``(unit, translation) -> run texts`` (:data:`Placement`), chosen by the file formats' caller
-(``service.files``); an aligned placement gives each target word the run of the source word
-it is aligned to, and falls back to :func:`place` where a word has no alignment.
+With word alignments (:func:`place_aligned`, issue 34): each translated word prefers the run
+of the source word it is aligned to, and the runs, which keep their order in the file (their
+elements carry the styles), take the contiguous stretches of the translation that agree with
+the most of those preferences, each run with words at least one word (a monotone segmentation
+found by dynamic programming). ``Monday, <b>March</b> 3, 2025`` -> ``Montag, <b>3. März</b>
+2025``: the bold run holds März, where proportions would give it "3.". Where the alignments
+say nothing, or the cases above are unsure, it is :func:`place`. A placement is a function
+``(unit, translation) -> run texts`` (:data:`Placement`), chosen by ``service.files``.
 """
 
 from __future__ import annotations
@@ -67,6 +71,16 @@ def _shares(weights: Sequence[int], n: int) -> list[int]:
     return out
 
 
+def _counts(unit: Unit) -> list[int]:
+    """Words per run (words with a letter or digit: not ":")."""
+    return [sum(any(ch.isalnum() for ch in word) for word in run.split()) for run in unit.runs]
+
+
+def holders(unit: Unit) -> list[int]:
+    """The runs with words in them: those a translation is shared out to."""
+    return [i for i, c in enumerate(_counts(unit)) if c]
+
+
 def place(unit: Unit, translation: str) -> list[str]:
     """The new text of every run of ``unit`` for ``translation`` of its text, by proportion of
     words (see the module docstring)."""
@@ -74,20 +88,25 @@ def place(unit: Unit, translation: str) -> list[str]:
     if len(runs) == 1:
         return [translation]
     words = translation.split()
-    counts = [sum(any(ch.isalnum() for ch in word) for word in run.split()) for run in runs]  # words, not ":"
-    holders = [i for i, c in enumerate(counts) if c]
+    counts = _counts(unit)
+    having = [i for i, c in enumerate(counts) if c]
     out = [""] * len(runs)
-    if not holders:
+    if not having:
         out[0] = translation
         return out
-    unsure = len(words) < len(holders) or any(
+    unsure = len(words) < len(having) or any(
         _splits_word(runs[i], unit.joints[i], runs[i + 1]) for i in range(len(runs) - 1)
     )
-    if unsure or len(holders) == 1:
-        out[holders[0]] = translation
+    if unsure or len(having) == 1:
+        out[having[0]] = translation
         return out
-    at = 0
-    for n, (i, share) in enumerate(zip(holders, _shares([counts[i] for i in holders], len(words)))):
+    return _written(unit, having, words, _shares([counts[i] for i in having], len(words)))
+
+
+def _written(unit: Unit, holders: list[int], words: list[str], shares: Sequence[int]) -> list[str]:
+    """Run texts: holder n takes the next ``shares[n]`` words; the other runs are emptied."""
+    out, at = [""] * len(unit.runs), 0
+    for n, (i, share) in enumerate(zip(holders, shares)):
         text = " ".join(words[at : at + share])
         at += share
         later = holders[n + 1] if n + 1 < len(holders) else None
@@ -95,3 +114,58 @@ def place(unit: Unit, translation: str) -> list[str]:
             text += " "  # the runs' own spaces were emptied with them; a tab or break between them is one
         out[i] = text
     return out
+
+
+def run_at(unit: Unit) -> list[int | None]:
+    """For every character of ``unit.text``: the run it belongs to (None inside a joint)."""
+    out: list[int | None] = []
+    for i, run in enumerate(unit.runs):
+        if i:
+            out += [None] * len(unit.joints[i - 1])
+        out += [i] * len(run)
+    return out
+
+
+def place_aligned(unit: Unit, translation: str, preferred: Sequence[int | None] | None) -> list[str]:
+    """The new text of every run for ``translation``, whose whitespace-separated words prefer
+    the runs ``preferred[j]`` (the run of the source word each is aligned to, or None): the
+    monotone split that agrees with the most preferences (module docstring); :func:`place`
+    where there is nothing to go by."""
+    words = translation.split()
+    if len(unit.runs) < 2 or preferred is None or len(preferred) != len(words):
+        return place(unit, translation)
+    having = holders(unit)
+    if len(having) < 2 or len(words) < len(having):
+        return place(unit, translation)
+    if any(_splits_word(unit.runs[i], unit.joints[i], unit.runs[i + 1]) for i in range(len(unit.runs) - 1)):
+        return place(unit, translation)
+    slot = {run: n for n, run in enumerate(having)}
+    wants = [slot.get(run) if run is not None else None for run in preferred]  # holder of each word, or None
+    if all(w is None for w in wants):
+        return place(unit, translation)
+    return _written(unit, having, words, _segment(wants, len(having)))
+
+
+def _segment(wants: Sequence[int | None], m: int) -> list[int]:
+    """Block sizes (m of them, each >= 1, in order) splitting the words so that the most words
+    land in the block they want; of equal splits, the one that moves on to the next block earliest."""
+    n = len(wants)
+    floor = -1
+    # best[j][h]: the most agreeing words among 0..j with word j in block h (blocks 0..h all used)
+    best = [[floor] * m for _ in range(n)]
+    came = [[0] * m for _ in range(n)]  # 1: word j-1 was in block h - 1
+    best[0][0] = int(wants[0] == 0)
+    for j in range(1, n):
+        for h in range(min(j + 1, m)):
+            stay = best[j - 1][h]
+            move = best[j - 1][h - 1] if h else floor
+            if stay < 0 and move < 0:
+                continue
+            came[j][h] = int(move > stay)
+            best[j][h] = max(stay, move) + int(wants[j] == h)
+    sizes, h = [0] * m, m - 1
+    for j in range(n - 1, -1, -1):
+        sizes[h] += 1
+        if j and came[j][h]:
+            h -= 1
+    return sizes

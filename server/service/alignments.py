@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from concurrent.futures import Executor
+from difflib import SequenceMatcher
 
 import numpy as np
 from tokenizers import Tokenizer
@@ -69,24 +70,41 @@ def target_words(tokenizer: Tokenizer, token_ids: Sequence[int]) -> list[int | N
     return word_of_prefixes(pieces)
 
 
+def written_words(words: Sequence[int | None], written: Sequence[int], token_ids: Sequence[int]) -> list[int | None]:
+    """The word of the translation each written (fed) id became, from ``words``, those of
+    ``token_ids``: the output is the written ids with some spans (glossary surrogates) swapped
+    for others (their targets), whose ids take the word of the first id put in their place."""
+    out: list[int | None] = [None] * len(written)
+    for op, i1, i2, j1, j2 in SequenceMatcher(None, written, token_ids, autojunk=False).get_opcodes():
+        for i in range(i1, i2):
+            if op == "equal":
+                out[i] = words[j1 + i - i1]
+            elif j1 < j2:  # replaced: the word of the first id put in its place (deleted: none)
+                out[i] = words[j1]
+    return out
+
+
 def _align(
     aligner: Aligner, tokenizer: Tokenizer, hidden: Sequence[int], sentences: list[tuple[str, str, Sequence[int]]],
-    outputs: list[tuple[str, Sequence[int]]],
+    outputs: list[tuple[str, Sequence[int], Sequence[int]]],
 ) -> list[WordAlignment]:  # fmt: skip
-    """Runs on the work pool: the aligner over every sentence, then the word links."""
-    pairs = [(ids, aligner.decoder_inputs(hidden, out_ids)) for (_, _, ids), (_, out_ids) in zip(sentences, outputs)]
+    """Runs on the work pool: the aligner over every sentence, then the word links. ``outputs``:
+    (translation, its ids, the ids the decoder was fed where glossary surrogates were swapped
+    out of them, else empty): the aligner reads what the decoder was fed, the model's own words,
+    whose attention is the model's (a target it never writes, teacher-forced, attends anywhere)."""
+    fed = [written or out_ids for _, out_ids, written in outputs]
+    pairs = [(ids, aligner.decoder_inputs(hidden, f)) for (_, _, ids), f in zip(sentences, fed)]
     attention = aligner.attention(pairs)  # per sentence (T, S)
     result = []
-    for (sentence, normalised, ids), (translation, out_ids), weights in zip(sentences, outputs, attention):
-        rows = weights[len(hidden) : len(hidden) + len(out_ids)] if len(out_ids) else np.zeros((0, len(ids)))
+    for (sentence, normalised, ids), (translation, out_ids, written), f, weights in zip(
+        sentences, outputs, fed, attention
+    ):
+        rows = weights[len(hidden) : len(hidden) + len(f)] if len(f) else np.zeros((0, len(ids)))
+        words = target_words(tokenizer, out_ids)
+        if written:
+            words = written_words(words, written, out_ids)
         result.append(
-            align_words(
-                sentence,
-                translation,
-                rows,
-                source_words(tokenizer, sentence, normalised, ids),
-                target_words(tokenizer, out_ids),
-            )
+            align_words(sentence, translation, rows, source_words(tokenizer, sentence, normalised, ids), words)
         )
     return result
 
@@ -110,7 +128,7 @@ async def align(
         counts.append(len(chosen))
         for hypothesis in chosen:
             work.append((segment.text, normalised, ids))
-            outputs.append((hypothesis.text.strip(), hypothesis.token_ids))
+            outputs.append((hypothesis.text.strip(), hypothesis.token_ids, hypothesis.written_ids))
     hidden = valid.options.prefix_ids[: valid.options.hide_prefix]
     loop = asyncio.get_running_loop()
     flat = await loop.run_in_executor(pool, _align, aligner, tokenizer, hidden, work, outputs) if work else []
@@ -131,13 +149,19 @@ def best_only(aligned: list[list[list[WordAlignment]]]) -> list[list[WordAlignme
 
 
 async def align_sentence(
-    valid: ValidTranslation, prepared: PreparedDocument, pool: Executor, index: int, token_ids: Sequence[int]
+    valid: ValidTranslation,
+    prepared: PreparedDocument,
+    pool: Executor,
+    index: int,
+    token_ids: Sequence[int],
+    written_ids: Sequence[int] = (),
 ) -> WordAlignment:
-    """The alignment of sentence ``index`` of a streamed document, from its generated ids."""
+    """The alignment of sentence ``index`` of a streamed document, from its generated ids (and
+    those the decoder was fed, where glossary surrogates were swapped out of them)."""
     aligner, tokenizer = require_aligner(valid.model), valid.model.engine.tokenizer
     segment = prepared.document.segments[index]
     work = [(segment.text, prepared.sources[index], prepared.ids[index])]
-    outputs = [(tokenizer.decode(list(token_ids), skip_special_tokens=True).strip(), token_ids)]
+    outputs = [(tokenizer.decode(list(token_ids), skip_special_tokens=True).strip(), token_ids, written_ids)]
     hidden = valid.options.prefix_ids[: valid.options.hide_prefix]
     loop = asyncio.get_running_loop()
     (alignment,) = await loop.run_in_executor(pool, _align, aligner, tokenizer, hidden, work, outputs)

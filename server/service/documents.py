@@ -49,7 +49,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import weakref
-from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -69,8 +68,11 @@ INLINE_SEGMENTS = 64  # requests of up to this many segments are joined back on 
 MAX_LANGUAGES = 64  # sentence splitters kept per engine, one per source language
 Work = list[tuple[str, Sequence[int], DecodeOptions]]  # (sentence, its ids, its options)
 Progress = Callable[[int], None]  # told how many more of the documents' sentences are decoded
+# told the positions (among the documents' sentences, in order) and results of sentences decoded
+Decoded = Callable[[Sequence[int], Sequence[TranslationResult]], None]
 PROGRESS_STEPS = 32  # engine calls a request with progress is cut into, at most
-Aligning = Callable[[int, Sequence[int]], Awaitable[WordAlignment]]  # (sentence index, its token ids)
+# (sentence index, its token ids, the ids fed where glossary surrogates were swapped out of them)
+Aligning = Callable[[int, Sequence[int], Sequence[int]], Awaitable[WordAlignment]]
 
 
 @dataclass
@@ -188,11 +190,13 @@ def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> 
 
 
 async def _decode_sentences(
-    valid: ValidTranslation, work: Work, finished: Callable[[Sequence[int]], None] | None = None
+    valid: ValidTranslation,
+    work: Work,
+    finished: Callable[[Sequence[int], Sequence[TranslationResult]], None] | None = None,
 ) -> list[TranslationResult]:
     """One result per (sentence, its ids, options), in order: sentences of equal options go to
     the engine in calls of at most ``max_texts_per_request``; a failure or a cancel abandons
-    every call. ``finished(indices)`` hears of every call's sentences as it finishes; the
+    every call. ``finished(indices, results)`` hears of every call's sentences as it finishes; the
     calls are then smaller (about 1/32 of the work each, the same sentences in flight), so a
     file's progress moves in steps a person sees."""
     engine, deadline = valid.model.engine, valid.request.deadline
@@ -211,7 +215,7 @@ async def _decode_sentences(
         prepared = engine.prepare(sentences, options, ids, max_new_tokens=valid.max_new_tokens)
         results = await engine.translate(prepared, deadline=_engine_deadline(deadline))
         if finished is not None:
-            finished(indices)
+            finished(indices, results)
         return results
 
     if len(calls) == 1:
@@ -326,20 +330,28 @@ async def translate_sentences(
     prepared: list[PreparedDocument],
     pool: Executor | None = None,
     progress: Progress | None = None,
+    decoded: Decoded | None = None,
 ) -> list[TranslationResult]:
     """One ``TranslationResult`` per sentence of every document, one document after another.
     ``progress(n)``: n more of the documents' sentences decoded (a sentence decoded once for
-    its repeats counts for each of them), as engine calls finish."""
+    its repeats counts for each of them), as engine calls finish; ``decoded(positions,
+    results)``: those sentences and their results, likewise."""
     distinct, order = await _off_loop(prepared, pool)(_distinct, valid, prepared)
     finished = None
-    if progress is not None:
-        occurrences = Counter(order)  # distinct sentence -> how many of the documents' sentences it is
+    if progress is not None or decoded is not None:
+        positions: dict[int, list[int]] = {}  # distinct sentence -> the documents' sentences it is
+        for position, i in enumerate(order):
+            positions.setdefault(i, []).append(position)
 
-        def finished(indices: Sequence[int]) -> None:
-            progress(sum(occurrences[i] for i in indices))
+        def finished(indices: Sequence[int], results: Sequence[TranslationResult]) -> None:
+            if progress is not None:
+                progress(sum(len(positions[i]) for i in indices))
+            if decoded is not None:
+                pairs = [(p, r) for i, r in zip(indices, results) for p in positions[i]]
+                decoded([p for p, _ in pairs], [r for _, r in pairs])
 
-    decoded = await _decode_sentences(valid, distinct, finished) if distinct else []
-    return [decoded[i] for i in order]
+    done = await _decode_sentences(valid, distinct, finished) if distinct else []
+    return [done[i] for i in order]
 
 
 async def join(
@@ -436,7 +448,7 @@ async def stream(
     :class:`DocumentEvents`): one event per batch of tokens the engine hands out, the events of
     sentence k only after every sentence before it has finished. The deltas add up to the
     document :func:`translate` returns; the last event carries the longest queue time.
-    ``align(sentence, token_ids)``: the alignment that places a finished sentence's inline
+    ``align(sentence, token_ids, written_ids)``: the alignment that places a finished sentence's inline
     markup (documents split with ``place_inline``), awaited before its last event goes out.
     """
     if not prepared.sources:
@@ -464,7 +476,8 @@ async def stream(
                 async for event in engine.stream(checked, deadline=_engine_deadline(deadline)):
                     generated += event.token_ids
                     if event.finish_reason is not None and align and prepared.document.segments[indices[0]].inline:
-                        order.placed.update(dict.fromkeys(indices, await align(indices[0], generated)))
+                        placed = await align(indices[0], generated, event.written_ids)
+                        order.placed.update(dict.fromkeys(indices, placed))
                     for index in indices:
                         queue.put_nowait((index, event))
             except Exception as exc:

@@ -14,7 +14,9 @@
    decoded together through continuous batching, as a long document is, with
    ``progress(done, total)`` told as engine calls finish;
 4. the translations are written back on the work pool, each paragraph's translation placed
-   on its runs (``files.placement``).
+   on its runs (``files.placement``): by word alignment where the paragraph has words in two
+   runs or more and the model has an aligner (their sentences aligned on the work pool as the
+   engine decodes the rest, ``run_alignment``), by proportion of words otherwise.
 
 Every door (LibreTranslate's ``/translate_file``, attnserve.v1 ``TranslateFile``, the web
 page) calls this, and stores or streams the bytes it returns.
@@ -23,14 +25,19 @@ page) calls this, and stores or streams the bytes it returns.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from .. import files
 from ..calls import Call
+from ..documents import PreparedDocument
 from ..errors import LimitExceeded
+from ..translation import TranslationResult
 from . import documents
-from .requests import Deadline, Detection, TranslationRequest
+from .documents import Progress
+from .requests import Deadline, Detection, TranslationRequest, ValidTranslation
+from .run_alignment import RunAligner
 from .translation import TranslationService, bounded
 
 FileProgress = Callable[[int, int], None]  # (sentences done, sentences in the file)
@@ -92,6 +99,24 @@ class FileTranslation:
             )  # fmt: skip
         return extracted
 
+    async def _translated(
+        self, valid: ValidTranslation, extracted: files.Extracted, prepared: list[PreparedDocument], advanced: Progress
+    ) -> tuple[list[TranslationResult], files.Placement]:
+        """The texts' results, and how their translations go onto their runs: by word alignment
+        for paragraphs with words in two runs or more where the model has an aligner, aligned as
+        the engine decodes the rest (``run_alignment``); by proportion otherwise."""
+        pool = self.service.pool
+        aligner = RunAligner(valid, extracted, prepared, pool)
+        try:
+            sentences = await documents.translate_sentences(
+                valid, prepared, pool, advanced, aligner.decoded if aligner.needed else None
+            )
+            results = await documents.join(valid, prepared, sentences, None, pool)
+            return results, await aligner.placement(results)
+        except BaseException:
+            await aligner.cancel()
+            raise
+
     async def translate(self, request: FileRequest, progress: FileProgress | None = None) -> TranslatedFile:
         extracted = await self.read(request.filename, request.content)
         wanted = TranslationRequest(
@@ -105,7 +130,7 @@ class FileTranslation:
         )
         service = self.service
         async with service.validate(wanted, file=True) as valid:
-            prepared = await service.split(valid)
+            valid, prepared = await service.split(valid)
             total = sum(p.segments for p in prepared)
             done = 0
 
@@ -117,12 +142,13 @@ class FileTranslation:
 
             if progress is not None:
                 progress(0, total)
-            results = await bounded(
-                documents.translate(valid, prepared, service.pool, advanced), valid.request.deadline
+            results, placement = await bounded(
+                self._translated(valid, extracted, prepared, advanced), valid.request.deadline
             )
             service.answered(valid, [max(r.queue_ms for r in results)])  # one item: the file
         translations = [r.hypotheses[0].text for r in results]
-        content = await asyncio.get_running_loop().run_in_executor(service.pool, extracted.write, translations)
+        write = functools.partial(extracted.write, translations, placement)
+        content = await asyncio.get_running_loop().run_in_executor(service.pool, write)
         return TranslatedFile(
             request.filename,
             content,

@@ -41,6 +41,7 @@ from attnserve.contract.target_text import target_side
 from ..config import ConfigError
 from ..errors import InvalidRequest, LimitExceeded, echo
 from ..translation import Constraint, DecodeOptions, TermTokens
+from ..translation.term_swap import separable
 from ..translation.terms import constraints_cost
 
 log = logging.getLogger(__name__)
@@ -110,20 +111,28 @@ def check_entries(entries: Entries, max_terms: int, max_chars: int) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class CompiledGlossary:
-    """A request's glossary on one model: each source term's target tokens, and the pattern that finds them."""
+    """A request's glossary on one model: each source term's target tokens, and the pattern that
+    finds them; ``surrogates``: the terms the search writes through a surrogate (``surrogates.py``)."""
 
     terms: Mapping[str, TermTokens]  # normalised source term -> its target
     pattern: re.Pattern[str]
+    surrogates: Mapping[str, TermTokens] = dataclasses.field(default_factory=dict)
+
+    def found(self, sentence: str) -> Counter[str]:
+        """The source terms of ``sentence`` (normalised as the tokenizer saw it) and how often each occurs."""
+        return Counter(m.group(0) for m in self.pattern.finditer(sentence))
 
     def constraints(self, sentence: str) -> tuple[Constraint, ...]:
-        """The terms of ``sentence`` (normalised as the tokenizer saw it), each with how often it occurs."""
-        found = Counter(self.terms[m.group(0)] for m in self.pattern.finditer(sentence))
-        by_target: Counter[TermTokens] = Counter()
-        first: dict[tuple, TermTokens] = {}
-        for term, n in found.items():  # two source terms with one target: that target owed for both
-            key = (term.spaced, term.initial)
-            by_target[first.setdefault(key, term)] += n
-        return tuple(Constraint(term, n) for term, n in by_target.items())
+        """The terms of ``sentence``, each with how often it occurs; written through their
+        surrogates unless the surrogates' spans could overlap (``term_swap.separable``)."""
+        found = self.found(sentence)
+        constraints = _grouped(found, self.surrogates, self.terms)
+        if self.surrogates and not separable(constraints):
+            constraints = _grouped(found, {}, self.terms)
+        return constraints
+
+    def with_surrogates(self, surrogates: Mapping[str, TermTokens]) -> CompiledGlossary:
+        return dataclasses.replace(self, surrogates=surrogates) if surrogates or self.surrogates else self
 
     def options(self, sentence: str, options: DecodeOptions, max_new_tokens: int) -> DecodeOptions:
         """``options`` with the constraints of ``sentence``; InvalidRequest when they do not fit."""
@@ -138,6 +147,20 @@ class CompiledGlossary:
                 f"({max_new_tokens}): raise max_new_tokens or shorten the sentence"
             )
         return dataclasses.replace(options, constraints=constraints)
+
+
+def _grouped(
+    found: Counter[str], surrogates: Mapping[str, TermTokens], terms: Mapping[str, TermTokens]
+) -> tuple[Constraint, ...]:
+    """One constraint per distinct term written: two source terms with one target (and one
+    surrogate) owe that target for both."""
+    by_term: Counter[TermTokens] = Counter()
+    first: dict[tuple, TermTokens] = {}
+    for source, n in found.items():
+        term = surrogates.get(source) or terms[source]
+        key = (term.spaced, term.initial, term.target_tokens)
+        by_term[first.setdefault(key, term)] += n
+    return tuple(Constraint(term, n) for term, n in by_term.items())
 
 
 @lru_cache(maxsize=64)  # a server's default glossary is compiled once per model and pair

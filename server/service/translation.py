@@ -37,7 +37,7 @@ from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
 from ..translation import DecodeOptions, StreamEvent
-from . import alignments, documents, pivot
+from . import alignments, documents, pivot, surrogates
 from .detection import make_detector
 from .glossary import DefaultGlossaries, check_entries, compile_glossary
 from .languages import apply
@@ -114,7 +114,7 @@ class TranslationService:
             # html / markdown: inline markup stays inside its sentence and is placed by alignment
             # where the model has an aligner (issue 34); otherwise sentences are cut at it
             place = request.format != TEXT and valid.model.aligner is not None
-            prepared = await self.split(valid, place)
+            valid, prepared = await self.split(valid, place)
             sentences = await bounded(documents.translate_sentences(valid, prepared, self.pool), valid.request.deadline)
             aligned = None
             if request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments)):
@@ -144,7 +144,7 @@ class TranslationService:
             return
         async with self.validate(request) as valid:
             place = request.format != TEXT and valid.model.aligner is not None  # as translate() places it
-            (prepared,) = await self.split(valid, place)
+            valid, (prepared,) = await self.split(valid, place)
             align = functools.partial(alignments.align_sentence, valid, prepared, self.pool) if place else None
             events = documents.stream(valid, prepared, align)
             try:
@@ -303,14 +303,20 @@ class TranslationService:
 
     # ---------------------------------------------------------------- bookkeeping
 
-    async def split(self, valid: ValidTranslation, place_inline: bool = False) -> list[PreparedDocument]:
-        """The request's documents (sentences and their ids); the request's sentence and character
-        metrics. ``place_inline``: inline markup kept inside its sentence, placed by alignment."""
+    async def split(
+        self, valid: ValidTranslation, place_inline: bool = False
+    ) -> tuple[ValidTranslation, list[PreparedDocument]]:
+        """The request's documents (sentences and their ids), and the request with its glossary's
+        surrogates for the terms they contain (``surrogates.attach``); the request's sentence and
+        character metrics. ``place_inline``: inline markup kept inside its sentence, placed by alignment."""
         prepared = await documents.split_documents(valid, self.pool, place_inline)
         name = valid.model.name
         self.metrics.request_sentences.labels(name).observe(sum(p.segments for p in prepared))
         self.metrics.request_characters.labels(name).observe(sum(len(t) for t in valid.request.texts))
-        return prepared
+        if valid.glossary is not None:
+            sentences = (s for p in prepared for s in p.sources)
+            valid = await bounded(surrogates.attach(valid, sentences), valid.request.deadline)
+        return valid, prepared
 
     def answered(self, valid: ValidTranslation, queue_ms: list[float]) -> None:
         """Texts answered: the call's count and queue time (KServe's statistics) and the metric."""

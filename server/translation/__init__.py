@@ -4,7 +4,8 @@
 checks and tokenises a request once; the scheduler thread (``scheduler.py``) repeats plan
 (``planner.py``, over the ``waiting.py`` queue) -> run (``slots.py``, ``cache.py``,
 ``runner.py``) -> update (``search.py``: greedy, beam search, sampling; ``constraints.py`` and
-``constrained_beam.py``: the same writing a glossary's terms, ``terms.py``); ``jobs.py`` holds
+``constrained_beam.py``: the same writing a glossary's terms, ``terms.py``, whose surrogates
+``term_swap.py`` swaps for their targets); ``jobs.py`` holds
 a text's state and where its results go; ``detok.py`` detokenises streams incrementally.
 See docs/architecture.md.
 """

@@ -23,7 +23,7 @@ from attnserve.server.errors import InvalidRequest, ShuttingDown
 
 from .cache import placement_for
 from .detok import IncrementalDetokenizer
-from .jobs import CollectSink, Gather, Job, StreamSink
+from .jobs import CollectSink, Gather, Job, StreamSink, stream_swap
 from .options import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
 from .requests import Prepared, RequestChecker
 from .scheduler import DecodeScheduler
@@ -203,6 +203,7 @@ class TranslationEngine:
                 logprob=float(h.logprob),
                 score=float(h.score),
                 finish_reason=h.finish_reason,
+                written_ids=list(h.written[hide:]) if h.written is not None else [],
             )
             for h in job.result()
         ]
@@ -238,7 +239,8 @@ class TranslationEngine:
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         interval_s = self.settings.stream_interval_ms / 1e3
-        sink = StreamSink(self._scheduler.outbox, loop, queue, interval_s, prepared.options.hide_prefix)
+        o = prepared.options
+        sink = StreamSink(self._scheduler.outbox, loop, queue, interval_s, o.hide_prefix, stream_swap(o))
         job = self._job(prepared.sources[0], prepared, sink, _deadline(deadline, timeout_s))
         self._scheduler.submit([job])
         detok = IncrementalDetokenizer(self.tokenizer)
@@ -247,11 +249,12 @@ class TranslationEngine:
                 item = await queue.get()
                 if isinstance(item, BaseException):
                     raise item
-                token_ids, finish_reason = item  # shown tokens only: the sink drops the hidden prefix
+                token_ids, finish_reason = item[:2]  # shown tokens only: the sink drops the hidden prefix
                 delta = detok.push(token_ids) if token_ids else ""
                 if finish_reason is not None:
                     queue_ms = 1000 * (job.t_admit - job.t_submit)
-                    yield StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason, queue_ms)
+                    written = item[2] if len(item) > 2 else ()  # the ids fed, where surrogates were swapped out
+                    yield StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason, queue_ms, written)
                     return
                 yield StreamEvent(delta, tuple(token_ids), None)
         finally:

@@ -18,6 +18,7 @@ import numpy as np
 
 from .options import DecodeOptions
 from .search import Finished, Search, make_search
+from .term_swap import TermSwap, swap
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,10 @@ class StreamSink(Sink):
     held and go with the first token generated after the interval has passed, so one stream
     costs the event loop one wake-up and the client one message per interval instead of one
     per token, and never delays its start or its end (0 = every token at once).
+
+    ``swap``: the job's glossary terms go through surrogates; the tokens pass through it first
+    (``term_swap.TermSwap``: a surrogate is held back until its target replaces it), and the
+    last tuple has a third item, the ids the decoder was fed (hidden prefix left out).
     """
 
     streams = True
@@ -135,17 +140,26 @@ class StreamSink(Sink):
         queue: asyncio.Queue,
         interval_s: float = 0.0,
         hidden: int = 0,
+        swap: TermSwap | None = None,
     ) -> None:
         self.outbox, self.loop, self.queue, self.interval_s = outbox, loop, queue, interval_s
         self.hidden = hidden  # leading tokens the client does not see (a hidden forced prefix)
+        self.swap = swap  # a job's glossary terms written through surrogates (term_swap.py)
+        self.written: list[int] = []  # with a swap: the tokens fed after the hidden ones, for the last post
+        self.unwritten = hidden  # hidden tokens still to come, which ``written`` leaves out
         self.held: list[int] = []
         self.next_post = 0.0  # perf_counter time before which a token is held
 
     def token(self, job: Job, token_id: int, finish_reason: str | None) -> None:
-        if self.hidden:  # a hidden forced token: never passed on
-            self.hidden -= 1
-        else:
-            self.held.append(token_id)
+        if self.swap is None:
+            self._shown(token_id)
+        else:  # surrogates held back until swapped for their terms' targets (term_swap.py)
+            if self.unwritten:
+                self.unwritten -= 1
+            else:
+                self.written.append(token_id)
+            for shown in self.swap.push(token_id) + (self.swap.flush() if finish_reason is not None else []):
+                self._shown(shown)
         if finish_reason is None:
             if not self.held:
                 return
@@ -155,7 +169,16 @@ class StreamSink(Sink):
                     return
                 self.next_post = now + self.interval_s
         held, self.held = self.held, []
+        if finish_reason is not None and self.swap is not None:  # the fed tokens go with the last
+            self.outbox.post(self.loop, self.queue.put_nowait, (held, finish_reason, tuple(self.written)))
+            return
         self.outbox.post(self.loop, self.queue.put_nowait, (held, finish_reason))
+
+    def _shown(self, token_id: int) -> None:
+        if self.hidden:  # a hidden forced token: never passed on
+            self.hidden -= 1
+        else:
+            self.held.append(token_id)
 
     def fail(self, job: Job, error: BaseException) -> None:
         self.outbox.post(self.loop, self.queue.put_nowait, error)
@@ -221,6 +244,7 @@ class Job:
         self.deadline = deadline
         self.group = group
         self.search: Search = make_search(options, max_new_tokens, eos_id)
+        self.swaps = has_surrogates(options)  # glossary terms written through surrogates (term_swap.py)
         self.state = JobState.WAITING
         self.cancel_requested = False  # set from the event loop; acted on at the next step boundary
         # admission reserves every beam's row and its whole length up front
@@ -249,4 +273,18 @@ class Job:
         return int(self.src_ids.shape[0])
 
     def result(self) -> list[Finished]:
-        return self.search.result()
+        """The search's hypotheses, with surrogates swapped for their terms' targets."""
+        finished = self.search.result()
+        if not self.swaps:
+            return finished
+        terms, skip = self.options.constraints, len(self.options.prefix_ids)
+        return [Finished(swap(terms, h.tokens, skip), h.logprob, h.score, h.finish_reason, h.tokens) for h in finished]
+
+
+def has_surrogates(options: DecodeOptions) -> bool:
+    return any(c.term.target_tokens is not None for c in options.constraints)
+
+
+def stream_swap(options: DecodeOptions) -> TermSwap | None:
+    """A stream's :class:`~.term_swap.TermSwap` when its terms have surrogates (its sink's)."""
+    return TermSwap(options.constraints, len(options.prefix_ids)) if has_surrogates(options) else None

@@ -3,7 +3,7 @@ messages onto these; the translation service, ``server/service``, calls the engi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .terms import Constraint
 
@@ -95,6 +95,9 @@ class Hypothesis:
     logprob: float
     score: float
     finish_reason: str  # "eos" | "length"
+    # The ids the decoder was fed, where glossary terms went through surrogates that token_ids has
+    # swapped for their targets (the aligner reads these: server/service/alignments.py); else empty.
+    written_ids: list[int] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -113,3 +116,4 @@ class StreamEvent:
     token_ids: tuple[int, ...]  # the tokens generated since the previous event (hidden prefix left out)
     finish_reason: str | None  # set on the last event only ("eos" | "length")
     queue_ms: float = 0.0  # the last event only: submitted -> admitted into the decode batch
+    written_ids: tuple[int, ...] = ()  # the last event only: as Hypothesis.written_ids, for the whole stream

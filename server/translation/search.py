@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .options import DecodeOptions
+from .terms import constraints_growth
 
 NEG_INF = np.float32(-np.inf)
 
@@ -71,6 +72,7 @@ class Finished:
     logprob: float
     score: float
     finish_reason: str  # "eos" | "length"
+    written: list[int] | None = None  # the tokens the decoder was fed, where glossary surrogates were swapped out
 
 
 class StepLogits:
@@ -239,13 +241,15 @@ def _constrained_search(options: DecodeOptions, max_new_tokens: int, eos_id: int
     from .constraints import GuidedSearch
 
     prefix, terms = tuple(options.prefix_ids), options.constraints
+    # terms written through surrogates may make the output longer once swapped (term_swap.py)
+    limit = max_new_tokens - constraints_growth(terms)
     if options.beam_size > 1:
         o = options
         return ConstrainedBeamSearch(
-            o.beam_size, max_new_tokens, o.length_penalty, o.num_hypotheses, eos_id, terms, prefix, o.hide_prefix
+            o.beam_size, limit, o.length_penalty, o.num_hypotheses, eos_id, terms, prefix, o.hide_prefix
         )
     chooser = _chooser(options)
-    return GuidedSearch(chooser, eos_id, max_new_tokens, terms, prefix, options.return_scores, options.hide_prefix)
+    return GuidedSearch(chooser, eos_id, limit, terms, prefix, options.return_scores, options.hide_prefix)
 
 
 def _chooser(options: DecodeOptions) -> Argmax | Sampler:

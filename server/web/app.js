@@ -5,7 +5,7 @@
 const $ = (id) => document.getElementById(id);
 const KEY_STORE = "attnserve.apiKey";
 const FORMAT_NAMES = { text: "Plain text", html: "HTML", markdown: "Markdown" };
-const state = { languages: [], settings: {} };
+const state = { languages: [], settings: {}, maps: [] };
 
 function apiKey() {
   return $("api-key").value.trim();
@@ -90,11 +90,13 @@ async function translateText() {
         target: $("target").value,
         format: $("format").value,
         api_key: apiKey(),
+        ...($("show-map").checked ? { attention: true } : {}),
       }),
     });
     const body = await reply.json().catch(() => ({}));
     if (!reply.ok) throw new Error(body.error || `HTTP ${reply.status}`);
     $("result").value = body.translatedText;
+    showMaps(body.attention || []);
     const detected = body.detectedLanguage;
     $("detected").textContent = detected ? `Detected: ${nameOf(detected.language)}, ${detected.confidence}%` : "";
     say("Translated.");
@@ -103,6 +105,50 @@ async function translateText() {
   } finally {
     button.disabled = false;
   }
+}
+
+// The attention map of one sentence: a table, a row per translation word, a column per source
+// word, each cell shaded by the attention that row paid to that column (scaled to the largest).
+function drawMap(map) {
+  const table = document.createElement("table");
+  table.className = "attention";
+  const peak = Math.max(...map.weights.flat(), 1e-9);
+  const head = table.createTHead().insertRow();
+  head.appendChild(document.createElement("th"));
+  for (const word of map.source) {
+    const th = document.createElement("th");
+    th.scope = "col";
+    th.textContent = word;
+    head.appendChild(th);
+  }
+  const body = table.createTBody();
+  map.target.forEach((word, j) => {
+    const row = body.insertRow();
+    const th = document.createElement("th");
+    th.scope = "row";
+    th.textContent = word;
+    row.appendChild(th);
+    (map.weights[j] || []).forEach((w, i) => {
+      const cell = row.insertCell();
+      cell.style.background = `rgba(11, 92, 173, ${(w / peak).toFixed(3)})`;
+      cell.title = `${word} → ${map.source[i]}: ${w.toFixed(2)}`;
+      const value = document.createElement("span");
+      value.className = "sr-only";
+      value.textContent = w.toFixed(2);
+      cell.appendChild(value);
+    });
+  });
+  $("attention-map").replaceChildren(table);
+}
+
+function showMaps(maps) {
+  state.maps = maps;
+  $("map-box").hidden = !maps.length;
+  if (!maps.length) return;
+  const pick = $("map-sentence");
+  pick.replaceChildren(...maps.map((m, k) => option(String(k), `${k + 1}: ${m.source.join(" ")}`)));
+  pick.disabled = maps.length < 2;
+  drawMap(maps[0]);
 }
 
 function translateFile() {
@@ -180,6 +226,10 @@ async function start() {
     $("chars").textContent = `${$("text").value.length} / ${state.settings.charLimit || "?"}`;
   });
   $("file-translate").addEventListener("click", translateFile);
+  $("map-sentence").addEventListener("change", () => drawMap(state.maps[Number($("map-sentence").value)]));
+  $("show-map").addEventListener("change", () => {
+    if (!$("show-map").checked) showMaps([]);
+  });
   try {
     [state.settings, state.languages] = await Promise.all([getJson("/frontend/settings"), getJson("/languages")]);
     fillPickers();

@@ -4,10 +4,11 @@ LibreTranslate's own clients).
 - ``POST /translate``: ``q`` (a text or a list), ``source`` (a code or ``auto``), ``target``,
   ``format`` (``text`` / ``html`` / ``markdown``), ``alternatives`` n, ``api_key``, and the
   extension fields ``glossary`` (an object, term -> target term, ``""`` keeps the term; in a
-  form, that object as JSON) and ``alignments`` (true: per text, one ``"i-j ..."`` string per
-  sentence); JSON or a form -> ``{"translatedText", "alternatives", "detectedLanguage"}``, and
-  ``"pivot": "en"`` when no model serves the pair directly and the texts went through that
-  language (two models);
+  form, that object as JSON), ``alignments`` (true: per text, one ``"i-j ..."`` string per
+  sentence) and ``attention`` (true: the alignments, and per text, per sentence, its words, its
+  translation's words and the word-level cross-attention, as the web page draws it); JSON or
+  a form -> ``{"translatedText", "alternatives", "detectedLanguage"}``, and ``"pivot": "en"``
+  when no model serves the pair directly and the texts went through that language (two models);
 - ``POST /detect``: ``q`` -> ``[{"confidence", "language"}]``, best first (403 when language
   detection is off);
 - ``GET /languages``: ``[{"code", "name", "targets"}]`` of the served translation models (targets
@@ -38,11 +39,13 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 from aiohttp import web
 
 from ... import files, params
 from ...calls import Call
 from ...documents import FORMATS, TEXT
+from ...documents.alignment import WordAlignment
 from ...errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat, echo
 from ...service.requests import Translated, TranslationRequest
 from ...service.routing import LanguageNotServed, language_name
@@ -199,7 +202,17 @@ def upstream_words() -> Iterator[None]:
         raise InvalidRequest(f"Invalid request: alternatives parameter must be <= {int(exc.maximum) - 1}") from None
 
 
-def _reply(done: Translated, batch: bool, alternatives: int) -> dict[str, Any]:
+def _attention(a: WordAlignment) -> dict[str, Any]:
+    """One sentence's word-level cross-attention: its words, its translation's words, and a row
+    of weights over the source words for every target word (rows sum to 1)."""
+    return {
+        "source": [a.source[s:e] for s, e in a.source_spans],
+        "target": [a.target[s:e] for s, e in a.target_spans],
+        "weights": np.round(a.attention.astype(np.float64), 4).tolist(),
+    }
+
+
+def _reply(done: Translated, batch: bool, alternatives: int, attention: bool = False) -> dict[str, Any]:
     best = [r.hypotheses[0].text for r in done.results]
     reply: dict[str, Any] = {"translatedText": best if batch else best[0]}
     if done.detected is not None:
@@ -213,6 +226,9 @@ def _reply(done: Translated, batch: bool, alternatives: int) -> dict[str, Any]:
     if done.alignments is not None:  # an extension (issue 34): per text, one "i-j ..." string per sentence
         aligned = [[a.pharaoh() for a in sentences] for sentences in done.alignments]
         reply["alignments"] = aligned if batch else aligned[0]
+        if attention:  # an extension for the web page's attention map: per text, one map per sentence
+            maps = [[_attention(a) for a in sentences] for sentences in done.alignments]
+            reply["attention"] = maps if batch else maps[0]
     return reply
 
 
@@ -259,6 +275,7 @@ class LibreTranslateRoutes:
         if not target:
             raise _missing("target")
         alternatives = _alternatives(fields)
+        attention = _flag(fields, "attention")
         wanted = TranslationRequest(
             call,
             tuple(texts),
@@ -267,11 +284,11 @@ class LibreTranslateRoutes:
             target_language=target,
             options=_alternatives_options(alternatives),
             glossary=params.glossary(fields),
-            alignments=_flag(fields, "alignments"),
+            alignments=_flag(fields, "alignments") or attention,
         )
         with upstream_words():
             done = await self.service.translate(wanted)
-        return json_response(_reply(done, batch, alternatives), ensure_ascii=False)
+        return json_response(_reply(done, batch, alternatives, attention), ensure_ascii=False)
 
     async def detect(self, request: web.Request, call: Call) -> web.Response:
         fields = await read_fields(request, self.settings.max_message_bytes)

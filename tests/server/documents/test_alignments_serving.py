@@ -88,6 +88,23 @@ def test_libretranslate_generate_and_kserve_carry_alignments(server):
     assert status == 200 and outputs["ALIGNMENTS"][0].split("\n")[0] == "0-0 2-1 1-2 3-3"
 
 
+def test_libretranslate_returns_the_attention_map_the_web_page_draws(server):
+    body = {"q": "Monday, March 3, 2025. at 3:45 PM", "source": "en", "target": "de", "attention": True}
+    status, reply = post(server, "/translate", body)
+    assert status == 200 and reply["alignments"] == ["0-0 2-1 1-2 3-3", reply["alignments"][1]]
+    first, second = reply["attention"]
+    assert first["source"] == ["Monday,", "March", "3,", "2025."]
+    assert first["target"] == ["Montag,", "3.", "März", "2025."]
+    assert second["source"] == ["at", "3:45", "PM"] and second["target"][0] == "um"
+    weights = first["weights"]  # a row per target word over the source words
+    assert len(weights) == 4 and all(len(row) == 4 and sum(row) == pytest.approx(1.0, abs=1e-3) for row in weights)
+    assert max(range(4), key=weights[2].__getitem__) == 1  # "März" attends most to "March"
+    status, reply = post(server, "/translate", {**body, "q": ["Monday", "at 3:45 PM"]})
+    assert status == 200 and [len(maps) for maps in reply["attention"]] == [1, 1]  # a list per text
+    status, reply = post(server, "/translate", {**body, "attention": "yes please"})
+    assert status == 400 and "attention" in reply["error"]
+
+
 @pytest.mark.parametrize(
     ("html", "expected"),
     [

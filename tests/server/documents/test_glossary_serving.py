@@ -87,14 +87,80 @@ def test_terms_inside_html_text(client):
 
 def test_sampling_writes_the_terms_too(client):
     for seed in range(3):
-        (out,) = client.translate("Monday, March 3, 2025", MODEL, temperature=1.5, seed=seed, glossary=GLOSSARY)
-        assert "MÄRZ" in out.text
+        (out,) = client.translate(
+            "Monday, March 3, 2025", MODEL, temperature=1.5, seed=seed, glossary=GLOSSARY, keep=KEEP
+        )
+        assert "MÄRZ" in out.text and "Monday" in out.text
 
 
 def test_a_stream_writes_the_terms_too(client):
     chunks = list(client.translate_stream("Monday, March 3, 2025", MODEL, glossary=GLOSSARY, keep=KEEP))
     text = "".join(c.delta for c in chunks)
     assert "MÄRZ" in text and "Monday" in text and chunks[-1].finish_reason
+
+
+# Surrogates (server/service/surrogates.py): a target the model never writes (an English name
+# kept, a word in capitals) is written through the model's own word and swapped in afterwards,
+# so what follows it is what the model writes after its own word. With the targets' own tokens
+# fed to it, these come out "Monday, 3. March 025", "nächsten Freitag um 18:00 Uhr Friday",
+# "am October" and "Montag, 3. MÄRZ".
+GERMAN = {"Monday": "Montag", "March": "März", "Friday": "Freitag", "October": "Oktober"}
+KEPT = ["Monday, March 3, 2025", "next Friday at 6:00 PM", "on the 13th of October"]
+
+
+def as_plain(text: str, glossary: dict[str, str]) -> str:
+    """The unconstrained translation with the model's words replaced by the terms."""
+    for source, target in glossary.items():
+        text = text.replace(GERMAN[source], target)
+    return text
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_kept_english_names_leave_the_rest_of_the_sentence_as_it_was(client, beam_size):
+    plain = client.translate(KEPT, MODEL, beam_size=beam_size)
+    kept = client.translate(KEPT, MODEL, beam_size=beam_size, keep=list(GERMAN))
+    assert [t.text for t in kept] == [as_plain(t.text, {k: k for k in GERMAN}) for t in plain]
+    assert kept[0].text == "Monday, 3. March 2025"
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_a_term_in_capitals_leaves_the_rest_of_the_sentence_as_it_was(client, beam_size):
+    (plain,) = client.translate("Monday, March 3, 2025", MODEL, beam_size=beam_size)
+    (got,) = client.translate("Monday, March 3, 2025", MODEL, beam_size=beam_size, glossary={"March": "MÄRZ"})
+    assert got.text == as_plain(plain.text, {"March": "MÄRZ"}) == "Montag, 3. MÄRZ 2025"
+
+
+def test_every_hypothesis_of_a_beam_has_the_terms_verbatim(client):
+    (got,) = client.translate(KEPT[0], MODEL, beam_size=4, num_hypotheses=4, glossary={"March": "MÄRZ"}, keep=KEEP)
+    assert len(got.hypotheses) == 4
+    for h in got.hypotheses:
+        assert "MÄRZ" in h.text and "Monday" in h.text, h.text
+
+
+def test_a_stream_never_shows_the_model_s_own_word_for_a_term(client):
+    document = "Monday, March 3, 2025\nnext Friday at 6:00 PM"
+    glossary = {"March": "MÄRZ", "Friday": "Friday"}
+    (whole,) = client.translate(document, MODEL, glossary=glossary, keep=KEEP, return_token_ids=True)
+    chunks = list(client.translate_stream(document, MODEL, glossary=glossary, keep=KEEP))
+    shown = ""
+    for chunk in chunks:  # text once shown is never taken back: what was shown is in the final text
+        shown += chunk.delta
+        assert whole.text.startswith(shown)
+    assert shown == whole.text == "Monday, 3. MÄRZ 2025\nnächsten Friday um 18:00 Uhr"
+    (first,) = client.translate(KEPT[0], MODEL, glossary=glossary, keep=KEEP, return_token_ids=True)
+    chunks = client.translate_stream(KEPT[0], MODEL, glossary=glossary, keep=KEEP, return_token_ids=True)
+    streamed = [i for c in chunks for i in c.token_ids]
+    assert streamed == first.hypotheses[0].token_ids  # the target's tokens, as the whole translation's
+
+
+def test_alignments_and_markup_follow_a_kept_term(client):
+    (plain,) = client.translate(KEPT[0], MODEL, alignments=True)
+    (kept,) = client.translate(KEPT[0], MODEL, alignments=True, keep=["Monday", "March"])
+    (alignment,) = kept.hypotheses[0].alignments
+    assert alignment.target == "Monday, 3. March 2025"
+    assert alignment.pharaoh() == plain.hypotheses[0].alignments[0].pharaoh() == "0-0 2-1 1-2 3-3"
+    (html,) = client.translate("Monday, <i>March</i> 3, 2025", MODEL, format="html", glossary={"March": "MÄRZ"})
+    assert html.text == "Montag, 3. <i>MÄRZ</i> 2025"
 
 
 def test_client_cli_glossary_file_and_keep(server, tmp_path, capsys):

@@ -12,7 +12,7 @@ import pytest
 from lxml import etree
 
 from attnserve.server import files
-from attnserve.server.files import FileRefused, Unit, place
+from attnserve.server.files import FileRefused, Unit, place, place_aligned, run_at
 from tests.support import office_files as office
 
 LIMIT = 1 << 20  # --max-file-bytes of these tests
@@ -222,3 +222,31 @@ def test_placement_empties_runs_without_words_and_respects_fixed_joints():
     assert place(unit, "Name: Wert hier") == ["Name: ", "", "Wert hier"]
     tabbed = Unit(("left", "right side"), ("\t",))
     assert place(tabbed, "links rechte Seite") == ["links", "rechte Seite"]  # the tab stays between them
+
+
+def test_aligned_placement_gives_each_run_the_words_aligned_to_it():
+    unit = Unit(("Monday, ", "March", " 3, 2025"), ("", ""))
+    german = "Montag, 3. März 2025"
+    assert place(unit, german) == ["Montag, ", "3. ", "März 2025"]  # by proportion: the bold run gets "3."
+    # Montag -> Monday (run 0), 3. -> 3, (run 2), März -> March (run 1), 2025 -> run 2
+    assert place_aligned(unit, german, [0, 2, 1, 2]) == ["Montag, ", "3. März ", "2025"]
+    assert place_aligned(unit, german, [0, 1, 1, 2]) == ["Montag, ", "3. März ", "2025"]
+    assert place_aligned(unit, german, [None] * 4) == place(unit, german)  # nothing to go by
+    assert place_aligned(unit, german, None) == place(unit, german)
+    assert place_aligned(unit, german, [0, 1]) == place(unit, german)  # not one preference per word
+
+
+def test_aligned_placement_keeps_every_run_with_words_and_the_unsure_cases():
+    unit = Unit(("We met ", "on Monday"), ("",))
+    # every word wants the bold run, but the first run keeps a word: runs stay where they are
+    assert place_aligned(unit, "Wir trafen uns am Montag", [1, 1, 1, 1, 1]) == ["Wir ", "trafen uns am Montag"]
+    assert place_aligned(unit, "Wir trafen uns am Montag", [0, 0, 0, 1, 1]) == ["Wir trafen uns ", "am Montag"]
+    split_word = Unit(("H", "ello world"), ("",))
+    assert place_aligned(split_word, "Hallo Welt", [0, 1]) == ["Hallo Welt", ""]
+    tabbed = Unit(("left", "right side"), ("\t",))
+    assert place_aligned(tabbed, "links rechte Seite", [0, 1, 1]) == ["links", "rechte Seite"]
+
+
+def test_run_at_maps_characters_to_runs_and_joints():
+    unit = Unit(("ab", "c"), ("\t",))
+    assert unit.text == "ab\tc" and run_at(unit) == [0, 0, None, 1]

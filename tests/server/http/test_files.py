@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from lxml import etree
 
+from attnserve.server.service import run_alignment
 from tests.support import office_files as office
 
 REPO = Path(__file__).resolve().parents[3] / "models" / "repo"
@@ -114,6 +115,32 @@ def test_docx_paragraphs_and_run_styles_with_the_translation_of_translate(server
     assert b"<w:i/>" in styles[1][0]
     with zipfile.ZipFile(io.BytesIO(out)) as package:
         assert package.read("word/media/image1.png") == office.PNG
+
+
+def test_docx_run_styles_follow_the_words_they_wrap_by_alignment(server):
+    paragraphs = [
+        [("Monday, ", ""), ("March", "b"), (" 3, 2025", "")],
+        [("on ", ""), ("Monday", "i"), (", March 3, 2025 at 3:45 PM", "")],
+    ]
+    body = part(translated(server, "dates.docx", office.docx(paragraphs)), "word/document.xml")
+    got = [["".join(r.itertext()) for r in p.iter(f"{W}r")] for p in body.iter(f"{W}p")]
+    expected = translate_texts(server, ["Monday, March 3, 2025", "on Monday, March 3, 2025 at 3:45 PM"])
+    assert [words("".join(runs)) for runs in got] == [words(e) for e in expected]
+    assert expected[0] == "Montag, 3. März 2025"  # "March 3" -> "3. März": the words reorder
+    assert "März" in got[0][1].split()  # the bold run holds März (by proportion it would get "3.")
+    assert got[0][0].split() == ["Montag,"] and got[0][2].split() == ["2025"]
+    assert got[1][1].split() == ["Montag,"]  # the italic run holds the weekday
+
+
+def test_many_styled_paragraphs_are_aligned_in_several_tasks_as_they_decode(server, monkeypatch):
+    monkeypatch.setattr(run_alignment, "ALIGN_BATCH", 2)  # a task per two paragraphs whose sentences are done
+    days = (3, 4, 5, 3, 6, 7, 3, 8)  # repeats are aligned once and placed alike
+    paragraphs = [[("Monday, ", ""), ("March", "b"), (f" {n}, 2025", "")] for n in days] + [[(PHRASES[1], "")]]
+    body = part(translated(server, "dates.docx", office.docx(paragraphs)), "word/document.xml")
+    got = [["".join(r.itertext()) for r in p.iter(f"{W}r")] for p in body.iter(f"{W}p")]
+    assert [runs[1].split() for runs in got[: len(days)]] == [["3.", "März"], ["4.", "März"], ["5.", "März"],
+        ["3.", "März"], ["6.", "März"], ["7.", "März"], ["3.", "März"], ["8.", "März"]]  # fmt: skip
+    assert words(got[-1][0]) == words(translate_texts(server, [PHRASES[1]])[0])
 
 
 def test_pptx_slides_odt_odp_srt_md_txt_html_and_epub(server):

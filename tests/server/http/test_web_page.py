@@ -1,6 +1,7 @@
 """The web page at ``/`` in a real browser: Debian's headless Chromium driven by selenium types a
 text, picks the languages, translates, uploads a .docx and downloads its translation, on the
-bundled translator; screenshots are taken and checked (the page rendered, the result shown).
+bundled translator, and draws a sentence's attention map; screenshots are taken and checked
+(the page rendered, the result shown).
 
 ``ATTNSERVE_SCREENSHOTS=docs/images pytest tests/server/http/test_web_page.py`` also writes the
 screenshots the README shows. Skipped, with the reason, where chromium or its driver is missing
@@ -95,7 +96,26 @@ def test_translate_a_text_and_a_docx_in_the_browser(serve, browser, tmp_path):
         WebDriverWait(browser, 60).until(lambda d: result.get_attribute("value"))
         assert result.get_attribute("value") == translate_api(server, TEXT)
         assert "Translated." in browser.find_element(By.ID, "status").text
+        assert not browser.find_element(By.ID, "map-box").is_displayed()  # only when asked for
         screenshot(browser, tmp_path, "web-page-text.png")
+
+        browser.find_element(By.ID, "show-map").send_keys(Keys.SPACE)  # the attention map, by keyboard
+        browser.find_element(By.ID, "translate").click()
+        WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#attention-map table"))
+        table = browser.find_element(By.CSS_SELECTOR, "#attention-map table")
+        columns = [th.text for th in table.find_elements(By.CSS_SELECTOR, "thead th[scope=col]")]
+        rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+        assert " ".join(columns) == "on Monday, March 3, 2025 at 3:45 PM"
+        targets = [r.find_element(By.TAG_NAME, "th").text for r in rows]
+        assert " ".join(targets) == " ".join(result.get_attribute("value").split())
+        marz = rows[targets.index("März")].find_elements(By.TAG_NAME, "td")
+        weights = [float(c.get_attribute("textContent")) for c in marz]
+        assert columns[max(range(len(weights)), key=weights.__getitem__)] == "March"  # the darkest cell
+        browser.set_window_size(1100, 1150)  # the whole map in the picture
+        screenshot(browser, tmp_path, "web-page-attention.png")
+        browser.set_window_size(1100, 900)
+        browser.find_element(By.ID, "show-map").send_keys(Keys.SPACE)  # off: the map goes
+        assert not browser.find_element(By.ID, "map-box").is_displayed()
 
         memo = tmp_path / "memo.docx"
         memo.write_bytes(office.docx([[("Due ", ""), (TEXT, "b")]]))
