@@ -237,8 +237,7 @@ class DecodeScheduler:
     # --- run + update: the step ----------------------------------------------------
 
     def _step(self) -> None:
-        slots = self.slots
-        live = slots.live_rows  # rows the step decodes for a job (those that finish now included)
+        slots, live = self.slots, self.slots.live_rows  # live: the step's job rows (finishing ones included)
         logits = self.runner.step(self.cache, slots.tokens[:, None])  # (B, V); the last results go out first
         step = StepLogits(logits, self.never, self._any_scores, self._any_argmax, self._mask_when_won)
         now = time.perf_counter()
