@@ -9,9 +9,10 @@ cut short still leaves what it finished. Steps:
    and a small fp16 graph (MatMul, Softmax, Conv: cuBLAS, onnxruntime's own kernels, cuDNN)
    run on the provider against numpy; when it fails the run stops there;
 2. ``kv-inplace``: ``benchmarks.kv_inplace_cuda`` (issue 33): the fp16 in-place export
-   (GroupQueryAttention writing into buffers bound on the device) and the left-padded fp16 / fp32
-   ones on the provider, their tokens against the CPU's fp32 tokens, ms/token at 32 and 256 new
-   tokens (batch 1 and 32), continuous vs static batching in process;
+   (GroupQueryAttention writing into buffers bound on the device; the server's refusal of it on
+   CUDA lifted for this step only) and the left-padded fp16 / fp32 ones on the provider, their
+   tokens against the CPU's fp32 tokens and the ``verdict`` (``ok``: the refusal can go), ms/token
+   at 32 and 256 new tokens (batch 1 and 32), continuous vs static batching in process;
 3. ``pytest-gpu``: ``pytest -m gpu`` (fp16 exports verified on CUDA, the server on ``--provider
    cuda``, the engine's device cache), its temporary folders kept under the work dir;
 4. ``verify-fp16``: ``attnserve-export verify --device cuda`` of the fp16 model directories the
@@ -292,7 +293,7 @@ def steps(args: argparse.Namespace) -> list[Step]:
             280,
             json_figures(
                 results / "kv-inplace-cuda" / "kv-inplace-cuda.json",
-                ("providers", "tokens_vs_cpu_fp32", "ms_per_token", "batching_in_process", "errors"),
+                ("providers", "tokens_vs_cpu_fp32", "verdict", "ms_per_token", "batching_in_process", "errors"),
             ),
         ),
         Step(

@@ -33,8 +33,9 @@ from .common import header, machine, table, write_results
 NAME = "server-profile-translation"
 
 GROUPS = [
-    # the engine calls the C++ session through sessions.direct_run (a lambda), other code Session.run
-    ("onnxruntime run", ("Session.run (onnxruntime", "direct_run.<locals>")),
+    # the engine calls the C++ session through sessions.direct_run (a lambda), other code Session.run;
+    # an in-place decoder's step runs through io binding
+    ("onnxruntime run", ("Session.run (onnxruntime", "direct_run.<locals>", "Session.run_with_iobinding (")),
     # call_soon_threadsafe writes to the loop's self-pipe: a system call that lets go of the GIL, so
     # these samples are mostly the scheduler thread waiting to get the GIL back from the event loop.
     ("scheduler -> event loop (call_soon_threadsafe, GIL wait)", ("Outbox.flush (", "_write_to_self (")),

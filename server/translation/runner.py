@@ -80,6 +80,7 @@ class ModelRunner:
         # not measured there yet: one run per boundary, as before.
         self.split_runs = placement.device is None
         self._bound: tuple[int, int] | None = None  # (cache.version, id(cache)) the in-place binding was made for
+        self._step_feeds: list[tuple[str, np.ndarray]] = []  # the in-place step's host inputs, by name
         self.vocab_size = decoder_vocab(decoder, io.logits)
 
     # --- encoder ---------------------------------------------------------------------
@@ -179,6 +180,11 @@ class ModelRunner:
         if self._bound != (cache.version, id(cache)):
             self._bind(cache)
         self._ids[:] = input_ids  # (B, 1) into the bound buffer
+        if self.placement.device is not None:
+            # onnxruntime copies a host input to the device that reads it when the input is bound,
+            # not at each run: on a device the step's inputs are bound again, with this step's values
+            for name, array in self._step_feeds:
+                self._binding.bind_cpu_input(name, array)
         self.before_run()
         self.decoder.run_with_iobinding(self._binding)
         cache.advance()
@@ -189,14 +195,18 @@ class ModelRunner:
     def _bind(self, cache: InPlaceCache) -> None:
         """Bind the step's inputs and outputs: each past buffer as its present too (one
         ``OrtValue``), host arrays the cache updates in place (positions, seqlens_k, total), and on
-        the host a logits buffer; rebuilt when the cache replaces one of them (``cache.version``)."""
+        the host a logits buffer; rebuilt when the cache replaces one of them (``cache.version``).
+        On a device the host arrays are bound again at every step (:meth:`_step_in_place`): the
+        binding copies a host input to the device when it is bound, so a value bound once would
+        stay the one it had then."""
         io, device = self.spec.decoder_io, self.placement.device
         binding = self.decoder.io_binding()
         B = cache.rows
         self._ids = np.empty((B, 1), np.int64)
         positions, seqlens, total = cache.step_inputs()
-        host = [(io.input_ids, self._ids), (io.positions, positions), (io.seqlens, seqlens), (io.total_length, total)]
-        host.append((io.src_mask, cache.src_mask))
+        self._step_feeds = [(io.input_ids, self._ids), (io.positions, positions), (io.seqlens, seqlens)]
+        self._step_feeds.append((io.total_length, total))
+        host = [*self._step_feeds, (io.src_mask, cache.src_mask)]
         keep = []  # the host OrtValues share the arrays' memory: keep them alive with the binding
         for name, array in host:
             value = ort.OrtValue.ortvalue_from_numpy(array) if isinstance(array, np.ndarray) else array

@@ -62,7 +62,7 @@ class DecodeScheduler:
     def __init__(self, encoder, decoder, spec: ModelSpec, settings: EngineSettings, placement: Placement | None = None):
         self.spec, self.settings = spec, settings
         placement = placement or Placement()
-        self.cache = make_cache(spec, decoder, placement)
+        self.cache = make_cache(spec, decoder, placement, settings.max_active_sequences)
         self.slots = SlotTable(self.cache, spec.start_id, spec.pad_id)
         self.outbox = Outbox()  # results for the event loops, sent right before each model run (module docstring)
         self.runner = ModelRunner(encoder, decoder, spec, placement, before_run=self.outbox.flush)
@@ -237,7 +237,7 @@ class DecodeScheduler:
     # --- run + update: the step ----------------------------------------------------
 
     def _step(self) -> None:
-        slots = self.slots
+        slots, live = self.slots, self.slots.live_rows  # live: the step's job rows (finishing ones included)
         logits = self.runner.step(self.cache, slots.tokens[:, None])  # (B, V); the last results go out first
         step = StepLogits(logits, self.never, self._any_scores, self._any_argmax, self._mask_when_won)
         now = time.perf_counter()
@@ -270,7 +270,7 @@ class DecodeScheduler:
         slots.tokens = next_tokens if all_argmax else np.array(next_tokens, dtype=np.int64)
         self.steps_total += 1
         self.tokens_generated_total += generated
-        slots.account_step()
+        slots.account_step(live)
         if self.on_step is not None:
             try:
                 self.on_step(slots.live_rows, generated)

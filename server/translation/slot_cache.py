@@ -15,9 +15,11 @@ freed by setting its length to 0 (no copy; it computes a one-token dummy until r
 newcomer takes a free slot in place (its cross K/V and source mask copied in, its past nothing);
 beam search copies only the cached columns of the rows whose parent is another row
 (:meth:`copy_rows`; rows that continue themselves stay where they are); :meth:`compact` (the
-scheduler decides when, as for the left-padded cache) copies the live rows' cached columns into
-a smaller batch. Cross-attention K/V ``(B, H, L, D)`` and the source mask are kept as in
-:class:`~.cache.KVCache`: computed once per text by the encoder, right-padded to the longest source.
+scheduler decides when, as for the left-padded cache) moves the live rows past the kept count
+into the holes and makes the batch the buffers' first rows (a view: nothing is allocated), or,
+when the batch outgrows the buffers, copies it into buffers with room to grow. Cross-attention
+K/V ``(B, H, L, D)`` and the source mask are kept as in :class:`~.cache.KVCache`: computed once
+per text by the encoder, right-padded to the longest source.
 
 On the host the buffers are numpy arrays whose memory the bound ``OrtValue`` s share, so a
 boundary's copies need no rebinding; with :class:`~.cache.DevicePlacement` (CUDA) they are device
@@ -48,11 +50,13 @@ class InPlaceCache:
         placement: Placement | None = None,
         dtype: type = np.float32,
         initial_capacity: int = INITIAL_CAPACITY,
+        max_rows: int = 1 << 30,
     ) -> None:
         self.num_layers, self.num_heads, self.head_dim = num_layers, num_heads, head_dim
         self.placement = placement or Placement()
         self.dtype = np.dtype(dtype)
         self.initial_capacity = initial_capacity
+        self.max_rows = max_rows  # the batch's most rows (room allocated for growth stops there)
         self.growths = 0  # copies made because a row outgrew the capacity
         self.version = 0  # changes whenever an array the runner binds is replaced
         self.limit = 1 << 30  # tokens a running row may reach (the scheduler sets it at boundaries)
@@ -83,8 +87,12 @@ class InPlaceCache:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the self-attention buffers and cross K/V, free slots included."""
-        return self.rows * self.row_bytes
+        """Bytes held by the self-attention buffers and cross K/V, free slots included, and the
+        rows past the batch that a compaction in place keeps allocated."""
+        per_token = 2 * self.num_layers * self.num_heads * self.head_dim
+        past = max(self.rows, _rows(self._held(self.past, self._past_held, 0) or []))
+        cross = max(self.rows, _rows(self._held([*self.cross, self.src_mask], self._cross_held, 0) or []))
+        return per_token * (past * self.capacity * self.dtype.itemsize + cross * self.L * 4)
 
     def step_inputs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """positions (B, 1) int64, seqlens_k (B,) int32 and total_sequence_length () int32 of the
@@ -121,6 +129,8 @@ class InPlaceCache:
         self.past = [put(np.empty(shape, self.dtype)) for _ in range(2 * self.num_layers)]  # never read unwritten
         self.cross = [put(c) for c in new.cross]
         self.src_mask = put(new.src_mask)
+        self._past_held = self.past if self.placement.device is None else []
+        self._cross_held = []  # the cross K/V is the encoder's output, adopted
         self.version += 1
 
     def _set_rows(self, lengths: np.ndarray, live: np.ndarray) -> None:
@@ -174,42 +184,89 @@ class InPlaceCache:
         self.version += self.placement.device is not None
 
     def compact(self, keep: np.ndarray, extra: int = 0) -> None:
-        """Keep rows ``keep`` (B',) in that order, then ``extra`` free slots: one copy of the kept
-        rows' cached columns, and of their cross K/V up to the longest kept source. The capacity
-        shrinks to ``limit`` when the rows that needed more have left."""
-        host, put = self.placement.to_host, self.placement.from_host
-        k, B, H, D = len(keep), len(keep) + extra, self.num_heads, self.head_dim
+        """Keep rows ``keep`` (B',) in that order, then ``extra`` free slots. The capacity shrinks
+        to ``limit`` when the rows that needed more have left, the cross K/V to the longest kept
+        source.
+
+        On the host the batch is the first B' rows of buffers this cache allocated (:meth:`_held`):
+        when they have room, only the rows not already at their place move (their cached
+        columns; the slot table fills the holes with the last rows, so few move) and the batch
+        becomes a view of their first B' rows, the one the decoder is bound to. When the batch
+        outgrows them, the kept rows are copied into new buffers with room to grow
+        (:meth:`_room`). With device placement every compaction copies into new buffers of B' rows."""
+        k, B = len(keep), len(keep) + extra
         lengths, src_len = self.seqlens[keep].astype(np.int64), self.src_len[keep]
         cols = int(lengths.max(initial=0))
         L = int(src_len.max()) if k else 0
-        self.capacity = max(min(self.capacity, self.limit), cols, 1)
-        past = []
-        for t in self.past:
-            out = np.empty((B, H, self.capacity, D), self.dtype)
-            out[:k, :, :cols] = host(t)[keep, :, :cols]
-            past.append(put(out))
-        cross = []
-        for t in self.cross:
-            out = np.empty((B, H, L, D), np.float32)
-            out[:k] = host(t)[keep, :, :L]
-            out[k:] = 0
-            cross.append(put(out))
-        mask = np.zeros((B, L), np.int32)
-        mask[:k] = host(self.src_mask)[keep, :L]
-        self.past, self.cross, self.src_mask, self.L = past, cross, put(mask), L
+        capacity = max(min(self.capacity, self.limit), cols, 1)
+        moved = np.flatnonzero(keep != np.arange(k))  # (m,) new rows whose old row is another
+        dst, src = moved, keep[moved]
+        past = self._held(self.past, self._past_held, B)
+        if past is None or capacity != self.capacity:
+            rows = self._room(B) if B > self.rows else B  # room when the batch grows
+            self._past_held = past = self._copied(self.past, keep, capacity, cols, self.dtype, rows)
+            self.capacity = capacity
+        else:
+            for t in past:
+                t[dst, :, :cols] = t[src, :, :cols]  # the right side is gathered first: overlaps are safe
+        cross = self._held([*self.cross, self.src_mask], self._cross_held, B)
+        if cross is None or L != self.L:
+            rows = self._room(B) if B > self.rows else B  # room when the batch grows
+            cross = self._copied(self.cross, keep, L, L, np.float32, rows, zeros=True)
+            mask = np.zeros((rows, L), np.int32)
+            mask[:k] = self.placement.to_host(self.src_mask)[keep, :L]
+            self._cross_held = cross = [*cross, mask]
+            self.L = L
+        else:
+            for t in cross:
+                t[dst] = t[src]
+        cross[-1][k:B] = 0  # free slots' source masks: nothing to attend to until a newcomer's is written
+        put = self.placement.from_host
+        self.past = [put(t[:B]) for t in past]
+        self.cross, self.src_mask = [put(t[:B]) for t in cross[:-1]], put(cross[-1][:B])
+        if self.placement.device is not None:  # the device holds the values, the host arrays were copies
+            self._past_held = self._cross_held = []
         self._set_rows(np.concatenate([lengths, np.zeros(extra, np.int64)]), np.repeat([1, 0], [k, extra]))
         self.src_len = np.concatenate([src_len, np.zeros(extra, dtype=np.int64)])
 
+    def _held(self, arrays: list, held: list, rows: int) -> list[np.ndarray] | None:
+        """``held``, the host buffers this cache allocated, when ``arrays`` are still their first
+        rows and they have ``rows`` rows or more; else None (device placement, or the arrays were
+        replaced since: adopted encoder outputs, widened cross K/V)."""
+        if len(held) != len(arrays) or _rows(held) < rows:  # none are held with device placement
+            return None
+        if all(a is h or a.base is h for a, h in zip(arrays, held)):
+            return held
+        return None
+
+    def _room(self, rows: int) -> int:
+        """Rows to allocate for a batch of ``rows`` on the host: the self-attention buffers' when
+        the batch fits them, else twice theirs up to ``max_rows`` (a batch that grows a row or two
+        at a time copies itself a few times, not at every join); on a device exactly ``rows``."""
+        held = _rows(self._past_held)
+        if self.placement.device is not None:
+            return rows
+        return held if rows <= held else max(rows, min(2 * held, self.max_rows))
+
+    def _copied(
+        self, tensors: list, keep: np.ndarray, width: int, cols: int, dtype, rows: int, zeros: bool = False
+    ) -> list[np.ndarray]:
+        """New host buffers (rows, H, width, D) holding rows ``keep`` of ``tensors`` (their first
+        ``cols`` columns) in their first rows; the rest unwritten, or zeros (``zeros``: cross K/V,
+        finite values under the mask)."""
+        host, k, out = self.placement.to_host, len(keep), []
+        for t in tensors:
+            a = (np.zeros if zeros else np.empty)((rows, self.num_heads, width, self.head_dim), dtype)
+            a[:k, :, :cols] = host(t)[keep, :, :cols]
+            out.append(a)
+        return out
+
     def _resize(self, capacity: int) -> None:
-        """Every buffer with ``capacity`` columns, the cached ones copied."""
-        host, put = self.placement.to_host, self.placement.from_host
-        cols = min(self.capacity, capacity)
-        past = []
-        for t in self.past:
-            out = np.empty((self.rows, self.num_heads, capacity, self.head_dim), self.dtype)
-            out[:, :, :cols] = host(t)[:, :, :cols]
-            past.append(put(out))
-        self.past, self.capacity = past, capacity
+        """Every buffer with ``capacity`` columns, the batch's rows only, their cached columns copied."""
+        rows, put = np.arange(self.rows), self.placement.from_host
+        past = self._copied(self.past, rows, capacity, min(self.capacity, capacity), self.dtype, self.rows)
+        self.past, self.capacity = [put(t) for t in past], capacity
+        self._past_held = past if self.placement.device is None else []
         self.version += 1
 
     def clear(self) -> None:
@@ -225,3 +282,9 @@ class InPlaceCache:
             2 * self.num_layers
         )
         self.src_mask = _read_only(np.zeros((0, 0), np.int32))
+        self._past_held: list[np.ndarray] = []  # host buffers this cache allocated: the batch is their first rows
+        self._cross_held: list[np.ndarray] = []  # likewise, the cross K/V and then the source mask
+
+
+def _rows(held: list) -> int:
+    return int(held[0].shape[0]) if held else 0

@@ -2,8 +2,9 @@
 
 A row (slot) is live (a job's) or free. Freeing copies nothing; the next newcomer takes the
 lowest free slot in place; beam search's next rows reuse the job's own slots where they can
-and copy only the caches that move; a compaction (one copy of the whole cache) renumbers the
-rows when growth needs it or when free rows and unneeded left padding have wasted about
+and copy only the caches that move; a compaction renumbers the rows (those past the kept count
+fill the holes: an in-place cache moves only them, a left-padded one copies the whole cache)
+when growth needs it or when free rows and unneeded left padding have wasted about
 what the copy costs (a ski-rental rule, :meth:`SlotTable.limit`). The table also
 keeps each slot's next input token.
 """
@@ -102,14 +103,26 @@ class SlotTable:
             self.cache.copy_rows(np.concatenate(dst), np.concatenate(src), np.concatenate(fresh))
 
     def compact(self, jobs: list[Job], extra: int) -> None:
-        """One copy of the cache: the jobs' rows in order, then ``extra`` free slots."""
-        keep = np.concatenate([job.slots for job in jobs]) if jobs else np.zeros(0, dtype=np.int64)
+        """One compaction of the cache: the jobs' rows, then ``extra`` free slots. A row already
+        within the kept ones stays where it is; the rows past them fill the holes, in order (an
+        in-place cache moves only those; a left-padded one copies every row anyway)."""
+        rows = np.concatenate([job.slots for job in jobs]) if jobs else np.zeros(0, dtype=np.int64)
+        k = len(rows)
+        stay = rows < k
+        new = rows.copy()  # each kept row's slot after the compaction
+        holes = np.ones(k, dtype=bool)
+        holes[rows[stay]] = False
+        new[~stay] = np.flatnonzero(holes)
+        keep = np.empty(k, dtype=np.int64)
+        keep[new] = rows  # keep[i]: the row that becomes row i
         self.cache.compact(keep, extra)
+        self.owner = [None] * (k + extra)
         start = 0
         for job in jobs:
-            job.slots = np.arange(start, start + len(job.slots))
+            job.slots = new[start : start + len(job.slots)].copy()
             start += len(job.slots)
-        self.owner = [job for job in jobs for _ in job.slots] + [None] * extra
+            for slot in job.slots.tolist():
+                self.owner[slot] = job
         self.tokens = np.concatenate([self.tokens[keep], np.full(extra, self.pad_id, dtype=np.int64)])
         self.waste, self.waste_limit = 0.0, self.limit()
         self.compactions += 1
@@ -132,9 +145,9 @@ class SlotTable:
         else:
             self.min_live_pad = int(pad[np.concatenate(live)].min()) if live else 0
 
-    def account_step(self) -> None:
-        """A step ran over every row: add what free rows and unneeded columns cost."""
-        live = self.live_rows
+    def account_step(self, live: int) -> None:
+        """A step ran over every row, ``live`` of them a job's (rows that finished at this step
+        count as live: they made a token): add what the free rows and unneeded columns cost."""
         self.waste += len(self.owner) - live  # free slots (owner: one entry per row)
         if self.min_live_pad:
             self.waste += COLUMN_COST * live * self.min_live_pad / self.cache.P

@@ -6,5 +6,6 @@
   torch and transformers);
 - ``tests.support.tiers``: which tier a test belongs to (used by ``tests/conftest.py``);
 - ``tests.support.sessions``: ``BindingSpy``, for session wrappers that see an in-place decoder's
-  io-binding steps.
+  io-binding steps; ``DeviceSession``, a CPU session whose io binding copies host inputs when
+  they are bound, as onnxruntime does for a device.
 """

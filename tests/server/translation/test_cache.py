@@ -15,6 +15,7 @@ from attnserve.server.translation.cache import DevicePlacement, KVCache, NewRows
 from attnserve.server.translation.jobs import CollectSink, Job, JobState
 from attnserve.server.translation.scheduler import DecodeScheduler
 from attnserve.server.translation.sessions import model_spec
+from tests.support.sessions import DeviceSession
 
 from .conftest import random_texts
 
@@ -194,6 +195,32 @@ def test_cross_kv_is_sized_to_the_longest_source_exactly(tiny_any):
     assert all(job.state is JobState.FINISHED for job in jobs) and scheduler.kv_cache_bytes == 0
 
 
+def test_a_slot_a_waiting_text_takes_at_the_next_boundary_wastes_nothing(tiny):
+    """A row whose text finished at a step made a token in that step: while waiting texts take
+    every freed slot at the next boundary, no row-step was wasted and the in-place cache is not
+    compacted (counting the finished rows as idle compacted a full batch every few steps; a
+    left-padded cache still compacts there, to drop the columns the oldest rows leave unneeded)."""
+    encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
+    spec = model_spec(tiny.manifest)
+    scheduler = DecodeScheduler(encoder, decoder, spec, EngineSettings(max_active_sequences=4))
+    # 4 rows that end one step apart, then texts of 4 tokens: about one row ends at every step
+    lengths = [1, 2, 3, 4] + [4] * 16
+    jobs = [
+        Job([5 + i, 6, 7, spec.eos_id], DecodeOptions(), n, spec.eos_id, CollectSink()) for i, n in enumerate(lengths)
+    ]
+    with scheduler.waiting.locked() as waiting:
+        waiting.extend(jobs)
+    refilled = 0
+    while len(scheduler.waiting) >= 4:  # whatever ends at a step is replaced at the next boundary
+        before = scheduler.slots.compactions
+        scheduler.run_once(scheduler.plan())
+        assert scheduler.slots.compactions == before, "compacted a batch whose free slots were all refilled"
+        refilled += 1
+    assert refilled >= 10
+    scheduler.run_until_idle([])
+    assert all(job.state is JobState.FINISHED for job in jobs)
+
+
 def _decode_with_placement(tiny, placement, texts, options, sessions=None):
     encoder, decoder = sessions or load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)
     scheduler = DecodeScheduler(encoder, decoder, model_spec(tiny.manifest), EngineSettings(), placement)
@@ -221,6 +248,34 @@ def test_io_binding_path_gives_the_reference_tokens(tiny, beam_size):
             expected = beam_search(tiny.model, src, beam_size, 15, 1.0, beam_size)[0]
         assert [h.tokens for h in hyps] == [h.tokens for h in expected]
     assert scheduler.kv_cache_bytes == 0 and scheduler.active_sequences == 0
+
+
+@pytest.mark.parametrize("beam_size", [1, 3])
+def test_the_device_path_reads_each_steps_inputs_where_a_binding_copies_them_when_bound(tiny_any, beam_size):
+    """On CUDA onnxruntime copies a host input to the device when it is bound, not at each run
+    (tests.support.sessions.DeviceSession plays that on the CPU): bound once per layout, the
+    in-place step's token ids, positions and lengths stayed the values they had then, and the
+    tokens on an H200 were wrong (29% equal). Both layouts give the reference's tokens."""
+    texts = random_texts(5, seed=22)
+    options = DecodeOptions(beam_size=beam_size, num_hypotheses=beam_size, max_new_tokens=40)
+    encoder, decoder = load_translation_sessions(tiny_any.path, tiny_any.manifest, intra_op_threads=1)
+    spec = model_spec(tiny_any.manifest)
+    scheduler = DecodeScheduler(encoder, decoder, spec, EngineSettings(), DevicePlacement("cpu"))
+    cache = scheduler.cache
+    scheduler.runner.decoder = DeviceSession(decoder, lambda: [*cache.past, *cache.cross, cache.src_mask])
+    sinks = [CollectSink() for _ in texts]
+    jobs = [
+        Job(tiny_any.tokenizer.encode(t).ids, options, options.max_new_tokens, spec.eos_id, s)
+        for t, s in zip(texts, sinks)
+    ]
+    scheduler.run_until_idle(jobs)
+    for text, sink in zip(texts, sinks):
+        src = torch.tensor([tiny_any.tokenizer.encode(text).ids])
+        if beam_size == 1:
+            expected = greedy_decode(tiny_any.model, src, options.max_new_tokens)
+        else:
+            expected = beam_search(tiny_any.model, src, beam_size, options.max_new_tokens, 1.0, beam_size)[0]
+        assert sink.error is None and [h.tokens for h in sink.finished] == [h.tokens for h in expected]
 
 
 def test_an_in_place_decoder_is_refused_on_cuda_and_a_left_padded_one_is_not(tiny, tiny_left_padded):

@@ -105,10 +105,51 @@ def test_rows_keep_their_own_cache_through_joins_leaves_copies_compactions_and_g
             valid = src_mask[r].astype(bool)
             assert (cross[r, 0, valid, 0] == source[r]).all() and valid.sum() == cache.src_len[r]
         per_token = 2 * LAYERS * H * D
-        assert cache.nbytes == len(history) * per_token * 4 * (cache.capacity + cache.L)
+        batch_bytes = len(history) * per_token * 4 * (cache.capacity + cache.L)
+        if placement.device is None:  # a compaction in place keeps the buffers' rows past the batch
+            assert cache.nbytes == _allocated(cache.past + cache.cross) >= batch_bytes
+        else:
+            assert cache.nbytes == batch_bytes
     assert compactions > 10 and cache.growths >= 2 and cache.capacity >= 16
     cache.clear()
     assert cache.rows == cache.nbytes == 0
+
+
+def _allocated(arrays: list[np.ndarray]) -> int:
+    """Bytes of the memory ``arrays`` are views of (each buffer once)."""
+    bases = {id(b): b for b in (a if a.base is None else a.base for a in arrays)}
+    return sum(b.nbytes for b in bases.values())
+
+
+def test_a_compaction_within_the_buffers_moves_only_the_rows_that_change_place():
+    """Rows 1 and 3 of 5 leave; the slot table's order [0, 4, 2] keeps rows 0 and 2 where they are
+    and moves row 4 into slot 1, in the same buffers, whose first three rows become the batch (a
+    view: nothing is allocated). The cross K/V, the encoder's output adopted at the start, is
+    copied into buffers of the cache's own once, then kept too while its width does not change."""
+    cache = InPlaceCache(LAYERS, H, D, initial_capacity=4)
+    cache.start(_new_rows([3, 5, 2, 4, 6], 100.0))
+    for step in range(3):
+        _decoder_step(cache, float(10 * step))
+
+    def address(t: np.ndarray) -> int:
+        return t.__array_interface__["data"][0]
+
+    past, rows = [address(t) for t in cache.past], cache.past[0].copy()
+    cache.free(np.array([1, 3]))
+    cache.compact(np.array([0, 4, 2]))
+    assert [address(t) for t in cache.past] == past and cache.rows == 3
+    for new, old in enumerate([0, 4, 2]):
+        np.testing.assert_array_equal(cache.past[0][new, :, :3], rows[old, :, :3])
+    assert cache.seqlens.tolist() == [3, 3, 3] and cache.src_len.tolist() == [3, 6, 2]
+    cross = [address(t) for t in cache.cross]
+    cache.free(np.array([0]))
+    cache.compact(np.array([2, 1]), extra=1)  # the longest source stays: the cross K/V keeps its width
+    assert [address(t) for t in cache.past + cache.cross] == past + cross and cache.rows == 3
+    np.testing.assert_array_equal(cache.past[0][0, :, :3], rows[2, :, :3])
+    np.testing.assert_array_equal(cache.past[0][1, :, :3], rows[4, :, :3])
+    assert cache.seqlens.tolist() == [3, 3, 0] and cache.src_len.tolist() == [2, 6, 0]
+    assert [cache.cross[0][r, 0, 0, 0] for r in (0, 1)] == [102.0, 104.0]  # the sources of rows 2 and 4
+    assert cache.src_mask[2].sum() == 0 and cache.src_mask[0].sum() == 2
 
 
 def test_the_capacity_doubles_but_never_past_what_a_running_row_may_reach():
