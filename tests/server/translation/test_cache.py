@@ -15,6 +15,7 @@ from attnserve.server.translation.cache import DevicePlacement, KVCache, NewRows
 from attnserve.server.translation.jobs import CollectSink, Job, JobState
 from attnserve.server.translation.scheduler import DecodeScheduler
 from attnserve.server.translation.sessions import model_spec
+from tests.support.cache_model import SlotModel, new_rows
 from tests.support.sessions import DeviceSession
 
 from .conftest import random_texts
@@ -23,13 +24,7 @@ H, D, LAYERS = 2, 3, 1
 
 
 def _new_rows(lengths: list[int], tag: float) -> NewRows:
-    n, L = len(lengths), max(lengths)
-    mask = np.zeros((n, L), np.int32)
-    cross = np.zeros((n, H, L, D), np.float32)
-    for i, length in enumerate(lengths):
-        mask[i, :length] = 1
-        cross[i, :, :length] = tag + i  # every valid source slot of row i holds tag + i
-    return NewRows([cross, cross.copy()], mask, np.array(lengths))
+    return new_rows(lengths, tag, H, D)
 
 
 @pytest.mark.parametrize("placement", [Placement(), DevicePlacement("cpu")], ids=["host", "ortvalue"])
@@ -40,74 +35,43 @@ def test_rows_keep_their_own_cache_through_joins_leaves_copies_and_compactions(p
     rng = np.random.default_rng(0)
     cache = KVCache(LAYERS, H, D, placement)
     host = placement.to_host
-    history: list[list[float] | None] = []  # per slot: the values written at each of its steps; None = free
-    source: list[float | None] = []  # per slot: its cross tag
-    next_value, next_tag, compactions = 1.0, 100.0, 0
+    model = SlotModel(cache, H, D)
 
-    def live() -> list[int]:
-        return [i for i, h in enumerate(history) if h is not None]
+    def joined(lengths: list[int], width: int) -> None:
+        assert cache.L == max(width, *lengths), "cross K/V widened beyond the longest source"
+
+    def compacted() -> None:
+        kept = [h for h in model.history if h is not None]
+        assert cache.P == max(map(len, kept)), "kept columns nobody needs"
+        assert cache.L == int(cache.src_len.max(initial=0)), "kept source columns nobody needs"
+
+    def step() -> None:  # a decoder step: every slot appends one value
+        positions, self_mask = cache.step_inputs()
+        past = host(cache.past[0])  # (B, H, P, D)
+        new = np.zeros((cache.rows, H, 1, D), np.float32)
+        for r in range(cache.rows):
+            new[r] = model.next_value + r
+            if model.history[r] is not None:
+                history = model.history[r]
+                assert positions[r, 0] == len(history) and self_mask[r].sum() == len(history) + 1
+                history.append(model.next_value + r)
+        model.next_value += 100
+        present = np.concatenate([past, new], axis=2)  # what the decoder graph returns
+        cache.advance([placement.from_host(present), placement.from_host(present.copy())])
 
     for _ in range(200):
-        action = rng.integers(5)
-        if action == 0 or not live():  # join: into free slots, growing by a compaction when short
-            lengths = rng.integers(1, 12, size=rng.integers(1, 3)).tolist()
-            free = [i for i, h in enumerate(history) if h is None]
-            if len(free) < len(lengths):
-                keep = live()
-                cache.compact(np.array(keep, dtype=np.int64), extra=len(lengths))
-                history = [history[k] for k in keep] + [None] * len(lengths)
-                source = [source[k] for k in keep] + [None] * len(lengths)
-                free = list(range(len(keep), len(history)))
-            slots = np.array(free[: len(lengths)])
-            L_before = cache.L
-            cache.assign(slots, _new_rows(lengths, next_tag))
-            assert cache.L == max(L_before, *lengths), "cross K/V widened beyond the longest source"
-            for i, slot in enumerate(slots.tolist()):
-                history[slot], source[slot] = [], next_tag + i
-            next_tag += 10
-        elif action == 1:  # some rows leave (no copy)
-            gone = rng.permutation(live())[: rng.integers(1, len(live()) + 1)]
-            cache.free(gone)
-            for slot in gone.tolist():
-                history[slot] = source[slot] = None
-        elif action == 2:  # beam search: some live rows become copies of others
-            rows = live()
-            dst = rng.permutation(rows)[: rng.integers(1, len(rows) + 1)]
-            src = rng.choice(rows, size=len(dst))
-            cache.copy_rows(dst, src)
-            copied = [(list(history[s]), source[s]) for s in src.tolist()]
-            for d, (h, tag) in zip(dst.tolist(), copied):
-                history[d], source[d] = h, tag
-        elif action == 3:  # compaction, in a random order, with spare slots
-            keep, extra = rng.permutation(live()).tolist(), int(rng.integers(0, 3))
-            cache.compact(np.array(keep, dtype=np.int64), extra)
-            history = [history[k] for k in keep] + [None] * extra
-            source = [source[k] for k in keep] + [None] * extra
-            compactions += 1
-            assert cache.P == max(len(history[i]) for i in range(len(keep))), "kept columns nobody needs"
-            assert cache.L == int(cache.src_len.max(initial=0)), "kept source columns nobody needs"
-        else:  # a decoder step: every slot appends one value
-            positions, self_mask = cache.step_inputs()
-            past = host(cache.past[0])  # (B, H, P, D)
-            new = np.zeros((cache.rows, H, 1, D), np.float32)
-            for r in range(cache.rows):
-                new[r] = next_value + r
-                if history[r] is not None:
-                    assert positions[r, 0] == len(history[r]) and self_mask[r].sum() == len(history[r]) + 1
-                    history[r].append(next_value + r)
-            next_value += 100
-            present = np.concatenate([past, new], axis=2)  # what the decoder graph returns
-            cache.advance([placement.from_host(present), placement.from_host(present.copy())])
+        model.act(rng, step, join_check=joined, compact_check=compacted)
         past, cross, src_mask = host(cache.past[0]), host(cache.cross[0]), host(cache.src_mask)
-        assert past.shape == (cache.rows, H, cache.P, D) == (len(history), H, cache.P, D)
-        for r in live():
+        assert past.shape == (cache.rows, H, cache.P, D) == (len(model.history), H, cache.P, D)
+        for r in model.live():
+            history = model.history[r]
             pad = int(cache.pad[r])
-            assert pad == cache.P - len(history[r])
-            assert past[r, 0, pad:, 0].tolist() == history[r]
+            assert pad == cache.P - len(history)
+            assert past[r, 0, pad:, 0].tolist() == history
             valid = src_mask[r].astype(bool)
-            assert (cross[r, 0, valid, 0] == source[r]).all() and valid.sum() == cache.src_len[r]
+            assert (cross[r, 0, valid, 0] == model.source[r]).all() and valid.sum() == cache.src_len[r]
         assert cache.nbytes == (cache.rows and cache.rows * 2 * LAYERS * H * D * 4 * (cache.P + cache.L))
-    assert compactions > 10
+    assert model.compactions > 10
     cache.clear()
     assert cache.rows == cache.nbytes == 0
 

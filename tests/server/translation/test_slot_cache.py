@@ -12,6 +12,7 @@ from attnserve.models import greedy_decode
 from attnserve.server.translation import DecodeOptions, EngineSettings
 from attnserve.server.translation.cache import DevicePlacement, KVCache, Placement
 from attnserve.server.translation.slot_cache import InPlaceCache
+from tests.support.cache_model import SlotModel
 
 from .conftest import MAX_TARGET_LEN, random_texts, translate_once
 from .test_cache import _new_rows
@@ -42,75 +43,33 @@ def test_rows_keep_their_own_cache_through_joins_leaves_copies_compactions_and_g
     rng = np.random.default_rng(0)
     cache = InPlaceCache(LAYERS, H, D, placement, initial_capacity=4)
     host = placement.to_host
-    history: list[list[float] | None] = []  # per slot: the values written at each of its steps; None = free
-    source: list[float | None] = []
-    next_value, next_tag, compactions = 1.0, 100.0, 0
+    model = SlotModel(cache, H, D)
 
-    def live() -> list[int]:
-        return [i for i, h in enumerate(history) if h is not None]
+    def step() -> None:  # a decoder step: every live slot appends one value
+        _decoder_step(cache, model.next_value)
+        for r in model.live():
+            model.history[r].append(model.next_value + r)
+        model.next_value += 100
 
     for _ in range(300):
-        action = rng.integers(6)
-        if action == 0 or not live():  # join: into free slots, growing by a compaction when short
-            lengths = rng.integers(1, 12, size=rng.integers(1, 3)).tolist()
-            free = [i for i, h in enumerate(history) if h is None]
-            if not history:
-                cache.start(_new_rows(lengths, next_tag))
-                history, source = [[] for _ in lengths], [next_tag + i for i in range(len(lengths))]
-                next_tag += 10
-                continue
-            if len(free) < len(lengths):
-                keep = live()
-                cache.compact(np.array(keep, dtype=np.int64), extra=len(lengths))
-                history = [history[k] for k in keep] + [None] * len(lengths)
-                source = [source[k] for k in keep] + [None] * len(lengths)
-                free = list(range(len(keep), len(history)))
-            slots = np.array(free[: len(lengths)])
-            cache.assign(slots, _new_rows(lengths, next_tag))
-            for i, slot in enumerate(slots.tolist()):
-                history[slot], source[slot] = [], next_tag + i
-            next_tag += 10
-        elif action == 1:  # some rows leave (no copy)
-            gone = rng.permutation(live())[: rng.integers(1, len(live()) + 1)]
-            cache.free(gone)
-            for slot in gone.tolist():
-                history[slot] = source[slot] = None
-        elif action == 2:  # beam search: some live rows become copies of others
-            rows = live()
-            dst = rng.permutation(rows)[: rng.integers(1, len(rows) + 1)]
-            src = rng.choice(rows, size=len(dst))
-            cache.copy_rows(dst, src)
-            copied = [(list(history[s]), source[s]) for s in src.tolist()]
-            for d, (h, tag) in zip(dst.tolist(), copied):
-                history[d], source[d] = h, tag
-        elif action == 3:  # compaction, in a random order, with spare slots
-            keep, extra = rng.permutation(live()).tolist(), int(rng.integers(0, 3))
-            cache.compact(np.array(keep, dtype=np.int64), extra)
-            history = [history[k] for k in keep] + [None] * extra
-            source = [source[k] for k in keep] + [None] * extra
-            compactions += 1
-        else:  # a decoder step: every live slot appends one value
-            _decoder_step(cache, next_value)
-            for r in live():
-                history[r].append(next_value + r)
-            next_value += 100
+        model.act(rng, step, actions=6)
         past, cross, src_mask = host(cache.past[0]), host(cache.cross[0]), host(cache.src_mask)
-        assert past.shape == (len(history), H, cache.capacity, D)
-        for r in range(len(history)):
-            if history[r] is None:
+        assert past.shape == (len(model.history), H, cache.capacity, D)
+        for r in range(len(model.history)):
+            if model.history[r] is None:
                 assert cache.seqlens[r] == 0 and cache.live[r] == 0
                 continue
-            assert cache.seqlens[r] == len(history[r]) and cache.positions[r, 0] == len(history[r])
-            assert past[r, 0, : len(history[r]), 0].tolist() == history[r]
+            assert cache.seqlens[r] == len(model.history[r]) and cache.positions[r, 0] == len(model.history[r])
+            assert past[r, 0, : len(model.history[r]), 0].tolist() == model.history[r]
             valid = src_mask[r].astype(bool)
-            assert (cross[r, 0, valid, 0] == source[r]).all() and valid.sum() == cache.src_len[r]
+            assert (cross[r, 0, valid, 0] == model.source[r]).all() and valid.sum() == cache.src_len[r]
         per_token = 2 * LAYERS * H * D
-        batch_bytes = len(history) * per_token * 4 * (cache.capacity + cache.L)
+        batch_bytes = len(model.history) * per_token * 4 * (cache.capacity + cache.L)
         if placement.device is None:  # a compaction in place keeps the buffers' rows past the batch
             assert cache.nbytes == _allocated(cache.past + cache.cross) >= batch_bytes
         else:
             assert cache.nbytes == batch_bytes
-    assert compactions > 10 and cache.growths >= 2 and cache.capacity >= 16
+    assert model.compactions > 10 and cache.growths >= 2 and cache.capacity >= 16
     cache.clear()
     assert cache.rows == cache.nbytes == 0
 
