@@ -1,8 +1,10 @@
-"""``ServerProcess``, ``attnserve-server`` as a child process, and ``direct_probs``, what a
-classifier must answer, from onnxruntime in process."""
+"""``ServerProcess``, ``attnserve-server`` as a child process; ``direct_probs``, what a
+classifier must answer, from onnxruntime in process; ``post_json``, one JSON POST to a live
+server's HTTP port."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -10,6 +12,8 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -89,3 +93,19 @@ def resident_bytes(pid: int) -> tuple[int, int]:
     status = Path(f"/proc/{pid}/status").read_text()
     rss, hwm = (int(re.search(rf"{key}:\s+(\d+) kB", status).group(1)) * 1024 for key in ("VmRSS", "VmHWM"))
     return rss, hwm
+
+
+def post_json(server, path: str, body: bytes | dict, headers: dict | None = None) -> tuple[int, dict]:
+    """(status, decoded JSON reply) of one JSON POST to ``server``'s HTTP port (errors too)."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    request = urllib.request.Request(
+        f"http://{server.http_address}{path}",
+        data=data,
+        method="POST",
+        headers={"Content-Type": "application/json", **(headers or {})},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=60) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())

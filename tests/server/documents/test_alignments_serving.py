@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import urllib.error
-import urllib.request
 
 import grpc
 import pytest
@@ -15,6 +13,7 @@ from PIL import Image
 from attnserve.benchmarks import alignment_aer
 from attnserve.client import AttnServeError
 from attnserve.client.cli import main as client_main
+from tests.support.server import post_json as post
 
 from .conftest import COMMITTED
 
@@ -31,17 +30,6 @@ def server(serve, translator_repo):
 def client(server):
     with server.client(timeout=120.0) as c:
         yield c
-
-
-def post(server, path: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(
-        f"http://{server.http_address}{path}", json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=60) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
 
 
 def test_v1_returns_one_alignment_per_sentence_with_spans(client):

@@ -6,14 +6,13 @@ KServe REST; rows without terms unchanged in the same batch; default glossaries 
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 
 import grpc
 import pytest
 
 from attnserve.client import AttnServeError
 from attnserve.client.cli import main as client_main
+from tests.support.server import post_json as post
 
 MODEL = "translator-en-de"
 TEXTS = ["Monday, March 3, 2025", "on the 4th of July", "the 21st of June", "at 3:45 PM", "Friday, the 9th of January"]
@@ -40,18 +39,6 @@ def server(serve, translator_repo, tmp_path_factory):
 def client(server):
     with server.client(timeout=120.0) as c:
         yield c
-
-
-def post(server, path: str, body: dict) -> tuple[int, dict]:
-    data = json.dumps(body).encode()
-    req = urllib.request.Request(
-        f"http://{server.http_address}{path}", data=data, method="POST", headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=60) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 @pytest.mark.parametrize("beam_size", [1, 4])

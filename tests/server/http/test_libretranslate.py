@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.server import post_json as post
+
 from .conftest import reverse
 
 libretranslatepy = pytest.importorskip("libretranslatepy")
@@ -54,22 +56,6 @@ def lt_server(serve, lt_repo):
 @pytest.fixture(scope="module")
 def client(lt_server) -> LibreTranslateAPI:
     return LibreTranslateAPI(f"http://{lt_server.http_address}")
-
-
-def post(server, path: str, body: bytes | dict, headers: dict | None = None):
-    """(status, decoded JSON) of one JSON POST."""
-    data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    req = urllib.request.Request(
-        f"http://{server.http_address}{path}",
-        data=data,
-        method="POST",
-        headers={"Content-Type": "application/json", **(headers or {})},
-    )
-    try:
-        with urllib.request.urlopen(req, timeout=60) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
 
 
 def get(server, path: str):
