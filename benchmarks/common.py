@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import statistics
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +88,14 @@ def linked_repo(repo: Path, model: str, directory: Path) -> Path:
     if not link.exists():
         link.symlink_to(directory, target_is_directory=True)
     return repo
+
+
+def in_fresh_process(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a spawned process: a CPU-time measurement fresh as a server's, in which the
+    caller's other threads and its collector (a test runner's, say) do not count. ``fn`` is a
+    module-level function; its arguments and result are pickled."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(fn, *args).result()
 
 
 def loadavg() -> tuple[float, float, float]:

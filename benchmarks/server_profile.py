@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import server_translation
-from .common import add_common_arguments, header, machine, table, write_results
+from .common import add_common_arguments, header, in_fresh_process, machine, table, write_results
 from .decode import vars_of
 from .server import load, start_server, wait_ready
 from .vit import export
@@ -120,7 +120,7 @@ def process_cpu_seconds(pid: int) -> float:
 
 
 def onnxruntime_cpu_ms_per_image(model_dir: Path, threads: int, batch: int, provider: str) -> float:
-    """CPU ms per image of onnxruntime called in this process at ``batch``, with the server's session options."""
+    """CPU ms per image of onnxruntime at ``batch``, with the server's session options. Run in a fresh process."""
     from attnserve.contract.manifest import load_manifest
     from attnserve.server.runtime import create_session
 
@@ -191,7 +191,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     served = stats["requests"]
     total_ms = 1000 * stats["server_cpu_s"] / served
     batch = max(1, round(stats["mean_batch"]))
-    ort_ms = onnxruntime_cpu_ms_per_image(model_dir, args.threads, batch, args.provider)
+    ort_ms = in_fresh_process(onnxruntime_cpu_ms_per_image, model_dir, args.threads, batch, args.provider)
     # py-spy samples cover slightly more than the load window; the shares among groups are what count.
     counted = {k: v for k, v in stats["samples"].items() if k != WAITING}
     serving = {k: v for k, v in counted.items() if k != "onnxruntime run"}

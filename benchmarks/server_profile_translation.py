@@ -8,8 +8,8 @@
 frames on its stack: onnxruntime's ``run``, the decode scheduler's own Python, the
 scheduler posting results to the event loop, the stream handlers (detokenising, chunks),
 gRPC and the event loop. The server's CPU per token (from ``/proc``) is set against the
-CPU per token of the same engine in process, fed the same texts all at once with no gRPC:
-the difference is what serving costs per token.
+CPU per token of the same engine in a fresh process of its own (as the server is), fed the
+same texts all at once with no gRPC: the difference is what serving costs per token.
 
     python -m benchmarks.server_profile --workload translation --rates 256
     python -m benchmarks.server_profile --workload translation --quick
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from . import server_translation as st
-from .common import header, machine, table, write_results
+from .common import header, in_fresh_process, machine, table, write_results
 
 NAME = "server-profile-translation"
 
@@ -50,8 +50,8 @@ GROUPS = [
 
 
 def engine_cpu_us_per_token(args: argparse.Namespace, model_dir: Path, arrivals: list[st.Arrival]) -> float:
-    """Process CPU microseconds per token of the engine in process (continuous batching, every text at
-    once, after a warm-up pass): what the server's engine costs without serving."""
+    """Process CPU microseconds per token of the engine alone (continuous batching, every text at once,
+    after a warm-up pass): what the server's engine costs without serving. Run in a fresh process."""
     from attnserve.contract.manifest import load_manifest
     from attnserve.server.translation import DecodeOptions, EngineSettings, TranslationEngine
     from attnserve.server.translation.sessions import load_translation_sessions
@@ -135,14 +135,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     summary = st.summary([stats["replay"]])
     tokens = sum(t["tokens"] for t in stats["replay"]["texts"])
     server_us = 1e6 * stats["server_cpu_s"] / tokens
-    engine_us = engine_cpu_us_per_token(args, model_dir, arrivals)
+    engine_us = in_fresh_process(engine_cpu_us_per_token, args, model_dir, arrivals)
     counted = {k: v for k, v in stats["samples"].items() if k != WAITING}
     total = sum(counted.values()) or 1
     rows = [[k, n, f"{100 * n / total:.0f}%" if k in counted else ""] for k, n in stats["samples"].items()]
     print(table(["where (py-spy samples of the server)", "samples", "share"], rows))
     print(
         f"served {tokens} tokens at {summary['tokens_per_s']:,.0f} tok/s (TTFT p95 {summary['ttft_p95_ms']:.0f} ms); "
-        f"server CPU {server_us:.0f} us per token (/proc), the engine in process {engine_us:.0f} us per token "
+        f"server CPU {server_us:.0f} us per token (/proc), the engine alone {engine_us:.0f} us per token "
         f"-> serving costs {server_us - engine_us:.0f} us per token"
     )
     result = {
