@@ -91,28 +91,20 @@ class Prepared:
 
 def prepare(model_dir: Path, gold: list[GoldPair]) -> tuple[list[Prepared], int]:
     manifest = load_manifest(model_dir)
-    session = ort.InferenceSession(str(model_dir / manifest.graphs["aligner"].file), providers=["CPUExecutionProvider"])
-    aligner = Aligner(session, manifest)
+    options = {"providers": ["CPUExecutionProvider"]}
+    session = ort.InferenceSession(str(model_dir / manifest.graphs["aligner"].file), **options)
+    encoder = ort.InferenceSession(str(model_dir / manifest.graphs["encoder"].file), **options)
+    aligner = Aligner(session, manifest, encoder)
     tokenizer = Tokenizer.from_file(str(model_dir / manifest.tokenizer.file))
     normalize = Normalizer.for_tokenizer(tokenizer)
-    io = aligner.io
     out = []
     for pair in gold:
         normalised = normalize(pair.source)
         src = tokenizer.encode(normalised).ids
         tgt = target_side(tokenizer).encode(pair.target).ids  # ends with eos
-        inputs = aligner.decoder_inputs((), tgt)
-        feeds = {
-            io.src_ids: np.array([src], dtype=np.int64),
-            io.src_mask: np.ones((1, len(src)), dtype=np.int32),
-            io.tgt_ids: np.array([inputs], dtype=np.int64),
-            io.tgt_mask: np.ones((1, len(inputs)), dtype=np.int32),
-        }
-        (weights,) = session.run([io.cross_attention], feeds)  # (1, N, H, T, S)
+        (weights,) = aligner.every_layer([(src, aligner.decoder_inputs((), tgt), None)])  # (N, H, T, S)
         out.append(
-            Prepared(
-                pair, weights[0], source_words(tokenizer, pair.source, normalised, src), target_words(tokenizer, tgt)
-            )
+            Prepared(pair, weights, source_words(tokenizer, pair.source, normalised, src), target_words(tokenizer, tgt))
         )
     return out, aligner.layer
 

@@ -19,10 +19,13 @@ translation ``decoder.onnx``, ``kv_cache: in-place`` (:data:`~.kinds.IN_PLACE`; 
          buffer when bound to the past's ``OrtValue`` (io binding), the new token at column seqlens_k[r]
 
 translation ``aligner.onnx`` (optional: word alignments, issue 34)
-    in:  src_ids (B, L) int64, src_mask (B, L) int32, tgt_ids (B, T) int64 (start token + output
-         but its last token), tgt_mask (B, T) int32 (1 = token)
+    in:  memory (B, L, C) float32 (the encoder's, right-padded), src_mask (B, L) int32,
+         tgt_ids (B, T) int64 (start token + output but its last token), tgt_mask (B, T) int32
+         (1 = token)
     out: cross_attention (B, N, H, T, L) float32: every decoder layer's cross-attention
          probabilities, row t the step that generated output token t
+    Directories exported before the aligner took the encoder's output have src_ids (B, L) int64
+    as the first input instead of memory (the aligner encodes the source itself); they load.
 
 image-classification ``model.onnx``
     in:  pixels (B, C_in, H, W) float32, normalised
@@ -140,23 +143,29 @@ class DecoderIO:
 
 @dataclass(frozen=True)
 class AlignerIO:
-    src_ids: str
+    source: str  # memory, or src_ids in an aligner that encodes the source itself (``encodes``)
     src_mask: str
     tgt_ids: str
     tgt_mask: str
     cross_attention: str
+    encodes: bool = False
 
     @classmethod
     def standard(cls) -> AlignerIO:
-        return cls("src_ids", "src_mask", "tgt_ids", "tgt_mask", "cross_attention")
+        return cls("memory", "src_mask", "tgt_ids", "tgt_mask", "cross_attention")
+
+    @classmethod
+    def encoding(cls) -> AlignerIO:
+        """The form before the aligner took the encoder's output: source ids in."""
+        return cls("src_ids", "src_mask", "tgt_ids", "tgt_mask", "cross_attention", encodes=True)
 
     @classmethod
     def from_lists(cls, inputs: list[str], outputs: list[str]) -> AlignerIO:
-        return cls(*inputs[:4], outputs[0])
+        return cls(*inputs[:4], outputs[0], encodes=inputs[0] == cls.encoding().source)
 
     @property
     def inputs(self) -> list[str]:
-        return [self.src_ids, self.src_mask, self.tgt_ids, self.tgt_mask]
+        return [self.source, self.src_mask, self.tgt_ids, self.tgt_mask]
 
     @property
     def outputs(self) -> list[str]:

@@ -54,24 +54,26 @@ class DecoderGraph(nn.Module):
 
 
 class AlignerGraph(nn.Module):
-    """Source and a whole output -> every decoder layer's cross-attention (issue 34's alignments):
-    one teacher-forced pass, run once per finished sentence that asks for alignments, so the
-    step decoder stays as it is."""
+    """The encoder's output and a whole output -> every decoder layer's cross-attention (issue 34's
+    alignments): one teacher-forced pass of the decoder, run once per finished sentence that asks
+    for alignments, so the step decoder stays as it is. It starts from the encoder's ``memory``,
+    which the server keeps from decoding the sentence: the source is not encoded twice."""
 
     def __init__(self, model: TranslationTransformer) -> None:
         super().__init__()
         self.model = model
 
     def forward(
-        self, src_ids: torch.Tensor, src_mask: torch.Tensor, tgt_ids: torch.Tensor, tgt_mask: torch.Tensor
+        self, memory: torch.Tensor, src_mask: torch.Tensor, tgt_ids: torch.Tensor, tgt_mask: torch.Tensor
     ) -> torch.Tensor:
-        return self.model.cross_attention(src_ids, src_mask.bool(), tgt_ids, tgt_mask.bool())  # (B, N, H, T, L)
+        return self.model.cross_attention_of(memory, src_mask.bool(), tgt_ids, tgt_mask.bool())  # (B, N, H, T, L)
 
 
 def example_aligner_inputs(
     model: TranslationTransformer, batch: int = 2, src_len: int = 7, tgt_len: int = 5, seed: int = 0
 ):
-    """Deterministic aligner inputs with right padding in row 1 of both sides."""
+    """Deterministic aligner inputs with right padding in row 1 of both sides; the memory is the
+    encoder's output for random source ids."""
     cfg = model.cfg
     g = torch.Generator().manual_seed(seed)
     src = torch.randint(4, cfg.vocab_size, (batch, src_len), generator=g)  # (B, L)
@@ -83,7 +85,9 @@ def example_aligner_inputs(
     tgt_mask[-1, tgt_len - 2 :] = 0
     src[-1, src_len - 2 :] = cfg.pad_id
     tgt[-1, tgt_len - 2 :] = cfg.pad_id
-    return src, src_mask, tgt, tgt_mask
+    with torch.no_grad():
+        memory = model.encode(src, src_mask.bool())  # (B, L, C)
+    return memory, src_mask, tgt, tgt_mask
 
 
 def example_translation_inputs(
@@ -209,7 +213,7 @@ def export_decoder(
 def export_aligner(model: TranslationTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):
     B, L, T = torch.export.Dim("batch"), torch.export.Dim("src_len"), torch.export.Dim("tgt_len")
     io = AlignerIO.standard()
-    shapes = ({0: B, 1: L}, {0: B, 1: L}, {0: B, 1: T}, {0: B, 1: T})
+    shapes = ({0: B, 1: L}, {0: B, 1: L}, {0: B, 1: T}, {0: B, 1: T})  # memory (B, L, C), masks and ids
     return export_onnx(
         AlignerGraph(model), example_aligner_inputs(model), io.inputs, io.outputs, shapes, path, attention, opset
     )

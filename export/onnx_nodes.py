@@ -53,28 +53,32 @@ def count_ops(model: onnx.ModelProto, *ops: str) -> dict[str, int]:
     return counts
 
 
-def expected_attention_nodes(kind: str, config: dict[str, Any], op: str, kv_cache: str) -> dict[str, dict[str, int]]:
+def expected_attention_nodes(
+    kind: str, config: dict[str, Any], op: str, kv_cache: str, aligner_encodes: bool = False
+) -> dict[str, dict[str, int]]:
     """Attention nodes by ``domain::op_type`` per graph: one ``op`` per call, except an in-place
     decoder's self-attention, one :data:`IN_PLACE_OP` per layer."""
-    expected = {graph: {op: calls} for graph, calls in attention_calls(kind, config).items()}
+    expected = {graph: {op: calls} for graph, calls in attention_calls(kind, config, aligner_encodes).items()}
     if kind == "translation" and kv_cache == "in-place":
         layers = int(config["decoder_layers"])
         expected["decoder"] = {op: layers, IN_PLACE_OP: layers}
     return expected
 
 
-def attention_calls(kind: str, config: dict[str, Any]) -> dict[str, int]:
+def attention_calls(kind: str, config: dict[str, Any], aligner_encodes: bool = False) -> dict[str, int]:
     """Attention calls per graph of a model directory, from its ``model.json`` config.
 
     translation: the encoder has one self-attention per layer; the decoder a causal
-    self-attention and a cross-attention per layer; the aligner the encoder's, a causal
-    self-attention per decoder layer and the cross-attention of every layer but the last (whose
-    output it does not need; its probabilities are written out as MatMul and Softmax).
+    self-attention and a cross-attention per layer; the aligner a causal self-attention per
+    decoder layer and the cross-attention of every layer but the last (whose output it does not
+    need; its probabilities are written out as MatMul and Softmax), and the encoder's too where
+    it encodes the source itself (``aligner_encodes``: an aligner that takes source ids, as those
+    exported before it took the encoder's output do).
     image-classification: one per block.
     """
     if kind == "translation":
         enc, dec = int(config["encoder_layers"]), int(config["decoder_layers"])
-        return {"encoder": enc, "decoder": 2 * dec, "aligner": enc + 2 * dec - 1}
+        return {"encoder": enc, "decoder": 2 * dec, "aligner": (enc if aligner_encodes else 0) + 2 * dec - 1}
     return {"model": int(config["depth"])}
 
 

@@ -104,7 +104,8 @@ def _session(path: Path, device: str, threads: int) -> ort.InferenceSession:
 def structure_checks(model_dir: Path, manifest: Manifest) -> list[Check]:
     """onnx.checker and attention node counts of every graph."""
     checks = []
-    calls = attention_calls(manifest.kind, manifest.config)
+    encodes = "aligner" in manifest.graphs and manifest.aligner_io().encodes
+    calls = attention_calls(manifest.kind, manifest.config, encodes)
     op = ATTENTION_OPS[manifest.attention]
     for gname, spec in manifest.graphs.items():
         path = model_dir / spec.file
@@ -124,7 +125,7 @@ def structure_checks(model_dir: Path, manifest: Manifest) -> list[Check]:
             found = f"attention nodes {counts}" if counts else "no attention nodes"
             detail = f"{found}, {softmax} x Softmax for {expected} attention calls"
         else:
-            wanted = expected_attention_nodes(manifest.kind, manifest.config, op, manifest.kv_cache)[gname]
+            wanted = expected_attention_nodes(manifest.kind, manifest.config, op, manifest.kv_cache, encodes)[gname]
             ok = counts == wanted
             found = " + ".join(f"{counts.get(k, 0)} x {k}" for k in wanted)
             detail = f"{found} for {expected} attention calls" + (

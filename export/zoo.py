@@ -102,8 +102,14 @@ def is_current(model_dir: Path, name: str) -> bool:
         built.get("sources") == _fingerprint(name)
         and built.get("attnserve_version") == ATTNSERVE_VERSION
         and manifest.extra.get("domain") == DOMAINS.get(name)
-        and (name != "translator-en-de" or (manifest.languages == LANGUAGES and manifest.kv_cache == IN_PLACE))
+        and (name != "translator-en-de" or _current_translator(manifest))
     )
+
+
+def _current_translator(manifest) -> bool:
+    """The bundled translator's layout: its languages, the in-place cache, an aligner reading the encoder output."""
+    aligner = "aligner" in manifest.graphs and not manifest.aligner_io().encodes
+    return manifest.languages == LANGUAGES and manifest.kv_cache == IN_PLACE and aligner
 
 
 def build_repo(out: Path, names: tuple[str, ...] | list[str] = NAMES, force: bool = False) -> list[str]:

@@ -247,14 +247,21 @@ class TranslationTransformer(nn.Module):
         self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor
     ) -> torch.Tensor:
         """Every decoder layer's cross-attention probabilities for a whole target (teacher forcing),
-        what word alignment reads (issue 34).
+        what word alignment reads (issue 34): :meth:`cross_attention_of` the source's encoding.
 
         src: (B, L) int64, src_mask: (B, L) bool; tgt: (B, T) int64 the decoder's inputs (start
         token, then the output without its last token), tgt_mask: (B, T) bool (right padding).
         Returns (B, N, H, T, L) float32: N decoder layers, H heads; row t is the attention of
         the step that generated output token t.
         """
-        memory = self.encode(src, src_mask)  # (B, L, C)
+        return self.cross_attention_of(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
+
+    def cross_attention_of(
+        self, memory: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor
+    ) -> torch.Tensor:
+        """:meth:`cross_attention` from the encoder's output, memory: (B, L, C) float32 (what the
+        encoder graph returns beside the cross K/V, so a server that has decoded the source does
+        not encode it again)."""
         positions = torch.arange(tgt.shape[1], device=tgt.device).expand_as(tgt)  # (B, T)
         x = self._embed(self.tgt_embed, tgt, positions)  # (B, T, C)
         weights = []

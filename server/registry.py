@@ -389,7 +389,7 @@ def _build_model(
     engine_settings = EngineSettings(**engine_settings_kwargs(settings))
     engine = TranslationEngine(model_dir, manifest, sessions["encoder"], sessions["decoder"], engine_settings)
     warmup_s = engine.warmup()
-    aligner = Aligner(sessions["aligner"], manifest) if "aligner" in sessions else None
+    aligner = Aligner(sessions["aligner"], manifest, sessions["encoder"]) if "aligner" in sessions else None
     return LoadedModel(
         manifest.name, manifest.kind, model_dir, manifest, provider, warmup_s, engine=engine, aligner=aligner
     )

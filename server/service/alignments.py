@@ -1,16 +1,18 @@
 """Word alignments of a request's translations (issue 34), for every door alike.
 
 After a request's sentences are decoded, the best translation of each goes through the
-model's aligner graph (:mod:`attnserve.server.translation.aligner`, one teacher-forced pass,
-on the work pool: onnxruntime runs without the GIL) and its subword attention becomes word
-links (:mod:`attnserve.server.documents.alignment`). Source words are those of the sentence
-as sent (html: its text, markup left out), target words those of its translation; character
-spans are offsets into those two strings.
+model's aligner graph (:mod:`attnserve.server.translation.aligner`, one teacher-forced pass of
+the decoder over the encoder output the engine kept from decoding it, on the work pool:
+onnxruntime runs without the GIL) and its subword attention becomes word links
+(:mod:`attnserve.server.documents.alignment`). Source words are those of the sentence as sent
+(html: its text, markup left out), target words those of its translation; character spans are
+offsets into those two strings.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Sequence
 from concurrent.futures import Executor
 from difflib import SequenceMatcher
@@ -38,6 +40,12 @@ def require_aligner(model: LoadedModel) -> Aligner:
             "(aligner.onnx, written by attnserve-export since issue 34); re-export the model"
         )
     return model.aligner
+
+
+def wants_memory(model: LoadedModel) -> bool:
+    """Whether the model's aligner reads the encoder's output: ask the engine to keep it
+    (``DecodeOptions.return_memory``) for the sentences to align."""
+    return model.aligner is not None and model.aligner.wants_memory
 
 
 def source_words(tokenizer: Tokenizer, sentence: str, normalised: str, ids: Sequence[int]) -> list[int | None]:
@@ -84,28 +92,38 @@ def written_words(words: Sequence[int | None], written: Sequence[int], token_ids
 
 
 def _align(
-    aligner: Aligner, tokenizer: Tokenizer, hidden: Sequence[int], sentences: list[tuple[str, str, Sequence[int]]],
-    outputs: list[tuple[str, Sequence[int], Sequence[int]]],
+    aligner: Aligner, tokenizer: Tokenizer, prefixes: tuple[Sequence[int], Sequence[int]],
+    sentences: list[tuple[str, str, Sequence[int]]], outputs: list[tuple[str, Sequence[int], Sequence[int]]],
+    memories: Sequence[np.ndarray | None],
 ) -> list[WordAlignment]:  # fmt: skip
-    """Runs on the work pool: the aligner over every sentence, then the word links. ``outputs``:
-    (translation, its ids, the ids the decoder was fed where glossary surrogates were swapped
-    out of them, else empty): the aligner reads what the decoder was fed, the model's own words,
-    whose attention is the model's (a target it never writes, teacher-forced, attends anywhere)."""
+    """Runs on the work pool: the aligner over every sentence, then the word links. ``prefixes``:
+    the source prefix (a source-language token) and the hidden target prefix the engine put
+    around every sentence. ``outputs``: (translation, its ids, the ids the decoder was fed where
+    glossary surrogates were swapped out of them, else empty): the aligner reads what the decoder
+    was fed, the model's own words, whose attention is the model's (a target it never writes,
+    teacher-forced, attends anywhere). ``memories``: each sentence's encoder output, kept from
+    decoding it, or None (encoded again)."""
+    source_prefix, hidden = prefixes
     fed = [written or out_ids for _, out_ids, written in outputs]
-    pairs = [(ids, aligner.decoder_inputs(hidden, f)) for (_, _, ids), f in zip(sentences, fed)]
+    sources = [[*source_prefix, *ids] for _, _, ids in sentences]  # the ids the engine encoded
+    pairs = [(src, aligner.decoder_inputs(hidden, f), m) for src, f, m in zip(sources, fed, memories)]
     attention = aligner.attention(pairs)  # per sentence (T, S)
     result = []
-    for (sentence, normalised, ids), (translation, out_ids, written), f, weights in zip(
-        sentences, outputs, fed, attention
+    for (sentence, normalised, _), src, (translation, out_ids, written), f, weights in zip(
+        sentences, sources, outputs, fed, attention
     ):
-        rows = weights[len(hidden) : len(hidden) + len(f)] if len(f) else np.zeros((0, len(ids)))
+        rows = weights[len(hidden) : len(hidden) + len(f)] if len(f) else np.zeros((0, len(src)))
         words = target_words(tokenizer, out_ids)
         if written:
             words = written_words(words, written, out_ids)
-        result.append(
-            align_words(sentence, translation, rows, source_words(tokenizer, sentence, normalised, ids), words)
-        )
+        links = source_words(tokenizer, sentence, normalised, src)
+        result.append(align_words(sentence, translation, rows, links, words))
     return result
+
+
+def _prefixes(valid: ValidTranslation) -> tuple[Sequence[int], Sequence[int]]:
+    options = valid.options
+    return options.source_prefix_ids, options.prefix_ids[: options.hide_prefix]
 
 
 async def align(
@@ -119,7 +137,7 @@ async def align(
     every document's sentences, one after another). The best hypothesis of every sentence is
     aligned; with ``every_hypothesis`` the others of sentences with inline markup to place too."""
     aligner, tokenizer = require_aligner(valid.model), valid.model.engine.tokenizer
-    work, outputs, counts = [], [], []
+    work, outputs, memories, counts = [], [], [], []
     segments = [(segment, normalised, ids) for p in prepared for segment, normalised, ids in zip(
         p.document.segments, p.sources, p.ids)]  # fmt: skip
     for (segment, normalised, ids), result in zip(segments, sentences):
@@ -128,9 +146,10 @@ async def align(
         for hypothesis in chosen:
             work.append((segment.text, normalised, ids))
             outputs.append((hypothesis.text.strip(), hypothesis.token_ids, hypothesis.written_ids))
-    hidden = valid.options.prefix_ids[: valid.options.hide_prefix]
+            memories.append(result.memory)
     loop = asyncio.get_running_loop()
-    flat = await loop.run_in_executor(pool, _align, aligner, tokenizer, hidden, work, outputs) if work else []
+    run = functools.partial(_align, aligner, tokenizer, _prefixes(valid), work, outputs, memories)
+    flat = await loop.run_in_executor(pool, run) if work else []
     per_sentence, at = [], 0
     for count in counts:
         per_sentence.append(flat[at : at + count])
@@ -154,14 +173,16 @@ async def align_sentence(
     index: int,
     token_ids: Sequence[int],
     written_ids: Sequence[int] = (),
+    memory: np.ndarray | None = None,
 ) -> WordAlignment:
     """The alignment of sentence ``index`` of a streamed document, from its generated ids (and
-    those the decoder was fed, where glossary surrogates were swapped out of them)."""
+    those the decoder was fed, where glossary surrogates were swapped out of them) and its
+    encoder output where the engine kept it (else the source is encoded again)."""
     aligner, tokenizer = require_aligner(valid.model), valid.model.engine.tokenizer
     segment = prepared.document.segments[index]
     work = [(segment.text, prepared.sources[index], prepared.ids[index])]
     outputs = [(tokenizer.decode(list(token_ids), skip_special_tokens=True).strip(), token_ids, written_ids)]
-    hidden = valid.options.prefix_ids[: valid.options.hide_prefix]
     loop = asyncio.get_running_loop()
-    (alignment,) = await loop.run_in_executor(pool, _align, aligner, tokenizer, hidden, work, outputs)
+    run = functools.partial(_align, aligner, tokenizer, _prefixes(valid), work, outputs, [memory])
+    (alignment,) = await loop.run_in_executor(pool, run)
     return alignment

@@ -49,7 +49,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,8 +71,9 @@ Progress = Callable[[int], None]  # told how many more of the documents' sentenc
 # told the positions (among the documents' sentences, in order) and results of sentences decoded
 Decoded = Callable[[Sequence[int], Sequence[TranslationResult]], None]
 PROGRESS_STEPS = 32  # engine calls a request with progress is cut into, at most
-# (sentence index, its token ids, the ids fed where glossary surrogates were swapped out of them)
-Aligning = Callable[[int, Sequence[int], Sequence[int]], Awaitable[WordAlignment]]
+# (sentence index, its token ids, the ids fed where glossary surrogates were swapped out of them,
+# its encoder output or None)
+Aligning = Callable[[int, Sequence[int], Sequence[int], Any], Awaitable[WordAlignment]]
 
 
 @dataclass
@@ -331,12 +332,18 @@ async def translate_sentences(
     pool: Executor | None = None,
     progress: Progress | None = None,
     decoded: Decoded | None = None,
+    keep_memory: Iterable[int] = (),
 ) -> list[TranslationResult]:
     """One ``TranslationResult`` per sentence of every document, one document after another.
     ``progress(n)``: n more of the documents' sentences decoded (a sentence decoded once for
     its repeats counts for each of them), as engine calls finish; ``decoded(positions,
-    results)``: those sentences and their results, likewise."""
+    results)``: those sentences and their results, likewise. ``keep_memory``: the positions of
+    the sentences whose results keep their encoder output (``TranslationResult.memory``, for the
+    word aligner)."""
     distinct, order = await _off_loop(prepared, pool)(_distinct, valid, prepared)
+    for i in {order[p] for p in keep_memory}:
+        sentence, ids, options = distinct[i]
+        distinct[i] = (sentence, ids, dataclasses.replace(options, return_memory=True))
     finished = None
     if progress is not None or decoded is not None:
         positions: dict[int, list[int]] = {}  # distinct sentence -> the documents' sentences it is
@@ -440,7 +447,7 @@ class DocumentEvents:
 
 
 async def stream(
-    valid: ValidTranslation, prepared: PreparedDocument, align: Aligning | None = None
+    valid: ValidTranslation, prepared: PreparedDocument, align: Aligning | None = None, keep_memory: bool = False
 ) -> AsyncIterator[StreamEvent]:
     """``StreamEvent``s of one document; closing the iterator frees its decoder rows at the next step.
 
@@ -448,8 +455,9 @@ async def stream(
     :class:`DocumentEvents`): one event per batch of tokens the engine hands out, the events of
     sentence k only after every sentence before it has finished. The deltas add up to the
     document :func:`translate` returns; the last event carries the longest queue time.
-    ``align(sentence, token_ids, written_ids)``: the alignment that places a finished sentence's inline
-    markup (documents split with ``place_inline``), awaited before its last event goes out.
+    ``align(sentence, token_ids, written_ids, memory)``: the alignment that places a finished
+    sentence's inline markup (documents split with ``place_inline``), awaited before its last
+    event goes out; ``keep_memory``: the engine keeps those sentences' encoder outputs for it.
     """
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, (), "eos")
@@ -460,6 +468,11 @@ async def stream(
     gate = asyncio.Semaphore(_window(engine)[0])
     first, rest = sentence_options(valid.options)
     options = [_with_terms(valid, s, rest if i else first) for i, s in enumerate(prepared.sources)]
+    if align is not None and keep_memory:
+        options = [
+            dataclasses.replace(o, return_memory=True) if segment.inline else o
+            for o, segment in zip(options, prepared.document.segments)
+        ]
     # A sentence repeated with the same ids and options is decoded once, its events given to
     # every occurrence, as translate() does (sampling excepted: each occurrence its own draw).
     occurrences: dict[object, list[int]] = {}
@@ -476,7 +489,7 @@ async def stream(
                 async for event in engine.stream(checked, deadline=_engine_deadline(deadline)):
                     generated += event.token_ids
                     if event.finish_reason is not None and align and prepared.document.segments[indices[0]].inline:
-                        placed = await align(indices[0], generated, event.written_ids)
+                        placed = await align(indices[0], generated, event.written_ids, event.memory)
                         order.placed.update(dict.fromkeys(indices, placed))
                     for index in indices:
                         queue.put_nowait((index, event))

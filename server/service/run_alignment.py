@@ -5,8 +5,9 @@ Only paragraphs with words in two runs or more need them (one run takes the whol
 and a paragraph repeated in the file is aligned once. Their sentences are aligned on the work
 pool as the engine finishes them, in tasks of ``ALIGN_BATCH`` paragraphs, while the engine
 decodes the rest of the file: onnxruntime runs both without the GIL, so where a core is free
-most of the aligner's pass (about 0.8 ms a sentence for the bundled translator, about what
-decoding it costs) is not added to the file's time; on a busy server it is.
+most of the aligner's pass is not added to the file's time; on a busy server it is. The pass
+starts from the encoder output the engine kept for those sentences (``keep_memory``), so
+the aligner runs only the decoder.
 """
 
 from __future__ import annotations
@@ -71,6 +72,11 @@ class RunAligner:
     @property
     def needed(self) -> bool:
         return bool(self.spans)
+
+    @property
+    def keep_memory(self) -> Sequence[int]:
+        """The sentences whose encoder output the engine keeps for the aligner (``translate_sentences``)."""
+        return list(self.paragraph) if alignments.wants_memory(self.valid.model) else []
 
     def decoded(self, positions: Sequence[int], results: Sequence[TranslationResult]) -> None:
         for p, result in zip(positions, results):

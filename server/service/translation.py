@@ -115,9 +115,12 @@ class TranslationService:
             # where the model has an aligner (issue 34); otherwise sentences are cut at it
             place = request.format != TEXT and valid.model.aligner is not None
             valid, prepared = await self.split(valid, place)
-            sentences = await bounded(documents.translate_sentences(valid, prepared, self.pool), valid.request.deadline)
+            align = request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments))
+            keep = range(sum(p.segments for p in prepared)) if align and alignments.wants_memory(valid.model) else ()
+            work = documents.translate_sentences(valid, prepared, self.pool, keep_memory=keep)
+            sentences = await bounded(work, valid.request.deadline)
             aligned = None
-            if request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments)):
+            if align:
                 work = alignments.align(valid, prepared, sentences, self.pool, every_hypothesis=place)
                 aligned = await bounded(work, valid.request.deadline)
             results = await documents.join(valid, prepared, sentences, aligned if place else None, self.pool)
@@ -146,7 +149,7 @@ class TranslationService:
             place = request.format != TEXT and valid.model.aligner is not None  # as translate() places it
             valid, (prepared,) = await self.split(valid, place)
             align = functools.partial(alignments.align_sentence, valid, prepared, self.pool) if place else None
-            events = documents.stream(valid, prepared, align)
+            events = documents.stream(valid, prepared, align, alignments.wants_memory(valid.model))
             try:
                 while True:
                     try:

@@ -3,13 +3,19 @@ cross-attention of finished translations, for word alignments.
 
 The step decoder never computes attention probabilities (its fused kernels return only the
 attended values), so a request that asks for alignments runs one more, teacher-forced pass
-per finished sentence: source ids and the whole output in, every decoder layer's
-cross-attention out (``contract.graph_io``). The layer read is the model's
-``extra.alignment.layer`` (model.json), else the second to last: the last layers of a
-decoder attend to what the next word needs, the layers before them to the word being
-translated (Garg et al. 2019 found the penultimate layer the best aligner of a 6-layer
-Transformer; ``benchmarks/alignment_aer.py`` measures every layer of the bundled translator).
-Heads are averaged: single heads align worse on the gold set and no head is named in advance.
+of the decoder per finished sentence: the encoder's output and the whole output in, every
+decoder layer's cross-attention out (``contract.graph_io``). The encoder's output is the one
+the engine kept from decoding the sentence (``DecodeOptions.return_memory``), so the source is
+not encoded again; a sentence without it (a stream's) is encoded here with the model's encoder
+graph. Directories exported before the aligner took the encoder's output have an aligner that
+takes source ids and encodes them itself; they are run that way.
+
+The layer read is the model's ``extra.alignment.layer`` (model.json), else the second to last:
+the last layers of a decoder attend to what the next word needs, the layers before them to the
+word being translated (Garg et al. 2019 found the penultimate layer the best aligner of a
+6-layer Transformer; ``benchmarks/alignment_aer.py`` measures every layer of the bundled
+translator). Heads are averaged: single heads align worse on the gold set and no head is named
+in advance.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ log = logging.getLogger(__name__)
 
 ROWS_PER_RUN = 16  # sentences per aligner run: padding a long document's sentences to one length costs more
 
+Pair = tuple[Sequence[int], Sequence[int], "np.ndarray | None"]  # source ids, decoder inputs, memory (S, C)
+
 
 def alignment_layer(manifest: Manifest) -> int:
     """The decoder layer whose cross-attention aligns (see the module docstring)."""
@@ -37,25 +45,36 @@ def alignment_layer(manifest: Manifest) -> int:
 
 
 class Aligner:
-    """Runs ``aligner.onnx``: (source ids, decoder inputs) pairs -> the chosen layer's
-    head-averaged cross-attention of each, (T, S) float32."""
+    """Runs ``aligner.onnx``: (source ids, decoder inputs, the encoder's output or None) triples
+    -> the chosen layer's head-averaged cross-attention of each, (T, S) float32. ``encoder``: the
+    model's encoder session, for sources given without their encoder output."""
 
-    def __init__(self, session: ort.InferenceSession, manifest: Manifest) -> None:
-        self.session = session
+    def __init__(
+        self, session: ort.InferenceSession, manifest: Manifest, encoder: ort.InferenceSession | None = None
+    ) -> None:
+        self.session, self.encoder = session, encoder
         self.io = manifest.aligner_io()
+        self.encoder_io = manifest.encoder_io()
         self.layer = alignment_layer(manifest)
         assert manifest.tokenizer is not None, "a translation manifest has a tokenizer"
         self.pad_id = manifest.tokenizer.pad_id
         self.start_id = manifest.tokenizer.start_id
+        self.d_model = int(manifest.config["d_model"])
+
+    @property
+    def wants_memory(self) -> bool:
+        """Whether the aligner reads the encoder's output (keep it from decoding: cheaper)."""
+        return not self.io.encodes
 
     def decoder_inputs(self, hidden_prefix: Sequence[int], token_ids: Sequence[int]) -> list[int]:
         """The teacher-forced decoder inputs of an output: the start token, the hidden prefix,
         the output without its last token; row ``len(hidden_prefix) + k`` generated token k."""
         return [self.start_id, *hidden_prefix, *token_ids][:-1] if token_ids else [self.start_id, *hidden_prefix]
 
-    def attention(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[np.ndarray]:
-        """For each (source ids, decoder inputs): the (T, S) attention, rows summing to 1. Runs of
-        at most ROWS_PER_RUN pairs of like lengths (sorted first), so little padding is computed."""
+    def attention(self, pairs: Sequence[Pair]) -> list[np.ndarray]:
+        """For each (source ids, decoder inputs, memory): the (T, S) attention, rows summing to 1.
+        ``memory``: the encoder's output for those source ids, (S, C) float32, or None. Runs of at
+        most ROWS_PER_RUN pairs of like lengths (sorted first), so little padding is computed."""
         order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][0]), len(pairs[i][1])))
         out: list[np.ndarray] = [np.zeros(0)] * len(pairs)
         for at in range(0, len(order), ROWS_PER_RUN):
@@ -64,17 +83,39 @@ class Aligner:
                 out[i] = weights
         return out
 
-    def _run(self, pairs: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[np.ndarray]:
+    def _run(self, pairs: Sequence[Pair]) -> list[np.ndarray]:
+        return [weights[self.layer].mean(axis=0) for weights in self.every_layer(pairs)]  # (T, S) each
+
+    def every_layer(self, pairs: Sequence[Pair]) -> list[np.ndarray]:
+        """Every decoder layer's and head's attention of each pair, (N, H, T, S), in one run."""
         B = len(pairs)
-        L, T = max(len(s) for s, _ in pairs), max(len(t) for _, t in pairs)
+        L, T = max(len(s) for s, _, _ in pairs), max(len(t) for _, t, _ in pairs)
         src = np.full((B, L), self.pad_id, dtype=np.int64)  # (B, L)
         tgt = np.full((B, T), self.pad_id, dtype=np.int64)  # (B, T)
         src_mask, tgt_mask = np.zeros((B, L), dtype=np.int32), np.zeros((B, T), dtype=np.int32)
-        for row, (s, t) in enumerate(pairs):
+        for row, (s, t, _) in enumerate(pairs):
             src[row, : len(s)], src_mask[row, : len(s)] = s, 1
             tgt[row, : len(t)], tgt_mask[row, : len(t)] = t, 1
         io = self.io
-        feeds = {io.src_ids: src, io.src_mask: src_mask, io.tgt_ids: tgt, io.tgt_mask: tgt_mask}
+        source = src if io.encodes else self._memory(pairs, src, src_mask)
+        feeds = {io.source: source, io.src_mask: src_mask, io.tgt_ids: tgt, io.tgt_mask: tgt_mask}
         (weights,) = self.session.run([io.cross_attention], feeds)  # (B, N, H, T, L)
-        layer = weights[:, self.layer].mean(axis=1)  # (B, T, L)
-        return [layer[row, : len(t), : len(s)] for row, (s, t) in enumerate(pairs)]
+        return [weights[row, :, :, : len(t), : len(s)] for row, (s, t, _) in enumerate(pairs)]
+
+    def _memory(self, pairs: Sequence[Pair], src: np.ndarray, src_mask: np.ndarray) -> np.ndarray:
+        """(B, L, C): the rows' encoder outputs, right-padded; those not given, from the encoder."""
+        B, L = src.shape
+        memory = np.zeros((B, L, self.d_model), dtype=np.float32)
+        missing = [row for row, (_, _, m) in enumerate(pairs) if m is None]
+        for row, (s, _, m) in enumerate(pairs):
+            if m is not None:
+                if m.shape != (len(s), self.d_model):
+                    raise ValueError(f"encoder output of shape {m.shape} for {len(s)} source ids")
+                memory[row, : len(s)] = m
+        if missing:
+            if self.encoder is None:
+                raise RuntimeError("the aligner was given no encoder output and has no encoder session")
+            io = self.encoder_io
+            (encoded,) = self.encoder.run([io.memory], {io.src_ids: src[missing], io.src_mask: src_mask[missing]})
+            memory[missing] = encoded  # (n, L, C)
+        return memory

@@ -12,6 +12,7 @@ their rows leave the decode batch at the next step boundary.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
@@ -214,6 +215,7 @@ class TranslationEngine:
             encode_ms=1000 * job.encode_s,
             decode_ms=1000 * (job.t_done - job.t_admit),
             first_token_ms=1000 * (job.t_first - job.t_submit),
+            memory=job.memory,
         )
 
     async def stream(
@@ -254,7 +256,8 @@ class TranslationEngine:
                 if finish_reason is not None:
                     queue_ms = 1000 * (job.t_admit - job.t_submit)
                     written = item[2] if len(item) > 2 else ()  # the ids fed, where surrogates were swapped out
-                    yield StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason, queue_ms, written)
+                    last = StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason, queue_ms, written)
+                    yield dataclasses.replace(last, memory=job.memory) if job.memory is not None else last
                     return
                 yield StreamEvent(delta, tuple(token_ids), None)
         finally:

@@ -257,6 +257,7 @@ class Job:
         self.parents: list[int] | None = None  # after a beam step: row i continues beam parents[i]
         self.next_tokens: list[int] | None = None
         self.encoded: Sequence[np.ndarray] | None = None  # cross K/V from the encoder until it joins the batch
+        self.memory: np.ndarray | None = None  # the encoder's output, (L, C), with options.return_memory
         # timings (perf_counter seconds)
         self.t_submit = time.perf_counter()
         self.t_admit = 0.0

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from .terms import Constraint
 
 BATCHING = ("continuous", "static")
@@ -82,6 +84,9 @@ class DecodeOptions:
     # Glossary terms the translation must contain (``constraints.py``): one per term found in
     # the sentence, with how often it occurs there. Empty: the search is unconstrained.
     constraints: tuple[Constraint, ...] = ()
+    # Keep each text's encoder output for its result (``TranslationResult.memory``): the word
+    # aligner reads it instead of encoding the source again (server/translation/aligner.py).
+    return_memory: bool = False
 
     @property
     def sampling(self) -> bool:
@@ -108,6 +113,9 @@ class TranslationResult:
     encode_ms: float
     decode_ms: float  # admitted -> finished
     first_token_ms: float  # submitted -> first generated token
+    # With DecodeOptions.return_memory: the encoder's output for the source ids (source prefix
+    # included), (source_tokens, d_model) float32; else None.
+    memory: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -117,3 +125,5 @@ class StreamEvent:
     finish_reason: str | None  # set on the last event only ("eos" | "length")
     queue_ms: float = 0.0  # the last event only: submitted -> admitted into the decode batch
     written_ids: tuple[int, ...] = ()  # the last event only: as Hypothesis.written_ids, for the whole stream
+    # the last event only: as TranslationResult.memory
+    memory: np.ndarray | None = field(default=None, repr=False, compare=False)

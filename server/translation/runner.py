@@ -104,8 +104,14 @@ class ModelRunner:
         L = max(job.source_tokens for job in jobs)
         src, src_mask = _source_ids(jobs, L, self.spec.pad_id), _source_mask(jobs, L)  # (n, L) each
         io = self.spec.encoder_io
+        keep = [i for i, job in enumerate(jobs) if job.options.return_memory]
+        names = self.cross_names + [io.memory] if keep else self.cross_names
         self.before_run()
-        cross = self._encoder_run(self.cross_names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
+        cross = self._encoder_run(names, {io.src_ids: src, io.src_mask: src_mask})  # (n, H, L, D) each
+        if keep:
+            *cross, memory = cross  # memory (n, L, C)
+            for i in keep:
+                jobs[i].memory = memory[i, : jobs[i].source_tokens].copy()  # (Lj, C)
         seconds = time.perf_counter() - t0
         for i, job in enumerate(jobs):
             job.encoded = EncodedRow(cross, i, job.source_tokens)
