@@ -5,7 +5,8 @@ translator's domain, its German translations, and sure and possible word links a
 hand. Every contender aligns the same (source, translation) pairs, in process, through the
 model directory's ``aligner.onnx`` and the server's own word-alignment code:
 
-- ``layer k, heads averaged``: the rule the server applies, for every decoder layer k;
+- ``layer k, heads averaged``: the rule the server applies, for every decoder layer k the
+  aligner computes (those up to the one it reads; ``--checkpoint``: every layer, with PyTorch);
 - ``layer k, best single head``: the head of layer k that scores best on this set (an upper
   bound for picking one head in advance);
 - ``layer k, input step``: layer k read at the step where the target token is the decoder's
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -89,7 +91,9 @@ class Prepared:
     target_words: list[int | None]
 
 
-def prepare(model_dir: Path, gold: list[GoldPair]) -> tuple[list[Prepared], int]:
+def prepare(model_dir: Path, gold: list[GoldPair], checkpoint: Path | None = None) -> tuple[list[Prepared], int]:
+    """Every pair's attention (N, H, T, S) from the directory's aligner (the layers up to the one
+    it reads), or with ``checkpoint`` (the model's PyTorch weights) from every decoder layer."""
     manifest = load_manifest(model_dir)
     options = {"providers": ["CPUExecutionProvider"]}
     session = ort.InferenceSession(str(model_dir / manifest.graphs["aligner"].file), **options)
@@ -102,11 +106,32 @@ def prepare(model_dir: Path, gold: list[GoldPair]) -> tuple[list[Prepared], int]
         normalised = normalize(pair.source)
         src = tokenizer.encode(normalised).ids
         tgt = target_side(tokenizer).encode(pair.target).ids  # ends with eos
-        (weights,) = aligner.every_layer([(src, aligner.decoder_inputs((), tgt), None)])  # (N, H, T, S)
+        inputs = aligner.decoder_inputs((), tgt)
+        if checkpoint is None:
+            (weights,) = aligner.every_layer([(src, inputs, None)])  # (N, H, T, S)
+        else:
+            weights = _torch_attention(checkpoint, src, inputs)  # (N, H, T, S)
         out.append(
             Prepared(pair, weights, source_words(tokenizer, pair.source, normalised, src), target_words(tokenizer, tgt))
         )
     return out, aligner.layer
+
+
+@functools.cache
+def _torch_model(checkpoint: Path):
+    from attnserve.models import load_checkpoint
+
+    model, _ = load_checkpoint(checkpoint, dropout=0.0)
+    return model.eval()
+
+
+def _torch_attention(checkpoint: Path, src: Sequence[int], inputs: Sequence[int]) -> np.ndarray:
+    import torch
+
+    s, t = torch.tensor([list(src)]), torch.tensor([list(inputs)])
+    with torch.no_grad():
+        weights = _torch_model(checkpoint).cross_attention(s, s >= 0, t, t >= 0)  # (1, N, H, T, S)
+    return weights[0].numpy()
 
 
 def attention_rule(select: Callable[[np.ndarray], np.ndarray], shift: int = 0) -> Callable[[Prepared], Links]:
@@ -139,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--model-dir", type=Path, default=MODEL_DIR, help="a translation model directory with aligner.onnx"
     )
     parser.add_argument("--gold", type=Path, default=GOLD, help="gold alignments (TSV, see the file's header)")
+    parser.add_argument(
+        "--checkpoint",
+        type=Path,
+        help="the model's PyTorch weights (models/zoo/<name>/model.safetensors): every decoder layer, not "
+        "only those the served aligner computes (needs the export extra: PyTorch)",
+    )
     return parser
 
 
@@ -146,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     gold = read_gold(args.gold)
     try:
-        prepared, served = prepare(args.model_dir, gold)
+        prepared, served = prepare(args.model_dir, gold, args.checkpoint)
     except (OSError, KeyError, ValueError) as exc:
         print(f"error: {args.model_dir}: {exc}", file=sys.stderr)
         return 1

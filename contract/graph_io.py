@@ -22,10 +22,12 @@ translation ``aligner.onnx`` (optional: word alignments, issue 34)
     in:  memory (B, L, C) float32 (the encoder's, right-padded), src_mask (B, L) int32,
          tgt_ids (B, T) int64 (start token + output but its last token), tgt_mask (B, T) int32
          (1 = token)
-    out: cross_attention (B, N, H, T, L) float32: every decoder layer's cross-attention
-         probabilities, row t the step that generated output token t
+    out: cross_attention (B, N, H, T, L) float32: the cross-attention probabilities of the
+         decoder layers up to the one alignments read (:func:`alignment_layer`; N = that
+         layer + 1), row t the step that generated output token t
     Directories exported before the aligner took the encoder's output have src_ids (B, L) int64
-    as the first input instead of memory (the aligner encodes the source itself); they load.
+    as the first input instead of memory (the aligner encodes the source itself) and every
+    decoder layer in its output; they load.
 
 image-classification ``model.onnx``
     in:  pixels (B, C_in, H, W) float32, normalised
@@ -46,6 +48,17 @@ from typing import Any
 from .kinds import IMAGE_CLASSIFICATION, IN_PLACE, LEFT_PADDED, TRANSLATION
 
 KV = ("key", "value")
+
+
+def alignment_layer(config: dict[str, Any], extra: dict[str, Any]) -> int:
+    """The decoder layer whose cross-attention word alignments read: ``extra["alignment"]["layer"]``
+    (model.json) where it names one, else the second to last (``server/translation/aligner.py``
+    says why)."""
+    layers = int(config["decoder_layers"])
+    chosen = (extra.get("alignment") or {}).get("layer")
+    if isinstance(chosen, int) and not isinstance(chosen, bool) and 0 <= chosen < layers:
+        return chosen
+    return max(0, layers - 2)
 
 
 def per_layer(prefix: str, num_layers: int) -> tuple[str, ...]:

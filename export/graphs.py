@@ -57,16 +57,18 @@ class AlignerGraph(nn.Module):
     """The encoder's output and a whole output -> every decoder layer's cross-attention (issue 34's
     alignments): one teacher-forced pass of the decoder, run once per finished sentence that asks
     for alignments, so the step decoder stays as it is. It starts from the encoder's ``memory``,
-    which the server keeps from decoding the sentence: the source is not encoded twice."""
+    which the server keeps from decoding the sentence: the source is not encoded twice. It computes
+    the decoder layers up to the one alignments read (``layers``), no further."""
 
-    def __init__(self, model: TranslationTransformer) -> None:
+    def __init__(self, model: TranslationTransformer, layers: int | None = None) -> None:
         super().__init__()
-        self.model = model
+        self.model, self.layers = model, layers  # the decoder layers computed (None: all)
 
     def forward(
         self, memory: torch.Tensor, src_mask: torch.Tensor, tgt_ids: torch.Tensor, tgt_mask: torch.Tensor
     ) -> torch.Tensor:
-        return self.model.cross_attention_of(memory, src_mask.bool(), tgt_ids, tgt_mask.bool())  # (B, N, H, T, L)
+        mask = src_mask.bool()
+        return self.model.cross_attention_of(memory, mask, tgt_ids, tgt_mask.bool(), self.layers)  # (B, N, H, T, L)
 
 
 def example_aligner_inputs(
@@ -210,13 +212,19 @@ def export_decoder(
     return proto
 
 
-def export_aligner(model: TranslationTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):
+def export_aligner(
+    model: TranslationTransformer,
+    path: Path,
+    attention: str = "fused",
+    opset: int = DEFAULT_OPSET,
+    layers: int | None = None,
+):
+    """``layers``: the decoder layers the aligner computes (the one alignments read + 1; None: all)."""
     B, L, T = torch.export.Dim("batch"), torch.export.Dim("src_len"), torch.export.Dim("tgt_len")
     io = AlignerIO.standard()
     shapes = ({0: B, 1: L}, {0: B, 1: L}, {0: B, 1: T}, {0: B, 1: T})  # memory (B, L, C), masks and ids
-    return export_onnx(
-        AlignerGraph(model), example_aligner_inputs(model), io.inputs, io.outputs, shapes, path, attention, opset
-    )
+    graph = AlignerGraph(model, layers)
+    return export_onnx(graph, example_aligner_inputs(model), io.inputs, io.outputs, shapes, path, attention, opset)
 
 
 def export_vit(model: VisionTransformer, path: Path, attention: str = "fused", opset: int = DEFAULT_OPSET):

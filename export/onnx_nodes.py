@@ -7,6 +7,7 @@ keeps the two equal) instead of importing it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import onnx
@@ -54,31 +55,48 @@ def count_ops(model: onnx.ModelProto, *ops: str) -> dict[str, int]:
 
 
 def expected_attention_nodes(
-    kind: str, config: dict[str, Any], op: str, kv_cache: str, aligner_encodes: bool = False
+    kind: str, config: dict[str, Any], op: str, kv_cache: str, aligner: AlignerShape | None = None
 ) -> dict[str, dict[str, int]]:
     """Attention nodes by ``domain::op_type`` per graph: one ``op`` per call, except an in-place
     decoder's self-attention, one :data:`IN_PLACE_OP` per layer."""
-    expected = {graph: {op: calls} for graph, calls in attention_calls(kind, config, aligner_encodes).items()}
+    expected = {graph: {op: calls} for graph, calls in attention_calls(kind, config, aligner).items()}
     if kind == "translation" and kv_cache == "in-place":
         layers = int(config["decoder_layers"])
         expected["decoder"] = {op: layers, IN_PLACE_OP: layers}
     return expected
 
 
-def attention_calls(kind: str, config: dict[str, Any], aligner_encodes: bool = False) -> dict[str, int]:
+@dataclass(frozen=True)
+class AlignerShape:
+    """What an aligner graph computes: ``layers`` decoder layers (up to the one alignments read),
+    and the encoder too where it ``encodes`` the source itself (directories exported before the
+    aligner took the encoder's output)."""
+
+    layers: int
+    encodes: bool = False
+
+    @classmethod
+    def of(cls, proto: onnx.ModelProto, encodes: bool) -> AlignerShape | None:
+        """From the graph's output, (B, N, H, T, L): N when it is a fixed size, else None."""
+        dims = proto.graph.output[0].type.tensor_type.shape.dim
+        return cls(dims[1].dim_value, encodes) if len(dims) > 1 and dims[1].dim_value > 0 else None
+
+
+def attention_calls(kind: str, config: dict[str, Any], aligner: AlignerShape | None = None) -> dict[str, int]:
     """Attention calls per graph of a model directory, from its ``model.json`` config.
 
     translation: the encoder has one self-attention per layer; the decoder a causal
-    self-attention and a cross-attention per layer; the aligner a causal self-attention per
-    decoder layer and the cross-attention of every layer but the last (whose output it does not
-    need; its probabilities are written out as MatMul and Softmax), and the encoder's too where
-    it encodes the source itself (``aligner_encodes``: an aligner that takes source ids, as those
-    exported before it took the encoder's output do).
+    self-attention and a cross-attention per layer; the aligner (of ``aligner``'s shape; None:
+    every decoder layer, from the encoder's output) a causal self-attention per layer it
+    computes and the cross-attention of each but the last (whose output it does not need; its
+    probabilities are written out as MatMul and Softmax), and the encoder's where it encodes.
     image-classification: one per block.
     """
     if kind == "translation":
         enc, dec = int(config["encoder_layers"]), int(config["decoder_layers"])
-        return {"encoder": enc, "decoder": 2 * dec, "aligner": (enc if aligner_encodes else 0) + 2 * dec - 1}
+        aligner = aligner or AlignerShape(dec)
+        align = (enc if aligner.encodes else 0) + 2 * aligner.layers - 1
+        return {"encoder": enc, "decoder": 2 * dec, "aligner": align}
     return {"model": int(config["depth"])}
 
 

@@ -71,7 +71,9 @@ def export_translation(
             extra=extra, stage=progress, family=family, languages=languages, kv_cache=options.cache_layout,
         )  # fmt: skip
         progress("reference outputs (PyTorch)")
-        reference = translation_reference(model, seed=options.seed, max_target_len=steps, kv_cache=manifest.kv_cache)
+        reference = translation_reference(
+            model, seed=options.seed, max_target_len=steps, kv_cache=manifest.kv_cache, extra=manifest.extra
+        )
         save_reference(tmp, reference)
         result = finish(tmp, manifest, options, progress)
     return result

@@ -9,12 +9,14 @@ names of ``model.json``), plus for translation ``greedy.src_ids`` (B, L) int64,
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
-from attnserve.contract.graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO
+from attnserve.contract.graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO, alignment_layer
 from attnserve.contract.kinds import IN_PLACE, LEFT_PADDED
 from attnserve.models import TranslationTransformer, VisionTransformer, greedy_decode
 
@@ -57,7 +59,12 @@ def _source_batch(model: TranslationTransformer, rows: int, length: int, seed: i
 
 @torch.no_grad()
 def translation_reference(
-    model: TranslationTransformer, *, seed: int = 0, max_target_len: int, kv_cache: str = LEFT_PADDED
+    model: TranslationTransformer,
+    *,
+    seed: int = 0,
+    max_target_len: int,
+    kv_cache: str = LEFT_PADDED,
+    extra: dict[str, Any] | None = None,
 ) -> dict[str, np.ndarray]:
     """Encoder, one decoder step with a cache, the aligner and a greedy decode. The step: P = 3,
     S = 2 with a left-padded slot (``kv_cache`` left-padded), or rows of 2, 0 and 4 cached tokens
@@ -83,7 +90,8 @@ def translation_reference(
     align_args = example_aligner_inputs(model, src_len=src_len, seed=seed)
     aligner = AlignerIO.standard()
     data |= _named("aligner.in", aligner.inputs, align_args)
-    data |= _named("aligner.out", aligner.outputs, (AlignerGraph(model)(*align_args),))
+    layers = alignment_layer(dataclasses.asdict(model.cfg), extra or {}) + 1  # as write_translation_graphs exports it
+    data |= _named("aligner.out", aligner.outputs, (AlignerGraph(model, layers)(*align_args),))
     steps = min(GREEDY_STEPS, max_target_len)
     hyps = greedy_decode(model, src, max_new_tokens=steps)
     tokens = np.full((len(hyps), steps), -1, dtype=np.int64)  # (B, T)

@@ -32,7 +32,14 @@ from attnserve.contract.references import (
 )
 
 from .errors import ExportError
-from .onnx_nodes import ATTENTION_OPS, attention_calls, count_attention_nodes, count_ops, expected_attention_nodes
+from .onnx_nodes import (
+    ATTENTION_OPS,
+    AlignerShape,
+    attention_calls,
+    count_attention_nodes,
+    count_ops,
+    expected_attention_nodes,
+)
 from .ort_decode import OrtGreedy, run_graph
 
 REPORT_FILE = "export-report.json"
@@ -104,8 +111,6 @@ def _session(path: Path, device: str, threads: int) -> ort.InferenceSession:
 def structure_checks(model_dir: Path, manifest: Manifest) -> list[Check]:
     """onnx.checker and attention node counts of every graph."""
     checks = []
-    encodes = "aligner" in manifest.graphs and manifest.aligner_io().encodes
-    calls = attention_calls(manifest.kind, manifest.config, encodes)
     op = ATTENTION_OPS[manifest.attention]
     for gname, spec in manifest.graphs.items():
         path = model_dir / spec.file
@@ -116,8 +121,9 @@ def structure_checks(model_dir: Path, manifest: Manifest) -> list[Check]:
             checks.append(Check(f"onnx.checker {spec.file}", False, _one_line(exc)))
             continue
         proto = onnx.load(str(path), load_external_data=False)
+        aligner = AlignerShape.of(proto, manifest.aligner_io().encodes) if gname == "aligner" else None
         counts = count_attention_nodes(proto)
-        expected = calls[gname]
+        expected = attention_calls(manifest.kind, manifest.config, aligner)[gname]
         wanted = {}
         if op is None:  # decomposed: no attention node at all, a Softmax per call
             softmax = count_ops(proto, "ai.onnx::Softmax")["ai.onnx::Softmax"]
@@ -125,7 +131,7 @@ def structure_checks(model_dir: Path, manifest: Manifest) -> list[Check]:
             found = f"attention nodes {counts}" if counts else "no attention nodes"
             detail = f"{found}, {softmax} x Softmax for {expected} attention calls"
         else:
-            wanted = expected_attention_nodes(manifest.kind, manifest.config, op, manifest.kv_cache, encodes)[gname]
+            wanted = expected_attention_nodes(manifest.kind, manifest.config, op, manifest.kv_cache, aligner)[gname]
             ok = counts == wanted
             found = " + ".join(f"{counts.get(k, 0)} x {k}" for k in wanted)
             detail = f"{found} for {expected} attention calls" + (

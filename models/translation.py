@@ -257,17 +257,24 @@ class TranslationTransformer(nn.Module):
         return self.cross_attention_of(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
 
     def cross_attention_of(
-        self, memory: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor
+        self,
+        memory: torch.Tensor,
+        src_mask: torch.Tensor,
+        tgt: torch.Tensor,
+        tgt_mask: torch.Tensor,
+        layers: int | None = None,
     ) -> torch.Tensor:
         """:meth:`cross_attention` from the encoder's output, memory: (B, L, C) float32 (what the
         encoder graph returns beside the cross K/V, so a server that has decoded the source does
-        not encode it again)."""
+        not encode it again). ``layers``: only the first N decoder layers (None: all), the last
+        of them only up to its attention probabilities; returns (B, N, H, T, L)."""
+        n = len(self.decoder_layers) if layers is None else layers
         positions = torch.arange(tgt.shape[1], device=tgt.device).expand_as(tgt)  # (B, T)
         x = self._embed(self.tgt_embed, tgt, positions)  # (B, T, C)
         weights = []
-        for i, (layer, kv) in enumerate(zip(self.decoder_layers, self.cross_kv(memory))):
-            last = i == len(self.decoder_layers) - 1
-            x, layer_weights = layer.cross_weights(x, tgt_mask, kv, src_mask, last)  # (B, H, T, L)
+        for i, layer in enumerate(self.decoder_layers[:n]):
+            kv = layer.cross_attn.project_kv(memory)  # 2 x (B, H, L, D)
+            x, layer_weights = layer.cross_weights(x, tgt_mask, kv, src_mask, i == n - 1)  # (B, H, T, L)
             weights.append(layer_weights)
         return torch.stack(weights, dim=1)  # (B, N, H, T, L)
 

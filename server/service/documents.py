@@ -210,6 +210,7 @@ async def _decode_sentences(
     for i, (_, _, options) in enumerate(work):
         by_options.setdefault(options, []).append(i)
     calls = [(options, idx[j : j + chunk]) for options, idx in by_options.items() for j in range(0, len(idx), chunk)]
+    calls.sort(key=lambda call: call[1][0])  # in document order: a file's progress, and what it aligns, go along
 
     async def call(options: DecodeOptions, indices: Sequence[int]) -> list[TranslationResult]:
         sentences, ids = [work[i][0] for i in indices], [work[i][1] for i in indices]

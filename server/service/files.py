@@ -33,7 +33,7 @@ from .. import files
 from ..calls import Call
 from ..documents import PreparedDocument
 from ..errors import LimitExceeded
-from ..translation import TranslationResult
+from ..translation import DecodeOptions, TranslationResult
 from . import documents
 from .documents import Progress
 from .requests import Deadline, Detection, TranslationRequest, ValidTranslation
@@ -41,6 +41,10 @@ from .run_alignment import RunAligner
 from .translation import TranslationService, bounded
 
 FileProgress = Callable[[int, int], None]  # (sentences done, sentences in the file)
+
+
+# Greedy, as a text's default; a file returns no scores, so greedy skips the log-softmax per step.
+FILE_OPTIONS = DecodeOptions(return_scores=False)
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,7 @@ class FileTranslation:
             format=extracted.format,
             source_language=request.source_language,
             target_language=request.target_language,
+            options=FILE_OPTIONS,
             deadline=request.deadline,
         )
         service = self.service

@@ -10,7 +10,8 @@ not encoded again; a sentence without it (a stream's) is encoded here with the m
 graph. Directories exported before the aligner took the encoder's output have an aligner that
 takes source ids and encodes them itself; they are run that way.
 
-The layer read is the model's ``extra.alignment.layer`` (model.json), else the second to last:
+The layer read is the model's ``extra.alignment.layer`` (model.json), else the second to last
+(the aligner graph computes the decoder layers up to it, no further):
 the last layers of a decoder attend to what the next word needs, the layers before them to the
 word being translated (Garg et al. 2019 found the penultimate layer the best aligner of a
 6-layer Transformer; ``benchmarks/alignment_aer.py`` measures every layer of the bundled
@@ -26,6 +27,7 @@ from collections.abc import Sequence
 import numpy as np
 import onnxruntime as ort
 
+from attnserve.contract.graph_io import alignment_layer as contract_alignment_layer
 from attnserve.contract.manifest import Manifest
 
 log = logging.getLogger(__name__)
@@ -37,11 +39,7 @@ Pair = tuple[Sequence[int], Sequence[int], "np.ndarray | None"]  # source ids, d
 
 def alignment_layer(manifest: Manifest) -> int:
     """The decoder layer whose cross-attention aligns (see the module docstring)."""
-    layers = int(manifest.config["decoder_layers"])
-    chosen = (manifest.extra.get("alignment") or {}).get("layer")
-    if isinstance(chosen, int) and not isinstance(chosen, bool) and 0 <= chosen < layers:
-        return chosen
-    return max(0, layers - 2)
+    return contract_alignment_layer(manifest.config, manifest.extra)
 
 
 class Aligner:
@@ -56,6 +54,12 @@ class Aligner:
         self.io = manifest.aligner_io()
         self.encoder_io = manifest.encoder_io()
         self.layer = alignment_layer(manifest)
+        computed = session.get_outputs()[0].shape[1]  # the layers the graph computes (up to the one read)
+        if isinstance(computed, int) and computed <= self.layer:
+            raise ValueError(
+                f"aligner.onnx computes {computed} decoder layers; alignments read layer {self.layer} "
+                "(model.json extra.alignment.layer): re-export the model"
+            )
         assert manifest.tokenizer is not None, "a translation manifest has a tokenizer"
         self.pad_id = manifest.tokenizer.pad_id
         self.start_id = manifest.tokenizer.start_id

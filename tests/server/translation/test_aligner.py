@@ -139,3 +139,15 @@ def test_a_directory_whose_aligner_encodes_the_source_loads_verifies_and_aligns_
     pairs = [(_ids(tiny, text), [1, *_ids(tiny, text)[:3]], None) for text in texts]
     for a, b in zip(before.attention(pairs), now.attention(pairs)):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_the_aligner_stops_at_the_layer_it_reads_and_refuses_a_later_one(tiny, tmp_path):
+    layer = alignment_layer(tiny.manifest)
+    assert _session(tiny.path / "aligner.onnx").get_outputs()[0].shape[1] == layer + 1  # no layer after it
+    later = tmp_path / "tiny-mt"
+    shutil.copytree(tiny.path, later)
+    manifest = json.loads((later / "model.json").read_text())
+    manifest["extra"]["alignment"] = {"layer": layer + 1}  # a layer the exported aligner does not compute
+    (later / "model.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match="re-export"):
+        _aligner(tiny, later)
