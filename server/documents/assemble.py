@@ -4,7 +4,7 @@ n-best of a document: the ``k`` combinations of per-segment hypotheses (one per 
 with the highest sum of per-segment scores, best first; the best is every segment's best.
 A document hypothesis's score is that sum and its log-probability the sum of theirs (the
 segments are translated independently); for a one-segment text both are the segment's own.
-The streams of a document's segments are put in order by ``service.documents.DocumentEvents``.
+The streams of a document's segments are put in order by ``service.document_stream.DocumentEvents``.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
 from ..translation import DecodeOptions, StreamEvent
-from . import alignments, documents, pivot, surrogates
+from . import alignments, document_stream, documents, pivot, surrogates
 from .detection import make_detector
 from .glossary import DefaultGlossaries, check_entries, compile_glossary
 from .languages import apply
@@ -149,7 +149,7 @@ class TranslationService:
             place = request.format != TEXT and valid.model.aligner is not None  # as translate() places it
             valid, (prepared,) = await self.split(valid, place)
             align = functools.partial(alignments.align_sentence, valid, prepared, self.pool) if place else None
-            events = documents.stream(valid, prepared, align, alignments.wants_memory(valid.model))
+            events = document_stream.stream(valid, prepared, align, alignments.wants_memory(valid.model))
             try:
                 while True:
                     try:

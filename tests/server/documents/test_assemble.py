@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from attnserve.server.documents.assemble import best_combinations
-from attnserve.server.service.documents import DocumentEvents
+from attnserve.server.service.document_stream import DocumentEvents
 from attnserve.server.translation import StreamEvent
 
 

@@ -14,7 +14,7 @@ from attnserve.server.calls import Call
 from attnserve.server.config import Settings
 from attnserve.server.errors import InferenceFailed, InvalidRequest, LimitExceeded, Overloaded
 from attnserve.server.metrics import Metrics
-from attnserve.server.service import documents
+from attnserve.server.service import document_stream, documents
 from attnserve.server.service.requests import TranslationRequest, ValidTranslation
 from attnserve.server.service.translation import TranslationService
 from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
@@ -86,7 +86,7 @@ def stream(engine, text, options=None):
     async def collect():
         checked = valid(engine, [text], options or GREEDY)
         (prepared,) = await documents.split_documents(checked, POOL)
-        return [e async for e in documents.stream(checked, prepared)]
+        return [e async for e in document_stream.stream(checked, prepared)]
 
     return asyncio.run(collect())
 
