@@ -17,26 +17,51 @@ import collections
 import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
 import grpc
 import numpy as np
-from google.protobuf.descriptor import FieldDescriptor
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
+from .requests import (
+    check_unsigned,
+    decoding_options,
+    glossary_entries,
+    image_input,
+    read_glossary,
+    text_format,
+    unsigned_max,
+)
+from .results import (
+    FINISH_REASONS,
+    Alignment,
+    Chunk,
+    Classification,
+    Hypothesis,
+    Label,
+    LanguagePair,
+    ModelSummary,
+    TranslatedFile,
+    Translation,
+    summary_of,
+    timing_of,
+    translation_of,
+)
+
 DEFAULT_ADDRESS = "127.0.0.1:50051"
-FINISH_REASONS = {pb.FINISH_REASON_EOS: "eos", pb.FINISH_REASON_LENGTH: "length"}
-KINDS = {pb.MODEL_KIND_TRANSLATION: "translation", pb.MODEL_KIND_IMAGE_CLASSIFICATION: "image-classification"}
 
 T = TypeVar("T")
 
 __all__ = [
     "DEFAULT_ADDRESS",
+    "TranslatedFile",
+    "decoding_options",
+    "read_glossary",
+    "unsigned_max",
     "AttnServeError",
     "Alignment",
     "Chunk",
@@ -58,258 +83,6 @@ class AttnServeError(Exception):
     def __init__(self, code: grpc.StatusCode, details: str) -> None:
         self.code, self.details = code, details
         super().__init__(f"{code.name}: {details}")
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    text: str
-    token_ids: list[int] = field(default_factory=list)  # when asked for (return_token_ids)
-    score: float | None = None  # when asked for (return_scores)
-    logprob: float | None = None
-    finish_reason: str = ""  # "eos" | "length"
-    alignments: list[Alignment] = field(default_factory=list)  # per sentence, when asked for (alignments=True)
-
-
-@dataclass(frozen=True)
-class Alignment:
-    """One sentence's word alignment: ``links`` (source word, target word) pairs, words the
-    whitespace-separated tokens of ``source`` and ``target``; ``attention`` the word-level
-    cross-attention, one row per target word over the source words."""
-
-    source: str
-    target: str
-    links: list[tuple[int, int]]
-    attention: list[list[float]]
-
-    def pharaoh(self) -> str:
-        """``"0-0 1-2 ..."``, as fast_align prints it."""
-        return " ".join(f"{i}-{j}" for i, j in self.links)
-
-
-@dataclass(frozen=True)
-class Translation:
-    hypotheses: list[Hypothesis]  # best first
-    source_tokens: int
-    timing: dict[str, float]  # queue_ms, encode_ms, decode_ms, first_token_ms
-    pivot_language: str = ""  # the pair had no model: translated source -> this -> target ("" = directly)
-
-    @property
-    def text(self) -> str:
-        return self.hypotheses[0].text
-
-
-@dataclass(frozen=True)
-class Chunk:
-    delta: str
-    token_ids: list[int]
-    finish_reason: str  # "" until the last chunk
-
-
-@dataclass(frozen=True)
-class TranslatedFile:
-    content: bytes
-    filename: str
-    media_type: str
-    model: str
-    characters: int
-    sentences: int
-    source_language: str
-    target_language: str
-    detected_language: str = ""
-
-
-@dataclass(frozen=True)
-class Label:
-    label: str
-    index: int
-    probability: float
-
-
-@dataclass(frozen=True)
-class Classification:
-    labels: list[Label]  # most probable first
-    batch_size: int
-    timing: dict[str, float]  # preprocess_ms, queue_ms, inference_ms
-
-
-@dataclass(frozen=True)
-class ModelSummary:
-    name: str
-    kind: str
-    ready: bool
-    error: str
-    provider: str
-    precision: str
-    attention: str
-    labels: list[str]
-    limits: dict[str, int]
-    config: dict[str, str]
-    domain: str = ""  # what the model was trained for ("" = not stated)
-    source_languages: list[str] = field(default_factory=list)  # translation; empty: one fixed pair
-    target_languages: list[str] = field(default_factory=list)
-    family: str = ""  # attnserve | marian | m2m_100
-    loaded: bool = False  # in memory now; a ready model that is not loads on its first request
-
-
-@dataclass(frozen=True)
-class LanguagePair:
-    """A pair the server translates: by one model, or by two through ``pivot_language``."""
-
-    source: str
-    target: str
-    models: list[str]
-    pivot_language: str = ""
-
-
-def _timing(msg: Any) -> dict[str, float]:
-    return {f.name: getattr(msg, f.name) for f in msg.DESCRIPTOR.fields}
-
-
-def _summary(info: pb.ModelInfo) -> ModelSummary:
-    limits = {
-        f.name: getattr(info.limits, f.name) for f in info.limits.DESCRIPTOR.fields if getattr(info.limits, f.name)
-    }
-    return ModelSummary(
-        info.name,
-        KINDS.get(info.kind, "unknown"),
-        info.ready,
-        info.error,
-        info.provider,
-        info.precision,
-        info.attention,
-        list(info.labels),
-        limits,
-        dict(info.config),
-        info.domain,
-        list(info.source_languages),
-        list(info.target_languages),
-        info.family,
-        info.loaded,
-    )
-
-
-def _image_input(image: bytes | str | Path | np.ndarray) -> pb.ImageInput:
-    if isinstance(image, np.ndarray):  # already preprocessed: (C, H, W) or (1, C, H, W) float32
-        values = np.ascontiguousarray(image, dtype="<f4")
-        tensor = pb.Tensor(shape=list(values.shape), datatype=pb.DATA_TYPE_FP32, raw_contents=values.tobytes())
-        return pb.ImageInput(tensor=tensor)
-    if isinstance(image, (str, Path)):
-        image = Path(image).read_bytes()
-    return pb.ImageInput(encoded=bytes(image))
-
-
-FORMATS = {"text": pb.TEXT_FORMAT_TEXT, "html": pb.TEXT_FORMAT_HTML, "markdown": pb.TEXT_FORMAT_MARKDOWN}
-UNSIGNED_MAX = {FieldDescriptor.TYPE_UINT32: 2**32 - 1, FieldDescriptor.TYPE_UINT64: 2**64 - 1}
-
-
-def unsigned_max(message: Any, field: str) -> int | None:
-    """The largest value of ``message``'s unsigned integer ``field`` (its smallest is 0); None if
-    the field is not unsigned."""
-    return UNSIGNED_MAX.get(message.DESCRIPTOR.fields_by_name[field].type)
-
-
-def _check_unsigned(message: Any, **values: Any) -> None:
-    """A negative (or too large) int for an unsigned field -> ValueError naming the parameter
-    (protobuf's own is a bare "Value out of range: -1")."""
-    for name, value in values.items():
-        limit = unsigned_max(message, name)
-        if limit is not None and isinstance(value, int) and not 0 <= value <= limit:
-            raise ValueError(f"{name} must be an integer from 0 to {limit}, got {value}")
-
-
-def text_format(name: str) -> int:
-    """A format name ("text", "html" or "markdown") -> ``TextFormat``."""
-    if name not in FORMATS:
-        raise ValueError(f"format must be one of {', '.join(FORMATS)}, got {name!r}")
-    return FORMATS[name]
-
-
-def glossary_entries(glossary: Mapping[str, str] | None) -> list[pb.GlossaryEntry]:
-    """source term -> target term ("" keeps the term) -> ``GlossaryEntry`` messages."""
-    return [pb.GlossaryEntry(source=source, target=target) for source, target in (glossary or {}).items()]
-
-
-def read_glossary(path: str | Path) -> dict[str, str]:
-    """A TSV glossary: ``source<TAB>target`` lines, or ``source`` alone to keep the term; blank
-    lines and lines starting with ``#`` skipped. Raises ValueError naming the file and line."""
-    entries: dict[str, str] = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        fields = line.split("\t")
-        if len(fields) > 2 or not fields[0].strip():
-            raise ValueError(f"{path}, line {number}: expected 'source<TAB>target' or 'source', got {line!r:.80}")
-        entries[fields[0].strip()] = fields[1].strip() if len(fields) == 2 else ""
-    return entries
-
-
-def decoding_options(
-    *,
-    beam_size: int = 1,
-    num_hypotheses: int = 1,
-    length_penalty: float | None = None,
-    max_new_tokens: int = 0,
-    temperature: float = 0.0,
-    top_k: int = 0,
-    top_p: float | None = None,
-    seed: int | None = None,
-    return_scores: bool = False,
-    return_token_ids: bool = False,
-    source_language: str = "",
-    target_language: str = "",
-    target_prefix: str = "",
-) -> pb.DecodingOptions:
-    """Keyword options -> ``DecodingOptions`` (unset optionals stay unset: the server's defaults).
-    Languages: the model's codes (``deu_Latn``, ``fra``) or ISO 639-1 (``de``); with no model
-    named, the pair picks the model. ``target_prefix``: text every translation starts with.
-    A negative count or seed (unsigned fields) is a ValueError naming it."""
-    _check_unsigned(
-        pb.DecodingOptions,
-        beam_size=beam_size,
-        num_hypotheses=num_hypotheses,
-        max_new_tokens=max_new_tokens,
-        top_k=top_k,
-        seed=seed,
-    )
-    opts = pb.DecodingOptions(
-        source_language=source_language,
-        target_language=target_language,
-        target_prefix=target_prefix,
-        beam_size=beam_size,
-        num_hypotheses=num_hypotheses,
-        max_new_tokens=max_new_tokens,
-        temperature=temperature,
-        top_k=top_k,
-        return_scores=return_scores,
-        return_token_ids=return_token_ids,
-    )
-    if length_penalty is not None:
-        opts.length_penalty = length_penalty
-    if top_p is not None:
-        opts.top_p = top_p
-    if seed is not None:
-        opts.seed = seed
-    return opts
-
-
-def _alignment(a: pb.SentenceAlignment) -> Alignment:
-    weights = np.asarray(a.attention, dtype=np.float32).reshape(a.target_words, a.source_words)
-    return Alignment(a.source, a.target, [(link.source_word, link.target_word) for link in a.links], weights.tolist())
-
-
-def _translation(t: pb.Translation) -> Translation:
-    hyps = [
-        Hypothesis(
-            h.text,
-            list(h.token_ids),
-            h.score if h.HasField("score") else None,
-            h.logprob if h.HasField("logprob") else None,
-            FINISH_REASONS.get(h.finish_reason, ""),
-            [_alignment(a) for a in h.alignments],
-        )
-        for h in t.hypotheses
-    ]
-    return Translation(hyps, t.source_tokens, _timing(t.timing))
 
 
 class _CallDetails(
@@ -433,7 +206,7 @@ class Client:
             return_alignments=alignments,
         )
         reply = self._call(lambda t: self.stub.Translate(request, timeout=t), timeout)
-        return [dataclasses.replace(_translation(t), pivot_language=reply.pivot_language) for t in reply.translations]
+        return [dataclasses.replace(translation_of(t), pivot_language=reply.pivot_language) for t in reply.translations]
 
     def translate_stream(
         self,
@@ -537,11 +310,13 @@ class Client:
         (C, H, W) float32 array. ``top_k`` 0 = the server's default."""
         if isinstance(images, (bytes, str, Path, np.ndarray)):
             images = [images]
-        _check_unsigned(pb.ClassifyRequest, top_k=top_k)
-        request = pb.ClassifyRequest(model=model, images=[_image_input(i) for i in images], top_k=top_k)
+        check_unsigned(pb.ClassifyRequest, top_k=top_k)
+        request = pb.ClassifyRequest(model=model, images=[image_input(i) for i in images], top_k=top_k)
         reply = self._call(lambda t: self.stub.Classify(request, timeout=t), timeout)
         return [
-            Classification([Label(s.label, s.index, s.probability) for s in r.labels], r.batch_size, _timing(r.timing))
+            Classification(
+                [Label(s.label, s.index, s.probability) for s in r.labels], r.batch_size, timing_of(r.timing)
+            )
             for r in reply.results
         ]
 
@@ -549,7 +324,7 @@ class Client:
 
     def list_models(self, *, timeout: float | None = None) -> list[ModelSummary]:
         reply = self._call(lambda t: self.stub.ListModels(pb.ListModelsRequest(), timeout=t), timeout)
-        return [_summary(m) for m in reply.models]
+        return [summary_of(m) for m in reply.models]
 
     def language_pairs(self, *, timeout: float | None = None) -> list[LanguagePair]:
         """Every pair the server translates, directly and through its pivot language."""
@@ -557,7 +332,7 @@ class Client:
         return [LanguagePair(r.source, r.target, list(r.models), r.pivot_language) for r in reply.routes]
 
     def get_model(self, name: str, *, timeout: float | None = None) -> ModelSummary:
-        return _summary(self._call(lambda t: self.stub.GetModel(pb.GetModelRequest(name=name), timeout=t), timeout))
+        return summary_of(self._call(lambda t: self.stub.GetModel(pb.GetModelRequest(name=name), timeout=t), timeout))
 
     def health(self, service: str = "", *, timeout: float | None = None) -> str:
         """``SERVING``, ``NOT_SERVING`` or ``SERVICE_UNKNOWN`` for ``service`` ("" = the whole server)."""
