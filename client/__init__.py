@@ -245,7 +245,8 @@ class Client:
         call = self._call(start, timeout)
         try:
             for msg in [*first, *self._stream_rest(call)]:
-                yield Chunk(msg.delta, list(msg.token_ids), FINISH_REASONS.get(msg.finish_reason, ""))
+                reason = FINISH_REASONS.get(msg.finish_reason, "")
+                yield Chunk(msg.delta, list(msg.token_ids), reason, msg.pivot_language)
         finally:
             call.cancel()
 

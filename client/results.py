@@ -56,6 +56,7 @@ class Chunk:
     delta: str
     token_ids: list[int]
     finish_reason: str  # "" until the last chunk
+    pivot_language: str = ""  # the last chunk: the pair had no model, translated through this language
 
 
 @dataclass(frozen=True)

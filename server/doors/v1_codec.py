@@ -178,6 +178,7 @@ def translate_chunk(event: StreamEvent, options: pb.DecodingOptions) -> pb.Trans
     chunk = pb.TranslateChunk(delta=event.delta)
     if event.finish_reason is not None:
         chunk.finish_reason = FINISH_REASONS.get(event.finish_reason, 0)
+        chunk.pivot_language = event.pivot_language
     if options.return_token_ids:
         chunk.token_ids.extend(event.token_ids)
     if not chunk.delta and not chunk.token_ids and event.finish_reason is None:

@@ -63,12 +63,12 @@ async def stream(
     route: Route,
     time_limit_s: float,
 ) -> AsyncIterator[StreamEvent]:
-    """Leg 1 whole, then leg 2 streamed: what streams is the target text."""
+    """Leg 1 whole, then leg 2 streamed: what streams is the target text; the last event names the pivot."""
     request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, time_limit_s))
     leg1 = await service_translate(first_leg(request, route))
     events = service_stream(second_leg(request, route, _best_texts(leg1)))
     try:
         async for event in events:
-            yield event
+            yield event if event.finish_reason is None else dataclasses.replace(event, pivot_language=route.pivot)
     finally:
         await events.aclose()

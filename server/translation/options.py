@@ -127,3 +127,5 @@ class StreamEvent:
     written_ids: tuple[int, ...] = ()  # the last event only: as Hypothesis.written_ids, for the whole stream
     # the last event only: as TranslationResult.memory
     memory: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # the last event only: the language a pivoted stream went through (set by the translation service)
+    pivot_language: str = ""

@@ -275,10 +275,11 @@ def test_fr_to_de_through_english_equals_the_two_models_by_hand_on_html(serve, p
         assert pivoted.text.count("<p>") == 2 and "<b>" in pivoted.text  # the markup went through both legs
         (direct,) = client.translate([HTML], source_language="en", target_language="de", format="html")
         assert direct.pivot_language == ""
-        streamed = "".join(
-            c.delta for c in client.translate_stream(HTML, source_language="fr", target_language="de", format="html")
-        )
-        assert streamed == by_hand
+        chunks = list(client.translate_stream(HTML, source_language="fr", target_language="de", format="html"))
+        assert "".join(c.delta for c in chunks) == by_hand
+        assert chunks[-1].pivot_language == "en" and all(c.pivot_language == "" for c in chunks[:-1])  # named once
+        direct_chunks = list(client.translate_stream(HTML, source_language="en", target_language="de", format="html"))
+        assert direct_chunks[-1].finish_reason and direct_chunks[-1].pivot_language == ""
         pairs = {(p.source, p.target): p for p in client.language_pairs()}
         assert pairs["fr", "de"].models == ["mt-fr-en", "mt-en-de"] and pairs["fr", "de"].pivot_language == "en"
         assert pairs["en", "de"].models == ["mt-en-de"] and pairs["en", "de"].pivot_language == ""

@@ -199,14 +199,16 @@ class TranslateResponse(_message.Message):
     def __init__(self, model: _Optional[str] = ..., translations: _Optional[_Iterable[_Union[Translation, _Mapping]]] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., pivot_language: _Optional[str] = ...) -> None: ...
 
 class TranslateChunk(_message.Message):
-    __slots__ = ("delta", "token_ids", "finish_reason")
+    __slots__ = ("delta", "token_ids", "finish_reason", "pivot_language")
     DELTA_FIELD_NUMBER: _ClassVar[int]
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    PIVOT_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     delta: str
     token_ids: _containers.RepeatedScalarFieldContainer[int]
     finish_reason: FinishReason
-    def __init__(self, delta: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ...) -> None: ...
+    pivot_language: str
+    def __init__(self, delta: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., pivot_language: _Optional[str] = ...) -> None: ...
 
 class TranslateFileRequest(_message.Message):
     __slots__ = ("model", "filename", "content", "source_language", "target_language")
