@@ -111,7 +111,11 @@ class Settings:
     model_load_retry_seconds: float = _setting(
         30.0,
         "a model whose on-demand load failed answers UNAVAILABLE for this long, then the next request tries "
-        "again; the wait doubles after each failure, and after 5 failures it stays UNAVAILABLE until a reload",
+        "again; the wait doubles after each failure, and after --model-load-attempts failures it stays "
+        "UNAVAILABLE until a reload",
+    )
+    model_load_attempts: int = _setting(
+        5, "on-demand loads of a failing model (lazy) before it stays UNAVAILABLE until a reload"
     )
     pivot_language: str = _setting(
         "en",
@@ -242,7 +246,7 @@ class Settings:
             "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
             "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
             "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
-            " max_file_bytes max_file_chars max_download_bytes"
+            " max_file_bytes max_file_chars max_download_bytes model_load_attempts"
         ).split()
         checks.update({name: getattr(self, name) >= 1 for name in positive})
         for name, ok in checks.items():

@@ -14,7 +14,7 @@ budget needs its room.
   model becomes idle (it is given up once no request waits for it any more).
 - A failed load answers UNAVAILABLE with its reason to the requests waiting for it and to
   every request until a backoff passes (``--model-load-retry-seconds``, doubling); the next
-  request after it tries again, up to MAX_ATTEMPTS; then the model stays UNAVAILABLE until a
+  request after it tries again, up to ``--model-load-attempts``; then the model stays UNAVAILABLE until a
   hot reload or RepositoryModelLoad. The way EasyNMT, Ray Serve's model multiplexing and
   Triton's explicit model control keep many models within one process's memory.
 """
@@ -40,7 +40,6 @@ from .registry import IndexedModel, LoadedModel, ModelRegistry, RepositoryError,
 
 log = logging.getLogger(__name__)
 
-MAX_ATTEMPTS = 5  # on-demand loads of a failing model before it waits for a reload
 ROOM_POLL_S = 0.01  # how often a load waiting for room looks for an idle model again
 LOADING, READY, UNAVAILABLE = "LOADING", "READY", "UNAVAILABLE"
 
@@ -50,9 +49,14 @@ class LoadFailure:
     reason: str
     attempts: int
     retry_at: float  # time.monotonic()
+    limit: int  # attempts before it waits for a reload (--model-load-attempts)
+
+    @property
+    def final(self) -> bool:
+        return self.attempts >= self.limit
 
     def message(self, name: str) -> str:
-        if self.attempts >= MAX_ATTEMPTS:
+        if self.final:
             return (
                 f"model {echo(name)} could not be loaded ({self.attempts} attempts): {self.reason}; "
                 "it is tried again after a reload (SIGHUP, Reload, RepositoryModelLoad)"
@@ -172,7 +176,7 @@ class Residency:
         ``deadline``: a service's ``Deadline`` (``remaining()``, ``exceeded()``) or None. Raises
         ModelUnavailable (a failed load), DeadlineExceeded (no load in time)."""
         failure = self._failures.get(name)
-        if failure is not None and (failure.attempts >= MAX_ATTEMPTS or time.monotonic() < failure.retry_at):
+        if failure is not None and (failure.final or time.monotonic() < failure.retry_at):
             raise ModelUnavailable(failure.message(name))
         task = self._loads.get(name)
         if task is None or task.done():  # a finished one is popped by its done callback, soon
@@ -241,7 +245,7 @@ class Residency:
         previous = self._failures.get(name)
         attempts = (previous.attempts if previous else 0) + 1
         backoff = self.settings.model_load_retry_seconds * 2 ** (attempts - 1)
-        failure = LoadFailure(reason, attempts, time.monotonic() + backoff)
+        failure = LoadFailure(reason, attempts, time.monotonic() + backoff, self.settings.model_load_attempts)
         self._failures[name] = failure
         self.metrics.model_loads.labels(name, "failed").inc()
         log.error("model %s failed to load on demand (attempt %d): %s", name, attempts, reason)

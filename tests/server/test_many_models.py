@@ -159,7 +159,8 @@ def test_a_model_that_fails_to_load_is_unavailable_with_its_reason_and_retried_a
     broken = repo / "mt-fr-en" / "encoder.onnx"
     good = broken.resolve()
     _corrupt(broken)  # the same size: indexed fine; its sha256 fails at load
-    with serve(repo, **BUDGET, model_load_retry_seconds=0.5, http_port=0) as server, server.client() as client:
+    settings = dict(BUDGET, model_load_retry_seconds=0.5, model_load_attempts=2, http_port=0)
+    with serve(repo, **settings) as server, server.client() as client:
         for _ in range(3):  # the first load fails; the next requests within the backoff do not load again
             with pytest.raises(AttnServeError) as failed:
                 client.translate([TEXT], source_language="fr", target_language="en")
@@ -184,6 +185,11 @@ def test_a_model_that_fails_to_load_is_unavailable_with_its_reason_and_retried_a
         time.sleep(0.6)  # the backoff passes: the next request tries again (and fails again)
         with pytest.raises(AttnServeError):
             client.translate([TEXT], source_language="fr", target_language="en")
+        assert server.metric("attnserve_model_loads_total", model="mt-fr-en", outcome="failed") == 2
+        time.sleep(1.1)  # the doubled backoff passes too, but --model-load-attempts 2 are spent: no third load
+        with pytest.raises(AttnServeError) as spent:
+            client.translate([TEXT], source_language="fr", target_language="en")
+        assert "2 attempts" in spent.value.details and "reload" in spent.value.details
         assert server.metric("attnserve_model_loads_total", model="mt-fr-en", outcome="failed") == 2
         broken.unlink()
         broken.symlink_to(good)  # fixed; a hot reload indexes it again and forgets the failures
