@@ -110,12 +110,14 @@ class Aligner:
         """(B, L, C): the rows' encoder outputs, right-padded; those not given, from the encoder."""
         B, L = src.shape
         memory = np.zeros((B, L, self.d_model), dtype=np.float32)
-        missing = [row for row, (_, _, m) in enumerate(pairs) if m is None]
+        missing = []
         for row, (s, _, m) in enumerate(pairs):
-            if m is not None:
-                if m.shape != (len(s), self.d_model):
-                    raise ValueError(f"encoder output of shape {m.shape} for {len(s)} source ids")
+            if m is not None and m.shape == (len(s), self.d_model):
                 memory[row, : len(s)] = m
+                continue
+            if m is not None:  # not these ids' output: a caller's mistake, not the user's; encoded again
+                log.warning("aligner: encoder output of shape %s for %d source ids, encoding them", m.shape, len(s))
+            missing.append(row)
         if missing:
             if self.encoder is None:
                 raise RuntimeError("the aligner was given no encoder output and has no encoder session")

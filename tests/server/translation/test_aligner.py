@@ -98,8 +98,10 @@ def test_the_aligner_fed_the_kept_output_gives_pytorchs_attention(tiny):
         assert a.shape == expected.shape == (len(tgt), len(src))
         np.testing.assert_allclose(a, expected, atol=1e-5)
         np.testing.assert_allclose(b, a, atol=1e-6)
-    with pytest.raises(ValueError, match="encoder output of shape"):
-        aligner.attention([(pairs[0][0] + [5], pairs[0][1], pairs[0][2])])  # a memory of other source ids
+    src, tgt, memory = pairs[0]
+    (mismatched,) = aligner.attention([([*src, 5], tgt, memory)])  # a memory of other source ids: encoded again
+    (expected,) = aligner.attention([([*src, 5], tgt, None)])
+    np.testing.assert_allclose(mismatched, expected, atol=1e-6)
 
 
 class _EncodingAligner(torch.nn.Module):
