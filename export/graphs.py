@@ -4,13 +4,15 @@ contract's (:mod:`attnserve.contract.graph_io` names them and gives their shapes
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
+from typing import Any
 
 import onnx
 import torch
 from torch import nn
 
-from attnserve.contract.graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO
+from attnserve.contract.graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO, alignment_layer
 from attnserve.contract.kinds import IN_PLACE, LEFT_PADDED
 from attnserve.models import TranslationTransformer, VisionTransformer, attention_backend
 
@@ -60,9 +62,11 @@ class AlignerGraph(nn.Module):
     which the server keeps from decoding the sentence: the source is not encoded twice. It computes
     the decoder layers up to the one alignments read (``layers``), no further."""
 
-    def __init__(self, model: TranslationTransformer, layers: int | None = None) -> None:
+    def __init__(self, model: TranslationTransformer, extra: dict[str, Any] | None = None) -> None:
         super().__init__()
-        self.model, self.layers = model, layers  # the decoder layers computed (None: all)
+        self.model = model
+        # the decoder layers computed: up to the one alignments read (model.json extra.alignment.layer)
+        self.layers = alignment_layer(dataclasses.asdict(model.cfg), extra or {}) + 1
 
     def forward(
         self, memory: torch.Tensor, src_mask: torch.Tensor, tgt_ids: torch.Tensor, tgt_mask: torch.Tensor
@@ -217,13 +221,13 @@ def export_aligner(
     path: Path,
     attention: str = "fused",
     opset: int = DEFAULT_OPSET,
-    layers: int | None = None,
+    extra: dict[str, Any] | None = None,
 ):
-    """``layers``: the decoder layers the aligner computes (the one alignments read + 1; None: all)."""
+    """``extra``: the model directory's (``extra.alignment.layer`` names the layer alignments read)."""
     B, L, T = torch.export.Dim("batch"), torch.export.Dim("src_len"), torch.export.Dim("tgt_len")
     io = AlignerIO.standard()
     shapes = ({0: B, 1: L}, {0: B, 1: L}, {0: B, 1: T}, {0: B, 1: T})  # memory (B, L, C), masks and ids
-    graph = AlignerGraph(model, layers)
+    graph = AlignerGraph(model, extra)
     return export_onnx(graph, example_aligner_inputs(model), io.inputs, io.outputs, shapes, path, attention, opset)
 
 

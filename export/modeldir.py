@@ -22,7 +22,7 @@ from typing import Any
 
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
-from attnserve.contract.graph_io import ClassifierIO, alignment_layer, expected_io
+from attnserve.contract.graph_io import ClassifierIO, expected_io
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, IN_PLACE, LEFT_PADDED, TRANSLATION
 from attnserve.contract.manifest import (
     MANIFEST_NAME,
@@ -198,8 +198,7 @@ def write_translation_graphs(
     kv_cache = kv_cache if attention == "fused" else LEFT_PADDED  # GroupQueryAttention is a fused op
     export_decoder(model, directory / "decoder.onnx", attention, opset, kv_cache)
     stage("export aligner")
-    layers = alignment_layer(dataclasses.asdict(cfg), extra or {}) + 1  # up to the layer alignments read
-    export_aligner(model, directory / "aligner.onnx", attention, opset, layers)
+    export_aligner(model, directory / "aligner.onnx", attention, opset, extra)
     tokenizer.save(str(directory / "tokenizer.json"))
     io = expected_io(TRANSLATION, dataclasses.asdict(cfg), kv_cache)
     return Manifest(

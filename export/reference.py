@@ -9,14 +9,13 @@ names of ``model.json``), plus for translation ``greedy.src_ids`` (B, L) int64,
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from attnserve.contract.graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO, alignment_layer
+from attnserve.contract.graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO
 from attnserve.contract.kinds import IN_PLACE, LEFT_PADDED
 from attnserve.models import TranslationTransformer, VisionTransformer, greedy_decode
 
@@ -90,8 +89,7 @@ def translation_reference(
     align_args = example_aligner_inputs(model, src_len=src_len, seed=seed)
     aligner = AlignerIO.standard()
     data |= _named("aligner.in", aligner.inputs, align_args)
-    layers = alignment_layer(dataclasses.asdict(model.cfg), extra or {}) + 1  # as write_translation_graphs exports it
-    data |= _named("aligner.out", aligner.outputs, (AlignerGraph(model, layers)(*align_args),))
+    data |= _named("aligner.out", aligner.outputs, (AlignerGraph(model, extra)(*align_args),))
     steps = min(GREEDY_STEPS, max_target_len)
     hyps = greedy_decode(model, src, max_new_tokens=steps)
     tokens = np.full((len(hyps), steps), -1, dtype=np.int64)  # (B, T)

@@ -10,7 +10,6 @@ import json
 import shutil
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 import torch
 
@@ -18,6 +17,7 @@ from attnserve.contract.graph_io import AlignerIO
 from attnserve.contract.manifest import load_manifest, sha256_file
 from attnserve.export.graphs import export_onnx
 from attnserve.export.verify import structure_checks
+from attnserve.server.runtime import create_session
 from attnserve.server.translation import DecodeOptions
 from attnserve.server.translation.aligner import Aligner, alignment_layer
 
@@ -25,9 +25,7 @@ from .conftest import random_texts, run, translate_once
 
 
 def _session(path):
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return create_session(path, "cpu", 1)
 
 
 def _aligner(tiny, directory=None) -> Aligner:
