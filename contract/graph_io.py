@@ -8,7 +8,11 @@ translation ``decoder.onnx`` (one graph for every step; P = 0 on the first)
     in:  input_ids (B, S) int64, positions (B, S) int64, self_mask (B, P + S) int32,
          src_mask (B, L) int32, past_key_{i}, past_value_{i} (B, H, P, D),
          cross_key_{i}, cross_value_{i} (B, H, L, D)
-    out: logits (B, V) float32 of the last position; present_key_{i}, present_value_{i} (B, H, P + S, D)
+    out: logits (B, V) float32 of the last position; present_key_{i}, present_value_{i} (B, H, P + S, D);
+         optionally last, step_attention (B, S, L) float32: the cross-attention probabilities of
+         the layer alignments read (:func:`alignment_layer`), heads averaged, each new position's
+         row summing to 1 over the row's source tokens (fused exports since the step decoder
+         returns it; the aligner graph is then needed only for what no step kept, beam search's)
 
 translation ``decoder.onnx``, ``kv_cache: in-place`` (:data:`~.kinds.IN_PLACE`; S = 1)
     in:  input_ids (B, 1) int64, positions (B, 1) int64, src_mask (B, L) int32,
@@ -16,7 +20,8 @@ translation ``decoder.onnx``, ``kv_cache: in-place`` (:data:`~.kinds.IN_PLACE`; 
          cross_key_{i}, cross_value_{i} (B, H, L, D), seqlens_k (B,) int32 (each row's cached
          tokens), total_sequence_length () int32 (max(seqlens_k) + 1 <= capacity)
     out: logits (B, V) float32; present_key_{i}, present_value_{i} (B, H, capacity, D): the same
-         buffer when bound to the past's ``OrtValue`` (io binding), the new token at column seqlens_k[r]
+         buffer when bound to the past's ``OrtValue`` (io binding), the new token at column seqlens_k[r];
+         optionally last, step_attention (B, 1, L) float32, as above
 
 translation ``aligner.onnx`` (optional: word alignments, issue 34)
     in:  memory (B, L, C) float32 (the encoder's, right-padded), src_mask (B, L) int32,
@@ -42,12 +47,14 @@ a rename happens here only.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from .kinds import IMAGE_CLASSIFICATION, IN_PLACE, LEFT_PADDED, TRANSLATION
 
 KV = ("key", "value")
+STEP_ATTENTION = "step_attention"  # the decoder's optional last output (module docstring)
 
 
 def alignment_layer(config: dict[str, Any], extra: dict[str, Any]) -> int:
@@ -103,10 +110,15 @@ class DecoderIO:
     present: tuple[str, ...]  # 2 per layer, fed back as ``past`` on the next step
     seqlens: str = ""  # in-place layout: cached tokens per row (B,) int32
     total_length: str = ""  # in-place layout: max(seqlens) + 1, a scalar int32
+    attention: str = ""  # the step's alignment-layer cross-attention (B, S, L), where the graph returns it
 
     @property
     def in_place(self) -> bool:
         return bool(self.seqlens)
+
+    def with_attention(self) -> DecoderIO:
+        """The same names with the ``step_attention`` output last (a fused export's decoder)."""
+        return dataclasses.replace(self, attention=STEP_ATTENTION)
 
     @classmethod
     def standard(cls, num_layers: int, kv_cache: str = LEFT_PADDED) -> DecoderIO:
@@ -127,13 +139,17 @@ class DecoderIO:
     @classmethod
     def from_lists(cls, inputs: list[str], outputs: list[str], kv_cache: str = LEFT_PADDED) -> DecoderIO:
         """The names as ``model.json`` lists them (validated: see the module docstring)."""
+        attention = outputs[-1] if outputs and outputs[-1] == STEP_ATTENTION else ""
+        outputs = outputs[:-1] if attention else outputs
         n2 = len(outputs) - 1  # 2 per layer
         if kv_cache == IN_PLACE:
             ids, positions, src_mask = inputs[:3]
             past, cross = tuple(inputs[3 : 3 + n2]), tuple(inputs[3 + n2 : 3 + 2 * n2])
             seqlens, total = inputs[3 + 2 * n2 : 5 + 2 * n2]
-            return cls(ids, positions, "", src_mask, past, cross, outputs[0], tuple(outputs[1:]), seqlens, total)
-        return cls(*inputs[:4], tuple(inputs[4 : 4 + n2]), tuple(inputs[4 + n2 :]), outputs[0], tuple(outputs[1:]))
+            present = tuple(outputs[1:])
+            return cls(ids, positions, "", src_mask, past, cross, outputs[0], present, seqlens, total, attention)
+        past, cross = tuple(inputs[4 : 4 + n2]), tuple(inputs[4 + n2 :])
+        return cls(*inputs[:4], past, cross, outputs[0], tuple(outputs[1:]), attention=attention)
 
     @property
     def inputs(self) -> list[str]:
@@ -151,7 +167,7 @@ class DecoderIO:
 
     @property
     def outputs(self) -> list[str]:
-        return [self.logits, *self.present]
+        return [self.logits, *self.present, *([self.attention] if self.attention else [])]
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from .graph_io import AlignerIO, ClassifierIO, DecoderIO, EncoderIO, GraphIO, expected_io
+from .graph_io import STEP_ATTENTION, AlignerIO, ClassifierIO, DecoderIO, EncoderIO, GraphIO, expected_io
 from .kinds import (
     ATTENTION_TARGETS,
     GRAPHS_BY_KIND,
@@ -363,6 +363,8 @@ def _check_graph_io(manifest: Manifest, path: Path) -> None:
             continue
         if role == "aligner" and graph.inputs == AlignerIO.encoding().inputs:
             io = AlignerIO.encoding()  # exported before the aligner took the encoder's output
+        if isinstance(io, DecoderIO) and graph.outputs[-1:] == [STEP_ATTENTION]:
+            io = io.with_attention()  # a fused export's decoder also returns its step's attention
         for side, got, want in (("inputs", graph.inputs, io.inputs), ("outputs", graph.outputs, io.outputs)):
             if got == want:
                 continue

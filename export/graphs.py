@@ -199,9 +199,12 @@ def export_decoder(
     attention: str = "fused",
     opset: int = DEFAULT_OPSET,
     kv_cache: str = LEFT_PADDED,
+    extra: dict[str, Any] | None = None,
 ):
     """The decoder graph; ``kv_cache`` "in-place" rewrites its self-attention for a cache written in
-    place (:func:`attnserve.export.inplace.in_place_decoder`, fused attention only)."""
+    place (:func:`attnserve.export.inplace.in_place_decoder`, fused attention only). A fused
+    decoder also returns its step's attention at the layer alignments read (``extra``, the model
+    directory's: :mod:`.step_attention`)."""
     _, dec_args = example_translation_inputs(model)
     n = model.cfg.decoder_layers
     io = DecoderIO.standard(n)
@@ -212,6 +215,11 @@ def export_decoder(
         from .inplace import in_place_decoder
 
         proto = in_place_decoder(proto)
+    if attention == "fused":
+        from .step_attention import add_step_attention
+
+        proto = add_step_attention(proto, alignment_layer(dataclasses.asdict(model.cfg), extra or {}))
+    if kv_cache == IN_PLACE or attention == "fused":
         onnx.save(proto, str(path))
     return proto
 

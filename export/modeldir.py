@@ -22,7 +22,7 @@ from typing import Any
 
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 
-from attnserve.contract.graph_io import ClassifierIO, expected_io
+from attnserve.contract.graph_io import ClassifierIO, DecoderIO, expected_io
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, IN_PLACE, LEFT_PADDED, TRANSLATION
 from attnserve.contract.manifest import (
     MANIFEST_NAME,
@@ -196,11 +196,15 @@ def write_translation_graphs(
     export_encoder(model, directory / "encoder.onnx", attention, opset)
     stage("export decoder")
     kv_cache = kv_cache if attention == "fused" else LEFT_PADDED  # GroupQueryAttention is a fused op
-    export_decoder(model, directory / "decoder.onnx", attention, opset, kv_cache)
+    export_decoder(model, directory / "decoder.onnx", attention, opset, kv_cache, extra)
     stage("export aligner")
     export_aligner(model, directory / "aligner.onnx", attention, opset, extra)
     tokenizer.save(str(directory / "tokenizer.json"))
     io = expected_io(TRANSLATION, dataclasses.asdict(cfg), kv_cache)
+    decoder = io["decoder"]
+    if attention == "fused":  # the step decoder returns its attention (export/step_attention.py)
+        assert isinstance(decoder, DecoderIO)
+        decoder = decoder.with_attention()
     return Manifest(
         name=name,
         kind=TRANSLATION,
@@ -210,7 +214,7 @@ def write_translation_graphs(
         config=dataclasses.asdict(cfg),
         graphs={
             "encoder": GraphSpec("encoder.onnx", io["encoder"].inputs, io["encoder"].outputs),
-            "decoder": GraphSpec("decoder.onnx", io["decoder"].inputs, io["decoder"].outputs),
+            "decoder": GraphSpec("decoder.onnx", decoder.inputs, decoder.outputs),
             "aligner": GraphSpec("aligner.onnx", io["aligner"].inputs, io["aligner"].outputs),
         },
         tokenizer=TokenizerSpec(

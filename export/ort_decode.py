@@ -44,6 +44,7 @@ class OrtGreedy:
         B = src_ids.shape[0]
         src_mask = (src_ids != self.pad_id).astype(np.int32)  # (B, L)
         enc, dec = self.enc, self.dec
+        self.attention: list[np.ndarray] = []  # the decoder's step_attention of each step, where it returns it
         feeds = feed_for(self.encoder, {enc.src_ids: src_ids, enc.src_mask: src_mask})
         cross = dict(zip(dec.cross, self.encoder.run(list(enc.cross), feeds)))  # (B, H, L, D) each
         capacity = steps if dec.in_place else 0  # in place: one buffer for every step
@@ -69,6 +70,8 @@ class OrtGreedy:
             choice = logits.argmax(axis=-1)  # (B,): first maximum = lowest id on ties
             if step < len(prefix):
                 choice = np.full(B, prefix[step], dtype=np.int64)  # (B,)
+            if dec.attention:
+                self.attention.append(np.asarray(out[dec.attention], np.float32)[:, -1])  # (B, L)
             yield step, choice
             cache = {past: out[present] for past, present in zip(dec.past, dec.present)}
             following = choice if forced is None else np.where(forced[:, step] >= 0, forced[:, step], self.eos_id)
@@ -87,6 +90,11 @@ class OrtGreedy:
             if all(done):
                 break
         return rows
+
+    def step_attention(self) -> np.ndarray | None:
+        """After a decode: the decoder's ``step_attention`` of every step, (B, T, L), or None
+        when the decoder does not return it."""
+        return np.stack(self.attention, axis=1) if self.attention else None
 
     def forced_choices(self, src_ids: np.ndarray, reference: np.ndarray) -> np.ndarray:
         """Teacher forcing along ``reference`` (B, T) int64 (-1 = past the row's end): the argmax

@@ -96,7 +96,24 @@ def translation_reference(
     for row, hyp in enumerate(hyps):
         tokens[row, : len(hyp.tokens)] = hyp.tokens
     data |= {"greedy.src_ids": src.numpy(), "greedy.tokens": tokens, "greedy.max_new_tokens": np.array(steps)}
+    data["greedy.step_attention"] = greedy_step_attention(model, src, tokens, extra)
     return data
+
+
+def greedy_step_attention(
+    model: TranslationTransformer, src: torch.Tensor, tokens: np.ndarray, extra: dict[str, Any] | None
+) -> np.ndarray:
+    """(B, T, L): the cross-attention of the layer alignments read, heads averaged, at each step of
+    the greedy decode ``tokens`` (B, T), -1 past a row's end: what a fused decoder's
+    ``step_attention`` returns step by step (rows past a row's end are its padding's, not compared)."""
+    cfg = model.cfg
+    layer = AlignerGraph(model, extra).layers - 1
+    fed = np.where(tokens >= 0, tokens, cfg.eos_id)[:, :-1]  # (B, T - 1): what each step after the first was fed
+    tgt = torch.cat([torch.full((len(tokens), 1), cfg.bos_id), torch.from_numpy(fed)], dim=1)  # (B, T)
+    src_mask = src != cfg.pad_id  # (B, L)
+    memory = model.encode(src, src_mask)  # (B, L, C)
+    weights = model.cross_attention_of(memory, src_mask, tgt, torch.ones_like(tgt, dtype=torch.bool), layer + 1)
+    return weights[:, layer].mean(dim=1).numpy()  # (B, T, L)
 
 
 @torch.no_grad()

@@ -204,11 +204,17 @@ def numeric_checks(
             if oname == getattr(manifest.io(gname), "logits", None) and reference is not None:
                 checks.append(_top1(f"{gname}.logits", np.argmax(actual, -1), np.argmax(reference, -1)))
     if manifest.kind == TRANSLATION and "greedy.tokens" in data:
-        checks += _greedy_checks(sessions, manifest, data, exact=precision == "fp32")
+        checks += _greedy_checks(sessions, manifest, data, precision)
     return checks, [], provider
 
 
-def _greedy_checks(sessions: dict, manifest: Manifest, data: dict[str, np.ndarray], exact: bool) -> list[Check]:
+def _agreed(got: list[int], want: list[int]) -> int:
+    """How many leading tokens ``got`` and ``want`` share."""
+    return next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+
+
+def _greedy_checks(sessions: dict, manifest: Manifest, data: dict[str, np.ndarray], precision: str) -> list[Check]:
+    exact = precision == "fp32"
     greedy = OrtGreedy(sessions["encoder"], sessions["decoder"], manifest)
     src, reference = data["greedy.src_ids"], data["greedy.tokens"]
     expected = [[t for t in row if t >= 0] for row in reference.tolist()]
@@ -223,6 +229,13 @@ def _greedy_checks(sessions: dict, manifest: Manifest, data: dict[str, np.ndarra
     # drift on near-ties and are judged by top-1.
     ok = same == len(expected) if exact else None
     checks = [Check("greedy decode tokens", ok, detail, float(same), float(len(expected)))]
+    attention, want = greedy.step_attention(), data.get("greedy.step_attention")
+    if attention is not None and want is not None:  # a decoder returning its step's attention
+        # the steps fed what the reference was fed: up to a row's first token that differs
+        rows = [(b, t) for b, row in enumerate(expected) for t in range(_agreed(got[b], row) + 1) if t < len(row)]
+        if rows:
+            b, t = np.array(rows).T
+            checks.append(_compare("decoder.step_attention (greedy steps)", attention[b, t], want[b, t], precision))
     choices = greedy.forced_choices(src, reference)
     valid = reference >= 0
     checks.append(_top1("greedy decode (teacher-forced)", choices[valid], reference[valid]))
