@@ -42,10 +42,11 @@ def require_aligner(model: LoadedModel) -> Aligner:
     return model.aligner
 
 
-def wants_memory(model: LoadedModel) -> bool:
-    """Whether the model's aligner reads the encoder's output: ask the engine to keep it
-    (``DecodeOptions.return_memory``) for the sentences to align."""
-    return model.aligner is not None and model.aligner.wants_memory
+def keeps_decoding(model: LoadedModel) -> bool:
+    """Whether to ask the engine to keep what the aligner would compute again for the sentences
+    to align (``DecodeOptions.for_alignment``): each step's attention, where the decoder returns
+    it, leaves the aligner nothing to run; the encoder's output spares it the encoder."""
+    return model.aligner is not None
 
 
 def source_words(tokenizer: Tokenizer, sentence: str, normalised: str, ids: Sequence[int]) -> list[int | None]:
@@ -94,7 +95,7 @@ def written_words(words: Sequence[int | None], written: Sequence[int], token_ids
 def _align(
     aligner: Aligner, tokenizer: Tokenizer, prefixes: tuple[Sequence[int], Sequence[int]],
     sentences: list[tuple[str, str, Sequence[int]]], outputs: list[tuple[str, Sequence[int], Sequence[int]]],
-    memories: Sequence[np.ndarray | None],
+    memories: Sequence[np.ndarray | None], attentions: Sequence[np.ndarray | None],
 ) -> list[WordAlignment]:  # fmt: skip
     """Runs on the work pool: the aligner over every sentence, then the word links. ``prefixes``:
     the source prefix (a source-language token) and the hidden target prefix the engine put
@@ -102,12 +103,17 @@ def _align(
     glossary surrogates were swapped out of them, else empty): the aligner reads what the decoder
     was fed, the model's own words, whose attention is the model's (a target it never writes,
     teacher-forced, attends anywhere). ``memories``: each sentence's encoder output, kept from
-    decoding it, or None (encoded again)."""
+    decoding it, or None (encoded again); ``attentions``: its attention, kept from the decoder's
+    steps (``TranslationResult.attention``, what the aligner would return), or None (the aligner
+    runs)."""
     source_prefix, hidden = prefixes
     fed = [written or out_ids for _, out_ids, written in outputs]
     sources = [[*source_prefix, *ids] for _, _, ids in sentences]  # the ids the engine encoded
-    pairs = [(src, aligner.decoder_inputs(hidden, f), m) for src, f, m in zip(sources, fed, memories)]
-    attention = aligner.attention(pairs)  # per sentence (T, S)
+    attention = list(attentions)
+    todo = [i for i, kept in enumerate(attention) if kept is None or kept.shape[1] != len(sources[i])]
+    pairs = [(sources[i], aligner.decoder_inputs(hidden, fed[i]), memories[i]) for i in todo]
+    for i, weights in zip(todo, aligner.attention(pairs) if pairs else []):
+        attention[i] = weights  # (T, S)
     result = []
     for (sentence, normalised, _), src, (translation, out_ids, written), f, weights in zip(
         sentences, sources, outputs, fed, attention
@@ -137,7 +143,7 @@ async def align(
     every document's sentences, one after another). The best hypothesis of every sentence is
     aligned; with ``every_hypothesis`` the others of sentences with inline markup to place too."""
     aligner, tokenizer = require_aligner(valid.model), valid.model.engine.tokenizer
-    work, outputs, memories, counts = [], [], [], []
+    work, outputs, memories, attentions, counts = [], [], [], [], []
     segments = [(segment, normalised, ids) for p in prepared for segment, normalised, ids in zip(
         p.document.segments, p.sources, p.ids)]  # fmt: skip
     for (segment, normalised, ids), result in zip(segments, sentences):
@@ -147,8 +153,9 @@ async def align(
             work.append((segment.text, normalised, ids))
             outputs.append((hypothesis.text.strip(), hypothesis.token_ids, hypothesis.written_ids))
             memories.append(result.memory)
+            attentions.append(result.attention if hypothesis is result.hypotheses[0] else None)  # the best's
     loop = asyncio.get_running_loop()
-    run = functools.partial(_align, aligner, tokenizer, _prefixes(valid), work, outputs, memories)
+    run = functools.partial(_align, aligner, tokenizer, _prefixes(valid), work, outputs, memories, attentions)
     flat = await loop.run_in_executor(pool, run) if work else []
     per_sentence, at = [], 0
     for count in counts:
@@ -174,15 +181,17 @@ async def align_sentence(
     token_ids: Sequence[int],
     written_ids: Sequence[int] = (),
     memory: np.ndarray | None = None,
+    attention: np.ndarray | None = None,
 ) -> WordAlignment:
     """The alignment of sentence ``index`` of a streamed document, from its generated ids (and
-    those the decoder was fed, where glossary surrogates were swapped out of them) and its
-    encoder output where the engine kept it (else the source is encoded again)."""
+    those the decoder was fed, where glossary surrogates were swapped out of them), and its
+    steps' attention or else its encoder output where the engine kept them (else the aligner
+    runs, encoding the source again)."""
     aligner, tokenizer = require_aligner(valid.model), valid.model.engine.tokenizer
     segment = prepared.document.segments[index]
     work = [(segment.text, prepared.sources[index], prepared.ids[index])]
     outputs = [(tokenizer.decode(list(token_ids), skip_special_tokens=True).strip(), token_ids, written_ids)]
     loop = asyncio.get_running_loop()
-    run = functools.partial(_align, aligner, tokenizer, _prefixes(valid), work, outputs, [memory])
+    run = functools.partial(_align, aligner, tokenizer, _prefixes(valid), work, outputs, [memory], [attention])
     (alignment,) = await loop.run_in_executor(pool, run)
     return alignment

@@ -97,7 +97,7 @@ class DocumentEvents:
 
 
 async def stream(
-    valid: ValidTranslation, prepared: PreparedDocument, align: Aligning | None = None, keep_memory: bool = False
+    valid: ValidTranslation, prepared: PreparedDocument, align: Aligning | None = None, keep_for_alignment: bool = False
 ) -> AsyncIterator[StreamEvent]:
     """``StreamEvent``s of one document; closing the iterator frees its decoder rows at the next step.
 
@@ -105,9 +105,10 @@ async def stream(
     :class:`DocumentEvents`): one event per batch of tokens the engine hands out, the events of
     sentence k only after every sentence before it has finished. The deltas add up to the
     document :func:`translate` returns; the last event carries the longest queue time.
-    ``align(sentence, token_ids, written_ids, memory)``: the alignment that places a finished
-    sentence's inline markup (documents split with ``place_inline``), awaited before its last
-    event goes out; ``keep_memory``: the engine keeps those sentences' encoder outputs for it.
+    ``align(sentence, token_ids, written_ids, memory, attention)``: the alignment that places a
+    finished sentence's inline markup (documents split with ``place_inline``), awaited before its
+    last event goes out; ``keep_for_alignment``: the engine keeps what the aligner reads for those
+    sentences (their steps' attention and encoder outputs, on the last event).
     """
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, (), "eos")
@@ -118,10 +119,9 @@ async def stream(
     gate = asyncio.Semaphore(window(engine)[0])
     first, rest = sentence_options(valid.options)
     options = [with_terms(valid, s, rest if i else first) for i, s in enumerate(prepared.sources)]
-    if align is not None and keep_memory:
+    if align is not None and keep_for_alignment:
         options = [
-            dataclasses.replace(o, return_memory=True) if segment.inline else o
-            for o, segment in zip(options, prepared.document.segments)
+            o.for_alignment() if segment.inline else o for o, segment in zip(options, prepared.document.segments)
         ]
     # A sentence repeated with the same ids and options is decoded once, its events given to
     # every occurrence, as translate() does (sampling excepted: each occurrence its own draw).
@@ -139,7 +139,7 @@ async def stream(
                 async for event in engine.stream(checked, deadline=engine_deadline(deadline)):
                     generated += event.token_ids
                     if event.finish_reason is not None and align and prepared.document.segments[indices[0]].inline:
-                        placed = await align(indices[0], generated, event.written_ids, event.memory)
+                        placed = await align(indices[0], generated, event.written_ids, event.memory, event.attention)
                         order.placed.update(dict.fromkeys(indices, placed))
                     for index in indices:
                         queue.put_nowait((index, event))

@@ -332,18 +332,18 @@ async def translate_sentences(
     pool: Executor | None = None,
     progress: Progress | None = None,
     decoded: Decoded | None = None,
-    keep_memory: Iterable[int] = (),
+    keep_for_alignment: Iterable[int] = (),
 ) -> list[TranslationResult]:
     """One ``TranslationResult`` per sentence of every document, one document after another.
     ``progress(n)``: n more of the documents' sentences decoded (a sentence decoded once for
     its repeats counts for each of them), as engine calls finish; ``decoded(positions,
-    results)``: those sentences and their results, likewise. ``keep_memory``: the positions of
-    the sentences whose results keep their encoder output (``TranslationResult.memory``, for the
-    word aligner)."""
+    results)``: those sentences and their results, likewise. ``keep_for_alignment``: the positions of
+    the sentences whose results keep what the word aligner reads (``DecodeOptions.for_alignment``:
+    ``TranslationResult.attention`` and ``.memory``)."""
     distinct, order = await _off_loop(prepared, pool)(_distinct, valid, prepared)
-    for i in {order[p] for p in keep_memory}:
+    for i in {order[p] for p in keep_for_alignment}:
         sentence, ids, options = distinct[i]
-        distinct[i] = (sentence, ids, dataclasses.replace(options, return_memory=True))
+        distinct[i] = (sentence, ids, options.for_alignment())
     finished = None
     if progress is not None or decoded is not None:
         positions: dict[int, list[int]] = {}  # distinct sentence -> the documents' sentences it is

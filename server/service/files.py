@@ -113,7 +113,7 @@ class FileTranslation:
         aligner = RunAligner(valid, extracted, prepared, pool)
         try:
             sentences = await documents.translate_sentences(
-                valid, prepared, pool, advanced, aligner.decoded if aligner.needed else None, aligner.keep_memory
+                valid, prepared, pool, advanced, aligner.decoded if aligner.needed else None, aligner.keep_for_alignment
             )
             results = await documents.join(valid, prepared, sentences, None, pool)
             return results, await aligner.placement(results)

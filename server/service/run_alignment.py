@@ -4,10 +4,11 @@ a .docx / .pptx / .odt / .odp paragraph each translated word goes to (``files.pl
 Only paragraphs with words in two runs or more need them (one run takes the whole translation),
 and a paragraph repeated in the file is aligned once. Their sentences are aligned on the work
 pool as the engine finishes them, in tasks of ``ALIGN_BATCH`` paragraphs, while the engine
-decodes the rest of the file: onnxruntime runs both without the GIL, so where a core is free
-most of the aligner's pass is not added to the file's time; on a busy server it is. The pass
-starts from the encoder output the engine kept for those sentences (``keep_memory``), so
-the aligner runs only the decoder.
+decodes the rest of the file. The engine keeps each step's attention for those sentences
+(``keep_for_alignment``) where the decoder returns it, so greedy decoding (a file's) leaves the
+aligner graph nothing to run and what remains is the word links; otherwise the aligner's pass
+starts from the encoder output the engine kept, and where a core is free most of it is not
+added to the file's time (onnxruntime runs without the GIL).
 """
 
 from __future__ import annotations
@@ -74,9 +75,10 @@ class RunAligner:
         return bool(self.spans)
 
     @property
-    def keep_memory(self) -> Sequence[int]:
-        """The sentences whose encoder output the engine keeps for the aligner (``translate_sentences``)."""
-        return list(self.paragraph) if alignments.wants_memory(self.valid.model) else []
+    def keep_for_alignment(self) -> Sequence[int]:
+        """The sentences whose steps' attention and encoder output the engine keeps for the aligner
+        (``translate_sentences``)."""
+        return list(self.paragraph) if alignments.keeps_decoding(self.valid.model) else []
 
     def decoded(self, positions: Sequence[int], results: Sequence[TranslationResult]) -> None:
         for p, result in zip(positions, results):

@@ -116,8 +116,8 @@ class TranslationService:
             place = request.format != TEXT and valid.model.aligner is not None
             valid, prepared = await self.split(valid, place)
             align = request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments))
-            keep = range(sum(p.segments for p in prepared)) if align and alignments.wants_memory(valid.model) else ()
-            work = documents.translate_sentences(valid, prepared, self.pool, keep_memory=keep)
+            keep = range(sum(p.segments for p in prepared)) if align and alignments.keeps_decoding(valid.model) else ()
+            work = documents.translate_sentences(valid, prepared, self.pool, keep_for_alignment=keep)
             sentences = await bounded(work, valid.request.deadline)
             aligned = None
             if align:
@@ -149,7 +149,7 @@ class TranslationService:
             place = request.format != TEXT and valid.model.aligner is not None  # as translate() places it
             valid, (prepared,) = await self.split(valid, place)
             align = functools.partial(alignments.align_sentence, valid, prepared, self.pool) if place else None
-            events = document_stream.stream(valid, prepared, align, alignments.wants_memory(valid.model))
+            events = document_stream.stream(valid, prepared, align, alignments.keeps_decoding(valid.model))
             try:
                 while True:
                     try:

@@ -17,6 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 from tokenizers import Tokenizer
 
 from attnserve.contract.manifest import Manifest
@@ -216,6 +217,7 @@ class TranslationEngine:
             decode_ms=1000 * (job.t_done - job.t_admit),
             first_token_ms=1000 * (job.t_first - job.t_submit),
             memory=job.memory,
+            attention=np.stack(job.attention) if job.attention else None,  # (T, L)
         )
 
     async def stream(
@@ -257,7 +259,8 @@ class TranslationEngine:
                     queue_ms = 1000 * (job.t_admit - job.t_submit)
                     written = item[2] if len(item) > 2 else ()  # the ids fed, where surrogates were swapped out
                     last = StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason, queue_ms, written)
-                    yield dataclasses.replace(last, memory=job.memory) if job.memory is not None else last
+                    attention = np.stack(job.attention) if job.attention else None  # (T, L)
+                    yield dataclasses.replace(last, memory=job.memory, attention=attention)
                     return
                 yield StreamEvent(delta, tuple(token_ids), None)
         finally:

@@ -258,6 +258,9 @@ class Job:
         self.next_tokens: list[int] | None = None
         self.encoded: Sequence[np.ndarray] | None = None  # cross K/V from the encoder until it joins the batch
         self.memory: np.ndarray | None = None  # the encoder's output, (L, C), with options.return_memory
+        # with options.return_attention, a search of one row: each step's alignment-layer attention
+        # over the source, (L,), where the decoder returns it (beam search's rows are not followed)
+        self.attention: list[np.ndarray] | None = [] if options.return_attention and self.search.in_place else None
         # timings (perf_counter seconds)
         self.t_submit = time.perf_counter()
         self.t_admit = 0.0

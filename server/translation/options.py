@@ -3,6 +3,7 @@ messages onto these; the translation service, ``server/service``, calls the engi
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -87,10 +88,18 @@ class DecodeOptions:
     # Keep each text's encoder output for its result (``TranslationResult.memory``): the word
     # aligner reads it instead of encoding the source again (server/translation/aligner.py).
     return_memory: bool = False
+    # Keep the alignment-layer cross-attention of each step (``TranslationResult.attention``) where
+    # the decoder returns it (``step_attention``) and the search has one row (greedy, sampling):
+    # the word aligner then has nothing to run for the text.
+    return_attention: bool = False
 
     @property
     def sampling(self) -> bool:
         return self.temperature > 0.0
+
+    def for_alignment(self) -> DecodeOptions:
+        """These options keeping what the word aligner reads: the encoder's output and each step's attention."""
+        return dataclasses.replace(self, return_memory=True, return_attention=True)
 
 
 @dataclass(frozen=True)
@@ -116,6 +125,10 @@ class TranslationResult:
     # With DecodeOptions.return_memory: the encoder's output for the source ids (source prefix
     # included), (source_tokens, d_model) float32; else None.
     memory: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # With DecodeOptions.return_attention, where the engine could keep it: the best hypothesis's
+    # alignment-layer cross-attention, (steps, source_tokens) float32, row k the step that chose
+    # its k-th token (hidden prefix included); rows sum to 1. Else None.
+    attention: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -125,7 +138,8 @@ class StreamEvent:
     finish_reason: str | None  # set on the last event only ("eos" | "length")
     queue_ms: float = 0.0  # the last event only: submitted -> admitted into the decode batch
     written_ids: tuple[int, ...] = ()  # the last event only: as Hypothesis.written_ids, for the whole stream
-    # the last event only: as TranslationResult.memory
+    # the last event only: as TranslationResult.memory and .attention
     memory: np.ndarray | None = field(default=None, repr=False, compare=False)
+    attention: np.ndarray | None = field(default=None, repr=False, compare=False)
     # the last event only: the language a pivoted stream went through (set by the translation service)
     pivot_language: str = ""

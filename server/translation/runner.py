@@ -74,12 +74,18 @@ class ModelRunner:
         self.before_run = before_run
         self.cross_names = list(spec.encoder_io.cross)
         io = spec.decoder_io
-        self.past_names, self.decoder_cross, self.output_names = list(io.past), list(io.cross), io.outputs
+        self.past_names, self.decoder_cross = list(io.past), list(io.cross)
+        self.output_names = [io.logits, *io.present]
+        # The step's alignment-layer attention (B, 1, L), fetched while some row keeps it
+        # (``want_attention``, set by the scheduler at each boundary) and the graph returns it.
+        self.has_attention = bool(io.attention)
+        self.want_attention = False
+        self.attention: np.ndarray | None = None
         # Encoder runs by source length: measured on CPU, where a run costs rows x length. On a
         # device a run's fixed cost (kernel launches) weighs more and padding less, and this is
         # not measured there yet: one run per boundary, as before.
         self.split_runs = placement.device is None
-        self._bound: tuple[int, int] | None = None  # (cache.version, id(cache)) the in-place binding was made for
+        self._bound: tuple[int, int, bool] | None = None  # (cache.version, id(cache), attention) of the binding
         self._step_feeds: list[tuple[str, np.ndarray]] = []  # the in-place step's host inputs, by name
         self.vocab_size = decoder_vocab(decoder, io.logits)
 
@@ -158,8 +164,12 @@ class ModelRunner:
             }
             feeds.update(zip(self.past_names, cache.past))
             feeds.update(zip(self.decoder_cross, cache.cross))
+            attention = self.want_attention and self.has_attention
+            names = [*self.output_names, io.attention] if attention else self.output_names
             self.before_run()
-            outputs = self._decoder_run(self.output_names, feeds)
+            outputs = self._decoder_run(names, feeds)
+            if attention:
+                *outputs, self.attention = outputs
             cache.advance(outputs[1:])
             return outputs[0]
         self_mask = np.ascontiguousarray(self_mask)  # a column slice of the cache's buffer
@@ -172,9 +182,15 @@ class ModelRunner:
         binding.bind_output(io.logits, "cpu")
         for name in self.output_names[1:]:
             binding.bind_output(name, self.placement.device, self.placement.device_id)
+        attention = self.want_attention and self.has_attention
+        if attention:
+            binding.bind_output(io.attention, "cpu")
         self.before_run()
         self.decoder.run_with_iobinding(binding)
         outputs = binding.get_outputs()
+        if attention:
+            *outputs, last = outputs
+            self.attention = np.array(last.numpy())
         cache.advance(list(outputs[1:]))
         return np.array(outputs[0].numpy())  # a copy: the view would not keep the OrtValue alive
 
@@ -183,8 +199,9 @@ class ModelRunner:
         step only writes its tokens into the bound ids and runs; GroupQueryAttention writes each
         row's new key/value into the cache's buffers."""
         cache.reserve()  # grows the capacity (a copy) only when a row would write past it
-        if self._bound != (cache.version, id(cache)):
-            self._bind(cache)
+        attention = self.want_attention and self.has_attention
+        if self._bound != (cache.version, id(cache), attention):
+            self._bind(cache, attention)
         self._ids[:] = input_ids  # (B, 1) into the bound buffer
         if self.placement.device is not None:
             # onnxruntime copies a host input to the device that reads it when the input is bound,
@@ -194,17 +211,20 @@ class ModelRunner:
         self.before_run()
         self.decoder.run_with_iobinding(self._binding)
         cache.advance()
+        if attention:  # bound right after the logits (:meth:`_bind`)
+            self.attention = np.array(self._binding.get_outputs()[1].numpy())  # (B, 1, L)
         if self._logits is not None:
             return self._logits  # (B, V) the bound buffer, rewritten by every step
         return np.array(self._binding.get_outputs()[0].numpy())  # device: a host copy
 
-    def _bind(self, cache: InPlaceCache) -> None:
+    def _bind(self, cache: InPlaceCache, attention: bool) -> None:
         """Bind the step's inputs and outputs: each past buffer as its present too (one
         ``OrtValue``), host arrays the cache updates in place (positions, seqlens_k, total), and on
         the host a logits buffer; rebuilt when the cache replaces one of them (``cache.version``).
         On a device the host arrays are bound again at every step (:meth:`_step_in_place`): the
         binding copies a host input to the device when it is bound, so a value bound once would
-        stay the one it had then."""
+        stay the one it had then. ``attention``: the step's attention output is bound too, on the
+        host, right after the logits."""
         io, device = self.spec.decoder_io, self.placement.device
         binding = self.decoder.io_binding()
         B = cache.rows
@@ -229,12 +249,14 @@ class ModelRunner:
         else:
             self._logits = None
             binding.bind_output(io.logits, "cpu")
+        if attention:
+            binding.bind_output(io.attention, "cpu")  # (B, 1, L): its width follows the cross K/V
         for past, present, t in zip(io.past, io.present, cache.past):
             value = ort.OrtValue.ortvalue_from_numpy(t) if isinstance(t, np.ndarray) else t
             keep.append(value)
             binding.bind_ortvalue_input(past, value)
             binding.bind_ortvalue_output(present, value)  # the same buffer: written in place
-        self._binding, self._keep, self._bound = binding, keep, (cache.version, id(cache))
+        self._binding, self._keep, self._bound = binding, keep, (cache.version, id(cache), attention)
 
 
 def decoder_vocab(decoder, logits: str) -> int:

@@ -203,6 +203,7 @@ class DecodeScheduler:
         self._any_argmax = any(s.uses_argmax for s in searches)
         self._all_argmax = all(s.uses_argmax and s.in_place for s in searches)
         self._mask_when_won = self.never_ids if self._all_argmax and not self._any_scores else None
+        self.runner.want_attention = any(job.attention is not None for job in self._jobs)
 
     def _encode(self, admitted: list[Job], ahead: list[Job]) -> tuple[list[Job], NewRows | None]:
         """The newcomers that made it and the rows they bring: runs the encoder on those not
@@ -246,10 +247,13 @@ class DecodeScheduler:
         # tokens written over it), else a list of Python ints (one conversion per step)
         best, all_argmax = step.best, self._all_argmax
         next_tokens = step.greedy if all_argmax else slots.tokens.tolist()
+        attention = self.runner.attention if self.runner.want_attention else None  # (B, 1, L)
         for job, row in zip(self._jobs, self._rows):
             search = job.search
             if search.in_place:  # one row, continuing itself (greedy, sampling)
                 generated += 1
+                if attention is not None and job.attention is not None:  # the row of the token chosen now
+                    job.attention.append(attention[row, -1, : job.source_tokens].copy())
                 token = search.next(step, row)
                 if not all_argmax or token != best[row]:
                     next_tokens[row] = token

@@ -7,6 +7,7 @@ import json
 import shutil
 
 import grpc
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -38,7 +39,30 @@ def kept_outputs_only(server, monkeypatch):
     monkeypatch.setattr(server.app.registry.models[MODEL].aligner, "encoder", None)
 
 
-def test_v1_returns_one_alignment_per_sentence_with_spans(client, kept_outputs_only):
+class _Counted:
+    """An aligner graph's session that counts its runs and, ``refuse``, fails them."""
+
+    def __init__(self, session, refuse: bool) -> None:
+        self.session, self.refuse, self.runs = session, refuse, 0
+
+    def run(self, *args, **kwargs):
+        self.runs += 1
+        if self.refuse:
+            raise AssertionError("the aligner graph ran")
+        return self.session.run(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+
+@pytest.fixture
+def steps_only(server, monkeypatch):
+    """The aligner graph may not run: greedy decoding keeps each step's attention (step_attention)."""
+    aligner = server.app.registry.models[MODEL].aligner
+    monkeypatch.setattr(aligner, "session", _Counted(aligner.session, refuse=True))
+
+
+def test_v1_returns_one_alignment_per_sentence_with_spans(client, steps_only):
     (result,) = client.translate("Monday, March 3, 2025. at 3:45 PM", MODEL, alignments=True)
     assert result.text == "Montag, 3. März 2025. um 15:45 Uhr"
     first, second = result.hypotheses[0].alignments
@@ -50,6 +74,22 @@ def test_v1_returns_one_alignment_per_sentence_with_spans(client, kept_outputs_o
         assert sum(row) == pytest.approx(1.0, abs=1e-4)
     (plain,) = client.translate("Monday, March 3, 2025", MODEL)
     assert plain.hypotheses[0].alignments == []  # only on request
+
+
+def test_beam_search_aligns_with_the_aligner_graph_from_the_kept_encoder_output(client, server, monkeypatch):
+    """Beam search's hypotheses are not followed step by step: the aligner graph runs for them,
+    fed the encoder output kept from decoding (its own encoder gone), and aligns as greedy does."""
+    aligner = server.app.registry.models[MODEL].aligner
+    counted = _Counted(aligner.session, refuse=False)
+    monkeypatch.setattr(aligner, "session", counted)
+    monkeypatch.setattr(aligner, "encoder", None)
+    (result,) = client.translate("Monday, March 3, 2025", MODEL, alignments=True, beam_size=4)
+    assert result.text == "Montag, 3. März 2025" and counted.runs == 1
+    assert result.hypotheses[0].alignments[0].pharaoh() == "0-0 2-1 1-2 3-3"
+    (greedy,) = client.translate("Monday, March 3, 2025", MODEL, alignments=True)
+    assert counted.runs == 1  # greedy: nothing left for the aligner graph
+    got, want = (np.array(r.hypotheses[0].alignments[0].attention) for r in (greedy, result))
+    np.testing.assert_allclose(got, want, atol=1e-5)
 
 
 def test_the_served_alignments_beat_the_diagonal_on_the_gold_set():
@@ -107,7 +147,7 @@ def test_libretranslate_returns_the_attention_map_the_web_page_draws(server):
         ("<p>It costs <span class='x'>€1,234.50</span>.</p>", "<p>Es kostet <span class='x'>1.234,50 €</span>.</p>"),
     ],
 )
-def test_html_tags_follow_reordered_words(client, html, expected, kept_outputs_only):
+def test_html_tags_follow_reordered_words(client, html, expected, steps_only):
     (result,) = client.translate(html, MODEL, format="html")
     assert result.text == expected
     # a stream places them the same way: its deltas add up to the same text

@@ -118,8 +118,13 @@ def test_docx_paragraphs_and_run_styles_with_the_translation_of_translate(server
 
 
 def test_docx_run_styles_follow_the_words_they_wrap_by_alignment(server, monkeypatch):
-    # the aligner reads the encoder output kept from decoding: with no encoder of its own it still aligns
-    monkeypatch.setattr(server.app.registry.models["translator-en-de"].aligner, "encoder", None)
+    # a file decodes greedily and the engine keeps each step's attention: the aligner graph never runs
+    aligner = server.app.registry.models["translator-en-de"].aligner
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the aligner graph ran")
+
+    monkeypatch.setattr(aligner, "session", type("Refusing", (), {"run": staticmethod(refused)})())
     paragraphs = [
         [("Monday, ", ""), ("March", "b"), (" 3, 2025", "")],
         [("on ", ""), ("Monday", "i"), (", March 3, 2025 at 3:45 PM", "")],
