@@ -35,6 +35,12 @@ COMMITTED = Path(__file__).resolve().parent.parent / "models" / "repo" / MODEL
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.alignments", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=COMMITTED,
+        help="the translator's model directory (default: the committed one; another export of it, to compare)",
+    )
     return parser
 
 
@@ -53,7 +59,7 @@ def tagged(text: str) -> str:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from attnserve.client import Client
 
-    repo = linked_repo(args.work_dir / "alignments-repo", MODEL, COMMITTED)
+    repo = linked_repo(args.work_dir / "alignments-repo", MODEL, args.model_dir)
     repeats = args.repeats or (1 if args.quick else 7)
     texts = phrases()
     html = [tagged(t) for t in texts]
@@ -86,6 +92,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(table(["contender", "median ms", "sentences/s", "vs off"], rows))
     return {
         "machine": info,
+        "model_dir": str(args.model_dir),
         "sentences": len(texts),
         "threads": args.threads,
         "repeats": repeats,

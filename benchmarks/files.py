@@ -26,6 +26,7 @@ import json
 import re
 import urllib.request
 import zipfile
+from pathlib import Path
 from typing import Any
 
 from .common import add_common_arguments, header, interleaved, linked_repo, machine, table, write_results
@@ -41,6 +42,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.files", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
     parser.add_argument("--pages", type=int, default=None, help="pages of about 2,500 characters (default 50)")
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=COMMITTED,
+        help="the translator's model directory (default: the committed one; another export of it, to compare)",
+    )
     return parser
 
 
@@ -109,8 +116,8 @@ def paragraphs_of(translated: bytes) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    # the committed model directory, what make serve serves
-    repo = linked_repo(args.work_dir / "documents-repo", MODEL, COMMITTED)
+    # the committed model directory (what make serve serves) unless --model-dir names another
+    repo = linked_repo(args.work_dir / "documents-repo", MODEL, args.model_dir)
     pages = args.pages or (2 if args.quick else 50)
     repeats = args.repeats or (1 if args.quick else 3)
     paragraphs = distinct([line for line in document(pages * PAGE_CHARS).splitlines() if line.strip()])
@@ -149,6 +156,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"file / text: {ratio:.2f}x (target >= 0.9x)")
     return {
         "machine": info,
+        "model_dir": str(args.model_dir),
         "pages": pages,
         "characters": len(text),
         "paragraphs": len(paragraphs),

@@ -68,8 +68,7 @@ class DecodeScheduler:
         self.runner = ModelRunner(encoder, decoder, spec, placement, before_run=self.outbox.flush)
         self.budgets = Budgets(settings.max_active_sequences, settings.max_tokens_in_flight, settings.max_cache_bytes)
         self.usage = Usage()  # what admitted jobs hold; changed on this scheduler's thread only
-        self.never = never_columns(spec.never_ids)  # never generated (models/decoding.py)
-        self.never_ids = frozenset(spec.never_ids)
+        self.never, self.never_ids = never_columns(spec.never_ids), frozenset(spec.never_ids)  # models/decoding.py
         self.on_step: Callable[[int, int], None] | None = None
         self.waiting = WaitingQueue(settings.max_queue_size)  # shared with the event loops
         self._thread: threading.Thread | None = None
@@ -154,9 +153,8 @@ class DecodeScheduler:
         )
 
     def run_once(self, plan: StepPlan) -> None:
-        """One boundary (applying ``plan``) and, if any row is left, one step. The results
-        gathered since the last step go to the event loops right before the first model run
-        (an encoder run at the boundary, else the decoder step), or at the end when no row is left."""
+        """One boundary (applying ``plan``) and, if any row is left, one step. The results gathered
+        since the last step go out right before the first model run, or at the end when no row is left."""
         slots = self.slots
         try:
             if (plan is not NOTHING and plan) or self._layout_changed or slots.waste >= slots.waste_limit:
@@ -247,13 +245,12 @@ class DecodeScheduler:
         # tokens written over it), else a list of Python ints (one conversion per step)
         best, all_argmax = step.best, self._all_argmax
         next_tokens = step.greedy if all_argmax else slots.tokens.tolist()
-        attention = self.runner.attention if self.runner.want_attention else None  # (B, 1, L)
+        if self.runner.want_attention:
+            keep_attention(self._jobs, self._rows, self.runner.attention)
         for job, row in zip(self._jobs, self._rows):
             search = job.search
             if search.in_place:  # one row, continuing itself (greedy, sampling)
                 generated += 1
-                if attention is not None and job.attention is not None:  # the row of the token chosen now
-                    job.attention.append(attention[row, -1, : job.source_tokens].copy())
                 token = search.next(step, row)
                 if not all_argmax or token != best[row]:
                     next_tokens[row] = token
@@ -304,8 +301,7 @@ class DecodeScheduler:
         self._drop_batch()
 
     def _drop_batch(self) -> None:
-        """Every row goes (their jobs are done), without a boundary's planning; then the results
-        go out, after the gauges (rows, cache bytes) read empty."""
+        """Every row goes (their jobs are done) without planning; the results go out after the gauges read empty."""
         self._jobs, self._rows = [], []
         self.slots.reset()
         self._layout_changed = self._any_deadline = False
@@ -317,6 +313,15 @@ def _deliver_failure(job: Job, error: BaseException) -> None:
         job.sink.fail(job, error)
     except Exception:  # noqa: BLE001 - a sink's failure must not stop the scheduler
         log.exception("could not deliver a failure")
+
+
+def keep_attention(jobs: list[Job], rows: list[int], attention: np.ndarray | None) -> None:
+    """Each job that keeps it (``job.attention``, one row) takes its row of the step's attention
+    (B, 1, L) over its own source: the step that chose its next token."""
+    if attention is not None:
+        for job, row in zip(jobs, rows):
+            if job.attention is not None:
+                job.attention.append(attention[row, -1, : job.source_tokens].copy())
 
 
 def never_columns(ids: Iterable[int]) -> slice | np.ndarray:
