@@ -1,10 +1,12 @@
 """The aligner graph of a translation model directory (``aligner.onnx``, issue 34): the
 cross-attention of finished translations, for word alignments.
 
-The step decoder never computes attention probabilities (its fused kernels return only the
-attended values), so a request that asks for alignments runs one more, teacher-forced pass
-of the decoder per finished sentence: the encoder's output and the whole output in, every
-decoder layer's cross-attention out (``contract.graph_io``). The encoder's output is the one
+A fused export's step decoder returns each step's attention at the layer read (its
+``step_attention`` output), which the engine keeps for the texts that ask
+(``DecodeOptions.return_attention``); what no step kept (beam search's hypotheses, whose rows
+change every step; decoders exported before that output) runs one more, teacher-forced pass of
+the decoder per finished sentence here: the encoder's output and the whole output in, the
+decoder layers' cross-attention out (``contract.graph_io``). The encoder's output is the one
 the engine kept from decoding the sentence (``DecodeOptions.return_memory``), so the source is
 not encoded again; a sentence without it (a stream's) is encoded here with the model's encoder
 graph. Directories exported before the aligner took the encoder's output have an aligner that
