@@ -14,6 +14,7 @@ import json
 import multiprocessing
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -197,3 +198,28 @@ def header(title: str, info: dict[str, Any], threads: int) -> None:
         f"   {info.get('cpu', '?')}, {info.get('os_cpu_count')} CPUs, {threads} intra-op thread(s) per engine, "
         f"load average {' '.join(f'{x:.2f}' for x in info['loadavg_start'])} (medians of interleaved runs)"
     )
+
+
+def without_step_attention_dir(directory: Path, out: Path, name: str) -> Path:
+    """A copy of the translation model directory ``directory`` at ``out``, named ``name``, whose
+    decoder does not return its step's attention (``export.step_attention.without_step_attention``):
+    as exported before that output, so alignments run the aligner graph. Rewritten every time."""
+    import onnx
+
+    from attnserve.contract.graph_io import STEP_ATTENTION
+    from attnserve.contract.manifest import MANIFEST_NAME, sha256_file
+    from attnserve.export.step_attention import without_step_attention
+
+    if out.exists():
+        shutil.rmtree(out)
+    shutil.copytree(directory, out)
+    data = json.loads((out / MANIFEST_NAME).read_text())
+    decoder = data["graphs"]["decoder"]
+    if decoder["outputs"][-1:] == [STEP_ATTENTION]:
+        path = out / decoder["file"]
+        onnx.save(without_step_attention(onnx.load(str(path))), str(path))
+        decoder["outputs"] = decoder["outputs"][:-1]
+        data["files"][decoder["file"]] = {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+    data["name"] = name
+    (out / MANIFEST_NAME).write_text(json.dumps(data, indent=2))
+    return out

@@ -8,10 +8,13 @@ three runs with a bold middle, and an image. Contenders, taking turns
 one round each (``interleaved``), both over LibreTranslate's HTTP routes:
 
 - ``.docx via /translate_file``: the upload, the translation, and the download of the file;
-- ``its text via /translate``: the paragraphs joined by newlines, one ``q``: one document.
+- ``its text via /translate``: the paragraphs joined by newlines, one ``q``: one document;
+- ``.docx via /translate_file [aligner graph]``: the file on a second server whose decoder does
+  not return its steps' attention (``common.without_step_attention_dir``: the directory as
+  exported before that output), where the styled paragraphs run the aligner graph.
 
 Reported: characters of text per second (median round) and file / text; the issue's target is
->= 0.9x. Both translations are checked to be the same, paragraph by paragraph.
+>= 0.9x. The translations are checked to be the same, paragraph by paragraph.
 
     python -m benchmarks.files            # or: attnserve-bench files
     python -m benchmarks.files --quick
@@ -29,7 +32,16 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .common import add_common_arguments, header, interleaved, linked_repo, machine, table, write_results
+from .common import (
+    add_common_arguments,
+    header,
+    interleaved,
+    linked_repo,
+    machine,
+    table,
+    without_step_attention_dir,
+    write_results,
+)
 from .documents import COMMITTED, MODEL, document
 from .server import free_port, start_server, wait_ready
 
@@ -115,6 +127,10 @@ def paragraphs_of(translated: bytes) -> list[str]:
     return [" ".join("".join(p.itertext()).split()) for p in root.iter(f"{W}p")]
 
 
+FILE, TEXT = ".docx via /translate_file", "its text via /translate"
+GRAPH = ".docx via /translate_file [aligner graph]"
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     # the committed model directory (what make serve serves) unless --model-dir names another
     repo = linked_repo(args.work_dir / "documents-repo", MODEL, args.model_dir)
@@ -124,36 +140,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     text, data = "\n".join(paragraphs), docx(paragraphs)
     info = machine()
     header(f"files: a {pages}-page .docx ({len(text):,} characters, {len(paragraphs)} paragraphs)", info, args.threads)
-    http = free_port()
-    limits = [
-        "--http-port",
-        str(http),
-        "--max-text-chars",
-        str(len(text) + 1),
-        "--max-request-chars",
-        str(len(text) + 1),
-    ]
+    baseline = without_step_attention_dir(args.model_dir, args.work_dir / "files-baseline" / MODEL, MODEL)
+    limits = ["--max-text-chars", str(len(text) + 1), "--max-request-chars", str(len(text) + 1)]
     limits += ["--max-file-chars", str(len(text) + 1), "--request-timeout-seconds", "0", "--file-timeout-seconds", "0"]
-    proc, address = start_server(repo, args.threads, 32, extra=limits)
-    base = f"http://127.0.0.1:{http}"
+    servers, bases = [], []
+    for path in (repo, baseline.parent):
+        http = free_port()
+        servers.append(start_server(path, args.threads, 32, extra=["--http-port", str(http), *limits]))
+        bases.append(f"http://127.0.0.1:{http}")
     try:
-        asyncio.run(wait_ready(address, proc))
+        for proc, address in servers:
+            asyncio.run(wait_ready(address, proc))
         runs = {
-            ".docx via /translate_file": lambda: translate_file(base, data),
-            "its text via /translate": lambda: translate_text(base, text),
+            FILE: lambda: translate_file(bases[0], data),
+            TEXT: lambda: translate_text(bases[0], text),
+            GRAPH: lambda: translate_file(bases[1], data),
         }
         timings, values = interleaved(runs, repeats)
     finally:
-        proc.terminate()
-        proc.wait(30)
-    from_file, from_text = values.values()
-    lines = [" ".join(line.split()) for line in from_text.split("\n")]
-    assert paragraphs_of(from_file) == lines, "the file's paragraphs are not the text's translation"
+        for proc, _ in servers:
+            proc.terminate()
+            proc.wait(30)
+    lines = [" ".join(line.split()) for line in values[TEXT].split("\n")]
+    for name in (FILE, GRAPH):
+        assert paragraphs_of(values[name]) == lines, f"{name}: the file's paragraphs are not the text's translation"
     rates = {name: len(text) / t.median for name, t in timings.items()}
-    ratio = rates[".docx via /translate_file"] / rates["its text via /translate"]
-    rows = [[name, f"{t.median:.2f}", round(rates[name])] for name, t in timings.items()]
-    print(table(["contender", "median s", "characters/s"], rows))
-    print(f"file / text: {ratio:.2f}x (target >= 0.9x)")
+    ratio, graph = rates[FILE] / rates[TEXT], rates[GRAPH] / rates[TEXT]
+    rows = [[name, f"{t.median:.2f}", round(rates[name]), f"{rates[name] / rates[TEXT]:.2f}x"]
+            for name, t in timings.items()]  # fmt: skip
+    print(table(["contender", "median s", "characters/s", "vs text"], rows))
+    print(f"file / text: {ratio:.2f}x (target >= 0.9x); with the aligner graph {graph:.2f}x")
     return {
         "machine": info,
         "model_dir": str(args.model_dir),
@@ -165,6 +181,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "timings": {name: t.to_json() for name, t in timings.items()},
         "characters_per_s": rates,
         "file_over_text": ratio,
+        "file_over_text_aligner_graph": graph,
     }
 
 

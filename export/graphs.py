@@ -200,11 +200,12 @@ def export_decoder(
     opset: int = DEFAULT_OPSET,
     kv_cache: str = LEFT_PADDED,
     extra: dict[str, Any] | None = None,
+    step_attention: bool = True,
 ):
     """The decoder graph; ``kv_cache`` "in-place" rewrites its self-attention for a cache written in
     place (:func:`attnserve.export.inplace.in_place_decoder`, fused attention only). A fused
     decoder also returns its step's attention at the layer alignments read (``extra``, the model
-    directory's: :mod:`.step_attention`)."""
+    directory's: :mod:`.step_attention`) unless ``step_attention`` is False."""
     _, dec_args = example_translation_inputs(model)
     n = model.cfg.decoder_layers
     io = DecoderIO.standard(n)
@@ -215,11 +216,12 @@ def export_decoder(
         from .inplace import in_place_decoder
 
         proto = in_place_decoder(proto)
-    if attention == "fused":
+    step_attention = step_attention and attention == "fused"
+    if step_attention:
         from .step_attention import add_step_attention
 
         proto = add_step_attention(proto, alignment_layer(dataclasses.asdict(model.cfg), extra or {}))
-    if kv_cache == IN_PLACE or attention == "fused":
+    if kv_cache == IN_PLACE or step_attention:
         onnx.save(proto, str(path))
     return proto
 

@@ -187,22 +187,25 @@ def write_translation_graphs(
     family: str = "attnserve",
     languages: Languages | None = None,
     kv_cache: str = IN_PLACE,
+    step_attention: bool = True,
 ) -> Manifest:
     """encoder.onnx, decoder.onnx, aligner.onnx and tokenizer.json into ``directory``; returns their fp32
-    manifest, without file hashes (:func:`seal` adds them and writes model.json)."""
+    manifest, without file hashes (:func:`seal` adds them and writes model.json). ``step_attention``:
+    a fused decoder also returns its step's attention (``ExportOptions.step_attention``)."""
     cfg = model.cfg
     model = model.eval()
     stage("export encoder")
     export_encoder(model, directory / "encoder.onnx", attention, opset)
     stage("export decoder")
     kv_cache = kv_cache if attention == "fused" else LEFT_PADDED  # GroupQueryAttention is a fused op
-    export_decoder(model, directory / "decoder.onnx", attention, opset, kv_cache, extra)
+    step_attention = step_attention and attention == "fused"
+    export_decoder(model, directory / "decoder.onnx", attention, opset, kv_cache, extra, step_attention)
     stage("export aligner")
     export_aligner(model, directory / "aligner.onnx", attention, opset, extra)
     tokenizer.save(str(directory / "tokenizer.json"))
     io = expected_io(TRANSLATION, dataclasses.asdict(cfg), kv_cache)
     decoder = io["decoder"]
-    if attention == "fused":  # the step decoder returns its attention (export/step_attention.py)
+    if step_attention:  # the step decoder returns its attention (export/step_attention.py)
         assert isinstance(decoder, DecoderIO)
         decoder = decoder.with_attention()
     return Manifest(

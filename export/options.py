@@ -62,6 +62,14 @@ class ExportOptions:
         return IN_PLACE if self.attention == "fused" and self.device == "cpu" else LEFT_PADDED
 
     @property
+    def step_attention(self) -> bool:
+        """Whether the decoder returns its step's attention (``step_attention``, for alignments
+        without the aligner graph): with fused attention, for the CPU provider. onnxruntime's
+        CUDA MultiHeadAttention is not yet verified with its scores output on a lent GPU, so a
+        ``--device cuda`` export goes without it (alignments then run the aligner graph)."""
+        return self.attention == "fused" and self.device == "cpu"
+
+    @property
     def model_name(self) -> str:
         return self.name or Path(self.out).resolve().name
 

@@ -69,6 +69,7 @@ def export_translation(
         manifest = write_translation_graphs(
             model, tmp, tok, limits, name=options.model_name, attention=options.attention, opset=options.opset,
             extra=extra, stage=progress, family=family, languages=languages, kv_cache=options.cache_layout,
+            step_attention=options.step_attention,
         )  # fmt: skip
         progress("reference outputs (PyTorch)")
         reference = translation_reference(

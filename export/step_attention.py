@@ -54,3 +54,30 @@ def add_step_attention(proto: onnx.ModelProto, layer: int) -> onnx.ModelProto:
         helper.make_tensor_value_info(STEP_ATTENTION, TensorProto.FLOAT, ["batch", "new", "src_len"])
     )
     return proto
+
+
+def without_step_attention(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """``proto`` (a decoder with ``step_attention``) as it was exported before the output: the
+    cross-attention node without its scores, the two nodes after it gone. The benchmarks serve it
+    beside the decoder with the output, to measure what the output costs and what it saves."""
+    scores = f"{STEP_ATTENTION}_scores"
+    added = {f"{STEP_ATTENTION}_softmax", f"{STEP_ATTENTION}_mean"}
+    nodes = [n for n in proto.graph.node if n.name not in added]
+    for node in nodes:
+        if scores in node.output:
+            outputs = [name if name != scores else "" for name in node.output]
+            while outputs and not outputs[-1]:
+                outputs.pop()
+            del node.output[:]
+            node.output.extend(outputs)
+    del proto.graph.node[:]
+    proto.graph.node.extend(nodes)
+    for field, keep in (
+        (proto.graph.output, lambda v: v.name != STEP_ATTENTION),
+        (proto.graph.value_info, lambda v: v.name != scores),
+        (proto.graph.initializer, lambda t: t.name != f"{STEP_ATTENTION}_axes"),
+    ):
+        kept = [v for v in field if keep(v)]
+        del field[:]
+        field.extend(kept)
+    return proto

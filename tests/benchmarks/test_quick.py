@@ -327,14 +327,31 @@ def test_documents_quick(dirs):
 
 
 def test_files_quick(dirs):
-    """A .docx through /translate_file against its text through /translate; the translations agree
-    (the benchmark asserts it) and both rates are measured."""
+    """A .docx through /translate_file against its text through /translate, and the file on a
+    server whose decoder does not return its steps' attention; the translations agree (the
+    benchmark asserts it) and every rate is measured."""
     argv, out = dirs
     assert cli.main(["files", *argv]) == 0
     result = json.loads((out / "files-quick.json").read_text())
     assert result["paragraphs"] > 20 and result["characters"] > 1_000
-    assert set(result["characters_per_s"]) == {".docx via /translate_file", "its text via /translate"}
-    assert result["file_over_text"] > 0
+    assert set(result["characters_per_s"]) == {
+        ".docx via /translate_file",
+        "its text via /translate",
+        ".docx via /translate_file [aligner graph]",
+    }
+    assert result["file_over_text"] > 0 and result["file_over_text_aligner_graph"] > 0
+
+
+def test_alignments_quick(dirs):
+    """Every contender with and without the decoder's step attention is timed; the translations
+    and the placed tags of both servers agree (the benchmark asserts it)."""
+    argv, out = dirs
+    assert cli.main(["alignments", *argv]) == 0
+    result = json.loads((out / "alignments-quick.json").read_text())
+    rates = result["sentences_per_s"]
+    assert len(rates) == 10 and sum(name.endswith("[aligner graph]") for name in rates) == 5
+    assert all(rate > 0 for rate in rates.values())
+    assert set(result["off_with_over_without_step_attention"]) == {"batch, off", "one each, off"}
 
 
 def test_iobinding_probe_on_the_decode_exports(dirs, tmp_path):

@@ -12,8 +12,11 @@ import pytest
 
 from attnserve.contract.graph_io import STEP_ATTENTION
 from attnserve.contract.manifest import load_manifest
+from attnserve.export.graphs import export_decoder
 from attnserve.export.onnx_nodes import count_attention_nodes
+from attnserve.export.step_attention import without_step_attention
 from attnserve.export.verify import VERIFICATION_FILE
+from attnserve.models import load_checkpoint
 
 from .test_verify import _rehash
 
@@ -75,3 +78,22 @@ def test_decomposed_attention_has_no_step_attention_and_loads(checkpoints, cli, 
     run = cli("verify", tmp_path / "mt", "--json")
     assert run.code == 0
     assert CHECK not in {c["name"] for c in json.loads(run.out)["checks"]}
+
+
+@pytest.mark.parametrize("kv_cache", ["in-place", "left-padded"])
+def test_the_output_removed_gives_the_decoder_exported_without_it(checkpoints, tmp_path, kv_cache):
+    """What the benchmarks serve as the decoder before step_attention is that export, byte for byte."""
+    model, _ = load_checkpoint(checkpoints["translation"])
+    plain = export_decoder(model, tmp_path / "plain.onnx", kv_cache=kv_cache, step_attention=False)
+    full = export_decoder(model, tmp_path / "full.onnx", kv_cache=kv_cache)
+    assert STEP_ATTENTION not in [o.name for o in plain.graph.output]
+    assert full.graph.output[-1].name == STEP_ATTENTION
+    assert without_step_attention(full).SerializeToString() == plain.SerializeToString()
+
+
+def test_a_cuda_export_goes_without_it_until_a_gpu_has_verified_it(checkpoints, cli, tmp_path):
+    """onnxruntime's CUDA MultiHeadAttention has not run with its scores output on a lent GPU yet:
+    ``--device cuda`` writes the decoder without step_attention (alignments run the aligner graph)."""
+    manifest = _export(cli, checkpoints, tmp_path / "mt", "--device", "cuda", "--no-verify")
+    assert manifest.kv_cache == "left-padded" and manifest.decoder_io().attention == ""
+    assert STEP_ATTENTION not in manifest.graphs["decoder"].outputs
