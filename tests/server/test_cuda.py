@@ -91,3 +91,32 @@ def test_exported_models_pass_the_load_time_reference_check_on_cuda(tmp_path):
         model = registry.models[f"mt-{precision}"]
         print(f"mt-small {precision} on CUDA: {model.references}")
         assert model.provider == "cuda" and "reference outputs match" in model.references, model.references
+
+
+def test_the_decoders_step_attention_on_cuda_is_the_cpus(zoo_repo):
+    """A decoder with step_attention (MultiHeadAttention's scores output) runs on CUDA and gives
+    the CPU's attention along the same greedy decode: until this passes on a GPU, ``--device
+    cuda`` exports go without the output (``ExportOptions.step_attention``)."""
+    import numpy as np
+
+    from attnserve.contract.manifest import load_manifest
+    from attnserve.export.ort_decode import OrtGreedy
+
+    directory = zoo_repo / "translator-en-de"
+    manifest = load_manifest(directory)
+    assert manifest.decoder_io().attention
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(directory / manifest.tokenizer.file))
+    texts = ["on Monday, March 3, 2025 at 3:45 PM", "about 5 miles"]
+    ids = [tokenizer.encode(text).ids for text in texts]
+    src = np.full((len(ids), max(map(len, ids))), manifest.tokenizer.pad_id, dtype=np.int64)  # (B, L)
+    for row, row_ids in enumerate(ids):
+        src[row, : len(row_ids)] = row_ids
+    decoded = {}
+    for provider in ("cpu", "cuda"):
+        sessions = [create_session(directory / f, provider=provider) for f in ("encoder.onnx", "decoder.onnx")]
+        greedy = OrtGreedy(*sessions, manifest)
+        decoded[provider] = (greedy.decode(src, 12), greedy.step_attention())
+    assert decoded["cuda"][0] == decoded["cpu"][0]
+    np.testing.assert_allclose(decoded["cuda"][1], decoded["cpu"][1], atol=1e-3)
