@@ -113,6 +113,12 @@ class LoadedModel:
     def version(self) -> str:
         return self.fingerprint[:12]
 
+    @property
+    def aligns(self) -> bool:
+        """Translation: it can return word alignments (and place inline markup by them): its
+        decoder returns its steps' attention, or its directory has the aligner graph."""
+        return self.aligner is not None or (self.engine is not None and self.engine.step_attention)
+
     async def stop_when_unused(self, grace_s: float) -> None:
         """After a hot reload: let the handlers still on this version finish, then stop it."""
         while self.users > 0:

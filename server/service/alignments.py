@@ -1,12 +1,13 @@
 """Word alignments of a request's translations (issue 34), for every door alike.
 
-After a request's sentences are decoded, the best translation of each goes through the
-model's aligner graph (:mod:`attnserve.server.translation.aligner`, one teacher-forced pass of
-the decoder over the encoder output the engine kept from decoding it, on the work pool:
-onnxruntime runs without the GIL) and its subword attention becomes word links
-(:mod:`attnserve.server.documents.alignment`). Source words are those of the sentence as sent
-(html: its text, markup left out), target words those of its translation; character spans are
-offsets into those two strings.
+After a request's sentences are decoded, the subword attention of each translation becomes
+word links (:mod:`attnserve.server.documents.alignment`), on the work pool. The attention is
+the one the engine kept from the decoder's steps (``Hypothesis.attention``: the decoder's
+``step_attention`` output), or, for a model whose decoder goes without it, the model's aligner
+graph's (:mod:`attnserve.server.translation.aligner`, one teacher-forced pass of the decoder over
+the encoder output the engine kept from decoding it; onnxruntime runs without the GIL). Source
+words are those of the sentence as sent (html: its text, markup left out), target words those
+of its translation; character spans are offsets into those two strings.
 """
 
 from __future__ import annotations
@@ -33,11 +34,14 @@ class AlignmentsUnavailable(InvalidRequest):
     """Alignments asked of a model directory exported without ``aligner.onnx``."""
 
 
-def require_aligner(model: LoadedModel) -> Aligner:
-    if model.aligner is None:
+def require_aligner(model: LoadedModel) -> Aligner | None:
+    """The model's aligner graph, None where its decoder's steps' attention is all alignments
+    need; raises where it has neither (a directory exported before either)."""
+    if not model.aligns:
         raise AlignmentsUnavailable(
             f"model {model.name!r} cannot return alignments: its directory has no aligner graph "
-            "(aligner.onnx, written by attnserve-export since issue 34); re-export the model"
+            "(aligner.onnx) and its decoder does not return its steps' attention (step_attention), "
+            "as attnserve-export writes them; re-export the model"
         )
     return model.aligner
 
@@ -46,7 +50,7 @@ def keeps_decoding(model: LoadedModel) -> bool:
     """Whether to ask the engine to keep what the aligner would compute again for the sentences
     to align (``DecodeOptions.for_alignment``): each step's attention, where the decoder returns
     it, leaves the aligner nothing to run; the encoder's output spares it the encoder."""
-    return model.aligner is not None
+    return model.aligns
 
 
 def source_words(tokenizer: Tokenizer, sentence: str, normalised: str, ids: Sequence[int]) -> list[int | None]:
@@ -93,7 +97,7 @@ def written_words(words: Sequence[int | None], written: Sequence[int], token_ids
 
 
 def _align(
-    aligner: Aligner, tokenizer: Tokenizer, prefixes: tuple[Sequence[int], Sequence[int]],
+    aligner: Aligner | None, tokenizer: Tokenizer, prefixes: tuple[Sequence[int], Sequence[int]],
     sentences: list[tuple[str, str, Sequence[int]]], outputs: list[tuple[str, Sequence[int], Sequence[int]]],
     memories: Sequence[np.ndarray | None], attentions: Sequence[np.ndarray | None],
 ) -> list[WordAlignment]:  # fmt: skip
@@ -111,9 +115,12 @@ def _align(
     sources = [[*source_prefix, *ids] for _, _, ids in sentences]  # the ids the engine encoded
     attention = list(attentions)
     todo = [i for i, kept in enumerate(attention) if kept is None or kept.shape[1] != len(sources[i])]
-    pairs = [(sources[i], aligner.decoder_inputs(hidden, fed[i]), memories[i]) for i in todo]
-    for i, weights in zip(todo, aligner.attention(pairs) if pairs else []):
-        attention[i] = weights  # (T, S)
+    if todo:
+        if aligner is None:  # a model without it returns its steps' attention, which the engine keeps when asked
+            raise RuntimeError("sentences to align without their steps' attention, and no aligner graph")
+        pairs = [(sources[i], aligner.decoder_inputs(hidden, fed[i]), memories[i]) for i in todo]
+        for i, weights in zip(todo, aligner.attention(pairs)):
+            attention[i] = weights  # (T, S)
     result = []
     for (sentence, normalised, _), src, (translation, out_ids, written), f, weights in zip(
         sentences, sources, outputs, fed, attention
@@ -153,7 +160,7 @@ async def align(
             work.append((segment.text, normalised, ids))
             outputs.append((hypothesis.text.strip(), hypothesis.token_ids, hypothesis.written_ids))
             memories.append(result.memory)
-            attentions.append(result.attention if hypothesis is result.hypotheses[0] else None)  # the best's
+            attentions.append(hypothesis.attention)
     loop = asyncio.get_running_loop()
     run = functools.partial(_align, aligner, tokenizer, _prefixes(valid), work, outputs, memories, attentions)
     flat = await loop.run_in_executor(pool, run) if work else []

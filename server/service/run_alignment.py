@@ -59,7 +59,7 @@ class RunAligner:
         self.valid, self.prepared, self.pool, self.units = valid, prepared, pool, extracted.units
         starts = [0, *itertools.accumulate(p.segments for p in prepared)]
         first: dict[str, int] = {}  # a styled paragraph's text -> its first index
-        if valid.model.aligner is not None:
+        if valid.model.aligns:
             for k, unit in enumerate(self.units):
                 if len(files.holders(unit)) >= 2:
                     first.setdefault(unit.text, k)

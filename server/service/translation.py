@@ -113,7 +113,7 @@ class TranslationService:
         async with self.validate(request) as valid:
             # html / markdown: inline markup stays inside its sentence and is placed by alignment
             # where the model has an aligner (issue 34); otherwise sentences are cut at it
-            place = request.format != TEXT and valid.model.aligner is not None
+            place = request.format != TEXT and valid.model.aligns
             valid, prepared = await self.split(valid, place)
             align = request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments))
             keep = range(sum(p.segments for p in prepared)) if align and alignments.keeps_decoding(valid.model) else ()
@@ -146,7 +146,7 @@ class TranslationService:
                 yield event
             return
         async with self.validate(request) as valid:
-            place = request.format != TEXT and valid.model.aligner is not None  # as translate() places it
+            place = request.format != TEXT and valid.model.aligns  # as translate() places it
             valid, (prepared,) = await self.split(valid, place)
             align = functools.partial(alignments.align_sentence, valid, prepared, self.pool) if place else None
             events = document_stream.stream(valid, prepared, align, alignments.keeps_decoding(valid.model))

@@ -3,9 +3,9 @@ cross-attention of finished translations, for word alignments.
 
 A fused export's step decoder returns each step's attention at the layer read (its
 ``step_attention`` output), which the engine keeps for the texts that ask
-(``DecodeOptions.return_attention``); what no step kept (beam search's hypotheses, whose rows
-change every step; decoders exported before that output) runs one more, teacher-forced pass of
-the decoder per finished sentence here: the encoder's output and the whole output in, the
+(``DecodeOptions.return_attention``, :mod:`.step_attention`); what no step kept (decoders
+exported before that output, or without it: ``--device cuda``, attention not fused) runs one
+more, teacher-forced pass of the decoder per finished sentence here: the encoder's output and the whole output in, the
 decoder layers' cross-attention out (``contract.graph_io``). The encoder's output is the one
 the engine kept from decoding the sentence (``DecodeOptions.return_memory``), so the source is
 not encoded again; a sentence without it (a stream's) is encoded here with the model's encoder

@@ -17,7 +17,6 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
-import numpy as np
 from tokenizers import Tokenizer
 
 from attnserve.contract.manifest import Manifest
@@ -46,6 +45,7 @@ class TranslationEngine:
         self.manifest = manifest
         self.settings = settings = settings or EngineSettings()
         self.spec = model_spec(manifest)
+        self.step_attention = bool(self.spec.decoder_io.attention)  # it can keep its steps' attention
         self.tokenizer = Tokenizer.from_file(str(Path(model_dir) / manifest.tokenizer.file))
         self.max_source_len = int(manifest.limits["max_source_len"])
         self.max_target_len = int(manifest.limits["max_target_len"])
@@ -197,7 +197,7 @@ class TranslationEngine:
 
     def _result(self, job: Job) -> TranslationResult:
         """Built on the scheduler thread when a job completes."""
-        hide = job.options.hide_prefix
+        hide, kept = job.options.hide_prefix, job.attention  # kept: what the steps kept of their attention
         hypotheses = [
             Hypothesis(
                 text=self.tokenizer.decode(h.tokens[hide:], skip_special_tokens=True),
@@ -206,6 +206,7 @@ class TranslationEngine:
                 score=float(h.score),
                 finish_reason=h.finish_reason,
                 written_ids=list(h.written[hide:]) if h.written is not None else [],
+                attention=kept.of(h.tokens if h.written is None else h.written) if kept is not None else None,
             )
             for h in job.result()
         ]
@@ -217,7 +218,6 @@ class TranslationEngine:
             decode_ms=1000 * (job.t_done - job.t_admit),
             first_token_ms=1000 * (job.t_first - job.t_submit),
             memory=job.memory,
-            attention=np.stack(job.attention) if job.attention else None,  # (T, L)
         )
 
     async def stream(
@@ -259,7 +259,8 @@ class TranslationEngine:
                     queue_ms = 1000 * (job.t_admit - job.t_submit)
                     written = item[2] if len(item) > 2 else ()  # the ids fed, where surrogates were swapped out
                     last = StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason, queue_ms, written)
-                    attention = np.stack(job.attention) if job.attention else None  # (T, L)
+                    tokens = job.search.tokens  # type: ignore[attr-defined]  # a stream's search has one row
+                    attention = job.attention.of(tokens) if job.attention is not None else None  # (T, L)
                     yield dataclasses.replace(last, memory=job.memory, attention=attention)
                     return
                 yield StreamEvent(delta, tuple(token_ids), None)

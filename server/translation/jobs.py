@@ -18,6 +18,7 @@ import numpy as np
 
 from .options import DecodeOptions
 from .search import Finished, Search, make_search
+from .step_attention import StepAttention
 from .term_swap import TermSwap, swap
 
 log = logging.getLogger(__name__)
@@ -258,9 +259,8 @@ class Job:
         self.next_tokens: list[int] | None = None
         self.encoded: Sequence[np.ndarray] | None = None  # cross K/V from the encoder until it joins the batch
         self.memory: np.ndarray | None = None  # the encoder's output, (L, C), with options.return_memory
-        # with options.return_attention, a search of one row: each step's alignment-layer attention
-        # over the source, (L,), where the decoder returns it (beam search's rows are not followed)
-        self.attention: list[np.ndarray] | None = [] if options.return_attention and self.search.in_place else None
+        # with options.return_attention: what its steps kept of the decoder's step_attention
+        self.attention = StepAttention(not self.search.in_place) if options.return_attention else None
         # timings (perf_counter seconds)
         self.t_submit = time.perf_counter()
         self.t_admit = 0.0

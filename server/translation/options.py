@@ -112,6 +112,10 @@ class Hypothesis:
     # The ids the decoder was fed, where glossary terms went through surrogates that token_ids has
     # swapped for their targets (the aligner reads these: server/service/alignments.py); else empty.
     written_ids: list[int] = field(default_factory=list)
+    # With DecodeOptions.return_attention, where the engine could keep it: the alignment-layer
+    # cross-attention of the steps that chose this hypothesis's ids (its hidden prefix included),
+    # (steps, source_tokens) float32, row k the step that chose its k-th id; rows sum to 1. Else None.
+    attention: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -125,10 +129,11 @@ class TranslationResult:
     # With DecodeOptions.return_memory: the encoder's output for the source ids (source prefix
     # included), (source_tokens, d_model) float32; else None.
     memory: np.ndarray | None = field(default=None, repr=False, compare=False)
-    # With DecodeOptions.return_attention, where the engine could keep it: the best hypothesis's
-    # alignment-layer cross-attention, (steps, source_tokens) float32, row k the step that chose
-    # its k-th token (hidden prefix included); rows sum to 1. Else None.
-    attention: np.ndarray | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def attention(self) -> np.ndarray | None:
+        """The best hypothesis's kept attention (``Hypothesis.attention``), or None."""
+        return self.hypotheses[0].attention if self.hypotheses else None
 
 
 @dataclass(frozen=True)

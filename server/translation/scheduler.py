@@ -246,7 +246,7 @@ class DecodeScheduler:
         best, all_argmax = step.best, self._all_argmax
         next_tokens = step.greedy if all_argmax else slots.tokens.tolist()
         if self.runner.want_attention:
-            keep_attention(self._jobs, self._rows, self.runner.attention)
+            keep_attention(self._jobs, self.runner.attention)
         for job, row in zip(self._jobs, self._rows):
             search = job.search
             if search.in_place:  # one row, continuing itself (greedy, sampling)
@@ -315,13 +315,13 @@ def _deliver_failure(job: Job, error: BaseException) -> None:
         log.exception("could not deliver a failure")
 
 
-def keep_attention(jobs: list[Job], rows: list[int], attention: np.ndarray | None) -> None:
-    """Each job that keeps it (``job.attention``, one row) takes its row of the step's attention
-    (B, 1, L) over its own source: the step that chose its next token."""
+def keep_attention(jobs: list[Job], attention: np.ndarray | None) -> None:
+    """Each job that keeps it (``job.attention``) takes its rows of the step's attention (B, 1, L)
+    over its own source: the step that chose its next tokens (before its search chooses them)."""
     if attention is not None:
-        for job, row in zip(jobs, rows):
+        for job in jobs:
             if job.attention is not None:
-                job.attention.append(attention[row, -1, : job.source_tokens].copy())
+                job.attention.add(job.search, attention, job.slots, job.source_tokens)
 
 
 def never_columns(ids: Iterable[int]) -> slice | np.ndarray:

@@ -12,6 +12,7 @@ import pytest
 from PIL import Image
 
 from attnserve.benchmarks import alignment_aer
+from attnserve.benchmarks.common import without_step_attention_dir
 from attnserve.client import AttnServeError
 from attnserve.client.cli import main as client_main
 from tests.support.server import post_json as post
@@ -76,20 +77,39 @@ def test_v1_returns_one_alignment_per_sentence_with_spans(client, steps_only):
     assert plain.hypotheses[0].alignments == []  # only on request
 
 
-def test_beam_search_aligns_with_the_aligner_graph_from_the_kept_encoder_output(client, server, monkeypatch):
-    """Beam search's hypotheses are not followed step by step: the aligner graph runs for them,
-    fed the encoder output kept from decoding (its own encoder gone), and aligns as greedy does."""
-    aligner = server.app.registry.models[MODEL].aligner
-    counted = _Counted(aligner.session, refuse=False)
-    monkeypatch.setattr(aligner, "session", counted)
-    monkeypatch.setattr(aligner, "encoder", None)
+def test_beam_search_aligns_from_its_steps_every_hypothesis_placed(client, steps_only):
+    """Beam search's rows are followed through its reorders: its best hypothesis aligns as greedy
+    does, and html places the markup of every hypothesis, with no aligner pass."""
     (result,) = client.translate("Monday, March 3, 2025", MODEL, alignments=True, beam_size=4)
-    assert result.text == "Montag, 3. März 2025" and counted.runs == 1
-    assert result.hypotheses[0].alignments[0].pharaoh() == "0-0 2-1 1-2 3-3"
     (greedy,) = client.translate("Monday, March 3, 2025", MODEL, alignments=True)
-    assert counted.runs == 1  # greedy: nothing left for the aligner graph
-    got, want = (np.array(r.hypotheses[0].alignments[0].attention) for r in (greedy, result))
+    assert result.text == greedy.text == "Montag, 3. März 2025"
+    assert result.hypotheses[0].alignments[0].pharaoh() == "0-0 2-1 1-2 3-3"
+    got, want = (np.array(r.hypotheses[0].alignments[0].attention) for r in (result, greedy))
     np.testing.assert_allclose(got, want, atol=1e-5)
+    html = "Monday, <i>March</i> 3, 2025"
+    (placed,) = client.translate(html, MODEL, format="html", beam_size=4, num_hypotheses=3)
+    assert placed.text == "Montag, 3. <i>März</i> 2025"
+    assert all(h.text.count("<i>") == h.text.count("</i>") == 1 for h in placed.hypotheses[1:])
+
+
+def test_a_decoder_without_step_attention_aligns_with_the_aligner_graph(serve, tmp_path, client):
+    """A directory whose decoder goes without ``step_attention`` (as exported before it) runs the
+    aligner graph from the encoder output kept from decoding (its own encoder gone), for greedy
+    and beam search, and aligns as the steps do."""
+    without_step_attention_dir(COMMITTED, tmp_path / "repo" / MODEL, MODEL)
+    text = "Monday, March 3, 2025. at 3:45 PM"
+    with serve(tmp_path / "repo") as handle, handle.client(timeout=120.0) as old:
+        aligner = handle.app.registry.models[MODEL].aligner
+        aligner.encoder, counted = None, _Counted(aligner.session, refuse=False)
+        aligner.session = counted
+        for options in ({}, {"beam_size": 4}):
+            (got,) = old.translate(text, MODEL, alignments=True, **options)
+            (want,) = client.translate(text, MODEL, alignments=True, **options)
+            assert got.text == want.text
+            for a, b in zip(got.hypotheses[0].alignments, want.hypotheses[0].alignments):
+                assert a.pharaoh() == b.pharaoh()
+                np.testing.assert_allclose(np.array(a.attention), np.array(b.attention), atol=1e-5)
+        assert counted.runs == 2  # once per request
 
 
 def test_the_served_alignments_beat_the_diagonal_on_the_gold_set():
@@ -189,7 +209,7 @@ def test_client_cli_prints_alignments_and_draws_the_attention_map(server, capsys
 
 def test_a_model_without_its_aligner_refuses_alignments_and_still_places_nothing_wrong(serve, tmp_path):
     old = tmp_path / "repo" / MODEL
-    shutil.copytree(COMMITTED, old)
+    without_step_attention_dir(COMMITTED, old, MODEL)  # exported before both
     manifest = json.loads((old / "model.json").read_text())
     del manifest["graphs"]["aligner"], manifest["files"]["aligner.onnx"]
     (old / "model.json").write_text(json.dumps(manifest))
@@ -202,3 +222,20 @@ def test_a_model_without_its_aligner_refuses_alignments_and_still_places_nothing
         # html without an aligner: sentences cut at the tags, as before; every tag kept
         (result,) = client.translate("Monday, <i>March</i> 3, 2025", MODEL, format="html")
         assert result.text.count("<i>") == 1 and result.text.count("</i>") == 1
+
+
+def test_a_decoder_with_step_attention_aligns_without_the_aligner_graph(serve, tmp_path):
+    """The aligner graph is only the fallback: a directory without aligner.onnx whose decoder
+    returns its steps' attention aligns, places markup and draws the map as the bundled one."""
+    new = tmp_path / "repo" / MODEL
+    shutil.copytree(COMMITTED, new)
+    manifest = json.loads((new / "model.json").read_text())
+    del manifest["graphs"]["aligner"], manifest["files"]["aligner.onnx"]
+    (new / "model.json").write_text(json.dumps(manifest))
+    (new / "aligner.onnx").unlink()
+    with serve(tmp_path / "repo") as handle, handle.client(timeout=120.0) as client:
+        assert handle.app.registry.models[MODEL].aligner is None
+        (result,) = client.translate("Monday, March 3, 2025", MODEL, alignments=True, beam_size=2)
+        assert result.hypotheses[0].alignments[0].pharaoh() == "0-0 2-1 1-2 3-3"
+        (placed,) = client.translate("Monday, <i>March</i> 3, 2025", MODEL, format="html")
+        assert placed.text == "Montag, 3. <i>März</i> 2025"

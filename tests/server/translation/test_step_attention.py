@@ -1,7 +1,7 @@
 """The engine keeps each step's alignment-layer attention when asked (``DecodeOptions.
 return_attention``): what the aligner graph would compute for the finished text, without running
-it, in both cache layouts, in a batch shared with texts that do not ask, and not for beam search
-(whose rows the engine does not follow: the aligner runs for it)."""
+it, in both cache layouts, in a batch shared with texts that do not ask, for sampling and for
+every hypothesis of beam search (whose rows are re-chosen every step)."""
 
 from __future__ import annotations
 
@@ -23,11 +23,11 @@ def _aligner(tiny) -> Aligner:
     return Aligner(aligner, manifest, encoder)
 
 
-def _aligned(tiny, texts, results) -> list[np.ndarray]:
-    """The aligner graph's attention of each text's best hypothesis, encoded again."""
+def _aligned(tiny, texts, results, hypothesis: int = 0) -> list[np.ndarray]:
+    """The aligner graph's attention of each text's hypothesis ``hypothesis``, encoded again."""
     aligner = _aligner(tiny)
     pairs = [
-        (tiny.tokenizer.encode(text).ids, aligner.decoder_inputs((), r.hypotheses[0].token_ids), None)
+        (tiny.tokenizer.encode(text).ids, aligner.decoder_inputs((), r.hypotheses[hypothesis].token_ids), None)
         for text, r in zip(texts, results)
     ]
     return aligner.attention(pairs)
@@ -47,7 +47,7 @@ def test_the_engine_keeps_each_steps_attention_only_when_asked(tiny_any):
     assert [r.hypotheses[0].token_ids for r in plain] == [r.hypotheses[0].token_ids for r in kept]
 
 
-def test_texts_with_and_without_it_share_the_batch_and_beam_search_goes_without(tiny):
+def test_texts_with_and_without_it_share_the_batch_with_beam_search_and_sampling(tiny):
     engine = tiny.engine()
     texts = random_texts(12, seed=13)
 
@@ -57,17 +57,21 @@ def test_texts_with_and_without_it_share_the_batch_and_beam_search_goes_without(
             return await asyncio.gather(
                 engine.translate(texts[:4], DecodeOptions(return_attention=True, max_new_tokens=7)),
                 engine.translate(texts[4:8], DecodeOptions(max_new_tokens=7)),
-                engine.translate(texts[8:], DecodeOptions(return_attention=True, beam_size=3, max_new_tokens=7)),
+                engine.translate(texts[8:], DecodeOptions(return_attention=True, beam_size=3, num_hypotheses=3)),
                 engine.translate(texts[:4], DecodeOptions(return_attention=True, temperature=0.8, seed=1)),
             )
         finally:
             await engine.stop(1.0)
 
     kept, plain, beams, sampled = run(main())
-    assert all(r.attention is None for r in plain + beams)
+    assert all(h.attention is None for r in plain for h in r.hypotheses)
     for group, done in ((texts[:4], kept), (texts[:4], sampled)):
         for result, expected in zip(done, _aligned(tiny, group, done)):
             np.testing.assert_allclose(result.attention, expected, atol=1e-5)
+    assert all(len(r.hypotheses) == 3 for r in beams)
+    for k in range(3):  # every hypothesis of beam search: its own steps, followed through the reorders
+        for result, expected in zip(beams, _aligned(tiny, texts[8:], beams, k)):
+            np.testing.assert_allclose(result.hypotheses[k].attention, expected, atol=1e-5)
 
 
 def test_a_stream_keeps_it_on_its_last_event(tiny):
