@@ -21,7 +21,7 @@ from pathlib import Path
 
 import onnxruntime as ort
 
-from attnserve.contract.kinds import IMAGE_CLASSIFICATION
+from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.contract.manifest import MANIFEST_NAME, GraphSpec, Manifest, ManifestError, load_manifest
 
 from .classification import ImageClassifier
@@ -62,7 +62,10 @@ class IndexedModel:
 
     @property
     def weight_bytes(self) -> int:
-        return sum(int(e.get("bytes", 0)) for e in self.manifest.files.values())
+        """Bytes of its files, but those of graphs a load opens no session for (:func:`served_graphs`)."""
+        served = {graph.file for _, graph in served_graphs(self.manifest)}
+        unused = {graph.file for graph in self.manifest.graphs.values()} - served
+        return sum(int(e.get("bytes", 0)) for name, e in self.manifest.files.items() if name not in unused)
 
     @property
     def provider(self) -> str:
@@ -369,13 +372,20 @@ def check_graph_inputs(model_dir: Path, role: str, graph: GraphSpec, session: or
         )
 
 
+def served_graphs(manifest: Manifest) -> list[tuple[str, GraphSpec]]:
+    """The graphs the server opens a session for: all, but the aligner graph where the decoder
+    returns its steps' attention (alignments then never run it: a session of the bundled
+    translator's aligner.onnx holds about 7 MiB, per loaded model)."""
+    steps = manifest.kind == TRANSLATION and bool(manifest.decoder_io().attention)
+    return [(role, graph) for role, graph in manifest.graphs.items() if not (steps and role == "aligner")]
+
+
 def load_model(model_dir: Path, manifest: Manifest, settings: Settings) -> LoadedModel:
-    """Sessions (one per graph) + classifier or decode engine, warmed up."""
-    sessions = {
-        role: create_session(model_dir / graph.file, settings.provider, settings.threads)
-        for role, graph in manifest.graphs.items()
-    }
-    for role, graph in manifest.graphs.items():
+    """Sessions (one per graph it serves with) + classifier or decode engine, warmed up."""
+    graphs = served_graphs(manifest)
+    provider, threads = settings.provider, settings.threads
+    sessions = {role: create_session(model_dir / graph.file, provider, threads) for role, graph in graphs}
+    for role, graph in graphs:
         check_graph_inputs(model_dir, role, graph, sessions[role])
     # before the engine starts: a model that computes wrong numbers here is never served
     references = check_references(model_dir, manifest, sessions, session_provider(next(iter(sessions.values()))))

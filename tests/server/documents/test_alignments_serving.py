@@ -34,22 +34,14 @@ def client(server):
         yield c
 
 
-@pytest.fixture
-def kept_outputs_only(server, monkeypatch):
-    """The aligner without an encoder of its own: it must be fed the encoder outputs kept from decoding."""
-    monkeypatch.setattr(server.app.registry.models[MODEL].aligner, "encoder", None)
-
-
 class _Counted:
-    """An aligner graph's session that counts its runs and, ``refuse``, fails them."""
+    """An aligner graph's session that counts its runs."""
 
-    def __init__(self, session, refuse: bool) -> None:
-        self.session, self.refuse, self.runs = session, refuse, 0
+    def __init__(self, session) -> None:
+        self.session, self.runs = session, 0
 
     def run(self, *args, **kwargs):
         self.runs += 1
-        if self.refuse:
-            raise AssertionError("the aligner graph ran")
         return self.session.run(*args, **kwargs)
 
     def __getattr__(self, name):
@@ -57,10 +49,10 @@ class _Counted:
 
 
 @pytest.fixture
-def steps_only(server, monkeypatch):
-    """The aligner graph may not run: greedy decoding keeps each step's attention (step_attention)."""
-    aligner = server.app.registry.models[MODEL].aligner
-    monkeypatch.setattr(aligner, "session", _Counted(aligner.session, refuse=True))
+def steps_only(server):
+    """The bundled decoder returns its steps' attention: the server opens no aligner session, so
+    every alignment comes from the decoder's steps."""
+    assert server.app.registry.models[MODEL].aligner is None
 
 
 def test_v1_returns_one_alignment_per_sentence_with_spans(client, steps_only):
@@ -100,7 +92,7 @@ def test_a_decoder_without_step_attention_aligns_with_the_aligner_graph(serve, t
     text = "Monday, March 3, 2025. at 3:45 PM"
     with serve(tmp_path / "repo") as handle, handle.client(timeout=120.0) as old:
         aligner = handle.app.registry.models[MODEL].aligner
-        aligner.encoder, counted = None, _Counted(aligner.session, refuse=False)
+        aligner.encoder, counted = None, _Counted(aligner.session)
         aligner.session = counted
         for options in ({}, {"beam_size": 4}):
             (got,) = old.translate(text, MODEL, alignments=True, **options)
@@ -234,7 +226,6 @@ def test_a_decoder_with_step_attention_aligns_without_the_aligner_graph(serve, t
     (new / "model.json").write_text(json.dumps(manifest))
     (new / "aligner.onnx").unlink()
     with serve(tmp_path / "repo") as handle, handle.client(timeout=120.0) as client:
-        assert handle.app.registry.models[MODEL].aligner is None
         (result,) = client.translate("Monday, March 3, 2025", MODEL, alignments=True, beam_size=2)
         assert result.hypotheses[0].alignments[0].pharaoh() == "0-0 2-1 1-2 3-3"
         (placed,) = client.translate("Monday, <i>March</i> 3, 2025", MODEL, format="html")
