@@ -120,8 +120,9 @@ async def stream(
     first, rest = sentence_options(valid.options)
     options = [with_terms(valid, s, rest if i else first) for i, s in enumerate(prepared.sources)]
     if align is not None and keep_for_alignment:
+        steps = engine.step_attention
         options = [
-            o.for_alignment() if segment.inline else o for o, segment in zip(options, prepared.document.segments)
+            o.for_alignment(steps) if segment.inline else o for o, segment in zip(options, prepared.document.segments)
         ]
     # A sentence repeated with the same ids and options is decoded once, its events given to
     # every occurrence, as translate() does (sampling excepted: each occurrence its own draw).

@@ -338,12 +338,12 @@ async def translate_sentences(
     ``progress(n)``: n more of the documents' sentences decoded (a sentence decoded once for
     its repeats counts for each of them), as engine calls finish; ``decoded(positions,
     results)``: those sentences and their results, likewise. ``keep_for_alignment``: the positions of
-    the sentences whose results keep what the word aligner reads (``DecodeOptions.for_alignment``:
-    ``TranslationResult.attention`` and ``.memory``)."""
+    the sentences whose results keep what word alignments read (``DecodeOptions.for_alignment``:
+    each hypothesis's steps' attention, or where the decoder lacks it the encoder's output)."""
     distinct, order = await _off_loop(prepared, pool)(_distinct, valid, prepared)
     for i in {order[p] for p in keep_for_alignment}:
         sentence, ids, options = distinct[i]
-        distinct[i] = (sentence, ids, options.for_alignment())
+        distinct[i] = (sentence, ids, options.for_alignment(valid.model.engine.step_attention))
     finished = None
     if progress is not None or decoded is not None:
         positions: dict[int, list[int]] = {}  # distinct sentence -> the documents' sentences it is

@@ -97,9 +97,10 @@ class DecodeOptions:
     def sampling(self) -> bool:
         return self.temperature > 0.0
 
-    def for_alignment(self) -> DecodeOptions:
-        """These options keeping what the word aligner reads: the encoder's output and each step's attention."""
-        return dataclasses.replace(self, return_memory=True, return_attention=True)
+    def for_alignment(self, steps: bool) -> DecodeOptions:
+        """These options keeping what word alignments read: each step's attention where the
+        decoder returns it (``steps``), else the encoder's output for the aligner graph."""
+        return dataclasses.replace(self, return_attention=steps, return_memory=not steps)
 
 
 @dataclass(frozen=True)
