@@ -36,6 +36,7 @@ from .common import (
     interleaved,
     linked_repo,
     machine,
+    shown_path,
     table,
     without_step_attention_dir,
     write_results,
@@ -126,7 +127,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print("off, decoder with step_attention / without: " + ", ".join(f"{k} {v:.2f}x" for k, v in cost.items()))
     return {
         "machine": info,
-        "model_dir": str(args.model_dir),
+        "model_dir": shown_path(args.model_dir),
         "sentences": len(texts),
         "threads": args.threads,
         "repeats": repeats,

@@ -223,3 +223,13 @@ def without_step_attention_dir(directory: Path, out: Path, name: str) -> Path:
     data["name"] = name
     (out / MANIFEST_NAME).write_text(json.dumps(data, indent=2))
     return out
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as results record it: relative to the checkout when inside it (a committed result
+    names no machine's directories), else as given."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return str(path)

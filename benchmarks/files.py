@@ -38,6 +38,7 @@ from .common import (
     interleaved,
     linked_repo,
     machine,
+    shown_path,
     table,
     without_step_attention_dir,
     write_results,
@@ -172,7 +173,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     print(f"file / text: {ratio:.2f}x (target >= 0.9x); with the aligner graph {graph:.2f}x")
     return {
         "machine": info,
-        "model_dir": str(args.model_dir),
+        "model_dir": shown_path(args.model_dir),
         "pages": pages,
         "characters": len(text),
         "paragraphs": len(paragraphs),
