@@ -31,7 +31,7 @@ from .requests import ValidTranslation
 
 
 class AlignmentsUnavailable(InvalidRequest):
-    """Alignments asked of a model directory exported without ``aligner.onnx``."""
+    """Alignments asked of a model directory exported without ``aligner.onnx`` and ``step_attention``."""
 
 
 def require_aligner(model: LoadedModel) -> Aligner | None:
@@ -101,7 +101,8 @@ def _align(
     sentences: list[tuple[str, str, Sequence[int]]], outputs: list[tuple[str, Sequence[int], Sequence[int]]],
     memories: Sequence[np.ndarray | None], attentions: Sequence[np.ndarray | None],
 ) -> list[WordAlignment]:  # fmt: skip
-    """Runs on the work pool: the aligner over every sentence, then the word links. ``prefixes``:
+    """Runs on the work pool: the aligner over the sentences without kept attention (none where
+    the decoder returns it), then the word links. ``prefixes``:
     the source prefix (a source-language token) and the hidden target prefix the engine put
     around every sentence. ``outputs``: (translation, its ids, the ids the decoder was fed where
     glossary surrogates were swapped out of them, else empty): the aligner reads what the decoder

@@ -108,7 +108,7 @@ async def stream(
     ``align(sentence, token_ids, written_ids, memory, attention)``: the alignment that places a
     finished sentence's inline markup (documents split with ``place_inline``), awaited before its
     last event goes out; ``keep_for_alignment``: the engine keeps what the aligner reads for those
-    sentences (their steps' attention and encoder outputs, on the last event).
+    sentences (their steps' attention, or their encoder outputs, on the last event).
     """
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, (), "eos")
