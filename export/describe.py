@@ -14,6 +14,7 @@ from typing import Any
 
 import onnx
 
+from attnserve.contract.graph_io import STEP_ATTENTION
 from attnserve.contract.manifest import load_manifest
 
 from .onnx_nodes import count_attention_nodes, count_ops, describe_value
@@ -32,7 +33,10 @@ def describe_model_dir(model_dir: Path | str) -> dict[str, Any]:
     for gname, spec in manifest.graphs.items():
         proto = onnx.load(str(model_dir / spec.file), load_external_data=False)
         nodes = count_attention_nodes(proto)
-        nodes.update({k: v for k, v in count_ops(proto, "ai.onnx::Softmax").items() if v})
+        softmax = count_ops(proto, "ai.onnx::Softmax")["ai.onnx::Softmax"]
+        softmax -= sum(n.name == f"{STEP_ATTENTION}_softmax" for n in proto.graph.node)  # the step's output, no call
+        if softmax:
+            nodes["ai.onnx::Softmax"] = softmax
         graphs[gname] = {
             "file": spec.file,
             "inputs": [describe_value(v) for v in proto.graph.input],

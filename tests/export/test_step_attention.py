@@ -45,6 +45,8 @@ def test_the_step_decoder_returns_the_attention_pytorch_computes(checkpoints, cl
     calls = count_attention_nodes(proto)
     layers = manifest.config["decoder_layers"]
     assert sum(calls.values()) == 2 * layers  # still one node per attention call, self and cross
+    inspected = json.loads(cli("inspect", tmp_path / "mt", "--json").out)
+    assert inspected["graphs"]["decoder"]["attention_nodes"] == calls  # its Softmax is no attention call
     run = cli("verify", tmp_path / "mt", "--json")
     assert run.code == 0, run.out
     checks = {c["name"]: c for c in json.loads(run.out)["checks"]}
