@@ -149,7 +149,7 @@ class TranslationService:
             place = request.format != TEXT and valid.model.aligns  # as translate() places it
             valid, (prepared,) = await self.split(valid, place)
             align = functools.partial(alignments.align_sentence, valid, prepared, self.pool) if place else None
-            events = document_stream.stream(valid, prepared, align, alignments.keeps_decoding(valid.model))
+            events = document_stream.stream(valid, prepared, align, place and alignments.keeps_decoding(valid.model))
             try:
                 while True:
                     try:
