@@ -34,6 +34,7 @@ class FakeEngine:
         self.options: list[DecodeOptions] = []
         self.active_sequences = self.queued = self.kv_cache_bytes = self.tokens_in_flight = 0
         self.kv_cache_capacity = self.kv_cache_row_bytes = 0
+        self.step_attention = False  # as an engine whose decoder does not return its steps' attention
         self.closed_streams = 0
         self.on_step = None
 

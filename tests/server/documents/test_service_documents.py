@@ -30,6 +30,7 @@ class RecordingEngine:
     def __init__(self, tokenizer, sources=None, **settings) -> None:
         self.tokenizer = tokenizer
         self.settings = EngineSettings(**settings)
+        self.step_attention = False  # as an engine whose decoder does not return its steps' attention
         self.manifest = SimpleNamespace(languages=SimpleNamespace(source=sources) if sources else None)
         self.calls: list[list[str]] = []
         self.options: list[DecodeOptions] = []
