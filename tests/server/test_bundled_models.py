@@ -136,16 +136,19 @@ def _client_commands() -> list[str]:
     return commands
 
 
-def test_every_client_command_of_the_pages_runs_against_the_bundled_models(bundled):
+def test_every_client_command_of_the_pages_runs_against_the_bundled_models(bundled, tmp_path):
     """Each attnserve-client line of the README and the CLI reference, run by bash as written
     (stdin redirections included) against this server, exits 0 with output; none names a file
-    that does not exist."""
+    that does not exist. They run in a folder that links every entry of the checkout, so the
+    paths they read are the checkout's and the files they write (an attention map) are not."""
     commands = _client_commands()
     assert len(commands) >= 10
+    for entry in ROOT.iterdir():
+        (tmp_path / entry.name).symlink_to(entry)
     client = f"{sys.executable} -m attnserve.client.cli --address {bundled.address}"
     for line in commands:
         command = line.replace(".venv/bin/attnserve-client", client, 1).replace(" --address 127.0.0.1:50051", "")
-        run = subprocess.run(["bash", "-c", command], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        run = subprocess.run(["bash", "-c", command], cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert run.returncode == 0 and run.stdout.strip(), (line, run.stderr[-2000:])
 
 
