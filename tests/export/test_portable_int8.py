@@ -99,6 +99,7 @@ def test_int8_export_verifies_on_an_avx2_only_cpu(int8_dirs):
     run = _verify_on_avx2(int8_dirs["portable"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "ok    decoder.logits max abs diff" in run.stdout
+    assert "ok    decoder.step_attention (greedy steps) max abs diff" in run.stdout  # the aligned rows too
 
 
 @needs_qemu
