@@ -32,6 +32,7 @@ from typing import Any
 
 from .common import (
     add_common_arguments,
+    add_model_dir_argument,
     header,
     interleaved,
     linked_repo,
@@ -52,12 +53,7 @@ COMMITTED = Path(__file__).resolve().parent.parent / "models" / "repo" / MODEL
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.alignments", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
-    parser.add_argument(
-        "--model-dir",
-        type=Path,
-        default=COMMITTED,
-        help="the translator's model directory (default: the committed one; another export of it, to compare)",
-    )
+    add_model_dir_argument(parser, COMMITTED)
     return parser
 
 

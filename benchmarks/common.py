@@ -40,6 +40,16 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
 
 
+def add_model_dir_argument(parser: argparse.ArgumentParser, committed: Path) -> None:
+    """``--model-dir``: the translator a benchmark serves (default ``committed``, the checkout's)."""
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        default=committed,
+        help="the translator's model directory (default: the committed one; another export of it, to compare)",
+    )
+
+
 @dataclass
 class Timing:
     """Seconds per run of one contender: all rounds, after its warm-up run."""

@@ -29,11 +29,11 @@ import json
 import re
 import urllib.request
 import zipfile
-from pathlib import Path
 from typing import Any
 
 from .common import (
     add_common_arguments,
+    add_model_dir_argument,
     header,
     interleaved,
     linked_repo,
@@ -55,12 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.files", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
     parser.add_argument("--pages", type=int, default=None, help="pages of about 2,500 characters (default 50)")
-    parser.add_argument(
-        "--model-dir",
-        type=Path,
-        default=COMMITTED,
-        help="the translator's model directory (default: the committed one; another export of it, to compare)",
-    )
+    add_model_dir_argument(parser, COMMITTED)
     return parser
 
 

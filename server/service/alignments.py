@@ -34,7 +34,7 @@ class AlignmentsUnavailable(InvalidRequest):
     """Alignments asked of a model directory exported without ``aligner.onnx`` and ``step_attention``."""
 
 
-def require_aligner(model: LoadedModel) -> Aligner | None:
+def require_alignments(model: LoadedModel) -> Aligner | None:
     """The model's aligner graph, None where its decoder's steps' attention is all alignments
     need; raises where it has neither (a directory exported before either)."""
     if not model.aligns:
@@ -44,13 +44,6 @@ def require_aligner(model: LoadedModel) -> Aligner | None:
             "as attnserve-export writes them; re-export the model"
         )
     return model.aligner
-
-
-def keeps_decoding(model: LoadedModel) -> bool:
-    """Whether to ask the engine to keep what the aligner would compute again for the sentences
-    to align (``DecodeOptions.for_alignment``): each step's attention, where the decoder returns
-    it, leaves the aligner nothing to run; the encoder's output spares it the encoder."""
-    return model.aligns
 
 
 def source_words(tokenizer: Tokenizer, sentence: str, normalised: str, ids: Sequence[int]) -> list[int | None]:
@@ -150,7 +143,7 @@ async def align(
     """Per document, per sentence, per hypothesis: its alignment (``sentences``: the results of
     every document's sentences, one after another). The best hypothesis of every sentence is
     aligned; with ``every_hypothesis`` the others of sentences with inline markup to place too."""
-    aligner, tokenizer = require_aligner(valid.model), valid.model.engine.tokenizer
+    aligner, tokenizer = require_alignments(valid.model), valid.model.engine.tokenizer
     work, outputs, memories, attentions, counts = [], [], [], [], []
     segments = [(segment, normalised, ids) for p in prepared for segment, normalised, ids in zip(
         p.document.segments, p.sources, p.ids)]  # fmt: skip
@@ -195,7 +188,7 @@ async def align_sentence(
     those the decoder was fed, where glossary surrogates were swapped out of them), and its
     steps' attention or else its encoder output where the engine kept them (else the aligner
     runs, encoding the source again)."""
-    aligner, tokenizer = require_aligner(valid.model), valid.model.engine.tokenizer
+    aligner, tokenizer = require_alignments(valid.model), valid.model.engine.tokenizer
     segment = prepared.document.segments[index]
     work = [(segment.text, prepared.sources[index], prepared.ids[index])]
     outputs = [(tokenizer.decode(list(token_ids), skip_special_tokens=True).strip(), token_ids, written_ids)]

@@ -76,9 +76,9 @@ class RunAligner:
 
     @property
     def keep_for_alignment(self) -> Sequence[int]:
-        """The sentences whose steps' attention and encoder output the engine keeps for the aligner
-        (``translate_sentences``)."""
-        return list(self.paragraph) if alignments.keeps_decoding(self.valid.model) else []
+        """The sentences whose alignment inputs the engine keeps (``translate_sentences``): their
+        steps' attention, or their encoder output for the aligner graph."""
+        return list(self.paragraph)  # only where the model aligns (__init__)
 
     def decoded(self, positions: Sequence[int], results: Sequence[TranslationResult]) -> None:
         for p, result in zip(positions, results):

@@ -116,7 +116,7 @@ class TranslationService:
             place = request.format != TEXT and valid.model.aligns
             valid, prepared = await self.split(valid, place)
             align = request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments))
-            keep = range(sum(p.segments for p in prepared)) if align and alignments.keeps_decoding(valid.model) else ()
+            keep = range(sum(p.segments for p in prepared)) if align and valid.model.aligns else ()
             work = documents.translate_sentences(valid, prepared, self.pool, keep_for_alignment=keep)
             sentences = await bounded(work, valid.request.deadline)
             aligned = None
@@ -149,7 +149,7 @@ class TranslationService:
             place = request.format != TEXT and valid.model.aligns  # as translate() places it
             valid, (prepared,) = await self.split(valid, place)
             align = functools.partial(alignments.align_sentence, valid, prepared, self.pool) if place else None
-            events = document_stream.stream(valid, prepared, align, place and alignments.keeps_decoding(valid.model))
+            events = document_stream.stream(valid, prepared, align, place)
             try:
                 while True:
                     try:
@@ -202,7 +202,7 @@ class TranslationService:
             options, source, target = await self._languages(model, request)
             max_new = model.engine.check_options(options)
             if request.alignments:
-                alignments.require_aligner(model)
+                alignments.require_alignments(model)
             glossary = self._glossary(model, request, source, target)
             yield ValidTranslation(request, model, options, max_new, source, target, detected, glossary)
 

@@ -103,11 +103,18 @@ def run(coro):
 
 def translate_once(engine, texts, options):
     """Start ``engine``, translate ``texts`` in one call, stop it: the results."""
+    (results,) = translate_together(engine, (texts, options))
+    return results
+
+
+def translate_together(engine, *calls):
+    """Start ``engine``, make every ``(texts, options)`` call at once (they share the decode
+    batch), stop it: each call's results, in order."""
 
     async def main():
         await engine.start()
         try:
-            return await engine.translate(texts, options)
+            return await asyncio.gather(*(engine.translate(texts, options) for texts, options in calls))
         finally:
             await engine.stop(1.0)
 

@@ -5,7 +5,6 @@ those exported before) still loads, verifies and aligns alike."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 
@@ -21,7 +20,7 @@ from attnserve.server.runtime import create_session
 from attnserve.server.translation import DecodeOptions
 from attnserve.server.translation.aligner import Aligner, alignment_layer
 
-from .conftest import random_texts, run, translate_once
+from .conftest import random_texts, translate_once, translate_together
 
 
 def _session(path):
@@ -57,20 +56,12 @@ def test_the_engine_keeps_each_texts_encoder_output_only_when_asked(tiny_any):
 
 
 def test_calls_with_and_without_kept_output_share_an_encoder_run(tiny):
-    engine = tiny.engine()
     texts = random_texts(8, seed=5)
-
-    async def main():
-        await engine.start()
-        try:
-            return await asyncio.gather(
-                engine.translate(texts[:4], DecodeOptions(return_memory=True, max_new_tokens=4)),
-                engine.translate(texts[4:], DecodeOptions(max_new_tokens=4)),
-            )
-        finally:
-            await engine.stop(1.0)
-
-    kept, plain = run(main())
+    kept, plain = translate_together(
+        tiny.engine(),
+        (texts[:4], DecodeOptions(return_memory=True, max_new_tokens=4)),
+        (texts[4:], DecodeOptions(max_new_tokens=4)),
+    )
     assert all(r.memory is None for r in plain)
     for text, result in zip(texts[:4], kept):
         np.testing.assert_allclose(result.memory, _torch_memory(tiny, _ids(tiny, text)), atol=1e-4)

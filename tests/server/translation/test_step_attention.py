@@ -5,8 +5,6 @@ every hypothesis of beam search (whose rows are re-chosen every step)."""
 
 from __future__ import annotations
 
-import asyncio
-
 import numpy as np
 
 from attnserve.contract.manifest import load_manifest
@@ -14,7 +12,7 @@ from attnserve.server.runtime import create_session
 from attnserve.server.translation import DecodeOptions
 from attnserve.server.translation.aligner import Aligner
 
-from .conftest import random_texts, run, translate_once
+from .conftest import random_texts, run, translate_once, translate_together
 
 
 def _aligner(tiny) -> Aligner:
@@ -48,22 +46,14 @@ def test_the_engine_keeps_each_steps_attention_only_when_asked(tiny_any):
 
 
 def test_texts_with_and_without_it_share_the_batch_with_beam_search_and_sampling(tiny):
-    engine = tiny.engine()
     texts = random_texts(12, seed=13)
-
-    async def main():
-        await engine.start()
-        try:
-            return await asyncio.gather(
-                engine.translate(texts[:4], DecodeOptions(return_attention=True, max_new_tokens=7)),
-                engine.translate(texts[4:8], DecodeOptions(max_new_tokens=7)),
-                engine.translate(texts[8:], DecodeOptions(return_attention=True, beam_size=3, num_hypotheses=3)),
-                engine.translate(texts[:4], DecodeOptions(return_attention=True, temperature=0.8, seed=1)),
-            )
-        finally:
-            await engine.stop(1.0)
-
-    kept, plain, beams, sampled = run(main())
+    kept, plain, beams, sampled = translate_together(
+        tiny.engine(),
+        (texts[:4], DecodeOptions(return_attention=True, max_new_tokens=7)),
+        (texts[4:8], DecodeOptions(max_new_tokens=7)),
+        (texts[8:], DecodeOptions(return_attention=True, beam_size=3, num_hypotheses=3)),
+        (texts[:4], DecodeOptions(return_attention=True, temperature=0.8, seed=1)),
+    )
     assert all(h.attention is None for r in plain for h in r.hypotheses)
     for group, done in ((texts[:4], kept), (texts[:4], sampled)):
         for result, expected in zip(done, _aligned(tiny, group, done)):
