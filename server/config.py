@@ -22,7 +22,7 @@ ENV_PREFIX = "ATTNSERVE_"
 PROVIDERS = ("auto", "cpu", "cuda")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TRANSLATION_BATCHING = ("continuous", "static")
-LANGUAGE_DETECTION = ("auto", "lingua", "off")
+LANGUAGE_DETECTION = ("langid", "lingua", "auto", "off")
 LOAD_MODELS = ("auto", "eager", "lazy")
 
 
@@ -66,9 +66,10 @@ class Settings:
         8000, "HTTP port on the same host: KServe v2 REST, generate, LibreTranslate (0 = any free port, -1 = off)"
     )
     language_detection: str = _setting(
-        "auto",
-        "source 'auto' and /detect of the LibreTranslate routes: lingua (pip install 'attnserve[detect]'), off, "
-        "or auto (lingua when installed)",
+        "langid",
+        "source 'auto' and /detect of the LibreTranslate routes, among the served languages: langid (built in: the "
+        "script, then py3langid), lingua (more accurate on short texts: pip install 'attnserve[detect]'), auto "
+        "(lingua when installed, else langid), or off",
         choices=LANGUAGE_DETECTION,
     )
     glossary_dir: str = _setting(

@@ -29,6 +29,14 @@ text.set_data_from_numpy(np.array([b"Monday, March 3, 2025"], dtype=object))
 print(client.infer("translator-en-de", [text]).as_numpy("TRANSLATION")[0].decode())
 """
 
+DETECT = """
+from attnserve.server.config import Settings
+from attnserve.server.service.detection import make_detector
+detector = make_detector(Settings().language_detection)
+found = [detector.detect(text, ["en", "de", "fr"])[0].language for text in ("guten Morgen", "merci beaucoup")]
+print(detector.name, *found)
+"""
+
 
 def _pip(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout)
@@ -91,6 +99,11 @@ def test_two_separate_installs_in_either_order_leave_a_working_server_and_client
             [str(venv / "bin" / "python"), "-c", TRITON, address], capture_output=True, text=True, timeout=60, env=env
         )
         assert (triton.returncode, triton.stdout) == (0, "Montag, 3. März 2025\n"), triton.stderr[-2000:]
+        # source auto and /detect out of the box: the default detector comes with the base install
+        detect = subprocess.run(
+            [str(venv / "bin" / "python"), "-c", DETECT], capture_output=True, text=True, timeout=60
+        )
+        assert (detect.returncode, detect.stdout) == (0, "langid de fr\n"), detect.stderr[-2000:]
     finally:
         server.send_signal(signal.SIGINT)  # Ctrl-C, as the README says: drain, exit 0
         assert server.wait(60) == 0

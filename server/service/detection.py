@@ -1,23 +1,111 @@
 """Which served language a text is in (``source_language: auto``, LibreTranslate's ``/detect``).
 
-lingua (the ``detect`` extra: ``lingua-language-detector``), restricted to the served
-languages it knows; without it, ``auto`` resolves to the only source language the target is
-reached from, if there is one (:meth:`TranslationService.detect_source`).
+Two detectors, each restricted to the languages the caller names (the served ones), which is
+what makes one- to three-word inputs work (benchmarks/README.md, "detect"):
+
+- ``langid`` (the default, in the base install): the text's script first (``scripts.py``:
+  Cyrillic among Latin languages is Russian whatever its letters), then py3langid, langid.py's
+  naive Bayes over byte n-grams (Lui & Baldwin 2012), its model (4.5 MB) inside the wheel;
+- ``lingua`` (the ``detect`` extra, ``lingua-language-detector``, 96 MB): more accurate on
+  short Latin-script texts, larger and slower to load.
+
+``detect`` -> every candidate with its confidence (0..100), best first.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
-from typing import Any
+import threading
+from collections import OrderedDict
+from typing import Any, Protocol
+
+import langcodes
 
 from ..config import ConfigError
 from .requests import Detection
+from .scripts import same_script
 
 log = logging.getLogger(__name__)
 
+RESTRICTED_SETS = 64  # identifiers restricted to a set of languages, kept (each holds its columns of the model)
+LABEL_ALIASES = {"nb": "no"}  # a served code whose language py3langid labels otherwise
 
-class Detector:
-    """lingua, restricted to the given codes (the ones it knows); ``detect`` -> best first."""
+
+class Detector(Protocol):
+    name: str
+
+    def detect(self, text: str, codes: list[str]) -> list[Detection]:
+        """The languages of ``codes`` the text may be in, best first, confidences 0..100."""
+        ...
+
+
+class LangidDetector:
+    """The text's script, then py3langid among the candidates of that script.
+
+    The model loads on first use (~2 s: it is xz-compressed in the wheel), on the work pool,
+    once; an identifier restricted to a set of languages is a view of its columns, kept.
+    """
+
+    name = "langid"
+
+    def __init__(self) -> None:
+        from py3langid import langid  # a base dependency
+
+        self._langid = langid
+        self._lock = threading.Lock()
+        self._full: Any = None
+        self._known: frozenset[str] = frozenset()
+        self._restricted: OrderedDict[tuple[str, ...], Any] = OrderedDict()
+
+    def _model(self) -> Any:
+        with self._lock:
+            if self._full is None:
+                self._full = self._langid.LanguageIdentifier.from_model_file(self._langid.MODEL_FILE, norm_probs=True)
+                self._known = frozenset(self._full.labels)
+            return self._full
+
+    def _identifier(self, labels: tuple[str, ...]) -> Any:
+        full = self._model()
+        with self._lock:
+            identifier = self._restricted.get(labels)
+            if identifier is None:
+                identifier = copy.copy(full)  # shares the model's arrays; set_languages rebinds its own
+                identifier.set_languages(list(labels))
+                self._restricted[labels] = identifier
+                if len(self._restricted) > RESTRICTED_SETS:
+                    self._restricted.popitem(last=False)
+            else:
+                self._restricted.move_to_end(labels)
+            return identifier
+
+    def _labels(self, codes: list[str]) -> dict[str, str]:
+        """py3langid's label -> the first served code of that language (``pt-BR`` -> ``pt``)."""
+        self._model()
+        labels: dict[str, str] = {}
+        for code in codes:
+            try:
+                language = langcodes.Language.get(code).language or ""
+            except (ValueError, LookupError):
+                continue
+            label = LABEL_ALIASES.get(language, language)
+            if label in self._known:
+                labels.setdefault(label, code)
+        return labels
+
+    def detect(self, text: str, codes: list[str]) -> list[Detection]:
+        labels = self._labels(same_script(text, codes))
+        if len(labels) < 2:  # the script named it (or nothing is known): not a statistical guess
+            return [Detection(code, 100.0) for code in labels.values()]
+        ranked = self._identifier(tuple(sorted(labels))).rank(text)
+        found = [Detection(labels[label], round(100 * p, 2)) for label, p in ranked]
+        return [d for d in found if d.confidence > 0]
+
+
+class LinguaDetector:
+    """lingua, restricted to the given codes (the ones it knows)."""
+
+    name = "lingua"
 
     def __init__(self) -> None:
         import lingua  # the 'detect' extra
@@ -49,16 +137,27 @@ class Detector:
         return [Detection(by_language[v.language], round(100 * v.value, 2)) for v in values if v.value > 0]
 
 
+def _lingua_or_none() -> LinguaDetector | None:
+    try:
+        return LinguaDetector()
+    except ImportError:
+        return None
+
+
 def make_detector(choice: str) -> Detector | None:
-    """``auto``: lingua when installed; ``lingua``: lingua or ConfigError; ``off``: none."""
+    """``langid``: the built-in one; ``lingua``: lingua or ConfigError; ``auto``: lingua when
+    installed, else langid; ``off``: none."""
     if choice == "off":
         return None
-    try:
-        return Detector()
-    except ImportError:
+    if choice in ("lingua", "auto"):
+        found = _lingua_or_none()
+        if found is not None:
+            return found
         if choice == "lingua":
-            raise ConfigError(
-                "language_detection lingua: lingua is not installed (pip install 'attnserve[detect]')"
-            ) from None
-        log.info("language detection off: lingua is not installed (pip install 'attnserve[detect]')")
-        return None
+            raise ConfigError("language_detection lingua: lingua is not installed (pip install 'attnserve[detect]')")
+    try:
+        return LangidDetector()
+    except ImportError:  # a base dependency: only a broken installation lacks it
+        raise ConfigError(
+            "language_detection langid: py3langid is not installed (it is a dependency of attnserve: reinstall it)"
+        ) from None

@@ -7,7 +7,7 @@ separators come back in place), leg 2 translates leg 1's texts with the same for
 target. Both legs share the request's deadline (the server's time limit counts once, from the
 start of leg 1). Leg 1 keeps one hypothesis (the best) and no target prefix; the alternatives,
 token ids, scores and the target prefix the request asks for are leg 2's. The result names
-the second model and the pivot; its source language (and a detected one) is leg 1's.
+the second model and the pivot; its source language (and the detected ones) are leg 1's.
 """
 
 from __future__ import annotations

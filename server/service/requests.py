@@ -126,7 +126,7 @@ class Translated:
     results: list[TranslationResult]
     source_language: str
     target_language: str
-    detected: Detection | None = None
+    detected: tuple[Detection, ...] = ()  # per text, when the source language was ``auto`` (service/mixed.py)
     alignments: list[list[WordAlignment]] | None = None  # per text, per sentence: when the request asked
     pivot: str = ""  # the language the texts went through (two models: service/pivot.py); "" = direct
 

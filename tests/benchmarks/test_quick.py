@@ -495,3 +495,20 @@ def test_kv_inplace_cuda_dry_run_on_the_cpu(tmp_path):
     assert all(r["ms_per_token"] > 0 and "ratio_to_shortest" in r for r in result["ms_per_token"])
     batching = result["batching_in_process"]
     assert batching["continuous"]["tokens"] == batching["static"]["tokens"] == 72 * 16 + 24 * 128
+
+
+def test_detect_quick(dirs):
+    """Every detector names the labelled texts' languages; the server's default reports its figures."""
+    argv, out = dirs
+    assert cli.main(["detect", *argv]) == 0
+    result = json.loads((out / "detect-quick.json").read_text())
+    assert result["machine"]["cpu"] and result["machine"]["isa"]
+    rows = {r["contender"]: r for r in result["rows"]}
+    default = rows["attnserve langid (default)"]
+    assert default["installed_mb"] > 1 and default["load_s"] > 0
+    for served in default["served"].values():
+        for kind in ("short", "sentence", "paragraph"):
+            assert served[kind]["texts"] > 0 and served[kind]["ms_per_text"] > 0
+        assert served["sentence"]["accuracy"] == 1.0 and served["short"]["accuracy"] >= 0.8
+    for row in rows.values():  # a contender not installed is named as missing, never a crash
+        assert "missing" in row or {"en, de (bundled)", "7 Latin-script", "all 11"} == row["served"].keys()

@@ -72,8 +72,8 @@ def _send(server, method: str, path: str, body: bytes | None, headers: dict) -> 
 def _check(server, method: str, path: str, body: bytes | None, headers: dict) -> int:
     status, payload = _send(server, method, path, body, headers)
     STATUSES[f"{path.rsplit('/', 1)[-1]} {status}"] += 1
-    # /detect without lingua installed (the 'detect' extra): 403, as LibreTranslate answers a disabled feature
-    detection_off = path == "/detect" and server.app.settings.language_detection != "lingua"
+    # /detect with language detection off: 403, as LibreTranslate answers a disabled feature
+    detection_off = path == "/detect" and server.app.settings.language_detection == "off"
     assert status in HTTP_OK or (status == 403 and detection_off), (status, payload[:300])
     if status != 200:
         doc = json.loads(payload)

@@ -9,15 +9,16 @@ LibreTranslate's own clients).
   translation's words and the word-level cross-attention, as the web page draws it); JSON or
   a form -> ``{"translatedText", "alternatives", "detectedLanguage"}``, and ``"pivot": "en"``
   when no model serves the pair directly and the texts went through that language (two models);
-- ``POST /detect``: ``q`` -> ``[{"confidence", "language"}]``, best first (403 when language
-  detection is off);
+- ``POST /detect``: ``q`` -> ``[{"confidence", "language"}]`` (0..100) among the served
+  languages, best first (403 when language detection is off);
 - ``GET /languages``: ``[{"code", "name", "targets"}]`` of the served translation models (targets
   reached directly and through the pivot language);
 - ``GET /frontend/settings``: the limits and the default pair, as LibreTranslate's page reads them,
   and the file formats ``/translate_file`` (``file_routes``) takes.
 
 Replies are LibreTranslate's: ``translatedText`` is a string for a string ``q`` and a list for
-a list; ``detectedLanguage`` only with ``source: auto``, ``alternatives`` only when asked for
+a list; ``detectedLanguage`` only with ``source: auto`` (a list: each text's own, the texts of
+each language translated by the model of its pair), ``alternatives`` only when asked for
 (a list per text for a list ``q``). Errors are ``{"error": ...}``: 400 for a missing or bad
 field, an unsupported language or format, an empty text or a limit, or no ``api_key`` where
 the server needs one (upstream's "Please contact the server operator to get an API key"); 403
@@ -215,9 +216,9 @@ def _attention(a: WordAlignment) -> dict[str, Any]:
 def _reply(done: Translated, batch: bool, alternatives: int, attention: bool = False) -> dict[str, Any]:
     best = [r.hypotheses[0].text for r in done.results]
     reply: dict[str, Any] = {"translatedText": best if batch else best[0]}
-    if done.detected is not None:
-        detected = {"confidence": done.detected.confidence, "language": done.detected.language}
-        reply["detectedLanguage"] = [detected] * len(best) if batch else detected
+    if done.detected:  # source auto: each text's own language
+        detected = [{"confidence": d.confidence, "language": d.language} for d in done.detected]
+        reply["detectedLanguage"] = detected if batch else detected[0]
     if alternatives:
         others = [_distinct([h.text for h in r.hypotheses[1:]], b) for r, b in zip(done.results, best, strict=True)]
         reply["alternatives"] = others if batch else others[0]
@@ -299,10 +300,7 @@ class LibreTranslateRoutes:
         if not isinstance(q, str):
             raise InvalidRequest("Invalid request: q parameter must be a string")
         if self.service.detector is None:
-            raise NotConfigured(
-                "Language detection is disabled on this server (language_detection off, or lingua not installed: "
-                "pip install 'attnserve[detect]')"
-            )
+            raise NotConfigured("Language detection is disabled on this server (language_detection off)")
         with upstream_words():
             self.service.check_texts([q])
         found = await self.service.detect(q, self.service.languages.table.codes)

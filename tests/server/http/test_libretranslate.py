@@ -99,7 +99,7 @@ def test_source_auto_resolves_to_the_only_language_reaching_the_target(lt_server
 
 
 def test_source_auto_detects_the_language_among_several(lt_server):
-    pytest.importorskip("lingua")
+    assert lt_server.app.settings.language_detection == "langid"  # the default: built in, no extra
     before = requests_of(lt_server, "rev-de-en")
     text = "Wir wohnen gern in diesem Haus"  # short: the tiny model takes 10 tokens
     status, reply = post(lt_server, "/translate", {"q": text, "source": "auto", "target": "en"})
@@ -109,12 +109,41 @@ def test_source_auto_detects_the_language_among_several(lt_server):
     assert requests_of(lt_server, "rev-de-en") == before + 1
 
 
-def test_detect_ranks_the_served_languages(client):
-    pytest.importorskip("lingua")
+def test_source_auto_detects_each_text_of_a_batch_on_its_own(lt_server):
+    """A list q in two languages: each text's own language, and each text to the model of its pair."""
+
+    def requests_to(model: str) -> float:  # the call counts once; each model books its own texts
+        return lt_server.metric("attnserve_request_characters_count", model=model)
+
+    before = {m: requests_to(m) for m in ("rev-de-en", "words-fr-en")}
+    texts = ["guten Morgen", "merci beaucoup", "Wir wohnen gern in diesem Haus"]
+    status, reply = post(lt_server, "/translate", {"q": texts, "source": "auto", "target": "en"})
+    assert status == 200, reply
+    assert [d["language"] for d in reply["detectedLanguage"]] == ["de", "fr", "de"]
+    assert all(0 < d["confidence"] <= 100 for d in reply["detectedLanguage"])
+    assert len(reply["translatedText"]) == 3 and all(isinstance(t, str) for t in reply["translatedText"])
+    after = {m: requests_to(m) for m in before}
+    assert {m: after[m] - before[m] for m in before} == {"rev-de-en": 1, "words-fr-en": 1}  # one per language
+    # the same texts one at a time: the same translations, in the batch's order
+    alone = [post(lt_server, "/translate", {"q": t, "source": "auto", "target": "en"})[1] for t in texts]
+    assert reply["translatedText"] == [a["translatedText"] for a in alone]
+    assert reply["detectedLanguage"] == [a["detectedLanguage"] for a in alone]
+
+
+def test_detect_ranks_the_served_languages(client, lt_server):
+    """LibreTranslate's client against a server with the default settings: no extra installed."""
+    assert lt_server.app.settings.language_detection == "langid"
     found = client.detect("Bonjour, nous habitons dans une petite maison près de la rivière.")
     assert found[0]["language"] == "fr" and found[0]["confidence"] > 50
     assert {d["language"] for d in found} <= {"de", "en", "fr"}
     assert [d["confidence"] for d in found] == sorted((d["confidence"] for d in found), reverse=True)
+    assert all(set(d) == {"confidence", "language"} and 0 < d["confidence"] <= 100 for d in found)
+    # one to three words, as people type them
+    assert [client.detect(q)[0]["language"] for q in ("guten Morgen", "merci beaucoup", "thank you")] == [
+        "de",
+        "fr",
+        "en",
+    ]
 
 
 def test_alternatives_are_other_distinct_hypotheses(lt_server):

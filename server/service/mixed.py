@@ -1,0 +1,77 @@
+"""Texts whose source language is detected (``source_language: auto``): each text its own language.
+
+A batch may mix languages (LibreTranslate's ``q`` list with ``source: auto``: a chat, a list of
+product names). Each text's language is detected on its own (``TranslationService.detect_sources``);
+the texts of one language go as one request through the service, with that source language,
+so each reaches the model (and language token) of its pair, pivoting where the pair needs it;
+the groups run concurrently, within the request's deadline, and their results are put back in
+the request's order. The result names every text's detection; its source language is the
+texts' one language, or "" for a mixed batch; its model the models that answered, comma-separated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
+
+from .requests import Detection, Translated, TranslationRequest, within_time_limit
+
+T = TypeVar("T")
+
+
+def by_language(detected: list[Detection]) -> dict[str, list[int]]:
+    """The texts' indices per detected language, languages in order of first appearance."""
+    groups: dict[str, list[int]] = {}
+    for i, found in enumerate(detected):
+        groups.setdefault(found.language, []).append(i)
+    return groups
+
+
+async def all_or_none(coroutines: list[Coroutine[Any, Any, T]]) -> list[T]:
+    """Every coroutine's result, in order; the first failure cancels the rest and is raised."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:
+        for task in tasks:
+            task.cancel()  # a no-op on finished tasks; frees the decoder rows of unfinished ones
+
+
+async def translate(
+    service_translate: Callable[[TranslationRequest], Awaitable[Translated]],
+    request: TranslationRequest,
+    detected: list[Detection],
+    time_limit_s: float,
+) -> Translated:
+    """One request per detected language through ``service_translate``, results in the request's order."""
+    request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, time_limit_s))
+    groups = by_language(detected)
+    parts = await all_or_none(
+        [
+            service_translate(
+                dataclasses.replace(request, texts=tuple(request.texts[i] for i in indices), source_language=language)
+            )
+            for language, indices in groups.items()
+        ]
+    )
+    n = len(request.texts)
+    results: list[Any] = [None] * n
+    alignments: list[Any] | None = [None] * n if any(p.alignments is not None for p in parts) else None
+    for indices, part in zip(groups.values(), parts, strict=True):
+        for j, i in enumerate(indices):
+            results[i] = part.results[j]
+            if alignments is not None and part.alignments is not None:
+                alignments[i] = part.alignments[j]
+    request.caller.items = n  # each group booked its own texts
+    pivots = {p.pivot for p in parts}
+    return Translated(
+        model=",".join(dict.fromkeys(p.model for p in parts)),
+        results=results,
+        source_language=parts[0].source_language if len(parts) == 1 else "",
+        target_language=parts[0].target_language,
+        detected=tuple(detected),
+        alignments=alignments,
+        pivot=pivots.pop() if len(pivots) == 1 else "",
+    )
