@@ -1,0 +1,78 @@
+"""A batch with source ``auto`` whose texts are in several languages: one request per language,
+the results back in the batch's order, every text's detection named."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from attnserve.server.calls import Call
+from attnserve.server.errors import InvalidRequest
+from attnserve.server.service import mixed
+from attnserve.server.service.requests import Detection, Translated, TranslationRequest
+from attnserve.server.translation import Hypothesis, TranslationResult
+
+MODELS = {"de": "de-en", "fr": "fr-en"}
+
+
+def _result(text: str) -> TranslationResult:
+    hypothesis = Hypothesis(text.upper(), token_ids=[], logprob=0.0, score=0.0, finish_reason="eos")
+    return TranslationResult(
+        [hypothesis], source_tokens=1, queue_ms=0.0, encode_ms=0.0, decode_ms=0.0, first_token_ms=0.0
+    )
+
+
+def _request(texts: tuple[str, ...]) -> TranslationRequest:
+    return TranslationRequest(
+        Call("libretranslate.translate", "", "test"), texts, source_language="auto", target_language="en"
+    )
+
+
+def test_each_language_goes_as_one_request_and_results_keep_the_batch_order():
+    sent: list[TranslationRequest] = []
+
+    async def translate(request: TranslationRequest) -> Translated:
+        sent.append(request)
+        model = MODELS[request.source_language]
+        return Translated(model, [_result(t) for t in request.texts], request.source_language, "en")
+
+    texts = ("guten Morgen", "merci", "danke", "bonjour")
+    detected = [Detection("de", 90.0), Detection("fr", 80.0), Detection("de", 70.0), Detection("fr", 60.0)]
+    done = asyncio.run(mixed.translate(translate, _request(texts), detected, 60.0))
+    assert [(r.source_language, r.texts) for r in sent] == [
+        ("de", ("guten Morgen", "danke")),
+        ("fr", ("merci", "bonjour")),
+    ]
+    assert [r.hypotheses[0].text for r in done.results] == ["GUTEN MORGEN", "MERCI", "DANKE", "BONJOUR"]
+    assert done.detected == tuple(detected)
+    assert (done.model, done.source_language, done.target_language) == ("de-en,fr-en", "", "en")
+    assert all(r.deadline is not None for r in sent)  # the server's time limit, once for all groups
+
+
+def test_one_language_is_one_request_naming_it():
+    async def translate(request: TranslationRequest) -> Translated:
+        return Translated("de-en", [_result(t) for t in request.texts], "de", "en")
+
+    detected = [Detection("de", 90.0), Detection("de", 95.0)]
+    done = asyncio.run(mixed.translate(translate, _request(("a", "b")), detected, 0.0))
+    assert (done.model, done.source_language, done.detected) == ("de-en", "de", tuple(detected))
+
+
+def test_a_failing_language_fails_the_batch_and_stops_the_others():
+    stopped = []
+
+    async def translate(request: TranslationRequest) -> Translated:
+        if request.source_language == "fr":
+            raise InvalidRequest("text 0 is empty")
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            stopped.append(request.source_language)
+            raise
+        raise AssertionError("not cancelled")
+
+    detected = [Detection("de", 90.0), Detection("fr", 80.0)]
+    with pytest.raises(InvalidRequest, match="empty"):
+        asyncio.run(mixed.translate(translate, _request(("a", "b")), detected, 0.0))
+    assert stopped == ["de"]
