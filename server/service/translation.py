@@ -306,10 +306,12 @@ class TranslationService:
         candidates = self.source_candidates(target)
         if len(candidates) == 1:  # the only language the target is reached from: not a detection
             return [Detection(candidates[0], 100.0)] * len(texts)
+        if not candidates:
+            raise InvalidRequest("source language auto: this server serves no source language to detect")
         if self.detector is None:
             raise InvalidRequest(
                 "source language auto needs language detection, which is off on this server; "
-                f"name the source language: one of {', '.join(candidates) or 'none'}"
+                f"name the source language: one of {', '.join(candidates)}"
             )
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, self._detect_each, texts, candidates)
