@@ -5,7 +5,10 @@ inflated: a zip bomb (a few KB that inflate to gigabytes) and a zip of a million
 are refused from the directory alone (:class:`FileRefused`), before any entry is read.
 ``zipfile`` then never inflates an entry past its stated size (a lying entry fails its CRC
 check). XML parts are parsed by lxml with entities unresolved and no network or DTD loading
-(no billion laughs, no external entities).
+(no billion laughs, no external entities), streamed from the zip in chunks: a caller sees each
+element as it ends (``parse_xml_stream``) and may stop the parse there, and at most
+``MAX_ELEMENTS`` elements of a package are parsed, so a small part that inflates to millions of
+paragraphs is refused after the first of them, not after all of it was inflated and built.
 
 A translated package is the original's entries in their order, each with its own name,
 date, compression and attributes; only the translated parts have new content (an ODF or
@@ -17,13 +20,15 @@ from __future__ import annotations
 import copy
 import io
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from lxml import etree
 
 from .errors import FileRefused
 
 MAX_ENTRIES = 10_000  # a 300-slide deck has ~1,500; a package with more is not a document
+MAX_ELEMENTS = 1_000_000  # XML elements of a package's text parts (a 500-page book has ~400,000): ~200 MB parsed
+CHUNK = 1 << 16  # bytes of a zip entry inflated and parsed at a time
 UNPACKED_PER_BYTE = 4  # a package may unpack to this many times --max-file-bytes
 
 
@@ -45,14 +50,18 @@ def open_zip(data: bytes, max_file_bytes: int, kind: str) -> zipfile.ZipFile:
     return archive
 
 
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError)
+
+
 def read(archive: zipfile.ZipFile, name: str, kind: str) -> bytes:
     try:
         return archive.read(name)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
+    except _ZIP_ERRORS as exc:
         raise FileRefused(f"the {kind} package's entry {name!r} does not read: {exc}") from None
 
 
-_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, remove_blank_text=False)
+_OPTIONS = {"resolve_entities": False, "no_network": True, "load_dtd": False, "remove_blank_text": False}
+_PARSER = etree.XMLParser(**_OPTIONS)
 
 
 def parse_xml(data: bytes, name: str, kind: str) -> etree._ElementTree:
@@ -62,17 +71,71 @@ def parse_xml(data: bytes, name: str, kind: str) -> etree._ElementTree:
         raise FileRefused(f"the {kind} package's part {name!r} is not well-formed XML: {exc}") from None
 
 
+class Elements:
+    """XML elements parsed so far in one package, against ``MAX_ELEMENTS``."""
+
+    def __init__(self, kind: str, limit: int | None = None) -> None:
+        self.kind, self.limit, self.counted = kind, MAX_ELEMENTS if limit is None else limit, 0
+
+    def add(self, count: int = 1) -> None:
+        self.counted += count
+        if self.counted > self.limit:
+            raise FileRefused(
+                f"the {self.kind} package's text parts hold more than {self.limit:,} XML elements; this server "
+                "reads at most that many (a document of that size is not one file to translate)"
+            )
+
+
+def parse_xml_stream(
+    archive: zipfile.ZipFile,
+    name: str,
+    kind: str,
+    tags: frozenset[str],
+    ended: Callable[[etree._Element], None],
+    elements: Elements,
+) -> etree._ElementTree:
+    """The part ``name`` parsed as it is inflated, ``ended(element)`` called as each element of
+    ``tags`` ends (its children complete, its tail not yet read), every element counted in
+    ``elements``. Whatever ``ended`` raises stops the parse there."""
+    parser = etree.XMLPullParser(events=("end",), **_OPTIONS)
+
+    def drain() -> None:
+        count = 0
+        for _, element in parser.read_events():
+            count += 1
+            if element.tag in tags:
+                ended(element)
+        elements.add(count)
+
+    try:
+        with archive.open(name) as part:
+            while chunk := part.read(CHUNK):
+                parser.feed(chunk)
+                drain()
+        root = parser.close()
+        drain()
+    except etree.XMLSyntaxError as exc:
+        raise FileRefused(f"the {kind} package's part {name!r} is not well-formed XML: {exc}") from None
+    except _ZIP_ERRORS as exc:
+        raise FileRefused(f"the {kind} package's entry {name!r} does not read: {exc}") from None
+    return root.getroottree()
+
+
 def serialize_xml(tree: etree._ElementTree) -> bytes:
     """The tree with the XML declaration it came with (encoding, standalone)."""
     info = tree.docinfo
     return etree.tostring(tree, xml_declaration=True, encoding=info.encoding or "UTF-8", standalone=info.standalone)
 
 
-def rewrite(archive: zipfile.ZipFile, replaced: Mapping[str, bytes], kind: str) -> bytes:
-    """The package with ``replaced[name]`` as the content of those entries, every other entry as it was."""
+def rewrite(
+    archive: zipfile.ZipFile, replaced: Mapping[str, bytes], kind: str, check: Callable[[], None] = lambda: None
+) -> bytes:
+    """The package with ``replaced[name]`` as the content of those entries, every other entry as it
+    was; ``check()`` (a deadline's) before each entry."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as package:
         for info in archive.infolist():
+            check()
             data = replaced[info.filename] if info.filename in replaced else read(archive, info.filename, kind)
             package.writestr(copy.copy(info), data, compress_type=info.compress_type)  # writestr edits its info
     return out.getvalue()

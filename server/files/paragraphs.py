@@ -19,7 +19,7 @@ relationships) is untouched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from lxml import etree
@@ -134,7 +134,7 @@ class _Collector:
 
 
 def paragraphs(root: etree._Element, dialect: Dialect) -> Iterator[Paragraph]:
-    """The paragraphs of ``root`` with something to translate, in document order."""
+    """The paragraphs of ``root`` (``root`` included) with something to translate, in document order."""
     for element in root.iter(*dialect.paragraphs):
         collector = _Collector(dialect)
         collector.walk(element)
@@ -143,3 +143,23 @@ def paragraphs(root: etree._Element, dialect: Dialect) -> Iterator[Paragraph]:
         unit = Unit(tuple(collector.runs), tuple(collector.joints))
         if unit.text.strip():
             yield Paragraph(tuple(collector.slots), unit)
+
+
+class ParagraphReader:
+    """Collects paragraphs as a streamed part's paragraphs end (``archive.parse_xml_stream``): at
+    the end of a paragraph not inside another (ODF nests them in frames and notes), it and the
+    paragraphs inside it, in document order; their characters are counted as they come
+    (``count``, the file's ``--max-file-chars``), so an inflated part stops at the limit."""
+
+    def __init__(self, dialect: Dialect, count: Callable[[int], None]) -> None:
+        self.dialect, self.count = dialect, count
+        self.found: list[Paragraph] = []
+
+    def __call__(self, element: etree._Element) -> None:
+        if (element.text is None and not len(element)) or next(
+            element.iterancestors(*self.dialect.paragraphs), None
+        ) is not None:
+            return  # empty; or read with the paragraph it is in, in document order
+        for paragraph in paragraphs(element, self.dialect):
+            self.count(len(paragraph.unit.text))
+            self.found.append(paragraph)

@@ -23,6 +23,7 @@ say nothing, or the cases above are unsure, it is :func:`place`. A placement is 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -41,9 +42,9 @@ class Unit:
     def __post_init__(self) -> None:
         assert len(self.joints) == max(0, len(self.runs) - 1), "one joint between each two runs"
 
-    @property
+    @functools.cached_property
     def text(self) -> str:
-        """What the model translates."""
+        """What the model translates (computed once: a frozen unit's runs do not change)."""
         out = [self.runs[0]] if self.runs else []
         for joint, run in zip(self.joints, self.runs[1:]):
             out += (joint, run)

@@ -1,0 +1,88 @@
+"""Hostile files read within a file worker's budget: each attack of the hostile-input pass, at
+its size there, ends in a result or the clear refusal inside a forked child limited to a few CPU
+seconds (``tests.support.bounded``), where the readers it found took minutes or gigabytes."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+from attnserve.server import files
+from attnserve.server.files import archive
+from tests.support import office_files as office
+from tests.support.bounded import within
+
+FILE_BYTES = 32 << 20  # --max-file-bytes' default
+FILE_CHARS = 300_000  # --max-file-chars' default
+
+
+def read(name: str, data: bytes, max_chars: int | None = FILE_CHARS) -> tuple[int, int]:
+    extracted = files.read(name, data, FILE_BYTES, max_chars=max_chars)
+    return len(extracted.texts), extracted.characters
+
+
+def test_srt_of_a_long_line_of_digits_is_refused_at_once():
+    # the srt library's timestamp pattern backtracks in cubic time: 2 KB of this took 65 s
+    kind, (name, message) = within(read, "a.srt", b"1\n" + b"7" * 200_000)
+    assert (kind, name) == ("error", "FileRefused") and "line 1 ('1') does not start a cue" in message
+
+
+def test_srt_with_whitespace_inside_a_timing_line_reads_in_linear_time():
+    spaced = b"1\n00:00:01,000" + b" " * 100_000 + b"--> 00:00:02,000\nHi\n\n"
+    kind, (name, message) = within(read, "a.srt", spaced)
+    assert (kind, name) == ("error", "FileRefused") and "SubRip" in message
+    cues = b"".join(
+        b"%d\n00:00:%02d,000 --> 00:00:%02d,500\nLine %d.\n\n" % (i, i % 60, i % 60, i) for i in range(20_000)
+    )
+    assert within(read, "a.srt", cues) == ("ok", (20_000, sum(len(f"Line {i}.") for i in range(20_000))))
+
+
+def test_markdown_line_of_spaces_between_two_words_reads_in_linear_time():
+    # the markers pattern's (.*?)(\s*)$ was quadratic: 40 KB of this froze the server 7 s
+    line = b"a" + b" " * 200_000 + b"b"
+    assert within(read, "a.md", line) == ("ok", (1, len(line)))
+    rule = b"- " * 100_000 + b"-x"  # a thematic break's (\s*\1){2,}\s* and a table rule's [\s:|-]+\| overlap
+    assert within(read, "b.md", rule + b"\n" + b"|" * 200_000 + b"x") == ("ok", (2, len("-x") + 200_001))
+
+
+def test_markdown_over_the_character_limit_stops_where_it_crosses_it():
+    kind, (name, message) = within(read, "a.md", b"- item of a list\n" * 1_000_000, 1_000)
+    assert (kind, name) == ("error", "TooManyCharacters")
+    assert "more than 1,000 characters of text" in message and "--max-file-chars" in message
+
+
+def paragraphs_docx(count: int) -> bytes:
+    """A .docx whose document.xml is ``count`` one-letter paragraphs (35 bytes each, ~1,000:1 deflated)."""
+    body = b"<w:p><w:r><w:t>a</w:t></w:r></w:p>" * count
+    xml = b'<w:document xmlns:w="%s"><w:body>%s</w:body></w:document>' % (office.W.encode(), body)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("word/document.xml", xml)
+    return out.getvalue()
+
+
+def test_an_inflated_docx_stops_at_the_character_limit():
+    # 1M paragraphs (35 MB inflated from 100 KB; the pass's 3.3M took 72 s and kept 1.7 GB) are
+    # refused where the 20,001st character ends, after 700 KB of it, not after all were parsed
+    data = paragraphs_docx(1_000_000)
+    assert len(data) < 200_000
+    kind, (name, message) = within(read, "big.docx", data, 20_000, cpu_seconds=10)
+    assert (kind, name) == ("error", "TooManyCharacters") and "more than 20,000 characters" in message
+
+
+def test_a_docx_of_millions_of_empty_elements_is_refused_at_the_element_limit(monkeypatch):
+    monkeypatch.setattr(archive, "MAX_ELEMENTS", 100_000)  # of 1,000,000: the same path, a tenth of the time
+    body = b"<w:p/>" * 3_000_000  # no text to count: the elements are
+    xml = b'<w:document xmlns:w="%s"><w:body>%s</w:body></w:document>' % (office.W.encode(), body)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("word/document.xml", xml)
+    kind, (name, message) = within(read, "empty.docx", out.getvalue(), cpu_seconds=10)
+    assert (kind, name) == ("error", "FileRefused") and "more than 100,000 XML elements" in message
+
+
+def test_an_epub_page_over_the_character_limit_is_refused_before_it_is_inflated():
+    page = "<html><body><p>" + "word " * 100_000 + "</p></body></html>"
+    kind, (name, _) = within(read, "book.epub", office.epub([page]), 10_000)
+    assert (kind, name) == ("error", "TooManyCharacters")
+    assert within(read, "book.epub", office.epub([page]), None)[0] == "ok"
