@@ -194,6 +194,11 @@ class Settings:
     max_file_chars: int = _setting(
         300_000, "characters of text in one file to translate (what the model reads; markup and layout not counted)"
     )
+    max_aligned_runs: int = _setting(
+        256,
+        "runs with words (styled stretches) a file paragraph may have to be placed by word alignment; one with "
+        "more gets its translation by proportion of words (the alignment placement costs words x runs)",
+    )
     file_timeout_seconds: float = _setting(
         600.0, "server-side time limit of one file's translation (in place of --request-timeout-seconds; 0 = none)"
     )
@@ -246,7 +251,7 @@ class Settings:
             "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
             "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
             "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
-            " max_file_bytes max_file_chars max_download_bytes model_load_attempts"
+            " max_file_bytes max_file_chars max_aligned_runs max_download_bytes model_load_attempts"
         ).split()
         checks.update({name: getattr(self, name) >= 1 for name in positive})
         for name, ok in checks.items():

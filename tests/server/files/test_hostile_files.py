@@ -7,8 +7,12 @@ from __future__ import annotations
 import io
 import zipfile
 
+import pytest
+
 from attnserve.server import files
+from attnserve.server.errors import DeadlineExceeded
 from attnserve.server.files import archive
+from attnserve.server.service.requests import Deadline
 from tests.support import office_files as office
 from tests.support.bounded import within
 
@@ -86,3 +90,40 @@ def test_an_epub_page_over_the_character_limit_is_refused_before_it_is_inflated(
     kind, (name, _) = within(read, "book.epub", office.epub([page]), 10_000)
     assert (kind, name) == ("error", "TooManyCharacters")
     assert within(read, "book.epub", office.epub([page]), None)[0] == "ok"
+
+
+def test_a_paragraph_of_16000_bold_and_plain_runs_is_placed_in_linear_time_and_memory():
+    # 16,000 runs with one word each: the alignment placement's words x runs table reached 8 GB;
+    # above --max-aligned-runs the words are shared by proportion, one a run, in order
+    runs = [(f"w{i} ", "b" if i % 2 else "") for i in range(16_000)]
+    extracted = files.read("runs.docx", office.docx([runs]), FILE_BYTES)
+    (unit,) = extracted.units
+    translation = " ".join(f"W{i}" for i in range(16_000))
+    preferred = list(range(16_000))  # each word aligned to its own run
+
+    def placed() -> list[str]:
+        return files.place_aligned(unit, translation, preferred)
+
+    kind, out = within(placed, cpu_seconds=10)
+    assert kind == "ok" and [r.split() for r in out] == [[f"W{i}"] for i in range(16_000)]
+
+
+def test_many_words_on_runs_under_the_limit_are_placed_by_alignment_in_bounded_time():
+    runs = tuple(f"part {i} " for i in range(250))  # 250 runs with words: under --max-aligned-runs
+    unit = files.Unit(runs, ("",) * 249)
+    words = [f"x{j}" for j in range(100_000)]  # a translation of 100,000 words: 25 M cells
+    preferred = [j * 250 // 100_000 for j in range(100_000)]  # 400 words a run, in order
+
+    def placed() -> list[str]:
+        return files.place_aligned(unit, " ".join(words), preferred)
+
+    kind, out = within(placed, cpu_seconds=10)
+    assert kind == "ok" and [len(r.split()) for r in out] == [400] * 250
+
+
+def test_writing_a_file_back_stops_at_its_deadline():
+    extracted = files.read("long.docx", office.docx([[("A sentence.", "")]] * 2_000), FILE_BYTES)
+    passed = Deadline.after(0.0, "the file's time limit of 600 s (--file-timeout-seconds)")
+    with pytest.raises(DeadlineExceeded, match="file's time limit"):
+        extracted.write(list(extracted.texts), deadline=passed)
+    assert extracted.write(list(extracted.texts), deadline=Deadline.after(60.0, "a minute"))  # in time: the file
