@@ -108,6 +108,12 @@ class Settings:
         "budget (--max-kv-cache-bytes, else --max-tokens-in-flight tokens); 0 = no limit",
     )
     pinned_models: str = _setting("", "comma-separated models loaded at start and never unloaded (lazy)")
+    min_resident_seconds: float = _setting(
+        2.0,
+        "a loaded model is unloaded to make room only after this long without a request (its load counts as "
+        "one), so requests rotating among more models than the budget holds wait for room rather than evict "
+        "the models other clients keep using (lazy; 0 = least recently used idle model at once)",
+    )
     model_load_retry_seconds: float = _setting(
         30.0,
         "a model whose on-demand load failed answers UNAVAILABLE for this long, then the next request tries "
@@ -243,6 +249,7 @@ class Settings:
             "max_loaded_models": self.max_loaded_models >= 0,
             "model_memory_bytes": self.model_memory_bytes >= 0,
             "model_load_retry_seconds": self.model_load_retry_seconds >= 0,
+            "min_resident_seconds": self.min_resident_seconds >= 0,
             "file_timeout_seconds": self.file_timeout_seconds >= 0,
             "download_retention_s": self.download_retention_s > 0,
         }
