@@ -90,6 +90,30 @@ def release_memory() -> None:
         _MALLOC_TRIM(0)
 
 
+def room_at(
+    settings: Settings, reserved: dict[str, int], entry: IndexedModel, idle: list[tuple[str, float]]
+) -> float | None:
+    """When unloading the ``idle`` models (name, when it may go; least recently used first) as they
+    come of age makes room for ``entry`` beside the ``reserved`` ones; None when that is not enough
+    and models in use or loads under way must finish first (no telling when)."""
+    count, size = len(reserved), sum(reserved.values())
+    for name, at in idle:
+        count, size = count - 1, size - reserved[name]
+        if (not settings.max_loaded_models or count + 1 <= settings.max_loaded_models) and (
+            not settings.model_memory_bytes or size + entry.budget_bytes <= settings.model_memory_bytes
+        ):
+            return at
+    return None
+
+
+def no_room(name: str, loaded: int, minimum: float, wait: float) -> Overloaded:
+    return Overloaded(
+        f"model {echo(name)} is not loaded and there is no room for it within this request's deadline: "
+        f"the {loaded} loaded models were each used less than {minimum:g} s ago "
+        f"(--min-resident-seconds; the budget: --max-loaded-models, --model-memory-bytes); room is made in {wait:.1f} s"
+    )
+
+
 async def _no_health(name: str, serving: bool) -> None:
     return None
 
@@ -297,35 +321,14 @@ class Residency:
         now = time.monotonic()
         return next((n for n in self._idle() if self._resident_until(n) <= now), None)
 
-    def _room_at(self, entry: IndexedModel) -> float | None:
-        """When unloading idle models as they come of age makes room for ``entry`` (now: it fits);
-        None when it needs models in use or loads under way to finish first (no telling when)."""
-        if self._fits(entry):
-            return time.monotonic()
-        s = self.settings
-        count, size = len(self.reserved), sum(self.reserved.values())
-        for name in self._idle():  # unloaded in the order they come of age, which is least recently used first
-            count, size = count - 1, size - self.reserved[name]
-            if (not s.max_loaded_models or count + 1 <= s.max_loaded_models) and (
-                not s.model_memory_bytes or size + entry.budget_bytes <= s.model_memory_bytes
-            ):
-                return self._resident_until(name)
-        return None
-
     def _refuse_if_no_room_in_time(self, entry: IndexedModel, deadline: object) -> None:
         """RESOURCE_EXHAUSTED now, rather than DEADLINE_EXCEEDED later, when the models in the way of
         ``entry``'s load are all idle but none may be unloaded before the request's deadline."""
-        at = self._room_at(entry)
-        if at is None:
+        if self._fits(entry):
             return
-        wait, minimum = at - time.monotonic(), self.settings.min_resident_seconds
-        if wait > deadline.remaining():
-            raise Overloaded(
-                f"model {echo(entry.name)} is not loaded and there is no room for it within this request's deadline: "
-                f"the {len(self.reserved)} loaded models were each used less than {minimum:g} s ago "
-                "(--min-resident-seconds; the budget: --max-loaded-models, --model-memory-bytes); "
-                f"room is made in {wait:.1f} s"
-            )
+        at = room_at(self.settings, self.reserved, entry, [(n, self._resident_until(n)) for n in self._idle()])
+        if at is not None and at - time.monotonic() > deadline.remaining():
+            raise no_room(entry.name, len(self.reserved), self.settings.min_resident_seconds, at - time.monotonic())
 
     def unload(self, name: str, evicted: bool = False) -> None:
         """Drop a loaded model from the registry and the budget; it stops once its requests are done."""
