@@ -6,9 +6,10 @@ are refused from the directory alone (:class:`FileRefused`), before any entry is
 ``zipfile`` then never inflates an entry past its stated size (a lying entry fails its CRC
 check). XML parts are parsed by lxml with entities unresolved and no network or DTD loading
 (no billion laughs, no external entities), streamed from the zip in chunks: a caller sees each
-element as it ends (``parse_xml_stream``) and may stop the parse there, and at most
-``MAX_ELEMENTS`` elements of a package are parsed, so a small part that inflates to millions of
-paragraphs is refused after the first of them, not after all of it was inflated and built.
+paragraph as it ends (``parse_xml_stream``) and may stop the parse there, and at most
+``MAX_TAGS`` tags of a package are parsed (every ``<``, counted in each inflated chunk before it
+is parsed: at least one per element), so a small part that inflates to millions of paragraphs is
+refused after the first of them, not after all of it was inflated and built.
 
 A translated package is the original's entries in their order, each with its own name,
 date, compression and attributes; only the translated parts have new content (an ODF or
@@ -27,7 +28,7 @@ from lxml import etree
 from .errors import FileRefused
 
 MAX_ENTRIES = 10_000  # a 300-slide deck has ~1,500; a package with more is not a document
-MAX_ELEMENTS = 1_000_000  # XML elements of a package's text parts (a 500-page book has ~400,000): ~200 MB parsed
+MAX_TAGS = 2_000_000  # tags of a package's text parts (a 500-page book has ~800,000): ~200 MB of tree at most
 CHUNK = 1 << 16  # bytes of a zip entry inflated and parsed at a time
 UNPACKED_PER_BYTE = 4  # a package may unpack to this many times --max-file-bytes
 
@@ -71,17 +72,17 @@ def parse_xml(data: bytes, name: str, kind: str) -> etree._ElementTree:
         raise FileRefused(f"the {kind} package's part {name!r} is not well-formed XML: {exc}") from None
 
 
-class Elements:
-    """XML elements parsed so far in one package, against ``MAX_ELEMENTS``."""
+class Tags:
+    """Tags (each ``<`` of the XML) inflated so far in one package, against ``MAX_TAGS``."""
 
     def __init__(self, kind: str, limit: int | None = None) -> None:
-        self.kind, self.limit, self.counted = kind, MAX_ELEMENTS if limit is None else limit, 0
+        self.kind, self.limit, self.counted = kind, MAX_TAGS if limit is None else limit, 0
 
-    def add(self, count: int = 1) -> None:
-        self.counted += count
+    def add(self, chunk: bytes) -> None:
+        self.counted += chunk.count(b"<")
         if self.counted > self.limit:
             raise FileRefused(
-                f"the {self.kind} package's text parts hold more than {self.limit:,} XML elements; this server "
+                f"the {self.kind} package's text parts hold more than {self.limit:,} XML tags; this server "
                 "reads at most that many (a document of that size is not one file to translate)"
             )
 
@@ -90,30 +91,25 @@ def parse_xml_stream(
     archive: zipfile.ZipFile,
     name: str,
     kind: str,
-    tags: frozenset[str],
-    ended: Callable[[etree._Element], None],
-    elements: Elements,
+    elements: frozenset[str],
+    seen: Callable[[str, etree._Element], None],
+    tags: Tags,
 ) -> etree._ElementTree:
-    """The part ``name`` parsed as it is inflated, ``ended(element)`` called as each element of
-    ``tags`` ends (its children complete, its tail not yet read), every element counted in
-    ``elements``. Whatever ``ended`` raises stops the parse there."""
-    parser = etree.XMLPullParser(events=("end",), **_OPTIONS)
-
-    def drain() -> None:
-        count = 0
-        for _, element in parser.read_events():
-            count += 1
-            if element.tag in tags:
-                ended(element)
-        elements.add(count)
-
+    """The part ``name`` parsed as it is inflated, ``seen("start" | "end", element)`` called as
+    each of the ``elements`` starts and ends (at its end its children are complete, its tail not
+    yet read), every chunk's tags counted in ``tags`` before it is parsed. Whatever ``seen``
+    raises stops the parse there."""
+    parser = etree.XMLPullParser(events=("start", "end"), tag=elements, **_OPTIONS)  # only those reach Python
     try:
         with archive.open(name) as part:
             while chunk := part.read(CHUNK):
+                tags.add(chunk)
                 parser.feed(chunk)
-                drain()
+                for event, element in parser.read_events():
+                    seen(event, element)
         root = parser.close()
-        drain()
+        for event, element in parser.read_events():
+            seen(event, element)
     except etree.XMLSyntaxError as exc:
         raise FileRefused(f"the {kind} package's part {name!r} is not well-formed XML: {exc}") from None
     except _ZIP_ERRORS as exc:

@@ -54,12 +54,12 @@ def _office(
     names = [n for n in package.namelist() if parts.fullmatch(n)]
     if required not in names:
         raise FileRefused(f"the file is not a valid {kind}: it has no {required}")
-    elements = archive.Elements(kind)
+    tags = archive.Tags(kind)
     trees: dict[str, etree._ElementTree] = {}
     found: list[tuple[str, Paragraph]] = []
     for name in names:
         reader = ParagraphReader(dialect, chars.add)
-        trees[name] = archive.parse_xml_stream(package, name, kind, dialect.paragraphs, reader, elements)
+        trees[name] = archive.parse_xml_stream(package, name, kind, dialect.paragraphs, reader, tags)
         found += [(name, p) for p in reader.found]
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:

@@ -25,7 +25,6 @@ runs would be 256 M cells), it is :func:`place`, whose time is linear in words +
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -48,14 +47,15 @@ class Unit:
 
     def __post_init__(self) -> None:
         assert len(self.joints) == max(0, len(self.runs) - 1), "one joint between each two runs"
-
-    @functools.cached_property
-    def text(self) -> str:
-        """What the model translates (computed once: a frozen unit's runs do not change)."""
         out = [self.runs[0]] if self.runs else []
         for joint, run in zip(self.joints, self.runs[1:]):
             out += (joint, run)
-        return "".join(out)
+        object.__setattr__(self, "_text", "".join(out))  # once: a frozen unit's runs do not change
+
+    @property
+    def text(self) -> str:
+        """What the model translates."""
+        return self._text
 
 
 Placement = Callable[["Unit", str], list[str]]

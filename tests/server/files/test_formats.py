@@ -262,3 +262,26 @@ def test_the_numpy_segmentation_of_long_paragraphs_is_the_loop_one(wants, m):
     if len(wants) < m or all(w is None for w in wants):
         return
     assert placement._segment_numpy(wants, m) == placement._segment_loop(wants, m)
+
+
+def test_a_note_inside_a_paragraph_is_read_on_its_own_after_it_in_document_order():
+    content = (
+        '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+        'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:text>'
+        "<text:p>Before.</text:p>"
+        "<text:p>Main text<text:note><text:note-body><text:p>The note.</text:p><text:p>Its second line."
+        "</text:p></text:note-body></text:note> goes on.</text:p>"
+        "<text:h>After.</text:h></office:text></office:body></office:document-content>"
+    )
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as package:
+        package.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        package.writestr("content.xml", content)
+    extracted = files.read("a.odt", data.getvalue(), LIMIT)
+    assert extracted.texts == ("Before.", "Main text goes on.", "The note.", "Its second line.", "After.")
+    out = etree.tostring(xml(swapped(extracted), "content.xml")).decode()
+    assert (
+        "<text:p>mAIN TEXT <text:note><text:note-body><text:p>tHE NOTE.</text:p><text:p>iTS SECOND LINE.</text:p>"
+        in out
+    )
+    assert "</text:note>GOES ON.</text:p><text:h>aFTER.</text:h>" in out

@@ -74,15 +74,15 @@ def test_an_inflated_docx_stops_at_the_character_limit():
     assert (kind, name) == ("error", "TooManyCharacters") and "more than 20,000 characters" in message
 
 
-def test_a_docx_of_millions_of_empty_elements_is_refused_at_the_element_limit(monkeypatch):
-    monkeypatch.setattr(archive, "MAX_ELEMENTS", 100_000)  # of 1,000,000: the same path, a tenth of the time
-    body = b"<w:p/>" * 3_000_000  # no text to count: the elements are
+def test_a_docx_of_millions_of_empty_elements_is_refused_at_the_tag_limit(monkeypatch):
+    monkeypatch.setattr(archive, "MAX_TAGS", 200_000)  # of 2,000,000: the same path, a tenth of the time
+    body = b"<w:p/>" * 3_000_000  # no text to count: the tags are
     xml = b'<w:document xmlns:w="%s"><w:body>%s</w:body></w:document>' % (office.W.encode(), body)
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
         package.writestr("word/document.xml", xml)
     kind, (name, message) = within(read, "empty.docx", out.getvalue(), cpu_seconds=10)
-    assert (kind, name) == ("error", "FileRefused") and "more than 100,000 XML elements" in message
+    assert (kind, name) == ("error", "FileRefused") and "more than 200,000 XML tags" in message
 
 
 def test_an_epub_page_over_the_character_limit_is_refused_before_it_is_inflated():
