@@ -28,7 +28,7 @@ from lxml import etree
 from .errors import FileRefused
 
 MAX_ENTRIES = 10_000  # a 300-slide deck has ~1,500; a package with more is not a document
-MAX_TAGS = 2_000_000  # tags of a package's text parts (a 500-page book has ~800,000): ~200 MB of tree at most
+MAX_TAGS = 2_000_000  # tags of a package's text parts: ~1,000,000 elements, ~150 MB of tree at most
 CHUNK = 1 << 16  # bytes of a zip entry inflated and parsed at a time
 UNPACKED_PER_BYTE = 4  # a package may unpack to this many times --max-file-bytes
 
