@@ -60,8 +60,8 @@ wheelhouse() {
     # torch's CPU build (the image builds the bundled models on the CPU; PyPI's Linux wheel is CUDA's)
     # (TORCH_INDEX_URL= empty: the host's own indexes only)
     local torch_index="${TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}"
-    # pip wheel: the published wheels as they are, and a wheel built here for a pure-Python
-    # requirement published only as source (srt), since the build installs with --no-index
+    # pip wheel: the published wheels as they are, and a wheel built here for any pure-Python
+    # requirement published only as source, since the build installs with --no-index
     "$PYTHON" -m pip wheel -q --prefer-binary -w "$ATTNSERVE_WHEELHOUSE" \
         ${torch_index:+--extra-index-url "$torch_index"} \
         -r "$ATTNSERVE_WHEELHOUSE/requirements.txt" "setuptools>=77" wheel

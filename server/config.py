@@ -109,6 +109,12 @@ class Settings:
         "budget (--max-kv-cache-bytes, else --max-tokens-in-flight tokens); 0 = no limit",
     )
     pinned_models: str = _setting("", "comma-separated models loaded at start and never unloaded (lazy)")
+    min_resident_seconds: float = _setting(
+        2.0,
+        "a loaded model is unloaded to make room only after this long without a request (its load counts as "
+        "one), so requests rotating among more models than the budget holds wait for room rather than evict "
+        "the models other clients keep using (lazy; 0 = least recently used idle model at once)",
+    )
     model_load_retry_seconds: float = _setting(
         30.0,
         "a model whose on-demand load failed answers UNAVAILABLE for this long, then the next request tries "
@@ -195,6 +201,11 @@ class Settings:
     max_file_chars: int = _setting(
         300_000, "characters of text in one file to translate (what the model reads; markup and layout not counted)"
     )
+    max_aligned_runs: int = _setting(
+        256,
+        "runs with words (styled stretches) a file paragraph may have to be placed by word alignment; one with "
+        "more gets its translation by proportion of words (the alignment placement costs words x runs)",
+    )
     file_timeout_seconds: float = _setting(
         600.0, "server-side time limit of one file's translation (in place of --request-timeout-seconds; 0 = none)"
     )
@@ -239,6 +250,7 @@ class Settings:
             "max_loaded_models": self.max_loaded_models >= 0,
             "model_memory_bytes": self.model_memory_bytes >= 0,
             "model_load_retry_seconds": self.model_load_retry_seconds >= 0,
+            "min_resident_seconds": self.min_resident_seconds >= 0,
             "file_timeout_seconds": self.file_timeout_seconds >= 0,
             "download_retention_s": self.download_retention_s > 0,
         }
@@ -247,7 +259,7 @@ class Settings:
             "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
             "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
             "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
-            " max_file_bytes max_file_chars max_download_bytes model_load_attempts"
+            " max_file_bytes max_file_chars max_aligned_runs max_download_bytes model_load_attempts"
         ).split()
         checks.update({name: getattr(self, name) >= 1 for name in positive})
         for name, ok in checks.items():

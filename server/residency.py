@@ -10,8 +10,13 @@ budget needs its room.
   (each model's :attr:`~.registry.IndexedModel.budget_bytes`: files plus KV-cache budget),
   counting loads under way. A load makes room by unloading the least recently used *idle*
   model; a model with requests in flight (``LoadedModel.users``), one that requests wait
-  for, and a pinned model are never unloaded. With no room to make, the load waits until a
-  model becomes idle (it is given up once no request waits for it any more).
+  for, a pinned model, and one used (or loaded) less than ``--min-resident-seconds`` ago are
+  never unloaded. With no room to make, the load waits until a model becomes idle and old
+  enough (it is given up once no request waits for it any more); a request whose deadline
+  passes before the models in the way are old enough is answered RESOURCE_EXHAUSTED at once.
+  The minimum keeps one client's rotation among more models than the budget holds from
+  evicting the models others keep using on every request (each of theirs then paid a load):
+  the rotation waits for room instead, and loads at most (loaded models / the minimum) a second.
 - A failed load answers UNAVAILABLE with its reason to the requests waiting for it and to
   every request until a backoff passes (``--model-load-retry-seconds``, doubling); the next
   request after it tries again, up to ``--model-load-attempts``; then the model stays UNAVAILABLE until a
@@ -34,7 +39,7 @@ from pathlib import Path
 from attnserve.contract.manifest import ManifestError
 
 from .config import Settings
-from .errors import DeadlineExceeded, ModelUnavailable, echo
+from .errors import DeadlineExceeded, ModelUnavailable, Overloaded, echo
 from .metrics import Metrics
 from .registry import IndexedModel, LoadedModel, ModelRegistry, RepositoryError, load_checked, log_loaded
 
@@ -83,6 +88,30 @@ def release_memory() -> None:
     gc.collect()
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
+
+
+def room_at(
+    settings: Settings, reserved: dict[str, int], entry: IndexedModel, idle: list[tuple[str, float]]
+) -> float | None:
+    """When unloading the ``idle`` models (name, when it may go; least recently used first) as they
+    come of age makes room for ``entry`` beside the ``reserved`` ones; None when that is not enough
+    and models in use or loads under way must finish first (no telling when)."""
+    count, size = len(reserved), sum(reserved.values())
+    for name, at in idle:
+        count, size = count - 1, size - reserved[name]
+        if (not settings.max_loaded_models or count + 1 <= settings.max_loaded_models) and (
+            not settings.model_memory_bytes or size + entry.budget_bytes <= settings.model_memory_bytes
+        ):
+            return at
+    return None
+
+
+def no_room(name: str, loaded: int, minimum: float, wait: float) -> Overloaded:
+    return Overloaded(
+        f"model {echo(name)} is not loaded and there is no room for it within this request's deadline: "
+        f"the {loaded} loaded models were each used less than {minimum:g} s ago "
+        f"(--min-resident-seconds; the budget: --max-loaded-models, --model-memory-bytes); room is made in {wait:.1f} s"
+    )
 
 
 async def _no_health(name: str, serving: bool) -> None:
@@ -178,6 +207,8 @@ class Residency:
         failure = self._failures.get(name)
         if failure is not None and (failure.final or time.monotonic() < failure.retry_at):
             raise ModelUnavailable(failure.message(name))
+        if deadline is not None and name not in self.reserved and name in self.registry.index:
+            self._refuse_if_no_room_in_time(self.registry.index[name], deadline)
         task = self._loads.get(name)
         if task is None or task.done():  # a finished one is popped by its done callback, soon
             task = asyncio.ensure_future(self._load(name))
@@ -273,13 +304,31 @@ class Residency:
             await asyncio.sleep(ROOM_POLL_S)
         self.reserved[entry.name] = entry.budget_bytes
 
-    def _idlest(self) -> str | None:
+    def _idle(self) -> list[str]:
+        """Loaded models that could be unloaded to make room, the least recently used first, old enough or not."""
         idle = [
             name
             for name, model in self.registry.models.items()
             if model.users == 0 and not self._waiters.get(name) and name not in self.pinned and name in self.reserved
         ]
-        return min(idle, key=lambda n: self.registry.last_used.get(n, 0.0)) if idle else None
+        return sorted(idle, key=lambda n: self.registry.last_used.get(n, 0.0))
+
+    def _resident_until(self, name: str) -> float:
+        """When ``name`` may be unloaded to make room: --min-resident-seconds after its last use."""
+        return self.registry.last_used.get(name, 0.0) + self.settings.min_resident_seconds
+
+    def _idlest(self) -> str | None:
+        now = time.monotonic()
+        return next((n for n in self._idle() if self._resident_until(n) <= now), None)
+
+    def _refuse_if_no_room_in_time(self, entry: IndexedModel, deadline: object) -> None:
+        """RESOURCE_EXHAUSTED now, rather than DEADLINE_EXCEEDED later, when the models in the way of
+        ``entry``'s load are all idle but none may be unloaded before the request's deadline."""
+        if self._fits(entry):
+            return
+        at = room_at(self.settings, self.reserved, entry, [(n, self._resident_until(n)) for n in self._idle()])
+        if at is not None and at - time.monotonic() > deadline.remaining():
+            raise no_room(entry.name, len(self.reserved), self.settings.min_resident_seconds, at - time.monotonic())
 
     def unload(self, name: str, evicted: bool = False) -> None:
         """Drop a loaded model from the registry and the budget; it stops once its requests are done."""

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .alignment import WordAlignment
-from .placement import InlineElement, place_markup
+from .placement import MAX_PLACED_ELEMENTS, InlineElement, place_markup
 
 _HTML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
@@ -31,7 +31,8 @@ class Segment:
     references: tuple[tuple[str, str], ...] = ()  # html: (character, the entity that spelled it)
     html: bool = False
     # Inline markup inside the sentence, placed in the translation by word alignment (issue 34);
-    # without an alignment its opening markup goes before the translation, its closing after.
+    # without an alignment, or with more than MAX_PLACED_ELEMENTS of it, its opening markup goes
+    # before the translation, its closing after.
     inline: tuple[InlineElement, ...] = ()
 
     @property
@@ -44,7 +45,7 @@ class Segment:
         if translation == self.text:
             return self.source
         if self.inline:
-            if alignment is None:
+            if alignment is None or len(self.inline) > MAX_PLACED_ELEMENTS:  # placing them is elements squared
                 opening = "".join(e.open for e in self.inline)
                 return opening + self._escape(translation) + "".join(e.close for e in reversed(self.inline))
             a = alignment

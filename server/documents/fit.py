@@ -17,7 +17,9 @@ from attnserve.server.errors import InvalidRequest, echo
 
 from .sentences import translatable
 
-CLAUSE = re.compile(r"(?<=[,;:])\s+|\s+(?=[\u2013\u2014]\s)")
+# A match starts only where a whitespace run starts ((?<!\s)): from inside a run, \s+ followed by a
+# lookahead that fails would retry every shorter run, quadratic in a run of spaces.
+CLAUSE = re.compile(r"(?<=[,;:])\s+|(?<!\s)\s+(?=[\u2013\u2014]\s)")
 WHITESPACE = re.compile(r"\s+")
 
 Span = tuple[int, int]

@@ -1,8 +1,12 @@
 """Files to translate (issue 35): a file's text units read into one request for the translation
 service, and the translations written back with everything else in the file as it was.
 
-``read(filename, data, max_file_bytes)`` picks the format by the name's extension and returns
-an :class:`Extracted` (texts + a writer). Torch-free and engine-free, as ``server.documents``.
+``read(filename, data, max_file_bytes, max_chars=...)`` picks the format by the name's extension
+and returns an :class:`Extracted` (texts + a writer); a reader counts the characters it reads
+for translation as it goes and stops with :class:`TooManyCharacters` past ``max_chars``
+(``--max-file-chars``), so a file over it costs the time of reading up to the limit, not all of
+it. ``Extracted.write(translations, placement, deadline)`` checks the deadline between
+paragraphs. Torch-free and engine-free, as ``server.documents``.
 
 PDF is refused, by design: a PDF holds positioned glyphs, not paragraphs, so a translation
 (German runs about a third longer than English) cannot be put back into its layout faithfully.
@@ -16,13 +20,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from .errors import FileRefused, UnsupportedFile
-from .extracted import Extracted
+from .errors import FileRefused, TooManyCharacters, UnsupportedFile
+from .extracted import Characters, Deadline, Extracted
 from .packages import read_docx, read_epub, read_odp, read_odt, read_pptx
-from .placement import Placement, Unit, holders, place, place_aligned, run_at
+from .placement import MAX_ALIGNED_RUNS, Placement, Unit, holders, place, place_aligned, run_at
 from .text_files import read_html, read_md, read_srt, read_txt
 
-Reader = Callable[[bytes, int], Extracted]
+Reader = Callable[[bytes, int, Characters], Extracted]
 READERS: dict[str, Reader] = {
     ".txt": read_txt,
     ".md": read_md,
@@ -55,14 +59,15 @@ def reader(filename: str) -> Reader:
     return READERS[ext]
 
 
-def read(filename: str, data: bytes, max_file_bytes: int) -> Extracted:
-    """The texts of the file and how to write their translations back (see the module docstring)."""
+def read(filename: str, data: bytes, max_file_bytes: int, max_chars: int | None = None) -> Extracted:
+    """The texts of the file and how to write their translations back (see the module docstring);
+    ``max_chars``: characters of text read at most (None: no limit)."""
     if not data:
         raise FileRefused("Invalid request: empty file")
-    return reader(filename)(data, max_file_bytes)
+    return reader(filename)(data, max_file_bytes, Characters(max_chars))
 
 
 __all__ = [
-    "READERS", "SUPPORTED", "Extracted", "FileRefused", "Placement", "Unit", "UnsupportedFile", "holders", "place",
-    "place_aligned", "read", "run_at",
+    "MAX_ALIGNED_RUNS", "READERS", "SUPPORTED", "Deadline", "Extracted", "FileRefused", "Placement",
+    "TooManyCharacters", "Unit", "UnsupportedFile", "holders", "place", "place_aligned", "read", "run_at",
 ]  # fmt: skip

@@ -5,7 +5,11 @@ inflated: a zip bomb (a few KB that inflate to gigabytes) and a zip of a million
 are refused from the directory alone (:class:`FileRefused`), before any entry is read.
 ``zipfile`` then never inflates an entry past its stated size (a lying entry fails its CRC
 check). XML parts are parsed by lxml with entities unresolved and no network or DTD loading
-(no billion laughs, no external entities).
+(no billion laughs, no external entities), streamed from the zip in chunks: a caller sees each
+paragraph as it ends (``parse_xml_stream``) and may stop the parse there, and at most
+``MAX_TAGS`` tags of a package are parsed (every ``<``, counted in each inflated chunk before it
+is parsed: at least one per element), so a small part that inflates to millions of paragraphs is
+refused after the first of them, not after all of it was inflated and built.
 
 A translated package is the original's entries in their order, each with its own name,
 date, compression and attributes; only the translated parts have new content (an ODF or
@@ -17,13 +21,15 @@ from __future__ import annotations
 import copy
 import io
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from lxml import etree
 
 from .errors import FileRefused
 
 MAX_ENTRIES = 10_000  # a 300-slide deck has ~1,500; a package with more is not a document
+MAX_TAGS = 2_000_000  # tags of a package's text parts: ~1,000,000 elements, ~150 MB of tree at most
+CHUNK = 1 << 16  # bytes of a zip entry inflated and parsed at a time
 UNPACKED_PER_BYTE = 4  # a package may unpack to this many times --max-file-bytes
 
 
@@ -45,14 +51,18 @@ def open_zip(data: bytes, max_file_bytes: int, kind: str) -> zipfile.ZipFile:
     return archive
 
 
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError)
+
+
 def read(archive: zipfile.ZipFile, name: str, kind: str) -> bytes:
     try:
         return archive.read(name)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OSError, EOFError) as exc:
+    except _ZIP_ERRORS as exc:
         raise FileRefused(f"the {kind} package's entry {name!r} does not read: {exc}") from None
 
 
-_PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, remove_blank_text=False)
+_OPTIONS = {"resolve_entities": False, "no_network": True, "load_dtd": False, "remove_blank_text": False}
+_PARSER = etree.XMLParser(**_OPTIONS)
 
 
 def parse_xml(data: bytes, name: str, kind: str) -> etree._ElementTree:
@@ -62,17 +72,66 @@ def parse_xml(data: bytes, name: str, kind: str) -> etree._ElementTree:
         raise FileRefused(f"the {kind} package's part {name!r} is not well-formed XML: {exc}") from None
 
 
+class Tags:
+    """Tags (each ``<`` of the XML) inflated so far in one package, against ``MAX_TAGS``."""
+
+    def __init__(self, kind: str, limit: int | None = None) -> None:
+        self.kind, self.limit, self.counted = kind, MAX_TAGS if limit is None else limit, 0
+
+    def add(self, chunk: bytes) -> None:
+        self.counted += chunk.count(b"<")
+        if self.counted > self.limit:
+            raise FileRefused(
+                f"the {self.kind} package's text parts hold more than {self.limit:,} XML tags; this server "
+                "reads at most that many (a document of that size is not one file to translate)"
+            )
+
+
+def parse_xml_stream(
+    archive: zipfile.ZipFile,
+    name: str,
+    kind: str,
+    elements: frozenset[str],
+    seen: Callable[[str, etree._Element], None],
+    tags: Tags,
+) -> etree._ElementTree:
+    """The part ``name`` parsed as it is inflated, ``seen("start" | "end", element)`` called as
+    each of the ``elements`` starts and ends (at its end its children are complete, its tail not
+    yet read), every chunk's tags counted in ``tags`` before it is parsed. Whatever ``seen``
+    raises stops the parse there."""
+    parser = etree.XMLPullParser(events=("start", "end"), tag=elements, **_OPTIONS)  # only those reach Python
+    try:
+        with archive.open(name) as part:
+            while chunk := part.read(CHUNK):
+                tags.add(chunk)
+                parser.feed(chunk)
+                for event, element in parser.read_events():
+                    seen(event, element)
+        root = parser.close()
+        for event, element in parser.read_events():
+            seen(event, element)
+    except etree.XMLSyntaxError as exc:
+        raise FileRefused(f"the {kind} package's part {name!r} is not well-formed XML: {exc}") from None
+    except _ZIP_ERRORS as exc:
+        raise FileRefused(f"the {kind} package's entry {name!r} does not read: {exc}") from None
+    return root.getroottree()
+
+
 def serialize_xml(tree: etree._ElementTree) -> bytes:
     """The tree with the XML declaration it came with (encoding, standalone)."""
     info = tree.docinfo
     return etree.tostring(tree, xml_declaration=True, encoding=info.encoding or "UTF-8", standalone=info.standalone)
 
 
-def rewrite(archive: zipfile.ZipFile, replaced: Mapping[str, bytes], kind: str) -> bytes:
-    """The package with ``replaced[name]`` as the content of those entries, every other entry as it was."""
+def rewrite(
+    archive: zipfile.ZipFile, replaced: Mapping[str, bytes], kind: str, check: Callable[[], None] = lambda: None
+) -> bytes:
+    """The package with ``replaced[name]`` as the content of those entries, every other entry as it
+    was; ``check()`` (a deadline's) before each entry."""
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as package:
         for info in archive.infolist():
+            check()
             data = replaced[info.filename] if info.filename in replaced else read(archive, info.filename, kind)
             package.writestr(copy.copy(info), data, compress_type=info.compress_type)  # writestr edits its info
     return out.getvalue()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidRequest
+from ..errors import InvalidRequest, LimitExceeded
 
 
 class FileRefused(InvalidRequest):
@@ -14,3 +14,15 @@ class UnsupportedFile(FileRefused):
 
     def __init__(self, filename: str, supported: tuple[str, ...], why: str = "") -> None:
         super().__init__(f"file format not supported: {filename!r}{why}; this server translates {', '.join(supported)}")
+
+
+class TooManyCharacters(LimitExceeded):
+    """A file with more characters of text than ``--max-file-chars``, found while it is read: the
+    reader stops there, so ``value`` is what it had counted (more than ``maximum``), not the file's total."""
+
+    def __init__(self, counted: int, limit: int) -> None:
+        super().__init__(
+            f"the file holds more than {limit:,} characters of text; this server translates at most {limit:,} per "
+            "file (--max-file-chars)",
+            "max_file_chars", counted, limit,
+        )  # fmt: skip

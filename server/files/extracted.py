@@ -4,12 +4,58 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ..documents import TEXT
-from .errors import FileRefused
+from .errors import FileRefused, TooManyCharacters
 from .placement import Placement, Unit, place
 
-Writer = Callable[[Sequence[str], Placement], bytes]
+
+class Deadline(Protocol):
+    """When a file's work stops (the service's request deadline): ``remaining()`` seconds, and the
+    error to raise once none are left."""
+
+    def remaining(self) -> float: ...
+
+    def exceeded(self) -> Exception: ...
+
+
+Check = Callable[[], None]  # raises the deadline's error once it has passed; called between units of work
+Writer = Callable[[Sequence[str], Placement, Check], bytes]
+
+
+def no_check() -> None:
+    return None
+
+
+def checker(deadline: Deadline | None) -> Check:
+    """A :data:`Check` for ``deadline`` (None: one that never raises)."""
+    if deadline is None:
+        return no_check
+
+    def check() -> None:
+        if deadline.remaining() <= 0:
+            raise deadline.exceeded()
+
+    return check
+
+
+class Characters:
+    """Characters of text read so far, counted against ``--max-file-chars`` as a reader goes, so a
+    file over it is refused where the limit is crossed, not after all of it was read (None: no limit)."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit, self.counted = limit, 0
+
+    def add(self, count: int) -> None:
+        self.counted += count
+        if self.limit is not None and self.counted > self.limit:
+            raise TooManyCharacters(self.counted, self.limit)
+
+    @property
+    def left(self) -> int | None:
+        """Characters still allowed (None: no limit)."""
+        return None if self.limit is None else self.limit - self.counted
 
 
 @dataclass(frozen=True)
@@ -38,10 +84,14 @@ class Extracted:
     def characters(self) -> int:
         return sum(map(len, self.texts))
 
-    def write(self, translations: Sequence[str], placement: Placement = place) -> bytes:
+    def write(
+        self, translations: Sequence[str], placement: Placement = place, deadline: Deadline | None = None
+    ) -> bytes:
+        """The translated file; ``deadline``'s error once it passes (checked between paragraphs and
+        between a package's entries)."""
         if len(translations) != len(self.texts):
             raise ValueError(f"{len(translations)} translations for {len(self.texts)} texts")
-        return self.writer(translations, placement)
+        return self.writer(translations, placement, checker(deadline))
 
 
 def unit_texts(units: Sequence[Unit]) -> tuple[str, ...]:

@@ -23,11 +23,13 @@ import re
 import zipfile
 from collections.abc import Sequence
 
+from lxml import etree
+
 from ..documents import HTML
 from . import archive
 from .errors import FileRefused
-from .extracted import Extracted
-from .paragraphs import DRAWING, OPENDOCUMENT, WORDPROCESSING, Dialect, Paragraph, paragraphs
+from .extracted import Characters, Check, Extracted
+from .paragraphs import DRAWING, OPENDOCUMENT, WORDPROCESSING, Dialect, Paragraph, ParagraphReader
 from .placement import Placement
 from .text_files import decode
 
@@ -44,44 +46,54 @@ MEDIA_TYPES = {
 
 
 def _office(
-    data: bytes, max_file_bytes: int, kind: str, parts: re.Pattern, required: str, dialect: Dialect
+    data: bytes, max_file_bytes: int, chars: Characters, kind: str, parts: re.Pattern, required: str, dialect: Dialect
 ) -> Extracted:
-    """The paragraphs of the package's text parts, in the zip's order of parts."""
+    """The paragraphs of the package's text parts, in the zip's order of parts, each part parsed
+    as it is inflated and its paragraphs' characters counted as they end (``ParagraphReader``)."""
     package = archive.open_zip(data, max_file_bytes, kind)
     names = [n for n in package.namelist() if parts.fullmatch(n)]
     if required not in names:
         raise FileRefused(f"the file is not a valid {kind}: it has no {required}")
-    trees = {name: archive.parse_xml(archive.read(package, name, kind), name, kind) for name in names}
-    found: list[tuple[str, Paragraph]] = [
-        (n, p) for n, tree in trees.items() for p in paragraphs(tree.getroot(), dialect)
-    ]
+    tags = archive.Tags(kind)
+    trees: dict[str, etree._ElementTree] = {}
+    found: list[tuple[str, Paragraph]] = []
+    for name in names:
+        reader = ParagraphReader(dialect, chars.add)
+        trees[name] = archive.parse_xml_stream(package, name, kind, dialect.paragraphs, reader, tags)
+        found += [(name, p) for p in reader.found]
 
-    def write(translations: Sequence[str], placement: Placement) -> bytes:
-        for (_, paragraph), translation in zip(found, translations):
+    def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
+        for n, ((_, paragraph), translation) in enumerate(zip(found, translations)):
+            if n % 256 == 0:
+                check()
             paragraph.write(placement(paragraph.unit, translation))
         changed = {name for name, _ in found}
-        return archive.rewrite(package, {n: archive.serialize_xml(trees[n]) for n in changed}, kind)
+        replaced = {}
+        for name in changed:
+            check()
+            replaced[name] = archive.serialize_xml(trees[name])
+        return archive.rewrite(package, replaced, kind, check)
 
     units = tuple(p.unit for _, p in found)
     return Extracted(tuple(u.text for u in units), write, media_type=MEDIA_TYPES[kind], units=units)
 
 
-def read_docx(data: bytes, max_file_bytes: int) -> Extracted:
-    return _office(data, max_file_bytes, ".docx", DOCX_PARTS, "word/document.xml", WORDPROCESSING)
+def read_docx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
+    return _office(data, max_file_bytes, chars, ".docx", DOCX_PARTS, "word/document.xml", WORDPROCESSING)
 
 
-def read_pptx(data: bytes, max_file_bytes: int) -> Extracted:
+def read_pptx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     package = archive.open_zip(data, max_file_bytes, ".pptx")
     slide = next((n for n in package.namelist() if n.startswith("ppt/slides/slide")), "ppt/slides/slide1.xml")
-    return _office(data, max_file_bytes, ".pptx", PPTX_PARTS, slide, DRAWING)
+    return _office(data, max_file_bytes, chars, ".pptx", PPTX_PARTS, slide, DRAWING)
 
 
-def read_odt(data: bytes, max_file_bytes: int) -> Extracted:
-    return _office(data, max_file_bytes, ".odt", ODF_PARTS, "content.xml", OPENDOCUMENT)
+def read_odt(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
+    return _office(data, max_file_bytes, chars, ".odt", ODF_PARTS, "content.xml", OPENDOCUMENT)
 
 
-def read_odp(data: bytes, max_file_bytes: int) -> Extracted:
-    return _office(data, max_file_bytes, ".odp", ODF_PARTS, "content.xml", OPENDOCUMENT)
+def read_odp(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
+    return _office(data, max_file_bytes, chars, ".odp", ODF_PARTS, "content.xml", OPENDOCUMENT)
 
 
 CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
@@ -106,18 +118,22 @@ def epub_pages(package: zipfile.ZipFile) -> list[str]:
     return pages
 
 
-def read_epub(data: bytes, max_file_bytes: int) -> Extracted:
+def read_epub(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     package = archive.open_zip(data, max_file_bytes, ".epub")
     if "META-INF/container.xml" not in package.namelist():
         raise FileRefused("the file is not a valid .epub: it has no META-INF/container.xml")
     pages = []
     for name in epub_pages(package):
+        left = chars.left
+        if left is not None and package.getinfo(name).file_size > 4 * left + 3:  # UTF-8: >= 1 char per 4 bytes
+            chars.add(package.getinfo(name).file_size // 4)  # over the limit without inflating the page
         text, bom = decode(archive.read(package, name, ".epub"), ".epub page")
         if text.strip():
+            chars.add(len(text))
             pages.append((name, text, bom))
 
-    def write(translations: Sequence[str], placement: Placement) -> bytes:
+    def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
         replaced = {name: (bom + t).encode("utf-8") for (name, _, bom), t in zip(pages, translations)}
-        return archive.rewrite(package, replaced, ".epub")
+        return archive.rewrite(package, replaced, ".epub", check)
 
     return Extracted(tuple(p[1] for p in pages), write, HTML, MEDIA_TYPES[".epub"])

@@ -19,7 +19,7 @@ relationships) is untouched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from lxml import etree
@@ -133,13 +133,53 @@ class _Collector:
                 self.slot(Slot(child, tail=True))
 
 
+def paragraph(element: etree._Element, dialect: Dialect) -> Paragraph | None:
+    """The paragraph ``element`` (its own runs: not those of paragraphs inside it), or None when
+    it has nothing to translate."""
+    collector = _Collector(dialect)
+    collector.walk(element)
+    if not collector.runs:
+        return None
+    unit = Unit(tuple(collector.runs), tuple(collector.joints))
+    return Paragraph(tuple(collector.slots), unit) if unit.text.strip() else None
+
+
 def paragraphs(root: etree._Element, dialect: Dialect) -> Iterator[Paragraph]:
-    """The paragraphs of ``root`` with something to translate, in document order."""
+    """The paragraphs of ``root`` (``root`` included) with something to translate, in document order."""
     for element in root.iter(*dialect.paragraphs):
-        collector = _Collector(dialect)
-        collector.walk(element)
-        if not collector.runs:
-            continue
-        unit = Unit(tuple(collector.runs), tuple(collector.joints))
-        if unit.text.strip():
-            yield Paragraph(tuple(collector.slots), unit)
+        found = paragraph(element, dialect)
+        if found is not None:
+            yield found
+
+
+class ParagraphReader:
+    """Collects paragraphs as a streamed part's paragraphs start and end (``archive.parse_xml_stream``):
+    at the end of a paragraph not inside another (ODF nests them in frames and notes, OOXML in
+    text boxes), it and the paragraphs inside it, in document order; their characters are counted
+    as they come (``count``, the file's ``--max-file-chars``), so an inflated part stops at the limit."""
+
+    def __init__(self, dialect: Dialect, count: Callable[[int], None]) -> None:
+        self.dialect, self.count = dialect, count
+        self.found: list[Paragraph] = []
+        self.depth = 0  # paragraphs open around the parser's position
+        self.nested = False  # the open outermost paragraph has paragraphs inside
+
+    def __call__(self, event: str, element: etree._Element) -> None:
+        if event == "start":
+            self.nested = self.nested or self.depth > 0
+            self.depth += 1
+            return
+        self.depth -= 1
+        if self.depth:
+            return  # read with the paragraph it is in, in document order
+        if self.nested:
+            self.nested = False
+            found = list(paragraphs(element, self.dialect))
+        elif element.text is None and not len(element):
+            return  # empty
+        else:
+            one = paragraph(element, self.dialect)
+            found = [one] if one is not None else []
+        for p in found:
+            self.count(len(p.unit.text))
+            self.found.append(p)

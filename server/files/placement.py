@@ -15,9 +15,11 @@ With word alignments (:func:`place_aligned`, issue 34): each translated word pre
 of the source word it is aligned to, and the runs, which keep their order in the file (their
 elements carry the styles), take the contiguous stretches of the translation that agree with
 the most of those preferences, each run with words at least one word (a monotone segmentation
-found by dynamic programming). ``Monday, <b>March</b> 3, 2025`` -> ``Montag, <b>3. März</b>
-2025``: the bold run holds März, where proportions would give it "3.". Where the alignments
-say nothing, or the cases above are unsure, it is :func:`place`. A placement is a function
+found by dynamic programming, time and memory words x runs). ``Monday, <b>March</b> 3, 2025`` ->
+``Montag, <b>3. März</b> 2025``: the bold run holds März, where proportions would give it "3.".
+Where the alignments say nothing, the cases above are unsure, or the paragraph has more than
+``max_runs`` runs with words (``--max-aligned-runs``: a paragraph of 16,000 alternating bold
+runs would be 256 M cells), it is :func:`place`, whose time is linear in words + runs. A placement is a function
 ``(unit, translation) -> run texts`` (:data:`Placement`), chosen by ``service.files``.
 """
 
@@ -25,6 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+
+MAX_ALIGNED_RUNS = 256  # --max-aligned-runs' default: runs with words a paragraph placed by alignment may have
+_SMALL = 4096  # words x runs below which the segmentation runs as a Python loop (numpy's per-call cost)
 
 
 @dataclass(frozen=True)
@@ -40,14 +47,15 @@ class Unit:
 
     def __post_init__(self) -> None:
         assert len(self.joints) == max(0, len(self.runs) - 1), "one joint between each two runs"
+        out = [self.runs[0]] if self.runs else []
+        for joint, run in zip(self.joints, self.runs[1:]):
+            out += (joint, run)
+        object.__setattr__(self, "_text", "".join(out))  # once: a frozen unit's runs do not change
 
     @property
     def text(self) -> str:
         """What the model translates."""
-        out = [self.runs[0]] if self.runs else []
-        for joint, run in zip(self.joints, self.runs[1:]):
-            out += (joint, run)
-        return "".join(out)
+        return self._text
 
 
 Placement = Callable[["Unit", str], list[str]]
@@ -126,16 +134,18 @@ def run_at(unit: Unit) -> list[int | None]:
     return out
 
 
-def place_aligned(unit: Unit, translation: str, preferred: Sequence[int | None] | None) -> list[str]:
+def place_aligned(
+    unit: Unit, translation: str, preferred: Sequence[int | None] | None, max_runs: int = MAX_ALIGNED_RUNS
+) -> list[str]:
     """The new text of every run for ``translation``, whose whitespace-separated words prefer
     the runs ``preferred[j]`` (the run of the source word each is aligned to, or None): the
     monotone split that agrees with the most preferences (module docstring); :func:`place`
-    where there is nothing to go by."""
+    where there is nothing to go by or more than ``max_runs`` runs have words."""
     words = translation.split()
     if len(unit.runs) < 2 or preferred is None or len(preferred) != len(words):
         return place(unit, translation)
     having = holders(unit)
-    if len(having) < 2 or len(words) < len(having):
+    if not 2 <= len(having) <= min(max_runs, len(words)):
         return place(unit, translation)
     if any(_splits_word(unit.runs[i], unit.joints[i], unit.runs[i + 1]) for i in range(len(unit.runs) - 1)):
         return place(unit, translation)
@@ -149,6 +159,37 @@ def place_aligned(unit: Unit, translation: str, preferred: Sequence[int | None] 
 def _segment(wants: Sequence[int | None], m: int) -> list[int]:
     """Block sizes (m of them, each >= 1, in order) splitting the words so that the most words
     land in the block they want; of equal splits, the one that moves on to the next block earliest."""
+    return _segment_loop(wants, m) if len(wants) * m <= _SMALL else _segment_numpy(wants, m)
+
+
+def _segment_numpy(wants: Sequence[int | None], m: int) -> list[int]:
+    """:func:`_segment` one word at a time over all blocks at once: the same recurrence as
+    :func:`_segment_loop`, with one bit per cell kept (n x m bytes) for the way back."""
+    n = len(wants)
+    want = np.array([-1 if w is None else w for w in wants], dtype=np.int64)  # (n,)
+    blocks = np.arange(m)  # (m,)
+    best = np.full(m, -1, dtype=np.int64)  # (m,) the row of word j; -1: block h not reachable
+    best[0] = int(want[0] == 0)
+    came = np.zeros((n, m), dtype=bool)  # (n, m) word j-1 was in block h - 1
+    move = np.empty(m, dtype=np.int64)
+    for j in range(1, n):
+        move[0], move[1:] = -1, best[:-1]
+        came[j] = move > best
+        best = np.maximum(best, move)  # stay or move; -1 where neither is reachable
+        best += (best >= 0) & (blocks == want[j])
+    return _sizes(came, n, m)
+
+
+def _sizes(came: Sequence[Sequence[int]], n: int, m: int) -> list[int]:
+    sizes, h = [0] * m, m - 1
+    for j in range(n - 1, -1, -1):
+        sizes[h] += 1
+        if j and came[j][h]:
+            h -= 1
+    return sizes
+
+
+def _segment_loop(wants: Sequence[int | None], m: int) -> list[int]:
     n = len(wants)
     floor = -1
     # best[j][h]: the most agreeing words among 0..j with word j in block h (blocks 0..h all used)
@@ -163,9 +204,4 @@ def _segment(wants: Sequence[int | None], m: int) -> list[int]:
                 continue
             came[j][h] = int(move > stay)
             best[j][h] = max(stay, move) + int(wants[j] == h)
-    sizes, h = [0] * m, m - 1
-    for j in range(n - 1, -1, -1):
-        sizes[h] += 1
-        if j and came[j][h]:
-            h -= 1
-    return sizes
+    return _sizes(came, n, m)

@@ -2,7 +2,9 @@
 a .docx / .pptx / .odt / .odp paragraph each translated word goes to (``files.place_aligned``).
 
 Only paragraphs with words in two runs or more need them (one run takes the whole translation),
-and a paragraph repeated in the file is aligned once. Their sentences are aligned on the work
+and no more than ``max_runs`` (``--max-aligned-runs``: the run placement is words x runs; a
+paragraph with more is placed by proportion of words), and a paragraph repeated in the file is
+aligned once. Their sentences are aligned on the work
 pool as the engine finishes them, in tasks of ``ALIGN_BATCH`` paragraphs, while the engine
 decodes the rest of the file. The engine keeps each step's attention for those sentences
 (``keep_for_alignment``) where the decoder returns it, so greedy decoding (a file's) leaves the
@@ -54,14 +56,20 @@ class RunAligner:
     alignments and returns the file's placement; ``cancel`` drops them (a failed request)."""
 
     def __init__(
-        self, valid: ValidTranslation, extracted: files.Extracted, prepared: list[PreparedDocument], pool: Executor
+        self,
+        valid: ValidTranslation,
+        extracted: files.Extracted,
+        prepared: list[PreparedDocument],
+        pool: Executor,
+        max_runs: int = files.MAX_ALIGNED_RUNS,
     ) -> None:
         self.valid, self.prepared, self.pool, self.units = valid, prepared, pool, extracted.units
+        self.max_runs = max_runs
         starts = [0, *itertools.accumulate(p.segments for p in prepared)]
         first: dict[str, int] = {}  # a styled paragraph's text -> its first index
         if valid.model.aligns:
             for k, unit in enumerate(self.units):
-                if len(files.holders(unit)) >= 2:
+                if 2 <= len(files.holders(unit)) <= max_runs:
                     first.setdefault(unit.text, k)
         self.spans = {k: range(starts[k], starts[k + 1]) for k in first.values()}  # its sentences' positions
         self.left = {k: set(span) for k, span in self.spans.items()}  # those not decoded yet
@@ -112,7 +120,7 @@ class RunAligner:
                 preferred[unit.text] = preferences(unit, results[k].hypotheses[0].text, sentences)
 
         def placement(unit: files.Unit, translation: str) -> list[str]:
-            return files.place_aligned(unit, translation, preferred.get(unit.text))
+            return files.place_aligned(unit, translation, preferred.get(unit.text), self.max_runs)
 
         return placement
 

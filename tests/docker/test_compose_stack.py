@@ -82,7 +82,7 @@ def _base_image(timings: dict[str, float]) -> str:
 
 def _wheelhouse(folder: Path) -> None:
     """Every wheel both build venvs need, fetched by the host's pip (the container's pip has no
-    route to an index here); ``pip wheel`` builds one for a requirement published only as source (srt)."""
+    route to an index here); ``pip wheel`` builds one for any requirement published only as source."""
     reqs = folder / "requirements.txt"
     listing = _run([sys.executable, str(DOCKER / "requirements.py"), "--extra", "export"], timeout=60).stdout
     folder.mkdir(parents=True)

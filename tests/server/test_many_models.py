@@ -35,7 +35,8 @@ from .conftest import settings_for
 
 TEXT = "Monday, March 3, 2025 at 3:45 PM"
 HTML = "<p>On <b>Monday, March 3, 2025</b> at 3:45 PM.</p>\n<p>More than 1,500 miles.</p>"
-BUDGET = dict(max_loaded_models=4, max_tokens_in_flight=2048)
+# min_resident_seconds 0: the tests of loading and unloading as such switch models at once (its own test below)
+BUDGET = dict(max_loaded_models=4, max_tokens_in_flight=2048, min_resident_seconds=0)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +106,7 @@ def test_concurrent_requests_for_a_cold_model_share_one_load_and_hear_its_time(s
 
 
 def test_a_model_in_use_is_never_unloaded_and_a_request_waits_for_room_within_its_deadline(serve, pairs_repo):
-    with serve(pairs_repo, max_loaded_models=1, max_tokens_in_flight=2048) as server:
+    with serve(pairs_repo, max_loaded_models=1, max_tokens_in_flight=2048, min_resident_seconds=0) as server:
         registry, lt = server.app.registry, server.loop_thread
         held = asyncio.Event()
         release = asyncio.Event()
@@ -132,8 +133,39 @@ def test_a_model_in_use_is_never_unloaded_and_a_request_waits_for_room_within_it
             assert list(registry.models) == ["mt-de-en"]
 
 
+def test_a_rotation_over_more_models_than_the_budget_cannot_evict_a_model_in_steady_use(serve, pairs_repo):
+    # one client rotating among more pairs than --max-loaded-models made every request of the
+    # others pay a load (p50 40 ms -> 1.1 s): a model used less than --min-resident-seconds ago stays
+    with serve(pairs_repo, max_loaded_models=2, max_tokens_in_flight=2048, min_resident_seconds=2.0) as server:
+        registry = server.app.registry
+        channel = grpc.insecure_channel(server.address)
+        stub = pb_grpc.InferenceServiceStub(channel)
+
+        def translate(source: str, target: str, timeout: float):
+            options = pb.DecodingOptions(source_language=source, target_language=target)
+            return stub.Translate.with_call(pb.TranslateRequest(texts=[TEXT], options=options), timeout=timeout)
+
+        translate("en", "de", 30)  # the other client's model
+        translate("fr", "en", 30)  # the rotation's first: room for it
+        with pytest.raises(grpc.RpcError) as refused:  # both used just now: no room within half a second
+            translate("es", "en", 0.5)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "--min-resident-seconds" in refused.value.details() and "room is made in" in refused.value.details()
+        with ThreadPoolExecutor(1) as pool:
+            rotation = pool.submit(translate, "es", "en", 30)  # waits for room rather than evicts
+            while not rotation.done():  # the other client keeps using its model, never paying a load
+                _, call = translate("en", "de", 30)
+                assert LOAD_MS_KEY not in dict(call.trailing_metadata())
+                time.sleep(0.1)
+            rotation.result()
+        assert sorted(registry.models) == ["mt-en-de", "mt-es-en"]  # fr-en, unused for 2 s, made the room
+        assert server.metric("attnserve_model_loads_total", model="mt-en-de", outcome="ok") == 1
+        channel.close()
+
+
 def test_pinned_models_load_at_start_and_stay(serve, pairs_repo):
-    with serve(pairs_repo, max_loaded_models=2, pinned_models="mt-en-de", max_tokens_in_flight=2048) as server:
+    pinned = dict(pinned_models="mt-en-de", max_tokens_in_flight=2048, min_resident_seconds=0)
+    with serve(pairs_repo, max_loaded_models=2, **pinned) as server:
         assert list(server.app.registry.models) == ["mt-en-de"]
         with server.client() as client:
             for s, t in PAIRS[:6]:
@@ -209,7 +241,10 @@ def _corrupt(path: Path) -> None:
 def test_a_model_changed_on_disk_while_unloaded_is_checked_again_when_it_comes_back(serve, pairs_repo, tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(pairs_repo, repo, symlinks=True)
-    with serve(repo, max_loaded_models=1, max_tokens_in_flight=2048) as server, server.client() as client:
+    with (
+        serve(repo, max_loaded_models=1, max_tokens_in_flight=2048, min_resident_seconds=0) as server,
+        server.client() as client,
+    ):
         assert client.translate([TEXT], source_language="en", target_language="de")[0].text
         assert client.translate([TEXT], source_language="de", target_language="en")[0].text  # en-de unloaded
         assert list(server.app.registry.models) == ["mt-de-en"]

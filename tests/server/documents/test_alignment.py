@@ -21,6 +21,7 @@ from attnserve.server.documents.alignment import (
     word_spans,
 )
 from attnserve.server.documents.placement import InlineElement, place_markup
+from tests.support.bounded import within
 
 
 def _alignment(source: str, target: str, links: str) -> WordAlignment:
@@ -257,3 +258,17 @@ def test_markup_stays_well_formed_when_aligned_words_cross():
     nested = [InlineElement(0, 14, "<b>", "</b>"), InlineElement(7, 12, "<i>", "</i>")]  # <b>Monday <i>March</i> 3</b>
     b = _alignment(source, "x y z", "0-1 1-0 2-2")  # "March" lands before the start of "Monday"'s words
     assert place_markup(b.target, nested, *a_spans(b), source=source) == "<b><i>x</i> y z</b>"
+
+
+def test_a_sentence_of_6000_inline_elements_keeps_them_all_in_bounded_time(splitter: DocumentSplitter):
+    # placing markup by alignment compares each element with every one placed before it: 4,000
+    # empty <b></b> in one sentence took 20 s; above MAX_PLACED_ELEMENTS they go around the
+    # translation as without an alignment. Asked of a child limited to 10 CPU seconds.
+    html = "<p>Monday " + "<b></b>" * 6_000 + " March 3</p>"
+    prepared = splitter.split(html, "html", place_inline=True)
+    (segment,) = prepared.document.segments
+    target = "Montag 3. März"
+    aligned = [_alignment(segment.text, target, "0-0 1-2 2-1")]
+    kind, joined = within(prepared.document.join, [target], aligned, cpu_seconds=10)
+    assert kind == "ok" and joined.count("<b>") == joined.count("</b>") == 6_000  # every tag, well formed
+    assert re.sub("</?b>", "", joined) == "<p>Montag 3. März</p>"

@@ -9,6 +9,7 @@ from tokenizers import Tokenizer
 
 from attnserve.server.documents import DocumentSplitter, TokenBudget
 from attnserve.server.errors import InvalidRequest
+from tests.support.bounded import within
 
 TOKENIZER = Path(__file__).resolve().parents[3] / "models" / "zoo" / "translator-en-de" / "tokenizer.json"
 
@@ -65,3 +66,15 @@ def test_a_character_that_alone_is_over_the_limit_is_refused(tokenizer):
     splitter = DocumentSplitter(TokenBudget(tokenizer, 3))
     with pytest.raises(InvalidRequest, match="alone is over"):
         splitter.split("漢")
+
+
+def test_a_long_sentence_with_a_run_of_40000_spaces_is_cut_in_linear_time(splitter):
+    # the clause pattern's \s+(?=[–—]\s) retried every start inside a run of spaces: quadratic,
+    # ~40 s for this text under --max-text-chars; asked of a child limited to 10 CPU seconds
+    text = "word " * 80 + " " * 40_000 + "end of it."
+
+    def segments() -> list[str]:
+        return [s.text for s in splitter.split(text).document.segments]
+
+    kind, pieces = within(segments, cpu_seconds=10)
+    assert kind == "ok" and " ".join(pieces).split() == text.split()

@@ -9,10 +9,12 @@ import io
 import zipfile
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from lxml import etree
 
 from attnserve.server import files
-from attnserve.server.files import FileRefused, Unit, place, place_aligned, run_at
+from attnserve.server.files import FileRefused, Unit, place, place_aligned, placement, run_at
 from tests.support import office_files as office
 
 LIMIT = 1 << 20  # --max-file-bytes of these tests
@@ -250,3 +252,36 @@ def test_aligned_placement_keeps_every_run_with_words_and_the_unsure_cases():
 def test_run_at_maps_characters_to_runs_and_joints():
     unit = Unit(("ab", "c"), ("\t",))
     assert unit.text == "ab\tc" and run_at(unit) == [0, 0, None, 1]
+
+
+@given(st.lists(st.one_of(st.none(), st.integers(0, 5)), min_size=1, max_size=40), st.integers(1, 6))
+@settings(max_examples=300, deadline=None)
+def test_the_numpy_segmentation_of_long_paragraphs_is_the_loop_one(wants, m):
+    # long paragraphs take the vectorised recurrence (placement._SMALL): the same split, ties included
+    wants = [w if w is None or w < m else None for w in wants]
+    if len(wants) < m or all(w is None for w in wants):
+        return
+    assert placement._segment_numpy(wants, m) == placement._segment_loop(wants, m)
+
+
+def test_a_note_inside_a_paragraph_is_read_on_its_own_after_it_in_document_order():
+    content = (
+        '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+        'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"><office:body><office:text>'
+        "<text:p>Before.</text:p>"
+        "<text:p>Main text<text:note><text:note-body><text:p>The note.</text:p><text:p>Its second line."
+        "</text:p></text:note-body></text:note> goes on.</text:p>"
+        "<text:h>After.</text:h></office:text></office:body></office:document-content>"
+    )
+    data = io.BytesIO()
+    with zipfile.ZipFile(data, "w") as package:
+        package.writestr("mimetype", "application/vnd.oasis.opendocument.text")
+        package.writestr("content.xml", content)
+    extracted = files.read("a.odt", data.getvalue(), LIMIT)
+    assert extracted.texts == ("Before.", "Main text goes on.", "The note.", "Its second line.", "After.")
+    out = etree.tostring(xml(swapped(extracted), "content.xml")).decode()
+    assert (
+        "<text:p>mAIN TEXT <text:note><text:note-body><text:p>tHE NOTE.</text:p><text:p>iTS SECOND LINE.</text:p>"
+        in out
+    )
+    assert "</text:note>GOES ON.</text:p><text:h>aFTER.</text:h>" in out

@@ -1,0 +1,88 @@
+"""SubRip (.srt) subtitles, read line by line in linear time.
+
+A file is cues, each: an index line (optional), a timing line
+``HH:MM:SS,mmm --> HH:MM:SS,mmm`` (optionally followed by a position), text lines, and a blank
+line. The reader is as tolerant as the ``srt`` library for real files: ``.`` (or ``:``) as the
+decimal separator, a missing index, a byte-order mark, CRLF, extra blank lines between cues,
+blank lines inside a cue's text (a cue's text runs until the next timing line, or index line
+followed by one), and no blank line before the next cue. Only text before the first cue that is
+not whitespace is refused.
+
+That library matches a whole cue with one regular expression whose timestamp part
+(``[0-9]+[,.:]...``) backtracks in cubic time: a 2 KB file of ``"1\n"`` and 2,000 digits takes
+a minute. Here a timing line is matched alone, by a pattern with one way to match (digits,
+then a separator that is not a digit), and only on lines of at most ``MAX_TIMING_LINE``
+characters. Only the text lines are ever rewritten: index and timing lines come back byte for byte.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import FileRefused
+
+MAX_TIMING_LINE = 256  # "00:00:01,000 --> 00:00:02,500 X1:100 X2:600 Y1:50 Y2:80" is 56
+_SEPARATOR = "[,.:\uff0c\uff0e\u3002\uff1a]"  # the srt library's: ASCII and full-width , . :
+_TIMESTAMP = rf"[0-9]+{_SEPARATOR}[0-9]+{_SEPARATOR}[0-9]+(?:{_SEPARATOR}[0-9]*)?"
+_TIMING = re.compile(rf"[ \t]*{_TIMESTAMP} *-[ -] *> *{_TIMESTAMP}(?:[ \t][^\r\n]*)?")
+_INDEX = re.compile(r"-?[0-9]+(?:\.[0-9]*)?")
+
+
+@dataclass(frozen=True)
+class Cue:
+    """Lines ``start:end`` of the file are the cue's text lines (``end`` after its last one
+    with something in it)."""
+
+    start: int
+    end: int
+
+
+def is_timing(line: str) -> bool:
+    body = line.rstrip("\r\n")
+    return len(body) <= MAX_TIMING_LINE and _TIMING.fullmatch(body) is not None
+
+
+def _is_index(line: str) -> bool:
+    body = line.strip()
+    return len(body) <= MAX_TIMING_LINE and _INDEX.fullmatch(body) is not None
+
+
+def _cue_header(lines: list[str], i: int) -> int | None:
+    """The line after the timing line of a cue starting at line ``i`` (its index line, blank lines,
+    its timing line), or None when no cue starts there."""
+    if is_timing(lines[i]):
+        return i + 1
+    if not _is_index(lines[i]):
+        return None
+    j = i + 1
+    while j < len(lines) and not lines[j].strip():  # the srt library allows blank lines after an index
+        j += 1
+    return j + 1 if j < len(lines) and is_timing(lines[j]) else None
+
+
+def cues(lines: list[str]) -> list[Cue]:
+    """The cues of the file's lines (``str.splitlines(keepends=True)``); FileRefused when the text
+    before the first cue is not blank."""
+    found: list[Cue] = []
+    i, n = 0, len(lines)
+    while i < n and not lines[i].strip():
+        i += 1
+    if i < n and _cue_header(lines, i) is None:
+        shown = lines[i].strip()[:40]
+        raise FileRefused(
+            f"the .srt file does not parse as SubRip subtitles: line {i + 1} ({shown!r}) does not start a cue "
+            "(an index line, then a timing line HH:MM:SS,mmm --> HH:MM:SS,mmm)"
+        )
+    while i < n:
+        header = _cue_header(lines, i)
+        assert header is not None, "the loop stops only at the start of a cue"
+        i = last = header
+        while i < n:
+            if lines[i].strip():
+                if _cue_header(lines, i) is not None:
+                    break
+                last = i + 1
+            i += 1
+        found.append(Cue(header, last))
+    return found

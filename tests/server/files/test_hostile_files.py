@@ -1,0 +1,129 @@
+"""Hostile files read within a file worker's budget: each attack of the hostile-input pass, at
+its size there, ends in a result or the clear refusal inside a forked child limited to a few CPU
+seconds (``tests.support.bounded``), where the readers it found took minutes or gigabytes."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+
+from attnserve.server import files
+from attnserve.server.errors import DeadlineExceeded
+from attnserve.server.files import archive
+from attnserve.server.service.requests import Deadline
+from tests.support import office_files as office
+from tests.support.bounded import within
+
+FILE_BYTES = 32 << 20  # --max-file-bytes' default
+FILE_CHARS = 300_000  # --max-file-chars' default
+
+
+def read(name: str, data: bytes, max_chars: int | None = FILE_CHARS) -> tuple[int, int]:
+    extracted = files.read(name, data, FILE_BYTES, max_chars=max_chars)
+    return len(extracted.texts), extracted.characters
+
+
+def test_srt_of_a_long_line_of_digits_is_refused_at_once():
+    # the srt library's timestamp pattern backtracks in cubic time: 2 KB of this took 65 s
+    kind, (name, message) = within(read, "a.srt", b"1\n" + b"7" * 200_000)
+    assert (kind, name) == ("error", "FileRefused") and "line 1 ('1') does not start a cue" in message
+
+
+def test_srt_with_whitespace_inside_a_timing_line_reads_in_linear_time():
+    spaced = b"1\n00:00:01,000" + b" " * 100_000 + b"--> 00:00:02,000\nHi\n\n"
+    kind, (name, message) = within(read, "a.srt", spaced)
+    assert (kind, name) == ("error", "FileRefused") and "SubRip" in message
+    cues = b"".join(
+        b"%d\n00:00:%02d,000 --> 00:00:%02d,500\nLine %d.\n\n" % (i, i % 60, i % 60, i) for i in range(20_000)
+    )
+    assert within(read, "a.srt", cues) == ("ok", (20_000, sum(len(f"Line {i}.") for i in range(20_000))))
+
+
+def test_markdown_line_of_spaces_between_two_words_reads_in_linear_time():
+    # the markers pattern's (.*?)(\s*)$ was quadratic: 40 KB of this froze the server 7 s
+    line = b"a" + b" " * 200_000 + b"b"
+    assert within(read, "a.md", line) == ("ok", (1, len(line)))
+    rule = b"- " * 100_000 + b"-x"  # a thematic break's (\s*\1){2,}\s* and a table rule's [\s:|-]+\| overlap
+    assert within(read, "b.md", rule + b"\n" + b"|" * 200_000 + b"x") == ("ok", (2, len("-x") + 200_001))
+
+
+def test_markdown_over_the_character_limit_stops_where_it_crosses_it():
+    kind, (name, message) = within(read, "a.md", b"- item of a list\n" * 1_000_000, 1_000)
+    assert (kind, name) == ("error", "TooManyCharacters")
+    assert "more than 1,000 characters of text" in message and "--max-file-chars" in message
+
+
+def paragraphs_docx(count: int) -> bytes:
+    """A .docx whose document.xml is ``count`` one-letter paragraphs (35 bytes each, ~1,000:1 deflated)."""
+    body = b"<w:p><w:r><w:t>a</w:t></w:r></w:p>" * count
+    xml = b'<w:document xmlns:w="%s"><w:body>%s</w:body></w:document>' % (office.W.encode(), body)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("word/document.xml", xml)
+    return out.getvalue()
+
+
+def test_an_inflated_docx_stops_at_the_character_limit():
+    # 1M paragraphs (35 MB inflated from 100 KB; the pass's 3.3M took 72 s and kept 1.7 GB) are
+    # refused where the 20,001st character ends, after 700 KB of it, not after all were parsed
+    data = paragraphs_docx(1_000_000)
+    assert len(data) < 200_000
+    kind, (name, message) = within(read, "big.docx", data, 20_000, cpu_seconds=10)
+    assert (kind, name) == ("error", "TooManyCharacters") and "more than 20,000 characters" in message
+
+
+def test_a_docx_of_millions_of_empty_elements_is_refused_at_the_tag_limit(monkeypatch):
+    monkeypatch.setattr(archive, "MAX_TAGS", 200_000)  # of 2,000,000: the same path, a tenth of the time
+    body = b"<w:p/>" * 3_000_000  # no text to count: the tags are
+    xml = b'<w:document xmlns:w="%s"><w:body>%s</w:body></w:document>' % (office.W.encode(), body)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("word/document.xml", xml)
+    kind, (name, message) = within(read, "empty.docx", out.getvalue(), cpu_seconds=10)
+    assert (kind, name) == ("error", "FileRefused") and "more than 200,000 XML tags" in message
+
+
+def test_an_epub_page_over_the_character_limit_is_refused_before_it_is_inflated():
+    page = "<html><body><p>" + "word " * 100_000 + "</p></body></html>"
+    kind, (name, _) = within(read, "book.epub", office.epub([page]), 10_000)
+    assert (kind, name) == ("error", "TooManyCharacters")
+    assert within(read, "book.epub", office.epub([page]), None)[0] == "ok"
+
+
+def test_a_paragraph_of_16000_bold_and_plain_runs_is_placed_in_linear_time_and_memory():
+    # 16,000 runs with one word each: the alignment placement's words x runs table reached 8 GB;
+    # above --max-aligned-runs the words are shared by proportion, one a run, in order
+    runs = [(f"w{i} ", "b" if i % 2 else "") for i in range(16_000)]
+    extracted = files.read("runs.docx", office.docx([runs]), FILE_BYTES)
+    (unit,) = extracted.units
+    translation = " ".join(f"W{i}" for i in range(16_000))
+    preferred = list(range(16_000))  # each word aligned to its own run
+
+    def placed() -> list[str]:
+        return files.place_aligned(unit, translation, preferred)
+
+    kind, out = within(placed, cpu_seconds=10)
+    assert kind == "ok" and [r.split() for r in out] == [[f"W{i}"] for i in range(16_000)]
+
+
+def test_many_words_on_runs_under_the_limit_are_placed_by_alignment_in_bounded_time():
+    runs = tuple(f"part {i} " for i in range(250))  # 250 runs with words: under --max-aligned-runs
+    unit = files.Unit(runs, ("",) * 249)
+    words = [f"x{j}" for j in range(100_000)]  # a translation of 100,000 words: 25 M cells
+    preferred = [j * 250 // 100_000 for j in range(100_000)]  # 400 words a run, in order
+
+    def placed() -> list[str]:
+        return files.place_aligned(unit, " ".join(words), preferred)
+
+    kind, out = within(placed, cpu_seconds=10)
+    assert kind == "ok" and [len(r.split()) for r in out] == [400] * 250
+
+
+def test_writing_a_file_back_stops_at_its_deadline():
+    extracted = files.read("long.docx", office.docx([[("A sentence.", "")]] * 2_000), FILE_BYTES)
+    passed = Deadline.after(0.0, "the file's time limit of 600 s (--file-timeout-seconds)")
+    with pytest.raises(DeadlineExceeded, match="file's time limit"):
+        extracted.write(list(extracted.texts), deadline=passed)
+    assert extracted.write(list(extracted.texts), deadline=Deadline.after(60.0, "a minute"))  # in time: the file
