@@ -4,6 +4,7 @@
     attnserve-export vit (--checkpoint PATH | --preset NAME | --from-hf-vit DIR) --out DIR [options]
     attnserve-export verify DIR       re-run the checks of a model directory (onnx + onnxruntime, no PyTorch)
     attnserve-export inspect DIR      manifest, graph inputs/outputs, attention nodes, file sizes
+    attnserve-export pull (NAME... | --languages en,de,fr) --model-repo DIR   download, import, install
 
 Exit codes: 0 ok, 1 failure (bad input, failed verification), 2 usage.
 """
@@ -29,7 +30,8 @@ log = logging.getLogger(__name__)
 # saying what to install. verify and inspect need onnx and onnxruntime only, not PyTorch.
 EXPORT_MODULES = ("torch", "onnx", "onnxscript", "safetensors", "tqdm")  # the export extra
 RUNTIME_MODULE = "onnxruntime"  # the cpu extra (or cuda: onnxruntime-gpu)
-COMMANDS = ("translation", "vit", "verify", "inspect")
+IMPORT_MODULES = ("transformers", "sentencepiece", "huggingface_hub")  # the import extra (pull)
+COMMANDS = ("translation", "vit", "verify", "inspect", "pull")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Exit codes: 0 ok, 1 failure (bad input, failed verification), 2 usage.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{translation,vit,verify,inspect}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{translation,vit,verify,inspect,pull}")
 
     mt = sub.add_parser("translation", help="export a translation Transformer (encoder.onnx + decoder.onnx)")
     source = mt.add_mutually_exclusive_group(required=True)
@@ -86,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="print the manifest, graph inputs/outputs and attention nodes")
     inspect.add_argument("model_dir", type=Path, metavar="DIR")
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    from .pull.command import add_parser as add_pull_parser
+
+    add_pull_parser(sub)
     return parser
 
 
@@ -105,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def missing_module_message(name: str | None, command: str | None) -> str | None:
     """What to install when an optional extra's module ``name`` is missing (None: not one of them)."""
+    if command == "pull" and name in (*EXPORT_MODULES, *IMPORT_MODULES, RUNTIME_MODULE):
+        needs = "pull needs PyTorch, transformers and huggingface_hub (the import extra)"
+        return f"{needs}; {name} is not installed: pip install 'attnserve[import]'"
     if name not in (*EXPORT_MODULES, RUNTIME_MODULE):
         return None
     if command in ("verify", "inspect"):
@@ -131,6 +140,10 @@ def _main(argv: list[str]) -> int:
             return _verify(args)
         if args.command == "inspect":
             return _inspect(args)
+        if args.command == "pull":
+            from .pull.command import run as pull
+
+            return pull(args)
         return _export(args)
     except KeyboardInterrupt:
         print("attnserve-export: interrupted; nothing was written", file=sys.stderr)
