@@ -179,10 +179,11 @@ def report(outcomes: list[Outcome], repo: Path) -> int:
 
 def _list(args: argparse.Namespace, repo: Path) -> int:
     location = argos_index.index_location(args.argos_index)
-    offered = argos_index.newest(argos_index.read_index(location))
+    everything = argos_index.newest(argos_index.read_index(location))
+    offered = everything
     if args.languages:
         codes = set(argos_index.parse_languages(args.languages))
-        offered = {pair: p for pair, p in offered.items() if set(pair) <= codes}
+        offered = {pair: p for pair, p in everything.items() if set(pair) <= codes}
     installed = installed_models(repo)
     print(f"Argos index {location}: {len(offered)} pair(s)")
     print(f"  {'pair':<10} {'version':<9} {'model':<20} {'installed':<9} languages")
@@ -190,7 +191,7 @@ def _list(args: argparse.Namespace, repo: Path) -> int:
         mark = "yes" if package.model_name in installed else "-"
         names = f"{package.source_name} -> {package.target_name}".strip(" ->")
         print(f"  {package.pair:<10} {package.version:<9} {package.model_name:<20} {mark:<9} {names}")
-    from_index = {p.model_name for p in offered.values()}
+    from_index = {p.model_name for p in everything.values()}
     others = [name for name in installed if name not in from_index]
     print(f"installed in {repo}: {len(installed)} model(s)" + (f"; others: {', '.join(others)}" if others else ""))
     return 0

@@ -13,6 +13,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import logging
+import os
 from pathlib import Path
 
 from .download import sha256_of
@@ -60,7 +61,8 @@ def download_snapshot(name: str, *, cache_dir: Path | None = None) -> Path:
     from huggingface_hub import errors as hub_errors
 
     repo_id, revision = split_id(name)
-    api = HfApi()
+    endpoint = os.environ.get("HF_ENDPOINT") or None  # read now: huggingface_hub reads it once, at import
+    api = HfApi(endpoint=endpoint)
     online = True
     try:
         files = [s.rfilename for s in api.model_info(repo_id, revision=revision).siblings or []]
@@ -71,7 +73,11 @@ def download_snapshot(name: str, *, cache_dir: Path | None = None) -> Path:
     attempts = [weight_patterns(files)] if online else [READ_FILES + SAFETENSORS, READ_FILES + PYTORCH_BIN]
     for patterns in attempts:
         try:
-            path = Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns, cache_dir=cache_dir))
+            path = Path(
+                snapshot_download(
+                    repo_id, revision=revision, allow_patterns=patterns, cache_dir=cache_dir, endpoint=endpoint
+                )
+            )
             break
         except hub_errors.LocalEntryNotFoundError as exc:
             error = exc
@@ -100,7 +106,9 @@ def check_snapshot(api, repo_id: str, snapshot: Path, name: str) -> None:
             continue
         kind, digest = expected[relative]
         found = sha256_of(path) if kind == "sha256" else git_blob_id(path)
-        if found != digest:
+        if found != digest:  # out of the cache too, so the next pull downloads it again
+            path.resolve().unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
             raise PullError(f"{name}: {relative}: checksum mismatch ({kind} {found}, the Hub says {digest})")
         checked += 1
     log.info("%s: %d file(s) match the Hub's checksums", name, checked)

@@ -68,11 +68,14 @@ def install(item: PullItem, repo: Path, settings: InstallSettings) -> Outcome:
     out = repo / item.name
     if (out / "model.json").is_file() and not settings.force:
         return Outcome(item.label, item.name, PRESENT, f"{out} (use --force to pull it again)")
+    local = None
     try:
         local = item.fetch()
         result = export_pulled(item, local, out, settings)
     except Exception as exc:  # noqa: BLE001 - one model's failure is reported; the others install
         log.debug("pull %s failed", item.label, exc_info=True)
+        if item.kind == "argos" and local is not None:  # a package that does not import may be damaged:
+            local.unlink(missing_ok=True)  # the next pull downloads it again
         return Outcome(item.label, item.name, FAILED, _message(exc))
     manifest = result.manifest
     return Outcome(item.label, item.name, INSTALLED, f"{out} ({manifest.kind}, {manifest.precision})")

@@ -15,8 +15,8 @@ from attnserve.export.pull.errors import PullError
 def entry(source, target, version="1.0", **extra):
     name = f"translate-{source}_{target}-{version.replace('.', '_')}.argosmodel"
     return {"package_version": version, "argos_version": "1.9.0", "from_code": source, "to_code": target,
-            "from_name": source.upper(), "to_name": target.upper(), "links": [name], "code": f"translate-{source}_{target}",
-            **extra}  # fmt: skip
+            "from_name": source.upper(), "to_name": target.upper(), "links": [name],
+            "code": f"translate-{source}_{target}", **extra}  # fmt: skip
 
 
 def write_index(tmp_path, entries):
