@@ -34,7 +34,7 @@ import torch
 
 from attnserve.models import greedy_decode
 
-from .argos_tokenizer import argos_tokenizer
+from .argos_tokenizer import argos_tokenizer, tokenizer_file, unknown_tokens
 from .ctranslate2_bin import read_ct2_model
 from .ctranslate2_transformer import Vocabulary, transformer_from_ct2
 from .hf_files import ImportCheckpointError
@@ -158,8 +158,10 @@ def load_argos(path: Path | str, *, compare: bool = True) -> ImportedTranslator:
             raise ImportCheckpointError(
                 f"{package / 'metadata.json'}: target_prefix {prefix!r} is not in the target vocabulary"
             )
-        model, vocab = transformer_from_ct2(ct2, source_vocab, target_vocab)
-        tokenizer, tokenizer_file = argos_tokenizer(package, vocab, [prefix] if prefix else [])
+        tokenizer_path = tokenizer_file(package)
+        unknown = unknown_tokens(tokenizer_path, source_vocab)
+        model, vocab = transformer_from_ct2(ct2, source_vocab, target_vocab, unknown)
+        tokenizer = argos_tokenizer(tokenizer_path, vocab, [prefix] if prefix else [])
         source, target = meta["from_code"], meta["to_code"]
         languages: dict[str, Any] = {"source": [source], "target": [target]}
         languages |= {"default_source": source, "default_target": target}
@@ -168,7 +170,7 @@ def load_argos(path: Path | str, *, compare: bool = True) -> ImportedTranslator:
         imported = ImportedTranslator(model, tokenizer, package_name(meta), {}, family=FAMILY, languages=languages)
         imported.details = {
             "package_version": str(meta.get("package_version", "")),
-            "tokenizer": tokenizer_file,
+            "tokenizer": tokenizer_path.name,
             "source_eos": vocab.source_eos is not None,  # CTranslate2's add_source_eos
             "ctranslate2": {"spec": ct2.spec, "revision": ct2.revision, "binary_version": ct2.binary_version},
             "weights": sorted({str(v.dtype) for v in ct2.variables.values() if v.ndim == 2}),

@@ -28,7 +28,7 @@ from tokenizers.models import BPE
 
 from .ctranslate2_transformer import Vocabulary
 from .hf_files import ImportCheckpointError
-from .marian_tokenizer import _read_spm, sentencepiece_tokenizer
+from .marian_tokenizer import NORMAL, _read_spm, sentencepiece_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -36,22 +36,41 @@ END_OF_WORD = "</w>"
 CONTINUES = "@@"
 
 
-def argos_tokenizer(package: Path, vocab: Vocabulary, extra_tokens: list[str]) -> tuple[Tokenizer, str]:
-    """The package's tokenizer and which file it came from (``sentencepiece.model`` wins, as in Argos)."""
+def tokenizer_file(package: Path) -> Path:
+    """The package's tokenizer model: ``sentencepiece.model``, else ``bpe.model`` (Argos's order)."""
+    for name in ("sentencepiece.model", "bpe.model"):
+        if (package / name).is_file():
+            return package / name
+    raise ImportCheckpointError(f"{package}: no sentencepiece.model or bpe.model (the package's tokenizer)")
+
+
+def unknown_tokens(path: Path, source_vocab: list[str]) -> list[str]:
+    """Tokens the tokenizer at ``path`` can produce that ``source_vocab`` lacks (CTranslate2: ``<unk>``)."""
+    known = set(source_vocab)
+    if path.name == "bpe.model":
+        symbols = {s for a, b in read_bpe_codes(path) for s in (a, b, a + b)}
+        return sorted({_ct2_name(s) for s in symbols} - known)
+    return [p.piece for p in _read_spm(path).pieces if p.type == NORMAL and p.piece not in known]
+
+
+def argos_tokenizer(path: Path, vocab: Vocabulary, extra_tokens: list[str]) -> Tokenizer:
+    """The tokenizer of model file ``path`` (:func:`tokenizer_file`) over the vocabulary's ids."""
     names = {k: v for k, v in vocab.tokens.items() if v in vocab.ids}
-    if (package / "sentencepiece.model").is_file():
-        proto = _read_spm(package / "sentencepiece.model")
-        tok = sentencepiece_tokenizer(
-            proto, proto, vocab.ids, vocab.source_tokens, names, extra_tokens, package, underscore_as_space=True
-        )
-        source = "sentencepiece.model"
-    elif (package / "bpe.model").is_file():
-        tok = bpe_tokenizer(package / "bpe.model", vocab, names, extra_tokens)
-        source = "bpe.model"
+    if path.name == "bpe.model":
+        tok = bpe_tokenizer(path, vocab, names, extra_tokens)
     else:
-        raise ImportCheckpointError(f"{package}: no sentencepiece.model or bpe.model (the package's tokenizer)")
+        proto = _read_spm(path)
+        entries = vocab.source_tokens | vocab.unknown
+        tok = sentencepiece_tokenizer(
+            proto, proto, vocab.ids, entries, names, extra_tokens, path, underscore_as_space=True
+        )
     tok.post_processor = source_template(vocab)
-    return tok, source
+    return tok
+
+
+def _ct2_name(symbol: str) -> str:
+    """A BPE symbol as the vocabulary spells it: ``ab</w>`` ends a word (``ab``), ``ab`` continues (``ab@@``)."""
+    return symbol[: -len(END_OF_WORD)] if symbol.endswith(END_OF_WORD) else symbol + CONTINUES
 
 
 def source_template(vocab: Vocabulary) -> processors.TemplateProcessing:

@@ -25,6 +25,9 @@ What CTranslate2's C++ layers compute (``src/layers/transformer.cc``, ``attentio
   :data:`BANNED_LOGIT`). When the vocabulary has no pad token (``<blank>`` / ``<pad>``) or the
   decoder starts from a zero embedding (``start_from_zero_embedding``: CTranslate2's Marian),
   one more id with a zero embedding is added and serves as pad and, then, as start token.
+  Tokens the package's tokenizer can produce but the source vocabulary lacks (``unknown``:
+  CTranslate2 reads them as ``<unk>``) get ids of their own after those, with the source
+  embedding of ``<unk>``, so the tokenizer can segment exactly as the original one.
 
 Anything else ``model.bin`` holds (relative positions, multi-query, GLU, RMS norm, ALiBi,
 rotary, layernorm_embedding, source features, ...) is refused, named.
@@ -70,6 +73,7 @@ class Vocabulary:
 
     ids: dict[str, int]
     source_tokens: set[str]  # what CTranslate2's source vocabulary holds (others are <unk> there)
+    unknown: set[str]  # tokens with ids of their own that the source side reads as <unk>
     size: int  # ids.values() are 0..size-1
     pad_id: int
     bos_id: int  # decoder start
@@ -81,9 +85,9 @@ class Vocabulary:
 
 
 class _Mapper:
-    def __init__(self, m: CT2Model, source_vocab: list[str], target_vocab: list[str]) -> None:
+    def __init__(self, m: CT2Model, source_vocab: list[str], target_vocab: list[str], unknown: list[str]) -> None:
         self.m, self.where = m, m.path / "model.bin"
-        self.source_vocab, self.target_vocab = source_vocab, target_vocab
+        self.source_vocab, self.target_vocab, self.unknown = source_vocab, target_vocab, unknown
 
     def fail(self, message: str) -> None:
         raise ImportCheckpointError(f"{self.where}: {message}")
@@ -181,6 +185,9 @@ class _Mapper:
             zero = ZERO_TOKEN if ZERO_TOKEN not in ids else "<attnserve-start>"
             ids[zero] = len(ids)
             pad = pad or zero
+        unknown = [t for t in dict.fromkeys(self.unknown) if t not in ids]
+        for token in unknown:
+            ids[token] = len(ids)
         names = {k: cfg.get(f"{k}_token", d) for k, d in (("unk", "<unk>"), ("bos", "<s>"), ("eos", "</s>"))}
         start = cfg.get("decoder_start_token", "<s>")
         if start is None:
@@ -198,6 +205,7 @@ class _Mapper:
         return Vocabulary(
             ids=ids,
             source_tokens=set(self.source_vocab),
+            unknown=set(unknown),
             size=len(ids),
             pad_id=ids[pad],
             bos_id=bos_id,
@@ -263,10 +271,11 @@ class _Mapper:
 
 
 def transformer_from_ct2(
-    m: CT2Model, source_vocab: list[str], target_vocab: list[str]
+    m: CT2Model, source_vocab: list[str], target_vocab: list[str], unknown: list[str] | tuple[str, ...] = ()
 ) -> tuple[TranslationTransformer, Vocabulary]:
-    """The model (eval mode) and its unified vocabulary; raises ImportCheckpointError naming what is unsupported."""
-    mp = _Mapper(m, source_vocab, target_vocab)
+    """The model (eval mode) and its unified vocabulary; raises ImportCheckpointError naming what is
+    unsupported. ``unknown``: tokens the tokenizer produces that the source vocabulary lacks."""
+    mp = _Mapper(m, source_vocab, target_vocab, list(unknown))
     if m.spec not in SPECS:
         mp.fail(f"spec {m.spec!r} is not supported (only TransformerSpec: encoder-decoder translation models)")
     if m.revision < 2 or m.revision > 7:
@@ -319,9 +328,12 @@ def transformer_from_ct2(
     state: dict[str, np.ndarray] = {}
     unified_src = np.zeros((V, d), np.float32)
     index = {t: i for i, t in enumerate(source_vocab)}
+    unk = index.get(vocab.tokens["unk"])
     for token, i in vocab.ids.items():
         if token in index:
             unified_src[i] = src[index[token]]
+        elif token in vocab.unknown and unk is not None:
+            unified_src[i] = src[unk]  # CTranslate2 reads it as <unk>
     state["src_embed.weight"] = unified_src
     if not cfg.share_embeddings:
         state["tgt_embed.weight"] = np.concatenate([tgt, np.zeros((V - Vt, d), np.float32)])
