@@ -1,6 +1,7 @@
 """``attnserve-export``: PyTorch models -> verified ONNX model directories.
 
-    attnserve-export translation (--checkpoint PATH | --preset NAME | --from-hf DIR) --out DIR [options]
+    attnserve-export translation (--checkpoint PATH | --preset NAME | --from-hf DIR | --from-argos PATH) --out DIR
+                                 [options]
     attnserve-export vit (--checkpoint PATH | --preset NAME | --from-hf-vit DIR) --out DIR [options]
     attnserve-export verify DIR       re-run the checks of a model directory (onnx + onnxruntime, no PyTorch)
     attnserve-export inspect DIR      manifest, graph inputs/outputs, attention nodes, file sizes
@@ -56,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="local Hugging Face translation directory: MarianMT / opus-mt, M2M100 or NLLB (by config.json model_type)",
     )
     source.add_argument("--from-marian", type=Path, metavar="DIR", help="--from-hf for a MarianMT directory")
+    source.add_argument(
+        "--from-argos",
+        type=Path,
+        metavar="PATH",
+        help="an Argos Translate package (.argosmodel file or unpacked directory), or a folder of them "
+        "(LibreTranslate's package folder): then --out is a model repository and each package becomes OUT/argos-xx-yy",
+    )
     mt.add_argument("--tokenizer", type=Path, help="tokenizers JSON file (default for --preset: a placeholder)")
     mt.add_argument("--max-source-len", type=int, help="longest source in tokens (default: checkpoint or model)")
     mt.add_argument("--max-target-len", type=int, help="most generated tokens (default: checkpoint or model)")
@@ -193,6 +201,11 @@ def _export(args: argparse.Namespace) -> int:
     if options.threads > 0:
         torch.set_num_threads(options.threads)
     quiet_exporter()
+    if args.command == "translation" and args.from_argos is not None:
+        from .argos_folder import export_argos_folder, is_folder_of_packages
+
+        if is_folder_of_packages(args.from_argos):
+            return export_argos_folder(args.from_argos, options, _languages_given(args))
     progress = Progress(planned_stages(args.command, options))
     progress("load model")
     try:
@@ -203,6 +216,8 @@ def _export(args: argparse.Namespace) -> int:
                 source = sources.from_preset("translation", args.preset, seed=options.seed)
             elif args.from_hf is not None:
                 source = sources.from_hf(args.from_hf)
+            elif args.from_argos is not None:
+                source = sources.from_argos(args.from_argos)
             else:
                 source = sources.from_marian(args.from_marian)
             tokenizer, note = sources.tokenizer_for(source, args.tokenizer, checkpoint=args.checkpoint)
@@ -221,6 +236,7 @@ def _export(args: argparse.Namespace) -> int:
                 progress=progress,
                 family=source.family,
                 languages=languages,
+                source_eos=source.source_eos,
             )
         else:
             if args.keep_rate is not None and not 0.0 < args.keep_rate <= 1.0:
@@ -264,6 +280,10 @@ def _languages(recorded: dict | None, source: str | None, target: str | None) ->
         if not code.replace("-", "").replace("_", "").isalnum() or len(code) > 64:
             raise ExportError(f"{flag}: {code!r} is not a language code (ISO 639-1 such as en, or a BCP 47 tag)")
     return Languages(source=[source], target=[target], default_source=source, default_target=target)
+
+
+def _languages_given(args: argparse.Namespace) -> bool:
+    return args.source_language is not None or args.target_language is not None
 
 
 def _given(flag: int | None, default: int | None) -> int | None:
