@@ -159,6 +159,7 @@ def export_pulled(item: PullItem, local: Path, out: Path, settings: InstallSetti
             progress=progress,
             family=source.family,
             languages=Languages(**source.languages) if source.languages else None,
+            source_eos=source.source_eos,
         )
     finally:
         progress.close()
