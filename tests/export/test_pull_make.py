@@ -4,6 +4,7 @@ Makefile uses is this test environment (its stamps say it is installed), so noth
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -14,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from attnserve.client import Client
-from tests.support import hf_checkpoints
+from tests.support import argos_packages, hf_checkpoints
 from tests.support.server import BIN
-from tests.support.stand_ins import HubStandIn
+from tests.support.stand_ins import FileStandIn, HubStandIn
 
 ROOT = Path(__file__).resolve().parents[2]
 HUB_ID = "Helsinki-NLP/opus-mt-en-de"
@@ -70,6 +71,30 @@ def test_make_serve_models_pulls_then_serves(hf_root, tmp_path):
         with Client(f"127.0.0.1:{port}", retries=0, timeout=60) as client:
             translations = client.translate(texts, "opus-mt-en-de")
         assert len(translations) == 4 and all(t.text for t in translations)
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+def test_make_serve_languages_pulls_the_index_pairs_then_serves(tmp_path):
+    """``make serve LANGUAGES=en,de ARGOS_INDEX=...``: the documented command with a mirror's index."""
+    package = argos_packages.build("onmt", "float32", tmp_path / "packages")
+    index = tmp_path / "argos"
+    index.mkdir()
+    package.zip(index / "translate-en_de-1_0.argosmodel")
+    entry = {"from_code": "en", "to_code": "de", "package_version": "1.0", "links": ["translate-en_de-1_0.argosmodel"]}
+    (index / "index.json").write_text(json.dumps([entry]))
+    repo = tmp_path / "model-repo"
+    texts = hf_checkpoints.test_texts()[:4]
+    with FileStandIn(index) as files:
+        variables = ("LANGUAGES=en,de", f"ARGOS_INDEX={files.url}/index.json", f"PULL_REPO={repo}")
+        env = {"ATTNSERVE_CACHE": str(tmp_path / "cache")}
+        proc, port, log = serve_with_make(*variables, f"VENV={installed_venv(tmp_path)}", env=env)
+    try:
+        assert sorted(p.name for p in repo.iterdir()) == ["argos-en-de"], "".join(log)
+        with Client(f"127.0.0.1:{port}", retries=0, timeout=60) as client:
+            got = client.translate(texts, source_language="en", target_language="de")
+        assert [t.text for t in got] == argos_packages.argos_translate(package, texts)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(30)
