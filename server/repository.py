@@ -16,7 +16,7 @@ from attnserve.contract.manifest import MANIFEST_NAME
 
 from .errors import InvalidRequest, ShuttingDown, echo
 from .registry import LoadedModel, ModelRegistry, name_of_dir
-from .reload import FAILED, ReloadOutcome
+from .reload import ADDED, FAILED, ReloadOutcome
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,9 @@ class RepositoryControl:
         for o in outcomes:
             if o.action == FAILED and o.name not in self.registry.models and not self.draining:
                 await self.health.set(o.name, health_pb2.HealthCheckResponse.NOT_SERVING)
+            elif o.action == ADDED and o.name in self.registry.index and not self.draining:
+                # lazily served: indexed is served (its first request loads it), as at start
+                await self.health.set(o.name, health_pb2.HealthCheckResponse.SERVING)
         return outcomes
 
     async def watch_repository(self) -> None:
