@@ -11,6 +11,7 @@ others still installed), 2 usage.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from functools import partial
@@ -23,6 +24,7 @@ from .install import FAILED, InstallSettings, Outcome, PullItem, install, instal
 
 REPO_ENV = "ATTNSERVE_MODEL_REPO"  # the server's setting: pull installs where the server reads
 CACHE_ENV = "ATTNSERVE_CACHE"
+NEEDS = ("torch", "onnx", "huggingface_hub", "sentencepiece")  # the import extra's modules a pull uses
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -87,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.names and not args.languages:
         print("attnserve-export pull: error: name models (NAME ...) or languages (--languages en,de)", file=sys.stderr)
         return 2
+    for module in NEEDS:  # missing: one line naming the import extra (cli.main), before any download
+        importlib.import_module(module)
     items, failures = plan(args)
     if not items and failures:
         for outcome in failures:

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from attnserve.export.cli import main
+from attnserve.export.pull.errors import PullError
 from tests.support.stand_ins import FileStandIn, HubStandIn
 
 
@@ -122,3 +123,19 @@ def test_an_unknown_hub_id_is_reported(run, hub, tmp_path):
     assert "Helsinki-NLP/opus-mt-xx-yy:" in err
     assert "not-an-id: a Hugging Face Hub id is 'organisation/model'" in err
     assert nothing_in(tmp_path / "repo")
+
+
+def test_hf_hub_offline_serves_a_snapshot_from_the_cache(hub, monkeypatch):
+    """What ``HF_HUB_OFFLINE=1`` gives: the files an earlier pull downloaded, no request made."""
+    from huggingface_hub import constants
+
+    from attnserve.export.pull.hub import download_snapshot
+
+    online = download_snapshot("Helsinki-NLP/opus-mt-en-de")
+    assert sorted(p.name for p in online.iterdir()) == ["config.json", "model.safetensors"]
+    asked = len(hub.requests)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert download_snapshot("Helsinki-NLP/opus-mt-en-de") == online
+    assert len(hub.requests) == asked
+    with pytest.raises(PullError, match="HF_HUB_OFFLINE"):
+        download_snapshot("Helsinki-NLP/opus-mt-fr-en")
