@@ -10,9 +10,12 @@ import shutil
 import time
 from pathlib import Path
 
+import pytest
+
 from attnserve.client import Client
 from tests.support.server import ServerProcess
 
+pytestmark = pytest.mark.integration  # a live server process (tests/support/tiers.py)
 BUNDLED = Path(__file__).resolve().parents[2] / "models" / "repo"
 
 
