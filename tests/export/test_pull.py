@@ -3,7 +3,7 @@
 the Hub and of an Argos index, into the repository of a server that is already running:
 
 - a Hub id installs a model directory whose translations, through the server, equal those of
-  ``attnserve-export translation --from-hf`` on the same files;
+  ``attnserve-export translation --from-hf`` on the same files (a ViT id: ``vit --from-hf-vit``'s);
 - the running server serves it without a restart (the repository is polled);
 - a damaged Argos package named beside it fails alone: reported, exit code 1, nothing of it left
   in the repository or the download cache.
@@ -81,3 +81,36 @@ def test_pull_a_hub_id_into_a_running_server(hf_root, tmp_path):
     finally:
         assert server.stop() == 0
     assert any("opus-mt-en-de" in line and "appeared" in line for line in server.log), "".join(server.log)
+
+
+def test_pull_a_hub_vit_equals_from_hf_vit(tmp_path, monkeypatch):
+    """A Hub id whose config.json says ``vit`` is imported as ``vit --from-hf-vit`` imports it."""
+    import numpy as np
+    import onnxruntime as ort
+    import torch
+    import transformers
+    from huggingface_hub import constants
+
+    from attnserve.contract.manifest import load_manifest
+    from attnserve.export import cli
+
+    path = tmp_path / "hub" / "vit-tiny"
+    shape = dict(image_size=32, patch_size=8, hidden_size=32, num_hidden_layers=2, num_attention_heads=4)
+    config = transformers.ViTConfig(**shape, intermediate_size=64, id2label={0: "cat", 1: "dog"})
+    torch.manual_seed(0)
+    transformers.ViTForImageClassification(config).save_pretrained(path)
+    transformers.ViTImageProcessor(size={"height": 32, "width": 32}).save_pretrained(path)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf"))
+    with HubStandIn({"google/vit-tiny": path}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        assert cli.main(["pull", "google/vit-tiny", "--model-repo", str(tmp_path / "repo"), "--threads", "1"]) == 0
+    assert cli.main(["vit", "--from-hf-vit", str(path), "--out", str(tmp_path / "ref"), "--threads", "1"]) == 0
+    pulled, reference = load_manifest(tmp_path / "repo" / "vit-tiny"), load_manifest(tmp_path / "ref")
+    assert pulled.kind == "image-classification" and pulled.labels == reference.labels == ["cat", "dog"]
+    assert pulled.preprocessing == reference.preprocessing
+    pixels = np.random.default_rng(0).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    outputs = [
+        ort.InferenceSession(str(d / "model.onnx"), providers=["CPUExecutionProvider"]).run(None, {"pixels": pixels})
+        for d in (tmp_path / "repo" / "vit-tiny", tmp_path / "ref")
+    ]
+    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
