@@ -69,14 +69,6 @@ def argos_packages(folder: Path | str) -> list[Path]:
     return sorted(found, key=lambda p: p.name)
 
 
-def is_package(path: Path | str) -> bool:
-    """Whether ``path`` is one package (a ``.argosmodel`` file or a directory with ``metadata.json``)."""
-    path = Path(path)
-    return (path.is_file() and (path.name.endswith(PACKAGE_SUFFIX) or zipfile.is_zipfile(path))) or (
-        path / "metadata.json"
-    ).is_file()
-
-
 @contextmanager
 def open_package(path: Path | str) -> Iterator[Path]:
     """The package directory of ``path``: itself, or a zip's one directory extracted to a temporary one."""

@@ -276,6 +276,43 @@ def transformer_from_ct2(
     """The model (eval mode) and its unified vocabulary; raises ImportCheckpointError naming what is
     unsupported. ``unknown``: tokens the tokenizer produces that the source vocabulary lacks."""
     mp = _Mapper(m, source_vocab, target_vocab, list(unknown))
+    _check_features(mp)
+    src_name = mp.first("encoder/embeddings_0/weight", "encoder/embeddings/weight")
+    if src_name is None:
+        mp.fail("variable 'encoder/embeddings_0/weight' missing")
+    src = m.weight(src_name)
+    if src.ndim != 2 or src.shape[0] != len(source_vocab):
+        mp.fail(f"{src_name} has shape {src.shape}, but the source vocabulary has {len(source_vocab)} tokens")
+    d, Vt = src.shape[1], len(target_vocab)
+    tgt = m.weight("decoder/embeddings/weight", (Vt, d))
+    projection = m.weight("decoder/projection/weight", (Vt, d))
+    bias = m.weight("decoder/projection/bias", (Vt,)) if m.has("decoder/projection/bias") else None
+    vocab = mp.vocabulary(mp.flag("decoder/start_from_zero_embedding"))
+    cfg, learned = _config(mp, vocab, d, shared=source_vocab == target_vocab and np.array_equal(src, tgt),
+                           tied=np.array_equal(projection, tgt), has_bias=bias is not None)  # fmt: skip
+    V = vocab.size
+    state: dict[str, np.ndarray] = {"src_embed.weight": _source_embedding(src, source_vocab, vocab)}
+    if not cfg.share_embeddings:
+        state["tgt_embed.weight"] = np.concatenate([tgt, np.zeros((V - Vt, d), np.float32)])
+    if not cfg.tie_output:
+        state["lm_head.weight"] = np.concatenate([projection, np.zeros((V - Vt, d), np.float32)])
+    if cfg.final_logits_bias:
+        bias = bias if bias is not None else np.zeros(Vt, np.float32)
+        state["logits_bias"] = np.concatenate([bias, np.full(V - Vt, BANNED_LOGIT, np.float32)])
+    if learned is not None:
+        state["positions.table"] = learned
+    for side, count in (("encoder", cfg.encoder_layers), ("decoder", cfg.decoder_layers)):
+        for i in range(count):
+            state |= mp.layer(side, i, d, cfg.num_heads, cfg.ffn_dim)
+        if cfg.norm_first and cfg.final_norm:
+            state |= {f"{side}_norm.{k}": v for k, v in mp.norm(f"{side}/layer_norm", d).items()}
+    _refuse_leftovers(m)
+    return _load(cfg, state), vocab
+
+
+def _check_features(mp: _Mapper) -> None:
+    """The spec, its revision and the flags this model cannot honour."""
+    m = mp.m
     if m.spec not in SPECS:
         mp.fail(f"spec {m.spec!r} is not supported (only TransformerSpec: encoder-decoder translation models)")
     if m.revision < 2 or m.revision > 7:
@@ -285,73 +322,52 @@ def transformer_from_ct2(
             mp.fail(f"{feature} ({name}) is not supported")
     if m.has("encoder/embeddings_1/weight"):
         mp.fail("several source embeddings (source features) are not supported")
-    m.attribute("encoder/embeddings_merge", None)
-    m.attribute("embeddings_merge", None)
-    for name in IGNORED:
+    for name in ("encoder/embeddings_merge", "embeddings_merge", *IGNORED):
         m.attribute(name, None)
-    src_name = mp.first("encoder/embeddings_0/weight", "encoder/embeddings/weight")
-    if src_name is None:
-        mp.fail("variable 'encoder/embeddings_0/weight' missing")
-    src = m.weight(src_name)
-    if src.ndim != 2 or src.shape[0] != len(source_vocab):
-        mp.fail(f"{src_name} has shape {src.shape}, but the source vocabulary has {len(source_vocab)} tokens")
-    d = src.shape[1]
-    tgt = m.weight("decoder/embeddings/weight", (len(target_vocab), d))
-    heads, norm_first, activation = mp.heads(), mp.norm_first(), mp.activation()
-    start_from_zero = mp.flag("decoder/start_from_zero_embedding")
-    vocab = mp.vocabulary(start_from_zero)
+
+
+def _config(
+    mp: _Mapper, vocab: Vocabulary, d: int, *, shared: bool, tied: bool, has_bias: bool
+) -> tuple[TranslationConfig, np.ndarray | None]:
+    """Our config (and a learned position table, if any) for the model.bin of ``mp``."""
+    m = mp.m
+    norm_first = mp.norm_first()
     layout, offset, max_positions, learned = mp.positions(d)
-    enc_layers, dec_layers = mp.count_layers("encoder"), mp.count_layers("decoder")
-    ffn = m.weight("encoder/layer_0/ffn/linear_0/weight").shape[0]
     finals = [m.has(f"{side}/layer_norm/gamma") for side in ("encoder", "decoder")]
     if finals[0] != finals[1] or (finals[0] and not norm_first):
         mp.fail(f"final layer norms encoder={finals[0]} decoder={finals[1]} with pre_norm={norm_first}: not supported")
-    projection = m.weight("decoder/projection/weight", (len(target_vocab), d))
-    has_bias = m.has("decoder/projection/bias")
-    proj_bias = m.weight("decoder/projection/bias", (len(target_vocab),)) if has_bias else None
-    V, Vt = vocab.size, len(target_vocab)
-    shared = source_vocab == target_vocab and np.array_equal(src, tgt)
-    tied = np.array_equal(projection, tgt)
     eps = m.config.get("layer_norm_epsilon")
     try:
         cfg = TranslationConfig(
-            vocab_size=V, d_model=d, num_heads=heads, encoder_layers=enc_layers, decoder_layers=dec_layers,
-            ffn_dim=ffn, activation=activation, norm_first=norm_first, final_norm=finals[0] or not norm_first,
-            share_embeddings=shared,
-            tie_output=tied, scale_embedding=mp.embedding_scale(d),
-            final_logits_bias=has_bias or V > Vt, position_layout=layout, position_offset=offset,
-            max_positions=max_positions, dropout=0.0, layer_norm_eps=LAYER_NORM_EPS if eps is None else float(eps),
+            vocab_size=vocab.size, d_model=d, num_heads=mp.heads(), encoder_layers=mp.count_layers("encoder"),
+            decoder_layers=mp.count_layers("decoder"), ffn_dim=m.weight("encoder/layer_0/ffn/linear_0/weight").shape[0],
+            activation=mp.activation(), norm_first=norm_first, final_norm=finals[0] or not norm_first,
+            share_embeddings=shared, tie_output=tied, scale_embedding=mp.embedding_scale(d),
+            final_logits_bias=has_bias or vocab.size > len(mp.target_vocab), position_layout=layout,
+            position_offset=offset, max_positions=max_positions, dropout=0.0,
+            layer_norm_eps=LAYER_NORM_EPS if eps is None else float(eps),
             pad_id=vocab.pad_id, bos_id=vocab.bos_id, eos_id=vocab.eos_id, unk_id=vocab.unk_id,
         )  # fmt: skip
     except ValueError as exc:
         raise ImportCheckpointError(f"{mp.where}: {exc}") from None
-    state: dict[str, np.ndarray] = {}
-    unified_src = np.zeros((V, d), np.float32)
+    return cfg, learned
+
+
+def _source_embedding(src: np.ndarray, source_vocab: list[str], vocab: Vocabulary) -> np.ndarray:
+    """The source embedding re-indexed to the unified ids: (V, C); tokens CTranslate2 reads as <unk>
+    get its row, ids the source side lacks zeros."""
+    unified = np.zeros((vocab.size, src.shape[1]), np.float32)
     index = {t: i for i, t in enumerate(source_vocab)}
     unk = index.get(vocab.tokens["unk"])
     for token, i in vocab.ids.items():
         if token in index:
-            unified_src[i] = src[index[token]]
+            unified[i] = src[index[token]]
         elif token in vocab.unknown and unk is not None:
-            unified_src[i] = src[unk]  # CTranslate2 reads it as <unk>
-    state["src_embed.weight"] = unified_src
-    if not cfg.share_embeddings:
-        state["tgt_embed.weight"] = np.concatenate([tgt, np.zeros((V - Vt, d), np.float32)])
-    if not cfg.tie_output:
-        state["lm_head.weight"] = np.concatenate([projection, np.zeros((V - Vt, d), np.float32)])
-    if cfg.final_logits_bias:
-        bias = proj_bias if proj_bias is not None else np.zeros(Vt, np.float32)
-        state["logits_bias"] = np.concatenate([bias, np.full(V - Vt, BANNED_LOGIT, np.float32)])
-    if learned is not None:
-        state["positions.table"] = learned
-    for i in range(enc_layers):
-        state |= mp.layer("encoder", i, d, heads, ffn)
-    for i in range(dec_layers):
-        state |= mp.layer("decoder", i, d, heads, ffn)
-    if finals[0]:
-        for side in ("encoder", "decoder"):
-            state |= {f"{side}_norm.{k}": v for k, v in mp.norm(f"{side}/layer_norm", d).items()}
-    _refuse_leftovers(m)
+            unified[i] = src[unk]
+    return unified
+
+
+def _load(cfg: TranslationConfig, state: dict[str, np.ndarray]) -> TranslationTransformer:
     model = TranslationTransformer(cfg)
     tensors = {k: torch.tensor(np.asarray(v, dtype=np.float32)) for k, v in state.items()}
     missing, unexpected = model.load_state_dict(tensors, strict=False)
@@ -360,7 +376,7 @@ def transformer_from_ct2(
     if set(missing) - tied or unexpected:  # an internal invariant: the name tables disagree
         left = sorted(set(missing) - tied)[:5]
         raise RuntimeError(f"CTranslate2 weights not mapped: missing {left}, unexpected {unexpected[:5]}")
-    return model.eval(), vocab
+    return model.eval()
 
 
 def _refuse_leftovers(m: CT2Model) -> None:

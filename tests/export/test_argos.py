@@ -9,6 +9,7 @@ The import's tokens and greedy translations must be Argos Translate's (CTranslat
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -137,3 +138,33 @@ def test_unsupported_features_are_refused_by_name(packages, tmp_path):
     variant = ap.onmt_variant(root, "layernorm-embedding", norms, layernorm_embedding=True)
     with pytest.raises(ImportCheckpointError, match="does not support: decoder/layernorm_embedding/beta"):
         load_argos(variant.path, compare=False)
+
+
+@pytest.mark.slow
+def test_cli_exports_one_package_whose_onnx_graphs_translate_as_argos(packages, tmp_path):
+    """The BPE package (learned positions, separate vocabularies, untied projection) through the real
+    CLI: exported, verified, and onnxruntime's greedy translations are CTranslate2's."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    from attnserve.contract.manifest import load_manifest
+    from attnserve.export.ort_decode import OrtGreedy
+
+    package, out = packages("bpe", "int8"), tmp_path / "bpe"
+    assert cli.main(["translation", "--from-argos", str(package.path), "--out", str(out), "--threads", "1"]) == 0
+    manifest = load_manifest(out)
+    assert manifest.config["position_layout"] == "learned" and manifest.family == "argos"
+    assert json.loads((out / "export-report.json").read_text())["verification"]["passed"] is True
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    encoder, decoder = (
+        ort.InferenceSession(str(out / manifest.graphs[g].file), options, providers=["CPUExecutionProvider"])
+        for g in ("encoder", "decoder")
+    )
+    tokenizer = Tokenizer.from_file(str(out / manifest.tokenizer.file))
+    rows = [tokenizer.encode(t).ids for t in TEXTS]
+    L = max(map(len, rows))
+    src = np.array([r + [manifest.tokenizer.pad_id] * (L - len(r)) for r in rows], dtype=np.int64)
+    outputs = OrtGreedy(encoder, decoder, manifest).decode(src, 40)
+    translations = [tokenizer.decode(r, skip_special_tokens=True) for r in outputs]
+    assert translations == ap.argos_translate(package, TEXTS, compute_type="float32")
