@@ -56,7 +56,8 @@ wheelhouse() {
     echo "compose.sh: downloading the build's wheels into $ATTNSERVE_WHEELHOUSE"
     made_wheelhouse=yes
     mkdir -p "$ATTNSERVE_WHEELHOUSE"
-    "$PYTHON" docker/requirements.py --extra export >"$ATTNSERVE_WHEELHOUSE/requirements.txt"
+    # the import extra: the export extra (the build stage) plus what the models service's pull stage adds
+    "$PYTHON" docker/requirements.py --extra import >"$ATTNSERVE_WHEELHOUSE/requirements.txt"
     # torch's CPU build (the image builds the bundled models on the CPU; PyPI's Linux wheel is CUDA's)
     # (TORCH_INDEX_URL= empty: the host's own indexes only)
     local torch_index="${TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}"
