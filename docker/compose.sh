@@ -94,8 +94,9 @@ build() {
 case "${1:-}" in
 up)
     shift
-    image="${ATTNSERVE_IMAGE:-attnserve:cpu}"
-    docker image inspect "$image" >/dev/null 2>&1 || build
+    # the server's image and the models service's (the pull stage); build both when one is missing
+    docker image inspect "${ATTNSERVE_IMAGE:-attnserve:cpu}" "${ATTNSERVE_PULL_IMAGE:-attnserve:pull}" \
+        >/dev/null 2>&1 || build
     images_before="$(docker images -a --format '{{.ID}} {{.Repository}}' | awk '$2 == "<none>" {print $1}' | sort -u)"
     trap clean_up_failure ERR
     compose up -d "$@"
