@@ -29,6 +29,7 @@ def export_argos_folder(folder: Path, options: ExportOptions, languages_given: b
     from . import sources
     from .cli import _is_user_error
     from .importers import argos_packages
+    from .importers.argos import package_type
     from .pipeline import export_translation
     from .verify import VerificationFailed
 
@@ -36,7 +37,13 @@ def export_argos_folder(folder: Path, options: ExportOptions, languages_given: b
         raise ExportError("--name names one model; with a folder of packages each is named from its metadata.json")
     if languages_given:
         raise ExportError("--source-language / --target-language: Argos packages record their own languages")
-    packages = argos_packages(folder)
+    packages = []
+    for package in argos_packages(folder):
+        kind = package_type(package)
+        if kind in ("translate", None):
+            packages.append(package)
+        else:  # LibreTranslate's folder may hold sentence-boundary (sbd) packages
+            print(f"{package.name}: a {kind!r} package, not a translation model; left out", file=sys.stderr)
     if not packages:
         raise ExportError(
             f"--from-argos {folder}: no Argos Translate packages in it (.argosmodel files or directories "

@@ -168,3 +168,30 @@ def test_cli_exports_one_package_whose_onnx_graphs_translate_as_argos(packages, 
     outputs = OrtGreedy(encoder, decoder, manifest).decode(src, 40)
     translations = [tokenizer.decode(r, skip_special_tokens=True) for r in outputs]
     assert translations == ap.argos_translate(package, TEXTS, compute_type="float32")
+
+
+def test_a_bpe_tokenizer_splits_punctuation_off_words_and_rejoins_it(tmp_path):
+    """bpe.model (subword-nmt codes): words and punctuation apart, ``@@`` pieces within a word; the
+    output joins pieces and puts punctuation back against the word before it."""
+    from attnserve.export.importers.argos_tokenizer import argos_tokenizer, unknown_tokens
+    from attnserve.export.importers.ctranslate2_transformer import Vocabulary
+
+    codes = tmp_path / "bpe.model"
+    codes.write_text("#version: 0.2\nh e\nl l\nhe ll\no</w> ,\nw o\n")
+    tokens = ["<unk>", "<blank>", "<s>", "</s>", "hell@@", "o", "w@@", "o@@", "r@@", "l@@", "d", ",", "!", "("]
+    unknown = unknown_tokens(codes, tokens)  # intermediate merges the vocabulary lacks
+    assert "he@@" in unknown and "wo@@" in unknown and "hell@@" not in unknown
+    ids = {t: i for i, t in enumerate([*tokens, *unknown])}
+    vocab = Vocabulary(
+        ids, set(tokens), set(unknown), len(ids), 1, 2, 3, 0, None, None,
+        {"unk": "<unk>", "eos": "</s>", "pad": "<blank>", "bos": "<s>"},
+    )  # fmt: skip
+    tok = argos_tokenizer(codes, vocab, [])
+    encoded = tok.encode("hello, (world)!", add_special_tokens=False).ids
+    names = [t for i in encoded for t, j in ids.items() if i == j]
+    # "wo@@" is a merge's piece the vocabulary lacks: its own id, read as <unk> (CTranslate2 does too)
+    assert names == ["hell@@", "o", ",", "(", "wo@@", "r@@", "l@@", "d", "<unk>", "!"]
+    assert (
+        tok.decode([ids[t] for t in ["hell@@", "o", ",", "(", "w@@", "o@@", "r@@", "l@@", "d", "!"]])
+        == "hello, (world!"
+    )

@@ -10,6 +10,8 @@ reported and leaves nothing, the exit code is 1. The real server then answers Li
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 
@@ -36,14 +38,20 @@ def exported(tmp_path_factory):
     meta = folder / "translate-en_fr-1_0" / "metadata.json"
     meta.write_text(json.dumps(onmt.meta | {"to_code": "fr", "to_name": "French"}))
     (folder / "broken.argosmodel").write_bytes(b"not a zip at all")
-    repo = root / "repo"
-    code = cli.main(["translation", "--from-argos", str(folder), "--out", str(repo), "--threads", "1"])
-    return code, repo, {"de": marian, "fr": ap.Package("onmt", folder / "translate-en_fr-1_0", onmt.meta)}
+    (folder / "sbd-en").mkdir()  # older LibreTranslate folders hold sentence-boundary packages too
+    (folder / "sbd-en" / "metadata.json").write_text(json.dumps({"type": "sbd", "from_code": "en"}))
+    repo, err = root / "repo", io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = cli.main(["translation", "--from-argos", str(folder), "--out", str(repo), "--threads", "1"])
+    packages = {"de": marian, "fr": ap.Package("onmt", folder / "translate-en_fr-1_0", onmt.meta)}
+    return code, repo, packages, err.getvalue()
 
 
-def test_the_folder_exports_every_good_package_and_reports_the_corrupt_one(exported, capfd):
-    code, repo, _ = exported
+def test_the_folder_exports_every_good_package_and_reports_the_corrupt_one(exported):
+    code, repo, _, err = exported
     assert code == 1  # one package failed
+    assert "broken.argosmodel: not a valid .argosmodel" in err and "broken.argosmodel skipped" in err
+    assert "sbd-en: a 'sbd' package, not a translation model; left out" in err
     assert sorted(p.name for p in repo.iterdir()) == ["argos-en-de", "argos-en-fr"]  # nothing half-written
     de, fr = load_manifest(repo / "argos-en-de"), load_manifest(repo / "argos-en-fr")
     assert de.family == fr.family == "argos"
@@ -55,7 +63,7 @@ def test_the_folder_exports_every_good_package_and_reports_the_corrupt_one(expor
 
 
 def test_the_server_gives_ctranslate2s_greedy_translations(exported):
-    _, repo, packages = exported
+    _, repo, packages, _ = exported
     server = ServerProcess(repo, "--metrics-port", "-1")
     try:
         for target, package in packages.items():
