@@ -1,5 +1,7 @@
 # Two entry points for a fresh machine (see README.md):
 #   make serve   create .venv, install the server (no PyTorch), serve the bundled models in models/repo
+#   make serve LANGUAGES=en,de,fr   (or MODELS="Helsinki-NLP/opus-mt-en-de argos:en-es") pull real models
+#                into model-repo first (attnserve-export pull: the import extra, PyTorch), then serve them
 #   make test    create .venv, install attnserve with the dev extra, run ruff and the whole test suite
 #   make test-fast   the same, the unit tier only (a few minutes; tiers: tests/conftest.py)
 PYTHON ?= python3
@@ -10,7 +12,15 @@ RUNTIME ?= cpu
 # The bundled models, exported from models/zoo and committed (python -m attnserve.export.zoo).
 REPO := models/repo
 
-.PHONY: serve models test test-fast lint format clean
+# Models to pull before serving (docs/models.md): every Argos pair among LANGUAGES, and MODELS (Hub ids,
+# argos:xx-yy), into PULL_REPO; ARGOS_INDEX: a mirror's index (URL, file or folder) instead of the public one.
+LANGUAGES ?=
+MODELS ?=
+PULL_REPO ?= model-repo
+ARGOS_INDEX ?=
+PULLS := $(strip $(LANGUAGES)$(MODELS))
+
+.PHONY: serve pull models test test-fast lint format clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,9 +44,25 @@ models: | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[export]'
 	$(BIN)/python -m attnserve.export.zoo --out $(REPO)
 
+# Pulling needs PyTorch, transformers and huggingface_hub (the import extra); serving never does.
+$(VENV)/.import-installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[import]'
+	touch $@
+
+# A model that fails to pull is reported and skipped (exit 1); serve then serves the others.
+pull: $(VENV)/.import-installed
+	$(BIN)/attnserve-export pull $(MODELS) $(if $(LANGUAGES),--languages $(LANGUAGES)) \
+		--model-repo $(PULL_REPO) $(if $(ARGOS_INDEX),--argos-index $(ARGOS_INDEX))
+
 # Settings: flags after ARGS=..., ATTNSERVE_* environment variables or --config (docs/cli.md).
+ifeq ($(PULLS),)
 serve: $(VENV)/.serve-installed
 	$(BIN)/attnserve-server --model-repo $(REPO) $(ARGS)
+else
+serve: $(VENV)/.serve-installed
+	$(MAKE) --no-print-directory pull || echo "make: a model failed to pull (see above); serving the others"
+	$(BIN)/attnserve-server --model-repo $(PULL_REPO) $(ARGS)
+endif
 
 lint: $(VENV)/.dev-installed
 	$(BIN)/ruff check .

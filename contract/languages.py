@@ -7,6 +7,8 @@ which token each code is:
   (``__en__ ... </s>``, ``eng_Latn ... </s>``) and the target language's token is forced
   as the first output token, then hidden from the text (transformers' ``forced_bos_token_id``);
 - ``marian`` with ``>>xx<<`` tokens (multilingual opus-mt): the target's token opens the source;
+- ``argos`` with a token (an Argos Translate package's ``target_prefix``): the target language's
+  token is forced first in the output and hidden from the text; the source has none;
 - anything else: one fixed pair, no tokens.
 """
 
@@ -59,6 +61,10 @@ def plan(family: str, languages: Languages | None, token_id: TokenId, source: st
         if not target:
             raise LanguageError(f"this model needs a target language: one of {', '.join(languages.target)}")
         return LanguagePlan(ids(source, "source"), ids(target, "target"), source, target)
+    if family == "argos":
+        if not target:
+            raise LanguageError(f"this model needs a target language: one of {', '.join(languages.target)}")
+        return LanguagePlan((), ids(target, "target"), source, target)
     if family == "marian":
         if not target:
             raise LanguageError(f"this model needs a target language: one of {', '.join(languages.target)}")

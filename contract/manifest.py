@@ -22,7 +22,7 @@ Layout of ``model.json`` (``format_version`` 1)::
       "tokenizer": {"file": "tokenizer.json", "pad_id": 0, "bos_id": 1, "eos_id": 2, "unk_id": 3,
                     "decoder_start_id": 1,             # optional: decoding starts here (default bos_id)
                     "never_generate_ids": [0, 1]},     # optional: never chosen (default pad and bos)
-      "family": "attnserve" | "marian" | "m2m_100",  # optional: where the weights came from (default attnserve)
+      "family": "attnserve" | "marian" | "m2m_100" | "argos",  # optional: the weights' origin (default attnserve)
       "languages": {"source": ["en"], "target": ["de", "fr"],           # optional, translation
                     "tokens": {"de": ">>deu<<", ...},                  # code -> the token that selects it
                     "default_source": "en", "default_target": null},

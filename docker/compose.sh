@@ -56,7 +56,8 @@ wheelhouse() {
     echo "compose.sh: downloading the build's wheels into $ATTNSERVE_WHEELHOUSE"
     made_wheelhouse=yes
     mkdir -p "$ATTNSERVE_WHEELHOUSE"
-    "$PYTHON" docker/requirements.py --extra export >"$ATTNSERVE_WHEELHOUSE/requirements.txt"
+    # the import extra: the export extra (the build stage) plus what the models service's pull stage adds
+    "$PYTHON" docker/requirements.py --extra import >"$ATTNSERVE_WHEELHOUSE/requirements.txt"
     # torch's CPU build (the image builds the bundled models on the CPU; PyPI's Linux wheel is CUDA's)
     # (TORCH_INDEX_URL= empty: the host's own indexes only)
     local torch_index="${TORCH_INDEX_URL-https://download.pytorch.org/whl/cpu}"
@@ -93,8 +94,9 @@ build() {
 case "${1:-}" in
 up)
     shift
-    image="${ATTNSERVE_IMAGE:-attnserve:cpu}"
-    docker image inspect "$image" >/dev/null 2>&1 || build
+    # the server's image and the models service's (the pull stage); build both when one is missing
+    docker image inspect "${ATTNSERVE_IMAGE:-attnserve:cpu}" "${ATTNSERVE_PULL_IMAGE:-attnserve:pull}" \
+        >/dev/null 2>&1 || build
     images_before="$(docker images -a --format '{{.ID}} {{.Repository}}' | awk '$2 == "<none>" {print $1}' | sort -u)"
     trap clean_up_failure ERR
     compose up -d "$@"

@@ -1,9 +1,11 @@
 """``attnserve-export``: PyTorch models -> verified ONNX model directories.
 
-    attnserve-export translation (--checkpoint PATH | --preset NAME | --from-hf DIR) --out DIR [options]
+    attnserve-export translation (--checkpoint PATH | --preset NAME | --from-hf DIR | --from-argos PATH) --out DIR
+                                 [options]
     attnserve-export vit (--checkpoint PATH | --preset NAME | --from-hf-vit DIR) --out DIR [options]
     attnserve-export verify DIR       re-run the checks of a model directory (onnx + onnxruntime, no PyTorch)
     attnserve-export inspect DIR      manifest, graph inputs/outputs, attention nodes, file sizes
+    attnserve-export pull (NAME... | --languages en,de,fr) --model-repo DIR   download, import, install
 
 Exit codes: 0 ok, 1 failure (bad input, failed verification), 2 usage.
 """
@@ -29,7 +31,8 @@ log = logging.getLogger(__name__)
 # saying what to install. verify and inspect need onnx and onnxruntime only, not PyTorch.
 EXPORT_MODULES = ("torch", "onnx", "onnxscript", "safetensors", "tqdm")  # the export extra
 RUNTIME_MODULE = "onnxruntime"  # the cpu extra (or cuda: onnxruntime-gpu)
-COMMANDS = ("translation", "vit", "verify", "inspect")
+IMPORT_MODULES = ("transformers", "sentencepiece", "huggingface_hub")  # the import extra (pull)
+COMMANDS = ("translation", "vit", "verify", "inspect", "pull")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Exit codes: 0 ok, 1 failure (bad input, failed verification), 2 usage.",
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{translation,vit,verify,inspect}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{translation,vit,verify,inspect,pull}")
 
     mt = sub.add_parser("translation", help="export a translation Transformer (encoder.onnx + decoder.onnx)")
     source = mt.add_mutually_exclusive_group(required=True)
@@ -54,6 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="local Hugging Face translation directory: MarianMT / opus-mt, M2M100 or NLLB (by config.json model_type)",
     )
     source.add_argument("--from-marian", type=Path, metavar="DIR", help="--from-hf for a MarianMT directory")
+    source.add_argument(
+        "--from-argos",
+        type=Path,
+        metavar="PATH",
+        help="an Argos Translate package (.argosmodel file or unpacked directory), or a folder of them "
+        "(LibreTranslate's package folder): then --out is a model repository and each package becomes OUT/argos-xx-yy",
+    )
     mt.add_argument("--tokenizer", type=Path, help="tokenizers JSON file (default for --preset: a placeholder)")
     mt.add_argument("--max-source-len", type=int, help="longest source in tokens (default: checkpoint or model)")
     mt.add_argument("--max-target-len", type=int, help="most generated tokens (default: checkpoint or model)")
@@ -86,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="print the manifest, graph inputs/outputs and attention nodes")
     inspect.add_argument("model_dir", type=Path, metavar="DIR")
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    from .pull.command import add_parser as add_pull_parser
+
+    add_pull_parser(sub)
     return parser
 
 
@@ -105,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def missing_module_message(name: str | None, command: str | None) -> str | None:
     """What to install when an optional extra's module ``name`` is missing (None: not one of them)."""
+    if command == "pull" and name in (*EXPORT_MODULES, *IMPORT_MODULES, RUNTIME_MODULE):
+        needs = "pull needs PyTorch, transformers and huggingface_hub (the import extra)"
+        return f"{needs}; {name} is not installed: pip install 'attnserve[import]'"
     if name not in (*EXPORT_MODULES, RUNTIME_MODULE):
         return None
     if command in ("verify", "inspect"):
@@ -131,6 +148,10 @@ def _main(argv: list[str]) -> int:
             return _verify(args)
         if args.command == "inspect":
             return _inspect(args)
+        if args.command == "pull":
+            from .pull.command import run as pull
+
+            return pull(args)
         return _export(args)
     except KeyboardInterrupt:
         print("attnserve-export: interrupted; nothing was written", file=sys.stderr)
@@ -180,6 +201,11 @@ def _export(args: argparse.Namespace) -> int:
     if options.threads > 0:
         torch.set_num_threads(options.threads)
     quiet_exporter()
+    if args.command == "translation" and args.from_argos is not None:
+        from .argos_folder import export_argos_folder, is_folder_of_packages
+
+        if is_folder_of_packages(args.from_argos):
+            return export_argos_folder(args.from_argos, options, _languages_given(args))
     progress = Progress(planned_stages(args.command, options))
     progress("load model")
     try:
@@ -190,6 +216,8 @@ def _export(args: argparse.Namespace) -> int:
                 source = sources.from_preset("translation", args.preset, seed=options.seed)
             elif args.from_hf is not None:
                 source = sources.from_hf(args.from_hf)
+            elif args.from_argos is not None:
+                source = sources.from_argos(args.from_argos)
             else:
                 source = sources.from_marian(args.from_marian)
             tokenizer, note = sources.tokenizer_for(source, args.tokenizer, checkpoint=args.checkpoint)
@@ -208,6 +236,7 @@ def _export(args: argparse.Namespace) -> int:
                 progress=progress,
                 family=source.family,
                 languages=languages,
+                source_eos=source.source_eos,
             )
         else:
             if args.keep_rate is not None and not 0.0 < args.keep_rate <= 1.0:
@@ -251,6 +280,10 @@ def _languages(recorded: dict | None, source: str | None, target: str | None) ->
         if not code.replace("-", "").replace("_", "").isalnum() or len(code) > 64:
             raise ExportError(f"{flag}: {code!r} is not a language code (ISO 639-1 such as en, or a BCP 47 tag)")
     return Languages(source=[source], target=[target], default_source=source, default_target=target)
+
+
+def _languages_given(args: argparse.Namespace) -> bool:
+    return args.source_language is not None or args.target_language is not None
 
 
 def _given(flag: int | None, default: int | None) -> int | None:

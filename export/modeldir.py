@@ -128,8 +128,10 @@ def check_translation(
     tokenizer: Tokenizer | Path | str,
     max_source_len: int | None = None,
     max_target_len: int | None = None,
+    source_eos: bool = True,
 ) -> tuple[Tokenizer, TranslationLimits]:
-    """The tokenizer, loaded, and the limits (None = the model's max_positions); raises ExportError."""
+    """The tokenizer, loaded, and the limits (None = the model's max_positions); raises ExportError.
+    ``source_eos``: the model reads sources ending with its end token (CTranslate2 models may not)."""
     cfg = model.cfg
     tok = _load_tokenizer(tokenizer)
     if tok.get_vocab_size(with_added_tokens=True) > cfg.vocab_size:
@@ -137,7 +139,7 @@ def check_translation(
             f"tokenizer has {tok.get_vocab_size(with_added_tokens=True)} tokens but the model's vocabulary is "
             f"{cfg.vocab_size}"
         )
-    _check_specials(cfg, tok)
+    _check_specials(cfg, tok, source_eos)
     limits = TranslationLimits(
         cfg.max_positions if max_source_len is None else max_source_len,
         cfg.max_positions if max_target_len is None else max_target_len,
@@ -148,13 +150,13 @@ def check_translation(
     return tok, limits
 
 
-def _check_specials(cfg, tok: Tokenizer) -> None:
+def _check_specials(cfg, tok: Tokenizer, source_eos: bool = True) -> None:
     """The tokenizer is the model's: it ends a text with the model's end token (the server
     relies on it), and its ``<pad>`` / ``</s>`` / ``<unk>``, where it has them, are the
     model's ids. Another model's tokenizer would otherwise export cleanly and translate
     with the wrong ids."""
     ends = tok.encode("a").ids
-    if not ends or ends[-1] != cfg.eos_id:
+    if source_eos and (not ends or ends[-1] != cfg.eos_id):
         got = f"id {ends[-1]} ({tok.id_to_token(ends[-1])!r})" if ends else "nothing"
         raise ExportError(
             f"the tokenizer ends a text with {got}, but this model's end token is id {cfg.eos_id}: "

@@ -61,9 +61,12 @@ def export_translation(
     progress: Progress | None = None,
     family: str = "attnserve",
     languages: Languages | None = None,
+    source_eos: bool = True,
 ) -> ExportResult:
+    """``source_eos``: the tokenizer ends every source with the end token, as the model was trained
+    (checked); False for models that read sources without one (CTranslate2's without add_source_eos)."""
     progress = progress or Progress(planned_stages("translation", options), enabled=False)
-    tok, limits = check_translation(model, tokenizer, max_source_len, max_target_len)
+    tok, limits = check_translation(model, tokenizer, max_source_len, max_target_len, source_eos)
     steps = min(max_target_len or model.cfg.max_positions, model.cfg.max_positions)
     with staged_directory(options.out, options.force) as tmp:
         manifest = write_translation_graphs(

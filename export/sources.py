@@ -41,6 +41,7 @@ class Source:
     extra: dict[str, Any] = field(default_factory=dict)  # the checkpoint's free-form extra (training metrics, ...)
     family: str = "attnserve"  # model.json's family
     languages: dict[str, Any] | None = None  # model.json's languages (contract.manifest.Languages fields)
+    source_eos: bool = True  # the model reads sources ending with its end token (CTranslate2's may not)
 
 
 def from_checkpoint(kind: str, path: Path, *, keep_rate: float | None = None) -> Source:
@@ -97,6 +98,25 @@ def from_hf(path: Path, flag: str = "--from-hf", expected: str | None = None) ->
         limits=dict(imported.limits or {}),
         family=imported.family,
         languages=imported.languages,
+    )
+
+
+def from_argos(path: Path | str, *, compare: bool = True) -> Source:
+    """One Argos Translate package (a ``.argosmodel`` file or an unpacked package directory): its
+    CTranslate2 model read into ours, checked against CTranslate2 when installed (``compare``)."""
+    try:
+        imported = _importers("--from-argos").load_argos(path, compare=compare)
+    except ImportError as exc:  # sentencepiece missing
+        raise ExportError(f"--from-argos needs the importers: pip install 'attnserve[import]' ({exc})") from None
+    description = {"type": "argos", "path": str(Path(path).resolve()), "name": imported.name, **imported.details}
+    return Source(
+        model=imported.model.eval(),
+        description=description | {"checks": imported.checks},
+        tokenizer=imported.tokenizer,
+        limits=dict(imported.limits or {}),
+        family=imported.family,
+        languages=imported.languages,
+        source_eos=bool(imported.details.get("source_eos", True)),
     )
 
 

@@ -11,7 +11,7 @@ import math
 import torch
 from torch import nn
 
-LAYOUTS = ("interleaved", "split", "fairseq")
+LAYOUTS = ("interleaved", "split", "fairseq", "learned")
 
 
 def sinusoidal_table(num_positions: int, dim: int, layout: str = "interleaved", offset: int = 0) -> torch.Tensor:
@@ -25,8 +25,8 @@ def sinusoidal_table(num_positions: int, dim: int, layout: str = "interleaved", 
     """
     if dim % 2:
         raise ValueError(f"sinusoidal positions need an even dim, got {dim}")
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown position layout {layout!r}; expected one of {LAYOUTS}")
+    if layout not in LAYOUTS or layout == "learned":
+        raise ValueError(f"unknown sinusoidal layout {layout!r}; expected one of {LAYOUTS[:-1]}")
     pos = torch.arange(offset, offset + num_positions, dtype=torch.float64)[:, None]  # (N, 1)
     if layout == "fairseq":
         half = dim // 2
@@ -42,12 +42,16 @@ def sinusoidal_table(num_positions: int, dim: int, layout: str = "interleaved", 
 
 
 class SinusoidalPositions(nn.Module):
-    """positions (B, S) int64 -> (B, S, dim) float32. Not a parameter: nothing is learned."""
+    """positions (B, S) int64 -> (B, S, dim) float32. A fixed buffer, not saved with the weights;
+    ``layout="learned"``: a trained (num_positions, dim) parameter instead, saved as ``table``."""
 
     def __init__(self, num_positions: int, dim: int, layout: str = "interleaved", offset: int = 0) -> None:
         super().__init__()
         self.num_positions = num_positions
-        self.register_buffer("table", sinusoidal_table(num_positions, dim, layout, offset), persistent=False)
+        if layout == "learned":
+            self.table = nn.Parameter(torch.zeros(num_positions, dim))
+        else:
+            self.register_buffer("table", sinusoidal_table(num_positions, dim, layout, offset), persistent=False)
 
     def forward(self, positions: torch.Tensor) -> torch.Tensor:
         return self.table[positions]  # (B, S, dim)

@@ -21,7 +21,12 @@ from torch import nn
 from .attention import KV, Attention
 from .positions import LAYOUTS, SinusoidalPositions
 
-ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu}
+ACTIVATIONS = {
+    "relu": F.relu,
+    "gelu": F.gelu,  # exact (erf)
+    "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),  # OpenNMT-py's and CTranslate2's "fast" GELU
+    "swish": F.silu,
+}
 
 
 @dataclass(frozen=True)
@@ -32,13 +37,15 @@ class TranslationConfig:
     encoder_layers: int = 6
     decoder_layers: int = 6
     ffn_dim: int = 2048
-    activation: str = "relu"  # relu | gelu | swish
+    activation: str = "relu"  # relu | gelu | gelu_tanh | swish
     norm_first: bool = False  # False: post-norm as in the paper; True: pre-norm + final norms
+    final_norm: bool = True  # pre-norm only: end each stack with a layer norm (CTranslate2's no_final_norm: False)
     share_embeddings: bool = True  # one embedding for source and target
     tie_output: bool = True  # output projection = target embedding
     scale_embedding: bool = True  # multiply embeddings by sqrt(d_model) (paper, 3.4)
     final_logits_bias: bool = False  # Marian adds a learned bias to the logits
-    position_layout: str = "interleaved"  # interleaved (paper) | split (Marian) | fairseq (M2M100, NLLB)
+    # interleaved (paper) | split (Marian) | fairseq (M2M100, NLLB) | learned (a trained table, e.g. CTranslate2's)
+    position_layout: str = "interleaved"
     position_offset: int = 0  # position p is encoded as p + offset (M2M100 / NLLB: padding_idx + 1)
     max_positions: int = 512
     dropout: float = 0.1
@@ -175,9 +182,11 @@ class TranslationTransformer(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.decoder_layers))
-        # Pre-norm stacks end with a norm (the residual stream is never normalised otherwise).
-        self.encoder_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_first else nn.Identity()
-        self.decoder_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if cfg.norm_first else nn.Identity()
+        # Pre-norm stacks end with a norm (the residual stream is never normalised otherwise),
+        # unless the checkpoint was trained without one.
+        final = cfg.norm_first and cfg.final_norm
+        self.encoder_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if final else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(cfg.d_model, eps=cfg.layer_norm_eps) if final else nn.Identity()
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_output:
             self.lm_head.weight = self.tgt_embed.weight

@@ -130,6 +130,7 @@ class AttnServer(RepositoryControl):
         self._started = False
         self._stopped = asyncio.Event()
         self._stop_task: asyncio.Task | None = None
+        self._watcher: asyncio.Task | None = None  # repository.py: new model directories, picked up
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -164,6 +165,8 @@ class AttnServer(RepositoryControl):
             await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         await self.health.set(SERVICE_NAME, health_pb2.HealthCheckResponse.SERVING)
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
+        if self.settings.repository_poll_seconds > 0:
+            self._watcher = asyncio.ensure_future(self.watch_repository())
         self._started = True
 
     async def stop(self, grace: float | None = None) -> None:
@@ -197,6 +200,8 @@ class AttnServer(RepositoryControl):
     async def _drain(self, grace: float) -> None:
         deadline = time.monotonic() + grace
         self.calls.draining = True
+        if self._watcher is not None:
+            self._watcher.cancel()
         log.info("shutting down: draining %d in-flight request(s), grace %.1f s", self.calls.inflight, grace)
         await self.health.enter_graceful_shutdown()  # every service NOT_SERVING, and it stays so
         # Requests already in the handlers finish normally (a request still being preprocessed

@@ -124,6 +124,12 @@ class Settings:
     model_load_attempts: int = _setting(
         5, "on-demand loads of a failing model (lazy) before it stays UNAVAILABLE until a reload"
     )
+    repository_poll_seconds: float = _setting(
+        5.0,
+        "how often the model repository is looked at for model directories renamed into it or replaced "
+        "(attnserve-export pull installs so): they are loaded (or indexed, lazy) without a restart; 0 = only on "
+        "SIGHUP, Reload or RepositoryModelLoad",
+    )
     pivot_language: str = _setting(
         "en",
         "a pair no model serves directly is translated through this language when models reach it and leave it "
@@ -251,6 +257,7 @@ class Settings:
             "model_memory_bytes": self.model_memory_bytes >= 0,
             "model_load_retry_seconds": self.model_load_retry_seconds >= 0,
             "min_resident_seconds": self.min_resident_seconds >= 0,
+            "repository_poll_seconds": self.repository_poll_seconds >= 0,
             "file_timeout_seconds": self.file_timeout_seconds >= 0,
             "download_retention_s": self.download_retention_s > 0,
         }

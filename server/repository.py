@@ -4,13 +4,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+import os
+from pathlib import Path
 
 from grpc_health.v1 import health_pb2
 
+from attnserve.contract.manifest import MANIFEST_NAME
+
 from .errors import InvalidRequest, ShuttingDown, echo
-from .registry import LoadedModel, ModelRegistry
-from .reload import FAILED, ReloadOutcome
+from .registry import LoadedModel, ModelRegistry, name_of_dir
+from .reload import ADDED, FAILED, ReloadOutcome
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +90,30 @@ class RepositoryControl:
         for o in outcomes:
             if o.action == FAILED and o.name not in self.registry.models and not self.draining:
                 await self.health.set(o.name, health_pb2.HealthCheckResponse.NOT_SERVING)
+            elif o.action == ADDED and o.name in self.registry.index and not self.draining:
+                # lazily served: indexed is served (its first request loads it), as at start
+                await self.health.set(o.name, health_pb2.HealthCheckResponse.SERVING)
         return outcomes
+
+    async def watch_repository(self) -> None:
+        """Every ``--repository-poll-seconds``: a model directory renamed into the repository (a new
+        name, or a replaced one: its model.json is another file) is reloaded, so models that
+        ``attnserve-export pull`` installs are served without a restart. Directories are compared by
+        model.json's inode and mtime only; hidden ones (``.name.partial-*``, being written) are skipped."""
+        interval = self.settings.repository_poll_seconds
+        repo = Path(self.settings.model_repo)
+        stamps = repository_stamps(repo)
+        while not self.draining:
+            await asyncio.sleep(interval)
+            now = repository_stamps(repo)
+            changed = sorted(path for path, stamp in now.items() if stamps.get(path) != stamp)
+            stamps = now
+            if not changed or self.draining:
+                continue
+            names = [name_of_dir(path) for path in changed]
+            log.info("model repository: %s appeared or changed; reloading", ", ".join(names))
+            with contextlib.suppress(ShuttingDown):
+                await self.reload(names)
 
     async def load_model(self, name: str) -> None:
         """KServe's RepositoryModelLoad: load (or reload) one model directory of the repository."""
@@ -105,3 +134,19 @@ class RepositoryControl:
         await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
         if model is not None:
             await model.stop_when_unused(max(self.settings.grace_seconds, 1.0))
+
+
+def repository_stamps(repo: Path) -> dict[Path, tuple[int, int]]:
+    """model.json's (inode, mtime) of every visible model directory of ``repo``."""
+    stamps = {}
+    try:
+        entries = list(os.scandir(repo))
+    except OSError:  # a repository not there (yet): nothing to serve from it
+        return stamps
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        with contextlib.suppress(OSError):
+            st = os.stat(Path(entry.path) / MANIFEST_NAME)
+            stamps[Path(entry.path)] = (st.st_ino, st.st_mtime_ns)
+    return stamps

@@ -68,6 +68,24 @@ def test_export_without_the_export_extra(blocked, missing, tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.parametrize("missing", ["torch", "huggingface_hub"])
+def test_pull_without_the_import_extra_says_so_before_downloading(missing, tmp_path):
+    """A ``make serve`` venv has neither PyTorch nor huggingface_hub; ``pull --list`` needs neither."""
+    proc = run_without((missing,), "attnserve-export", "pull", "a/b", "--model-repo", str(tmp_path / "repo"))
+    line = one_line_error(proc, "attnserve-export")
+    assert line == (
+        "attnserve-export: error: pull needs PyTorch, transformers and huggingface_hub (the import extra); "
+        f"{missing} is not installed: pip install 'attnserve[import]'"
+    )
+    assert not (tmp_path / "repo").exists()
+    index = tmp_path / "index.json"
+    index.write_text('[{"from_code": "en", "to_code": "de", "links": ["x.argosmodel"]}]')
+    listed = run_without(
+        ("torch", "huggingface_hub"), "attnserve-export", "pull", "--list", "--argos-index", str(index)
+    )
+    assert listed.returncode == 0 and "en-de" in listed.stdout, listed.stderr
+
+
 def test_export_help_without_onnx():
     line = one_line_error(run_without(("torch", "onnx"), "attnserve-export", "--help"), "attnserve-export")
     assert "onnx is not installed: pip install 'attnserve[export]'" in line

@@ -4,6 +4,8 @@
   :func:`load_marian` (``marian``) or :func:`load_m2m100` (``m2m_100``: M2M100 and NLLB);
 - :func:`load_marian`: an opus-mt / MarianMT directory -> :class:`TranslationTransformer`
   plus a ``tokenizers.Tokenizer`` that reproduces Marian's preprocessing;
+- :func:`load_argos`: an Argos Translate package (``.argosmodel`` or unpacked), whose
+  CTranslate2 ``model.bin`` is read directly; :func:`argos_packages` lists a folder of them;
 - :func:`load_hf_vit`: a ViTForImageClassification directory -> :class:`VisionTransformer`;
 - :func:`to_marian`: the reverse for translation models, a ``transformers.MarianMTModel``
   with the same weights (for side-by-side benchmarks and CTranslate2 conversion).
@@ -14,6 +16,7 @@ imported only inside the functions that need them.
 
 from pathlib import Path
 
+from .argos import argos_packages, load_argos
 from .hf_files import ImportCheckpointError, model_dir, read_json
 from .m2m100 import load_m2m100, to_m2m100
 from .marian import ImportedTranslator, load_marian, to_marian
@@ -41,7 +44,9 @@ __all__ = [
     "ImportCheckpointError",
     "ImportedTranslator",
     "ImportedViT",
+    "argos_packages",
     "load_hf_translation",
+    "load_argos",
     "load_hf_vit",
     "load_m2m100",
     "load_marian",

@@ -54,6 +54,8 @@ class ImportedTranslator:
     limits: dict[str, int]  # {"max_source_len": ..., "max_target_len": ...} where the directory says, else {}
     family: str = "marian"  # model.json's family: config.json's model_type
     languages: dict[str, Any] | None = None  # model.json's languages (contract.manifest.Languages fields)
+    details: dict[str, Any] = dataclasses.field(default_factory=dict)  # what the source says of itself (-> extra)
+    checks: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # import checks: name, passed, detail
 
 
 def translation_config_from_marian(

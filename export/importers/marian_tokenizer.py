@@ -109,11 +109,38 @@ def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int], list[i
     target = _read_spm(directory / "target.spm")
 
     source_entries = vocab if source_index is None else source_vocab  # what Marian looks source pieces up in
+    language_codes = [p for p in vocab if p.startswith(">>") and p.endswith("<<")]
+    tok = sentencepiece_tokenizer(source, target, vocab, source_entries, names, language_codes, directory)
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"$A {names['eos']}",
+        pair=f"$A $B {names['eos']}",
+        special_tokens=[(names["eos"], vocab[names["eos"]])],
+    )
+    return tok, {k: vocab[v] for k, v in names.items()}, source_index
+
+
+def sentencepiece_tokenizer(
+    source,
+    target,
+    vocab: dict[str, int],
+    source_entries,
+    names: dict[str, str],
+    extra_tokens: list[str],
+    where: Path,
+    *,
+    underscore_as_space: bool = False,
+) -> Tokenizer:
+    """A Unigram ``Tokenizer`` segmenting like the sentencepiece model ``source`` and looking the
+    pieces up in ``vocab`` (ids; ``source_entries``: the tokens the source side knows), decoding
+    like ``target``'s ``decode_pieces`` then ``strip``. ``names``: role -> special token (all
+    special; ``unk`` required), ``extra_tokens``: tokens matched whole in the text (language codes).
+    ``underscore_as_space``: "_" decodes to a space too (Argos Translate's decoding). No
+    post-processor: the caller adds its own."""
     scores = {p.piece: p.score for p in source.pieces if p.type == NORMAL and p.piece in source_entries}
     known = {p for p in scores if len(p) == 1} | {"▁"}  # characters source.spm can segment
     user_defined = [p.piece for p in source.pieces if p.type == USER_DEFINED and p.piece in vocab]
-    language_codes = [p for p in vocab if p.startswith(">>") and p.endswith("<<")]
-    reachable = set(names.values()) | set(user_defined) | set(language_codes)  # matched as added tokens
+    extra_tokens = [t for t in extra_tokens if t not in user_defined]
+    reachable = set(names.values()) | set(user_defined) | set(extra_tokens)  # matched as added tokens
     # Entries made only of characters source.spm does not know: Marian looks a whole unknown run up in
     # vocab.json, so these must match whole runs (score -1: one piece beats any split of the run).
     unknown_runs = sorted(p for p in vocab if p not in reachable and not set(p) & known)
@@ -130,9 +157,9 @@ def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int], list[i
     lost = [p.piece for p in source.pieces if p.type == NORMAL and p.piece not in source_entries]
     if lost:
         log.warning(
-            "%s: %d pieces of source.spm are not in vocab.json (e.g. %s); Marian maps them to %s, this tokenizer "
-            "segments around them",
-            directory,
+            "%s: %d pieces of the sentencepiece model are not in the vocabulary (e.g. %s); they map to %s "
+            "there, this tokenizer segments around them",
+            where,
             len(lost),
             lost[:3],
             names["unk"],
@@ -152,25 +179,18 @@ def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int], list[i
         prepend_scheme="always" if spec.add_dummy_prefix else "never",
         split=source.trainer_spec.split_by_whitespace,
     )
-    tok.post_processor = processors.TemplateProcessing(
-        single=f"$A {names['eos']}",
-        pair=f"$A $B {names['eos']}",
-        special_tokens=[(names["eos"], vocab[names["eos"]])],
-    )
     invisible = [p.piece for p in target.pieces if p.type == CONTROL and p.piece in vocab and p.piece not in reachable]
     steps = [decoders.Replace(Regex("^(?:" + "|".join(UNREACHABLE + _escape(p) for p in invisible) + ")$"), "")]
     tok.decoder = decoders.Sequence(
         (steps if invisible else [])
-        + [
-            decoders.Replace(UNREACHABLE, ""),
-            decoders.Replace("▁", " "),
-            decoders.Fuse(),
-            decoders.Replace(Regex(r"^\s+|\s+$"), ""),  # Marian's final str.strip()
-        ]
+        + [decoders.Replace(UNREACHABLE, ""), decoders.Replace("▁", " ")]
+        + ([decoders.Replace("_", " ")] if underscore_as_space else [])
+        + [decoders.Fuse(), decoders.Replace(Regex(r"^\s+|\s+$"), "")]  # the final str.strip()
     )
-    tok.add_tokens([AddedToken(p, normalized=False, special=False) for p in user_defined + language_codes])
-    tok.add_special_tokens([AddedToken(names[k], normalized=False, special=True) for k in ("eos", "unk", "pad")])
-    return tok, {k: vocab[v] for k, v in names.items()}, source_index
+    tok.add_tokens([AddedToken(p, normalized=False, special=False) for p in user_defined + extra_tokens])
+    specials = [t for t in dict.fromkeys(names.values()) if t in vocab]
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials])
+    return tok
 
 
 def _escape(text: str) -> str:

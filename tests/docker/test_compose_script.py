@@ -20,7 +20,7 @@ echo "$(basename "$0") $*" >> "$FAKE/log"
 if [ "$(basename "$0")" = docker-compose ]; then set -- compose "$@"; fi
 case "$1 ${2:-}" in
 "compose version") [ -e "$FAKE/plugin" ] || [ "$(basename "$0")" = docker-compose ] ;;
-"image inspect") grep -qxF "$3" "$FAKE/tagged" ;;
+"image inspect") shift 2; for image in "$@"; do grep -qxF "$image" "$FAKE/tagged" || exit 1; done ;;
 "images -a") cat "$FAKE/untagged" ;;
 "rmi "*) exit 0 ;;
 compose*)
@@ -102,6 +102,16 @@ def test_up_builds_offline_from_the_local_base_image_then_starts_detached(fake):
     assert "docker compose -f docker/docker-compose.yml build" in log
     assert log[-1] == "docker compose -f docker/docker-compose.yml up -d"
     assert not any(line.startswith("docker pull") for line in log)  # no registry
+
+
+@pytest.mark.parametrize("tagged", [["attnserve:cpu"], ["attnserve:cpu", "attnserve:pull"]], ids=["one", "both"])
+def test_up_builds_when_the_server_or_the_models_image_is_missing(fake, tagged):
+    (fake / "state" / "plugin").touch()
+    with open(fake / "state" / "tagged", "a") as f:
+        f.write("".join(f"{image}\n" for image in tagged))
+    assert _run(fake, "up").returncode == 0
+    built = "docker compose -f docker/docker-compose.yml build" in _log(fake)
+    assert built == (len(tagged) == 1)  # the models service's attnserve:pull is built with the server's
 
 
 def test_a_failed_build_leaves_nothing_behind(fake):

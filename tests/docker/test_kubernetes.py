@@ -77,7 +77,7 @@ def kserve() -> dict[str, dict]:
 
 
 def test_deployment_and_service_pass_the_kubernetes_schemas(plain):
-    assert set(plain) == {"Deployment", "Service"}
+    assert set(plain) == {"ConfigMap", "Deployment", "Service"}
     version = kubernetes_validate.latest_version()
     for doc in plain.values():
         kubernetes_validate.validate(doc, version, strict=True)  # raises ValidationError
@@ -101,6 +101,30 @@ def test_deployment_ports_are_the_images_and_the_service_routes_them(plain):
     grace = plain["Deployment"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert grace > float(env["ATTNSERVE_GRACE_SECONDS"])  # the drain finishes before SIGKILL
+
+
+def test_every_replica_pulls_the_same_models_before_the_server_starts(plain):
+    """The init container runs the image's pull stage with the ConfigMap's lists into the pod's
+    models volume, which the server mounts read-only where the image serves models from."""
+    pod = plain["Deployment"]["spec"]["template"]["spec"]
+    (init,) = pod["initContainers"]
+    (server,) = pod["containers"]
+    pull_stage = parse_dockerfile(DOCKERFILES["cpu"]).stage("pull")
+    assert init["image"] == "attnserve:pull" and pull_stage.exec_form("ENTRYPOINT") == ["pull-models"]
+    assert init["envFrom"] == [{"configMapRef": {"name": plain["ConfigMap"]["metadata"]["name"]}}]
+    lists = plain["ConfigMap"]["data"]
+    assert set(lists) == {"ATTNSERVE_LANGUAGES", "ATTNSERVE_PULL_MODELS", "ATTNSERVE_ARGOS_INDEX"}
+    assert lists["ATTNSERVE_LANGUAGES"] or lists["ATTNSERVE_PULL_MODELS"]  # an empty volume serves nothing
+    script = (DOCKERFILES["cpu"].parent / "pull-models.sh").read_text()
+    assert all(name in script for name in lists)
+    mounts = {m["name"]: m for m in init["volumeMounts"]}
+    served = {m["name"]: m for m in server["volumeMounts"]}
+    assert mounts["models"]["mountPath"] == served["models"]["mountPath"] == pull_stage.env()["ATTNSERVE_MODEL_REPO"]
+    assert served["models"]["readOnly"] is True and not mounts["models"].get("readOnly")
+    runtime = parse_dockerfile(DOCKERFILES["cpu"]).stages[-1]
+    assert runtime.env()["ATTNSERVE_MODEL_REPO"] == served["models"]["mountPath"]
+    volumes = {v["name"] for v in pod["volumes"]}
+    assert {m["name"] for m in init["volumeMounts"]} <= volumes
 
 
 def test_probes_answer_from_a_live_server_with_the_containers_settings(plain, tiny_repo):

@@ -68,8 +68,8 @@ def test_compose_file_parses_with_its_services_and_profiles(compose):
     if compose_command() is None:
         print("no docker compose CLI here: checked with PyYAML and this test's own interpolation")
     services = compose["services"]
-    assert set(services) == {"attnserve", "attnserve-gpu", "envoy", "prometheus"}
-    assert "profiles" not in services["attnserve"]  # `docker compose up` starts it alone
+    assert set(services) == {"models", "attnserve", "attnserve-gpu", "envoy", "prometheus"}
+    assert "profiles" not in services["attnserve"]  # `docker compose up` starts it (and models, first)
     assert services["attnserve-gpu"]["profiles"] == ["gpu"]
     assert services["envoy"]["profiles"] == ["scale"]
     assert services["prometheus"]["profiles"] == ["monitoring"]

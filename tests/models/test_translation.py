@@ -163,3 +163,42 @@ def test_cross_attention_weights_are_what_the_decoder_attends_with(tiny_translat
         # a shorter target (right padding) does not change the rows it has
         short = model.cross_attention(src, src_mask, tgt[:, :3], tgt_mask[:, :3])
         torch.testing.assert_close(short, weights[..., :3, :], atol=1e-5, rtol=1e-5)
+
+
+def _small(**overrides) -> TranslationConfig:
+    base = dict(vocab_size=50, d_model=32, num_heads=4, encoder_layers=1, decoder_layers=1, ffn_dim=64, dropout=0.0)
+    return TranslationConfig(**(base | overrides))
+
+
+def test_learned_positions_are_a_saved_parameter_that_the_model_reads():
+    """position_layout "learned" (CTranslate2's stored tables): a (N, C) parameter in the state dict;
+    the sinusoid layouts stay fixed buffers, never saved."""
+    from attnserve.models import TranslationTransformer
+
+    learned = TranslationTransformer(_small(position_layout="learned", max_positions=16)).eval()
+    assert learned.state_dict()["positions.table"].shape == (16, 32)
+    assert "positions.table" not in TranslationTransformer(_small()).state_dict()
+    src, tgt = torch.randint(4, 50, (1, 5)), torch.randint(4, 50, (1, 4))
+    before = _full_logits(learned, src, tgt)
+    with torch.no_grad():
+        learned.positions.table.normal_()
+    assert not torch.allclose(before, _full_logits(learned, src, tgt))
+    with pytest.raises(ValueError, match="sinusoidal layout"):
+        sinusoidal_table(4, 8, "learned")
+
+
+def test_pre_norm_without_final_norms_and_the_tanh_gelu():
+    from attnserve.models import TranslationTransformer
+
+    torch.manual_seed(0)
+    with_norms = TranslationTransformer(_small(norm_first=True)).eval()
+    without = TranslationTransformer(_small(norm_first=True, final_norm=False)).eval()
+    assert isinstance(without.encoder_norm, torch.nn.Identity) and isinstance(without.decoder_norm, torch.nn.Identity)
+    without.load_state_dict(with_norms.state_dict(), strict=False)
+    src = torch.randint(4, 50, (1, 5))
+    memory = without.encode(src, src != 0)
+    hidden = with_norms.encoder_layers[0](with_norms._embed(with_norms.src_embed, src, torch.arange(5)[None]), src != 0)
+    torch.testing.assert_close(memory, hidden)  # the last layer's output, not normalised
+    gelu = TranslationTransformer(_small(activation="gelu_tanh")).encoder_layers[0].ffn.act
+    x = torch.linspace(-3, 3, 7)
+    torch.testing.assert_close(gelu(x), torch.nn.functional.gelu(x, approximate="tanh"))

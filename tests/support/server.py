@@ -56,6 +56,7 @@ class ServerProcess:
         else:
             raise RuntimeError("server did not start in 60 s:\n" + "".join(self.log))
         self.address = f"127.0.0.1:{self.port}"
+        self.http_address = f"127.0.0.1:{self.http_port}" if self.http_port else None
         self._reader = threading.Thread(target=self._drain_log, daemon=True)
         self._reader.start()
 

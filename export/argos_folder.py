@@ -1,0 +1,96 @@
+"""``attnserve-export translation --from-argos FOLDER --out REPO``: every Argos Translate package of a
+folder (LibreTranslate's package folder) exported into a model repository, one directory each.
+
+Each package is imported, exported and verified on its own into ``REPO/<name>`` (``argos-en-de``),
+written aside and renamed into place (:func:`~attnserve.export.modeldir.staged_directory`), so a
+package that fails leaves nothing behind and the others still export; the exit code says whether
+all of them did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from attnserve.contract.manifest import Languages
+
+from .errors import ExportError
+from .options import ExportOptions
+
+
+def is_folder_of_packages(path: Path) -> bool:
+    """A directory that is not itself a package (no metadata.json): a folder of packages."""
+    return Path(path).is_dir() and not (Path(path) / "metadata.json").is_file()
+
+
+def export_argos_folder(folder: Path, options: ExportOptions, languages_given: bool = False) -> int:
+    """Export every package of ``folder`` into ``options.out``; returns the exit code (0: all exported)."""
+    from . import sources
+    from .cli import _is_user_error
+    from .importers import argos_packages
+    from .importers.argos import package_type
+    from .pipeline import export_translation
+    from .verify import VerificationFailed
+
+    if options.name is not None:
+        raise ExportError("--name names one model; with a folder of packages each is named from its metadata.json")
+    if languages_given:
+        raise ExportError("--source-language / --target-language: Argos packages record their own languages")
+    packages = []
+    for package in argos_packages(folder):
+        kind = package_type(package)
+        if kind in ("translate", None):
+            packages.append(package)
+        else:  # LibreTranslate's folder may hold sentence-boundary (sbd) packages
+            print(f"{package.name}: a {kind!r} package, not a translation model; left out", file=sys.stderr)
+    if not packages:
+        raise ExportError(
+            f"--from-argos {folder}: no Argos Translate packages in it (.argosmodel files or directories "
+            "with metadata.json)"
+        )
+    out = Path(options.out)
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"--out {out} exists and is not a directory (with a folder of packages it is a repository)")
+    bar = _bar(len(packages))
+    written: dict[str, Path] = {}
+    failed: list[Path] = []
+    for package in packages:
+        bar.set_description_str(package.name)
+        try:
+            source = sources.from_argos(package)
+            name = source.description["name"]
+            if name in written:
+                raise ExportError(f"{name} was already exported from {written[name].name}")
+            opts = dataclasses.replace(options, out=out / name, name=None)
+            export_translation(
+                source.model,
+                source.tokenizer,
+                opts,
+                max_source_len=source.limits.get("max_source_len"),
+                max_target_len=source.limits.get("max_target_len"),
+                extra={"source": source.description},
+                family=source.family,
+                languages=Languages(**source.languages) if source.languages else None,
+                source_eos=source.source_eos,
+            )
+            written[name] = package
+            bar.write(f"wrote {out / name} (from {package.name})")
+        except Exception as exc:  # noqa: BLE001 - a package's user-facing error is reported, the others go on
+            if not (_is_user_error(exc) or isinstance(exc, VerificationFailed)):
+                raise
+            failed.append(package)
+            message = f"attnserve-export: error: {exc}; {package.name} skipped, nothing written for it"
+            bar.write(message, file=sys.stderr)
+        bar.update(1)
+    bar.close()
+    failures = f", {len(failed)} failed" if failed else ""
+    print(f"{len(written)} of {len(packages)} packages exported to {out}{failures}")
+    return 1 if failed else 0
+
+
+def _bar(total: int):
+    """A tqdm bar over the packages on a terminal; plain lines elsewhere (CI logs, tests)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="package", file=sys.stderr, disable=not sys.stderr.isatty(), leave=False)

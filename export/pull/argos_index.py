@@ -1,0 +1,202 @@
+"""The Argos Translate package index: what it offers, and the pairs a language list selects.
+
+The index is the JSON list argos-translate downloads (``settings.remote_package_index``): one
+object per package with ``from_code``, ``to_code``, ``package_version``, ``links`` (URLs of the
+``.argosmodel`` zip) and, in newer entries, ``type`` (only ``translate`` packages are read here).
+Mirrors may add ``sha256`` (or ``checksum``, ``sha256:<hex>``), which the download then checks, and may
+give relative links, read against the index's own location (a folder holding ``index.json`` and
+the packages serves an air-gapped site).
+
+A language list selects every pair among its languages that the index offers, as LibreTranslate's
+``--load-only`` does; pairs it lacks (most non-English pairs) are served by the server's pivot
+through the pairs it has.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .download import TIMEOUT_S, USER_AGENT, local_path
+from .errors import PullError
+
+DEFAULT_INDEX = "https://raw.githubusercontent.com/argosopentech/argospm-index/main/index.json"
+INDEX_ENV = "ATTNSERVE_ARGOS_INDEX"
+MAX_INDEX_BYTES = 16 << 20
+_CODE = re.compile(r"[a-z]{2,3}([-_][A-Za-z0-9]{2,8})*")
+
+
+@dataclass(frozen=True)
+class ArgosPackage:
+    """One translation package of the index."""
+
+    source: str  # from_code
+    target: str  # to_code
+    version: str
+    links: tuple[str, ...]  # absolute URLs or paths, tried in order
+    source_name: str = ""
+    target_name: str = ""
+    sha256: str | None = None
+
+    @property
+    def pair(self) -> str:
+        return f"{self.source}-{self.target}"
+
+    @property
+    def model_name(self) -> str:
+        """The model directory it installs as (``argos-en-de``)."""
+        return f"argos-{self.pair}"
+
+    @property
+    def file_name(self) -> str:
+        """The downloaded file's name, versioned so a new version is a new download."""
+        return f"translate-{self.source}_{self.target}-{self.version.replace('.', '_')}.argosmodel"
+
+
+def index_location(flag: str | None) -> str:
+    """``--argos-index``, else ``$ATTNSERVE_ARGOS_INDEX``, else the public index."""
+    return flag or os.environ.get(INDEX_ENV) or DEFAULT_INDEX
+
+
+def read_index(location: str) -> list[ArgosPackage]:
+    """The translation packages of the index at ``location`` (URL or local path)."""
+    data = _parse(location, _read(location))
+    packages = []
+    for i, entry in enumerate(data):
+        package = _package(location, i, entry)
+        if package is not None:
+            packages.append(package)
+    return packages
+
+
+def _read(location: str) -> bytes:
+    path = local_path(location)
+    try:
+        if path is not None:
+            if path.is_dir():
+                path = path / "index.json"
+            return path.read_bytes()[: MAX_INDEX_BYTES + 1]
+        request = urllib.request.Request(location, headers={"User-Agent": USER_AGENT})
+        with urllib.request.urlopen(request, timeout=TIMEOUT_S) as response:
+            return response.read(MAX_INDEX_BYTES + 1)
+    except urllib.error.HTTPError as exc:
+        raise PullError(f"Argos index {location}: HTTP {exc.code} {exc.reason}") from None
+    except urllib.error.URLError as exc:
+        hint = f" (an air-gapped site gives a mirror with --argos-index or ${INDEX_ENV})"
+        raise PullError(f"Argos index {location}: {exc.reason}{hint}") from None
+    except OSError as exc:
+        raise PullError(f"Argos index {location}: {exc.strerror or exc}") from None
+
+
+def _parse(location: str, raw: bytes) -> list[Any]:
+    if len(raw) > MAX_INDEX_BYTES:
+        raise PullError(f"Argos index {location}: larger than {MAX_INDEX_BYTES} bytes; not an index")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PullError(f"Argos index {location}: not valid JSON ({exc})") from None
+    if not isinstance(data, list):
+        raise PullError(f"Argos index {location}: expected a JSON list of packages, got {type(data).__name__}")
+    return data
+
+
+def _package(location: str, i: int, entry: Any) -> ArgosPackage | None:
+    """One index entry; None for what is not a translation package (sbd, multi-language entries)."""
+    if not isinstance(entry, dict) or entry.get("type", "translate") != "translate":
+        return None
+    source, target = entry.get("from_code"), entry.get("to_code")
+    if not (isinstance(source, str) and isinstance(target, str)):
+        return None
+    for field, code in (("from_code", source), ("to_code", target)):
+        if not _CODE.fullmatch(code):
+            raise PullError(f"Argos index {location}: package {i}: {field} {code!r} is not a language code")
+    links = entry.get("links")
+    if not isinstance(links, list) or not links or not all(isinstance(x, str) for x in links):
+        raise PullError(f"Argos index {location}: package {i} ({source}-{target}) has no links")
+    checksum = entry.get("sha256") or entry.get("checksum")
+    if isinstance(checksum, str) and checksum.startswith("sha256:"):
+        checksum = checksum.removeprefix("sha256:")
+    if checksum is not None and not (isinstance(checksum, str) and re.fullmatch(r"[0-9a-fA-F]{64}", checksum)):
+        raise PullError(f"Argos index {location}: package {i} ({source}-{target}): sha256 {checksum!r} is not hex")
+    return ArgosPackage(
+        source=source,
+        target=target,
+        version=str(entry.get("package_version") or "0"),
+        links=tuple(_absolute(location, link) for link in links),
+        source_name=str(entry.get("from_name") or ""),
+        target_name=str(entry.get("to_name") or ""),
+        sha256=checksum,
+    )
+
+
+def _absolute(index: str, link: str) -> str:
+    """A link as given when absolute; else read against the index's location."""
+    if urllib.parse.urlsplit(link).scheme or Path(link).is_absolute():
+        return link
+    path = local_path(index)
+    if path is not None:
+        folder = path if path.is_dir() else path.parent
+        return str(folder / link)
+    return urllib.parse.urljoin(index, link)
+
+
+def _version_key(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[._-]", version))
+
+
+def newest(packages: list[ArgosPackage]) -> dict[tuple[str, str], ArgosPackage]:
+    """The newest package of every pair."""
+    best: dict[tuple[str, str], ArgosPackage] = {}
+    for package in packages:
+        key = (package.source, package.target)
+        if key not in best or _version_key(package.version) > _version_key(best[key].version):
+            best[key] = package
+    return best
+
+
+def parse_languages(text: str) -> list[str]:
+    """``en,de,fr`` -> ``["en", "de", "fr"]`` (spaces and repeats ignored)."""
+    codes = []
+    for code in (c.strip() for c in text.split(",")):
+        if not code:
+            continue
+        if not _CODE.fullmatch(code):
+            raise PullError(f"--languages: {code!r} is not a language code (ISO 639-1 such as en)")
+        if code not in codes:
+            codes.append(code)
+    if not codes:
+        raise PullError("--languages: give a comma-separated list such as en,de,fr")
+    return codes
+
+
+def select(packages: list[ArgosPackage], languages: list[str]) -> list[ArgosPackage]:
+    """Every pair among ``languages`` that the index offers (its newest version), in index order of
+    the languages. Raises when a language is in no package at all: nothing could serve it."""
+    offered = newest(packages)
+    known = {code for pair in offered for code in pair}
+    missing = [code for code in languages if code not in known]
+    if missing:
+        raise PullError(
+            f"--languages: the Argos index has no package for {', '.join(missing)}; it offers "
+            f"{', '.join(sorted(known)) or 'nothing'}"
+        )
+    return [offered[s, t] for s in languages for t in languages if s != t and (s, t) in offered]
+
+
+def find_pair(packages: list[ArgosPackage], pair: str) -> ArgosPackage:
+    """``en-de`` (or ``en_de``) -> its newest package."""
+    source, sep, target = pair.replace("_", "-").partition("-")
+    if not sep or not source or not target:
+        raise PullError(f"argos:{pair}: expected a pair such as argos:en-de")
+    offered = newest(packages)
+    if (source, target) not in offered:
+        pairs = ", ".join(f"{s}-{t}" for s, t in sorted(offered)) or "nothing"
+        raise PullError(f"argos:{pair}: the Argos index has no {source} -> {target} package; it offers {pairs}")
+    return offered[source, target]

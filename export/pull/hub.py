@@ -1,0 +1,136 @@
+"""A Hugging Face Hub model, downloaded with ``huggingface_hub`` for the importers.
+
+Only the files an importer reads are fetched (config, one weight format, tokenizer and image
+processor files), into huggingface_hub's own cache, so its settings hold: ``HF_HOME`` /
+``HF_HUB_CACHE``, ``HF_ENDPOINT`` (a mirror or a local stand-in), ``HF_TOKEN`` (gated and private
+models) and ``HF_HUB_OFFLINE=1`` (the cache alone). huggingface_hub resumes interrupted files and
+shows the byte bars; after the download each file is checked against the Hub's own checksum (the
+sha256 of an LFS file, the git blob id of a small one) when the Hub can be asked.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import logging
+import os
+from pathlib import Path
+
+from .download import sha256_of
+from .errors import PullError
+
+log = logging.getLogger(__name__)
+
+# What export/importers read (hf_files.WEIGHT_FILES, the Marian / M2M100 / NLLB tokenizers, ViT's
+# preprocessor): never the TensorFlow, Flax or Rust weights a repository also holds.
+READ_FILES = [
+    "config.json",
+    "generation_config.json",
+    "preprocessor_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+    "target_vocab.json",
+    "*.spm",
+    "sentencepiece.bpe.model",
+]
+SAFETENSORS = ["model.safetensors", "model-*.safetensors", "model.safetensors.index.json"]
+PYTORCH_BIN = ["pytorch_model.bin", "pytorch_model-*.bin", "pytorch_model.bin.index.json"]
+
+
+def split_id(name: str) -> tuple[str, str | None]:
+    """``org/model`` or ``org/model@revision`` -> (repo id, revision)."""
+    repo_id, _, revision = name.removeprefix("hf:").partition("@")
+    parts = repo_id.split("/")
+    if len(parts) != 2 or not all(parts) or any(p in (".", "..") for p in parts):
+        raise PullError(f"{name}: a Hugging Face Hub id is 'organisation/model' (e.g. Helsinki-NLP/opus-mt-en-de)")
+    return repo_id, revision or None
+
+
+def weight_patterns(files: list[str]) -> list[str]:
+    """One weight format: safetensors when the repository has it, else PyTorch's pickles."""
+    has_safetensors = any(fnmatch.fnmatch(f, p) for f in files for p in SAFETENSORS)
+    return READ_FILES + (SAFETENSORS if has_safetensors else PYTORCH_BIN)
+
+
+def download_snapshot(name: str, *, cache_dir: Path | None = None) -> Path:
+    """The Hub model ``name`` (``org/model[@revision]``) -> its local snapshot folder."""
+    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub import errors as hub_errors
+
+    repo_id, revision = split_id(name)
+    endpoint = os.environ.get("HF_ENDPOINT") or None  # read now: huggingface_hub reads it once, at import
+    api = HfApi(endpoint=endpoint)
+    online = True
+    try:
+        files = [s.rfilename for s in api.model_info(repo_id, revision=revision).siblings or []]
+    except hub_errors.OfflineModeIsEnabled:
+        online, files = False, []
+    except Exception as exc:  # noqa: BLE001 - huggingface_hub's HTTP and connection errors, one line each
+        raise PullError(f"{name}: {_reason(exc)}") from None
+    attempts = [weight_patterns(files)] if online else [READ_FILES + SAFETENSORS, READ_FILES + PYTORCH_BIN]
+    for patterns in attempts:
+        try:
+            path = Path(
+                snapshot_download(
+                    repo_id, revision=revision, allow_patterns=patterns, cache_dir=cache_dir, endpoint=endpoint
+                )
+            )
+            break
+        except hub_errors.LocalEntryNotFoundError as exc:
+            error = exc
+        except Exception as exc:  # noqa: BLE001 - huggingface_hub's HTTP and connection errors
+            raise PullError(f"{name}: {_reason(exc)}") from None
+    else:
+        raise PullError(f"{name}: not in the Hugging Face cache and HF_HUB_OFFLINE is set ({_reason(error)})")
+    if online:
+        check_snapshot(api, repo_id, path, name)
+    return path
+
+
+def check_snapshot(api, repo_id: str, snapshot: Path, name: str) -> None:
+    """Every downloaded file against the Hub's checksum; a mismatch is an error naming the file."""
+    expected = {}
+    for entry in api.list_repo_tree(repo_id, revision=snapshot.name, recursive=True):
+        lfs = getattr(entry, "lfs", None)
+        if lfs is not None:
+            expected[entry.path] = ("sha256", lfs.sha256)
+        elif getattr(entry, "blob_id", None):
+            expected[entry.path] = ("git", entry.blob_id)
+    checked = 0
+    for path in sorted(p for p in snapshot.rglob("*") if p.is_file()):
+        relative = path.relative_to(snapshot).as_posix()
+        if relative not in expected:
+            continue
+        kind, digest = expected[relative]
+        found = sha256_of(path) if kind == "sha256" else git_blob_id(path)
+        if found != digest:  # out of the cache too, so the next pull downloads it again
+            path.resolve().unlink(missing_ok=True)
+            path.unlink(missing_ok=True)
+            raise PullError(f"{name}: {relative}: checksum mismatch ({kind} {found}, the Hub says {digest})")
+        checked += 1
+    log.info("%s: %d file(s) match the Hub's checksums", name, checked)
+
+
+def git_blob_id(path: Path) -> str:
+    """git's object id of a file (the Hub's ``oid`` of a file kept outside LFS)."""
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def model_type(snapshot: Path) -> str | None:
+    """config.json's ``model_type`` (decides the importer, as ``--from-hf`` / ``--from-hf-vit`` do)."""
+    import json
+
+    try:
+        return json.loads((snapshot / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _reason(exc: Exception) -> str:
+    """huggingface_hub's error as one line (its messages can span several)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) < 400 else text[:400] + "..."

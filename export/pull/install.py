@@ -1,0 +1,165 @@
+"""Import, export, verify and install one pulled model into a model repository.
+
+The import is the one ``attnserve-export translation --from-hf`` / ``vit --from-hf-vit`` /
+``translation --from-argos`` runs (:mod:`attnserve.export.sources`), and the export the one of
+:mod:`attnserve.export.pipeline`, which writes into a hidden ``.<name>.partial-*`` folder of the
+repository and renames it into place once verified: a server scanning the repository (it skips
+hidden folders) sees the whole model or none of it, and a failure leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnserve.contract.manifest import Languages, ManifestError
+
+from ..errors import ExportError
+
+log = logging.getLogger(__name__)
+
+INSTALLED, PRESENT, FAILED = "installed", "present", "failed"
+
+
+@dataclass(frozen=True)
+class PullItem:
+    """One model to pull: what the user named, the directory it installs as, how to fetch it."""
+
+    label: str  # as given: Helsinki-NLP/opus-mt-en-de, argos:en-de
+    name: str  # the model directory in the repository
+    kind: str  # "hub" | "argos"
+    fetch: Callable[[], Path]  # downloads (or finds in the cache) -> local snapshot folder or package file
+    origin: dict[str, Any] = field(default_factory=dict)  # recorded in model.json extra.source.pulled
+
+
+@dataclass(frozen=True)
+class Outcome:
+    label: str
+    name: str
+    status: str  # INSTALLED | PRESENT | FAILED
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class InstallSettings:
+    """The export flags ``pull`` takes (the rest are the export defaults)."""
+
+    precision: str = "fp32"
+    verify: bool = True
+    force: bool = False
+    threads: int = 0
+    device: str = "cpu"
+
+
+def installed_models(repo: Path) -> list[str]:
+    """Model directories of ``repo`` (as the server finds them: not hidden, with a model.json)."""
+    if not repo.is_dir():
+        return []
+    return sorted(p.name for p in repo.iterdir() if not p.name.startswith(".") and (p / "model.json").is_file())
+
+
+def install(item: PullItem, repo: Path, settings: InstallSettings) -> Outcome:
+    """Fetch, import, export and install ``item``; a failure is the outcome, never a raise
+    (KeyboardInterrupt aside), so the other items still install."""
+    out = repo / item.name
+    if (out / "model.json").is_file() and not settings.force:
+        return Outcome(item.label, item.name, PRESENT, f"{out} (use --force to pull it again)")
+    local = None
+    try:
+        local = item.fetch()
+        result = export_pulled(item, local, out, settings)
+    except Exception as exc:  # noqa: BLE001 - one model's failure is reported; the others install
+        log.debug("pull %s failed", item.label, exc_info=True)
+        if item.kind == "argos" and local is not None:  # a package that does not import may be damaged:
+            local.unlink(missing_ok=True)  # the next pull downloads it again
+        return Outcome(item.label, item.name, FAILED, _message(exc))
+    manifest = result.manifest
+    return Outcome(item.label, item.name, INSTALLED, f"{out} ({manifest.kind}, {manifest.precision})")
+
+
+def _message(exc: Exception) -> str:
+    """One line: a typed error's own message (it names the file and field), else its type too."""
+    verify = sys.modules.get("attnserve.export.verify")  # loaded by every export
+    if verify is not None and isinstance(exc, verify.VerificationFailed):
+        failed = [line.strip() for line in exc.verification.lines() if "FAIL" in line]
+        return "; ".join([str(exc), *failed])
+    if isinstance(exc, (ExportError, ManifestError)):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
+
+
+def load_source(item: PullItem, local: Path):
+    """The import ``--from-hf`` / ``--from-hf-vit`` / ``--from-argos`` would run on ``local``."""
+    from attnserve.export import sources
+
+    from .hub import model_type
+
+    if item.kind == "argos":
+        source = sources.from_argos(local)
+    elif model_type(local) == "vit":
+        source = sources.from_hf_vit(local)
+    else:
+        source = sources.from_hf(local)
+    source.description = {**source.description, "pulled": item.origin}
+    return source
+
+
+def export_pulled(item: PullItem, local: Path, out: Path, settings: InstallSettings):
+    """``local`` imported and exported to ``out`` exactly as the export subcommands do."""
+    import torch
+
+    from attnserve.models import VisionTransformer
+
+    from .. import sources
+    from ..cli import quiet_exporter
+    from ..options import ExportOptions
+    from ..pipeline import export_translation, export_vit, planned_stages
+    from ..progress import Progress
+
+    exists = out.exists() and any(out.iterdir()) if out.is_dir() else out.exists()
+    options = ExportOptions(
+        out=out,
+        name=item.name,
+        precision=settings.precision,
+        verify=settings.verify,
+        force=settings.force and exists,
+        device=settings.device,
+        threads=settings.threads,
+    )
+    if options.threads > 0:
+        torch.set_num_threads(options.threads)
+    quiet_exporter()
+    source = load_source(item, local)
+    kind = "vit" if isinstance(source.model, VisionTransformer) else "translation"
+    progress = Progress(planned_stages(kind, options))
+    progress(f"import {item.label}")
+    try:
+        extra = {**source.extra, "source": source.description}
+        if kind == "vit":
+            return export_vit(
+                source.model,
+                options,
+                labels=source.labels,
+                preprocessing=source.preprocessing,
+                extra=extra,
+                progress=progress,
+            )
+        tokenizer, note = sources.tokenizer_for(source, None, checkpoint=None)
+        return export_translation(
+            source.model,
+            tokenizer,
+            options,
+            max_source_len=source.limits.get("max_source_len"),
+            max_target_len=source.limits.get("max_target_len"),
+            extra={**extra, **note},
+            progress=progress,
+            family=source.family,
+            languages=Languages(**source.languages) if source.languages else None,
+            source_eos=source.source_eos,
+        )
+    finally:
+        progress.close()

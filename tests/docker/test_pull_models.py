@@ -1,0 +1,87 @@
+"""Real models in the images, checked without a docker daemon: the Dockerfile's ``pull`` stage,
+the compose stack's one-shot ``models`` service that fills the server's models volume from
+``ATTNSERVE_LANGUAGES`` / ``ATTNSERVE_PULL_MODELS`` before the server starts, and the entry
+script both run, executed here with a stand-in ``attnserve-export`` that records its arguments."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from .conftest import DOCKER, DOCKERFILES, environment, parse_dockerfile, resolved_compose
+
+SCRIPT = DOCKER / "pull-models.sh"
+
+
+def test_the_pull_stage_adds_the_import_extra_and_runs_the_script():
+    dockerfile = parse_dockerfile(DOCKERFILES["cpu"])
+    pull = dockerfile.stage("pull")
+    assert dockerfile.stages[-1].name == "runtime", "a plain build still ends in the torch-free runtime"
+    assert pull.exec_form("ENTRYPOINT") == ["pull-models"]
+    assert any("--extra import" in run for run in pull.all("RUN"))
+    assert "docker/pull-models.sh /opt/build/bin/pull-models" in pull.all("COPY")
+    assert pull.env()["ATTNSERVE_MODEL_REPO"] == "/models"
+    assert not any("pull" in args for args in dockerfile.stages[-1].all("COPY"))
+
+
+def test_the_models_service_fills_the_servers_volume_before_it_starts():
+    compose = resolved_compose({"ATTNSERVE_LANGUAGES": "en,de,fr"})
+    models, server = compose["services"]["models"], compose["services"]["attnserve"]
+    assert "profiles" not in models and models["restart"] == "no"
+    assert models["build"]["target"] == "pull"
+    assert server["depends_on"]["models"]["condition"] == "service_completed_successfully"
+    volume = next(v for v in server["volumes"] if str(v).endswith(":/models:ro"))
+    assert volume.removesuffix(":ro") in models["volumes"]  # the same volume, writable for the pull
+    assert environment(models)["ATTNSERVE_LANGUAGES"] == "en,de,fr"
+    assert environment(resolved_compose({})["services"]["models"])["ATTNSERVE_LANGUAGES"] == ""
+
+
+@pytest.fixture
+def run_script(tmp_path):
+    """run_script(env) -> (exit code, output, the arguments attnserve-export got or None)."""
+    record = tmp_path / "args"
+    fake = tmp_path / "bin" / "attnserve-export"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\nexit "${{FAKE_EXIT:-0}}"\n')
+    fake.chmod(0o755)
+
+    def run(env: dict, *args: str):
+        record.unlink(missing_ok=True)
+        path = f"{fake.parent}:{os.environ['PATH']}"
+        done = subprocess.run(
+            ["sh", str(SCRIPT), *args], env={"PATH": path, **env}, capture_output=True, text=True, timeout=30
+        )
+        got = record.read_text().splitlines() if record.exists() else None
+        return done.returncode, done.stdout + done.stderr, got
+
+    return run
+
+
+def test_the_entry_script_pulls_what_the_environment_names(run_script):
+    code, out, args = run_script({})
+    assert (code, args) == (0, None) and "nothing to pull" in out
+    assert run_script({"ATTNSERVE_LANGUAGES": "en,de"})[2] == ["pull", "--languages", "en,de"]
+    _, _, args = run_script({"ATTNSERVE_PULL_MODELS": "Helsinki-NLP/opus-mt-en-de argos:en-es"})
+    assert args == ["pull", "Helsinki-NLP/opus-mt-en-de", "argos:en-es"]
+    _, _, args = run_script({"ATTNSERVE_PULL_MODELS": "a/b", "ATTNSERVE_LANGUAGES": "fr,it"})
+    assert args == ["pull", "a/b", "--languages", "fr,it"]
+    code, out, args = run_script({"ATTNSERVE_LANGUAGES": "en,de", "FAKE_EXIT": "1"})
+    assert code == 0 and "failed to pull" in out  # the server still starts, with what did install
+    code, _, args = run_script({"FAKE_EXIT": "3"}, "--list")
+    assert (code, args) == (3, ["pull", "--list"])
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+def test_the_entry_script_passes_shellcheck():
+    subprocess.run(["shellcheck", "-s", "sh", str(SCRIPT)], check=True)
+
+
+def test_the_script_is_in_the_build_context():
+    from .test_static import _dockerignored
+
+    assert not _dockerignored("docker/pull-models.sh")
+    assert os.access(SCRIPT, os.X_OK) and Path(SCRIPT).read_text().startswith("#!/bin/sh")
