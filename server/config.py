@@ -24,6 +24,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 TRANSLATION_BATCHING = ("continuous", "static")
 LANGUAGE_DETECTION = ("auto", "lingua", "off")
 LOAD_MODELS = ("auto", "eager", "lazy")
+QUALITY_ACTIONS = ("mark", "refuse")  # service/quality.py's
 
 
 class ConfigError(ValueError):
@@ -121,6 +122,17 @@ class Settings:
         "en",
         "a pair no model serves directly is translated through this language when models reach it and leave it "
         "(source -> pivot -> target); '' = no pivoting",
+    )
+    min_quality: float = _setting(
+        0.0,
+        "translations whose quality score (0..1, per text: its worst sentence) is below this get "
+        "--quality-action; every reply then carries its score (0 = off: scores only when a request asks)",
+    )
+    quality_action: str = _setting(
+        "mark",
+        "below --min-quality: mark (the reply flags the text) or refuse (INVALID_ARGUMENT naming the sentence "
+        "and its score)",
+        choices=QUALITY_ACTIONS,
     )
     log_level: str = _setting("info", "logging level", choices=LOG_LEVELS)
     # limits of every request
@@ -223,6 +235,8 @@ class Settings:
             "log_level": self.log_level in LOG_LEVELS,
             "translation_batching": self.translation_batching in TRANSLATION_BATCHING,
             "language_detection": self.language_detection in LANGUAGE_DETECTION,
+            "min_quality": 0.0 <= self.min_quality <= 1.0,
+            "quality_action": self.quality_action in QUALITY_ACTIONS,
             "threads": self.threads >= 0,
             "grace_seconds": self.grace_seconds >= 0,
             "request_timeout_seconds": self.request_timeout_seconds >= 0,

@@ -37,7 +37,7 @@ from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
 from ..translation import DecodeOptions, StreamEvent
-from . import alignments, document_stream, documents, pivot, surrogates
+from . import alignments, document_stream, documents, pivot, quality, surrogates
 from .detection import make_detector
 from .glossary import DefaultGlossaries, check_entries, compile_glossary
 from .languages import apply
@@ -110,7 +110,10 @@ class TranslationService:
                     f"{request.target_language} goes through {route.pivot} (two models): ask without alignments"
                 )
             return await pivot.translate(self.translate, request, route, self.settings.request_timeout_seconds)
+        scored = request.quality or self.settings.min_quality > 0
         async with self.validate(request) as valid:
+            if scored:
+                valid = dataclasses.replace(valid, options=quality.scoring_options(valid.options, valid.model.engine))
             # html / markdown: inline markup stays inside its sentence and is placed by alignment
             # where the model has an aligner (issue 34); otherwise sentences are cut at it
             place = request.format != TEXT and valid.model.aligns
@@ -119,6 +122,7 @@ class TranslationService:
             keep = range(sum(p.segments for p in prepared)) if align and valid.model.aligns else ()
             work = documents.translate_sentences(valid, prepared, self.pool, keep_for_alignment=keep)
             sentences = await bounded(work, valid.request.deadline)
+            judged = self.judge(valid, prepared, sentences) if scored else None
             aligned = None
             if align:
                 work = alignments.align(valid, prepared, sentences, self.pool, every_hypothesis=place)
@@ -127,7 +131,7 @@ class TranslationService:
             self.answered(valid, [r.queue_ms for r in results])
         model, source, target = valid.model.name, valid.source_language, valid.target_language
         returned = alignments.best_only(aligned) if request.alignments and aligned is not None else None
-        return Translated(model, results, source, target, valid.detected, returned)
+        return Translated(model, results, source, target, valid.detected, returned, quality=judged)
 
     async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
         """The events of one text (document); closing the iterator frees its decoder rows.
@@ -139,6 +143,8 @@ class TranslationService:
             raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {beam}")
         if request.alignments:
             raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
+        if request.quality:
+            raise InvalidRequest("quality scores come with whole translations (Translate), not with a stream")
         route = self.pivot_route(request)
         if route is not None:
             limit = self.settings.request_timeout_seconds
@@ -163,6 +169,11 @@ class TranslationService:
                         return
             finally:
                 await events.aclose()  # a cancelled or failed stream frees its rows at the next step
+
+    def judge(self, valid: ValidTranslation, prepared, sentences) -> list[quality.TextQuality]:
+        """Each text's quality (``quality.judge``) under the server's threshold and action."""
+        s = self.settings
+        return quality.judge(valid.model.engine, prepared, sentences, s.min_quality, s.quality_action)
 
     def pivot_route(self, request: TranslationRequest) -> Route | None:
         """The two models of a pair no model serves directly, through ``--pivot-language``
