@@ -19,6 +19,7 @@ BENCHMARKS = {
     "files": "files",
     "alignment-aer": "alignment_aer",
     "alignments": "alignments",
+    "quality": "quality",
 }
 
 

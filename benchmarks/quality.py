@@ -38,7 +38,16 @@ import numpy as np
 
 from attnserve.contract.quality import DEFAULT, FEATURES, QualityCalibration, calibration
 
-from .common import add_common_arguments, add_model_dir_argument, header, machine, shown_path, table, write_results
+from .common import (
+    add_common_arguments,
+    add_model_dir_argument,
+    header,
+    interleaved,
+    machine,
+    shown_path,
+    table,
+    write_results,
+)
 
 NAME = "quality"
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,6 +177,17 @@ class Translator:
         self.loop.run_until_complete(self.engine.stop(1.0))
         self.loop.close()
 
+    def decode(self, texts: list[str], scored: bool) -> list[str]:
+        """The texts (one sentence each, at most 256) in one engine call, with the options the
+        service scores with (``scored``) or with a request's defaults (no scores, no attention)."""
+        from attnserve.server.service import quality
+        from attnserve.server.translation import DecodeOptions
+
+        plain = DecodeOptions(return_scores=False)
+        options = quality.scoring_options(plain, self.engine) if scored else plain
+        results = self.loop.run_until_complete(self.engine.translate(texts, options))
+        return [r.hypotheses[0].text for r in results]
+
     def run(self, texts: list[str]) -> tuple[list[str], list[list[dict[str, float | None]]]]:
         """(each text's translation, each text's sentences' features)."""
         from attnserve.server.service import documents, quality
@@ -186,7 +206,7 @@ class Translator:
             mine = results[at : at + p.segments]
             at += p.segments
             out.append(documents.document_result(p, mine, 1).hypotheses[0].text)
-            feats.append([quality.features(r.hypotheses[0], r.source_tokens) for r in mine])
+            feats.append([quality.features(r.hypotheses[0], r.source_tokens, ids) for r, ids in zip(mine, p.ids)])
         return out, feats
 
 
@@ -242,6 +262,7 @@ def bundled(args: argparse.Namespace) -> tuple[list[dict[str, Any]], QualityCali
     translator = Translator(args.model_dir, args.threads)
     try:
         done, feats = translator.run([p.source for p in pairs] + ood)
+        cost = scoring_cost(translator, [p.source for p in pairs[:256]], args.repeats or (1 if args.quick else 5))
     finally:
         translator.close()
     right = [d == p.target for d, p in zip(done, pairs)] + [False] * len(ood)
@@ -254,6 +275,7 @@ def bundled(args: argparse.Namespace) -> tuple[list[dict[str, Any]], QualityCali
         cal_right += cr
         ev[name] = (ef, er)
     info = {"model": "translator-en-de", "in_domain_texts": n, "ood_texts": len(ood), "split": "even items"}
+    rows_cost = cost
     calibrating = sentence_rows(cal_feats, cal_right)
     cal = fit(*calibrating, info)
     both = (ev["in-domain"][0] + ev["out-of-domain"][0], ev["in-domain"][1] + ev["out-of-domain"][1])
@@ -261,7 +283,18 @@ def bundled(args: argparse.Namespace) -> tuple[list[dict[str, Any]], QualityCali
     rows.append(evaluate("bundled: held-out only", *ev["in-domain"], cal))
     auc = rows[0]["auc"]
     cal = calibration(cal.features, cal.mean, cal.scale, cal.weights, cal.bias, {**info, "eval_auc": round(auc, 4)})
-    return rows, cal, calibrating, both
+    return rows, cal, calibrating, both, rows_cost
+
+
+def scoring_cost(translator: Translator, texts: list[str], repeats: int) -> dict[str, Any]:
+    """What scoring costs the decoder: the texts in one engine call without and with the scoring
+    options (the log-softmax and the step attention), taking turns (``interleaved``)."""
+    runs = {"plain": lambda: translator.decode(texts, False), "scored": lambda: translator.decode(texts, True)}
+    timings, values = interleaved(runs, repeats)
+    assert values["plain"] == values["scored"]  # scoring changes no translation
+    out: dict[str, Any] = {"texts": len(texts), **{k: t.to_json() for k, t in timings.items()}}
+    out["scored_over_plain"] = timings["scored"].median / timings["plain"].median
+    return out
 
 
 def imported(args: argparse.Namespace) -> tuple[list, list[bool], QualityCalibration, tuple[Rows, list[bool]]]:
@@ -297,14 +330,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     info = machine()
     header("quality score: ROC AUC of right vs wrong translations (evaluation halves)", info, args.threads)
-    rows, cal, calibrating, ev_both = bundled(args)
+    rows, cal, calibrating, ev_both, cost = bundled(args)
     default = cal
     if not args.no_imported:
         ev_feats, ev_right, own, theirs = imported(args)
         pooled = (calibrating[0] + theirs[0], calibrating[1] + theirs[1])
         default = fit(*pooled, {"models": "translator-en-de + imported opus-mt, calibration halves"})
-        rows.append(evaluate("bundled: generic default", *ev_both, default))
-        rows.append(evaluate("imported opus-mt: generic default", ev_feats, ev_right, default))
+        # the generic default the server gives models without a calibration (contract.quality.DEFAULT:
+        # this fit, copied, plus its repetition and truncation terms)
+        rows.append(evaluate("bundled: generic default", *ev_both, DEFAULT))
+        rows.append(evaluate("imported opus-mt: generic default", ev_feats, ev_right, DEFAULT))
         rows.append(evaluate("imported opus-mt: its own fit", ev_feats, ev_right, own))
     alone = [f"auc_{k}" for k in DIRECTION]
     shown = [
@@ -314,13 +349,19 @@ def main(argv: list[str] | None = None) -> int:
     ]  # fmt: skip
     names = ["logprob", "length", "repeats", "truncated", "coverage", "entropy"]
     print(table(["set", "texts", "right", "AUC", *names, "<0.5: wrong", "<0.5: right"], shown))
+    plain, scored = cost["plain"]["median_s"], cost["scored"]["median_s"]
+    print(
+        f"   cost: {cost['texts']} in-domain texts in one engine call, {plain * 1e3:.0f} ms without scoring, "
+        f"{scored * 1e3:.0f} ms with (x{cost['scored_over_plain']:.3f}, median of {len(cost['plain']['runs_s'])})"
+    )
     print("   single-feature AUCs beside the score's; features chosen:")
-    for name, c in (("bundled", cal), ("generic default", default)):
+    for name, c in (("bundled", cal), ("pooled fit (contract.quality.DEFAULT's)", default)):
         print(f"   {name}: {c.to_json()}")
     if args.write_calibration and not args.quick:
         ZOO_CALIBRATION.write_text(json.dumps(cal.to_json(), indent=2) + "\n")
         print(f"wrote {shown_path(ZOO_CALIBRATION)}")
-    result = {"machine": info, "model_dir": shown_path(args.model_dir), "rows": rows, "calibration": cal.to_json()}
+    result = {"machine": info, "model_dir": shown_path(args.model_dir), "rows": rows, "cost": cost}
+    result["calibration"] = cal.to_json()
     result["default_calibration"] = default.to_json()
     result["default_in_contract"] = DEFAULT.to_json()
     write_results(args.out, NAME, result, args.quick)

@@ -27,7 +27,7 @@ from typing import Any
 FEATURES = (
     "mean_logprob",  # the best hypothesis's log-probability per generated token (eos included)
     "length_ratio",  # |log(generated tokens / source tokens)|
-    "repetition",  # share of the generated token 3-grams that repeat an earlier one
+    "repetition",  # share of the generated token 3-grams repeating an earlier one, less the source's share
     "truncated",  # 1.0 when the hypothesis hit max_new_tokens, else 0.0
     "coverage",  # mean over source tokens of min(1, the attention they received over all steps)
     "attention_entropy",  # mean entropy of each step's attention over the source / log(source tokens)

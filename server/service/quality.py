@@ -2,8 +2,8 @@
 
 Each sentence's best hypothesis gives the features of :data:`attnserve.contract.quality.FEATURES`:
 its log-probability per token (a model unsure of its words), the ratio of its length to the
-source's (dropped clauses, run-on output), repeated token 3-grams and a hit ``max_new_tokens``
-(hallucinated loops), and from the cross-attention the engine kept of its steps
+source's (dropped clauses, run-on output), repeated token 3-grams beyond those of the source and a
+hit ``max_new_tokens`` (hallucinated loops), and from the cross-attention the engine kept of its steps
 (``DecodeOptions.return_attention``) how much of the source was attended to (coverage) and how
 spread each step's attention was (entropy: a decoder that reads nothing in particular). The
 model directory's calibration (``model.json`` ``quality``, else the generic default) maps them
@@ -88,15 +88,16 @@ def attention_features(attention: np.ndarray | None) -> tuple[float | None, floa
     return coverage, entropy / math.log(length) if length > 1 else 0.0
 
 
-def features(hypothesis: Hypothesis, source_tokens: int) -> dict[str, float | None]:
-    """The features of ``contract.quality.FEATURES`` for one sentence's hypothesis."""
+def features(hypothesis: Hypothesis, source_tokens: int, source_ids: Sequence[int] = ()) -> dict[str, float | None]:
+    """The features of ``contract.quality.FEATURES`` for one sentence's hypothesis; ``source_ids``:
+    the sentence's ids, whose own repeats ("1,000,000") a right translation repeats too."""
     ids = hypothesis.token_ids
     generated = max(1, len(ids))
     coverage, entropy = attention_features(hypothesis.attention)
     return {
         "mean_logprob": hypothesis.logprob / generated,
         "length_ratio": abs(math.log(generated / max(1, source_tokens))),
-        "repetition": repetition(ids),
+        "repetition": max(0.0, repetition(ids) - repetition(source_ids)),
         "truncated": 1.0 if hypothesis.finish_reason == "length" else 0.0,
         "coverage": coverage,
         "attention_entropy": entropy,
@@ -108,10 +109,10 @@ def calibration_of(engine: TranslationEngine) -> QualityCalibration:
     return manifest.quality if manifest is not None and manifest.quality is not None else DEFAULT
 
 
-def sentence_score(result: TranslationResult, calibration: QualityCalibration) -> float:
+def sentence_score(result: TranslationResult, source_ids: Sequence[int], calibration: QualityCalibration) -> float:
     if not result.hypotheses:
         return 0.0
-    return calibration.score(features(result.hypotheses[0], result.source_tokens))
+    return calibration.score(features(result.hypotheses[0], result.source_tokens, source_ids))
 
 
 def judge(
@@ -127,7 +128,8 @@ def judge(
     calibration = calibration_of(engine)
     out, at = [], 0
     for k, p in enumerate(prepared):
-        scores = tuple(round(sentence_score(r, calibration), 4) for r in results[at : at + p.segments])
+        mine = zip(results[at : at + p.segments], p.ids)
+        scores = tuple(round(sentence_score(r, ids, calibration), 4) for r, ids in mine)
         at += p.segments
         score = min(scores, default=1.0)
         low = threshold > 0 and score < threshold

@@ -138,11 +138,15 @@ def test_repeated_ngrams_are_measured_and_lower_the_default_score():
 
     def score(ids, reason="eos"):  # the same confidence per token, the same attention
         hyp = Hypothesis("x", ids, -0.2 * len(ids), 0.0, reason, attention=attention[: len(ids)])
-        return DEFAULT.score(quality.features(hyp, 6))
+        return DEFAULT.score(quality.features(hyp, 6, [11, 12, 13, 14, 15, 2]))
 
     once = [5, 6, 7, 8, 9, 10, 2]
     assert score(once) > 0.99 and score(looped) < 0.6  # the loop alone takes the score down
     assert score(looped, "length") < 0.01  # and running into max_new_tokens further
+    # repeats the source has are no loop: "1,000,000" -> "1.000.000"
+    source = [20, 21, 20, 21, 20, 21, 2]
+    hyp = Hypothesis("x", [30, 21, 30, 21, 30, 21, 2], -1.0, 0.0, "eos")
+    assert quality.features(hyp, 7, source)["repetition"] == 0.0 < quality.features(hyp, 7)["repetition"]
 
 
 def test_a_bad_calibration_in_model_json_is_refused_naming_the_field(tmp_path):
