@@ -355,14 +355,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{scored * 1e3:.0f} ms with (x{cost['scored_over_plain']:.3f}, median of {len(cost['plain']['runs_s'])})"
     )
     print("   single-feature AUCs beside the score's; features chosen:")
-    for name, c in (("bundled", cal), ("pooled fit (contract.quality.DEFAULT's)", default)):
-        print(f"   {name}: {c.to_json()}")
+    print(f"   bundled: {cal.to_json()}")
+    if not args.no_imported:
+        print(f"   pooled fit (contract.quality.DEFAULT's): {default.to_json()}")
     if args.write_calibration and not args.quick:
         ZOO_CALIBRATION.write_text(json.dumps(cal.to_json(), indent=2) + "\n")
         print(f"wrote {shown_path(ZOO_CALIBRATION)}")
     result = {"machine": info, "model_dir": shown_path(args.model_dir), "rows": rows, "cost": cost}
     result["calibration"] = cal.to_json()
-    result["default_calibration"] = default.to_json()
+    result["default_calibration"] = default.to_json() if not args.no_imported else None
     result["default_in_contract"] = DEFAULT.to_json()
     write_results(args.out, NAME, result, args.quick)
     return 0

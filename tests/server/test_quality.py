@@ -34,10 +34,12 @@ def test_v1_scores_in_domain_high_and_free_text_low_only_when_asked(server):
         good, nonsense = client.translate([GOOD, NONSENSE], quality=True)
         (plain,) = client.translate([GOOD])
         (two,) = client.translate([f"{GOOD}. {NONSENSE}"], quality=True)
+        beam = client.translate([GOOD, NONSENSE], quality=True, beam_size=4, num_hypotheses=2)
     assert good.quality.score > HIGH and not good.quality.low
     assert nonsense.quality.score < LOW and nonsense.quality.likely_wrong and not nonsense.quality.low
     assert nonsense.text == "sechzehnhundertsechzehnste."  # the README's example: the model's answer is unchanged
     assert plain.quality is None  # not asked, no threshold: nothing computed
+    assert beam[0].quality.score > HIGH and beam[1].quality.score < LOW  # beam search: the best hypothesis's
     # a text scores its worst sentence
     assert len(two.quality.sentences) == 2 and two.quality.sentences[0] > HIGH
     assert two.quality.score == min(two.quality.sentences) < LOW
