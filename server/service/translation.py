@@ -36,7 +36,7 @@ from ..documents import FORMATS, TEXT, PreparedDocument
 from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFound, UnknownFormat, echo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
-from ..translation import DecodeOptions, StreamEvent
+from ..translation import DecodeOptions, StreamEvent, TranslationResult
 from . import alignments, document_stream, documents, pivot, quality, surrogates
 from .detection import make_detector
 from .glossary import DefaultGlossaries, check_entries, compile_glossary
@@ -122,7 +122,7 @@ class TranslationService:
             keep = range(sum(p.segments for p in prepared)) if align and valid.model.aligns else ()
             work = documents.translate_sentences(valid, prepared, self.pool, keep_for_alignment=keep)
             sentences = await bounded(work, valid.request.deadline)
-            judged = self.judge(valid, prepared, sentences) if scored else None
+            judged = await self.judge(valid, prepared, sentences) if scored else None
             aligned = None
             if align:
                 work = alignments.align(valid, prepared, sentences, self.pool, every_hypothesis=place)
@@ -170,10 +170,16 @@ class TranslationService:
             finally:
                 await events.aclose()  # a cancelled or failed stream frees its rows at the next step
 
-    def judge(self, valid: ValidTranslation, prepared, sentences) -> list[quality.TextQuality]:
-        """Each text's quality (``quality.judge``) under the server's threshold and action."""
+    async def judge(
+        self, valid: ValidTranslation, prepared: list[PreparedDocument], sentences: list[TranslationResult]
+    ) -> list[quality.TextQuality]:
+        """Each text's quality (``quality.judge``) under the server's threshold and action; on the
+        work pool for documents of over ``INLINE_SEGMENTS`` sentences (numpy over each one's attention)."""
         s = self.settings
-        return quality.judge(valid.model.engine, prepared, sentences, s.min_quality, s.quality_action)
+        args = (valid.model.engine, prepared, sentences, s.min_quality, s.quality_action)
+        if sum(p.segments for p in prepared) <= documents.INLINE_SEGMENTS:
+            return quality.judge(*args)
+        return await asyncio.get_running_loop().run_in_executor(self.pool, quality.judge, *args)
 
     def pivot_route(self, request: TranslationRequest) -> Route | None:
         """The two models of a pair no model serves directly, through ``--pivot-language``

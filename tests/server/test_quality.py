@@ -45,6 +45,15 @@ def test_v1_scores_in_domain_high_and_free_text_low_only_when_asked(server):
     assert two.quality.score == min(two.quality.sentences) < LOW
 
 
+def test_a_long_document_is_scored_per_sentence_and_by_its_worst(server):
+    lines = [GOOD] * 70 + [NONSENSE] + [GOOD] * 5  # more sentences than are judged on the event loop
+    with server.client() as client:
+        (document,) = client.translate(["\n".join(lines)], quality=True)
+    scores = document.quality.sentences
+    assert len(scores) == 76 and scores.index(min(scores)) == 70 and document.quality.score == min(scores) < LOW
+    assert all(s > HIGH for i, s in enumerate(scores) if i != 70)
+
+
 def test_a_stream_refuses_quality(server):
     from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
