@@ -251,9 +251,9 @@ def ood_sentences() -> list[str]:
 Rows = list[dict[str, float | None]]  # one sentence's features per row
 
 
-def bundled(args: argparse.Namespace) -> tuple[list[dict[str, Any]], QualityCalibration, tuple, tuple]:
+def bundled(args: argparse.Namespace) -> tuple[list[dict[str, Any]], QualityCalibration, tuple, tuple, dict]:
     """(its evaluation rows, its calibration, its calibration half's sentences and labels, its
-    evaluation half's texts' features and labels)."""
+    evaluation half's texts' features and labels, what scoring costs)."""
     from attnserve.models.training.data_translation import generate_pairs
 
     test_seed = 1  # make_splits(seed=0)'s test pairs: the bundled translator's data_seed is 0
@@ -275,7 +275,6 @@ def bundled(args: argparse.Namespace) -> tuple[list[dict[str, Any]], QualityCali
         cal_right += cr
         ev[name] = (ef, er)
     info = {"model": "translator-en-de", "in_domain_texts": n, "ood_texts": len(ood), "split": "even items"}
-    rows_cost = cost
     calibrating = sentence_rows(cal_feats, cal_right)
     cal = fit(*calibrating, info)
     both = (ev["in-domain"][0] + ev["out-of-domain"][0], ev["in-domain"][1] + ev["out-of-domain"][1])
@@ -283,7 +282,7 @@ def bundled(args: argparse.Namespace) -> tuple[list[dict[str, Any]], QualityCali
     rows.append(evaluate("bundled: held-out only", *ev["in-domain"], cal))
     auc = rows[0]["auc"]
     cal = calibration(cal.features, cal.mean, cal.scale, cal.weights, cal.bias, {**info, "eval_auc": round(auc, 4)})
-    return rows, cal, calibrating, both, rows_cost
+    return rows, cal, calibrating, both, cost
 
 
 def scoring_cost(translator: Translator, texts: list[str], repeats: int) -> dict[str, Any]:
