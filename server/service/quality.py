@@ -22,9 +22,11 @@ sentence and its score (INVALID_ARGUMENT: the text is outside what the model tra
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import math
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +39,7 @@ from ..translation import DecodeOptions, Hypothesis, TranslationEngine, Translat
 
 MARK, REFUSE = "mark", "refuse"
 QUALITY_ACTIONS = (MARK, REFUSE)
+INLINE_SENTENCES = 64  # sentences judged on the event loop; more on the work pool (as documents.INLINE_SEGMENTS)
 NGRAM = 3  # repeated token 3-grams: shorter ones repeat in right numbers ("1.000.000")
 
 
@@ -138,3 +141,19 @@ def judge(
             raise LowQuality(k, worst, p.sources[worst], score, threshold)
         out.append(TextQuality(score, scores, low))
     return out
+
+
+async def judge_off_loop(
+    engine: TranslationEngine,
+    prepared: Sequence[PreparedDocument],
+    results: Sequence[TranslationResult],
+    threshold: float,
+    action: str,
+    pool: Executor,
+) -> list[TextQuality]:
+    """:func:`judge`, on ``pool`` for documents of over ``INLINE_SENTENCES`` sentences (numpy over
+    each one's attention would hold the event loop)."""
+    args = (engine, prepared, results, threshold, action)
+    if sum(p.segments for p in prepared) <= INLINE_SENTENCES:
+        return judge(*args)
+    return await asyncio.get_running_loop().run_in_executor(pool, judge, *args)

@@ -36,7 +36,7 @@ from ..documents import FORMATS, TEXT, PreparedDocument
 from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFound, UnknownFormat, echo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
-from ..translation import DecodeOptions, StreamEvent, TranslationResult
+from ..translation import DecodeOptions, StreamEvent
 from . import alignments, document_stream, documents, pivot, quality, surrogates
 from .detection import make_detector
 from .glossary import DefaultGlossaries, check_entries, compile_glossary
@@ -110,7 +110,7 @@ class TranslationService:
                     f"{request.target_language} goes through {route.pivot} (two models): ask without alignments"
                 )
             return await pivot.translate(self.translate, request, route, self.settings.request_timeout_seconds)
-        scored = request.quality or self.settings.min_quality > 0
+        scored, judged = request.quality or self.settings.min_quality > 0, None
         async with self.validate(request) as valid:
             if scored:
                 valid = dataclasses.replace(valid, options=quality.scoring_options(valid.options, valid.model.engine))
@@ -122,7 +122,9 @@ class TranslationService:
             keep = range(sum(p.segments for p in prepared)) if align and valid.model.aligns else ()
             work = documents.translate_sentences(valid, prepared, self.pool, keep_for_alignment=keep)
             sentences = await bounded(work, valid.request.deadline)
-            judged = await self.judge(valid, prepared, sentences) if scored else None
+            if scored:  # each text's quality under the server's threshold and action
+                args = (self.settings.min_quality, self.settings.quality_action, self.pool)
+                judged = await quality.judge_off_loop(valid.model.engine, prepared, sentences, *args)
             aligned = None
             if align:
                 work = alignments.align(valid, prepared, sentences, self.pool, every_hypothesis=place)
@@ -169,17 +171,6 @@ class TranslationService:
                         return
             finally:
                 await events.aclose()  # a cancelled or failed stream frees its rows at the next step
-
-    async def judge(
-        self, valid: ValidTranslation, prepared: list[PreparedDocument], sentences: list[TranslationResult]
-    ) -> list[quality.TextQuality]:
-        """Each text's quality (``quality.judge``) under the server's threshold and action; on the
-        work pool for documents of over ``INLINE_SEGMENTS`` sentences (numpy over each one's attention)."""
-        s = self.settings
-        args = (valid.model.engine, prepared, sentences, s.min_quality, s.quality_action)
-        if sum(p.segments for p in prepared) <= documents.INLINE_SEGMENTS:
-            return quality.judge(*args)
-        return await asyncio.get_running_loop().run_in_executor(self.pool, quality.judge, *args)
 
     def pivot_route(self, request: TranslationRequest) -> Route | None:
         """The two models of a pair no model serves directly, through ``--pivot-language``
