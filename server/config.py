@@ -235,8 +235,6 @@ class Settings:
             "log_level": self.log_level in LOG_LEVELS,
             "translation_batching": self.translation_batching in TRANSLATION_BATCHING,
             "language_detection": self.language_detection in LANGUAGE_DETECTION,
-            "min_quality": 0.0 <= self.min_quality <= 1.0,
-            "quality_action": self.quality_action in QUALITY_ACTIONS,
             "threads": self.threads >= 0,
             "grace_seconds": self.grace_seconds >= 0,
             "request_timeout_seconds": self.request_timeout_seconds >= 0,
@@ -254,6 +252,8 @@ class Settings:
             "model_load_retry_seconds": self.model_load_retry_seconds >= 0,
             "file_timeout_seconds": self.file_timeout_seconds >= 0,
             "download_retention_s": self.download_retention_s > 0,
+            "min_quality": 0.0 <= self.min_quality <= 1.0,
+            "quality_action": self.quality_action in QUALITY_ACTIONS,
         }
         positive = (
             "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "

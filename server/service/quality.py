@@ -37,8 +37,7 @@ from ..documents import PreparedDocument
 from ..errors import InvalidRequest, echo
 from ..translation import DecodeOptions, Hypothesis, TranslationEngine, TranslationResult
 
-MARK, REFUSE = "mark", "refuse"
-QUALITY_ACTIONS = (MARK, REFUSE)
+MARK, REFUSE = "mark", "refuse"  # --quality-action (config.QUALITY_ACTIONS)
 INLINE_SENTENCES = 64  # sentences judged on the event loop; more on the work pool (as documents.INLINE_SEGMENTS)
 NGRAM = 3  # repeated token 3-grams: shorter ones repeat in right numbers ("1.000.000")
 
@@ -84,7 +83,7 @@ def attention_features(attention: np.ndarray | None) -> tuple[float | None, floa
     float32, rows summing to 1; (None, None) without it."""
     if attention is None or attention.size == 0:
         return None, None
-    steps, length = attention.shape  # (T, L)
+    _, length = attention.shape  # (T, L)
     coverage = float(np.minimum(attention.sum(axis=0), 1.0).mean())  # (L,) -> scalar
     p = np.clip(attention, 1e-9, 1.0)  # (T, L)
     entropy = float((-(p * np.log(p)).sum(axis=1)).mean())  # (T,) -> scalar
