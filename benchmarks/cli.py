@@ -20,6 +20,7 @@ BENCHMARKS = {
     "alignment-aer": "alignment_aer",
     "alignments": "alignments",
     "detect": "detect",
+    "quality": "quality",
 }
 
 

@@ -45,6 +45,7 @@ from .results import (
     Label,
     LanguagePair,
     ModelSummary,
+    Quality,
     TranslatedFile,
     Translation,
     summary_of,
@@ -72,6 +73,7 @@ __all__ = [
     "Label",
     "LanguagePair",
     "ModelSummary",
+    "Quality",
     "Translation",
     "Translator",
 ]
@@ -188,12 +190,14 @@ class Client:
         glossary: Mapping[str, str] | None = None,
         keep: Sequence[str] = (),
         alignments: bool = False,
+        quality: bool = False,
         **options: Any,
     ) -> list[Translation]:
         """One :class:`Translation` per text (a document: lines and sentences, joined back as sent).
         ``format``: "text", "html" or "markdown"; ``glossary``: source term -> target term the
         translation must spell verbatim ("" keeps the term); ``keep``: terms left as they are;
         ``alignments``: the best hypothesis carries one :class:`Alignment` per sentence;
+        ``quality``: each translation carries its :class:`Quality` (0..1, from the model's own evidence);
         ``options``: see :func:`decoding_options`."""
         texts = [texts] if isinstance(texts, str) else list(texts)
         request = pb.TranslateRequest(
@@ -204,6 +208,7 @@ class Client:
             glossary=glossary_entries(glossary),
             keep=list(keep),
             return_alignments=alignments,
+            return_quality=quality,
         )
         reply = self._call(lambda t: self.stub.Translate(request, timeout=t), timeout)
         return [dataclasses.replace(translation_of(t), pivot_language=reply.pivot_language) for t in reply.translations]

@@ -116,7 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="terms spelled verbatim in the translation: lines 'source<TAB>target', or 'source' alone to keep it",
     )
     tr.add_argument("--keep", action="append", default=[], metavar="TERM", help="a term left as it is (repeatable)")
-    tr.add_argument("--scores", action="store_true", help="print scores")
+    tr.add_argument("--scores", action="store_true", help="print scores and the quality score")
+    tr.add_argument(
+        "--quality", action="store_true", help="print each translation's quality score (0..1: how likely it is right)"
+    )
     tr.add_argument("--token-ids", action="store_true", help="print token ids")
     tr.add_argument(
         "--alignments", action="store_true", help="print each sentence's word alignment, i-j pairs as fast_align"
@@ -201,7 +204,9 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
         if not args.json:
             print(f"\n[{chunks[-1].finish_reason if chunks else '?'}]" if sys.stdout.isatty() else "")
         return 0
-    results = client.translate(args.texts, args.model, alignments=aligned, **options)
+    results = client.translate(
+        args.texts, args.model, alignments=aligned, quality=args.quality or args.scores, **options
+    )
     if args.attention_map is not None:
         sentences = results[0].hypotheses[0].alignments
         if not sentences:
@@ -226,12 +231,21 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
             notes = [" ".join(extra)] if extra else []
             if hyp.finish_reason == "length":  # the text stops short: say so, and at which limit
                 notes.append(f"cut at {limit}")
+            if i == 0 and result.quality is not None:
+                notes.append(_quality_note(result.quality))
             prefix = f"[{i}] " if len(result.hypotheses) > 1 else ""
             print(prefix + hyp.text + (f"  ({'; '.join(notes)})" if notes else ""))
             if args.alignments:
                 for alignment in hyp.alignments:  # one line per sentence, as fast_align writes them
                     print(alignment.pharaoh())
     return 0
+
+
+def _quality_note(quality) -> str:
+    note = f"quality {quality.score:.2f}"
+    if quality.low:
+        return note + ", below the server's --min-quality"
+    return note + ", likely wrong" if quality.likely_wrong else note
 
 
 class ProgressBar:

@@ -40,11 +40,25 @@ class Alignment:
 
 
 @dataclass(frozen=True)
+class Quality:
+    """How likely the best translation is right, 0..1: the text's lowest sentence score."""
+
+    score: float
+    sentences: list[float]  # per sentence, in order
+    low: bool  # below the server's --min-quality
+
+    @property
+    def likely_wrong(self) -> bool:
+        return self.score < 0.5
+
+
+@dataclass(frozen=True)
 class Translation:
     hypotheses: list[Hypothesis]  # best first
     source_tokens: int
     timing: dict[str, float]  # queue_ms, encode_ms, decode_ms, first_token_ms
     pivot_language: str = ""  # the pair had no model: translated source -> this -> target ("" = directly)
+    quality: Quality | None = None  # when asked for (quality=True) or the server has --min-quality
 
     @property
     def text(self) -> str:
@@ -159,4 +173,7 @@ def translation_of(t: pb.Translation) -> Translation:
         )
         for h in t.hypotheses
     ]
-    return Translation(hyps, t.source_tokens, timing_of(t.timing))
+    quality = None
+    if t.HasField("quality"):
+        quality = Quality(t.quality.score, list(t.quality.sentences), t.quality.low)
+    return Translation(hyps, t.source_tokens, timing_of(t.timing), quality=quality)

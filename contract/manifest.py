@@ -32,6 +32,8 @@ Layout of ``model.json`` (``format_version`` 1)::
       "labels": ["0", "1", ...],                                          # image-classification
       "preprocessing": {"image_size": 32, "channels": 1, "mean": [0.5], "std": [0.5],
                         "resample": "bilinear", "invert": false}          # image-classification
+      "quality": {"features": [...], "mean": [...], "scale": [...], "weights": [...], "bias": 0.0},
+                # optional, translation: the quality score's calibration (contract.quality)
       "extra": {...}   # free-form: training metrics, source checkpoint, ...
     }
 """
@@ -57,6 +59,7 @@ from .kinds import (
     RESAMPLE,
     TRANSLATION,
 )
+from .quality import QualityCalibration, parse_calibration
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "model.json"
@@ -152,11 +155,13 @@ class Manifest:
     format_version: int = FORMAT_VERSION
     attnserve_version: str = "0.1.0"
     kv_cache: str = LEFT_PADDED  # translation: the decoder's self-attention cache layout (contract.kinds)
+    quality: QualityCalibration | None = None  # translation: the quality score's calibration (contract.quality)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         if self.kind != TRANSLATION:
             data.pop("kv_cache")
+        data["quality"] = self.quality.to_json() if self.quality is not None else None
         return {k: v for k, v in data.items() if v is not None}
 
     def io(self, role: str) -> GraphIO:
@@ -297,6 +302,12 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
             if value < 1:
                 raise ManifestError(path, f"limits.{key}", f"must be >= 1, got {value}")
         manifest = replace(manifest, tokenizer=TokenizerSpec(file=tok_file, **ids))
+        if data.get("quality") is not None:
+            try:
+                manifest = replace(manifest, quality=parse_calibration(data["quality"]))
+            except ValueError as exc:
+                where, message = str(exc).split(": ", 1)  # "quality.scale: every scale must be > 0"
+                raise ManifestError(path, where, message) from None
     else:
         labels = _require(data, "labels", list, path)
         if not labels or not all(isinstance(x, str) for x in labels):

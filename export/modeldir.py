@@ -34,6 +34,7 @@ from attnserve.contract.manifest import (
     file_entries,
     write_manifest,
 )
+from attnserve.contract.quality import QualityCalibration
 from attnserve.models import TranslationTransformer, VisionTransformer
 
 from .errors import ExportError
@@ -322,9 +323,11 @@ def write_translation_dir(
     force: bool = False,
     stage: Stage = _noop,
     kv_cache: str = IN_PLACE,
+    quality: QualityCalibration | None = None,
 ) -> Manifest:
     """Export ``model`` to ``out``: encoder.onnx, decoder.onnx, tokenizer.json, model.json (fp32,
-    no reference outputs or verification: :func:`attnserve.export.pipeline.export_translation` adds those)."""
+    no reference outputs or verification: :func:`attnserve.export.pipeline.export_translation` adds those).
+    ``quality``: the quality score's calibration (``contract.quality``), when fit for this model."""
     tok, limits = check_translation(model, tokenizer, max_source_len, max_target_len)
     with staged_directory(out, force) as tmp:
         manifest = write_translation_graphs(
@@ -340,7 +343,7 @@ def write_translation_dir(
             languages=languages,
             kv_cache=kv_cache,
         )
-        manifest = seal(tmp, manifest, stage)
+        manifest = seal(tmp, dataclasses.replace(manifest, quality=quality), stage)
     return manifest
 
 

@@ -15,6 +15,7 @@ retraining a model, ``make models`` (``--out models/repo``) regenerates it;
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from attnserve.contract.kinds import IN_PLACE
 from attnserve.contract.manifest import Languages, ManifestError, load_manifest, sha256_file
+from attnserve.contract.quality import QualityCalibration, parse_calibration
 from attnserve.models import load_checkpoint
 
 from .modeldir import ATTNSERVE_VERSION, ExportError, write_translation_dir, write_vit_dir
@@ -59,6 +61,12 @@ def _fingerprint(name: str) -> dict[str, str]:
     return {p.name: sha256_file(p) for p in _sources(name)}
 
 
+def zoo_quality(name: str) -> QualityCalibration | None:
+    """The quality score's calibration ``benchmarks/quality.py --write-calibration`` fit for a zoo model."""
+    path = ZOO / name / "quality.json"
+    return parse_calibration(json.loads(path.read_text())) if path.is_file() else None
+
+
 def export_translator(
     checkpoint: Path, out: Path, force: bool = False, extra: dict | None = None, kv_cache: str = IN_PLACE
 ):
@@ -76,6 +84,7 @@ def export_translator(
         languages=LANGUAGES,
         force=force,
         kv_cache=kv_cache,
+        quality=zoo_quality("translator-en-de"),
     )
 
 
@@ -109,7 +118,9 @@ def is_current(model_dir: Path, name: str) -> bool:
 def _current_translator(manifest) -> bool:
     """The bundled translator's layout: its languages, the in-place cache, an aligner reading the encoder output."""
     aligner = "aligner" in manifest.graphs and not manifest.aligner_io().encodes
-    return manifest.languages == LANGUAGES and manifest.kv_cache == IN_PLACE and aligner
+    quality = zoo_quality("translator-en-de")
+    same_quality = (manifest.quality and manifest.quality.to_json()) == (quality and quality.to_json())
+    return manifest.languages == LANGUAGES and manifest.kv_cache == IN_PLACE and aligner and same_quality
 
 
 def build_repo(out: Path, names: tuple[str, ...] | list[str] = NAMES, force: bool = False) -> list[str]:

@@ -24,6 +24,7 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 TRANSLATION_BATCHING = ("continuous", "static")
 LANGUAGE_DETECTION = ("langid", "lingua", "auto", "off")
 LOAD_MODELS = ("auto", "eager", "lazy")
+QUALITY_ACTIONS = ("mark", "refuse")  # service/quality.py's
 
 
 class ConfigError(ValueError):
@@ -134,6 +135,17 @@ class Settings:
         "en",
         "a pair no model serves directly is translated through this language when models reach it and leave it "
         "(source -> pivot -> target); '' = no pivoting",
+    )
+    min_quality: float = _setting(
+        0.0,
+        "translations whose quality score (0..1, per text: its worst sentence) is below this get "
+        "--quality-action; every reply then carries its score (0 = off: scores only when a request asks)",
+    )
+    quality_action: str = _setting(
+        "mark",
+        "below --min-quality: mark (the reply flags the text) or refuse (INVALID_ARGUMENT naming the sentence "
+        "and its score)",
+        choices=QUALITY_ACTIONS,
     )
     log_level: str = _setting("info", "logging level", choices=LOG_LEVELS)
     # limits of every request
@@ -260,6 +272,8 @@ class Settings:
             "repository_poll_seconds": self.repository_poll_seconds >= 0,
             "file_timeout_seconds": self.file_timeout_seconds >= 0,
             "download_retention_s": self.download_retention_s > 0,
+            "min_quality": 0.0 <= self.min_quality <= 1.0,
+            "quality_action": self.quality_action in QUALITY_ACTIONS,
         }
         positive = (
             "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "

@@ -40,6 +40,8 @@ FORMAT = "format"
 LANGUAGE_PARAMETERS = ("source_language", "target_language", "target_prefix")
 # and word alignments of every sentence's best translation (issue 34): a boolean.
 ALIGNMENTS = "return_alignments"
+# and a quality score per text (service/quality.py): a boolean.
+QUALITY = "return_quality"
 
 
 # A glossary (issue 34): source term -> target term ("" keeps the term), as a JSON object, or a
@@ -79,6 +81,11 @@ def text_format(values: Mapping[str, Any], where: str = "") -> str:
 def alignments(values: Mapping[str, Any], where: str = "") -> bool:
     """The ``return_alignments`` parameter (false when absent)."""
     return _typed(ALIGNMENTS, values.get(ALIGNMENTS, False), BOOL, where)
+
+
+def quality(values: Mapping[str, Any], where: str = "") -> bool:
+    """The ``return_quality`` parameter (false when absent)."""
+    return _typed(QUALITY, values.get(QUALITY, False), BOOL, where)
 
 
 def _typed(name: str, value: Any, kind: str, where: str) -> Any:

@@ -111,6 +111,7 @@ def translation_request(
         deadline=deadline,
         glossary=glossary(request),
         alignments=request.return_alignments,
+        quality=request.return_quality,
     )
 
 
@@ -158,18 +159,20 @@ def translate_response(done: Translated, options: pb.DecodingOptions) -> pb.Tran
         hypotheses = [_hypothesis(h, options) for h in result.hypotheses]
         if done.alignments is not None and hypotheses:
             hypotheses[0].alignments.extend(sentence_alignment(a) for a in done.alignments[k])
-        reply.translations.append(
-            pb.Translation(
-                hypotheses=hypotheses,
-                source_tokens=result.source_tokens,
-                timing=pb.TranslationTiming(
-                    queue_ms=result.queue_ms,
-                    encode_ms=result.encode_ms,
-                    decode_ms=result.decode_ms,
-                    first_token_ms=result.first_token_ms,
-                ),
-            )
+        translation = pb.Translation(
+            hypotheses=hypotheses,
+            source_tokens=result.source_tokens,
+            timing=pb.TranslationTiming(
+                queue_ms=result.queue_ms,
+                encode_ms=result.encode_ms,
+                decode_ms=result.decode_ms,
+                first_token_ms=result.first_token_ms,
+            ),
         )
+        if done.quality is not None:
+            q = done.quality[k]
+            translation.quality.CopyFrom(pb.TranslationQuality(score=q.score, sentences=q.sentences, low=q.low))
+        reply.translations.append(translation)
     return reply
 
 

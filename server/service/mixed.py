@@ -59,11 +59,14 @@ async def translate(
     n = len(request.texts)
     results: list[Any] = [None] * n
     alignments: list[Any] | None = [None] * n if any(p.alignments is not None for p in parts) else None
+    quality: list[Any] | None = [None] * n if any(p.quality is not None for p in parts) else None
     for indices, part in zip(groups.values(), parts, strict=True):
         for j, i in enumerate(indices):
             results[i] = part.results[j]
             if alignments is not None and part.alignments is not None:
                 alignments[i] = part.alignments[j]
+            if quality is not None and part.quality is not None:
+                quality[i] = part.quality[j]
     request.caller.items = n  # each group booked its own texts
     pivots = {p.pivot for p in parts}
     return Translated(
@@ -74,4 +77,5 @@ async def translate(
         detected=tuple(detected),
         alignments=alignments,
         pivot=pivots.pop() if len(pivots) == 1 else "",
+        quality=quality,
     )

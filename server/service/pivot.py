@@ -53,7 +53,14 @@ async def translate(
     request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, time_limit_s))
     leg1 = await service_translate(first_leg(request, route))
     leg2 = await service_translate(second_leg(request, route, _best_texts(leg1)))
-    return dataclasses.replace(leg2, source_language=leg1.source_language, detected=leg1.detected, pivot=route.pivot)
+    judged = leg2.quality
+    if leg1.quality is not None and judged is not None:  # a text is as good as its worse leg
+        judged = [
+            dataclasses.replace(b, score=min(a.score, b.score), low=a.low or b.low)
+            for a, b in zip(leg1.quality, judged)
+        ]
+    done = dataclasses.replace(leg2, source_language=leg1.source_language, detected=leg1.detected, pivot=route.pivot)
+    return dataclasses.replace(done, quality=judged)
 
 
 async def stream(

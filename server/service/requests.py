@@ -22,6 +22,7 @@ from ..errors import DeadlineExceeded
 from ..registry import LoadedModel
 from ..translation import DecodeOptions, TranslationResult
 from .glossary import CompiledGlossary
+from .quality import TextQuality
 
 AUTO = "auto"  # a source language to detect (LibreTranslate's ``source: auto``; any door may send it)
 MODEL_VERSION = "1"  # one version per model name; a hot reload replaces it in place (KServe's model_version)
@@ -94,6 +95,7 @@ class TranslationRequest:
     # (do not translate). They extend the server's default glossary (``service/glossary.py``).
     glossary: tuple[tuple[str, str], ...] = ()
     alignments: bool = False  # word alignments of every sentence's best translation (issue 34)
+    quality: bool = False  # a quality score per text and sentence (``quality.py``)
 
 
 @dataclass(frozen=True)
@@ -129,6 +131,8 @@ class Translated:
     detected: tuple[Detection, ...] = ()  # per text, when the source language was ``auto`` (service/mixed.py)
     alignments: list[list[WordAlignment]] | None = None  # per text, per sentence: when the request asked
     pivot: str = ""  # the language the texts went through (two models: service/pivot.py); "" = direct
+    # per text: when the request asked or the server has --min-quality (service/quality.py)
+    quality: list[TextQuality] | None = None
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
 from ..translation import DecodeOptions, StreamEvent
-from . import alignments, document_stream, documents, mixed, pivot, surrogates
+from . import alignments, document_stream, documents, mixed, pivot, quality, surrogates
 from .detection import make_detector
 from .glossary import DefaultGlossaries, check_entries, compile_glossary
 from .languages import apply
@@ -116,7 +116,10 @@ class TranslationService:
                     f"{request.target_language} goes through {route.pivot} (two models): ask without alignments"
                 )
             return await pivot.translate(self.translate, request, route, self.settings.request_timeout_seconds)
+        scored, judged = request.quality or self.settings.min_quality > 0, None
         async with self.validate(request) as valid:
+            if scored:
+                valid = dataclasses.replace(valid, options=quality.scoring_options(valid.options, valid.model.engine))
             # html / markdown: inline markup stays inside its sentence and is placed by alignment
             # where the model has an aligner (issue 34); otherwise sentences are cut at it
             place = request.format != TEXT and valid.model.aligns
@@ -125,6 +128,9 @@ class TranslationService:
             keep = range(sum(p.segments for p in prepared)) if align and valid.model.aligns else ()
             work = documents.translate_sentences(valid, prepared, self.pool, keep_for_alignment=keep)
             sentences = await bounded(work, valid.request.deadline)
+            if scored:  # each text's quality under the server's threshold and action
+                args = (self.settings.min_quality, self.settings.quality_action, self.pool)
+                judged = await quality.judge_off_loop(valid.model.engine, prepared, sentences, *args)
             aligned = None
             if align:
                 work = alignments.align(valid, prepared, sentences, self.pool, every_hypothesis=place)
@@ -133,7 +139,7 @@ class TranslationService:
             self.answered(valid, [r.queue_ms for r in results])
         model, source, target = valid.model.name, valid.source_language, valid.target_language
         returned = alignments.best_only(aligned) if request.alignments and aligned is not None else None
-        return Translated(model, results, source, target, alignments=returned)
+        return Translated(model, results, source, target, alignments=returned, quality=judged)
 
     async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
         """The events of one text (document); closing the iterator frees its decoder rows.
@@ -145,6 +151,8 @@ class TranslationService:
             raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {beam}")
         if request.alignments:
             raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
+        if request.quality:
+            raise InvalidRequest("quality scores come with whole translations (Translate), not with a stream")
         route = self.pivot_route(request)
         if route is not None:
             limit = self.settings.request_timeout_seconds

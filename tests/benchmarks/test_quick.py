@@ -354,6 +354,19 @@ def test_alignments_quick(dirs):
     assert set(result["off_with_over_without_step_attention"]) == {"batch, off", "one each, off"}
 
 
+def test_quality_quick(dirs):
+    """The bundled translator's quality score on held-out and out-of-domain texts: its AUC, each
+    feature's, the fit it stores, and what scoring costs the decoder (the translations unchanged:
+    the benchmark asserts it). The imported checkpoint (trained in the run) is left to the full run."""
+    argv, out = dirs
+    assert cli.main(["quality", *argv, "--no-imported"]) == 0
+    result = json.loads((out / "quality-quick.json").read_text())
+    (both, *_) = result["rows"]
+    assert both["set"] == "bundled: held-out + out-of-domain" and both["texts"] > both["right"] > 0
+    assert both["auc"] >= 0.9 and all(0 <= both[f"auc_{k}"] <= 1 for k in ("mean_logprob", "coverage"))
+    assert result["calibration"]["features"] and result["cost"]["scored_over_plain"] > 0
+
+
 def test_iobinding_probe_on_the_decode_exports(dirs, tmp_path):
     """benchmarks.iobinding runs session.run and io binding on the same decoder; tokens agree."""
     from attnserve.benchmarks import iobinding

@@ -329,9 +329,12 @@ def test_client_cli_translate(server, capsys):
 
 def test_client_cli_says_when_a_translation_was_cut(server, long_source, capsys):
     with server.client() as client:
-        (hyp,) = client.translate([long_source], "mt", max_new_tokens=3, return_scores=True)[0].hypotheses
+        (result,) = client.translate([long_source], "mt", max_new_tokens=3, return_scores=True, quality=True)
+    hyp, quality = result.hypotheses[0], result.quality
     assert hyp.finish_reason == "length"
     args = ["--address", server.address, "translate", long_source, "--model", "mt", "--max-new-tokens", "3"]
-    assert client_main([*args, "--scores"]) == 0
-    expected = f"{hyp.text}  (score={hyp.score:.4f} logprob={hyp.logprob:.4f}; cut at --max-new-tokens 3)"
+    assert client_main([*args, "--scores"]) == 0  # --scores shows the quality score too
+    likely = ", likely wrong" if quality.score < 0.5 else ""
+    cut = f"cut at --max-new-tokens 3; quality {quality.score:.2f}{likely}"
+    expected = f"{hyp.text}  (score={hyp.score:.4f} logprob={hyp.logprob:.4f}; {cut})"
     assert capsys.readouterr().out == expected + "\n"

@@ -97,7 +97,7 @@ class GlossaryEntry(_message.Message):
     def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
-    __slots__ = ("model", "texts", "options", "format", "glossary", "keep", "return_alignments")
+    __slots__ = ("model", "texts", "options", "format", "glossary", "keep", "return_alignments", "return_quality")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,7 @@ class TranslateRequest(_message.Message):
     GLOSSARY_FIELD_NUMBER: _ClassVar[int]
     KEEP_FIELD_NUMBER: _ClassVar[int]
     RETURN_ALIGNMENTS_FIELD_NUMBER: _ClassVar[int]
+    RETURN_QUALITY_FIELD_NUMBER: _ClassVar[int]
     model: str
     texts: _containers.RepeatedScalarFieldContainer[str]
     options: DecodingOptions
@@ -112,7 +113,8 @@ class TranslateRequest(_message.Message):
     glossary: _containers.RepeatedCompositeFieldContainer[GlossaryEntry]
     keep: _containers.RepeatedScalarFieldContainer[str]
     return_alignments: bool
-    def __init__(self, model: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., keep: _Optional[_Iterable[str]] = ..., return_alignments: bool = ...) -> None: ...
+    return_quality: bool
+    def __init__(self, model: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., keep: _Optional[_Iterable[str]] = ..., return_alignments: bool = ..., return_quality: bool = ...) -> None: ...
 
 class Hypothesis(_message.Message):
     __slots__ = ("text", "token_ids", "score", "logprob", "finish_reason", "alignments")
@@ -175,14 +177,26 @@ class TranslationTiming(_message.Message):
     def __init__(self, queue_ms: _Optional[float] = ..., encode_ms: _Optional[float] = ..., decode_ms: _Optional[float] = ..., first_token_ms: _Optional[float] = ...) -> None: ...
 
 class Translation(_message.Message):
-    __slots__ = ("hypotheses", "source_tokens", "timing")
+    __slots__ = ("hypotheses", "source_tokens", "timing", "quality")
     HYPOTHESES_FIELD_NUMBER: _ClassVar[int]
     SOURCE_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TIMING_FIELD_NUMBER: _ClassVar[int]
+    QUALITY_FIELD_NUMBER: _ClassVar[int]
     hypotheses: _containers.RepeatedCompositeFieldContainer[Hypothesis]
     source_tokens: int
     timing: TranslationTiming
-    def __init__(self, hypotheses: _Optional[_Iterable[_Union[Hypothesis, _Mapping]]] = ..., source_tokens: _Optional[int] = ..., timing: _Optional[_Union[TranslationTiming, _Mapping]] = ...) -> None: ...
+    quality: TranslationQuality
+    def __init__(self, hypotheses: _Optional[_Iterable[_Union[Hypothesis, _Mapping]]] = ..., source_tokens: _Optional[int] = ..., timing: _Optional[_Union[TranslationTiming, _Mapping]] = ..., quality: _Optional[_Union[TranslationQuality, _Mapping]] = ...) -> None: ...
+
+class TranslationQuality(_message.Message):
+    __slots__ = ("score", "sentences", "low")
+    SCORE_FIELD_NUMBER: _ClassVar[int]
+    SENTENCES_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    score: float
+    sentences: _containers.RepeatedScalarFieldContainer[float]
+    low: bool
+    def __init__(self, score: _Optional[float] = ..., sentences: _Optional[_Iterable[float]] = ..., low: bool = ...) -> None: ...
 
 class TranslateResponse(_message.Message):
     __slots__ = ("model", "translations", "source_language", "target_language", "pivot_language")

@@ -10,7 +10,9 @@
 the languages (``source_language``, ``target_language``, ``target_prefix``: M2M100 / NLLB
 choose their language tokens from them), ``format`` (``text``, ``html`` or ``markdown``: the
 text is a document, see ``service.documents``), ``return_alignments`` (``generate`` only: the
-reply's ``alignments`` holds one ``"i-j ..."`` string per sentence) and Triton's ``timeout``
+reply's ``alignments`` holds one ``"i-j ..."`` string per sentence), ``return_quality``
+(``generate`` only, and on a server with ``--min-quality``: the reply's ``quality`` is the text's
+score 0..1, ``quality_sentences`` its sentences', ``low_quality`` true below the threshold) and Triton's ``timeout``
 (microseconds: the request's deadline). The deltas of a
 stream concatenate to the text that ``generate`` returns for the same request. An error
 before the first piece is answered as on every route, ``{"error": ...}`` with its HTTP
@@ -61,7 +63,8 @@ def parse_generate(body: bytes) -> tuple[str, dict[str, Any]]:
         raise InvalidRequest(f"{PARAMETERS}: expected a JSON object of decoding options, got {parameters!r:.60}")
     check_parameters(
         parameters,
-        {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS, params.GLOSSARY, params.ALIGNMENTS},
+        {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS, params.GLOSSARY, params.ALIGNMENTS}
+        | {params.QUALITY},
     )
     return text, parameters
 
@@ -95,6 +98,7 @@ def add_routes(http: HttpServer) -> None:
             deadline=request_deadline(parameters),
             glossary=params.glossary(parameters, f"{PARAMETERS}."),
             alignments=params.alignments(parameters, f"{PARAMETERS}."),
+            quality=params.quality(parameters, f"{PARAMETERS}."),
             **params.languages(parameters, f"{PARAMETERS}."),
         )
 
@@ -103,6 +107,10 @@ def add_routes(http: HttpServer) -> None:
         reply = {"model_name": done.model, "model_version": VERSION, TEXT_OUTPUT: done.results[0].hypotheses[0].text}
         if done.alignments is not None:  # issue 34: one "i-j ..." string per sentence
             reply["alignments"] = [a.pharaoh() for a in done.alignments[0]]
+        if done.quality is not None:
+            quality = done.quality[0]
+            reply |= {"quality": quality.score, "quality_sentences": list(quality.sentences)}
+            reply["low_quality"] = quality.low
         return json_response(reply, ensure_ascii=False)
 
     async def generate_stream(request: web.Request, call: Call) -> web.StreamResponse:

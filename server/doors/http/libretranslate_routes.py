@@ -6,7 +6,9 @@ LibreTranslate's own clients).
   extension fields ``glossary`` (an object, term -> target term, ``""`` keeps the term; in a
   form, that object as JSON), ``alignments`` (true: per text, one ``"i-j ..."`` string per
   sentence) and ``attention`` (true: the alignments, and per text, per sentence, its words, its
-  translation's words and the word-level cross-attention, as the web page draws it); JSON or
+  translation's words and the word-level cross-attention, as the web page draws it) and
+  ``quality`` (true, or always on a server with ``--min-quality``: ``"quality": 0.93``, the text's
+  score 0..1, and ``"lowQuality"``, true below the threshold; lists for a list ``q``); JSON or
   a form -> ``{"translatedText", "alternatives", "detectedLanguage"}``, and ``"pivot": "en"``
   when no model serves the pair directly and the texts went through that language (two models);
 - ``POST /detect``: ``q`` -> ``[{"confidence", "language"}]`` (0..100) among the served
@@ -230,6 +232,9 @@ def _reply(done: Translated, batch: bool, alternatives: int, attention: bool = F
         if attention:  # an extension for the web page's attention map: per text, one map per sentence
             maps = [[_attention(a) for a in sentences] for sentences in done.alignments]
             reply["attention"] = maps if batch else maps[0]
+    if done.quality is not None:  # an extension: per text, its quality score and whether it is below the threshold
+        scores, low = [q.score for q in done.quality], [q.low for q in done.quality]
+        reply |= {"quality": scores, "lowQuality": low} if batch else {"quality": scores[0], "lowQuality": low[0]}
     return reply
 
 
@@ -286,6 +291,7 @@ class LibreTranslateRoutes:
             options=_alternatives_options(alternatives),
             glossary=params.glossary(fields),
             alignments=_flag(fields, "alignments") or attention,
+            quality=_flag(fields, "quality"),
         )
         with upstream_words():
             done = await self.service.translate(wanted)

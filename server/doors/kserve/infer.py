@@ -43,6 +43,9 @@ from .tensors import BYTES, Tensor
 TEXT, TRANSLATION_OUT = "TEXT", "TRANSLATION"
 # With return_alignments (issue 34): per text, its sentences' links "i-j ...", one line per sentence.
 ALIGNMENTS_OUT = "ALIGNMENTS"
+# With return_quality, an output QUALITY named, or a server with --min-quality: per text, its score
+# 0..1 (service/quality.py); the response parameter low_quality counts the texts below --min-quality.
+QUALITY_OUT, LOW_QUALITY = "QUALITY", "low_quality"
 IMAGE, PIXELS, PROBABILITIES = "IMAGE", "PIXELS", "PROBABILITIES"
 VERSION = MODEL_VERSION
 FINAL = "triton_final_response"
@@ -160,6 +163,7 @@ PARAMETERS = {
     *params.LANGUAGE_PARAMETERS,
     params.GLOSSARY,
     params.ALIGNMENTS,
+    params.QUALITY,
 }
 
 
@@ -168,7 +172,7 @@ def translation_request(model: str, request: InferRequest, call: Call, deadline:
     languages from the request parameters)."""
     check_parameters(request.parameters, PARAMETERS)
     tensor = _one_input(request, (TEXT,))
-    _outputs(request, (TRANSLATION_OUT, ALIGNMENTS_OUT), classify=False)
+    named = {o.name for o in _outputs(request, (TRANSLATION_OUT, ALIGNMENTS_OUT, QUALITY_OUT), classify=False)}
     decoding = {k: v for k, v in request.parameters.items() if k in params.DECODING_PARAMETERS}
     return TranslationRequest(
         call,
@@ -180,6 +184,7 @@ def translation_request(model: str, request: InferRequest, call: Call, deadline:
         deadline=earliest(deadline, request_deadline(request.parameters)),
         glossary=params.glossary(request.parameters, "parameters."),
         alignments=params.alignments(request.parameters, "parameters."),
+        quality=params.quality(request.parameters, "parameters.") or (bool(request.outputs) and QUALITY_OUT in named),
         **params.languages(request.parameters, "parameters."),
     )
 
@@ -226,7 +231,11 @@ class KServeInference:
         if done.alignments is not None:
             lines = ["\n".join(a.pharaoh() for a in sentences).encode() for sentences in done.alignments]
             outputs.append(Tensor(ALIGNMENTS_OUT, BYTES, (len(lines),), lines))
-        return _response(done.model, request, outputs)
+        if done.quality is None:
+            return _response(done.model, request, outputs)
+        scores = np.array([q.score for q in done.quality], dtype=np.float32)  # (N,)
+        outputs.append(Tensor(QUALITY_OUT, "FP32", scores.shape, scores))
+        return _response(done.model, request, outputs, **{LOW_QUALITY: sum(q.low for q in done.quality)})
 
     async def stream(
         self, request: InferRequest, call: Call, deadline: Deadline | None = None
