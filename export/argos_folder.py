@@ -4,7 +4,9 @@ folder (LibreTranslate's package folder) exported into a model repository, one d
 Each package is imported, exported and verified on its own into ``REPO/<name>`` (``argos-en-de``),
 written aside and renamed into place (:func:`~attnserve.export.modeldir.staged_directory`), so a
 package that fails leaves nothing behind and the others still export; the exit code says whether
-all of them did.
+all of them did. :func:`export_argos_package` is one package's step, for other callers too
+(``attnserve-export pull``): it passes what the package says (languages, family, whether sources
+end with the end token) to the export pipeline.
 """
 
 from __future__ import annotations
@@ -26,11 +28,9 @@ def is_folder_of_packages(path: Path) -> bool:
 
 def export_argos_folder(folder: Path, options: ExportOptions, languages_given: bool = False) -> int:
     """Export every package of ``folder`` into ``options.out``; returns the exit code (0: all exported)."""
-    from . import sources
     from .cli import _is_user_error
     from .importers import argos_packages
     from .importers.argos import package_type
-    from .pipeline import export_translation
     from .verify import VerificationFailed
 
     if options.name is not None:
@@ -58,22 +58,7 @@ def export_argos_folder(folder: Path, options: ExportOptions, languages_given: b
     for package in packages:
         bar.set_description_str(package.name)
         try:
-            source = sources.from_argos(package)
-            name = source.description["name"]
-            if name in written:
-                raise ExportError(f"{name} was already exported from {written[name].name}")
-            opts = dataclasses.replace(options, out=out / name, name=None)
-            export_translation(
-                source.model,
-                source.tokenizer,
-                opts,
-                max_source_len=source.limits.get("max_source_len"),
-                max_target_len=source.limits.get("max_target_len"),
-                extra={"source": source.description},
-                family=source.family,
-                languages=Languages(**source.languages) if source.languages else None,
-                source_eos=source.source_eos,
-            )
+            name = export_argos_package(package, options, out, skip=written)
             written[name] = package
             bar.write(f"wrote {out / name} (from {package.name})")
         except Exception as exc:  # noqa: BLE001 - a package's user-facing error is reported, the others go on
@@ -87,6 +72,33 @@ def export_argos_folder(folder: Path, options: ExportOptions, languages_given: b
     failures = f", {len(failed)} failed" if failed else ""
     print(f"{len(written)} of {len(packages)} packages exported to {out}{failures}")
     return 1 if failed else 0
+
+
+def export_argos_package(
+    package: Path, options: ExportOptions, repository: Path, skip: dict[str, Path] | None = None
+) -> str:
+    """Import, export and verify one package into ``repository/<name>`` (written aside, then renamed);
+    returns the name (``argos-en-de``). ``options.out`` and ``options.name`` are not used. ``skip``:
+    names already written from other packages (ExportError if this one has one of them)."""
+    from . import sources
+    from .pipeline import export_translation
+
+    source = sources.from_argos(package)
+    name = source.description["name"]
+    if skip and name in skip:
+        raise ExportError(f"{name} was already exported from {skip[name].name}")
+    export_translation(
+        source.model,
+        source.tokenizer,
+        dataclasses.replace(options, out=Path(repository) / name, name=None),
+        max_source_len=source.limits.get("max_source_len"),
+        max_target_len=source.limits.get("max_target_len"),
+        extra={"source": source.description},
+        family=source.family,
+        languages=Languages(**source.languages) if source.languages else None,
+        source_eos=source.source_eos,
+    )
+    return name
 
 
 def _bar(total: int):
