@@ -54,6 +54,8 @@ HEADER_TIMEOUT_S = BODY_TIMEOUT_S = 2.0  # the HTTP read timeouts this server ru
 FILE_STALL_S = 2.0  # issue 44: no other client's request waits over 2 s while a file attack runs
 FILE_CPU_S = 2  # --file-cpu-seconds of this server
 PUBLIC_URL = "https://files.example.org"
+MAX_FILE_CHARS = 2_000_000  # --max-file-chars of this server: the heavy file's 1M paragraphs are within it
+PARAGRAPH = "<w:p><w:r><w:t>a</w:t></w:r></w:p>"
 
 
 class Problems:
@@ -400,9 +402,10 @@ def md_lines(http: Http, problems: Problems) -> None:
 
 
 def heavy_file(http: Http, problems: Problems) -> None:
-    """Issue 44, isolation: a legitimately heavy file (20 MB of blank markdown lines) past
+    """Issue 44, isolation: a legitimately heavy file (a .docx of 1M one-word paragraphs, 100 KB
+    zipped, within --max-file-chars here; about 10 s of CPU for the reader) past
     --file-cpu-seconds: its worker is killed, the file gets a 400 naming the setting."""
-    status, reply = _translate_file(http, "heavy.md", b"\n" * 20_000_000)
+    status, reply = _translate_file(http, "heavy.docx", _docx(PARAGRAPH * 1_000_000))
     ok = status == 400 and "--file-cpu-seconds" in reply.get("error", "")
     problems.check(ok, 4400, f"a heavy file past its CPU time: {status} {reply}")
     _next_file_works(http, problems, 4400, "a killed worker")
@@ -419,8 +422,8 @@ def many_runs(http: Http, problems: Problems) -> None:
 
 
 def inflated_docx(http: Http, problems: Problems) -> None:
-    """Issue 44, finding 5: a small .docx whose document.xml inflates to 35 MB of 1M paragraphs."""
-    status, reply = _translate_file(http, "inflated.docx", _docx("<w:p><w:r><w:t>a</w:t></w:r></w:p>" * 1_000_000))
+    """Issue 44, finding 5: a .docx of 300 KB whose document.xml inflates to 115 MB of 3.3M paragraphs."""
+    status, reply = _translate_file(http, "inflated.docx", _docx(PARAGRAPH * 3_300_000))
     problems.check(400 <= status < 500, 4405, f"an inflated .docx: {status} {reply}")
 
 
@@ -502,7 +505,7 @@ def test_every_attack_of_issues_32_and_44_against_one_server(tmp_path, monkeypat
         repo,
         "--metrics-port", "0", "--enable-admin", "--max-concurrent-rpcs", "48",
         "--request-timeout-seconds", "20", "--grace-seconds", "1",
-        "--file-cpu-seconds", str(FILE_CPU_S), "--public-url", PUBLIC_URL,
+        "--file-cpu-seconds", str(FILE_CPU_S), "--max-file-chars", str(MAX_FILE_CHARS), "--public-url", PUBLIC_URL,
     )  # fmt: skip
     problems, worker = Problems(), None
     try:

@@ -23,6 +23,8 @@ from PIL import Image
 
 from attnserve.client import AttnServeError
 from attnserve.server.errors import MAX_MESSAGE_CHARS
+from attnserve.server.files import jobs
+from tests.support import file_jobs
 from tests.support import office_files as office
 
 BUNDLED = Path(__file__).resolve().parents[3] / "models" / "repo" / "translator-en-de"
@@ -167,7 +169,6 @@ def test_a_request_head_that_does_not_parse_is_a_json_400_without_a_traceback(ho
 
 KEY = "file-key"
 SRT_ATTACK = b"1\n" + b"1" * 2000  # the srt library's timestamp regex is cubic in it: minutes in one match
-HEAVY_MD = b"\n" * 20_000_000  # no attack: 20 MB of blank lines, seconds of CPU for any line reader
 
 
 @pytest.fixture(scope="module")
@@ -249,25 +250,37 @@ def file_form(filename: str, content: bytes) -> tuple[bytes, str]:
     return office.multipart({"source": "en", "target": "de", "api_key": KEY}, filename, content)
 
 
-@pytest.mark.parametrize(
-    ("filename", "content"), [("attack.srt", SRT_ATTACK), ("heavy.md", HEAVY_MD)], ids=["srt regex", "heavy file"]
-)
-def test_a_file_past_its_cpu_time_is_stopped_and_no_one_else_notices(files_hostile, filename, content):
+def test_the_srt_regex_attack_holds_no_one_up(files_hostile):
     def attack():
-        return http(files_hostile, "POST", "/translate_file", *file_form(filename, content))
+        return http(files_hostile, "POST", "/translate_file", *file_form("attack.srt", SRT_ATTACK))
 
     (status, _, reply), probes = while_running(files_hostile, attack)
-    assert status == 400, reply
-    if filename == "heavy.md":  # a legitimately heavy file: its worker is killed at its limit
-        assert "--file-cpu-seconds" in reply["error"], reply
+    assert status == 400, reply  # past --file-cpu-seconds in its worker, or refused by a linear parser
     assert all(status == 200 for status, _ in probes), probes
+
+
+@pytest.mark.parametrize(
+    ("filename", "code", "setting"), [("spin.txt", 400, "--file-cpu-seconds"), ("hog.txt", 413, "--file-memory-bytes")]
+)
+def test_a_parse_past_its_limit_is_killed_and_no_one_else_notices(files_hostile, monkeypatch, filename, code, setting):
+    monkeypatch.setattr(jobs, "read_text", file_jobs.read_or_spin)  # a parser made to spin or hog, test-only
+
+    def attack():
+        return http(files_hostile, "POST", "/translate_file", *file_form(filename, b"Hello world."))
+
+    replaced = files_hostile.app.files.workers.replaced
+    (status, _, reply), probes = while_running(files_hostile, attack)
+    assert status == code and setting in reply["error"], reply
+    assert all(status == 200 for status, _ in probes), probes
+    assert files_hostile.app.files.workers.replaced == replaced + 1
     status, _, reply = http(files_hostile, "POST", "/translate_file", *file_form("a.txt", b"Hello world."))
     assert status == 200 and reply["translatedFileUrl"], reply  # the next file, in a fresh worker
 
 
-def test_the_rpc_stops_a_hostile_file_alike(files_hostile, tmp_path):
-    path = tmp_path / "heavy.md"
-    path.write_bytes(HEAVY_MD)
+def test_the_rpc_stops_a_hostile_file_alike(files_hostile, tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs, "read_text", file_jobs.read_or_spin)
+    path = tmp_path / "spin.txt"
+    path.write_bytes(b"Hello world.")
     with files_hostile.client(timeout=120, token=KEY) as client:
         with pytest.raises(AttnServeError) as err:
             client.translate_file(path, "de", "en")
