@@ -151,6 +151,7 @@ class AttnServer(RepositoryControl):
             await self.http.stop()
         self.metrics.stop_http()
         self.preprocess_pool.shutdown(wait=False)
+        self.files.close()
 
     async def start(self) -> None:
         await self.registry.start()
@@ -219,6 +220,7 @@ class AttnServer(RepositoryControl):
         if self.http is not None:
             await self.http.stop()
         self.preprocess_pool.shutdown(wait=False)
+        self.files.close()
         self.metrics.stop_http()
         log.info("stopped")
         self._stopped.set()

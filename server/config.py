@@ -227,12 +227,32 @@ class Settings:
     file_timeout_seconds: float = _setting(
         600.0, "server-side time limit of one file's translation (in place of --request-timeout-seconds; 0 = none)"
     )
+    file_workers: int = _setting(
+        2, "worker processes that read and write files (parsing, run placement, packing), off the server's process"
+    )
+    file_cpu_seconds: float = _setting(
+        60.0, "CPU seconds one file may take to be read and written in its worker; past it the worker is killed (400)"
+    )
+    file_memory_bytes: int = _setting(
+        2 << 30,
+        "memory a file worker may take for one file over its size at start; past it the file gets 413 (0 = no limit)",
+    )
     download_dir: str = _setting(
         "", "directory of translated files waiting for download ('' = attnserve-downloads in the system temp dir)"
     )
     download_retention_s: float = _setting(3600.0, "seconds a translated file stays downloadable; then deleted")
     max_download_bytes: int = _setting(
-        1 << 30, "translated files kept for download, in bytes together; the oldest are deleted to make room"
+        1 << 30,
+        "translated files kept for download, in bytes on disk together (metadata included); the oldest are "
+        "deleted to make room",
+    )
+    max_download_files: int = _setting(
+        10_000, "translated files kept for download at once; the oldest are deleted to make room"
+    )
+    public_url: str = _setting(
+        "",
+        "the server's public base URL (https://translate.example.org) for the links it hands out "
+        "(translatedFileUrl); '' = from the request's Host header",
     )
     # access (docs/operations.md)
     tls_cert: str = _setting("", "PEM server certificate chain; with --tls-key serves TLS only")
@@ -274,13 +294,16 @@ class Settings:
             "download_retention_s": self.download_retention_s > 0,
             "min_quality": 0.0 <= self.min_quality <= 1.0,
             "quality_action": self.quality_action in QUALITY_ACTIONS,
+            "file_cpu_seconds": self.file_cpu_seconds >= 1,
+            "file_memory_bytes": self.file_memory_bytes >= 0,
+            "public_url": not self.public_url or self.public_url.startswith(("http://", "https://")),
         }
         positive = (
             "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
             "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
             "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
             "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
-            " max_file_bytes max_file_chars max_aligned_runs max_download_bytes model_load_attempts"
+            " max_file_bytes max_file_chars max_aligned_runs max_download_bytes model_load_attempts file_workers max_download_files"
         ).split()
         checks.update({name: getattr(self, name) >= 1 for name in positive})
         for name, ok in checks.items():

@@ -5,11 +5,20 @@ Each file is stored in ``--download-dir`` under an unguessable name
 sidecar: its file name, media type, when it expires and, when the server has api keys, the
 sha256 of the key that asked for it (never the key), so only that key downloads it.
 
-- A file lives ``--download-retention-s`` seconds; then it is deleted (on every save and
-  fetch, and at start). A URL of a deleted or unknown file answers 404 "expired".
-- All files together stay under ``--max-download-bytes``: the oldest are deleted to make room.
-- The directory is the state: a restarted server serves every file it promised that has not
-  expired (files whose sidecar is missing or unreadable are deleted at start).
+The store keeps an index of its files in memory (name -> sidecar, bytes on disk), in the
+order they expire (the retention is one setting, so saving order is expiry order):
+
+- a save or a fetch never lists the directory: a save deletes what has expired and, to make
+  room, the oldest files from the front of the index; a fetch looks its name up;
+- all files together stay under ``--max-download-files`` files and ``--max-download-bytes``
+  bytes as the disk counts them (allocated blocks, sidecars included);
+- expired files are deleted by :meth:`DownloadStore.sweep`, which the HTTP server runs on a
+  timer, and on every save. A URL of a deleted or unknown file answers 404 "expired";
+- the directory is the state: a restarted server rebuilds the index once, by listing it, and
+  serves every file it promised that has not expired (a file whose sidecar is missing or
+  unreadable, and a half-written one, is deleted then). With ``--workers N`` each server
+  process indexes the files it saved; a fetch of another process's file reads that one
+  file's sidecar by its name.
 """
 
 from __future__ import annotations
@@ -21,7 +30,9 @@ import os
 import re
 import secrets
 import tempfile
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,6 +63,16 @@ class Download:
     media_type: str
 
 
+@dataclass(frozen=True)
+class _Entry:
+    meta: dict
+    disk_bytes: int  # the file's and its sidecar's allocated blocks
+
+    @property
+    def expires(self) -> float:
+        return float(self.meta["expires"])
+
+
 def safe_filename(filename: str) -> str:
     """The base name with anything but letters, digits and ``._-`` replaced (werkzeug's
     secure_filename, as LibreTranslate uses, in spirit)."""
@@ -69,27 +90,61 @@ def default_dir() -> Path:
     return Path(tempfile.gettempdir()) / "attnserve-downloads"
 
 
+def disk_bytes(*paths: Path) -> int:
+    """What ``paths`` take on disk: allocated blocks (a 10-byte file takes a whole block)."""
+    total = 0
+    for path in paths:
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            continue
+        total += max(info.st_blocks * 512, info.st_size)
+    return total
+
+
 class DownloadStore:
     """See the module docstring. Methods do blocking file I/O: call them off the event loop."""
 
-    def __init__(self, directory: str | Path, retention_s: float, max_bytes: int) -> None:
+    def __init__(self, directory: str | Path, retention_s: float, max_bytes: int, max_files: int = 10_000) -> None:
         self.directory = Path(directory) if directory else default_dir()
-        self.retention_s, self.max_bytes = retention_s, max_bytes
+        self.retention_s, self.max_bytes, self.max_files = retention_s, max_bytes, max_files
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.sweep()
+        self._lock = threading.Lock()
+        self._index: OrderedDict[str, _Entry] = OrderedDict()  # oldest first
+        self.bytes = 0
+        self._rebuild()
 
-    def _entries(self) -> list[tuple[float, Path, dict]]:
-        """(expires, path, metadata) of every stored file, oldest first; orphans deleted."""
-        out = []
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def _rebuild(self) -> None:
+        """The index from the directory, once at start: orphans and half-written files deleted."""
+        found = []
         for path in self.directory.iterdir():
-            if path.suffix == META or path.name.startswith("."):
+            if path.suffix == META and path.with_suffix("").exists():
+                continue
+            if path.name.startswith(".") or path.suffix == META:  # a save cut short; a sidecar alone
+                self._delete(path)
                 continue
             try:
                 meta = json.loads(path.with_name(path.name + META).read_text())
-                out.append((float(meta["expires"]), path, meta))
+                found.append((float(meta["expires"]), path.name, meta))
             except (OSError, ValueError, KeyError, TypeError):
                 self._delete(path)
-        return sorted(out, key=lambda e: e[0])
+        for _, name, meta in sorted(found, key=lambda f: f[0]):
+            path = self.directory / name
+            self._add(name, _Entry(meta, disk_bytes(path, path.with_name(name + META))))
+        self.sweep()
+
+    def _add(self, name: str, entry: _Entry) -> None:
+        self._index[name] = entry
+        self.bytes += entry.disk_bytes
+
+    def _drop(self, name: str) -> None:
+        entry = self._index.pop(name, None)
+        if entry is not None:
+            self.bytes -= entry.disk_bytes
+        self._delete(self.directory / name)
 
     def _delete(self, path: Path) -> None:
         for p in (path, path.with_name(path.name + META)):
@@ -98,22 +153,18 @@ class DownloadStore:
             except FileNotFoundError:
                 pass
 
-    def sweep(self, room: int = 0) -> None:
-        """Delete expired files, then the oldest until ``room`` more bytes fit."""
-        now, entries = time.time(), self._entries()
-        kept = []
-        for expires, path, _ in entries:
-            if expires <= now:
-                self._delete(path)
-            else:
-                kept.append((path, path.stat().st_size if path.exists() else 0))
-        total = sum(size for _, size in kept)
-        for path, size in kept:
-            if total + room <= self.max_bytes:
-                break
-            log.info("downloads: deleted %s to make room (--max-download-bytes %d)", path.name, self.max_bytes)
-            self._delete(path)
-            total -= size
+    def sweep(self, room: int = 0, files: int = 0) -> None:
+        """Delete expired files, then the oldest until ``room`` more bytes and ``files`` more files fit."""
+        now = time.time()
+        with self._lock:
+            while self._index:
+                name, entry = next(iter(self._index.items()))
+                full = self.bytes + room > self.max_bytes or len(self._index) + files > self.max_files
+                if entry.expires > now and not full:
+                    break
+                if entry.expires > now:
+                    log.info("downloads: deleted %s to make room (--max-download-bytes, --max-download-files)", name)
+                self._drop(name)
 
     def save(self, content: bytes, filename: str, media_type: str, api_key: str | None) -> str:
         """Store ``content``; returns the name its download URL ends in."""
@@ -121,7 +172,6 @@ class DownloadStore:
             raise Overloaded(
                 f"the translated file is {len(content):,} bytes, over --max-download-bytes ({self.max_bytes:,})"
             )
-        self.sweep(room=len(content))
         name = f"{secrets.token_urlsafe(24)}.{safe_filename(filename)}"
         path = self.directory / name
         meta = {
@@ -130,10 +180,14 @@ class DownloadStore:
             "expires": time.time() + self.retention_s,
             "key": key_digest(api_key),
         }
+        self.sweep(room=len(content) + 4096, files=1)  # 4 KiB: the sidecar's block
         tmp = self.directory / f".{name}.tmp"
         tmp.write_bytes(content)
-        path.with_name(name + META).write_text(json.dumps(meta))
+        sidecar = path.with_name(name + META)
+        sidecar.write_text(json.dumps(meta))
         os.replace(tmp, path)  # the file appears whole, after its sidecar
+        with self._lock:
+            self._add(name, _Entry(meta, disk_bytes(path, sidecar)))
         return name
 
     def fetch(self, name: str, api_key: str | None, keys_on: bool) -> Download:
@@ -141,14 +195,19 @@ class DownloadStore:
         expired = Expired(f"the file {name[:80]!r} has expired or never existed; translate it again")
         if not _NAME.match(name):
             raise expired
-        self.sweep()
         path = self.directory / name
-        try:
-            meta = json.loads(path.with_name(name + META).read_text())
-        except (OSError, ValueError):
-            raise expired from None
-        if not path.exists() or float(meta.get("expires", 0)) <= time.time():
+        with self._lock:
+            entry = self._index.get(name)
+        meta = entry.meta if entry is not None else self._sidecar(path)  # another server process's file
+        if meta is None or float(meta.get("expires", 0)) <= time.time() or not path.exists():
             raise expired
         if keys_on and meta.get("key") and not secrets.compare_digest(meta["key"], key_digest(api_key)):
             raise Forbidden("Invalid API key: this file was translated for another key")
         return Download(path, meta.get("filename") or "file", meta.get("media_type") or "application/octet-stream")
+
+    def _sidecar(self, path: Path) -> dict | None:
+        try:
+            meta = json.loads(path.with_name(path.name + META).read_text())
+        except (OSError, ValueError):
+            return None
+        return meta if isinstance(meta, dict) else None

@@ -2,9 +2,10 @@
 
 ``FileTranslation.translate(FileRequest, progress)``:
 
-1. the file is read by its format (``server.files``) on the work pool: its text units
-   (paragraphs, slide text, subtitle cues, html pages) and a writer for their translations;
-   a zip package's directory is checked before anything is inflated;
+1. the file is read by its format (``server.files``) in a file worker process
+   (``files.sandbox``: ``--file-workers``, ``--file-cpu-seconds``, ``--file-memory-bytes``
+   and the request's deadline): its text units (paragraphs, slide text, subtitle cues, html
+   pages); a zip package's directory is checked before anything is inflated;
 2. its characters (the text the model reads, not markup or layout) are checked against
    ``--max-file-chars``, where LibreTranslate charges a file ``bytes / char_limit`` requests:
    the same budget, counted on what is translated;
@@ -13,10 +14,12 @@
    ``--file-timeout-seconds``): every sentence of the file is split, deduplicated and
    decoded together through continuous batching, as a long document is, with
    ``progress(done, total)`` told as engine calls finish;
-4. the translations are written back on the work pool, each paragraph's translation placed
-   on its runs (``files.placement``): by word alignment where the paragraph has words in two
-   runs or more and the model has an aligner (their sentences aligned on the work pool as the
-   engine decodes the rest, ``run_alignment``), by proportion of words otherwise.
+4. the translations are written back in a file worker, which reads the file again (a parsed
+   file does not pickle: ``files.jobs``) and places each paragraph's translation on its runs
+   (``files.placement``): by word alignment where the paragraph has words in two runs or more
+   and the model has an aligner (their sentences aligned on the work pool as the engine
+   decodes the rest, ``run_alignment``), by proportion of words otherwise; the file's CPU
+   budget is what its reading left, its deadline the same.
 
 Every door (LibreTranslate's ``/translate_file``, attnserve.v1 ``TranslateFile``, the web
 page) calls this, and stores or streams the bytes it returns.
@@ -24,8 +27,6 @@ page) calls this, and stores or streams the bytes it returns.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -33,10 +34,12 @@ from .. import files
 from ..calls import Call
 from ..documents import PreparedDocument
 from ..errors import LimitExceeded
+from ..files import jobs
+from ..files.sandbox import FileWorkers, Limits
 from ..translation import DecodeOptions, TranslationResult
 from . import documents
 from .documents import Progress
-from .requests import Deadline, Detection, TranslationRequest, ValidTranslation
+from .requests import Deadline, Detection, TranslationRequest, ValidTranslation, earliest
 from .run_alignment import RunAligner
 from .translation import TranslationService, bounded
 
@@ -76,7 +79,11 @@ class FileTranslation:
 
     def __init__(self, service: TranslationService) -> None:
         self.service = service
-        self.settings = service.settings
+        self.settings = s = service.settings
+        self.workers = FileWorkers(s.file_workers, Limits(s.file_cpu_seconds, s.file_memory_bytes))
+
+    def close(self) -> None:
+        self.workers.close()
 
     def check_size(self, size: int) -> None:
         limit = self.settings.max_file_bytes
@@ -86,31 +93,42 @@ class FileTranslation:
                 "max_file_bytes", size, limit,
             )  # fmt: skip
 
-    async def read(self, filename: str, content: bytes) -> files.Extracted:
-        """The file's texts, read on the work pool, within the file limits."""
+    def deadline(self, requested: Deadline | None) -> Deadline | None:
+        """The file's deadline: the client's, or ``--file-timeout-seconds`` from now when that passes first."""
+        seconds = self.settings.file_timeout_seconds
+        if seconds <= 0:
+            return requested
+        limit = Deadline.after(seconds, f"the server's time limit of {seconds:g} s per file (--file-timeout-seconds)")
+        return earliest(requested, limit)
+
+    async def read(
+        self, filename: str, content: bytes, deadline: Deadline | None = None
+    ) -> tuple[jobs.FileText, float]:
+        """The file's texts, read in a file worker, within the file limits; and the CPU seconds
+        its reading left of ``--file-cpu-seconds``."""
         files.reader(filename)  # an unsupported type is refused before anything is read
         self.check_size(len(content))
-        loop = asyncio.get_running_loop()
-        extracted = await loop.run_in_executor(
-            self.service.pool, files.read, filename, content, self.settings.max_file_bytes
-        )
+        budget = self.settings.file_cpu_seconds
+        args = (filename, content, self.settings.max_file_bytes, self.settings.max_file_chars)
+        done = await self.workers.run(jobs.read_text, args, budget, deadline)
+        text: jobs.FileText = done.result
         limit = self.settings.max_file_chars
-        if extracted.characters > limit:
+        if text.characters > limit:
             raise LimitExceeded(
-                f"the file holds {extracted.characters:,} characters of text; this server translates at most "
+                f"the file holds {text.characters:,} characters of text; this server translates at most "
                 f"{limit:,} per file (--max-file-chars)",
-                "max_file_chars", extracted.characters, limit,
+                "max_file_chars", text.characters, limit,
             )  # fmt: skip
-        return extracted
+        return text, max(0.0, budget - done.cpu_seconds)
 
     async def _translated(
-        self, valid: ValidTranslation, extracted: files.Extracted, prepared: list[PreparedDocument], advanced: Progress
-    ) -> tuple[list[TranslationResult], files.Placement]:
-        """The texts' results, and how their translations go onto their runs: by word alignment
-        for paragraphs with words in two runs or more where the model has an aligner, aligned as
-        the engine decodes the rest (``run_alignment``); by proportion otherwise."""
+        self, valid: ValidTranslation, text: jobs.FileText, prepared: list[PreparedDocument], advanced: Progress
+    ) -> tuple[list[TranslationResult], jobs.Preferred | None]:
+        """The texts' results, and where their words go on their runs: by word alignment for
+        paragraphs with words in two runs or more where the model has an aligner, aligned as the
+        engine decodes the rest (``run_alignment``); None: by proportion."""
         pool = self.service.pool
-        aligner = RunAligner(valid, extracted, prepared, pool)
+        aligner = RunAligner(valid, text, prepared, pool, self.settings.max_aligned_runs)
         try:
             sentences = await documents.translate_sentences(
                 valid, prepared, pool, advanced, aligner.decoded if aligner.needed else None, aligner.keep_for_alignment
@@ -122,16 +140,17 @@ class FileTranslation:
             raise
 
     async def translate(self, request: FileRequest, progress: FileProgress | None = None) -> TranslatedFile:
-        extracted = await self.read(request.filename, request.content)
+        deadline = self.deadline(request.deadline)
+        text, cpu_left = await self.read(request.filename, request.content, deadline)
         wanted = TranslationRequest(
             request.caller,
-            extracted.texts,
+            text.texts,
             model=request.model,
-            format=extracted.format,
+            format=text.format,
             source_language=request.source_language,
             target_language=request.target_language,
             options=FILE_OPTIONS,
-            deadline=request.deadline,
+            deadline=deadline,
         )
         service = self.service
         async with service.validate(wanted, file=True) as valid:
@@ -147,21 +166,29 @@ class FileTranslation:
 
             if progress is not None:
                 progress(0, total)
-            results, placement = await bounded(
-                self._translated(valid, extracted, prepared, advanced), valid.request.deadline
+            results, preferred = await bounded(
+                self._translated(valid, text, prepared, advanced), valid.request.deadline
             )
             service.answered(valid, [max(r.queue_ms for r in results)])  # one item: the file
         translations = [r.hypotheses[0].text for r in results]
-        write = functools.partial(extracted.write, translations, placement)
-        content = await asyncio.get_running_loop().run_in_executor(service.pool, write)
+        settings = self.settings
+        args = (
+            request.filename,
+            request.content,
+            settings.max_file_bytes,
+            translations,
+            preferred,
+            settings.max_aligned_runs,
+        )
+        written = await self.workers.run(jobs.write_file, args, cpu_left, valid.request.deadline)
         return TranslatedFile(
             request.filename,
-            content,
-            extracted.media_type,
+            written.result,
+            text.media_type,
             valid.model.name,
             valid.source_language,
             valid.target_language,
-            extracted.characters,
+            text.characters,
             total,
             valid.detected,
         )

@@ -25,6 +25,7 @@ from concurrent.futures import Executor
 from .. import files
 from ..documents import PreparedDocument
 from ..documents.alignment import WordAlignment
+from ..files.jobs import FileText, Preferred
 from ..translation import TranslationResult
 from . import alignments
 from .requests import ValidTranslation
@@ -53,12 +54,12 @@ def preferences(unit: files.Unit, translation: str, sentences: Sequence[WordAlig
 class RunAligner:
     """Aligns a file's styled paragraphs as their sentences are decoded (module docstring):
     ``decoded`` is ``documents.translate_sentences``'s callback; ``placement`` waits for the
-    alignments and returns the file's placement; ``cancel`` drops them (a failed request)."""
+    alignments and returns where each word goes; ``cancel`` drops them (a failed request)."""
 
     def __init__(
         self,
         valid: ValidTranslation,
-        extracted: files.Extracted,
+        extracted: FileText,
         prepared: list[PreparedDocument],
         pool: Executor,
         max_runs: int = files.MAX_ALIGNED_RUNS,
@@ -107,22 +108,19 @@ class RunAligner:
         work = alignments.align(self.valid, [self.prepared[k] for k in chosen], their, self.pool)
         self.tasks.append((chosen, asyncio.ensure_future(work)))
 
-    async def placement(self, results: Sequence[TranslationResult]) -> files.Placement:
-        """How the translations (``results``, one per text) go onto their runs."""
+    async def placement(self, results: Sequence[TranslationResult]) -> Preferred | None:
+        """Where the words of the translations (``results``, one per text) go: for each styled
+        paragraph's text, the run each word prefers (``jobs.write_file``); None: by proportion."""
         if not self.needed:
-            return files.place
+            return None
         if self.ready:
             self._start()
-        preferred: dict[str, list[int | None] | None] = {}
+        preferred: Preferred = {}
         for chosen, task in self.tasks:
             for k, sentences in zip(chosen, alignments.best_only(await task)):
                 unit = self.units[k]
                 preferred[unit.text] = preferences(unit, results[k].hypotheses[0].text, sentences)
-
-        def placement(unit: files.Unit, translation: str) -> list[str]:
-            return files.place_aligned(unit, translation, preferred.get(unit.text), self.max_runs)
-
-        return placement
+        return preferred
 
     async def cancel(self) -> None:
         for _, task in self.tasks:

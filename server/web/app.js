@@ -151,6 +151,21 @@ function showMaps(maps) {
   drawMap(maps[0]);
 }
 
+// The translated file, fetched with the key in a header and saved from a blob: a key in the
+// link's URL would stay in the history and in proxies' logs. The blob's URL, or null (said why).
+async function downloaded(path) {
+  const headers = apiKey() ? { Authorization: `Bearer ${apiKey()}` } : {};
+  try {
+    const reply = await fetch(path, { headers });
+    if (reply.ok) return URL.createObjectURL(await reply.blob());
+    const body = await reply.json().catch(() => ({}));
+    say(`Download failed: ${body.error || `HTTP ${reply.status}`}`, true);
+  } catch {
+    say("Download failed: the server could not be reached.", true);
+  }
+  return null;
+}
+
 function translateFile() {
   const file = $("file").files[0];
   if (!file) {
@@ -181,7 +196,7 @@ function translateFile() {
     progress.removeAttribute("value"); // indeterminate while the server translates
     say(`Translating ${file.name}…`);
   };
-  xhr.onload = () => {
+  xhr.onload = async () => {
     button.disabled = false;
     progress.hidden = true;
     const body = xhr.response || {};
@@ -189,9 +204,10 @@ function translateFile() {
       say(`File translation failed: ${body.error || `HTTP ${xhr.status}`}`, true);
       return;
     }
-    const url = new URL(body.translatedFileUrl, window.location.href);
-    if (apiKey()) url.searchParams.set("api_key", apiKey());
-    link.href = url.pathname + url.search;
+    const saved = await downloaded(new URL(body.translatedFileUrl, window.location.href).pathname);
+    if (!saved) return;
+    if (link.href.startsWith("blob:")) URL.revokeObjectURL(link.href);
+    link.href = saved;
     link.download = file.name;
     link.textContent = `Download ${file.name} (${$("target").value})`;
     link.hidden = false;

@@ -1,4 +1,4 @@
-"""Every attack of issue 32's hostile-input pass, scaled down to seconds, against ONE live
+"""Every attack of issue 32's and issue 44's hostile-input passes, scaled down to seconds, against ONE live
 ``attnserve-server`` process on loopback (bearer tokens and the admin RPCs on), one after the
 other; then the server must still be healthy, translate as it did before, have kept its resident
 memory about flat and have answered no request with INTERNAL, and SIGTERM with work in flight
@@ -11,6 +11,10 @@ an attack only fails the test when a probe is refused or the server stalls past 
 A failed check is a problem tagged with the finding it re-tests. AWAITING lists the findings
 whose fixes live on another branch of issue 32: their problems make the test xfail, naming
 them, instead of fail; a problem of any other finding fails it.
+
+Issue 44's attacks are files and forms (its findings tagged 4401..4409, 4400 the isolation
+itself): each must end in a clear 4xx or a correct result, the next file must work (a killed
+worker is replaced), and while it runs no probe may wait over FILE_STALL_S (the issue's bar).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import zipfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -46,6 +51,11 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 STALL_S = 10.0  # a probe slower than this: the server stalled
 RSS_GROWTH = 256 << 20  # resident growth allowed over the whole run (finding 2 grew it by ~840 MiB)
 HEADER_TIMEOUT_S = BODY_TIMEOUT_S = 2.0  # the HTTP read timeouts this server runs with
+FILE_STALL_S = 2.0  # issue 44: no other client's request waits over 2 s while a file attack runs
+FILE_CPU_S = 2  # --file-cpu-seconds of this server
+PUBLIC_URL = "https://files.example.org"
+MAX_FILE_CHARS = 2_000_000  # --max-file-chars of this server: the heavy file's 1M paragraphs are within it
+PARAGRAPH = "<w:p><w:r><w:t>a</w:t></w:r></w:p>"
 
 
 class Problems:
@@ -339,6 +349,113 @@ def slow_loris(http: Http, problems: Problems) -> None:
     )
 
 
+# ---------------------------------------------------------------- issue 44: files and forms
+
+
+def _file_form(filename: str, content: bytes, api_key: str = TOKEN) -> tuple[bytes, dict]:
+    boundary = "hostile-boundary"
+    fields = {"source": "en", "target": "de", "api_key": api_key}
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode() for k, v in fields.items()
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n\r\n'.encode()
+        + content
+        + f"\r\n--{boundary}--\r\n".encode()
+    )
+    return b"".join(parts), {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+
+
+def _translate_file(http: Http, filename: str, content: bytes, headers: dict | None = None):
+    body, form = _file_form(filename, content)
+    status, reply = http.request("POST", "/translate_file", body, {**form, **(headers or {})}, timeout=120)
+    return status, json.loads(reply) if reply.startswith(b"{") else {"error": reply[:200].decode(errors="replace")}
+
+
+def _next_file_works(http: Http, problems: Problems, finding: int, after: str) -> None:
+    status, reply = _translate_file(http, "next.txt", b"The weather is fine today.")
+    problems.check(status == 200, finding, f"the file after {after}: {status} {reply}")
+
+
+def tiny_parts(http: Http, problems: Problems) -> None:
+    """Issue 44, finding 1: a form of 200,000 tiny parts, without and with a key."""
+    part = b'--b\r\nContent-Disposition: form-data; name="f"\r\n\r\n1\r\n'
+    for key in (b"", b'--b\r\nContent-Disposition: form-data; name="api_key"\r\n\r\n' + TOKEN.encode() + b"\r\n"):
+        body = key + part * 200_000 + b"--b--\r\n"
+        status, reply = http.request(
+            "POST", "/translate_file", body, {"Content-Type": "multipart/form-data; boundary=b"}
+        )
+        problems.check(400 <= status < 500, 4401, f"200,000 form parts ({'a key' if key else 'no key'}): {status}")
+
+
+def srt_regex(http: Http, problems: Problems) -> None:
+    """Issue 44, finding 2: the srt library's cubic timestamp regex (a 2 KB file; minutes in one match)."""
+    status, reply = _translate_file(http, "attack.srt", b"1\n" + b"1" * 2000)
+    problems.check(status == 400, 4402, f"the srt regex attack: {status} {reply}")
+    _next_file_works(http, problems, 4402, "the srt attack")
+
+
+def md_lines(http: Http, problems: Problems) -> None:
+    """Issue 44, finding 3: a 40 KB markdown line the block-marker regexes are quadratic in."""
+    status, reply = _translate_file(http, "line.md", b"a" + b" " * 40_000 + b"b\n")
+    problems.check(status == 200 or 400 <= status < 500, 4403, f"a 40 KB markdown line: {status} {reply}")
+
+
+def heavy_file(http: Http, problems: Problems) -> None:
+    """Issue 44, isolation: a legitimately heavy file (a .docx of 1M one-word paragraphs, 100 KB
+    zipped, within --max-file-chars here; about 10 s of CPU for the reader) past
+    --file-cpu-seconds: its worker is killed, the file gets a 400 naming the setting."""
+    status, reply = _translate_file(http, "heavy.docx", _docx(PARAGRAPH * 1_000_000))
+    ok = status == 400 and "--file-cpu-seconds" in reply.get("error", "")
+    problems.check(ok, 4400, f"a heavy file past its CPU time: {status} {reply}")
+    _next_file_works(http, problems, 4400, "a killed worker")
+
+
+def many_runs(http: Http, problems: Problems) -> None:
+    """Issue 44, finding 4: one paragraph of 8,000 alternating plain and bold runs."""
+    runs = "".join(
+        f'<w:r>{"<w:rPr><w:b/></w:rPr>" if i % 2 else ""}<w:t xml:space="preserve">w{i % 7} </w:t></w:r>'
+        for i in range(8000)
+    )
+    status, reply = _translate_file(http, "runs.docx", _docx(f"<w:p>{runs}</w:p>"))
+    problems.check(status == 200 or 400 <= status < 500, 4404, f"8,000 runs in a paragraph: {status} {reply}")
+
+
+def inflated_docx(http: Http, problems: Problems) -> None:
+    """Issue 44, finding 5: a .docx of 300 KB whose document.xml inflates to 115 MB of 3.3M paragraphs."""
+    status, reply = _translate_file(http, "inflated.docx", _docx(PARAGRAPH * 3_300_000))
+    problems.check(400 <= status < 500, 4405, f"an inflated .docx: {status} {reply}")
+
+
+def _docx(body: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as package:
+        package.writestr("[Content_Types].xml", "<Types/>")
+        w = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+        package.writestr("word/document.xml", f'<w:document xmlns:w="{w}"><w:body>{body}</w:body></w:document>')
+    return buffer.getvalue()
+
+
+def downloads(http: Http, problems: Problems) -> None:
+    """Issue 44, findings 6, 8 and 9: 20 stored files and 300 forged names; the URL from
+    --public-url whatever the Host header; the page's script keeps the key out of URLs."""
+    names = []
+    for i in range(20):
+        status, reply = _translate_file(http, f"f{i}.txt", b"Hello.", {"Host": "evil.example"})
+        url = reply.get("translatedFileUrl", "")
+        problems.check(url.startswith(f"{PUBLIC_URL}/download_file/"), 4409, f"translatedFileUrl: {url or reply}")
+        names.append(url.rsplit("/", 1)[1])
+    for name in names:
+        status, _ = http.request("GET", f"/download_file/{name}", headers=AUTH)
+        problems.check(status == 200, 4406, f"a stored file: {status}")
+    forged = [http.request("GET", f"/download_file/{'A' * 31}{i % 10}.x{i}.txt")[0] for i in range(300)]
+    problems.check(set(forged) == {404}, 4406, f"forged download names: {sorted(set(forged))}")
+    status, script = http.request("GET", "/static/app.js")
+    problems.check(
+        status == 200 and b'searchParams.set("api_key"' not in script, 4408, "the page puts the key in a URL"
+    )
+
+
 def _in_flight_at_shutdown(http: Http, address: str, document: str) -> None:
     def unread_stream() -> None:
         with Client(address, token=TOKEN, retries=0) as client:
@@ -375,7 +492,7 @@ def _finding_of_log_line(line: str) -> set[int]:
 # ---------------------------------------------------------------------------- the suite
 
 
-def test_every_attack_of_issue_32_against_one_server(tmp_path, monkeypatch, figures):
+def test_every_attack_of_issues_32_and_44_against_one_server(tmp_path, monkeypatch, figures):
     repo = tmp_path / "repo"
     repo.mkdir()
     for name in (TRANSLATOR, VIT):
@@ -388,6 +505,7 @@ def test_every_attack_of_issue_32_against_one_server(tmp_path, monkeypatch, figu
         repo,
         "--metrics-port", "0", "--enable-admin", "--max-concurrent-rpcs", "48",
         "--request-timeout-seconds", "20", "--grace-seconds", "1",
+        "--file-cpu-seconds", str(FILE_CPU_S), "--max-file-chars", str(MAX_FILE_CHARS), "--public-url", PUBLIC_URL,
     )  # fmt: skip
     problems, worker = Problems(), None
     try:
@@ -411,6 +529,15 @@ def test_every_attack_of_issue_32_against_one_server(tmp_path, monkeypatch, figu
             "unparsable": lambda p: unparsable_requests(http, problems),
             "slow loris": lambda p: slow_loris(http, problems),
         }
+        file_attacks = {  # issue 44: (its finding's tag, the attack)
+            "tiny parts": (4401, lambda: tiny_parts(http, problems)),
+            "srt regex": (4402, lambda: srt_regex(http, problems)),
+            "md line": (4403, lambda: md_lines(http, problems)),
+            "heavy file": (4400, lambda: heavy_file(http, problems)),
+            "many runs": (4404, lambda: many_runs(http, problems)),
+            "inflated docx": (4405, lambda: inflated_docx(http, problems)),
+            "downloads": (4406, lambda: downloads(http, problems)),
+        }
         with Prober(http) as prober:
             time.sleep(1.5)  # idle latency first
             for name, attack in attacks.items():
@@ -418,6 +545,17 @@ def test_every_attack_of_issue_32_against_one_server(tmp_path, monkeypatch, figu
                 attack(prober)
                 prober.attack = "idle"
                 time.sleep(0.3)
+            for name, (_, attack) in file_attacks.items():
+                prober.attack = name
+                attack()
+                prober.attack = "idle"
+                time.sleep(0.3)
+        for name, (finding, _) in file_attacks.items():
+            latencies = prober.latency.get(name) or [0.0]
+            figures(f"{name}: probe p50 (ms)", statistics.median(latencies) * 1e3)
+            figures(f"{name}: probe worst (ms)", max(latencies) * 1e3)
+            problems.check(max(latencies) < FILE_STALL_S, finding, f"{name}: a probe took {max(latencies):.1f} s")
+            problems.check(not prober.failures[name], finding, f"{name}: probes failed {prober.failures[name][:3]}")
         for name in ["idle", *attacks]:
             latencies = prober.latency.get(name) or [0.0]
             figures(f"{name}: probe p50 (ms)", statistics.median(latencies) * 1e3)
@@ -436,7 +574,9 @@ def test_every_attack_of_issue_32_against_one_server(tmp_path, monkeypatch, figu
         rss, _ = resident_bytes(server.proc.pid)
         figures("RSS after start-up (MiB)", baseline_rss / 2**20)
         figures("RSS after the attacks (MiB)", rss / 2**20)
-        problems.check(rss - baseline_rss < RSS_GROWTH, {2, 3}, f"RSS grew {(rss - baseline_rss) / 2**20:.0f} MiB")
+        problems.check(
+            rss - baseline_rss < RSS_GROWTH, {2, 3, 4404, 4405}, f"RSS grew {(rss - baseline_rss) / 2**20:.0f} MiB"
+        )
         internal = _internal(_metrics(metrics_port))
         problems.check(not internal, {5, 8}, f"INTERNAL answers: {internal}")
 

@@ -8,15 +8,23 @@
   the ``Authorization`` header); 404 ``"... expired ..."`` once it is gone.
 
 Errors are LibreTranslate's: 400 for a missing field, an unsupported or unreadable file, a
-file over ``--max-file-bytes`` or ``--max-file-chars``; 403 for a wrong key; 413 for a body
-over twice ``--max-file-bytes``. The form is read part by part with its own limits (each
-field but the file 64 KiB), so a file route needs no larger ``--max-message-bytes``. Stored files: ``files.downloads``.
+file over ``--max-file-bytes``, ``--max-file-chars`` or ``--file-cpu-seconds``; 403 for a wrong
+key; 413 for a body over twice ``--max-file-bytes`` or a file over ``--file-memory-bytes``; 504
+past ``--file-timeout-seconds``. A key in the ``Authorization`` header or the query's
+``api_key`` is checked on the request's head, before the body is read; the form is read part
+by part with its own limits (at most ``MAX_PARTS`` parts, each field but the file 64 KiB), so
+no form, keyed or not, holds the event loop, and a file route needs no larger
+``--max-message-bytes``. ``translatedFileUrl`` starts with ``--public-url`` when it is set,
+else with the scheme and Host header of the request. Stored files: ``files.downloads``, swept
+every ``SWEEP_S`` seconds.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
+import logging
 import urllib.parse
 from typing import Any
 
@@ -29,7 +37,12 @@ from ...service.files import FileRequest
 from .libretranslate_routes import LibreTranslateRoutes, upstream_words
 from .server import HttpServer
 
+log = logging.getLogger(__name__)
+
+LABEL = "libretranslate.translate_file"
 FIELD_BYTES = 64 << 10  # source, target, api_key: a few bytes each
+MAX_PARTS = 100  # file, source, target, api_key and room for what other clients add; aiohttp takes ~0.2 ms a part
+SWEEP_S = 60.0  # at most, between two sweeps of the download store
 FORM_SLACK = 256 << 10  # the form's other fields and part headers, over the file itself
 # A body of up to twice --max-file-bytes is read, so a file somewhat over the limit gets the
 # service's 400 naming its size and the limit; a larger body is refused unread (413).
@@ -41,9 +54,13 @@ async def read_form(request: web.Request) -> tuple[dict[str, str], str, bytes]:
         raise InvalidRequest("Invalid request: send the file as multipart/form-data (fields file, source, target)")
     fields: dict[str, str] = {}
     filename, content = "", b""
+    parts = 0
     try:
         reader = await request.multipart()
         while (part := await reader.next()) is not None:
+            parts += 1
+            if parts > MAX_PARTS:
+                raise InvalidRequest(f"Invalid request: the form has more than {MAX_PARTS} parts")
             if not isinstance(part, BodyPartReader) or not part.name:
                 continue
             if part.name == "file":
@@ -65,14 +82,45 @@ def _content_disposition(filename: str) -> str:
 class FileRoutes:
     def __init__(self, http: HttpServer, libre: LibreTranslateRoutes) -> None:
         self.app, self.libre = http.app, libre
-        settings = self.app.settings
-        self.store = DownloadStore(settings.download_dir, settings.download_retention_s, settings.max_download_bytes)
+        s = self.app.settings
+        self.store = DownloadStore(s.download_dir, s.download_retention_s, s.max_download_bytes, s.max_download_files)
+        self._sweeper: asyncio.Task | None = None
+        http.web.on_startup.append(self._start_sweeping)
+        http.web.on_cleanup.append(self._stop_sweeping)
+
+    async def _start_sweeping(self, _: web.Application) -> None:
+        self._sweeper = asyncio.ensure_future(self._sweep())
+
+    async def _stop_sweeping(self, _: web.Application) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
+
+    async def _sweep(self) -> None:
+        """Expired downloads deleted on a timer, so that no save or fetch pays for them."""
+        every = min(SWEEP_S, self.store.retention_s / 4)
+        while True:
+            await asyncio.sleep(every)
+            try:
+                await self._off_loop(self.store.sweep)
+            except OSError as exc:  # a full or vanished disk: the next sweep tries again
+                log.warning("downloads: sweep failed: %s", exc)
+
+    def authenticate(self, request: web.Request) -> None:
+        """On the head, before the body is read: the ``Authorization`` header's key, else the query's ``api_key``."""
+        self.libre.check_header(request, LABEL)
+        checker = self.app.token_checker
+        if checker is not None and not request.headers.get("Authorization") and "api_key" in request.query:
+            self.libre.check_key(request, {"api_key": request.query["api_key"]}, LABEL)
 
     async def _off_loop(self, fn, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self.app.preprocess_pool, fn, *args)
 
     async def translate_file(self, request: web.Request, call: Call) -> web.Response:
         fields, filename, content = await read_form(request)
+        if "api_key" in request.query:  # checked with the head (authenticate)
+            fields["api_key"] = request.query["api_key"]
         self.libre.check_key(request, fields, call.method)
         if not filename and not content:
             raise InvalidRequest("Invalid request: missing file parameter")
@@ -85,8 +133,16 @@ class FileRoutes:
             done = await self.app.files.translate(wanted)
         key = self._key(request, fields)
         name = await self._off_loop(self.store.save, done.content, done.filename, done.media_type, key)
-        url = request.url.with_path(f"/download_file/{urllib.parse.quote(name)}").with_query(None)
-        return web.json_response({"translatedFileUrl": str(url)})
+        return web.json_response(
+            {"translatedFileUrl": self._public(request, f"/download_file/{urllib.parse.quote(name)}")}
+        )
+
+    def _public(self, request: web.Request, path: str) -> str:
+        """``path``'s URL as clients reach this server: --public-url, else the request's scheme and Host."""
+        base = self.app.settings.public_url
+        if base:
+            return base.rstrip("/") + path
+        return str(request.url.with_path(path).with_query(None))
 
     def _key(self, request: web.Request, fields: dict[str, Any]) -> str | None:
         """The api key the caller used (the header's token, else the form's), when keys are on."""
@@ -114,15 +170,14 @@ class FileRoutes:
 def add_routes(http: HttpServer, libre: LibreTranslateRoutes) -> None:
     routes = FileRoutes(http, libre)
     route = functools.partial(http.route, open=True, cors=True)
-    label = "libretranslate.translate_file"
     route(
         "POST",
         "/translate_file",
         routes.translate_file,
-        label=label,
+        label=LABEL,
         inference=True,
         body_limit=2 * http.app.settings.max_file_bytes + FORM_SLACK,
         body_setting="2 x --max-file-bytes + 256 KiB",
-        authenticate=libre.header(label),
+        authenticate=routes.authenticate,
     )
     route("GET", "/download_file/{name}", routes.download_file, label="libretranslate.download_file")

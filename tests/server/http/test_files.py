@@ -58,9 +58,9 @@ def call(server, path: str, body: bytes | None = None, content_type: str = "", h
         return err.code, err.read(), err.headers
 
 
-def translate_file(server, filename: str, content: bytes, **fields: str):
+def translate_file(server, filename: str, content: bytes, headers: dict | None = None, **fields: str):
     body, content_type = office.multipart({"source": "en", "target": "de", **fields}, filename, content)
-    status, reply, _ = call(server, "/translate_file", body, content_type)
+    status, reply, _ = call(server, "/translate_file", body, content_type, headers)
     return status, json.loads(reply)
 
 
@@ -237,3 +237,21 @@ def test_a_restart_keeps_the_downloads_until_they_expire(serve, tmp_path):
         assert not (tmp_path / name).exists()
         guessed = call(second, "/download_file/" + "A" * 32 + ".a.txt")
         assert guessed[0] == 404
+
+
+def test_the_download_url_starts_with_the_public_url_and_expired_files_are_swept(serve, tmp_path):
+    public = "https://translate.example.org/tools"
+    with files_server(serve, tmp_path, public_url=public, download_retention_s=1.0) as server:
+        status, reply = translate_file(server, "a.txt", PHRASES[1].encode(), headers={"Host": "evil.example"})
+        assert status == 200 and reply["translatedFileUrl"].startswith(f"{public}/download_file/"), reply
+        name = reply["translatedFileUrl"].rsplit("/", 1)[1]
+        assert call(server, f"/download_file/{name}")[0] == 200
+        deadline = time.monotonic() + 10
+        while (tmp_path / name).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)  # no request: the timer deletes it
+        assert not (tmp_path / name).exists() and not (tmp_path / f"{name}.json").exists()
+
+
+def test_without_a_public_url_the_download_url_follows_the_host_header(server):
+    status, reply = translate_file(server, "a.txt", PHRASES[1].encode(), headers={"Host": "example.org:8080"})
+    assert status == 200 and reply["translatedFileUrl"].startswith("http://example.org:8080/download_file/"), reply

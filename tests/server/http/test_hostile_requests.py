@@ -11,6 +11,8 @@ import json
 import logging
 import shutil
 import socket
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -21,6 +23,9 @@ from PIL import Image
 
 from attnserve.client import AttnServeError
 from attnserve.server.errors import MAX_MESSAGE_CHARS
+from attnserve.server.files import jobs
+from tests.support import file_jobs
+from tests.support import office_files as office
 
 BUNDLED = Path(__file__).resolve().parents[3] / "models" / "repo" / "translator-en-de"
 MODEL = "translator-en-de"
@@ -158,3 +163,127 @@ def test_a_request_head_that_does_not_parse_is_a_json_400_without_a_traceback(ho
         status, kind, body = raw_http(hostile, head)
     assert (status, kind.split(";")[0]) == (400, "application/json") and body["error"], body
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info], caplog.text
+
+
+# ----------------------------------------------------------------- issue 44: files and forms
+
+KEY = "file-key"
+SRT_ATTACK = b"1\n" + b"1" * 2000  # the srt library's timestamp regex is cubic in it: minutes in one match
+
+
+@pytest.fixture(scope="module")
+def files_hostile(serve, hostile_repo, tmp_path_factory):
+    downloads = tmp_path_factory.mktemp("hostile-downloads")
+    with serve(
+        hostile_repo, http_port=0, auth_tokens=KEY, file_cpu_seconds=1, download_dir=str(downloads),
+        language_detection="off",
+    ) as handle:  # fmt: skip
+        yield handle
+
+
+def keyed(server, method: str, path: str, body: bytes | None = None, content_type: str = "application/json"):
+    req = urllib.request.Request(
+        f"http://{server.http_address}{path}",
+        data=body,
+        method=method,
+        headers={"Content-Type": content_type, "Authorization": f"Bearer {KEY}"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=60) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def while_running(server, attack) -> tuple[object, list[tuple[int, object]]]:
+    """``attack()``'s result, and what a health check and a translation sent meanwhile got (each
+    waits at most 30 s: a server whose event loop is held answers neither)."""
+    result: list[object] = []
+    thread = threading.Thread(target=lambda: result.append(attack()))
+    thread.start()
+    probes = []
+    translation = json.dumps({"q": "Hello world.", "source": "en", "target": "de", "api_key": KEY}).encode()
+    while thread.is_alive() or not probes:
+        for path, body in (("/v2/health/ready", None), ("/translate", translation)):
+            try:
+                request = urllib.request.Request(
+                    f"http://{server.http_address}{path}", body, headers={"Content-Type": "application/json"}
+                )
+                with urllib.request.urlopen(request, timeout=30) as reply:
+                    probes.append((reply.status, reply.read()))
+            except (urllib.error.URLError, TimeoutError) as exc:
+                probes.append((0, exc))
+        time.sleep(0.1)
+    thread.join()
+    return result[0], probes
+
+
+def tiny_fields(count: int, api_key: str | None) -> tuple[bytes, str]:
+    part = b'--b\r\nContent-Disposition: form-data; name="f"\r\n\r\n1\r\n'
+    key = (
+        b'--b\r\nContent-Disposition: form-data; name="api_key"\r\n\r\n' + api_key.encode() + b"\r\n"
+        if api_key
+        else b""
+    )
+    return key + part * count + b"--b--\r\n", "multipart/form-data; boundary=b"
+
+
+@pytest.mark.parametrize("api_key", [None, KEY], ids=["no key", "a key"])
+def test_a_form_of_200000_tiny_fields_is_a_400_and_holds_no_one_up(files_hostile, api_key):
+    body, content_type = tiny_fields(200_000, api_key)
+
+    def attack():
+        return http(files_hostile, "POST", "/translate_file", body, content_type)
+
+    (status, _, reply), probes = while_running(files_hostile, attack)
+    assert status == 400 and "more than 100 parts" in reply["error"], reply
+    assert all(status == 200 for status, _ in probes), probes
+
+
+def test_a_wrong_key_in_the_query_is_refused_on_the_head(files_hostile):
+    body, content_type = tiny_fields(10, None)
+    status, _, reply = http(files_hostile, "POST", "/translate_file?api_key=wrong", body, content_type)
+    assert status == 403 and reply["error"] == "Invalid API key", reply
+
+
+def file_form(filename: str, content: bytes) -> tuple[bytes, str]:
+    return office.multipart({"source": "en", "target": "de", "api_key": KEY}, filename, content)
+
+
+def test_the_srt_regex_attack_holds_no_one_up(files_hostile):
+    def attack():
+        return http(files_hostile, "POST", "/translate_file", *file_form("attack.srt", SRT_ATTACK))
+
+    (status, _, reply), probes = while_running(files_hostile, attack)
+    assert status == 400, reply  # past --file-cpu-seconds in its worker, or refused by a linear parser
+    assert all(status == 200 for status, _ in probes), probes
+
+
+@pytest.mark.parametrize(
+    ("filename", "code", "setting"), [("spin.txt", 400, "--file-cpu-seconds"), ("hog.txt", 413, "--file-memory-bytes")]
+)
+def test_a_parse_past_its_limit_is_killed_and_no_one_else_notices(files_hostile, monkeypatch, filename, code, setting):
+    monkeypatch.setattr(jobs, "read_text", file_jobs.read_or_spin)  # a parser made to spin or hog, test-only
+
+    def attack():
+        return http(files_hostile, "POST", "/translate_file", *file_form(filename, b"Hello world."))
+
+    replaced = files_hostile.app.files.workers.replaced
+    (status, _, reply), probes = while_running(files_hostile, attack)
+    assert status == code and setting in reply["error"], reply
+    assert all(status == 200 for status, _ in probes), probes
+    assert files_hostile.app.files.workers.replaced == replaced + 1
+    status, _, reply = http(files_hostile, "POST", "/translate_file", *file_form("a.txt", b"Hello world."))
+    assert status == 200 and reply["translatedFileUrl"], reply  # the next file, in a fresh worker
+
+
+def test_the_rpc_stops_a_hostile_file_alike(files_hostile, tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs, "read_text", file_jobs.read_or_spin)
+    path = tmp_path / "spin.txt"
+    path.write_bytes(b"Hello world.")
+    with files_hostile.client(timeout=120, token=KEY) as client:
+        with pytest.raises(AttnServeError) as err:
+            client.translate_file(path, "de", "en")
+        assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT and "--file-cpu-seconds" in err.value.details
+        (path := tmp_path / "a.txt").write_text("Hello world.")
+        assert client.translate_file(path, "de", "en").content.decode().strip()

@@ -159,3 +159,24 @@ def test_the_page_works_with_api_keys(serve, browser, tmp_path):
         result = browser.find_element(By.ID, "result")
         WebDriverWait(browser, 60).until(lambda d: result.get_attribute("value"))
         assert result.get_attribute("value") == translate_api(server, TEXT, api_key="page-key")
+
+        # the file is fetched with the key in a header and saved from a blob: no key in any URL
+        memo = tmp_path / "memo.docx"
+        memo.write_bytes(office.docx([[("Due ", ""), (TEXT, "b")]]))
+        browser.find_element(By.ID, "file").send_keys(str(memo))
+        browser.find_element(By.ID, "file-translate").click()
+        link = browser.find_element(By.ID, "download")
+        WebDriverWait(browser, 60).until(lambda d: link.is_displayed())
+        href = link.get_attribute("href")
+        assert href.startswith("blob:") and "api_key" not in href and "page-key" not in href, href
+        link.click()
+        saved = browser.downloads / "memo.docx"
+        deadline = time.monotonic() + 30
+        while not saved.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with zipfile.ZipFile(saved) as package:
+            body = package.read("word/document.xml")
+        text = "".join("".join(r.itertext()) for r in etree.fromstring(body).iter(f"{W}r"))
+        assert " ".join(text.split()) == " ".join(translate_api(server, f"Due {TEXT}", api_key="page-key").split())
+        history = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+        assert not [url for url in history if "api_key" in url], history

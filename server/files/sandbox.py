@@ -1,0 +1,299 @@
+"""Untrusted files read and written in bounded worker processes, never in the server's own.
+
+A file is parsed by third-party code (lxml, the ``srt`` library, regular expressions) whose
+cost the server cannot bound from outside: a parse holds the GIL for its whole length, so on
+a thread it would stall the event loop (gRPC, health checks, every other client) and could
+take gigabytes. Here each piece of file work is a job of a :class:`FileWorkers` pool:
+
+- ``--file-workers`` processes, spawned (the server's gRPC and onnxruntime threads must not
+  be forked) on first use and kept; a job waits for a free one within its deadline;
+- a job's CPU time is capped by the kernel (``RLIMIT_CPU`` raised to the worker's time so far
+  plus the job's budget: SIGXCPU ends it), the worker's memory by ``RLIMIT_AS``
+  (``--file-memory-bytes`` over what the worker took at start: an allocation past it fails
+  with MemoryError), and the job's wall time by its request's deadline (the worker is killed);
+- a worker that dies, is killed or runs out of memory fails only its own job, with a typed
+  error naming the setting, and is replaced by a fresh one on the next job; the other jobs
+  run on in their own workers.
+
+Jobs are module-level functions (pickled by reference) and their arguments and results
+must pickle: the file's bytes go in, its texts or its translated bytes come out
+(``files.jobs``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import math
+import multiprocessing
+import os
+import resource
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ..errors import InvalidRequest, Overloaded, ServingError
+
+log = logging.getLogger(__name__)
+
+START_TIMEOUT_S = 60.0  # a worker's imports, on a busy host
+RETIRE_RSS_BYTES = 512 << 20  # a worker holding more than this after a job is replaced (a big file's heap)
+
+
+class FileTooCostly(InvalidRequest):
+    """A file whose reading or writing took more CPU time than ``--file-cpu-seconds``: 400."""
+
+
+class FileTooLarge(Overloaded):
+    """A file whose reading or writing needed more memory than ``--file-memory-bytes``: 413."""
+
+    http_status = 413
+
+
+class WorkerDied(InvalidRequest):
+    """The worker handling a file ended without an answer (a crash in a parser): 400."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    cpu_seconds: float  # per file, all its jobs together
+    memory_bytes: int  # per worker, over its size at start (0: none)
+
+
+@dataclass(frozen=True)
+class Done:
+    """A job's result and the CPU seconds it took (charged to the file's budget)."""
+
+    result: Any
+    cpu_seconds: float
+
+
+# ------------------------------------------------------------------------ the worker's side
+
+
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _limit_memory(memory_bytes: int) -> None:
+    """RLIMIT_AS: the worker's address space now plus ``memory_bytes``."""
+    if memory_bytes <= 0:
+        return
+    with open("/proc/self/statm") as statm:
+        size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    wanted = size + memory_bytes
+    resource.setrlimit(resource.RLIMIT_AS, (wanted if hard == resource.RLIM_INFINITY else min(wanted, hard), hard))
+
+
+def _limit_cpu(seconds: float) -> None:
+    """RLIMIT_CPU's soft limit at this process's CPU time plus ``seconds`` (whole seconds, the
+    kernel's unit); the hard limit stays, so the next job may raise it again."""
+    used = time.process_time()
+    _, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    soft = math.floor(used + max(seconds, 0.0)) + 1  # the kernel counts whole seconds: up to one more
+    resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
+
+
+def _serve(conn: Connection, memory_bytes: int, warm: tuple[str, ...]) -> None:
+    """A worker's loop (the spawned process's target): jobs in, replies out, until None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is the server's to handle
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a job killed by its limit leaves no core file
+    for module in warm:
+        __import__(module)
+    _limit_memory(memory_bytes)
+    conn.send(("ready", os.getpid()))
+    while (message := conn.recv()) is not None:
+        fn, args, cpu_seconds = message
+        _limit_cpu(cpu_seconds)
+        start = time.process_time()
+        try:
+            result = fn(*args)
+        except MemoryError:
+            conn.send(("memory", time.process_time() - start))
+            return  # a heap that failed an allocation is not trusted with another job
+        except ServingError as exc:
+            conn.send(("refused", (type(exc).__name__, exc.status, getattr(exc, "http_status", None), str(exc))))
+            continue
+        except Exception as exc:  # noqa: BLE001 - a parser's failure on hostile input is the file's
+            conn.send(("failed", f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+            continue
+        conn.send(("ok", result, time.process_time() - start, _rss_bytes()))
+
+
+# ------------------------------------------------------------------------ the server's side
+
+
+class _Refused(InvalidRequest):
+    """A worker's refusal, rebuilt in the server with the status it was raised with."""
+
+    def __init__(self, message: str, status: str, http_status: int | None) -> None:
+        super().__init__(message)
+        self.status, self.http_status = status, http_status
+
+
+class _Worker:
+    def __init__(self, ctx: Any, memory_bytes: int, warm: tuple[str, ...]) -> None:
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_serve, args=(child, memory_bytes, warm), name="attnserve-file-worker")
+        self.process.daemon = True
+        self.process.start()
+        child.close()
+        self.ready = False
+        self.killed = False
+
+    def exchange(self, message: Any) -> Any:
+        """Send a job and wait for its reply (on a thread of the pool's own)."""
+        if not self.ready:
+            if not self.conn.poll(START_TIMEOUT_S):
+                raise EOFError("the worker did not start")
+            self.conn.recv()
+            self.ready = True
+        self.conn.send(message)
+        return self.conn.recv()
+
+    def kill(self) -> None:
+        self.killed = True
+        with contextlib.suppress(OSError):
+            self.process.kill()
+
+    def close(self) -> None:
+        """Reap the process and close the pipe (once no thread uses it)."""
+        if self.process.is_alive():
+            with contextlib.suppress(OSError, ValueError):
+                self.conn.send(None)
+        self.process.join(5)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join(5)
+        self.conn.close()
+
+
+class FileWorkers:
+    """The pool (see the module docstring). ``run`` is called on the server's event loop."""
+
+    def __init__(self, size: int, limits: Limits, warm: tuple[str, ...] = ("attnserve.server.files",)) -> None:
+        self.size, self.limits, self.warm = size, limits, warm
+        self._ctx = multiprocessing.get_context("spawn")
+        self._idle: list[_Worker] = []
+        self._free: asyncio.Semaphore | None = None
+        # a thread per job waiting on its worker, and some to start and reap workers beside them
+        self._threads = ThreadPoolExecutor(2 * size + 2, thread_name_prefix="file-worker")
+        self._busy: set[_Worker] = set()
+        self.replaced = 0  # workers ended by a limit or a crash (and replaced on the next job)
+
+    async def run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Any) -> Done:
+        """``fn(*args)`` in a worker within ``cpu_seconds`` of CPU and ``deadline`` (a service
+        ``Deadline`` or None); the typed errors of the module docstring otherwise."""
+        if self._free is None:
+            self._free = asyncio.Semaphore(self.size)
+        remaining = None if deadline is None else deadline.remaining()
+        try:
+            await asyncio.wait_for(self._free.acquire(), remaining)
+        except asyncio.TimeoutError:
+            raise deadline.exceeded() from None
+        try:
+            return await self._run(fn, args, cpu_seconds, deadline)
+        finally:
+            self._free.release()
+
+    async def _run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Any) -> Done:
+        worker = self._idle.pop() if self._idle else None
+        if worker is None or not worker.process.is_alive():
+            if worker is not None:
+                self._bury(worker, None)
+            worker = await asyncio.get_running_loop().run_in_executor(
+                self._threads, _Worker, self._ctx, self.limits.memory_bytes, self.warm
+            )
+        self._busy.add(worker)
+        reply_future = asyncio.get_running_loop().run_in_executor(
+            self._threads, worker.exchange, (fn, args, cpu_seconds)
+        )
+        try:
+            remaining = None if deadline is None else deadline.remaining()
+            reply = await asyncio.wait_for(asyncio.shield(reply_future), remaining)
+        except asyncio.TimeoutError:
+            worker.kill()
+            self._bury(worker, reply_future)
+            raise deadline.exceeded() from None
+        except asyncio.CancelledError:  # the client went away: its parse stops with its worker
+            worker.kill()
+            self._bury(worker, reply_future)
+            raise
+        except (EOFError, OSError):
+            self._bury(worker, None)
+            raise self._died(worker) from None
+        return self._answer(worker, reply)
+
+    def _answer(self, worker: _Worker, reply: tuple) -> Done:
+        kind = reply[0]
+        if kind == "ok":
+            _, result, cpu, rss = reply
+            if rss > RETIRE_RSS_BYTES:
+                self._bury(worker, None, replaced=False)
+            else:
+                self._busy.discard(worker)
+                self._idle.append(worker)
+            return Done(result, cpu)
+        if kind == "memory":
+            self._bury(worker, None)
+            raise self._out_of_memory()
+        self._busy.discard(worker)
+        self._idle.append(worker)
+        if kind == "refused":
+            _, status, http_status, message = reply[1]
+            raise _Refused(message, status, http_status)
+        log.warning("a file's worker job failed: %s", reply[2])
+        raise InvalidRequest(f"the file could not be read or written: {reply[1][:200]}")
+
+    def _out_of_memory(self) -> FileTooLarge:
+        limit = self.limits.memory_bytes
+        return FileTooLarge(
+            f"the file needs more than {limit:,} bytes of memory to read or write; this server allows "
+            f"{limit:,} per file (--file-memory-bytes)"
+        )
+
+    def _died(self, worker: _Worker) -> ServingError:
+        worker.process.join(5)
+        code = worker.process.exitcode
+        if code == -signal.SIGXCPU:
+            limit = self.limits.cpu_seconds
+            return FileTooCostly(
+                f"reading or writing the file took more than {limit:g} s of CPU time; this server allows "
+                f"{limit:g} s per file (--file-cpu-seconds)"
+            )
+        if code == -signal.SIGKILL and self.limits.memory_bytes:  # the kernel's OOM killer
+            return self._out_of_memory()
+        log.warning("a file's worker (pid %s) ended with exit code %s", worker.process.pid, code)
+        return WorkerDied(f"the file could not be read or written: its worker ended (exit code {code})")
+
+    def _bury(self, worker: _Worker, pending: asyncio.Future | None, replaced: bool = True) -> None:
+        """Forget ``worker``; reap it off the loop once ``pending`` (its exchange) is done."""
+        self._busy.discard(worker)
+        self.replaced += replaced
+
+        def reap(_: Any = None) -> None:
+            if pending is not None and not pending.cancelled():
+                pending.exception()  # retrieved: a killed worker's exchange ends in EOFError
+            self._threads.submit(worker.close)
+
+        if pending is None or pending.done():
+            reap()
+        else:
+            pending.add_done_callback(reap)
+
+    def close(self) -> None:
+        """End every worker: idle ones asked to exit, busy ones killed."""
+        for worker in self._busy:
+            worker.kill()
+        for worker in [*self._idle, *self._busy]:
+            self._threads.submit(worker.close)
+        self._idle, self._busy = [], set()
+        self._threads.shutdown(wait=False)
