@@ -303,7 +303,8 @@ class Settings:
             "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
             "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
             "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
-            " max_file_bytes max_file_chars max_aligned_runs max_download_bytes model_load_attempts file_workers max_download_files"
+            " max_file_bytes max_file_chars max_aligned_runs max_download_bytes model_load_attempts file_workers"
+            " max_download_files"
         ).split()
         checks.update({name: getattr(self, name) >= 1 for name in positive})
         for name, ok in checks.items():
