@@ -130,6 +130,22 @@ def test_a_long_document_is_sent_in_calls_of_the_per_call_limit(tokenizer):
     assert [len(c) for c in small_queue.calls] == [4, 4, 2]  # a call never needs more than half the queue
 
 
+def test_progress_moves_in_steps_and_counts_a_repeated_sentence_for_each_of_its_places(tokenizer):
+    engine = RecordingEngine(tokenizer)
+    lines = [f"Line {i}." for i in range(28)] + ["Line 0.", "Line 1.", "Line 2.", "Line 3."]
+    told: list[int] = []
+
+    async def run():
+        checked = valid(engine, ["\n".join(lines)])
+        prepared = await documents.split_documents(checked, POOL)
+        return await documents.translate_sentences(checked, prepared, POOL, told.append)
+
+    results = asyncio.run(run())
+    assert len(results) == 32 and sum(len(c) for c in engine.calls) == 28  # the repeats decoded once
+    assert sum(told) == 32  # ... and counted for each place they stand
+    assert len(told) == len(engine.calls) > 2 and all(n > 0 for n in told)  # a step per engine call, not one jump
+
+
 @pytest.mark.parametrize(
     ("texts", "fragment", "limit"),
     [

@@ -39,7 +39,8 @@ def test_progress_then_the_file_as_translate_gives_it(server, tmp_path):
     assert (done.filename, done.model, done.sentences) == ("dates.txt", "translator-en-de", 32)
     assert (done.source_language, done.target_language, done.characters) == ("en", "de", len(text))
     assert events[0] == (0, 32) and events[-1] == (32, 32)
-    assert len(events) > 2, events  # it moves in steps, not straight from 0 to all
+    # Steps that finish together reach the client as their latest value (the door sends the newest), so how
+    # many arrive depends on timing; that the service tells a step per engine call: test_service_documents.
     assert [d for d, _ in events] == sorted(d for d, _ in events)
 
 
