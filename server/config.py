@@ -265,62 +265,7 @@ class Settings:
     )
 
     def __post_init__(self) -> None:
-        checks = {
-            "port": 0 <= self.port <= 65535,
-            "metrics_port": -1 <= self.metrics_port <= 65535,
-            "http_port": -1 <= self.http_port <= 65535,
-            "provider": self.provider in PROVIDERS,
-            "log_level": self.log_level in LOG_LEVELS,
-            "translation_batching": self.translation_batching in TRANSLATION_BATCHING,
-            "language_detection": self.language_detection in LANGUAGE_DETECTION,
-            "threads": self.threads >= 0,
-            "grace_seconds": self.grace_seconds >= 0,
-            "request_timeout_seconds": self.request_timeout_seconds >= 0,
-            "max_queue_delay_ms": self.max_queue_delay_ms >= 0,
-            "stream_interval_ms": self.stream_interval_ms >= 0,
-            "http_header_timeout_s": self.http_header_timeout_s > 0,
-            "http_body_timeout_s": self.http_body_timeout_s > 0,
-            "tls_key": bool(self.tls_cert) == bool(self.tls_key),
-            "tls_client_ca": not self.tls_client_ca or bool(self.tls_cert),
-            "workers": self.workers >= 1,
-            "max_kv_cache_bytes": self.max_kv_cache_bytes >= 0,
-            "load_models": self.load_models in LOAD_MODELS,
-            "max_loaded_models": self.max_loaded_models >= 0,
-            "model_memory_bytes": self.model_memory_bytes >= 0,
-            "model_load_retry_seconds": self.model_load_retry_seconds >= 0,
-            "min_resident_seconds": self.min_resident_seconds >= 0,
-            "repository_poll_seconds": self.repository_poll_seconds >= 0,
-            "file_timeout_seconds": self.file_timeout_seconds >= 0,
-            "download_retention_s": self.download_retention_s > 0,
-            "min_quality": 0.0 <= self.min_quality <= 1.0,
-            "quality_action": self.quality_action in QUALITY_ACTIONS,
-            "file_cpu_seconds": self.file_cpu_seconds >= 1,
-            "file_memory_bytes": self.file_memory_bytes >= 0,
-            "public_url": not self.public_url or self.public_url.startswith(("http://", "https://")),
-        }
-        positive = (
-            "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
-            "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
-            "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
-            "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
-            " max_file_bytes max_file_chars max_aligned_runs max_download_bytes model_load_attempts file_workers"
-            " max_download_files"
-        ).split()
-        checks.update({name: getattr(self, name) >= 1 for name in positive})
-        for name, ok in checks.items():
-            if not ok:
-                raise ConfigError(f"{name}: invalid value {getattr(self, name)!r} ({_help(name)})")
-        if self.workers > 1 and self.enable_admin:
-            raise ConfigError(
-                "enable_admin: the admin RPCs act on the one worker that receives them, so they are refused with "
-                f"workers = {self.workers}; reload a multi-worker server with SIGHUP to its parent process"
-            )
-
-        if self.load_models == "eager" and (self.max_loaded_models or self.model_memory_bytes):
-            raise ConfigError(
-                "load_models: eager loads every model at start, so it takes no memory budget "
-                "(--max-loaded-models, --model-memory-bytes); use lazy or auto"
-            )
+        _check(self)
 
     @property
     def lazy(self) -> bool:
@@ -338,6 +283,66 @@ class Settings:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+
+def _check(settings: Settings) -> None:
+    """Every setting's value in range, and the combinations that cannot work: a ``ConfigError`` naming it."""
+    checks = {
+        "port": 0 <= settings.port <= 65535,
+        "metrics_port": -1 <= settings.metrics_port <= 65535,
+        "http_port": -1 <= settings.http_port <= 65535,
+        "provider": settings.provider in PROVIDERS,
+        "log_level": settings.log_level in LOG_LEVELS,
+        "translation_batching": settings.translation_batching in TRANSLATION_BATCHING,
+        "language_detection": settings.language_detection in LANGUAGE_DETECTION,
+        "threads": settings.threads >= 0,
+        "grace_seconds": settings.grace_seconds >= 0,
+        "request_timeout_seconds": settings.request_timeout_seconds >= 0,
+        "max_queue_delay_ms": settings.max_queue_delay_ms >= 0,
+        "stream_interval_ms": settings.stream_interval_ms >= 0,
+        "http_header_timeout_s": settings.http_header_timeout_s > 0,
+        "http_body_timeout_s": settings.http_body_timeout_s > 0,
+        "tls_key": bool(settings.tls_cert) == bool(settings.tls_key),
+        "tls_client_ca": not settings.tls_client_ca or bool(settings.tls_cert),
+        "workers": settings.workers >= 1,
+        "max_kv_cache_bytes": settings.max_kv_cache_bytes >= 0,
+        "load_models": settings.load_models in LOAD_MODELS,
+        "max_loaded_models": settings.max_loaded_models >= 0,
+        "model_memory_bytes": settings.model_memory_bytes >= 0,
+        "model_load_retry_seconds": settings.model_load_retry_seconds >= 0,
+        "min_resident_seconds": settings.min_resident_seconds >= 0,
+        "repository_poll_seconds": settings.repository_poll_seconds >= 0,
+        "file_timeout_seconds": settings.file_timeout_seconds >= 0,
+        "download_retention_s": settings.download_retention_s > 0,
+        "min_quality": 0.0 <= settings.min_quality <= 1.0,
+        "quality_action": settings.quality_action in QUALITY_ACTIONS,
+        "file_cpu_seconds": settings.file_cpu_seconds >= 1,
+        "file_memory_bytes": settings.file_memory_bytes >= 0,
+        "public_url": not settings.public_url or settings.public_url.startswith(("http://", "https://")),
+    }
+    positive = (
+        "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
+        "max_batch_size max_queue_size default_top_k max_active_sequences max_tokens_in_flight "
+        "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
+        "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
+        " max_file_bytes max_file_chars max_aligned_runs max_download_bytes model_load_attempts file_workers"
+        " max_download_files"
+    ).split()
+    checks.update({name: getattr(settings, name) >= 1 for name in positive})
+    for name, ok in checks.items():
+        if not ok:
+            raise ConfigError(f"{name}: invalid value {getattr(settings, name)!r} ({_help(name)})")
+    if settings.workers > 1 and settings.enable_admin:
+        raise ConfigError(
+            "enable_admin: the admin RPCs act on the one worker that receives them, so they are refused with "
+            f"workers = {settings.workers}; reload a multi-worker server with SIGHUP to its parent process"
+        )
+
+    if settings.load_models == "eager" and (settings.max_loaded_models or settings.model_memory_bytes):
+        raise ConfigError(
+            "load_models: eager loads every model at start, so it takes no memory budget "
+            "(--max-loaded-models, --model-memory-bytes); use lazy or auto"
+        )
 
 
 def _help(name: str) -> str:

@@ -33,11 +33,11 @@ from attnserve.contract.kinds import TRANSLATION
 
 from ..config import Settings
 from ..documents import FORMATS, TEXT, PreparedDocument
-from ..errors import DeadlineExceeded, InvalidRequest, LimitExceeded, ModelNotFound, UnknownFormat, echo
+from ..errors import DeadlineExceeded, InvalidRequest, ModelNotFound, UnknownFormat, echo
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
 from ..translation import DecodeOptions, StreamEvent
-from . import alignments, document_stream, documents, mixed, pivot, quality, surrogates
+from . import alignments, document_stream, documents, limits, mixed, pivot, quality, surrogates
 from .detection import make_detector
 from .glossary import DefaultGlossaries, check_entries, compile_glossary
 from .languages import apply
@@ -204,7 +204,7 @@ class TranslationService:
         request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, limit))
         if not file:
             self.check_texts(request.texts)
-        self.check_prefix(request.target_prefix)
+        limits.check_prefix(self.settings, request.target_prefix)
         check_language_codes(request.source_language, request.target_language)
         if request.format not in FORMATS:
             raise UnknownFormat(request.format, FORMATS)
@@ -254,42 +254,8 @@ class TranslationService:
             yield model
 
     def check_texts(self, texts: tuple[str, ...] | list[str]) -> None:
-        """The server's limits on a request's texts, checked before anything is read."""
-        s = self.settings
-        if not texts:
-            raise InvalidRequest("no texts to translate")
-        if len(texts) > s.max_texts_per_request:
-            raise LimitExceeded(
-                f"{len(texts)} texts in one request; the limit is {s.max_texts_per_request}: split the request",
-                "max_texts_per_request", len(texts), s.max_texts_per_request,
-            )  # fmt: skip
-        for i, text in enumerate(texts):
-            if len(text) > s.max_text_chars:
-                raise LimitExceeded(
-                    f"text {i} is {len(text):,} characters; this server takes at most {s.max_text_chars:,} per "
-                    "text: split it",
-                    "max_text_chars", len(text), s.max_text_chars,
-                )  # fmt: skip
-        total = sum(map(len, texts))
-        if total > s.max_request_chars:
-            raise LimitExceeded(
-                f"the texts of this request are {total:,} characters together; this server takes at most "
-                f"{s.max_request_chars:,} per request: send them in several requests",
-                "max_request_chars", total, s.max_request_chars,
-            )  # fmt: skip
-        for i, text in enumerate(texts):
-            if not text.strip():
-                raise InvalidRequest(f"text {i} is empty")
-
-    def check_prefix(self, prefix: str) -> None:
-        """A ``target_prefix`` is client text like the texts: at most ``max_text_chars``, checked
-        before it is tokenised (issue 32: 4M characters froze the event loop for 12 s)."""
-        limit = self.settings.max_text_chars
-        if len(prefix) > limit:
-            raise LimitExceeded(
-                f"target_prefix is {len(prefix):,} characters; this server takes at most {limit:,} per text",
-                "max_text_chars", len(prefix), limit,
-            )  # fmt: skip
+        """The server's limits on a request's texts, checked before anything is read (``limits``)."""
+        limits.check_texts(self.settings, texts)
 
     # ------------------------------------------------------------------ languages
 
