@@ -45,6 +45,36 @@ def _words_in(spans: Sequence[tuple[int, int]], start: int, end: int) -> list[in
     return [i for i, (s, e) in enumerate(spans) if s < end and e > start]
 
 
+def covered_ranges(
+    stretch_of_word: Sequence[int | None], links: Sequence[tuple[int, int]], stretches: int
+) -> list[tuple[int, int] | None]:
+    """The target words each styled stretch covers, for every format (an html or markdown inline
+    element, a run of a .docx, .odt or .pptx paragraph): from the first to the last target word
+    linked to any of its source words, ends included (words between come inside it); None where
+    none of its words is linked. ``stretch_of_word[i]``: the stretch of source word i, or None.
+    Linear in links + stretches."""
+    out: list[tuple[int, int] | None] = [None] * stretches
+    for i, j in links:
+        k = stretch_of_word[i] if 0 <= i < len(stretch_of_word) else None
+        if k is None:
+            continue
+        now = out[k]
+        out[k] = (j, j) if now is None else (min(now[0], j), max(now[1], j))
+    return out
+
+
+def covering(ranges: Sequence[tuple[int, int] | None], words: int) -> list[int | None]:
+    """For every target word: the stretch whose range (:func:`covered_ranges`) covers it, the
+    narrowest where ranges overlap (the innermost element), the earliest of equal ones; None
+    where no stretch covers it (text outside every element)."""
+    out: list[int | None] = [None] * words
+    order = sorted((r[1] - r[0], k) for k, r in enumerate(ranges) if r is not None)
+    for _, k in reversed(order):  # widest first: narrower ones overwrite them
+        first, last = ranges[k]  # type: ignore[misc]
+        out[first : min(last + 1, words)] = [k] * max(0, min(last + 1, words) - first)
+    return out
+
+
 def target_range(
     element: InlineElement,
     links: Sequence[tuple[int, int]],
@@ -53,17 +83,20 @@ def target_range(
 ) -> tuple[int, int]:
     """(start, end) character offsets in the translation for ``element``'s markup."""
     words = set(_words_in(source_spans, element.start, element.end))
-    targets = sorted(j for i, j in links if i in words)
+    (covered,) = covered_ranges([0 if i in words else None for i in range(len(source_spans))], links, 1)
     if element.start == element.end:  # void: before the first target word of the following source word
-        if targets:
-            at = target_spans[targets[0]][0]
+        if covered is not None:
+            at = target_spans[covered[0]][0]
         elif words:
             at = _scaled(min(words), source_spans, target_spans, start=True)
         else:
             at = target_spans[-1][1] if target_spans else 0
         return at, at
-    if targets:
-        return target_spans[targets[0]][0], target_spans[targets[-1]][1]
+    if covered is not None:
+        return target_spans[covered[0]][0], target_spans[covered[1]][1]
+    if not element.open or not element.close:  # its other tag is outside the sentence: it covers none of it
+        at = target_spans[-1][1] if target_spans and element.open else 0
+        return at, at
     at = _scaled(min(words), source_spans, target_spans, start=True) if words else 0
     return at, at
 

@@ -112,12 +112,13 @@ def place(unit: Unit, translation: str) -> list[str]:
 
 
 def _written(unit: Unit, holders: list[int], words: list[str], shares: Sequence[int]) -> list[str]:
-    """Run texts: holder n takes the next ``shares[n]`` words; the other runs are emptied."""
+    """Run texts: holder n takes the next ``shares[n]`` words (maybe none); the other runs are emptied."""
     out, at = [""] * len(unit.runs), 0
-    for n, (i, share) in enumerate(zip(holders, shares)):
+    filled = [(i, share) for i, share in zip(holders, shares) if share]
+    for n, (i, share) in enumerate(filled):
         text = " ".join(words[at : at + share])
         at += share
-        later = holders[n + 1] if n + 1 < len(holders) else None
+        later = filled[n + 1][0] if n + 1 < len(filled) else None
         if later is not None and not any(j.strip() == "" and j for j in unit.joints[i:later]):
             text += " "  # the runs' own spaces were emptied with them; a tab or break between them is one
         out[i] = text
@@ -137,71 +138,81 @@ def run_at(unit: Unit) -> list[int | None]:
 def place_aligned(
     unit: Unit, translation: str, preferred: Sequence[int | None] | None, max_runs: int = MAX_ALIGNED_RUNS
 ) -> list[str]:
-    """The new text of every run for ``translation``, whose whitespace-separated words prefer
-    the runs ``preferred[j]`` (the run of the source word each is aligned to, or None): the
-    monotone split that agrees with the most preferences (module docstring); :func:`place`
-    where there is nothing to go by or more than ``max_runs`` runs have words."""
+    """The new text of every run for ``translation``, whose whitespace-separated words are
+    covered by the runs ``preferred[j]`` (``documents.placement.covered_ranges``, or None): the
+    monotone split that gives the most words to the run covering them, then the most uncovered
+    words to runs that cover none (module docstring); :func:`place` where there is nothing to go
+    by or more than ``max_runs`` runs have words."""
     words = translation.split()
-    if len(unit.runs) < 2 or preferred is None or len(preferred) != len(words):
+    if len(unit.runs) < 2 or preferred is None or len(preferred) != len(words) or not words:
         return place(unit, translation)
     having = holders(unit)
-    if not 2 <= len(having) <= min(max_runs, len(words)):
+    if not 2 <= len(having) <= max_runs:
         return place(unit, translation)
     if any(_splits_word(unit.runs[i], unit.joints[i], unit.runs[i + 1]) for i in range(len(unit.runs) - 1)):
         return place(unit, translation)
     slot = {run: n for n, run in enumerate(having)}
-    wants = [slot.get(run) if run is not None else None for run in preferred]  # holder of each word, or None
+    wants = [slot.get(run) if run is not None else None for run in preferred]  # holder covering each word, or None
     if all(w is None for w in wants):
         return place(unit, translation)
     return _written(unit, having, words, _segment(wants, len(having)))
 
 
+def _scores(wants: Sequence[int | None], m: int) -> np.ndarray:
+    """(n, m): what word j scores in block h. Its covering block outweighs all uncovered words
+    together (n + 1); an uncovered word scores 1 in a block that covers nothing (as text outside
+    every element stays outside them in html)."""
+    n = len(wants)
+    free = np.ones(m, dtype=np.int64)
+    free[[w for w in wants if w is not None]] = 0
+    out = np.zeros((n, m), dtype=np.int64)
+    for j, w in enumerate(wants):
+        if w is None:
+            out[j] = free
+        else:
+            out[j, w] = n + 1
+    return out
+
+
 def _segment(wants: Sequence[int | None], m: int) -> list[int]:
-    """Block sizes (m of them, each >= 1, in order) splitting the words so that the most words
-    land in the block they want; of equal splits, the one that moves on to the next block earliest."""
+    """Block sizes (m of them, each >= 0, in order) splitting the words to score the most
+    (:func:`_scores`); of equal splits, each word in the earliest block."""
     return _segment_loop(wants, m) if len(wants) * m <= _SMALL else _segment_numpy(wants, m)
 
 
 def _segment_numpy(wants: Sequence[int | None], m: int) -> list[int]:
     """:func:`_segment` one word at a time over all blocks at once: the same recurrence as
-    :func:`_segment_loop`, with one bit per cell kept (n x m bytes) for the way back."""
-    n = len(wants)
-    want = np.array([-1 if w is None else w for w in wants], dtype=np.int64)  # (n,)
-    blocks = np.arange(m)  # (m,)
-    best = np.full(m, -1, dtype=np.int64)  # (m,) the row of word j; -1: block h not reachable
-    best[0] = int(want[0] == 0)
-    came = np.zeros((n, m), dtype=bool)  # (n, m) word j-1 was in block h - 1
-    move = np.empty(m, dtype=np.int64)
+    :func:`_segment_loop`, with the block of the word before kept for the way back (n x m)."""
+    n, blocks = len(wants), np.arange(m)
+    gain = _scores(wants, m)
+    best = gain[0].copy()  # (m,) the most word 0..j scores with word j in block h
+    came = np.zeros((n, m), dtype=np.uint16 if m < 1 << 16 else np.int64)  # (n, m) the block of word j-1
     for j in range(1, n):
-        move[0], move[1:] = -1, best[:-1]
-        came[j] = move > best
-        best = np.maximum(best, move)  # stay or move; -1 where neither is reachable
-        best += (best >= 0) & (blocks == want[j])
-    return _sizes(came, n, m)
+        top = np.maximum.accumulate(best)  # (m,) the best of blocks 0..h
+        rises = np.concatenate(([True], top[1:] > top[:-1]))  # where a new best is first reached
+        came[j] = np.maximum.accumulate(np.where(rises, blocks, 0))
+        best = top + gain[j]
+    return _sizes(came, int(np.argmax(best)), n, m)
 
 
-def _sizes(came: Sequence[Sequence[int]], n: int, m: int) -> list[int]:
-    sizes, h = [0] * m, m - 1
+def _sizes(came: Sequence[Sequence[int]], last: int, n: int, m: int) -> list[int]:
+    sizes, h = [0] * m, last
     for j in range(n - 1, -1, -1):
         sizes[h] += 1
-        if j and came[j][h]:
-            h -= 1
+        h = int(came[j][h]) if j else h
     return sizes
 
 
 def _segment_loop(wants: Sequence[int | None], m: int) -> list[int]:
     n = len(wants)
-    floor = -1
-    # best[j][h]: the most agreeing words among 0..j with word j in block h (blocks 0..h all used)
-    best = [[floor] * m for _ in range(n)]
-    came = [[0] * m for _ in range(n)]  # 1: word j-1 was in block h - 1
-    best[0][0] = int(wants[0] == 0)
+    gain = _scores(wants, m).tolist()
+    best = list(gain[0])  # best[h]: the most words 0..j score with word j in block h
+    came = [[0] * m for _ in range(n)]  # the block of word j-1 on that best way
     for j in range(1, n):
-        for h in range(min(j + 1, m)):
-            stay = best[j - 1][h]
-            move = best[j - 1][h - 1] if h else floor
-            if stay < 0 and move < 0:
-                continue
-            came[j][h] = int(move > stay)
-            best[j][h] = max(stay, move) + int(wants[j] == h)
-    return _sizes(came, n, m)
+        top, at, row = -1, 0, came[j]
+        for h in range(m):
+            if best[h] > top:
+                top, at = best[h], h
+            row[h] = at
+            best[h] = top + gain[j][h]
+    return _sizes(came, max(range(m), key=lambda h: (best[h], -h)), n, m)

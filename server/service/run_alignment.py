@@ -24,6 +24,7 @@ from concurrent.futures import Executor
 
 from .. import files
 from ..documents import PreparedDocument
+from ..documents import placement
 from ..documents.alignment import WordAlignment
 from ..files.jobs import FileText, Preferred
 from ..translation import TranslationResult
@@ -34,20 +35,22 @@ ALIGN_BATCH = 64  # paragraphs per aligner task: enough sentences for aligner ru
 
 
 def preferences(unit: files.Unit, translation: str, sentences: Sequence[WordAlignment]) -> list[int | None] | None:
-    """For every whitespace-separated word of ``translation`` (the unit's): the run of the source
-    word it is aligned to, or None; None when the sentences cannot be found in the texts."""
+    """For every whitespace-separated word of ``translation`` (the unit's): the run that covers
+    it, by the placement html and markdown elements get (``documents.placement.covered_ranges``:
+    a run covers the target words from the first to the last one linked to its source words), or
+    None where no run does; None when the sentences cannot be found in the texts."""
     runs = files.run_at(unit)
-    wanted: dict[int, int | None] = {}  # a target word's offset in the translation -> its source word's run
+    wanted: dict[int, int | None] = {}  # a target word's offset in the translation -> the run covering it
     source_at = target_at = 0
     for a in sentences:
         s, t = unit.text.find(a.source, source_at), translation.find(a.target, target_at)
         if s < 0 or t < 0:
             return None
         source_at, target_at = s + len(a.source), t + len(a.target)
-        source_of = {j: i for i, j in reversed(a.links)}  # target word -> its (first) source word
-        for j, (start, _) in enumerate(a.target_spans):
-            i = source_of.get(j)
-            wanted[t + start] = runs[s + a.source_spans[i][0]] if i is not None else None
+        run_of_word = [runs[s + start] for start, _ in a.source_spans]
+        ranges = placement.covered_ranges(run_of_word, a.links, len(unit.runs))
+        for (start, _), run in zip(a.target_spans, placement.covering(ranges, len(a.target_spans))):
+            wanted[t + start] = run
     return [wanted.get(m.start()) for m in re.finditer(r"\S+", translation)]
 
 

@@ -226,23 +226,40 @@ def test_placement_empties_runs_without_words_and_respects_fixed_joints():
     assert place(tabbed, "links rechte Seite") == ["links", "rechte Seite"]  # the tab stays between them
 
 
-def test_aligned_placement_gives_each_run_the_words_aligned_to_it():
+def test_aligned_placement_gives_each_run_the_words_it_covers():
     unit = Unit(("Monday, ", "March", " 3, 2025"), ("", ""))
     german = "Montag, 3. März 2025"
     assert place(unit, german) == ["Montag, ", "3. ", "März 2025"]  # by proportion: the bold run gets "3."
-    # Montag -> Monday (run 0), 3. -> 3, (run 2), März -> March (run 1), 2025 -> run 2
-    assert place_aligned(unit, german, [0, 2, 1, 2]) == ["Montag, ", "3. März ", "2025"]
+    # the words each run covers (documents.placement.covered_ranges): Montag run 0, März run 1
     assert place_aligned(unit, german, [0, 1, 1, 2]) == ["Montag, ", "3. März ", "2025"]
+    # 3. is covered by the last run, which cannot come before the bold one: it stays with Montag,
+    # as html's "Montag, 3. <b>März</b> 2025" leaves it outside the bold
+    assert place_aligned(unit, german, [0, 2, 1, 2]) == ["Montag, 3. ", "März ", "2025"]
     assert place_aligned(unit, german, [None] * 4) == place(unit, german)  # nothing to go by
     assert place_aligned(unit, german, None) == place(unit, german)
     assert place_aligned(unit, german, [0, 1]) == place(unit, german)  # not one preference per word
 
 
-def test_aligned_placement_keeps_every_run_with_words_and_the_unsure_cases():
+def test_a_run_that_covers_no_word_is_emptied_and_keeps_its_style():
+    # "on <b>Friday, January 9, 2026</b> at <i>3:45 PM</i>": "um" is linked to 3:45, so the plain
+    # " at " run covers nothing; every run having a word put 2026 there and took the bold off it
+    unit = Unit(("on ", "Friday, January 9, 2026", " at ", "3:45 PM"), ("", "", ""))
+    german = "am Freitag, 9. Januar 2026 um 15:45 Uhr"
+    wanted = ["am ", "Freitag, 9. Januar 2026 ", "", "um 15:45 Uhr"]
+    assert place_aligned(unit, german, [0, 1, 1, 1, 1, 3, 3, 3]) == wanted
+    # a word no run covers goes to a run that covers none (plain text outside every element)
+    assert place_aligned(unit, german, [0, 1, 1, 1, None, 3, 3, 3]) == [
+        "am ",
+        "Freitag, 9. Januar ",
+        "2026 ",
+        "um 15:45 Uhr",
+    ]
     unit = Unit(("We met ", "on Monday"), ("",))
-    # every word wants the bold run, but the first run keeps a word: runs stay where they are
-    assert place_aligned(unit, "Wir trafen uns am Montag", [1, 1, 1, 1, 1]) == ["Wir ", "trafen uns am Montag"]
+    assert place_aligned(unit, "Wir trafen uns am Montag", [1, 1, 1, 1, 1]) == ["", "Wir trafen uns am Montag"]
     assert place_aligned(unit, "Wir trafen uns am Montag", [0, 0, 0, 1, 1]) == ["Wir trafen uns ", "am Montag"]
+
+
+def test_aligned_placement_keeps_the_unsure_cases():
     split_word = Unit(("H", "ello world"), ("",))
     assert place_aligned(split_word, "Hallo Welt", [0, 1]) == ["Hallo Welt", ""]
     tabbed = Unit(("left", "right side"), ("\t",))
@@ -259,8 +276,6 @@ def test_run_at_maps_characters_to_runs_and_joints():
 def test_the_numpy_segmentation_of_long_paragraphs_is_the_loop_one(wants, m):
     # long paragraphs take the vectorised recurrence (placement._SMALL): the same split, ties included
     wants = [w if w is None or w < m else None for w in wants]
-    if len(wants) < m or all(w is None for w in wants):
-        return
     assert placement._segment_numpy(wants, m) == placement._segment_loop(wants, m)
 
 
