@@ -23,8 +23,7 @@ from collections.abc import Sequence
 from concurrent.futures import Executor
 
 from .. import files
-from ..documents import PreparedDocument
-from ..documents import placement
+from ..documents import PreparedDocument, placement
 from ..documents.alignment import WordAlignment
 from ..files.jobs import FileText, Preferred
 from ..translation import TranslationResult
