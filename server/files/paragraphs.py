@@ -19,6 +19,7 @@ relationships) is untouched.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -30,6 +31,8 @@ W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+# characters XML 1.0 cannot hold (a control character in a model's output): left out of a run
+NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,7 @@ class Slot:
         return (self.element.tail if self.tail else self.element.text) or ""
 
     def set(self, text: str) -> None:
+        text = NOT_XML.sub("", text)
         if self.tail:
             self.element.tail = text
             return
