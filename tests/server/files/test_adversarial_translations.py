@@ -26,15 +26,15 @@ HYPERLINK = '<w:rStyle w:val="Hyperlink"/>'
 R_NS = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 
 
-def _run(text: str, props: str = "") -> str:
+def w_run(text: str, props: str = "") -> str:
     return f'<w:r>{f"<w:rPr>{props}</w:rPr>" if props else ""}<w:t xml:space="preserve">{text}</w:t></w:r>'
 
 
-def _p(*runs: str) -> str:
+def w_paragraph(*runs: str) -> str:
     return f"<w:p>{''.join(runs)}</w:p>"
 
 
-def _part(root: str, body: str) -> str:
+def w_part(root: str, body: str) -> str:
     return f'{DECLARATION}<w:{root} xmlns:w="{W_NS}" xmlns:r="{R_NS}">{body}</w:{root}>'
 
 
@@ -43,35 +43,39 @@ def rich_docx() -> bytes:
     hyperlink run, a tab and a break between runs, a table, a header and a footer."""
     body = "".join(
         [
-            _p(_run("on "), _run("Friday, January 9, 2026", "<w:b/>"), _run(" at "), _run("3:45 PM", "<w:i/>")),
-            _p(
-                _run("more than "),
-                _run("1,500", "<w:b/>"),
-                _run(" miles and "),
-                _run("$1,250.00", '<w:u w:val="single"/><w:color w:val="FF0000"/>'),
+            w_paragraph(
+                w_run("on "), w_run("Friday, January 9, 2026", "<w:b/>"), w_run(" at "), w_run("3:45 PM", "<w:i/>")
             ),
-            _p(
-                _run("See "),
-                "<w:hyperlink r:id='rId9'>" + _run("the report", HYPERLINK) + "</w:hyperlink>",
-                _run(" for details"),
+            w_paragraph(
+                w_run("more than "),
+                w_run("1,500", "<w:b/>"),
+                w_run(" miles and "),
+                w_run("$1,250.00", '<w:u w:val="single"/><w:color w:val="FF0000"/>'),
+            ),
+            w_paragraph(
+                w_run("See "),
+                "<w:hyperlink r:id='rId9'>" + w_run("the report", HYPERLINK) + "</w:hyperlink>",
+                w_run(" for details"),
                 "<w:r><w:tab/></w:r>",
-                _run("next Friday at 6:00 PM", "<w:i/>"),
+                w_run("next Friday at 6:00 PM", "<w:i/>"),
             ),
             "<w:tbl><w:tr>"
-            + "".join(f"<w:tc>{_p(_run(cell), _run(' cell', '<w:b/>'))}</w:tc>" for cell in ("First", "Second"))
+            + "".join(
+                f"<w:tc>{w_paragraph(w_run(cell), w_run(' cell', '<w:b/>'))}</w:tc>" for cell in ("First", "Second")
+            )
             + "</w:tr></w:tbl>",
-            _p(_run("It costs "), _run("1,234.50", "<w:b/>"), "<w:r><w:br/></w:r>", _run(" euros.")),
+            w_paragraph(w_run("It costs "), w_run("1,234.50", "<w:b/>"), "<w:r><w:br/></w:r>", w_run(" euros.")),
             "<w:sectPr/>",
         ]
     )
-    header = _p(_run("Quarterly "), _run("report", "<w:b/>"))
-    footer = _p(_run("Page "), _run("one", "<w:i/>"), _run(" of the report"))
+    header = w_paragraph(w_run("Quarterly "), w_run("report", "<w:b/>"))
+    footer = w_paragraph(w_run("Page "), w_run("one", "<w:i/>"), w_run(" of the report"))
     return office._zip(
         [
             ("[Content_Types].xml", f"{DECLARATION}<Types/>"),
-            ("word/document.xml", _part("document", f"<w:body>{body}</w:body>")),
-            ("word/header1.xml", _part("hdr", header)),
-            ("word/footer1.xml", _part("ftr", footer)),
+            ("word/document.xml", w_part("document", f"<w:body>{body}</w:body>")),
+            ("word/header1.xml", w_part("hdr", header)),
+            ("word/footer1.xml", w_part("ftr", footer)),
             ("word/media/image1.png", office.PNG),
         ]
     )

@@ -11,9 +11,9 @@ import re
 import pytest
 from lxml import etree
 
-from tests.server.files.test_adversarial_translations import HYPERLINK, R_NS, _p, _part, _run
+from tests.server.files.test_adversarial_translations import HYPERLINK, R_NS, w_paragraph, w_part, w_run
 from tests.server.files.test_formats import entries
-from tests.server.http.test_files import A, TEXT, W, files_server, translate_texts, translated
+from tests.server.http.test_files import TEXT, A, W, files_server, translate_texts, translated
 from tests.support import office_files as office
 
 SENTENCES = [
@@ -108,15 +108,17 @@ def test_two_and_three_formatted_stretches_are_placed_alike_in_every_format(serv
 
 def test_underline_colour_and_a_hyperlink_stay_on_the_words_they_cover(server):
     paragraphs = [
-        _p(_run("more than "), _run("1,500", '<w:u w:val="single"/><w:color w:val="FF0000"/>'), _run(" miles")),
-        _p(
-            _run("next "),
-            "<w:hyperlink r:id='rId9'>" + _run("Friday", HYPERLINK) + "</w:hyperlink>",
-            _run(" at "),
-            _run("6:00 PM", '<w:u w:val="single"/>'),
+        w_paragraph(
+            w_run("more than "), w_run("1,500", '<w:u w:val="single"/><w:color w:val="FF0000"/>'), w_run(" miles")
+        ),
+        w_paragraph(
+            w_run("next "),
+            "<w:hyperlink r:id='rId9'>" + w_run("Friday", HYPERLINK) + "</w:hyperlink>",
+            w_run(" at "),
+            w_run("6:00 PM", '<w:u w:val="single"/>'),
         ),
     ]
-    source = office._zip([("word/document.xml", _part("document", f"<w:body>{''.join(paragraphs)}</w:body>"))])
+    source = office._zip([("word/document.xml", w_part("document", f"<w:body>{''.join(paragraphs)}</w:body>"))])
     body = etree.fromstring(entries(translated(server, "links.docx", source))["word/document.xml"])
     runs = [[r for r in p.iter(f"{W}r")] for p in body.iter(f"{W}p")]
     html = translate_texts(server, ["more than <u>1,500</u> miles", "next <a>Friday</a> at <u>6:00 PM</u>"], "html")
