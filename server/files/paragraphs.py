@@ -31,8 +31,8 @@ W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
-# characters XML 1.0 cannot hold (a control character in a model's output): left out of a run
-NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+# characters XML 1.0 cannot hold (a control character in a model's output): see xml_text
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 @dataclass(frozen=True)
@@ -63,6 +63,12 @@ OPENDOCUMENT = Dialect(
 )
 
 
+def xml_text(text: str) -> str:
+    """``text`` without the characters XML 1.0 cannot hold: a space for one that separates words
+    (a form feed), nothing for the others."""
+    return _NOT_XML.sub(lambda m: " " if m.group().isspace() else "", text)
+
+
 @dataclass(frozen=True)
 class Slot:
     """An element's ``text`` (or ``tail``): one run's character data."""
@@ -74,7 +80,7 @@ class Slot:
         return (self.element.tail if self.tail else self.element.text) or ""
 
     def set(self, text: str) -> None:
-        text = NOT_XML.sub("", text)
+        text = xml_text(text)
         if self.tail:
             self.element.tail = text
             return
