@@ -8,13 +8,19 @@ words are those its characters overlap; its target words run from the first to t
 target word linked to any of them (so words between come inside it, and the comma of
 ``"Montag,"``, a word outside it, stays outside). An element none of whose words is linked
 goes around nothing, where its first source word's neighbourhood maps (its place in the
-sentence scaled to the translation). Void markup (``<br>``, ``<img>``, a comment, a code span)
+sentence scaled to the translation); one whose other tag lies outside the sentence (it runs
+past the sentence's end, or began before it) covers none of it: it ends at the start, or
+begins at the end. Void markup (``<br>``, ``<img>``, a comment, a code span)
 sits before the target word aligned to the source word that followed it.
 
 Keeping the markup nested compares each element with those placed before it: elements squared.
 A sentence with more than ``MAX_PLACED_ELEMENTS`` (``<b></b>`` 4,000 times in one sentence took
 20 s) is rendered as one without an alignment (:meth:`Segment.render`): its opening markup
 before the translation, its closing markup after.
+
+The words each element covers are :func:`covered_ranges`'s, which a file's styled runs are
+placed by too (``files.placement.place_aligned``): one placement for html, markdown, .docx,
+.odt, .pptx and EPUB.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A paragraph of a .docx, a slide or an .odt is a sequence of runs, each with its own style
 (``Hello <b>big</b> world``: three runs). The model translates the paragraph as one sentence;
-its translation is then cut into as many pieces as the paragraph had runs with words in them.
+its translation is then cut into pieces, one for each run with words in it (a piece may be empty).
 
 Without word alignments, by proportion of words: a run holding a third of the source's
 words gets about a third of the translation's, in order, each such run at least one. When
@@ -11,12 +11,18 @@ than runs), the first run with words takes the whole translation in its style an
 are emptied (their elements, and so their styles, stay). Runs without words (spaces,
 punctuation) are emptied: the translation carries its own.
 
-With word alignments (:func:`place_aligned`, issue 34): each translated word prefers the run
-of the source word it is aligned to, and the runs, which keep their order in the file (their
-elements carry the styles), take the contiguous stretches of the translation that agree with
-the most of those preferences, each run with words at least one word (a monotone segmentation
-found by dynamic programming, time and memory words x runs). ``Monday, <b>March</b> 3, 2025`` ->
-``Montag, <b>3. März</b> 2025``: the bold run holds März, where proportions would give it "3.".
+With word alignments (:func:`place_aligned`), the placement html and markdown inline markup
+gets (``documents.placement.covered_ranges``): each run covers the translated words from the
+first to the last one linked to its source words (the narrowest run where ranges overlap),
+and the runs, which keep their order in the file (their elements carry the styles), take the
+contiguous stretches of the translation that give the most words to the run covering them,
+then the most uncovered words to runs that cover none (plain text outside every element
+stays outside it in html). A run may take no word: ``on <b>Friday, January 9, 2026</b> at
+<i>3:45 PM</i>`` -> ``am <b>Freitag, 9. Januar 2026</b> <i>um 15:45 Uhr</i>``, the " at "
+run emptied (its element, so its style, stays) as "um" is linked to 3:45, as html places it;
+giving every run a word took 2026 out of the bold. ``Monday, <b>March</b> 3, 2025`` ->
+``Montag, 3. <b>März</b> 2025``. A monotone segmentation found by dynamic programming, time
+and memory words x runs.
 Where the alignments say nothing, the cases above are unsure, or the paragraph has more than
 ``max_runs`` runs with words (``--max-aligned-runs``: a paragraph of 16,000 alternating bold
 runs would be 256 M cells), it is :func:`place`, whose time is linear in words + runs. A placement is a function
