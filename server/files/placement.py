@@ -164,25 +164,19 @@ def place_aligned(
     return _written(unit, having, words, _segment(wants, len(having)))
 
 
-def _scores(wants: Sequence[int | None], m: int) -> np.ndarray:
-    """(n, m): what word j scores in block h. Its covering block outweighs all uncovered words
-    together (n + 1); an uncovered word scores 1 in a block that covers nothing (as text outside
-    every element stays outside them in html)."""
-    n = len(wants)
+def _gains(wants: Sequence[int | None], m: int) -> tuple[np.ndarray, int]:
+    """What a word scores in each block: its covering block outweighs all uncovered words
+    together (``len(wants) + 1``); an uncovered word scores 1 in a block that covers nothing (as
+    text outside every element stays outside them in html). Returns (the free blocks' row for an
+    uncovered word, the covering score)."""
     free = np.ones(m, dtype=np.int64)
     free[[w for w in wants if w is not None]] = 0
-    out = np.zeros((n, m), dtype=np.int64)
-    for j, w in enumerate(wants):
-        if w is None:
-            out[j] = free
-        else:
-            out[j, w] = n + 1
-    return out
+    return free, len(wants) + 1
 
 
 def _segment(wants: Sequence[int | None], m: int) -> list[int]:
     """Block sizes (m of them, each >= 0, in order) splitting the words to score the most
-    (:func:`_scores`); of equal splits, each word in the earliest block."""
+    (:func:`_gains`); of equal splits, each word in the earliest block."""
     return _segment_loop(wants, m) if len(wants) * m <= _SMALL else _segment_numpy(wants, m)
 
 
@@ -190,14 +184,18 @@ def _segment_numpy(wants: Sequence[int | None], m: int) -> list[int]:
     """:func:`_segment` one word at a time over all blocks at once: the same recurrence as
     :func:`_segment_loop`, with the block of the word before kept for the way back (n x m)."""
     n, blocks = len(wants), np.arange(m)
-    gain = _scores(wants, m)
-    best = gain[0].copy()  # (m,) the most word 0..j scores with word j in block h
+    free, covered = _gains(wants, m)
+
+    def gain(w: int | None) -> np.ndarray:
+        return free if w is None else np.where(blocks == w, covered, 0)
+
+    best = gain(wants[0]).copy()  # (m,) the most words 0..j score with word j in block h
     came = np.zeros((n, m), dtype=np.uint16 if m < 1 << 16 else np.int64)  # (n, m) the block of word j-1
     for j in range(1, n):
         top = np.maximum.accumulate(best)  # (m,) the best of blocks 0..h
         rises = np.concatenate(([True], top[1:] > top[:-1]))  # where a new best is first reached
         came[j] = np.maximum.accumulate(np.where(rises, blocks, 0))
-        best = top + gain[j]
+        best = top + gain(wants[j])
     return _sizes(came, int(np.argmax(best)), n, m)
 
 
@@ -211,14 +209,19 @@ def _sizes(came: Sequence[Sequence[int]], last: int, n: int, m: int) -> list[int
 
 def _segment_loop(wants: Sequence[int | None], m: int) -> list[int]:
     n = len(wants)
-    gain = _scores(wants, m).tolist()
-    best = list(gain[0])  # best[h]: the most words 0..j score with word j in block h
+    free, covered = _gains(wants, m)
+    free = free.tolist()
+
+    def gain(w: int | None, h: int) -> int:
+        return free[h] if w is None else covered * (w == h)
+
+    best = [gain(wants[0], h) for h in range(m)]  # best[h]: the most words 0..j score with word j in block h
     came = [[0] * m for _ in range(n)]  # the block of word j-1 on that best way
     for j in range(1, n):
-        top, at, row = -1, 0, came[j]
+        top, at, row, w = -1, 0, came[j], wants[j]
         for h in range(m):
             if best[h] > top:
                 top, at = best[h], h
             row[h] = at
-            best[h] = top + gain[j][h]
+            best[h] = top + gain(w, h)
     return _sizes(came, max(range(m), key=lambda h: (best[h], -h)), n, m)
