@@ -4,8 +4,10 @@
   indentation come back as sent (``server.documents``).
 - ``.html`` / ``.htm``: the whole page is one document in the service's ``html`` mode:
   markup, scripts, styles and ``translate="no"`` content come back byte for byte.
-- ``.md``: line by line; fenced and indented code is not translated, and a line's block
-  markers (``#``, ``>``, ``-``, ``1.``) stay in front of its translation.
+- ``.md``: line by line, each line a document in the service's ``markdown`` mode (its inline
+  emphasis, code spans and links placed by alignment); fenced and indented code is not
+  translated, and a line's block markers (``#``, ``>``, ``-``, ``1.``) stay in front of its
+  translation.
 - ``.srt``: cues read by ``subrip``; a cue's lines are one sentence to the model and its
   translation is put back on as many lines, by proportion of words; index and timing lines
   come back byte for byte.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..documents import HTML, TEXT
+from ..documents import HTML, MARKDOWN, TEXT
 from . import subrip
 from .errors import FileRefused
 from .extracted import Characters, Check, Extracted, unit_texts
@@ -153,7 +155,7 @@ def read_md(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
             out[i] = markers + translation + rest
         return (bom + "".join(out)).encode("utf-8")
 
-    return Extracted(tuple(p[2] for p in places), write, TEXT, "text/markdown; charset=utf-8")
+    return Extracted(tuple(p[2] for p in places), write, MARKDOWN, "text/markdown; charset=utf-8")
 
 
 def read_srt(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:

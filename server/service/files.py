@@ -32,12 +32,12 @@ from dataclasses import dataclass
 
 from .. import files
 from ..calls import Call
-from ..documents import PreparedDocument
+from ..documents import TEXT, PreparedDocument
 from ..errors import LimitExceeded
 from ..files import jobs
 from ..files.sandbox import FileWorkers, Limits
 from ..translation import DecodeOptions, TranslationResult
-from . import documents
+from . import alignments, documents
 from .documents import Progress
 from .requests import Deadline, Detection, TranslationRequest, ValidTranslation, earliest
 from .run_alignment import RunAligner
@@ -126,14 +126,18 @@ class FileTranslation:
     ) -> tuple[list[TranslationResult], jobs.Preferred | None]:
         """The texts' results, and where their words go on their runs: by word alignment for
         paragraphs with words in two runs or more where the model has an aligner, aligned as the
-        engine decodes the rest (``run_alignment``); None: by proportion."""
+        engine decodes the rest (``run_alignment``); None: by proportion. Html pages (EPUB, .html)
+        and markdown place their inline markup by alignment, as ``/translate`` does."""
         pool = self.service.pool
         aligner = RunAligner(valid, text, prepared, pool, self.settings.max_aligned_runs)
+        inline = any(s.inline for p in prepared for s in p.document.segments)
+        keep = range(sum(p.segments for p in prepared)) if inline else aligner.keep_for_alignment
         try:
             sentences = await documents.translate_sentences(
-                valid, prepared, pool, advanced, aligner.decoded if aligner.needed else None, aligner.keep_for_alignment
+                valid, prepared, pool, advanced, aligner.decoded if aligner.needed else None, keep
             )
-            results = await documents.join(valid, prepared, sentences, None, pool)
+            aligned = await alignments.align(valid, prepared, sentences, pool) if inline else None
+            results = await documents.join(valid, prepared, sentences, aligned, pool)
             return results, await aligner.placement(results)
         except BaseException:
             await aligner.cancel()
@@ -154,7 +158,7 @@ class FileTranslation:
         )
         service = self.service
         async with service.validate(wanted, file=True) as valid:
-            valid, prepared = await service.split(valid)
+            valid, prepared = await service.split(valid, text.format != TEXT and valid.model.aligns)
             total = sum(p.segments for p in prepared)
             done = 0
 

@@ -1,7 +1,7 @@
 """One placement for every format, on the live server with the bundled English -> German
 translator: the same sentences (examples/sentences.tsv's phrase types) with two and three
 formatted stretches come back with each word in the same style whether they are sent as html,
-markdown, .docx, .odt or .pptx. A .docx gave every run with words at least one word, so
+markdown, .docx, .odt, .pptx, EPUB or a .md file. A .docx gave every run with words at least one word, so
 "on <b>Friday, January 9, 2026</b> at <i>3:45 PM</i>" came back with 2026 unbolded."""
 
 from __future__ import annotations
@@ -91,6 +91,12 @@ def from_odt(data: bytes) -> list[list[tuple[str, str]]]:
     return out
 
 
+def from_epub(data: bytes) -> list[list[tuple[str, str]]]:
+    pages = entries(data)
+    chapters = [pages[f"OEBPS/chapter{n}.xhtml"].decode() for n in range(len(SENTENCES))]
+    return [from_markup(re.search(r"<body>(.*)</body>", c, re.S).group(1), "html") for c in chapters]
+
+
 def test_two_and_three_formatted_stretches_are_placed_alike_in_every_format(server):
     plain = translate_texts(server, ["".join(t for t, _ in runs) for runs in SENTENCES])
     html = [from_markup(t, "html") for t in translate_texts(server, [marked(r, "html") for r in SENTENCES], "html")]
@@ -100,6 +106,9 @@ def test_two_and_three_formatted_stretches_are_placed_alike_in_every_format(serv
     assert from_docx(translated(server, "dates.docx", office.docx(SENTENCES))) == html
     assert from_odt(translated(server, "dates.odt", office.odt(SENTENCES))) == html
     assert from_pptx(translated(server, "dates.pptx", office.pptx([SENTENCES]))) == html
+    md = translated(server, "dates.md", "\n\n".join(marked(r, "markdown") for r in SENTENCES).encode()).decode()
+    assert [from_markup(line, "markdown") for line in md.split("\n\n")] == html
+    assert from_epub(translated(server, "dates.epub", office.epub([marked(r, "html") for r in SENTENCES]))) == html
     # the issue's sentence: the whole date bold, "um 15:45 Uhr" italic
     assert html[0] == [("am", ""), ("Freitag,", "b"), ("9.", "b"), ("Januar", "b"), ("2026", "b")] + [
         ("um", "i"), ("15:45", "i"), ("Uhr", "i")
