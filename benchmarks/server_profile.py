@@ -55,7 +55,10 @@ WAIT_LEAVES = (
 GROUPS = [
     ("onnxruntime run", ("Session.run (onnxruntime",)),
     ("request tensor decode + preprocessing (thread pool)", ("ImageClassifier.prepare (", "server/preprocess.py")),
-    ("batch assembly + batcher", ("ImageClassifier._run_batch (", "server/batching.py")),
+    (
+        "batch assembly + batcher",
+        ("ImageClassifier._run_batch (", "ImageClassifier.infer_items (", "server/batching.py"),
+    ),
     ("replies (softmax, top-k, protobuf)", ("top_labels (", "softmax (")),
     (
         "handlers, checks, metrics",

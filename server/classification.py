@@ -68,15 +68,23 @@ def softmax(logits: np.ndarray) -> np.ndarray:
     return exp / exp.sum(axis=-1, keepdims=True)
 
 
-def ranking(probs: np.ndarray) -> np.ndarray:
-    """(..., K) probabilities -> (..., K) int64 label indices, most probable first (ties: lower index first)."""
-    return np.argsort(-probs, axis=-1, kind="stable")  # (..., K)
+def top_indices(probs: np.ndarray, k: int) -> np.ndarray:
+    """The indices of the ``k`` largest of ``probs`` (K,), largest first, ties lower index first:
+    ``argsort(-probs, kind="stable")[:k]`` in O(K) for k much smaller than K."""
+    K = len(probs)
+    if k >= K:
+        return np.argsort(-probs, kind="stable")  # (K,)
+    kth = np.partition(probs, K - k)[K - k]  # the k-th largest value
+    above = np.flatnonzero(probs > kth)  # (< k,)
+    top = np.concatenate([above, np.flatnonzero(probs == kth)[: k - len(above)]])  # (k,) unless NaN
+    if len(top) != k:  # NaN probabilities compare false: the full sort places them
+        return np.argsort(-probs, kind="stable")[:k]
+    return top[np.lexsort((top, -probs[top]))]  # (k,) by probability, then index
 
 
-def top_labels(probs: np.ndarray, k: int, labels: list[str], order: np.ndarray | None = None) -> list[LabelScore]:
-    """The ``k`` most probable of ``probs`` (K,), highest first (ties: lower index first);
-    ``order``: its :func:`ranking`, when the batch computed it already."""
-    top = (ranking(probs) if order is None else order)[:k].tolist()  # k label indices
+def top_labels(probs: np.ndarray, k: int, labels: list[str]) -> list[LabelScore]:
+    """The ``k`` most probable of ``probs`` (K,), highest first (ties: lower index first)."""
+    top = top_indices(probs, k).tolist()  # k label indices
     values = probs[top].tolist()  # (k,) as Python floats
     return [LabelScore(labels[i], i, p) for i, p in zip(top, values)]
 
@@ -103,7 +111,7 @@ class ImageClassifier:
         # The batch's input, reused by every batch (one is in flight at a time), grown to the
         # largest batch seen: (rows, C, H, W) float32.
         self._batch_buffer = np.empty((0, self.prep.channels, self.prep.image_size, self.prep.image_size), np.float32)
-        self.batcher: BatchQueue[np.ndarray, tuple[np.ndarray, np.ndarray]] = BatchQueue(
+        self.batcher: BatchQueue[np.ndarray, np.ndarray] = BatchQueue(
             self.name,
             self._run_batch,
             max_batch_size=settings.max_batch_size,
@@ -128,18 +136,20 @@ class ImageClassifier:
         self.infer(np.zeros((1, channels, size, size), dtype=np.float32))
         return time.perf_counter() - start
 
-    def infer_items(self, items: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """B images (C, H, W) float32 -> per image (probabilities (K,), ranking (K,)). Sync: one
-        copy of each image into the reused batch buffer, one session run, one ranking of the batch."""
-        if len(self._batch_buffer) < len(items):
-            self._batch_buffer = np.empty((len(items), *self._batch_buffer.shape[1:]), np.float32)
-        pixels = self._batch_buffer[: len(items)]  # (B, C, H, W), a view
-        for row, item in zip(pixels, items):
-            np.copyto(row, item)
-        probs = self.infer(pixels)  # (B, K)
-        return list(zip(probs, ranking(probs)))
+    def infer_items(self, items: list[np.ndarray]) -> list[np.ndarray]:
+        """B images (C, H, W) float32 -> B probabilities (K,). Sync: each image copied once into the
+        reused batch buffer (a batch of one is read where it lies), one session run."""
+        if len(items) == 1:
+            pixels = items[0][None]  # (1, C, H, W), a view
+        else:
+            if len(self._batch_buffer) < len(items):
+                self._batch_buffer = np.empty((len(items), *self._batch_buffer.shape[1:]), np.float32)
+            pixels = self._batch_buffer[: len(items)]  # (B, C, H, W), a view
+            for row, item in zip(pixels, items):
+                np.copyto(row, item)
+        return list(self.infer(pixels))  # B x (K,)
 
-    async def _run_batch(self, items: list[np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+    async def _run_batch(self, items: list[np.ndarray]) -> list[np.ndarray]:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self.infer_items, items)
 
     def prepare(self, inputs: list[ImageInput], dropped: threading.Event | None = None) -> list[np.ndarray]:
@@ -202,9 +212,8 @@ class ImageClassifier:
         k = min(top_k, len(self.labels))
         out = []
         for r in results:
-            probs, order = r.value
-            labels = top_labels(probs, k, self.labels, order)
-            out.append(ImageResult(labels, probs, r.batch_size, preprocess_ms, r.queue_s * 1e3, r.run_s * 1e3))
+            labels = top_labels(r.value, k, self.labels)
+            out.append(ImageResult(labels, r.value, r.batch_size, preprocess_ms, r.queue_s * 1e3, r.run_s * 1e3))
         return out
 
     @staticmethod
