@@ -69,8 +69,12 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
             finally:
                 work.cancel()  # a cancelled call drops the file's sentences at the next step
 
-    async def Classify(self, request: LiftedClassify, context: grpc.aio.ServicerContext) -> pb.ClassifyResponse:
+    async def Classify(
+        self, request: LiftedClassify | pb.ClassifyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClassifyResponse:
         """``request``: parsed by :func:`v1_wire.parse_classify` (the server's ParseGuardInterceptor)."""
+        if not isinstance(request, LiftedClassify):
+            request = LiftedClassify(request)
         async with self.app.rpc(context, "Classify", request.message.model, inference=True) as call:
             wanted = convert.classification_request(request.message, call, client_deadline(context), request.raw)
             name, results = await self.app.classification.classify(wanted)
