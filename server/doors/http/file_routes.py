@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import urllib.parse
+from pathlib import PurePosixPath
 from typing import Any
 
 from aiohttp import BodyPartReader, web
@@ -57,6 +58,12 @@ async def read_form(request: web.Request) -> tuple[dict[str, str], str, bytes]:
     return fields, filename, content
 
 
+def translated_filename(filename: str, target: str) -> str:
+    """``report.docx`` -> ``report.de.docx``: the name ``attnserve-client translate-file`` gives it."""
+    path = PurePosixPath(filename or "file")
+    return f"{path.stem}.{target}{path.suffix}"
+
+
 def _content_disposition(filename: str) -> str:
     ascii_name = filename.encode("ascii", "replace").decode().replace('"', "_")
     return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{urllib.parse.quote(filename)}"
@@ -84,7 +91,8 @@ class FileRoutes:
         with upstream_words():
             done = await self.app.files.translate(wanted)
         key = self._key(request, fields)
-        name = await self._off_loop(self.store.save, done.content, done.filename, done.media_type, key)
+        saved_as = translated_filename(done.filename, fields["target"])
+        name = await self._off_loop(self.store.save, done.content, saved_as, done.media_type, key)
         url = request.url.with_path(f"/download_file/{urllib.parse.quote(name)}").with_query(None)
         return web.json_response({"translatedFileUrl": str(url)})
 
