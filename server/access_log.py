@@ -33,7 +33,6 @@ from .calls import access_record
 
 log = logging.getLogger(__name__)
 
-HTTP_CALL_KEY = "attnserve.call"  # where the HTTP door keeps a request's Call for the access line
 MAX_PATH = 200  # characters of a request path in the log
 
 
@@ -151,15 +150,16 @@ def _wrap(handler: grpc.RpcMethodHandler, record: Record, done: Callable) -> Cal
     return unary
 
 
-def http_logger_class():
-    """aiohttp's access-logger class for the HTTP door (imported only when HTTP is served)."""
+def http_logger_class(call_key: Any):
+    """aiohttp's access-logger class for the HTTP door (imported only when HTTP is served); the
+    door keeps a request's Call under ``call_key``."""
     from aiohttp.abc import AbstractAccessLogger
 
     class HttpAccessLogger(AbstractAccessLogger):
         """One line per HTTP request, written after its answer (see the module docstring)."""
 
         def log(self, request: Any, response: Any, time: float) -> None:  # noqa: A002 - aiohttp's signature
-            call = request.get(HTTP_CALL_KEY)
+            call = request.get(call_key)
             try:  # a request whose head did not parse was never routed: it has no match_info
                 route = request.match_info.route.resource
             except (AssertionError, AttributeError):

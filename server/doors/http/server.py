@@ -53,6 +53,7 @@ HTTP_STATUS = {
 REQUEST_ID = "X-Request-Id"
 UNAUTHENTICATED_MESSAGE = "missing or invalid bearer token: send the header 'Authorization: Bearer <token>'"
 Handler = Callable[[web.Request, Call], Awaitable[web.StreamResponse]]
+CALL_KEY = web.RequestKey("attnserve_call", Call)  # a tracked request's Call, for its access-log line
 
 
 class PayloadTooLarge(Overloaded):
@@ -277,7 +278,7 @@ class HttpServer:
                     limited=True,
                     arrive=arrive,
                 ) as call:
-                    request[access_log.HTTP_CALL_KEY] = call
+                    request[CALL_KEY] = call
                     response = await handler(request, call)
             except CallFailed as exc:
                 response = error_response(exc.status, exc.message, exc.http_status)
@@ -360,7 +361,7 @@ class HttpServer:
         runner = _Runner(
             self.web,
             access_log=logging.getLogger(access_log.__name__) if access else None,
-            access_log_class=access_log.http_logger_class(),
+            access_log_class=access_log.http_logger_class(CALL_KEY),
             handler_cancellation=True,
             shutdown_timeout=1.0,
             keepalive_timeout=self.app.settings.http_header_timeout_s,
