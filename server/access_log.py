@@ -91,6 +91,8 @@ class AccessLogInterceptor(grpc.aio.ServerInterceptor):
 
         def done(context: grpc.aio.ServicerContext, failed: BaseException | None) -> None:
             call, record.answered = record.call, None
+            if not log.isEnabledFor(logging.INFO):  # --log-level warning: nothing to format
+                return
             log.info(
                 LINE,
                 "gRPC",
@@ -157,6 +159,10 @@ def http_logger_class(call_key: Any):
 
     class HttpAccessLogger(AbstractAccessLogger):
         """One line per HTTP request, written after its answer (see the module docstring)."""
+
+        @property
+        def enabled(self) -> bool:  # aiohttp asks before it calls log()
+            return self.logger.isEnabledFor(logging.INFO)
 
         def log(self, request: Any, response: Any, time: float) -> None:  # noqa: A002 - aiohttp's signature
             call = request.get(call_key)

@@ -46,8 +46,9 @@ def test_every_request_is_one_line_with_its_door_model_status_and_sizes(serve, c
             client.translate(SECRET, "translator-en-de")
             with pytest.raises(AttnServeError) as failed:
                 client.translate("", "translator-en-de")
+            assert list(client.translate_stream(SECRET, "translator-en-de"))
         assert failed.value.code == grpc.StatusCode.INVALID_ARGUMENT
-        lines = wait_for(lambda: [r.getMessage() for r in caplog.records], 4)
+        lines = wait_for(lambda: [r.getMessage() for r in caplog.records], 5)
     assert all(r.levelno == logging.INFO for r in caplog.records if "access:" in r.getMessage())
     assert not any(SECRET in r.getMessage() or "quarterly" in r.getMessage() for r in caplog.records)
     http = [line for line in lines if line["door"] == "HTTP"]
@@ -59,8 +60,19 @@ def test_every_request_is_one_line_with_its_door_model_status_and_sizes(serve, c
     assert [(r["route"], r["model"], r["status"]) for r in rpcs] == [
         ("/attnserve.v1.InferenceService/Translate", "translator-en-de", "OK"),
         ("/attnserve.v1.InferenceService/Translate", "translator-en-de", "INVALID_ARGUMENT"),
+        ("/attnserve.v1.InferenceService/TranslateStream", "translator-en-de", "OK"),
     ]
     assert int(rpcs[0]["received"]) > len(SECRET) and int(rpcs[0]["sent"]) > 0 and rpcs[1]["sent"] == "0"
+    assert int(rpcs[2]["sent"]) > 0  # every streamed reply counted
+
+
+def test_above_info_the_access_log_says_nothing(serve, caplog):
+    caplog.set_level(logging.WARNING, logger="attnserve.server.access_log")
+    with serve(REPO, http_port=0) as server:
+        assert post_json(server, "/translate", {"q": SECRET, "target": "de"})[0] == 400
+        with server.client() as client, pytest.raises(AttnServeError):
+            client.translate("", "translator-en-de")
+    assert not access_lines([r.getMessage() for r in caplog.records])
 
 
 def test_no_access_log_turns_it_off(serve, caplog):
