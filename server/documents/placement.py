@@ -7,9 +7,11 @@ markup goes around the target words aligned to the words it wrapped, wherever th
 words are those its characters overlap; its target words run from the first to the last
 target word linked to any of them (so words between come inside it, and the comma of
 ``"Montag,"``, a word outside it, stays outside). An element none of whose words is linked
-goes around nothing, where its first source word's neighbourhood maps (its place in the
-sentence scaled to the translation). Void markup (``<br>``, ``<img>``, a comment, a code span)
-sits before the target word aligned to the source word that followed it.
+goes around the target word where its first source word's neighbourhood maps (its place in the
+sentence scaled to the translation), never around nothing. Void markup (``<br>``, ``<img>``, a
+comment, a code span) sits before the target word aligned to the source word that followed it,
+set off by spaces as in the source. Where nesting would leave an element around nothing, every
+element goes around the whole translation (:func:`wrap_whole`).
 """
 
 from __future__ import annotations
@@ -186,9 +188,9 @@ def place_markup(
     ended with punctuation too.
 
     The markup stays well formed: an element nested in another in the source is kept inside it,
-    one that would cross an earlier sibling starts where that one ends; at one offset closing
-    markup comes first (innermost first), then void markup, then opening markup (outermost
-    first)."""
+    one that would cross an earlier sibling starts where that one ends (all of them around the
+    whole translation where that leaves one around nothing); at one offset closing markup comes
+    first (innermost first), then void markup, then opening markup (outermost first)."""
     ranges = [_trimmed(e, target_range(e, links, source_spans, target_spans), translation, source) for e in elements]
     ranges = _nested(elements, ranges, translation)
     if any(e.start != e.end and start == end for e, (start, end) in zip(elements, ranges)) and target_spans:
@@ -209,8 +211,8 @@ def place_markup(
     inserts.sort()
     out, at, void_at = [], 0, None
     for offset, order, _, markup in inserts:
-        if order == 1 and void_at == offset and not out[-1].endswith(" "):
-            markup = " " + markup  # two code spans at one place stay two: ``ARGS=`` `make`, not glued
+        if order == 1 and void_at == offset and not out[-1].endswith(" ") and not markup.startswith(" "):
+            markup = " " + markup  # two code spans placed together stay two, not one glued pair
         out += (escape(translation[at:offset]), markup)
         at, void_at = offset, offset if order == 1 else None
     out.append(escape(translation[at:]))
