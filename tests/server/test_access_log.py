@@ -84,6 +84,7 @@ def test_no_access_log_turns_it_off(serve, caplog):
     assert not access_lines([r.getMessage() for r in caplog.records])
 
 
+@pytest.mark.integration  # a server process of its own, as test_cli's
 def test_the_server_process_logs_a_refused_request_by_default():
     server = ServerProcess(REPO, "--metrics-port", "-1")
     try:
