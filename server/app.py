@@ -33,6 +33,7 @@ from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
 from . import descriptors, security
+from .access_log import AccessLogInterceptor
 from .calls import LOAD_MS_KEY, Call, CallFailed, CallTracker
 from .config import Settings
 from .doors import v1, v1_wire
@@ -101,6 +102,8 @@ class AttnServer(RepositoryControl):
             interceptors.insert(
                 0, security.TokenAuthInterceptor(self.token_checker, self._unauthenticated, open_methods)
             )
+        if settings.access_log:  # outermost: refused calls are logged too
+            interceptors.insert(0, AccessLogInterceptor())
         self.server = grpc.aio.server(
             options=options, interceptors=interceptors, maximum_concurrent_rpcs=settings.max_concurrent_rpcs
         )

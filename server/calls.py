@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import Overloaded, ServingError, ShuttingDown, client_message
 from .metrics import Metrics
@@ -24,6 +26,8 @@ log = logging.getLogger(__name__)
 
 MAX_REQUEST_ID = 64
 NO_MODEL = "-"  # the metrics' model label of a call not answered by a served model (none named, or unknown)
+# The running gRPC call's access-log record (``access_log.Record``), told which Call it became.
+access_record: contextvars.ContextVar[Any] = contextvars.ContextVar("attnserve_access_record", default=None)
 
 
 @dataclass
@@ -127,6 +131,9 @@ class CallTracker:
         there, so a client that sends it slowly holds no slot (issue 32).
         """
         call = Call(method, model or NO_MODEL, request_id or self.request_id())
+        record = access_record.get()
+        if record is not None:
+            record.call = call
         start = time.perf_counter()
         counted = False
         try:

@@ -70,7 +70,9 @@ def translated(server, filename: str, content: bytes, **fields: str) -> bytes:
     url = reply["translatedFileUrl"]
     assert url.startswith(f"http://{server.http_address}/download_file/")
     status, data, headers = call(server, url.split(server.http_address, 1)[1])
-    assert status == 200 and filename.replace(" ", "_") in headers["Content-Disposition"]
+    stem, dot, suffix = filename.rpartition(".")  # saved as the CLI names it: report.de.docx
+    saved_as = f"{stem}.{fields.get('target', 'de')}.{suffix}" if dot else f"{filename}.{fields.get('target', 'de')}"
+    assert status == 200 and f'filename="{saved_as.replace(" ", "_")}"' in headers["Content-Disposition"]
     return data
 
 
