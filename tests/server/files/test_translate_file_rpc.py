@@ -64,7 +64,7 @@ def test_bad_files_are_invalid_argument(server, tmp_path):
         with server.client() as client, pytest.raises(AttnServeError) as caught:
             client.translate_file(tmp_path / name, "de", "en")
         assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
-        assert ("not supported" if name.endswith("pdf") else "unpacks to") in caught.value.details
+        assert ("not a readable PDF" if name.endswith("pdf") else "unpacks to") in caught.value.details
 
 
 class _Terminal(io.StringIO):
