@@ -51,6 +51,7 @@ def build(pages: list[list[Box | Image]]) -> tuple[bytes, list[list[Rect]]]:
     from fpdf import FPDF
 
     pdf = FPDF(unit="pt", format=A4)
+    pdf.core_fonts_encoding = "windows-1252"  # the standard fonts' WinAnsiEncoding: €, – and curly quotes
     pdf.set_auto_page_break(False)
     rects: list[list[Rect]] = []
     for items in pages:

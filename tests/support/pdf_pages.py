@@ -67,3 +67,34 @@ def within(inner: tuple[float, float, float, float], outer: tuple[float, float, 
         and inner[2] <= outer[2] + slack
         and inner[3] <= outer[3] + slack
     )
+
+
+def phrase_pages(count: int = 20) -> tuple[bytes, list[list[tuple[float, float, float, float]]], list[str]]:
+    """(a ``count``-page PDF, each page's boxes' rectangles, every box's text in order): on each page
+    a bold heading, a box of two phrases the bundled translator knows (examples/sentences.tsv,
+    their numbers varied so no two pages are alike) and an image of its own."""
+    from attnserve.benchmarks.pdfs import Box, Image, build, png
+
+    layout, texts = [], []
+    for n in range(count):
+        heading = f"Monday, March {n + 1}, 2025"
+        body = f"It is {n % 11 + 1}:30 AM. It costs €{n + 2},234.50."
+        texts += [heading, body]
+        layout.append([Box(heading, 56, 56, 260, 16, "B"), Box(body, 56, 110, 180), Image(png(n), 360, 56, 120)])
+    data, rects = build(layout)
+    return data, rects, texts
+
+
+def assert_translated_in_place(source: bytes, result: bytes, rects, expected: list[str]) -> None:
+    """``result`` is ``source`` with every box's text replaced by ``expected`` (in order), inside
+    the box's rectangle; the same pages, page sizes and images (their streams byte for byte)."""
+    before, after = pages(source), pages(result)
+    assert [p.size for p in after] == [p.size for p in before]
+    assert [p.images for p in after] == [p.images for p in before]
+    wanted = iter(expected)
+    for number, (page, page_rects) in enumerate(zip(after, rects), 1):
+        for rect in page_rects:
+            inside = [t for t in page.texts if within(t.bounds, rect, 2.0)]
+            got = " ".join(" ".join(t.text for t in inside).split())
+            assert got == " ".join(next(wanted).split()), f"page {number}, box {rect}"
+        assert all(any(within(t.bounds, r, 2.0) for r in page_rects) for t in page.texts), f"page {number}"

@@ -15,6 +15,7 @@ from lxml import etree
 from attnserve.client import AttnServeError
 from attnserve.client.cli import main as client_main
 from tests.support import office_files as office
+from tests.support import pdf_pages
 
 REPO = Path(__file__).resolve().parents[3] / "models" / "repo"
 LINES = [f"on Monday, March {day}, 2025 at {day % 12 + 1}:15 PM" for day in range(1, 29)]  # 28 distinct
@@ -56,6 +57,17 @@ def test_a_docx_through_the_rpc_keeps_its_runs(server, tmp_path):
     assert [len(r) for r in runs] == [2, 1]
     assert [" ".join("".join(r).split()) for r in runs] == [" ".join(t.split()) for t in expected]
     assert done.media_type.endswith("wordprocessingml.document")
+
+
+def test_a_20_page_pdf_through_the_rpc_comes_back_translated_in_place(server, tmp_path):
+    source, rects, texts = pdf_pages.phrase_pages(20)
+    path = tmp_path / "brochure.pdf"
+    path.write_bytes(source)
+    with server.client(timeout=120) as client:
+        done = client.translate_file(path, "de", "en")
+        expected = [t.text for t in client.translate(texts, target_language="de", source_language="en")]
+    assert done.media_type == "application/pdf" and done.characters == sum(map(len, texts))
+    pdf_pages.assert_translated_in_place(source, done.content, rects, expected)
 
 
 def test_bad_files_are_invalid_argument(server, tmp_path):

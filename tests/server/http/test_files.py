@@ -19,6 +19,7 @@ from lxml import etree
 
 from attnserve.server.service import run_alignment
 from tests.support import office_files as office
+from tests.support import pdf_pages
 
 REPO = Path(__file__).resolve().parents[3] / "models" / "repo"
 MAX_FILE_BYTES = 4 << 20
@@ -94,7 +95,7 @@ def test_frontend_settings_report_files(server):
     status, body, _ = call(server, "/frontend/settings")
     settings = json.loads(body)
     assert status == 200 and settings["filesTranslation"] is True
-    assert {".txt", ".md", ".html", ".srt", ".docx", ".pptx", ".odt", ".odp", ".epub"} <= set(
+    assert {".txt", ".md", ".html", ".srt", ".docx", ".pptx", ".odt", ".odp", ".epub", ".pdf"} <= set(
         settings["supportedFilesFormat"]
     )
 
@@ -143,6 +144,12 @@ def test_many_styled_paragraphs_are_aligned_in_several_tasks_as_they_decode(serv
     assert [runs[1].split() for runs in got[: len(days)]] == [["3.", "März"], ["4.", "März"], ["5.", "März"],
         ["3.", "März"], ["6.", "März"], ["7.", "März"], ["3.", "März"], ["8.", "März"]]  # fmt: skip
     assert words(got[-1][0]) == words(translate_texts(server, [PHRASES[1]])[0])
+
+
+def test_a_20_page_pdf_comes_back_translated_in_place(server):
+    source, rects, texts = pdf_pages.phrase_pages(20)
+    out = translated(server, "brochure.pdf", source)
+    pdf_pages.assert_translated_in_place(source, out, rects, translate_texts(server, texts))
 
 
 def test_pptx_slides_odt_odp_srt_md_txt_html_and_epub(server):
