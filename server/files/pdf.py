@@ -17,7 +17,7 @@ Pages without text (scanned images) are left as they are and logged at warning w
 numbers; a file with no text at all is refused (400) as a scan that needs OCR first.
 
 PDFium is not thread-safe: every call into it holds ``LOCK``. Work is bounded: ``MAX_PAGES``
-pages, ``pdf_blocks.MAX_OBJECTS`` objects, ``--max-file-chars`` characters of text.
+pages, ``MAX_OBJECTS`` page objects, ``--max-file-chars`` characters of text.
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ import pypdfium2.raw as pdfium_c
 from ..documents import TEXT
 from .errors import FileRefused
 from .extracted import Characters, Check, Extracted
-from .pdf_blocks import MAX_OBJECTS, Block, page_blocks
+from .pdf_blocks import Block, page_blocks
 from .placement import Placement
 
 log = logging.getLogger(__name__)
 
 MAX_PAGES = 10_000
+MAX_OBJECTS = 2_000_000  # page objects looked at per file: a million empty objects cost bounded time
 LOCK = threading.Lock()
 SHRINK_FIRST = 0.7  # a block keeps its line count down to this fraction of its size
 SMALLEST = 0.3  # and is never drawn below this fraction of it (nor below 3 pt)
@@ -93,7 +94,7 @@ def _read(doc: pdfium.PdfDocument, chars: Characters) -> tuple[list[Block], list
     """(the blocks of every page, the pages with no text at all)."""
     blocks: list[Block] = []
     textless: list[int] = []
-    budget = [MAX_OBJECTS]
+    objects = 0
     for index in range(len(doc)):
         page = doc[index]
         textpage = page.get_textpage()
@@ -101,7 +102,12 @@ def _read(doc: pdfium.PdfDocument, chars: Characters) -> tuple[list[Block], list
             if pdfium_c.FPDFText_CountChars(textpage.raw) <= 0:
                 textless.append(index)
                 continue
-            for block in page_blocks(index, page.raw, textpage.raw, budget):
+            objects += pdfium_c.FPDFPage_CountObjects(page.raw)
+            if objects > MAX_OBJECTS:
+                raise FileRefused(
+                    f"the PDF has more than {MAX_OBJECTS:,} page objects; this server reads at most that many"
+                )
+            for block in page_blocks(index, page.raw, textpage.raw):
                 chars.add(len(block.text))
                 blocks.append(block)
         finally:

@@ -17,10 +17,6 @@ from dataclasses import dataclass
 
 import pypdfium2.raw as pdfium_c
 
-from .errors import FileRefused
-
-# Page objects looked at per file: a hostile PDF's million empty objects cost bounded time.
-MAX_OBJECTS = 2_000_000
 LINE_GAP = 1.0  # a gap wider than this many font sizes starts a new line (a column, a table cell)
 LEADING = (0.9, 1.6)  # baseline-to-baseline, in font sizes, of two lines of one block
 SAME_SIZE = 0.15  # sizes within 15% of each other belong to one block
@@ -164,14 +160,9 @@ def _block(page: int, lines: list[Line]) -> Block:
     )  # fmt: skip
 
 
-def page_blocks(
-    page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FPDF_TEXTPAGE, budget: list[int]
-) -> list[Block]:
-    """The page's text blocks in content order; ``budget``: [page objects still allowed in the file]."""
+def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FPDF_TEXTPAGE) -> list[Block]:
+    """The page's text blocks in content order."""
     count = pdfium_c.FPDFPage_CountObjects(page)
-    budget[0] -= count
-    if budget[0] < 0:
-        raise FileRefused(f"the PDF has more than {MAX_OBJECTS:,} page objects; this server reads at most that many")
     lines: list[Line] = []
     for i in range(count):
         obj = pdfium_c.FPDFPage_GetObject(page, i)

@@ -135,3 +135,16 @@ def test_pdfs_on_many_threads_at_once():
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(one, range(8)))
     assert all(pages(r) == pages(results[0]) for r in results)
+
+
+def test_pages_and_page_objects_are_bounded(monkeypatch):
+    from attnserve.server.files import pdf
+
+    data, _ = sample(3, textless=-1)
+    monkeypatch.setattr(pdf, "MAX_PAGES", 2)
+    with pytest.raises(FileRefused, match="the PDF has 3 pages; this server translates at most 2"):
+        files.read("a.pdf", data, LIMIT)
+    monkeypatch.setattr(pdf, "MAX_PAGES", 10)
+    monkeypatch.setattr(pdf, "MAX_OBJECTS", 7)  # 4 objects a page
+    with pytest.raises(FileRefused, match="more than 7 page objects"):
+        files.read("a.pdf", data, LIMIT)
