@@ -148,3 +148,19 @@ def test_pages_and_page_objects_are_bounded(monkeypatch):
     monkeypatch.setattr(pdf, "MAX_OBJECTS", 7)  # 4 objects a page
     with pytest.raises(FileRefused, match="more than 7 page objects"):
         files.read("a.pdf", data, LIMIT)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"%PDF-1.4\n%%EOF",
+        # a page tree that is its own kid and claims 100 million pages
+        b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Count 100000000/Kids[2 0 R]>>"
+        b"endobj\ntrailer<</Root 1 0 R>>\n%%EOF",
+        b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R/X " + b"[" * 100_000 + b">>endobj\ntrailer<</Root 1 0 R>>",
+    ],
+    ids=["empty", "self-kid", "nested-arrays"],
+)
+def test_hostile_pdfs_are_refused_at_once(data):
+    with pytest.raises(FileRefused, match="not a readable PDF"):
+        files.read("hostile.pdf", data, LIMIT)
