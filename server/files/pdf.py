@@ -116,29 +116,51 @@ def _read(doc: pdfium.PdfDocument, chars: Characters) -> tuple[list[Block], list
     return blocks, textless
 
 
+class Glyphs:
+    """One font's advances at size 1, asked of PDFium once a character; 0 where it has no glyph."""
+
+    def __init__(self, font: pdfium_c.FPDF_FONT) -> None:
+        self.font = font
+        self.advance: dict[str, float] = {}
+
+    def _ask(self, ch: str) -> float:
+        width = ctypes.c_float()
+        if ord(ch) > 0xFFFF or not pdfium_c.FPDFFont_GetGlyphWidth(self.font, ord(ch), ctypes.c_float(1.0), width):
+            return 0.0
+        # a missing character's width is 0 in an embedded subset, the default one in a standard
+        # font, where it has no glyph path
+        if not ch.isspace() and not pdfium_c.FPDFFont_GetGlyphPath(self.font, ord(ch), ctypes.c_float(1.0)):
+            return 0.0
+        return max(width.value, 0.0)
+
+    def missing(self, text: str) -> int:
+        """Characters of ``text`` the font cannot draw (each known after this)."""
+        advance = self.advance
+        for ch in set(text).difference(advance):
+            advance[ch] = self._ask(ch)
+        return sum(advance[ch] == 0.0 for ch in set(text))
+
+    def width(self, text: str) -> float:
+        """After ``missing(text)``."""
+        return sum(map(self.advance.__getitem__, text))
+
+
 class Fonts:
-    """The fonts a document's translations are drawn in, and their glyph widths (at size 1)."""
+    """The fonts a document's translations are drawn in, and their glyphs."""
 
     def __init__(self, doc: pdfium.PdfDocument) -> None:
         self.doc = doc
         self.loaded: dict[str, pdfium_c.FPDF_FONT] = {}
-        self.widths: dict[tuple[int, str], float | None] = {}
+        self.known: dict[int, Glyphs] = {}
 
-    def width(self, font: pdfium_c.FPDF_FONT, ch: str) -> float | None:
-        """``ch``'s advance at size 1, or None where the font has no glyph for it."""
-        key = (ctypes.cast(font, ctypes.c_void_p).value or 0, ch)
-        if key not in self.widths:
-            self.widths[key] = None
-            if ord(ch) <= 0xFFFF:
-                width = ctypes.c_float()
-                ok = pdfium_c.FPDFFont_GetGlyphWidth(font, ord(ch), ctypes.c_float(1.0), width)
-                has_glyph = ch.isspace() or bool(pdfium_c.FPDFFont_GetGlyphPath(font, ord(ch), ctypes.c_float(1.0)))
-                if ok and has_glyph and width.value > 0:
-                    self.widths[key] = width.value
-        return self.widths[key]
+    def glyphs(self, font: pdfium_c.FPDF_FONT) -> Glyphs:
+        key = ctypes.cast(font, ctypes.c_void_p).value or 0
+        if key not in self.known:
+            self.known[key] = Glyphs(font)
+        return self.known[key]
 
     def missing(self, font: pdfium_c.FPDF_FONT, text: str) -> int:
-        return sum(self.width(font, ch) is None for ch in set(text))
+        return self.glyphs(font).missing(text)
 
     def standard(self, font: pdfium_c.FPDF_FONT) -> pdfium_c.FPDF_FONT | None:
         name = base_name(font).lower()
@@ -229,7 +251,9 @@ def fit(block: Block, words: list[str], widths: list[float], space: float) -> tu
             return False
         return size * (above + below + (len(lines) - 1) * block.leading) <= box_height + 0.01
 
-    size, smallest = block.size, max(SMALLEST * block.size, min(3.0, block.size))
+    total = sum(widths) - space * (block.lines - len(words))  # its words on block.lines lines, at size 1
+    size, smallest = min(block.size, block.lines * box_width / max(total, 1e-6)), max(SMALLEST * block.size, 3.0)
+    smallest = min(smallest, block.size)
     while size >= SHRINK_FIRST * block.size:
         lines = _wrap(words, widths, space, box_width / size, False)
         if fits(size, lines, block.lines):
@@ -249,8 +273,9 @@ def _draw(doc: pdfium.PdfDocument, page: pdfium.PdfPage, fonts: Fonts, block: Bl
     if not words:
         return
     font = fonts.choose(font, " ".join(words))
-    widths = [sum(fonts.width(font, ch) or 0.0 for ch in word) for word in words]
-    size, lines = fit(block, words, widths, fonts.width(font, " ") or 0.25)
+    glyphs = fonts.glyphs(font)
+    glyphs.missing(" ")
+    size, lines = fit(block, words, [glyphs.width(word) for word in words], glyphs.width(" ") or 0.25)
     top = block.top - (block.top - block.baseline) / block.size * size
     r, g, b, a = block.color
     for i, line in enumerate(lines):
