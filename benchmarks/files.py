@@ -129,7 +129,7 @@ def paragraphs_of(translated: bytes) -> list[str]:
 
 def blocks_of(translated: bytes) -> list[str]:
     """The translated PDF's text blocks, words single-spaced (outside the timed calls)."""
-    from ..server import files
+    from attnserve.server import files
 
     return [" ".join(t.split()) for t in files.read("bench.pdf", translated, len(translated)).texts]
 
