@@ -30,13 +30,10 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
-import pypdfium2 as pdfium
-import pypdfium2.raw as pdfium_c
-
 from ..documents import TEXT
 from .errors import FileRefused
 from .extracted import Characters, Check, Extracted
-from .pdf_blocks import Block, page_blocks
+from .pdf_blocks import Block, page_blocks, pdfium, pdfium_c
 from .placement import Placement
 
 log = logging.getLogger(__name__)
@@ -68,6 +65,8 @@ def _document(data: bytes) -> Iterator[pdfium.PdfDocument]:
 
 
 def read_pdf(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
+    if pdfium is None:
+        raise FileRefused("this server cannot read PDFs: pypdfium2, a dependency of attnserve, is not installed")
     with LOCK, _document(data) as doc:
         pages = len(doc)
         if pages > MAX_PAGES:

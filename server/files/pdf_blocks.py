@@ -15,7 +15,11 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-import pypdfium2.raw as pdfium_c
+try:
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
+except ImportError:  # a dependency of attnserve: without it a PDF is refused and every other format served
+    pdfium = pdfium_c = None  # type: ignore[assignment]
 
 LINE_GAP = 1.0  # a gap wider than this many font sizes starts a new line (a column, a table cell)
 LEADING = (0.9, 1.6)  # baseline-to-baseline, in font sizes, of two lines of one block

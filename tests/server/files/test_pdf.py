@@ -164,3 +164,12 @@ def test_pages_and_page_objects_are_bounded(monkeypatch):
 def test_hostile_pdfs_are_refused_at_once(data):
     with pytest.raises(FileRefused, match="not a readable PDF"):
         files.read("hostile.pdf", data, LIMIT)
+
+
+def test_without_pypdfium2_a_pdf_is_refused_with_the_reason(monkeypatch):
+    from attnserve.server.files import pdf
+
+    monkeypatch.setattr(pdf, "pdfium", None)
+    with pytest.raises(FileRefused, match="pypdfium2, a dependency of attnserve, is not installed"):
+        files.read("a.pdf", sample()[0], LIMIT)
+    assert files.read("a.txt", b"still served", LIMIT).texts == ("still served",)
