@@ -348,9 +348,9 @@ def test_documents_quick(dirs):
 
 
 def test_files_quick(dirs):
-    """A .docx through /translate_file against its text through /translate, and the file on a
-    server whose decoder does not return its steps' attention; the translations agree (the
-    benchmark asserts it) and every rate is measured."""
+    """A .docx and a PDF through /translate_file against their text through /translate, and the
+    .docx on a server whose decoder does not return its steps' attention; the translations agree
+    (the benchmark asserts it) and every rate is measured."""
     argv, out = dirs
     assert cli.main(["files", *argv]) == 0
     result = json.loads((out / "files-quick.json").read_text())
@@ -359,8 +359,10 @@ def test_files_quick(dirs):
         ".docx via /translate_file",
         "its text via /translate",
         ".docx via /translate_file [aligner graph]",
+        ".pdf via /translate_file",
     }
     assert result["file_over_text"] > 0 and result["file_over_text_aligner_graph"] > 0
+    assert result["pdf_over_text"] > 0 and result["pdf_pages"] >= 2
 
 
 def test_alignments_quick(dirs):
