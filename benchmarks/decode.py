@@ -1,4 +1,4 @@
-"""Greedy translation tokens/s: attnserve vs PyTorch, transformers and CTranslate2, fp32 and int8.
+"""Translation tokens/s, greedy or beam search: attnserve vs PyTorch, transformers and CTranslate2, fp32 and int8.
 
 Exactly N new tokens per text (the end token can never win, see ``translators.py``), batch
 1 and 32, on ``mt-small`` (the Marian shape of docs/architecture.md's targets) and ``mt-base``. All engines
@@ -9,6 +9,9 @@ one process. fp32 tokens are compared with the PyTorch reference decoder.
     python -m benchmarks.decode --quick      # seconds: mt-tiny, small batches, N = 8
     attnserve-bench decode --presets mt-base --vocab-size 58101   # opus-mt-en-de's real shape
     attnserve-bench decode --presets m2m100-small                 # M2M100 / NLLB's layout
+    attnserve-bench decode --presets mt-base --vocab-size 58101 --beam-size 4   # CTranslate2's own settings
+
+With ``--beam-size K`` every engine runs beam search with K beams (results in ``decode-beamK.json``).
 """
 
 from __future__ import annotations
@@ -42,6 +45,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--source-tokens", type=int, default=20, help="source length per text, end token included")
     parser.add_argument("--no-int8", action="store_true", help="fp32 engines only")
     parser.add_argument(
+        "--beam-size",
+        type=int,
+        default=1,
+        metavar="K",
+        help="beams of every engine (default 1: greedy; CTranslate2's benchmarks use 4)",
+    )
+    parser.add_argument(
         "--left-padded",
         action="store_true",
         help="also attnserve with the left-padded cache (model directories exported before the in-place cache)",
@@ -60,8 +70,12 @@ MIN_VOCAB = 16  # the special ids (pad, start, end, unk) plus room for random so
 
 
 def settle(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None) -> None:
+    message = None
     if args.vocab_size is not None and args.vocab_size < MIN_VOCAB:
         message = f"--vocab-size must be at least {MIN_VOCAB}, got {args.vocab_size}"
+    if args.beam_size < 1:
+        message = f"--beam-size must be at least 1, got {args.beam_size}"
+    if message is not None:
         if parser is None:
             raise ValueError(message)
         parser.error(message)  # exits 2 with the usage line
@@ -120,8 +134,9 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None)
     settle(args, parser)
     torch.set_num_threads(args.threads)
     info = machine()
+    search = "greedy" if args.beam_size == 1 else f"beam {args.beam_size}"
     header(
-        f"decode: greedy, exactly N={args.new_tokens} new tokens, {args.source_tokens} source tokens",
+        f"decode: {search}, exactly N={args.new_tokens} new tokens, {args.source_tokens} source tokens",
         info,
         args.threads,
     )
@@ -133,7 +148,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None)
         try:
             for batch in args.batches:
                 ids = source_ids(batch, args.source_tokens, model.cfg.vocab_size, model.cfg.eos_id)
-                timings, tokens = interleaved(engines(model, ids, args.new_tokens, runners, args.threads), args.repeats)
+                contenders = engines(model, ids, args.new_tokens, runners, args.threads, args.beam_size)
+                timings, tokens = interleaved(contenders, args.repeats)
                 reference = tokens["pytorch reference"]
                 for name, timing in timings.items():
                     n = batch * args.new_tokens
@@ -141,6 +157,7 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None)
                         "preset": preset,
                         "vocab_size": model.cfg.vocab_size,
                         "batch": batch,
+                        "beam_size": args.beam_size,
                         "engine": name,
                         "precision": "int8" if "int8" in name else "fp32",
                         "tokens": n,
@@ -161,8 +178,13 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None)
     result = {"benchmark": NAME, "settings": vars_of(args), "machine": info, "rows": rows}
     if not args.no_plot:
         result["plot"] = str(plot(rows, args))
-    write_results(args.out, NAME, result, args.quick)
+    write_results(args.out, result_name(args), result, args.quick)
     return result
+
+
+def result_name(args: argparse.Namespace) -> str:
+    """``decode`` for greedy, ``decode-beamK`` for beam search (both kept side by side)."""
+    return NAME if args.beam_size == 1 else f"{NAME}-beam{args.beam_size}"
 
 
 def add_ratios(rows: list[dict[str, Any]]) -> None:
@@ -203,9 +225,10 @@ def plot(rows: list[dict[str, Any]], args: argparse.Namespace):
         colors = ["tab:blue" if r["engine"].startswith("attnserve") else "tab:gray" for r in sel]
         ax.barh([r["engine"] for r in sel], [r["tokens_per_s"] for r in sel], color=colors)
         ax.invert_yaxis()
-        ax.set_title(f"{preset}, batch {batch}, N={args.new_tokens}")
+        beams = "" if args.beam_size == 1 else f", beam {args.beam_size}"
+        ax.set_title(f"{preset}, batch {batch}{beams}, N={args.new_tokens}")
         ax.set_xlabel("tokens/s (median)")
-    path = save_plot(fig, args.out, NAME, args.quick)
+    path = save_plot(fig, args.out, result_name(args), args.quick)
     return path
 
 

@@ -1,4 +1,4 @@
-"""A .docx through ``/translate_file`` against the same text as one document through ``/translate`` (issue 35).
+"""A .docx and a PDF through ``/translate_file`` against the same text as one document through ``/translate``.
 
 A live ``attnserve-server`` (a subprocess on 127.0.0.1, HTTP on) serves the bundled translator.
 The .docx has ``--pages`` pages of about 2,500 characters of its example phrases
@@ -9,12 +9,15 @@ one round each (``interleaved``), both over LibreTranslate's HTTP routes:
 
 - ``.docx via /translate_file``: the upload, the translation, and the download of the file;
 - ``its text via /translate``: the paragraphs joined by newlines, one ``q``: one document;
+- ``.pdf via /translate_file``: the same paragraphs as a PDF (``benchmarks.pdfs``: two columns a
+  page in Helvetica, fpdf2's layout, an image on the first page), each paragraph a text block;
 - ``.docx via /translate_file [aligner graph]``: the file on a second server whose decoder does
   not return its steps' attention (``common.without_step_attention_dir``: the directory as
   exported before that output), where the styled paragraphs run the aligner graph.
 
-Reported: characters of text per second (median round) and file / text; the issue's target is
->= 0.9x. The translations are checked to be the same, paragraph by paragraph.
+Reported: characters of text per second (median round) and file / text; the targets are
+>= 0.9x for the .docx and >= 0.8x for the PDF. The translations are checked to be the same,
+paragraph by paragraph (the PDF's read back from its translated blocks).
 
     python -m benchmarks.files            # or: attnserve-bench files
     python -m benchmarks.files --quick
@@ -31,6 +34,7 @@ import urllib.request
 import zipfile
 from typing import Any
 
+from . import pdfs
 from .common import (
     add_common_arguments,
     add_model_dir_argument,
@@ -95,14 +99,14 @@ def post(url: str, body: bytes, content_type: str) -> dict[str, Any]:
         return json.loads(reply.read())
 
 
-def translate_file(base: str, data: bytes) -> bytes:
-    """The translated .docx: upload, translation, download (what a LibreTranslate client does)."""
+def translate_file(base: str, data: bytes, filename: str = "bench.docx") -> bytes:
+    """The translated file: upload, translation, download (what a LibreTranslate client does)."""
     boundary = "bench-boundary-35"
     fields = "".join(
         f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'
         for k, v in (("source", "en"), ("target", "de"))
     ).encode()
-    head = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.docx"\r\n\r\n'.encode()
+    head = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n\r\n'.encode()
     body = fields + head + data + f"\r\n--{boundary}--\r\n".encode()
     url = post(f"{base}/translate_file", body, f"multipart/form-data; boundary={boundary}")["translatedFileUrl"]
     with urllib.request.urlopen(url, timeout=600) as reply:
@@ -123,7 +127,15 @@ def paragraphs_of(translated: bytes) -> list[str]:
     return [" ".join("".join(p.itertext()).split()) for p in root.iter(f"{W}p")]
 
 
+def blocks_of(translated: bytes) -> list[str]:
+    """The translated PDF's text blocks, words single-spaced (outside the timed calls)."""
+    from attnserve.server import files
+
+    return [" ".join(t.split()) for t in files.read("bench.pdf", translated, len(translated)).texts]
+
+
 FILE, TEXT = ".docx via /translate_file", "its text via /translate"
+PDF = ".pdf via /translate_file"
 GRAPH = ".docx via /translate_file [aligner graph]"
 
 
@@ -134,8 +146,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     repeats = args.repeats or (1 if args.quick else 3)
     paragraphs = distinct([line for line in document(pages * PAGE_CHARS).splitlines() if line.strip()])
     text, data = "\n".join(paragraphs), docx(paragraphs)
+    layout = pdfs.columns(paragraphs)
+    pdf, _ = pdfs.build(layout)
     info = machine()
-    header(f"files: a {pages}-page .docx ({len(text):,} characters, {len(paragraphs)} paragraphs)", info, args.threads)
+    header(
+        f"files: a {pages}-page .docx and a {len(layout)}-page PDF ({len(text):,} characters, "
+        f"{len(paragraphs)} paragraphs)",
+        info,
+        args.threads,
+    )
     baseline = without_step_attention_dir(args.model_dir, args.work_dir / "files-baseline" / MODEL, MODEL)
     limits = ["--max-text-chars", str(len(text) + 1), "--max-request-chars", str(len(text) + 1)]
     limits += ["--max-file-chars", str(len(text) + 1), "--request-timeout-seconds", "0", "--file-timeout-seconds", "0"]
@@ -151,6 +170,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             FILE: lambda: translate_file(bases[0], data),
             TEXT: lambda: translate_text(bases[0], text),
             GRAPH: lambda: translate_file(bases[1], data),
+            PDF: lambda: translate_file(bases[0], pdf, "bench.pdf"),
         }
         timings, values = interleaved(runs, repeats)
     finally:
@@ -160,16 +180,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     lines = [" ".join(line.split()) for line in values[TEXT].split("\n")]
     for name in (FILE, GRAPH):
         assert paragraphs_of(values[name]) == lines, f"{name}: the file's paragraphs are not the text's translation"
+    assert blocks_of(values[PDF]) == lines, f"{PDF}: the PDF's blocks are not the text's translation"
     rates = {name: len(text) / t.median for name, t in timings.items()}
-    ratio, graph = rates[FILE] / rates[TEXT], rates[GRAPH] / rates[TEXT]
+    ratio, graph, pdf_ratio = rates[FILE] / rates[TEXT], rates[GRAPH] / rates[TEXT], rates[PDF] / rates[TEXT]
     rows = [[name, f"{t.median:.2f}", round(rates[name]), f"{rates[name] / rates[TEXT]:.2f}x"]
             for name, t in timings.items()]  # fmt: skip
     print(table(["contender", "median s", "characters/s", "vs text"], rows))
     print(f"file / text: {ratio:.2f}x (target >= 0.9x); with the aligner graph {graph:.2f}x")
+    print(f"pdf / text: {pdf_ratio:.2f}x (target >= 0.8x)")
     return {
         "machine": info,
         "model_dir": shown_path(args.model_dir),
         "pages": pages,
+        "pdf_pages": len(layout),
         "characters": len(text),
         "paragraphs": len(paragraphs),
         "threads": args.threads,
@@ -178,6 +201,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "characters_per_s": rates,
         "file_over_text": ratio,
         "file_over_text_aligner_graph": graph,
+        "pdf_over_text": pdf_ratio,
     }
 
 

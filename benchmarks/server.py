@@ -38,6 +38,11 @@ NAME = "server"
 WORKLOADS = ("classification", "translation")
 
 
+# A ViT with the preset's 224x224 input (the same 602 KB requests) but almost no compute: the
+# server is then bound by its serving path (server and server-profile --light).
+LIGHT = dict(patch_size=32, dim=64, depth=2, num_heads=2)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnserve-bench server", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
@@ -49,6 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="which halves run (default both)",
     )
     parser.add_argument("--preset", default="vit-tiny", help="ViT preset served (default vit-tiny)")
+    parser.add_argument(
+        "--light",
+        action="store_true",
+        help="the preset's 224x224 input with almost no compute (LIGHT): the serving path's own ceiling",
+    )
     parser.add_argument("--clients", type=int, nargs="+", default=None, help="default 1 8 32 64 (quick: 1 4)")
     parser.add_argument("--requests", type=int, default=None, help="requests per level (default 256; quick 16)")
     parser.add_argument("--max-seconds", type=float, default=30.0, help="time bound per level")
@@ -228,9 +238,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     args.repeats = args.repeats or (3 if q else 5)
     overrides = dict(image_size=32, patch_size=8, dim=64, depth=4, num_heads=2, num_classes=10) if q else {}
     info = machine()
-    title = f"server: classification, {args.preset}, {args.provider}{' (quick: a tiny config)' if q else ''}"
+    light = " light" if args.light else ""
+    title = f"server: classification, {args.preset}{light}, {args.provider}{' (quick: a tiny config)' if q else ''}"
     header(title, info, args.threads)
     repo = args.work_dir / f"server-repo{'-quick' if q else ''}"
+    if args.light and not q:
+        overrides, repo = LIGHT, args.work_dir / f"server-repo-{args.preset}-light"
     model_dir = export(overrides, args.preset, repo / "vit", "fp32", "fused", 1.0)
     size = 32 if q else 224
     pixels = np.random.default_rng(0).standard_normal((3, size, size), dtype=np.float32)

@@ -34,7 +34,7 @@ import numpy as np
 from . import server_translation
 from .common import add_common_arguments, header, in_fresh_process, machine, table, write_results
 from .decode import vars_of
-from .server import load, start_server, wait_ready
+from .server import LIGHT, load, start_server, wait_ready
 from .vit import export
 
 NAME = "server-profile"
@@ -55,7 +55,10 @@ WAIT_LEAVES = (
 GROUPS = [
     ("onnxruntime run", ("Session.run (onnxruntime",)),
     ("request tensor decode + preprocessing (thread pool)", ("ImageClassifier.prepare (", "server/preprocess.py")),
-    ("batch assembly + batcher", ("ImageClassifier._run_batch (", "server/batching.py")),
+    (
+        "batch assembly + batcher",
+        ("ImageClassifier._run_batch (", "ImageClassifier.infer_items (", "server/batching.py"),
+    ),
     ("replies (softmax, top-k, protobuf)", ("top_labels (", "softmax (")),
     (
         "handlers, checks, metrics",
@@ -151,7 +154,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     what = f"{args.preset}{' light' if args.light else ''}, {clients} clients{' (quick)' if q else ''}"
     header(f"server profile: classification, {what}", info, 1)
     if args.light and not q:
-        overrides = dict(patch_size=32, dim=64, depth=2, num_heads=2)
+        overrides = LIGHT
     repo = args.work_dir / f"server-repo{'-quick' if q else ''}"
     if not q and (args.preset != "vit-tiny" or args.light):
         repo = args.work_dir / f"server-repo-{args.preset}{'-light' if args.light else ''}"

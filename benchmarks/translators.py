@@ -192,10 +192,10 @@ class EngineRunner:
     def call(self, coro):
         return self.loop.run_until_complete(coro)
 
-    def translate(self, texts: list[str], new_tokens: int) -> list[list[int]]:
+    def translate(self, texts: list[str], new_tokens: int, beam_size: int = 1) -> list[list[int]]:
         from attnserve.server.translation import DecodeOptions
 
-        options = DecodeOptions(max_new_tokens=new_tokens, return_scores=False)
+        options = DecodeOptions(max_new_tokens=new_tokens, beam_size=beam_size, return_scores=False)
         results = self.call(self.engine.translate(texts, options))
         return [r.hypotheses[0].token_ids for r in results]
 
@@ -206,9 +206,14 @@ class EngineRunner:
 
 
 def engines(
-    model, ids: list[list[int]], new_tokens: int, runners: dict[str, object], threads: int
+    model, ids: list[list[int]], new_tokens: int, runners: dict[str, object], threads: int, beam_size: int = 1
 ) -> dict[str, Callable[[], list[list[int]]]]:
     """Name -> function that translates ``ids`` with exactly ``new_tokens`` and returns the new token ids.
+
+    ``beam_size`` > 1: every engine runs beam search with that many beams and returns its best
+    hypothesis (the plain onnxruntime loop, greedy only, is left out). The end token never wins,
+    so every hypothesis has N tokens and the length penalty cannot reorder them: the engines'
+    beam searches must agree token for token.
 
     ``runners`` holds what is expensive to build: ``attnserve ...`` (EngineRunner: fp32, int8, in
     either cache layout),
@@ -217,7 +222,7 @@ def engines(
     """
     import torch
 
-    from attnserve.models import greedy_decode
+    from attnserve.models import beam_search, greedy_decode
 
     from .decode_engine import plain_loop
 
@@ -233,9 +238,9 @@ def engines(
 
     for name, runner in runners.items():
         if isinstance(runner, EngineRunner):
-            out[name] = lambda r=runner: r.translate(texts, new_tokens)
+            out[name] = lambda r=runner: r.translate(texts, new_tokens, beam_size)
     runner = runners.get("attnserve fp32")
-    if runner is not None:
+    if runner is not None and beam_size == 1:
         spec = runner.engine.spec
 
         def plain(r=runner) -> list[list[int]]:
@@ -245,6 +250,8 @@ def engines(
 
     def reference() -> list[list[int]]:
         with torch.inference_mode():
+            if beam_size > 1:
+                return [hyps[0].tokens for hyps in beam_search(model, src, beam_size, max_new_tokens=new_tokens)]
             return [h.tokens for h in greedy_decode(model, src, max_new_tokens=new_tokens)]
 
     out["pytorch reference"] = reference
@@ -254,7 +261,14 @@ def engines(
 
             def generate(m=marian) -> list[list[int]]:
                 with torch.inference_mode():
-                    seq = m.generate(src, attention_mask=attention_mask, max_new_tokens=new_tokens, min_new_tokens=0)
+                    seq = m.generate(
+                        src,
+                        attention_mask=attention_mask,
+                        max_new_tokens=new_tokens,
+                        min_new_tokens=0,
+                        num_beams=beam_size,
+                        do_sample=False,
+                    )
                 return seq[:, 1:].tolist()  # drop the start token
 
             out[name] = generate
@@ -264,7 +278,7 @@ def engines(
 
             def ct2(t=translator) -> list[list[int]]:
                 results = t.translate_batch(
-                    words, beam_size=1, max_decoding_length=new_tokens, max_batch_size=0, return_scores=False
+                    words, beam_size=beam_size, max_decoding_length=new_tokens, max_batch_size=0, return_scores=False
                 )
                 return [[vocab_id(w) for w in r.hypotheses[0]] for r in results]
 

@@ -133,7 +133,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     tf = sub.add_parser(
-        "translate-file", help="translate a file (.txt .md .html .srt .docx .pptx .odt .odp .epub), keeping its layout"
+        "translate-file",
+        help="translate a file (.txt .md .html .srt .docx .pptx .odt .odp .epub .pdf) keeping its layout",
     )
     tf.add_argument("file", type=Path, help="the file to translate; its extension picks the format")
     tf.add_argument("--to", required=True, dest="target_language", help="target language (ISO 639-1 or the model's)")

@@ -33,10 +33,12 @@ from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
 from . import descriptors, security
+from .access_log import AccessLogInterceptor
 from .calls import LOAD_MS_KEY, Call, CallFailed, CallTracker
 from .config import Settings
-from .doors import v1
+from .doors import v1, v1_wire
 from .doors.kserve import grpc_service as kserve_grpc
+from .doors.kserve import grpc_wire as kserve_wire
 from .doors.kserve.infer import KServeInference
 from .metrics import Metrics
 from .registry import IndexedModel, LoadedModel, ModelRegistry
@@ -87,7 +89,11 @@ class AttnServer(RepositoryControl):
         # listen and the kernel would split clients between them. Only --workers N shares the
         # port on purpose (server/workers.py); a single server must fail to bind instead.
         options.append(("grpc.so_reuseport", 1 if settings.workers > 1 else 0))
-        interceptors: list[grpc.aio.ServerInterceptor] = [security.ParseGuardInterceptor()]
+        parsers = {
+            v1_wire.CLASSIFY_METHOD: v1_wire.parse_classify,
+            kserve_wire.MODEL_INFER_METHOD: kserve_wire.parse_model_infer,
+        }
+        interceptors: list[grpc.aio.ServerInterceptor] = [security.ParseGuardInterceptor(parsers)]
         tokens = security.load_tokens(settings)
         self.token_checker: security.TokenChecker | None = None
         if tokens:
@@ -96,6 +102,8 @@ class AttnServer(RepositoryControl):
             interceptors.insert(
                 0, security.TokenAuthInterceptor(self.token_checker, self._unauthenticated, open_methods)
             )
+        if settings.access_log:  # outermost: refused calls are logged too
+            interceptors.insert(0, AccessLogInterceptor())
         self.server = grpc.aio.server(
             options=options, interceptors=interceptors, maximum_concurrent_rpcs=settings.max_concurrent_rpcs
         )

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
+import random
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .errors import Overloaded, ServingError, ShuttingDown, client_message
 from .metrics import Metrics
@@ -24,6 +26,8 @@ log = logging.getLogger(__name__)
 
 MAX_REQUEST_ID = 64
 NO_MODEL = "-"  # the metrics' model label of a call not answered by a served model (none named, or unknown)
+# The running gRPC call's access-log record (``access_log.Record``), told which Call it became.
+access_record: contextvars.ContextVar[Any] = contextvars.ContextVar("attnserve_access_record", default=None)
 
 
 @dataclass
@@ -90,6 +94,7 @@ class CallTracker:
         self.max_inflight = max_inflight  # 0 = no limit here (gRPC enforces max_concurrent_rpcs itself)
         self.draining = False
         self.inflight = 0
+        metrics.inflight.set_function(lambda: self.inflight)  # read at scrape time, not updated per call
         self.stats: dict[str, ModelStats] = {}
         self._idle = asyncio.Event()
         self._idle.set()
@@ -99,7 +104,8 @@ class CallTracker:
         """The client's id (cut to 64 characters), else a new one."""
         if isinstance(given, bytes):
             given = given.decode("latin-1")
-        return str(given or uuid.uuid4().hex[:16])[:MAX_REQUEST_ID]
+        # 64 random bits in 16 hex digits, as uuid4's first half, without uuid4's read of os.urandom per call
+        return str(given or f"{random.getrandbits(64):016x}")[:MAX_REQUEST_ID]
 
     async def wait_idle(self) -> None:
         await self._idle.wait()
@@ -125,6 +131,9 @@ class CallTracker:
         there, so a client that sends it slowly holds no slot (issue 32).
         """
         call = Call(method, model or NO_MODEL, request_id or self.request_id())
+        record = access_record.get()
+        if record is not None:
+            record.call = call
         start = time.perf_counter()
         counted = False
         try:
@@ -133,7 +142,6 @@ class CallTracker:
             counted = True
             self.inflight += 1
             self._idle.clear()
-            self.metrics.inflight.inc()
             if self.draining:
                 raise ShuttingDown("server is shutting down; retry on another replica")
             if limited and self.max_inflight and self.inflight > self.max_inflight:
@@ -163,10 +171,8 @@ class CallTracker:
                 self.inflight -= 1
                 if self.inflight == 0:
                     self._idle.set()
-                self.metrics.inflight.dec()
             model = call.model if self.served(call.model) else NO_MODEL
-            self.metrics.requests.labels(model, method, call.status).inc()
-            self.metrics.latency.labels(model, method).observe(elapsed)
+            self.metrics.call_done(model, method, call.status, elapsed)
             if inference and model != NO_MODEL:
                 self._record(model, call, elapsed)
 

@@ -148,6 +148,11 @@ class Settings:
         choices=QUALITY_ACTIONS,
     )
     log_level: str = _setting("info", "logging level", choices=LOG_LEVELS)
+    access_log: bool = _setting(
+        True,
+        "one INFO line per request (door, route or RPC, client, model, status, ms, request and response bytes, "
+        "request id; never the text)",
+    )
     # limits of every request
     max_message_bytes: int = _setting(64 << 20, "largest gRPC message or HTTP request body received or sent")
     # classification

@@ -114,14 +114,27 @@ class Metrics:
             "attnserve_loaded_model_bytes", "a loaded model's bytes in the memory budget", ["model"], registry=r
         )
         self._http: Any = None
+        # Labelled children of each (model, method, status) seen: labels() takes a lock and builds
+        # a key on every call. The label values are bounded (models of the repository or "-").
+        self._call_series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+    def call_done(self, model: str, method: str, status: str, seconds: float) -> None:
+        """One finished call: attnserve_requests_total and its latency."""
+        series = self._call_series.get((model, method, status))
+        if series is None:
+            series = (self.requests.labels(model, method, status), self.latency.labels(model, method))
+            self._call_series[(model, method, status)] = series
+        series[0].inc()
+        series[1].observe(seconds)
 
     def watch_classifier(self, name: str, classifier: ImageClassifier) -> None:
         batcher = classifier.batcher
+        batch_size, queue_time = self.batch_size.labels(name), self.queue_time.labels(name)
 
         def on_batch(size: int, queue_s: list[float]) -> None:
-            self.batch_size.labels(name).observe(size)
+            batch_size.observe(size)
             for q in queue_s:
-                self.queue_time.labels(name).observe(q)
+                queue_time.observe(q)
 
         batcher.on_batch = on_batch
         self.queued.labels(name).set_function(lambda: batcher.queued)

@@ -16,8 +16,9 @@ import hmac
 import inspect
 import logging
 import ssl
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import grpc
 
@@ -153,6 +154,14 @@ class ParseGuardInterceptor(grpc.aio.ServerInterceptor):
     """Requests that do not parse as their message (corrupt wire format, invalid UTF-8 in a
     string field) get INVALID_ARGUMENT; grpcio alone answers them UNKNOWN with a traceback in the log."""
 
+    def __init__(self, parsers: Mapping[str, Callable[[bytes], Any]] | None = None) -> None:
+        # A method's own parser in place of its message's FromString (v1_wire's Classify, which
+        # leaves image tensors in the received bytes); it raises like FromString on bad bytes.
+        self.parsers = dict(parsers or {})
+        # method -> (the handler it was given, its guarded copy): a method's handler is the same
+        # object call after call, so its guard is built once (bounded by the served methods).
+        self._guarded: dict[str, tuple[grpc.RpcMethodHandler, grpc.RpcMethodHandler]] = {}
+
     async def intercept_service(
         self,
         continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
@@ -161,7 +170,16 @@ class ParseGuardInterceptor(grpc.aio.ServerInterceptor):
         handler = await continuation(details)
         if handler is None or handler.request_deserializer is None or handler.request_streaming:
             return handler
-        parse, method = handler.request_deserializer, details.method
+        method = details.method
+        known = self._guarded.get(method)
+        if known is not None and known[0] is handler:
+            return known[1]
+        guarded = self._guard(handler, method, self.parsers.get(method, handler.request_deserializer))
+        self._guarded[method] = (handler, guarded)
+        return guarded
+
+    @staticmethod
+    def _guard(handler: grpc.RpcMethodHandler, method: str, parse: Callable[[bytes], Any]) -> grpc.RpcMethodHandler:
 
         async def parsed(raw: bytes, context: grpc.aio.ServicerContext):
             try:

@@ -14,8 +14,9 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from . import structure
 from .alignment import WordAlignment
-from .placement import MAX_PLACED_ELEMENTS, InlineElement, place_markup
+from .placement import MAX_PLACED_ELEMENTS, InlineElement, place_markup, wrap_whole
 
 _HTML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
@@ -34,29 +35,53 @@ class Segment:
     # without an alignment, or with more than MAX_PLACED_ELEMENTS of it, its opening markup goes
     # before the translation, its closing after.
     inline: tuple[InlineElement, ...] = ()
+    markdown: bool = False
+    # html and markdown: the line breaks inside the sentence, (offset in ``text``, as spelled in the
+    # input with the next line's indentation or quote markers), put back into its translation
+    breaks: tuple[tuple[int, str], ...] = ()
+    begins_line: bool = False  # markdown: only indentation and container markers before it on its line
 
     @property
     def rendered_whole(self) -> bool:
-        """Whether its translation must be rendered whole (escapes, references, moved markup), so a
-        stream sends it with its last token rather than delta by delta."""
-        return self.html or bool(self.before or self.after or self.references or self.inline)
+        """Whether its translation must be rendered whole (escapes, references, moved markup, line
+        breaks), so a stream sends it with its last token rather than delta by delta."""
+        markup = self.html or self.markdown
+        return markup or bool(self.before or self.after or self.references or self.inline or self.breaks)
 
     def render(self, translation: str, alignment: WordAlignment | None = None) -> str:
+        """The translation in the sentence's place; html and markdown keep their structure whatever
+        it says (``structure``): its newlines are spaces, the sentence's own line breaks go back in,
+        and one with nothing to show (no letter or digit) or too few words for the lines leaves the
+        sentence as sent."""
         if translation == self.text:
             return self.source
-        if self.inline:
-            if alignment is None or len(self.inline) > MAX_PLACED_ELEMENTS:  # placing them is elements squared
-                opening = "".join(e.open for e in self.inline)
-                return opening + self._escape(translation) + "".join(e.close for e in reversed(self.inline))
-            a = alignment
-            spans = (a.links, a.source_spans, a.target_spans)
-            return place_markup(translation, self.inline, *spans, escape=self._escape, source=self.text)
-        return self.before + self._escape(translation) + self.after
+        if not (self.html or self.markdown):
+            return self._placed(translation, alignment)
+        translation = structure.one_line(translation)
+        places = structure.break_places(len(self.text), [at for at, _ in self.breaks], translation)
+        if not structure.shows_something(translation) or places is None:
+            return self.source
+        rendered = self._placed(structure.mark_breaks(translation, places), alignment)
+        rendered = structure.restore_breaks(rendered, [spelled for _, spelled in self.breaks], self.markdown)
+        return structure.escape_line_start(rendered) if self.begins_line else rendered  # "- " is no list item
+
+    def _placed(self, translation: str, alignment: WordAlignment | None) -> str:
+        if not self.inline:
+            return self.before + self._escape(translation) + self.after
+        if alignment is None or len(self.inline) > MAX_PLACED_ELEMENTS:  # placing them is elements squared
+            return wrap_whole(translation, self.inline, self._escape)
+        a = alignment
+        spans = (a.links, a.source_spans, a.target_spans)
+        return place_markup(translation, self.inline, *spans, escape=self._escape, source=self.text)
 
     def _escape(self, text: str) -> str:
-        """html: ``&<>`` escaped; html and markdown: characters the source spelled as a reference
-        or a backslash escape spelled the same way (``\\*`` stays ``\\*``, not emphasis)."""
+        """html: ``&<>`` escaped; markdown: its specials escaped (``structure.escape_markdown``);
+        html and markdown: characters the source spelled as a reference or a backslash escape
+        spelled the same way (``\\*`` stays ``\\*``, not emphasis)."""
         spelled = dict(self.references)
+        spelled.pop(structure.BREAK, None)  # a line break's place, never the source's character
+        if self.markdown:
+            return structure.escape_markdown(text, spelled)
         if not self.html:
             return "".join(spelled.get(ch, ch) for ch in text) if spelled else text
         return "".join(spelled.get(ch) or _HTML_ESCAPES.get(ch, ch) for ch in text)

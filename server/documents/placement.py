@@ -7,20 +7,21 @@ markup goes around the target words aligned to the words it wrapped, wherever th
 words are those its characters overlap; its target words run from the first to the last
 target word linked to any of them (so words between come inside it, and the comma of
 ``"Montag,"``, a word outside it, stays outside). An element none of whose words is linked
-goes around nothing, where its first source word's neighbourhood maps (its place in the
-sentence scaled to the translation); one whose other tag lies outside the sentence (it runs
-past the sentence's end, or began before it) covers none of it: it ends at the start, or
-begins at the end. Void markup (``<br>``, ``<img>``, a comment, a code span)
-sits before the target word aligned to the source word that followed it.
+goes around the target word where its first source word's neighbourhood maps (its place in the
+sentence scaled to the translation), never around nothing. Void markup (``<br>``, ``<img>``, a
+comment, a code span) sits before the target word aligned to the source word that followed it,
+set off by spaces as in the source. Where nesting would leave an element around nothing, every
+element goes around the whole translation (:func:`wrap_whole`).
 
 Keeping the markup nested compares each element with those placed before it: elements squared.
 A sentence with more than ``MAX_PLACED_ELEMENTS`` (``<b></b>`` 4,000 times in one sentence took
-20 s) is rendered as one without an alignment (:meth:`Segment.render`): its opening markup
-before the translation, its closing markup after.
+20 s) is rendered as one without an alignment (:meth:`Segment.render`): every element around the
+whole translation (:func:`wrap_whole`).
 
-The words each element covers are :func:`covered_ranges`'s, which a file's styled runs are
-placed by too (``files.placement.place_aligned``): one placement for html, markdown, .docx,
-.odt, .pptx and EPUB.
+The words each element covers are :func:`covered_ranges`'s, and an unlinked one's word is
+:func:`scaled_word`'s; a file's styled runs are placed by both too
+(``service.run_alignment.preferences``, ``files.placement.place_aligned``): one placement for
+html, markdown, .docx, .odt, .pptx and EPUB.
 """
 
 from __future__ import annotations
@@ -100,11 +101,18 @@ def target_range(
         return at, at
     if covered is not None:
         return target_spans[covered[0]][0], target_spans[covered[1]][1]
-    if not element.open or not element.close:  # its other tag is outside the sentence: it covers none of it
-        at = target_spans[-1][1] if target_spans and element.open else 0
-        return at, at
-    at = _scaled(min(words), source_spans, target_spans, start=True) if words else 0
-    return at, at
+    if not target_spans:
+        return 0, 0
+    # none of its words linked: around the word where its first one's neighbourhood maps, never
+    # around nothing (an empty "****" or "[](target)")
+    j = scaled_word(min(words), len(source_spans), len(target_spans)) if words else 0
+    return target_spans[j]
+
+
+def scaled_word(word: int, source_words: int, target_words: int) -> int:
+    """The target word where source word ``word``'s neighbourhood maps (its place in the sentence
+    scaled to the translation): where a stretch none of whose words is linked goes."""
+    return min(target_words - 1, round(word * target_words / max(1, source_words)))
 
 
 def _scaled(
@@ -112,8 +120,24 @@ def _scaled(
 ) -> int:
     if not target_spans:
         return 0
-    j = min(len(target_spans) - 1, round(word * len(target_spans) / max(1, len(source_spans))))
+    j = scaled_word(word, len(source_spans), len(target_spans))
     return target_spans[j][0] if start else target_spans[j][1]
+
+
+def wrap_whole(translation: str, elements: Sequence[InlineElement], escape: Callable[[str], str]) -> str:
+    """Every element's markup around the whole translation, nested as listed (void markup first,
+    each followed by a space): where there is no alignment, or it cannot place every element
+    around a word. Markup closing an element opened before the sentence comes after it, then
+    markup opening one closed after it (as in the source, where the one closes before the other
+    opens)."""
+    void = [e for e in elements if e.open and not e.close and e.start == e.end]
+    whole = [e for e in elements if e.open and e.close]
+    opening = "".join(e.open + " " for e in void) + "".join(e.open for e in whole)
+    closing = "".join(e.close for e in reversed(whole))
+    left = [e for e in elements if not e.open]
+    right = [e for e in elements if e.open and not e.close and e.start != e.end]
+    partial = "".join(e.close for e in left) + "".join(e.open for e in right)
+    return opening + escape(translation) + closing + partial
 
 
 def _trimmed(element: InlineElement, span: tuple[int, int], translation: str, source: str) -> tuple[int, int]:
@@ -121,32 +145,76 @@ def _trimmed(element: InlineElement, span: tuple[int, int], translation: str, so
     "<a>Freitag</a>,") unless the element's source text ended with punctuation too."""
     start, end = span
     outside = not source or source[element.end - 1 : element.end] not in _PUNCTUATION
-    if element.end > element.start and outside and end - 1 > start and translation[end - 1] in _PUNCTUATION:
+    punctuation = end - 1 > start and translation[end - 1] in _PUNCTUATION
+    if element.end > element.start and outside and punctuation and not translation[end - 2].isspace():
         end -= 1
     return start, end
+
+
+_BEFORE, _AFTER = -1, 1 << 30  # where markup opened before the sentence, or closing after it, reaches
+
+
+def _extent(element: InlineElement) -> tuple[int, int]:
+    """The element's source characters; one opened before the sentence (no opening markup here)
+    reaches before its start, one closed after it (no closing markup here) past its end."""
+    return (_BEFORE if not element.open else element.start), (_AFTER if not element.close else element.end)
+
+
+def _inside(e: InlineElement, q: InlineElement) -> bool:
+    (es, ee), (qs, qe) = _extent(e), _extent(q)
+    return qs <= es and ee <= qe
 
 
 def _nested(
     elements: Sequence[InlineElement], ranges: list[tuple[int, int]], translation: str
 ) -> list[tuple[int, int]]:
     """Target ranges adjusted so the markup nests: widest source elements first, each inside the
-    innermost element that contains it in the source, and after any earlier one it would cross."""
-    order = sorted(range(len(elements)), key=lambda k: (elements[k].start, -(elements[k].end - elements[k].start), k))
+    innermost element that contains it in the source, and after any earlier one it would cross.
+    Two whole elements may nest either way round where their words land together; one opened
+    before the sentence or closed after it holds only what it held in the source."""
+    order = sorted(range(len(elements)), key=lambda k: (_extent(elements[k])[0], -_width(elements[k]), k))
     out = list(ranges)
     placed: list[int] = []
     for k in order:
         e, (start, end) = elements[k], out[k]
+        if not e.open:
+            start = 0
+        if not e.close:
+            end = len(translation)
         for p in placed:
             q, (ps, pe) = elements[p], out[p]
-            if q.start <= e.start and e.end <= q.end:  # inside q in the source: inside it here too
+            whole = all(x.open and x.close for x in (e, q))
+            if _inside(e, q):  # inside q in the source: inside it here too
                 start, end = min(max(start, ps), pe), max(min(end, pe), ps)
-            elif start < pe and end > ps and not (ps <= start and end <= pe) and not (start <= ps and pe <= end):
+            elif (
+                start < pe and end > ps and not (whole and ((ps <= start and end <= pe) or (start <= ps and pe <= end)))
+            ):
                 start = min(max(start, pe), end)  # crossing a sibling: begin at the word after it
+                while 0 < start < end and not translation[start - 1].isspace():  # not inside its last word
+                    start += 1
                 while start < end and translation[start].isspace():
                     start += 1
         out[k] = (start, max(start, end))
         placed.append(k)
     return out
+
+
+def _width(element: InlineElement) -> int:
+    start, end = _extent(element)
+    return end - start
+
+
+def _spaced(markup: str, at: int, source: str, start: int, translation: str) -> str:
+    """Void markup placed at ``start`` of the translation, set off by spaces as it was in the
+    source from what follows and precedes it: a code span that ended a sentence ("with `x`.")
+    and lands before a word is not glued to it, nor one placed after the last word."""
+    after = source[at] if at < len(source) else ""
+    before = source[at - 1] if at > 0 else " "
+    if start < len(translation) and (after.isspace() or (translation[start].isalnum() and not after.isalnum())):
+        markup += " "
+    if start > 0 and not translation[start - 1].isspace() and before.isspace():
+        markup = " " + markup
+    return markup
 
 
 def place_markup(
@@ -163,25 +231,32 @@ def place_markup(
     ended with punctuation too.
 
     The markup stays well formed: an element nested in another in the source is kept inside it,
-    one that would cross an earlier sibling starts where that one ends; at one offset closing
-    markup comes first (innermost first), then void markup, then opening markup (outermost
-    first)."""
+    one that would cross an earlier sibling starts where that one ends (all of them around the
+    whole translation where that leaves one around nothing); at one offset closing markup comes
+    first (innermost first), then void markup, then opening markup (outermost first)."""
     ranges = [_trimmed(e, target_range(e, links, source_spans, target_spans), translation, source) for e in elements]
     ranges = _nested(elements, ranges, translation)
-    inserts: list[tuple[int, int, int, str]] = []  # (offset, order, tie, markup)
+    if any(e.start != e.end and start == end for e, (start, end) in zip(elements, ranges)) and target_spans:
+        return wrap_whole(translation, elements, escape)  # nesting left one around nothing
+    inserts: list[tuple[int, int, tuple[int, ...], str]] = []  # (offset, order, tie, markup)
     for k, (element, (start, end)) in enumerate(zip(elements, ranges)):
         if element.start == element.end or start == end:  # void, or nothing to wrap: its markup in one piece
             markup = element.open + element.close
-            spaced = element.start == element.end and element.start < len(source) and source[element.start].isspace()
-            inserts.append((start, 1, k, markup + " " if spaced and start < len(translation) else markup))
+            if element.start == element.end:
+                markup = _spaced(markup, element.start, source, start, translation)
+            inserts.append((start, 1, (k,), markup))
             continue
-        width = element.end - element.start
-        inserts.append((start, 2, -width * 10_000 + k, element.open))  # wider elements open first
-        inserts.append((end, 0, width * 10_000 - k, element.close))  # narrower ones close first
+        width = _width(element)
+        # at one offset the element reaching further opens first and the one opened later closes
+        # first (so they nest); equal ranges: the wider source element outside
+        inserts.append((start, 2, (-end, -width, k), element.open))
+        inserts.append((end, 0, (-start, width, -k), element.close))
     inserts.sort()
-    out, at = [], 0
-    for offset, _, _, markup in inserts:
+    out, at, void_at = [], 0, None
+    for offset, order, _, markup in inserts:
+        if order == 1 and void_at == offset and not out[-1].endswith(" ") and not markup.startswith(" "):
+            markup = " " + markup  # two code spans placed together stay two, not one glued pair
         out += (escape(translation[at:offset]), markup)
-        at = offset
+        at, void_at = offset, offset if order == 1 else None
     out.append(escape(translation[at:]))
     return "".join(out)

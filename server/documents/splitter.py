@@ -8,6 +8,7 @@ segment and its token ids come with it, so the engine tokenises nothing twice.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from collections.abc import Iterator, Sequence
@@ -21,7 +22,8 @@ from .markdown import markdown_runs
 from .markup import html_runs
 from .normalize import Normalizer
 from .placement import InlineElement
-from .sentences import CLOSE, OPEN, Anchor, Run, cut_at_markup, sentence_spans
+from .sentences import CLOSE, OPEN, VOID, Anchor, Run, cut_at_markup, sentence_spans
+from .structure import at_block_start
 
 TEXT, HTML, MARKDOWN = "text", "html", "markdown"
 FORMATS = (TEXT, HTML, MARKDOWN)
@@ -207,6 +209,11 @@ class DocumentSplitter:
             at = raw_end
         separators.append(text[at:])
         segments = tuple(p[2] for p in placed)
+        if format == MARKDOWN:  # which begin a line's text, where a translation's "- " would be a list item
+            segments = tuple(
+                dataclasses.replace(segment, begins_line=True) if begins_line(separators, i) else segment
+                for i, segment in enumerate(segments)
+            )
         return PreparedDocument(
             Document(tuple(separators), segments),
             tuple(self.normalize(s.text) for s in segments),
@@ -219,17 +226,52 @@ class DocumentSplitter:
         text = run.plain[start:end]
         if format == TEXT:
             return Segment(source, text)
-        inside = run.anchors_inside(start, end)  # markup inside a word (see cut_at_markup), or any (place_inline)
+        breaks, merged = line_breaks(raw, run, start, end)
+        # markup inside a word (see cut_at_markup), or any (place_inline); a hard break is its line break's
+        inside = [a for a in run.anchors_inside(start, end) if a not in merged]
+        kinds = {"html": format == HTML, "markdown": format == MARKDOWN, "breaks": breaks}
         if place_inline and inside:
             references = run.map.references(start, end, run.plain, raw)
-            return Segment(
-                source, text, references=references, html=format == HTML, inline=elements(raw, inside, start, end)
-            )
+            return Segment(source, text, references=references, inline=elements(raw, inside, start, end), **kinds)
         return Segment(
             source,
             text,
             before="".join(raw[a.raw_start : a.raw_end] for a in inside if a.kind != CLOSE),
             after="".join(raw[a.raw_start : a.raw_end] for a in inside if a.kind == CLOSE),
             references=run.map.references(start, end, run.plain, raw),
-            html=format == HTML,
+            **kinds,
         )
+
+
+def begins_line(separators: Sequence[str], i: int) -> bool:
+    """Whether segment ``i`` begins its line's text: nothing but indentation and container
+    markers (``> ``, ``- ``, ``1. ``) between the line's start and it."""
+    before = separators[i]
+    if "\n" not in before and i > 0:  # a segment earlier on the line
+        return False
+    return at_block_start(before.rsplit("\n", 1)[-1])
+
+
+def line_breaks(raw: str, run: Run, start: int, end: int) -> tuple[tuple[tuple[int, str], ...], set[Anchor]]:
+    """The line breaks inside the sentence at plain ``start:end`` as (offset in the sentence, the
+    input from the break to the next line's text: ``"\\n> "`` in a block quote), and the anchors
+    that belong to them: a markdown hard break (``"  "`` or ``"\\"`` before the newline) is spelled
+    with its break, so it stays at a line's end."""
+    breaks, merged = [], set()
+    p = run.plain.find("\n", start, end)
+    while p >= 0:
+        first = p - 1 if p - 1 >= start and run.plain[p - 1] == "\r" else p
+        last = p + 1  # the next line's text, after its indentation (html keeps it in the text)
+        while last < end and run.plain[last] in " \t":
+            last += 1
+        raw_start, raw_end = run.map.start(first), run.map.start(last)
+        for anchor in run.anchors_inside(first - 1, last + 1):
+            hard_break = raw[anchor.raw_start : anchor.raw_end].strip(" \t") in ("", "\\")
+            if anchor.kind == VOID and anchor.position == first and anchor.raw_end == raw_start and hard_break:
+                merged.add(anchor)
+                raw_start = anchor.raw_start
+            elif anchor.position > p:  # markup opening the next line: not the break's
+                raw_end = min(raw_end, anchor.raw_start)
+        breaks.append((first - start, raw[raw_start:raw_end]))
+        p = run.plain.find("\n", p + 1, end)
+    return tuple(breaks), merged

@@ -17,6 +17,7 @@ from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from ..errors import ModelNotFound, echo
 from . import client_deadline
 from . import v1_codec as convert
+from .v1_wire import LiftedClassify
 
 if TYPE_CHECKING:
     from ..app import AttnServer
@@ -68,9 +69,14 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
             finally:
                 work.cancel()  # a cancelled call drops the file's sentences at the next step
 
-    async def Classify(self, request: pb.ClassifyRequest, context: grpc.aio.ServicerContext) -> pb.ClassifyResponse:
-        async with self.app.rpc(context, "Classify", request.model, inference=True) as call:
-            wanted = convert.classification_request(request, call, client_deadline(context))
+    async def Classify(
+        self, request: LiftedClassify | pb.ClassifyRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ClassifyResponse:
+        """``request``: parsed by :func:`v1_wire.parse_classify` (the server's ParseGuardInterceptor)."""
+        if not isinstance(request, LiftedClassify):
+            request = LiftedClassify(request)
+        async with self.app.rpc(context, "Classify", request.message.model, inference=True) as call:
+            wanted = convert.classification_request(request.message, call, client_deadline(context), request.raw)
             name, results = await self.app.classification.classify(wanted)
             return convert.classify_response(name, results)
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
@@ -192,26 +192,35 @@ def translate_chunk(event: StreamEvent, options: pb.DecodingOptions) -> pb.Trans
 # ------------------------------------------------------------- classification
 
 
-def image_inputs(request: pb.ClassifyRequest) -> list[ImageInput]:
+def image_inputs(request: pb.ClassifyRequest, lifted: Mapping[int, memoryview] | None = None) -> list[ImageInput]:
+    """The request's images; ``lifted``: tensors' raw_contents by image index, read from the
+    received bytes in place of the message's (``v1_wire``)."""
+    lifted = lifted or {}
     inputs: list[ImageInput] = []
     for i, image in enumerate(request.images):
         which = image.WhichOneof("input")
         if which == "encoded":
             inputs.append(EncodedImage(image.encoded))
         elif which == "tensor":
-            _enum_check(pb.DataType, image.tensor.datatype, f"images[{i}].tensor.datatype")
-            dtype = DATA_TYPES[image.tensor.datatype]
-            inputs.append(RawTensor(list(image.tensor.shape), dtype, image.tensor.raw_contents))
+            tensor = image.tensor
+            if tensor.datatype not in DATA_TYPES:  # every known value is there: this one is unknown
+                _enum_check(pb.DataType, tensor.datatype, f"images[{i}].tensor.datatype")
+            raw = lifted.get(i)
+            raw = tensor.raw_contents if raw is None else raw
+            inputs.append(RawTensor(list(tensor.shape), DATA_TYPES[tensor.datatype], raw))
         else:
             raise InvalidRequest(f"images[{i}]: set either encoded or tensor")
     return inputs
 
 
 def classification_request(
-    request: pb.ClassifyRequest, call: Call, deadline: Deadline | None = None
+    request: pb.ClassifyRequest,
+    call: Call,
+    deadline: Deadline | None = None,
+    lifted: Mapping[int, memoryview] | None = None,
 ) -> ClassificationRequest:
     return ClassificationRequest(
-        call, tuple(image_inputs(request)), request.model, top_k=request.top_k, deadline=deadline
+        call, tuple(image_inputs(request, lifted)), request.model, top_k=request.top_k, deadline=deadline
     )
 
 

@@ -8,11 +8,9 @@ for translation as it goes and stops with :class:`TooManyCharacters` past ``max_
 it. ``Extracted.write(translations, placement, deadline)`` checks the deadline between
 paragraphs. Torch-free and engine-free, as ``server.documents``.
 
-PDF is refused, by design: a PDF holds positioned glyphs, not paragraphs, so a translation
-(German runs about a third longer than English) cannot be put back into its layout faithfully.
-LibreTranslate's argos-translate-files redacts each text block and draws its translation in a
-box at the same place with PyMuPDF (AGPL), shrinking or overflowing it. Convert it to .docx or
-.odt first.
+A PDF's text blocks are replaced in place (``pdf``, PDFium through pypdfium2): each block's
+translation in the page's font where it has the glyphs, fitted to the block's box; images and
+every other object kept.
 """
 
 from __future__ import annotations
@@ -23,6 +21,7 @@ from collections.abc import Callable
 from .errors import FileRefused, TooManyCharacters, UnsupportedFile
 from .extracted import Characters, Deadline, Extracted
 from .packages import read_docx, read_epub, read_odp, read_odt, read_pptx
+from .pdf import read_pdf
 from .placement import MAX_ALIGNED_RUNS, Placement, Unit, holders, place, place_aligned, run_at
 from .text_files import read_html, read_md, read_srt, read_txt
 
@@ -38,10 +37,10 @@ READERS: dict[str, Reader] = {
     ".odt": read_odt,
     ".odp": read_odp,
     ".epub": read_epub,
+    ".pdf": read_pdf,
 }
 SUPPORTED = tuple(READERS)
 REFUSED = {
-    ".pdf": " (a PDF's layout cannot be rebuilt faithfully around a translation: convert it to .docx or .odt)",
     ".doc": " (the binary Word format: save it as .docx)",
     ".ppt": " (the binary PowerPoint format: save it as .pptx)",
 }

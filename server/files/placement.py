@@ -13,7 +13,8 @@ punctuation) are emptied: the translation carries its own.
 
 With word alignments (:func:`place_aligned`), the placement html and markdown inline markup
 gets (``documents.placement.covered_ranges``): each run covers the translated words from the
-first to the last one linked to its source words (the narrowest run where ranges overlap),
+first to the last one linked to its source words (the narrowest run where ranges overlap; a
+run none of whose words is linked, the word its place maps to where no other run covers it),
 and the runs, which keep their order in the file (their elements carry the styles), take the
 contiguous stretches of the translation that give the most words to the run covering them,
 then the most uncovered words to runs that cover none (plain text outside every element

@@ -36,8 +36,9 @@ ALIGN_BATCH = 64  # paragraphs per aligner task: enough sentences for aligner ru
 def preferences(unit: files.Unit, translation: str, sentences: Sequence[WordAlignment]) -> list[int | None] | None:
     """For every whitespace-separated word of ``translation`` (the unit's): the run that covers
     it, by the placement html and markdown elements get (``documents.placement.covered_ranges``:
-    a run covers the target words from the first to the last one linked to its source words), or
-    None where no run does; None when the sentences cannot be found in the texts."""
+    a run covers the target words from the first to the last one linked to its source words; a
+    run none of whose words is linked, the word its place maps to where no other run covers it),
+    or None where no run does; None when the sentences cannot be found in the texts."""
     runs = files.run_at(unit)
     wanted: dict[int, int | None] = {}  # a target word's offset in the translation -> the run covering it
     source_at = target_at = 0
@@ -48,7 +49,17 @@ def preferences(unit: files.Unit, translation: str, sentences: Sequence[WordAlig
         source_at, target_at = s + len(a.source), t + len(a.target)
         run_of_word = [runs[s + start] for start, _ in a.source_spans]
         ranges = placement.covered_ranges(run_of_word, a.links, len(unit.runs))
-        for (start, _), run in zip(a.target_spans, placement.covering(ranges, len(a.target_spans))):
+        covers = placement.covering(ranges, len(a.target_spans))
+        if covers:  # a run none of whose words is linked: the word its place maps to, if no run covers it
+            placed: set[int] = set()
+            for i, run in enumerate(run_of_word):  # from each such run's first word
+                if run is None or ranges[run] is not None or run in placed:
+                    continue
+                placed.add(run)
+                j = placement.scaled_word(i, len(run_of_word), len(covers))
+                if covers[j] is None:
+                    covers[j] = run
+        for (start, _), run in zip(a.target_spans, covers):
             wanted[t + start] = run
     return [wanted.get(m.start()) for m in re.finditer(r"\S+", translation)]
 

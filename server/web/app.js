@@ -5,14 +5,15 @@
 const $ = (id) => document.getElementById(id);
 const KEY_STORE = "attnserve.apiKey";
 const FORMAT_NAMES = { text: "Plain text", html: "HTML", markdown: "Markdown" };
-const state = { languages: [], settings: {}, maps: [] };
+const state = { languages: [], settings: {}, maps: [], shown: null };
 
 function apiKey() {
   return $("api-key").value.trim();
 }
 
-function say(message, error = false) {
-  const status = $("status");
+// A message in the status line beside the buttons it answers: "status" (text), "file-status" (file).
+function say(message, error = false, where = "status") {
+  const status = $(where);
   status.textContent = message;
   status.classList.toggle("error", error);
   status.setAttribute("role", error ? "alert" : "status");
@@ -37,18 +38,59 @@ function nameOf(code) {
   return found ? `${found.name} (${code})` : code;
 }
 
+function targetsOf(source) {
+  if (source === "auto") return [...new Set(state.languages.flatMap((l) => l.targets))];
+  return (state.languages.find((l) => l.code === source) || { targets: [] }).targets;
+}
+
 function fillTargets() {
-  const source = $("source").value;
   const target = $("target");
   const before = target.value;
-  let codes;
-  if (source === "auto") {
-    codes = [...new Set(state.languages.flatMap((l) => l.targets))];
-  } else {
-    codes = (state.languages.find((l) => l.code === source) || { targets: [] }).targets;
-  }
+  const codes = targetsOf($("source").value);
   target.replaceChildren(...codes.map((c) => option(c, nameOf(c))));
   if (codes.includes(before)) target.value = before;
+  updateSwap();
+}
+
+// Swapping needs the reverse pair served: with en -> de alone, de is no source to pick.
+function updateSwap() {
+  const source = $("source").value;
+  const target = $("target").value;
+  const swap = $("swap");
+  swap.disabled = source === "auto" || !target || !targetsOf(target).includes(source);
+  swap.title = swap.disabled ? `No model translates ${nameOf(target)} into ${nameOf(source)}` : "Swap languages";
+}
+
+function swapLanguages() {
+  const source = $("source").value;
+  const target = $("target").value;
+  if (source === "auto" || !targetsOf(target).includes(source)) return;
+  $("source").value = target;
+  fillTargets();
+  $("target").value = source;
+  updateSwap();
+  if ($("result").value) {
+    $("text").value = $("result").value; // the translation becomes the text, as translators do
+    $("result").value = "";
+    state.shown = null;
+    showMaps([]);
+  }
+}
+
+// What is served, in pairs: "1 pair: en → de"; a longer list is counted, not listed.
+function servedPairs() {
+  const pairs = state.languages.flatMap((l) => l.targets.map((t) => `${l.code} → ${t}`));
+  const count = `${pairs.length} ${pairs.length === 1 ? "pair" : "pairs"}`;
+  if (pairs.length && pairs.length <= 4) return `${count}: ${pairs.join(", ")}`;
+  const languages = new Set(state.languages.filter((l) => l.targets.length).map((l) => l.code));
+  state.languages.forEach((l) => l.targets.forEach((t) => languages.add(t)));
+  return `${count} among ${languages.size} languages`;
+}
+
+// The name the CLI gives a translated file: report.docx -> report.de.docx.
+function translatedName(name, target) {
+  const dot = name.lastIndexOf(".");
+  return dot > 0 ? `${name.slice(0, dot)}.${target}${name.slice(dot)}` : `${name}.${target}`;
 }
 
 function fillPickers() {
@@ -61,13 +103,14 @@ function fillPickers() {
   if (preferred.source && preferred.source.code) source.value = preferred.source.code;
   fillTargets();
   if (preferred.target && preferred.target.code) $("target").value = preferred.target.code;
+  updateSwap();
   const formats = (settings.formats || ["text"]).filter((f) => f in FORMAT_NAMES);
   $("format").replaceChildren(...formats.map((f) => option(f, FORMAT_NAMES[f])));
   const files = settings.supportedFilesFormat || [];
   $("file").accept = files.join(",");
   $("file-formats").textContent = files.length ? `Formats: ${files.join(" ")}` : "Files are not translated here.";
   $("key-box").open = Boolean(settings.keyRequired) && !apiKey();
-  $("served").textContent = `${languages.length} languages; up to ${settings.charLimit} characters per text.`;
+  $("served").textContent = `${servedPairs()}; up to ${settings.charLimit} characters per text.`;
 }
 
 async function translateText() {
@@ -80,22 +123,11 @@ async function translateText() {
   const button = $("translate");
   button.disabled = true;
   say("Translating…");
+  const asked = { q: text, source: $("source").value, target: $("target").value, format: $("format").value };
   try {
-    const reply = await fetch("/translate", {
-      method: "POST",
-      headers: { "Content-Type": "application/json", Accept: "application/json" },
-      body: JSON.stringify({
-        q: text,
-        source: $("source").value,
-        target: $("target").value,
-        format: $("format").value,
-        api_key: apiKey(),
-        ...($("show-map").checked ? { attention: true } : {}),
-      }),
-    });
-    const body = await reply.json().catch(() => ({}));
-    if (!reply.ok) throw new Error(body.error || `HTTP ${reply.status}`);
+    const body = await postTranslate(asked, $("show-map").checked);
     $("result").value = body.translatedText;
+    state.shown = asked;
     showMaps(body.attention || []);
     const detected = body.detectedLanguage;
     $("detected").textContent = detected ? `Detected: ${nameOf(detected.language)}, ${detected.confidence}%` : "";
@@ -104,6 +136,35 @@ async function translateText() {
     say(`Translation failed: ${err.message}`, true);
   } finally {
     button.disabled = false;
+  }
+}
+
+async function postTranslate(asked, attention) {
+  const reply = await fetch("/translate", {
+    method: "POST",
+    headers: { "Content-Type": "application/json", Accept: "application/json" },
+    body: JSON.stringify({ ...asked, api_key: apiKey(), ...(attention ? { attention: true } : {}) }),
+  });
+  const body = await reply.json().catch(() => ({}));
+  if (!reply.ok) throw new Error(body.error || `HTTP ${reply.status}`);
+  return body;
+}
+
+// Ticked after a translation: the map of the translation shown, asked of the server for that text.
+async function mapShownTranslation() {
+  const asked = state.shown;
+  if (!asked) {
+    say("Translate a text to see its attention map.");
+    return;
+  }
+  say("Reading the attention map…");
+  try {
+    const body = await postTranslate(asked, true);
+    if (state.shown !== asked || !$("show-map").checked) return; // translated again, or unticked, meanwhile
+    showMaps(body.attention || []);
+    say(body.attention && body.attention.length ? "Attention map shown." : "This model returns no attention map.");
+  } catch (err) {
+    say(`Attention map failed: ${err.message}`, true);
   }
 }
 
@@ -159,9 +220,9 @@ async function downloaded(path) {
     const reply = await fetch(path, { headers });
     if (reply.ok) return URL.createObjectURL(await reply.blob());
     const body = await reply.json().catch(() => ({}));
-    say(`Download failed: ${body.error || `HTTP ${reply.status}`}`, true);
+    say(`Download failed: ${body.error || `HTTP ${reply.status}`}`, true, "file-status");
   } catch {
-    say("Download failed: the server could not be reached.", true);
+    say("Download failed: the server could not be reached.", true, "file-status");
   }
   return null;
 }
@@ -169,14 +230,15 @@ async function downloaded(path) {
 function translateFile() {
   const file = $("file").files[0];
   if (!file) {
-    say("Choose a file to translate first.", true);
+    say("Choose a file to translate first.", true, "file-status");
     $("file").focus();
     return;
   }
+  const target = $("target").value;
   const form = new FormData();
   form.append("file", file, file.name);
   form.append("source", $("source").value);
-  form.append("target", $("target").value);
+  form.append("target", target);
   form.append("api_key", apiKey());
   const progress = $("file-progress");
   const link = $("download");
@@ -185,7 +247,7 @@ function translateFile() {
   progress.value = 0;
   link.hidden = true;
   button.disabled = true;
-  say(`Uploading ${file.name}…`);
+  say(`Uploading ${file.name}…`, false, "file-status");
   const xhr = new XMLHttpRequest();
   xhr.open("POST", "/translate_file");
   xhr.responseType = "json";
@@ -194,30 +256,31 @@ function translateFile() {
   };
   xhr.upload.onload = () => {
     progress.removeAttribute("value"); // indeterminate while the server translates
-    say(`Translating ${file.name}…`);
+    say(`Translating ${file.name}…`, false, "file-status");
   };
   xhr.onload = async () => {
     button.disabled = false;
     progress.hidden = true;
     const body = xhr.response || {};
     if (xhr.status !== 200 || !body.translatedFileUrl) {
-      say(`File translation failed: ${body.error || `HTTP ${xhr.status}`}`, true);
+      say(`File translation failed: ${body.error || `HTTP ${xhr.status}`}`, true, "file-status");
       return;
     }
     const saved = await downloaded(new URL(body.translatedFileUrl, window.location.href).pathname);
     if (!saved) return;
     if (link.href.startsWith("blob:")) URL.revokeObjectURL(link.href);
     link.href = saved;
-    link.download = file.name;
-    link.textContent = `Download ${file.name} (${$("target").value})`;
+    const name = translatedName(file.name, target);
+    link.download = name;
+    link.textContent = `Download ${name}`;
     link.hidden = false;
     link.focus();
-    say(`${file.name} translated.`);
+    say(`${file.name} translated.`, false, "file-status");
   };
   xhr.onerror = () => {
     button.disabled = false;
     progress.hidden = true;
-    say("File translation failed: the server could not be reached.", true);
+    say("File translation failed: the server could not be reached.", true, "file-status");
   };
   xhr.send(form);
 }
@@ -226,14 +289,8 @@ async function start() {
   $("api-key").value = localStorage.getItem(KEY_STORE) || "";
   $("api-key").addEventListener("change", () => localStorage.setItem(KEY_STORE, apiKey()));
   $("source").addEventListener("change", fillTargets);
-  $("swap").addEventListener("click", () => {
-    const source = $("source").value;
-    if (source === "auto") return;
-    const target = $("target").value;
-    $("source").value = target;
-    fillTargets();
-    $("target").value = source;
-  });
+  $("target").addEventListener("change", updateSwap);
+  $("swap").addEventListener("click", swapLanguages);
   $("translate").addEventListener("click", translateText);
   $("text").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) translateText();
@@ -244,7 +301,12 @@ async function start() {
   $("file-translate").addEventListener("click", translateFile);
   $("map-sentence").addEventListener("change", () => drawMap(state.maps[Number($("map-sentence").value)]));
   $("show-map").addEventListener("change", () => {
-    if (!$("show-map").checked) showMaps([]);
+    if ($("show-map").checked) {
+      mapShownTranslation();
+    } else {
+      showMaps([]);
+      say("");
+    }
   });
   try {
     [state.settings, state.languages] = await Promise.all([getJson("/frontend/settings"), getJson("/languages")]);

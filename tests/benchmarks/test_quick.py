@@ -45,6 +45,23 @@ def test_decode_quick(dirs):
     assert any("ratio_to_ctranslate2" in r for r in result["rows"] if r["engine"] == "attnserve fp32")
 
 
+def test_decode_beam_search_beside_ctranslate2(dirs):
+    """``--beam-size 4``: every engine runs beam search (CTranslate2's own benchmark setting), the
+    fp32 ones give the PyTorch reference beam search's tokens, and greedy results are kept apart."""
+    argv, out = dirs
+    assert cli.main(["decode", *argv, "--beam-size", "4", "--batches", "2", "--repeats", "1", "--no-plot"]) == 0
+    result = json.loads((out / "decode-beam4-quick.json").read_text())
+    assert result["settings"]["beam_size"] == 4
+    engines = {r["engine"] for r in result["rows"]}
+    assert {"attnserve fp32", "attnserve int8", "ctranslate2 fp32", "ctranslate2 int8", "pytorch reference"} <= engines
+    assert "plain onnxruntime loop" not in engines  # greedy only: not a beam-search peer
+    for row in result["rows"]:
+        assert row["beam_size"] == 4 and row["tokens_per_s"] > 0
+        if row["precision"] == "fp32":
+            assert row["agreement_with_reference"]["sequences_equal"] == 1.0, row["engine"]
+    assert all("ratio_to_ctranslate2" in r for r in result["rows"] if r["engine"].startswith("attnserve"))
+
+
 def test_decode_vocab_size_overrides_the_preset(tmp_path, capsys):
     """``--vocab-size N``: every engine runs a model of vocabulary N (opus-mt's shape is one command)."""
     import onnx
@@ -191,11 +208,15 @@ def test_server_with_workers_quick(tmp_path):
 
 
 def _py_spy_can_attach() -> bool:
-    """py-spy reads another process's memory (ptrace); containers without CAP_SYS_PTRACE refuse it."""
+    """py-spy reads another process's memory (ptrace); containers without CAP_SYS_PTRACE refuse it.
+    It is looked up as server_profile looks it up: on PATH, else beside the interpreter."""
+    import shutil
     import subprocess
     import sys
 
-    pyspy = Path(sys.executable).parent / "py-spy"
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    if not Path(pyspy).exists():
+        return False
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         import time
@@ -327,9 +348,9 @@ def test_documents_quick(dirs):
 
 
 def test_files_quick(dirs):
-    """A .docx through /translate_file against its text through /translate, and the file on a
-    server whose decoder does not return its steps' attention; the translations agree (the
-    benchmark asserts it) and every rate is measured."""
+    """A .docx and a PDF through /translate_file against their text through /translate, and the
+    .docx on a server whose decoder does not return its steps' attention; the translations agree
+    (the benchmark asserts it) and every rate is measured."""
     argv, out = dirs
     assert cli.main(["files", *argv]) == 0
     result = json.loads((out / "files-quick.json").read_text())
@@ -338,8 +359,10 @@ def test_files_quick(dirs):
         ".docx via /translate_file",
         "its text via /translate",
         ".docx via /translate_file [aligner graph]",
+        ".pdf via /translate_file",
     }
     assert result["file_over_text"] > 0 and result["file_over_text_aligner_graph"] > 0
+    assert result["pdf_over_text"] > 0 and result["pdf_pages"] >= 2
 
 
 def test_alignments_quick(dirs):

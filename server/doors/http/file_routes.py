@@ -26,6 +26,7 @@ import contextlib
 import functools
 import logging
 import urllib.parse
+from pathlib import PurePosixPath
 from typing import Any
 
 from aiohttp import BodyPartReader, web
@@ -72,6 +73,12 @@ async def read_form(request: web.Request) -> tuple[dict[str, str], str, bytes]:
     except (ValueError, AssertionError, UnicodeDecodeError) as exc:
         raise InvalidRequest(f"Invalid request: the form does not parse: {exc}") from None
     return fields, filename, content
+
+
+def translated_filename(filename: str, target: str) -> str:
+    """``report.docx`` -> ``report.de.docx``: the name ``attnserve-client translate-file`` gives it."""
+    path = PurePosixPath(filename or "file")
+    return f"{path.stem}.{target}{path.suffix}"
 
 
 def _content_disposition(filename: str) -> str:
@@ -132,7 +139,8 @@ class FileRoutes:
         with upstream_words():
             done = await self.app.files.translate(wanted)
         key = self._key(request, fields)
-        name = await self._off_loop(self.store.save, done.content, done.filename, done.media_type, key)
+        saved_as = translated_filename(done.filename, fields["target"])
+        name = await self._off_loop(self.store.save, done.content, saved_as, done.media_type, key)
         return web.json_response(
             {"translatedFileUrl": self._public(request, f"/download_file/{urllib.parse.quote(name)}")}
         )

@@ -32,7 +32,7 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
-from ... import security
+from ... import access_log, security
 from ...calls import LOAD_MS_KEY, Call, CallFailed
 from ...errors import DeadlineExceeded, InvalidRequest, Overloaded, ServingError, client_message
 from .parse_process import ParseProcess
@@ -53,6 +53,7 @@ HTTP_STATUS = {
 REQUEST_ID = "X-Request-Id"
 UNAUTHENTICATED_MESSAGE = "missing or invalid bearer token: send the header 'Authorization: Bearer <token>'"
 Handler = Callable[[web.Request, Call], Awaitable[web.StreamResponse]]
+CALL_KEY = web.RequestKey("attnserve_call", Call)  # a tracked request's Call, for its access-log line
 
 
 class PayloadTooLarge(Overloaded):
@@ -277,6 +278,7 @@ class HttpServer:
                     limited=True,
                     arrive=arrive,
                 ) as call:
+                    request[CALL_KEY] = call
                     response = await handler(request, call)
             except CallFailed as exc:
                 response = error_response(exc.status, exc.message, exc.http_status)
@@ -355,9 +357,11 @@ class HttpServer:
         ssl_context = security.http_ssl_context(self.app.settings)
         # aiohttp closes a connection whose "keep-alive" wait outlasts keepalive_timeout, and that wait
         # lasts until a request's head is complete: so it is the header timeout too (slow-loris heads).
+        access = self.app.settings.access_log
         runner = _Runner(
             self.web,
-            access_log=None,
+            access_log=logging.getLogger(access_log.__name__) if access else None,
+            access_log_class=access_log.http_logger_class(CALL_KEY),
             handler_cancellation=True,
             shutdown_timeout=1.0,
             keepalive_timeout=self.app.settings.http_header_timeout_s,

@@ -69,8 +69,9 @@ def _input(t: gs.ModelInferRequest.InferInputTensor, raw: bytes | None) -> Tenso
     return from_values(name, t.datatype, list(t.shape), list(getattr(t.contents, field)), parameters)
 
 
-def infer_request(request: gs.ModelInferRequest) -> InferRequest:
-    raw = list(request.raw_input_contents)
+def infer_request(request: gs.ModelInferRequest, lifted: list[memoryview] | None = None) -> InferRequest:
+    """``lifted``: the raw inputs read from the received bytes in place of the message's (``grpc_wire``)."""
+    raw: list[bytes] | list[memoryview] = lifted or list(request.raw_input_contents)
     if raw and len(raw) != len(request.inputs):
         raise InvalidRequest(
             f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs: send one per input, in order"

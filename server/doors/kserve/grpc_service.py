@@ -26,6 +26,7 @@ from .. import client_deadline
 from . import describe
 from .describe import check_repository_parameters
 from .grpc_codec import infer_request, infer_response, parameters_of
+from .grpc_wire import LiftedInfer
 from .infer import VERSION
 
 SERVICE = "inference.GRPCInferenceService"
@@ -98,9 +99,14 @@ class KServeServicer:
 
     # -------------------------------------------------------------------- inference
 
-    async def ModelInfer(self, request: gs.ModelInferRequest, context) -> gs.ModelInferResponse:
-        async with self.app.rpc(context, method("ModelInfer"), request.model_name, inference=True) as call:
-            response = await self.app.kserve.infer(infer_request(request), call, client_deadline(context))
+    async def ModelInfer(self, request: LiftedInfer | gs.ModelInferRequest, context) -> gs.ModelInferResponse:
+        """``request``: parsed by :func:`grpc_wire.parse_model_infer` (the server's ParseGuardInterceptor)."""
+        if not isinstance(request, LiftedInfer):
+            request = LiftedInfer(request)
+        message = request.message
+        async with self.app.rpc(context, method("ModelInfer"), message.model_name, inference=True) as call:
+            wanted = infer_request(message, request.raw)
+            response = await self.app.kserve.infer(wanted, call, client_deadline(context))
             return infer_response(response)
 
     async def ModelStreamInfer(

@@ -1,17 +1,12 @@
 """The one placement of styled stretches (html and markdown elements, a file's runs): the target
-words each covers, and where an element whose other tag lies outside its sentence goes."""
+words each covers."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from attnserve.server.documents.alignment import word_spans
-from attnserve.server.documents.placement import InlineElement, covered_ranges, covering, place_markup
-
-SOURCE = "more than 1,500 miles and $1,250.00"
-GERMAN = "mehr als 1.500 Meilen"  # the bundled translator leaves "and $1,250.00" out
-LINKS = [(0, 0), (1, 1), (2, 2), (3, 3)]
+from attnserve.server.documents.placement import covered_ranges, covering
 
 
 def test_a_stretch_covers_from_its_first_to_its_last_linked_target_word():
@@ -36,14 +31,3 @@ def test_covering_gives_each_word_one_stretch_whose_range_holds_it(links, stretc
             assert not holding
         else:
             assert ranges[k][0] <= j <= ranges[k][1] and ranges[k][1] - ranges[k][0] == min(b - a for a, b in holding)
-
-
-def test_an_unlinked_element_whose_closing_tag_follows_the_sentence_wraps_nothing():
-    spans = (word_spans(SOURCE), word_spans(GERMAN))
-    # "... and <i>$1,250.00</i>": the sentence holds "<i>", its "</i>" follows the sentence
-    tail = InlineElement(26, 35, "<i>", "")
-    assert place_markup(GERMAN, [tail], LINKS, *spans, source=SOURCE) == GERMAN + "<i>"  # not "<i>Meilen"
-    head = InlineElement(0, 4, "", "</b>")  # "<b>more</b> than ...": "<b>" before the sentence
-    assert place_markup(GERMAN, [head], [(1, 1)], *spans, source=SOURCE) == "</b>" + GERMAN
-    inside = InlineElement(22, 25, "<i>", "</i>")  # "<i>and</i>": where its place maps
-    assert place_markup(GERMAN, [inside], LINKS, *spans, source=SOURCE) == "mehr als 1.500 <i></i>Meilen"

@@ -15,6 +15,7 @@ from lxml import etree
 from attnserve.client import AttnServeError
 from attnserve.client.cli import main as client_main
 from tests.support import office_files as office
+from tests.support import pdf_pages
 
 REPO = Path(__file__).resolve().parents[3] / "models" / "repo"
 LINES = [f"on Monday, March {day}, 2025 at {day % 12 + 1}:15 PM" for day in range(1, 29)]  # 28 distinct
@@ -59,13 +60,24 @@ def test_a_docx_through_the_rpc_keeps_its_runs(server, tmp_path):
     assert done.media_type.endswith("wordprocessingml.document")
 
 
+def test_a_20_page_pdf_through_the_rpc_comes_back_translated_in_place(server, tmp_path):
+    source, rects, texts = pdf_pages.phrase_pages(20)
+    path = tmp_path / "brochure.pdf"
+    path.write_bytes(source)
+    with server.client(timeout=120) as client:
+        done = client.translate_file(path, "de", "en")
+        expected = [t.text for t in client.translate(texts, target_language="de", source_language="en")]
+    assert done.media_type == "application/pdf" and done.characters == sum(map(len, texts))
+    pdf_pages.assert_translated_in_place(source, done.content, rects, expected)
+
+
 def test_bad_files_are_invalid_argument(server, tmp_path):
     for name, data in (("a.pdf", b"%PDF"), ("bomb.docx", office.zip_bomb(200 << 20))):
         (tmp_path / name).write_bytes(data)
         with server.client() as client, pytest.raises(AttnServeError) as caught:
             client.translate_file(tmp_path / name, "de", "en")
         assert caught.value.code == grpc.StatusCode.INVALID_ARGUMENT
-        assert ("not supported" if name.endswith("pdf") else "unpacks to") in caught.value.details
+        assert ("not a readable PDF" if name.endswith("pdf") else "unpacks to") in caught.value.details
 
 
 class _Terminal(io.StringIO):

@@ -19,6 +19,7 @@ from lxml import etree
 
 from attnserve.server.service import run_alignment
 from tests.support import office_files as office
+from tests.support import pdf_pages
 
 REPO = Path(__file__).resolve().parents[3] / "models" / "repo"
 MAX_FILE_BYTES = 4 << 20
@@ -70,7 +71,9 @@ def translated(server, filename: str, content: bytes, **fields: str) -> bytes:
     url = reply["translatedFileUrl"]
     assert url.startswith(f"http://{server.http_address}/download_file/")
     status, data, headers = call(server, url.split(server.http_address, 1)[1])
-    assert status == 200 and filename.replace(" ", "_") in headers["Content-Disposition"]
+    stem, dot, suffix = filename.rpartition(".")  # saved as the CLI names it: report.de.docx
+    saved_as = f"{stem}.{fields.get('target', 'de')}.{suffix}" if dot else f"{filename}.{fields.get('target', 'de')}"
+    assert status == 200 and f'filename="{saved_as.replace(" ", "_")}"' in headers["Content-Disposition"]
     return data
 
 
@@ -94,7 +97,7 @@ def test_frontend_settings_report_files(server):
     status, body, _ = call(server, "/frontend/settings")
     settings = json.loads(body)
     assert status == 200 and settings["filesTranslation"] is True
-    assert {".txt", ".md", ".html", ".srt", ".docx", ".pptx", ".odt", ".odp", ".epub"} <= set(
+    assert {".txt", ".md", ".html", ".srt", ".docx", ".pptx", ".odt", ".odp", ".epub", ".pdf"} <= set(
         settings["supportedFilesFormat"]
     )
 
@@ -146,6 +149,12 @@ def test_many_styled_paragraphs_are_aligned_in_several_tasks_as_they_decode(serv
     assert words(got[-1][0]) == words(translate_texts(server, [PHRASES[1]])[0])
 
 
+def test_a_20_page_pdf_comes_back_translated_in_place(server):
+    source, rects, texts = pdf_pages.phrase_pages(20)
+    out = translated(server, "brochure.pdf", source)
+    pdf_pages.assert_translated_in_place(source, out, rects, translate_texts(server, texts))
+
+
 def test_pptx_slides_odt_odp_srt_md_txt_html_and_epub(server):
     expected = dict(zip(PHRASES, translate_texts(server, PHRASES)))
     german = [words(expected[p]) for p in PHRASES]
@@ -186,7 +195,7 @@ def test_pptx_slides_odt_odp_srt_md_txt_html_and_epub(server):
 @pytest.mark.parametrize(
     ("filename", "content", "message"),
     [
-        ("scan.pdf", b"%PDF-1.7\n", "file format not supported: 'scan.pdf' (a PDF's layout"),
+        ("scan.pdf", b"%PDF-1.7\n", "the file is not a readable PDF"),
         ("broken.docx", office.docx([[("x", "")]])[:300], "not a valid .docx"),
         ("bomb.docx", office.zip_bomb(40 << 20), "unpacks to"),
         ("empty.docx", office.docx([[("", "")]] * 100_000), "no text to translate"),

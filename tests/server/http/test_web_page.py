@@ -1,7 +1,9 @@
 """The web page at ``/`` in a real browser: Debian's headless Chromium driven by selenium types a
-text, picks the languages, translates, uploads a .docx and downloads its translation, on the
-bundled translator, and draws a sentence's attention map; screenshots are taken and checked
-(the page rendered, the result shown).
+text, picks the languages, translates, uploads a .docx and downloads its translation (named as the
+CLI names it), on the bundled translator, and draws a sentence's attention map when it is ticked;
+the header says which pairs are served, swapping works where the reverse pair is served and is
+refused where it is not, and status messages sit beside the buttons they answer; screenshots are
+taken and checked (the page rendered, the result shown).
 
 ``ATTNSERVE_SCREENSHOTS=docs/images pytest tests/server/http/test_web_page.py`` also writes the
 screenshots the README shows. Skipped, with the reason, where chromium or its driver is missing
@@ -58,7 +60,7 @@ def browser(tmp_path):
 
 
 def translate_api(server, text: str, **extra: str) -> str:
-    body = json.dumps({"q": text, "source": "en", "target": "de", **extra}).encode()
+    body = json.dumps({"q": text, "source": "en", "target": "de", **extra}).encode()  # extra may swap them
     request = urllib.request.Request(
         f"http://{server.http_address}/translate", data=body, headers={"Content-Type": "application/json"}
     )
@@ -82,9 +84,28 @@ def load(driver, server) -> None:
     WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
 
 
+def beside(status, button) -> bool:
+    """Whether the status line sits on the button's row, just after it (not somewhere below)."""
+    s, b = status.rect, button.rect
+    same_row = abs((s["y"] + s["height"] / 2) - (b["y"] + b["height"] / 2)) < b["height"]
+    return same_row and 0 <= s["x"] - (b["x"] + b["width"]) < 64
+
+
+def picked(driver) -> tuple[str, str]:
+    source, target = (Select(driver.find_element(By.ID, i)) for i in ("source", "target"))
+    return source.first_selected_option.get_attribute("value"), target.first_selected_option.get_attribute("value")
+
+
+def wait_for_result(driver) -> str:
+    result = driver.find_element(By.ID, "result")
+    WebDriverWait(driver, 60).until(lambda d: result.get_attribute("value"))
+    return result.get_attribute("value")
+
+
 def test_translate_a_text_and_a_docx_in_the_browser(serve, browser, tmp_path):
     with serve(REPO, http_port=0, download_dir=str(tmp_path / "kept")) as server:
         load(browser, server)
+        assert browser.find_element(By.ID, "served").text.startswith("1 pair: en → de;")
         source, target = Select(browser.find_element(By.ID, "source")), Select(browser.find_element(By.ID, "target"))
         assert "en" in [o.get_attribute("value") for o in source.options]
         source.select_by_value("en")
@@ -95,13 +116,22 @@ def test_translate_a_text_and_a_docx_in_the_browser(serve, browser, tmp_path):
         result = browser.find_element(By.ID, "result")
         WebDriverWait(browser, 60).until(lambda d: result.get_attribute("value"))
         assert result.get_attribute("value") == translate_api(server, TEXT)
-        assert "Translated." in browser.find_element(By.ID, "status").text
+        status = browser.find_element(By.ID, "status")
+        assert "Translated." in status.text and beside(status, browser.find_element(By.ID, "translate"))
         assert not browser.find_element(By.ID, "map-box").is_displayed()  # only when asked for
         screenshot(browser, tmp_path, "web-page-text.png")
 
-        browser.find_element(By.ID, "show-map").send_keys(Keys.SPACE)  # the attention map, by keyboard
-        browser.find_element(By.ID, "translate").click()
+        swap = browser.find_element(By.ID, "swap")  # de -> en is not served: nothing to swap to
+        assert not swap.is_enabled() and "German" in swap.get_attribute("title")
+        browser.execute_script("arguments[0].click()", swap)
+        assert picked(browser) == ("en", "de")
+        browser.execute_script("document.getElementById('result').value = ''")
+        browser.find_element(By.ID, "translate").click()  # still translates
+        assert wait_for_result(browser) == translate_api(server, TEXT)
+
+        browser.find_element(By.ID, "show-map").send_keys(Keys.SPACE)  # the map of the translation shown, by keyboard
         WebDriverWait(browser, 60).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#attention-map table"))
+        assert "Attention map shown." in status.text
         table = browser.find_element(By.CSS_SELECTOR, "#attention-map table")
         columns = [th.text for th in table.find_elements(By.CSS_SELECTOR, "thead th[scope=col]")]
         rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
@@ -123,8 +153,12 @@ def test_translate_a_text_and_a_docx_in_the_browser(serve, browser, tmp_path):
         browser.find_element(By.ID, "file-translate").click()
         link = browser.find_element(By.ID, "download")
         WebDriverWait(browser, 60).until(lambda d: link.is_displayed())
+        assert link.text == "Download memo.de.docx"
+        file_status = browser.find_element(By.ID, "file-status")
+        assert file_status.text == "memo.docx translated."
+        assert beside(file_status, browser.find_element(By.ID, "file-translate"))
         link.click()
-        saved = browser.downloads / "memo.docx"
+        saved = browser.downloads / "memo.de.docx"  # as attnserve-client translate-file names it
         deadline = time.monotonic() + 30
         while not saved.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -170,7 +204,7 @@ def test_the_page_works_with_api_keys(serve, browser, tmp_path):
         href = link.get_attribute("href")
         assert href.startswith("blob:") and "api_key" not in href and "page-key" not in href, href
         link.click()
-        saved = browser.downloads / "memo.docx"
+        saved = browser.downloads / "memo.de.docx"
         deadline = time.monotonic() + 30
         while not saved.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -180,3 +214,42 @@ def test_the_page_works_with_api_keys(serve, browser, tmp_path):
         assert " ".join(text.split()) == " ".join(translate_api(server, f"Due {TEXT}", api_key="page-key").split())
         history = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         assert not [url for url in history if "api_key" in url], history
+
+
+@pytest.fixture
+def both_ways(tmp_path) -> Path:
+    """The bundled translator, and the same weights declared as de -> en: two pairs, each the other's reverse."""
+    repo = tmp_path / "both-ways"
+    repo.mkdir()
+    (repo / "translator-en-de").symlink_to(REPO / "translator-en-de", target_is_directory=True)
+    reverse = repo / "translator-de-en"
+    reverse.mkdir()
+    for path in (REPO / "translator-en-de").iterdir():
+        if path.name != "model.json":
+            (reverse / path.name).symlink_to(path)
+    manifest = json.loads((REPO / "translator-en-de" / "model.json").read_text())
+    languages = {"source": ["de"], "target": ["en"], "default_source": "de", "default_target": "en"}
+    manifest.update(name="translator-de-en", languages={**manifest["languages"], **languages})
+    (reverse / "model.json").write_text(json.dumps(manifest))
+    return repo
+
+
+def test_swap_turns_the_pair_and_the_translation_around(serve, browser, tmp_path, both_ways):
+    with serve(both_ways, http_port=0, download_dir=str(tmp_path / "kept")) as server:
+        load(browser, server)
+        served = browser.find_element(By.ID, "served").text
+        assert served.startswith("2 pairs: ") and "en → de" in served and "de → en" in served
+        Select(browser.find_element(By.ID, "source")).select_by_value("en")
+        Select(browser.find_element(By.ID, "target")).select_by_value("de")
+        browser.find_element(By.ID, "text").send_keys(TEXT)
+        browser.find_element(By.ID, "translate").click()
+        german = wait_for_result(browser)
+        browser.find_element(By.ID, "swap").click()
+        assert picked(browser) == ("de", "en")
+        assert (
+            browser.find_element(By.ID, "text").get_attribute("value") == german
+        )  # the translation, to translate back
+        assert browser.find_element(By.ID, "result").get_attribute("value") == ""
+        browser.find_element(By.ID, "translate").click()
+        assert wait_for_result(browser) == translate_api(server, german, source="de", target="en")
+        assert "Translated." in browser.find_element(By.ID, "status").text

@@ -1,0 +1,187 @@
+"""The access log: one INFO line per request, gRPC and HTTP alike (``--access-log``, on by default).
+
+A line names the door and its route or RPC, the client, the model that answered (``-`` when none
+did), the status, the time from the request's arrival to its answer, the request and response
+sizes in bytes and the request id, and never a text, a file or a key (the route is logged without
+its query string)::
+
+    access: HTTP POST /translate from 127.0.0.1 model=translator-en-de status=400 1.8 ms in=61 out=72 id=9f3c...
+    access: gRPC /attnserve.v1.InferenceService/Translate from ipv4:127.0.0.1:51022 model=translator-en-de
+        status=OK 7.5 ms in=34 out=58 id=...  (one line)
+
+HTTP lines come from aiohttp's access-logger hook (:class:`HttpAccessLogger`), called once the
+answer is written, so a streamed answer's size is what was sent. gRPC lines come from
+:class:`AccessLogInterceptor`, the outermost interceptor: it counts the bytes its handler parses and
+serialises and logs once when the RPC ends. The model and the request id come from the call's
+:class:`~attnserve.server.calls.Call`, which the :class:`~attnserve.server.calls.CallTracker` hands
+to the RPC's record (``calls.access_record``, gRPC) or the HTTP door stores on the request. With
+``--no-access-log`` neither is installed: nothing on the hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from .calls import access_record
+
+log = logging.getLogger(__name__)
+
+MAX_PATH = 200  # characters of a request path in the log
+
+
+class Record:
+    """What one gRPC call's line needs, filled in as the call goes."""
+
+    __slots__ = ("call", "received", "sent", "answered")
+
+    def __init__(self) -> None:
+        self.call: Any = None  # the CallTracker's Call, when the RPC went through it
+        self.received = 0
+        self.sent = 0
+        self.answered: Any = None  # a unary RPC's context once its reply is returned, until it is serialised
+
+
+LINE = "access: %s %s from %s model=%s status=%s %.1f ms in=%d out=%d id=%s"
+
+
+def _status_name(context: grpc.aio.ServicerContext, failed: BaseException | None) -> str:
+    code = context.code()
+    if isinstance(code, grpc.StatusCode):
+        return code.name
+    if isinstance(code, int) and code != 0:  # grpcio keeps an int where the handler set one
+        return next((s.name for s in grpc.StatusCode if s.value[0] == code), str(code))
+    if failed is None:
+        return "OK"
+    return "CANCELLED" if isinstance(failed, asyncio.CancelledError) else "UNKNOWN"
+
+
+class AccessLogInterceptor(grpc.aio.ServerInterceptor):
+    """Logs one line per RPC (see the module docstring); the outermost interceptor, so calls refused
+    by the inner ones (no token, a request that does not parse) are logged too."""
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return None
+        record, method = Record(), details.method or "?"
+        start = time.perf_counter()
+        parse, write = handler.request_deserializer, handler.response_serializer
+
+        def parsed(raw: bytes) -> Any:
+            record.received += len(raw)
+            return parse(raw) if parse is not None else raw
+
+        def written(message: Any) -> bytes:
+            raw = write(message) if write is not None else message
+            record.sent += len(raw)
+            if record.answered is not None:  # a unary reply is serialised after its handler returned
+                done(record.answered, None)
+            return raw
+
+        def done(context: grpc.aio.ServicerContext, failed: BaseException | None) -> None:
+            call, record.answered = record.call, None
+            if not log.isEnabledFor(logging.INFO):  # --log-level warning: nothing to format
+                return
+            log.info(
+                LINE,
+                "gRPC",
+                method,
+                context.peer(),
+                call.model if call is not None else "-",
+                _status_name(context, failed),
+                (time.perf_counter() - start) * 1e3,
+                record.received,
+                record.sent,
+                call.request_id if call is not None else "-",
+            )
+
+        behaviour = _wrap(handler, record, done)
+        kw = {"request_deserializer": parsed, "response_serializer": written}
+        if handler.unary_unary:
+            return grpc.unary_unary_rpc_method_handler(behaviour, **kw)
+        if handler.unary_stream:
+            return grpc.unary_stream_rpc_method_handler(behaviour, **kw)
+        if handler.stream_unary:
+            return grpc.stream_unary_rpc_method_handler(behaviour, **kw)
+        return grpc.stream_stream_rpc_method_handler(behaviour, **kw)
+
+
+def _wrap(handler: grpc.RpcMethodHandler, record: Record, done: Callable) -> Callable:
+    """``handler``'s behaviour, run with ``record`` as ``calls.access_record`` and ``done`` called at its end."""
+    inner = handler.unary_unary or handler.unary_stream or handler.stream_unary or handler.stream_stream
+    if inspect.isasyncgenfunction(inner):
+
+        async def stream(request: Any, context: grpc.aio.ServicerContext):
+            access_record.set(record)
+            failed = None
+            try:
+                async for reply in inner(request, context):
+                    yield reply
+            except BaseException as exc:
+                failed = exc
+                raise
+            finally:
+                done(context, failed)
+
+        return stream
+
+    async def unary(request: Any, context: grpc.aio.ServicerContext):
+        access_record.set(record)
+        try:
+            reply = await inner(request, context)
+        except BaseException as exc:
+            done(context, exc)
+            raise
+        if reply is None:  # a handler that wrote its replies itself (context.write), or aborted
+            done(context, None)
+        else:  # logged once the reply is serialised, with its size
+            record.answered = context
+        return reply
+
+    return unary
+
+
+def http_logger_class(call_key: Any):
+    """aiohttp's access-logger class for the HTTP door (imported only when HTTP is served); the
+    door keeps a request's Call under ``call_key``."""
+    from aiohttp.abc import AbstractAccessLogger
+
+    class HttpAccessLogger(AbstractAccessLogger):
+        """One line per HTTP request, written after its answer (see the module docstring)."""
+
+        @property
+        def enabled(self) -> bool:  # aiohttp asks before it calls log()
+            return self.logger.isEnabledFor(logging.INFO)
+
+        def log(self, request: Any, response: Any, time: float) -> None:  # noqa: A002 - aiohttp's signature
+            call = request.get(call_key)
+            try:  # a request whose head did not parse was never routed: it has no match_info
+                route = request.match_info.route.resource
+            except (AssertionError, AttributeError):
+                route = None
+            path = route.canonical if route is not None else request.raw_path.split("?", 1)[0][:MAX_PATH]
+            self.logger.info(
+                LINE,
+                "HTTP",
+                f"{request.method} {path}",
+                request.remote,
+                call.model if call is not None else "-",
+                response.status,
+                time * 1e3,
+                request.content.total_bytes,
+                response.body_length,
+                call.request_id if call is not None else "-",
+            )
+
+    return HttpAccessLogger

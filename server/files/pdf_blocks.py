@@ -1,0 +1,191 @@
+"""A PDF page's text blocks, read with PDFium (pypdfium2): the unit a PDF's translation replaces.
+
+PDFium reports a page's objects in content order; a text object is a run of glyphs in one font
+and size at one origin (a line, a word, or a few letters, as the producer wrote it). Objects
+on one baseline whose gaps are under a word's width make a line; lines below one another in
+the same size, spaced as lines of one paragraph and overlapping horizontally, make a block.
+A block's text is its lines joined by spaces (a line-end hyphen joined without one).
+
+Only the page's own upright text is read: text inside form XObjects, rotated or skewed text
+and invisible text (an OCR layer over a scanned image) is kept as it is.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+try:
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
+except ImportError:  # a dependency of attnserve: without it a PDF is refused and every other format served
+    pdfium = pdfium_c = None  # type: ignore[assignment]
+
+LINE_GAP = 1.0  # a gap wider than this many font sizes starts a new line (a column, a table cell)
+LEADING = (0.9, 1.6)  # baseline-to-baseline, in font sizes, of two lines of one block
+SAME_SIZE = 0.15  # sizes within 15% of each other belong to one block
+ASCENT, DESCENT = 0.72, 0.22  # a line's box above and below its baseline, in font sizes, at the least
+
+
+@dataclass(frozen=True)
+class Run:
+    """One text object: its index on the page, text, glyph bounds and baseline origin."""
+
+    index: int
+    text: str
+    left: float
+    bottom: float
+    right: float
+    top: float
+    x: float  # origin of its first glyph
+    baseline: float
+    size: float  # effective font size, in points
+    color: tuple[int, int, int, int]
+
+
+@dataclass
+class Line:
+    runs: list[Run]
+
+    @property
+    def first(self) -> Run:
+        return self.runs[0]
+
+    @property
+    def text(self) -> str:
+        out = self.runs[0].text
+        for before, run in zip(self.runs, self.runs[1:]):
+            gap = run.left - before.right
+            spaced = out.endswith(" ") or run.text.startswith(" ")
+            out += run.text if spaced or gap < 0.15 * run.size else " " + run.text
+        return out
+
+    @property
+    def right(self) -> float:
+        return max(r.right for r in self.runs)
+
+
+@dataclass(frozen=True)
+class Block:
+    """Lines of one paragraph: ``objects`` their text objects' indices on page ``page``; the box
+    (``left``, ``bottom``, ``right``, ``top``) their glyphs and line boxes cover; the first line's
+    origin ``x`` and ``baseline``; the size, leading (baseline to baseline, in sizes) and line count."""
+
+    page: int
+    objects: tuple[int, ...]
+    text: str
+    left: float
+    bottom: float
+    right: float
+    top: float
+    x: float
+    baseline: float
+    size: float
+    leading: float
+    lines: int
+    color: tuple[int, int, int, int]
+
+
+def text_of(obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXTPAGE) -> str:
+    """A text object's text (UTF-16 from PDFium)."""
+    n = pdfium_c.FPDFTextObj_GetText(obj, textpage, None, 0)  # bytes, with the terminating NUL
+    if n <= 2:
+        return ""
+    buffer = ctypes.create_string_buffer(n)
+    pdfium_c.FPDFTextObj_GetText(obj, textpage, ctypes.cast(buffer, ctypes.POINTER(pdfium_c.FPDF_WCHAR)), n)
+    return buffer.raw[: n - 2].decode("utf-16-le", errors="replace")
+
+
+def _run(index: int, obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXTPAGE) -> Run | None:
+    """The object as a :class:`Run`, or None where it is kept as it is (empty, invisible, rotated)."""
+    if pdfium_c.FPDFTextObj_GetTextRenderMode(obj) == pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE:
+        return None
+    matrix = pdfium_c.FS_MATRIX()
+    if not pdfium_c.FPDFPageObj_GetMatrix(obj, matrix) or matrix.b or matrix.c or matrix.a <= 0 or matrix.d <= 0:
+        return None
+    size = ctypes.c_float()
+    if not pdfium_c.FPDFTextObj_GetFontSize(obj, size) or size.value * matrix.d < 1:
+        return None
+    text = text_of(obj, textpage).replace("\r", " ").replace("\n", " ").replace("\x00", "")
+    if not text.strip():
+        return None
+    bounds = [ctypes.c_float() for _ in range(4)]
+    if not pdfium_c.FPDFPageObj_GetBounds(obj, *bounds):
+        return None
+    rgba = [ctypes.c_uint() for _ in range(4)]
+    if not pdfium_c.FPDFPageObj_GetFillColor(obj, *rgba):
+        rgba = [ctypes.c_uint(v) for v in (0, 0, 0, 255)]
+    left, bottom, right, top = (b.value for b in bounds)
+    color = tuple(c.value for c in rgba)
+    return Run(index, text, left, bottom, right, top, matrix.e, matrix.f, size.value * matrix.d, color)  # type: ignore[arg-type]
+
+
+def _same_line(line: Line, run: Run) -> bool:
+    last = line.runs[-1]
+    size = max(last.size, run.size)
+    return abs(run.baseline - last.baseline) < 0.3 * size and -0.5 * size < run.left - last.right < LINE_GAP * size
+
+
+def _same_block(lines: list[Line], line: Line) -> bool:
+    above, first, run = lines[-1], lines[0], line.first
+    size = above.first.size
+    if abs(run.size - size) > SAME_SIZE * size:
+        return False
+    step = above.first.baseline - run.baseline
+    if not LEADING[0] * size <= step <= LEADING[1] * size:
+        return False
+    if len(lines) > 1 and abs(step - (first.first.baseline - lines[1].first.baseline)) > 0.2 * size:
+        return False  # spaced differently from the block's lines: a new paragraph
+    return run.left < max(ln.right for ln in lines) and line.right > min(ln.first.left for ln in lines)
+
+
+def _joined(lines: list[Line]) -> str:
+    out = ""
+    for line in lines:
+        text = " ".join(line.text.split())
+        if out.endswith("-") and text[:1].islower():
+            out += text
+        else:
+            out += (" " if out else "") + text
+    return out
+
+
+def _block(page: int, lines: list[Line]) -> Block:
+    runs = [r for ln in lines for r in ln.runs]
+    first, last = lines[0].first, lines[-1].first
+    size = first.size
+    leading = (first.baseline - last.baseline) / (len(lines) - 1) / size if len(lines) > 1 else 1.2
+    top = max(max(r.top for r in runs), first.baseline + ASCENT * size)
+    bottom = min(min(r.bottom for r in runs), last.baseline - DESCENT * size)
+    return Block(
+        page, tuple(r.index for r in runs), _joined(lines),
+        min(min(r.left for r in runs), first.x), bottom, max(r.right for r in runs), top,
+        first.x, first.baseline, size, leading, len(lines), first.color,
+    )  # fmt: skip
+
+
+def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FPDF_TEXTPAGE) -> list[Block]:
+    """The page's text blocks in content order."""
+    count = pdfium_c.FPDFPage_CountObjects(page)
+    lines: list[Line] = []
+    for i in range(count):
+        obj = pdfium_c.FPDFPage_GetObject(page, i)
+        if pdfium_c.FPDFPageObj_GetType(obj) != pdfium_c.FPDF_PAGEOBJ_TEXT:
+            continue
+        run = _run(i, obj, textpage)
+        if run is None:
+            continue
+        if lines and _same_line(lines[-1], run):
+            lines[-1].runs.append(run)
+        else:
+            lines.append(Line([run]))
+    blocks: list[Block] = []
+    group: list[Line] = []
+    for line in lines:
+        if group and not _same_block(group, line):
+            blocks.append(_block(page_index, group))
+            group = []
+        group.append(line)
+    if group:
+        blocks.append(_block(page_index, group))
+    return [b for b in blocks if b.text.strip()]

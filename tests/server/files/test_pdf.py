@@ -1,0 +1,175 @@
+"""PDF without a model: which text blocks are read, and the translated file compared with its
+source page by page: page count and sizes, images byte for byte, each block's translation inside
+the block's rectangle, in the page's font where it has the glyphs, shrunk or wrapped to fit."""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from fpdf import FPDF
+
+from attnserve.benchmarks.pdfs import A4, Box, Image, build, png
+from attnserve.server import files
+from attnserve.server.files import FileRefused, TooManyCharacters
+from attnserve.server.files.pdf import UNICODE_FONTS
+from tests.support.pdf_pages import pages, within
+
+LIMIT = 1 << 20
+PARAGRAPH = "The meeting is on Friday. We will discuss the report and the budget for the next year."
+
+
+def sample(page_count: int = 3, textless: int = 1):
+    """Pages of a bold heading, a wrapped paragraph, a narrow second column and an image; page
+    ``textless`` has an image only."""
+    layout = []
+    for n in range(page_count):
+        if n == textless:
+            layout.append([Image(png(n), 100, 100, 200)])
+            continue
+        layout.append([
+            Box(f"Heading {n + 1}", 56, 56, 300, 16, "B"),
+            Box(f"{PARAGRAPH} Page {n + 1}.", 56, 100, 250, 11),
+            Box(f"A note for page {n + 1}", 380, 100, 120, 9),
+            Image(png(n), 380, 300, 100),
+        ])  # fmt: skip
+    return build(layout)
+
+
+def translate(texts) -> list[str]:
+    """A German-length "translation" with letters outside ASCII: each text a third longer."""
+    return [t.swapcase() + " – " + " ".join(["Äpfel"] * max(1, len(t) // 18)) for t in texts]
+
+
+def same_words(a: str) -> str:
+    return " ".join(a.split())
+
+
+def test_blocks_in_order_and_translations_in_place(caplog):
+    data, rects = sample()
+    with caplog.at_level(logging.WARNING, "attnserve.server.files.pdf"):
+        extracted = files.read("report.pdf", data, LIMIT)
+    assert "1 of 3 pages have no text (scanned?), left as they are: 2" in caplog.text
+    assert extracted.texts == (
+        "Heading 1", f"{PARAGRAPH} Page 1.", "A note for page 1",
+        "Heading 3", f"{PARAGRAPH} Page 3.", "A note for page 3",
+    )  # fmt: skip
+    assert extracted.media_type == "application/pdf"
+    translations = translate(extracted.texts)
+    out = extracted.write(translations)
+    source, result = pages(data), pages(out)
+    assert [p.size for p in result] == [p.size for p in source]
+    assert [p.images for p in result] == [p.images for p in source]  # every image's stream and place
+    assert result[1] == source[1]  # the page without text, as it was
+    assert [same_words(t) for t in files.read("out.pdf", out, LIMIT).texts] == translations
+    boxes = iter(translations)
+    for page, page_rects in zip(result, rects):
+        for rect in page_rects:  # each block's lines are the text objects inside its rectangle
+            inside = [t for t in page.texts if within(t.bounds, rect, 2.0)]
+            assert same_words(" ".join(t.text for t in inside)) == next(boxes)
+        assert all(any(within(t.bounds, r, 2.0) for r in page_rects) for t in page.texts)
+
+
+def test_the_pages_font_is_kept_where_it_renders_the_translation():
+    data, _ = sample(1, textless=-1)
+    extracted = files.read("a.pdf", data, LIMIT)
+    out = extracted.write(["Titel 1", "Die Besprechung ist am Freitag.", "Ein Hinweis"])
+    fonts = [t.font for t in pages(out)[0].texts]
+    assert fonts == ["Helvetica-Bold", "Helvetica", "Helvetica"]
+    sizes = [t.size for t in pages(out)[0].texts]
+    assert sizes == [16, 11, 9]  # shorter than the source: drawn at the source's size
+
+
+def test_a_longer_translation_shrinks_then_wraps_inside_its_box():
+    data, rects = build([[Box("A short label", 56, 56, 200, 12)]])
+    extracted = files.read("a.pdf", data, LIMIT)
+    (width,) = [t.bounds[2] - t.bounds[0] for t in pages(data)[0].texts]
+    a_bit_longer = "A short label, too"  # fits on its line at a smaller size
+    texts = pages(extracted.write([a_bit_longer]))[0].texts
+    assert len(texts) == 1 and 12 * 0.65 <= texts[0].size < 12 and texts[0].bounds[2] - texts[0].bounds[0] <= width + 1
+    much_longer = "Eine viel längere Beschriftung, die auf mehrere Zeilen umbrochen werden muss"
+    texts = pages(extracted.write([much_longer]))[0].texts
+    assert len(texts) > 1 and all(within(t.bounds, rects[0][0], 2.0) for t in texts)
+    assert same_words(" ".join(t.text for t in texts)) == much_longer
+
+
+def test_a_subset_font_without_the_letters_falls_back_to_its_standard_family():
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_font("dejavu", "", UNICODE_FONTS[0])
+    pdf.add_page()
+    pdf.set_font("dejavu", size=11)
+    pdf.set_xy(56, 56)
+    pdf.multi_cell(300, 14, "Hello there")  # embedded, subset to these letters
+    extracted = files.read("a.pdf", bytes(pdf.output()), LIMIT)
+    out = extracted.write(["Grüße an Zoë"])
+    (text,) = pages(out)[0].texts
+    assert text.text == "Grüße an Zoë" and text.font == "Helvetica"
+
+
+@pytest.mark.skipif(not any(__import__("os").path.exists(p) for p in UNICODE_FONTS), reason="no Unicode font here")
+def test_letters_no_standard_font_has_come_in_a_unicode_font():
+    data, _ = build([[Box("Hello", 56, 56, 200, 12)]])
+    out = files.read("a.pdf", data, LIMIT).write(["Привет"])
+    (text,) = pages(out)[0].texts
+    assert text.text == "Привет" and "Helvetica" not in text.font
+
+
+def test_a_scan_is_refused_and_limits_hold():
+    scan, _ = build([[Image(png(1), 50, 50, 400)], [Image(png(2), 50, 50, 400)]])
+    with pytest.raises(FileRefused, match="its 2 page.s. hold only images .a scan..; run OCR"):
+        files.read("scan.pdf", scan, LIMIT)
+    with pytest.raises(FileRefused, match="not a readable PDF"):
+        files.read("cut.pdf", sample()[0][:400], LIMIT)
+    with pytest.raises(TooManyCharacters):
+        files.read("a.pdf", sample()[0], LIMIT, max_chars=50)
+
+
+def test_pdfs_on_many_threads_at_once():
+    data, _ = sample()
+
+    def one(_: int) -> bytes:
+        extracted = files.read("a.pdf", data, LIMIT)
+        return extracted.write(translate(extracted.texts))
+
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(one, range(8)))
+    assert all(pages(r) == pages(results[0]) for r in results)
+
+
+def test_pages_and_page_objects_are_bounded(monkeypatch):
+    from attnserve.server.files import pdf
+
+    data, _ = sample(3, textless=-1)
+    monkeypatch.setattr(pdf, "MAX_PAGES", 2)
+    with pytest.raises(FileRefused, match="the PDF has 3 pages; this server translates at most 2"):
+        files.read("a.pdf", data, LIMIT)
+    monkeypatch.setattr(pdf, "MAX_PAGES", 10)
+    monkeypatch.setattr(pdf, "MAX_OBJECTS", 7)  # 4 objects a page
+    with pytest.raises(FileRefused, match="more than 7 page objects"):
+        files.read("a.pdf", data, LIMIT)
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"%PDF-1.4\n%%EOF",
+        # a page tree that is its own kid and claims 100 million pages
+        b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n2 0 obj<</Type/Pages/Count 100000000/Kids[2 0 R]>>"
+        b"endobj\ntrailer<</Root 1 0 R>>\n%%EOF",
+        b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R/X " + b"[" * 100_000 + b">>endobj\ntrailer<</Root 1 0 R>>",
+    ],
+    ids=["empty", "self-kid", "nested-arrays"],
+)
+def test_hostile_pdfs_are_refused_at_once(data):
+    with pytest.raises(FileRefused, match="not a readable PDF"):
+        files.read("hostile.pdf", data, LIMIT)
+
+
+def test_without_pypdfium2_a_pdf_is_refused_with_the_reason(monkeypatch):
+    from attnserve.server.files import pdf
+
+    monkeypatch.setattr(pdf, "pdfium", None)
+    with pytest.raises(FileRefused, match="pypdfium2, a dependency of attnserve, is not installed"):
+        files.read("a.pdf", sample()[0], LIMIT)
+    assert files.read("a.txt", b"still served", LIMIT).texts == ("still served",)

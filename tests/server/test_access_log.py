@@ -1,0 +1,97 @@
+"""The access log: one INFO line per request on both doors, a refused one included, never the
+text; ``--no-access-log`` turns it off. On the bundled translator, in process (caplog) and as
+``attnserve-server`` reads its settings (its stderr)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from attnserve.client import AttnServeError
+from tests.support.server import ServerProcess, post_json
+
+REPO = Path(__file__).resolve().parents[2] / "models" / "repo"
+SECRET = "the quarterly numbers are confidential"
+LINE = re.compile(
+    r"access: (?P<door>HTTP|gRPC) (?P<route>\S+(?: \S+)?) from \S+ model=(?P<model>\S+) status=(?P<status>\S+) "
+    r"(?P<ms>[\d.]+) ms in=(?P<received>\d+) out=(?P<sent>\d+) id=(?P<id>\S+)$"
+)
+
+
+def access_lines(messages: list[str]) -> list[dict[str, str]]:
+    return [m.groupdict() for m in map(LINE.search, messages) if m]
+
+
+def wait_for(lines, count: int) -> list[dict[str, str]]:
+    """The access lines once ``count`` are in (HTTP's is written just after the answer is sent)."""
+    deadline = time.monotonic() + 10
+    while len(found := access_lines(lines())) < count and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return found
+
+
+def test_every_request_is_one_line_with_its_door_model_status_and_sizes(serve, caplog):
+    caplog.set_level(logging.INFO, logger="attnserve.server.access_log")
+    with serve(REPO, http_port=0) as server:
+        status, ok = post_json(server, "/translate", {"q": SECRET, "source": "en", "target": "de"})
+        assert status == 200
+        status, refused = post_json(server, "/translate", {"q": SECRET, "target": "de"}, {"X-Request-Id": "r-400"})
+        assert status == 400 and "source" in refused["error"]
+        with server.client() as client:
+            client.translate(SECRET, "translator-en-de")
+            with pytest.raises(AttnServeError) as failed:
+                client.translate("", "translator-en-de")
+            assert list(client.translate_stream(SECRET, "translator-en-de"))
+        assert failed.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        lines = wait_for(lambda: [r.getMessage() for r in caplog.records], 5)
+    assert all(r.levelno == logging.INFO for r in caplog.records if "access:" in r.getMessage())
+    assert not any(SECRET in r.getMessage() or "quarterly" in r.getMessage() for r in caplog.records)
+    http = [line for line in lines if line["door"] == "HTTP"]
+    assert [(h["route"], h["status"]) for h in http] == [("POST /translate", "200"), ("POST /translate", "400")]
+    assert http[0]["model"] == "translator-en-de" and http[1]["id"] == "r-400"
+    for line in http:  # the JSON request, and an answer of a few dozen bytes
+        assert int(line["received"]) > len(SECRET) and int(line["sent"]) > 10 and float(line["ms"]) > 0
+    rpcs = [line for line in lines if line["door"] == "gRPC"]
+    assert [(r["route"], r["model"], r["status"]) for r in rpcs] == [
+        ("/attnserve.v1.InferenceService/Translate", "translator-en-de", "OK"),
+        ("/attnserve.v1.InferenceService/Translate", "translator-en-de", "INVALID_ARGUMENT"),
+        ("/attnserve.v1.InferenceService/TranslateStream", "translator-en-de", "OK"),
+    ]
+    assert int(rpcs[0]["received"]) > len(SECRET) and int(rpcs[0]["sent"]) > 0 and rpcs[1]["sent"] == "0"
+    assert int(rpcs[2]["sent"]) > 0  # every streamed reply counted
+
+
+def test_above_info_the_access_log_says_nothing(serve, caplog):
+    caplog.set_level(logging.WARNING, logger="attnserve.server.access_log")
+    with serve(REPO, http_port=0) as server:
+        assert post_json(server, "/translate", {"q": SECRET, "target": "de"})[0] == 400
+        with server.client() as client, pytest.raises(AttnServeError):
+            client.translate("", "translator-en-de")
+    assert not access_lines([r.getMessage() for r in caplog.records])
+
+
+def test_no_access_log_turns_it_off(serve, caplog):
+    caplog.set_level(logging.INFO, logger="attnserve.server.access_log")
+    with serve(REPO, http_port=0, access_log=False) as server:
+        assert post_json(server, "/translate", {"q": SECRET, "target": "de"})[0] == 400
+        with server.client() as client, pytest.raises(AttnServeError):
+            client.translate("", "translator-en-de")
+    assert not access_lines([r.getMessage() for r in caplog.records])
+
+
+@pytest.mark.integration  # a server process of its own, as test_cli's
+def test_the_server_process_logs_a_refused_request_by_default():
+    server = ServerProcess(REPO, "--metrics-port", "-1")
+    try:
+        server.http_address = f"127.0.0.1:{server.http_port}"
+        assert post_json(server, "/translate", {"q": SECRET, "target": "de"})[0] == 400
+        (line,) = wait_for(lambda: list(server.log), 1)
+        assert (line["door"], line["route"], line["status"]) == ("HTTP", "POST /translate", "400")
+        assert not any(SECRET in entry for entry in server.log)
+    finally:
+        assert server.stop() == 0

@@ -1,0 +1,100 @@
+"""What a PDF's pages hold, as PDFium sees them: page sizes, images (their streams' bytes and
+bounds), text objects (text, bounds, font) and rendered text, for comparing a translated PDF
+with its source page by page."""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from attnserve.server.files.pdf import base_name
+from attnserve.server.files.pdf_blocks import text_of
+
+
+@dataclass(frozen=True)
+class Text:
+    text: str
+    bounds: tuple[float, float, float, float]  # left, bottom, right, top
+    size: float
+    font: str
+
+
+@dataclass(frozen=True)
+class Page:
+    size: tuple[float, float]
+    images: list[tuple[bytes, tuple[float, float, float, float]]]  # (raw stream data, bounds)
+    texts: list[Text]
+    text: str  # the page's text as PDFium extracts it
+
+
+def _raw_image(obj) -> bytes:
+    n = pdfium_c.FPDFImageObj_GetImageDataRaw(obj, None, 0)
+    buffer = ctypes.create_string_buffer(n)
+    pdfium_c.FPDFImageObj_GetImageDataRaw(obj, buffer, n)
+    return buffer.raw
+
+
+def pages(data: bytes) -> list[Page]:
+    doc = pdfium.PdfDocument(data)
+    out = []
+    for index in range(len(doc)):
+        page = doc[index]
+        textpage = page.get_textpage()
+        images, texts = [], []
+        for obj in page.get_objects(max_depth=1):
+            bounds = tuple(round(v, 2) for v in obj.get_bounds())
+            if obj.type == pdfium_c.FPDF_PAGEOBJ_IMAGE:
+                images.append((_raw_image(obj.raw), bounds))
+            elif obj.type == pdfium_c.FPDF_PAGEOBJ_TEXT:
+                size = ctypes.c_float()
+                pdfium_c.FPDFTextObj_GetFontSize(obj.raw, size)
+                font = base_name(pdfium_c.FPDFTextObj_GetFont(obj.raw))
+                texts.append(Text(text_of(obj.raw, textpage.raw), bounds, size.value, font))
+        out.append(Page(tuple(page.get_size()), images, texts, textpage.get_text_range()))
+        textpage.close()
+        page.close()
+    doc.close()
+    return out
+
+
+def within(inner: tuple[float, float, float, float], outer: tuple[float, float, float, float], slack: float) -> bool:
+    return (
+        inner[0] >= outer[0] - slack
+        and inner[1] >= outer[1] - slack
+        and inner[2] <= outer[2] + slack
+        and inner[3] <= outer[3] + slack
+    )
+
+
+def phrase_pages(count: int = 20) -> tuple[bytes, list[list[tuple[float, float, float, float]]], list[str]]:
+    """(a ``count``-page PDF, each page's boxes' rectangles, every box's text in order): on each page
+    a bold heading, a box of two phrases the bundled translator knows (examples/sentences.tsv,
+    their numbers varied so no two pages are alike) and an image of its own."""
+    from attnserve.benchmarks.pdfs import Box, Image, build, png
+
+    layout, texts = [], []
+    for n in range(count):
+        heading = f"Monday, March {n + 1}, 2025"
+        body = f"It is {n % 11 + 1}:30 AM. It costs €{n + 2},234.50."
+        texts += [heading, body]
+        layout.append([Box(heading, 56, 56, 260, 16, "B"), Box(body, 56, 110, 180), Image(png(n), 360, 56, 120)])
+    data, rects = build(layout)
+    return data, rects, texts
+
+
+def assert_translated_in_place(source: bytes, result: bytes, rects, expected: list[str]) -> None:
+    """``result`` is ``source`` with every box's text replaced by ``expected`` (in order), inside
+    the box's rectangle; the same pages, page sizes and images (their streams byte for byte)."""
+    before, after = pages(source), pages(result)
+    assert [p.size for p in after] == [p.size for p in before]
+    assert [p.images for p in after] == [p.images for p in before]
+    wanted = iter(expected)
+    for number, (page, page_rects) in enumerate(zip(after, rects), 1):
+        for rect in page_rects:
+            inside = [t for t in page.texts if within(t.bounds, rect, 2.0)]
+            got = " ".join(" ".join(t.text for t in inside).split())
+            assert got == " ".join(next(wanted).split()), f"page {number}, box {rect}"
+        assert all(any(within(t.bounds, r, 2.0) for r in page_rects) for t in page.texts), f"page {number}"
