@@ -123,6 +123,7 @@ def test_translate_a_text_and_a_docx_in_the_browser(serve, browser, tmp_path):
         browser.find_element(By.ID, "file-translate").click()
         link = browser.find_element(By.ID, "download")
         WebDriverWait(browser, 60).until(lambda d: link.is_displayed())
+        assert browser.find_element(By.ID, "status").text == "memo.docx translated (1 sentence)."  # a file job
         link.click()
         saved = browser.downloads / "memo.docx"
         deadline = time.monotonic() + 30
