@@ -180,3 +180,21 @@ def test_a_job_interrupted_halfway_resumes_on_restart_without_redoing_its_finish
 
 
 PARAGRAPHS = 2000
+
+
+def test_a_job_of_a_server_stopped_gracefully_resumes_on_the_next(serve, tmp_path):
+    content = document(600)
+    settings = dict(state_dir=str(tmp_path / "state"), max_file_chars=100_000)
+    with files_server(serve, tmp_path / "downloads", **settings) as first:
+        status, submitted = submit(first, content)
+        assert status == 202
+        while not (seen := job(first, submitted["id"])[1])["done"]:
+            assert seen["status"] in ("queued", "running"), seen
+            time.sleep(0.02)
+    with files_server(serve, tmp_path / "downloads", **settings) as second:
+        assert job(second, submitted["id"])[1]["status"] in ("queued", "running", "done")
+        done = finished(second, submitted["id"])
+        assert done["status"] == "done" and seen["done"] <= done["reused"] < done["total"], (seen, done)
+        assert done["reused"] + done["decoded"] == done["total"]
+        status, result, _ = call(second, f"/jobs/{submitted['id']}/result")
+        assert texts(result) == texts(translated(second, "report.docx", content))
