@@ -179,7 +179,7 @@ def test_a_job_interrupted_halfway_resumes_on_restart_without_redoing_its_finish
         second.stop()
 
 
-PARAGRAPHS = 2000
+PARAGRAPHS = 8000  # about 200 pages of 40 short paragraphs
 
 
 def test_a_job_of_a_server_stopped_gracefully_resumes_on_the_next(serve, tmp_path):
