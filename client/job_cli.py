@@ -38,18 +38,22 @@ def _line(job: FileJob) -> str:
 
 def follow(client: Client, job_id: str, out: Path | None, quiet: bool, as_json: bool) -> int:
     """Watches the job to its end (re-attaching while its server restarts), then writes its file."""
-    job = client.jobs.get(job_id)
-    while not job.finished:
+    while True:
         try:
+            job = client.jobs.get(job_id)
+            if job.finished:
+                break
             for job in client.jobs.watch(job_id, timeout=24 * 3600.0):
                 if not quiet and not as_json:
                     print("\r" + _line(job), end="", file=sys.stderr, flush=True)
+            if job.finished:
+                break
         except AttnServeError as exc:  # the server went away: the job waits in its state folder
             if exc.code != grpc.StatusCode.UNAVAILABLE:
                 raise
-        if not job.finished:
-            time.sleep(RETRY_S)
-            job = client.jobs.get(job_id, timeout=600.0)
+            if not quiet and not as_json:
+                print(f"\rjob {job_id}: the server is unreachable; retrying (Ctrl+C to stop)", end="", file=sys.stderr)
+        time.sleep(RETRY_S)
     if not quiet and not as_json:
         print("\r" + _line(job), file=sys.stderr)
     if job.status != "done":

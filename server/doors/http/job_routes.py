@@ -37,7 +37,9 @@ class JobRoutes:
         self.app, self.files = http.app, files
 
     def _key(self, request: web.Request) -> str | None:
+        """The caller's key, checked: none with keys on is 400, a wrong one 403, as upstream answers."""
         self.files.authenticate(request)
+        self.files.libre.check_key(request, dict(request.query), LABEL)
         return self.files._key(request, dict(request.query))
 
     async def submit(self, request: web.Request, call: Call) -> web.Response:

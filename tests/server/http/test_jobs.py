@@ -127,6 +127,8 @@ def test_one_key_never_sees_anothers_job_and_jobs_are_bounded_per_key(serve, tmp
         status, submitted = submit(keyed, document(3), alice)
         assert status == 202, submitted
         assert job(keyed, submitted["id"], bob)[0] == 404
+        assert job(keyed, submitted["id"])[0] == 400  # no key: upstream's "contact the operator"
+        assert job(keyed, submitted["id"], {"Authorization": "Bearer eve"})[0] == 403
         assert call(keyed, f"/jobs/{submitted['id']}/result", headers=bob)[0] == 404
         assert job(keyed, submitted["id"], alice)[0] == 200
         status, refused = submit(keyed, document(3), alice)
