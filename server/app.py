@@ -154,6 +154,7 @@ class AttnServer(RepositoryControl):
         self.metrics.stop_http()
         self.preprocess_pool.shutdown(wait=False)
         self.files.close()
+        self.jobs.close()
 
     async def start(self) -> None:
         await self.registry.start()
@@ -225,6 +226,7 @@ class AttnServer(RepositoryControl):
             await self.http.stop()
         self.preprocess_pool.shutdown(wait=False)
         self.files.close()
+        self.jobs.close()
         self.metrics.stop_http()
         log.info("stopped")
         self._stopped.set()

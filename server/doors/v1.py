@@ -101,9 +101,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
     ) -> AsyncIterator[pb.FileJob]:
         async with self.app.rpc(context, "WatchFileJob", ""):
             async for job in self.app.jobs.watch(self._key(context), request.id):
-                yield convert.file_job(job)
-                if self.app.draining:  # a stopping server: the client watches the next one
-                    break
+                yield convert.file_job(job)  # ends with the job, or when the server stops
 
     async def GetFileJobResult(
         self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext

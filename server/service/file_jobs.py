@@ -112,6 +112,7 @@ class FileJobs:
         self._wake: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
         self._last_sweep = 0.0
+        self.stopping = False  # watches end: their clients re-attach to the next server
 
     async def _off(self, fn: Callable, *args: Any, **kw: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._io, lambda: fn(*args, **kw))
@@ -130,7 +131,8 @@ class FileJobs:
         self._loop_task = asyncio.ensure_future(self._loop())
 
     async def stop(self) -> None:
-        """Running jobs stop and go back to the queue, their finished sentences kept."""
+        """Running jobs stop and go back to the queue, their finished sentences kept; watches end."""
+        self.stopping = True
         if self._loop_task is not None:
             self._loop_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -144,6 +146,9 @@ class FileJobs:
             job = await self._off(self.store.get_any, job_id)
             if job is not None and job.status == "running":
                 await self._off(self.store.update, job_id, status="queued", owner=0)
+
+    def close(self) -> None:
+        """After :meth:`stop` and the last call: the store's thread ends."""
         self._io.shutdown(wait=True)
 
     async def _loop(self) -> None:
@@ -198,6 +203,9 @@ class FileJobs:
                 Call(METHOD, job.model, job.id), job.filename, content, job.source, job.target, job.model
             )
             translated = await self.translation.translate(request, progress, resume)
+            now = await self._off(self.store.get_any, job.id)
+            if now is None or now.status != "running":  # expired, or cancelled by another process
+                return
             await self._off(self.path(job.id, "out").write_bytes, translated.content)
             await self._off(
                 self.store.update,
@@ -271,7 +279,8 @@ class FileJobs:
         return job, self.path(job.id, "out")
 
     async def watch(self, api_key: str | None, job_id: str, every_s: float = 0.25):
-        """The job each time its record changes, until it is finished (the last one yielded)."""
+        """The job each time its record changes, until it is finished (the last one yielded) or
+        the server stops."""
         seen = None
         while True:
             job = await self.get(api_key, job_id)
@@ -279,6 +288,6 @@ class FileJobs:
             if state != seen:
                 seen = state
                 yield job
-            if job.finished:
+            if job.finished or self.stopping:
                 return
             await asyncio.sleep(every_s)

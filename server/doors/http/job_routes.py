@@ -66,6 +66,7 @@ class JobRoutes:
         return web.json_response(view(job))
 
     async def events(self, request: web.Request, call: Call) -> web.StreamResponse:
+        """Ends with the job, or when the server stops (the client re-attaches to the next one)."""
         key, job_id = self._key(request), request.match_info["id"]
         await self.app.jobs.get(key, job_id)  # an unknown id is a 404, not an empty stream
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -73,8 +74,6 @@ class JobRoutes:
         async for job in self.app.jobs.watch(key, job_id, WATCH_S):
             name = job.status if job.finished else "progress"
             await response.write(f"event: {name}\ndata: {json.dumps(view(job))}\n\n".encode())
-            if self.app.draining:  # a stopping server: the client re-attaches to the next one
-                break
         await response.write_eof()
         return response
 
