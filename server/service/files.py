@@ -27,7 +27,7 @@ page) calls this, and stores or streams the bytes it returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import files
@@ -59,6 +59,31 @@ class FileRequest:
     target_language: str
     model: str = ""
     deadline: Deadline | None = None
+
+
+@dataclass
+class Resume:
+    """A file job's sentences across runs: ``known`` (source sentence -> translation) are not
+    decoded again; ``learned(pairs)`` hears of every sentence the engine translates;
+    ``reused`` and ``decoded`` count the file's sentences of each kind."""
+
+    known: Mapping[str, str]
+    learned: Callable[[dict[str, str]], None]
+    reused: int = 0
+    decoded: int = 0
+
+    def listener(self, sources: Sequence[str], then: documents.Decoded | None) -> documents.Decoded:
+        """The decoded callback telling ``learned`` (and ``then``) of the sentences at ``positions``."""
+
+        self.reused = sum(s in self.known for s in sources)
+
+        def decoded(positions: Sequence[int], results: Sequence[TranslationResult]) -> None:
+            self.decoded += len(positions)
+            self.learned({sources[p]: r.hypotheses[0].text for p, r in zip(positions, results)})
+            if then is not None:
+                then(positions, results)
+
+        return decoded
 
 
 @dataclass(frozen=True)
@@ -122,16 +147,30 @@ class FileTranslation:
         return text, max(0.0, budget - done.cpu_seconds)
 
     async def _translated(
-        self, valid: ValidTranslation, text: jobs.FileText, prepared: list[PreparedDocument], advanced: Progress
+        self,
+        valid: ValidTranslation,
+        text: jobs.FileText,
+        prepared: list[PreparedDocument],
+        advanced: Progress,
+        resume: Resume | None,
     ) -> tuple[list[TranslationResult], jobs.Preferred | None]:
         """The texts' results, and where their words go on their runs: by word alignment for
         paragraphs with words in two runs or more where the model has an aligner, aligned as the
         engine decodes the rest (``run_alignment``); None: by proportion."""
         pool = self.service.pool
         aligner = RunAligner(valid, text, prepared, pool, self.settings.max_aligned_runs)
+        decoded = aligner.decoded if aligner.needed else None
+        if resume is not None:
+            decoded = resume.listener([s for p in prepared for s in p.sources], decoded)
         try:
             sentences = await documents.translate_sentences(
-                valid, prepared, pool, advanced, aligner.decoded if aligner.needed else None, aligner.keep_for_alignment
+                valid,
+                prepared,
+                pool,
+                advanced,
+                decoded,
+                aligner.keep_for_alignment,
+                resume.known if resume is not None else None,
             )
             results = await documents.join(valid, prepared, sentences, None, pool)
             return results, await aligner.placement(results)
@@ -139,7 +178,9 @@ class FileTranslation:
             await aligner.cancel()
             raise
 
-    async def translate(self, request: FileRequest, progress: FileProgress | None = None) -> TranslatedFile:
+    async def translate(
+        self, request: FileRequest, progress: FileProgress | None = None, resume: Resume | None = None
+    ) -> TranslatedFile:
         deadline = self.deadline(request.deadline)
         text, cpu_left = await self.read(request.filename, request.content, deadline)
         wanted = TranslationRequest(
@@ -167,7 +208,7 @@ class FileTranslation:
             if progress is not None:
                 progress(0, total)
             results, preferred = await bounded(
-                self._translated(valid, text, prepared, advanced), valid.request.deadline
+                self._translated(valid, text, prepared, advanced, resume), valid.request.deadline
             )
             service.answered(valid, [max(r.queue_ms for r in results)])  # one item: the file
         translations = [r.hypotheses[0].text for r in results]
