@@ -27,6 +27,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
+from .jobs import FileJob, JobClient
 from .requests import (
     check_unsigned,
     decoding_options,
@@ -60,6 +61,7 @@ T = TypeVar("T")
 __all__ = [
     "DEFAULT_ADDRESS",
     "TranslatedFile",
+    "FileJob",
     "decoding_options",
     "read_glossary",
     "unsigned_max",
@@ -157,6 +159,11 @@ class Client:
 
     def close(self) -> None:
         self.channel.close()
+
+    @property
+    def jobs(self) -> JobClient:
+        """File jobs (``client.jobs``): submit, get, watch, cancel, result."""
+        return JobClient(self)
 
     def _call(self, fn: Callable[[float], T], timeout: float | None) -> T:
         """``fn(seconds_left)`` with retries on UNAVAILABLE until the deadline; errors -> AttnServeError."""

@@ -28,7 +28,7 @@ from typing import Any
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
-from . import DEFAULT_ADDRESS, AttnServeError, Client, read_glossary, unsigned_max
+from . import DEFAULT_ADDRESS, AttnServeError, Client, job_cli, read_glossary, unsigned_max
 from .attention_map import draw_attention_map
 
 
@@ -142,6 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
     tf.add_argument("--out", type=Path, default=None, help="where to write it (default: NAME.<to>.EXT beside it)")
     tf.add_argument("--model", default="", help="model name (default: the one the languages pick)")
     tf.add_argument("--quiet", action="store_true", help="no progress bar")
+    tf.add_argument("--job", action="store_true", help="as a job on the server: resumable, re-attach with 'job ID'")
+    job_cli.add_parser(sub)
 
     cl = sub.add_parser("classify", help="classify image files")
     cl.add_argument("images", nargs="+", help="image files (PNG, JPEG, ...)")
@@ -275,6 +277,8 @@ def _translate_file(client: Client, args: argparse.Namespace) -> int:
         print(f"attnserve-client: error: {args.file}: no such file", file=sys.stderr)
         return 2
     out = args.out or args.file.with_name(f"{args.file.stem}.{args.target_language}{args.file.suffix}")
+    if args.job:
+        return job_cli.submit(client, args, out)
     bar = ProgressBar(args.file.name, args.quiet or args.json)
     try:
         done = client.translate_file(
@@ -361,6 +365,7 @@ COMMANDS = {
     "models": _models,
     "pairs": _pairs,
     "health": _health,
+    "job": job_cli.run,
 }
 DEFAULT_TIMEOUT_S = {"translate-file": 600.0}  # a file takes longer than a call of a few texts
 

@@ -46,6 +46,7 @@ from .reload import Reloader
 from .repository import RepositoryControl
 from .residency import Residency
 from .service.classification import ClassificationService
+from .service.file_jobs import FileJobs
 from .service.files import FileTranslation
 from .service.requests import MODEL_VERSION
 from .service.translation import TranslationService, check_version
@@ -79,6 +80,7 @@ class AttnServer(RepositoryControl):
         self.preprocess_pool = ThreadPoolExecutor(settings.preprocess_threads, thread_name_prefix="preprocess")
         self.translation = TranslationService(registry, settings, self.metrics, self.preprocess_pool)
         self.files = FileTranslation(self.translation)
+        self.jobs = FileJobs(self.files, settings)
         self.classification = ClassificationService(registry, settings, self.preprocess_pool)
         self.kserve = KServeInference(self)
         options = [
@@ -160,6 +162,7 @@ class AttnServer(RepositoryControl):
         self.metrics.stop_http()
         self.preprocess_pool.shutdown(wait=False)
         self.files.close()
+        self.jobs.close()
 
     async def start(self) -> None:
         await self.registry.start()
@@ -176,6 +179,7 @@ class AttnServer(RepositoryControl):
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         if self.settings.repository_poll_seconds > 0:
             self._watcher = asyncio.ensure_future(self.watch_repository())
+        await self.jobs.start()
         self._started = True
 
     async def stop(self, grace: float | None = None) -> None:
@@ -216,6 +220,7 @@ class AttnServer(RepositoryControl):
         # Requests already in the handlers finish normally (a request still being preprocessed
         # must still find its batcher open); only then are batchers and engines stopped, and
         # whatever is left when the grace runs out fails with UNAVAILABLE.
+        await self.jobs.stop()  # running jobs back in the queue, for the next start on the state folder
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.calls.wait_idle(), max(0.0, deadline - time.monotonic()))
         with contextlib.suppress(asyncio.TimeoutError):  # versions replaced by a hot reload
@@ -229,6 +234,7 @@ class AttnServer(RepositoryControl):
             await self.http.stop()
         self.preprocess_pool.shutdown(wait=False)
         self.files.close()
+        self.jobs.close()
         self.metrics.stop_http()
         log.info("stopped")
         self._stopped.set()

@@ -259,6 +259,20 @@ class Settings:
         "the server's public base URL (https://translate.example.org) for the links it hands out "
         "(translatedFileUrl); '' = from the request's Host header",
     )
+    state_dir: str = _setting(
+        "",
+        "directory of the server's state (file jobs: an SQLite file and the jobs' files), shared by --workers; "
+        "'' = attnserve-state in the system temp dir",
+    )
+    running_jobs: int = _setting(2, "file jobs translated at once by each server process; the rest wait queued")
+    max_jobs: int = _setting(1000, "file jobs kept at once (queued, running or finished), all keys together")
+    max_jobs_per_key: int = _setting(20, "file jobs one api key (or the keyless server) keeps at once")
+    max_job_bytes_per_key: int = _setting(
+        256 << 20, "bytes of one api key's job files (sent and translated) kept at once"
+    )
+    job_retention_s: float = _setting(
+        86400.0, "seconds a file job and its result are kept after it was submitted; then deleted"
+    )
     # access (docs/operations.md)
     tls_cert: str = _setting("", "PEM server certificate chain; with --tls-key serves TLS only")
     tls_key: str = _setting("", "PEM private key of --tls-cert")
@@ -319,6 +333,7 @@ def _check(settings: Settings) -> None:
         "repository_poll_seconds": settings.repository_poll_seconds >= 0,
         "file_timeout_seconds": settings.file_timeout_seconds >= 0,
         "download_retention_s": settings.download_retention_s > 0,
+        "job_retention_s": settings.job_retention_s > 0,
         "min_quality": 0.0 <= settings.min_quality <= 1.0,
         "quality_action": settings.quality_action in QUALITY_ACTIONS,
         "file_cpu_seconds": settings.file_cpu_seconds >= 1,
@@ -331,7 +346,7 @@ def _check(settings: Settings) -> None:
         "max_translation_queue max_beam_size max_texts_per_request max_text_chars max_request_chars "
         "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
         " max_file_bytes max_file_chars max_aligned_runs max_download_bytes model_load_attempts file_workers"
-        " max_download_files"
+        " max_download_files running_jobs max_jobs max_jobs_per_key max_job_bytes_per_key"
     ).split()
     checks.update({name: getattr(settings, name) >= 1 for name in positive})
     for name, ok in checks.items():

@@ -15,6 +15,7 @@ from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
 from ..errors import ModelNotFound, echo
+from ..service.file_jobs import JobRequest
 from . import client_deadline
 from . import v1_codec as convert
 from .v1_wire import LiftedClassify
@@ -68,6 +69,49 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                     yield chunk
             finally:
                 work.cancel()  # a cancelled call drops the file's sentences at the next step
+
+    def _key(self, context: grpc.aio.ServicerContext) -> str | None:
+        """The caller's token (checked by the interceptor), when the server has tokens."""
+        if self.app.token_checker is None:
+            return None
+        value = next((v for k, v in context.invocation_metadata() or () if k == "authorization"), "")
+        return value.partition(" ")[2].strip() or None
+
+    async def SubmitFileJob(self, request: pb.TranslateFileRequest, context: grpc.aio.ServicerContext) -> pb.FileJob:
+        async with self.app.rpc(context, "SubmitFileJob", request.model):
+            wanted = JobRequest(
+                self._key(context),
+                request.filename,
+                request.content,
+                request.source_language,
+                request.target_language,
+                request.model,
+            )
+            return convert.file_job(await self.app.jobs.submit(wanted))
+
+    async def GetFileJob(self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext) -> pb.FileJob:
+        async with self.app.rpc(context, "GetFileJob", ""):
+            return convert.file_job(await self.app.jobs.get(self._key(context), request.id))
+
+    async def CancelFileJob(self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext) -> pb.FileJob:
+        async with self.app.rpc(context, "CancelFileJob", ""):
+            return convert.file_job(await self.app.jobs.cancel(self._key(context), request.id))
+
+    async def WatchFileJob(
+        self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.FileJob]:
+        async with self.app.rpc(context, "WatchFileJob", ""):
+            async for job in self.app.jobs.watch(self._key(context), request.id):
+                yield convert.file_job(job)  # ends with the job, or when the server stops
+
+    async def GetFileJobResult(
+        self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[pb.TranslateFileChunk]:
+        async with self.app.rpc(context, "GetFileJobResult", ""):
+            job, path = await self.app.jobs.result(self._key(context), request.id)
+            content = await asyncio.get_running_loop().run_in_executor(self.app.preprocess_pool, path.read_bytes)
+            for chunk in convert.job_result_chunks(job, content):
+                yield chunk
 
     async def Classify(
         self, request: LiftedClassify | pb.ClassifyRequest, context: grpc.aio.ServicerContext

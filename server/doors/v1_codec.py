@@ -20,7 +20,9 @@ from ..classification import EncodedImage, ImageInput, ImageResult, RawTensor
 from ..config import Settings
 from ..documents.alignment import WordAlignment
 from ..errors import InvalidRequest
+from ..files.job_store import Job
 from ..registry import FailedModel, IndexedModel, LoadedModel
+from ..service.file_jobs import remaining_s
 from ..service.files import FileRequest, TranslatedFile
 from ..service.requests import ClassificationRequest, Deadline, Translated, TranslationRequest
 from ..service.routing import Route
@@ -336,3 +338,35 @@ def file_chunks(done: TranslatedFile) -> Iterator[pb.TranslateFileChunk]:
             detected_language=done.detected.language if done.detected else "",
         )
     )
+
+
+def file_job(job: Job) -> pb.FileJob:
+    left = remaining_s(job)
+    return pb.FileJob(
+        id=job.id,
+        status=getattr(pb, f"FILE_JOB_STATUS_{job.status.upper()}"),
+        filename=job.filename,
+        progress=pb.FileProgress(sentences_done=job.done, sentences_total=job.total),
+        remaining_seconds=-1.0 if left is None else left,
+        error=job.error,
+        sentences_reused=job.reused,
+        sentences_decoded=job.decoded,
+        created_unix=job.created,
+        expires_unix=job.expires,
+    )
+
+
+def job_result_chunks(job: Job, content: bytes) -> Iterator[pb.TranslateFileChunk]:
+    """A done job's file in chunks, then its summary (the job keeps its name, type and sentences)."""
+    for at in range(0, len(content), FILE_CHUNK_BYTES):
+        yield pb.TranslateFileChunk(content=content[at : at + FILE_CHUNK_BYTES])
+    done = pb.FileDone(
+        model=job.model,
+        filename=job.filename,
+        media_type=job.media_type,
+        size_bytes=len(content),
+        sentences=job.total,
+        source_language=job.source,
+        target_language=job.target,
+    )
+    yield pb.TranslateFileChunk(done=done)

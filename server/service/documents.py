@@ -52,7 +52,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
@@ -333,31 +333,44 @@ async def translate_sentences(
     progress: Progress | None = None,
     decoded: Decoded | None = None,
     keep_for_alignment: Iterable[int] = (),
+    known: Mapping[str, str] | None = None,
 ) -> list[TranslationResult]:
     """One ``TranslationResult`` per sentence of every document, one document after another.
     ``progress(n)``: n more of the documents' sentences decoded (a sentence decoded once for
     its repeats counts for each of them), as engine calls finish; ``decoded(positions,
     results)``: those sentences and their results, likewise. ``keep_for_alignment``: the positions of
     the sentences whose results keep what word alignments read (``DecodeOptions.for_alignment``:
-    each hypothesis's steps' attention, or where the decoder lacks it the encoder's output)."""
+    each hypothesis's steps' attention, or where the decoder lacks it the encoder's output).
+    ``known``: sentences already translated (an interrupted file job's), not sent to the engine
+    unless kept for alignment (what alignment reads is not stored); told to ``progress`` first."""
     distinct, order = await _off_loop(prepared, pool)(_distinct, valid, prepared)
-    for i in {order[p] for p in keep_for_alignment}:
+    kept = {order[p] for p in keep_for_alignment}
+    for i in kept:
         sentence, ids, options = distinct[i]
         distinct[i] = (sentence, ids, options.for_alignment(valid.model.engine.step_attention))
+    reused = {
+        i: _as_written(known[s]) for i, (s, _, _) in enumerate(distinct) if known and s in known and i not in kept
+    }
+    todo = [i for i in range(len(distinct)) if i not in reused]
     finished = None
     if progress is not None or decoded is not None:
         positions: dict[int, list[int]] = {}  # distinct sentence -> the documents' sentences it is
         for position, i in enumerate(order):
             positions.setdefault(i, []).append(position)
+        if progress is not None and reused:
+            progress(sum(len(positions[i]) for i in reused))
 
         def finished(indices: Sequence[int], results: Sequence[TranslationResult]) -> None:
-            if progress is not None:
-                progress(sum(len(positions[i]) for i in indices))
-            if decoded is not None:
+            indices = [todo[i] for i in indices]
+            if decoded is not None:  # first: a file job stores its sentences before their progress
                 pairs = [(p, r) for i, r in zip(indices, results) for p in positions[i]]
                 decoded([p for p, _ in pairs], [r for _, r in pairs])
+            if progress is not None:
+                progress(sum(len(positions[i]) for i in indices))
 
-    done = await _decode_sentences(valid, distinct, finished) if distinct else []
+    work = [distinct[i] for i in todo]
+    done = dict(zip(todo, await _decode_sentences(valid, work, finished) if work else []))
+    done.update(reused)
     return [done[i] for i in order]
 
 

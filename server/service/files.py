@@ -27,7 +27,7 @@ page) calls this, and stores or streams the bytes it returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import files
@@ -59,6 +59,31 @@ class FileRequest:
     target_language: str
     model: str = ""
     deadline: Deadline | None = None
+
+
+@dataclass
+class Resume:
+    """A file job's sentences across runs: ``known`` (source sentence -> translation) are not
+    decoded again; ``learned(pairs)`` hears of every sentence the engine translates;
+    ``reused`` and ``decoded`` count the file's sentences of each kind."""
+
+    known: Mapping[str, str]
+    learned: Callable[[dict[str, str]], None]
+    reused: int = 0
+    decoded: int = 0
+
+    def listener(self, sources: Sequence[str], then: documents.Decoded | None) -> documents.Decoded:
+        """The decoded callback telling ``learned`` (and ``then``) of the sentences at ``positions``."""
+
+        self.reused = sum(s in self.known for s in sources)
+
+        def decoded(positions: Sequence[int], results: Sequence[TranslationResult]) -> None:
+            self.decoded += len(positions)
+            self.learned({sources[p]: r.hypotheses[0].text for p, r in zip(positions, results)})
+            if then is not None:
+                then(positions, results)
+
+        return decoded
 
 
 @dataclass(frozen=True)
@@ -122,7 +147,12 @@ class FileTranslation:
         return text, max(0.0, budget - done.cpu_seconds)
 
     async def _translated(
-        self, valid: ValidTranslation, text: jobs.FileText, prepared: list[PreparedDocument], advanced: Progress
+        self,
+        valid: ValidTranslation,
+        text: jobs.FileText,
+        prepared: list[PreparedDocument],
+        advanced: Progress,
+        resume: Resume | None,
     ) -> tuple[list[TranslationResult], jobs.Preferred | None]:
         """The texts' results, and where their words go on their runs: by word alignment for
         paragraphs with words in two runs or more where the model has an aligner, aligned as the
@@ -132,18 +162,32 @@ class FileTranslation:
         aligner = RunAligner(valid, text, prepared, pool, self.settings.max_aligned_runs)
         inline = any(s.inline for p in prepared for s in p.document.segments)
         keep = range(sum(p.segments for p in prepared)) if inline else aligner.keep_for_alignment
+        decoded = aligner.decoded if aligner.needed else None
+        if resume is not None:
+            decoded = resume.listener([s for p in prepared for s in p.sources], decoded)
         try:
             sentences = await documents.translate_sentences(
-                valid, prepared, pool, advanced, aligner.decoded if aligner.needed else None, keep
+                valid,
+                prepared,
+                pool,
+                advanced,
+                decoded,
+                keep,
+                resume.known if resume is not None else None,
             )
-            aligned = await alignments.align(valid, prepared, sentences, pool) if inline else None
+            # a resumed job's finished sentences kept no attention: without an aligner graph their
+            # markup goes around the whole sentence, as without alignments
+            attended = valid.model.aligner is not None or all(r.hypotheses[0].attention is not None for r in sentences)
+            aligned = await alignments.align(valid, prepared, sentences, pool) if inline and attended else None
             results = await documents.join(valid, prepared, sentences, aligned, pool)
             return results, await aligner.placement(results)
         except BaseException:
             await aligner.cancel()
             raise
 
-    async def translate(self, request: FileRequest, progress: FileProgress | None = None) -> TranslatedFile:
+    async def translate(
+        self, request: FileRequest, progress: FileProgress | None = None, resume: Resume | None = None
+    ) -> TranslatedFile:
         deadline = self.deadline(request.deadline)
         text, cpu_left = await self.read(request.filename, request.content, deadline)
         wanted = TranslationRequest(
@@ -171,7 +215,7 @@ class FileTranslation:
             if progress is not None:
                 progress(0, total)
             results, preferred = await bounded(
-                self._translated(valid, text, prepared, advanced), valid.request.deadline
+                self._translated(valid, text, prepared, advanced, resume), valid.request.deadline
             )
             service.answered(valid, [max(r.queue_ms for r in results)])  # one item: the file
         translations = [r.hypotheses[0].text for r in results]

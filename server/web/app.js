@@ -6,6 +6,7 @@ const $ = (id) => document.getElementById(id);
 const KEY_STORE = "attnserve.apiKey";
 const FORMAT_NAMES = { text: "Plain text", html: "HTML", markdown: "Markdown" };
 const state = { languages: [], settings: {}, maps: [], shown: null };
+const JOB_POLL_MS = 300; // between two looks at a file job's progress
 
 function apiKey() {
   return $("api-key").value.trim();
@@ -227,6 +228,35 @@ async function downloaded(path) {
   return null;
 }
 
+// A file job polled until it ends (the key travels in a header, which EventSource cannot send),
+// its sentences done / total shown on the bar; the finished job, or null (said why).
+async function followJob(id, name, progress) {
+  const headers = apiKey() ? { Authorization: `Bearer ${apiKey()}` } : {};
+  for (;;) {
+    let job;
+    try {
+      const reply = await fetch(`/jobs/${encodeURIComponent(id)}`, { headers });
+      job = await reply.json().catch(() => ({}));
+      if (!reply.ok) throw new Error(job.error || `HTTP ${reply.status}`);
+    } catch (err) {
+      say(`File translation failed: ${err.message}`, true, "file-status");
+      return null;
+    }
+    if (job.status === "done") return job;
+    if (job.status === "failed" || job.status === "cancelled") {
+      say(`File translation ${job.status}: ${job.error || "no result"}`, true, "file-status");
+      return null;
+    }
+    if (job.total) {
+      progress.max = job.total;
+      progress.value = job.done;
+      const left = job.remaining_s == null ? "" : `, about ${Math.ceil(job.remaining_s)} s left`;
+      say(`Translating ${name}: ${job.done} / ${job.total} sentences${left}`, false, "file-status");
+    }
+    await new Promise((resolve) => setTimeout(resolve, JOB_POLL_MS));
+  }
+}
+
 function translateFile() {
   const file = $("file").files[0];
   if (!file) {
@@ -244,12 +274,13 @@ function translateFile() {
   const link = $("download");
   const button = $("file-translate");
   progress.hidden = false;
+  progress.max = 100;
   progress.value = 0;
   link.hidden = true;
   button.disabled = true;
   say(`Uploading ${file.name}…`, false, "file-status");
   const xhr = new XMLHttpRequest();
-  xhr.open("POST", "/translate_file");
+  xhr.open("POST", "/jobs");
   xhr.responseType = "json";
   xhr.upload.onprogress = (e) => {
     if (e.lengthComputable) progress.value = (100 * e.loaded) / e.total;
@@ -259,14 +290,18 @@ function translateFile() {
     say(`Translating ${file.name}…`, false, "file-status");
   };
   xhr.onload = async () => {
-    button.disabled = false;
-    progress.hidden = true;
     const body = xhr.response || {};
-    if (xhr.status !== 200 || !body.translatedFileUrl) {
+    if (xhr.status !== 202 || !body.id) {
+      button.disabled = false;
+      progress.hidden = true;
       say(`File translation failed: ${body.error || `HTTP ${xhr.status}`}`, true, "file-status");
       return;
     }
-    const saved = await downloaded(new URL(body.translatedFileUrl, window.location.href).pathname);
+    const job = await followJob(body.id, file.name, progress);
+    button.disabled = false;
+    progress.hidden = true;
+    if (!job) return;
+    const saved = await downloaded(`/jobs/${encodeURIComponent(job.id)}/result`);
     if (!saved) return;
     if (link.href.startsWith("blob:")) URL.revokeObjectURL(link.href);
     link.href = saved;
@@ -275,7 +310,7 @@ function translateFile() {
     link.textContent = `Download ${name}`;
     link.hidden = false;
     link.focus();
-    say(`${file.name} translated.`, false, "file-status");
+    say(`${file.name} translated (${job.total} sentence${job.total === 1 ? "" : "s"}).`, false, "file-status");
   };
   xhr.onerror = () => {
     button.disabled = false;

@@ -26,6 +26,15 @@ class FinishReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     FINISH_REASON_EOS: _ClassVar[FinishReason]
     FINISH_REASON_LENGTH: _ClassVar[FinishReason]
 
+class FileJobStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    FILE_JOB_STATUS_UNSPECIFIED: _ClassVar[FileJobStatus]
+    FILE_JOB_STATUS_QUEUED: _ClassVar[FileJobStatus]
+    FILE_JOB_STATUS_RUNNING: _ClassVar[FileJobStatus]
+    FILE_JOB_STATUS_DONE: _ClassVar[FileJobStatus]
+    FILE_JOB_STATUS_FAILED: _ClassVar[FileJobStatus]
+    FILE_JOB_STATUS_CANCELLED: _ClassVar[FileJobStatus]
+
 class DataType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     DATA_TYPE_UNSPECIFIED: _ClassVar[DataType]
@@ -48,6 +57,12 @@ TEXT_FORMAT_MARKDOWN: TextFormat
 FINISH_REASON_UNSPECIFIED: FinishReason
 FINISH_REASON_EOS: FinishReason
 FINISH_REASON_LENGTH: FinishReason
+FILE_JOB_STATUS_UNSPECIFIED: FileJobStatus
+FILE_JOB_STATUS_QUEUED: FileJobStatus
+FILE_JOB_STATUS_RUNNING: FileJobStatus
+FILE_JOB_STATUS_DONE: FileJobStatus
+FILE_JOB_STATUS_FAILED: FileJobStatus
+FILE_JOB_STATUS_CANCELLED: FileJobStatus
 DATA_TYPE_UNSPECIFIED: DataType
 DATA_TYPE_FP32: DataType
 DATA_TYPE_FP16: DataType
@@ -277,6 +292,36 @@ class TranslateFileChunk(_message.Message):
     content: bytes
     done: FileDone
     def __init__(self, progress: _Optional[_Union[FileProgress, _Mapping]] = ..., content: _Optional[bytes] = ..., done: _Optional[_Union[FileDone, _Mapping]] = ...) -> None: ...
+
+class FileJobRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class FileJob(_message.Message):
+    __slots__ = ("id", "status", "filename", "progress", "remaining_seconds", "error", "sentences_reused", "sentences_decoded", "created_unix", "expires_unix")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    FILENAME_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    REMAINING_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    SENTENCES_REUSED_FIELD_NUMBER: _ClassVar[int]
+    SENTENCES_DECODED_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_UNIX_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    status: FileJobStatus
+    filename: str
+    progress: FileProgress
+    remaining_seconds: float
+    error: str
+    sentences_reused: int
+    sentences_decoded: int
+    created_unix: float
+    expires_unix: float
+    def __init__(self, id: _Optional[str] = ..., status: _Optional[_Union[FileJobStatus, str]] = ..., filename: _Optional[str] = ..., progress: _Optional[_Union[FileProgress, _Mapping]] = ..., remaining_seconds: _Optional[float] = ..., error: _Optional[str] = ..., sentences_reused: _Optional[int] = ..., sentences_decoded: _Optional[int] = ..., created_unix: _Optional[float] = ..., expires_unix: _Optional[float] = ...) -> None: ...
 
 class Tensor(_message.Message):
     __slots__ = ("shape", "datatype", "raw_contents")

@@ -49,6 +49,31 @@ class InferenceServiceStub(object):
                 request_serializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileRequest.SerializeToString,
                 response_deserializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileChunk.FromString,
                 _registered_method=True)
+        self.SubmitFileJob = channel.unary_unary(
+                '/attnserve.v1.InferenceService/SubmitFileJob',
+                request_serializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileRequest.SerializeToString,
+                response_deserializer=attnserve_dot_v1_dot_inference__pb2.FileJob.FromString,
+                _registered_method=True)
+        self.GetFileJob = channel.unary_unary(
+                '/attnserve.v1.InferenceService/GetFileJob',
+                request_serializer=attnserve_dot_v1_dot_inference__pb2.FileJobRequest.SerializeToString,
+                response_deserializer=attnserve_dot_v1_dot_inference__pb2.FileJob.FromString,
+                _registered_method=True)
+        self.WatchFileJob = channel.unary_stream(
+                '/attnserve.v1.InferenceService/WatchFileJob',
+                request_serializer=attnserve_dot_v1_dot_inference__pb2.FileJobRequest.SerializeToString,
+                response_deserializer=attnserve_dot_v1_dot_inference__pb2.FileJob.FromString,
+                _registered_method=True)
+        self.CancelFileJob = channel.unary_unary(
+                '/attnserve.v1.InferenceService/CancelFileJob',
+                request_serializer=attnserve_dot_v1_dot_inference__pb2.FileJobRequest.SerializeToString,
+                response_deserializer=attnserve_dot_v1_dot_inference__pb2.FileJob.FromString,
+                _registered_method=True)
+        self.GetFileJobResult = channel.unary_stream(
+                '/attnserve.v1.InferenceService/GetFileJobResult',
+                request_serializer=attnserve_dot_v1_dot_inference__pb2.FileJobRequest.SerializeToString,
+                response_deserializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileChunk.FromString,
+                _registered_method=True)
         self.Classify = channel.unary_unary(
                 '/attnserve.v1.InferenceService/Classify',
                 request_serializer=attnserve_dot_v1_dot_inference__pb2.ClassifyRequest.SerializeToString,
@@ -106,6 +131,44 @@ class InferenceServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SubmitFileJob(self, request, context):
+        """The same file as a job in the server's background: answered at once with the job
+        (status QUEUED); the job is kept in the server's state folder, survives a restart and
+        resumes there without decoding its finished sentences again. A job is seen only with
+        the token that submitted it (NOT_FOUND for any other); bounded per token and in all
+        (RESOURCE_EXHAUSTED), and deleted with its result --job-retention-s after submission.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetFileJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchFileJob(self, request, context):
+        """The job each time its progress changes, the last one finished (DONE, FAILED, CANCELLED).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelFileJob(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetFileJobResult(self, request, context):
+        """A DONE job's translated file, in chunks of at most 1 MiB, then its summary (FileDone
+        with filename and media_type); FAILED_PRECONDITION before it is done.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Classify(self, request, context):
         """A batch of images (encoded bytes or raw float32 tensors) for one classifier.
         """
@@ -141,6 +204,31 @@ def add_InferenceServiceServicer_to_server(servicer, server):
             'TranslateFile': grpc.unary_stream_rpc_method_handler(
                     servicer.TranslateFile,
                     request_deserializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileRequest.FromString,
+                    response_serializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileChunk.SerializeToString,
+            ),
+            'SubmitFileJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.SubmitFileJob,
+                    request_deserializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileRequest.FromString,
+                    response_serializer=attnserve_dot_v1_dot_inference__pb2.FileJob.SerializeToString,
+            ),
+            'GetFileJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetFileJob,
+                    request_deserializer=attnserve_dot_v1_dot_inference__pb2.FileJobRequest.FromString,
+                    response_serializer=attnserve_dot_v1_dot_inference__pb2.FileJob.SerializeToString,
+            ),
+            'WatchFileJob': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchFileJob,
+                    request_deserializer=attnserve_dot_v1_dot_inference__pb2.FileJobRequest.FromString,
+                    response_serializer=attnserve_dot_v1_dot_inference__pb2.FileJob.SerializeToString,
+            ),
+            'CancelFileJob': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelFileJob,
+                    request_deserializer=attnserve_dot_v1_dot_inference__pb2.FileJobRequest.FromString,
+                    response_serializer=attnserve_dot_v1_dot_inference__pb2.FileJob.SerializeToString,
+            ),
+            'GetFileJobResult': grpc.unary_stream_rpc_method_handler(
+                    servicer.GetFileJobResult,
+                    request_deserializer=attnserve_dot_v1_dot_inference__pb2.FileJobRequest.FromString,
                     response_serializer=attnserve_dot_v1_dot_inference__pb2.TranslateFileChunk.SerializeToString,
             ),
             'Classify': grpc.unary_unary_rpc_method_handler(
@@ -239,6 +327,141 @@ class InferenceService(object):
             target,
             '/attnserve.v1.InferenceService/TranslateFile',
             attnserve_dot_v1_dot_inference__pb2.TranslateFileRequest.SerializeToString,
+            attnserve_dot_v1_dot_inference__pb2.TranslateFileChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SubmitFileJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/attnserve.v1.InferenceService/SubmitFileJob',
+            attnserve_dot_v1_dot_inference__pb2.TranslateFileRequest.SerializeToString,
+            attnserve_dot_v1_dot_inference__pb2.FileJob.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetFileJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/attnserve.v1.InferenceService/GetFileJob',
+            attnserve_dot_v1_dot_inference__pb2.FileJobRequest.SerializeToString,
+            attnserve_dot_v1_dot_inference__pb2.FileJob.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchFileJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/attnserve.v1.InferenceService/WatchFileJob',
+            attnserve_dot_v1_dot_inference__pb2.FileJobRequest.SerializeToString,
+            attnserve_dot_v1_dot_inference__pb2.FileJob.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelFileJob(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/attnserve.v1.InferenceService/CancelFileJob',
+            attnserve_dot_v1_dot_inference__pb2.FileJobRequest.SerializeToString,
+            attnserve_dot_v1_dot_inference__pb2.FileJob.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetFileJobResult(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/attnserve.v1.InferenceService/GetFileJobResult',
+            attnserve_dot_v1_dot_inference__pb2.FileJobRequest.SerializeToString,
             attnserve_dot_v1_dot_inference__pb2.TranslateFileChunk.FromString,
             options,
             channel_credentials,

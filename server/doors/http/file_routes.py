@@ -175,7 +175,7 @@ class FileRoutes:
         )
 
 
-def add_routes(http: HttpServer, libre: LibreTranslateRoutes) -> None:
+def add_routes(http: HttpServer, libre: LibreTranslateRoutes) -> FileRoutes:
     routes = FileRoutes(http, libre)
     route = functools.partial(http.route, open=True, cors=True)
     route(
@@ -189,3 +189,4 @@ def add_routes(http: HttpServer, libre: LibreTranslateRoutes) -> None:
         authenticate=routes.authenticate,
     )
     route("GET", "/download_file/{name}", routes.download_file, label="libretranslate.download_file")
+    return routes

@@ -155,7 +155,7 @@ def test_translate_a_text_and_a_docx_in_the_browser(serve, browser, tmp_path):
         WebDriverWait(browser, 60).until(lambda d: link.is_displayed())
         assert link.text == "Download memo.de.docx"
         file_status = browser.find_element(By.ID, "file-status")
-        assert file_status.text == "memo.docx translated."
+        assert file_status.text == "memo.docx translated (1 sentence)."  # a file job
         assert beside(file_status, browser.find_element(By.ID, "file-translate"))
         link.click()
         saved = browser.downloads / "memo.de.docx"  # as attnserve-client translate-file names it

@@ -1,0 +1,85 @@
+"""``attnserve-client translate-file --job`` and ``attnserve-client job ID``: a file translated
+as a job on the server, its progress printed as it runs; ``job ID`` re-attaches to it (from
+another shell, or after the server restarted) and writes the file once it is done."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+
+from . import AttnServeError
+
+if TYPE_CHECKING:
+    from . import Client
+    from .jobs import FileJob
+
+RETRY_S = 1.0  # between two re-attaches while the server restarts
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    job = sub.add_parser("job", help="follow a file job (translate-file --job) and write its file once done")
+    job.add_argument("id", help="the job's id, as translate-file --job printed it")
+    job.add_argument("--out", type=Path, default=None, help="where to write it (default: the job's file name)")
+    job.add_argument("--cancel", action="store_true", help="cancel the job instead")
+    job.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def _line(job: FileJob) -> str:
+    left = f", about {job.remaining_s:.0f} s left" if job.remaining_s is not None else ""
+    return f"job {job.id}: {job.status} {job.done}/{job.total} sentences{left}"
+
+
+def follow(client: Client, job_id: str, out: Path | None, quiet: bool, as_json: bool) -> int:
+    """Watches the job to its end (re-attaching while its server restarts), then writes its file."""
+    while True:
+        try:
+            job = client.jobs.get(job_id)
+            if job.finished:
+                break
+            for job in client.jobs.watch(job_id, timeout=24 * 3600.0):
+                if not quiet and not as_json:
+                    print("\r" + _line(job), end="", file=sys.stderr, flush=True)
+            if job.finished:
+                break
+        except AttnServeError as exc:  # the server went away: the job waits in its state folder
+            if exc.code != grpc.StatusCode.UNAVAILABLE:
+                raise
+            if not quiet and not as_json:
+                print(f"\rjob {job_id}: the server is unreachable; retrying (Ctrl+C to stop)", end="", file=sys.stderr)
+        time.sleep(RETRY_S)
+    if not quiet and not as_json:
+        print("\r" + _line(job), file=sys.stderr)
+    if job.status != "done":
+        message = f"job {job.id} {job.status}" + (f": {job.error}" if job.error else "")
+        print(json.dumps({"error": {"message": message}}) if as_json else f"attnserve-client: {message}")
+        return 1
+    done = client.jobs.result(job_id)
+    target = out or Path(done.filename)
+    target.write_bytes(done.content)
+    if as_json:
+        print(json.dumps(dataclasses.asdict(job) | {"out": str(target)}))
+    else:
+        print(f"{target} ({job.total:,} sentences, {job.reused:,} reused from an interrupted run)")
+    return 0
+
+
+def submit(client: Client, args: argparse.Namespace, out: Path) -> int:
+    job = client.jobs.submit(args.file, args.target_language, args.source_language, args.model)
+    if not args.json:
+        print(f"job {job.id} (re-attach with: attnserve-client job {job.id})", file=sys.stderr)
+    return follow(client, job.id, out, args.quiet, args.json)
+
+
+def run(client: Client, args: argparse.Namespace) -> int:
+    if args.cancel:
+        job = client.jobs.cancel(args.id)
+        print(json.dumps(dataclasses.asdict(job)) if args.json else _line(job))
+        return 0
+    return follow(client, args.id, args.out, args.quiet, args.json)

@@ -1,0 +1,293 @@
+"""Files translated as jobs in the server's background, for every door (HTTP ``/translate_file_job``,
+attnserve.v1 ``SubmitFileJob``): a submit returns at once with the job's id; its progress
+(sentences done / total, and an estimate of the time left), its cancel and its result are
+asked for by id, and only by the key that submitted it.
+
+Records are a :class:`~..files.job_store.JobStore`'s (SQLite in ``--state-dir``), the files
+plain files beside it, so jobs and results survive a restart and the processes of ``--workers
+N`` share them: each process claims queued jobs from the store, at most ``--running-jobs`` at
+a time, and translates them with :class:`~.files.FileTranslation`. Every sentence the engine
+translates is stored as its engine call finishes; a job interrupted by a restart (its
+process gone) is queued again when a server starts on the folder, and resumes with those
+sentences known (``files.Resume``): only the rest goes to the engine. Jobs are bounded
+(``--max-jobs``, ``--max-jobs-per-key``, ``--max-job-bytes-per-key``) and deleted, result
+and all, ``--job-retention-s`` after they were submitted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import files
+from ..calls import Call
+from ..config import Settings
+from ..errors import InvalidRequest, ModelNotFound, Overloaded, ServingError
+from ..files.downloads import key_digest, safe_filename
+from ..files.job_store import Job, JobStore, SqliteJobStore, pid_alive
+from .files import FileRequest, FileTranslation, Resume
+
+log = logging.getLogger(__name__)
+
+TICK_S = 1.0  # at most, between two looks at the store for queued jobs (another process's) and cancels
+SWEEP_S = 60.0  # at most, between two deletions of expired jobs
+PROGRESS_S = 0.2  # at least, between two writes of a job's progress to its record
+METHOD = "FileJob"  # the metrics' method label of a job's translation
+
+
+class JobNotFound(ModelNotFound):
+    """An id no job of the caller's key has (never made, expired, or another key's): 404."""
+
+
+class NotFinished(InvalidRequest):
+    """A result asked for before the job is done: 409."""
+
+    status = "FAILED_PRECONDITION"
+    http_status = 409
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    api_key: str | None  # None or "": the server has no keys
+    filename: str
+    content: bytes
+    source_language: str
+    target_language: str
+    model: str = ""
+
+
+def default_dir() -> Path:
+    return Path(tempfile.gettempdir()) / "attnserve-state"
+
+
+def remaining_s(job: Job, now: float | None = None) -> float | None:
+    """The estimated seconds left of a running job: its pace this run, over the sentences left."""
+    fresh = job.done - job.reused
+    if job.status != "running" or fresh <= 0 or not job.total:
+        return None
+    elapsed = (now or time.time()) - job.started
+    return max(0.0, elapsed / fresh * (job.total - job.done))
+
+
+def view(job: Job) -> dict[str, Any]:
+    """What a client is told of a job (the HTTP door's JSON; gRPC's ``FileJob`` has the same fields)."""
+    return {
+        "id": job.id,
+        "status": job.status,
+        "filename": job.filename,
+        "source": job.source,
+        "target": job.target,
+        "done": job.done,
+        "total": job.total,
+        "reused": job.reused,
+        "decoded": job.decoded,
+        "remaining_s": remaining_s(job),
+        "error": job.error,
+        "created": job.created,
+        "expires": job.expires,
+    }
+
+
+class FileJobs:
+    """The jobs of one server process (see the module docstring)."""
+
+    def __init__(self, translation: FileTranslation, settings: Settings, store: JobStore | None = None) -> None:
+        self.translation, self.settings = translation, settings
+        folder = Path(settings.state_dir) if settings.state_dir else default_dir()
+        self.blobs = folder / "jobs"
+        self.blobs.mkdir(parents=True, exist_ok=True)
+        self.store = store if store is not None else SqliteJobStore(folder)
+        self._io = ThreadPoolExecutor(1, thread_name_prefix="jobs")  # the store and the files, off the loop
+        self.running: dict[str, asyncio.Task] = {}
+        self._wake: asyncio.Event | None = None
+        self._loop_task: asyncio.Task | None = None
+        self._last_sweep = 0.0
+        self.stopping = False  # watches end: their clients re-attach to the next server
+
+    async def _off(self, fn: Callable, *args: Any, **kw: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._io, lambda: fn(*args, **kw))
+
+    def path(self, job_id: str, kind: str) -> Path:
+        return self.blobs / f"{job_id}.{kind}"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        me = os.getpid()
+        requeued = await self._off(self.store.requeue, lambda pid: pid == me or not pid_alive(pid))
+        if requeued:
+            log.info("file jobs: %d interrupted job(s) queued again", requeued)
+        self._wake = asyncio.Event()
+        self._loop_task = asyncio.ensure_future(self._loop())
+
+    async def stop(self) -> None:
+        """Running jobs stop and go back to the queue, their finished sentences kept; watches end."""
+        self.stopping = True
+        if self._loop_task is not None:
+            self._loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._loop_task
+        tasks = list(self.running.items())
+        for _, task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.wait([t for _, t in tasks])
+        for job_id, _ in tasks:
+            job = await self._off(self.store.get_any, job_id)
+            if job is not None and job.status == "running":
+                await self._off(self.store.update, job_id, status="queued", owner=0)
+
+    def close(self) -> None:
+        """After :meth:`stop` and the last call: the store's thread ends."""
+        self._io.shutdown(wait=True)
+
+    async def _loop(self) -> None:
+        assert self._wake is not None
+        while True:
+            try:
+                await self._tick()
+            except Exception:  # a locked or vanished store: the next tick tries again
+                log.exception("file jobs: the store failed")
+            self._wake.clear()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), TICK_S)
+
+    async def _tick(self) -> None:
+        for job_id, task in list(self.running.items()):  # cancelled by a request to another process
+            job = await self._off(self.store.get_any, job_id)
+            if job is None or job.status == "cancelled":
+                task.cancel()
+        while len(self.running) < self.settings.running_jobs:
+            job = await self._off(self.store.claim, os.getpid())
+            if job is None:
+                break
+            self.running[job.id] = asyncio.ensure_future(self._run(job))
+        now = time.time()
+        if now - self._last_sweep >= min(SWEEP_S, self.settings.job_retention_s / 4):
+            self._last_sweep = now
+            for job_id in await self._off(self.store.expired, now):
+                await self._off(self._delete_files, job_id)
+
+    def _delete_files(self, job_id: str) -> None:
+        for kind in ("in", "out"):
+            self.path(job_id, kind).unlink(missing_ok=True)
+
+    # ------------------------------------------------------------------ a job's run
+
+    async def _run(self, job: Job) -> None:
+        try:
+            content = await self._off(self.path(job.id, "in").read_bytes)
+            known = await self._off(self.store.sentences, job.id)
+            resume = Resume(known, lambda pairs: self._io.submit(self.store.add_sentences, job.id, pairs))
+            last = 0.0
+
+            def progress(done: int, total: int) -> None:
+                nonlocal last
+                now = time.monotonic()
+                if now - last >= PROGRESS_S or done in (0, total):
+                    last = now
+                    changes = dict(done=done, total=total, reused=resume.reused, decoded=resume.decoded)
+                    self._io.submit(self.store.update, job.id, **changes)
+
+            request = FileRequest(
+                Call(METHOD, job.model, job.id), job.filename, content, job.source, job.target, job.model
+            )
+            translated = await self.translation.translate(request, progress, resume)
+            now = await self._off(self.store.get_any, job.id)
+            if now is None or now.status != "running":  # expired, or cancelled by another process
+                return
+            await self._off(self.path(job.id, "out").write_bytes, translated.content)
+            await self._off(
+                self.store.update,
+                job.id,
+                status="done",
+                done=translated.sentences,
+                total=translated.sentences,
+                reused=resume.reused,
+                decoded=resume.decoded,
+                media_type=translated.media_type,
+                bytes=job.bytes + len(translated.content),
+            )
+        except asyncio.CancelledError:
+            raise
+        except ServingError as exc:
+            await self._off(self.store.update, job.id, status="failed", error=str(exc))
+        except Exception as exc:  # the job fails, the server goes on
+            log.exception("file job %s failed", job.id)
+            await self._off(self.store.update, job.id, status="failed", error=f"internal error: {type(exc).__name__}")
+        finally:
+            self.running.pop(job.id, None)
+            if self._wake is not None:
+                self._wake.set()
+
+    # ------------------------------------------------------------------ the doors' operations
+
+    async def submit(self, request: JobRequest) -> Job:
+        files.reader(request.filename)  # an unsupported type is refused before anything is stored
+        self.translation.check_size(len(request.content))
+        if not request.source_language or not request.target_language:
+            raise InvalidRequest("Invalid request: missing source or target parameter")
+        now, s = time.time(), self.settings
+        job = Job(
+            secrets.token_urlsafe(18), key_digest(request.api_key), "queued", safe_filename(request.filename),
+            request.source_language, request.target_language, request.model, 0, 0, 0, 0,
+            len(request.content), "", "", now, 0.0, now, now + s.job_retention_s, 0,
+        )  # fmt: skip
+        await self._off(self.path(job.id, "in").write_bytes, request.content)
+        over = await self._off(self.store.add, job, s.max_jobs, s.max_jobs_per_key, s.max_job_bytes_per_key)
+        if over:
+            await self._off(self._delete_files, job.id)
+            raise Overloaded(
+                f"this server keeps at most {getattr(s, over):,} "
+                f"{'bytes of job files' if 'bytes' in over else 'jobs'}"
+                f"{'' if over == 'max_jobs' else ' per api key'} (--{over.replace('_', '-')}); "
+                "wait for a job to finish and expire, or cancel one"
+            )
+        if self._wake is not None:
+            self._wake.set()
+        return job
+
+    async def get(self, api_key: str | None, job_id: str) -> Job:
+        job = await self._off(self.store.get, key_digest(api_key), job_id)
+        if job is None:
+            raise JobNotFound(f"no file job {job_id!r}: it expired, or was never made with this api key")
+        return job
+
+    async def cancel(self, api_key: str | None, job_id: str) -> Job:
+        job = await self._off(self.store.cancel, key_digest(api_key), job_id)
+        if job is None:
+            raise JobNotFound(f"no file job {job_id!r}: it expired, or was never made with this api key")
+        task = self.running.get(job_id)
+        if task is not None and job.status == "cancelled":
+            task.cancel()
+        return job
+
+    async def result(self, api_key: str | None, job_id: str) -> tuple[Job, Path]:
+        job = await self.get(api_key, job_id)
+        if job.status != "done":
+            raise NotFinished(f"file job {job_id} is {job.status}" + (f": {job.error}" if job.error else ""))
+        return job, self.path(job.id, "out")
+
+    async def watch(self, api_key: str | None, job_id: str, every_s: float = 0.25):
+        """The job each time its record changes, until it is finished (the last one yielded) or
+        the server stops."""
+        seen = None
+        while True:
+            job = await self.get(api_key, job_id)
+            state = (job.status, job.done, job.total)
+            if state != seen:
+                seen = state
+                yield job
+            if job.finished or self.stopping:
+                return
+            await asyncio.sleep(every_s)

@@ -1,0 +1,78 @@
+"""attnserve.v1's file jobs (SubmitFileJob, GetFileJob, WatchFileJob, CancelFileJob,
+GetFileJobResult) through the Python client and ``attnserve-client translate-file --job`` /
+``attnserve-client job ID``: the job's file is what ``TranslateFile`` gives, its progress is
+watched, another token never sees it, and bad ids and early results get clear statuses."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import grpc
+import pytest
+
+from attnserve.client import AttnServeError
+from attnserve.client.cli import main as client_main
+
+REPO = Path(__file__).resolve().parents[3] / "models" / "repo"
+LINES = [f"on Monday, March {day}, 2025 at {day % 12 + 1}:15 PM" for day in range(1, 29)]
+
+
+@pytest.fixture(scope="module")
+def server(serve, tmp_path_factory):
+    state = tmp_path_factory.mktemp("state")
+    with serve(REPO, language_detection="off", state_dir=str(state), auth_tokens="alice,bob") as handle:
+        yield handle
+
+
+def test_a_job_is_watched_to_its_end_and_its_file_is_translate_files(server, tmp_path):
+    path = tmp_path / "dates.txt"
+    path.write_text("\n".join(LINES * 4) + "\n")
+    with server.client(timeout=120, token="alice") as client:
+        job = client.jobs.submit(path, "de", "en")
+        assert job.status == "queued" and job.id
+        seen = list(client.jobs.watch(job.id))
+        done = client.jobs.result(job.id)
+        expected = client.translate_file(path, "de", "en")
+    assert seen[-1].status == "done" and seen[-1].done == seen[-1].total == len(LINES) * 4
+    assert [j.done for j in seen] == sorted(j.done for j in seen)
+    assert done.content == expected.content and done.filename == "dates.txt"
+    with server.client(token="bob") as other:
+        for call in (other.jobs.get, other.jobs.cancel, other.jobs.result):
+            with pytest.raises(AttnServeError) as err:
+                call(job.id)
+            assert err.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_an_unfinished_job_has_no_result_and_a_cancel_ends_it(server, tmp_path):
+    path = tmp_path / "long.txt"
+    path.write_text("\n".join(f"{line} ({i})." for i in range(40) for line in LINES) + "\n")
+    with server.client(timeout=60, token="alice") as client:
+        job = client.jobs.submit(path, "de", "en")
+        with pytest.raises(AttnServeError) as err:
+            client.jobs.result(job.id)
+        assert err.value.code == grpc.StatusCode.FAILED_PRECONDITION
+        assert client.jobs.cancel(job.id).status == "cancelled"
+        assert list(client.jobs.watch(job.id))[-1].status == "cancelled"
+        with pytest.raises(AttnServeError) as err:
+            client.jobs.get("no-such-job")
+        assert err.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_the_cli_submits_a_job_prints_progress_and_reattaches(server, tmp_path, capsys, monkeypatch):
+    source = tmp_path / "notes.txt"
+    source.write_text("\n".join(LINES[:9]) + "\n")
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    common = ["--address", server.address, "--token", "alice"]
+    assert client_main([*common, "translate-file", str(source), "--to", "de", "--from", "en", "--job"]) == 0
+    out = tmp_path / "notes.de.txt"
+    assert len(out.read_text().splitlines()) == 9
+    log = sys.stderr.getvalue()
+    assert "9/9 sentences" in log
+    job_id = log.split("attnserve-client job ", 1)[1].split(")", 1)[0]
+    again = tmp_path / "again.txt"
+    assert client_main([*common, "job", job_id, "--out", str(again)]) == 0
+    assert again.read_text() == out.read_text()
+    assert client_main([*common, "job", "no-such-job"]) == 1
+    assert "NOT_FOUND" in sys.stderr.getvalue()

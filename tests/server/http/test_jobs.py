@@ -1,0 +1,202 @@
+"""File jobs over HTTP (``POST /jobs``, ``GET /jobs/{id}``, ``/events``, ``/result``,
+``DELETE``) on the bundled English -> German translator: a job returns at once, shows its
+progress before it ends, and its result is what ``/translate_file`` gives; a cancel stops it;
+one key never sees another's jobs; jobs are bounded per key and expire; and a job whose
+server is killed halfway finishes on the next server on the same state folder without
+decoding its finished sentences again."""
+
+from __future__ import annotations
+
+import io
+import json
+import signal
+import time
+import urllib.request
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.server.http.test_files import REPO, call, files_server, translated
+from tests.support import office_files as office
+from tests.support.server import ServerProcess
+
+SENTENCES = [
+    line.split("\t")[0]
+    for line in (Path(__file__).resolve().parents[3] / "examples" / "sentences.tsv").read_text().splitlines()
+    if line and not line.startswith("#")
+]
+
+
+def document(paragraphs: int) -> bytes:
+    """A .docx of ``paragraphs`` short paragraphs, each unique (so no sentence is a repeat)."""
+    return office.docx([[(f"{SENTENCES[i % len(SENTENCES)]} ({i}).", "")] for i in range(paragraphs)])
+
+
+def texts(docx: bytes) -> str:
+    with zipfile.ZipFile(io.BytesIO(docx)) as package:
+        return package.read("word/document.xml").decode()
+
+
+def submit(server, content: bytes, headers: dict | None = None, **fields: str) -> tuple[int, dict]:
+    body, content_type = office.multipart({"source": "en", "target": "de", **fields}, "report.docx", content)
+    status, reply, _ = call(server, "/jobs", body, content_type, headers)
+    return status, json.loads(reply)
+
+
+def job(server, job_id: str, headers: dict | None = None) -> tuple[int, dict]:
+    status, reply, _ = call(server, f"/jobs/{job_id}", headers=headers)
+    return status, json.loads(reply)
+
+
+def finished(server, job_id: str, timeout: float = 120.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, reply = job(server, job_id)
+        assert status == 200, reply
+        if reply["status"] in ("done", "failed", "cancelled"):
+            return reply
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} did not finish in {timeout} s: {reply}")
+
+
+@pytest.fixture(scope="module")
+def server(serve, tmp_path_factory):
+    state = str(tmp_path_factory.mktemp("state"))
+    with files_server(serve, tmp_path_factory.mktemp("downloads"), state_dir=state, max_file_chars=100_000) as s:
+        yield s
+
+
+def test_a_job_reports_progress_as_it_runs_and_its_result_is_the_files_translation(server):
+    content = document(300)
+    status, submitted = submit(server, content)
+    assert status == 202 and submitted["status"] == "queued", submitted
+    request = f"http://{server.http_address}/jobs/{submitted['id']}/events"
+    events = []
+    with urllib.request.urlopen(request, timeout=120) as stream:
+        name = ""
+        for raw in stream:
+            line = raw.decode().strip()
+            if line.startswith("event: "):
+                name = line[len("event: ") :]
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line[len("data: ") :])))
+    progress = [e for n, e in events if n == "progress" and e["total"]]
+    assert progress and progress[0]["done"] < progress[0]["total"], events  # seen before the end
+    assert any(0 < e["done"] < e["total"] for e in progress), events  # moving, not only 0 and all
+    assert any(e["remaining_s"] is not None for e in progress), events
+    last_name, last = events[-1]
+    assert last_name == "done" and last["done"] == last["total"] >= 300, last
+    status, result, headers = call(server, f"/jobs/{submitted['id']}/result")
+    assert status == 200 and "report.docx" in headers["Content-Disposition"]
+    assert texts(result) == texts(translated(server, "report.docx", content))
+
+
+def test_a_cancelled_job_stops_and_has_no_result(server):
+    status, submitted = submit(server, document(400))
+    assert status == 202
+    request = urllib.request.Request(f"http://{server.http_address}/jobs/{submitted['id']}", method="DELETE")
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        cancelled = json.loads(reply.read())
+    assert cancelled["status"] == "cancelled"
+    time.sleep(1.5)  # past a tick of the runner: the job's task is stopped, its progress stays
+    status, after = job(server, submitted["id"])
+    assert after["status"] == "cancelled" and after["done"] < 400, after
+    time.sleep(0.5)
+    assert job(server, submitted["id"])[1]["done"] == after["done"]  # nothing decodes it any more
+    status, reply, _ = call(server, f"/jobs/{submitted['id']}/result")
+    assert status == 409 and b"cancelled" in reply
+
+
+def test_unknown_and_unsupported_jobs_get_clear_errors(server):
+    status, reply = job(server, "no-such-job")
+    assert status == 404 and "no file job" in reply["error"]
+    body, content_type = office.multipart({"source": "en", "target": "de"}, "notes.xyz", b"hello")
+    status, reply, _ = call(server, "/jobs", body, content_type)
+    assert status == 400, reply
+    body, content_type = office.multipart({"source": "en"}, "report.docx", document(1))
+    status, reply, _ = call(server, "/jobs", body, content_type)
+    assert status == 400 and b"target" in reply
+
+
+def test_one_key_never_sees_anothers_job_and_jobs_are_bounded_per_key(serve, tmp_path):
+    with files_server(
+        serve, tmp_path / "downloads", state_dir=str(tmp_path / "state"), auth_tokens="alice,bob", max_jobs_per_key=1
+    ) as keyed:
+        alice, bob = {"Authorization": "Bearer alice"}, {"Authorization": "Bearer bob"}
+        status, submitted = submit(keyed, document(3), alice)
+        assert status == 202, submitted
+        assert job(keyed, submitted["id"], bob)[0] == 404
+        assert job(keyed, submitted["id"])[0] == 400  # no key: upstream's "contact the operator"
+        assert job(keyed, submitted["id"], {"Authorization": "Bearer eve"})[0] == 403
+        assert call(keyed, f"/jobs/{submitted['id']}/result", headers=bob)[0] == 404
+        assert job(keyed, submitted["id"], alice)[0] == 200
+        status, refused = submit(keyed, document(3), alice)
+        assert status == 429 and "--max-jobs-per-key" in refused["error"]
+        assert submit(keyed, document(3), bob)[0] == 202  # bob's bound is his own
+
+
+def test_jobs_expire(serve, tmp_path):
+    with files_server(serve, tmp_path / "downloads", state_dir=str(tmp_path / "state"), job_retention_s=1.0) as s:
+        status, submitted = submit(s, document(2))
+        assert status == 202
+        deadline = time.monotonic() + 30
+        while job(s, submitted["id"])[0] == 200 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert job(s, submitted["id"])[0] == 404
+        assert not list((tmp_path / "state" / "jobs").iterdir())  # its files went with it
+
+
+@pytest.mark.slow
+def test_a_job_interrupted_halfway_resumes_on_restart_without_redoing_its_finished_half(tmp_path):
+    content = document(PARAGRAPHS)
+    args = ("--state-dir", str(tmp_path / "state"), "--download-dir", str(tmp_path / "downloads"))
+    args += ("--language-detection", "off", "--max-file-chars", "1000000")
+    first = ServerProcess(REPO, *args)
+    try:
+        status, submitted = submit(first, content)
+        assert status == 202, submitted
+        started = time.monotonic()
+        while True:
+            status, seen = job(first, submitted["id"])
+            if seen["total"] and seen["done"] >= seen["total"] // 2:
+                break
+            assert seen["status"] in ("queued", "running") and time.monotonic() - started < 300, seen
+            time.sleep(0.05)
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(30)
+    finally:
+        first.stop()
+    second = ServerProcess(REPO, *args)
+    try:
+        done = finished(second, submitted["id"], timeout=600)
+        assert done["status"] == "done", done
+        assert done["total"] == seen["total"] >= PARAGRAPHS
+        assert seen["done"] <= done["reused"] < done["total"], (seen, done)
+        assert done["reused"] + done["decoded"] == done["total"], done  # the engine decoded only the rest
+        status, result, _ = call(second, f"/jobs/{submitted['id']}/result")
+        assert status == 200
+        assert texts(result) == texts(translated(second, "report.docx", content))
+    finally:
+        second.stop()
+
+
+PARAGRAPHS = 8000  # about 200 pages of 40 short paragraphs
+
+
+def test_a_job_of_a_server_stopped_gracefully_resumes_on_the_next(serve, tmp_path):
+    content = document(600)
+    settings = dict(state_dir=str(tmp_path / "state"), max_file_chars=100_000)
+    with files_server(serve, tmp_path / "downloads", **settings) as first:
+        status, submitted = submit(first, content)
+        assert status == 202
+        while not (seen := job(first, submitted["id"])[1])["done"]:
+            assert seen["status"] in ("queued", "running"), seen
+            time.sleep(0.02)
+    with files_server(serve, tmp_path / "downloads", **settings) as second:
+        assert job(second, submitted["id"])[1]["status"] in ("queued", "running", "done")
+        done = finished(second, submitted["id"])
+        assert done["status"] == "done" and seen["done"] <= done["reused"] < done["total"], (seen, done)
+        assert done["reused"] + done["decoded"] == done["total"]
+        status, result, _ = call(second, f"/jobs/{submitted['id']}/result")
+        assert texts(result) == texts(translated(second, "report.docx", content))
