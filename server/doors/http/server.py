@@ -214,13 +214,22 @@ class HttpServer:
         self._runner: web.AppRunner | None = None
         self._sock: socket.socket | None = None
         self._address: tuple[str, int] = ("", 0)
-        from . import file_routes, generate_routes, job_routes, kserve_routes, libretranslate_routes, web_routes
+        from . import (
+            file_routes,
+            generate_routes,
+            job_routes,
+            kserve_routes,
+            libretranslate_routes,
+            openapi,
+            web_routes,
+        )
 
         kserve_routes.add_routes(self)
         generate_routes.add_routes(self)
         libre = libretranslate_routes.add_routes(self)
         job_routes.add_routes(self, file_routes.add_routes(self, libre))
         web_routes.add_routes(self)
+        openapi.add_routes(self)
 
     def route(
         self,
