@@ -23,8 +23,10 @@ if TYPE_CHECKING:
 RETRY_S = 1.0  # between two re-attaches while the server restarts
 
 
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    job = sub.add_parser("job", help="follow a file job (translate-file --job) and write its file once done")
+def add_parser(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    job = sub.add_parser(
+        "job", parents=parents, help="follow a file job (translate-file --job) and write its file once done"
+    )
     job.add_argument("id", help="the job's id, as translate-file --job printed it")
     job.add_argument("--out", type=Path, default=None, help="where to write it (default: the job's file name)")
     job.add_argument("--cancel", action="store_true", help="cancel the job instead")

@@ -362,3 +362,81 @@ def test_no_arguments_and_no_model_repo_folder_serves_the_bundled_models_and_ctr
     finally:
         server.proc.send_signal(signal.SIGINT)
         assert server.proc.wait(30) == 0
+
+
+class _RecordingClient:
+    """Stands in for the server: records how the client was opened and what each call was sent."""
+
+    def __init__(self) -> None:
+        self.opened: dict = {}
+        self.calls: list[tuple[str, tuple, dict]] = []
+
+    def __call__(self, address, **kwargs) -> _RecordingClient:
+        self.opened = {"address": address, **kwargs}
+        return self
+
+    def __enter__(self) -> _RecordingClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def translate(self, texts, model, **options) -> list[Translation]:
+        self.calls.append(("translate", (texts, model), options))
+        return [Translation([Hypothesis("Montag")], 9, {}) for _ in texts]
+
+    def translate_file(self, path, target, source, model, **options):
+        self.calls.append(("translate_file", (target, source, model), options))
+        raise AttnServeError(grpc.StatusCode.UNAVAILABLE, "recorded")
+
+
+@pytest.mark.parametrize(
+    "languages",
+    [["--to", "de", "--from", "en"], ["--target-language", "de", "--source-language", "en"]],
+    ids=["short", "long"],
+)
+def test_client_cli_translate_takes_from_and_to_and_their_long_forms(languages, monkeypatch, capsys):
+    """``translate --to de`` was refused as ambiguous (--to matched --top-k and --top-p)."""
+    fake = _RecordingClient()
+    monkeypatch.setattr(client_cli, "Client", fake)
+    assert client_main(["translate", *languages, "Monday"]) == 0
+    assert capsys.readouterr().out == "Montag\n"
+    ((_, _, options),) = fake.calls
+    assert (options["source_language"], options["target_language"]) == ("en", "de")
+
+
+@pytest.mark.parametrize("to", ["--to", "--target-language"])
+def test_client_cli_translate_file_takes_the_same_language_flags(to, monkeypatch, tmp_path, capsys):
+    fake = _RecordingClient()
+    monkeypatch.setattr(client_cli, "Client", fake)
+    memo = tmp_path / "memo.txt"
+    memo.write_text("Monday\n")
+    assert client_main(["translate-file", str(memo), to, "de", "--quiet"]) == 1
+    assert fake.calls[0][1] == ("de", "auto", "")
+    assert client_main(["translate-file", str(memo), to, "de", "--source-language", "en", "--quiet"]) == 1
+    assert fake.calls[1][1] == ("de", "en", "")
+
+
+def test_client_cli_global_options_go_before_or_after_the_subcommand(monkeypatch, capsys):
+    fake = _RecordingClient()
+    monkeypatch.setattr(client_cli, "Client", fake)
+    assert client_main(["translate", "--timeout", "5", "--address", "h:1", "--retries", "0", "Monday"]) == 0
+    assert fake.opened == {"address": "h:1", "timeout": 5.0, "retries": 0, "token": None}
+    assert client_main(["--timeout", "7", "--address", "h:2", "translate", "Monday"]) == 0
+    assert fake.opened == {"address": "h:2", "timeout": 7.0, "retries": 3, "token": None}
+    # after the subcommand wins; a global option not repeated there keeps its value before it
+    assert client_main(["--timeout", "7", "--retries", "1", "translate", "--timeout", "2", "Monday"]) == 0
+    assert fake.opened["timeout"] == 2.0 and fake.opened["retries"] == 1
+    capsys.readouterr()
+    assert client_main(["translate", "Monday", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["text"] == "Montag"
+    assert client_main(["translate", "Monday"]) == 0 and fake.opened["timeout"] == 30.0
+
+
+@pytest.mark.parametrize("command", ["translate", "translate-file", "job", "classify", "models", "pairs", "health"])
+def test_every_client_subcommand_takes_the_global_options(command):
+    subparsers = next(a for a in client_cli.build_parser()._actions if a.dest == "command").choices
+    flags = subparsers[command]._option_string_actions
+    assert {"--address", "--timeout", "--json", "--retries", "--token", "--tls-ca"} <= set(flags)
+    if command in ("translate", "translate-file"):
+        assert {"--to", "--from", "--target-language", "--source-language"} <= set(flags)

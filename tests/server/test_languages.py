@@ -170,6 +170,8 @@ def test_client_cli_language_flags(server, hf_root, capsys):
     argv = ["--address", server.address, "--retries", "0", "translate", "--model", "nllb"]
     assert main([*argv, "--source-language", "en", "--target-language", "de", text]) == 0
     assert capsys.readouterr().out.strip() == ckpt.decode(ckpt.generate([text], "deu_Latn")[0][1:])
+    assert main([*argv, "--to", "de", "--from", "en", "--timeout", "30", text]) == 0  # the short forms
+    assert capsys.readouterr().out.strip() == ckpt.decode(ckpt.generate([text], "deu_Latn")[0][1:])
     assert main([*argv, "--target-language", "ita", text]) == 1
     assert "target language 'ita' is not served" in capsys.readouterr().err
 

@@ -1,0 +1,178 @@
+"""The argument parser of ``attnserve-client``: one vocabulary on every subcommand.
+
+The global options (``--address``, ``--timeout``, ``--token``, ...) are accepted before the
+subcommand and after it; the languages are ``--from``/``--to`` wherever a subcommand takes them,
+with ``--source-language``/``--target-language`` as their long forms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+
+from . import DEFAULT_ADDRESS, job_cli, unsigned_max
+
+
+def _unsigned(message: Any, field: str) -> Callable[[str], int]:
+    """An argparse type for an option sent as ``message``'s unsigned ``field``: out of its range
+    is a usage error naming the option and the range, not protobuf's traceback."""
+    limit = unsigned_max(message, field)
+    assert limit is not None, f"{field} is not unsigned"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or not 0 <= value <= limit:
+            raise argparse.ArgumentTypeError(f"expected an integer from 0 to {limit}, got {text!r}")
+        return value
+
+    return parse
+
+
+def _hint_dash_texts(parser: argparse.ArgumentParser) -> None:
+    """argparse reads a text such as "-5°C" as an unknown option and then misses the texts:
+    its error says where such a text goes."""
+    error = parser.error
+
+    def hinted(message: str):
+        if "texts" in message:
+            message += ' (a text that starts with "-" goes after "--": attnserve-client translate -- "-5°C")'
+        error(message)
+
+    parser.error = hinted  # type: ignore[method-assign]
+
+
+def _global_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    """The options of every call. The top-level parser holds the defaults; each subcommand takes
+    the same options with no default (``argparse.SUPPRESS``), so a value given after the
+    subcommand replaces the one before it, and one not given there leaves it alone."""
+
+    def default(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--address", default=default(DEFAULT_ADDRESS), help=f"server HOST:PORT (default {DEFAULT_ADDRESS})"
+    )
+    parser.add_argument("--json", action="store_true", default=default(False), help="machine-readable output")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=default(None),
+        help="deadline per call in seconds (default 30; translate-file 600)",
+    )
+    parser.add_argument("--retries", type=int, default=default(3), help="retries on UNAVAILABLE (default 3)")
+    parser.add_argument(
+        "--token",
+        default=default(os.environ.get("ATTNSERVE_TOKEN")),
+        help="bearer token for a server that requires one (default: env ATTNSERVE_TOKEN)",
+    )
+    parser.add_argument("--tls-ca", type=Path, default=default(None), help="PEM CA certificate: connect with TLS")
+    parser.add_argument("--tls-cert", type=Path, default=default(None), help="PEM client certificate (mutual TLS)")
+    parser.add_argument("--tls-key", type=Path, default=default(None), help="PEM key of --tls-cert")
+
+
+def add_languages(parser: argparse.ArgumentParser, source_default: str, target_required: bool) -> None:
+    """``--from``/``--to`` (long forms ``--source-language``/``--target-language``), the same
+    on every subcommand that takes languages."""
+    parser.add_argument(
+        "--from",
+        "--source-language",
+        dest="source_language",
+        default=source_default,
+        help=f"source language: the model's code or ISO 639-1 (default: {source_default or 'the model picks'})",
+    )
+    parser.add_argument(
+        "--to",
+        "--target-language",
+        dest="target_language",
+        required=target_required,
+        default="",
+        help="target language: the model's code (deu_Latn, fra) or ISO 639-1 (de); without --model it picks the model",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnserve-client", description="Talk to an attnserve server.")
+    _global_options(parser, defaults=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, defaults=False)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    tr = sub.add_parser("translate", parents=[common], help="translate one or more texts")
+    tr.add_argument("texts", nargs="+", help="texts to translate (documents: lines and sentences); - reads stdin")
+    _hint_dash_texts(tr)
+    tr.add_argument(
+        "--format",
+        choices=("text", "html", "markdown"),
+        default="text",
+        help="html: keep tags, attributes and entities, translate the text; markdown: keep its structure, "
+        "code and link targets (default: text)",
+    )
+    tr.add_argument("--model", default="", help="model name (default: the only translation model)")
+    tr.add_argument("--stream", action="store_true", help="print text as it is generated (one text)")
+    tr.add_argument("--beam-size", type=_unsigned(pb.DecodingOptions, "beam_size"), default=1)
+    tr.add_argument("--num-hypotheses", type=_unsigned(pb.DecodingOptions, "num_hypotheses"), default=1)
+    tr.add_argument("--length-penalty", type=float, default=None)
+    tr.add_argument("--max-new-tokens", type=_unsigned(pb.DecodingOptions, "max_new_tokens"), default=0)
+    tr.add_argument("--temperature", type=float, default=0.0, help="> 0 samples")
+    tr.add_argument("--top-k", type=_unsigned(pb.DecodingOptions, "top_k"), default=0)
+    tr.add_argument("--top-p", type=float, default=None)
+    tr.add_argument("--seed", type=_unsigned(pb.DecodingOptions, "seed"), default=None)
+    add_languages(tr, source_default="", target_required=False)
+    tr.add_argument("--target-prefix", default="", help="text every translation starts with")
+    tr.add_argument(
+        "--glossary",
+        type=Path,
+        default=None,
+        metavar="FILE.tsv",
+        help="terms spelled verbatim in the translation: lines 'source<TAB>target', or 'source' alone to keep it",
+    )
+    tr.add_argument("--keep", action="append", default=[], metavar="TERM", help="a term left as it is (repeatable)")
+    tr.add_argument("--scores", action="store_true", help="print scores and the quality score")
+    tr.add_argument(
+        "--quality", action="store_true", help="print each translation's quality score (0..1: how likely it is right)"
+    )
+    tr.add_argument("--token-ids", action="store_true", help="print token ids")
+    tr.add_argument(
+        "--alignments", action="store_true", help="print each sentence's word alignment, i-j pairs as fast_align"
+    )
+    tr.add_argument(
+        "--attention-map",
+        type=Path,
+        default=None,
+        metavar="FILE.png",
+        help="draw the cross-attention of the first sentence (source words x target words) as a PNG",
+    )
+
+    tf = sub.add_parser(
+        "translate-file",
+        parents=[common],
+        help="translate a file (.txt .md .html .srt .docx .pptx .odt .odp .epub .pdf) keeping its layout",
+    )
+    tf.add_argument("file", type=Path, help="the file to translate; its extension picks the format")
+    add_languages(tf, source_default="auto", target_required=True)
+    tf.add_argument("--out", type=Path, default=None, help="where to write it (default: NAME.<to>.EXT beside it)")
+    tf.add_argument("--model", default="", help="model name (default: the one the languages pick)")
+    tf.add_argument("--quiet", action="store_true", help="no progress bar")
+    tf.add_argument("--job", action="store_true", help="as a job on the server: resumable, re-attach with 'job ID'")
+    job_cli.add_parser(sub, parents=[common])
+
+    cl = sub.add_parser("classify", parents=[common], help="classify image files")
+    cl.add_argument("images", nargs="+", help="image files (PNG, JPEG, ...)")
+    cl.add_argument("--model", default="", help="model name (default: the only classification model)")
+    cl.add_argument("--top-k", type=_unsigned(pb.ClassifyRequest, "top_k"), default=3)
+
+    sub.add_parser("models", parents=[common], help="list the served models and the language pairs they translate")
+    sub.add_parser(
+        "pairs", parents=[common], help="list the language pairs translated, directly and through the pivot language"
+    )
+    he = sub.add_parser("health", parents=[common], help="health of the server or of one model (exit 1 unless SERVING)")
+    he.add_argument("service", nargs="?", default="", help="model name ('' = the whole server)")
+    return parser
