@@ -1,4 +1,4 @@
-"""Alignment error rate of the cross-attention word alignments against a hand-made gold set (issue 34).
+"""Alignment error rate of the cross-attention word alignments against a hand-made gold set.
 
 The gold set (``benchmarks/data/alignment-en-de.tsv``) holds English sentences of the bundled
 translator's domain, its German translations, and sure and possible word links annotated by

@@ -1,4 +1,4 @@
-"""What word alignments cost a request (issue 34): the same translations with and without them.
+"""What word alignments cost a request: the same translations with and without them.
 
 A live ``attnserve-server`` (a subprocess on 127.0.0.1) serves the bundled translator's committed
 model directory. The texts are its example phrases (``examples/sentences.tsv``); contenders,

@@ -8,7 +8,7 @@ cut short still leaves what it finished. Steps:
 1. ``env``: the GPU as ``nvidia-smi`` names it, the driver, onnxruntime's version and providers,
    and a small fp16 graph (MatMul, Softmax, Conv: cuBLAS, onnxruntime's own kernels, cuDNN)
    run on the provider against numpy; when it fails the run stops there;
-2. ``kv-inplace``: ``benchmarks.kv_inplace_cuda`` (issue 33): the fp16 in-place export
+2. ``kv-inplace``: ``benchmarks.kv_inplace_cuda``: the fp16 in-place export
    (GroupQueryAttention writing into buffers bound on the device; the server's refusal of it on
    CUDA lifted for this step only) and the left-padded fp16 / fp32 ones on the provider, their
    tokens against the CPU's fp32 tokens and the ``verdict`` (``ok``: the refusal can go), ms/token

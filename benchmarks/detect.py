@@ -1,4 +1,4 @@
-"""Language detection among the served languages: which detector the base install ships (issue 49).
+"""Language detection among the served languages: which detector the base install ships.
 
 Every contender names the language of the same hand-labelled texts (``benchmarks/data/
 detect-labelled.tsv``: 11 languages, one- to three-word inputs as people type them, sentences,

@@ -1,4 +1,4 @@
-"""A document in one request against its sentences one request each (issue 14).
+"""A document in one request against its sentences one request each.
 
 A live ``attnserve-server`` (a subprocess on 127.0.0.1) serves the bundled translator
 (``translator-en-de``, its committed model directory ``models/repo``). The document is ~10,000

@@ -1,4 +1,4 @@
-"""Glossary terms in the search (issue 34): what they cost and what they change.
+"""Glossary terms in the search: what they cost and what they change.
 
 In process, on the bundled translator (``translator-en-de``, its committed model directory),
 with the translation engine the server runs and the glossaries compiled as the translation

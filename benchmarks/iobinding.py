@@ -1,6 +1,6 @@
 """Decoder steps with ``session.run`` against io binding with a preallocated logits buffer.
 
-One of issue 18's levers: bind the decoder with ``io_binding()``, write ``logits`` into one
+A lever on the decode step's cost: bind the decoder with ``io_binding()``, write ``logits`` into one
 numpy array reused every step, leave ``present`` to onnxruntime and feed it back as
 ``OrtValue`` s; against plain ``session.run`` (the engine's CPU path). Both run the same
 greedy steps on the same sessions, taking turns one repetition each; their tokens must be

@@ -6,7 +6,7 @@ returns past + new, a new tensor every step); without it, each step feeds the wh
 an empty past (P = 0), so step t costs O(t) and a whole decode O(N^2). The end-to-end engine is
 timed on both cache layouts: the in-place cache (``kv_cache: in-place``, what attnserve-export
 writes: GroupQueryAttention writes each new token into a buffer bound as past and present) and the
-left-padded one (directories exported before it). Issue 33's target: the engine's ms/token at 256
+left-padded one (directories exported before it). The target: the engine's ms/token at 256
 <= 1.2x its ms/token at 32, batch 1 and 32.
 
     python -m benchmarks.kv_cache            # or: attnserve-bench kv-cache

@@ -1,6 +1,6 @@
 """The in-place KV cache on a GPU: fp16 GroupQueryAttention against the CPU's fp32 tokens, ms/token.
 
-What issue 33 asks to measure where a device is lent (one run, well under 5 minutes on an H100):
+What to measure where a device is lent (one run, well under 5 minutes on an H100):
 
 - tokens: the engine on ``--provider`` (CUDA) with the fp16 in-place export (GroupQueryAttention
   writing into the bound buffers on the device), the fp16 left-padded export (MultiHeadAttention)
@@ -8,14 +8,14 @@ What issue 33 asks to measure where a device is lent (one run, well under 5 minu
   CPU engine's fp32 in-place tokens (equal to the PyTorch reference, tests/server/translation):
   share of identical sequences and tokens (fp16 may differ on near-ties);
 - ms per token at 32 and 256 new tokens, batch 1 and 32, the contenders taking turns, and the
-  ratio 256 / 32 (issue 33's target on CPU: <= 1.2);
+  ratio 256 / 32 (the CPU's target: <= 1.2);
 - continuous vs static batching in process: 96 texts at once, a quarter long (128 new tokens),
   the rest short (16), tokens/s of each mode on the fp16 in-place export.
 
 The server refuses an in-place decoder on CUDA (``cache.REFUSE_IN_PLACE_ON_CUDA``): its tokens
-were wrong there, and the cause found since (io binding copies a host input to the device when it
-is bound, and the step's ids, positions and lengths were bound once) is fixed but not yet run on a
-GPU. This check lifts the refusal for its own process only and says whether it can go
+were wrong there when the step's ids, positions and lengths were bound once (io binding copies a
+host input to the device when it is bound); they are bound every step, which no GPU run has
+confirmed. This check lifts the refusal for its own process only and says whether it can go
 (``verdict``: the fp16 in-place tokens agree with the CPU's as well as the fp16 left-padded ones).
 
 Results: ``OUT/kv-inplace-cuda.json`` (and the table on stdout). Needs torch (CPU is enough) for

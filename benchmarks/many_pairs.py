@@ -1,4 +1,4 @@
-"""Many language pairs within a memory budget (issue 36): a repository of 24 translation models
+"""Many language pairs within a memory budget: a repository of 24 translation models
 (one model directory copied under 24 names, each with its own language pair in model.json),
 served lazily with ``--max-loaded-models 4`` (and ``--min-resident-seconds 0``, so a model is
 unloaded as soon as another needs its room).

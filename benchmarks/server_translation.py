@@ -362,7 +362,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         peer = next(x for x in rows if x["rate"] == r["rate"] and x["server"] == "static")
         r["ratio_to_static"] = r["tokens_per_s"] / peer["tokens_per_s"]
     direct = in_process(args, model_dir, schedules)
-    for r in rows:  # the server against its own engine without gRPC (issue 18's headline at saturation)
+    for r in rows:  # the server against its own engine without gRPC (the headline figure at saturation)
         r["ratio_to_in_process"] = r["tokens_per_s"] / direct["continuous"]
         r["engine_same_arrivals_tokens_per_s"] = direct["same_arrivals"][r["rate"]]
         r["ratio_to_engine_same_arrivals"] = r["tokens_per_s"] / direct["same_arrivals"][r["rate"]]

@@ -23,7 +23,7 @@ translation ``decoder.onnx``, ``kv_cache: in-place`` (:data:`~.kinds.IN_PLACE`; 
          buffer when bound to the past's ``OrtValue`` (io binding), the new token at column seqlens_k[r];
          optionally last, step_attention (B, 1, L) float32, as above
 
-translation ``aligner.onnx`` (optional: word alignments, issue 34)
+translation ``aligner.onnx`` (optional: word alignments)
     in:  memory (B, L, C) float32 (the encoder's, right-padded), src_mask (B, L) int32,
          tgt_ids (B, T) int64 (start token + output but its last token), tgt_mask (B, T) int32
          (1 = token)

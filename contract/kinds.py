@@ -9,7 +9,7 @@ KINDS = (TRANSLATION, IMAGE_CLASSIFICATION)
 # The graphs a model directory of each kind holds, by role.
 GRAPHS_BY_KIND = {TRANSLATION: ("encoder", "decoder"), IMAGE_CLASSIFICATION: ("model",)}
 # Graphs a directory may hold besides those: a translation model's aligner.onnx (word
-# alignments from cross-attention, issue 34); directories exported before it lack it.
+# alignments from cross-attention); a directory without it serves no alignments.
 OPTIONAL_GRAPHS = {TRANSLATION: ("aligner",), IMAGE_CLASSIFICATION: ()}
 
 # How attention was emitted (one node per attention call, except "decomposed"):

@@ -56,7 +56,7 @@ class DecoderGraph(nn.Module):
 
 
 class AlignerGraph(nn.Module):
-    """The encoder's output and a whole output -> every decoder layer's cross-attention (issue 34's
+    """The encoder's output and a whole output -> every decoder layer's cross-attention (for word
     alignments): one teacher-forced pass of the decoder, run once per finished sentence that asks
     for alignments, so the step decoder stays as it is. It starts from the encoder's ``memory``,
     which the server keeps from decoding the sentence: the source is not encoded twice. It computes

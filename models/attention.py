@@ -125,7 +125,7 @@ class Attention(nn.Module):
         return k, v  # 2 x (B, H, L, D)
 
     def weights(self, x: torch.Tensor, kv: KV, key_padding_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Cross-attention probabilities, for word alignment (issue 34): written out (MatMul and
+        """Cross-attention probabilities, for word alignment: written out (MatMul and
         Softmax when exported), since the fused kernels return only the attended values.
 
         x: (B, S, C) the layer's query input; kv from :meth:`project_kv`; key_padding_mask: (B, L)

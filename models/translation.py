@@ -256,7 +256,7 @@ class TranslationTransformer(nn.Module):
         self, src: torch.Tensor, src_mask: torch.Tensor, tgt: torch.Tensor, tgt_mask: torch.Tensor
     ) -> torch.Tensor:
         """Every decoder layer's cross-attention probabilities for a whole target (teacher forcing),
-        what word alignment reads (issue 34): :meth:`cross_attention_of` the source's encoding.
+        what word alignment reads: :meth:`cross_attention_of` the source's encoding.
 
         src: (B, L) int64, src_mask: (B, L) bool; tgt: (B, T) int64 the decoder's inputs (start
         token, then the output without its last token), tgt_mask: (B, T) bool (right padding).

@@ -88,7 +88,7 @@ class CallTracker:
     ) -> None:
         self.metrics = metrics
         # Which names label the metrics and the statistics: a client's made-up model name must
-        # not become a series of its own (issue 32: 10,000 random names made 200,000 series).
+        # not become a series of its own (10,000 random names would make 200,000 series).
         self.served = served or (lambda name: True)
         self.hidden = hidden  # left out of every message to a client: the model repository's absolute path
         self.max_inflight = max_inflight  # 0 = no limit here (gRPC enforces max_concurrent_rpcs itself)
@@ -128,7 +128,7 @@ class CallTracker:
         (for protocols without a limit of their own); ``deadline_passed`` tells a cancellation
         by the client's deadline (DEADLINE_EXCEEDED) from one by the client (CANCELLED);
         ``arrive`` is awaited before the call counts in flight: an HTTP request's body arrives
-        there, so a client that sends it slowly holds no slot (issue 32).
+        there, so a client that sends it slowly holds no slot.
         """
         call = Call(method, model or NO_MODEL, request_id or self.request_id())
         record = access_record.get()

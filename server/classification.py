@@ -179,7 +179,7 @@ class ImageClassifier:
         return out
 
     def check_pixels(self, inputs: list[ImageInput]) -> None:
-        """Decoding costs about the pixels decoded: 64 images of 25 megapixels each took 20 s (issue 32)."""
+        """Decoding costs about the pixels decoded: 64 images of 25 megapixels each took 20 s."""
         limit = self.settings.max_request_pixels
         total = sum(images.declared_pixels(item.data) for item in inputs if isinstance(item, EncodedImage))
         if total > limit:

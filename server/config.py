@@ -477,7 +477,7 @@ def resolve_settings(
             values[f.name] = _convert(f.name, given[f.name], f"flag {_flag(f.name)}")
     values.update(overrides)
     if "model_repo" not in values and not _default_model_repo().exists():
-        # no repository named and no ./model-repo: the models that ship with the package (issue 37)
+        # no repository named and no ./model-repo: the models that ship with the package
         values["model_repo"] = bundled_model_repo() or _default_model_repo()
     return Settings(**values)
 

@@ -10,8 +10,8 @@ MAX_MESSAGE_CHARS = 1024  # of any error message sent to a client (gRPC sends it
 def echo(value: object, limit: int = ECHO_CHARS, *, quoted: bool = True) -> str:
     """``repr(value)`` (``quoted=False``: ``str``) for an error message, cut to about ``limit``
     characters: a client's value (a model name, a language code, a word) is quoted, never copied
-    whole (issue 32: a 1M-character model name answered RESOURCE_EXHAUSTED "metadata size
-    exceeds" instead of NOT_FOUND)."""
+    whole: a 1M-character model name copied into the status would make it RESOURCE_EXHAUSTED
+    ("metadata size exceeds") instead of NOT_FOUND."""
     text = value if isinstance(value, str) else repr(value)
     shown = repr if quoted else str
     if len(text) <= limit:

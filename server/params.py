@@ -20,7 +20,7 @@ from .translation import DecodeOptions
 
 MODES = ("greedy", "beam_search", "sampling")
 INT, FLOAT, BOOL, STR = "an integer", "a number", "a boolean", "a string"
-# name -> kind. New engine options (languages, text format: issues 13 and 14) are added here once.
+# name -> kind. New engine options (languages, text format) are added here once.
 DECODING_PARAMETERS = {
     "mode": STR,
     "beam_size": INT,
@@ -34,17 +34,17 @@ DECODING_PARAMETERS = {
     "return_scores": BOOL,
 }
 MAX_SEED = 2**64 - 1
-# Beside the decoding options: how a text is read (issue 14), "text" (default) or "html".
+# Beside the decoding options: how a text is read, "text" (default) or "html".
 FORMAT = "format"
-# and the request's languages (issue 13): codes of the model's own or ISO 639-1, a forced prefix.
+# and the request's languages: codes of the model's own or ISO 639-1, a forced prefix.
 LANGUAGE_PARAMETERS = ("source_language", "target_language", "target_prefix")
-# and word alignments of every sentence's best translation (issue 34): a boolean.
+# and word alignments of every sentence's best translation: a boolean.
 ALIGNMENTS = "return_alignments"
 # and a quality score per text (service/quality.py): a boolean.
 QUALITY = "return_quality"
 
 
-# A glossary (issue 34): source term -> target term ("" keeps the term), as a JSON object, or a
+# A glossary: source term -> target term ("" keeps the term), as a JSON object, or a
 # string holding one (KServe's parameters are strings, numbers and booleans only).
 GLOSSARY = "glossary"
 

@@ -5,7 +5,7 @@ A model directory written by ``attnserve-export`` carries ``verification.npz`` (
 for them. The machine that serves a model is often not the one that exported it, and int8
 kernels differ between instruction sets, so the server runs those inputs once before
 it serves the model and refuses a model whose outputs are off by more than the export's tolerance
-for its precision. A directory without references loads as before.
+for its precision. A directory without references loads unchecked.
 """
 
 from __future__ import annotations

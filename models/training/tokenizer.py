@@ -9,7 +9,7 @@ copied digit by digit rather than through arbitrary multi-digit merges.
 The file's normaliser is the *source* side's: NFC, CLDR's special spaces as plain spaces,
 **lower case** and runs of whitespace as one space, trimmed. Case and spacing say nothing
 about a date or an amount, so `MONDAY,  March 3` and `monday, march 3` reach the model as
-the same ids (issue 17: people type all three cases). German targets keep their case: they
+the same ids (people type all three cases). German targets keep their case: they
 are encoded for training with ``attnserve.contract.target_text.target_side``, the same
 vocabulary without the lower case and whitespace steps (the server does the same for a
 request's ``target_prefix``), and decoding never normalises.

@@ -1,4 +1,4 @@
-"""Texts as documents (issue 14): split into lines and sentences for the model, translated
+"""Texts as documents: split into lines and sentences for the model, translated
 segment by segment, joined with the original separators. Torch-free, engine-free."""
 
 from .document import Document, Segment

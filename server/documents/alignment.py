@@ -1,4 +1,4 @@
-"""Word alignments from subword cross-attention (issue 34).
+"""Word alignments from subword cross-attention.
 
 Words are the whitespace-separated tokens of a sentence, 0-based, as fast_align numbers them;
 a link ``i-j`` says source word i and target word j translate each other.

@@ -31,7 +31,7 @@ class Segment:
     after: str = ""  # html: their closing tags, moved after it
     references: tuple[tuple[str, str], ...] = ()  # html: (character, the entity that spelled it)
     html: bool = False
-    # Inline markup inside the sentence, placed in the translation by word alignment (issue 34);
+    # Inline markup inside the sentence, placed in the translation by word alignment;
     # without an alignment, or with more than MAX_PLACED_ELEMENTS of it, its opening markup goes
     # before the translation, its closing after.
     inline: tuple[InlineElement, ...] = ()

@@ -1,4 +1,4 @@
-"""``format=markdown`` (issue 34): the text runs of a CommonMark document (tables too), with
+"""``format=markdown``: the text runs of a CommonMark document (tables too), with
 everything else kept exactly as sent.
 
 markdown-it-py (the CommonMark reference parser's Python port) finds the blocks; only the

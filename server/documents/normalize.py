@@ -5,7 +5,7 @@ normaliser in tokenizer.json: ``NFKC`` for a SentencePiece model (a ``Precompile
 charsmap, which is ``nmt_nfkc``: Marian / OPUS-MT), ``NFC`` for the bundled translator's
 byte-level BPE, none when the tokenizer has no Unicode normaliser (then the text is left
 in the form it came in, as at training). Runs of whitespace become one space: a model
-trained on single-spaced sentences turns "Monday,   March  3" into nonsense (issue 14).
+trained on single-spaced sentences turns "Monday,   March  3" into nonsense.
 """
 
 from __future__ import annotations

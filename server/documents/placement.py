@@ -1,4 +1,4 @@
-"""Inline markup placed in a translation by word alignment (issue 34).
+"""Inline markup placed in a translation by word alignment.
 
 An inline element (``<b>``, ``<i>``, ``<a href>``, ``<span>``, markdown's ``*emphasis*`` and
 ``[link text](url)``) wraps some words of a sentence. The translation reorders words, so the

@@ -55,7 +55,7 @@ class Run:
 
     def anchors_inside(self, start: int, end: int) -> list[Anchor]:
         """The anchors strictly between plain offsets ``start`` and ``end``, by bisection: a
-        document of thousands of inline tags must not cost segments x anchors (issue 32)."""
+        document of thousands of inline tags must not cost segments x anchors."""
         lo = bisect.bisect_right(self._positions, start)
         return self.anchors[lo : bisect.bisect_left(self._positions, end, lo)]
 

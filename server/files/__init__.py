@@ -1,4 +1,4 @@
-"""Files to translate (issue 35): a file's text units read into one request for the translation
+"""Files to translate: a file's text units read into one request for the translation
 service, and the translations written back with everything else in the file as it was.
 
 ``read(filename, data, max_file_bytes, max_chars=...)`` picks the format by the name's extension

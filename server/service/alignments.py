@@ -1,4 +1,4 @@
-"""Word alignments of a request's translations (issue 34), for every door alike.
+"""Word alignments of a request's translations, for every door alike.
 
 After a request's sentences are decoded, the subword attention of each translation becomes
 word links (:mod:`attnserve.server.documents.alignment`), on the work pool. The attention is

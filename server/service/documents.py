@@ -169,7 +169,7 @@ def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> 
     """(the sentences to decode, the index in it of every sentence of the documents, in order).
     A sentence repeated with the same ids and options is decoded once unless the options
     sample (greedy and beam search give it the same result each time): a document of 9,000
-    ``<b>a`` pieces is one decode, not 9,000 rows of the decode batch (issue 32)."""
+    ``<b>a`` pieces is one decode, not 9,000 rows of the decode batch."""
     first, rest = sentence_options(valid.options)
     work = [
         (s, ids, with_terms(valid, s, rest if i else first))

@@ -1,4 +1,4 @@
-"""Files through the translation service (issue 35): one file is one request to the engine.
+"""Files through the translation service: one file is one request to the engine.
 
 ``FileTranslation.translate(FileRequest, progress)``:
 

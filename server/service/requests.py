@@ -94,7 +94,7 @@ class TranslationRequest:
     # (source term, target term) pairs the translation must honour; target "" keeps the term
     # (do not translate). They extend the server's default glossary (``service/glossary.py``).
     glossary: tuple[tuple[str, str], ...] = ()
-    alignments: bool = False  # word alignments of every sentence's best translation (issue 34)
+    alignments: bool = False  # word alignments of every sentence's best translation
     quality: bool = False  # a quality score per text and sentence (``quality.py``)
 
 

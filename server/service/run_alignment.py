@@ -1,4 +1,4 @@
-"""Word alignments for a file's styled paragraphs (issue 35 on issue 34's aligner): which run of
+"""Word alignments for a file's styled paragraphs (from the model's aligner): which run of
 a .docx / .pptx / .odt / .odp paragraph each translated word goes to (``files.place_aligned``).
 
 Only paragraphs with words in two runs or more need them (one run takes the whole translation),

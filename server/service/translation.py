@@ -121,7 +121,7 @@ class TranslationService:
             if scored:
                 valid = dataclasses.replace(valid, options=quality.scoring_options(valid.options, valid.model.engine))
             # html / markdown: inline markup stays inside its sentence and is placed by alignment
-            # where the model has an aligner (issue 34); otherwise sentences are cut at it
+            # where the model has an aligner; otherwise sentences are cut at it
             place = request.format != TEXT and valid.model.aligns
             valid, prepared = await self.split(valid, place)
             align = request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments))

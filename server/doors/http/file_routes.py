@@ -1,4 +1,4 @@
-"""LibreTranslate's file routes on the HTTP server (issue 35), codecs of the file service.
+"""LibreTranslate's file routes on the HTTP server, codecs of the file service.
 
 - ``POST /translate_file``: a multipart form of ``file``, ``source`` (a code or ``auto``),
   ``target`` and ``api_key`` -> ``{"translatedFileUrl": ".../download_file/<name>"}``, the

@@ -105,7 +105,7 @@ def add_routes(http: HttpServer) -> None:
     async def generate(request: web.Request, call: Call) -> web.Response:
         done = await app.translation.translate(await request_of(request, call))
         reply = {"model_name": done.model, "model_version": VERSION, TEXT_OUTPUT: done.results[0].hypotheses[0].text}
-        if done.alignments is not None:  # issue 34: one "i-j ..." string per sentence
+        if done.alignments is not None:  # one "i-j ..." string per sentence
             reply["alignments"] = [a.pharaoh() for a in done.alignments[0]]
         if done.quality is not None:
             quality = done.quality[0]

@@ -105,7 +105,7 @@ async def read_fields(request: web.Request, limit: int) -> dict[str, Any]:
 def url_encoded_fields(body: bytes) -> dict[str, Any]:
     """A url-encoded form, its bytes strictly UTF-8 as a JSON body's are: aiohttp's own parser
     replaces invalid bytes with U+FFFD, which answered 200 with "\ufffd\ufffd" where the same
-    bytes in JSON got 400 (issue 32). The first value of a repeated field counts, as aiohttp's."""
+    bytes in JSON got 400. The first value of a repeated field counts, as aiohttp's."""
     try:
         pairs = urllib.parse.parse_qsl(
             body.decode("utf-8"), keep_blank_values=True, errors="strict", max_num_fields=MAX_FORM_FIELDS
@@ -226,7 +226,7 @@ def _reply(done: Translated, batch: bool, alternatives: int, attention: bool = F
         reply["alternatives"] = others if batch else others[0]
     if done.pivot:
         reply["pivot"] = done.pivot
-    if done.alignments is not None:  # an extension (issue 34): per text, one "i-j ..." string per sentence
+    if done.alignments is not None:  # an extension: per text, one "i-j ..." string per sentence
         aligned = [[a.pharaoh() for a in sentences] for sentences in done.alignments]
         reply["alignments"] = aligned if batch else aligned[0]
         if attention:  # an extension for the web page's attention map: per text, one map per sentence
@@ -251,7 +251,7 @@ class LibreTranslateRoutes:
 
     def check_header(self, request: web.Request, label: str) -> None:
         """A key in the ``Authorization`` header is checked on the request's head, before its body
-        is read: a wrong one is refused at once (issue 32). Without the header, ``api_key`` decides."""
+        is read: a wrong one is refused at once. Without the header, ``api_key`` decides."""
         checker, header = self.app.token_checker, request.headers.get("Authorization")
         if checker is None or not header or checker.check(header):
             return

@@ -9,7 +9,7 @@ Routes are added with :meth:`HttpServer.route`: each handler runs inside the sha
 :class:`~attnserve.server.calls.CallTracker` (request id ``X-Request-Id``, draining,
 ``--max-concurrent-rpcs``, metrics, errors), which counts a call only once its body has
 arrived (``--http-body-timeout-s``; a request head has ``--http-header-timeout-s``), so slow
-clients hold no slot (issue 32); errors are answered as ``{"error": message}``
+clients hold no slot; errors are answered as ``{"error": message}``
 with the HTTP status of the gRPC status (:data:`HTTP_STATUS`). TLS and bearer tokens
 (``Authorization: Bearer <token>``) come from the same settings as gRPC's; routes
 registered with ``open=True`` (health) need no token. KServe v2's routes live in
@@ -172,7 +172,7 @@ class _JsonRefusals(RequestHandler):
     """aiohttp's connection handler, answering a request it cannot parse (a request line or a
     header over its 8,190-byte limit, a malformed head) in the server's JSON error shape, with one
     INFO line in the log: aiohttp answers those in plain text and logs an ERROR with a traceback,
-    which any client could fill the log with (issue 32)."""
+    which any client could fill the log with."""
 
     def handle_error(self, request, status=500, exc=None, message=None):  # noqa: ANN001 - aiohttp's signature
         if not isinstance(exc, HttpProcessingError) or request.writer.output_size > 0:

@@ -1,4 +1,4 @@
-"""The web page at ``/`` (issue 35): text and file translation in a browser, served by the
+"""The web page at ``/``: text and file translation in a browser, served by the
 server itself from the installed package (``attnserve/server/web``), no CDN and no network.
 
 The page is static (HTML, one stylesheet, one vanilla-JS script) and talks to the server's

@@ -125,7 +125,7 @@ def model_config(model: LoadedModel | IndexedModel, settings: Settings) -> mc.Mo
     )
     if model.kind == TRANSLATION:
         config.model_transaction_policy.decoupled = True  # ModelStreamInfer: one response per piece
-        for key in ("max_text_chars", "max_request_chars"):  # documents: limits in characters (issue 14)
+        for key in ("max_text_chars", "max_request_chars"):  # documents: limits in characters
             config.parameters[key].string_value = str(getattr(settings, key))
     else:
         batching = config.dynamic_batching

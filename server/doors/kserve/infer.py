@@ -41,7 +41,7 @@ from ...service.translation import TranslationService
 from .tensors import BYTES, Tensor
 
 TEXT, TRANSLATION_OUT = "TEXT", "TRANSLATION"
-# With return_alignments (issue 34): per text, its sentences' links "i-j ...", one line per sentence.
+# With return_alignments: per text, its sentences' links "i-j ...", one line per sentence.
 ALIGNMENTS_OUT = "ALIGNMENTS"
 # With return_quality, an output QUALITY named, or a server with --min-quality: per text, its score
 # 0..1 (service/quality.py); the response parameter low_quality counts the texts below --min-quality.
