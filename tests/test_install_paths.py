@@ -69,7 +69,12 @@ def test_two_separate_installs_in_either_order_leave_a_working_server_and_client
         assert done.returncode == 0, done.stderr[-2000:]
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    env.update(OMP_NUM_THREADS="1", ATTNSERVE_THREADS="1", ATTNSERVE_PROVIDER="cpu")
+    # TMPDIR: the default state folder (file jobs' queue) and download folder are in the system
+    # temp dir, shared by every server on the machine started without --state-dir. A new user's
+    # machine has no other server; here other tests' servers run at once, and this server would
+    # claim their queued file jobs and translate them on its one thread while the client's call
+    # waits (a failure only under load). Its own temp dir keeps it the only server on its queue.
+    env.update(OMP_NUM_THREADS="1", ATTNSERVE_THREADS="1", ATTNSERVE_PROVIDER="cpu", TMPDIR=str(tmp_path))
     server = subprocess.Popen(
         [str(venv / "bin" / "attnserve-server"), "--port", "0", "--http-port", "-1", "--metrics-port", "-1"],
         cwd=tmp_path,  # no ./model-repo here: the bundled models
@@ -101,9 +106,10 @@ def test_two_separate_installs_in_either_order_leave_a_working_server_and_client
         assert (triton.returncode, triton.stdout) == (0, "Montag, 3. März 2025\n"), triton.stderr[-2000:]
         # source auto and /detect out of the box: the default detector comes with the base install
         detect = subprocess.run(
-            [str(venv / "bin" / "python"), "-c", DETECT], capture_output=True, text=True, timeout=60
+            [str(venv / "bin" / "python"), "-c", DETECT], capture_output=True, text=True, timeout=60, env=env
         )
         assert (detect.returncode, detect.stdout) == (0, "langid de fr\n"), detect.stderr[-2000:]
     finally:
         server.send_signal(signal.SIGINT)  # Ctrl-C, as the README says: drain, exit 0
         assert server.wait(60) == 0
+        assert (tmp_path / "attnserve-state" / "state.sqlite3").exists()  # its queue, no other server's
