@@ -54,16 +54,32 @@ def normalized_score(logprob: float, length: int, length_penalty: float) -> floa
     return logprob / (max(length, 1) ** length_penalty)
 
 
+NORMALIZER_BLOCK_BYTES = 1 << 20  # rows exponentiated together: a block that stays in L2
+
+
 def log_normalizers(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row max and log-sum-exp of the shifted logits, torch's log_softmax split in two.
 
     logits: (R, V) float32 raw (pad/bos not masked yet) -> m (R,), ls (R,) float32 so
     that ``log_softmax = (logits - m) - ls``.
+
+    The exponentials go through one small buffer a block of rows at a time: a (R, V) temporary
+    (30 MB at 128 beams of a 58k vocabulary) costs page faults and a trip through memory on
+    every step. Each row's sum is the same pairwise sum whatever the block, so the values do
+    not change.
     """
+    R, V = logits.shape
     m = logits.max(axis=1)  # (R,)
-    shifted = logits - m[:, None]  # (R, V)
-    np.exp(shifted, out=shifted)
-    return m, np.log(shifted.sum(axis=1))  # (R,), (R,)
+    s = np.empty(R, dtype=np.float32)  # (R,)
+    block = max(1, min(R, NORMALIZER_BLOCK_BYTES // max(4 * V, 1)))
+    work = np.empty((block, V), dtype=np.float32)
+    for i in range(0, R, block):
+        n = min(block, R - i)
+        w = work[:n]
+        np.subtract(logits[i : i + n], m[i : i + n, None], out=w)
+        np.exp(w, out=w)
+        w.sum(axis=1, out=s[i : i + n])
+    return m, np.log(s)  # (R,), (R,)
 
 
 @dataclass
@@ -90,7 +106,7 @@ class StepLogits:
     batch-1 step on the caches the decoder run had just flushed, benchmarks/README.md).
     """
 
-    __slots__ = ("logits", "m", "ls", "greedy", "best")
+    __slots__ = ("logits", "m", "ls", "greedy", "best", "_top")
 
     def __init__(
         self,
@@ -102,6 +118,7 @@ class StepLogits:
     ) -> None:
         self.m, self.ls = log_normalizers(logits) if scores else (None, None)  # (B,), (B,)
         self.logits = logits
+        self._top: tuple[int, np.ndarray] | None = None
         if never_ids is not None:
             self.greedy = logits.argmax(axis=1)  # (B,)
             self.best: list[int] = self.greedy.tolist()
@@ -117,6 +134,32 @@ class StepLogits:
 
     def token_logp(self, row: int, token: int) -> float:
         return float((self.logits[row, token] - self.m[row]) - self.ls[row])
+
+    def top(self, n: int) -> np.ndarray:
+        """The ``n`` highest logits' ids of every row, unordered: (B, min(n, V)) int64.
+
+        One partition of the whole batch, computed once per step for every beam search that
+        asks (the largest ``n`` asked for is kept; a smaller ask reads its first columns only
+        when they are the same partition, so it recomputes instead)."""
+        if self._top is None or self._top[0] != n:
+            V = self.logits.shape[1]
+            if n >= V:
+                ids = np.broadcast_to(np.arange(V), self.logits.shape)
+            else:
+                ids = np.argpartition(self.logits, V - n, axis=1)[:, V - n :]  # (B, n)
+            self._top = (n, ids)
+        return self._top[1]
+
+    def candidates(self, rows: np.ndarray, n: int, base: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each of ``rows``' (K,) ``n`` best tokens and their scores ``base[k] + logp``: (K, n) ids
+        and (K, n) float32, computed as ``logp`` computes them but only where they are read.
+
+        A row's ``n`` best tokens by raw logit are its ``n`` best by ``base + logp`` (the same
+        shift for the whole row), so the best ``n`` candidates of all rows are among them."""
+        ids = self.top(n)[rows]  # (K, n)
+        raw = self.logits[rows[:, None], ids]  # (K, n)
+        m, ls = self.m[rows, None], self.ls[rows, None]  # (K, 1)
+        return ids, base[:, None] + ((raw - m) - ls)  # (K, n), (K, n)
 
 
 class Search:
@@ -322,7 +365,12 @@ class BeamSearch(Search):
         self.done = False
 
     def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], list[int]]:
-        parents, tokens = self.advance(step.logp(rows))
+        if self.step < len(self.prefix):
+            parents, tokens = self._force(step.logp(rows[:1]))
+        else:  # the 2K best of each row from the step's one partition; logp only for those
+            base = np.asarray([lp for _, lp in self.beams], dtype=np.float32)  # (K_live,)
+            ids, scores = step.candidates(rows, 2 * self.beam_size, base)  # (K_live, n) each
+            parents, tokens = self._expand(ids, scores)
         return tokens, parents
 
     def advance(self, logp: np.ndarray) -> tuple[list[int], list[int]]:
@@ -333,17 +381,26 @@ class BeamSearch(Search):
         """
         if self.step < len(self.prefix):
             return self._force(logp)
-        K = self.beam_size
         scores = np.asarray([lp for _, lp in self.beams], dtype=np.float32)[:, None] + logp  # (K_live, V)
-        V = scores.shape[1]
-        flat = scores.ravel()  # (K_live * V,)
+        ids = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
+        return self._expand(ids, scores)
+
+    def _expand(self, ids: np.ndarray, scores: np.ndarray) -> tuple[list[int], list[int]]:
+        """The step after the prefix: ids (K_live, n) candidate tokens of each live beam, scores
+        (K_live, n) float32 their beam's log-probability plus theirs (every token a live beam could
+        take among its ``n`` best)."""
+        K = self.beam_size
+        flat = scores.ravel()  # (K_live * n,)
         n = min(2 * K, flat.size)
         top = np.argpartition(-flat, n - 1)[:n] if n < flat.size else np.arange(flat.size)
-        top = top[np.argsort(-flat[top], kind="stable")]  # (n,) best first, ties to the lower index
+        beams, toks = np.divmod(top, ids.shape[1])
+        toks = ids[beams, toks]  # (n,)
+        # best first, ties to the lower beam then the lower token (the order of the (K_live, V) scores)
+        order = np.lexsort((toks, beams, -flat[top]))
         alive: list[tuple[list[int], float]] = []
         parents: list[int] = []
-        for rank, (index, value) in enumerate(zip(top.tolist(), flat[top].tolist())):
-            beam, tok = divmod(index, V)
+        ranked = zip(beams[order].tolist(), toks[order].tolist(), flat[top[order]].tolist())
+        for rank, (beam, tok, value) in enumerate(ranked):
             tokens = self.beams[beam][0] + [tok]
             if tok == self.eos_id:
                 if rank < K:  # only the best K candidates may finish (models/decoding.py, transformers)
