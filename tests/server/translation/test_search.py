@@ -10,7 +10,7 @@ import pytest
 from tokenizers import Tokenizer, decoders, models
 
 from attnserve.server.translation.detok import IncrementalDetokenizer
-from attnserve.server.translation.search import BeamSearch, StepLogits, log_normalizers, sample_token
+from attnserve.server.translation.search import BeamSearch, StepLogits, log_normalizers, sample_token, top_ids
 
 PAD, BOS, EOS, A, B, C, D = range(7)
 
@@ -90,6 +90,16 @@ def test_log_normalizers_of_rows_wider_than_a_block_equal_log_softmax():
     expected = np.log(np.exp(x.astype(np.float64) - m[:, None]).sum(axis=1))
     np.testing.assert_allclose(ls, expected, rtol=1e-5)
     np.testing.assert_array_equal(m, x.max(axis=1))
+
+
+@pytest.mark.parametrize("V", [9, 17, 1000, 58101])  # fewer columns than blocks, a tail past the last block
+@pytest.mark.parametrize("n", [1, 8])
+def test_top_ids_are_each_rows_n_largest(V, n):
+    x = np.random.default_rng(V + n).normal(size=(6, V)).astype(np.float32)
+    x[0, -1] = 99  # the best in the columns past the last whole block
+    x[1, :n] = 50  # the n best in one block
+    got = np.sort(top_ids(x, n), axis=1)
+    np.testing.assert_array_equal(got, np.sort(np.argsort(-x, axis=1, kind="stable")[:, :n], axis=1))
 
 
 def test_beam_searches_sharing_a_step_choose_what_whole_rows_of_logp_choose():
