@@ -10,7 +10,8 @@ import pytest
 from tokenizers import Tokenizer, decoders, models
 
 from attnserve.server.translation.detok import IncrementalDetokenizer
-from attnserve.server.translation.search import BeamSearch, StepLogits, log_normalizers, sample_token, top_ids
+from attnserve.server.translation.search import BeamSearch, StepLogits, sample_token
+from attnserve.server.translation.step_logits import log_normalizers, top_ids
 
 PAD, BOS, EOS, A, B, C, D = range(7)
 
