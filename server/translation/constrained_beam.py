@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from .constraints import TermTracker
-from .search import BeamSearch, Finished, normalized_score
+from .search import BeamSearch, Finished, StepLogits, normalized_score
 from .terms import Constraint
 
 Entry = tuple[float, int, int, TermTracker, int]  # (score, parent beam, token, its tracker, bank)
@@ -56,6 +56,11 @@ class ConstrainedBeamSearch(BeamSearch):
         super().__init__(beam_size, max_new_tokens, length_penalty, num_hypotheses, eos_id, prefix, hidden)
         self.trackers = [TermTracker(constraints)]  # one per live beam, in beam order
         self.total = self.trackers[0].owed  # the top bank: every term written
+
+    def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], list[int]]:
+        # every token may advance a term, so the banks read whole rows of log-probabilities
+        parents, tokens = self.advance(step.logp(rows))
+        return tokens, parents
 
     def advance(self, logp: np.ndarray) -> tuple[list[int], list[int]]:
         """One step; logp (K_live, V) float32. Returns (parents, tokens) as BeamSearch does."""

@@ -25,8 +25,8 @@ reference does. Beam search keeps its single start beam through the prefix and e
 it. With an empty prefix nothing changes.
 
 One interface for all three (:class:`Search`): after a decoder step the scheduler hands
-each job's search the step's logits (:class:`StepLogits`, log-normalisers and the batch's
-argmax computed once for every row) and the job's rows; the search returns the next input
+each job's search the step's logits (:class:`StepLogits`: log-normalisers, the batch's argmax
+and each row's best beam candidates, computed once for every row) and the job's rows; the search returns the next input
 token of each row and, for beam search, which row each one continues. Greedy and sampling
 are one :class:`SingleSearch` with the token chooser injected (:class:`Argmax`,
 :class:`Sampler`), so the step never branches on the mode.
@@ -44,26 +44,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .options import DecodeOptions
+from .step_logits import StepLogits
 from .terms import constraints_growth
-
-NEG_INF = np.float32(-np.inf)
 
 
 def normalized_score(logprob: float, length: int, length_penalty: float) -> float:
     """Length-normalised score (models/decoding.py; Wu et al. 2016)."""
     return logprob / (max(length, 1) ** length_penalty)
-
-
-def log_normalizers(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Row max and log-sum-exp of the shifted logits, torch's log_softmax split in two.
-
-    logits: (R, V) float32 raw (pad/bos not masked yet) -> m (R,), ls (R,) float32 so
-    that ``log_softmax = (logits - m) - ls``.
-    """
-    m = logits.max(axis=1)  # (R,)
-    shifted = logits - m[:, None]  # (R, V)
-    np.exp(shifted, out=shifted)
-    return m, np.log(shifted.sum(axis=1))  # (R,), (R,)
 
 
 @dataclass
@@ -73,50 +60,6 @@ class Finished:
     score: float
     finish_reason: str  # "eos" | "length"
     written: list[int] | None = None  # the tokens the decoder was fed, where glossary surrogates were swapped out
-
-
-class StepLogits:
-    """One decoder step's logits as every search reads them.
-
-    logits: (B, V) float32, raw from the decoder; pad and start tokens (``never``: columns) are
-    set to -inf in place (never generated). The log-softmax normalisers (``scores``) and the
-    argmax of every row (``argmax``, ties to the lowest id) are computed once, for the whole
-    batch, and only when some job needs them.
-
-    ``never_ids``: given when nothing but the argmax reads this step (every row greedy, no
-    scores). The argmax is then taken first and the columns masked (and the argmax taken
-    again) only when one of those ids won, which a trained model all but never lets happen:
-    the same tokens, ties included, without a write into the logits on every step (~7 us of a
-    batch-1 step on the caches the decoder run had just flushed, benchmarks/README.md).
-    """
-
-    __slots__ = ("logits", "m", "ls", "greedy", "best")
-
-    def __init__(
-        self,
-        logits: np.ndarray,
-        never: slice | np.ndarray,
-        scores: bool,
-        argmax: bool,
-        never_ids: frozenset[int] | None = None,
-    ) -> None:
-        self.m, self.ls = log_normalizers(logits) if scores else (None, None)  # (B,), (B,)
-        self.logits = logits
-        if never_ids is not None:
-            self.greedy = logits.argmax(axis=1)  # (B,)
-            self.best: list[int] = self.greedy.tolist()
-            if never_ids.isdisjoint(self.best):
-                return  # no row chose a never-generated token: the unmasked argmax is the masked one
-        logits[:, never] = NEG_INF
-        self.greedy = logits.argmax(axis=1) if argmax else None  # (B,)
-        self.best = self.greedy.tolist() if argmax else []  # the same as ints, read per row
-
-    def logp(self, rows: np.ndarray) -> np.ndarray:
-        """Log-probabilities of ``rows`` (K,): (K, V) float32, pad/start at -inf."""
-        return (self.logits[rows] - self.m[rows, None]) - self.ls[rows, None]  # (K, V)
-
-    def token_logp(self, row: int, token: int) -> float:
-        return float((self.logits[row, token] - self.m[row]) - self.ls[row])
 
 
 class Search:
@@ -322,7 +265,12 @@ class BeamSearch(Search):
         self.done = False
 
     def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], list[int]]:
-        parents, tokens = self.advance(step.logp(rows))
+        if self.step < len(self.prefix):
+            parents, tokens = self._force(step.logp(rows[:1]))
+        else:  # the 2K best of each row from the step's one partition; logp only for those
+            base = np.asarray([lp for _, lp in self.beams], dtype=np.float32)  # (K_live,)
+            ids, scores = step.candidates(rows, 2 * self.beam_size, base)  # (K_live, n) each
+            parents, tokens = self._expand(ids, scores)
         return tokens, parents
 
     def advance(self, logp: np.ndarray) -> tuple[list[int], list[int]]:
@@ -333,17 +281,26 @@ class BeamSearch(Search):
         """
         if self.step < len(self.prefix):
             return self._force(logp)
-        K = self.beam_size
         scores = np.asarray([lp for _, lp in self.beams], dtype=np.float32)[:, None] + logp  # (K_live, V)
-        V = scores.shape[1]
-        flat = scores.ravel()  # (K_live * V,)
+        ids = np.broadcast_to(np.arange(scores.shape[1]), scores.shape)
+        return self._expand(ids, scores)
+
+    def _expand(self, ids: np.ndarray, scores: np.ndarray) -> tuple[list[int], list[int]]:
+        """The step after the prefix: ids (K_live, n) candidate tokens of each live beam, scores
+        (K_live, n) float32 their beam's log-probability plus theirs (every token a live beam could
+        take among its ``n`` best)."""
+        K = self.beam_size
+        flat = scores.ravel()  # (K_live * n,)
         n = min(2 * K, flat.size)
         top = np.argpartition(-flat, n - 1)[:n] if n < flat.size else np.arange(flat.size)
-        top = top[np.argsort(-flat[top], kind="stable")]  # (n,) best first, ties to the lower index
+        beams, toks = np.divmod(top, ids.shape[1])
+        toks = ids[beams, toks]  # (n,)
+        # best first, ties to the lower beam then the lower token (the order of the (K_live, V) scores)
+        order = np.lexsort((toks, beams, -flat[top]))
         alive: list[tuple[list[int], float]] = []
         parents: list[int] = []
-        for rank, (index, value) in enumerate(zip(top.tolist(), flat[top].tolist())):
-            beam, tok = divmod(index, V)
+        ranked = zip(beams[order].tolist(), toks[order].tolist(), flat[top[order]].tolist())
+        for rank, (beam, tok, value) in enumerate(ranked):
             tokens = self.beams[beam][0] + [tok]
             if tok == self.eos_id:
                 if rank < K:  # only the best K candidates may finish (models/decoding.py, transformers)

@@ -77,25 +77,35 @@ class SlotTable:
         return [i for i, owner in enumerate(self.owner) if owner is None]
 
     def _place_beams(self, jobs: list[Job], free: list[int]) -> None:
-        """Beam search's next rows: row i continues beam parents[i]; copy the caches that move."""
+        """Beam search's next rows: beam i continues beam parents[i]. The first beam to continue
+        a parent keeps its row (no copy); its siblings take the job's unclaimed rows, then free
+        slots, and only their caches are copied, as one gather per cache array."""
         dst, src, fresh = [], [], []
         for job in jobs:
             if job.parents is None:
                 continue
             current, parents = job.slots, np.asarray(job.parents, dtype=np.int64)
             n = len(parents)
-            slots = np.concatenate([current, [free.pop() for _ in range(n - len(current))]]).astype(np.int64)
-            slots = slots[:n]
-            if n < len(current):  # fewer live beams (a tiny vocabulary): free the extra rows
-                self.cache.free(current[n:])
-                for slot in current[n:].tolist():
+            kept = current[parents]  # (n,) the parent's row of each beam
+            first = np.zeros(n, dtype=bool)
+            first[np.unique(parents, return_index=True)[1]] = True
+            claimed = set(kept[first].tolist())
+            spare = [slot for slot in current.tolist() if slot not in claimed]
+            moving = n - int(first.sum())
+            while len(spare) < moving:
+                spare.append(free.pop())
+            slots = kept.copy()
+            slots[~first] = spare[:moving]
+            if len(spare) > moving:  # fewer live beams (a tiny vocabulary): free the rows left over
+                left = np.array(spare[moving:], dtype=np.int64)
+                self.cache.free(left)
+                for slot in left.tolist():
                     self.owner[slot] = None
             for slot in slots.tolist():
                 self.owner[slot] = job
-            moved = slots != current[parents] if n <= len(current) else np.ones(n, dtype=bool)
-            dst.append(slots[moved])
-            src.append(current[parents][moved])
-            fresh.append(~np.isin(slots[moved], current))  # a slot new to the job: its source rows too
+            dst.append(slots[~first])
+            src.append(kept[~first])
+            fresh.append(~np.isin(slots[~first], current))  # a slot new to the job: its source rows too
             job.slots = slots
             self.tokens[slots] = job.next_tokens
             job.parents = job.next_tokens = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from attnserve.server.translation.search import StepLogits, log_normalizers
+from attnserve.server.translation.step_logits import StepLogits, log_normalizers
 from attnserve.server.translation.terms import TermTokens
 
 PAD, BOS, EOS, A, B, C, D, E, F, G = range(10)

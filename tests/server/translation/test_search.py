@@ -10,7 +10,8 @@ import pytest
 from tokenizers import Tokenizer, decoders, models
 
 from attnserve.server.translation.detok import IncrementalDetokenizer
-from attnserve.server.translation.search import BeamSearch, StepLogits, log_normalizers, sample_token
+from attnserve.server.translation.search import BeamSearch, StepLogits, sample_token
+from attnserve.server.translation.step_logits import log_normalizers, top_ids
 
 PAD, BOS, EOS, A, B, C, D = range(7)
 
@@ -82,6 +83,53 @@ def test_log_normalizers_equal_log_softmax():
     m, ls = log_normalizers(x)
     expected = x - np.log(np.exp(x.astype(np.float64)).sum(axis=1, keepdims=True))
     np.testing.assert_allclose((x - m[:, None]) - ls[:, None], expected, atol=1e-6)
+
+
+def test_log_normalizers_of_rows_wider_than_a_block_equal_log_softmax():
+    x = np.random.default_rng(1).normal(size=(5, 300_000)).astype(np.float32) * 4  # a block holds fewer rows
+    m, ls = log_normalizers(x)
+    expected = np.log(np.exp(x.astype(np.float64) - m[:, None]).sum(axis=1))
+    np.testing.assert_allclose(ls, expected, rtol=1e-5)
+    np.testing.assert_array_equal(m, x.max(axis=1))
+
+
+@pytest.mark.parametrize("V", [9, 17, 1000, 58101])  # fewer columns than blocks, a tail past the last block
+@pytest.mark.parametrize("n", [1, 8])
+def test_top_ids_are_each_rows_n_largest(V, n):
+    x = np.random.default_rng(V + n).normal(size=(6, V)).astype(np.float32)
+    x[0, -1] = 99  # the best in the columns past the last whole block
+    x[1, :n] = 50  # the n best in one block
+    got = np.sort(top_ids(x, n), axis=1)
+    np.testing.assert_array_equal(got, np.sort(np.argsort(-x, axis=1, kind="stable")[:, :n], axis=1))
+
+
+def test_beam_searches_sharing_a_step_choose_what_whole_rows_of_logp_choose():
+    """Several beam jobs in one batch take their candidates from the step's one partition of
+    the logits; every step they keep the beams, tokens and scores that the (K, V) log-probabilities
+    of their rows give."""
+    rng = np.random.default_rng(3)
+    V, K, jobs, steps = 50, 4, 3, 6
+    new = [BeamSearch(K, steps, 1.0, K, eos_id=EOS) for _ in range(jobs)]
+    old = [BeamSearch(K, steps, 1.0, K, eos_id=EOS) for _ in range(jobs)]
+    rows = [np.array([j], dtype=np.int64) for j in range(jobs)]
+    for _ in range(steps):
+        live = [(j, r) for j, r in enumerate(rows) if len(r)]
+        if not live:
+            break
+        batch = rng.normal(size=(sum(len(r) for _, r in live), V)).astype(np.float32) * 3
+        batch[:, EOS] -= 2
+        at = 0
+        for j, r in live:
+            rows[j] = np.arange(at, at + len(r))
+            at += len(r)
+        step = StepLogits(batch.copy(), slice(PAD, BOS + 1), scores=True, argmax=False)
+        for j, _ in live:
+            tokens, parents = new[j].choose(step, rows[j])
+            assert (parents, tokens) == old[j].advance(step.logp(rows[j]))
+            assert [(t, lp) for t, lp in new[j].beams] == [(t, lp) for t, lp in old[j].beams]
+            rows[j] = np.zeros(len(tokens), dtype=np.int64)
+    for a, b in zip(new, old):
+        assert [(h.tokens, h.logprob) for h in a.result()] == [(h.tokens, h.logprob) for h in b.result()]
 
 
 @pytest.mark.parametrize("never", [slice(PAD, BOS + 1), np.array([PAD, D])], ids=["columns", "ids"])
