@@ -8,17 +8,9 @@ import re
 import tokenize
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("server", "export", "models", "client", "contract")
 ISSUE = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
-# Files another branch is rewriting at the time this test was written; each must still hold a
-# citation (a stale entry fails), and leaves this set once its citations are gone.
-PENDING = {
-    "server/translation/aligner.py",
-    "server/translation/options.py",
-}
 
 
 def product_files() -> list[Path]:
@@ -46,12 +38,6 @@ def test_the_product_code_cites_no_issue_number():
     for path in product_files():
         name = path.relative_to(ROOT).as_posix()
         found = citations(path.read_text(encoding="utf-8"))
-        if found and name not in PENDING:
+        if found:
             cited[name] = found
     assert not cited, f"issue numbers in product code (say why, not which issue): {cited}"
-
-
-@pytest.mark.parametrize("name", sorted(PENDING))
-def test_every_pending_file_still_cites_one(name):
-    path = ROOT / name
-    assert path.exists() and citations(path.read_text(encoding="utf-8")), f"{name}: drop it from PENDING"

@@ -1,4 +1,4 @@
-"""The aligner graph of a translation model directory (``aligner.onnx``, issue 34): the
+"""The aligner graph of a translation model directory (``aligner.onnx``): the
 cross-attention of finished translations, for word alignments.
 
 A fused export's step decoder returns each step's attention at the layer read (its

@@ -42,11 +42,11 @@ log = logging.getLogger(__name__)
 # The in-place cache is verified on the CPU provider only. On CUDA (an NVIDIA H200, onnxruntime-gpu
 # 1.31.1) the engine's tokens with an fp16 in-place export matched the CPU's in 29% of positions,
 # where the fp16 left-padded export matched in 100% (benchmarks/README.md, "kv-cache on CUDA"). The
-# cause found since, by reading: onnxruntime's io binding copies a host input to the device when it
-# is bound, and the step's token ids, positions and lengths were bound once per layout, so every
-# step read the values of the first (``ModelRunner._step_in_place`` binds them at every step on a
-# device now; tests.support.sessions.DeviceSession plays that copy on the CPU). Until a GPU confirms
-# it the refusal stays; ``benchmarks.kv_inplace_cuda`` turns it off for its own run only.
+# likely cause: onnxruntime's io binding copies a host input to the device when it is bound, so
+# inputs bound once per layout would be read stale at every later step; ``ModelRunner._step_in_place``
+# binds the step's token ids, positions and lengths at every step on a device
+# (tests.support.sessions.DeviceSession plays that copy on the CPU). No GPU run has confirmed it, so
+# the refusal stays; ``benchmarks.kv_inplace_cuda`` turns it off for its own run only.
 REFUSE_IN_PLACE_ON_CUDA = True
 IN_PLACE_ON_CUDA = (
     "this model's decoder writes its KV cache in place (model.json kv_cache: in-place), which this "

@@ -20,7 +20,7 @@ class EngineSettings:
     max_queue_size: int = 256  # texts waiting for admission; beyond -> Overloaded
     max_beam_size: int = 8
     max_texts_per_request: int = 64  # more texts in one translate() call -> InvalidRequest
-    max_text_chars: int = 50_000  # characters of one text, checked before anything else (issue 14)
+    max_text_chars: int = 50_000  # characters of one text, checked before anything else (tokenising is linear in it)
     max_request_chars: int = 200_000  # characters of all texts of one call, likewise
     # KV-cache bytes admitted jobs may reserve together (rows x (source + max new tokens) x
     # bytes per token of self and cross K/V, fp32); 0 = bounded by max_tokens_in_flight only.

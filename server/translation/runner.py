@@ -83,7 +83,7 @@ class ModelRunner:
         self.attention: np.ndarray | None = None
         # Encoder runs by source length: measured on CPU, where a run costs rows x length. On a
         # device a run's fixed cost (kernel launches) weighs more and padding less, and this is
-        # not measured there yet: one run per boundary, as before.
+        # not measured there: one run per boundary.
         self.split_runs = placement.device is None
         self._bound: tuple[int, int, bool] | None = None  # (cache.version, id(cache), attention) of the binding
         self._step_feeds: list[tuple[str, np.ndarray]] = []  # the in-place step's host inputs, by name
