@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import importlib.util
 import json
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -33,6 +35,15 @@ class ConfigError(ValueError):
 
 def _default_model_repo() -> Path:
     return Path("model-repo")
+
+
+def per_repository_dir(prefix: str, model_repo: Path) -> Path:
+    """``<system temp>/<prefix>-<12 hex digits of the repository's real path>``: the default home of
+    state a server keeps on disk. Servers of one model repository (``--workers``, a restart) share
+    it, so a restarted server finds its jobs and downloads; a server of another repository on the
+    same machine has its own, so it never takes jobs for models it does not serve."""
+    digest = hashlib.sha256(str(Path(model_repo).resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"{prefix}-{digest}"
 
 
 def bundled_model_repo() -> Path | None:
@@ -243,7 +254,9 @@ class Settings:
         "memory a file worker may take for one file over its size at start; past it the file gets 413 (0 = no limit)",
     )
     download_dir: str = _setting(
-        "", "directory of translated files waiting for download ('' = attnserve-downloads in the system temp dir)"
+        "",
+        "directory of translated files waiting for download ('' = attnserve-downloads-<the model repository's "
+        "digest> in the system temp dir)",
     )
     download_retention_s: float = _setting(3600.0, "seconds a translated file stays downloadable; then deleted")
     max_download_bytes: int = _setting(
@@ -262,7 +275,8 @@ class Settings:
     state_dir: str = _setting(
         "",
         "directory of the server's state (file jobs: an SQLite file and the jobs' files), shared by --workers; "
-        "'' = attnserve-state in the system temp dir",
+        "'' = attnserve-state-<the model repository's digest> in the system temp dir: the servers of one "
+        "repository share it, those of another do not",
     )
     running_jobs: int = _setting(2, "file jobs translated at once by each server process; the rest wait queued")
     max_jobs: int = _setting(1000, "file jobs kept at once (queued, running or finished), all keys together")

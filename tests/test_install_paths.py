@@ -112,4 +112,4 @@ def test_two_separate_installs_in_either_order_leave_a_working_server_and_client
     finally:
         server.send_signal(signal.SIGINT)  # Ctrl-C, as the README says: drain, exit 0
         assert server.wait(60) == 0
-        assert (tmp_path / "attnserve-state" / "state.sqlite3").exists()  # its queue, no other server's
+        assert list(tmp_path.glob("attnserve-state-*/state.sqlite3"))  # its queue, no other server's

@@ -29,7 +29,6 @@ import logging
 import os
 import re
 import secrets
-import tempfile
 import threading
 import time
 from collections import OrderedDict
@@ -86,10 +85,6 @@ def key_digest(api_key: str | None) -> str:
     return hashlib.sha256(api_key.encode()).hexdigest() if api_key else ""
 
 
-def default_dir() -> Path:
-    return Path(tempfile.gettempdir()) / "attnserve-downloads"
-
-
 def disk_bytes(*paths: Path) -> int:
     """What ``paths`` take on disk: allocated blocks (a 10-byte file takes a whole block)."""
     total = 0
@@ -106,7 +101,7 @@ class DownloadStore:
     """See the module docstring. Methods do blocking file I/O: call them off the event loop."""
 
     def __init__(self, directory: str | Path, retention_s: float, max_bytes: int, max_files: int = 10_000) -> None:
-        self.directory = Path(directory) if directory else default_dir()
+        self.directory = Path(directory)
         self.retention_s, self.max_bytes, self.max_files = retention_s, max_bytes, max_files
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock = threading.Lock()

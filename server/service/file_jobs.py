@@ -21,7 +21,6 @@ import contextlib
 import logging
 import os
 import secrets
-import tempfile
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -31,7 +30,7 @@ from typing import Any
 
 from .. import files
 from ..calls import Call
-from ..config import Settings
+from ..config import Settings, per_repository_dir
 from ..errors import InvalidRequest, ModelNotFound, Overloaded, ServingError
 from ..files.downloads import key_digest, safe_filename
 from ..files.job_store import Job, JobStore, SqliteJobStore, pid_alive
@@ -66,8 +65,8 @@ class JobRequest:
     model: str = ""
 
 
-def default_dir() -> Path:
-    return Path(tempfile.gettempdir()) / "attnserve-state"
+def default_dir(settings: Settings) -> Path:
+    return per_repository_dir("attnserve-state", settings.model_repo)
 
 
 def remaining_s(job: Job, now: float | None = None) -> float | None:
@@ -103,7 +102,7 @@ class FileJobs:
 
     def __init__(self, translation: FileTranslation, settings: Settings, store: JobStore | None = None) -> None:
         self.translation, self.settings = translation, settings
-        folder = Path(settings.state_dir) if settings.state_dir else default_dir()
+        folder = Path(settings.state_dir) if settings.state_dir else default_dir(settings)
         self.blobs = folder / "jobs"
         self.blobs.mkdir(parents=True, exist_ok=True)
         self.store = store if store is not None else SqliteJobStore(folder)

@@ -130,3 +130,17 @@ def test_models_load_lazily_exactly_when_a_budget_is_set_unless_told():
         _resolve(["--load-models", "eager", "--max-loaded-models", "4"])
     with pytest.raises(ConfigError, match="max_loaded_models: invalid value -1"):
         _resolve(["--max-loaded-models", "-1"])
+
+
+def test_servers_of_one_repository_share_their_state_folder_and_others_do_not(tmp_path, monkeypatch):
+    from attnserve.server.config import per_repository_dir
+
+    a, b = tmp_path / "repo-a", tmp_path / "repo-b"
+    a.mkdir()
+    b.mkdir()
+    (tmp_path / "link-to-a").symlink_to(a)
+    monkeypatch.chdir(tmp_path)
+    same = {per_repository_dir("attnserve-state", p) for p in (a, Path("repo-a"), tmp_path / "link-to-a")}
+    assert len(same) == 1  # --workers and a restart find the same jobs, however the path is spelt
+    assert per_repository_dir("attnserve-state", b) not in same  # another repository's server never takes them
+    assert per_repository_dir("attnserve-downloads", a) != per_repository_dir("attnserve-state", a)

@@ -32,6 +32,7 @@ from typing import Any
 from aiohttp import BodyPartReader, web
 
 from ...calls import Call
+from ...config import per_repository_dir
 from ...errors import InvalidRequest
 from ...files.downloads import DownloadStore
 from ...service.files import FileRequest
@@ -90,7 +91,8 @@ class FileRoutes:
     def __init__(self, http: HttpServer, libre: LibreTranslateRoutes) -> None:
         self.app, self.libre = http.app, libre
         s = self.app.settings
-        self.store = DownloadStore(s.download_dir, s.download_retention_s, s.max_download_bytes, s.max_download_files)
+        folder = s.download_dir or per_repository_dir("attnserve-downloads", s.model_repo)
+        self.store = DownloadStore(folder, s.download_retention_s, s.max_download_bytes, s.max_download_files)
         self._sweeper: asyncio.Task | None = None
         http.web.on_startup.append(self._start_sweeping)
         http.web.on_cleanup.append(self._stop_sweeping)
