@@ -254,9 +254,7 @@ class Settings:
         "memory a file worker may take for one file over its size at start; past it the file gets 413 (0 = no limit)",
     )
     download_dir: str = _setting(
-        "",
-        "directory of translated files waiting for download ('' = attnserve-downloads-<the model repository's "
-        "digest> in the system temp dir)",
+        "", "translated files waiting for download ('' = attnserve-downloads-<repository digest> in the temp dir)"
     )
     download_retention_s: float = _setting(3600.0, "seconds a translated file stays downloadable; then deleted")
     max_download_bytes: int = _setting(

@@ -93,7 +93,9 @@ def test_a_job_reports_progress_as_it_runs_and_its_result_is_the_files_translati
 
 
 def test_a_cancelled_job_stops_and_has_no_result(server):
-    status, submitted = submit(server, document(400))
+    # several seconds of decoding (the bundled translator decodes a few hundred sentences a second): the
+    # cancel lands before the end whatever the machine's speed
+    status, submitted = submit(server, document(4000))
     assert status == 202
     request = urllib.request.Request(f"http://{server.http_address}/jobs/{submitted['id']}", method="DELETE")
     with urllib.request.urlopen(request, timeout=30) as reply:
@@ -101,7 +103,7 @@ def test_a_cancelled_job_stops_and_has_no_result(server):
     assert cancelled["status"] == "cancelled"
     time.sleep(1.5)  # past a tick of the runner: the job's task is stopped, its progress stays
     status, after = job(server, submitted["id"])
-    assert after["status"] == "cancelled" and after["done"] < 400, after
+    assert after["status"] == "cancelled" and (after["total"] == 0 or after["done"] < after["total"]), after
     time.sleep(0.5)
     assert job(server, submitted["id"])[1]["done"] == after["done"]  # nothing decodes it any more
     status, reply, _ = call(server, f"/jobs/{submitted['id']}/result")
