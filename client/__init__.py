@@ -31,6 +31,7 @@ from .jobs import FileJob, JobClient
 from .requests import (
     check_unsigned,
     decoding_options,
+    file_request,
     glossary_entries,
     image_input,
     read_glossary,
@@ -275,14 +276,7 @@ class Client:
         """Translate the file at ``path`` (its extension picks the format) as one request;
         ``progress(done, total)`` hears of its sentences as the server decodes them.
         Closing early (an exception in ``progress``) cancels the call."""
-        path = Path(path)
-        request = pb.TranslateFileRequest(
-            model=model,
-            filename=path.name,
-            content=path.read_bytes(),
-            source_language=source_language,
-            target_language=target_language,
-        )
+        request = file_request(path, target_language, source_language, model)
         call = self._call(lambda t: self.stub.TranslateFile(request, timeout=t), timeout)
         parts: list[bytes] = []
         try:

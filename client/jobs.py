@@ -14,6 +14,7 @@ import grpc
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
+from .requests import file_request
 from .results import TranslatedFile
 
 if TYPE_CHECKING:
@@ -64,14 +65,7 @@ class JobClient:
         *,
         timeout: float | None = None,
     ) -> FileJob:
-        path = Path(path)
-        request = pb.TranslateFileRequest(
-            model=model,
-            filename=path.name,
-            content=path.read_bytes(),
-            source_language=source_language,
-            target_language=target_language,
-        )
+        request = file_request(path, target_language, source_language, model)
         stub = self.client.stub
         return file_job(self.client._call(lambda t: stub.SubmitFileJob(request, timeout=t), timeout))
 

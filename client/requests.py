@@ -27,6 +27,18 @@ FORMATS = {"text": pb.TEXT_FORMAT_TEXT, "html": pb.TEXT_FORMAT_HTML, "markdown":
 UNSIGNED_MAX = {FieldDescriptor.TYPE_UINT32: 2**32 - 1, FieldDescriptor.TYPE_UINT64: 2**64 - 1}
 
 
+def file_request(path: str | Path, target_language: str, source_language: str, model: str) -> pb.TranslateFileRequest:
+    """The file at ``path`` to translate (its name's extension picks the format on the server)."""
+    path = Path(path)
+    return pb.TranslateFileRequest(
+        model=model,
+        filename=path.name,
+        content=path.read_bytes(),
+        source_language=source_language,
+        target_language=target_language,
+    )
+
+
 def unsigned_max(message: Any, field: str) -> int | None:
     """The largest value of ``message``'s unsigned integer ``field`` (its smallest is 0); None if
     the field is not unsigned."""

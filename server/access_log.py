@@ -30,6 +30,7 @@ from typing import Any
 import grpc
 
 from .calls import access_record
+from .security import handler_like
 
 log = logging.getLogger(__name__)
 
@@ -107,14 +108,7 @@ class AccessLogInterceptor(grpc.aio.ServerInterceptor):
             )
 
         behaviour = _wrap(handler, record, done)
-        kw = {"request_deserializer": parsed, "response_serializer": written}
-        if handler.unary_unary:
-            return grpc.unary_unary_rpc_method_handler(behaviour, **kw)
-        if handler.unary_stream:
-            return grpc.unary_stream_rpc_method_handler(behaviour, **kw)
-        if handler.stream_unary:
-            return grpc.stream_unary_rpc_method_handler(behaviour, **kw)
-        return grpc.stream_stream_rpc_method_handler(behaviour, **kw)
+        return handler_like(handler, behaviour, behaviour, request_deserializer=parsed, response_serializer=written)
 
 
 def _wrap(handler: grpc.RpcMethodHandler, record: Record, done: Callable) -> Callable:

@@ -83,6 +83,14 @@ def _digest(token: str | bytes) -> bytes:
     return hashlib.sha256(token.encode() if isinstance(token, str) else token).digest()
 
 
+def bearer_token(authorization: str | bytes | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` value (the scheme in any case), else None."""
+    if isinstance(authorization, bytes):
+        authorization = authorization.decode("latin-1")
+    scheme, _, token = (authorization or "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
 class TokenChecker:
     """Constant-time membership of a presented token in the configured set."""
 
@@ -92,14 +100,12 @@ class TokenChecker:
         self._digests = [_digest(t) for t in tokens]
 
     def check(self, authorization: str | bytes | None) -> bool:
-        if isinstance(authorization, bytes):
-            authorization = authorization.decode("latin-1")
-        scheme, _, token = (authorization or "").partition(" ")
-        presented = _digest(token.strip() if scheme.lower() == "bearer" else "\0invalid")
+        token = bearer_token(authorization)
+        presented = _digest(token if token is not None else "\0invalid")
         ok = False
         for digest in self._digests:  # no early exit: the time does not say which token matched
             ok |= hmac.compare_digest(presented, digest)
-        return ok and scheme.lower() == "bearer"
+        return ok and token is not None
 
 
 def _deny(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
@@ -112,14 +118,21 @@ def _deny(handler: grpc.RpcMethodHandler) -> grpc.RpcMethodHandler:
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE)
         yield  # pragma: no cover - makes this an async generator
 
-    kw = dict(request_deserializer=None, response_serializer=None)  # never parse an unauthenticated request
+    # never parse an unauthenticated request
+    return handler_like(handler, unary, stream, request_deserializer=None, response_serializer=None)
+
+
+def handler_like(
+    handler: grpc.RpcMethodHandler, unary: Callable, stream: Callable, **serializers: Any
+) -> grpc.RpcMethodHandler:
+    """A handler of ``handler``'s kind (unary or streaming reply) running ``unary`` or ``stream``."""
     if handler.unary_unary:
-        return grpc.unary_unary_rpc_method_handler(unary, **kw)
+        return grpc.unary_unary_rpc_method_handler(unary, **serializers)
     if handler.unary_stream:
-        return grpc.unary_stream_rpc_method_handler(stream, **kw)
+        return grpc.unary_stream_rpc_method_handler(stream, **serializers)
     if handler.stream_unary:
-        return grpc.stream_unary_rpc_method_handler(unary, **kw)
-    return grpc.stream_stream_rpc_method_handler(stream, **kw)
+        return grpc.stream_unary_rpc_method_handler(unary, **serializers)
+    return grpc.stream_stream_rpc_method_handler(stream, **serializers)
 
 
 class TokenAuthInterceptor(grpc.aio.ServerInterceptor):

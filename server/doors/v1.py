@@ -15,6 +15,7 @@ from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
 from ..errors import ModelNotFound, echo
+from ..security import bearer_token
 from ..service.file_jobs import JobRequest
 from . import client_deadline
 from . import v1_codec as convert
@@ -74,8 +75,8 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
         """The caller's token (checked by the interceptor), when the server has tokens."""
         if self.app.token_checker is None:
             return None
-        value = next((v for k, v in context.invocation_metadata() or () if k == "authorization"), "")
-        return value.partition(" ")[2].strip() or None
+        value = next((v for k, v in context.invocation_metadata() or () if k == "authorization"), None)
+        return bearer_token(value) or None
 
     async def SubmitFileJob(self, request: pb.TranslateFileRequest, context: grpc.aio.ServicerContext) -> pb.FileJob:
         async with self.app.rpc(context, "SubmitFileJob", request.model):

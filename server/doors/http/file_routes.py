@@ -26,7 +26,7 @@ import contextlib
 import functools
 import logging
 import urllib.parse
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from aiohttp import BodyPartReader, web
@@ -35,6 +35,7 @@ from ...calls import Call
 from ...config import per_repository_dir
 from ...errors import InvalidRequest
 from ...files.downloads import DownloadStore
+from ...security import bearer_token
 from ...service.files import FileRequest
 from .libretranslate_routes import LibreTranslateRoutes, upstream_words
 from .server import HttpServer
@@ -158,23 +159,19 @@ class FileRoutes:
         """The api key the caller used (the header's token, else the form's), when keys are on."""
         if self.app.token_checker is None:
             return None
-        header = request.headers.get("Authorization", "")
-        if header.startswith("Bearer "):
-            return header[len("Bearer ") :].strip()
-        return fields.get("api_key") or None
+        return bearer_token(request.headers.get("Authorization")) or fields.get("api_key") or None
 
     async def download_file(self, request: web.Request, call: Call) -> web.StreamResponse:
         key = self._key(request, dict(request.query))
         keys_on = self.app.token_checker is not None
         found = await self._off_loop(self.store.fetch, request.match_info["name"], key, keys_on)
-        return web.FileResponse(
-            found.path,
-            headers={
-                "Content-Type": found.media_type,
-                "Content-Disposition": _content_disposition(found.filename),
-                "Cache-Control": "no-store",
-            },
-        )
+        return file_response(found.path, found.media_type, found.filename)
+
+
+def file_response(path: Path, media_type: str, filename: str) -> web.FileResponse:
+    """A stored file as its download: its media type, its name, never cached."""
+    headers = {"Content-Type": media_type, "Content-Disposition": _content_disposition(filename)}
+    return web.FileResponse(path, headers={**headers, "Cache-Control": "no-store"})
 
 
 def add_routes(http: HttpServer, libre: LibreTranslateRoutes) -> FileRoutes:

@@ -25,7 +25,7 @@ from aiohttp import web
 from ...calls import Call
 from ...errors import InvalidRequest
 from ...service.file_jobs import JobRequest, view
-from .file_routes import FORM_SLACK, FileRoutes, _content_disposition, read_form
+from .file_routes import FORM_SLACK, FileRoutes, file_response, read_form
 from .server import HttpServer
 
 LABEL = "jobs"
@@ -79,14 +79,7 @@ class JobRoutes:
 
     async def result(self, request: web.Request, call: Call) -> web.StreamResponse:
         job, path = await self.app.jobs.result(self._key(request), request.match_info["id"])
-        return web.FileResponse(
-            path,
-            headers={
-                "Content-Type": job.media_type,
-                "Content-Disposition": _content_disposition(job.filename),
-                "Cache-Control": "no-store",
-            },
-        )
+        return file_response(path, job.media_type, job.filename)
 
 
 def add_routes(http: HttpServer, files: FileRoutes) -> None:
