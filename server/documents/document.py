@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from . import structure
 from .alignment import WordAlignment
-from .placement import MAX_PLACED_ELEMENTS, InlineElement, place_markup, wrap_whole
+from .placement import InlineElement, place_markup, wrap_whole
 
 _HTML_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
 
@@ -32,7 +32,7 @@ class Segment:
     references: tuple[tuple[str, str], ...] = ()  # html: (character, the entity that spelled it)
     html: bool = False
     # Inline markup inside the sentence, placed in the translation by word alignment;
-    # without an alignment, or with more than MAX_PLACED_ELEMENTS of it, its opening markup goes
+    # without an alignment, or with more than placement.MAX_PLACED_ELEMENTS of it, its opening markup goes
     # before the translation, its closing after.
     inline: tuple[InlineElement, ...] = ()
     markdown: bool = False
@@ -68,7 +68,7 @@ class Segment:
     def _placed(self, translation: str, alignment: WordAlignment | None) -> str:
         if not self.inline:
             return self.before + self._escape(translation) + self.after
-        if alignment is None or len(self.inline) > MAX_PLACED_ELEMENTS:  # placing them is elements squared
+        if alignment is None:
             return wrap_whole(translation, self.inline, self._escape)
         a = alignment
         spans = (a.links, a.source_spans, a.target_spans)

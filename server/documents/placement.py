@@ -15,8 +15,7 @@ element goes around the whole translation (:func:`wrap_whole`).
 
 Keeping the markup nested compares each element with those placed before it: elements squared.
 A sentence with more than ``MAX_PLACED_ELEMENTS`` (``<b></b>`` 4,000 times in one sentence took
-20 s) is rendered as one without an alignment (:meth:`Segment.render`): every element around the
-whole translation (:func:`wrap_whole`).
+20 s) gets every element around the whole translation (:func:`wrap_whole`), as without an alignment.
 
 The words each element covers are :func:`covered_ranges`'s, and an unlinked one's word is
 :func:`scaled_word`'s; a file's styled runs are placed by both too
@@ -234,6 +233,8 @@ def place_markup(
     one that would cross an earlier sibling starts where that one ends (all of them around the
     whole translation where that leaves one around nothing); at one offset closing markup comes
     first (innermost first), then void markup, then opening markup (outermost first)."""
+    if len(elements) > MAX_PLACED_ELEMENTS:  # keeping them nested compares each with those before: elements squared
+        return wrap_whole(translation, elements, escape)
     ranges = [_trimmed(e, target_range(e, links, source_spans, target_spans), translation, source) for e in elements]
     ranges = _nested(elements, ranges, translation)
     if any(e.start != e.end and start == end for e, (start, end) in zip(elements, ranges)) and target_spans:
