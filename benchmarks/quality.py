@@ -194,7 +194,8 @@ class Translator:
         from attnserve.server.translation import DecodeOptions
 
         prepared = documents.split(self.engine, texts, "text")
-        options = quality.scoring_options(DecodeOptions(), self.engine)
+        # every feature, the attention ones included, whatever the model's calibration reads: the fit chooses
+        options = DecodeOptions(return_scores=True, return_attention=self.engine.step_attention)
         sources = [(s, ids) for p in prepared for s, ids in zip(p.sources, p.ids)]
         results = []
         for at in range(0, len(sources), 256):

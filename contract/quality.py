@@ -32,6 +32,7 @@ FEATURES = (
     "coverage",  # mean over source tokens of min(1, the attention they received over all steps)
     "attention_entropy",  # mean entropy of each step's attention over the source / log(source tokens)
 )
+ATTENTION_FEATURES = ("coverage", "attention_entropy")  # read from the attention the decoder's steps keep
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,11 @@ class QualityCalibration:
     weights: tuple[float, ...]
     bias: float
     fit: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def reads_attention(self) -> bool:
+        """Whether a feature comes from the steps' attention (which the decoder then has to keep)."""
+        return any(name in ATTENTION_FEATURES for name in self.features)
 
     def score(self, values: Mapping[str, float | None]) -> float:
         """0..1 from a sentence's features (a missing or None feature counts as its mean)."""

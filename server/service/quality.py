@@ -13,8 +13,8 @@ A text's score is the lowest of its sentences' scores: a text is as trustworthy 
 sentence, and a threshold on it catches one bad sentence in a long document that a mean would
 hide. A text with nothing to translate (punctuation, markup) scores 1.
 
-The scores cost the decoder its log-softmax over the vocabulary and, where it returns it, its
-step attention; they are computed only for a request that asks for them or when the server has
+The scores cost the decoder its log-softmax over the vocabulary and, where the calibration has an
+attention feature and the decoder returns it, its step attention; they are computed only for a request that asks for them or when the server has
 a threshold (``--min-quality``). Below the threshold, ``--quality-action mark`` flags the text
 (``TextQuality.low``), ``refuse`` answers the request with :class:`LowQuality` naming the
 sentence and its score (INVALID_ARGUMENT: the text is outside what the model translates well).
@@ -65,11 +65,10 @@ class LowQuality(InvalidRequest):
 
 
 def scoring_options(options: DecodeOptions, engine: TranslationEngine) -> DecodeOptions:
-    """``options`` keeping what the features read: the scores, and each step's attention where
-    the decoder returns it."""
-    return dataclasses.replace(
-        options, return_scores=True, return_attention=options.return_attention or engine.step_attention
-    )
+    """``options`` keeping what the model's calibration reads: the scores, and each step's
+    attention where the calibration has an attention feature and the decoder returns it."""
+    attention = engine.step_attention and calibration_of(engine).reads_attention
+    return dataclasses.replace(options, return_scores=True, return_attention=options.return_attention or attention)
 
 
 def repetition(token_ids: Sequence[int], n: int = NGRAM) -> float:

@@ -173,3 +173,22 @@ def test_a_bad_calibration_in_model_json_is_refused_naming_the_field(tmp_path):
         load_manifest(model)
     with pytest.raises(ValueError, match="unknown 'bleu'"):
         parse_calibration({**data["quality"], "features": ["bleu"]})
+
+
+def test_the_decoder_keeps_its_steps_attention_for_scoring_only_where_the_calibration_reads_it():
+    from types import SimpleNamespace
+
+    from attnserve.server.translation import DecodeOptions
+
+    bundled = load_manifest(REPO / "translator-en-de").quality  # fit on the log-probability alone
+    assert bundled is not None and not bundled.reads_attention and DEFAULT.reads_attention
+    for calibration, kept in ((bundled, False), (DEFAULT, True), (None, True)):  # None: the generic default
+        engine = SimpleNamespace(step_attention=True, manifest=SimpleNamespace(quality=calibration))
+        options = quality.scoring_options(DecodeOptions(), engine)
+        assert options.return_scores and options.return_attention is kept
+    no_output = SimpleNamespace(step_attention=False, manifest=SimpleNamespace(quality=DEFAULT))
+    assert not quality.scoring_options(DecodeOptions(), no_output).return_attention
+    asked = quality.scoring_options(
+        DecodeOptions(return_attention=True), SimpleNamespace(step_attention=True, manifest=None)
+    )
+    assert asked.return_attention  # what the request asked for stays
