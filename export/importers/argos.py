@@ -37,7 +37,7 @@ from attnserve.models import greedy_decode
 from .argos_tokenizer import argos_tokenizer, tokenizer_file, unknown_tokens
 from .ctranslate2_bin import read_ct2_model
 from .ctranslate2_transformer import Vocabulary, transformer_from_ct2
-from .hf_files import ImportCheckpointError
+from .hf_files import ImportCheckpointError, read_json
 from .marian import ImportedTranslator
 
 log = logging.getLogger(__name__)
@@ -129,12 +129,7 @@ def _extract(path: Path, into: Path) -> Path:
 
 def read_metadata(package: Path) -> dict[str, Any]:
     path = package / "metadata.json"
-    try:
-        meta = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ImportCheckpointError(f"{path}: not valid JSON ({exc})") from None
-    if not isinstance(meta, dict):
-        raise ImportCheckpointError(f"{path}: expected a JSON object")
+    meta = read_json(path)
     kind = meta.get("type", "translate")
     if kind != "translate":
         raise ImportCheckpointError(f"{path}: type is {kind!r}; only translation packages ('translate') are imported")

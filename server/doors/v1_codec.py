@@ -320,24 +320,27 @@ def file_request(request: pb.TranslateFileRequest, call: Call, deadline: Deadlin
     )
 
 
-def file_chunks(done: TranslatedFile) -> Iterator[pb.TranslateFileChunk]:
-    """The file's bytes in chunks, then its summary."""
-    content = done.content
+def _chunks(content: bytes, done: pb.FileDone) -> Iterator[pb.TranslateFileChunk]:
+    """A file's bytes in chunks of at most FILE_CHUNK_BYTES, then its summary."""
     for at in range(0, len(content), FILE_CHUNK_BYTES):
         yield pb.TranslateFileChunk(content=content[at : at + FILE_CHUNK_BYTES])
-    yield pb.TranslateFileChunk(
-        done=pb.FileDone(
-            model=done.model,
-            filename=done.filename,
-            media_type=done.media_type,
-            size_bytes=len(content),
-            characters=done.characters,
-            sentences=done.sentences,
-            source_language=done.source_language,
-            target_language=done.target_language,
-            detected_language=done.detected.language if done.detected else "",
-        )
+    yield pb.TranslateFileChunk(done=done)
+
+
+def file_chunks(done: TranslatedFile) -> Iterator[pb.TranslateFileChunk]:
+    """The translated file's bytes in chunks, then its summary."""
+    summary = pb.FileDone(
+        model=done.model,
+        filename=done.filename,
+        media_type=done.media_type,
+        size_bytes=len(done.content),
+        characters=done.characters,
+        sentences=done.sentences,
+        source_language=done.source_language,
+        target_language=done.target_language,
+        detected_language=done.detected.language if done.detected else "",
     )
+    return _chunks(done.content, summary)
 
 
 def file_job(job: Job) -> pb.FileJob:
@@ -358,9 +361,7 @@ def file_job(job: Job) -> pb.FileJob:
 
 def job_result_chunks(job: Job, content: bytes) -> Iterator[pb.TranslateFileChunk]:
     """A done job's file in chunks, then its summary (the job keeps its name, type and sentences)."""
-    for at in range(0, len(content), FILE_CHUNK_BYTES):
-        yield pb.TranslateFileChunk(content=content[at : at + FILE_CHUNK_BYTES])
-    done = pb.FileDone(
+    summary = pb.FileDone(
         model=job.model,
         filename=job.filename,
         media_type=job.media_type,
@@ -369,4 +370,4 @@ def job_result_chunks(job: Job, content: bytes) -> Iterator[pb.TranslateFileChun
         source_language=job.source,
         target_language=job.target,
     )
-    yield pb.TranslateFileChunk(done=done)
+    return _chunks(content, summary)

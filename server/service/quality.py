@@ -14,10 +14,11 @@ sentence, and a threshold on it catches one bad sentence in a long document that
 hide. A text with nothing to translate (punctuation, markup) scores 1.
 
 The scores cost the decoder its log-softmax over the vocabulary and, where the calibration has an
-attention feature and the decoder returns it, its step attention; they are computed only for a request that asks for them or when the server has
-a threshold (``--min-quality``). Below the threshold, ``--quality-action mark`` flags the text
-(``TextQuality.low``), ``refuse`` answers the request with :class:`LowQuality` naming the
-sentence and its score (INVALID_ARGUMENT: the text is outside what the model translates well).
+attention feature and the decoder returns it, its step attention; they are computed only for a
+request that asks for them or when the server has a threshold (``--min-quality``). Below the
+threshold, ``--quality-action mark`` flags the text (``TextQuality.low``), ``refuse`` answers the
+request with :class:`LowQuality` naming the sentence and its score (INVALID_ARGUMENT: the text is
+outside what the model translates well).
 """
 
 from __future__ import annotations
