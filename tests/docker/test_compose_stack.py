@@ -81,10 +81,11 @@ def _base_image(timings: dict[str, float]) -> str:
 
 
 def _wheelhouse(folder: Path) -> None:
-    """Every wheel both build venvs need, fetched by the host's pip (the container's pip has no
+    """Every wheel the build venvs need (the import extra: the build stage's export extra and what
+    the models service's pull stage adds), fetched by the host's pip (the container's pip has no
     route to an index here); ``pip wheel`` builds one for any requirement published only as source."""
     reqs = folder / "requirements.txt"
-    listing = _run([sys.executable, str(DOCKER / "requirements.py"), "--extra", "export"], timeout=60).stdout
+    listing = _run([sys.executable, str(DOCKER / "requirements.py"), "--extra", "import"], timeout=60).stdout
     folder.mkdir(parents=True)
     reqs.write_text(listing)
     cmd = [sys.executable, "-m", "pip", "wheel", "-q", "--prefer-binary", "-w", str(folder)]

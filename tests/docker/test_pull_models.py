@@ -34,8 +34,10 @@ def test_the_models_service_fills_the_servers_volume_before_it_starts():
     assert "profiles" not in models and models["restart"] == "no"
     assert models["build"]["target"] == "pull"
     assert server["depends_on"]["models"]["condition"] == "service_completed_successfully"
-    volume = next(v for v in server["volumes"] if str(v).endswith(":/models:ro"))
-    assert volume.removesuffix(":ro") in models["volumes"]  # the same volume, writable for the pull
+    # the same volume, read-only for the server and writable for the pull (`compose config` of v1
+    # spells a writable mount "name:/models:rw", the file itself "name:/models")
+    volume = next(str(v) for v in server["volumes"] if str(v).endswith(":/models:ro"))
+    assert volume.removesuffix(":ro") in [str(v).removesuffix(":rw") for v in models["volumes"]]
     assert environment(models)["ATTNSERVE_LANGUAGES"] == "en,de,fr"
     assert environment(resolved_compose({})["services"]["models"])["ATTNSERVE_LANGUAGES"] == ""
 
