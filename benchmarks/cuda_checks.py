@@ -122,7 +122,7 @@ def sanity(provider: str) -> int:
     import onnxruntime as ort
     from onnx import TensorProto, helper
 
-    from attnserve.server.runtime import ProviderError, create_session
+    from attnserve.server.shared.onnx_sessions import ProviderError, create_session
 
     h = TensorProto.FLOAT16
     rng = np.random.default_rng(0)

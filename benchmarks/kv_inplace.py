@@ -212,7 +212,7 @@ def decoder_steps(model_dir: Path, batch: int, P: int, threads: int, repeats: in
 
     from attnserve.contract.manifest import load_manifest
     from attnserve.export.inplace import in_place_decoder
-    from attnserve.server.runtime import session_options
+    from attnserve.server.shared.onnx_sessions import session_options
     from attnserve.server.translation.sessions import model_spec
 
     spec = model_spec(load_manifest(model_dir))

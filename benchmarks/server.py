@@ -82,7 +82,7 @@ def start_server(
     repo: Path, threads: int, max_batch: int, provider: str = "cpu", extra: list[str] | None = None
 ) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    code = "import sys; from attnserve.server.cli import main; sys.exit(main())"
+    code = "import sys; from attnserve.server.entry.cli import main; sys.exit(main())"
     argv = [sys.executable, "-c", code, "--model-repo", str(repo), "--port", str(port), "--metrics-port", "-1"]
     argv += ["--http-port", "-1"]
     argv += [
@@ -213,7 +213,7 @@ async def load(
 def in_process(model_dir: Path, threads: int, batch: int, repeats: int, provider: str = "cpu") -> float:
     """images/s of onnxruntime called directly at ``batch`` (median of ``repeats``)."""
     from attnserve.contract.manifest import load_manifest
-    from attnserve.server.runtime import create_session
+    from attnserve.server.shared.onnx_sessions import create_session
 
     # The server's own session (options, provider, CUDA settings); raises if cuda is not usable.
     graph = load_manifest(model_dir).graphs["model"]

@@ -54,15 +54,25 @@ WAIT_LEAVES = (
 )
 GROUPS = [
     ("onnxruntime run", ("Session.run (onnxruntime",)),
-    ("request tensor decode + preprocessing (thread pool)", ("ImageClassifier.prepare (", "server/preprocess.py")),
+    (
+        "request tensor decode + preprocessing (thread pool)",
+        ("ImageClassifier.prepare (", "server/images/preprocess.py"),
+    ),
     (
         "batch assembly + batcher",
-        ("ImageClassifier._run_batch (", "ImageClassifier.infer_items (", "server/batching.py"),
+        ("ImageClassifier._run_batch (", "ImageClassifier.infer_items (", "server/images/batching.py"),
     ),
     ("replies (softmax, top-k, protobuf)", ("top_labels (", "softmax (")),
     (
         "handlers, checks, metrics",
-        ("server/app.py", "server/doors/", "server/service/", "server/security.py", "server/metrics.py", "prometheus"),
+        (
+            "server/entry/app.py",
+            "server/doors/",
+            "server/service/",
+            "server/shared/security.py",
+            "server/shared/metrics.py",
+            "prometheus",
+        ),
     ),
     ("gRPC aio + event loop (Cython and asyncio)", ("asyncio/", "grpc")),
 ]
@@ -125,7 +135,7 @@ def process_cpu_seconds(pid: int) -> float:
 def onnxruntime_cpu_ms_per_image(model_dir: Path, threads: int, batch: int, provider: str) -> float:
     """CPU ms per image of onnxruntime at ``batch``, with the server's session options. Run in a fresh process."""
     from attnserve.contract.manifest import load_manifest
-    from attnserve.server.runtime import create_session
+    from attnserve.server.shared.onnx_sessions import create_session
 
     manifest = load_manifest(model_dir)
     session = create_session(model_dir / manifest.graphs["model"].file, provider, threads)

@@ -42,9 +42,12 @@ GROUPS = [
     ("decode scheduler (Python)", ("server/translation/scheduler.py", "server/translation/cache.py")),
     (
         "doors and services: detokenise, chunks, request checks",
-        ("server/translation/", "server/app.py", "server/doors/", "server/service/", "server/documents"),
+        ("server/translation/", "server/entry/app.py", "server/doors/", "server/service/", "server/documents"),
     ),
-    ("metrics, interceptors", ("server/metrics.py", "server/security.py", "server/calls.py", "prometheus")),
+    (
+        "metrics, interceptors",
+        ("server/shared/metrics.py", "server/shared/security.py", "server/shared/calls.py", "prometheus"),
+    ),
     ("gRPC aio + event loop (Cython and asyncio)", ("asyncio/", "grpc")),
 ]
 

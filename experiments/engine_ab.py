@@ -70,7 +70,7 @@ def translation_variants(
 ) -> tuple[dict[str, Any], dict[str, collections.Counter[str]]]:
     from attnserve.benchmarks.translators import EngineRunner
     from attnserve.contract.manifest import load_manifest
-    from attnserve.server.runtime import session_options
+    from attnserve.server.shared.onnx_sessions import session_options
 
     manifest = load_manifest(model_dir)
     rows = max(64, max(args.batches))
@@ -98,7 +98,7 @@ def vit_variants(
     import onnxruntime as ort
 
     from attnserve.contract.manifest import load_manifest
-    from attnserve.server.runtime import session_options
+    from attnserve.server.shared.onnx_sessions import session_options
 
     manifest = load_manifest(model_dir)
     path = model_dir / manifest.graphs["model"].file

@@ -40,7 +40,7 @@ def decoder_runner(model_dir: Path, manifest, batch: int, args: argparse.Namespa
     """(decoder graph, run(session)): ``args.steps`` greedy steps of a batch, cross K/V from one encoder run."""
     import onnxruntime as ort
 
-    from attnserve.server.runtime import session_options
+    from attnserve.server.shared.onnx_sessions import session_options
     from attnserve.server.translation.sessions import model_spec
 
     spec = model_spec(manifest)
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.model_dir}: this profile feeds a left-padded decoder; export with --kv-cache left-padded"
         )
     if translation:
-        from attnserve.server.runtime import session_options
+        from attnserve.server.shared.onnx_sessions import session_options
 
         disabled = None if args.disable is None else tuple(n for n in args.disable.split(",") if n not in ("", "none"))
         options = session_options(args.threads, disabled_optimizers=disabled)

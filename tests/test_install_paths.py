@@ -30,7 +30,7 @@ print(client.infer("translator-en-de", [text]).as_numpy("TRANSLATION")[0].decode
 """
 
 DETECT = """
-from attnserve.server.config import Settings
+from attnserve.server.shared.config import Settings
 from attnserve.server.service.detection import make_detector
 detector = make_detector(Settings().language_detection)
 found = [detector.detect(text, ["en", "de", "fr"])[0].language for text in ("guten Morgen", "merci beaucoup")]

@@ -13,8 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from attnserve.server.errors import InvalidRequest, echo
-
+from ..shared.errors import InvalidRequest, echo
 from .sentences import translatable
 
 # A match starts only where a whitespace run starts ((?<!\s)): from inside a run, \s+ followed by a

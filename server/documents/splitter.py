@@ -14,8 +14,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from attnserve.server.errors import InvalidRequest, echo
-
+from ..shared.errors import InvalidRequest, echo
 from .document import Document, Segment, SourceMap
 from .fit import SentenceFitter, TokenBudget
 from .markdown import markdown_runs

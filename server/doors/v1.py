@@ -14,15 +14,15 @@ from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
-from ..errors import ModelNotFound, echo
-from ..security import bearer_token
 from ..service.file_jobs import JobRequest
+from ..shared.errors import ModelNotFound, echo
+from ..shared.security import bearer_token
 from . import client_deadline
 from . import v1_codec as convert
 from .v1_wire import LiftedClassify
 
 if TYPE_CHECKING:
-    from ..app import AttnServer
+    from ..entry.app import AttnServer
 
 
 class InferenceServicer(pb_grpc.InferenceServiceServicer):

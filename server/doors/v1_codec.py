@@ -14,19 +14,19 @@ from typing import Any
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
-from .. import params
-from ..calls import Call
-from ..classification import EncodedImage, ImageInput, ImageResult, RawTensor
-from ..config import Settings
 from ..documents.alignment import WordAlignment
-from ..errors import InvalidRequest
 from ..files.job_store import Job
-from ..registry import FailedModel, IndexedModel, LoadedModel
+from ..images.classification import EncodedImage, ImageInput, ImageResult, RawTensor
+from ..runtime.registry import FailedModel, IndexedModel, LoadedModel
 from ..service.file_jobs import remaining_s
 from ..service.files import FileRequest, TranslatedFile
 from ..service.requests import ClassificationRequest, Deadline, Translated, TranslationRequest
 from ..service.routing import Route
+from ..shared.calls import Call
+from ..shared.config import Settings
+from ..shared.errors import InvalidRequest
 from ..translation import DecodeOptions, Hypothesis, StreamEvent
+from . import params
 
 FINISH_REASONS = {"eos": pb.FINISH_REASON_EOS, "length": pb.FINISH_REASON_LENGTH}
 KINDS = {TRANSLATION: pb.MODEL_KIND_TRANSLATION, IMAGE_CLASSIFICATION: pb.MODEL_KIND_IMAGE_CLASSIFICATION}

@@ -35,7 +35,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import InvalidRequest, ModelNotFound, Overloaded
+from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import InvalidRequest, LimitExceeded
+from ..shared.errors import InvalidRequest, LimitExceeded
 
 
 class FileRefused(InvalidRequest):

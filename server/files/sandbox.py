@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..errors import InvalidRequest, Overloaded, ServingError
+from ..shared.errors import InvalidRequest, Overloaded, ServingError
 
 log = logging.getLogger(__name__)
 

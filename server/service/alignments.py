@@ -23,8 +23,8 @@ from tokenizers import Tokenizer
 
 from ..documents import PreparedDocument
 from ..documents.alignment import WordAlignment, align_words, word_of_offsets, word_of_prefixes, word_spans
-from ..errors import InvalidRequest
-from ..registry import LoadedModel
+from ..runtime.registry import LoadedModel
+from ..shared.errors import InvalidRequest
 from ..translation import TranslationResult
 from ..translation.aligner import Aligner
 from .requests import ValidTranslation

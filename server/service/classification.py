@@ -14,9 +14,9 @@ from concurrent.futures import Executor
 
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION
 
-from ..classification import ImageResult
-from ..config import Settings
-from ..registry import ModelRegistry
+from ..images.classification import ImageResult
+from ..runtime.registry import ModelRegistry
+from ..shared.config import Settings
 from .requests import ClassificationRequest, within_time_limit
 from .translation import bounded, check_version
 

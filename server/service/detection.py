@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import langcodes
 
-from ..config import ConfigError
+from ..shared.config import ConfigError
 from .requests import Detection
 from .scripts import same_script
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..documents import PreparedDocument
 from ..documents.alignment import WordAlignment
-from ..errors import InferenceFailed
+from ..shared.errors import InferenceFailed
 from ..translation import StreamEvent
 from .documents import cancel_all, engine_deadline, sentence_options, window, with_terms
 from .requests import ValidTranslation

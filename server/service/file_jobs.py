@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import files
-from ..calls import Call
-from ..config import Settings, per_repository_dir
-from ..errors import InvalidRequest, ModelNotFound, Overloaded, ServingError
 from ..files.downloads import key_digest, safe_filename
 from ..files.job_store import Job, JobStore, SqliteJobStore, pid_alive
+from ..shared.calls import Call
+from ..shared.config import Settings, per_repository_dir
+from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded, ServingError
 from .files import FileRequest, FileTranslation, Resume
 
 log = logging.getLogger(__name__)

@@ -31,11 +31,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from .. import files
-from ..calls import Call
 from ..documents import TEXT, PreparedDocument
-from ..errors import LimitExceeded
 from ..files import jobs
 from ..files.sandbox import FileWorkers, Limits
+from ..shared.calls import Call
+from ..shared.errors import LimitExceeded
 from ..translation import DecodeOptions, TranslationResult
 from . import alignments, documents
 from .documents import Progress

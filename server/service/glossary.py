@@ -38,8 +38,8 @@ from tokenizers import Tokenizer
 
 from attnserve.contract.target_text import target_side
 
-from ..config import ConfigError
-from ..errors import InvalidRequest, LimitExceeded, echo
+from ..shared.config import ConfigError
+from ..shared.errors import InvalidRequest, LimitExceeded, echo
 from ..translation import Constraint, DecodeOptions, TermTokens
 from ..translation.term_swap import separable
 from ..translation.terms import constraints_cost

@@ -23,7 +23,7 @@ from attnserve.contract.languages import LanguageError, plan
 from attnserve.contract.manifest import Languages
 from attnserve.contract.target_text import target_side
 
-from ..errors import InvalidRequest, echo
+from ..shared.errors import InvalidRequest, echo
 from ..translation import DecodeOptions
 
 _PAIR_SUFFIX = re.compile(r"-([a-z]{2,3})-([a-z]{2,3})$")

@@ -4,8 +4,8 @@ the refusals' wording in one place (``--max-texts-per-request``, ``--max-text-ch
 
 from __future__ import annotations
 
-from ..config import Settings
-from ..errors import InvalidRequest, LimitExceeded
+from ..shared.config import Settings
+from ..shared.errors import InvalidRequest, LimitExceeded
 
 
 def check_texts(settings: Settings, texts: tuple[str, ...] | list[str]) -> None:

@@ -35,7 +35,7 @@ import numpy as np
 from attnserve.contract.quality import DEFAULT, QualityCalibration
 
 from ..documents import PreparedDocument
-from ..errors import InvalidRequest, echo
+from ..shared.errors import InvalidRequest, echo
 from ..translation import DecodeOptions, Hypothesis, TranslationEngine, TranslationResult
 
 MARK, REFUSE = "mark", "refuse"  # --quality-action (config.QUALITY_ACTIONS)

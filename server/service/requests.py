@@ -14,12 +14,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from ..calls import Call
-from ..classification import ImageInput
 from ..documents import TEXT
 from ..documents.alignment import WordAlignment
-from ..errors import DeadlineExceeded
-from ..registry import LoadedModel
+from ..images.classification import ImageInput
+from ..runtime.registry import LoadedModel
+from ..shared.calls import Call
+from ..shared.errors import DeadlineExceeded
 from ..translation import DecodeOptions, TranslationResult
 from .glossary import CompiledGlossary
 from .quality import TextQuality

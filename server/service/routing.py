@@ -34,7 +34,7 @@ from typing import Any
 
 from attnserve.contract.kinds import TRANSLATION
 
-from ..errors import InvalidRequest, echo
+from ..shared.errors import InvalidRequest, echo
 from .languages import iso_639_1, own_codes
 
 # English names of common ISO 639-1 codes (LibreTranslate's /languages gives each a name).

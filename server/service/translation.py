@@ -31,11 +31,11 @@ from typing import TypeVar
 
 from attnserve.contract.kinds import TRANSLATION
 
-from ..config import Settings
 from ..documents import FORMATS, TEXT, PreparedDocument
-from ..errors import DeadlineExceeded, InvalidRequest, ModelNotFound, UnknownFormat, echo
-from ..metrics import Metrics
-from ..registry import LoadedModel, ModelRegistry
+from ..runtime.registry import LoadedModel, ModelRegistry
+from ..shared.config import Settings
+from ..shared.errors import DeadlineExceeded, InvalidRequest, ModelNotFound, UnknownFormat, echo
+from ..shared.metrics import Metrics
 from ..translation import DecodeOptions, StreamEvent
 from . import alignments, document_stream, documents, limits, mixed, pivot, quality, surrogates
 from .detection import make_detector

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 
-from ..runtime import ProviderError
+from ..shared.onnx_sessions import ProviderError
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from tokenizers import Tokenizer
 
 from attnserve.contract.manifest import Manifest
-from attnserve.server.errors import InvalidRequest, ShuttingDown
 
+from ..shared.errors import InvalidRequest, ShuttingDown
 from .cache import placement_for
 from .detok import IncrementalDetokenizer
 from .jobs import CollectSink, Gather, Job, StreamSink, stream_swap

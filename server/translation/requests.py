@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer
 
-from attnserve.server.documents import DocumentLimits
-from attnserve.server.errors import InvalidOption, InvalidRequest
-
+from ..documents import DocumentLimits
+from ..shared.errors import InvalidOption, InvalidRequest
 from .options import DecodeOptions, EngineSettings
 from .sessions import ModelSpec
 from .terms import constraints_cost

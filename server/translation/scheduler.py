@@ -41,8 +41,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from attnserve.server.errors import DeadlineExceeded, InferenceFailed, ServingError
-
+from ..shared.errors import DeadlineExceeded, InferenceFailed, ServingError
 from .cache import NewRows, Placement, make_cache
 from .jobs import Job, JobState, Outbox
 from .options import EngineSettings

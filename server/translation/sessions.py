@@ -11,7 +11,8 @@ import onnxruntime as ort
 
 from attnserve.contract.graph_io import DecoderIO, EncoderIO
 from attnserve.contract.manifest import Manifest
-from attnserve.server.runtime import create_session, session_provider
+
+from ..shared.onnx_sessions import create_session, session_provider
 
 
 def load_translation_sessions(
@@ -23,9 +24,9 @@ def load_translation_sessions(
     disabled_optimizers: tuple[str, ...] | None = None,
 ) -> tuple[ort.InferenceSession, ort.InferenceSession]:
     """(encoder, decoder) sessions of a translation model directory on ``provider`` (cpu | auto |
-    cuda), made as the server makes them (:func:`attnserve.server.runtime.create_session`): a
+    cuda), made as the server makes them (:func:`attnserve.server.shared.onnx_sessions.create_session`): a
     session that asked for CUDA and fell back to CPU is built again with the CPU options.
-    ``spin`` and ``disabled_optimizers``: see :func:`attnserve.server.runtime.session_options`.
+    ``spin`` and ``disabled_optimizers``: see :func:`attnserve.server.shared.onnx_sessions.session_options`.
     """
     encoder, decoder = (
         create_session(

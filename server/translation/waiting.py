@@ -13,8 +13,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 
-from attnserve.server.errors import Overloaded, ServingError, ShuttingDown
-
+from ..shared.errors import Overloaded, ServingError, ShuttingDown
 from .jobs import Job, JobState
 from .planner import StepPlan, Usage
 

@@ -272,12 +272,13 @@ def test_server_profile_groups_by_the_innermost_frame():
     raw = "\n".join(
         [
             "Thread.run (threading.py:982);_worker (concurrent/futures/thread.py:81) 7",
-            "_worker (concurrent/futures/thread.py:83);ImageClassifier.infer (server/classification.py:89);"
+            "_worker (concurrent/futures/thread.py:83);ImageClassifier.infer (server/images/classification.py:89);"
             "Session.run (onnxruntime/capi/onnxruntime_inference_collection.py:395) 5",
             "BaseEventLoop._run_once (asyncio/base_events.py:1884);EpollSelector.select (selectors.py:468) 3",
             "BaseEventLoop._run_once (asyncio/base_events.py:1922);Handle._run (asyncio/events.py:80) 2",
-            "_WorkItem.run (concurrent/futures/thread.py:58);ImageClassifier.prepare (server/classification.py:122);"
-            "tensor_to_pixels (server/preprocess.py:134) 4",
+            "_WorkItem.run (concurrent/futures/thread.py:58);"
+            "ImageClassifier.prepare (server/images/classification.py:122);"
+            "tensor_to_pixels (server/images/preprocess.py:134) 4",
         ]
     )
     counts = sp.parse_raw(raw)

@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from attnserve.server.cli import build_parser
-from attnserve.server.config import resolve_settings
+from attnserve.server.entry.cli import build_parser
+from attnserve.server.shared.config import resolve_settings
 
 from .conftest import DOCKER, DOCKERFILES, GRPC_PORT, HTTP_PORT, METRICS_PORT, free_port, parse_dockerfile
 

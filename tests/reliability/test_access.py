@@ -25,7 +25,7 @@ from attnserve.protos.attnserve.v1 import admin_pb2
 from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-from attnserve.server.security import TokenChecker
+from attnserve.server.shared.security import TokenChecker
 
 from .conftest import digit_png
 
@@ -228,8 +228,8 @@ def test_token_check_is_exact():
 
 
 def test_an_empty_token_file_refuses_to_start(tmp_path, repo):
-    from attnserve.server.config import ConfigError
-    from attnserve.server.security import load_tokens
+    from attnserve.server.shared.config import ConfigError
+    from attnserve.server.shared.security import load_tokens
 
     from .conftest import settings_for
 
@@ -253,7 +253,7 @@ def test_reflection_needs_a_token_too(serve, repo):
 
 
 def test_default_bind_is_loopback():
-    from attnserve.server.config import Settings
+    from attnserve.server.shared.config import Settings
 
     assert Settings().host == "127.0.0.1"
 

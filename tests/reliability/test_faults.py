@@ -18,7 +18,7 @@ import pytest
 from attnserve.client import AttnServeError, Client
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-from attnserve.server.registry import ModelRegistry, RepositoryError
+from attnserve.server.runtime.registry import ModelRegistry, RepositoryError
 from tests.support.server import BIN, ServerProcess
 from tests.support.sessions import BindingSpy
 

@@ -127,7 +127,7 @@ def test_two_workers_serve_one_port_reload_on_sighup_and_drain_on_sigterm(mt, lo
     finally:
         server.stop()
     assert all(tokens == expected for tokens in finished), "a stream accepted before SIGTERM was cut short"
-    assert sum("attnserve.server.app: stopped" in line for line in server.log) == 2
+    assert sum("attnserve.server.entry.app: stopped" in line for line in server.log) == 2
     for pid in server.pids.values():
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

@@ -17,8 +17,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from attnserve.client import Client
-from attnserve.server.app import AttnServer, create_server
-from attnserve.server.config import Settings
+from attnserve.server.entry.app import AttnServer, create_server
+from attnserve.server.shared.config import Settings
 from tests.support.server import direct_probs  # noqa: F401 - used by the server tests as .conftest.direct_probs
 
 DIGIT_LABELS = [str(i) for i in range(10)]

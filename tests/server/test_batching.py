@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from attnserve.server.batching import BatchQueue
-from attnserve.server.errors import InferenceFailed, Overloaded, ShuttingDown
+from attnserve.server.images.batching import BatchQueue
+from attnserve.server.shared.errors import InferenceFailed, Overloaded, ShuttingDown
 
 
 def _queue(run, **kw) -> BatchQueue:

@@ -16,7 +16,7 @@ from attnserve.client import AttnServeError
 from attnserve.contract.manifest import load_manifest
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-from attnserve.server.preprocess import preprocess_image
+from attnserve.server.images.preprocess import preprocess_image
 
 from .conftest import COLOR_LABELS, DIGIT_LABELS, direct_probs
 

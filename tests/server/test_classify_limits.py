@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from attnserve.client import AttnServeError
-from attnserve.server import classification
+from attnserve.server.images import classification
 
 from .conftest import digit_png
 

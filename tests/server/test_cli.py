@@ -21,7 +21,7 @@ from attnserve.client import cli as client_cli
 from attnserve.client.cli import main as client_main
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-from attnserve.server.app import create_server
+from attnserve.server.entry.app import create_server
 from tests.support.server import BIN, ServerProcess
 
 from .conftest import digit_png, settings_for

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.server.cli import build_parser
-from attnserve.server.config import ConfigError, Settings, bundled_model_repo, resolve_settings, settings_table
+from attnserve.server.entry.cli import build_parser
+from attnserve.server.shared.config import ConfigError, Settings, bundled_model_repo, resolve_settings, settings_table
 
 
 @pytest.fixture(autouse=True)
@@ -94,7 +94,7 @@ def test_every_setting_is_documented_in_the_cli_reference():
 
 
 def test_translation_batching_from_env_and_flag_reaches_the_engine_settings():
-    from attnserve.server.config import engine_settings_kwargs
+    from attnserve.server.shared.config import engine_settings_kwargs
     from attnserve.server.translation import EngineSettings
 
     assert _resolve([]).translation_batching == "continuous"
@@ -108,7 +108,7 @@ def test_translation_batching_from_env_and_flag_reaches_the_engine_settings():
 
 
 def test_workers_setting_from_env_and_its_limits(capsys):
-    from attnserve.server.cli import main
+    from attnserve.server.entry.cli import main
 
     assert Settings().workers == 1
     assert _resolve([], {"ATTNSERVE_WORKERS": "4"}).workers == 4
@@ -133,7 +133,7 @@ def test_models_load_lazily_exactly_when_a_budget_is_set_unless_told():
 
 
 def test_servers_of_one_repository_share_their_state_folder_and_others_do_not(tmp_path, monkeypatch):
-    from attnserve.server.config import per_repository_dir
+    from attnserve.server.shared.config import per_repository_dir
 
     a, b = tmp_path / "repo-a", tmp_path / "repo-b"
     a.mkdir()

@@ -17,7 +17,7 @@ pytest.importorskip("torch")
 from attnserve.contract.kinds import LEFT_PADDED  # noqa: E402
 from attnserve.export.cli import main as export_main  # noqa: E402
 from attnserve.export.zoo import NAMES, ZOO, build_repo, export_translator  # noqa: E402
-from attnserve.server.runtime import create_session, session_provider  # noqa: E402
+from attnserve.server.shared.onnx_sessions import create_session, session_provider  # noqa: E402
 
 CUDA = "CUDAExecutionProvider" in ort.get_available_providers() and os.path.exists("/dev/nvidia0")
 pytestmark = [
@@ -78,7 +78,7 @@ def test_server_on_cuda_translates_and_classifies_like_on_cpu(zoo_repo, serve):
 
 def test_exported_models_pass_the_load_time_reference_check_on_cuda(tmp_path):
     """fp32 on CUDA runs its MatMuls in TF32 and is held to fp16's tolerance; fp16 to its own."""
-    from attnserve.server.registry import ModelRegistry
+    from attnserve.server.runtime.registry import ModelRegistry
 
     from .conftest import settings_for
 

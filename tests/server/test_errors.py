@@ -16,7 +16,7 @@ from PIL import Image
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-from attnserve.server.errors import MAX_MESSAGE_CHARS, client_message, echo
+from attnserve.server.shared.errors import MAX_MESSAGE_CHARS, client_message, echo
 
 from .conftest import digit_png
 

@@ -24,11 +24,11 @@ from attnserve.benchmarks.many_pairs import PAIRS, pair_repo
 from attnserve.client import AttnServeError
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-from attnserve.server.app import create_server
-from attnserve.server.calls import LOAD_MS_KEY
-from attnserve.server.config import bundled_model_repo
-from attnserve.server.registry import RepositoryError
+from attnserve.server.entry.app import create_server
+from attnserve.server.runtime.registry import RepositoryError
 from attnserve.server.service.requests import Deadline
+from attnserve.server.shared.calls import LOAD_MS_KEY
+from attnserve.server.shared.config import bundled_model_repo
 from tests.support.server import ServerProcess, resident_bytes
 
 from .conftest import settings_for

@@ -11,8 +11,8 @@ import pytest
 from PIL import Image
 
 from attnserve.contract.manifest import Preprocessing
-from attnserve.server.errors import InvalidRequest
-from attnserve.server.preprocess import preprocess_image, tensor_to_pixels
+from attnserve.server.images.preprocess import preprocess_image, tensor_to_pixels
+from attnserve.server.shared.errors import InvalidRequest
 
 GRAY = Preprocessing(image_size=4, channels=1, mean=[0.5], std=[0.25], resample="nearest", invert=False)
 RGB = Preprocessing(image_size=4, channels=3, mean=[0.1, 0.2, 0.3], std=[0.5, 0.5, 0.5], resample="bilinear")

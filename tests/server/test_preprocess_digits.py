@@ -11,8 +11,8 @@ import pytest
 from PIL import Image, ImageFile
 
 from attnserve.contract.manifest import Preprocessing
-from attnserve.server.errors import InvalidRequest
-from attnserve.server.preprocess import preprocess_image
+from attnserve.server.images.preprocess import preprocess_image
+from attnserve.server.shared.errors import InvalidRequest
 
 GRAY = Preprocessing(image_size=8, channels=1, mean=[0.5], std=[0.5], resample="bilinear", invert=True)
 RGB = Preprocessing(image_size=4, channels=3, mean=[0.5, 0.4, 0.3], std=[0.25, 0.5, 1.0], resample="nearest")

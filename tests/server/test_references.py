@@ -15,7 +15,7 @@ from attnserve.contract.manifest import load_manifest
 from attnserve.contract.references import VERIFICATION_FILE
 from attnserve.export.cli import main as export_main
 from attnserve.export.modeldir import seal
-from attnserve.server.registry import ModelRegistry, RepositoryError
+from attnserve.server.runtime.registry import ModelRegistry, RepositoryError
 
 from .conftest import digit_png, settings_for
 
@@ -68,7 +68,7 @@ def repo_with_altered(tmp_path, exported, vit_dirs) -> Path:
 
 
 def test_a_model_whose_references_were_altered_is_not_serving_with_the_reason(serve, repo_with_altered, caplog):
-    caplog.set_level(logging.INFO, logger="attnserve.server.registry")
+    caplog.set_level(logging.INFO, logger="attnserve.server.runtime.registry")
     with serve(repo_with_altered, skip_bad_models=True) as server, server.client() as client:
         assert client.health("altered") == "NOT_SERVING"
         assert client.health("good") == "SERVING" and client.health("digits") == "SERVING"

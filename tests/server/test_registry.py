@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.server.registry import ModelRegistry, RepositoryError
+from attnserve.server.runtime.registry import ModelRegistry, RepositoryError
 
 from .conftest import digit_png, settings_for
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import onnxruntime as ort
 import pytest
 
-from attnserve.server import runtime
+from attnserve.server.shared import onnx_sessions as runtime
 
 
 def optimized_ops(path: Path, options: ort.SessionOptions, tmp_path: Path) -> collections.Counter[str]:

@@ -16,8 +16,8 @@ from tokenizers.pre_tokenizers import Whitespace
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-from attnserve.server.errors import InvalidRequest, Overloaded
-from attnserve.server.registry import LoadedModel
+from attnserve.server.runtime.registry import LoadedModel
+from attnserve.server.shared.errors import InvalidRequest, Overloaded
 from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
 
 

@@ -20,9 +20,9 @@ import numpy as np
 import onnxruntime as ort
 
 from attnserve.contract.manifest import load_manifest
-from attnserve.server.classification import softmax
-from attnserve.server.config import Settings
-from attnserve.server.preprocess import preprocess_image
+from attnserve.server.images.classification import softmax
+from attnserve.server.images.preprocess import preprocess_image
+from attnserve.server.shared.config import Settings
 
 BIN = Path(sys.executable).parent  # the environment's console scripts (attnserve-server, -client)
 

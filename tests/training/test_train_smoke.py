@@ -65,12 +65,12 @@ def test_linear_schedule_warms_up_like_noam_then_reaches_zero_at_the_last_step()
 
 
 def test_digits_training_preprocessing_is_the_servers():
-    """The re-implementation used for training gives the same pixels as server/preprocess.py."""
+    """The re-implementation used for training gives the same pixels as server/images/preprocess.py."""
     from PIL import Image
 
     from attnserve.contract.manifest import Preprocessing
     from attnserve.models.training.train_digits import PREPROCESSING, augment, load_split, preprocess, to_paper
-    from attnserve.server.preprocess import preprocess_image
+    from attnserve.server.images.preprocess import preprocess_image
 
     x_tr, _, _, _ = load_split()
     prep = Preprocessing(**PREPROCESSING)

@@ -129,7 +129,7 @@ def test_the_example_pngs_are_recognised(repo):
     import numpy as np
 
     from attnserve.export.evaluate import session
-    from attnserve.server.preprocess import preprocess_image
+    from attnserve.server.images.preprocess import preprocess_image
 
     manifest = load_manifest(repo / "digits-vit")
     files = sorted((EXAMPLES / "digits").glob("*.png"))

@@ -31,12 +31,12 @@ from typing import Any
 
 from aiohttp import BodyPartReader, web
 
-from ...calls import Call
-from ...config import per_repository_dir
-from ...errors import InvalidRequest
 from ...files.downloads import DownloadStore
-from ...security import bearer_token
 from ...service.files import FileRequest
+from ...shared.calls import Call
+from ...shared.config import per_repository_dir
+from ...shared.errors import InvalidRequest
+from ...shared.security import bearer_token
 from .libretranslate_routes import LibreTranslateRoutes, upstream_words
 from .server import HttpServer
 

@@ -31,11 +31,11 @@ from typing import Any
 
 from aiohttp import web
 
-from ... import params
-from ...calls import Call
-from ...errors import InvalidRequest, ServingError
 from ...service.requests import TranslationRequest
+from ...shared.calls import Call
+from ...shared.errors import InvalidRequest, ServingError
 from ...translation import StreamEvent
+from .. import params
 from ..kserve.infer import VERSION, check_parameters, request_deadline
 from .server import REQUEST_ID, HttpServer, json_object, json_response, read_body, text_body_limit
 

@@ -22,9 +22,9 @@ import json
 
 from aiohttp import web
 
-from ...calls import Call
-from ...errors import InvalidRequest
 from ...service.file_jobs import JobRequest, view
+from ...shared.calls import Call
+from ...shared.errors import InvalidRequest
 from .file_routes import FORM_SLACK, FileRoutes, file_response, read_form
 from .server import HttpServer
 

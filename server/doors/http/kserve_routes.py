@@ -22,8 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
-from ...calls import Call
-from ...errors import InvalidRequest, NotEnabled, ServingError, echo
+from ...shared.calls import Call
+from ...shared.errors import InvalidRequest, NotEnabled, ServingError, echo
 from ..kserve import describe, rest
 from ..kserve.describe import check_repository_parameters
 from .server import HttpServer, error_response, json_object, json_response, read_body

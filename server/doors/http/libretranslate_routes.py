@@ -45,13 +45,14 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from ... import files, params
-from ...calls import Call
+from ... import files
 from ...documents import FORMATS, TEXT
 from ...documents.alignment import WordAlignment
-from ...errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat, echo
 from ...service.requests import Translated, TranslationRequest
 from ...service.routing import LanguageNotServed, language_name
+from ...shared.calls import Call
+from ...shared.errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat, echo
+from .. import params
 from .server import HttpServer, PayloadTooLarge, json_object, json_response, read_body, text_body_limit
 
 MAX_FORM_FIELDS = 1000  # aiohttp's default for multipart forms; LibreTranslate's requests have a handful

@@ -14,7 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ...calls import Call
+from ...shared.calls import Call
 
 VERSION = "0.1.0"
 ERROR = {"$ref": "#/components/schemas/Error"}

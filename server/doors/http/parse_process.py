@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import TypeVar
 
-from ...errors import InferenceFailed
+from ...shared.errors import InferenceFailed
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -6,7 +6,7 @@ it cancels a handler whose client went away (``handler_cancellation``), which fr
 translation's decoder row like a gRPC cancel does.
 
 Routes are added with :meth:`HttpServer.route`: each handler runs inside the shared
-:class:`~attnserve.server.calls.CallTracker` (request id ``X-Request-Id``, draining,
+:class:`~attnserve.server.shared.calls.CallTracker` (request id ``X-Request-Id``, draining,
 ``--max-concurrent-rpcs``, metrics, errors), which counts a call only once its body has
 arrived (``--http-body-timeout-s``; a request head has ``--http-header-timeout-s``), so slow
 clients hold no slot; errors are answered as ``{"error": message}``
@@ -32,9 +32,10 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
-from ... import access_log, security
-from ...calls import LOAD_MS_KEY, Call, CallFailed
-from ...errors import DeadlineExceeded, InvalidRequest, Overloaded, ServingError, client_message
+from ...shared import security
+from ...shared.calls import LOAD_MS_KEY, Call, CallFailed
+from ...shared.errors import DeadlineExceeded, InvalidRequest, Overloaded, ServingError, client_message
+from .. import access_log
 from .parse_process import ParseProcess
 
 log = logging.getLogger(__name__)
@@ -203,7 +204,7 @@ class _Runner(web.AppRunner):
 
 
 class HttpServer:
-    def __init__(self, app: Any) -> None:  # app: attnserve.server.app.AttnServer
+    def __init__(self, app: Any) -> None:  # app: attnserve.server.entry.app.AttnServer
         self.app = app
         self.open_routes: set[str] = set()
         self.labels: dict[str, str] = {}  # route name -> metrics method label
@@ -369,7 +370,7 @@ class HttpServer:
         access = self.app.settings.access_log
         runner = _Runner(
             self.web,
-            access_log=logging.getLogger(access_log.__name__) if access else None,
+            access_log=access_log.log if access else None,
             access_log_class=access_log.http_logger_class(CALL_KEY),
             handler_cancellation=True,
             shutdown_timeout=1.0,

@@ -14,7 +14,7 @@ from importlib import resources
 
 from aiohttp import web
 
-from ...calls import Call
+from ...shared.calls import Call
 from .server import HttpServer
 
 ASSETS = {

@@ -26,10 +26,10 @@ from attnserve.contract.kinds import TRANSLATION
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 from attnserve.protos.attnserve.triton import model_config_pb2 as mc
 
-from ...calls import ModelStats
-from ...config import Settings
-from ...errors import InvalidRequest
-from ...registry import IndexedModel, LoadedModel, ModelRegistry
+from ...runtime.registry import IndexedModel, LoadedModel, ModelRegistry
+from ...shared.calls import ModelStats
+from ...shared.config import Settings
+from ...shared.errors import InvalidRequest
 from .infer import IMAGE, PIXELS, PROBABILITIES, TEXT, TRANSLATION_OUT, VERSION
 
 SERVER_NAME = "attnserve"

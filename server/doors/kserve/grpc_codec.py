@@ -12,7 +12,7 @@ from typing import Any
 
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 
-from ...errors import InvalidRequest, echo
+from ...shared.errors import InvalidRequest, echo
 from .infer import InferRequest, InferResponse, RequestedOutput
 from .tensors import BYTES, Tensor, from_raw, from_values, to_raw
 

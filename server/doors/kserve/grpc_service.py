@@ -20,8 +20,8 @@ import grpc
 
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 
-from ...calls import CallFailed
-from ...errors import InvalidRequest, NotEnabled
+from ...shared.calls import CallFailed
+from ...shared.errors import InvalidRequest, NotEnabled
 from .. import client_deadline
 from . import describe
 from .describe import check_repository_parameters
@@ -53,7 +53,7 @@ def method(name: str) -> str:
 
 
 class KServeServicer:
-    def __init__(self, app: Any) -> None:  # app: attnserve.server.app.AttnServer
+    def __init__(self, app: Any) -> None:  # app: attnserve.server.entry.app.AttnServer
         self.app = app
 
     # ------------------------------------------------------------------- health (open)

@@ -30,14 +30,14 @@ import numpy as np
 
 from attnserve.contract.kinds import TRANSLATION
 
-from ... import params
-from ...calls import Call
-from ...classification import EncodedImage, ImageInput, RawTensor
-from ...errors import InferenceFailed, InvalidRequest, echo
-from ...registry import LoadedModel
+from ...images.classification import EncodedImage, ImageInput, RawTensor
+from ...runtime.registry import LoadedModel
 from ...service.classification import ClassificationService
 from ...service.requests import MODEL_VERSION, ClassificationRequest, Deadline, TranslationRequest, earliest
 from ...service.translation import TranslationService
+from ...shared.calls import Call
+from ...shared.errors import InferenceFailed, InvalidRequest, echo
+from .. import params
 from .tensors import BYTES, Tensor
 
 TEXT, TRANSLATION_OUT = "TEXT", "TRANSLATION"
@@ -210,7 +210,7 @@ def _images(model: LoadedModel, tensor: Tensor) -> list[ImageInput]:
 class KServeInference:
     """KServe v2 requests (gRPC and REST) through the services; one per server."""
 
-    def __init__(self, app: Any) -> None:  # app: attnserve.server.app.AttnServer
+    def __init__(self, app: Any) -> None:  # app: attnserve.server.entry.app.AttnServer
         self.app = app
         self.translation: TranslationService = app.translation
         self.classification: ClassificationService = app.classification

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ...errors import InvalidRequest, echo
+from ...shared.errors import InvalidRequest, echo
 from .infer import InferRequest, InferResponse, RequestedOutput
 from .tensors import from_raw, from_values, to_raw, to_values
 

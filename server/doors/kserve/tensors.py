@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import InvalidRequest, echo
+from ...shared.errors import InvalidRequest, echo
 
 BYTES = "BYTES"
 NUMPY_TYPES = {

@@ -8,7 +8,7 @@ import pytest
 from tokenizers import Tokenizer
 
 from attnserve.server.documents import DocumentSplitter, TokenBudget
-from attnserve.server.errors import InvalidRequest
+from attnserve.server.shared.errors import InvalidRequest
 from tests.support.bounded import within
 
 TOKENIZER = Path(__file__).resolve().parents[3] / "models" / "zoo" / "translator-en-de" / "tokenizer.json"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from attnserve.server.config import resolve_settings
 from attnserve.server.documents import DocumentLimits
-from attnserve.server.errors import InvalidRequest
+from attnserve.server.shared.config import resolve_settings
+from attnserve.server.shared.errors import InvalidRequest
 
 
 def test_a_text_over_the_character_limit_is_refused():

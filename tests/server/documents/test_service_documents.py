@@ -10,13 +10,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from attnserve.server.calls import Call
-from attnserve.server.config import Settings
-from attnserve.server.errors import InferenceFailed, InvalidRequest, LimitExceeded, Overloaded
-from attnserve.server.metrics import Metrics
 from attnserve.server.service import document_stream, documents
 from attnserve.server.service.requests import TranslationRequest, ValidTranslation
 from attnserve.server.service.translation import TranslationService
+from attnserve.server.shared.calls import Call
+from attnserve.server.shared.config import Settings
+from attnserve.server.shared.errors import InferenceFailed, InvalidRequest, LimitExceeded, Overloaded
+from attnserve.server.shared.metrics import Metrics
 from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
 
 POOL = ThreadPoolExecutor(1, thread_name_prefix="test-documents")

@@ -10,9 +10,9 @@ import zipfile
 import pytest
 
 from attnserve.server import files
-from attnserve.server.errors import DeadlineExceeded
 from attnserve.server.files import archive
 from attnserve.server.service.requests import Deadline
+from attnserve.server.shared.errors import DeadlineExceeded
 from tests.support import office_files as office
 from tests.support.bounded import within
 

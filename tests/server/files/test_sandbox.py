@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from attnserve.server.errors import DeadlineExceeded, InvalidRequest
 from attnserve.server.files import jobs
 from attnserve.server.files.sandbox import FileTooCostly, FileTooLarge, FileWorkers, Limits, WorkerDied
 from attnserve.server.service.requests import Deadline
+from attnserve.server.shared.errors import DeadlineExceeded, InvalidRequest
 from tests.support import file_jobs
 
 MEMORY = 64 << 20

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from attnserve.benchmarks.detect import read_labelled
-from attnserve.server.config import Settings
+from attnserve.server.shared.config import Settings
 
 libretranslatepy = pytest.importorskip("libretranslatepy")
 from libretranslatepy import LibreTranslateAPI  # noqa: E402

@@ -22,8 +22,8 @@ import pytest
 from PIL import Image
 
 from attnserve.client import AttnServeError
-from attnserve.server.errors import MAX_MESSAGE_CHARS
 from attnserve.server.files import jobs
+from attnserve.server.shared.errors import MAX_MESSAGE_CHARS
 from tests.support import file_jobs
 from tests.support import office_files as office
 

@@ -9,9 +9,9 @@ from unittest.mock import MagicMock
 import pytest
 from openapi_spec_validator import validate
 
-from attnserve.server.config import Settings
 from attnserve.server.doors.http import openapi
 from attnserve.server.doors.http.server import HttpServer
+from attnserve.server.shared.config import Settings
 
 
 def served_operations() -> set[tuple[str, str]]:

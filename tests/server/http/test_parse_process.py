@@ -9,7 +9,7 @@ import os
 import pytest
 
 from attnserve.server.doors.http.parse_process import ParseProcess
-from attnserve.server.errors import InferenceFailed
+from attnserve.server.shared.errors import InferenceFailed
 
 
 def where_parsed(body: bytes, tag: str) -> tuple[int, int, str]:

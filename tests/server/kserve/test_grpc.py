@@ -146,7 +146,7 @@ def test_classify_images_probabilities_and_the_classification_extension(triton, 
 
 def test_classify_preprocessed_pixels(triton, vit_dirs, digit_images):
     from attnserve.contract.manifest import load_manifest
-    from attnserve.server.preprocess import preprocess_image
+    from attnserve.server.images.preprocess import preprocess_image
 
     prep = load_manifest(vit_dirs["digits"]).preprocessing
     pixels = np.stack([preprocess_image(d, prep) for d in digit_images[:3]])  # (3, 1, 16, 16)

@@ -132,7 +132,7 @@ def test_plain_json_with_nested_data_and_pixels(server, vit_dirs, digit_images):
     assert doc["outputs"] == [{"name": "TRANSLATION", "datatype": "BYTES", "shape": [2, 1], "data": ["t6 t5", "t9"]}]
 
     from attnserve.contract.manifest import load_manifest
-    from attnserve.server.preprocess import preprocess_image
+    from attnserve.server.images.preprocess import preprocess_image
 
     pixels = preprocess_image(digit_images[1], load_manifest(vit_dirs["digits"]).preprocessing)  # (1, 16, 16)
     body = {"inputs": [{"name": "PIXELS", "datatype": "FP32", "shape": [1, 1, 16, 16], "data": [pixels.tolist()]}]}

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from attnserve.benchmarks.detect import LANGUAGES, read_labelled
-from attnserve.server.config import ConfigError
 from attnserve.server.service.detection import LangidDetector, LinguaDetector, make_detector
 from attnserve.server.service.scripts import same_script
+from attnserve.server.shared.config import ConfigError
 
 
 @pytest.fixture(scope="module")

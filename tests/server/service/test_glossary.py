@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from attnserve.server.errors import InvalidRequest, LimitExceeded
 from attnserve.server.service.glossary import (
     DefaultGlossaries,
     GlossaryFileError,
@@ -16,6 +15,7 @@ from attnserve.server.service.glossary import (
     compile_glossary,
     parse_tsv,
 )
+from attnserve.server.shared.errors import InvalidRequest, LimitExceeded
 from attnserve.server.translation import DecodeOptions
 
 BUNDLED = Path(__file__).resolve().parents[3] / "models" / "repo" / "translator-en-de" / "tokenizer.json"

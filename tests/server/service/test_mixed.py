@@ -7,10 +7,10 @@ import asyncio
 
 import pytest
 
-from attnserve.server.calls import Call
-from attnserve.server.errors import InvalidRequest
 from attnserve.server.service import mixed
 from attnserve.server.service.requests import Detection, Translated, TranslationRequest
+from attnserve.server.shared.calls import Call
+from attnserve.server.shared.errors import InvalidRequest
 from attnserve.server.translation import Hypothesis, TranslationResult
 
 MODELS = {"de": "de-en", "fr": "fr-en"}

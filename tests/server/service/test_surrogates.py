@@ -10,9 +10,9 @@ import pytest
 
 from attnserve.contract.manifest import load_manifest
 from attnserve.contract.target_text import target_side
-from attnserve.server.errors import InvalidRequest
 from attnserve.server.service import surrogates
 from attnserve.server.service.glossary import compile_glossary
+from attnserve.server.shared.errors import InvalidRequest
 from attnserve.server.translation import DecodeOptions, Hypothesis, TranslationEngine, load_translation_sessions
 
 COMMITTED = Path(__file__).resolve().parents[3] / "models" / "repo" / "translator-en-de"

@@ -16,7 +16,7 @@ from attnserve.contract.graph_io import AlignerIO
 from attnserve.contract.manifest import load_manifest, sha256_file
 from attnserve.export.graphs import export_onnx
 from attnserve.export.verify import structure_checks
-from attnserve.server.runtime import create_session
+from attnserve.server.shared.onnx_sessions import create_session
 from attnserve.server.translation import DecodeOptions
 from attnserve.server.translation.aligner import Aligner, alignment_layer
 

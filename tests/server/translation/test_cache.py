@@ -245,7 +245,7 @@ def test_the_device_path_reads_each_steps_inputs_where_a_binding_copies_them_whe
 def test_an_in_place_decoder_is_refused_on_cuda_and_a_left_padded_one_is_not(tiny, tiny_left_padded):
     """The in-place cache gave wrong tokens on CUDA (an H200): the scheduler refuses it there, by
     the placement its session runs on, with what to do; the left-padded cache is served."""
-    from attnserve.server.runtime import ProviderError
+    from attnserve.server.shared.onnx_sessions import ProviderError
     from attnserve.server.translation.cache import make_cache
 
     cuda = DevicePlacement("cuda")  # no device is touched before the refusal

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from attnserve.models import greedy_decode
-from attnserve.server.errors import DeadlineExceeded, InferenceFailed, InvalidRequest, Overloaded, ShuttingDown
+from attnserve.server.shared.errors import DeadlineExceeded, InferenceFailed, InvalidRequest, Overloaded, ShuttingDown
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
 from .conftest import (

@@ -15,7 +15,7 @@ from tokenizers import Tokenizer
 from attnserve.contract.manifest import load_manifest
 from attnserve.export.modeldir import placeholder_tokenizer, write_translation_dir
 from attnserve.models import TranslationTransformer, beam_search, greedy_decode
-from attnserve.server.errors import InvalidRequest
+from attnserve.server.shared.errors import InvalidRequest
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
 from .conftest import MAX_TARGET_LEN, TINY, TinyModel, random_texts, run

@@ -11,7 +11,7 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from attnserve.server.runtime import CUDA, DISABLE_OPTIMIZERS_KEY, session_options
+from attnserve.server.shared.onnx_sessions import CUDA, DISABLE_OPTIMIZERS_KEY, session_options
 from attnserve.server.translation import load_translation_sessions
 from attnserve.server.translation.sessions import direct_run
 

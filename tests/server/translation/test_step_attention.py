@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnserve.contract.manifest import load_manifest
-from attnserve.server.runtime import create_session
+from attnserve.server.shared.onnx_sessions import create_session
 from attnserve.server.translation import DecodeOptions
 from attnserve.server.translation.aligner import Aligner
 

@@ -15,9 +15,9 @@ import onnxruntime as ort
 from attnserve.contract import images
 from attnserve.contract.manifest import Manifest
 
+from ..shared.config import Settings
+from ..shared.errors import InferenceFailed, InvalidRequest
 from .batching import BatchQueue, BatchResult
-from .config import Settings
-from .errors import InferenceFailed, InvalidRequest
 from .preprocess import preprocess_image, tensor_to_pixels
 
 

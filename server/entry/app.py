@@ -32,24 +32,25 @@ from attnserve.protos.attnserve.v1 import admin_pb2_grpc as admin_grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
-from . import descriptors, security
-from .access_log import AccessLogInterceptor
-from .calls import LOAD_MS_KEY, Call, CallFailed, CallTracker
-from .config import Settings
-from .doors import v1, v1_wire
-from .doors.kserve import grpc_service as kserve_grpc
-from .doors.kserve import grpc_wire as kserve_wire
-from .doors.kserve.infer import KServeInference
-from .metrics import Metrics
-from .registry import IndexedModel, LoadedModel, ModelRegistry
-from .reload import Reloader
+from ..doors import v1, v1_wire
+from ..doors.access_log import AccessLogInterceptor
+from ..doors.kserve import grpc_service as kserve_grpc
+from ..doors.kserve import grpc_wire as kserve_wire
+from ..doors.kserve.infer import KServeInference
+from ..runtime.registry import IndexedModel, LoadedModel, ModelRegistry
+from ..runtime.reload import Reloader
+from ..runtime.residency import Residency
+from ..service.classification import ClassificationService
+from ..service.file_jobs import FileJobs
+from ..service.files import FileTranslation
+from ..service.requests import MODEL_VERSION
+from ..service.translation import TranslationService, check_version
+from ..shared import security
+from ..shared.calls import LOAD_MS_KEY, Call, CallFailed, CallTracker
+from ..shared.config import Settings
+from ..shared.metrics import Metrics
+from . import descriptors
 from .repository import RepositoryControl
-from .residency import Residency
-from .service.classification import ClassificationService
-from .service.file_jobs import FileJobs
-from .service.files import FileTranslation
-from .service.requests import MODEL_VERSION
-from .service.translation import TranslationService, check_version
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ class AttnServer(RepositoryControl):
         ]
         # gRPC turns SO_REUSEPORT on by default on Linux: two servers on one port would both
         # listen and the kernel would split clients between them. Only --workers N shares the
-        # port on purpose (server/workers.py); a single server must fail to bind instead.
+        # port on purpose (server/entry/workers.py); a single server must fail to bind instead.
         options.append(("grpc.so_reuseport", 1 if settings.workers > 1 else 0))
         parsers = {
             v1_wire.CLASSIFY_METHOD: v1_wire.parse_classify,
@@ -133,7 +134,7 @@ class AttnServer(RepositoryControl):
         self.metrics_port: int | None = None
         self.http = None
         if settings.http_port >= 0:
-            from .doors.http.server import HttpServer  # aiohttp: imported only when HTTP is on
+            from ..doors.http.server import HttpServer  # aiohttp: imported only when HTTP is on
 
             self.http = HttpServer(self)
         self.http_port: int | None = None

@@ -37,8 +37,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from .classification import ImageClassifier
-from .translation import TranslationEngine
+from ..images.classification import ImageClassifier
+from ..translation import TranslationEngine
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 from attnserve.contract.manifest import ManifestError
 
-from .config import Settings
-from .errors import echo
+from ..shared.config import Settings
+from ..shared.errors import echo
 from .references import ReferenceMismatch
 from .registry import (
     FailedModel,

@@ -14,9 +14,9 @@ from grpc_health.v1 import health_pb2
 
 from attnserve.contract.manifest import MANIFEST_NAME
 
-from .errors import InvalidRequest, ShuttingDown, echo
-from .registry import LoadedModel, ModelRegistry, name_of_dir
-from .reload import ADDED, FAILED, ReloadOutcome
+from ..runtime.registry import LoadedModel, ModelRegistry, name_of_dir
+from ..runtime.reload import ADDED, FAILED, ReloadOutcome
+from ..shared.errors import InvalidRequest, ShuttingDown, echo
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from .errors import InferenceFailed, Overloaded, ServingError, ShuttingDown
+from ..shared.errors import InferenceFailed, Overloaded, ServingError, ShuttingDown
 
 log = logging.getLogger(__name__)
 

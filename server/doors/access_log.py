@@ -13,7 +13,7 @@ HTTP lines come from aiohttp's access-logger hook (:class:`HttpAccessLogger`), c
 answer is written, so a streamed answer's size is what was sent. gRPC lines come from
 :class:`AccessLogInterceptor`, the outermost interceptor: it counts the bytes its handler parses and
 serialises and logs once when the RPC ends. The model and the request id come from the call's
-:class:`~attnserve.server.calls.Call`, which the :class:`~attnserve.server.calls.CallTracker` hands
+:class:`~attnserve.server.shared.calls.Call`, which the :class:`~attnserve.server.shared.calls.CallTracker` hands
 to the RPC's record (``calls.access_record``, gRPC) or the HTTP door stores on the request. With
 ``--no-access-log`` neither is installed: nothing on the hot path.
 """
@@ -29,10 +29,11 @@ from typing import Any
 
 import grpc
 
-from .calls import access_record
-from .security import handler_like
+from ..shared.calls import access_record
+from ..shared.security import handler_like
 
-log = logging.getLogger(__name__)
+# The name log configurations select the access log by, kept apart from where the module sits.
+log = logging.getLogger("attnserve.server.access_log")
 
 MAX_PATH = 200  # characters of a request path in the log
 

@@ -8,7 +8,7 @@ import numpy as np
 from attnserve.contract import images
 from attnserve.contract.manifest import Preprocessing
 
-from .errors import InvalidRequest
+from ..shared.errors import InvalidRequest
 
 # The server's setting of each limit of the contract, named in the message of an image over it.
 LIMIT_FLAGS = {"max_pixels": "--max-image-pixels", "max_bytes": "--max-image-bytes"}

@@ -45,7 +45,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
-from .config import Settings
+from ..shared.config import Settings
 
 log = logging.getLogger("attnserve.server")
 
@@ -95,9 +95,9 @@ def _worker_main(settings: Settings, index: int, conn: Connection, metrics: bool
     # asked for until this worker reports ready (Workers.forward, Workers.wait_ready).
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
+    from ..runtime.registry import RepositoryError
+    from ..shared.onnx_sessions import ProviderError
     from .cli import serve
-    from .registry import RepositoryError
-    from .runtime import ProviderError
 
     logging.basicConfig(
         level=log_level.upper(),

@@ -14,9 +14,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .documents import TEXT
-from .errors import InvalidRequest, echo
-from .translation import DecodeOptions
+from ..documents import TEXT
+from ..shared.errors import InvalidRequest, echo
+from ..translation import DecodeOptions
 
 MODES = ("greedy", "beam_search", "sampling")
 INT, FLOAT, BOOL, STR = "an integer", "a number", "a boolean", "a string"

@@ -38,9 +38,9 @@ from pathlib import Path
 
 from attnserve.contract.manifest import ManifestError
 
-from .config import Settings
-from .errors import DeadlineExceeded, ModelUnavailable, Overloaded, echo
-from .metrics import Metrics
+from ..shared.config import Settings
+from ..shared.errors import DeadlineExceeded, ModelUnavailable, Overloaded, echo
+from ..shared.metrics import Metrics
 from .registry import IndexedModel, LoadedModel, ModelRegistry, RepositoryError, load_checked, log_loaded
 
 log = logging.getLogger(__name__)

@@ -8,11 +8,11 @@ import logging
 import signal
 import sys
 
+from ..runtime.registry import RepositoryError
+from ..shared.config import ConfigError, Settings, add_arguments, bundled_model_repo, resolve_settings
+from ..shared.onnx_sessions import ProviderError
 from . import workers
 from .app import create_server
-from .config import ConfigError, Settings, add_arguments, bundled_model_repo, resolve_settings
-from .registry import RepositoryError
-from .runtime import ProviderError
 from .workers import WorkerLink
 
 log = logging.getLogger("attnserve.server")

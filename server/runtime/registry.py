@@ -24,14 +24,14 @@ import onnxruntime as ort
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.contract.manifest import MANIFEST_NAME, GraphSpec, Manifest, ManifestError, load_manifest
 
-from .classification import ImageClassifier
-from .config import Settings, engine_settings_kwargs
-from .errors import InvalidRequest, ModelNotFound, client_message, echo
+from ..images.classification import ImageClassifier
+from ..shared.config import Settings, engine_settings_kwargs
+from ..shared.errors import InvalidRequest, ModelNotFound, client_message, echo
+from ..shared.onnx_sessions import ProviderError, create_session, cuda_listed, session_provider
+from ..translation import EngineSettings, TranslationEngine
+from ..translation.aligner import Aligner
+from ..translation.sessions import model_spec
 from .references import ReferenceMismatch, check_references
-from .runtime import ProviderError, create_session, cuda_listed, session_provider
-from .translation import EngineSettings, TranslationEngine
-from .translation.aligner import Aligner
-from .translation.sessions import model_spec
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class LoadedModel:
     aligner: Aligner | None = None  # translation: word alignments, when the directory has aligner.onnx
     fingerprint: str = ""  # sha256 of model.json (it holds the sha256 of every file): the version
     users: int = 0  # handlers holding this version (see ModelRegistry.use); a replaced version waits for 0
-    references: str = ""  # what the load-time check of verification.npz found (server/references.py)
+    references: str = ""  # what the load-time check of verification.npz found (server/runtime/references.py)
 
     @property
     def version(self) -> str:
