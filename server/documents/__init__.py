@@ -1,10 +1,11 @@
 """Texts as documents: split into lines and sentences for the model, translated
 segment by segment, joined with the original separators. Torch-free, engine-free."""
 
+from ..shared.text_limits import DocumentLimits
 from .document import Document, Segment
 from .fit import TokenBudget
 from .normalize import Normalizer, unicode_form
-from .splitter import FORMATS, HTML, MARKDOWN, TEXT, DocumentLimits, DocumentSplitter, PreparedDocument
+from .splitter import FORMATS, HTML, MARKDOWN, TEXT, DocumentSplitter, PreparedDocument
 
 __all__ = [
     "FORMATS",

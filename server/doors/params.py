@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..documents import TEXT
+from ..service.requests import Deadline
 from ..shared.errors import InvalidRequest, echo
 from ..translation import DecodeOptions
 
@@ -144,3 +145,27 @@ def decode_options(values: Mapping[str, Any], where: str = "") -> DecodeOptions:
         seed=seed,
         return_scores=v.get("return_scores", False),  # greedy/sampling skip the log-softmax without it
     )
+
+
+# KServe's request parameters, read by its doors and by Triton's generate extension.
+TIMEOUT = "timeout"
+EMPTY_FINAL = "triton_enable_empty_final_response"
+# Request parameters Triton's clients may send that mean nothing here: accepted and ignored.
+IGNORED = {"priority", "sequence_id", "sequence_start", "sequence_end", "binary_data_output", "headers"}
+
+
+def request_deadline(parameters: Mapping[str, Any]) -> Deadline | None:
+    """Triton's ``timeout`` parameter (microseconds) as the request's deadline."""
+    if TIMEOUT not in parameters:
+        return None
+    value = parameters[TIMEOUT]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidRequest(f"parameters.{TIMEOUT}: expected microseconds > 0, got {echo(value)}")
+    return Deadline.timeout(value / 1e6)
+
+
+def check_parameters(parameters: Mapping[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(parameters) - known - IGNORED - {TIMEOUT, EMPTY_FINAL})
+    if unknown:
+        names = ", ".join(sorted(known)) or "none"
+        raise InvalidRequest(f"unknown request parameter(s) {', '.join(unknown)} (this model takes: {names})")

@@ -1,11 +1,11 @@
 """attnserve.v1 over gRPC: ``InferenceService`` (Translate, TranslateStream, TranslateFile, Classify,
-ListModels, GetModel) and ``AdminService`` (Reload), each RPC inside :meth:`AttnServer.rpc`."""
+ListModels, GetModel) and ``AdminService`` (Reload), each RPC inside
+:meth:`~.context.DoorContext.rpc`."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
 
 import grpc
 
@@ -15,31 +15,28 @@ from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
 from ..service.file_jobs import JobRequest
-from ..shared.errors import ModelNotFound, echo
 from ..shared.security import bearer_token
 from . import client_deadline
 from . import v1_codec as convert
+from .context import DoorContext
 from .v1_wire import LiftedClassify
-
-if TYPE_CHECKING:
-    from ..entry.app import AttnServer
 
 
 class InferenceServicer(pb_grpc.InferenceServiceServicer):
-    def __init__(self, app: AttnServer) -> None:
-        self.app = app
+    def __init__(self, doors: DoorContext) -> None:
+        self.doors = doors
 
     async def Translate(self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext) -> pb.TranslateResponse:
-        async with self.app.rpc(context, "Translate", request.model, inference=True) as call:
+        async with self.doors.rpc(context, "Translate", request.model, inference=True) as call:
             wanted = convert.translation_request(request, call, client_deadline(context))
-            return convert.translate_response(await self.app.translation.translate(wanted), request.options)
+            return convert.translate_response(await self.doors.translation.translate(wanted), request.options)
 
     async def TranslateStream(
         self, request: pb.TranslateRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TranslateChunk]:
-        async with self.app.rpc(context, "TranslateStream", request.model, inference=True) as call:
+        async with self.doors.rpc(context, "TranslateStream", request.model, inference=True) as call:
             wanted = convert.translation_request(request, call, client_deadline(context), single=True)
-            events = self.app.translation.stream(wanted)
+            events = self.doors.translation.stream(wanted)
             try:
                 async for event in events:
                     chunk = convert.translate_chunk(event, request.options)
@@ -51,10 +48,10 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
     async def TranslateFile(
         self, request: pb.TranslateFileRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TranslateFileChunk]:
-        async with self.app.rpc(context, "TranslateFile", request.model, inference=True) as call:
+        async with self.doors.rpc(context, "TranslateFile", request.model, inference=True) as call:
             wanted = convert.file_request(request, call, client_deadline(context))
             progress: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
-            work = asyncio.ensure_future(self.app.files.translate(wanted, lambda *p: progress.put_nowait(p)))
+            work = asyncio.ensure_future(self.doors.files.translate(wanted, lambda *p: progress.put_nowait(p)))
             try:
                 while not work.done() or not progress.empty():
                     waiter = asyncio.ensure_future(progress.get())
@@ -73,13 +70,13 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
 
     def _key(self, context: grpc.aio.ServicerContext) -> str | None:
         """The caller's token (checked by the interceptor), when the server has tokens."""
-        if self.app.token_checker is None:
+        if self.doors.auth.checker is None:
             return None
         value = next((v for k, v in context.invocation_metadata() or () if k == "authorization"), None)
         return bearer_token(value) or None
 
     async def SubmitFileJob(self, request: pb.TranslateFileRequest, context: grpc.aio.ServicerContext) -> pb.FileJob:
-        async with self.app.rpc(context, "SubmitFileJob", request.model):
+        async with self.doors.rpc(context, "SubmitFileJob", request.model):
             wanted = JobRequest(
                 self._key(context),
                 request.filename,
@@ -88,29 +85,29 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                 request.target_language,
                 request.model,
             )
-            return convert.file_job(await self.app.jobs.submit(wanted))
+            return convert.file_job(await self.doors.jobs.submit(wanted))
 
     async def GetFileJob(self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext) -> pb.FileJob:
-        async with self.app.rpc(context, "GetFileJob", ""):
-            return convert.file_job(await self.app.jobs.get(self._key(context), request.id))
+        async with self.doors.rpc(context, "GetFileJob", ""):
+            return convert.file_job(await self.doors.jobs.get(self._key(context), request.id))
 
     async def CancelFileJob(self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext) -> pb.FileJob:
-        async with self.app.rpc(context, "CancelFileJob", ""):
-            return convert.file_job(await self.app.jobs.cancel(self._key(context), request.id))
+        async with self.doors.rpc(context, "CancelFileJob", ""):
+            return convert.file_job(await self.doors.jobs.cancel(self._key(context), request.id))
 
     async def WatchFileJob(
         self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.FileJob]:
-        async with self.app.rpc(context, "WatchFileJob", ""):
-            async for job in self.app.jobs.watch(self._key(context), request.id):
+        async with self.doors.rpc(context, "WatchFileJob", ""):
+            async for job in self.doors.jobs.watch(self._key(context), request.id):
                 yield convert.file_job(job)  # ends with the job, or when the server stops
 
     async def GetFileJobResult(
         self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TranslateFileChunk]:
-        async with self.app.rpc(context, "GetFileJobResult", ""):
-            job, path = await self.app.jobs.result(self._key(context), request.id)
-            content = await asyncio.get_running_loop().run_in_executor(self.app.preprocess_pool, path.read_bytes)
+        async with self.doors.rpc(context, "GetFileJobResult", ""):
+            job, path = await self.doors.jobs.result(self._key(context), request.id)
+            content = await asyncio.get_running_loop().run_in_executor(self.doors.preprocess_pool, path.read_bytes)
             for chunk in convert.job_result_chunks(job, content):
                 yield chunk
 
@@ -120,29 +117,24 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
         """``request``: parsed by :func:`v1_wire.parse_classify` (the server's ParseGuardInterceptor)."""
         if not isinstance(request, LiftedClassify):
             request = LiftedClassify(request)
-        async with self.app.rpc(context, "Classify", request.message.model, inference=True) as call:
+        async with self.doors.rpc(context, "Classify", request.message.model, inference=True) as call:
             wanted = convert.classification_request(request.message, call, client_deadline(context), request.raw)
-            name, results = await self.app.classification.classify(wanted)
+            name, results = await self.doors.classification.classify(wanted)
             return convert.classify_response(name, results)
 
     async def ListModels(
         self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListModelsResponse:
-        async with self.app.rpc(context, "ListModels", ""):
-            registry, settings = self.app.registry, self.app.settings
-            entries = [registry.get(n, None) for n in registry.served()] + list(registry.failed.values())
+        async with self.doors.rpc(context, "ListModels", ""):
+            models, settings = self.doors.models, self.doors.settings
+            entries = [models.get(n) for n in models.served()] + list(models.failed.values())
             models = [convert.model_info(m, settings) for m in entries]
-            routes = convert.language_routes(self.app.translation.routes())
+            routes = convert.language_routes(self.doors.translation.routes())
             return pb.ListModelsResponse(models=models, routes=routes)
 
     async def GetModel(self, request: pb.GetModelRequest, context: grpc.aio.ServicerContext) -> pb.ModelInfo:
-        async with self.app.rpc(context, "GetModel", request.name):
-            registry = self.app.registry
-            name = request.name
-            model = registry.models.get(name) or registry.index.get(name) or registry.failed.get(name)
-            if model is None:
-                raise ModelNotFound(f"unknown model {echo(name)}; served: {', '.join(registry.served())}")
-            return convert.model_info(model, self.app.settings)
+        async with self.doors.rpc(context, "GetModel", request.name):
+            return convert.model_info(self.doors.models.find(request.name), self.doors.settings)
 
 
 class AdminServicer(admin_grpc.AdminServiceServicer):
@@ -155,19 +147,19 @@ class AdminServicer(admin_grpc.AdminServiceServicer):
         "failed": admin_pb2.RELOAD_ACTION_FAILED,
     }
 
-    def __init__(self, app: AttnServer) -> None:
-        self.app = app
+    def __init__(self, doors: DoorContext) -> None:
+        self.doors = doors
 
     async def Reload(self, request: admin_pb2.ReloadRequest, context: grpc.aio.ServicerContext):
-        async with self.app.rpc(context, "Reload", ""):
-            outcomes = await self.app.reload(list(request.models))
+        async with self.doors.rpc(context, "Reload", ""):
+            outcomes = await self.doors.repository.reload(list(request.models))
             return admin_pb2.ReloadResponse(
                 models=[
                     admin_pb2.ModelReload(
                         name=o.name,
                         action=self.ACTIONS[o.action],
                         version=o.version,
-                        error=self.app.calls.message(o.error),
+                        error=self.doors.calls.message(o.error),
                     )
                     for o in outcomes
                 ]

@@ -4,10 +4,11 @@ Triton's generate, LibreTranslate), the two services, metrics and the lifecycle 
 drain, hot reload).
 
 Every inference handler is a codec (``doors``): decode the wire request -> await the
-translation or classification service (``service``) -> encode the reply, inside
-:meth:`AttnServer.rpc` (gRPC) or the HTTP server's route wrapper, both built on
-:class:`~.calls.CallTracker`, which maps the typed errors to one status and counts the
-call, whatever the protocol.
+translation or classification service (``service``) -> encode the reply, inside the tracked call
+of ``doors.context`` (gRPC) or the HTTP server's route wrapper, both built on ``CallTracker``
+(``shared.calls``), which maps the typed errors to one status and counts the call, whatever the
+protocol. A door gets a ``DoorContext`` (the services, a read-only view of the models and the
+auth hook), never this object.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import contextlib
 import logging
 import socket
 import time
-from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -34,19 +34,19 @@ from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
 from ..doors import v1, v1_wire
 from ..doors.access_log import AccessLogInterceptor
+from ..doors.context import Auth, DoorContext, RepositoryActions
 from ..doors.kserve import grpc_service as kserve_grpc
 from ..doors.kserve import grpc_wire as kserve_wire
-from ..doors.kserve.infer import KServeInference
-from ..runtime.registry import IndexedModel, LoadedModel, ModelRegistry
+from ..runtime.registry import ModelRegistry
 from ..runtime.reload import Reloader
 from ..runtime.residency import Residency
 from ..service.classification import ClassificationService
 from ..service.file_jobs import FileJobs
 from ..service.files import FileTranslation
-from ..service.requests import MODEL_VERSION
-from ..service.translation import TranslationService, check_version
+from ..service.models import ModelView
+from ..service.translation import TranslationService
 from ..shared import security
-from ..shared.calls import LOAD_MS_KEY, Call, CallFailed, CallTracker
+from ..shared.calls import Call, CallTracker
 from ..shared.config import Settings
 from ..shared.metrics import Metrics
 from . import descriptors
@@ -57,7 +57,6 @@ log = logging.getLogger(__name__)
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["InferenceService"].full_name  # "attnserve.v1.InferenceService"
 ADMIN_SERVICE_NAME = admin_pb2.DESCRIPTOR.services_by_name["AdminService"].full_name
 HEALTH_SERVICE_NAME = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
-REQUEST_ID_KEY = "x-request-id"
 __all__ = ["AttnServer", "Call", "create_server"]
 
 
@@ -83,45 +82,6 @@ class AttnServer(RepositoryControl):
         self.files = FileTranslation(self.translation)
         self.jobs = FileJobs(self.files, settings)
         self.classification = ClassificationService(registry, settings, self.preprocess_pool)
-        self.kserve = KServeInference(self)
-        options = [
-            ("grpc.max_receive_message_length", settings.max_message_bytes),
-            ("grpc.max_send_message_length", settings.max_message_bytes),
-        ]
-        # gRPC turns SO_REUSEPORT on by default on Linux: two servers on one port would both
-        # listen and the kernel would split clients between them. Only --workers N shares the
-        # port on purpose (server/entry/workers.py); a single server must fail to bind instead.
-        options.append(("grpc.so_reuseport", 1 if settings.workers > 1 else 0))
-        parsers = {
-            v1_wire.CLASSIFY_METHOD: v1_wire.parse_classify,
-            kserve_wire.MODEL_INFER_METHOD: kserve_wire.parse_model_infer,
-        }
-        interceptors: list[grpc.aio.ServerInterceptor] = [security.ParseGuardInterceptor(parsers)]
-        tokens = security.load_tokens(settings)
-        self.token_checker: security.TokenChecker | None = None
-        if tokens:
-            self.token_checker = security.TokenChecker(tokens)
-            open_methods = security.OPEN_PREFIXES + kserve_grpc.OPEN_METHODS
-            interceptors.insert(
-                0, security.TokenAuthInterceptor(self.token_checker, self._unauthenticated, open_methods)
-            )
-        if settings.access_log:  # outermost: refused calls are logged too
-            interceptors.insert(0, AccessLogInterceptor())
-        self.server = grpc.aio.server(
-            options=options, interceptors=interceptors, maximum_concurrent_rpcs=settings.max_concurrent_rpcs
-        )
-        pb_grpc.add_InferenceServiceServicer_to_server(v1.InferenceServicer(self), self.server)
-        kserve_grpc.add_to_server(kserve_grpc.KServeServicer(self), self.server)
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        # Reflection lists every served service and answers from a pool that describes each one
-        # under the name it is served by (KServe's: inference.GRPCInferenceService; descriptors.py).
-        names = [SERVICE_NAME, kserve_grpc.SERVICE, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME]
-        files = [pb.DESCRIPTOR, triton_pb.DESCRIPTOR, health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR]
-        if settings.enable_admin:
-            admin_grpc.add_AdminServiceServicer_to_server(v1.AdminServicer(self), self.server)
-            names.append(ADMIN_SERVICE_NAME)
-            files.append(admin_pb2.DESCRIPTOR)
-        reflection.enable_server_reflection(names, self.server, pool=descriptors.reflection_pool(files))
         self.residency = (
             Residency(registry, settings, self.metrics, self._loaded, self.metrics.unwatch) if settings.lazy else None
         )
@@ -131,17 +91,74 @@ class AttnServer(RepositoryControl):
             self.residency.on_health = self._model_health
         for model in registry.models.values():
             self._watch(model)
+        tokens = security.load_tokens(settings)
+        self.doors = self._door_context(security.TokenChecker(tokens) if tokens else None)
+        self.server = self._grpc_server(self.doors)
         self.metrics_port: int | None = None
         self.http = None
         if settings.http_port >= 0:
             from ..doors.http.server import HttpServer  # aiohttp: imported only when HTTP is on
 
-            self.http = HttpServer(self)
+            self.http = HttpServer(self.doors)
         self.http_port: int | None = None
         self._started = False
         self._stopped = asyncio.Event()
         self._stop_task: asyncio.Task | None = None
         self._watcher: asyncio.Task | None = None  # repository.py: new model directories, picked up
+
+    def _door_context(self, checker: security.TokenChecker | None) -> DoorContext:
+        """What every door gets: the services, a read-only view of the models, the auth hook."""
+        return DoorContext(
+            settings=self.settings,
+            calls=self.calls,
+            translation=self.translation,
+            classification=self.classification,
+            files=self.files,
+            jobs=self.jobs,
+            models=ModelView(self.registry, self.residency, lambda: self.ready),
+            auth=Auth(checker, self.metrics),
+            repository=RepositoryActions(self.load_model, self.unload_model, self.reload),
+            preprocess_pool=self.preprocess_pool,
+        )
+
+    def _grpc_server(self, doors: DoorContext) -> grpc.aio.Server:
+        """The gRPC server with its doors, health and reflection; its interceptors check the
+        bearer tokens, parse the large messages in place and write the access log."""
+        settings = self.settings
+        options = [
+            ("grpc.max_receive_message_length", settings.max_message_bytes),
+            ("grpc.max_send_message_length", settings.max_message_bytes),
+            # gRPC turns SO_REUSEPORT on by default on Linux: two servers on one port would both
+            # listen and the kernel would split clients between them. Only --workers N shares the
+            # port on purpose (server/entry/workers.py); a single server must fail to bind instead.
+            ("grpc.so_reuseport", 1 if settings.workers > 1 else 0),
+        ]
+        parsers = {
+            v1_wire.CLASSIFY_METHOD: v1_wire.parse_classify,
+            kserve_wire.MODEL_INFER_METHOD: kserve_wire.parse_model_infer,
+        }
+        interceptors: list[grpc.aio.ServerInterceptor] = [security.ParseGuardInterceptor(parsers)]
+        if doors.auth.checker is not None:
+            open_methods = security.OPEN_PREFIXES + kserve_grpc.OPEN_METHODS
+            interceptors.insert(0, security.TokenAuthInterceptor(doors.auth.checker, doors.auth.refused, open_methods))
+        if settings.access_log:  # outermost: refused calls are logged too
+            interceptors.insert(0, AccessLogInterceptor())
+        server = grpc.aio.server(
+            options=options, interceptors=interceptors, maximum_concurrent_rpcs=settings.max_concurrent_rpcs
+        )
+        pb_grpc.add_InferenceServiceServicer_to_server(v1.InferenceServicer(doors), server)
+        kserve_grpc.add_to_server(kserve_grpc.KServeServicer(doors), server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        # Reflection lists every served service and answers from a pool that describes each one
+        # under the name it is served by (KServe's: inference.GRPCInferenceService; descriptors.py).
+        names = [SERVICE_NAME, kserve_grpc.SERVICE, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME]
+        files = [pb.DESCRIPTOR, triton_pb.DESCRIPTOR, health_pb2.DESCRIPTOR, reflection_pb2.DESCRIPTOR]
+        if settings.enable_admin:
+            admin_grpc.add_AdminServiceServicer_to_server(v1.AdminServicer(doors), server)
+            names.append(ADMIN_SERVICE_NAME)
+            files.append(admin_pb2.DESCRIPTOR)
+        reflection.enable_server_reflection(names, server, pool=descriptors.reflection_pool(files))
+        return server
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -200,17 +217,6 @@ class AttnServer(RepositoryControl):
         """Taking work (KServe's server readiness; health ``""`` says the same)."""
         return self._started and not self.draining
 
-    def model_ready(self, name: str, version: str = "") -> bool:
-        """Loaded, or (lazily served) indexed and not failing to load: a request for it is served."""
-        failing = self.residency is not None and self.residency.failing(name)
-        return name in self.registry.served() and not failing and self.ready and version in ("", MODEL_VERSION)
-
-    def kserve_model(self, name: str, version: str = "") -> LoadedModel | IndexedModel:
-        """A served model by KServe's (name, version), loaded or only indexed; NOT_FOUND for an unknown version."""
-        model = self.registry.get(name, None)
-        check_version(model, version)
-        return model
-
     async def _drain(self, grace: float) -> None:
         deadline = time.monotonic() + grace
         self.calls.draining = True
@@ -248,35 +254,6 @@ class AttnServer(RepositoryControl):
     def _labelled(self, name: str) -> bool:
         """Whether ``name`` labels the metrics: a model of the repository (served or failed), never a client's guess."""
         return name in self.registry.models or name in self.registry.index or name in self.registry.failed
-
-    def _unauthenticated(self, method: str) -> None:
-        self.metrics.unauthenticated.labels(method).inc()
-        self.metrics.requests.labels("-", method, "UNAUTHENTICATED").inc()
-
-    @contextlib.asynccontextmanager
-    async def rpc(
-        self, context: grpc.aio.ServicerContext, method: str, model: str, *, inference: bool = False
-    ) -> AsyncIterator[Call]:
-        """One gRPC call through the :class:`CallTracker`; its failure becomes the call's status."""
-        metadata = dict(context.invocation_metadata() or ())
-        request_id = self.calls.request_id(metadata.get(REQUEST_ID_KEY))
-        context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
-
-        def deadline_passed() -> bool:
-            remaining = context.time_remaining()
-            return remaining is not None and remaining <= 0
-
-        call = None
-        try:
-            async with self.calls.track(
-                method, model, request_id, inference=inference, deadline_passed=deadline_passed
-            ) as call:
-                yield call
-        except CallFailed as exc:
-            await context.abort(grpc.StatusCode[exc.status], exc.message)
-        finally:
-            if call is not None and call.load_ms:
-                context.set_trailing_metadata(((REQUEST_ID_KEY, request_id), (LOAD_MS_KEY, f"{call.load_ms:.0f}")))
 
 
 async def create_server(

@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 
 from ..runtime.registry import RepositoryError
-from ..shared.config import ConfigError, Settings, add_arguments, bundled_model_repo, resolve_settings
+from ..shared.config import ConfigError, add_arguments, bundled_model_repo, resolve_settings
 from ..shared.onnx_sessions import ProviderError
 from . import workers
-from .app import create_server
-from .workers import WorkerLink
+from .process import serve
 
 log = logging.getLogger("attnserve.server")
 
@@ -27,44 +25,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_arguments(parser)
     return parser
-
-
-# How long a thread holding the GIL keeps it while another waits (Python's default: 5 ms).
-# A large document is split and joined in pure Python on the work pool; meanwhile each step of
-# the decode loop and each event-loop wake-up of other clients waits up to this long for the
-# GIL (measured in docs/operations.md, "Limits and timeouts").
-GIL_SWITCH_S = 0.0005
-
-
-async def serve(settings: Settings, worker: WorkerLink | None = None) -> int:
-    """Serve until SIGTERM/SIGINT; ``worker``: one of ``--workers N`` processes (see workers.py)."""
-    sys.setswitchinterval(GIL_SWITCH_S)
-    server, port = await create_server(settings.address, settings)
-    await server.start()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda s=sig: _on_signal(server, s))
-    loop.add_signal_handler(signal.SIGHUP, lambda: asyncio.ensure_future(_reload(server)))
-    served = server.registry.served()  # loaded, or (lazily served) loaded on their first request
-    log.info("serving %d model(s) on %s:%d (%s)", len(served), settings.host, port, ", ".join(served))
-    if worker is not None:  # metrics on a private port, collected by the parent with a worker label
-        worker.ready(server.metrics.start_http("127.0.0.1", 0) if worker.metrics else None)
-    await server.wait_for_termination()
-    return 0
-
-
-def _on_signal(server, sig: signal.Signals) -> None:
-    log.info("received %s", sig.name)
-    asyncio.ensure_future(server.stop())
-
-
-async def _reload(server) -> None:
-    """SIGHUP: hot-reload every model directory of the repository (docs/operations.md)."""
-    log.info("received SIGHUP: reloading the model repository")
-    try:
-        await server.reload()
-    except Exception:  # noqa: BLE001 - a failed reload must never take the server down
-        log.exception("reload failed")
 
 
 def main(argv: list[str] | None = None) -> int:

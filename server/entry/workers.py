@@ -42,7 +42,6 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 
 from ..shared.config import Settings
@@ -52,21 +51,6 @@ log = logging.getLogger("attnserve.server")
 START_TIMEOUT_S = 600.0  # loading and warming up large models in N processes on a busy host
 KILL_AFTER_S = 30.0  # beyond the drain's grace: a worker still running then is killed
 SCRAPE_TIMEOUT_S = 5.0
-
-
-@dataclass(frozen=True)
-class WorkerLink:
-    """What a worker process gets from the parent: its index and the pipe to report on."""
-
-    index: int
-    conn: Connection
-    metrics: bool  # serve this worker's metrics on a private port for the parent to collect
-
-    def ready(self, metrics_port: int | None) -> None:
-        self.conn.send({"index": self.index, "pid": os.getpid(), "metrics_port": metrics_port})
-
-    def failed(self, message: str) -> None:
-        self.conn.send({"index": self.index, "pid": os.getpid(), "error": message})
 
 
 def reserve_port(host: str, port: int) -> tuple[socket.socket, int]:
@@ -97,7 +81,7 @@ def _worker_main(settings: Settings, index: int, conn: Connection, metrics: bool
 
     from ..runtime.registry import RepositoryError
     from ..shared.onnx_sessions import ProviderError
-    from .cli import serve
+    from .process import WorkerLink, serve
 
     logging.basicConfig(
         level=log_level.upper(),

@@ -33,12 +33,10 @@ attnserve_unauthenticated_total{method}            calls refused for a missing o
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-
-from ..images.classification import ImageClassifier
-from ..translation import TranslationEngine
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +44,30 @@ LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 SENTENCE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
 CHARACTER_BUCKETS = (16, 64, 256, 1024, 4096, 16384, 65536, 262144)
+
+
+class WatchedBatcher(Protocol):
+    """What the metrics read of an image engine's batch queue (``images.batching.BatchQueue``)."""
+
+    on_batch: Callable[[int, list[float]], None] | None
+    queued: int
+
+
+class WatchedClassifier(Protocol):
+    batcher: WatchedBatcher
+
+
+class WatchedEngine(Protocol):
+    """What the metrics read of a translation engine (``translation.TranslationEngine``): its
+    gauges at scrape time and its ``on_step`` hook, called after every decoder step."""
+
+    on_step: Callable[[int, int], None] | None
+    active_sequences: int
+    kv_cache_bytes: int
+    kv_cache_capacity: int
+    kv_cache_row_bytes: int
+    tokens_in_flight: int
+    queued: int
 
 
 class Metrics:
@@ -127,7 +149,7 @@ class Metrics:
         series[0].inc()
         series[1].observe(seconds)
 
-    def watch_classifier(self, name: str, classifier: ImageClassifier) -> None:
+    def watch_classifier(self, name: str, classifier: WatchedClassifier) -> None:
         batcher = classifier.batcher
         batch_size, queue_time = self.batch_size.labels(name), self.queue_time.labels(name)
 
@@ -139,7 +161,7 @@ class Metrics:
         batcher.on_batch = on_batch
         self.queued.labels(name).set_function(lambda: batcher.queued)
 
-    def watch_engine(self, name: str, engine: TranslationEngine) -> None:
+    def watch_engine(self, name: str, engine: WatchedEngine) -> None:
         """Wire a translation engine's observability properties and ``on_step`` hook."""
         tokens, batch = self.tokens.labels(name), self.batch_size.labels(name)
 

@@ -35,8 +35,6 @@ from dataclasses import dataclass
 import numpy as np
 import onnxruntime as ort
 
-from ..shared.onnx_sessions import ProviderError
-
 log = logging.getLogger(__name__)
 
 # The in-place cache is verified on the CPU provider only. On CUDA (an NVIDIA H200, onnxruntime-gpu
@@ -289,21 +287,6 @@ def placement_for(session) -> Placement:
         options = session.get_provider_options().get("CUDAExecutionProvider", {})
         return DevicePlacement("cuda", int(options.get("device_id", 0)))
     return Placement()
-
-
-def make_cache(spec, decoder, placement: Placement, max_rows: int = 1 << 30):
-    """The cache of ``spec``'s layout (model.json ``kv_cache``): :class:`~.slot_cache.InPlaceCache`
-    for an in-place decoder, in the dtype of its past inputs (fp16 graphs keep an fp16 cache), for
-    batches of up to ``max_rows`` rows; else the left-padded :class:`KVCache`."""
-    from .slot_cache import InPlaceCache
-
-    if not spec.decoder_io.in_place:
-        return KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
-    types = {i.name: i.type for i in getattr(decoder, "get_inputs", list)()}
-    dtype = np.float16 if types.get(spec.decoder_io.past[0]) == "tensor(float16)" else np.float32
-    if placement.device == "cuda" and REFUSE_IN_PLACE_ON_CUDA:
-        raise ProviderError(IN_PLACE_ON_CUDA)
-    return InPlaceCache(spec.num_layers, spec.num_heads, spec.head_dim, placement, dtype, max_rows=max_rows)
 
 
 def assign_cross(cache, slots: np.ndarray, new: NewRows) -> bool:

@@ -25,7 +25,7 @@ Finishing and stopping are plain beam search's (``models/decoding.py``): an end-
 candidate finishes when it is among the best ``K`` candidates of the top bank; the search
 stops when no beam is live, when ``K`` have finished and the best live beam cannot beat them,
 or after ``max_new_tokens``. Without terms the search is :class:`~.search.BeamSearch` itself
-(``search.make_search`` only picks this class for a row with terms).
+(``searches.make_search`` only picks this class for a row with terms).
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .options import DecodeOptions
-from .search import Finished, Search, make_search
+from .search import Finished, Search
+from .searches import make_search
 from .step_attention import StepAttention
 from .term_swap import TermSwap, swap
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from tokenizers import Tokenizer
 
-from ..documents import DocumentLimits
 from ..shared.errors import InvalidOption, InvalidRequest
+from ..shared.text_limits import DocumentLimits
 from .options import DecodeOptions, EngineSettings
 from .sessions import ModelSpec
 from .terms import constraints_cost

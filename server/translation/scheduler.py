@@ -42,13 +42,14 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from ..shared.errors import DeadlineExceeded, InferenceFailed, ServingError
-from .cache import NewRows, Placement, make_cache
+from .cache import NewRows, Placement
 from .jobs import Job, JobState, Outbox
 from .options import EngineSettings
 from .planner import NOTHING, Budgets, StepPlan, Usage, plan_step
 from .runner import ModelRunner
 from .search import StepLogits
 from .sessions import ModelSpec
+from .slot_cache import make_cache
 from .slots import SlotTable
 from .waiting import WaitingQueue
 

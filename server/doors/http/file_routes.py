@@ -36,9 +36,8 @@ from ...service.files import FileRequest
 from ...shared.calls import Call
 from ...shared.config import per_repository_dir
 from ...shared.errors import InvalidRequest
-from ...shared.security import bearer_token
-from .libretranslate_routes import LibreTranslateRoutes, upstream_words
-from .server import HttpServer
+from .table import RouteTable
+from .upstream import ApiKeys, upstream_words
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +88,9 @@ def _content_disposition(filename: str) -> str:
 
 
 class FileRoutes:
-    def __init__(self, http: HttpServer, libre: LibreTranslateRoutes) -> None:
-        self.app, self.libre = http.app, libre
-        s = self.app.settings
+    def __init__(self, http: RouteTable) -> None:
+        self.doors, self.keys = http.doors, ApiKeys(http.doors.auth)
+        s = self.doors.settings
         folder = s.download_dir or per_repository_dir("attnserve-downloads", s.model_repo)
         self.store = DownloadStore(folder, s.download_retention_s, s.max_download_bytes, s.max_download_files)
         self._sweeper: asyncio.Task | None = None
@@ -118,30 +117,26 @@ class FileRoutes:
                 log.warning("downloads: sweep failed: %s", exc)
 
     def authenticate(self, request: web.Request) -> None:
-        """On the head, before the body is read: the ``Authorization`` header's key, else the query's ``api_key``."""
-        self.libre.check_header(request, LABEL)
-        checker = self.app.token_checker
-        if checker is not None and not request.headers.get("Authorization") and "api_key" in request.query:
-            self.libre.check_key(request, {"api_key": request.query["api_key"]}, LABEL)
+        self.keys.on_head(request, LABEL)
 
     async def _off_loop(self, fn, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.app.preprocess_pool, fn, *args)
+        return await asyncio.get_running_loop().run_in_executor(self.doors.preprocess_pool, fn, *args)
 
     async def translate_file(self, request: web.Request, call: Call) -> web.Response:
         fields, filename, content = await read_form(request)
         if "api_key" in request.query:  # checked with the head (authenticate)
             fields["api_key"] = request.query["api_key"]
-        self.libre.check_key(request, fields, call.method)
+        self.keys.check_key(request, fields, call.method)
         if not filename and not content:
             raise InvalidRequest("Invalid request: missing file parameter")
-        self.app.files.check_size(len(content))
+        self.doors.files.check_size(len(content))
         for name in ("source", "target"):
             if not fields.get(name):
                 raise InvalidRequest(f"Invalid request: missing {name} parameter")
         wanted = FileRequest(call, filename, content, fields["source"], fields["target"])
         with upstream_words():
-            done = await self.app.files.translate(wanted)
-        key = self._key(request, fields)
+            done = await self.doors.files.translate(wanted)
+        key = self.keys.caller_key(request, fields)
         saved_as = translated_filename(done.filename, fields["target"])
         name = await self._off_loop(self.store.save, done.content, saved_as, done.media_type, key)
         return web.json_response(
@@ -150,20 +145,14 @@ class FileRoutes:
 
     def _public(self, request: web.Request, path: str) -> str:
         """``path``'s URL as clients reach this server: --public-url, else the request's scheme and Host."""
-        base = self.app.settings.public_url
+        base = self.doors.settings.public_url
         if base:
             return base.rstrip("/") + path
         return str(request.url.with_path(path).with_query(None))
 
-    def _key(self, request: web.Request, fields: dict[str, Any]) -> str | None:
-        """The api key the caller used (the header's token, else the form's), when keys are on."""
-        if self.app.token_checker is None:
-            return None
-        return bearer_token(request.headers.get("Authorization")) or fields.get("api_key") or None
-
     async def download_file(self, request: web.Request, call: Call) -> web.StreamResponse:
-        key = self._key(request, dict(request.query))
-        keys_on = self.app.token_checker is not None
+        key = self.keys.caller_key(request, dict(request.query))
+        keys_on = self.doors.auth.keys_on
         found = await self._off_loop(self.store.fetch, request.match_info["name"], key, keys_on)
         return file_response(found.path, found.media_type, found.filename)
 
@@ -174,8 +163,8 @@ def file_response(path: Path, media_type: str, filename: str) -> web.FileRespons
     return web.FileResponse(path, headers={**headers, "Cache-Control": "no-store"})
 
 
-def add_routes(http: HttpServer, libre: LibreTranslateRoutes) -> FileRoutes:
-    routes = FileRoutes(http, libre)
+def add_routes(http: RouteTable) -> None:
+    routes = FileRoutes(http)
     route = functools.partial(http.route, open=True, cors=True)
     route(
         "POST",
@@ -183,9 +172,8 @@ def add_routes(http: HttpServer, libre: LibreTranslateRoutes) -> FileRoutes:
         routes.translate_file,
         label=LABEL,
         inference=True,
-        body_limit=2 * http.app.settings.max_file_bytes + FORM_SLACK,
+        body_limit=2 * http.doors.settings.max_file_bytes + FORM_SLACK,
         body_setting="2 x --max-file-bytes + 256 KiB",
         authenticate=routes.authenticate,
     )
     route("GET", "/download_file/{name}", routes.download_file, label="libretranslate.download_file")
-    return routes

@@ -31,13 +31,14 @@ from typing import Any
 
 from aiohttp import web
 
-from ...service.requests import TranslationRequest
+from ...service.requests import MODEL_VERSION, TranslationRequest
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, ServingError
 from ...translation import StreamEvent
 from .. import params
-from ..kserve.infer import VERSION, check_parameters, request_deadline
-from .server import REQUEST_ID, HttpServer, json_object, json_response, read_body, text_body_limit
+from ..params import check_parameters, request_deadline
+from .messages import REQUEST_ID, json_object, json_response, read_body, text_body_limit
+from .table import RouteTable
 
 TEXT_INPUT, TEXT_OUTPUT, PARAMETERS = "text_input", "text_output", "parameters"
 log = logging.getLogger(__name__)
@@ -83,11 +84,11 @@ def _event(doc: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(doc, ensure_ascii=False).encode() + b"\n\n"
 
 
-def add_routes(http: HttpServer) -> None:
-    app = http.app
+def add_routes(http: RouteTable) -> None:
+    doors = http.doors
 
     async def request_of(request: web.Request, call: Call) -> TranslationRequest:
-        text, parameters = parse_generate(await read_body(request, app.settings.max_message_bytes))
+        text, parameters = parse_generate(await read_body(request, doors.settings.max_message_bytes))
         return TranslationRequest(
             call,
             (text,),
@@ -103,8 +104,12 @@ def add_routes(http: HttpServer) -> None:
         )
 
     async def generate(request: web.Request, call: Call) -> web.Response:
-        done = await app.translation.translate(await request_of(request, call))
-        reply = {"model_name": done.model, "model_version": VERSION, TEXT_OUTPUT: done.results[0].hypotheses[0].text}
+        done = await doors.translation.translate(await request_of(request, call))
+        reply = {
+            "model_name": done.model,
+            "model_version": MODEL_VERSION,
+            TEXT_OUTPUT: done.results[0].hypotheses[0].text,
+        }
         if done.alignments is not None:  # one "i-j ..." string per sentence
             reply["alignments"] = [a.pharaoh() for a in done.alignments[0]]
         if done.quality is not None:
@@ -114,13 +119,13 @@ def add_routes(http: HttpServer) -> None:
         return json_response(reply, ensure_ascii=False)
 
     async def generate_stream(request: web.Request, call: Call) -> web.StreamResponse:
-        events = app.translation.stream(await request_of(request, call))
+        events = doors.translation.stream(await request_of(request, call))
         try:
             return await _serve_stream(request, call, _pieces(events))
         finally:
             await events.aclose()  # a cancelled or failed stream frees its row at the next step
 
-    limit = text_body_limit(app.settings)  # a text and its parameters: a larger body is refused unread
+    limit = text_body_limit(doors.settings)  # a text and its parameters: a larger body is refused unread
     for base in VERSIONED:
         http.route("POST", f"{base}/generate", generate, label="triton.http.Generate", inference=True, body_limit=limit)
         http.route(
@@ -170,7 +175,7 @@ async def _send(
     try:
         while piece is not None:
             delta, final = piece
-            await response.write(_event({"model_name": model_name, "model_version": VERSION, TEXT_OUTPUT: delta}))
+            await response.write(_event({"model_name": model_name, "model_version": MODEL_VERSION, TEXT_OUTPUT: delta}))
             if final:
                 break
             piece = await anext(pieces, None)

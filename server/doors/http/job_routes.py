@@ -18,6 +18,7 @@ that submitted it: any other gets 404.
 
 from __future__ import annotations
 
+import functools
 import json
 
 from aiohttp import web
@@ -25,65 +26,67 @@ from aiohttp import web
 from ...service.file_jobs import JobRequest, view
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
-from .file_routes import FORM_SLACK, FileRoutes, file_response, read_form
-from .server import HttpServer
+from .file_routes import FORM_SLACK, file_response, read_form
+from .file_routes import LABEL as FILE_LABEL
+from .table import RouteTable
+from .upstream import ApiKeys
 
 LABEL = "jobs"
 WATCH_S = 0.25  # between two looks at a watched job's record
 
 
 class JobRoutes:
-    def __init__(self, http: HttpServer, files: FileRoutes) -> None:
-        self.app, self.files = http.app, files
+    def __init__(self, http: RouteTable) -> None:
+        self.doors, self.keys = http.doors, ApiKeys(http.doors.auth)
 
     def _key(self, request: web.Request) -> str | None:
         """The caller's key, checked: none with keys on is 400, a wrong one 403, as upstream answers."""
-        self.files.authenticate(request)
-        self.files.libre.check_key(request, dict(request.query), LABEL)
-        return self.files._key(request, dict(request.query))
+        self.keys.on_head(request, FILE_LABEL)
+        self.keys.check_key(request, dict(request.query), LABEL)
+        return self.keys.caller_key(request, dict(request.query))
 
     async def submit(self, request: web.Request, call: Call) -> web.Response:
         fields, filename, content = await read_form(request)
         if "api_key" in request.query:
             fields["api_key"] = request.query["api_key"]
-        self.files.libre.check_key(request, fields, call.method)
+        self.keys.check_key(request, fields, call.method)
         if not filename and not content:
             raise InvalidRequest("Invalid request: missing file parameter")
         for name in ("source", "target"):
             if not fields.get(name):
                 raise InvalidRequest(f"Invalid request: missing {name} parameter")
-        key = self.files._key(request, fields)
+        key = self.keys.caller_key(request, fields)
         wanted = JobRequest(key, filename, content, fields["source"], fields["target"], fields.get("model", ""))
-        job = await self.app.jobs.submit(wanted)
+        job = await self.doors.jobs.submit(wanted)
         return web.json_response(view(job), status=202)
 
     async def get(self, request: web.Request, call: Call) -> web.Response:
-        job = await self.app.jobs.get(self._key(request), request.match_info["id"])
+        job = await self.doors.jobs.get(self._key(request), request.match_info["id"])
         return web.json_response(view(job))
 
     async def cancel(self, request: web.Request, call: Call) -> web.Response:
-        job = await self.app.jobs.cancel(self._key(request), request.match_info["id"])
+        job = await self.doors.jobs.cancel(self._key(request), request.match_info["id"])
         return web.json_response(view(job))
 
     async def events(self, request: web.Request, call: Call) -> web.StreamResponse:
         """Ends with the job, or when the server stops (the client re-attaches to the next one)."""
         key, job_id = self._key(request), request.match_info["id"]
-        await self.app.jobs.get(key, job_id)  # an unknown id is a 404, not an empty stream
+        await self.doors.jobs.get(key, job_id)  # an unknown id is a 404, not an empty stream
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await response.prepare(request)
-        async for job in self.app.jobs.watch(key, job_id, WATCH_S):
+        async for job in self.doors.jobs.watch(key, job_id, WATCH_S):
             name = job.status if job.finished else "progress"
             await response.write(f"event: {name}\ndata: {json.dumps(view(job))}\n\n".encode())
         await response.write_eof()
         return response
 
     async def result(self, request: web.Request, call: Call) -> web.StreamResponse:
-        job, path = await self.app.jobs.result(self._key(request), request.match_info["id"])
+        job, path = await self.doors.jobs.result(self._key(request), request.match_info["id"])
         return file_response(path, job.media_type, job.filename)
 
 
-def add_routes(http: HttpServer, files: FileRoutes) -> None:
-    routes = JobRoutes(http, files)
+def add_routes(http: RouteTable) -> None:
+    routes = JobRoutes(http)
     http.route(
         "POST",
         "/jobs",
@@ -91,9 +94,9 @@ def add_routes(http: HttpServer, files: FileRoutes) -> None:
         label=f"{LABEL}.submit",
         open=True,
         cors=True,
-        body_limit=2 * http.app.settings.max_file_bytes + FORM_SLACK,
+        body_limit=2 * http.doors.settings.max_file_bytes + FORM_SLACK,
         body_setting="2 x --max-file-bytes + 256 KiB",
-        authenticate=files.authenticate,
+        authenticate=functools.partial(routes.keys.on_head, label=FILE_LABEL),
     )
     for method, path, handler, name in (
         ("GET", "/jobs/{id}", routes.get, "get"),

@@ -26,7 +26,9 @@ from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, NotEnabled, ServingError, echo
 from ..kserve import describe, rest
 from ..kserve.describe import check_repository_parameters
-from .server import HttpServer, error_response, json_object, json_response, read_body
+from ..kserve.infer import KServeInference
+from .messages import error_response, json_object, json_response, read_body
+from .table import RouteTable
 
 VERSIONED = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
 
@@ -34,40 +36,40 @@ VERSIONED = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
 class KServeRoutes:
     """The routes' handlers: codecs of the application's KServe inference and descriptions."""
 
-    def __init__(self, http: HttpServer) -> None:
-        self.app = http.app
+    def __init__(self, http: RouteTable) -> None:
+        self.doors = http.doors
+        self.kserve = KServeInference(http.doors)
         self.parse_process = http.parse_process
 
     def model_of(self, request: web.Request, call: Call):
-        model = self.app.kserve_model(request.match_info["model"], request.match_info.get("version", ""))
+        model = self.doors.models.get(request.match_info["model"], request.match_info.get("version", ""))
         call.model = model.name
         return model
 
     async def server_metadata(self, request: web.Request, call: Call) -> web.Response:
-        return json_response(describe.to_json(describe.server_metadata(self.app.settings)))
+        return json_response(describe.to_json(describe.server_metadata(self.doors.settings)))
 
     async def live(self, request: web.Request, call: Call) -> web.Response:
         return web.Response(status=200)
 
     async def ready(self, request: web.Request, call: Call) -> web.Response:
-        return web.Response(status=200 if self.app.ready else 400)
+        return web.Response(status=200 if self.doors.models.ready else 400)
 
     async def model_ready(self, request: web.Request, call: Call) -> web.Response:
         name, version = request.match_info["model"], request.match_info.get("version", "")
-        if self.app.model_ready(name, version):
+        if self.doors.models.model_ready(name, version):
             return web.Response(status=200)
         # Not ready is 400, as Triton answers (with {"error": "Model version not ready"}); the
         # body says why: an unknown model or version (NOT_FOUND elsewhere), or a server not taking work.
         # The route is open (a probe), so a caller without a token, where tokens are on, learns
         # no other model's name and no load error (which names the repository's paths).
-        checker = self.app.token_checker
-        if checker is not None and not checker.check(request.headers.get("Authorization")):
+        if not self.doors.auth.allows(request.headers.get("Authorization")):
             return error_response("INVALID_ARGUMENT", f"model {name!r} version {version or '-'} is not ready", 400)
         try:
-            self.app.kserve_model(name, version)
+            self.doors.models.get(name, version)
             message = f"model {echo(name)} is not ready: the server is not taking work (starting or shutting down)"
-            if self.app.residency is not None and self.app.residency.failing(name):
-                message = f"not ready: {self.app.model_state(name)[1]}"  # its failed load, and when it is retried
+            if self.doors.models.failing(name):
+                message = f"not ready: {self.doors.models.state(name)[1]}"  # its failed load, and when it is retried
         except ServingError as exc:  # each names the model
             message = f"not ready: {exc}"
         return error_response("INVALID_ARGUMENT", message, 400)
@@ -77,15 +79,15 @@ class KServeRoutes:
 
     async def config(self, request: web.Request, call: Call) -> web.Response:
         model = self.model_of(request, call)
-        return json_response(describe.to_json(describe.model_config(model, self.app.settings)))
+        return json_response(describe.to_json(describe.model_config(model, self.doors.settings)))
 
     async def infer(self, request: web.Request, call: Call) -> web.Response:
-        body = await read_body(request, self.app.settings.max_message_bytes)
+        body = await read_body(request, self.doors.settings.max_message_bytes)
         name, version = request.match_info["model"], request.match_info.get("version", "")
         header_length = request.headers.get(rest.HEADER_LENGTH)
         json_bytes = rest.json_size(body, header_length)
         parsed = await self.parse_process.parse(rest.parse_infer, body, json_bytes, header_length, name, version)
-        response = await self.app.kserve.infer(parsed, call)
+        response = await self.kserve.infer(parsed, call)
         payload, header_length = rest.render_infer(response, parsed)
         if header_length is None:
             return web.Response(body=payload, content_type="application/json")
@@ -99,36 +101,36 @@ class KServeRoutes:
         if "model" in request.match_info:
             models = [self.model_of(request, call)]
         else:
-            models = sorted(self.app.registry.models.values(), key=lambda m: m.name)
-        stats = [describe.to_json(describe.model_statistics(m, self.app.calls.stats.get(m.name))) for m in models]
+            models = sorted(self.doors.models.models.values(), key=lambda m: m.name)
+        stats = [describe.to_json(describe.model_statistics(m, self.doors.calls.stats.get(m.name))) for m in models]
         return json_response({"model_stats": stats})
 
     async def index(self, request: web.Request, call: Call) -> web.Response:
-        body = await _json_object(request, self.app.settings.max_message_bytes)
+        body = await _json_object(request, self.doors.settings.max_message_bytes)
         ready_only = body.get("ready", False) is True
-        index = describe.repository_index(self.app.registry, ready_only, self.app.model_state)
+        index = describe.repository_index(self.doors.models, ready_only)
         return json_response([describe.to_json(m) for m in index.models])
 
     async def load(self, request: web.Request, call: Call) -> web.Response:
         await self._admin(request)
-        await self.app.load_model(request.match_info["model"])
+        await self.doors.repository.load(request.match_info["model"])
         return web.Response(status=200)
 
     async def unload(self, request: web.Request, call: Call) -> web.Response:
         await self._admin(request)
-        await self.app.unload_model(request.match_info["model"])
+        await self.doors.repository.unload(request.match_info["model"])
         return web.Response(status=200)
 
     async def _admin(self, request: web.Request) -> None:
-        if not self.app.settings.enable_admin:
+        if not self.doors.settings.enable_admin:
             raise NotEnabled("model load and unload are admin operations: start the server with --enable-admin")
-        parameters = (await _json_object(request, self.app.settings.max_message_bytes)).get("parameters") or {}
+        parameters = (await _json_object(request, self.doors.settings.max_message_bytes)).get("parameters") or {}
         if not isinstance(parameters, dict):
             raise InvalidRequest("parameters must be a JSON object")
         check_repository_parameters(parameters)
 
 
-def add_routes(http: HttpServer) -> None:
+def add_routes(http: RouteTable) -> None:
     r = KServeRoutes(http)
     http.route("GET", "/v2", r.server_metadata, label="kserve.http.ServerMetadata")
     http.route("GET", "/v2/health/live", r.live, label="kserve.http.ServerLive", open=True, tracked=False)

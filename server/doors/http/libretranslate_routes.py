@@ -35,11 +35,9 @@ LibreTranslate.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import urllib.parse
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -49,29 +47,16 @@ from ... import files
 from ...documents import FORMATS, TEXT
 from ...documents.alignment import WordAlignment
 from ...service.requests import Translated, TranslationRequest
-from ...service.routing import LanguageNotServed, language_name
+from ...service.routing import language_name
 from ...shared.calls import Call
-from ...shared.errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat, echo
+from ...shared.errors import InvalidRequest, ServingError
 from .. import params
-from .server import HttpServer, PayloadTooLarge, json_object, json_response, read_body, text_body_limit
+from .messages import PayloadTooLarge, json_object, json_response, read_body, text_body_limit
+from .table import RouteTable
+from .upstream import ApiKeys, upstream_words
 
 MAX_FORM_FIELDS = 1000  # aiohttp's default for multipart forms; LibreTranslate's requests have a handful
-UPSTREAM_LIMITS = ("max_request_chars", "max_text_chars", "max_texts_per_request")  # what upstream words
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its web page waits after a keystroke
-
-
-class Forbidden(ServingError):
-    """A bad api_key: LibreTranslate answers 403."""
-
-    status = "PERMISSION_DENIED"
-    http_status = 403
-
-
-class KeyMissing(ServingError):
-    """No api_key where the server needs one: LibreTranslate answers 400, naming whom to ask."""
-
-    status = "UNAUTHENTICATED"
-    http_status = 400
 
 
 class NotConfigured(ServingError):
@@ -180,32 +165,6 @@ def _alternatives_options(alternatives: int):
     return params.decode_options(values)
 
 
-@contextlib.contextmanager
-def upstream_words() -> Iterator[None]:
-    """The service's typed refusals in LibreTranslate's words (its clients match on them)."""
-    try:
-        yield
-    except LanguageNotServed as exc:
-        if exc.code:
-            raise InvalidRequest(f"{echo(exc.code, quoted=False)} is not supported") from None
-        code, source = echo(exc.target, quoted=False), echo(exc.source, quoted=False)
-        target = f"{echo(language_name(exc.target), quoted=False)} ({code}) is not available as a target language"
-        if exc.target_only or not exc.source:
-            raise InvalidRequest(target) from None
-        raise InvalidRequest(f"{target} from {echo(language_name(exc.source), quoted=False)} ({source})") from None
-    except LimitExceeded as exc:
-        if exc.limit not in UPSTREAM_LIMITS:  # a file's limits: attnserve's own words, naming the setting
-            raise
-        what = "character" if exc.limit == "max_request_chars" else "text"
-        raise InvalidRequest(f"Invalid request: request ({exc.value}) exceeds {what} limit ({exc.maximum})") from None
-    except UnknownFormat as exc:
-        raise InvalidRequest(f"{echo(exc.value, quoted=False)} format is not supported") from None
-    except InvalidOption as exc:
-        if exc.option != "beam_size" or exc.maximum is None:
-            raise
-        raise InvalidRequest(f"Invalid request: alternatives parameter must be <= {int(exc.maximum) - 1}") from None
-
-
 def _attention(a: WordAlignment) -> dict[str, Any]:
     """One sentence's word-level cross-attention: its words, its translation's words, and a row
     of weights over the source words for every target word (rows sum to 1)."""
@@ -242,39 +201,15 @@ def _reply(done: Translated, batch: bool, alternatives: int, attention: bool = F
 class LibreTranslateRoutes:
     """The routes' handlers; every one a codec of the translation service."""
 
-    def __init__(self, http: HttpServer) -> None:
-        self.app = http.app
-        self.service = http.app.translation
-        self.settings = http.app.settings
-
-    def header(self, label: str) -> Callable[[web.Request], None]:
-        return functools.partial(self.check_header, label=label)
-
-    def check_header(self, request: web.Request, label: str) -> None:
-        """A key in the ``Authorization`` header is checked on the request's head, before its body
-        is read: a wrong one is refused at once. Without the header, ``api_key`` decides."""
-        checker, header = self.app.token_checker, request.headers.get("Authorization")
-        if checker is None or not header or checker.check(header):
-            return
-        self.app.metrics.unauthenticated.labels(label).inc()
-        raise Forbidden("Invalid API key")
-
-    def check_key(self, request: web.Request, fields: dict[str, Any], label: str) -> None:
-        """``api_key`` of the fields, where no ``Authorization`` header (checked first) was sent."""
-        checker = self.app.token_checker
-        if checker is None or request.headers.get("Authorization"):
-            return
-        api_key = fields.get("api_key")
-        if isinstance(api_key, str) and api_key and checker.check(f"Bearer {api_key}"):
-            return
-        self.app.metrics.unauthenticated.labels(label).inc()
-        if not api_key:  # upstream's wording and status (400) for a request without a key
-            raise KeyMissing("Please contact the server operator to get an API key")
-        raise Forbidden("Invalid API key")
+    def __init__(self, http: RouteTable) -> None:
+        self.doors = http.doors
+        self.keys = ApiKeys(http.doors.auth)
+        self.service = http.doors.translation
+        self.settings = http.doors.settings
 
     async def translate(self, request: web.Request, call: Call) -> web.Response:
         fields = await read_fields(request, self.settings.max_message_bytes)
-        self.check_key(request, fields, call.method)
+        self.keys.check_key(request, fields, call.method)
         texts, batch = _texts(fields)
         source, target = _string(fields, "source"), _string(fields, "target")
         if not source:
@@ -300,7 +235,7 @@ class LibreTranslateRoutes:
 
     async def detect(self, request: web.Request, call: Call) -> web.Response:
         fields = await read_fields(request, self.settings.max_message_bytes)
-        self.check_key(request, fields, call.method)
+        self.keys.check_key(request, fields, call.method)
         q = fields.get("q")
         if not q:
             raise _missing("q")
@@ -324,7 +259,7 @@ class LibreTranslateRoutes:
         table = self.service.languages.table
         source = table.sources[0] if table.sources else ""
         target = (table.targets_of(source) or [""])[0]
-        keys = self.app.token_checker is not None
+        keys = self.doors.auth.keys_on
         return json_response(
             {
                 "charLimit": self.settings.max_text_chars,
@@ -345,15 +280,20 @@ class LibreTranslateRoutes:
         )
 
 
-def add_routes(http: HttpServer) -> LibreTranslateRoutes:
+def add_routes(http: RouteTable) -> LibreTranslateRoutes:
     routes = LibreTranslateRoutes(http)
     route = functools.partial(http.route, open=True, cors=True)  # browser pages of any origin, as upstream
-    keyed = functools.partial(route, body_limit=text_body_limit(http.app.settings))
+    keyed = functools.partial(route, body_limit=text_body_limit(http.doors.settings))
     translate, detect = "libretranslate.translate", "libretranslate.detect"
     keyed(
-        "POST", "/translate", routes.translate, label=translate, inference=True, authenticate=routes.header(translate)
+        "POST",
+        "/translate",
+        routes.translate,
+        label=translate,
+        inference=True,
+        authenticate=routes.keys.header(translate),
     )
-    keyed("POST", "/detect", routes.detect, label=detect, authenticate=routes.header(detect))
+    keyed("POST", "/detect", routes.detect, label=detect, authenticate=routes.keys.header(detect))
     route("GET", "/languages", routes.languages, label="libretranslate.languages")
     route("GET", "/frontend/settings", routes.frontend_settings, label="libretranslate.frontend_settings")
     return routes

@@ -292,7 +292,7 @@ def document() -> dict[str, Any]:
     }
 
 
-def add_routes(http: Any) -> None:  # http: HttpServer
+def add_routes(http: Any) -> None:  # http: RouteTable
     body = json.dumps(document(), indent=1).encode()
 
     async def serve(request: web.Request, call: Call) -> web.Response:

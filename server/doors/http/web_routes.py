@@ -15,7 +15,7 @@ from importlib import resources
 from aiohttp import web
 
 from ...shared.calls import Call
-from .server import HttpServer
+from .table import RouteTable
 
 ASSETS = {
     "index.html": "text/html",
@@ -40,7 +40,7 @@ def load_assets() -> dict[str, bytes]:
     return {name: folder.joinpath(name).read_bytes() for name in ASSETS}
 
 
-def add_routes(http: HttpServer) -> None:
+def add_routes(http: RouteTable) -> None:
     assets = load_assets()  # read once: a few KB
 
     def serve(name: str):

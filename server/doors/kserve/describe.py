@@ -14,7 +14,6 @@ character limits are ``max_text_chars`` and ``max_request_chars``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from importlib import metadata as dist_metadata
 from typing import Any
 
@@ -26,7 +25,8 @@ from attnserve.contract.kinds import TRANSLATION
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 from attnserve.protos.attnserve.triton import model_config_pb2 as mc
 
-from ...runtime.registry import IndexedModel, LoadedModel, ModelRegistry
+from ...runtime.registry import IndexedModel, LoadedModel
+from ...service.models import ModelView
 from ...shared.calls import ModelStats
 from ...shared.config import Settings
 from ...shared.errors import InvalidRequest
@@ -156,17 +156,15 @@ def model_statistics(model: LoadedModel, stats: ModelStats | None) -> gs.ModelSt
     )
 
 
-def repository_index(
-    registry: ModelRegistry, ready_only: bool, state: Callable[[str], tuple[str, str]] | None = None
-) -> gs.RepositoryIndexResponse:
+def repository_index(models: ModelView, ready_only: bool) -> gs.RepositoryIndexResponse:
     """An entry for every model of the repository: READY (loaded), LOADING or UNAVAILABLE with the
-    reason (failed, unloaded, or lazily served and not loaded now: ``state``, residency.py's)."""
+    reason (failed, unloaded, or lazily served and not loaded now: the residency's state)."""
     rows: dict[str, tuple[str, str]] = {}
-    for name, failed in registry.failed.items():
+    for name, failed in models.failed.items():
         rows[name] = ("UNAVAILABLE", failed.public_reason)
-    for name in registry.index:
-        rows[name] = state(name) if state is not None else ("UNAVAILABLE", "not loaded")
-    for name in registry.models:
+    for name in models.index:
+        rows[name] = models.state(name)
+    for name in models.models:
         rows[name] = ("READY", "")
     index = gs.RepositoryIndexResponse()
     for name, (where, reason) in sorted(rows.items()):

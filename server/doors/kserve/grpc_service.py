@@ -23,11 +23,12 @@ from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 from ...shared.calls import CallFailed
 from ...shared.errors import InvalidRequest, NotEnabled
 from .. import client_deadline
+from ..context import DoorContext
 from . import describe
 from .describe import check_repository_parameters
 from .grpc_codec import infer_request, infer_response, parameters_of
 from .grpc_wire import LiftedInfer
-from .infer import VERSION
+from .infer import VERSION, KServeInference
 
 SERVICE = "inference.GRPCInferenceService"
 OPEN_METHODS = tuple(f"/{SERVICE}/{name}" for name in ("ServerLive", "ServerReady", "ModelReady"))
@@ -53,8 +54,9 @@ def method(name: str) -> str:
 
 
 class KServeServicer:
-    def __init__(self, app: Any) -> None:  # app: attnserve.server.entry.app.AttnServer
-        self.app = app
+    def __init__(self, doors: DoorContext) -> None:
+        self.doors = doors
+        self.kserve = KServeInference(doors)
 
     # ------------------------------------------------------------------- health (open)
 
@@ -62,37 +64,37 @@ class KServeServicer:
         return gs.ServerLiveResponse(live=True)
 
     async def ServerReady(self, request: gs.ServerReadyRequest, context) -> gs.ServerReadyResponse:
-        return gs.ServerReadyResponse(ready=self.app.ready)
+        return gs.ServerReadyResponse(ready=self.doors.models.ready)
 
     async def ModelReady(self, request: gs.ModelReadyRequest, context) -> gs.ModelReadyResponse:
-        return gs.ModelReadyResponse(ready=self.app.model_ready(request.name, request.version))
+        return gs.ModelReadyResponse(ready=self.doors.models.model_ready(request.name, request.version))
 
     # --------------------------------------------------------------------- metadata
 
     async def ServerMetadata(self, request, context) -> gs.ServerMetadataResponse:
-        async with self.app.rpc(context, method("ServerMetadata"), ""):
-            return describe.server_metadata(self.app.settings)
+        async with self.doors.rpc(context, method("ServerMetadata"), ""):
+            return describe.server_metadata(self.doors.settings)
 
     async def ModelMetadata(self, request: gs.ModelMetadataRequest, context) -> gs.ModelMetadataResponse:
-        async with self.app.rpc(context, method("ModelMetadata"), request.name) as call:
-            model = self.app.kserve_model(request.name, request.version)
+        async with self.doors.rpc(context, method("ModelMetadata"), request.name) as call:
+            model = self.doors.models.get(request.name, request.version)
             call.model = model.name
             return describe.model_metadata(model)
 
     async def ModelConfig(self, request: gs.ModelConfigRequest, context) -> gs.ModelConfigResponse:
-        async with self.app.rpc(context, method("ModelConfig"), request.name) as call:
-            model = self.app.kserve_model(request.name, request.version)
+        async with self.doors.rpc(context, method("ModelConfig"), request.name) as call:
+            model = self.doors.models.get(request.name, request.version)
             call.model = model.name
-            return gs.ModelConfigResponse(config=describe.model_config(model, self.app.settings))
+            return gs.ModelConfigResponse(config=describe.model_config(model, self.doors.settings))
 
     async def ModelStatistics(self, request: gs.ModelStatisticsRequest, context) -> gs.ModelStatisticsResponse:
-        async with self.app.rpc(context, method("ModelStatistics"), request.name):
+        async with self.doors.rpc(context, method("ModelStatistics"), request.name):
             models = (
-                [self.app.kserve_model(request.name, request.version)]
+                [self.doors.models.get(request.name, request.version)]
                 if request.name
-                else sorted(self.app.registry.models.values(), key=lambda m: m.name)
+                else sorted(self.doors.models.models.values(), key=lambda m: m.name)
             )
-            stats = self.app.calls.stats
+            stats = self.doors.calls.stats
             return gs.ModelStatisticsResponse(
                 model_stats=[describe.model_statistics(m, stats.get(m.name)) for m in models]
             )
@@ -104,9 +106,9 @@ class KServeServicer:
         if not isinstance(request, LiftedInfer):
             request = LiftedInfer(request)
         message = request.message
-        async with self.app.rpc(context, method("ModelInfer"), message.model_name, inference=True) as call:
+        async with self.doors.rpc(context, method("ModelInfer"), message.model_name, inference=True) as call:
             wanted = infer_request(message, request.raw)
-            response = await self.app.kserve.infer(wanted, call, client_deadline(context))
+            response = await self.kserve.infer(wanted, call, client_deadline(context))
             return infer_response(response)
 
     async def ModelStreamInfer(
@@ -115,10 +117,10 @@ class KServeServicer:
         """Every request of the stream runs concurrently; responses go out as they are ready,
         matched by ``id``. A failed request is answered in-band (``error_message``) and the
         stream goes on, as Triton does; closing or cancelling the stream stops its work."""
-        if self.app.draining:
+        if self.doors.calls.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "server is shutting down; retry on another replica")
         out: asyncio.Queue = asyncio.Queue()
-        slots = asyncio.Semaphore(self.app.settings.max_concurrent_rpcs)  # bounds a stream's parsed requests
+        slots = asyncio.Semaphore(self.doors.settings.max_concurrent_rpcs)  # bounds a stream's parsed requests
         tasks: set[asyncio.Task] = set()
         request_id = dict(context.invocation_metadata() or ()).get("x-request-id")
 
@@ -154,12 +156,12 @@ class KServeServicer:
         except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError or a UnicodeDecodeError
             put(gs.ModelStreamInferResponse(error_message=f"request of {STREAM} is not a valid message: {exc}"))
             return
-        calls, rid = self.app.calls, self.app.calls.request_id(request_id)
+        calls, rid = self.doors.calls, self.doors.calls.request_id(request_id)
         try:
             async with calls.track(
                 method(STREAM), request.model_name, rid, inference=True, deadline_passed=_deadline_passed(context)
             ) as call:
-                async for response in self.app.kserve.stream(infer_request(request), call, client_deadline(context)):
+                async for response in self.kserve.stream(infer_request(request), call, client_deadline(context)):
                     put(gs.ModelStreamInferResponse(infer_response=infer_response(response)))
         except CallFailed as exc:
             failed = gs.ModelInferResponse(model_name=request.model_name, model_version=VERSION, id=request.id)
@@ -168,23 +170,23 @@ class KServeServicer:
     # ------------------------------------------------------------ model repository
 
     async def RepositoryIndex(self, request: gs.RepositoryIndexRequest, context) -> gs.RepositoryIndexResponse:
-        async with self.app.rpc(context, method("RepositoryIndex"), ""):
-            return describe.repository_index(self.app.registry, request.ready, self.app.model_state)
+        async with self.doors.rpc(context, method("RepositoryIndex"), ""):
+            return describe.repository_index(self.doors.models, request.ready)
 
     async def RepositoryModelLoad(self, request: gs.RepositoryModelLoadRequest, context):
-        async with self.app.rpc(context, method("RepositoryModelLoad"), request.model_name):
+        async with self.doors.rpc(context, method("RepositoryModelLoad"), request.model_name):
             self._admin(request)
-            await self.app.load_model(request.model_name)
+            await self.doors.repository.load(request.model_name)
             return gs.RepositoryModelLoadResponse()
 
     async def RepositoryModelUnload(self, request: gs.RepositoryModelUnloadRequest, context):
-        async with self.app.rpc(context, method("RepositoryModelUnload"), request.model_name):
+        async with self.doors.rpc(context, method("RepositoryModelUnload"), request.model_name):
             self._admin(request)
-            await self.app.unload_model(request.model_name)
+            await self.doors.repository.unload(request.model_name)
             return gs.RepositoryModelUnloadResponse()
 
     def _admin(self, request: Any) -> None:
-        if not self.app.settings.enable_admin:
+        if not self.doors.settings.enable_admin:
             raise NotEnabled("model load and unload are admin operations: start the server with --enable-admin")
         check_repository_parameters(parameters_of(request.parameters, "request"))
         if not request.model_name:

@@ -38,6 +38,8 @@ from ...service.translation import TranslationService
 from ...shared.calls import Call
 from ...shared.errors import InferenceFailed, InvalidRequest, echo
 from .. import params
+from ..context import DoorContext
+from ..params import EMPTY_FINAL, check_parameters, request_deadline
 from .tensors import BYTES, Tensor
 
 TEXT, TRANSLATION_OUT = "TEXT", "TRANSLATION"
@@ -49,11 +51,7 @@ QUALITY_OUT, LOW_QUALITY = "QUALITY", "low_quality"
 IMAGE, PIXELS, PROBABILITIES = "IMAGE", "PIXELS", "PROBABILITIES"
 VERSION = MODEL_VERSION
 FINAL = "triton_final_response"
-EMPTY_FINAL = "triton_enable_empty_final_response"
 CLASSIFICATION = "classification"  # the output parameter of Triton's classification extension
-TIMEOUT = "timeout"
-# Request parameters Triton's clients may send that mean nothing here: accepted and ignored.
-IGNORED = {"priority", "sequence_id", "sequence_start", "sequence_end", "binary_data_output", "headers"}
 
 
 @dataclass(frozen=True)
@@ -83,23 +81,6 @@ class InferResponse:
     id: str
     outputs: list[Tensor]
     parameters: dict[str, Any] = field(default_factory=dict)
-
-
-def request_deadline(parameters: Mapping[str, Any]) -> Deadline | None:
-    """Triton's ``timeout`` parameter (microseconds) as the request's deadline."""
-    if TIMEOUT not in parameters:
-        return None
-    value = parameters[TIMEOUT]
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise InvalidRequest(f"parameters.{TIMEOUT}: expected microseconds > 0, got {echo(value)}")
-    return Deadline.timeout(value / 1e6)
-
-
-def check_parameters(parameters: Mapping[str, Any], known: set[str]) -> None:
-    unknown = sorted(set(parameters) - known - IGNORED - {TIMEOUT, EMPTY_FINAL})
-    if unknown:
-        names = ", ".join(sorted(known)) or "none"
-        raise InvalidRequest(f"unknown request parameter(s) {', '.join(unknown)} (this model takes: {names})")
 
 
 def _one_input(request: InferRequest, names: tuple[str, ...]) -> Tensor:
@@ -210,14 +191,14 @@ def _images(model: LoadedModel, tensor: Tensor) -> list[ImageInput]:
 class KServeInference:
     """KServe v2 requests (gRPC and REST) through the services; one per server."""
 
-    def __init__(self, app: Any) -> None:  # app: attnserve.server.entry.app.AttnServer
-        self.app = app
-        self.translation: TranslationService = app.translation
-        self.classification: ClassificationService = app.classification
+    def __init__(self, doors: DoorContext) -> None:
+        self.doors = doors
+        self.translation: TranslationService = doors.translation
+        self.classification: ClassificationService = doors.classification
 
     async def infer(self, request: InferRequest, call: Call, deadline: Deadline | None = None) -> InferResponse:
         """One request, one response (ModelInfer, POST /v2/models/{m}/infer)."""
-        model = self.app.kserve_model(request.model_name, request.model_version)  # its kind picks the tensors
+        model = self.doors.models.get(request.model_name, request.model_version)  # its kind picks the tensors
         if model.kind != TRANSLATION:
             return await self._classify(model, request, call, deadline)
         wanted = translation_request(model.name, request, call, deadline)
@@ -244,7 +225,7 @@ class KServeInference:
     ) -> AsyncIterator[InferResponse]:
         """The responses of one ModelStreamInfer request: text deltas for translation (decoupled),
         the one response of a classification."""
-        model = self.app.kserve_model(request.model_name, request.model_version)
+        model = self.doors.models.get(request.model_name, request.model_version)
         if model.kind != TRANSLATION:
             response = await self._classify(model, request, call, deadline)
             response.parameters[FINAL] = True

@@ -246,7 +246,7 @@ def test_an_in_place_decoder_is_refused_on_cuda_and_a_left_padded_one_is_not(tin
     """The in-place cache gave wrong tokens on CUDA (an H200): the scheduler refuses it there, by
     the placement its session runs on, with what to do; the left-padded cache is served."""
     from attnserve.server.shared.onnx_sessions import ProviderError
-    from attnserve.server.translation.cache import make_cache
+    from attnserve.server.translation.slot_cache import make_cache
 
     cuda = DevicePlacement("cuda")  # no device is touched before the refusal
     decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)[1]

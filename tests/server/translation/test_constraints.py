@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from attnserve.server.translation.constrained_beam import ConstrainedBeamSearch
 from attnserve.server.translation.constraints import GuidedSearch, TermTracker
 from attnserve.server.translation.options import DecodeOptions
-from attnserve.server.translation.search import Argmax, BeamSearch, make_search
+from attnserve.server.translation.search import Argmax, BeamSearch
+from attnserve.server.translation.searches import make_search
 from attnserve.server.translation.terms import Constraint
 from tests.support.toy_decoder import (
     BOS,

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 from attnserve.server.translation import DecodeOptions
-from attnserve.server.translation.cache import DevicePlacement, Placement, make_cache
+from attnserve.server.translation.cache import DevicePlacement, Placement
 from attnserve.server.translation.jobs import CollectSink, Job
 from attnserve.server.translation.runner import ModelRunner, length_runs
 from attnserve.server.translation.sessions import load_translation_sessions, model_spec
+from attnserve.server.translation.slot_cache import make_cache
 from attnserve.server.translation.slots import SlotTable
 
 from .conftest import SessionWrapper

@@ -1,0 +1,96 @@
+"""What every door holds: the services it calls, a read-only view of the models and the auth hook,
+never the application object. ``entry.app`` builds one :class:`DoorContext` for all doors."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Any
+
+import grpc
+
+from ..runtime.reload import ReloadOutcome
+from ..service.classification import ClassificationService
+from ..service.file_jobs import FileJobs
+from ..service.files import FileTranslation
+from ..service.models import ModelView
+from ..service.translation import TranslationService
+from ..shared.calls import LOAD_MS_KEY, Call, CallFailed, CallTracker
+from ..shared.config import Settings
+from ..shared.metrics import Metrics
+from ..shared.security import TokenChecker
+
+REQUEST_ID_KEY = "x-request-id"
+
+
+class Auth:
+    """The bearer tokens (``checker``: None when the server has none) and the count of the calls
+    they refuse."""
+
+    def __init__(self, checker: TokenChecker | None, metrics: Metrics) -> None:
+        self.checker, self._metrics = checker, metrics
+
+    @property
+    def keys_on(self) -> bool:
+        return self.checker is not None
+
+    def allows(self, authorization: str | bytes | None) -> bool:
+        """Whether a call with this ``Authorization`` value is let in (always, without tokens)."""
+        return self.checker is None or self.checker.check(authorization)
+
+    def refused(self, method: str, *, in_call: bool = False) -> None:
+        """Count a refused call; one refused before it was tracked (``in_call`` False) is counted
+        as a request answered UNAUTHENTICATED too, which its tracker would have done."""
+        self._metrics.unauthenticated.labels(method).inc()
+        if not in_call:
+            self._metrics.requests.labels("-", method, "UNAUTHENTICATED").inc()
+
+
+@dataclass(frozen=True)
+class RepositoryActions:
+    """KServe's repository load / unload and attnserve.v1's Reload: the only changes a door asks
+    of the models (with ``--enable-admin``)."""
+
+    load: Callable[[str], Awaitable[None]]
+    unload: Callable[[str], Awaitable[None]]
+    reload: Callable[[Sequence[str]], Awaitable[list[ReloadOutcome]]]
+
+
+@dataclass(frozen=True)
+class DoorContext:
+    settings: Settings
+    calls: CallTracker  # every door's call: request id, draining, in-flight count, status, metrics
+    translation: TranslationService
+    classification: ClassificationService
+    files: FileTranslation
+    jobs: FileJobs
+    models: ModelView
+    auth: Auth
+    repository: RepositoryActions
+    preprocess_pool: Executor  # the bounded off-loop work pool (--preprocess-threads)
+
+    @contextlib.asynccontextmanager
+    async def rpc(self, context: Any, method: str, model: str, *, inference: bool = False) -> AsyncIterator[Call]:
+        """One gRPC call (``context``: grpc.aio.ServicerContext) through the :class:`CallTracker`;
+        its failure becomes the call's status."""
+        metadata = dict(context.invocation_metadata() or ())
+        request_id = self.calls.request_id(metadata.get(REQUEST_ID_KEY))
+        context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
+
+        def deadline_passed() -> bool:
+            remaining = context.time_remaining()
+            return remaining is not None and remaining <= 0
+
+        call = None
+        try:
+            async with self.calls.track(
+                method, model, request_id, inference=inference, deadline_passed=deadline_passed
+            ) as call:
+                yield call
+        except CallFailed as exc:
+            await context.abort(grpc.StatusCode[exc.status], exc.message)
+        finally:
+            if call is not None and call.load_ms:
+                context.set_trailing_metadata(((REQUEST_ID_KEY, request_id), (LOAD_MS_KEY, f"{call.load_ms:.0f}")))

@@ -1,0 +1,45 @@
+"""The HTTP routes as one table: a row per (method, path, handler) with the row's options, which
+the HTTP server registers (``server.HttpServer``). Each door's route module adds its rows."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from ...shared.calls import Call
+from ..context import DoorContext
+from .parse_process import ParseProcess
+
+Handler = Callable[[web.Request, Call], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One row; the options are :meth:`server.HttpServer.serve`'s."""
+
+    method: str
+    path: str
+    handler: Handler
+    label: str  # the metrics' method label
+    inference: bool = False
+    open: bool = False
+    tracked: bool = True
+    cors: bool = False
+    body_limit: int | None = None
+    body_setting: str = "12 x --max-request-chars + 64 KiB"
+    authenticate: Callable[[web.Request], None] | None = None
+
+
+class RouteTable:
+    """The rows the route modules add, and what they are built from: the doors' context, the
+    aiohttp application (for a route module's start-up and clean-up hooks) and the HTTP server's
+    process for parsing large JSON bodies."""
+
+    def __init__(self, doors: DoorContext, web_app: web.Application, parse_process: ParseProcess) -> None:
+        self.doors, self.web, self.parse_process = doors, web_app, parse_process
+        self.rows: list[Route] = []
+
+    def route(self, method: str, path: str, handler: Handler, *, label: str, **options) -> None:
+        self.rows.append(Route(method, path, handler, label, **options))

@@ -1,0 +1,64 @@
+"""What a door may read of the models: their names, descriptors and readiness (KServe's model
+metadata, repository index and statistics; attnserve.v1's ListModels and GetModel). A door holds
+this view, never the registry: it cannot load, swap or run a model, only describe one."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+
+from ..runtime.registry import FailedModel, IndexedModel, LoadedModel, ModelRegistry
+from ..runtime.residency import Residency
+from ..shared.errors import ModelNotFound, echo
+from .requests import MODEL_VERSION
+from .translation import check_version
+
+
+class ModelView:
+    """A read-only view of the registry and, lazily served, the residency; ``serving()`` says
+    whether the server takes work (started and not draining)."""
+
+    def __init__(self, registry: ModelRegistry, residency: Residency | None, serving: Callable[[], bool]) -> None:
+        self._registry, self._residency, self._serving = registry, residency, serving
+        # live views of the registry's own dicts, which it updates in place
+        self.models: Mapping[str, LoadedModel] = MappingProxyType(registry.models)
+        self.index: Mapping[str, IndexedModel] = MappingProxyType(registry.index)
+        self.failed: Mapping[str, FailedModel] = MappingProxyType(registry.failed)
+
+    @property
+    def ready(self) -> bool:
+        """Taking work (KServe's server readiness; health ``""`` says the same)."""
+        return self._serving()
+
+    def served(self) -> list[str]:
+        """The names a request may ask for: loaded, or (lazily served) loaded on their first request."""
+        return self._registry.served()
+
+    def failing(self, name: str) -> bool:
+        """Lazily served: its last load failed and is not retried yet."""
+        return self._residency is not None and self._residency.failing(name)
+
+    def model_ready(self, name: str, version: str = "") -> bool:
+        """Loaded, or (lazily served) indexed and not failing to load: a request for it is served."""
+        served = name in self._registry.served() and not self.failing(name)
+        return served and self.ready and version in ("", MODEL_VERSION)
+
+    def get(self, name: str, version: str = "") -> LoadedModel | IndexedModel:
+        """A served model by KServe's (name, version), loaded or only indexed; NOT_FOUND for an
+        unknown name or version."""
+        model = self._registry.get(name, None)
+        check_version(model, version)
+        return model
+
+    def find(self, name: str) -> LoadedModel | IndexedModel | FailedModel:
+        """Any model of the repository by name, the ones that failed to load among them."""
+        model = self.models.get(name) or self.index.get(name) or self.failed.get(name)
+        if model is None:
+            raise ModelNotFound(f"unknown model {echo(name)}; served: {', '.join(self.served())}")
+        return model
+
+    def state(self, name: str) -> tuple[str, str]:
+        """(KServe repository index state, reason) of an indexed model."""
+        if self._residency is not None:
+            return self._residency.state(name)
+        return ("READY", "") if name in self._registry.models else ("UNAVAILABLE", "not loaded")
