@@ -11,6 +11,10 @@ shape of its own messages (a field's type, a tensor's shape, a parameter it does
   tensor conventions its REST routes share (``kserve.infer``);
 - ``http``: the aiohttp server: KServe v2 REST, Triton's generate / generate_stream,
   LibreTranslate.
+
+Every door holds a ``context.DoorContext``: the services, a read-only view of the models, the
+auth hook; never the application object. Doors do not import each other: what several share
+sits here (``context``, ``params``, ``wire``, ``access_log``).
 """
 
 from __future__ import annotations

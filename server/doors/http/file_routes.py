@@ -88,14 +88,14 @@ def _content_disposition(filename: str) -> str:
 
 
 class FileRoutes:
-    def __init__(self, http: RouteTable) -> None:
-        self.doors, self.keys = http.doors, ApiKeys(http.doors.auth)
+    def __init__(self, table: RouteTable) -> None:
+        self.doors, self.keys = table.doors, ApiKeys(table.doors.auth)
         s = self.doors.settings
         folder = s.download_dir or per_repository_dir("attnserve-downloads", s.model_repo)
         self.store = DownloadStore(folder, s.download_retention_s, s.max_download_bytes, s.max_download_files)
         self._sweeper: asyncio.Task | None = None
-        http.web.on_startup.append(self._start_sweeping)
-        http.web.on_cleanup.append(self._stop_sweeping)
+        table.web.on_startup.append(self._start_sweeping)
+        table.web.on_cleanup.append(self._stop_sweeping)
 
     async def _start_sweeping(self, _: web.Application) -> None:
         self._sweeper = asyncio.ensure_future(self._sweep())
@@ -163,16 +163,16 @@ def file_response(path: Path, media_type: str, filename: str) -> web.FileRespons
     return web.FileResponse(path, headers={**headers, "Cache-Control": "no-store"})
 
 
-def add_routes(http: RouteTable) -> None:
-    routes = FileRoutes(http)
-    route = functools.partial(http.route, open=True, cors=True)
+def add_routes(table: RouteTable) -> None:
+    routes = FileRoutes(table)
+    route = functools.partial(table.route, open=True, cors=True)
     route(
         "POST",
         "/translate_file",
         routes.translate_file,
         label=LABEL,
         inference=True,
-        body_limit=2 * http.doors.settings.max_file_bytes + FORM_SLACK,
+        body_limit=2 * table.doors.settings.max_file_bytes + FORM_SLACK,
         body_setting="2 x --max-file-bytes + 256 KiB",
         authenticate=routes.authenticate,
     )

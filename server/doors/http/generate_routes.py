@@ -84,8 +84,8 @@ def _event(doc: dict[str, Any]) -> bytes:
     return b"data: " + json.dumps(doc, ensure_ascii=False).encode() + b"\n\n"
 
 
-def add_routes(http: RouteTable) -> None:
-    doors = http.doors
+def add_routes(table: RouteTable) -> None:
+    doors = table.doors
 
     async def request_of(request: web.Request, call: Call) -> TranslationRequest:
         text, parameters = parse_generate(await read_body(request, doors.settings.max_message_bytes))
@@ -127,8 +127,9 @@ def add_routes(http: RouteTable) -> None:
 
     limit = text_body_limit(doors.settings)  # a text and its parameters: a larger body is refused unread
     for base in VERSIONED:
-        http.route("POST", f"{base}/generate", generate, label="triton.http.Generate", inference=True, body_limit=limit)
-        http.route(
+        label = "triton.http.Generate"
+        table.route("POST", f"{base}/generate", generate, label=label, inference=True, body_limit=limit)
+        table.route(
             "POST",
             f"{base}/generate_stream",
             generate_stream,

@@ -36,8 +36,8 @@ WATCH_S = 0.25  # between two looks at a watched job's record
 
 
 class JobRoutes:
-    def __init__(self, http: RouteTable) -> None:
-        self.doors, self.keys = http.doors, ApiKeys(http.doors.auth)
+    def __init__(self, table: RouteTable) -> None:
+        self.doors, self.keys = table.doors, ApiKeys(table.doors.auth)
 
     def _key(self, request: web.Request) -> str | None:
         """The caller's key, checked: none with keys on is 400, a wrong one 403, as upstream answers."""
@@ -85,16 +85,16 @@ class JobRoutes:
         return file_response(path, job.media_type, job.filename)
 
 
-def add_routes(http: RouteTable) -> None:
-    routes = JobRoutes(http)
-    http.route(
+def add_routes(table: RouteTable) -> None:
+    routes = JobRoutes(table)
+    table.route(
         "POST",
         "/jobs",
         routes.submit,
         label=f"{LABEL}.submit",
         open=True,
         cors=True,
-        body_limit=2 * http.doors.settings.max_file_bytes + FORM_SLACK,
+        body_limit=2 * table.doors.settings.max_file_bytes + FORM_SLACK,
         body_setting="2 x --max-file-bytes + 256 KiB",
         authenticate=functools.partial(routes.keys.on_head, label=FILE_LABEL),
     )
@@ -104,4 +104,4 @@ def add_routes(http: RouteTable) -> None:
         ("GET", "/jobs/{id}/events", routes.events, "events"),
         ("GET", "/jobs/{id}/result", routes.result, "result"),
     ):
-        http.route(method, path, handler, label=f"{LABEL}.{name}", open=True, cors=True)
+        table.route(method, path, handler, label=f"{LABEL}.{name}", open=True, cors=True)

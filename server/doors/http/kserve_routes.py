@@ -36,10 +36,10 @@ VERSIONED = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
 class KServeRoutes:
     """The routes' handlers: codecs of the application's KServe inference and descriptions."""
 
-    def __init__(self, http: RouteTable) -> None:
-        self.doors = http.doors
-        self.kserve = KServeInference(http.doors)
-        self.parse_process = http.parse_process
+    def __init__(self, table: RouteTable) -> None:
+        self.doors = table.doors
+        self.kserve = KServeInference(table.doors)
+        self.parse_process = table.parse_process
 
     def model_of(self, request: web.Request, call: Call):
         model = self.doors.models.get(request.match_info["model"], request.match_info.get("version", ""))
@@ -130,21 +130,21 @@ class KServeRoutes:
         check_repository_parameters(parameters)
 
 
-def add_routes(http: RouteTable) -> None:
-    r = KServeRoutes(http)
-    http.route("GET", "/v2", r.server_metadata, label="kserve.http.ServerMetadata")
-    http.route("GET", "/v2/health/live", r.live, label="kserve.http.ServerLive", open=True, tracked=False)
-    http.route("GET", "/v2/health/ready", r.ready, label="kserve.http.ServerReady", open=True, tracked=False)
-    http.route("GET", "/v2/models/stats", r.statistics, label="kserve.http.ModelStatistics")  # before {model}
+def add_routes(table: RouteTable) -> None:
+    r = KServeRoutes(table)
+    table.route("GET", "/v2", r.server_metadata, label="kserve.http.ServerMetadata")
+    table.route("GET", "/v2/health/live", r.live, label="kserve.http.ServerLive", open=True, tracked=False)
+    table.route("GET", "/v2/health/ready", r.ready, label="kserve.http.ServerReady", open=True, tracked=False)
+    table.route("GET", "/v2/models/stats", r.statistics, label="kserve.http.ModelStatistics")  # before {model}
     for base in VERSIONED:
-        http.route("GET", base, r.metadata, label="kserve.http.ModelMetadata")
-        http.route("GET", f"{base}/ready", r.model_ready, label="kserve.http.ModelReady", open=True, tracked=False)
-        http.route("GET", f"{base}/config", r.config, label="kserve.http.ModelConfig")
-        http.route("POST", f"{base}/infer", r.infer, label="kserve.http.ModelInfer", inference=True)
-        http.route("GET", f"{base}/stats", r.statistics, label="kserve.http.ModelStatistics")
-    http.route("POST", "/v2/repository/index", r.index, label="kserve.http.RepositoryIndex")
-    http.route("POST", "/v2/repository/models/{model}/load", r.load, label="kserve.http.RepositoryModelLoad")
-    http.route("POST", "/v2/repository/models/{model}/unload", r.unload, label="kserve.http.RepositoryModelUnload")
+        table.route("GET", base, r.metadata, label="kserve.http.ModelMetadata")
+        table.route("GET", f"{base}/ready", r.model_ready, label="kserve.http.ModelReady", open=True, tracked=False)
+        table.route("GET", f"{base}/config", r.config, label="kserve.http.ModelConfig")
+        table.route("POST", f"{base}/infer", r.infer, label="kserve.http.ModelInfer", inference=True)
+        table.route("GET", f"{base}/stats", r.statistics, label="kserve.http.ModelStatistics")
+    table.route("POST", "/v2/repository/index", r.index, label="kserve.http.RepositoryIndex")
+    table.route("POST", "/v2/repository/models/{model}/load", r.load, label="kserve.http.RepositoryModelLoad")
+    table.route("POST", "/v2/repository/models/{model}/unload", r.unload, label="kserve.http.RepositoryModelUnload")
 
 
 async def _json_object(request: web.Request, limit: int) -> dict[str, Any]:

@@ -201,11 +201,11 @@ def _reply(done: Translated, batch: bool, alternatives: int, attention: bool = F
 class LibreTranslateRoutes:
     """The routes' handlers; every one a codec of the translation service."""
 
-    def __init__(self, http: RouteTable) -> None:
-        self.doors = http.doors
-        self.keys = ApiKeys(http.doors.auth)
-        self.service = http.doors.translation
-        self.settings = http.doors.settings
+    def __init__(self, table: RouteTable) -> None:
+        self.doors = table.doors
+        self.keys = ApiKeys(table.doors.auth)
+        self.service = table.doors.translation
+        self.settings = table.doors.settings
 
     async def translate(self, request: web.Request, call: Call) -> web.Response:
         fields = await read_fields(request, self.settings.max_message_bytes)
@@ -280,10 +280,10 @@ class LibreTranslateRoutes:
         )
 
 
-def add_routes(http: RouteTable) -> LibreTranslateRoutes:
-    routes = LibreTranslateRoutes(http)
-    route = functools.partial(http.route, open=True, cors=True)  # browser pages of any origin, as upstream
-    keyed = functools.partial(route, body_limit=text_body_limit(http.doors.settings))
+def add_routes(table: RouteTable) -> LibreTranslateRoutes:
+    routes = LibreTranslateRoutes(table)
+    route = functools.partial(table.route, open=True, cors=True)  # browser pages of any origin, as upstream
+    keyed = functools.partial(route, body_limit=text_body_limit(table.doors.settings))
     translate, detect = "libretranslate.translate", "libretranslate.detect"
     keyed(
         "POST",

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from ...shared.calls import Call
+from .table import RouteTable
 
 VERSION = "0.1.0"
 ERROR = {"$ref": "#/components/schemas/Error"}
@@ -292,10 +293,10 @@ def document() -> dict[str, Any]:
     }
 
 
-def add_routes(http: Any) -> None:  # http: RouteTable
+def add_routes(table: RouteTable) -> None:
     body = json.dumps(document(), indent=1).encode()
 
     async def serve(request: web.Request, call: Call) -> web.Response:
         return web.Response(body=body, content_type="application/json")
 
-    http.route("GET", "/openapi.json", serve, label="web.openapi", open=True, tracked=False)
+    table.route("GET", "/openapi.json", serve, label="web.openapi", open=True, tracked=False)

@@ -40,7 +40,7 @@ def load_assets() -> dict[str, bytes]:
     return {name: folder.joinpath(name).read_bytes() for name in ASSETS}
 
 
-def add_routes(http: RouteTable) -> None:
+def add_routes(table: RouteTable) -> None:
     assets = load_assets()  # read once: a few KB
 
     def serve(name: str):
@@ -49,6 +49,6 @@ def add_routes(http: RouteTable) -> None:
 
         return handler
 
-    http.route("GET", "/", serve("index.html"), label="web.page", open=True, tracked=False)
+    table.route("GET", "/", serve("index.html"), label="web.page", open=True, tracked=False)
     for name in ASSETS:
-        http.route("GET", f"/static/{name}", serve(name), label="web.asset", open=True, tracked=False)
+        table.route("GET", f"/static/{name}", serve(name), label="web.asset", open=True, tracked=False)
