@@ -10,7 +10,8 @@ import sys
 
 from . import workers
 from .app import create_server
-from .config import ConfigError, Settings, add_arguments, bundled_model_repo, resolve_settings
+from .config import ConfigError, Settings, bundled_model_repo
+from .config_sources import add_arguments, resolve_settings
 from .registry import RepositoryError
 from .runtime import ProviderError
 from .workers import WorkerLink

@@ -41,7 +41,8 @@ from attnserve.contract.manifest import ManifestError
 from .config import Settings
 from .errors import DeadlineExceeded, ModelUnavailable, Overloaded, echo
 from .metrics import Metrics
-from .registry import IndexedModel, LoadedModel, ModelRegistry, RepositoryError, load_checked, log_loaded
+from .model_loader import LoadedModel, load_checked, log_loaded
+from .registry import IndexedModel, ModelRegistry, RepositoryError
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from attnserve.server.cli import build_parser
-from attnserve.server.config import resolve_settings
+from attnserve.server.config_sources import resolve_settings
 
 from .conftest import DOCKER, DOCKERFILES, GRPC_PORT, HTTP_PORT, METRICS_PORT, free_port, parse_dockerfile
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from attnserve.server.config import resolve_settings
+from attnserve.server.config_sources import resolve_settings
 from attnserve.server.documents import DocumentLimits
 from attnserve.server.errors import InvalidRequest
 
