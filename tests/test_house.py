@@ -12,6 +12,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("server", "export", "models", "client", "contract")
 ISSUE = re.compile(r"\bissues? #?\d+", re.IGNORECASE)
+# Phrases that narrate how the code came to be rather than why it is so (git history holds that).
+NARRATION = re.compile(r"\bas before\b|\bused to be\b|\buntil a GPU\b|\bwas: ", re.IGNORECASE)
 
 
 def product_files() -> list[Path]:
@@ -20,12 +22,13 @@ def product_files() -> list[Path]:
     return sorted(p for p in files if "protos" not in p.parts)
 
 
-def citations(source: str) -> list[tuple[int, str]]:
-    """(line, text) of every comment or string literal of ``source`` that cites an issue number."""
+def citations(source: str, pattern: re.Pattern = ISSUE) -> list[tuple[int, str]]:
+    """(line, text) of every comment or string literal of ``source`` that matches ``pattern``
+    (by default: cites an issue number)."""
     found = []
     for token in tokenize.generate_tokens(io.StringIO(source).readline):
-        if token.type in (tokenize.COMMENT, tokenize.STRING) and ISSUE.search(token.string):
-            found.append((token.start[0], ISSUE.search(token.string).group()))
+        if token.type in (tokenize.COMMENT, tokenize.STRING) and pattern.search(token.string):
+            found.append((token.start[0], pattern.search(token.string).group()))
     return found
 
 
@@ -42,6 +45,20 @@ def test_the_product_code_cites_no_issue_number():
         if found:
             cited[name] = found
     assert not cited, f"issue numbers in product code (say why, not which issue): {cited}"
+
+
+def test_narration_is_found_in_comments_and_strings():
+    source = 'x = 1  # works as before\ny = "refused until a GPU confirms it"\nwas = 2\n'
+    assert citations(source, NARRATION) == [(1, "as before"), (2, "until a GPU")]
+
+
+def test_the_product_code_does_not_narrate_its_history():
+    narrated = {}
+    for path in product_files():
+        found = citations(path.read_text(encoding="utf-8"), NARRATION)
+        if found:
+            narrated[path.relative_to(ROOT).as_posix()] = found
+    assert not narrated, f"comments narrating history (say why the code is so, not how it came to be): {narrated}"
 
 
 MAX_FUNCTION_LINES, MAX_MODULE_LINES = 60, 400
