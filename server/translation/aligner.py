@@ -67,11 +67,6 @@ class Aligner:
         self.start_id = manifest.tokenizer.start_id
         self.d_model = int(manifest.config["d_model"])
 
-    @property
-    def wants_memory(self) -> bool:
-        """Whether the aligner reads the encoder's output (keep it from decoding: cheaper)."""
-        return not self.io.encodes
-
     def decoder_inputs(self, hidden_prefix: Sequence[int], token_ids: Sequence[int]) -> list[int]:
         """The teacher-forced decoder inputs of an output: the start token, the hidden prefix,
         the output without its last token; row ``len(hidden_prefix) + k`` generated token k."""
