@@ -35,51 +35,19 @@ def _print_json(data: Any) -> None:
 
 
 def _translate(client: Client, args: argparse.Namespace) -> int:
-    options = dict(
-        beam_size=args.beam_size,
-        num_hypotheses=args.num_hypotheses,
-        length_penalty=args.length_penalty,
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        seed=args.seed,
-        return_scores=args.scores,
-        return_token_ids=args.token_ids,
-        source_language=args.source_language,
-        target_language=args.target_language,
-        target_prefix=args.target_prefix,
-        format=args.format,
-    )
+    options = _translate_options(args)
     if args.glossary is not None:
         try:
             options["glossary"] = read_glossary(args.glossary)
         except ValueError as exc:
             print(f"attnserve-client: error: --glossary {exc}", file=sys.stderr)
             return 2
-    options["keep"] = args.keep
     aligned = args.alignments or args.attention_map is not None
     if "-" in args.texts:
         stdin = sys.stdin.read()
         args.texts = [stdin if text == "-" else text for text in args.texts]
     if args.stream:
-        if len(args.texts) != 1:
-            print("attnserve-client: error: --stream takes one text", file=sys.stderr)
-            return 2
-        if aligned:
-            print("attnserve-client: error: --alignments and --attention-map need whole translations, not --stream",
-                  file=sys.stderr)  # fmt: skip
-            return 2
-        chunks = []
-        for chunk in client.translate_stream(args.texts[0], args.model, **options):
-            chunks.append(chunk)
-            if args.json:
-                print(json.dumps(dataclasses.asdict(chunk)), flush=True)
-            else:
-                print(chunk.delta, end="", flush=True)
-        if not args.json:
-            print(f"\n[{chunks[-1].finish_reason if chunks else '?'}]" if sys.stdout.isatty() else "")
-        return 0
+        return _translate_stream(client, args, options, aligned)
     results = client.translate(
         args.texts, args.model, alignments=aligned, quality=args.quality or args.scores, **options
     )
@@ -95,7 +63,56 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
             return 1
     if args.json:
         _print_json([dataclasses.asdict(r) | {"text": r.text} for r in results])
-        return 0
+    else:
+        _print_translations(results, args)
+    return 0
+
+
+def _translate_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The translate call's keyword arguments, from the flags."""
+    return dict(
+        beam_size=args.beam_size,
+        num_hypotheses=args.num_hypotheses,
+        length_penalty=args.length_penalty,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        seed=args.seed,
+        return_scores=args.scores,
+        return_token_ids=args.token_ids,
+        source_language=args.source_language,
+        target_language=args.target_language,
+        target_prefix=args.target_prefix,
+        format=args.format,
+        keep=args.keep,
+    )
+
+
+def _translate_stream(client: Client, args: argparse.Namespace, options: dict[str, Any], aligned: bool) -> int:
+    """``--stream``: one text, its translation printed as it arrives (JSON: one chunk a line)."""
+    if len(args.texts) != 1:
+        print("attnserve-client: error: --stream takes one text", file=sys.stderr)
+        return 2
+    if aligned:
+        print("attnserve-client: error: --alignments and --attention-map need whole translations, not --stream",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    chunks = []
+    for chunk in client.translate_stream(args.texts[0], args.model, **options):
+        chunks.append(chunk)
+        if args.json:
+            print(json.dumps(dataclasses.asdict(chunk)), flush=True)
+        else:
+            print(chunk.delta, end="", flush=True)
+    if not args.json:
+        print(f"\n[{chunks[-1].finish_reason if chunks else '?'}]" if sys.stdout.isatty() else "")
+    return 0
+
+
+def _print_translations(results: list, args: argparse.Namespace) -> None:
+    """Each hypothesis on a line, with its scores, ids, a cut by the length limit and the quality
+    as the flags ask; ``--alignments``: a Pharaoh line per sentence after it."""
     limit = f"--max-new-tokens {args.max_new_tokens}" if args.max_new_tokens else "the model's max target length"
     for result in results:
         for i, hyp in enumerate(result.hypotheses):
@@ -114,7 +131,6 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
             if args.alignments:
                 for alignment in hyp.alignments:  # one line per sentence, as fast_align writes them
                     print(alignment.pharaoh())
-    return 0
 
 
 def _quality_note(quality) -> str:

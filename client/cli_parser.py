@@ -98,13 +98,8 @@ def add_languages(parser: argparse.ArgumentParser, source_default: str, target_r
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attnserve-client", description="Talk to an attnserve server.")
-    _global_options(parser, defaults=True)
-    common = argparse.ArgumentParser(add_help=False)
-    _global_options(common, defaults=False)
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_translate_parser(sub, common: argparse.ArgumentParser) -> None:
+    """``translate``: texts, their format, decoding options, languages, glossary, and what to print."""
     tr = sub.add_parser("translate", parents=[common], help="translate one or more texts")
     tr.add_argument("texts", nargs="+", help="texts to translate (documents: lines and sentences); - reads stdin")
     _hint_dash_texts(tr)
@@ -151,6 +146,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw the cross-attention of the first sentence (source words x target words) as a PNG",
     )
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attnserve-client", description="Talk to an attnserve server.")
+    _global_options(parser, defaults=True)
+    common = argparse.ArgumentParser(add_help=False)
+    _global_options(common, defaults=False)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    _add_translate_parser(sub, common)
     tf = sub.add_parser(
         "translate-file",
         parents=[common],

@@ -11,8 +11,8 @@ translation ``decoder.onnx`` (one graph for every step; P = 0 on the first)
     out: logits (B, V) float32 of the last position; present_key_{i}, present_value_{i} (B, H, P + S, D);
          optionally last, step_attention (B, S, L) float32: the cross-attention probabilities of
          the layer alignments read (:func:`alignment_layer`), heads averaged, each new position's
-         row summing to 1 over the row's source tokens (fused exports for the CPU since the step
-         decoder returns it; alignments then need no aligner graph)
+         row summing to 1 over the row's source tokens (fused exports for the CPU return it;
+         alignments then need no aligner graph)
 
 translation ``decoder.onnx``, ``kv_cache: in-place`` (:data:`~.kinds.IN_PLACE`; S = 1)
     in:  input_ids (B, 1) int64, positions (B, 1) int64, src_mask (B, L) int32,

@@ -42,11 +42,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .graph_io import STEP_ATTENTION, AlignerIO, ClassifierIO, DecoderIO, EncoderIO, GraphIO, expected_io
+from .graph_io import STEP_ATTENTION, AlignerIO, DecoderIO, expected_io
 from .kinds import (
     ATTENTION_TARGETS,
     GRAPHS_BY_KIND,
@@ -59,131 +59,19 @@ from .kinds import (
     RESAMPLE,
     TRANSLATION,
 )
-from .quality import QualityCalibration, parse_calibration
+from .manifest_types import (
+    FORMAT_VERSION,
+    GraphSpec,
+    Languages,
+    Manifest,
+    ManifestError,
+    Preprocessing,
+    TokenizerSpec,
+)
+from .quality import parse_calibration
 
-FORMAT_VERSION = 1
 MANIFEST_NAME = "model.json"
 TRANSLATION_CONFIG_INTS = ("decoder_layers", "num_heads", "d_model")  # what decoding needs to size the cache
-
-
-class ManifestError(ValueError):
-    """A model directory that cannot be served; the message names the file and the field."""
-
-    def __init__(self, path: Path | str, field_name: str, message: str) -> None:
-        self.path, self.field = str(path), field_name
-        super().__init__(f"{path}: {field_name}: {message}")
-
-
-@dataclass(frozen=True)
-class GraphSpec:
-    file: str
-    inputs: list[str]
-    outputs: list[str]
-
-
-@dataclass(frozen=True)
-class TokenizerSpec:
-    file: str
-    pad_id: int
-    bos_id: int
-    eos_id: int
-    unk_id: int
-    decoder_start_id: int | None = None  # None: bos_id (read it through start_id)
-    never_generate_ids: list[int] | None = None  # None: [pad_id, bos_id] (read it through never_generate)
-
-    @property
-    def start_id(self) -> int:
-        """The token decoding starts from (Marian: pad; M2M100 / NLLB: ``</s>``)."""
-        return self.bos_id if self.decoder_start_id is None else self.decoder_start_id
-
-    @property
-    def never_generate(self) -> list[int]:
-        """Ids decoding never chooses."""
-        return sorted({self.pad_id, self.bos_id}) if self.never_generate_ids is None else list(self.never_generate_ids)
-
-
-@dataclass(frozen=True)
-class Languages:
-    """The languages a translation model reads and writes, by the model's own codes.
-
-    ``tokens`` maps a code to the vocabulary token that selects it: M2M100 / NLLB prepend
-    the source language's token to the source and force the target language's token first
-    in the output; multilingual opus-mt models take the target's ``>>xx<<`` token at the
-    start of the source. A model that translates one fixed pair has no tokens.
-    """
-
-    source: list[str] = field(default_factory=list)
-    target: list[str] = field(default_factory=list)
-    tokens: dict[str, str] = field(default_factory=dict)
-    default_source: str | None = None
-    default_target: str | None = None
-
-
-@dataclass(frozen=True)
-class Preprocessing:
-    image_size: int
-    channels: int  # 1 = grayscale ("L"), 3 = RGB
-    mean: list[float]
-    std: list[float]
-    resample: str = "bilinear"
-    invert: bool = False  # 255 - pixel before normalising (dark ink on light paper -> model's light on dark)
-    # Grayscale only (contract.images): a dark background (light ink) is detected and not inverted,
-    # so both ink polarities reach the model alike
-    auto_invert: bool = False
-    # Grayscale only: crop to the ink, centre it on a square with a margin, stretch its contrast
-    # (MNIST-style size normalisation: the digit's size and place in the image stop mattering)
-    crop_to_ink: bool = False
-
-
-@dataclass(frozen=True)
-class Manifest:
-    name: str
-    kind: str
-    attention: str
-    precision: str
-    opset: int
-    config: dict[str, Any]
-    graphs: dict[str, GraphSpec]
-    files: dict[str, dict[str, Any]] = field(default_factory=dict)
-    tokenizer: TokenizerSpec | None = None
-    limits: dict[str, int] = field(default_factory=dict)
-    labels: list[str] | None = None
-    preprocessing: Preprocessing | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    family: str = "attnserve"
-    languages: Languages | None = None
-    format_version: int = FORMAT_VERSION
-    attnserve_version: str = "0.1.0"
-    kv_cache: str = LEFT_PADDED  # translation: the decoder's self-attention cache layout (contract.kinds)
-    quality: QualityCalibration | None = None  # translation: the quality score's calibration (contract.quality)
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        if self.kind != TRANSLATION:
-            data.pop("kv_cache")
-        data["quality"] = self.quality.to_json() if self.quality is not None else None
-        return {k: v for k, v in data.items() if v is not None}
-
-    def io(self, role: str) -> GraphIO:
-        """The input and output names of graph ``role`` ("encoder", "decoder", "aligner" or "model"), as listed."""
-        roles = {"encoder": self.encoder_io, "decoder": self.decoder_io, "aligner": self.aligner_io}
-        return {**roles, "model": self.classifier_io}[role]()
-
-    def aligner_io(self) -> AlignerIO:
-        graph = self.graphs["aligner"]
-        return AlignerIO.from_lists(graph.inputs, graph.outputs)
-
-    def encoder_io(self) -> EncoderIO:
-        graph = self.graphs["encoder"]
-        return EncoderIO.from_lists(graph.inputs, graph.outputs)
-
-    def decoder_io(self) -> DecoderIO:
-        graph = self.graphs["decoder"]
-        return DecoderIO.from_lists(graph.inputs, graph.outputs, self.kv_cache)
-
-    def classifier_io(self) -> ClassifierIO:
-        graph = self.graphs["model"]
-        return ClassifierIO.from_lists(graph.inputs, graph.outputs)
 
 
 def sha256_file(path: Path) -> str:
@@ -240,17 +128,7 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
             path, "format_version", f"unsupported version {version} (this server reads {FORMAT_VERSION})"
         )
     kind = _choice(data, "kind", KINDS, path)
-    graphs_raw = _require(data, "graphs", dict, path)
-    graphs = {}
-    optional = [g for g in OPTIONAL_GRAPHS[kind] if g in graphs_raw]
-    for gname in (*GRAPHS_BY_KIND[kind], *optional):
-        g = _require(graphs_raw, gname, dict, path, "graphs.")
-        prefix = f"graphs.{gname}."
-        inputs = _require(g, "inputs", list, path, prefix)
-        outputs = _require(g, "outputs", list, path, prefix)
-        if not all(isinstance(x, str) for x in inputs + outputs):
-            raise ManifestError(path, f"graphs.{gname}", "inputs and outputs must be lists of names")
-        graphs[gname] = GraphSpec(_require(g, "file", str, path, prefix), inputs, outputs)
+    graphs = _parse_graphs(_require(data, "graphs", dict, path), kind, path)
     files = _require(data, "files", dict, path)
     for fname, entry in files.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("sha256"), str):
@@ -277,68 +155,98 @@ def parse_manifest(data: Any, path: Path) -> Manifest:
         if g.file not in files:
             raise ManifestError(path, "files", f"graph file {g.file!r} has no sha256 entry")
     if kind == TRANSLATION:
-        for key in TRANSLATION_CONFIG_INTS:
-            if _require(manifest.config, key, int, path, "config.") < 1:
-                raise ManifestError(path, f"config.{key}", f"must be >= 1, got {manifest.config[key]}")
-        if manifest.config["d_model"] % manifest.config["num_heads"]:
-            raise ManifestError(path, "config.num_heads", "must divide config.d_model")
+        _check_translation_config(manifest.config, path)
     _check_graph_io(manifest, path)
     if kind == TRANSLATION:
-        tok = _require(data, "tokenizer", dict, path)
-        ids = {k: _require(tok, k, int, path, "tokenizer.") for k in ("pad_id", "bos_id", "eos_id", "unk_id")}
-        if tok.get("decoder_start_id") is not None:
-            ids["decoder_start_id"] = _require(tok, "decoder_start_id", int, path, "tokenizer.")
-        if tok.get("never_generate_ids") is not None:
-            never = _require(tok, "never_generate_ids", list, path, "tokenizer.")
-            if not all(isinstance(i, int) and not isinstance(i, bool) for i in never):
-                raise ManifestError(path, "tokenizer.never_generate_ids", "expected a list of token ids")
-            ids["never_generate_ids"] = never
-        tok_file = _require(tok, "file", str, path, "tokenizer.")
-        if tok_file not in files:
-            raise ManifestError(path, "files", f"tokenizer file {tok_file!r} has no sha256 entry")
-        manifest = replace(manifest, languages=_parse_languages(data.get("languages"), path))
-        for key in ("max_source_len", "max_target_len"):
-            value = _require(manifest.limits, key, int, path, "limits.")
-            if value < 1:
-                raise ManifestError(path, f"limits.{key}", f"must be >= 1, got {value}")
-        manifest = replace(manifest, tokenizer=TokenizerSpec(file=tok_file, **ids))
-        if data.get("quality") is not None:
-            try:
-                manifest = replace(manifest, quality=parse_calibration(data["quality"]))
-            except ValueError as exc:
-                where, message = str(exc).split(": ", 1)  # "quality.scale: every scale must be > 0"
-                raise ManifestError(path, where, message) from None
-    else:
-        labels = _require(data, "labels", list, path)
-        if not labels or not all(isinstance(x, str) for x in labels):
-            raise ManifestError(path, "labels", "expected a non-empty list of strings")
-        pre = _require(data, "preprocessing", dict, path)
-        size = _require(pre, "image_size", int, path, "preprocessing.")
-        channels = _require(pre, "channels", int, path, "preprocessing.")
-        if channels not in (1, 3):
-            raise ManifestError(path, "preprocessing.channels", f"must be 1 or 3, got {channels}")
-        mean = _require(pre, "mean", list, path, "preprocessing.")
-        std = _require(pre, "std", list, path, "preprocessing.")
-        if len(mean) != channels or len(std) != channels or any(s == 0 for s in std):
-            raise ManifestError(path, "preprocessing.mean/std", f"need {channels} values each, std non-zero")
-        resample = pre.get("resample", "bilinear")
-        if resample not in RESAMPLE:
-            raise ManifestError(path, "preprocessing.resample", f"{resample!r} is not one of {', '.join(RESAMPLE)}")
-        auto_invert, crop = bool(pre.get("auto_invert", False)), bool(pre.get("crop_to_ink", False))
-        if (auto_invert or crop) and channels != 1:
-            raise ManifestError(path, "preprocessing.auto_invert/crop_to_ink", "need channels 1 (grayscale)")
-        prep = Preprocessing(
-            size,
-            channels,
-            [float(x) for x in mean],
-            [float(x) for x in std],
-            resample,
-            bool(pre.get("invert", False)),
-            auto_invert,
-            crop,
-        )
-        manifest = replace(manifest, labels=list(labels), preprocessing=prep)
+        return _with_translation_fields(manifest, data, path)
+    labels = _require(data, "labels", list, path)
+    if not labels or not all(isinstance(x, str) for x in labels):
+        raise ManifestError(path, "labels", "expected a non-empty list of strings")
+    prep = _parse_preprocessing(_require(data, "preprocessing", dict, path), path)
+    return replace(manifest, labels=list(labels), preprocessing=prep)
+
+
+def _parse_graphs(graphs_raw: dict, kind: str, path: Path) -> dict[str, GraphSpec]:
+    """The graphs ``kind`` needs, and those of its optional graphs the directory has."""
+    graphs = {}
+    optional = [g for g in OPTIONAL_GRAPHS[kind] if g in graphs_raw]
+    for gname in (*GRAPHS_BY_KIND[kind], *optional):
+        g = _require(graphs_raw, gname, dict, path, "graphs.")
+        prefix = f"graphs.{gname}."
+        inputs = _require(g, "inputs", list, path, prefix)
+        outputs = _require(g, "outputs", list, path, prefix)
+        if not all(isinstance(x, str) for x in inputs + outputs):
+            raise ManifestError(path, f"graphs.{gname}", "inputs and outputs must be lists of names")
+        graphs[gname] = GraphSpec(_require(g, "file", str, path, prefix), inputs, outputs)
+    return graphs
+
+
+def _check_translation_config(config: dict, path: Path) -> None:
+    for key in TRANSLATION_CONFIG_INTS:
+        if _require(config, key, int, path, "config.") < 1:
+            raise ManifestError(path, f"config.{key}", f"must be >= 1, got {config[key]}")
+    if config["d_model"] % config["num_heads"]:
+        raise ManifestError(path, "config.num_heads", "must divide config.d_model")
+
+
+def _with_translation_fields(manifest: Manifest, data: dict, path: Path) -> Manifest:
+    """``manifest`` with what only a translation model has: tokenizer, languages, limits, quality."""
+    tokenizer = _parse_tokenizer(_require(data, "tokenizer", dict, path), manifest.files, path)
+    languages = _parse_languages(data.get("languages"), path)
+    for key in ("max_source_len", "max_target_len"):
+        value = _require(manifest.limits, key, int, path, "limits.")
+        if value < 1:
+            raise ManifestError(path, f"limits.{key}", f"must be >= 1, got {value}")
+    manifest = replace(manifest, languages=languages, tokenizer=tokenizer)
+    if data.get("quality") is not None:
+        try:
+            manifest = replace(manifest, quality=parse_calibration(data["quality"]))
+        except ValueError as exc:
+            where, message = str(exc).split(": ", 1)  # "quality.scale: every scale must be > 0"
+            raise ManifestError(path, where, message) from None
     return manifest
+
+
+def _parse_tokenizer(tok: dict, files: dict, path: Path) -> TokenizerSpec:
+    ids = {k: _require(tok, k, int, path, "tokenizer.") for k in ("pad_id", "bos_id", "eos_id", "unk_id")}
+    if tok.get("decoder_start_id") is not None:
+        ids["decoder_start_id"] = _require(tok, "decoder_start_id", int, path, "tokenizer.")
+    if tok.get("never_generate_ids") is not None:
+        never = _require(tok, "never_generate_ids", list, path, "tokenizer.")
+        if not all(isinstance(i, int) and not isinstance(i, bool) for i in never):
+            raise ManifestError(path, "tokenizer.never_generate_ids", "expected a list of token ids")
+        ids["never_generate_ids"] = never
+    tok_file = _require(tok, "file", str, path, "tokenizer.")
+    if tok_file not in files:
+        raise ManifestError(path, "files", f"tokenizer file {tok_file!r} has no sha256 entry")
+    return TokenizerSpec(file=tok_file, **ids)
+
+
+def _parse_preprocessing(pre: dict, path: Path) -> Preprocessing:
+    size = _require(pre, "image_size", int, path, "preprocessing.")
+    channels = _require(pre, "channels", int, path, "preprocessing.")
+    if channels not in (1, 3):
+        raise ManifestError(path, "preprocessing.channels", f"must be 1 or 3, got {channels}")
+    mean = _require(pre, "mean", list, path, "preprocessing.")
+    std = _require(pre, "std", list, path, "preprocessing.")
+    if len(mean) != channels or len(std) != channels or any(s == 0 for s in std):
+        raise ManifestError(path, "preprocessing.mean/std", f"need {channels} values each, std non-zero")
+    resample = pre.get("resample", "bilinear")
+    if resample not in RESAMPLE:
+        raise ManifestError(path, "preprocessing.resample", f"{resample!r} is not one of {', '.join(RESAMPLE)}")
+    auto_invert, crop = bool(pre.get("auto_invert", False)), bool(pre.get("crop_to_ink", False))
+    if (auto_invert or crop) and channels != 1:
+        raise ManifestError(path, "preprocessing.auto_invert/crop_to_ink", "need channels 1 (grayscale)")
+    return Preprocessing(
+        size,
+        channels,
+        [float(x) for x in mean],
+        [float(x) for x in std],
+        resample,
+        bool(pre.get("invert", False)),
+        auto_invert,
+        crop,
+    )
 
 
 def _parse_languages(raw: Any, path: Path) -> Languages | None:

@@ -36,8 +36,6 @@ COMMANDS = ("translation", "vit", "verify", "inspect", "pull")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from .options import ExportOptions, thread_count  # needs onnx (the attention op table)
-
     parser = argparse.ArgumentParser(
         prog="attnserve-export",
         description="Export attention models to verified ONNX model directories.",
@@ -45,6 +43,18 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 failure (bad input, failed verification), 2 usage.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{translation,vit,verify,inspect,pull}")
+
+    _add_translation_parser(sub)
+    _add_vit_parser(sub)
+    _add_check_parsers(sub)
+    from .pull.command import add_parser as add_pull_parser
+
+    add_pull_parser(sub)
+    return parser
+
+
+def _add_translation_parser(sub) -> None:
+    from .options import ExportOptions  # needs onnx (the attention op table)
 
     mt = sub.add_parser("translation", help="export a translation Transformer (encoder.onnx + decoder.onnx)")
     source = mt.add_mutually_exclusive_group(required=True)
@@ -76,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     mt.add_argument("--target-language", metavar="CODE", help="the language the model writes (e.g. de)")
     ExportOptions.add_arguments(mt)
 
+
+def _add_vit_parser(sub) -> None:
+    from .options import ExportOptions  # needs onnx (the attention op table)
+
     vit = sub.add_parser("vit", help="export a Vision Transformer classifier (model.onnx)")
     source = vit.add_mutually_exclusive_group(required=True)
     source.add_argument("--checkpoint", type=Path, help="attnserve .safetensors checkpoint")
@@ -87,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     ExportOptions.add_arguments(vit)
 
+
+def _add_check_parsers(sub) -> None:
+    from .options import thread_count
+
     verify = sub.add_parser("verify", help="re-run the checks of an existing model directory")
     verify.add_argument("model_dir", type=Path, metavar="DIR")
     verify.add_argument("--device", choices=("cpu", "cuda"), default="cpu", help="onnxruntime provider (default cpu)")
@@ -96,11 +114,6 @@ def build_parser() -> argparse.ArgumentParser:
     inspect = sub.add_parser("inspect", help="print the manifest, graph inputs/outputs and attention nodes")
     inspect.add_argument("model_dir", type=Path, metavar="DIR")
     inspect.add_argument("--json", action="store_true", help="print the summary as JSON")
-
-    from .pull.command import add_parser as add_pull_parser
-
-    add_pull_parser(sub)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,9 +205,8 @@ def quiet_exporter() -> None:
 def _export(args: argparse.Namespace) -> int:
     import torch
 
-    from . import sources
     from .options import ExportOptions
-    from .pipeline import export_translation, export_vit, planned_stages
+    from .pipeline import planned_stages
     from .progress import Progress
 
     options = ExportOptions.from_args(args)
@@ -209,59 +221,66 @@ def _export(args: argparse.Namespace) -> int:
     progress = Progress(planned_stages(args.command, options))
     progress("load model")
     try:
-        if args.command == "translation":
-            if args.checkpoint is not None:
-                source = sources.from_checkpoint("translation", args.checkpoint)
-            elif args.preset is not None:
-                source = sources.from_preset("translation", args.preset, seed=options.seed)
-            elif args.from_hf is not None:
-                source = sources.from_hf(args.from_hf)
-            elif args.from_argos is not None:
-                source = sources.from_argos(args.from_argos)
-            else:
-                source = sources.from_marian(args.from_marian)
-            tokenizer, note = sources.tokenizer_for(source, args.tokenizer, checkpoint=args.checkpoint)
-            limits = {
-                "max_source_len": _given(args.max_source_len, source.limits.get("max_source_len")),
-                "max_target_len": _given(args.max_target_len, source.limits.get("max_target_len")),
-            }
-            extra = {**source.extra, **note, "source": source.description}
-            languages = _languages(source.languages, args.source_language, args.target_language)
-            result = export_translation(
-                source.model,
-                tokenizer,
-                options,
-                **limits,
-                extra=extra,
-                progress=progress,
-                family=source.family,
-                languages=languages,
-                source_eos=source.source_eos,
-            )
-        else:
-            if args.keep_rate is not None and not 0.0 < args.keep_rate <= 1.0:
-                raise ExportError(f"--keep-rate must be in (0, 1], got {args.keep_rate}")
-            if args.checkpoint is not None:
-                source = sources.from_checkpoint("vit", args.checkpoint, keep_rate=args.keep_rate)
-            elif args.preset is not None:
-                source = sources.from_preset("vit", args.preset, seed=options.seed, keep_rate=args.keep_rate)
-            else:
-                source = sources.from_hf_vit(args.from_hf_vit, keep_rate=args.keep_rate)
-            labels = sources.read_labels(args.labels) if args.labels else source.labels
-            extra = {**source.extra, "source": source.description}
-            result = export_vit(
-                source.model,
-                options,
-                labels=labels,
-                preprocessing=source.preprocessing,
-                extra=extra,
-                progress=progress,
-            )
+        export = _export_translation if args.command == "translation" else _export_vit
+        result = export(args, options, progress)
     finally:
         progress.close()
     print(format_report(result.report))
     print(f"wrote {result.out} ({result.manifest.kind}, {result.manifest.precision}, {result.manifest.attention})")
     return 0
+
+
+def _export_translation(args: argparse.Namespace, options, progress):
+    from . import sources
+    from .pipeline import export_translation
+
+    if args.checkpoint is not None:
+        source = sources.from_checkpoint("translation", args.checkpoint)
+    elif args.preset is not None:
+        source = sources.from_preset("translation", args.preset, seed=options.seed)
+    elif args.from_hf is not None:
+        source = sources.from_hf(args.from_hf)
+    elif args.from_argos is not None:
+        source = sources.from_argos(args.from_argos)
+    else:
+        source = sources.from_marian(args.from_marian)
+    tokenizer, note = sources.tokenizer_for(source, args.tokenizer, checkpoint=args.checkpoint)
+    limits = {
+        "max_source_len": _given(args.max_source_len, source.limits.get("max_source_len")),
+        "max_target_len": _given(args.max_target_len, source.limits.get("max_target_len")),
+    }
+    extra = {**source.extra, **note, "source": source.description}
+    languages = _languages(source.languages, args.source_language, args.target_language)
+    return export_translation(
+        source.model,
+        tokenizer,
+        options,
+        **limits,
+        extra=extra,
+        progress=progress,
+        family=source.family,
+        languages=languages,
+        source_eos=source.source_eos,
+    )
+
+
+def _export_vit(args: argparse.Namespace, options, progress):
+    from . import sources
+    from .pipeline import export_vit
+
+    if args.keep_rate is not None and not 0.0 < args.keep_rate <= 1.0:
+        raise ExportError(f"--keep-rate must be in (0, 1], got {args.keep_rate}")
+    if args.checkpoint is not None:
+        source = sources.from_checkpoint("vit", args.checkpoint, keep_rate=args.keep_rate)
+    elif args.preset is not None:
+        source = sources.from_preset("vit", args.preset, seed=options.seed, keep_rate=args.keep_rate)
+    else:
+        source = sources.from_hf_vit(args.from_hf_vit, keep_rate=args.keep_rate)
+    labels = sources.read_labels(args.labels) if args.labels else source.labels
+    extra = {**source.extra, "source": source.description}
+    return export_vit(
+        source.model, options, labels=labels, preprocessing=source.preprocessing, extra=extra, progress=progress
+    )
 
 
 def _languages(recorded: dict | None, source: str | None, target: str | None) -> Languages | None:

@@ -86,7 +86,13 @@ def in_place_decoder(model: onnx.ModelProto) -> onnx.ModelProto:
                 kv_num_heads=heads,
             )
         )
-    nodes = _live(nodes, {o.name for o in graph.output})
+    _keep_what_is_used(graph, _live(nodes, {o.name for o in graph.output}), io)
+    return model
+
+
+def _keep_what_is_used(graph: onnx.GraphProto, nodes: list, io: DecoderIO) -> None:
+    """``graph`` with ``nodes``, the initializers, inputs and value infos they use, and the
+    contract's in-place inputs (sequence lengths, total length, caches of ``capacity`` steps)."""
     used = {name for node in nodes for name in node.input}
     del graph.node[:]
     graph.node.extend(nodes)
@@ -107,7 +113,6 @@ def in_place_decoder(model: onnx.ModelProto) -> onnx.ModelProto:
     kept_info = [v for v in graph.value_info if v.name in produced]  # the types int8 quantization reads
     del graph.value_info[:]
     graph.value_info.extend(kept_info)
-    return model
 
 
 def _live(nodes: list[onnx.NodeProto], outputs: set[str]) -> list[onnx.NodeProto]:

@@ -35,7 +35,7 @@ from attnserve.contract.manifest import (
     write_manifest,
 )
 from attnserve.contract.quality import QualityCalibration
-from attnserve.models import TranslationTransformer, VisionTransformer
+from attnserve.models import TranslationConfig, TranslationTransformer, VisionTransformer
 
 from .errors import ExportError
 from .graphs import DEFAULT_OPSET, export_aligner, export_decoder, export_encoder, export_vit
@@ -206,11 +206,6 @@ def write_translation_graphs(
     stage("export aligner")
     export_aligner(model, directory / "aligner.onnx", attention, opset, extra)
     tokenizer.save(str(directory / "tokenizer.json"))
-    io = expected_io(TRANSLATION, dataclasses.asdict(cfg), kv_cache)
-    decoder = io["decoder"]
-    if step_attention:  # the step decoder returns its attention (export/step_attention.py)
-        assert isinstance(decoder, DecoderIO)
-        decoder = decoder.with_attention()
     return Manifest(
         name=name,
         kind=TRANSLATION,
@@ -218,11 +213,7 @@ def write_translation_graphs(
         precision="fp32",
         opset=opset,
         config=dataclasses.asdict(cfg),
-        graphs={
-            "encoder": GraphSpec("encoder.onnx", io["encoder"].inputs, io["encoder"].outputs),
-            "decoder": GraphSpec("decoder.onnx", decoder.inputs, decoder.outputs),
-            "aligner": GraphSpec("aligner.onnx", io["aligner"].inputs, io["aligner"].outputs),
-        },
+        graphs=_translation_graphs(cfg, kv_cache, step_attention),
         tokenizer=TokenizerSpec(
             "tokenizer.json",
             cfg.pad_id,
@@ -239,6 +230,20 @@ def write_translation_graphs(
         attnserve_version=ATTNSERVE_VERSION,
         kv_cache=kv_cache,
     )
+
+
+def _translation_graphs(cfg: TranslationConfig, kv_cache: str, step_attention: bool) -> dict[str, GraphSpec]:
+    """The three graphs' files and the contract's inputs and outputs for them."""
+    io = expected_io(TRANSLATION, dataclasses.asdict(cfg), kv_cache)
+    decoder = io["decoder"]
+    if step_attention:  # the step decoder returns its attention (export/step_attention.py)
+        assert isinstance(decoder, DecoderIO)
+        decoder = decoder.with_attention()
+    return {
+        "encoder": GraphSpec("encoder.onnx", io["encoder"].inputs, io["encoder"].outputs),
+        "decoder": GraphSpec("decoder.onnx", decoder.inputs, decoder.outputs),
+        "aligner": GraphSpec("aligner.onnx", io["aligner"].inputs, io["aligner"].outputs),
+    }
 
 
 def check_vit(

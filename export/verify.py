@@ -268,10 +268,6 @@ def verify_model_dir(
     return result
 
 
-def file_sizes(model_dir: Path) -> dict[str, int]:
-    return {p.name: p.stat().st_size for p in sorted(Path(model_dir).iterdir()) if p.is_file()}
-
-
 def write_report(model_dir: Path, report: dict[str, Any]) -> Path:
     path = Path(model_dir) / REPORT_FILE
     path.write_text(json.dumps(report, indent=2) + "\n")

@@ -45,7 +45,8 @@ def test_help_of_every_command_and_subcommand(script, capsys):
 def test_server_help_lists_every_setting(capsys):
     from dataclasses import fields
 
-    from attnserve.server.shared.config import Settings, _flag
+    from attnserve.server.shared.config import Settings
+    from attnserve.server.shared.config_sources import _flag
 
     out = run_help("attnserve-server", [], capsys)
     assert "12-30% more tokens/s" in " ".join(out.split())  # the help text that used to crash it

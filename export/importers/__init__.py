@@ -18,8 +18,10 @@ from pathlib import Path
 
 from .argos import argos_packages, load_argos
 from .hf_files import ImportCheckpointError, model_dir, read_json
-from .m2m100 import load_m2m100, to_m2m100
-from .marian import ImportedTranslator, load_marian, to_marian
+from .hf_translation import ImportedTranslator
+from .m2m100 import load_m2m100
+from .marian import load_marian
+from .to_transformers import to_m2m100, to_marian
 from .vit import ImportedViT, load_hf_vit
 
 TRANSLATION_IMPORTERS = {"marian": load_marian, "m2m_100": load_m2m100}  # config.json model_type -> importer

@@ -38,7 +38,7 @@ from .argos_tokenizer import argos_tokenizer, tokenizer_file, unknown_tokens
 from .ctranslate2_bin import read_ct2_model
 from .ctranslate2_transformer import Vocabulary, transformer_from_ct2
 from .hf_files import ImportCheckpointError, read_json
-from .marian import ImportedTranslator
+from .hf_translation import ImportedTranslator
 
 log = logging.getLogger(__name__)
 

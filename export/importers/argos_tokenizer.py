@@ -28,7 +28,8 @@ from tokenizers.models import BPE
 
 from .ctranslate2_transformer import Vocabulary
 from .hf_files import ImportCheckpointError
-from .marian_tokenizer import NORMAL, _read_spm, sentencepiece_tokenizer
+from .marian_tokenizer import sentencepiece_tokenizer
+from .spm_parts import NORMAL, UNIGRAM, read_spm
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ def unknown_tokens(path: Path, source_vocab: list[str]) -> list[str]:
     if path.name == "bpe.model":
         symbols = {s for a, b in read_bpe_codes(path) for s in (a, b, a + b)}
         return sorted({_ct2_name(s) for s in symbols} - known)
-    return [p.piece for p in _read_spm(path).pieces if p.type == NORMAL and p.piece not in known]
+    return [p.piece for p in read_spm(path, UNIGRAM).pieces if p.type == NORMAL and p.piece not in known]
 
 
 def argos_tokenizer(path: Path, vocab: Vocabulary, extra_tokens: list[str]) -> Tokenizer:
@@ -59,7 +60,7 @@ def argos_tokenizer(path: Path, vocab: Vocabulary, extra_tokens: list[str]) -> T
     if path.name == "bpe.model":
         tok = bpe_tokenizer(path, vocab, names, extra_tokens)
     else:
-        proto = _read_spm(path)
+        proto = read_spm(path, UNIGRAM)
         entries = vocab.source_tokens | vocab.unknown
         tok = sentencepiece_tokenizer(
             proto, proto, vocab.ids, entries, names, extra_tokens, path, underscore_as_space=True

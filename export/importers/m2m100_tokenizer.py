@@ -22,21 +22,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import BPE
 
 from .hf_files import ImportCheckpointError, read_json, require_module, special_tokens
+from .spm_parts import BPE as BPE_TYPE
+from .spm_parts import NORMAL, end_of_sentence_post_processor, normalizer_steps, read_spm, read_vocab
 
-NORMAL, CONTROL = 1, 3  # sentencepiece ModelProto.SentencePiece.Type
-BPE_TYPE = 2  # sentencepiece TrainerSpec.ModelType
+MISSING_SPM = "file not found (M2M100 needs tokenizer.json, or this and vocab.json)"
 NLLB_CODE = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")  # eng_Latn, zho_Hans, ...
-
-
-def plain_post_processor(tok: Tokenizer, eos: str) -> None:
-    """``$A </s>``: the language token is the serving side's to add."""
-    tok.post_processor = processors.TemplateProcessing(
-        single=f"$A {eos}", pair=f"$A $B {eos}", special_tokens=[(eos, tok.token_to_id(eos))]
-    )
 
 
 def nllb_languages(tok: Tokenizer, vocab_size: int) -> dict[str, str]:
@@ -48,14 +42,12 @@ def nllb_languages(tok: Tokenizer, vocab_size: int) -> dict[str, str]:
 def m2m100_tokenizer(directory: Path, special: dict[str, str]) -> tuple[Tokenizer, dict[str, str]]:
     """The tokenizer of an M2M100 directory without ``tokenizer.json`` and its ``{code: token}`` table."""
     tok_cfg = read_json(directory / "tokenizer_config.json", required=False) or {}
-    vocab = read_json(directory / "vocab.json")
-    if sorted(vocab.values()) != list(range(len(vocab))):
-        raise ImportCheckpointError(f"{directory / 'vocab.json'}: ids must be the integers 0..{len(vocab) - 1}")
+    vocab = read_vocab(directory / "vocab.json")
     missing = sorted(t for t in special.values() if t not in vocab)
     if missing:
         raise ImportCheckpointError(f"{directory / 'vocab.json'}: special tokens {missing} missing")
     spm_name = tok_cfg.get("spm_file") if isinstance(tok_cfg.get("spm_file"), str) else "sentencepiece.bpe.model"
-    proto = _read_spm(directory / Path(spm_name).name)
+    proto = read_spm(directory / Path(spm_name).name, BPE_TYPE, MISSING_SPM)
     codes_name = tok_cfg.get("language_codes", "m2m100")
     m2m = require_module("transformers.models.m2m_100.tokenization_m2m_100", "reading M2M100 tokenizers")
     if codes_name not in m2m.FAIRSEQ_LANGUAGE_CODES:
@@ -75,10 +67,7 @@ def m2m100_tokenizer(directory: Path, special: dict[str, str]) -> tuple[Tokenize
             merges += sorted(splits, key=lambda ab: (rank[ab[0]], rank[ab[1]]))
     tok = Tokenizer(BPE(vocab=dict(vocab), merges=merges, unk_token=special["unk"], fuse_unk=True))
     spec = proto.normalizer_spec
-    steps = [normalizers.Precompiled(spec.precompiled_charsmap)] if spec.precompiled_charsmap else []
-    if spec.remove_extra_whitespaces:  # sentencepiece: strip the ends, collapse runs of spaces
-        steps += [normalizers.Replace(Regex("^ +| +$"), ""), normalizers.Replace(Regex(" {2,}"), " ")]
-    tok.normalizer = normalizers.Sequence(steps)
+    tok.normalizer = normalizers.Sequence(normalizer_steps(spec))
     prepend = "always" if spec.add_dummy_prefix else "never"
     tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=prepend)
     tok.decoder = decoders.Sequence(  # sentencepiece's decode, then M2M100Tokenizer's str.strip()
@@ -95,23 +84,5 @@ def m2m100_tokenizer(directory: Path, special: dict[str, str]) -> tuple[Tokenize
     first = tok.token_to_id(next(iter(languages.values())))
     if first != len(vocab):
         raise ImportCheckpointError(f"{directory / 'vocab.json'}: language tokens would start at {first}")
-    plain_post_processor(tok, special["eos"])
+    end_of_sentence_post_processor(tok, special["eos"])
     return tok, languages
-
-
-def _read_spm(path: Path):
-    pb2 = require_module("sentencepiece.sentencepiece_model_pb2", "reading sentencepiece models")
-    if not path.is_file():
-        raise ImportCheckpointError(f"{path}: file not found (M2M100 needs tokenizer.json, or this and vocab.json)")
-    proto = pb2.ModelProto()
-    try:
-        proto.ParseFromString(path.read_bytes())
-    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
-        raise ImportCheckpointError(f"{path}: not a sentencepiece model ({exc})") from None
-    if proto.trainer_spec.model_type != BPE_TYPE:
-        raise ImportCheckpointError(
-            f"{path}: trainer_spec.model_type is {proto.trainer_spec.model_type}, M2M100 uses BPE ({BPE_TYPE})"
-        )
-    if proto.trainer_spec.byte_fallback:
-        raise ImportCheckpointError(f"{path}: trainer_spec.byte_fallback is true, which is not supported")
-    return proto

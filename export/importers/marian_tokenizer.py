@@ -34,47 +34,25 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers
 from tokenizers.models import Unigram
 
-from .hf_files import SPECIALS, ImportCheckpointError, read_json, require_module, special_tokens
+from .hf_files import SPECIALS, ImportCheckpointError, read_json, special_tokens
+from .spm_parts import (
+    CONTROL,
+    NORMAL,
+    UNIGRAM,
+    USER_DEFINED,
+    end_of_sentence_post_processor,
+    normalizer_steps,
+    read_spm,
+    read_vocab,
+)
 
 log = logging.getLogger(__name__)
 
 UNREACHABLE = "\ufdd0"  # prefix of vocabulary entries the source segmentation never produces
 UNKNOWN_RUN = "\ufdd1"  # stands for a run of unknown characters that is not in vocab.json: one <unk>
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4  # sentencepiece ModelProto.SentencePiece.Type
-UNIGRAM = 1  # sentencepiece TrainerSpec.ModelType
-
-
-def _read_spm(path: Path):
-    pb2 = require_module("sentencepiece.sentencepiece_model_pb2", "reading sentencepiece models")
-    if not path.is_file():
-        raise ImportCheckpointError(f"{path}: file not found")
-    proto = pb2.ModelProto()
-    try:
-        proto.ParseFromString(path.read_bytes())
-    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
-        raise ImportCheckpointError(f"{path}: not a sentencepiece model ({exc})") from None
-    if proto.trainer_spec.model_type != UNIGRAM:
-        raise ImportCheckpointError(
-            f"{path}: trainer_spec.model_type is {proto.trainer_spec.model_type}, only unigram (1) is supported"
-        )
-    if proto.trainer_spec.byte_fallback:
-        raise ImportCheckpointError(f"{path}: trainer_spec.byte_fallback is true, which is not supported")
-    if proto.trainer_spec.treat_whitespace_as_suffix:
-        raise ImportCheckpointError(f"{path}: trainer_spec.treat_whitespace_as_suffix is true, not supported")
-    if proto.denormalizer_spec.precompiled_charsmap:
-        raise ImportCheckpointError(f"{path}: denormalizer_spec is set, which is not supported")
-    return proto
-
-
-def _read_vocab(path: Path) -> dict[str, int]:
-    vocab = read_json(path)
-    ids = sorted(vocab.values()) if all(isinstance(i, int) and not isinstance(i, bool) for i in vocab.values()) else []
-    if ids != list(range(len(vocab))):
-        raise ImportCheckpointError(f"{path}: ids must be the integers 0..{len(vocab) - 1}, each once")
-    return vocab
 
 
 def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int], list[int] | None]:
@@ -88,10 +66,10 @@ def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int], list[i
     """
     tok_cfg = read_json(directory / "tokenizer_config.json", required=False) or {}
     names = special_tokens(tok_cfg, SPECIALS)
-    vocab = _read_vocab(directory / "vocab.json")
+    vocab = read_vocab(directory / "vocab.json")
     source_index = None
     if tok_cfg.get("separate_vocabs"):
-        source_vocab, target_vocab = vocab, _read_vocab(directory / "target_vocab.json")
+        source_vocab, target_vocab = vocab, read_vocab(directory / "target_vocab.json")
         for name, token in names.items():
             if source_vocab.get(token) != target_vocab.get(token):
                 raise ImportCheckpointError(
@@ -105,17 +83,13 @@ def marian_tokenizer(directory: Path) -> tuple[Tokenizer, dict[str, int], list[i
     missing = {k: v for k, v in names.items() if v not in vocab}
     if missing:
         raise ImportCheckpointError(f"{directory / 'vocab.json'}: special tokens {sorted(missing.values())} missing")
-    source = _read_spm(directory / "source.spm")
-    target = _read_spm(directory / "target.spm")
+    source = read_spm(directory / "source.spm", UNIGRAM)
+    target = read_spm(directory / "target.spm", UNIGRAM)
 
     source_entries = vocab if source_index is None else source_vocab  # what Marian looks source pieces up in
     language_codes = [p for p in vocab if p.startswith(">>") and p.endswith("<<")]
     tok = sentencepiece_tokenizer(source, target, vocab, source_entries, names, language_codes, directory)
-    tok.post_processor = processors.TemplateProcessing(
-        single=f"$A {names['eos']}",
-        pair=f"$A $B {names['eos']}",
-        special_tokens=[(names["eos"], vocab[names["eos"]])],
-    )
+    end_of_sentence_post_processor(tok, names["eos"])
     return tok, {k: vocab[v] for k, v in names.items()}, source_index
 
 
@@ -136,6 +110,41 @@ def sentencepiece_tokenizer(
     special; ``unk`` required), ``extra_tokens``: tokens matched whole in the text (language codes).
     ``underscore_as_space``: "_" decodes to a space too (Argos Translate's decoding). No
     post-processor: the caller adds its own."""
+    entries, known, unknown_runs, reachable, user_defined, extra_tokens = _lattice(
+        source, vocab, source_entries, names, extra_tokens
+    )
+    lost = [p.piece for p in source.pieces if p.type == NORMAL and p.piece not in source_entries]
+    if lost:
+        log.warning(
+            "%s: %d pieces of the sentencepiece model are not in the vocabulary (e.g. %s); they map to %s "
+            "there, this tokenizer segments around them",
+            where,
+            len(lost),
+            lost[:3],
+            names["unk"],
+        )
+
+    tok = Tokenizer(Unigram(entries, unk_id=vocab[names["unk"]], byte_fallback=False))
+    spec = source.normalizer_spec
+    steps = normalizer_steps(spec)
+    steps.append(normalizers.Replace(Regex(_unknown_run_pattern(known, unknown_runs)), UNKNOWN_RUN))
+    tok.normalizer = normalizers.Sequence(steps)
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(
+        replacement="▁",
+        prepend_scheme="always" if spec.add_dummy_prefix else "never",
+        split=source.trainer_spec.split_by_whitespace,
+    )
+    tok.decoder = _decoder(target, vocab, reachable, underscore_as_space)
+    tok.add_tokens([AddedToken(p, normalized=False, special=False) for p in user_defined + extra_tokens])
+    specials = [t for t in dict.fromkeys(names.values()) if t in vocab]
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials])
+    return tok
+
+
+def _lattice(source, vocab: dict[str, int], source_entries, names: dict[str, str], extra_tokens: list[str]):
+    """The Unigram's ``(piece, score)`` per id of ``vocab``, and what the normaliser and the added
+    tokens need: the characters ``source`` can segment, the entries matched as whole unknown runs,
+    the entries matched as added tokens, the user-defined pieces and the remaining extra tokens."""
     scores = {p.piece: p.score for p in source.pieces if p.type == NORMAL and p.piece in source_entries}
     known = {p for p in scores if len(p) == 1} | {"▁"}  # characters source.spm can segment
     user_defined = [p.piece for p in source.pieces if p.type == USER_DEFINED and p.piece in vocab]
@@ -154,43 +163,20 @@ def sentencepiece_tokenizer(
             entries[i] = (piece, -1.0)
         else:
             entries[i] = (UNREACHABLE + piece, 0.0)
-    lost = [p.piece for p in source.pieces if p.type == NORMAL and p.piece not in source_entries]
-    if lost:
-        log.warning(
-            "%s: %d pieces of the sentencepiece model are not in the vocabulary (e.g. %s); they map to %s "
-            "there, this tokenizer segments around them",
-            where,
-            len(lost),
-            lost[:3],
-            names["unk"],
-        )
+    return entries, known, unknown_runs, reachable, user_defined, extra_tokens
 
-    tok = Tokenizer(Unigram(entries, unk_id=vocab[names["unk"]], byte_fallback=False))
-    spec = source.normalizer_spec
-    steps = []
-    if spec.precompiled_charsmap:
-        steps.append(normalizers.Precompiled(spec.precompiled_charsmap))
-    if spec.remove_extra_whitespaces:  # sentencepiece: strip the ends, collapse runs of spaces
-        steps += [normalizers.Replace(Regex("^ +| +$"), ""), normalizers.Replace(Regex(" {2,}"), " ")]
-    steps.append(normalizers.Replace(Regex(_unknown_run_pattern(known, unknown_runs)), UNKNOWN_RUN))
-    tok.normalizer = normalizers.Sequence(steps)
-    tok.pre_tokenizer = pre_tokenizers.Metaspace(
-        replacement="▁",
-        prepend_scheme="always" if spec.add_dummy_prefix else "never",
-        split=source.trainer_spec.split_by_whitespace,
-    )
+
+def _decoder(target, vocab: dict[str, int], reachable: set[str], underscore_as_space: bool) -> decoders.Decoder:
+    """``target``'s ``decode_pieces`` then ``strip``: its control pieces decode to nothing, the
+    unreachable mark is dropped, ``▁`` (and with ``underscore_as_space`` ``_``) is a space."""
     invisible = [p.piece for p in target.pieces if p.type == CONTROL and p.piece in vocab and p.piece not in reachable]
     steps = [decoders.Replace(Regex("^(?:" + "|".join(UNREACHABLE + _escape(p) for p in invisible) + ")$"), "")]
-    tok.decoder = decoders.Sequence(
+    return decoders.Sequence(
         (steps if invisible else [])
         + [decoders.Replace(UNREACHABLE, ""), decoders.Replace("▁", " ")]
         + ([decoders.Replace("_", " ")] if underscore_as_space else [])
         + [decoders.Fuse(), decoders.Replace(Regex(r"^\s+|\s+$"), "")]  # the final str.strip()
     )
-    tok.add_tokens([AddedToken(p, normalized=False, special=False) for p in user_defined + extra_tokens])
-    specials = [t for t in dict.fromkeys(names.values()) if t in vocab]
-    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in specials])
-    return tok
 
 
 def _escape(text: str) -> str:

@@ -26,30 +26,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 
-from babel import Locale, dates, numbers, units
+from babel import Locale, dates, numbers
 from num2words import num2words
 
-# Spaces CLDR puts between a time and "PM", around interval dashes and in "1.234,50 €":
-# users type plain spaces, so both sides use plain spaces. Soft hyphens are dropped.
-_SPACES = str.maketrans({"\u202f": " ", "\u00a0": " ", "\u2009": " ", "\u00ad": None})
+from .data_quantities import t_duration, t_money, t_quantity
+from .data_values import (
+    DE,
+    DE_LOCALE,
+    EN,
+    GB,
+    clean,
+    first_wins,
+    number_pair,
+    number_words,
+    pick,
+    random_date,
+    random_decimal,
+    random_time,
+)
 
-EN, GB, DE = "en", "en_GB", "de"
-_DE_LOCALE, _EN_LOCALE = Locale.parse(DE), Locale.parse(EN)
-
-# CLDR unit keys whose long names are ordinary words in both languages.
-UNITS = (
-    "length-kilometer length-meter length-centimeter length-millimeter length-mile length-foot length-inch "
-    "length-yard mass-kilogram mass-gram mass-pound mass-ounce mass-tonne volume-liter volume-milliliter "
-    "volume-gallon duration-hour duration-minute duration-second duration-day duration-week duration-month "
-    "duration-year temperature-celsius temperature-fahrenheit speed-kilometer-per-hour speed-mile-per-hour "
-    "area-square-meter area-square-kilometer area-hectare digital-megabyte digital-gigabyte digital-terabyte "
-    "energy-kilowatt-hour energy-calorie power-watt power-kilowatt electric-volt electric-ampere frequency-hertz "
-    "length-light-year volume-cubic-meter concentr-percent"
-).split()
-CURRENCIES = "EUR USD GBP JPY CHF CAD AUD CNY INR SEK NOK DKK PLN CZK MXN BRL TRY ZAR KRW HUF".split()
-# Currencies whose German plural name needs no adjective ending ("42 Schweizer Franken" is
-# right, CLDR's standalone "Britische Pfund" would need "britische" inside a phrase).
-NAMED_CURRENCIES = ("EUR", "USD", "CHF")
 TERRITORIES = (
     "DE AT CH US GB FR IT ES PT NL BE DK SE NO FI PL CZ HU GR TR JP CN IN BR MX CA AU IE IS RU UA EG ZA AR CL KR"
 ).split()
@@ -66,66 +61,11 @@ DATE_SKELETONS = ("MMMMd", "MMMd", "yMMMd", "MMMEd", "yMEd", "Md", "MEd")  # all
 MONTH_SKELETONS = ("yMMMM", "yMMM", "yQQQQ")
 
 
-def clean(text: str) -> str:
-    return text.translate(_SPACES)
-
-
 @dataclass(frozen=True)
 class Pair:
     source: str  # English
     target: str  # German
     template: str  # name of the template that made it
-
-
-def _first_wins(candidates: list[tuple[str, str]]) -> dict[str, str]:
-    """English -> German over several styles of one value; an English text shown by two
-    styles keeps the German of the first."""
-    out: dict[str, str] = {}
-    for en, de in candidates:
-        out.setdefault(clean(en), clean(de))
-    return out
-
-
-def _pick(rng: random.Random, forms: dict[str, str]) -> tuple[str, str]:
-    en = rng.choice(list(forms))
-    return en, forms[en]
-
-
-# ---------------------------------------------------------------- values
-
-
-def _date(rng: random.Random) -> dt.date:
-    return dt.date(1900, 1, 1) + dt.timedelta(days=rng.randrange(200 * 365))
-
-
-def _time(rng: random.Random, seconds: bool = False) -> dt.time:
-    minute = rng.choice((0, 15, 30, 45)) if rng.random() < 0.3 else rng.randrange(60)
-    return dt.time(rng.randrange(24), minute, rng.randrange(60) if seconds else 0)
-
-
-def _words(n: int, lang: str, to: str = "cardinal", american: bool = False) -> str:
-    text = num2words(n, lang=lang, to=to)
-    if american:  # "three hundred and forty-two" -> "three hundred forty-two"
-        text = text.replace(",", "").replace(" and ", " ")
-    return text
-
-
-def _count(rng: random.Random) -> int:
-    """A count for number words, 2..9999; German '...eins' before a noun would need
-    gender ('hundertein Kilometer', 'hunderteine Meile'), so n % 100 == 1 is avoided."""
-    n = rng.choice((rng.randrange(2, 20), rng.randrange(2, 100), rng.randrange(2, 1000), rng.randrange(2, 10000)))
-    return n + 1 if n % 100 == 1 else n
-
-
-def _decimal(rng: random.Random) -> float | int:
-    kind = rng.random()
-    if kind < 0.5:
-        return rng.choice((rng.randrange(1, 100), rng.randrange(1, 10000), rng.randrange(1, 10**7)))
-    return round(rng.uniform(0, 10 ** rng.randrange(1, 5)), rng.choice((1, 2)))
-
-
-def _number_pair(rng: random.Random, value: float | int) -> tuple[str, str]:
-    return numbers.format_decimal(value, locale=EN), numbers.format_decimal(value, locale=DE)
 
 
 # ---------------------------------------------------------------- dates and times
@@ -139,12 +79,12 @@ def date_forms(day: dt.date, with_gb: bool = True) -> dict[str, str]:
     cands += [
         (dates.format_skeleton(s, day, locale=EN), dates.format_skeleton(s, day, locale=DE)) for s in DATE_SKELETONS
     ]
-    return _first_wins(cands)
+    return first_wins(cands)
 
 
 def month_forms(day: dt.date) -> dict[str, str]:
     """'March 2025', 'Mar 2025', '1st quarter 2025' -> German."""
-    return _first_wins(
+    return first_wins(
         [(dates.format_skeleton(s, day, locale=EN), dates.format_skeleton(s, day, locale=DE)) for s in MONTH_SKELETONS]
     )
 
@@ -152,11 +92,11 @@ def month_forms(day: dt.date) -> dict[str, str]:
 def time_forms(t: dt.time) -> dict[str, str]:
     cands = [(dates.format_time(t, s, locale=EN), dates.format_time(t, s, locale=DE)) for s in ("short", "medium")]
     cands += [(dates.format_time(t, s, locale=GB), dates.format_time(t, s, locale=DE)) for s in ("short", "medium")]
-    return _first_wins(cands)
+    return first_wins(cands)
 
 
 def _month_day(rng: random.Random) -> tuple[int, str, str, str, str]:
-    day = _date(rng)
+    day = random_date(rng)
     month_en = dates.get_month_names("wide", locale=EN)[day.month]
     month_de = dates.get_month_names("wide", locale=DE)[day.month]
     return day.day, month_en, month_de, num2words(day.day, lang=EN, to="ordinal_num"), f"{day.day}."
@@ -164,10 +104,10 @@ def _month_day(rng: random.Random) -> tuple[int, str, str, str, str]:
 
 def t_date(rng: random.Random) -> tuple[str, str]:
     if rng.random() < 0.15:
-        en, de = _pick(rng, month_forms(_date(rng)))
+        en, de = pick(rng, month_forms(random_date(rng)))
         in_month = not en[0].isdigit()  # "in March 2025" -> "im März 2025"; quarters stay bare
         return rng.choice([(en, de), (f"in {en}", f"im {de}")]) if in_month else (en, de)
-    en, de = _pick(rng, date_forms(_date(rng)))
+    en, de = pick(rng, date_forms(random_date(rng)))
     frame = rng.random()
     if frame < 0.55 or (frame >= 0.85 and (de.endswith(".") or "/" in en)):
         return en, de
@@ -212,16 +152,16 @@ def t_weekday(rng: random.Random) -> tuple[str, str]:
     ]
     en, de = rng.choice(frames)
     if rng.random() < 0.7:  # a time keeps these frames from being a handful of fixed strings
-        t = _time(rng)
+        t = random_time(rng)
         if en.endswith(("morning", "evening")):
             t = t.replace(hour=rng.randrange(5, 12) if en.endswith("morning") else rng.randrange(17, 23))
-        t_en, t_de = _pick(rng, time_forms(t))
+        t_en, t_de = pick(rng, time_forms(t))
         return f"{en} at {t_en}", f"{de} um {t_de} Uhr"
     return en, de
 
 
 def t_time(rng: random.Random) -> tuple[str, str]:
-    t_en, t_de = _pick(rng, time_forms(_time(rng, seconds=rng.random() < 0.3)))
+    t_en, t_de = pick(rng, time_forms(random_time(rng, seconds=rng.random() < 0.3)))
     frames = [
         (t_en, t_de),
         (f"at {t_en}", f"um {t_de} Uhr"),
@@ -234,14 +174,14 @@ def t_time(rng: random.Random) -> tuple[str, str]:
 
 def t_interval(rng: random.Random) -> tuple[str, str]:
     if rng.random() < 0.4:  # times: "9:00 AM – 5:30 PM" -> "09:00–17:30 Uhr"
-        start = _time(rng)
+        start = random_time(rng)
         end_minutes = min(start.hour * 60 + start.minute + rng.randrange(15, 600), 23 * 60 + 59)
         end = dt.time(end_minutes // 60, end_minutes % 60)
         return (
             clean(dates.format_interval(start, end, "hm", locale=EN)),
             clean(dates.format_interval(start, end, "Hm", locale=DE)),
         )
-    start = _date(rng)
+    start = random_date(rng)
     end = start + dt.timedelta(days=rng.choice((rng.randrange(1, 28), rng.randrange(1, 400))))
     skeleton = rng.choice(("yMMMd", "yMMMEd", "MMMd", "yMMMM"))
     en = dates.format_interval(start, end, skeleton, locale=EN)
@@ -250,8 +190,8 @@ def t_interval(rng: random.Random) -> tuple[str, str]:
 
 
 def t_datetime(rng: random.Random) -> tuple[str, str]:
-    d_en, d_de = _pick(rng, date_forms(_date(rng), with_gb=False))
-    t_en, t_de = _pick(rng, time_forms(_time(rng)))
+    d_en, d_de = pick(rng, date_forms(random_date(rng), with_gb=False))
+    t_en, t_de = pick(rng, time_forms(random_time(rng)))
     return f"{d_en} at {t_en}", f"{d_de} um {t_de} Uhr"
 
 
@@ -263,8 +203,8 @@ def t_dateline(rng: random.Random) -> tuple[str, str]:
         place_de = dates.get_timezone_location(zone, locale=DE, return_city=True)
     else:
         code = rng.choice(TERRITORIES)
-        place_en, place_de = Locale.parse(EN).territories[code], _DE_LOCALE.territories[code]
-    day = _date(rng)
+        place_en, place_de = Locale.parse(EN).territories[code], DE_LOCALE.territories[code]
+    day = random_date(rng)
     style = rng.choice(("full", "long"))
     en = dates.format_date(day, style, locale=rng.choice((EN, GB)))
     return clean(f"{place_en}, {en}"), clean(f"{place_de}, {dates.format_date(day, style, locale=DE)}")
@@ -276,8 +216,8 @@ def t_dateline(rng: random.Random) -> tuple[str, str]:
 def t_cardinal(rng: random.Random) -> tuple[str, str]:
     if rng.random() < 0.6:
         n = rng.choice((rng.randrange(0, 100), rng.randrange(100, 10000), rng.randrange(10000, 1000000)))
-        return _words(n, EN, american=rng.random() < 0.5), _words(n, DE)
-    en, de = _number_pair(rng, _decimal(rng))
+        return number_words(n, EN, american=rng.random() < 0.5), number_words(n, DE)
+    en, de = number_pair(rng, random_decimal(rng))
     if rng.random() < 0.2:
         return f"-{en}", f"-{de}"
     return en, de
@@ -291,8 +231,8 @@ def t_percent(rng: random.Random) -> tuple[str, str]:
 
 def t_ordinal(rng: random.Random) -> tuple[str, str]:
     n = rng.choice((rng.randrange(1, 32), rng.randrange(1, 200)))
-    word_en = _words(n, EN, to="ordinal", american=rng.random() < 0.5)
-    word_de = _words(n, DE, to="ordinal")
+    word_en = number_words(n, EN, to="ordinal", american=rng.random() < 0.5)
+    word_de = number_words(n, DE, to="ordinal")
     num_en = num2words(n, lang=EN, to="ordinal_num")
     c = rng.randrange(1, 22)
     century_en = num2words(c, lang=EN, to="ordinal_num")
@@ -321,108 +261,6 @@ def t_year(rng: random.Random) -> tuple[str, str]:
         (f"in the {decade}s", f"in den {decade}er-Jahren"),
         (f"the {decade}s", f"die {decade}er-Jahre"),
     ]
-    return rng.choice(frames)
-
-
-# ---------------------------------------------------------------- quantities and money
-
-
-def unit_pattern(unit: str, locale: str, length: str, count: float | int) -> str:
-    loc = Locale.parse(locale)
-    patterns = loc._data["unit_patterns"][unit][length]
-    return patterns.get(loc.plural_form(count), patterns["other"])
-
-
-def quantity(rng: random.Random, unit: str) -> tuple[str, str]:
-    """One quantity of ``unit``: digits (long or short unit name) or number words."""
-    if rng.random() < 0.4:
-        n = _count(rng)
-        american = rng.random() < 0.5
-        en = unit_pattern(unit, EN, "long", n).format(_words(n, EN, american=american))
-        return clean(en), clean(unit_pattern(unit, DE, "long", n).format(_words(n, DE)))
-    value = _decimal(rng) if rng.random() < 0.8 else 1
-    if unit.startswith("temperature") and rng.random() < 0.3:
-        value = -value
-    en_long = units.format_unit(value, unit, length="long", locale=EN)
-    de_long = units.format_unit(value, unit, length="long", locale=DE)
-    forms = _first_wins(
-        [
-            (en_long, de_long),
-            (units.format_unit(value, unit, "short", locale=EN), units.format_unit(value, unit, "short", locale=DE)),
-        ]
-    )
-    return _pick(rng, forms)
-
-
-def t_quantity(rng: random.Random) -> tuple[str, str]:
-    en, de = quantity(rng, rng.choice(UNITS))
-    frames = [
-        (en, de),
-        (f"about {en}", f"etwa {de}"),
-        (f"more than {en}", f"mehr als {de}"),
-        (f"less than {en}", f"weniger als {de}"),
-        (f"exactly {en}", f"genau {de}"),
-        (f"almost {en}", f"fast {de}"),
-    ]
-    return rng.choice(frames)
-
-
-SMALLER_PER_BIGGER = {
-    "duration-minute": 60,
-    "duration-second": 60,
-    "duration-hour": 24,
-    "duration-month": 12,
-    "duration-day": 7,
-}
-
-
-def t_duration(rng: random.Random) -> tuple[str, str]:
-    big, small = rng.choice(
-        (
-            ("duration-hour", "duration-minute"),
-            ("duration-minute", "duration-second"),
-            ("duration-day", "duration-hour"),
-            ("duration-year", "duration-month"),
-            ("duration-week", "duration-day"),
-        )
-    )
-    a = rng.randrange(2, 100)
-    b = rng.randrange(2, SMALLER_PER_BIGGER[small])
-    if rng.random() < 0.5:
-        en = f"{unit_pattern(big, EN, 'long', a).format(a)} and {unit_pattern(small, EN, 'long', b).format(b)}"
-        de = f"{unit_pattern(big, DE, 'long', a).format(a)} und {unit_pattern(small, DE, 'long', b).format(b)}"
-    else:
-        american = rng.random() < 0.5
-        en = (
-            f"{unit_pattern(big, EN, 'long', a).format(_words(a, EN, american=american))} and "
-            f"{unit_pattern(small, EN, 'long', b).format(_words(b, EN, american=american))}"
-        )
-        de = (
-            f"{unit_pattern(big, DE, 'long', a).format(_words(a, DE))} und "
-            f"{unit_pattern(small, DE, 'long', b).format(_words(b, DE))}"
-        )
-    return clean(en), clean(de)
-
-
-def t_money(rng: random.Random) -> tuple[str, str]:
-    if rng.random() < 0.4:
-        code = rng.choice(NAMED_CURRENCIES)
-        if rng.random() < 0.5:
-            n = _count(rng)
-            american = rng.random() < 0.5
-            en = f"{_words(n, EN, american=american)} {numbers.get_currency_name(code, n, locale=EN)}"
-            de = f"{_words(n, DE)} {numbers.get_currency_name(code, n, locale=DE)}"
-        else:
-            n = rng.choice((rng.randrange(1, 100), rng.randrange(1, 100000)))
-            en = f"{numbers.format_decimal(n, locale=EN)} {numbers.get_currency_name(code, n, locale=EN)}"
-            de = f"{numbers.format_decimal(n, locale=DE)} {numbers.get_currency_name(code, n, locale=DE)}"
-    else:
-        code = rng.choice(CURRENCIES)
-        amount = rng.choice((rng.randrange(1, 1000), round(rng.uniform(0, 10 ** rng.randrange(1, 7)), 2)))
-        en = numbers.format_currency(amount, code, locale=EN)
-        de = numbers.format_currency(amount, code, locale=DE)
-    en, de = clean(en), clean(de)
-    frames = [(en, de), (f"It costs {en}.", f"Es kostet {de}."), (f"for {en}", f"für {de}")]
     return rng.choice(frames)
 
 

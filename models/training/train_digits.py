@@ -156,6 +156,22 @@ def robustness_accuracy(model: VisionTransformer) -> dict[str, float]:
     return out
 
 
+def _batch(
+    indices: list[int], x_tr, y_tr, rng: random.Random, degrade_rate: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Training images ``indices``, augmented; an index past the training set is a fresh synthetic
+    digit. Returns x: (B, 1, S, S) float32, y: (B,) int64."""
+    images, labels = [], []
+    for j in indices:
+        if j < len(x_tr):
+            img, label = augment_more(x_tr[j], rng, degrade_rate), y_tr[j]
+        else:
+            img, label = synthetic_digit(rng)
+        images.append(img)
+        labels.append(label)
+    return batch_tensor(images), torch.tensor(labels, dtype=torch.long)
+
+
 def run(cfg: DigitsTrainConfig, out_dir: Path, progress: bool = True) -> dict:
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(cfg.threads)
@@ -178,22 +194,13 @@ def run(cfg: DigitsTrainConfig, out_dir: Path, progress: bool = True) -> dict:
         order = list(range(per_epoch))
         rng.shuffle(order)
         for i in range(0, len(order), cfg.batch_size):
-            images, labels = [], []
-            for j in order[i : i + cfg.batch_size]:
-                if j < len(x_tr):
-                    img, label = augment_more(x_tr[j], rng, cfg.degrade_rate), y_tr[j]
-                else:
-                    img, label = synthetic_digit(rng)
-                images.append(img)
-                labels.append(label)
-            x = batch_tensor(images)  # (B, 1, S, S)
-            y = torch.tensor(labels, dtype=torch.long)  # (B,)
+            x, y = _batch(order[i : i + cfg.batch_size], x_tr, y_tr, rng, cfg.degrade_rate)
             loss = F.cross_entropy(model(x), y, label_smoothing=cfg.label_smoothing)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             sched.step()
-            seen += len(labels)
+            seen += len(y)
             bar.set_postfix(loss=f"{loss.item():.3f}", img_s=f"{seen / (time.monotonic() - start):,.0f}", refresh=False)
             bar.update()
     bar.close()

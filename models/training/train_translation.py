@@ -144,6 +144,33 @@ def learning_rate(step: int, total: int, d_model: int, cfg: TranslationTrainConf
     raise ValueError(f"unknown lr_schedule {cfg.lr_schedule!r}; expected 'linear' or 'rsqrt'")
 
 
+def _optimise(
+    model: TranslationTransformer,
+    opt: torch.optim.Optimizer,
+    src: torch.Tensor,
+    tgt: torch.Tensor,
+    lr: float,
+    label_smoothing: float,
+) -> torch.Tensor:
+    """One step at ``lr`` on a batch (teacher forcing, gradients clipped at norm 1); returns its loss.
+    src: (B, L) int64; tgt: (B, S + 1) int64, the start token first."""
+    pad = model.cfg.pad_id
+    for group in opt.param_groups:
+        group["lr"] = lr
+    logits = model(src, tgt[:, :-1])  # (B, S, V)
+    loss = F.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]),  # (B * S, V)
+        tgt[:, 1:].reshape(-1),  # (B * S,)
+        ignore_index=pad,
+        label_smoothing=label_smoothing,
+    )
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    return loss
+
+
 def train_loop(
     model: TranslationTransformer,
     examples: Sequence[tuple[list[int], list[int]]],
@@ -174,19 +201,7 @@ def train_loop(
         src, tgt = collate(examples, idx, pad)
         src, tgt = src.to(device), tgt.to(device)
         step += 1
-        for group in opt.param_groups:
-            group["lr"] = learning_rate(step, total, model.cfg.d_model, cfg)
-        logits = model(src, tgt[:, :-1])  # (B, S, V)
-        loss = F.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]),  # (B * S, V)
-            tgt[:, 1:].reshape(-1),  # (B * S,)
-            ignore_index=pad,
-            label_smoothing=cfg.label_smoothing,
-        )
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
+        loss = _optimise(model, opt, src, tgt, learning_rate(step, total, model.cfg.d_model, cfg), cfg.label_smoothing)
         tokens += int((src != pad).sum() + (tgt[:, 1:] != pad).sum())
         window.append(loss.item())
         if step % 50 == 0 or step == total:
@@ -238,11 +253,10 @@ def evaluate(model: TranslationTransformer, tok: Tokenizer, pairs: Sequence[Pair
     return {"exact_match": exact_match(hyps, refs), **sacrebleu_scores(hyps, refs), "n": len(pairs)}
 
 
-def run(cfg: TranslationTrainConfig, out_dir: Path, progress: bool = True) -> dict:
-    """Generate the data, train the tokenizer and the model, evaluate, write ``out_dir``."""
-    torch.manual_seed(cfg.seed)
-    torch.set_num_threads(cfg.threads)
-    t0 = time.monotonic()
+def _training_pairs(cfg: TranslationTrainConfig) -> tuple[list[Pair], list[Pair], list[Pair], list[Pair]]:
+    """(train, held-out test, its re-spelt variants, its hyphen variants); no training source is a
+    held-out source as the model reads it (lower case, one space), and the training pairs mix in
+    ``cfg.variant_rate`` variants of their own."""
     train, test = make_splits(cfg.train_size, cfg.test_size, cfg.data_seed)
     variants = held_out_variants(test, cfg.data_seed)  # the held-out pairs, re-spelt: never trained either
     hyphens = held_out_hyphen_variants(test, cfg.data_seed)
@@ -258,6 +272,45 @@ def run(cfg: TranslationTrainConfig, out_dir: Path, progress: bool = True) -> di
         train = mix_variants(
             train, cfg.variant_rate, seed=cfg.data_seed * 2 + 100, exclude=held_out, kinds=kinds, key=normalize_source
         )
+    return train, test, variants, hyphens
+
+
+def _write(
+    out_dir: Path,
+    cfg: TranslationTrainConfig,
+    model: TranslationTransformer,
+    tok: Tokenizer,
+    init_tokenizer: Path | None,
+    stats: dict,
+    metrics: dict,
+) -> None:
+    """``out_dir``: tokenizer.json, model.safetensors (fp16 storage) and train_log.json."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if init_tokenizer is None:
+        tok.save(str(out_dir / "tokenizer.json"))
+    elif init_tokenizer.resolve() != (out_dir / "tokenizer.json").resolve():
+        shutil.copyfile(init_tokenizer, out_dir / "tokenizer.json")  # the same bytes: fine-tuning keeps the vocabulary
+    extra = {
+        "task": "English -> German: numbers, dates, times, quantities",
+        "train_config": dataclasses.asdict(cfg),
+        "training": {k: v for k, v in stats.items() if k != "losses"},
+        **metrics,
+        "limits": {"max_source_len": cfg.max_len, "max_target_len": cfg.max_len},
+        "torch_threads": cfg.threads,
+    }
+    # fp16 storage: half the bytes in git (7 MB, not 14); the model runs in fp32 after loading.
+    # metrics_torch are the fp32 model's; MODEL_CARD.md's come from the stored weights via ONNX.
+    extra["weights_stored_as"] = "float16"
+    save_checkpoint(model, out_dir / "model.safetensors", extra=extra, storage_dtype=torch.float16)
+    (out_dir / "train_log.json").write_text(json.dumps({**extra, "losses": stats["losses"]}, indent=1) + "\n")
+
+
+def run(cfg: TranslationTrainConfig, out_dir: Path, progress: bool = True) -> dict:
+    """Generate the data, train the tokenizer and the model, evaluate, write ``out_dir``."""
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(cfg.threads)
+    t0 = time.monotonic()
+    train, test, variants, hyphens = _training_pairs(cfg)
     if cfg.init_from:
         init_tokenizer = Path(cfg.init_from).parent / "tokenizer.json"
         tok = Tokenizer.from_file(str(init_tokenizer))
@@ -299,24 +352,7 @@ def run(cfg: TranslationTrainConfig, out_dir: Path, progress: bool = True) -> di
             f"chrF {metrics_variants['chrf']:.2f} ({len(variants)} pairs); hyphen variants: exact match "
             f"{metrics_hyphens['exact_match']:.2%} ({len(hyphens)} pairs)"
         )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if not cfg.init_from:
-        tok.save(str(out_dir / "tokenizer.json"))
-    elif init_tokenizer.resolve() != (out_dir / "tokenizer.json").resolve():
-        shutil.copyfile(init_tokenizer, out_dir / "tokenizer.json")  # the same bytes: fine-tuning keeps the vocabulary
-    extra = {
-        "task": "English -> German: numbers, dates, times, quantities",
-        "train_config": dataclasses.asdict(cfg),
-        "training": {k: v for k, v in stats.items() if k != "losses"},
-        "metrics_torch": metrics,
-        "metrics_torch_variants": metrics_variants,
-        "metrics_torch_hyphen_variants": metrics_hyphens,
-        "limits": {"max_source_len": cfg.max_len, "max_target_len": cfg.max_len},
-        "torch_threads": cfg.threads,
-    }
-    # fp16 storage: half the bytes in git (7 MB, not 14); the model runs in fp32 after loading.
-    # metrics_torch are the fp32 model's; MODEL_CARD.md's come from the stored weights via ONNX.
-    extra["weights_stored_as"] = "float16"
-    save_checkpoint(model, out_dir / "model.safetensors", extra=extra, storage_dtype=torch.float16)
-    (out_dir / "train_log.json").write_text(json.dumps({**extra, "losses": stats["losses"]}, indent=1) + "\n")
+    metrics_all = {"metrics_torch": metrics, "metrics_torch_variants": metrics_variants}
+    metrics_all["metrics_torch_hyphen_variants"] = metrics_hyphens
+    _write(out_dir, cfg, model, tok, init_tokenizer if cfg.init_from else None, stats, metrics_all)
     return {"stats": stats, "metrics": metrics}

@@ -8,7 +8,8 @@ import logging
 import sys
 
 from ..runtime.registry import RepositoryError
-from ..shared.config import ConfigError, add_arguments, bundled_model_repo, resolve_settings
+from ..shared.config import ConfigError, bundled_model_repo
+from ..shared.config_sources import add_arguments, resolve_settings
 from ..shared.onnx_sessions import ProviderError
 from . import workers
 from .process import serve

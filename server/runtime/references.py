@@ -109,7 +109,7 @@ def _advice(manifest: Manifest) -> str:
         return (
             "its int8 weights use the full 8 bits, which onnxruntime's kernels for CPUs without VNNI "
             "(AVX2, AVX-512 without VNNI) saturate: re-export it with this attnserve-export (--precision int8 "
-            "now writes 7-bit weights that compute right on every CPU), or export it with --precision fp32"
+            "writes 7-bit weights that compute right on every CPU), or export it with --precision fp32"
         )
     if manifest.precision == "int8":
         return "re-export it on this machine with attnserve-export --precision int8, or serve an fp32 export"

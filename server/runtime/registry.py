@@ -12,26 +12,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import onnxruntime as ort
+from attnserve.contract.kinds import IMAGE_CLASSIFICATION
+from attnserve.contract.manifest import MANIFEST_NAME, Manifest, ManifestError, load_manifest
 
-from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
-from attnserve.contract.manifest import MANIFEST_NAME, GraphSpec, Manifest, ManifestError, load_manifest
-
-from ..images.classification import ImageClassifier
-from ..shared.config import Settings, engine_settings_kwargs
+from ..shared.config import Settings
 from ..shared.errors import InvalidRequest, ModelNotFound, client_message, echo
-from ..shared.onnx_sessions import ProviderError, create_session, cuda_listed, session_provider
-from ..translation import EngineSettings, TranslationEngine
-from ..translation.aligner import Aligner
+from ..shared.onnx_sessions import ProviderError, cuda_listed
 from ..translation.sessions import model_spec
-from .references import ReferenceMismatch, check_references
+from .model_loader import LoadedModel, load_checked, log_loaded, manifest_fingerprint, name_of_dir, served_graphs
+from .references import ReferenceMismatch
 
 log = logging.getLogger(__name__)
 
@@ -95,38 +90,6 @@ def index_model(model_dir: Path, settings: Settings) -> IndexedModel:
         cache = settings.max_kv_cache_bytes or settings.max_tokens_in_flight * per_token
     fingerprint = manifest_fingerprint(model_dir)
     return IndexedModel(manifest.name, manifest.kind, model_dir, manifest, fingerprint, weights + cache)
-
-
-@dataclass
-class LoadedModel:
-    name: str
-    kind: str
-    model_dir: Path
-    manifest: Manifest
-    provider: str  # "cpu" | "cuda": what the sessions really run on
-    warmup_s: float
-    classifier: ImageClassifier | None = None
-    engine: TranslationEngine | None = None
-    aligner: Aligner | None = None  # translation: word alignments, when the directory has aligner.onnx
-    fingerprint: str = ""  # sha256 of model.json (it holds the sha256 of every file): the version
-    users: int = 0  # handlers holding this version (see ModelRegistry.use); a replaced version waits for 0
-    references: str = ""  # what the load-time check of verification.npz found (server/runtime/references.py)
-
-    @property
-    def version(self) -> str:
-        return self.fingerprint[:12]
-
-    @property
-    def aligns(self) -> bool:
-        """Translation: it can return word alignments (and place inline markup by them): its
-        decoder returns its steps' attention, or its directory has the aligner graph."""
-        return self.aligner is not None or (self.engine is not None and self.engine.step_attention)
-
-    async def stop_when_unused(self, grace_s: float) -> None:
-        """After a hot reload: let the handlers still on this version finish, then stop it."""
-        while self.users > 0:
-            await asyncio.sleep(0.02)
-        await (self.classifier or self.engine).stop(grace_s)
 
 
 @dataclass(frozen=True)
@@ -305,107 +268,3 @@ class ModelRegistry:
 
     async def stop(self, grace_s: float) -> None:
         await asyncio.gather(*((m.classifier or m.engine).stop(grace_s) for m in self.models.values()))
-
-
-def log_loaded(model: LoadedModel, waited_s: float | None = None) -> None:
-    """The one log line of a loaded model (``waited_s``: how long its first request waited for it)."""
-    files = ", ".join(f"{n} ({e.get('bytes', 0) / 1e6:.1f} MB)" for n, e in sorted(model.manifest.files.items()))
-    on_demand = "" if waited_s is None else f"; on demand, its request waited {waited_s * 1e3:.0f} ms"
-    log.info(
-        "loaded model %s (%s) provider=%s files=[%s] warm-up %.1f ms; %s%s",
-        model.name,
-        model.kind,
-        model.provider,
-        files,
-        model.warmup_s * 1e3,
-        model.references,
-        on_demand,
-    )
-
-
-def load_checked(model_dir: Path, settings: Settings, verified: dict[Path, tuple] | None = None) -> LoadedModel:
-    """Validate (model.json and the sha256 of every file) and load one model directory, warmed up.
-    Sync: the lazy loader and the hot reload run it in a thread.
-
-    ``verified`` (the lazy loader's): directories whose files were hashed by an earlier load of
-    this process, with what identified them then (:func:`file_stamps`); a directory whose
-    model.json and files are unchanged since (same bytes of model.json; each file's inode, size
-    and modification time) is not hashed again when a model evicted from the budget comes back.
-    """
-    stamps = file_stamps(model_dir)
-    again = verified is not None and verified.get(model_dir) == stamps
-    model = load_model(model_dir, load_manifest(model_dir, verify_files=not again), settings)
-    if verified is not None:
-        verified[model_dir] = stamps
-    return model
-
-
-def file_stamps(model_dir: Path) -> tuple:
-    """model.json's bytes and (name, inode, size, mtime) of every other file of ``model_dir``, links followed."""
-    stamps = []
-    for path in sorted(model_dir.iterdir()):
-        if path.name != MANIFEST_NAME and path.is_file():
-            st = path.stat()
-            stamps.append((path.name, st.st_ino, st.st_size, st.st_mtime_ns))
-    return ((model_dir / MANIFEST_NAME).read_bytes(), tuple(stamps))
-
-
-def name_of_dir(model_dir: Path) -> str:
-    try:
-        return load_manifest(model_dir, verify_files=False).name
-    except ManifestError:
-        return model_dir.name
-
-
-def manifest_fingerprint(model_dir: Path) -> str:
-    return hashlib.sha256((Path(model_dir) / MANIFEST_NAME).read_bytes()).hexdigest()
-
-
-def check_graph_inputs(model_dir: Path, role: str, graph: GraphSpec, session: ort.InferenceSession) -> None:
-    """The graph's inputs are the ones model.json lists (a swapped or mismatched graph is refused)."""
-    actual = [i.name for i in session.get_inputs()]
-    if sorted(actual) != sorted(graph.inputs):
-        raise ManifestError(
-            model_dir / MANIFEST_NAME,
-            f"graphs.{role}.inputs",
-            f"lists {graph.inputs} but {graph.file} has inputs {actual}",
-        )
-
-
-def served_graphs(manifest: Manifest) -> list[tuple[str, GraphSpec]]:
-    """The graphs the server opens a session for: all, but the aligner graph where the decoder
-    returns its steps' attention (alignments then never run it: a session of the bundled
-    translator's aligner.onnx holds about 7 MiB, per loaded model)."""
-    steps = manifest.kind == TRANSLATION and bool(manifest.decoder_io().attention)
-    return [(role, graph) for role, graph in manifest.graphs.items() if not (steps and role == "aligner")]
-
-
-def load_model(model_dir: Path, manifest: Manifest, settings: Settings) -> LoadedModel:
-    """Sessions (one per graph it serves with) + classifier or decode engine, warmed up."""
-    graphs = served_graphs(manifest)
-    provider, threads = settings.provider, settings.threads
-    sessions = {role: create_session(model_dir / graph.file, provider, threads) for role, graph in graphs}
-    for role, graph in graphs:
-        check_graph_inputs(model_dir, role, graph, sessions[role])
-    # before the engine starts: a model that computes wrong numbers here is never served
-    references = check_references(model_dir, manifest, sessions, session_provider(next(iter(sessions.values()))))
-    model = _build_model(model_dir, manifest, settings, sessions)
-    model.fingerprint = manifest_fingerprint(model_dir)
-    model.references = references.summary()
-    return model
-
-
-def _build_model(
-    model_dir: Path, manifest: Manifest, settings: Settings, sessions: dict[str, ort.InferenceSession]
-) -> LoadedModel:
-    provider = session_provider(next(iter(sessions.values())))
-    if manifest.kind == IMAGE_CLASSIFICATION:
-        classifier = ImageClassifier(manifest, sessions["model"], settings)
-        return LoadedModel(manifest.name, manifest.kind, model_dir, manifest, provider, classifier.warmup(), classifier)
-    engine_settings = EngineSettings(**engine_settings_kwargs(settings))
-    engine = TranslationEngine(model_dir, manifest, sessions["encoder"], sessions["decoder"], engine_settings)
-    warmup_s = engine.warmup()
-    aligner = Aligner(sessions["aligner"], manifest, sessions["encoder"]) if "aligner" in sessions else None
-    return LoadedModel(
-        manifest.name, manifest.kind, model_dir, manifest, provider, warmup_s, engine=engine, aligner=aligner
-    )

@@ -22,16 +22,9 @@ from attnserve.contract.manifest import ManifestError
 
 from ..shared.config import Settings
 from ..shared.errors import echo
+from .model_loader import LoadedModel, load_checked, manifest_fingerprint, name_of_dir
 from .references import ReferenceMismatch
-from .registry import (
-    FailedModel,
-    LoadedModel,
-    ModelRegistry,
-    index_model,
-    load_checked,
-    manifest_fingerprint,
-    name_of_dir,
-)
+from .registry import FailedModel, ModelRegistry, index_model
 
 log = logging.getLogger(__name__)
 

@@ -41,7 +41,8 @@ from attnserve.contract.manifest import ManifestError
 from ..shared.config import Settings
 from ..shared.errors import DeadlineExceeded, ModelUnavailable, Overloaded, echo
 from ..shared.metrics import Metrics
-from .registry import IndexedModel, LoadedModel, ModelRegistry, RepositoryError, load_checked, log_loaded
+from .model_loader import LoadedModel, load_checked, log_loaded
+from .registry import IndexedModel, ModelRegistry, RepositoryError
 
 log = logging.getLogger(__name__)
 

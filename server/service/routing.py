@@ -137,9 +137,6 @@ class LanguageTable:
     def sources_to(self, target: str) -> list[str]:
         return sorted(s for s, t in self.pairs if t == target)
 
-    def model_for(self, source: str, target: str) -> str | None:
-        return self.pairs.get((source, target))
-
     def pivot_route(self, source: str, target: str, pivot: str) -> Route | None:
         """``source -> pivot -> target`` when no model serves the pair directly and two models reach
         and leave ``pivot`` (codes as a request gives them; None otherwise, and for unknown codes)."""

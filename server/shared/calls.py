@@ -148,12 +148,7 @@ class CallTracker:
                 raise Overloaded(f"{self.inflight - 1} calls in flight, the limit is {self.max_inflight}; retry later")
             yield call
         except ServingError as exc:
-            call.status = exc.status
-            message = self.message(str(exc))
-            if exc.status == "INTERNAL":  # a server-side failure: the request id ties the reply to the log
-                log.error("request %s: %s on model %s failed: %s", call.request_id, method, call.model, exc)
-                message = f"{message} (request id {call.request_id})"
-            raise CallFailed(exc.status, message, getattr(exc, "http_status", None)) from None
+            raise self._failed(call, method, exc) from None
         except CallFailed as exc:  # already mapped by an inner layer (a stream's own error)
             call.status = exc.status
             raise
@@ -166,15 +161,27 @@ class CallTracker:
             message = self.message(f"internal error: {type(exc).__name__}: {exc}")
             raise CallFailed("INTERNAL", f"{message} (request id {call.request_id})") from None
         finally:
-            elapsed = time.perf_counter() - start
-            if counted:
-                self.inflight -= 1
-                if self.inflight == 0:
-                    self._idle.set()
-            model = call.model if self.served(call.model) else NO_MODEL
-            self.metrics.call_done(model, method, call.status, elapsed)
-            if inference and model != NO_MODEL:
-                self._record(model, call, elapsed)
+            self._done(call, method, time.perf_counter() - start, counted=counted, inference=inference)
+
+    def _failed(self, call: Call, method: str, exc: ServingError) -> CallFailed:
+        """A typed refusal or failure as the client reads it; an INTERNAL one is logged with its request id."""
+        call.status = exc.status
+        message = self.message(str(exc))
+        if exc.status == "INTERNAL":  # a server-side failure: the request id ties the reply to the log
+            log.error("request %s: %s on model %s failed: %s", call.request_id, method, call.model, exc)
+            message = f"{message} (request id {call.request_id})"
+        return CallFailed(exc.status, message, getattr(exc, "http_status", None))
+
+    def _done(self, call: Call, method: str, elapsed: float, *, counted: bool, inference: bool) -> None:
+        """A finished call leaves the in-flight count and is recorded in the metrics and model statistics."""
+        if counted:
+            self.inflight -= 1
+            if self.inflight == 0:
+                self._idle.set()
+        model = call.model if self.served(call.model) else NO_MODEL
+        self.metrics.call_done(model, method, call.status, elapsed)
+        if inference and model != NO_MODEL:
+            self._record(model, call, elapsed)
 
     def message(self, text: str) -> str:
         """``text`` as a client may read it (``errors.client_message``): capped, no repository path."""

@@ -73,7 +73,16 @@ class WatchedEngine(Protocol):
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
-        r = self.registry
+        self._add_request_series(self.registry)
+        self._add_decoding_series(self.registry)
+        self._add_model_series(self.registry)
+        self._http: Any = None
+        # Labelled children of each (model, method, status) seen: labels() takes a lock and builds
+        # a key on every call. The label values are bounded (models of the repository or "-").
+        self._call_series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+
+    def _add_request_series(self, r: CollectorRegistry) -> None:
+        """Calls: their count by status, latency, queueing, batch sizes, request sizes, authentication."""
         self.requests = Counter("attnserve_requests", "requests by status", ["model", "method", "status"], registry=r)
         self.latency = Histogram(
             "attnserve_request_latency_seconds",
@@ -110,6 +119,13 @@ class Metrics:
             buckets=CHARACTER_BUCKETS,
             registry=r,
         )
+        self.inflight = Gauge("attnserve_inflight_requests", "handlers running", registry=r)
+        self.unauthenticated = Counter(
+            "attnserve_unauthenticated", "calls without a valid bearer token", ["method"], registry=r
+        )
+
+    def _add_decoding_series(self, r: CollectorRegistry) -> None:
+        """The decode engines: tokens generated, rows, KV cache bytes, the admitted budget, queues."""
         self.tokens = Counter("attnserve_tokens_generated", "tokens generated", ["model"], registry=r)
         self.active_sequences = Gauge("attnserve_active_sequences", "rows in the decode batch", ["model"], registry=r)
         self.kv_cache_bytes = Gauge("attnserve_kv_cache_bytes", "bytes held by KV caches", ["model"], registry=r)
@@ -121,10 +137,9 @@ class Metrics:
         )
         self.tokens_in_flight = Gauge("attnserve_tokens_in_flight", "admitted token budget", ["model"], registry=r)
         self.queued = Gauge("attnserve_queued_items", "images or texts waiting", ["model"], registry=r)
-        self.inflight = Gauge("attnserve_inflight_requests", "handlers running", registry=r)
-        self.unauthenticated = Counter(
-            "attnserve_unauthenticated", "calls without a valid bearer token", ["method"], registry=r
-        )
+
+    def _add_model_series(self, r: CollectorRegistry) -> None:
+        """The model repository: loads, their time, evictions, bytes held in the memory budget."""
         self.model_loads = Counter("attnserve_model_loads", "model loads", ["model", "outcome"], registry=r)
         self.model_load_seconds = Histogram(
             "attnserve_model_load_seconds", "time to load a model", ["model"], buckets=LATENCY_BUCKETS, registry=r
@@ -135,10 +150,6 @@ class Metrics:
         self.loaded_model_bytes = Gauge(
             "attnserve_loaded_model_bytes", "a loaded model's bytes in the memory budget", ["model"], registry=r
         )
-        self._http: Any = None
-        # Labelled children of each (model, method, status) seen: labels() takes a lock and builds
-        # a key on every call. The label values are bounded (models of the repository or "-").
-        self._call_series: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 
     def call_done(self, model: str, method: str, status: str, seconds: float) -> None:
         """One finished call: attnserve_requests_total and its latency."""

@@ -4,13 +4,13 @@ cross-attention of finished translations, for word alignments.
 A fused export's step decoder returns each step's attention at the layer read (its
 ``step_attention`` output), which the engine keeps for the texts that ask
 (``DecodeOptions.return_attention``, :mod:`.step_attention`); what no step kept (decoders
-exported before that output, or without it: ``--device cuda``, attention not fused) runs one
+without that output: older exports, ``--device cuda``, attention not fused) runs one
 more, teacher-forced pass of the decoder per finished sentence here: the encoder's output and the whole output in, the
 decoder layers' cross-attention out (``contract.graph_io``). The encoder's output is the one
 the engine kept from decoding the sentence (``DecodeOptions.return_memory``), so the source is
 not encoded again; a sentence without it (a stream's) is encoded here with the model's encoder
-graph. Directories exported before the aligner took the encoder's output have an aligner that
-takes source ids and encodes them itself; they are run that way.
+graph. An aligner graph that takes source ids (the older layout) encodes them itself and is run
+that way.
 
 The layer read is the model's ``extra.alignment.layer`` (model.json), else the second to last
 (the aligner graph computes the decoder layers up to it, no further):
@@ -66,11 +66,6 @@ class Aligner:
         self.pad_id = manifest.tokenizer.pad_id
         self.start_id = manifest.tokenizer.start_id
         self.d_model = int(manifest.config["d_model"])
-
-    @property
-    def wants_memory(self) -> bool:
-        """Whether the aligner reads the encoder's output (keep it from decoding: cheaper)."""
-        return not self.io.encodes
 
     def decoder_inputs(self, hidden_prefix: Sequence[int], token_ids: Sequence[int]) -> list[int]:
         """The teacher-forced decoder inputs of an output: the start token, the hidden prefix,

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from attnserve.server.entry.cli import build_parser
-from attnserve.server.shared.config import resolve_settings
+from attnserve.server.shared.config_sources import resolve_settings
 
 from .conftest import DOCKER, DOCKERFILES, GRPC_PORT, HTTP_PORT, METRICS_PORT, free_port, parse_dockerfile
 

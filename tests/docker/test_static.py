@@ -22,7 +22,8 @@ import pytest
 import tomllib
 import yaml
 
-from attnserve.server.shared.config import Settings, env_name
+from attnserve.server.shared.config import Settings
+from attnserve.server.shared.config_sources import env_name
 
 from .conftest import (
     DOCKER,
@@ -111,7 +112,7 @@ def test_compose_environment_sets_every_server_setting_with_its_default(compose)
             assert env[name] == fixed[name], name
         else:
             # the value the container gets must parse to the server's own default
-            from attnserve.server.shared.config import _convert
+            from attnserve.server.shared.config_sources import _convert
 
             assert _convert(f.name, env[name], name) == getattr(defaults, f.name), name
     assert environment(compose["services"]["attnserve-gpu"])["ATTNSERVE_PROVIDER"] == "cuda"

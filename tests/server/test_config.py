@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from attnserve.server.entry.cli import build_parser
-from attnserve.server.shared.config import ConfigError, Settings, bundled_model_repo, resolve_settings, settings_table
+from attnserve.server.shared.config import ConfigError, Settings, bundled_model_repo
+from attnserve.server.shared.config_sources import resolve_settings, settings_table
 
 
 @pytest.fixture(autouse=True)

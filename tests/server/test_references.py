@@ -68,7 +68,7 @@ def repo_with_altered(tmp_path, exported, vit_dirs) -> Path:
 
 
 def test_a_model_whose_references_were_altered_is_not_serving_with_the_reason(serve, repo_with_altered, caplog):
-    caplog.set_level(logging.INFO, logger="attnserve.server.runtime.registry")
+    caplog.set_level(logging.INFO, logger="attnserve.server")
     with serve(repo_with_altered, skip_bad_models=True) as server, server.client() as client:
         assert client.health("altered") == "NOT_SERVING"
         assert client.health("good") == "SERVING" and client.health("digits") == "SERVING"

@@ -63,16 +63,18 @@ def test_each_source_has_exactly_one_target():
 
 
 def test_known_examples_are_correct_german():
+    from attnserve.models.training import data_quantities as q
     from attnserve.models.training import data_translation as d
+    from attnserve.models.training.data_values import number_words
 
     forms = d.date_forms(datetime.date(2025, 3, 3))
     assert forms["Monday, March 3, 2025"] == "Montag, 3. März 2025"
     assert forms["3/3/25"] == "03.03.25"
     assert d.date_forms(datetime.date(2025, 5, 3))["May 3, 2025"] == "3. Mai 2025"  # long, not medium "03.05.2025"
-    assert d.unit_pattern("length-kilometer", "de", "long", 342).format(d._words(342, "de")) == (
+    assert q.unit_pattern("length-kilometer", "de", "long", 342).format(number_words(342, "de")) == (
         "dreihundertzweiundvierzig Kilometer"
     )
-    assert d._words(342, "en", american=True) == "three hundred forty-two"
+    assert number_words(342, "en", american=True) == "three hundred forty-two"
 
 
 def test_held_out_sources_never_appear_in_training():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from attnserve.server.documents import DocumentLimits
-from attnserve.server.shared.config import resolve_settings
+from attnserve.server.shared.config_sources import resolve_settings
 from attnserve.server.shared.errors import InvalidRequest
 
 

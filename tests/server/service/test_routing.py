@@ -45,9 +45,9 @@ def test_a_pair_goes_to_a_model_made_for_it_then_to_the_first_by_name():
             ModelLanguages("plain", (), ()),
         ]
     )
-    assert table.model_for("en", "de") == "z-en-de" and table.model_for("fr", "de") == "a-many"
-    assert table.model_for("en", "fr") == "a-many"  # two multilingual models: the first by name
-    assert table.model_for("de", "de") is None and table.model_for("de", "en") is None
+    assert table.pairs[("en", "de")] == "z-en-de" and table.pairs[("fr", "de")] == "a-many"
+    assert table.pairs[("en", "fr")] == "a-many"  # two multilingual models: the first by name
+    assert ("de", "de") not in table.pairs and ("de", "en") not in table.pairs
     assert [table.route(s, t) for s, t in (("en", "de"), ("", "de"), ("deu", "fr"), ("en", ""))] == [
         "z-en-de", "z-en-de", "a-many", "z-en-de",
     ]  # fmt: skip
