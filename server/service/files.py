@@ -107,6 +107,10 @@ class FileTranslation:
         self.settings = s = service.settings
         self.workers = FileWorkers(s.file_workers, Limits(s.file_cpu_seconds, s.file_memory_bytes))
 
+    def start(self) -> None:
+        """A file worker spawned ahead, in the background, as the server starts (``files.sandbox``)."""
+        self.workers.start()
+
     def close(self) -> None:
         self.workers.close()
 
