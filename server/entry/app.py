@@ -197,6 +197,7 @@ class AttnServer(RepositoryControl):
         await self.health.set("", health_pb2.HealthCheckResponse.SERVING)
         if self.settings.repository_poll_seconds > 0:
             self._watcher = asyncio.ensure_future(self.watch_repository())
+        self.files.start()  # after health: the worker's imports do not delay start-up
         await self.jobs.start()
         self._started = True
 

@@ -22,7 +22,7 @@ from .errors import FileRefused, TooManyCharacters, UnsupportedFile
 from .extracted import Characters, Deadline, Extracted
 from .packages import read_docx, read_epub, read_odp, read_odt, read_pptx
 from .pdf import read_pdf
-from .placement import MAX_ALIGNED_RUNS, Placement, Unit, holders, place, place_aligned, run_at
+from .placement import MAX_ALIGNED_RUNS, Placement, Unit, holders, place, place_aligned, run_at, styled_spans
 from .text_files import read_html, read_md, read_srt, read_txt
 
 Reader = Callable[[bytes, int, Characters], Extracted]
@@ -69,4 +69,5 @@ def read(filename: str, data: bytes, max_file_bytes: int, max_chars: int | None 
 __all__ = [
     "MAX_ALIGNED_RUNS", "READERS", "SUPPORTED", "Deadline", "Extracted", "FileRefused", "Placement",
     "TooManyCharacters", "Unit", "UnsupportedFile", "holders", "place", "place_aligned", "read", "run_at",
+    "styled_spans",
 ]  # fmt: skip

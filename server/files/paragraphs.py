@@ -31,6 +31,9 @@ W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
+HYPERLINK = f"{W}hyperlink"
+# run properties that do not show: runs differing only in them look alike (Word splits runs at edits)
+_UNSEEN = frozenset({"lang", "altLang", "noProof", "dirty", "err", "smtClean", "smtId", "bmk", "rsidRPr"})
 # characters XML 1.0 cannot hold (a control character in a model's output): see xml_text
 _NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -69,6 +72,17 @@ def xml_text(text: str) -> str:
     return _NOT_XML.sub(lambda m: " " if m.group().isspace() else "", text)
 
 
+def _seen(element: etree._Element) -> str:
+    """``element``'s attributes and children but the unseen ones, as a key."""
+    attributes = sorted((k, v) for k, v in element.attrib.items() if etree.QName(k).localname not in _UNSEEN)
+    children = sorted(
+        etree.QName(c).localname + _seen(c)
+        for c in element
+        if isinstance(c.tag, str) and etree.QName(c).localname not in _UNSEEN
+    )
+    return f"{attributes}{children}" if attributes or children else ""
+
+
 @dataclass(frozen=True)
 class Slot:
     """An element's ``text`` (or ``tail``): one run's character data."""
@@ -105,6 +119,7 @@ class _Collector:
         self.slots: list[Slot] = []
         self.runs: list[str] = []
         self.joints: list[str] = []
+        self.styles: list[str] = []
         self.pending = ""  # joints seen since the last run
 
     def slot(self, slot: Slot) -> None:
@@ -116,6 +131,23 @@ class _Collector:
         self.pending = ""
         self.slots.append(slot)
         self.runs.append(text)
+        self.styles.append(self.style(slot))
+
+    def style(self, slot: Slot) -> str:
+        """How the slot's run looks, as a key ("" plain): its run properties but the unseen ones
+        (OOXML), or the spans and links around it (ODF)."""
+        if self.dialect.mixed:
+            around = slot.element.getparent() if slot.tail else slot.element
+            keys = []
+            while around is not None and around.tag in self.dialect.inline:
+                keys.append(etree.QName(around).localname + _seen(around))
+                around = around.getparent()
+            return "".join(keys)
+        run = slot.element.getparent()
+        props = run.find(f"{W}rPr") if run.tag == f"{W}r" else run.find(f"{A}rPr")
+        key = "" if props is None else _seen(props)
+        parent = run.getparent()
+        return key + (f"link{sorted(parent.attrib.items())}" if parent is not None and parent.tag == HYPERLINK else "")
 
     def joint(self, element: etree._Element) -> None:
         text = self.dialect.joints[element.tag]
@@ -150,7 +182,7 @@ def paragraph(element: etree._Element, dialect: Dialect) -> Paragraph | None:
     collector.walk(element)
     if not collector.runs:
         return None
-    unit = Unit(tuple(collector.runs), tuple(collector.joints))
+    unit = Unit(tuple(collector.runs), tuple(collector.joints), tuple(collector.styles))
     return Paragraph(tuple(collector.slots), unit) if unit.text.strip() else None
 
 

@@ -1,8 +1,9 @@
 """A translated paragraph placed back onto the runs it was read from.
 
 A paragraph of a .docx, a slide or an .odt is a sequence of runs, each with its own style
-(``Hello <b>big</b> world``: three runs). The model translates the paragraph as one sentence;
-its translation is then cut into pieces, one for each run with words in it (a piece may be empty).
+(``Hello <b>big</b> world``: three runs). The model translates the paragraph's sentences, cut
+where html's would be at its styled stretches (:func:`styled_spans`); its translation is then
+cut into pieces, one for each run with words in it (a piece may be empty).
 
 Without word alignments, by proportion of words: a run holding a third of the source's
 words gets about a third of the translation's, in order, each such run at least one. When
@@ -47,13 +48,16 @@ class Unit:
 
     ``runs[i]`` is the text of run i as the file holds it; ``joints[i]`` (one fewer) is what
     the model reads between run i and run i + 1 for things that are not runs and stay where
-    they are (a tab, a line break, an ODF ``<text:s/>``): "" where the runs touch."""
+    they are (a tab, a line break, an ODF ``<text:s/>``): "" where the runs touch. ``styles[i]``
+    (none, or one per run) says how run i looks: "" plain, runs that look alike the same."""
 
     runs: tuple[str, ...]
     joints: tuple[str, ...] = ()
+    styles: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         assert len(self.joints) == max(0, len(self.runs) - 1), "one joint between each two runs"
+        assert len(self.styles) in (0, len(self.runs)), "a style for each run, or none"
         out = [self.runs[0]] if self.runs else []
         for joint, run in zip(self.joints, self.runs[1:]):
             out += (joint, run)
@@ -66,6 +70,25 @@ class Unit:
 
 
 Placement = Callable[["Unit", str], list[str]]
+
+
+def styled_spans(unit: Unit) -> tuple[tuple[int, int], ...]:
+    """The (start, end) offsets in ``unit.text`` of each stretch of runs in one style other than
+    plain (what an html element is to its text): a sentence is segmented at them as at html's
+    inline markup (``documents.splitter``), so a paragraph is translated alike in every format."""
+    out: list[tuple[int, int]] = []
+    at, start, style = 0, 0, ""
+    for i, run in enumerate(unit.runs):
+        joint = unit.joints[i - 1] if i else ""
+        now = unit.styles[i] if unit.styles else ""
+        if now != style:
+            if style:
+                out.append((start, at))
+            start, style = at + len(joint), now
+        at += len(joint) + len(run)
+    if style:
+        out.append((start, at))
+    return tuple(out)
 
 
 def _splits_word(left: str, joint: str, right: str) -> bool:

@@ -6,13 +6,17 @@ a thread it would stall the event loop (gRPC, health checks, every other client)
 take gigabytes. Here each piece of file work is a job of a :class:`FileWorkers` pool:
 
 - ``--file-workers`` processes, spawned (the server's gRPC and onnxruntime threads must not
-  be forked) on first use and kept; a job waits for a free one within its deadline;
+  be forked) and kept; a job waits for a free one within its deadline. A worker's start costs
+  a second or more (an interpreter and the parsers' imports), so :meth:`FileWorkers.start`
+  spawns one ahead in the background, and a job that ends leaving no idle worker (its own
+  retired, killed or dead) spawns one ahead again: a file finds a ready worker, not a spawn
+  (files in flight together beyond the idle workers still spawn theirs, up to the size);
 - a job's CPU time is capped by the kernel (``RLIMIT_CPU`` raised to the worker's time so far
   plus the job's budget: SIGXCPU ends it), the worker's memory by ``RLIMIT_AS``
   (``--file-memory-bytes`` over what the worker took at start: an allocation past it fails
   with MemoryError), and the job's wall time by its request's deadline (the worker is killed);
 - a worker that dies, is killed or runs out of memory fails only its own job, with a typed
-  error naming the setting, and is replaced by a fresh one on the next job; the other jobs
+  error naming the setting, and is replaced (ahead, as above); the other jobs
   run on in their own workers.
 
 Jobs are module-level functions (pickled by reference) and their arguments and results
@@ -149,13 +153,17 @@ class _Worker:
         self.ready = False
         self.killed = False
 
-    def exchange(self, message: Any) -> Any:
-        """Send a job and wait for its reply (on a thread of the pool's own)."""
+    def wait_ready(self) -> None:
+        """Block until the worker has its imports done (on a thread of the pool's own)."""
         if not self.ready:
             if not self.conn.poll(START_TIMEOUT_S):
                 raise EOFError("the worker did not start")
             self.conn.recv()
             self.ready = True
+
+    def exchange(self, message: Any) -> Any:
+        """Send a job and wait for its reply (on a thread of the pool's own)."""
+        self.wait_ready()
         self.conn.send(message)
         return self.conn.recv()
 
@@ -187,7 +195,57 @@ class FileWorkers:
         # a thread per job waiting on its worker, and some to start and reap workers beside them
         self._threads = ThreadPoolExecutor(2 * size + 2, thread_name_prefix="file-worker")
         self._busy: set[_Worker] = set()
-        self.replaced = 0  # workers ended by a limit or a crash (and replaced on the next job)
+        self._ahead: asyncio.Future | None = None  # a worker on its way (spawned ahead), or None
+        self._jobs = 0  # jobs holding a place in the pool
+        self._closed = False
+        self.replaced = 0  # workers ended by a limit or a crash
+        self.spawned = 0  # worker processes started, ahead or for a job
+
+    def start(self) -> None:
+        """Spawn a worker ahead, off the event loop (called on it as the server starts): the
+        first file finds a ready worker rather than a spawn; start-up does not wait for it."""
+        self._spawn_ahead()
+
+    @property
+    def ready_workers(self) -> int:
+        """Idle workers done with their imports."""
+        return sum(w.ready for w in self._idle)
+
+    def _spawn_ahead(self) -> None:
+        """Spawn a worker and wait for its imports on a pool thread, when none is idle or on its
+        way and the pool has room: at most ``size`` workers, counting one per job in the pool."""
+        if self._closed or self._idle or self._ahead is not None or self._jobs >= self.size:
+            return
+        self.spawned += 1
+        self._ahead = asyncio.get_running_loop().run_in_executor(self._threads, self._ready_worker)
+        self._ahead.add_done_callback(self._arrived)
+
+    def _ready_worker(self) -> _Worker | None:
+        worker = _Worker(self._ctx, self.limits.memory_bytes, self.warm)
+        try:
+            worker.wait_ready()
+        except (EOFError, OSError):
+            log.warning("a file worker spawned ahead did not start (exit code %s)", worker.process.exitcode)
+            worker.close()
+            return None
+        if self._closed:
+            worker.close()
+            return None
+        return worker
+
+    def _arrived(self, ahead: asyncio.Future) -> None:
+        """The worker spawned ahead joins the idle ones (runs before the jobs awaiting it wake)."""
+        self._ahead = None
+        if ahead.cancelled():
+            return
+        if (error := ahead.exception()) is not None:
+            log.warning("a file worker could not be spawned ahead: %s", error)
+            return
+        worker = ahead.result()
+        if worker is not None and self._closed:
+            worker.kill()
+        elif worker is not None:
+            self._idle.append(worker)
 
     async def run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Any) -> Done:
         """``fn(*args)`` in a worker within ``cpu_seconds`` of CPU and ``deadline`` (a service
@@ -199,20 +257,40 @@ class FileWorkers:
             await asyncio.wait_for(self._free.acquire(), remaining)
         except asyncio.TimeoutError:
             raise deadline.exceeded() from None
+        self._jobs += 1
         try:
             return await self._run(fn, args, cpu_seconds, deadline)
         finally:
+            self._jobs -= 1
             self._free.release()
+            # in place of a worker this job retired or lost to a limit; not as a job takes the last idle
+            # one: that spawn's imports would take the CPU from the file's own sentence splitting
+            self._spawn_ahead()
+
+    async def _take(self, deadline: Any) -> _Worker:
+        """An idle worker; else the one on its way ahead, once ready; else one spawned here."""
+        while True:
+            while self._idle:
+                worker = self._idle.pop()
+                if worker.process.is_alive():
+                    self._busy.add(worker)
+                    return worker
+                self._bury(worker, None)
+            if self._ahead is None:
+                break
+            remaining = None if deadline is None else deadline.remaining()
+            arrived, _ = await asyncio.wait({self._ahead}, timeout=remaining)  # never cancels it
+            if not arrived:
+                raise deadline.exceeded()
+        self.spawned += 1
+        worker = await asyncio.get_running_loop().run_in_executor(
+            self._threads, _Worker, self._ctx, self.limits.memory_bytes, self.warm
+        )
+        self._busy.add(worker)
+        return worker
 
     async def _run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Any) -> Done:
-        worker = self._idle.pop() if self._idle else None
-        if worker is None or not worker.process.is_alive():
-            if worker is not None:
-                self._bury(worker, None)
-            worker = await asyncio.get_running_loop().run_in_executor(
-                self._threads, _Worker, self._ctx, self.limits.memory_bytes, self.warm
-            )
-        self._busy.add(worker)
+        worker = await self._take(deadline)
         reply_future = asyncio.get_running_loop().run_in_executor(
             self._threads, worker.exchange, (fn, args, cpu_seconds)
         )
@@ -290,7 +368,8 @@ class FileWorkers:
             pending.add_done_callback(reap)
 
     def close(self) -> None:
-        """End every worker: idle ones asked to exit, busy ones killed."""
+        """End every worker: idle ones asked to exit, busy ones killed (one on its way ends as it arrives)."""
+        self._closed = True
         for worker in self._busy:
             worker.kill()
         for worker in [*self._idle, *self._busy]:

@@ -109,11 +109,17 @@ def _documents(engine: TranslationEngine) -> _EngineDocuments:
 
 
 def split(
-    engine: TranslationEngine, texts: Sequence[str], format: str, language: str = "", place_inline: bool = False
+    engine: TranslationEngine,
+    texts: Sequence[str],
+    format: str,
+    language: str = "",
+    place_inline: bool = False,
+    styled: Sequence[Sequence[tuple[int, int]]] | None = None,
 ) -> list[PreparedDocument]:
     """Each text as a document of sentences in ``language``'s rules ("": the model's);
-    ``place_inline``: inline markup kept inside its sentence, to be placed by alignment."""
-    return _documents(engine).splitter(language or None).split_many(texts, format, place_inline)
+    ``place_inline``: inline markup kept inside its sentence, to be placed by alignment;
+    ``styled``: a file's paragraphs' styled stretches (``DocumentSplitter.split_many``)."""
+    return _documents(engine).splitter(language or None).split_many(texts, format, place_inline, styled)
 
 
 def normalizer(engine: TranslationEngine):
@@ -129,13 +135,16 @@ def with_terms(valid: ValidTranslation, sentence: str, options: DecodeOptions) -
 
 
 async def split_documents(
-    valid: ValidTranslation, pool: Executor, place_inline: bool = False
+    valid: ValidTranslation,
+    pool: Executor,
+    place_inline: bool = False,
+    styled: Sequence[Sequence[tuple[int, int]]] | None = None,
 ) -> list[PreparedDocument]:
     """The request's documents, split on ``pool`` unless the request is small: segmenting and
     tokenising 50,000 characters takes a few hundred ms on a busy core (sentencex and tokenizers
     run in Rust without the GIL), which on the event loop would stall every other call."""
     request, engine = valid.request, valid.model.engine
-    args = (engine, request.texts, request.format, valid.source_language, place_inline)
+    args = (engine, request.texts, request.format, valid.source_language, place_inline, styled)
     if sum(len(t) for t in request.texts) <= INLINE_SPLIT_CHARS:
         return split(*args)
     return await asyncio.get_running_loop().run_in_executor(pool, split, *args)

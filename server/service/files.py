@@ -99,6 +99,15 @@ class TranslatedFile:
     detected: Detection | None = None
 
 
+def styled(text: jobs.FileText, valid: ValidTranslation) -> list[tuple[tuple[int, int], ...]] | None:
+    """The styled stretches of each paragraph whose runs are placed by alignment, where its
+    sentences are segmented as html's are at its elements (``documents.splitter``), so that a
+    paragraph is translated and placed alike as .docx, html and markdown."""
+    if text.format != TEXT or not valid.model.aligns or len(text.units) != len(text.texts):
+        return None
+    return [files.styled_spans(unit) for unit in text.units]
+
+
 class FileTranslation:
     """Files for every door (see the module docstring); one per server, beside the text service."""
 
@@ -106,6 +115,10 @@ class FileTranslation:
         self.service = service
         self.settings = s = service.settings
         self.workers = FileWorkers(s.file_workers, Limits(s.file_cpu_seconds, s.file_memory_bytes))
+
+    def start(self) -> None:
+        """A file worker spawned ahead, in the background, as the server starts (``files.sandbox``)."""
+        self.workers.start()
 
     def close(self) -> None:
         self.workers.close()
@@ -202,7 +215,9 @@ class FileTranslation:
         )
         service = self.service
         async with service.validate(wanted, file=True) as valid:
-            valid, prepared = await service.split(valid, text.format != TEXT and valid.model.aligns)
+            valid, prepared = await service.split(
+                valid, text.format != TEXT and valid.model.aligns, styled(text, valid)
+            )
             total = sum(p.segments for p in prepared)
             done = 0
 

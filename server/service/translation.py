@@ -25,7 +25,7 @@ import contextlib
 import dataclasses
 import functools
 import sys
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from concurrent.futures import Executor
 from typing import TypeVar
 
@@ -311,12 +311,16 @@ class TranslationService:
     # ---------------------------------------------------------------- bookkeeping
 
     async def split(
-        self, valid: ValidTranslation, place_inline: bool = False
+        self,
+        valid: ValidTranslation,
+        place_inline: bool = False,
+        styled: Sequence[Sequence[tuple[int, int]]] | None = None,
     ) -> tuple[ValidTranslation, list[PreparedDocument]]:
         """The request's documents (sentences and their ids), and the request with its glossary's
         surrogates for the terms they contain (``surrogates.attach``); the request's sentence and
-        character metrics. ``place_inline``: inline markup kept inside its sentence, placed by alignment."""
-        prepared = await documents.split_documents(valid, self.pool, place_inline)
+        character metrics. ``place_inline``: inline markup kept inside its sentence, placed by alignment;
+        ``styled``: a file's paragraphs' styled stretches (``documents.split``)."""
+        prepared = await documents.split_documents(valid, self.pool, place_inline, styled)
         name = valid.model.name
         self.metrics.request_sentences.labels(name).observe(sum(p.segments for p in prepared))
         self.metrics.request_characters.labels(name).observe(sum(len(t) for t in valid.request.texts))

@@ -39,3 +39,8 @@ def read_or_spin(filename: str, content: bytes, max_file_bytes: int, max_chars: 
     if filename.startswith("hog."):
         allocate(8 << 30)
     return jobs.read_text(filename, content, max_file_bytes, max_chars)
+
+
+def pid() -> int:
+    """The worker's process id (which worker served a job)."""
+    return os.getpid()

@@ -21,6 +21,7 @@ from attnserve.server.documents.alignment import (
     word_spans,
 )
 from attnserve.server.documents.placement import InlineElement, place_markup
+from attnserve.server.files.placement import Unit, styled_spans
 from tests.support.bounded import within
 
 
@@ -272,3 +273,24 @@ def test_a_sentence_of_6000_inline_elements_keeps_them_all_in_bounded_time(split
     kind, joined = within(prepared.document.join, [target], aligned, cpu_seconds=10)
     assert kind == "ok" and joined.count("<b>") == joined.count("</b>") == 6_000  # every tag, well formed
     assert re.sub("</?b>", "", joined) == "<p>Montag 3. März</p>"
+
+
+@pytest.mark.parametrize(
+    "runs",
+    [
+        [("Monday, March 3, 2025: ", ""), ("9:00 AM–5:30 PM", "b")],
+        [("Friday, January 9, 2026", "b"), (", ", ""), ("at 3:45 PM", "a")],
+        [("On Friday", "b"), (", we met.", "")],
+        [("more than ", ""), ("1,500 miles", "b")],
+        [("Monday, ", ""), ("March 3", "b"), (", 2025", "")],
+        [("Monday,", "b"), (" March 3", ""), (", 2025. ", ""), ("Vienna", "i"), (", 12 October 1999", "")],
+    ],
+)
+def test_a_file_paragraphs_styled_stretches_segment_it_as_html_elements_do(splitter: DocumentSplitter, runs):
+    html = "".join(f"<{s}>{t}</{s}>" if s else t for t, s in runs)
+    text = "".join(t for t, _ in runs)
+    unit = Unit(tuple(t for t, _ in runs), ("",) * (len(runs) - 1), tuple(s for _, s in runs))
+    (as_file,) = splitter.split_many([text], "text", styled=[styled_spans(unit)])
+    as_html = splitter.split(f"<p>{html}</p>", "html", place_inline=True)
+    assert [s.text for s in as_file.document.segments] == [s.text for s in as_html.document.segments]
+    assert as_file.document.join([s.text for s in as_file.document.segments]) == text  # nothing lost

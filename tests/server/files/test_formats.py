@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from attnserve.server import files
-from attnserve.server.files import FileRefused, Unit, place, place_aligned, placement, run_at
+from attnserve.server.files import FileRefused, Unit, place, place_aligned, placement, run_at, styled_spans
+from tests.server.files.test_adversarial_translations import HYPERLINK, w_paragraph, w_part, w_run
 from tests.support import office_files as office
 
 LIMIT = 1 << 20  # --max-file-bytes of these tests
@@ -300,3 +301,21 @@ def test_a_note_inside_a_paragraph_is_read_on_its_own_after_it_in_document_order
         in out
     )
     assert "</text:note>GOES ON.</text:p><text:h>aFTER.</text:h>" in out
+
+
+def test_runs_that_look_alike_are_one_styled_stretch_and_unseen_properties_are_plain():
+    """What a paragraph's sentences are segmented at (``placement.styled_spans``): Word splits runs
+    at edits and marks their language, which no reader sees; bold and a link are seen."""
+    paragraph = w_paragraph(
+        w_run("Monday, ", '<w:lang w:val="en-US"/>'),
+        w_run("March", "<w:b/>"),
+        w_run(" 3", '<w:b/><w:lang w:val="en-GB"/><w:noProof/>'),
+        w_run(", 2025 at ", ""),
+        "<w:hyperlink r:id='rId9'>" + w_run("3:45 PM", HYPERLINK) + "</w:hyperlink>",
+    )
+    source = office._zip([("word/document.xml", w_part("document", f"<w:body>{paragraph}</w:body>"))])
+    (unit,) = files.read("a.docx", source, 1 << 20).units
+    text = unit.text
+    assert styled_spans(unit) == ((text.index("March"), text.index(", 2025")), (text.index("3:45"), len(text)))
+    (slide,) = files.read("a.pptx", office.pptx([[[("Monday", ""), (", ", "b"), ("March 3", "")]]]), 1 << 20).units
+    assert styled_spans(slide) == ((6, 8),)  # the plain runs' lang="en-US" is not a style

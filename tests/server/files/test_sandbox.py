@@ -92,3 +92,55 @@ def test_a_refusal_keeps_its_status_and_words(loop, workers):
     assert err.value.status == "INVALID_ARGUMENT"
     text = run(loop, workers, jobs.read_text, "a.txt", b"Hello.", 1 << 20).result
     assert (text.texts, text.format) == (("Hello.",), "text")
+
+
+async def ready(pool: FileWorkers) -> None:
+    for _ in range(1200):  # a worker's imports take seconds on a busy host
+        if pool.ready_workers:
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("no worker became ready in 60 s")
+
+
+def test_the_first_file_after_start_finds_a_worker_spawned_ahead_and_a_dead_one_is_replaced_ahead(loop):
+    pool = FileWorkers(1, Limits(cpu_seconds=1, memory_bytes=MEMORY), warm=("tests.support.file_jobs",))
+
+    async def scenario():
+        pool.start()
+        assert (pool.spawned, pool.ready_workers) == (1, 0)  # on its way: start did not wait for it
+        await ready(pool)
+        first = (await pool.run(file_jobs.pid, (), 1, None)).result
+        assert pool.spawned == 1  # the first file spawned nothing
+        assert (await pool.run(file_jobs.pid, (), 1, None)).result == first  # the worker is kept
+        with pytest.raises(WorkerDied):
+            await pool.run(file_jobs.crash, (), 1, None)
+        assert pool.spawned == 2  # replaced at once, before the next file asks
+        await ready(pool)
+        second = (await pool.run(file_jobs.pid, (), 1, None)).result
+        assert second != first and pool.spawned == 2
+
+    try:
+        loop.run_until_complete(scenario())
+    finally:
+        pool.close()
+
+
+def test_workers_spawned_ahead_stay_within_the_pool_size(loop):
+    pool = FileWorkers(2, Limits(cpu_seconds=1, memory_bytes=MEMORY), warm=("tests.support.file_jobs",))
+
+    async def scenario():
+        pool.start()
+        pool.start()  # one on its way is enough
+        assert pool.spawned == 1
+        first = asyncio.ensure_future(pool.run(file_jobs.pid, (), 1, None))  # waits for the one on its way
+        pids = {(await first).result}
+        assert pool.spawned == 1
+        for _ in range(3):
+            replies = await asyncio.gather(*(pool.run(file_jobs.pid, (), 1, None) for _ in range(4)))
+            pids |= {r.result for r in replies}
+        assert pool.spawned == 2 and len(pids) == 2
+
+    try:
+        loop.run_until_complete(scenario())
+    finally:
+        pool.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -104,3 +105,18 @@ def test_the_cli_writes_the_file_and_draws_a_progress_bar(server, tmp_path, caps
     (tmp_path / "x.pdf").write_bytes(b"%PDF")
     assert client_main(["--address", server.address, "translate-file", str(tmp_path / "x.pdf"), "--to", "de"]) == 1
     assert "INVALID_ARGUMENT" in sys.stderr.getvalue() and "PDF" in sys.stderr.getvalue()
+
+
+def test_a_server_spawns_a_file_worker_as_it_starts_and_its_first_file_spawns_none(serve, tmp_path):
+    with serve(REPO, language_detection="off", file_workers=1) as fresh:
+        workers = fresh.app.files.workers
+        assert workers.spawned == 1  # at start, before any file
+        deadline = time.monotonic() + 60
+        while not workers.ready_workers:  # its imports, in the background
+            assert time.monotonic() < deadline, "the file worker spawned at start was not ready in 60 s"
+            time.sleep(0.05)
+        path = tmp_path / "dates.txt"
+        path.write_text(LINES[0])
+        with fresh.client(timeout=120) as client:
+            assert client.translate_file(path, "de", "en").content
+        assert workers.spawned == 1

@@ -24,6 +24,14 @@ SENTENCES = [
     [("two hours", "b"), (" and ", ""), ("fifteen", "i"), (" ", ""), ("minutes", "b")],
     [("on ", ""), ("Monday", "b"), (", ", ""), ("March 3", "i"), (", ", ""), ("2025", "b"), (" at 3:45 PM", "")],
 ]
+# a stretch at the sentence's edge set off by clause punctuation: a phrase of its own in every format
+EDGES = [
+    [("Monday, March 3, 2025", "b"), (", at 3:45 PM", "")],
+    [("Vienna", "i"), (", 12 October 1999", "")],
+    [("Monday, March 3, 2025: ", ""), ("9:00 AM – 5:30 PM", "b")],
+    [("next Friday", "b"), (", ", ""), ("at 6:00 PM", "i")],
+]
+ALL = SENTENCES + EDGES
 MARKS = {"html": {"b": ("<b>", "</b>"), "i": ("<i>", "</i>")}, "markdown": {"b": ("**", "**"), "i": ("*", "*")}}
 TOKEN = {"html": re.compile(r"</?[bi]>"), "markdown": re.compile(r"\*\*|\*")}
 
@@ -93,22 +101,27 @@ def from_odt(data: bytes) -> list[list[tuple[str, str]]]:
 
 def from_epub(data: bytes) -> list[list[tuple[str, str]]]:
     pages = entries(data)
-    chapters = [pages[f"OEBPS/chapter{n}.xhtml"].decode() for n in range(len(SENTENCES))]
+    chapters = [pages[f"OEBPS/chapter{n}.xhtml"].decode() for n in range(len(ALL))]
     return [from_markup(re.search(r"<body>(.*)</body>", c, re.S).group(1), "html") for c in chapters]
 
 
 def test_two_and_three_formatted_stretches_are_placed_alike_in_every_format(server):
     plain = translate_texts(server, ["".join(t for t, _ in runs) for runs in SENTENCES])
-    html = [from_markup(t, "html") for t in translate_texts(server, [marked(r, "html") for r in SENTENCES], "html")]
-    markdown = translate_texts(server, [marked(r, "markdown") for r in SENTENCES], "markdown")
-    assert [[w for w, _ in words] for words in html] == [t.split() for t in plain]  # the same translation
+    html = [from_markup(t, "html") for t in translate_texts(server, [marked(r, "html") for r in ALL], "html")]
+    markdown = translate_texts(server, [marked(r, "markdown") for r in ALL], "markdown")
+    assert [[w for w, _ in words] for words in html[: len(SENTENCES)]] == [t.split() for t in plain]  # the same
     assert [from_markup(t, "markdown") for t in markdown] == html
-    assert from_docx(translated(server, "dates.docx", office.docx(SENTENCES))) == html
-    assert from_odt(translated(server, "dates.odt", office.odt(SENTENCES))) == html
-    assert from_pptx(translated(server, "dates.pptx", office.pptx([SENTENCES]))) == html
-    md = translated(server, "dates.md", "\n\n".join(marked(r, "markdown") for r in SENTENCES).encode()).decode()
+    assert from_docx(translated(server, "dates.docx", office.docx(ALL))) == html
+    assert from_odt(translated(server, "dates.odt", office.odt(ALL))) == html
+    assert from_pptx(translated(server, "dates.pptx", office.pptx([ALL]))) == html
+    md = translated(server, "dates.md", "\n\n".join(marked(r, "markdown") for r in ALL).encode()).decode()
     assert [from_markup(line, "markdown") for line in md.split("\n\n")] == html
-    assert from_epub(translated(server, "dates.epub", office.epub([marked(r, "html") for r in SENTENCES]))) == html
+    assert from_epub(translated(server, "dates.epub", office.epub([marked(r, "html") for r in ALL]))) == html
+    # translated as the phrases they are, as html and markdown are: "09:00–17:30 Uhr", never "2025:00 Uhr"
+    assert html[6] == [("Montag,", "b"), ("3.", "b"), ("März", "b"), ("2025,", "b"), ("um", ""), ("15:45", "")] + [
+        ("Uhr", "")
+    ]  # fmt: skip
+    assert html[8] == [("Montag,", ""), ("3.", ""), ("März", ""), ("2025:", ""), ("09:00–17:30", "b"), ("Uhr", "b")]
     # the sentence: the whole date bold, "um 15:45 Uhr" italic
     assert html[0] == [("am", ""), ("Freitag,", "b"), ("9.", "b"), ("Januar", "b"), ("2026", "b")] + [
         ("um", "i"), ("15:45", "i"), ("Uhr", "i")
