@@ -132,6 +132,7 @@ class TranslationCache:
         self.bytes = 0
         self._entries: OrderedDict[tuple, _Entry] = OrderedDict()
         self._model_bytes: dict[str, int] = {}
+        self._forgotten: dict[str, int] = {}  # model -> how often forgotten: a decode begun before is not kept
         r = registry if registry is not None else CollectorRegistry()
         self.hits = Counter("attnserve_translation_cache_hits", "sentences served by the cache", ["model"], registry=r)
         self.misses = Counter(
@@ -171,10 +172,13 @@ class TranslationCache:
         self.misses.labels(model).inc(len(misses))
         if misses:
             todo = dataclasses.replace(prepared, sources=[prepared.sources[i] for i in misses])
+            epoch = self._forgotten.get(model, 0)
             decoded = await decode(todo, deadline=deadline)
+            keep = self._forgotten.get(model, 0) == epoch  # not a version a reload retired meanwhile
             options_size = deep_bytes(keys[0][-2])  # the key's options, counted with every entry
             for i, result in zip(misses, decoded):
-                self.put(keys[i], model, result, options_size + sys.getsizeof(keys[i][-1]))
+                if keep:
+                    self.put(keys[i], model, result, options_size + sys.getsizeof(keys[i][-1]))
                 found[i] = result
         return found  # type: ignore[return-value]
 
@@ -201,6 +205,7 @@ class TranslationCache:
 
     def forget(self, model: str) -> int:
         """Drop every entry of ``model`` (a reload or unload); returns how many."""
+        self._forgotten[model] = self._forgotten.get(model, 0) + 1
         gone = [key for key, entry in self._entries.items() if entry.model == model]
         for key in gone:
             self._add(model, -self._entries.pop(key).size)

@@ -194,6 +194,20 @@ def test_only_the_misses_go_to_the_engine_in_order():
     assert (cache.hits.labels("m")._value.get(), cache.misses.labels("m")._value.get()) == (2, 4)
 
 
+def test_a_decode_begun_before_a_reload_is_answered_but_not_kept():
+    cache = TranslationCache(MB)
+
+    class Reloading(_Engine):
+        async def translate(self, prepared: Prepared, deadline=None) -> list[TranslationResult]:
+            cache.forget("m")  # the model's new version swaps in while these decode on the old one
+            return await super().translate(prepared, deadline)
+
+    (result,) = _through(cache, Reloading(), [[5, 2]])
+    assert result.hypotheses[0].text == "[5, 2]" and len(cache) == 0 and cache.bytes == 0
+    _through(cache, _Engine(), [[5, 2]])
+    assert len(cache) == 1
+
+
 def test_sampling_never_touches_the_cache_and_zero_turns_it_off():
     sampled = DecodeOptions(temperature=0.7, seed=1)
     cache, engine = TranslationCache(MB), _Engine()
