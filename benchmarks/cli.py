@@ -21,6 +21,7 @@ BENCHMARKS = {
     "alignments": "alignments",
     "detect": "detect",
     "quality": "quality",
+    "translation-cache": "translation_cache",
 }
 
 

@@ -15,7 +15,7 @@ from grpc_health.v1 import health_pb2
 from attnserve.contract.manifest import MANIFEST_NAME
 
 from ..runtime.registry import LoadedModel, ModelRegistry, name_of_dir
-from ..runtime.reload import ADDED, FAILED, ReloadOutcome
+from ..runtime.reload import ADDED, FAILED, RELOADED, ReloadOutcome
 from ..shared.errors import InvalidRequest, ShuttingDown, echo
 
 log = logging.getLogger(__name__)
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 class RepositoryControl:
     """Mixed into AttnServer: ``registry``, ``settings``, ``metrics``, ``residency``, ``reloader``,
-    ``health`` and ``draining`` are the server's."""
+    ``translation``, ``health`` and ``draining`` are the server's."""
 
     def adopt(self, loaded: ModelRegistry) -> None:
         """Models indexed or loaded after the ports were bound, into the registry the services and
@@ -88,6 +88,8 @@ class RepositoryControl:
             raise ShuttingDown("server is shutting down; nothing to reload")
         outcomes = await self.reloader.reload(names)
         for o in outcomes:
+            if o.action == RELOADED:  # a new version: the old one's translations go
+                self.translation.cache.forget(o.name)
             if o.action == FAILED and o.name not in self.registry.models and not self.draining:
                 await self.health.set(o.name, health_pb2.HealthCheckResponse.NOT_SERVING)
             elif o.action == ADDED and o.name in self.registry.index and not self.draining:
@@ -129,6 +131,7 @@ class RepositoryControl:
         if self.draining:
             raise ShuttingDown("server is shutting down; nothing to unload")
         model = self.registry.unload(name)
+        self.translation.cache.forget(name)
         if self.residency is not None:
             self.residency.unloaded(name)
         await self.health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)

@@ -61,6 +61,7 @@ from ..documents import DocumentSplitter, PreparedDocument, TokenBudget
 from ..documents.alignment import WordAlignment
 from ..documents.assemble import best_combinations
 from ..translation import DecodeOptions, Hypothesis, TranslationEngine, TranslationResult
+from . import translation_cache
 from .languages import segmenter_language
 from .requests import Deadline, ValidTranslation
 
@@ -223,7 +224,7 @@ async def _decode_sentences(
     async def call(options: DecodeOptions, indices: Sequence[int]) -> list[TranslationResult]:
         sentences, ids = [work[i][0] for i in indices], [work[i][1] for i in indices]
         prepared = engine.prepare(sentences, options, ids, max_new_tokens=valid.max_new_tokens)
-        results = await engine.translate(prepared, deadline=engine_deadline(deadline))
+        results = await translation_cache.translate(valid, prepared, engine.translate, engine_deadline(deadline))
         if finished is not None:
             finished(indices, results)
         return results

@@ -23,6 +23,7 @@ from ..shared.errors import DeadlineExceeded
 from ..translation import DecodeOptions, TranslationResult
 from .glossary import CompiledGlossary
 from .quality import TextQuality
+from .translation_cache import TranslationCache
 
 AUTO = "auto"  # a source language to detect (LibreTranslate's ``source: auto``; any door may send it)
 MODEL_VERSION = "1"  # one version per model name; a hot reload replaces it in place (KServe's model_version)
@@ -118,6 +119,7 @@ class ValidTranslation:
     target_language: str
     detected: Detection | None = None  # when the source language was ``auto``
     glossary: CompiledGlossary | None = None  # the request's terms with the server's, tokenised
+    cache: TranslationCache | None = None  # the server's sentence translations (translation_cache.py)
 
 
 @dataclass(frozen=True)

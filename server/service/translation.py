@@ -52,6 +52,7 @@ from .requests import (
     within_time_limit,
 )
 from .routing import LanguageNotServed, Route, ServedLanguages
+from .translation_cache import MB, TranslationCache
 
 T = TypeVar("T")
 MAX_LANGUAGE_CODE = 64  # characters: BCP 47 tags with every subtag are far shorter
@@ -96,6 +97,7 @@ class TranslationService:
         self.languages = ServedLanguages(registry)
         self.detector = make_detector(settings.language_detection)
         self.glossaries = DefaultGlossaries(settings.glossary_dir)
+        self.cache = TranslationCache(settings.translation_cache_mb * MB, metrics.registry)
 
     # ------------------------------------------------------------------- requests
 
@@ -218,7 +220,7 @@ class TranslationService:
             if request.alignments:
                 alignments.require_alignments(model)
             glossary = self._glossary(model, request, source, target)
-            yield ValidTranslation(request, model, options, max_new, source, target, detected, glossary)
+            yield ValidTranslation(request, model, options, max_new, source, target, detected, glossary, self.cache)
 
     def _glossary(self, model: LoadedModel, request: TranslationRequest, source: str, target: str):
         """The server's default terms for the model and pair, extended and overridden by the request's."""

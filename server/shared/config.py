@@ -196,6 +196,7 @@ class Settings:
     max_request_chars: int = _setting(200_000, "characters in all texts of one Translate request; checked first")
     max_glossary_terms: int = _setting(256, "glossary terms one translation request may send (keep terms included)")
     max_glossary_term_chars: int = _setting(200, "characters of a glossary term's source or target")
+    translation_cache_mb: int = _setting(64, "MiB of sentence translations each server process keeps, LRU (0 = off)")
     max_concurrent_rpcs: int = _setting(
         1024,
         "calls the server handles at once (gRPC and HTTP); beyond -> RESOURCE_EXHAUSTED. An HTTP call counts "
@@ -342,6 +343,7 @@ def _check(settings: Settings) -> None:
         "quality_action": settings.quality_action in QUALITY_ACTIONS,
         "file_cpu_seconds": settings.file_cpu_seconds >= 1,
         "file_memory_bytes": settings.file_memory_bytes >= 0,
+        "translation_cache_mb": settings.translation_cache_mb >= 0,
         "public_url": not settings.public_url or settings.public_url.startswith(("http://", "https://")),
     }
     positive = (

@@ -21,6 +21,10 @@ attnserve_request_sentences{model}                 sentences (segments) of a tra
 attnserve_request_characters{model}                characters of a translation request, all texts
                                                    (queue time of translations and these two: recorded by the
                                                    translation service, the same for every door)
+attnserve_translation_cache_hits_total{model}      sentences answered by the translation cache (registered by
+attnserve_translation_cache_misses_total{model}    service/translation_cache.py on this registry), sentences
+attnserve_translation_cache_bytes{model}           looked up and decoded, the bytes it holds, entries dropped
+attnserve_translation_cache_evictions_total{model} to stay within --translation-cache-mb
 attnserve_inflight_requests                        handlers running
 attnserve_model_loads_total{model,outcome}         model loads (outcome ok | failed), at start and on demand
 attnserve_model_load_seconds{model}                time to load a model (sessions, warm-up, engine start)

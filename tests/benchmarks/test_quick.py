@@ -366,6 +366,18 @@ def test_files_quick(dirs):
     assert result["pdf_over_text"] > 0 and result["pdf_pages"] >= 2
 
 
+def test_translation_cache_quick(dirs):
+    """A .docx twice on a server with the translation cache, once on one without: the second pass
+    is all hits, the first all misses, and the three files' translations agree."""
+    argv, out = dirs
+    assert cli.main(["translation-cache", *argv]) == 0
+    result = json.loads((out / "translation-cache-quick.json").read_text())
+    assert result["outputs_identical"] and result["paragraphs"] > 20
+    ((first, second),) = result["counts"]
+    assert first["hits"] == 0 and first["misses"] > 20 and second == {"hits": first["misses"], "misses": 0}
+    assert 0 < result["second_over_first"] < 1
+
+
 def test_alignments_quick(dirs):
     """Every contender with and without the decoder's step attention is timed; the translations
     and the placed tags of both servers agree (the benchmark asserts it)."""

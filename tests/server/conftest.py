@@ -121,7 +121,11 @@ class ServerHandle:
 
 
 def settings_for(repo: Path, **overrides) -> Settings:
+    """The settings of a test server. The translation cache is off unless a test turns it on: the
+    tests of queues, deadlines, cancels and tokens decoded send the same texts again and need
+    them decoded (tests/server/service/test_translation_cache.py and the door-parity tests serve with it)."""
     base = dict(model_repo=repo, threads=1, preprocess_threads=1, metrics_port=-1, http_port=-1, provider="cpu")
+    base["translation_cache_mb"] = 0
     return Settings(**{**base, **overrides})
 
 

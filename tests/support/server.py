@@ -33,6 +33,9 @@ class ServerProcess:
     def __init__(self, repo: Path | None, *args: str, cwd: Path | None = None) -> None:
         """``repo`` None: no ``--model-repo`` (the server's default), run in ``cwd``."""
         env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNSERVE_THREADS": "1", "ATTNSERVE_PROVIDER": "cpu"}
+        # as the in-process test servers (tests/server/conftest.py): no translation cache unless
+        # the test asks (--translation-cache-mb), so a text sent again is decoded again
+        env.setdefault("ATTNSERVE_TRANSLATION_CACHE_MB", "0")
         env.pop("ATTNSERVE_MODEL_REPO", None)
         repo_args = [] if repo is None else ["--model-repo", str(repo)]
         cmd = [str(BIN / "attnserve-server"), *repo_args, "--port", "0", "--http-port", "0", *args]
