@@ -24,6 +24,7 @@ ENV_PREFIX = "ATTNSERVE_"
 PROVIDERS = ("auto", "cpu", "cuda")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TRANSLATION_BATCHING = ("continuous", "static")
+DECODE_STEP_BUCKETS = ("off", "on", "cuda-graphs")
 LANGUAGE_DETECTION = ("langid", "lingua", "auto", "off")
 LOAD_MODELS = ("auto", "eager", "lazy")
 QUALITY_ACTIONS = ("mark", "refuse")  # service/quality.py's
@@ -191,6 +192,13 @@ class Settings:
         "left-padded cache)",
         choices=TRANSLATION_BATCHING,
     )
+    decode_step_buckets: str = _setting(
+        "off",
+        "an in-place decoder's steps at fixed batch sizes (1, 2, 4, ... --max-active-sequences) into persistent "
+        "buffers: on; cuda-graphs: also replayed as CUDA graphs on --provider cuda (off: padding rows cost "
+        "compute on the CPU; the gain on a GPU is not measured yet)",
+        choices=DECODE_STEP_BUCKETS,
+    )
     stream_interval_ms: float = _setting(
         50.0,
         "a translation stream sends its new tokens at most this often: the first and the last at once, those in "
@@ -325,6 +333,7 @@ def _check(settings: Settings) -> None:
         "provider": settings.provider in PROVIDERS,
         "log_level": settings.log_level in LOG_LEVELS,
         "translation_batching": settings.translation_batching in TRANSLATION_BATCHING,
+        "decode_step_buckets": settings.decode_step_buckets in DECODE_STEP_BUCKETS,
         "language_detection": settings.language_detection in LANGUAGE_DETECTION,
         "threads": settings.threads >= 0,
         "grace_seconds": settings.grace_seconds >= 0,
@@ -507,6 +516,7 @@ def engine_settings_kwargs(settings: Settings) -> dict[str, Any]:
         "max_request_chars": settings.max_request_chars,
         "batching": settings.translation_batching,
         "stream_interval_ms": settings.stream_interval_ms,
+        "step_buckets": settings.decode_step_buckets,
     }
 
 

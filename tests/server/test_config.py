@@ -107,6 +107,17 @@ def test_translation_batching_from_env_and_flag_reaches_the_engine_settings():
         _resolve([], {"ATTNSERVE_TRANSLATION_BATCHING": "dynamic"})
 
 
+def test_decode_step_buckets_from_env_and_flag_reach_the_engine_settings():
+    from attnserve.server.config import engine_settings_kwargs
+    from attnserve.server.translation import EngineSettings
+
+    assert EngineSettings(**engine_settings_kwargs(_resolve([]))).step_buckets == "off"
+    s = _resolve(["--decode-step-buckets", "cuda-graphs"], {"ATTNSERVE_DECODE_STEP_BUCKETS": "on"})
+    assert EngineSettings(**engine_settings_kwargs(s)).step_buckets == "cuda-graphs"
+    with pytest.raises(ConfigError, match="decode_step_buckets: invalid value 'always'"):
+        _resolve([], {"ATTNSERVE_DECODE_STEP_BUCKETS": "always"})
+
+
 def test_workers_setting_from_env_and_its_limits(capsys):
     from attnserve.server.cli import main
 

@@ -252,3 +252,15 @@ def test_a_left_padded_decoder_ignores_the_setting(tiny_left_padded):
     got, _ = _decode(scheduler, tiny_left_padded, texts, _options(1))
     expected, _ = _decode(_scheduler(tiny_left_padded, "off"), tiny_left_padded, texts, _options(1))
     assert got == expected and np.all([len(t[0]) for t in got])
+
+
+def test_the_servers_setting_reaches_the_decoder_steps(tiny):
+    """A model loaded by the server with --decode-step-buckets on steps at bucket sizes; the CPU
+    provider makes no CUDA-graph session (its decoder is the one the reference check ran)."""
+    from attnserve.server.config import Settings
+    from attnserve.server.registry import load_model
+
+    model = load_model(tiny.path, tiny.manifest, Settings(provider="cpu", decode_step_buckets="cuda-graphs"))
+    runner = model.engine._scheduler.runner
+    assert runner.buckets is not None and runner.buckets.sizes == step_buckets(64)
+    assert not runner.buckets.graphs and runner.buckets._buckets, "the warm-up ran no bucketed step"
