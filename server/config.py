@@ -25,6 +25,11 @@ PROVIDERS = ("auto", "cpu", "cuda")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TRANSLATION_BATCHING = ("continuous", "static")
 DECODE_STEP_BUCKETS = ("off", "on", "cuda-graphs")
+STEP_BUCKETS_HELP = (
+    "an in-place decoder's steps at fixed batch sizes (1, 2, 4, ... --max-active-sequences) into persistent "
+    "buffers: on; cuda-graphs: also replayed as CUDA graphs on --provider cuda (off: padding rows cost compute "
+    "on the CPU; the gain on a GPU is not measured yet)"
+)
 LANGUAGE_DETECTION = ("langid", "lingua", "auto", "off")
 LOAD_MODELS = ("auto", "eager", "lazy")
 QUALITY_ACTIONS = ("mark", "refuse")  # service/quality.py's
@@ -192,13 +197,7 @@ class Settings:
         "left-padded cache)",
         choices=TRANSLATION_BATCHING,
     )
-    decode_step_buckets: str = _setting(
-        "off",
-        "an in-place decoder's steps at fixed batch sizes (1, 2, 4, ... --max-active-sequences) into persistent "
-        "buffers: on; cuda-graphs: also replayed as CUDA graphs on --provider cuda (off: padding rows cost "
-        "compute on the CPU; the gain on a GPU is not measured yet)",
-        choices=DECODE_STEP_BUCKETS,
-    )
+    decode_step_buckets: str = _setting("off", STEP_BUCKETS_HELP, choices=DECODE_STEP_BUCKETS)
     stream_interval_ms: float = _setting(
         50.0,
         "a translation stream sends its new tokens at most this often: the first and the last at once, those in "

@@ -13,7 +13,7 @@ padding (no cached token, the pad token, a source mask the cache leaves as it is
 nobody reads. Per size, :class:`BucketSteps` allocates once the step's small inputs (token ids,
 positions, ``seqlens_k`` and ``total_sequence_length``, which GroupQueryAttention reads on the
 host) and the logits; the KV buffers, cross K/V and source mask are the first rows of the cache's
-own buffers (:meth:`~.slot_cache.InPlaceCache.bucket_tensors`), at the same address at every step
+own buffers (:func:`~.slot_cache.bucket_tensors`), at the same address at every step
 until the cache replaces a buffer (a capacity growth, a compaction into bigger buffers, a
 newcomer with a longer source).
 
@@ -37,6 +37,7 @@ import onnxruntime as ort
 
 from .cache import Placement
 from .sessions import ModelSpec
+from .slot_cache import bucket_tensors
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ class BucketSteps:
         ``attention``, the step's attention (B, 1, L). ``before_run`` is called right before the run."""
         B = cache.rows
         bucket = self.bucket(B)
-        past, cross, src_mask = cache.bucket_tensors(bucket.rows)  # may replace buffers: read the version after
+        past, cross, src_mask = bucket_tensors(cache, bucket.rows)  # may replace buffers: read the version after
         if bucket.bound != (cache.version, id(cache), attention):
             self._bind(bucket, past, cross, src_mask, attention)
             bucket.bound = (cache.version, id(cache), attention)

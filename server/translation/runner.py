@@ -20,6 +20,7 @@ import onnxruntime as ort
 from .buckets import BucketSteps
 from .cache import KVCache, NewRows, Placement
 from .jobs import Job
+from .options import EngineSettings
 from .sessions import ModelSpec, direct_run
 from .slot_cache import InPlaceCache
 
@@ -62,8 +63,8 @@ class ModelRunner:
 
     ``before_run`` is called right before every model run, its inputs ready: the scheduler hands
     out the results gathered so far there, while onnxruntime is about to run without the GIL
-    (see ``DecodeScheduler.__init__``). ``step_buckets`` (``EngineSettings.step_buckets``): an
-    in-place decoder's steps at fixed batch sizes up to ``max_rows`` (:mod:`.buckets`).
+    (see ``DecodeScheduler.__init__``). ``settings.step_buckets``: an in-place decoder's steps at
+    fixed batch sizes up to ``settings.max_active_sequences`` (:mod:`.buckets`).
     """
 
     encoder = _Session()
@@ -76,8 +77,7 @@ class ModelRunner:
         spec: ModelSpec,
         placement: Placement,
         before_run: Callable[[], None] = lambda: None,
-        step_buckets: str = "off",
-        max_rows: int = 64,
+        settings: EngineSettings | None = None,
     ) -> None:
         self.encoder, self.decoder, self.spec, self.placement = encoder, decoder, spec, placement
         self.before_run = before_run
@@ -98,9 +98,9 @@ class ModelRunner:
         self._step_feeds: list[tuple[str, np.ndarray]] = []  # the in-place step's host inputs, by name
         self.vocab_size = decoder_vocab(decoder, io.logits)
         self.buckets = None
-        if step_buckets != "off" and io.in_place:
-            graphs = step_buckets == "cuda-graphs"
-            self.buckets = BucketSteps(decoder, spec, placement, self.vocab_size, max_rows, graphs)
+        if settings is not None and settings.step_buckets != "off" and io.in_place:
+            rows, graphs = settings.max_active_sequences, settings.step_buckets == "cuda-graphs"
+            self.buckets = BucketSteps(decoder, spec, placement, self.vocab_size, rows, graphs)
 
     # --- encoder ---------------------------------------------------------------------
 

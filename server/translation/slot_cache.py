@@ -269,54 +269,6 @@ class InPlaceCache:
         self._past_held = past if self.placement.device is None else []
         self.version += 1
 
-    def bucket_tensors(self, rows: int) -> tuple[list, list, object]:
-        """The self-attention buffers, cross K/V and source mask with ``rows`` rows (>= the batch's),
-        the batch in the first ones: what a step at that batch size (a step bucket, buckets.py) binds;
-        the rows past the batch are padding whose results nobody reads.
-
-        On the host they are the first ``rows`` rows of the buffers this cache holds (views: their
-        address is the buffers', the same at every step until a buffer is replaced), copied into
-        buffers with that many rows first when the batch is not already the first rows of such
-        buffers (a batch adopted from the encoder, widened cross K/V). With device placement the
-        values themselves are padded (once per layout: the boundary operations keep their rows)."""
-        if self.placement.device is not None:
-            return self._padded_values(rows)
-        past = self._held(self.past, self._past_held, rows)
-        if past is None:
-            cols = int(self.seqlens.max(initial=0))
-            past = self._copied(self.past, np.arange(self.rows), self.capacity, cols, self.dtype, self._room(rows))
-            self._past_held, self.past = past, [t[: self.rows] for t in past]
-            self.version += 1
-        cross = self._held([*self.cross, self.src_mask], self._cross_held, rows)
-        if cross is None:
-            keep, alloc = np.arange(self.rows), max(rows, _rows(self._cross_held))
-            cross = self._copied(self.cross, keep, self.L, self.L, np.float32, alloc, zeros=True)
-            mask = np.zeros((alloc, self.L), np.int32)
-            mask[: self.rows] = self.src_mask
-            self._cross_held = cross = [*cross, mask]
-            self.cross, self.src_mask = [t[: self.rows] for t in cross[:-1]], mask[: self.rows]
-            self.version += 1
-        return [t[:rows] for t in past], [t[:rows] for t in cross[:-1]], cross[-1][:rows]
-
-    def _padded_values(self, rows: int) -> tuple[list, list, object]:
-        """Device placement: every value with exactly ``rows`` rows (a copy through the host when not)."""
-        host, put = self.placement.to_host, self.placement.from_host
-
-        def padded(value):
-            if (value.shape if isinstance(value, np.ndarray) else value.shape())[0] == rows:
-                return value  # read without a copy: this runs at every step
-            a = host(value)
-            out = np.zeros((rows, *a.shape[1:]), a.dtype)
-            n = min(rows, a.shape[0])
-            out[:n] = a[:n]
-            self.version += 1
-            return put(out)
-
-        self.past = [padded(t) for t in self.past]
-        self.cross = [padded(t) for t in self.cross]
-        self.src_mask = padded(self.src_mask)
-        return self.past, self.cross, self.src_mask
-
     def clear(self) -> None:
         """Drop every row without copying anything: the empty cache of a new engine."""
         self.version += 1
@@ -336,3 +288,53 @@ class InPlaceCache:
 
 def _rows(held: list) -> int:
     return int(held[0].shape[0]) if held else 0
+
+
+def bucket_tensors(cache: InPlaceCache, rows: int) -> tuple[list, list, object]:
+    """The self-attention buffers, cross K/V and source mask with ``rows`` rows (>= the batch's),
+    the batch in the first ones: what a step at that batch size (a step bucket, buckets.py) binds;
+    the rows past the batch are padding whose results nobody reads.
+
+    On the host they are the first ``rows`` rows of the buffers this cache holds (views: their
+    address is the buffers', the same at every step until a buffer is replaced), copied into
+    buffers with that many rows first when the batch is not already the first rows of such
+    buffers (a batch adopted from the encoder, widened cross K/V). With device placement the
+    values themselves are padded (once per layout: the boundary operations keep their rows)."""
+    if cache.placement.device is not None:
+        return _padded_values(cache, rows)
+    past = cache._held(cache.past, cache._past_held, rows)
+    if past is None:
+        cols = int(cache.seqlens.max(initial=0))
+        past = cache._copied(cache.past, np.arange(cache.rows), cache.capacity, cols, cache.dtype, cache._room(rows))
+        cache._past_held, cache.past = past, [t[: cache.rows] for t in past]
+        cache.version += 1
+    cross = cache._held([*cache.cross, cache.src_mask], cache._cross_held, rows)
+    if cross is None:
+        keep, alloc = np.arange(cache.rows), max(rows, _rows(cache._cross_held))
+        cross = cache._copied(cache.cross, keep, cache.L, cache.L, np.float32, alloc, zeros=True)
+        mask = np.zeros((alloc, cache.L), np.int32)
+        mask[: cache.rows] = cache.src_mask
+        cache._cross_held = cross = [*cross, mask]
+        cache.cross, cache.src_mask = [t[: cache.rows] for t in cross[:-1]], mask[: cache.rows]
+        cache.version += 1
+    return [t[:rows] for t in past], [t[:rows] for t in cross[:-1]], cross[-1][:rows]
+
+
+def _padded_values(cache: InPlaceCache, rows: int) -> tuple[list, list, object]:
+    """Device placement: every value with exactly ``rows`` rows (a copy through the host when not)."""
+    host, put = cache.placement.to_host, cache.placement.from_host
+
+    def padded(value):
+        if (value.shape if isinstance(value, np.ndarray) else value.shape())[0] == rows:
+            return value  # read without a copy: this runs at every step
+        a = host(value)
+        out = np.zeros((rows, *a.shape[1:]), a.dtype)
+        n = min(rows, a.shape[0])
+        out[:n] = a[:n]
+        cache.version += 1
+        return put(out)
+
+    cache.past = [padded(t) for t in cache.past]
+    cache.cross = [padded(t) for t in cache.cross]
+    cache.src_mask = padded(cache.src_mask)
+    return cache.past, cache.cross, cache.src_mask
