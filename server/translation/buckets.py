@@ -23,8 +23,10 @@ per reason) when it asks for the attention output (bound on the host, as wide as
 when every row is at its first token (GroupQueryAttention takes its first-prompt path there,
 which a replay would repeat), or when the session has no graphs. When a buffer is replaced, the
 size's graph is released and captured again under a new id, at most :data:`MAX_CAPTURES` times
-per runner; after that its steps run without a graph. What any of this buys on a GPU is not
-measured yet (``python -m benchmarks.cuda_checks --steps decode-graphs``).
+per runner; after that its steps run without a graph. On a device a compaction or a capacity
+growth still copies the cache into new device values (the other boundary copies write into the
+ones bound), so under continuous batching each one costs its size a capture; what any of this
+buys on a GPU is not measured yet (``python -m benchmarks.cuda_checks --steps decode-graphs``).
 """
 
 from __future__ import annotations
