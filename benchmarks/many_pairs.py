@@ -74,7 +74,7 @@ def pair_repo(base_dir: Path, out: Path, pairs: tuple[tuple[str, str], ...] = PA
 
 
 def _base_model() -> Path:
-    from attnserve.server.shared.config import bundled_model_repo
+    from attnserve.server.shared.locations import bundled_model_repo
 
     repo = bundled_model_repo()
     if repo is None or not (repo / "translator-en-de").is_dir():

@@ -169,6 +169,7 @@ class EngineRunner:
         disabled_optimizers: tuple[str, ...] | None = None,
         provider: str = "cpu",
         batching: str = "continuous",
+        step_buckets: str = "off",
     ) -> None:
         from attnserve.contract.manifest import load_manifest
         from attnserve.server.translation import EngineSettings, TranslationEngine
@@ -176,9 +177,16 @@ class EngineRunner:
 
         self.manifest = load_manifest(model_dir)
         self.encoder, self.decoder = load_translation_sessions(
-            model_dir, self.manifest, provider, intra_op_threads=threads, disabled_optimizers=disabled_optimizers
+            model_dir,
+            self.manifest,
+            provider,
+            intra_op_threads=threads,
+            disabled_optimizers=disabled_optimizers,
+            cuda_graph=step_buckets == "cuda-graphs",
         )
-        settings = EngineSettings(max_active_sequences=max_rows, max_texts_per_request=256, batching=batching)
+        settings = EngineSettings(
+            max_active_sequences=max_rows, max_texts_per_request=256, batching=batching, step_buckets=step_buckets
+        )
         self.engine = TranslationEngine(model_dir, self.manifest, self.encoder, self.decoder, settings)
         self.engine.warmup()
         self.loop = asyncio.new_event_loop()

@@ -8,8 +8,9 @@ import logging
 import sys
 
 from ..runtime.registry import RepositoryError
-from ..shared.config import ConfigError, bundled_model_repo
+from ..shared.config import ConfigError
 from ..shared.config_sources import add_arguments, resolve_settings
+from ..shared.locations import bundled_model_repo
 from ..shared.onnx_sessions import ProviderError
 from . import workers
 from .process import serve

@@ -21,6 +21,7 @@ from ..shared.config import Settings, engine_settings_kwargs
 from ..shared.onnx_sessions import create_session, session_provider
 from ..translation import EngineSettings, TranslationEngine
 from ..translation.aligner import Aligner
+from ..translation.sessions import cuda_graph_decoder, uses_cuda_graphs
 from .references import check_references
 
 log = logging.getLogger(__name__)
@@ -140,6 +141,8 @@ def load_model(model_dir: Path, manifest: Manifest, settings: Settings) -> Loade
         check_graph_inputs(model_dir, role, graph, sessions[role])
     # before the engine starts: a model that computes wrong numbers here is never served
     references = check_references(model_dir, manifest, sessions, session_provider(next(iter(sessions.values()))))
+    if uses_cuda_graphs(manifest, settings.decode_step_buckets, sessions):  # after the check: it would capture one
+        sessions["decoder"] = cuda_graph_decoder(model_dir, manifest, threads) or sessions["decoder"]
     model = _build_model(model_dir, manifest, settings, sessions)
     model.fingerprint = manifest_fingerprint(model_dir)
     model.references = references.summary()

@@ -32,8 +32,9 @@ from .. import files
 from ..files.downloads import key_digest, safe_filename
 from ..files.job_store import Job, JobStore, SqliteJobStore, pid_alive
 from ..shared.calls import Call
-from ..shared.config import Settings, per_repository_dir
+from ..shared.config import Settings
 from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded, ServingError
+from ..shared.locations import per_repository_dir
 from .files import FileRequest, FileTranslation, Resume
 
 log = logging.getLogger(__name__)

@@ -6,16 +6,21 @@ environment variables and an optional TOML or JSON config file.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import importlib.util
-import tempfile
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .locations import default_model_repo
+
 PROVIDERS = ("auto", "cpu", "cuda")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TRANSLATION_BATCHING = ("continuous", "static")
+DECODE_STEP_BUCKETS = ("off", "on", "cuda-graphs")
+STEP_BUCKETS_HELP = (
+    "an in-place decoder's steps at fixed batch sizes (1, 2, 4, ... --max-active-sequences) into persistent "
+    "buffers: on; cuda-graphs: also replayed as CUDA graphs on --provider cuda (off: padding rows cost compute "
+    "on the CPU; the gain on a GPU is not measured yet)"
+)
 LANGUAGE_DETECTION = ("langid", "lingua", "auto", "off")
 LOAD_MODELS = ("auto", "eager", "lazy")
 QUALITY_ACTIONS = ("mark", "refuse")  # service/quality.py's
@@ -23,30 +28,6 @@ QUALITY_ACTIONS = ("mark", "refuse")  # service/quality.py's
 
 class ConfigError(ValueError):
     """A setting with a bad value; the message names the setting and where it came from."""
-
-
-def default_model_repo() -> Path:
-    return Path("model-repo")
-
-
-def per_repository_dir(prefix: str, model_repo: Path) -> Path:
-    """``<system temp>/<prefix>-<12 hex digits of the repository's real path>``: the default home of
-    state a server keeps on disk. Servers of one model repository (``--workers``, a restart) share
-    it, so a restarted server finds its jobs and downloads; a server of another repository on the
-    same machine has its own, so it never takes jobs for models it does not serve."""
-    digest = hashlib.sha256(str(Path(model_repo).resolve()).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"{prefix}-{digest}"
-
-
-def bundled_model_repo() -> Path | None:
-    """The bundled model directories shipped inside the package (``attnserve/models/repo``), or
-    None when this installation lacks them. Found without importing ``attnserve.models``, whose
-    ``__init__`` imports torch (the server never does)."""
-    spec = importlib.util.find_spec("attnserve.models")
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        if (Path(folder) / "repo").is_dir():
-            return Path(folder) / "repo"
-    return None
 
 
 def _setting(default: Any, help: str, **kw: Any) -> Any:
@@ -183,6 +164,7 @@ class Settings:
         "left-padded cache)",
         choices=TRANSLATION_BATCHING,
     )
+    decode_step_buckets: str = _setting("off", STEP_BUCKETS_HELP, choices=DECODE_STEP_BUCKETS)
     stream_interval_ms: float = _setting(
         50.0,
         "a translation stream sends its new tokens at most this often: the first and the last at once, those in "
@@ -311,6 +293,14 @@ class Settings:
 
 def _check(settings: Settings) -> None:
     """Every setting's value in range, and the combinations that cannot work: a ``ConfigError`` naming it."""
+    for name, ok in _in_range(settings).items():
+        if not ok:
+            raise ConfigError(f"{name}: invalid value {getattr(settings, name)!r} ({_help(name)})")
+    _check_combinations(settings)
+
+
+def _in_range(settings: Settings) -> dict[str, bool]:
+    """Whether each setting with a range or a set of values holds a valid one, by name."""
     checks = {
         "port": 0 <= settings.port <= 65535,
         "metrics_port": -1 <= settings.metrics_port <= 65535,
@@ -318,6 +308,7 @@ def _check(settings: Settings) -> None:
         "provider": settings.provider in PROVIDERS,
         "log_level": settings.log_level in LOG_LEVELS,
         "translation_batching": settings.translation_batching in TRANSLATION_BATCHING,
+        "decode_step_buckets": settings.decode_step_buckets in DECODE_STEP_BUCKETS,
         "language_detection": settings.language_detection in LANGUAGE_DETECTION,
         "threads": settings.threads >= 0,
         "grace_seconds": settings.grace_seconds >= 0,
@@ -355,9 +346,11 @@ def _check(settings: Settings) -> None:
         " max_download_files running_jobs max_jobs max_jobs_per_key max_job_bytes_per_key"
     ).split()
     checks.update({name: getattr(settings, name) >= 1 for name in positive})
-    for name, ok in checks.items():
-        if not ok:
-            raise ConfigError(f"{name}: invalid value {getattr(settings, name)!r} ({_help(name)})")
+    return checks
+
+
+def _check_combinations(settings: Settings) -> None:
+    """Settings valid alone that cannot work together."""
     if settings.workers > 1 and settings.enable_admin:
         raise ConfigError(
             "enable_admin: the admin RPCs act on the one worker that receives them, so they are refused with "
@@ -388,4 +381,5 @@ def engine_settings_kwargs(settings: Settings) -> dict[str, Any]:
         "max_request_chars": settings.max_request_chars,
         "batching": settings.translation_batching,
         "stream_interval_ms": settings.stream_interval_ms,
+        "step_buckets": settings.decode_step_buckets,
     }

@@ -17,7 +17,8 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError, Settings, bundled_model_repo, default_model_repo
+from .config import ConfigError, Settings
+from .locations import bundled_model_repo, default_model_repo
 
 ENV_PREFIX = "ATTNSERVE_"
 

@@ -68,8 +68,11 @@ def session_options(
     return disable_optimizers(opts, disabled_optimizers)
 
 
-def _create(path: Path, providers: list[str], threads: int, **options_kw) -> ort.InferenceSession:
-    configured = [(p, CUDA_OPTIONS) if p == CUDA else p for p in providers]
+def _create(
+    path: Path, providers: list[str], threads: int, cuda_graph: bool = False, **options_kw
+) -> ort.InferenceSession:
+    cuda = {**CUDA_OPTIONS, "enable_cuda_graph": "1"} if cuda_graph else CUDA_OPTIONS
+    configured = [(p, cuda) if p == CUDA else p for p in providers]
     options = session_options(threads, "cuda" if providers[0] == CUDA else "cpu", **options_kw)
     try:
         return ort.InferenceSession(str(path), sess_options=options, providers=configured)
@@ -83,9 +86,12 @@ def create_session(
     threads: int = 0,
     spin: bool = True,
     disabled_optimizers: tuple[str, ...] | None = None,
+    cuda_graph: bool = False,
 ) -> ort.InferenceSession:
     """A session for ``path`` on ``provider`` (auto | cpu | cuda), with :func:`session_options`
     for the provider it runs on (``spin`` and ``disabled_optimizers`` are passed on).
+    ``cuda_graph``: a CUDA session is made with ``enable_cuda_graph``, whose runs capture and
+    replay CUDA graphs by their RunOptions' ``gpu_graph_id`` (translation/buckets.py).
 
     Raises :class:`ProviderError` when ``cuda`` was asked for and is not usable, or when
     the graph does not load.
@@ -105,7 +111,7 @@ def create_session(
         # auto that is expected on CPU machines, and the registry reports the fallback once.
         ort.set_default_logger_severity(4)
     try:
-        session = _create(path, [CUDA, CPU], threads, **kw)
+        session = _create(path, [CUDA, CPU], threads, cuda_graph, **kw)
     finally:
         ort.set_default_logger_severity(2)  # onnxruntime's default: warnings and up
     if session.get_providers()[0] == CUDA:

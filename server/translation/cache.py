@@ -66,6 +66,10 @@ class Placement:
     def from_host(self, array: np.ndarray):
         return np.ascontiguousarray(array)
 
+    def write(self, tensor, array: np.ndarray):
+        """``array`` (``to_host(tensor)``, changed) as the tensor: on the host it is the tensor."""
+        return self.from_host(array)
+
 
 class DevicePlacement(Placement):
     """Tensors are ``OrtValue`` s on ``device`` ("cuda", or "cpu" to exercise the path in tests)."""
@@ -82,6 +86,19 @@ class DevicePlacement(Placement):
 
     def from_host(self, array: np.ndarray):
         return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, self.device_id)
+
+    def write(self, tensor, array: np.ndarray):
+        """``array`` written into ``tensor``'s device memory (same shape and type): the tensor keeps
+        its address, so a binding (and a CUDA graph captured on it) still reads it."""
+        if isinstance(tensor, ort.OrtValue) and tuple(tensor.shape()) == array.shape:
+            if tensor.data_type() == ORT_TYPES.get(array.dtype):
+                tensor.update_inplace(np.ascontiguousarray(array))
+                return tensor
+        return self.from_host(array)
+
+
+ORT_TYPES = {np.dtype(t): f"tensor({n})" for t, n in ((np.float32, "float"), (np.float16, "float16"))}
+ORT_TYPES.update({np.dtype(np.int32): "tensor(int32)", np.dtype(np.int64): "tensor(int64)"})
 
 
 @dataclass(frozen=True)
@@ -198,11 +215,11 @@ class KVCache:
         (bool per pair, default all): the rows whose cross K/V and source mask must be copied
         too; a beam moving to another row of its own job already has its source's."""
         self._positions = None  # the rows' padding changes: step inputs rebuilt
-        host, put = self.placement.to_host, self.placement.from_host
+        host = self.placement.to_host
         for i, t in enumerate(self.past):
             a = host(t)
             a[dst] = a[src]  # the right side is gathered first, so overlaps are safe
-            self.past[i] = put(a)
+            self.past[i] = self.placement.write(t, a)
         self.pad[dst] = self.pad[src]
         copy_source_rows(self, dst, src, fresh)
 
@@ -260,14 +277,14 @@ def copy_source_rows(cache, dst: np.ndarray, src: np.ndarray, fresh: np.ndarray 
         dst, src = dst[fresh], src[fresh]
     if not len(dst):
         return
-    host, put = cache.placement.to_host, cache.placement.from_host
+    host, write = cache.placement.to_host, cache.placement.write
     for i, t in enumerate(cache.cross):
         a = host(t)
         a[dst] = a[src]
-        cache.cross[i] = put(a)
+        cache.cross[i] = write(t, a)
     mask = host(cache.src_mask)
     mask[dst] = mask[src]
-    cache.src_mask = put(mask)
+    cache.src_mask = write(cache.src_mask, mask)
     cache.src_len[dst] = cache.src_len[src]
 
 
@@ -297,26 +314,28 @@ def assign_cross(cache, slots: np.ndarray, new: NewRows) -> bool:
     widened = Ln > cache.L
     if widened:
         _widen_cross(cache, Ln)
-    host, put = cache.placement.to_host, cache.placement.from_host
+    host, write = cache.placement.to_host, cache.placement.write
     mask = host(cache.src_mask)
     mask[slots] = 0
     mask[slots, :Ln] = new.src_mask
-    cache.src_mask = put(mask)
-    for i, (c, n) in enumerate(zip(cache.cross, new.cross)):
-        c = host(c)
+    cache.src_mask = write(cache.src_mask, mask)
+    for i, (t, n) in enumerate(zip(cache.cross, new.cross)):
+        c = host(t)
         c[slots, :, :Ln] = n  # columns past Ln keep stale values, hidden by the mask
-        cache.cross[i] = put(c)
+        cache.cross[i] = write(t, c)
     return widened
 
 
 def _widen_cross(cache, L: int) -> None:
     host, put = cache.placement.to_host, cache.placement.from_host
-    B, H, D = cache.rows, cache.num_heads, cache.head_dim
+    H, D = cache.num_heads, cache.head_dim
     cross = []
     for c in cache.cross:
-        wide = np.zeros((B, H, L, D), np.float32)
-        wide[:, :, : cache.L] = host(c)
+        c = host(c)  # (B, H, L0, D), or more rows: the padding rows of a step bucket (slot_cache.py)
+        wide = np.zeros((c.shape[0], H, L, D), np.float32)
+        wide[:, :, : cache.L] = c
         cross.append(put(wide))
-    mask = np.zeros((B, L), np.int32)
-    mask[:, : cache.L] = host(cache.src_mask)
+    narrow = host(cache.src_mask)
+    mask = np.zeros((narrow.shape[0], L), np.int32)
+    mask[:, : cache.L] = narrow
     cache.cross, cache.src_mask, cache.L = cross, put(mask), L

@@ -11,6 +11,7 @@ import numpy as np
 from .terms import Constraint
 
 BATCHING = ("continuous", "static")
+STEP_BUCKETS = ("off", "on", "cuda-graphs")  # see EngineSettings.step_buckets
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,11 @@ class EngineSettings:
     # A stream passes on its tokens at most this often (ms): the first and the last at once,
     # those in between gathered into one event; 0 = one event per token.
     stream_interval_ms: float = 0.0
+    # An in-place decoder's steps at fixed batch sizes (1, 2, 4, ... max_active_sequences) into
+    # persistent buffers (buckets.py): "on"; "cuda-graphs" also replays each size's step as a CUDA
+    # graph where the decoder session has them. Off by default: padding rows cost compute on the
+    # CPU, and what they buy on a GPU is not measured yet (docs/architecture.md).
+    step_buckets: str = "off"
 
     def __post_init__(self) -> None:
         for name in (
@@ -53,6 +59,9 @@ class EngineSettings:
             raise ValueError(f"EngineSettings.max_texts_per_request must be >= 1, got {self.max_texts_per_request}")
         if self.batching not in BATCHING:
             raise ValueError(f"EngineSettings.batching must be one of {', '.join(BATCHING)}, got {self.batching!r}")
+        if self.step_buckets not in STEP_BUCKETS:
+            choices = ", ".join(STEP_BUCKETS)
+            raise ValueError(f"EngineSettings.step_buckets must be one of {choices}, got {self.step_buckets!r}")
 
 
 @dataclass(frozen=True)

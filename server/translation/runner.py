@@ -17,8 +17,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnxruntime as ort
 
+from .buckets import BucketSteps
 from .cache import KVCache, NewRows, Placement
 from .jobs import Job
+from .options import EngineSettings
 from .sessions import ModelSpec, direct_run
 from .slot_cache import InPlaceCache
 
@@ -61,14 +63,21 @@ class ModelRunner:
 
     ``before_run`` is called right before every model run, its inputs ready: the scheduler hands
     out the results gathered so far there, while onnxruntime is about to run without the GIL
-    (see ``DecodeScheduler.__init__``).
+    (see ``DecodeScheduler.__init__``). ``settings.step_buckets``: an in-place decoder's steps at
+    fixed batch sizes up to ``settings.max_active_sequences`` (:mod:`.buckets`).
     """
 
     encoder = _Session()
     decoder = _Session()
 
     def __init__(
-        self, encoder, decoder, spec: ModelSpec, placement: Placement, before_run: Callable[[], None] = lambda: None
+        self,
+        encoder,
+        decoder,
+        spec: ModelSpec,
+        placement: Placement,
+        before_run: Callable[[], None] = lambda: None,
+        settings: EngineSettings | None = None,
     ) -> None:
         self.encoder, self.decoder, self.spec, self.placement = encoder, decoder, spec, placement
         self.before_run = before_run
@@ -88,6 +97,10 @@ class ModelRunner:
         self._bound: tuple[int, int, bool] | None = None  # (cache.version, id(cache), attention) of the binding
         self._step_feeds: list[tuple[str, np.ndarray]] = []  # the in-place step's host inputs, by name
         self.vocab_size = decoder_vocab(decoder, io.logits)
+        self.buckets = None
+        if settings is not None and settings.step_buckets != "off" and io.in_place:
+            rows, graphs = settings.max_active_sequences, settings.step_buckets == "cuda-graphs"
+            self.buckets = BucketSteps(decoder, spec, placement, self.vocab_size, rows, graphs)
 
     # --- encoder ---------------------------------------------------------------------
 
@@ -200,6 +213,14 @@ class ModelRunner:
         row's new key/value into the cache's buffers."""
         cache.reserve()  # grows the capacity (a copy) only when a row would write past it
         attention = self.want_attention and self.has_attention
+        if self.buckets is not None:
+            if self.buckets.decoder is not self.decoder:  # a session swapped in
+                self.buckets.use(self.decoder)
+            logits, weights = self.buckets.step(cache, input_ids, attention, self.before_run)
+            cache.advance()
+            if attention:
+                self.attention = weights
+            return logits
         if self._bound != (cache.version, id(cache), attention):
             self._bind(cache, attention)
         self._ids[:] = input_ids  # (B, 1) into the bound buffer

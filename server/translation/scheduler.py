@@ -65,7 +65,7 @@ class DecodeScheduler:
         self.cache = make_cache(spec, decoder, placement, settings.max_active_sequences)
         self.slots = SlotTable(self.cache, spec.start_id, spec.pad_id)
         self.outbox = Outbox()  # results for the event loops, sent right before each model run (module docstring)
-        self.runner = ModelRunner(encoder, decoder, spec, placement, before_run=self.outbox.flush)
+        self.runner = ModelRunner(encoder, decoder, spec, placement, self.outbox.flush, settings)
         self.budgets = Budgets(settings.max_active_sequences, settings.max_tokens_in_flight, settings.max_cache_bytes)
         self.usage = Usage()  # what admitted jobs hold; changed on this scheduler's thread only
         self.never, self.never_ids = never_columns(spec.never_ids), frozenset(spec.never_ids)  # models/decoding.py

@@ -3,6 +3,7 @@ decoding speed, and the few facts about the model that decoding needs."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,9 +11,12 @@ from pathlib import Path
 import onnxruntime as ort
 
 from attnserve.contract.graph_io import DecoderIO, EncoderIO
+from attnserve.contract.kinds import TRANSLATION
 from attnserve.contract.manifest import Manifest
 
-from ..shared.onnx_sessions import create_session, session_provider
+from ..shared.onnx_sessions import ProviderError, create_session, session_provider
+
+log = logging.getLogger(__name__)
 
 
 def load_translation_sessions(
@@ -22,11 +26,14 @@ def load_translation_sessions(
     intra_op_threads: int = 0,
     spin: bool = True,
     disabled_optimizers: tuple[str, ...] | None = None,
+    cuda_graph: bool = False,
 ) -> tuple[ort.InferenceSession, ort.InferenceSession]:
     """(encoder, decoder) sessions of a translation model directory on ``provider`` (cpu | auto |
     cuda), made as the server makes them (:func:`attnserve.server.shared.onnx_sessions.create_session`): a
     session that asked for CUDA and fell back to CPU is built again with the CPU options.
     ``spin`` and ``disabled_optimizers``: see :func:`attnserve.server.shared.onnx_sessions.session_options`.
+    ``cuda_graph``: a CUDA decoder with CUDA graphs where onnxruntime can make one
+    (:func:`cuda_graph_decoder`).
     """
     encoder, decoder = (
         create_session(
@@ -34,7 +41,31 @@ def load_translation_sessions(
         )
         for name in ("encoder", "decoder")
     )
+    if cuda_graph and session_provider(decoder) == "cuda":
+        decoder = cuda_graph_decoder(model_dir, manifest, intra_op_threads) or decoder
     return encoder, decoder
+
+
+def uses_cuda_graphs(manifest: Manifest, step_buckets: str, sessions: dict) -> bool:
+    """Whether a model's decoder runs with CUDA graphs: step buckets ``cuda-graphs``, a translation
+    model whose decoder writes its cache in place (the buckets' layout), its session on CUDA."""
+    if manifest.kind != TRANSLATION or step_buckets != "cuda-graphs":
+        return False
+    return manifest.decoder_io().in_place and session_provider(sessions["decoder"]) == "cuda"
+
+
+def cuda_graph_decoder(model_dir: Path, manifest: Manifest, threads: int = 0) -> ort.InferenceSession | None:
+    """The decoder of ``model_dir`` on CUDA with ``enable_cuda_graph``, for step buckets
+    (:mod:`.buckets`), whose every run names its graph; None, logged, where onnxruntime refuses
+    (a node it would place on the CPU, say). A session of its own: any other run of a session
+    with graphs (a plain ``run``, the load-time reference check) would capture graph 0 on its
+    transient inputs."""
+    path = Path(model_dir) / manifest.graphs["decoder"].file
+    try:
+        return create_session(path, "cuda", threads, cuda_graph=True)
+    except ProviderError as exc:
+        log.warning("%s: no CUDA graphs, its steps run without them: %s", path, exc)
+        return None
 
 
 Run = Callable[[list[str], dict], list]

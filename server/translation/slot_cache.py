@@ -165,25 +165,23 @@ class InPlaceCache:
         self.live32[slots] = 1
         self.total[...] = self.seqlens.max(initial=0) + 1
         self.src_len[slots] = new.src_len
-        widened = assign_cross(self, slots, new)
-        # rebind: widened arrays are new ones, and device values are new OrtValues
-        self.version += widened + (self.placement.device is not None)
+        # rebind when widened (new arrays); otherwise written in place, device values included
+        self.version += assign_cross(self, slots, new)
 
     def copy_rows(self, dst: np.ndarray, src: np.ndarray, fresh: np.ndarray | None = None) -> None:
         """Row ``dst[i]`` becomes a copy of row ``src[i]`` (beam search): only the cached columns
         of the self-attention slots move; cross K/V and source mask only for the ``fresh`` pairs
         (default all: a beam moving to another row of its own job already has its source's)."""
-        host, put = self.placement.to_host, self.placement.from_host
+        host = self.placement.to_host
         cols = int(self.seqlens[src].max(initial=0))
         for i, t in enumerate(self.past):
             a = host(t)
             a[dst, :, :cols] = a[src, :, :cols]  # the right side is gathered first, so overlaps are safe
-            self.past[i] = put(a)
+            self.past[i] = self.placement.write(t, a)  # the same buffer: nothing to rebind
         copy_source_rows(self, dst, src, fresh)
         for array in (self.positions, self.seqlens, self.live, self.live32):
             array[dst] = array[src]
         self.total[...] = self.seqlens.max(initial=0) + 1
-        self.version += self.placement.device is not None
 
     def compact(self, keep: np.ndarray, extra: int = 0) -> None:
         """Keep rows ``keep`` (B',) in that order, then ``extra`` free slots. The capacity shrinks
@@ -264,10 +262,12 @@ class InPlaceCache:
         return out
 
     def _resize(self, capacity: int) -> None:
-        """Every buffer with ``capacity`` columns, the batch's rows only, their cached columns copied."""
+        """Every buffer with ``capacity`` columns, the batch's rows' cached columns copied; on the
+        host as many rows as the buffers held (a step bucket's padding rows stay allocated)."""
         rows, put = np.arange(self.rows), self.placement.from_host
-        past = self._copied(self.past, rows, capacity, min(self.capacity, capacity), self.dtype, self.rows)
-        self.past, self.capacity = [put(t) for t in past], capacity
+        held = max(self.rows, _rows(self._past_held))
+        past = self._copied(self.past, rows, capacity, min(self.capacity, capacity), self.dtype, held)
+        self.past, self.capacity = [put(t[: self.rows]) for t in past], capacity
         self._past_held = past if self.placement.device is None else []
         self.version += 1
 
@@ -303,3 +303,53 @@ def make_cache(spec, decoder, placement: Placement, max_rows: int = 1 << 30):
     if placement.device == "cuda" and cache.REFUSE_IN_PLACE_ON_CUDA:  # read here: a check patches it
         raise ProviderError(cache.IN_PLACE_ON_CUDA)
     return InPlaceCache(spec.num_layers, spec.num_heads, spec.head_dim, placement, dtype, max_rows=max_rows)
+
+
+def bucket_tensors(cache: InPlaceCache, rows: int) -> tuple[list, list, object]:
+    """The self-attention buffers, cross K/V and source mask with ``rows`` rows (>= the batch's),
+    the batch in the first ones: what a step at that batch size (a step bucket, buckets.py) binds;
+    the rows past the batch are padding whose results nobody reads.
+
+    On the host they are the first ``rows`` rows of the buffers this cache holds (views: their
+    address is the buffers', the same at every step until a buffer is replaced), copied into
+    buffers with that many rows first when the batch is not already the first rows of such
+    buffers (a batch adopted from the encoder, widened cross K/V). With device placement the
+    values themselves are padded (once per layout: the boundary operations keep their rows)."""
+    if cache.placement.device is not None:
+        return _padded_values(cache, rows)
+    past = cache._held(cache.past, cache._past_held, rows)
+    if past is None:
+        cols = int(cache.seqlens.max(initial=0))
+        past = cache._copied(cache.past, np.arange(cache.rows), cache.capacity, cols, cache.dtype, cache._room(rows))
+        cache._past_held, cache.past = past, [t[: cache.rows] for t in past]
+        cache.version += 1
+    cross = cache._held([*cache.cross, cache.src_mask], cache._cross_held, rows)
+    if cross is None:
+        keep, alloc = np.arange(cache.rows), max(rows, _rows(cache._cross_held))
+        cross = cache._copied(cache.cross, keep, cache.L, cache.L, np.float32, alloc, zeros=True)
+        mask = np.zeros((alloc, cache.L), np.int32)
+        mask[: cache.rows] = cache.src_mask
+        cache._cross_held = cross = [*cross, mask]
+        cache.cross, cache.src_mask = [t[: cache.rows] for t in cross[:-1]], mask[: cache.rows]
+        cache.version += 1
+    return [t[:rows] for t in past], [t[:rows] for t in cross[:-1]], cross[-1][:rows]
+
+
+def _padded_values(cache: InPlaceCache, rows: int) -> tuple[list, list, object]:
+    """Device placement: every value with exactly ``rows`` rows (a copy through the host when not)."""
+    host, put = cache.placement.to_host, cache.placement.from_host
+
+    def padded(value):
+        if (value.shape if isinstance(value, np.ndarray) else value.shape())[0] == rows:
+            return value  # read without a copy: this runs at every step
+        a = host(value)
+        out = np.zeros((rows, *a.shape[1:]), a.dtype)
+        n = min(rows, a.shape[0])
+        out[:n] = a[:n]
+        cache.version += 1
+        return put(out)
+
+    cache.past = [padded(t) for t in cache.past]
+    cache.cross = [padded(t) for t in cache.cross]
+    cache.src_mask = padded(cache.src_mask)
+    return cache.past, cache.cross, cache.src_mask

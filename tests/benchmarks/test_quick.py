@@ -504,6 +504,24 @@ def test_cuda_checks_dry_run_on_the_cpu_writes_the_env_step(tmp_path):
         assert cuda_checks.main(["--sanity", "cuda"]) == 1
 
 
+def test_cuda_checks_reports_the_steps_its_budget_leaves_out(tmp_path):
+    """A run whose time budget is spent starts no step: each is reported skipped, with why, and
+    the plan holds every step the issue lists, the dry run on the CPU provider only."""
+    from attnserve.benchmarks import cuda_checks, cuda_steps
+
+    out, work = tmp_path / "out", tmp_path / "work"
+    argv = ["--provider", "cpu", "--quick", "--out", str(out), "--work-dir", str(work)]
+    assert cuda_checks.main([*argv, "--steps", "env", "ct2-gpu", "--budget-s", "1"]) == 0
+    steps = json.loads((out / "cuda-checks.json").read_text())["steps"]
+    assert {name: step["rc"] for name, step in steps.items()} == {"env": "skipped", "ct2-gpu": "skipped"}
+    assert "budget" in steps["ct2-gpu"]["why"]
+    plan = cuda_steps.plan(cuda_checks.build_parser().parse_args(argv))
+    assert [step.name for step in plan] == list(cuda_steps.STEPS)
+    assert "cuda" not in [arg for step in plan for arg in step.argv], "a dry run asked for the CUDA provider"
+    by_name = {step.name: step.argv for step in plan}
+    assert "--ctranslate2" in by_name["ct2-gpu"] and "--workers" in by_name["server"]
+
+
 def test_glossary_quick(dirs):
     argv, out = dirs
     assert cli.main(["glossary", *argv]) == 0

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from attnserve.server.entry.cli import build_parser
-from attnserve.server.shared.config import ConfigError, Settings, bundled_model_repo
+from attnserve.server.shared.config import ConfigError, Settings
 from attnserve.server.shared.config_sources import resolve_settings, settings_table
+from attnserve.server.shared.locations import bundled_model_repo
 
 
 @pytest.fixture(autouse=True)
@@ -108,6 +109,17 @@ def test_translation_batching_from_env_and_flag_reaches_the_engine_settings():
         _resolve([], {"ATTNSERVE_TRANSLATION_BATCHING": "dynamic"})
 
 
+def test_decode_step_buckets_from_env_and_flag_reach_the_engine_settings():
+    from attnserve.server.shared.config import engine_settings_kwargs
+    from attnserve.server.translation import EngineSettings
+
+    assert EngineSettings(**engine_settings_kwargs(_resolve([]))).step_buckets == "off"
+    s = _resolve(["--decode-step-buckets", "cuda-graphs"], {"ATTNSERVE_DECODE_STEP_BUCKETS": "on"})
+    assert EngineSettings(**engine_settings_kwargs(s)).step_buckets == "cuda-graphs"
+    with pytest.raises(ConfigError, match="decode_step_buckets: invalid value 'always'"):
+        _resolve([], {"ATTNSERVE_DECODE_STEP_BUCKETS": "always"})
+
+
 def test_workers_setting_from_env_and_its_limits(capsys):
     from attnserve.server.entry.cli import main
 
@@ -134,7 +146,7 @@ def test_models_load_lazily_exactly_when_a_budget_is_set_unless_told():
 
 
 def test_servers_of_one_repository_share_their_state_folder_and_others_do_not(tmp_path, monkeypatch):
-    from attnserve.server.shared.config import per_repository_dir
+    from attnserve.server.shared.locations import per_repository_dir
 
     a, b = tmp_path / "repo-a", tmp_path / "repo-b"
     a.mkdir()

@@ -28,7 +28,7 @@ from attnserve.server.entry.app import create_server
 from attnserve.server.runtime.registry import RepositoryError
 from attnserve.server.service.requests import Deadline
 from attnserve.server.shared.calls import LOAD_MS_KEY
-from attnserve.server.shared.config import bundled_model_repo
+from attnserve.server.shared.locations import bundled_model_repo
 from tests.support.server import ServerProcess, resident_bytes
 
 from .conftest import settings_for

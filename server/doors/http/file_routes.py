@@ -34,8 +34,8 @@ from aiohttp import BodyPartReader, web
 from ...files.downloads import DownloadStore
 from ...service.files import FileRequest
 from ...shared.calls import Call
-from ...shared.config import per_repository_dir
 from ...shared.errors import InvalidRequest
+from ...shared.locations import per_repository_dir
 from .table import RouteTable
 from .upstream import ApiKeys, upstream_words
 
