@@ -40,16 +40,19 @@ from .doors import v1, v1_wire
 from .doors.kserve import grpc_service as kserve_grpc
 from .doors.kserve import grpc_wire as kserve_wire
 from .doors.kserve.infer import KServeInference
+from .files.downloads import key_digest
 from .metrics import Metrics
 from .registry import IndexedModel, LoadedModel, ModelRegistry
 from .reload import Reloader
 from .repository import RepositoryControl
 from .residency import Residency
 from .service.classification import ClassificationService
-from .service.file_jobs import FileJobs
+from .service.file_jobs import FileJobs, state_folder
 from .service.files import FileTranslation
 from .service.requests import MODEL_VERSION
+from .service.stored_glossaries import StoredGlossaries
 from .service.translation import TranslationService, check_version
+from .state import GlossaryStore, open_database
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +84,9 @@ class AttnServer(RepositoryControl):
         self.translation = TranslationService(registry, settings, self.metrics, self.preprocess_pool)
         self.files = FileTranslation(self.translation)
         self.jobs = FileJobs(self.files, settings)
+        self.state = open_database(settings.state_url, state_folder(settings))
+        self.glossaries = StoredGlossaries(GlossaryStore(self.state), settings, self.translation.routes)
+        self.translation.stored_glossaries = self.glossaries
         self.classification = ClassificationService(registry, settings, self.preprocess_pool)
         self.kserve = KServeInference(self)
         options = [
@@ -163,6 +169,7 @@ class AttnServer(RepositoryControl):
         self.preprocess_pool.shutdown(wait=False)
         self.files.close()
         self.jobs.close()
+        self.glossaries.close()
 
     async def start(self) -> None:
         await self.registry.start()
@@ -235,6 +242,7 @@ class AttnServer(RepositoryControl):
         self.preprocess_pool.shutdown(wait=False)
         self.files.close()
         self.jobs.close()
+        self.glossaries.close()
         self.metrics.stop_http()
         log.info("stopped")
         self._stopped.set()
@@ -251,6 +259,10 @@ class AttnServer(RepositoryControl):
     def _unauthenticated(self, method: str) -> None:
         self.metrics.unauthenticated.labels(method).inc()
         self.metrics.requests.labels("-", method, "UNAUTHENTICATED").inc()
+
+    def caller_key(self, authorization: str | None) -> str:
+        """Whose records a call reads (``Call.key``): the sha256 of its bearer token, "" without keys."""
+        return key_digest(security.bearer_token(authorization)) if self.token_checker is not None else ""
 
     @contextlib.asynccontextmanager
     async def rpc(
@@ -270,6 +282,7 @@ class AttnServer(RepositoryControl):
             async with self.calls.track(
                 method, model, request_id, inference=inference, deadline_passed=deadline_passed
             ) as call:
+                call.key = self.caller_key(metadata.get("authorization"))
                 yield call
         except CallFailed as exc:
             await context.abort(grpc.StatusCode[exc.status], exc.message)

@@ -204,6 +204,8 @@ class Settings:
     max_request_chars: int = _setting(200_000, "characters in all texts of one Translate request; checked first")
     max_glossary_terms: int = _setting(256, "glossary terms one translation request may send (keep terms included)")
     max_glossary_term_chars: int = _setting(200, "characters of a glossary term's source or target")
+    max_glossaries_per_key: int = _setting(100, "stored glossaries one api key (or the keyless server) keeps")
+    max_stored_glossary_entries: int = _setting(5000, "entries of one stored glossary (glossary_id)")
     max_concurrent_rpcs: int = _setting(
         1024,
         "calls the server handles at once (gRPC and HTTP); beyond -> RESOURCE_EXHAUSTED. An HTTP call counts "
@@ -275,6 +277,11 @@ class Settings:
         "directory of the server's state (file jobs: an SQLite file and the jobs' files), shared by --workers; "
         "'' = attnserve-state-<the model repository's digest> in the system temp dir: the servers of one "
         "repository share it, those of another do not",
+    )
+    state_url: str = _setting(
+        "",
+        "records store shared by replicas on several machines (stored glossaries, file jobs' records): "
+        "postgresql://USER:PASSWORD@HOST/DB (pip install 'attnserve[postgres]'); '' = SQLite in --state-dir",
     )
     running_jobs: int = _setting(2, "file jobs translated at once by each server process; the rest wait queued")
     max_jobs: int = _setting(1000, "file jobs kept at once (queued, running or finished), all keys together")
@@ -351,6 +358,7 @@ def _check(settings: Settings) -> None:
         "file_cpu_seconds": settings.file_cpu_seconds >= 1,
         "file_memory_bytes": settings.file_memory_bytes >= 0,
         "public_url": not settings.public_url or settings.public_url.startswith(("http://", "https://")),
+        "state_url": not settings.state_url or settings.state_url.startswith(("postgresql://", "postgres://")),
     }
     positive = (
         "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
@@ -359,6 +367,7 @@ def _check(settings: Settings) -> None:
         "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
         " max_file_bytes max_file_chars max_aligned_runs max_download_bytes model_load_attempts file_workers"
         " max_download_files running_jobs max_jobs max_jobs_per_key max_job_bytes_per_key"
+        " max_glossaries_per_key max_stored_glossary_entries"
     ).split()
     checks.update({name: getattr(settings, name) >= 1 for name in positive})
     for name, ok in checks.items():

@@ -26,6 +26,7 @@ from ..service.file_jobs import remaining_s
 from ..service.files import FileRequest, TranslatedFile
 from ..service.requests import ClassificationRequest, Deadline, Translated, TranslationRequest
 from ..service.routing import Route
+from ..state import Glossary
 from ..translation import DecodeOptions, Hypothesis, StreamEvent
 
 FINISH_REASONS = {"eos": pb.FINISH_REASON_EOS, "length": pb.FINISH_REASON_LENGTH}
@@ -112,6 +113,7 @@ def translation_request(
         options=decode_options(options),
         deadline=deadline,
         glossary=glossary(request),
+        glossary_id=request.glossary_id,
         alignments=request.return_alignments,
         quality=request.return_quality,
     )
@@ -371,3 +373,16 @@ def job_result_chunks(job: Job, content: bytes) -> Iterator[pb.TranslateFileChun
         target_language=job.target,
     )
     return _chunks(content, summary)
+
+
+def stored_glossary(glossary: Glossary) -> pb.StoredGlossary:
+    """A stored glossary (``service/stored_glossaries.py``), its entries where they were read."""
+    return pb.StoredGlossary(
+        id=glossary.id,
+        name=glossary.name,
+        source_language=glossary.source,
+        target_language=glossary.target,
+        entry_count=glossary.entry_count,
+        created_unix_s=glossary.created,
+        entries=[pb.GlossaryEntry(source=s, target=t) for s, t in glossary.entries],
+    )

@@ -69,6 +69,11 @@ def default_dir(settings: Settings) -> Path:
     return per_repository_dir("attnserve-state", settings.model_repo)
 
 
+def state_folder(settings: Settings) -> Path:
+    """``--state-dir``, else the model repository's own folder in the system temp dir."""
+    return Path(settings.state_dir) if settings.state_dir else default_dir(settings)
+
+
 def remaining_s(job: Job, now: float | None = None) -> float | None:
     """The estimated seconds left of a running job: its pace this run, over the sentences left."""
     fresh = job.done - job.reused
@@ -102,7 +107,7 @@ class FileJobs:
 
     def __init__(self, translation: FileTranslation, settings: Settings, store: JobStore | None = None) -> None:
         self.translation, self.settings = translation, settings
-        folder = Path(settings.state_dir) if settings.state_dir else default_dir(settings)
+        folder = state_folder(settings)
         self.blobs = folder / "jobs"
         self.blobs.mkdir(parents=True, exist_ok=True)
         self.store = store if store is not None else SqliteJobStore(folder)

@@ -52,6 +52,7 @@ from .requests import (
     within_time_limit,
 )
 from .routing import LanguageNotServed, Route, ServedLanguages
+from .stored_glossaries import StoredGlossaries
 
 T = TypeVar("T")
 MAX_LANGUAGE_CODE = 64  # characters: BCP 47 tags with every subtag are far shorter
@@ -96,6 +97,7 @@ class TranslationService:
         self.languages = ServedLanguages(registry)
         self.detector = make_detector(settings.language_detection)
         self.glossaries = DefaultGlossaries(settings.glossary_dir)
+        self.stored_glossaries: StoredGlossaries | None = None  # the server's, set where it has a state store
 
     # ------------------------------------------------------------------- requests
 
@@ -103,6 +105,7 @@ class TranslationService:
         """One result per text (document), in order; through the pivot language when no model
         serves the pair directly (``pivot``); source ``auto``: each text in its detected language
         (``mixed``)."""
+        request = await self.stored_glossary(request)
         if request.source_language == AUTO:
             self.check_texts(request.texts)  # before any text is read
             check_language_codes(request.source_language, request.target_language)
@@ -153,6 +156,7 @@ class TranslationService:
             raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
         if request.quality:
             raise InvalidRequest("quality scores come with whole translations (Translate), not with a stream")
+        request = await self.stored_glossary(request)
         route = self.pivot_route(request)
         if route is not None:
             limit = self.settings.request_timeout_seconds
@@ -186,6 +190,14 @@ class TranslationService:
         check_language_codes(request.source_language, request.target_language)
         table = self.languages.table
         return table.pivot_route(request.source_language, request.target_language, self.settings.pivot_language)
+
+    async def stored_glossary(self, request: TranslationRequest) -> TranslationRequest:
+        """A request naming a stored glossary (``glossary_id``) with its entries read."""
+        if not request.glossary_id:
+            return request
+        if self.stored_glossaries is None:
+            raise InvalidRequest("this server stores no glossaries: send the terms in the request's glossary")
+        return await self.stored_glossaries.resolve(request)
 
     def routes(self) -> list[Route]:
         """Every pair a request may name, direct and by pivot."""
@@ -224,7 +236,7 @@ class TranslationService:
         """The server's default terms for the model and pair, extended and overridden by the request's."""
         s = self.settings
         check_entries(request.glossary, s.max_glossary_terms, s.max_glossary_term_chars)
-        entries = self.glossaries.entries(model.name, source, target) + request.glossary
+        entries = self.glossaries.entries(model.name, source, target) + request.stored_glossary + request.glossary
         if not entries:
             return None
         return compile_glossary(entries, model.engine.tokenizer, documents.normalizer(model.engine))

@@ -22,10 +22,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..config import ConfigError
+
 Row = tuple[Any, ...]
 
 
-class StateStoreError(RuntimeError):
+class StateStoreError(ConfigError):
     """The store cannot be opened (a bad ``--state-url``, a driver not installed, a server not reached)."""
 
 

@@ -258,13 +258,15 @@ class LibreTranslateRoutes:
         self.app.metrics.unauthenticated.labels(label).inc()
         raise Forbidden("Invalid API key")
 
-    def check_key(self, request: web.Request, fields: dict[str, Any], label: str) -> None:
+    def check_key(self, request: web.Request, fields: dict[str, Any], label: str, call: Call | None = None) -> None:
         """``api_key`` of the fields, where no ``Authorization`` header (checked first) was sent."""
         checker = self.app.token_checker
         if checker is None or request.headers.get("Authorization"):
             return
         api_key = fields.get("api_key")
         if isinstance(api_key, str) and api_key and checker.check(f"Bearer {api_key}"):
+            if call is not None:  # whose stored glossaries the request reads
+                call.key = self.app.caller_key(f"Bearer {api_key}")
             return
         self.app.metrics.unauthenticated.labels(label).inc()
         if not api_key:  # upstream's wording and status (400) for a request without a key
@@ -273,7 +275,7 @@ class LibreTranslateRoutes:
 
     async def translate(self, request: web.Request, call: Call) -> web.Response:
         fields = await read_fields(request, self.settings.max_message_bytes)
-        self.check_key(request, fields, call.method)
+        self.check_key(request, fields, call.method, call)
         texts, batch = _texts(fields)
         source, target = _string(fields, "source"), _string(fields, "target")
         if not source:
@@ -290,6 +292,7 @@ class LibreTranslateRoutes:
             target_language=target,
             options=_alternatives_options(alternatives),
             glossary=params.glossary(fields),
+            glossary_id=params.glossary_id(fields),
             alignments=_flag(fields, "alignments") or attention,
             quality=_flag(fields, "quality"),
         )

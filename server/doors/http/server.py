@@ -215,6 +215,7 @@ class HttpServer:
         self._sock: socket.socket | None = None
         self._address: tuple[str, int] = ("", 0)
         from . import (
+            deepl_routes,
             file_routes,
             generate_routes,
             job_routes,
@@ -228,6 +229,7 @@ class HttpServer:
         generate_routes.add_routes(self)
         libre = libretranslate_routes.add_routes(self)
         job_routes.add_routes(self, file_routes.add_routes(self, libre))
+        deepl_routes.add_routes(self)
         web_routes.add_routes(self)
         openapi.add_routes(self)
 
@@ -245,13 +247,16 @@ class HttpServer:
         body_limit: int | None = None,
         body_setting: str = "12 x --max-request-chars + 64 KiB",
         authenticate: Callable[[web.Request], None] | None = None,
+        errors: Callable[[str, str, int | None], web.Response] | None = None,
     ) -> None:
         """Serve ``handler(request, call)`` at ``path``; ``label`` is its metrics method label.
 
         A tracked call's body (at most ``body_limit`` bytes, --max-message-bytes by default)
         arrives within --http-body-timeout-s before the call takes one of --max-concurrent-rpcs'
         slots; ``authenticate(request)`` (an open route checking its own keys) runs before that,
-        on the head alone, and raises a ServingError to refuse.
+        on the head alone, and raises a ServingError to refuse. ``errors(status, message,
+        http_status)``: a failed call's answer in the protocol's own shape (DeepL's), in place of
+        ``{"error": message}``.
 
         ``tracked=False`` (health probes) skips the tracker: no metrics, answered while draining.
         ``cors=True`` (LibreTranslate's routes, which upstream serves to browser pages of any
@@ -288,9 +293,10 @@ class HttpServer:
                     arrive=arrive,
                 ) as call:
                     request[CALL_KEY] = call
+                    call.key = self.app.caller_key(request.headers.get("Authorization"))
                     response = await handler(request, call)
             except CallFailed as exc:
-                response = error_response(exc.status, exc.message, exc.http_status)
+                response = (errors or error_response)(exc.status, exc.message, exc.http_status)
                 if not request.content.is_eof():  # a body not read (refused, or too slow): "Connection: close"
                     response.force_close()
             if not response.prepared:
