@@ -1,5 +1,6 @@
-"""The DeepL door's rows of the OpenAPI document (``openapi.py``); its errors are DeepL's
-``{"message": ...}`` rather than ``{"error": ...}`` (``deepl_routes``)."""
+"""The DeepL door's rows of the OpenAPI document (``openapi.py``), whose errors are DeepL's
+``{"message": ...}`` rather than ``{"error": ...}`` (``deepl_routes``), and those of attnserve's
+own stored-glossary routes (``glossary_routes``)."""
 
 from __future__ import annotations
 
@@ -71,6 +72,16 @@ SCHEMAS: dict[str, Any] = {
             "source_lang": {"type": "string"},
         },
     },
+    "GlossaryRequest": {
+        "type": "object",
+        "required": ["name", "source", "target", "entries"],
+        "properties": {
+            "name": {"type": "string"},
+            "source": {"type": "string"},
+            "target": {"type": "string"},
+            "entries": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    },
     "DeepLDocumentKey": {"type": "object", "properties": {"document_key": {"type": "string"}}},
 }
 
@@ -97,4 +108,9 @@ OPERATIONS: list[tuple] = [
      _json("Object")),
     ("POST", "/v2/document/{id}/result", "deepl", "a translated document (503 until done)",
      _form_or_json("DeepLDocumentKey"), 200, BINARY),
+    ("POST", "/glossaries", "glossaries", "store a glossary (attnserve's API)", _json("GlossaryRequest"), 201,
+     _json("Object")),
+    ("GET", "/glossaries", "glossaries", "the token's stored glossaries", None, 200, _json("Object")),
+    ("GET", "/glossaries/{id}", "glossaries", "a stored glossary with its entries", None, 200, _json("Object")),
+    ("DELETE", "/glossaries/{id}", "glossaries", "delete a stored glossary", None, 204, None),
 ]  # fmt: skip

@@ -218,6 +218,7 @@ class HttpServer:
             deepl_routes,
             file_routes,
             generate_routes,
+            glossary_routes,
             job_routes,
             kserve_routes,
             libretranslate_routes,
@@ -230,6 +231,7 @@ class HttpServer:
         libre = libretranslate_routes.add_routes(self)
         job_routes.add_routes(self, file_routes.add_routes(self, libre))
         deepl_routes.add_routes(self)
+        glossary_routes.add_routes(self)
         web_routes.add_routes(self)
         openapi.add_routes(self)
 
