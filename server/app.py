@@ -41,6 +41,7 @@ from .doors.kserve import grpc_service as kserve_grpc
 from .doors.kserve import grpc_wire as kserve_wire
 from .doors.kserve.infer import KServeInference
 from .files.downloads import key_digest
+from .files.job_store import SqlJobStore
 from .metrics import Metrics
 from .registry import IndexedModel, LoadedModel, ModelRegistry
 from .reload import Reloader
@@ -83,8 +84,8 @@ class AttnServer(RepositoryControl):
         self.preprocess_pool = ThreadPoolExecutor(settings.preprocess_threads, thread_name_prefix="preprocess")
         self.translation = TranslationService(registry, settings, self.metrics, self.preprocess_pool)
         self.files = FileTranslation(self.translation)
-        self.jobs = FileJobs(self.files, settings)
         self.state = open_database(settings.state_url, state_folder(settings))
+        self.jobs = FileJobs(self.files, settings, SqlJobStore(self.state))
         self.glossaries = StoredGlossaries(GlossaryStore(self.state), settings, self.translation.routes)
         self.translation.stored_glossaries = self.glossaries
         self.classification = ClassificationService(registry, settings, self.preprocess_pool)

@@ -35,6 +35,7 @@ class Database:
     """What the stores need of a database; one per server process, shared by its threads."""
 
     url: str  # for logs, without a password
+    skip_locked = ""  # what a SELECT adds to skip rows another transaction has locked (PostgreSQL's)
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Runs ``sql`` (``?`` placeholders); its rows (a SELECT's, or ``RETURNING``'s)."""
@@ -109,6 +110,7 @@ class SqliteDatabase(Database):
 class PostgresDatabase(Database):
     """PostgreSQL through psycopg 3, one autocommit connection per thread."""
 
+    skip_locked = " FOR UPDATE SKIP LOCKED"
     SCHEMA_LOCK = 0x617474_6E7365  # pg_advisory_lock key: one process creates the tables at a time
 
     def __init__(self, url: str) -> None:

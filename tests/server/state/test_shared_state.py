@@ -1,11 +1,14 @@
-"""Stored glossaries shared by servers on one state store, on both backends: a glossary created
-through DeepL's API on one server is listed and used by a v1, a KServe and a LibreTranslate
-request on another running beside it (two processes of ``--workers`` on one state folder, or two
-replicas on one PostgreSQL), and by a server started after both stopped."""
+"""Servers on one state store, on both backends (two processes of ``--workers`` on one state
+folder, or two replicas on one PostgreSQL): a glossary created through DeepL's API on one server
+is listed and used by a v1, a KServe and a LibreTranslate request on another running beside it,
+and by a server started after both stopped; a document (a file job) uploaded to one is followed
+and downloaded from the other."""
 
 from __future__ import annotations
 
+import io
 import json
+import zipfile
 
 import deepl
 import grpc
@@ -13,6 +16,7 @@ import grpc
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from tests.server.http.test_files import call, files_server
+from tests.support import office_files as office
 
 TEXT, EXPECTED = "Monday, March 3, 2025", "Wochenbeginn, 3. März 2025"
 BEARER = {"Authorization": "Bearer alice"}
@@ -58,3 +62,18 @@ def test_servers_on_one_store_share_glossaries_and_keep_them_over_a_restart(serv
         assert through_every_door(b, created.glossary_id) == [EXPECTED] * 3
     with server("c") as c:
         assert through_every_door(c, created.glossary_id) == [EXPECTED] * 3
+
+
+def test_a_document_uploaded_to_one_server_is_followed_and_downloaded_from_another(serve, state_url, tmp_path):
+    settings = dict(state_dir=str(tmp_path / "state"), state_url=state_url)  # replicas share the files' volume
+    with files_server(serve, tmp_path / "a", **settings) as a, files_server(serve, tmp_path / "b", **settings) as b:
+        memo = office.docx([[("Monday, March 3, 2025", "")]])
+        handle = deepl.Translator("any", server_url=f"http://{a.http_address}").translate_document_upload(
+            memo, target_lang="DE", source_lang="EN", filename="memo.docx"
+        )
+        other = deepl.Translator("any", server_url=f"http://{b.http_address}")
+        assert other.translate_document_wait_until_done(handle).done
+        out = io.BytesIO()
+        other.translate_document_download(handle, out)
+        with zipfile.ZipFile(out) as package:
+            assert "Montag, 3. März 2025" in package.read("word/document.xml").decode()
