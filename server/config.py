@@ -274,7 +274,8 @@ class Settings:
     )
     state_dir: str = _setting(
         "",
-        "directory of the server's state (file jobs: an SQLite file and the jobs' files), shared by --workers; "
+        "directory of the server's state (stored glossaries and file jobs: an SQLite file, and the jobs' files), "
+        "shared by --workers; "
         "'' = attnserve-state-<the model repository's digest> in the system temp dir: the servers of one "
         "repository share it, those of another do not",
     )
