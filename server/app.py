@@ -86,8 +86,7 @@ class AttnServer(RepositoryControl):
         self.files = FileTranslation(self.translation)
         self.state = open_database(settings.state_url, state_folder(settings))
         self.jobs = FileJobs(self.files, settings, SqlJobStore(self.state))
-        self.glossaries = StoredGlossaries(GlossaryStore(self.state), settings, self.translation.routes)
-        self.translation.stored_glossaries = self.glossaries
+        self.glossaries = StoredGlossaries.serving(self.translation, GlossaryStore(self.state), settings)
         self.classification = ClassificationService(registry, settings, self.preprocess_pool)
         self.kserve = KServeInference(self)
         options = [

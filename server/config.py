@@ -273,17 +273,9 @@ class Settings:
         "(translatedFileUrl); '' = from the request's Host header",
     )
     state_dir: str = _setting(
-        "",
-        "directory of the server's state (stored glossaries and file jobs: an SQLite file, and the jobs' files), "
-        "shared by --workers; "
-        "'' = attnserve-state-<the model repository's digest> in the system temp dir: the servers of one "
-        "repository share it, those of another do not",
+        "", "state folder (SQLite records, jobs' files), shared by --workers; '' = attnserve-state-<digest> in temp"
     )
-    state_url: str = _setting(
-        "",
-        "records store shared by replicas on several machines (stored glossaries, file jobs' records): "
-        "postgresql://USER:PASSWORD@HOST/DB (pip install 'attnserve[postgres]'); '' = SQLite in --state-dir",
-    )
+    state_url: str = _setting("", "records shared by replicas: postgresql://USER:PASSWORD@HOST/DB ('' = --state-dir)")
     running_jobs: int = _setting(2, "file jobs translated at once by each server process; the rest wait queued")
     max_jobs: int = _setting(1000, "file jobs kept at once (queued, running or finished), all keys together")
     max_jobs_per_key: int = _setting(20, "file jobs one api key (or the keyless server) keeps at once")

@@ -87,6 +87,12 @@ class StoredGlossaries:
         self.store, self.settings, self.routes = store, settings, routes
         self._io = ThreadPoolExecutor(2, thread_name_prefix="glossaries")
 
+    @classmethod
+    def serving(cls, translation: Any, store: GlossaryStore, settings: Settings) -> StoredGlossaries:
+        """The stored glossaries of ``translation`` (a TranslationService), which reads them from here."""
+        translation.stored_glossaries = glossaries = cls(store, settings, translation.routes)
+        return glossaries
+
     def served(self) -> set[tuple[str, str]]:
         """The pairs a glossary may be made for: every route, direct or through the pivot language."""
         return {pair for route in self.routes() for pair in self._pair(route)}
@@ -177,3 +183,12 @@ class StoredGlossaries:
         with contextlib.suppress(InvalidRequest):
             return [(language(route.source, "source"), language(route.target, "target"))]
         return []
+
+
+async def read(stored: StoredGlossaries | None, request: TranslationRequest) -> TranslationRequest:
+    """``request`` with the entries of the stored glossary it names (``glossary_id``), if any."""
+    if not request.glossary_id:
+        return request
+    if stored is None:
+        raise InvalidRequest("this server stores no glossaries: send the terms in the request's glossary")
+    return await stored.resolve(request)

@@ -37,7 +37,7 @@ from ..errors import DeadlineExceeded, InvalidRequest, ModelNotFound, UnknownFor
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
 from ..translation import DecodeOptions, StreamEvent
-from . import alignments, document_stream, documents, limits, mixed, pivot, quality, surrogates
+from . import alignments, document_stream, documents, limits, mixed, pivot, quality, stored_glossaries, surrogates
 from .detection import make_detector
 from .glossary import DefaultGlossaries, check_entries, compile_glossary
 from .languages import apply
@@ -105,7 +105,7 @@ class TranslationService:
         """One result per text (document), in order; through the pivot language when no model
         serves the pair directly (``pivot``); source ``auto``: each text in its detected language
         (``mixed``)."""
-        request = await self.stored_glossary(request)
+        request = await stored_glossaries.read(self.stored_glossaries, request)
         if request.source_language == AUTO:
             self.check_texts(request.texts)  # before any text is read
             check_language_codes(request.source_language, request.target_language)
@@ -156,7 +156,7 @@ class TranslationService:
             raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
         if request.quality:
             raise InvalidRequest("quality scores come with whole translations (Translate), not with a stream")
-        request = await self.stored_glossary(request)
+        request = await stored_glossaries.read(self.stored_glossaries, request)
         route = self.pivot_route(request)
         if route is not None:
             limit = self.settings.request_timeout_seconds
@@ -190,14 +190,6 @@ class TranslationService:
         check_language_codes(request.source_language, request.target_language)
         table = self.languages.table
         return table.pivot_route(request.source_language, request.target_language, self.settings.pivot_language)
-
-    async def stored_glossary(self, request: TranslationRequest) -> TranslationRequest:
-        """A request naming a stored glossary (``glossary_id``) with its entries read."""
-        if not request.glossary_id:
-            return request
-        if self.stored_glossaries is None:
-            raise InvalidRequest("this server stores no glossaries: send the terms in the request's glossary")
-        return await self.stored_glossaries.resolve(request)
 
     def routes(self) -> list[Route]:
         """Every pair a request may name, direct and by pivot."""
