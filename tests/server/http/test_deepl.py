@@ -137,7 +137,7 @@ def test_errors_are_in_deepls_shape_and_statuses(server):
     assert status == 400 and "target_lang" in json.loads(reply)["message"], reply
     status, reply, _ = call(server, "/v2/glossaries/nope", headers=key)
     assert status == 404 and "message" in json.loads(reply)
-    status, reply, _ = call(server, "/v2/translate", b"x" * (64 << 20), "application/x-www-form-urlencoded", key)
+    status, reply, _ = call(server, "/v2/translate", b"x" * (4 << 20), "application/x-www-form-urlencoded", key)
     assert status == 413, reply
 
 
