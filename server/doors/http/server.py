@@ -14,7 +14,9 @@ with the HTTP status of the gRPC status (:data:`HTTP_STATUS`). TLS and bearer to
 (``Authorization: Bearer <token>``) come from the same settings as gRPC's; routes
 registered with ``open=True`` (health) need no token. KServe v2's routes live in
 ``kserve_routes``, Triton's generate extension in ``generate_routes``, LibreTranslate's API
-in ``libretranslate_routes`` and its file routes in ``file_routes``, the web page in ``web_routes``.
+in ``libretranslate_routes`` and its file routes in ``file_routes``, DeepL's v2 API in
+``deepl_routes`` (errors in its own shape: ``route(errors=)``), stored glossaries in
+``glossary_routes``, the web page in ``web_routes``.
 """
 
 from __future__ import annotations

@@ -45,6 +45,8 @@ def test_a_glossary_stored_over_http_is_seen_over_grpc_and_used_by_id(server):
     request = pb.TranslateRequest(texts=["Monday, March 3, 2025"], options=options, glossary_id=made["id"])
     reply = server.stub.Translate(request, metadata=alice)
     assert reply.translations[0].hypotheses[0].text.startswith("Wochenbeginn, 3. March")
+    streamed = "".join(c.delta for c in server.stub.TranslateStream(request, metadata=alice))
+    assert streamed == reply.translations[0].hypotheses[0].text
     with pytest.raises(grpc.RpcError) as refused:  # bob does not see alice's glossary
         server.stub.Translate(request, metadata=(("authorization", "Bearer bob"),))
     assert refused.value.code() == grpc.StatusCode.NOT_FOUND
