@@ -16,10 +16,10 @@ tools): one more codec over the translation service, the stored glossaries and t
   ``status`` (queued, translating, done, error), ``seconds_remaining``; ``POST
   /v2/document/{id}/result`` -> the translated file (503 until it is done, as DeepL answers).
 
-``Authorization: DeepL-Auth-Key KEY``: KEY is one of the server's tokens (403 otherwise; any
-key on a server without tokens). Errors are DeepL's: ``{"message": ...}`` with 400, 403, 404,
-413 (a body over its limit), 429 (the server is busy), 456 (a per-key bound: glossaries or
-file jobs), 503 (a document not ready), 504.
+``Authorization: DeepL-Auth-Key KEY`` (or ``Bearer KEY``, or the query's ``auth_key``): KEY is
+one of the server's tokens (403 otherwise; any key on a server without tokens). Errors are
+DeepL's: ``{"message": ...}`` with 400, 403, 404, 413 (a body over its limit), 429 (the server
+is busy), 456 (a per-key bound: glossaries or file jobs), 503 (a document not ready), 504.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from .file_routes import FORM_SLACK, file_response, read_form
 from .server import HttpServer, PayloadTooLarge, json_object, read_body, text_body_limit
 
 LABEL = "deepl"
-SCHEME = "deepl-auth-key"
+SCHEMES = ("deepl-auth-key", "bearer")  # DeepL's, and the server's own for tools that send that
 STATUS = {
     "INVALID_ARGUMENT": 400,
     "UNAUTHENTICATED": 403,
@@ -81,9 +81,12 @@ def deepl_error(status: str, message: str, http_status: int | None = None) -> we
 
 
 def token(request: web.Request) -> str | None:
-    """The key of ``Authorization: DeepL-Auth-Key KEY``."""
+    """The key of ``Authorization: DeepL-Auth-Key KEY`` (or ``Bearer KEY``), else of the query's
+    ``auth_key`` (DeepL's older way, which tools still send)."""
     scheme, _, key = request.headers.get("Authorization", "").partition(" ")
-    return key.strip() or None if scheme.lower() == SCHEME else None
+    if scheme.lower() in SCHEMES:
+        return key.strip() or None
+    return request.query.get("auth_key") or None
 
 
 def document_key(document_id: str) -> str:

@@ -122,6 +122,8 @@ def test_errors_are_in_deepls_shape_and_statuses(server):
         client(server, "mallory").translate_text("at 3:45 PM", target_lang="DE")
     status, reply, _ = call(server, "/v2/translate", b"text=x&target_lang=DE")  # no key at all
     assert status == 403 and "message" in json.loads(reply)
+    status, reply, _ = call(server, "/v2/translate?auth_key=bob", b"text=at+3%3A45+PM&target_lang=DE")
+    assert status == 200 and json.loads(reply)["translations"][0]["text"] == "um 15:45 Uhr", reply
     key = {"Authorization": "DeepL-Auth-Key alice"}
     for form, words in (
         (b"target_lang=DE", "Parameter 'text' not specified."),
