@@ -12,11 +12,14 @@ import zipfile
 
 import deepl
 import grpc
+import pytest
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from tests.server.http.test_files import call, files_server
 from tests.support import office_files as office
+
+pytestmark = pytest.mark.integration  # live servers, two and three at a time
 
 TEXT, EXPECTED = "Monday, March 3, 2025", "Wochenbeginn, 3. März 2025"
 BEARER = {"Authorization": "Bearer alice"}
