@@ -3,7 +3,7 @@
 records kept in it (``glossaries``: stored glossaries; the file jobs' records,
 ``files/job_store.py``)."""
 
-from .database import Database, StateStoreError, open_database
+from .database import Database, StateStoreError, StoreUnavailable, open_database
 from .glossaries import Glossary, GlossaryStore
 
-__all__ = ["Database", "Glossary", "GlossaryStore", "StateStoreError", "open_database"]
+__all__ = ["Database", "Glossary", "GlossaryStore", "StateStoreError", "StoreUnavailable", "open_database"]

@@ -23,12 +23,20 @@ from pathlib import Path
 from typing import Any
 
 from ..config import ConfigError
+from ..errors import ServingError
 
 Row = tuple[Any, ...]
 
 
 class StateStoreError(ConfigError):
     """The store cannot be opened (a bad ``--state-url``, a driver not installed, a server not reached)."""
+
+
+class StoreUnavailable(ServingError):
+    """The records store did not answer (PostgreSQL unreachable, SQLite locked past its wait):
+    UNAVAILABLE (503), worth retrying; the next call reconnects."""
+
+    status = "UNAVAILABLE"
 
 
 class Database:
@@ -77,19 +85,30 @@ class SqliteDatabase(Database):
             self._local.db = db
         return db
 
+    @contextlib.contextmanager
+    def _answered(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:  # "database is locked" past busy_timeout, a vanished file
+            raise StoreUnavailable(f"the state store {self.url} did not answer: {exc}") from None
+
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        return self._db().execute(sql, params).fetchall()
+        with self._answered():
+            return self._db().execute(sql, params).fetchall()
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return self._db().execute(sql, params).rowcount
+        with self._answered():
+            return self._db().execute(sql, params).rowcount
 
     def run_many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
-        self._db().executemany(sql, params)
+        with self._answered():
+            self._db().executemany(sql, params)
 
     @contextlib.contextmanager
     def transaction(self, lock: str = "") -> Iterator[None]:
         db = self._db()
-        db.execute("BEGIN IMMEDIATE" if lock else "BEGIN")  # IMMEDIATE: the write lock now, not at the insert
+        with self._answered():
+            db.execute("BEGIN IMMEDIATE" if lock else "BEGIN")  # IMMEDIATE: the write lock now, not at the insert
         try:
             yield
         except BaseException:
@@ -139,27 +158,36 @@ class PostgresDatabase(Database):
     def _sql(sql: str) -> str:
         return sql.replace("%", "%%").replace("?", "%s")
 
+    @contextlib.contextmanager
+    def _answered(self) -> Iterator[None]:
+        try:
+            yield
+        except self._psycopg.OperationalError as exc:  # the server went away or refused: reconnect next time
+            self.close()
+            raise StoreUnavailable(f"the state store {self.url} did not answer: {str(exc).strip()}") from None
+
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
-        with self._db().cursor() as cursor:
+        with self._answered(), self._db().cursor() as cursor:
             cursor.execute(self._sql(sql), params)
             return cursor.fetchall() if cursor.description else []
 
     def run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        with self._db().cursor() as cursor:
+        with self._answered(), self._db().cursor() as cursor:
             cursor.execute(self._sql(sql), params)
             return cursor.rowcount
 
     def run_many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
-        with self._db().cursor() as cursor:
+        with self._answered(), self._db().cursor() as cursor:
             cursor.executemany(self._sql(sql), list(params))
 
     @contextlib.contextmanager
     def transaction(self, lock: str = "") -> Iterator[None]:
-        db = self._db()
-        with db.transaction():
-            if lock:
-                db.execute(f"LOCK TABLE {lock} IN EXCLUSIVE MODE")
-            yield
+        with self._answered():
+            db = self._db()
+            with db.transaction():
+                if lock:
+                    db.execute(f"LOCK TABLE {lock} IN EXCLUSIVE MODE")
+                yield
 
     def create(self, schema: str) -> None:
         db = self._db()
@@ -171,7 +199,8 @@ class PostgresDatabase(Database):
     def close(self) -> None:
         db = getattr(self._local, "db", None)
         if db is not None:
-            db.close()
+            with contextlib.suppress(self._psycopg.Error):
+                db.close()
             self._local.db = None
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.server.state import Glossary, GlossaryStore, StateStoreError, open_database
+from attnserve.server.state import Glossary, GlossaryStore, StateStoreError, StoreUnavailable, open_database
+from tests.support import postgres
 
 
 def glossary(key: str, name: str = "terms", entries=(("Monday", "Montag"),)) -> Glossary:
@@ -76,3 +77,15 @@ def test_an_unreachable_postgresql_is_refused_without_its_password(tmp_path):
     with pytest.raises(StateStoreError, match=r"cannot connect") as refused:
         open_database("postgresql://u:secret@127.0.0.1:1/db?connect_timeout=2", tmp_path)
     assert "secret" not in str(refused.value)
+
+
+def test_a_postgresql_that_goes_away_is_unavailable_not_a_crash(tmp_path):
+    why = postgres.missing()
+    if why:
+        pytest.skip(why)
+    with postgres.postgres_server() as url:
+        store = GlossaryStore(open_database(url, tmp_path))
+        assert store.add(glossary("k"), max_per_key=5)
+    with pytest.raises(StoreUnavailable, match="did not answer") as gone:  # the server stopped
+        store.list("k")
+    assert gone.value.status == "UNAVAILABLE"
