@@ -35,6 +35,8 @@ from .requests import AUTO, TranslationRequest
 from .routing import Route
 
 MAX_NAME_CHARS = 1024
+MAX_ID_CHARS = 64  # ids are UUIDs (36); a longer one is no glossary, and is not looked up
+MAX_CODE_CHARS = 64  # language codes are parsed (langcodes): one of megabytes is refused first
 FORMATS = ("tsv", "csv")
 
 
@@ -48,6 +50,10 @@ class GlossaryQuotaExceeded(Overloaded):
 
 def language(code: str, side: str) -> str:
     """``code`` (``EN``, ``pt-BR``, ``deu_Latn``) -> its ISO 639-1 language (``en``, ``pt``, ``de``)."""
+    if len(code) > MAX_CODE_CHARS:
+        raise InvalidRequest(
+            f"glossary {side} language is {len(code):,} characters; a code has at most {MAX_CODE_CHARS}"
+        )
     try:
         base = langcodes.Language.get(code.strip().replace("_", "-")).language if code.strip() else None
     except (ValueError, LookupError):
@@ -149,7 +155,8 @@ class StoredGlossaries:
         return await self._off(self.store.list, key)
 
     async def get(self, key: str, glossary_id: str, entries: bool = False) -> Glossary:
-        found = await self._off(self.store.get, key, glossary_id, entries) if glossary_id else None
+        known = 0 < len(glossary_id) <= MAX_ID_CHARS
+        found = await self._off(self.store.get, key, glossary_id, entries) if known else None
         if found is None:
             raise GlossaryNotFound(f"no glossary {echo(glossary_id)}: it was deleted, or never made with this api key")
         return found
@@ -185,7 +192,7 @@ class StoredGlossaries:
         return []
 
 
-async def read(stored: StoredGlossaries | None, request: TranslationRequest) -> TranslationRequest:
+async def with_stored_glossary(stored: StoredGlossaries | None, request: TranslationRequest) -> TranslationRequest:
     """``request`` with the entries of the stored glossary it names (``glossary_id``), if any."""
     if not request.glossary_id:
         return request

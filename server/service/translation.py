@@ -37,7 +37,7 @@ from ..errors import DeadlineExceeded, InvalidRequest, ModelNotFound, UnknownFor
 from ..metrics import Metrics
 from ..registry import LoadedModel, ModelRegistry
 from ..translation import DecodeOptions, StreamEvent
-from . import alignments, document_stream, documents, limits, mixed, pivot, quality, stored_glossaries, surrogates
+from . import alignments, document_stream, documents, limits, mixed, pivot, quality, surrogates
 from .detection import make_detector
 from .glossary import DefaultGlossaries, check_entries, compile_glossary
 from .languages import apply
@@ -52,7 +52,7 @@ from .requests import (
     within_time_limit,
 )
 from .routing import LanguageNotServed, Route, ServedLanguages
-from .stored_glossaries import StoredGlossaries
+from .stored_glossaries import StoredGlossaries, with_stored_glossary
 
 T = TypeVar("T")
 MAX_LANGUAGE_CODE = 64  # characters: BCP 47 tags with every subtag are far shorter
@@ -105,7 +105,7 @@ class TranslationService:
         """One result per text (document), in order; through the pivot language when no model
         serves the pair directly (``pivot``); source ``auto``: each text in its detected language
         (``mixed``)."""
-        request = await stored_glossaries.read(self.stored_glossaries, request)
+        request = await with_stored_glossary(self.stored_glossaries, request)
         if request.source_language == AUTO:
             self.check_texts(request.texts)  # before any text is read
             check_language_codes(request.source_language, request.target_language)
@@ -156,7 +156,7 @@ class TranslationService:
             raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
         if request.quality:
             raise InvalidRequest("quality scores come with whole translations (Translate), not with a stream")
-        request = await stored_glossaries.read(self.stored_glossaries, request)
+        request = await with_stored_glossary(self.stored_glossaries, request)
         route = self.pivot_route(request)
         if route is not None:
             limit = self.settings.request_timeout_seconds
