@@ -21,6 +21,7 @@ LAYERS = (
     ("doors",),  # one codec per protocol
     ("service",),  # routing, limits, documents, deadlines, bookkeeping: once for every door
     ("documents", "files"),  # texts as documents; file formats and the stores of files and jobs
+    ("state",),  # the records store (SQLite or PostgreSQL): jobs' and stored glossaries' records
     ("runtime",),  # which models are served and loaded
     ("translation", "images"),  # the engines
     ("shared",),  # settings, typed errors, calls, metrics, security, onnxruntime sessions
@@ -38,6 +39,9 @@ DOORS = {
     "http.libretranslate_routes": "libretranslate",
     "http.file_routes": "files",
     "http.job_routes": "files",
+    "http.deepl_routes": "deepl",
+    "http.deepl_glossary_routes": "deepl",
+    "http.glossary_routes": "glossaries",
     "http.web_routes": "web",
     "http.openapi": "openapi",
 }

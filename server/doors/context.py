@@ -11,16 +11,18 @@ from typing import Any
 
 import grpc
 
+from ..files.downloads import key_digest
 from ..runtime.reload import ReloadOutcome
 from ..service.classification import ClassificationService
 from ..service.file_jobs import FileJobs
 from ..service.files import FileTranslation
 from ..service.models import ModelView
+from ..service.stored_glossaries import StoredGlossaries
 from ..service.translation import TranslationService
 from ..shared.calls import LOAD_MS_KEY, Call, CallFailed, CallTracker
 from ..shared.config import Settings
 from ..shared.metrics import Metrics
-from ..shared.security import TokenChecker
+from ..shared.security import TokenChecker, bearer_token
 
 REQUEST_ID_KEY = "x-request-id"
 
@@ -39,6 +41,10 @@ class Auth:
     def allows(self, authorization: str | bytes | None) -> bool:
         """Whether a call with this ``Authorization`` value is let in (always, without tokens)."""
         return self.checker is None or self.checker.check(authorization)
+
+    def caller_key(self, authorization: str | None) -> str:
+        """Whose records a call reads (``Call.key``): the sha256 of its bearer token, "" without keys."""
+        return key_digest(bearer_token(authorization)) if self.checker is not None else ""
 
     def refused(self, method: str, *, in_call: bool = False) -> None:
         """Count a refused call; one refused before it was tracked (``in_call`` False) is counted
@@ -66,6 +72,7 @@ class DoorContext:
     classification: ClassificationService
     files: FileTranslation
     jobs: FileJobs
+    glossaries: StoredGlossaries  # stored glossaries per key (glossary_id)
     models: ModelView
     auth: Auth
     repository: RepositoryActions
@@ -88,6 +95,7 @@ class DoorContext:
             async with self.calls.track(
                 method, model, request_id, inference=inference, deadline_passed=deadline_passed
             ) as call:
+                call.key = self.auth.caller_key(metadata.get("authorization"))
                 yield call
         except CallFailed as exc:
             await context.abort(grpc.StatusCode[exc.status], exc.message)

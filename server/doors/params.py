@@ -68,6 +68,19 @@ def glossary(values: Mapping[str, Any], where: str = "") -> tuple[tuple[str, str
     return tuple(value.items())
 
 
+# A stored glossary of the caller's key, by id (service/stored_glossaries.py): a string.
+GLOSSARY_ID = "glossary_id"
+
+
+def glossary_id(values: Mapping[str, Any], where: str = "") -> str:
+    value = values.get(GLOSSARY_ID)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise InvalidRequest(f"{where}{GLOSSARY_ID}: expected a glossary's id (a string), got {echo(value)}")
+    return value
+
+
 def languages(values: Mapping[str, Any], where: str = "") -> dict[str, str]:
     """The ``source_language`` / ``target_language`` / ``target_prefix`` parameters, as the
     translation request's fields of those names ("" when absent)."""

@@ -111,6 +111,34 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
             for chunk in convert.job_result_chunks(job, content):
                 yield chunk
 
+    async def CreateGlossary(
+        self, request: pb.CreateGlossaryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.StoredGlossary:
+        async with self.doors.rpc(context, "CreateGlossary", "") as call:
+            entries = [(e.source, e.target) for e in request.entries]
+            glossary = await self.doors.glossaries.create(
+                call.key, request.name, request.source_language, request.target_language, entries
+            )
+            return convert.stored_glossary(glossary)
+
+    async def ListGlossaries(
+        self, request: pb.ListGlossariesRequest, context: grpc.aio.ServicerContext
+    ) -> pb.ListGlossariesResponse:
+        async with self.doors.rpc(context, "ListGlossaries", "") as call:
+            found = await self.doors.glossaries.list(call.key)
+            return pb.ListGlossariesResponse(glossaries=[convert.stored_glossary(g) for g in found])
+
+    async def GetGlossary(self, request: pb.GlossaryRequest, context: grpc.aio.ServicerContext) -> pb.StoredGlossary:
+        async with self.doors.rpc(context, "GetGlossary", "") as call:
+            return convert.stored_glossary(await self.doors.glossaries.get(call.key, request.id, entries=True))
+
+    async def DeleteGlossary(
+        self, request: pb.GlossaryRequest, context: grpc.aio.ServicerContext
+    ) -> pb.DeleteGlossaryResponse:
+        async with self.doors.rpc(context, "DeleteGlossary", "") as call:
+            await self.doors.glossaries.delete(call.key, request.id)
+            return pb.DeleteGlossaryResponse()
+
     async def Classify(
         self, request: LiftedClassify | pb.ClassifyRequest, context: grpc.aio.ServicerContext
     ) -> pb.ClassifyResponse:

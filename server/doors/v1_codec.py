@@ -25,6 +25,7 @@ from ..service.routing import Route
 from ..shared.calls import Call
 from ..shared.config import Settings
 from ..shared.errors import InvalidRequest
+from ..state import Glossary
 from ..translation import DecodeOptions, Hypothesis, StreamEvent
 from . import params
 
@@ -112,6 +113,7 @@ def translation_request(
         options=decode_options(options),
         deadline=deadline,
         glossary=glossary(request),
+        glossary_id=request.glossary_id,
         alignments=request.return_alignments,
         quality=request.return_quality,
     )
@@ -371,3 +373,16 @@ def job_result_chunks(job: Job, content: bytes) -> Iterator[pb.TranslateFileChun
         target_language=job.target,
     )
     return _chunks(content, summary)
+
+
+def stored_glossary(glossary: Glossary) -> pb.StoredGlossary:
+    """A stored glossary (``service/stored_glossaries.py``), its entries where they were read."""
+    return pb.StoredGlossary(
+        id=glossary.id,
+        name=glossary.name,
+        source_language=glossary.source,
+        target_language=glossary.target,
+        entry_count=glossary.entry_count,
+        created_unix_s=glossary.created,
+        entries=[pb.GlossaryEntry(source=s, target=t) for s, t in glossary.entries],
+    )

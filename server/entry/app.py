@@ -37,18 +37,21 @@ from ..doors.access_log import AccessLogInterceptor
 from ..doors.context import Auth, DoorContext, RepositoryActions
 from ..doors.kserve import grpc_service as kserve_grpc
 from ..doors.kserve import grpc_wire as kserve_wire
+from ..files.job_store import SqlJobStore
 from ..runtime.registry import ModelRegistry
 from ..runtime.reload import Reloader
 from ..runtime.residency import Residency
 from ..service.classification import ClassificationService
-from ..service.file_jobs import FileJobs
+from ..service.file_jobs import FileJobs, state_folder
 from ..service.files import FileTranslation
 from ..service.models import ModelView
+from ..service.stored_glossaries import StoredGlossaries
 from ..service.translation import TranslationService
 from ..shared import security
 from ..shared.calls import Call, CallTracker
 from ..shared.config import Settings
 from ..shared.metrics import Metrics
+from ..state import GlossaryStore, open_database
 from . import descriptors
 from .repository import RepositoryControl
 
@@ -80,7 +83,9 @@ class AttnServer(RepositoryControl):
         self.preprocess_pool = ThreadPoolExecutor(settings.preprocess_threads, thread_name_prefix="preprocess")
         self.translation = TranslationService(registry, settings, self.metrics, self.preprocess_pool)
         self.files = FileTranslation(self.translation)
-        self.jobs = FileJobs(self.files, settings)
+        self.state = open_database(settings.state_url, state_folder(settings))
+        self.jobs = FileJobs(self.files, settings, SqlJobStore(self.state))
+        self.glossaries = StoredGlossaries.serving(self.translation, GlossaryStore(self.state), settings)
         self.classification = ClassificationService(registry, settings, self.preprocess_pool)
         self.residency = (
             Residency(registry, settings, self.metrics, self._loaded, self.metrics.unwatch) if settings.lazy else None
@@ -115,6 +120,7 @@ class AttnServer(RepositoryControl):
             classification=self.classification,
             files=self.files,
             jobs=self.jobs,
+            glossaries=self.glossaries,
             models=ModelView(self.registry, self.residency, lambda: self.ready),
             auth=Auth(checker, self.metrics),
             repository=RepositoryActions(self.load_model, self.unload_model, self.reload),
@@ -181,6 +187,7 @@ class AttnServer(RepositoryControl):
         self.preprocess_pool.shutdown(wait=False)
         self.files.close()
         self.jobs.close()
+        self.glossaries.close()
 
     async def start(self) -> None:
         await self.registry.start()
@@ -243,6 +250,7 @@ class AttnServer(RepositoryControl):
         self.preprocess_pool.shutdown(wait=False)
         self.files.close()
         self.jobs.close()
+        self.glossaries.close()
         self.metrics.stop_http()
         log.info("stopped")
         self._stopped.set()

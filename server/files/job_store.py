@@ -1,45 +1,54 @@
-"""File jobs' records: the few operations the job runner needs (:class:`JobStore`), on SQLite.
+"""File jobs' records: the few operations the job runner needs (:class:`JobStore`), on the
+server's records store (``state.Database``: SQLite in the state folder, or PostgreSQL at
+``--state-url``).
 
 The state folder (``--state-dir``) holds ``state.sqlite3`` (records, WAL mode, so the
 processes of ``--workers N`` read and write it at once) and ``jobs/``, a plain file per job's
-upload (``<id>.in``) and result (``<id>.out``). A record holds its job's key as the sha256
+upload (``<id>.in``) and result (``<id>.out``); replicas sharing PostgreSQL share that folder
+as a volume. A record holds its job's key as the sha256
 of the api key (never the key; "" on a server without keys): every read names the key, so
 one key never sees another's jobs. Each finished sentence's translation is stored as the
 engine returns it (``job_sentences``), so an interrupted job resumes without decoding them
 again.
 
-A job is ``queued``, ``running`` (claimed by one server process, whose pid the record
-holds), or finished: ``done``, ``failed`` or ``cancelled``. A server starting on the folder
-puts back in the queue the running jobs of processes that are gone.
+A job is ``queued``, ``running`` (claimed by one server process: the record holds its host
+and pid, :func:`owner_id`), or finished: ``done``, ``failed`` or ``cancelled``. A server
+starting puts back in the queue the running jobs of processes of its host that are gone (a
+replica's, when a server starts again under its host name).
 """
 
 from __future__ import annotations
 
 import os
-import sqlite3
-import threading
+import socket
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from ..state.database import Database, SqliteDatabase
+
 FINISHED = ("done", "failed", "cancelled")
 
+# One SQL for both backends (state/database.py); a state folder's older SQLite file (REAL,
+# INTEGER, a WITHOUT ROWID sentence table) has the same columns and is kept as it is.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, key TEXT NOT NULL, status TEXT NOT NULL, filename TEXT NOT NULL,
     source TEXT NOT NULL, target TEXT NOT NULL, model TEXT NOT NULL,
-    done INTEGER NOT NULL DEFAULT 0, total INTEGER NOT NULL DEFAULT 0, reused INTEGER NOT NULL DEFAULT 0,
-    decoded INTEGER NOT NULL DEFAULT 0,
-    bytes INTEGER NOT NULL, error TEXT NOT NULL DEFAULT '', media_type TEXT NOT NULL DEFAULT '',
-    created REAL NOT NULL, started REAL NOT NULL DEFAULT 0, updated REAL NOT NULL, expires REAL NOT NULL,
-    owner INTEGER NOT NULL DEFAULT 0
+    done BIGINT NOT NULL DEFAULT 0, total BIGINT NOT NULL DEFAULT 0, reused BIGINT NOT NULL DEFAULT 0,
+    decoded BIGINT NOT NULL DEFAULT 0,
+    bytes BIGINT NOT NULL, error TEXT NOT NULL DEFAULT '', media_type TEXT NOT NULL DEFAULT '',
+    created DOUBLE PRECISION NOT NULL, started DOUBLE PRECISION NOT NULL DEFAULT 0,
+    updated DOUBLE PRECISION NOT NULL, expires DOUBLE PRECISION NOT NULL,
+    owner BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, created);
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
 CREATE TABLE IF NOT EXISTS job_sentences (
     job TEXT NOT NULL, source TEXT NOT NULL, translation TEXT NOT NULL, PRIMARY KEY (job, source)
-) WITHOUT ROWID;
+)
 """
 
 
@@ -63,7 +72,7 @@ class Job:
     started: float  # when its latest run began (0: never)
     updated: float
     expires: float
-    owner: int  # pid of the server process running it
+    owner: int  # the server process running it (owner_id: its host and pid)
 
     @property
     def finished(self) -> bool:
@@ -74,7 +83,7 @@ _COLUMNS = ", ".join(f.name for f in fields(Job))
 
 
 class JobStore:
-    """What file jobs need of a store; :class:`SqliteJobStore` keeps them in the state folder."""
+    """What file jobs need of a store; :class:`SqlJobStore` keeps them in the records store."""
 
     def add(self, job: Job, max_jobs: int, max_per_key: int, max_key_bytes: int) -> str:
         """Stores ``job``; "" when stored, else the bound it would pass (``max_jobs``, ...)."""
@@ -113,37 +122,22 @@ class JobStore:
         raise NotImplementedError
 
 
-class SqliteJobStore(JobStore):
-    """:class:`JobStore` in ``folder/state.sqlite3``; one connection per thread."""
+class SqlJobStore(JobStore):
+    """:class:`JobStore` on the server's records store."""
 
-    def __init__(self, folder: Path) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        self.path = folder / "state.sqlite3"
-        self._local = threading.local()
-        with self._db() as db:
-            db.executescript(_SCHEMA)
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        db.create(_SCHEMA)
 
-    def _db(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            # busy_timeout: another worker process holding the write lock is waited for, not an error
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db = db
-        return db
-
-    def _row(self, row: tuple | None) -> Job | None:
-        return None if row is None else Job(*row)
+    def _row(self, rows: list[tuple]) -> Job | None:
+        return Job(*rows[0]) if rows else None
 
     def add(self, job: Job, max_jobs: int, max_per_key: int, max_key_bytes: int) -> str:
-        db = self._db()
-        db.execute("BEGIN IMMEDIATE")  # the counts and the insert as one: workers add at once
-        try:
-            (count,) = db.execute("SELECT count(*) FROM jobs").fetchone()
-            mine, size = db.execute(
+        with self.db.transaction(lock="jobs"):  # the counts and the insert as one: workers add at once
+            ((count,),) = self.db.rows("SELECT count(*) FROM jobs")
+            ((mine, size),) = self.db.rows(
                 "SELECT count(*), coalesce(sum(bytes), 0) FROM jobs WHERE key = ?", (job.key,)
-            ).fetchone()
+            )
             over = (
                 "max_jobs" if count >= max_jobs
                 else "max_jobs_per_key" if mine >= max_per_key
@@ -152,40 +146,34 @@ class SqliteJobStore(JobStore):
             )  # fmt: skip
             if not over:
                 values = tuple(getattr(job, f.name) for f in fields(Job))
-                db.execute(f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
+                self.db.run(f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
         return over
 
     def get(self, key: str, job_id: str) -> Job | None:
-        row = self._db().execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ? AND key = ?", (job_id, key)).fetchone()
-        return self._row(row)
+        return self._row(self.db.rows(f"SELECT {_COLUMNS} FROM jobs WHERE id = ? AND key = ?", (job_id, key)))
 
     def get_any(self, job_id: str) -> Job | None:
-        return self._row(self._db().execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone())
+        return self._row(self.db.rows(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)))
 
     def claim(self, owner: int) -> Job | None:
         now = time.time()
-        row = (
-            self._db()
-            .execute(
-                f"UPDATE jobs SET status = 'running', owner = ?, started = ?, updated = ? WHERE id = "
-                f"(SELECT id FROM jobs WHERE status = 'queued' ORDER BY created LIMIT 1) RETURNING {_COLUMNS}",
-                (owner, now, now),
-            )
-            .fetchone()
+        # status is checked again outside the subquery: two processes that picked the same id
+        # take it once (PostgreSQL re-reads the row after the first one's update; SQLite has one writer)
+        oldest = f"SELECT id FROM jobs WHERE status = 'queued' ORDER BY created LIMIT 1{self.db.skip_locked}"
+        rows = self.db.rows(
+            f"UPDATE jobs SET status = 'running', owner = ?, started = ?, updated = ? "
+            f"WHERE status = 'queued' AND id = ({oldest}) RETURNING {_COLUMNS}",
+            (owner, now, now),
         )
-        return self._row(row)
+        return self._row(rows)
 
     def update(self, job_id: str, **changes: object) -> None:
         changes.setdefault("updated", time.time())
         names = ", ".join(f"{name} = ?" for name in changes)
-        self._db().execute(f"UPDATE jobs SET {names} WHERE id = ?", (*changes.values(), job_id))
+        self.db.run(f"UPDATE jobs SET {names} WHERE id = ?", (*changes.values(), job_id))
 
     def cancel(self, key: str, job_id: str) -> Job | None:
-        self._db().execute(
+        self.db.run(
             "UPDATE jobs SET status = 'cancelled', updated = ? "
             "WHERE id = ? AND key = ? AND status IN ('queued', 'running')",
             (time.time(), job_id, key),
@@ -193,28 +181,51 @@ class SqliteJobStore(JobStore):
         return self.get(key, job_id)
 
     def requeue(self, gone: Callable[[int], bool]) -> int:
-        db = self._db()
-        owners = [r[0] for r in db.execute("SELECT DISTINCT owner FROM jobs WHERE status = 'running'")]
-        dead = [(o,) for o in owners if gone(o)]
-        before = db.total_changes
-        db.executemany("UPDATE jobs SET status = 'queued', owner = 0 WHERE status = 'running' AND owner = ?", dead)
-        return db.total_changes - before
+        owners = [r[0] for r in self.db.rows("SELECT DISTINCT owner FROM jobs WHERE status = 'running'")]
+        sql = "UPDATE jobs SET status = 'queued', owner = 0 WHERE status = 'running' AND owner = ?"
+        return sum(self.db.run(sql, (owner,)) for owner in owners if gone(owner))
 
     def expired(self, now: float) -> list[str]:
-        db = self._db()
-        ids = [r[0] for r in db.execute("DELETE FROM jobs WHERE expires <= ? RETURNING id", (now,)).fetchall()]
-        db.executemany("DELETE FROM job_sentences WHERE job = ?", [(i,) for i in ids])
+        ids = [r[0] for r in self.db.rows("DELETE FROM jobs WHERE expires <= ? RETURNING id", (now,))]
+        self.db.run_many("DELETE FROM job_sentences WHERE job = ?", [(i,) for i in ids])
         return ids
 
     def add_sentences(self, job_id: str, pairs: Mapping[str, str]) -> None:
-        db = self._db()
-        db.execute("BEGIN")
-        db.executemany("INSERT OR REPLACE INTO job_sentences VALUES (?, ?, ?)", [(job_id, *p) for p in pairs.items()])
-        db.execute("COMMIT")
+        with self.db.transaction():
+            self.db.run_many(
+                "INSERT INTO job_sentences (job, source, translation) VALUES (?, ?, ?) "
+                "ON CONFLICT (job, source) DO UPDATE SET translation = excluded.translation",
+                [(job_id, *p) for p in pairs.items()],
+            )
 
     def sentences(self, job_id: str) -> dict[str, str]:
-        rows = self._db().execute("SELECT source, translation FROM job_sentences WHERE job = ?", (job_id,))
-        return dict(rows.fetchall())
+        return dict(self.db.rows("SELECT source, translation FROM job_sentences WHERE job = ?", (job_id,)))
+
+
+def sqlite_job_store(folder: Path) -> SqlJobStore:
+    """The store of a state folder's own SQLite file."""
+    return SqlJobStore(SqliteDatabase(folder / "state.sqlite3"))
+
+
+PID_BITS = 22  # Linux pids stay below 2**22 (pid_max's limit)
+
+
+def _host() -> int:
+    return zlib.crc32(socket.gethostname().encode())
+
+
+def owner_id() -> int:
+    """This process as a job's owner: its host (crc32 of the host name) and pid in one integer,
+    so replicas on several machines sharing a PostgreSQL store never take each other's pids for
+    processes of their own."""
+    return (_host() << PID_BITS) | os.getpid()
+
+
+def owner_gone(owner: int) -> bool:
+    """Whether the process ``owner`` names has ended: known on its own host only (a record
+    written before owners named their host, 0 there, counts as this host's)."""
+    host, pid = owner >> PID_BITS, owner & ((1 << PID_BITS) - 1)
+    return host in (0, _host()) and not pid_alive(pid)
 
 
 def pid_alive(pid: int) -> bool:

@@ -3,9 +3,10 @@ attnserve.v1 ``SubmitFileJob``): a submit returns at once with the job's id; its
 (sentences done / total, and an estimate of the time left), its cancel and its result are
 asked for by id, and only by the key that submitted it.
 
-Records are a :class:`~..files.job_store.JobStore`'s (SQLite in ``--state-dir``), the files
-plain files beside it, so jobs and results survive a restart and the processes of ``--workers
-N`` share them: each process claims queued jobs from the store, at most ``--running-jobs`` at
+Records are a :class:`~..files.job_store.JobStore`'s (SQLite in ``--state-dir``, or
+PostgreSQL at ``--state-url``), the files plain files in the state folder, so jobs and
+results survive a restart and the processes of ``--workers N`` (and replicas sharing the
+store and the folder) share them: each process claims queued jobs from the store, at most ``--running-jobs`` at
 a time, and translates them with :class:`~.files.FileTranslation`. Every sentence the engine
 translates is stored as its engine call finishes; a job interrupted by a restart (its
 process gone) is queued again when a server starts on the folder, and resumes with those
@@ -19,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import secrets
 import time
 from collections.abc import Callable
@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import files
 from ..files.downloads import key_digest, safe_filename
-from ..files.job_store import Job, JobStore, SqliteJobStore, pid_alive
+from ..files.job_store import Job, JobStore, owner_gone, owner_id, sqlite_job_store
 from ..shared.calls import Call
 from ..shared.config import Settings
 from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded, ServingError
@@ -70,6 +70,11 @@ def default_dir(settings: Settings) -> Path:
     return per_repository_dir("attnserve-state", settings.model_repo)
 
 
+def state_folder(settings: Settings) -> Path:
+    """``--state-dir``, else the model repository's own folder in the system temp dir."""
+    return Path(settings.state_dir) if settings.state_dir else default_dir(settings)
+
+
 def remaining_s(job: Job, now: float | None = None) -> float | None:
     """The estimated seconds left of a running job: its pace this run, over the sentences left."""
     fresh = job.done - job.reused
@@ -103,10 +108,10 @@ class FileJobs:
 
     def __init__(self, translation: FileTranslation, settings: Settings, store: JobStore | None = None) -> None:
         self.translation, self.settings = translation, settings
-        folder = Path(settings.state_dir) if settings.state_dir else default_dir(settings)
+        folder = state_folder(settings)
         self.blobs = folder / "jobs"
         self.blobs.mkdir(parents=True, exist_ok=True)
-        self.store = store if store is not None else SqliteJobStore(folder)
+        self.store = store if store is not None else sqlite_job_store(folder)
         self._io = ThreadPoolExecutor(1, thread_name_prefix="jobs")  # the store and the files, off the loop
         self.running: dict[str, asyncio.Task] = {}
         self._wake: asyncio.Event | None = None
@@ -123,8 +128,8 @@ class FileJobs:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        me = os.getpid()
-        requeued = await self._off(self.store.requeue, lambda pid: pid == me or not pid_alive(pid))
+        me = owner_id()
+        requeued = await self._off(self.store.requeue, lambda owner: owner == me or owner_gone(owner))
         if requeued:
             log.info("file jobs: %d interrupted job(s) queued again", requeued)
         self._wake = asyncio.Event()
@@ -168,7 +173,7 @@ class FileJobs:
             if job is None or job.status == "cancelled":
                 task.cancel()
         while len(self.running) < self.settings.running_jobs:
-            job = await self._off(self.store.claim, os.getpid())
+            job = await self._off(self.store.claim, owner_id())
             if job is None:
                 break
             self.running[job.id] = asyncio.ensure_future(self._run(job))

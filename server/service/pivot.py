@@ -28,10 +28,11 @@ def first_leg(request: TranslationRequest, route: Route) -> TranslationRequest:
     glossary as sent, finds it in X and writes the target term in its place.
     """
     options = dataclasses.replace(request.options, num_hypotheses=1)
-    keep = tuple((term, "") for term, _ in request.glossary)
+    keep = tuple((term, "") for term, _ in request.stored_glossary + request.glossary)
     return dataclasses.replace(
-        request, model=route.models[0], target_language=route.pivot, target_prefix="", options=options, glossary=keep
-    )
+        request, model=route.models[0], target_language=route.pivot, target_prefix="", options=options, glossary=keep,
+        stored_glossary=(),
+    )  # fmt: skip
 
 
 def second_leg(request: TranslationRequest, route: Route, texts: tuple[str, ...]) -> TranslationRequest:

@@ -95,6 +95,10 @@ class TranslationRequest:
     # (source term, target term) pairs the translation must honour; target "" keeps the term
     # (do not translate). They extend the server's default glossary (``service/glossary.py``).
     glossary: tuple[tuple[str, str], ...] = ()
+    # a stored glossary of the caller's key (``stored_glossaries.py``), which the service reads
+    # into ``stored_glossary``: terms under the request's own, over the server's defaults
+    glossary_id: str = ""
+    stored_glossary: tuple[tuple[str, str], ...] = ()
     alignments: bool = False  # word alignments of every sentence's best translation
     quality: bool = False  # a quality score per text and sentence (``quality.py``)
 

@@ -52,6 +52,7 @@ from .requests import (
     within_time_limit,
 )
 from .routing import LanguageNotServed, Route, ServedLanguages
+from .stored_glossaries import StoredGlossaries, with_stored_glossary
 from .translation_cache import MB, TranslationCache
 
 T = TypeVar("T")
@@ -98,6 +99,7 @@ class TranslationService:
         self.detector = make_detector(settings.language_detection)
         self.glossaries = DefaultGlossaries(settings.glossary_dir)
         self.cache = TranslationCache(settings.translation_cache_mb * MB, metrics.registry)
+        self.stored_glossaries: StoredGlossaries | None = None  # the server's, set where it has a state store
 
     # ------------------------------------------------------------------- requests
 
@@ -105,6 +107,7 @@ class TranslationService:
         """One result per text (document), in order; through the pivot language when no model
         serves the pair directly (``pivot``); source ``auto``: each text in its detected language
         (``mixed``)."""
+        request = await with_stored_glossary(self.stored_glossaries, request)
         if request.source_language == AUTO:
             self.check_texts(request.texts)  # before any text is read
             check_language_codes(request.source_language, request.target_language)
@@ -155,6 +158,7 @@ class TranslationService:
             raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
         if request.quality:
             raise InvalidRequest("quality scores come with whole translations (Translate), not with a stream")
+        request = await with_stored_glossary(self.stored_glossaries, request)
         route = self.pivot_route(request)
         if route is not None:
             limit = self.settings.request_timeout_seconds
@@ -226,7 +230,7 @@ class TranslationService:
         """The server's default terms for the model and pair, extended and overridden by the request's."""
         s = self.settings
         check_entries(request.glossary, s.max_glossary_terms, s.max_glossary_term_chars)
-        entries = self.glossaries.entries(model.name, source, target) + request.glossary
+        entries = self.glossaries.entries(model.name, source, target) + request.stored_glossary + request.glossary
         if not entries:
             return None
         return compile_glossary(entries, model.engine.tokenizer, documents.normalizer(model.engine))

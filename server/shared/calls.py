@@ -39,6 +39,7 @@ class Call:
     items: int = 0  # texts or images answered: KServe's inference_count
     queue_s: float = 0.0  # time its items waited for a batch or decode admission (the longest)
     load_ms: float = 0.0  # time it waited for its model to load (lazy loading); sent as LOAD_MS_KEY
+    key: str = ""  # sha256 of the caller's api key ("" without keys): whose stored glossaries it reads
 
 
 LOAD_MS_KEY = "attnserve-load-ms"  # gRPC trailing metadata / HTTP header: a call that waited for a model load

@@ -106,9 +106,7 @@ class Settings:
         "again; the wait doubles after each failure, and after --model-load-attempts failures it stays "
         "UNAVAILABLE until a reload",
     )
-    model_load_attempts: int = _setting(
-        5, "on-demand loads of a failing model (lazy) before it stays UNAVAILABLE until a reload"
-    )
+    model_load_attempts: int = _setting(5, "failed on-demand loads before a model stays UNAVAILABLE until a reload")
     repository_poll_seconds: float = _setting(
         5.0,
         "how often the model repository is looked at for model directories renamed into it or replaced "
@@ -179,6 +177,8 @@ class Settings:
     max_glossary_terms: int = _setting(256, "glossary terms one translation request may send (keep terms included)")
     max_glossary_term_chars: int = _setting(200, "characters of a glossary term's source or target")
     translation_cache_mb: int = _setting(64, "MiB of sentence translations each server process keeps, LRU (0 = off)")
+    max_glossaries_per_key: int = _setting(100, "stored glossaries one api key (or the keyless server) keeps")
+    max_stored_glossary_entries: int = _setting(5000, "entries of one stored glossary (glossary_id)")
     max_concurrent_rpcs: int = _setting(
         1024,
         "calls the server handles at once (gRPC and HTTP); beyond -> RESOURCE_EXHAUSTED. An HTTP call counts "
@@ -237,20 +237,16 @@ class Settings:
         "translated files kept for download, in bytes on disk together (metadata included); the oldest are "
         "deleted to make room",
     )
-    max_download_files: int = _setting(
-        10_000, "translated files kept for download at once; the oldest are deleted to make room"
-    )
+    max_download_files: int = _setting(10_000, "translated files kept for download at once (the oldest go first)")
     public_url: str = _setting(
         "",
         "the server's public base URL (https://translate.example.org) for the links it hands out "
         "(translatedFileUrl); '' = from the request's Host header",
     )
     state_dir: str = _setting(
-        "",
-        "directory of the server's state (file jobs: an SQLite file and the jobs' files), shared by --workers; "
-        "'' = attnserve-state-<the model repository's digest> in the system temp dir: the servers of one "
-        "repository share it, those of another do not",
+        "", "state folder (SQLite records, jobs' files), shared by --workers; '' = attnserve-state-<digest> in temp"
     )
+    state_url: str = _setting("", "records shared by replicas: postgresql://USER:PASSWORD@HOST/DB ('' = --state-dir)")
     running_jobs: int = _setting(2, "file jobs translated at once by each server process; the rest wait queued")
     max_jobs: int = _setting(1000, "file jobs kept at once (queued, running or finished), all keys together")
     max_jobs_per_key: int = _setting(20, "file jobs one api key (or the keyless server) keeps at once")
@@ -336,6 +332,7 @@ def _in_range(settings: Settings) -> dict[str, bool]:
         "file_memory_bytes": settings.file_memory_bytes >= 0,
         "translation_cache_mb": settings.translation_cache_mb >= 0,
         "public_url": not settings.public_url or settings.public_url.startswith(("http://", "https://")),
+        "state_url": not settings.state_url or settings.state_url.startswith(("postgresql://", "postgres://")),
     }
     positive = (
         "preprocess_threads max_message_bytes max_images_per_request max_image_bytes max_image_pixels "
@@ -344,6 +341,7 @@ def _in_range(settings: Settings) -> dict[str, bool]:
         "max_concurrent_rpcs max_request_pixels max_glossary_terms max_glossary_term_chars"
         " max_file_bytes max_file_chars max_aligned_runs max_download_bytes model_load_attempts file_workers"
         " max_download_files running_jobs max_jobs max_jobs_per_key max_job_bytes_per_key"
+        " max_glossaries_per_key max_stored_glossary_entries"
     ).split()
     checks.update({name: getattr(settings, name) >= 1 for name in positive})
     return checks

@@ -1,10 +1,10 @@
-"""The same requests through all five doors (attnserve.v1 gRPC, KServe v2 gRPC and REST,
-Triton's generate, LibreTranslate) get the same translations and the same class of error,
+"""The same requests through all six doors (attnserve.v1 gRPC, KServe v2 gRPC and REST,
+Triton's generate, LibreTranslate, DeepL's v2 API) get the same translations and the same class of error,
 and the same work is booked in the same metrics whichever door (or stream) carried it.
 
 The server holds the KServe tests' word reverser ("t5 t9 t17" -> "t17 t9 t5") under a name
 that declares English -> German, so LibreTranslate (which routes by the pair) reaches it;
-the other doors name it and send the same pair.
+the other doors name it and send the same pair (DeepL's routes by the pair too).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Refused(Exception):
         self.kind = kind
 
 
-def _post(server, path: str, doc: dict) -> dict:
+def _post(server, path: str, doc: dict, error: str = "error") -> dict:
     request = urllib.request.Request(
         f"http://{server.http_address}{path}", json.dumps(doc).encode(), {"Content-Type": "application/json"}
     )
@@ -66,7 +66,7 @@ def _post(server, path: str, doc: dict) -> dict:
         with urllib.request.urlopen(request, timeout=60) as reply:
             return json.loads(reply.read())
     except urllib.error.HTTPError as err:
-        raise Refused(HTTP_CLASS.get(err.code, str(err.code)), json.loads(err.read())["error"]) from None
+        raise Refused(HTTP_CLASS.get(err.code, str(err.code)), json.loads(err.read())[error]) from None
 
 
 def _grpc(call, request):
@@ -147,12 +147,22 @@ def via_libretranslate(server, texts: list[str], case: dict) -> list[str]:
     return _post(server, "/translate", doc)["translatedText"]
 
 
+def via_deepl(server, texts: list[str], case: dict) -> list[str]:
+    if "model" in case or "beam_size" in case:
+        pytest.skip("DeepL's API names no model and has no decoding options")
+    doc = {"text": texts, "source_lang": case["source_language"].upper(), "target_lang": case["target_language"]}
+    if case.get("format") == "html":
+        doc["tag_handling"] = "html"
+    return [t["text"] for t in _post(server, "/v2/translate", doc, error="message")["translations"]]
+
+
 DOORS = {
     "v1": via_v1,
     "kserve-grpc": via_kserve_grpc,
     "kserve-rest": via_kserve_rest,
     "generate": via_generate,
     "libretranslate": via_libretranslate,
+    "deepl": via_deepl,
 }
 PAIR = {"source_language": "en", "target_language": "de"}
 ANSWERED = {
@@ -227,6 +237,7 @@ WORK = {  # door -> (metrics method label, one text translated through it)
     "generate": ("triton.http.Generate", lambda server, text: via_generate(server, [text], PAIR)),
     "generate stream": ("triton.http.GenerateStream", generate_stream),
     "libretranslate": ("libretranslate.translate", lambda server, text: via_libretranslate(server, [text], PAIR)),
+    "deepl": ("deepl.translate", lambda server, text: via_deepl(server, [text], PAIR)),
 }
 
 

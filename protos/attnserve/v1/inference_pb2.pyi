@@ -112,7 +112,7 @@ class GlossaryEntry(_message.Message):
     def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ...) -> None: ...
 
 class TranslateRequest(_message.Message):
-    __slots__ = ("model", "texts", "options", "format", "glossary", "keep", "return_alignments", "return_quality")
+    __slots__ = ("model", "texts", "options", "format", "glossary", "keep", "return_alignments", "return_quality", "glossary_id")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     TEXTS_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
@@ -121,6 +121,7 @@ class TranslateRequest(_message.Message):
     KEEP_FIELD_NUMBER: _ClassVar[int]
     RETURN_ALIGNMENTS_FIELD_NUMBER: _ClassVar[int]
     RETURN_QUALITY_FIELD_NUMBER: _ClassVar[int]
+    GLOSSARY_ID_FIELD_NUMBER: _ClassVar[int]
     model: str
     texts: _containers.RepeatedScalarFieldContainer[str]
     options: DecodingOptions
@@ -129,7 +130,8 @@ class TranslateRequest(_message.Message):
     keep: _containers.RepeatedScalarFieldContainer[str]
     return_alignments: bool
     return_quality: bool
-    def __init__(self, model: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., keep: _Optional[_Iterable[str]] = ..., return_alignments: bool = ..., return_quality: bool = ...) -> None: ...
+    glossary_id: str
+    def __init__(self, model: _Optional[str] = ..., texts: _Optional[_Iterable[str]] = ..., options: _Optional[_Union[DecodingOptions, _Mapping]] = ..., format: _Optional[_Union[TextFormat, str]] = ..., glossary: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ..., keep: _Optional[_Iterable[str]] = ..., return_alignments: bool = ..., return_quality: bool = ..., glossary_id: _Optional[str] = ...) -> None: ...
 
 class Hypothesis(_message.Message):
     __slots__ = ("text", "token_ids", "score", "logprob", "finish_reason", "alignments")
@@ -503,3 +505,53 @@ class GetModelRequest(_message.Message):
     NAME_FIELD_NUMBER: _ClassVar[int]
     name: str
     def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class CreateGlossaryRequest(_message.Message):
+    __slots__ = ("name", "source_language", "target_language", "entries")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    source_language: str
+    target_language: str
+    entries: _containers.RepeatedCompositeFieldContainer[GlossaryEntry]
+    def __init__(self, name: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ...) -> None: ...
+
+class StoredGlossary(_message.Message):
+    __slots__ = ("id", "name", "source_language", "target_language", "entry_count", "created_unix_s", "entries")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    ENTRY_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CREATED_UNIX_S_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    name: str
+    source_language: str
+    target_language: str
+    entry_count: int
+    created_unix_s: float
+    entries: _containers.RepeatedCompositeFieldContainer[GlossaryEntry]
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., entry_count: _Optional[int] = ..., created_unix_s: _Optional[float] = ..., entries: _Optional[_Iterable[_Union[GlossaryEntry, _Mapping]]] = ...) -> None: ...
+
+class ListGlossariesRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ListGlossariesResponse(_message.Message):
+    __slots__ = ("glossaries",)
+    GLOSSARIES_FIELD_NUMBER: _ClassVar[int]
+    glossaries: _containers.RepeatedCompositeFieldContainer[StoredGlossary]
+    def __init__(self, glossaries: _Optional[_Iterable[_Union[StoredGlossary, _Mapping]]] = ...) -> None: ...
+
+class GlossaryRequest(_message.Message):
+    __slots__ = ("id",)
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DeleteGlossaryResponse(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...

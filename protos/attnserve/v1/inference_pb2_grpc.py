@@ -89,6 +89,26 @@ class InferenceServiceStub(object):
                 request_serializer=attnserve_dot_v1_dot_inference__pb2.GetModelRequest.SerializeToString,
                 response_deserializer=attnserve_dot_v1_dot_inference__pb2.ModelInfo.FromString,
                 _registered_method=True)
+        self.CreateGlossary = channel.unary_unary(
+                '/attnserve.v1.InferenceService/CreateGlossary',
+                request_serializer=attnserve_dot_v1_dot_inference__pb2.CreateGlossaryRequest.SerializeToString,
+                response_deserializer=attnserve_dot_v1_dot_inference__pb2.StoredGlossary.FromString,
+                _registered_method=True)
+        self.ListGlossaries = channel.unary_unary(
+                '/attnserve.v1.InferenceService/ListGlossaries',
+                request_serializer=attnserve_dot_v1_dot_inference__pb2.ListGlossariesRequest.SerializeToString,
+                response_deserializer=attnserve_dot_v1_dot_inference__pb2.ListGlossariesResponse.FromString,
+                _registered_method=True)
+        self.GetGlossary = channel.unary_unary(
+                '/attnserve.v1.InferenceService/GetGlossary',
+                request_serializer=attnserve_dot_v1_dot_inference__pb2.GlossaryRequest.SerializeToString,
+                response_deserializer=attnserve_dot_v1_dot_inference__pb2.StoredGlossary.FromString,
+                _registered_method=True)
+        self.DeleteGlossary = channel.unary_unary(
+                '/attnserve.v1.InferenceService/DeleteGlossary',
+                request_serializer=attnserve_dot_v1_dot_inference__pb2.GlossaryRequest.SerializeToString,
+                response_deserializer=attnserve_dot_v1_dot_inference__pb2.DeleteGlossaryResponse.FromString,
+                _registered_method=True)
 
 
 class InferenceServiceServicer(object):
@@ -188,6 +208,35 @@ class InferenceServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateGlossary(self, request, context):
+        """Stored glossaries (DeepL's v2 semantics): created whole, never changed, seen only with the
+        token that created them, named by id in any translation request (TranslateRequest's
+        glossary_id, KServe's glossary_id parameter, LibreTranslate's glossary_id field). Bounded:
+        --max-glossaries-per-key (RESOURCE_EXHAUSTED), --max-stored-glossary-entries entries.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListGlossaries(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetGlossary(self, request, context):
+        """The glossary with its entries.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteGlossary(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_InferenceServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -245,6 +294,26 @@ def add_InferenceServiceServicer_to_server(servicer, server):
                     servicer.GetModel,
                     request_deserializer=attnserve_dot_v1_dot_inference__pb2.GetModelRequest.FromString,
                     response_serializer=attnserve_dot_v1_dot_inference__pb2.ModelInfo.SerializeToString,
+            ),
+            'CreateGlossary': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateGlossary,
+                    request_deserializer=attnserve_dot_v1_dot_inference__pb2.CreateGlossaryRequest.FromString,
+                    response_serializer=attnserve_dot_v1_dot_inference__pb2.StoredGlossary.SerializeToString,
+            ),
+            'ListGlossaries': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListGlossaries,
+                    request_deserializer=attnserve_dot_v1_dot_inference__pb2.ListGlossariesRequest.FromString,
+                    response_serializer=attnserve_dot_v1_dot_inference__pb2.ListGlossariesResponse.SerializeToString,
+            ),
+            'GetGlossary': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetGlossary,
+                    request_deserializer=attnserve_dot_v1_dot_inference__pb2.GlossaryRequest.FromString,
+                    response_serializer=attnserve_dot_v1_dot_inference__pb2.StoredGlossary.SerializeToString,
+            ),
+            'DeleteGlossary': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteGlossary,
+                    request_deserializer=attnserve_dot_v1_dot_inference__pb2.GlossaryRequest.FromString,
+                    response_serializer=attnserve_dot_v1_dot_inference__pb2.DeleteGlossaryResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -544,6 +613,114 @@ class InferenceService(object):
             '/attnserve.v1.InferenceService/GetModel',
             attnserve_dot_v1_dot_inference__pb2.GetModelRequest.SerializeToString,
             attnserve_dot_v1_dot_inference__pb2.ModelInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateGlossary(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/attnserve.v1.InferenceService/CreateGlossary',
+            attnserve_dot_v1_dot_inference__pb2.CreateGlossaryRequest.SerializeToString,
+            attnserve_dot_v1_dot_inference__pb2.StoredGlossary.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListGlossaries(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/attnserve.v1.InferenceService/ListGlossaries',
+            attnserve_dot_v1_dot_inference__pb2.ListGlossariesRequest.SerializeToString,
+            attnserve_dot_v1_dot_inference__pb2.ListGlossariesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetGlossary(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/attnserve.v1.InferenceService/GetGlossary',
+            attnserve_dot_v1_dot_inference__pb2.GlossaryRequest.SerializeToString,
+            attnserve_dot_v1_dot_inference__pb2.StoredGlossary.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteGlossary(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/attnserve.v1.InferenceService/DeleteGlossary',
+            attnserve_dot_v1_dot_inference__pb2.GlossaryRequest.SerializeToString,
+            attnserve_dot_v1_dot_inference__pb2.DeleteGlossaryResponse.FromString,
             options,
             channel_credentials,
             insecure,

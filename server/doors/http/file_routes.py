@@ -26,65 +26,30 @@ import contextlib
 import functools
 import logging
 import urllib.parse
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 from typing import Any
 
-from aiohttp import BodyPartReader, web
+from aiohttp import web
 
 from ...files.downloads import DownloadStore
 from ...service.files import FileRequest
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
 from ...shared.locations import per_repository_dir
+from .forms import FORM_SLACK, file_response, read_form
 from .table import RouteTable
 from .upstream import ApiKeys, upstream_words
 
 log = logging.getLogger(__name__)
 
 LABEL = "libretranslate.translate_file"
-FIELD_BYTES = 64 << 10  # source, target, api_key: a few bytes each
-MAX_PARTS = 100  # file, source, target, api_key and room for what other clients add; aiohttp takes ~0.2 ms a part
 SWEEP_S = 60.0  # at most, between two sweeps of the download store
-FORM_SLACK = 256 << 10  # the form's other fields and part headers, over the file itself
-# A body of up to twice --max-file-bytes is read, so a file somewhat over the limit gets the
-# service's 400 naming its size and the limit; a larger body is refused unread (413).
-
-
-async def read_form(request: web.Request) -> tuple[dict[str, str], str, bytes]:
-    """(text fields, the file's name, its bytes) of a multipart form; InvalidRequest when malformed."""
-    if not request.content_type.startswith("multipart/"):
-        raise InvalidRequest("Invalid request: send the file as multipart/form-data (fields file, source, target)")
-    fields: dict[str, str] = {}
-    filename, content = "", b""
-    parts = 0
-    try:
-        reader = await request.multipart()
-        while (part := await reader.next()) is not None:
-            parts += 1
-            if parts > MAX_PARTS:
-                raise InvalidRequest(f"Invalid request: the form has more than {MAX_PARTS} parts")
-            if not isinstance(part, BodyPartReader) or not part.name:
-                continue
-            if part.name == "file":
-                filename = part.filename or ""
-                content = bytes(await part.read())  # the body is already in, within the route's limit
-            else:
-                value = await part.read_chunk(FIELD_BYTES)
-                fields.setdefault(part.name, value.decode("utf-8"))
-    except (ValueError, AssertionError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"Invalid request: the form does not parse: {exc}") from None
-    return fields, filename, content
 
 
 def translated_filename(filename: str, target: str) -> str:
     """``report.docx`` -> ``report.de.docx``: the name ``attnserve-client translate-file`` gives it."""
     path = PurePosixPath(filename or "file")
     return f"{path.stem}.{target}{path.suffix}"
-
-
-def _content_disposition(filename: str) -> str:
-    ascii_name = filename.encode("ascii", "replace").decode().replace('"', "_")
-    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{urllib.parse.quote(filename)}"
 
 
 class FileRoutes:
@@ -155,12 +120,6 @@ class FileRoutes:
         keys_on = self.doors.auth.keys_on
         found = await self._off_loop(self.store.fetch, request.match_info["name"], key, keys_on)
         return file_response(found.path, found.media_type, found.filename)
-
-
-def file_response(path: Path, media_type: str, filename: str) -> web.FileResponse:
-    """A stored file as its download: its media type, its name, never cached."""
-    headers = {"Content-Type": media_type, "Content-Disposition": _content_disposition(filename)}
-    return web.FileResponse(path, headers={**headers, "Cache-Control": "no-store"})
 
 
 def add_routes(table: RouteTable) -> None:

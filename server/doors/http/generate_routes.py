@@ -64,7 +64,14 @@ def parse_generate(body: bytes) -> tuple[str, dict[str, Any]]:
         raise InvalidRequest(f"{PARAMETERS}: expected a JSON object of decoding options, got {parameters!r:.60}")
     check_parameters(
         parameters,
-        {*params.DECODING_PARAMETERS, params.FORMAT, *params.LANGUAGE_PARAMETERS, params.GLOSSARY, params.ALIGNMENTS}
+        {
+            *params.DECODING_PARAMETERS,
+            params.FORMAT,
+            *params.LANGUAGE_PARAMETERS,
+            params.GLOSSARY,
+            params.GLOSSARY_ID,
+            params.ALIGNMENTS,
+        }
         | {params.QUALITY},
     )
     return text, parameters
@@ -98,6 +105,7 @@ def add_routes(table: RouteTable) -> None:
             options=decode_options(parameters),
             deadline=request_deadline(parameters),
             glossary=params.glossary(parameters, f"{PARAMETERS}."),
+            glossary_id=params.glossary_id(parameters, f"{PARAMETERS}."),
             alignments=params.alignments(parameters, f"{PARAMETERS}."),
             quality=params.quality(parameters, f"{PARAMETERS}."),
             **params.languages(parameters, f"{PARAMETERS}."),

@@ -26,8 +26,8 @@ from aiohttp import web
 from ...service.file_jobs import JobRequest, view
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
-from .file_routes import FORM_SLACK, file_response, read_form
 from .file_routes import LABEL as FILE_LABEL
+from .forms import FORM_SLACK, file_response, read_form
 from .table import RouteTable
 from .upstream import ApiKeys
 

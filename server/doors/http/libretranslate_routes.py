@@ -209,7 +209,7 @@ class LibreTranslateRoutes:
 
     async def translate(self, request: web.Request, call: Call) -> web.Response:
         fields = await read_fields(request, self.settings.max_message_bytes)
-        self.keys.check_key(request, fields, call.method)
+        self.keys.check_key(request, fields, call.method, call)
         texts, batch = _texts(fields)
         source, target = _string(fields, "source"), _string(fields, "target")
         if not source:
@@ -226,6 +226,7 @@ class LibreTranslateRoutes:
             target_language=target,
             options=_alternatives_options(alternatives),
             glossary=params.glossary(fields),
+            glossary_id=params.glossary_id(fields),
             alignments=_flag(fields, "alignments") or attention,
             quality=_flag(fields, "quality"),
         )

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from ...shared.calls import Call
+from . import deepl_openapi
 from .table import RouteTable
 
 VERSION = "0.1.0"
@@ -119,6 +120,7 @@ SCHEMAS: dict[str, Any] = {
         "properties": {"model_name": {"type": "string"}, "text_output": {"type": "string"}},
     },
     "Object": {"type": "object"},
+    **deepl_openapi.SCHEMAS,
 }
 
 
@@ -253,6 +255,7 @@ OPERATIONS: list[Operation] = [
         ("GET", f"/static/{name}", "web", "the web page's assets", None, 200, None)
         for name in ("index.html", "app.js", "style.css", "favicon.svg")
     ],
+    *deepl_openapi.OPERATIONS,
 ]
 
 
@@ -283,7 +286,9 @@ def document() -> dict[str, Any]:
         "info": {
             "title": "attnserve HTTP API",
             "version": VERSION,
-            "description": "KServe v2 REST, Triton's generate, LibreTranslate's API, files and jobs, the web page.",
+            "description": (
+                "KServe v2 REST, Triton's generate, LibreTranslate's API, DeepL's v2 API, files and jobs, the web page."
+            ),
         },
         "paths": paths,
         "components": {

@@ -15,7 +15,9 @@ with the HTTP status of the gRPC status (:data:`HTTP_STATUS`). TLS and bearer to
 (``Authorization: Bearer <token>``) come from the same settings as gRPC's; routes
 registered with ``open=True`` (health) need no token. KServe v2's routes live in
 ``kserve_routes``, Triton's generate extension in ``generate_routes``, LibreTranslate's API
-in ``libretranslate_routes`` and its file routes in ``file_routes``, the web page in ``web_routes``.
+in ``libretranslate_routes`` and its file routes in ``file_routes``, DeepL's v2 API in
+``deepl_routes`` (errors in its own shape: a row's ``errors``), stored glossaries in
+``glossary_routes``, the web page in ``web_routes``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,18 @@ from ...shared.calls import LOAD_MS_KEY, Call, CallFailed
 from ...shared.errors import client_message
 from .. import access_log
 from ..context import DoorContext
-from . import file_routes, generate_routes, job_routes, kserve_routes, libretranslate_routes, openapi, web_routes
+from . import (
+    deepl_glossary_routes,
+    deepl_routes,
+    file_routes,
+    generate_routes,
+    glossary_routes,
+    job_routes,
+    kserve_routes,
+    libretranslate_routes,
+    openapi,
+    web_routes,
+)
 from .messages import REQUEST_ID, body_arrived, error_response
 from .parse_process import ParseProcess
 from .table import Route, RouteTable
@@ -47,6 +60,9 @@ ROUTE_MODULES = (
     libretranslate_routes.add_routes,
     file_routes.add_routes,
     job_routes.add_routes,
+    deepl_routes.add_routes,
+    deepl_glossary_routes.add_routes,
+    glossary_routes.add_routes,
     web_routes.add_routes,
     openapi.add_routes,
 )
@@ -113,7 +129,8 @@ class HttpServer:
         A tracked call's body (at most ``body_limit`` bytes, --max-message-bytes by default)
         arrives within --http-body-timeout-s before the call takes one of --max-concurrent-rpcs'
         slots; ``authenticate(request)`` (an open route checking its own keys) runs before that,
-        on the head alone, and raises a ServingError to refuse.
+        on the head alone, and raises a ServingError to refuse; ``errors`` answers a failed call in
+        the protocol's own shape (DeepL's) in place of ``{"error": message}``.
 
         ``tracked=False`` (health probes) skips the tracker: no metrics, answered while draining.
         ``cors=True`` (LibreTranslate's routes, which upstream serves to browser pages of any
@@ -151,18 +168,13 @@ class HttpServer:
                     arrive=arrive,
                 ) as call:
                     request[CALL_KEY] = call
+                    call.key = self.doors.auth.caller_key(request.headers.get("Authorization"))
                     response = await handler(request, call)
             except CallFailed as exc:
-                response = error_response(exc.status, exc.message, exc.http_status)
+                response = (row.errors or error_response)(exc.status, exc.message, exc.http_status)
                 if not request.content.is_eof():  # a body not read (refused, or too slow): "Connection: close"
                     response.force_close()
-            if not response.prepared:
-                response.headers[REQUEST_ID] = request_id
-                if call is not None and call.load_ms:
-                    response.headers[LOAD_MS_KEY] = f"{call.load_ms:.0f}"
-                if row.cors:
-                    response.headers["Access-Control-Allow-Origin"] = "*"
-            return response
+            return _headed(response, request_id, call, row.cors)
 
         self.web.router.add_route(row.method, row.path, wrapped, name=name)
         if row.cors:
@@ -262,3 +274,14 @@ class HttpServer:
 def _allow(exc: web.HTTPException) -> dict[str, str]:
     allow = exc.headers.get("Allow") if exc.headers else None
     return {"Allow": allow} if allow else {}
+
+
+def _headed(response: web.StreamResponse, request_id: str, call: Call | None, cors: bool) -> web.StreamResponse:
+    """A tracked route's answer with its request id, the model load it waited for, CORS's header."""
+    if not response.prepared:
+        response.headers[REQUEST_ID] = request_id
+        if call is not None and call.load_ms:
+            response.headers[LOAD_MS_KEY] = f"{call.load_ms:.0f}"
+        if cors:
+            response.headers["Access-Control-Allow-Origin"] = "*"
+    return response

@@ -30,6 +30,7 @@ class Route:
     body_limit: int | None = None
     body_setting: str = "12 x --max-request-chars + 64 KiB"
     authenticate: Callable[[web.Request], None] | None = None
+    errors: Callable[[str, str, int | None], web.Response] | None = None  # a protocol's own error shape
 
 
 class RouteTable:

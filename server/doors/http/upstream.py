@@ -12,6 +12,7 @@ from typing import Any
 from aiohttp import web
 
 from ...service.routing import LanguageNotServed, language_name
+from ...shared.calls import Call
 from ...shared.errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat, echo
 from ...shared.security import bearer_token
 from ..context import Auth
@@ -51,12 +52,15 @@ class ApiKeys:
         self.auth.refused(label, in_call=True)
         raise Forbidden("Invalid API key")
 
-    def check_key(self, request: web.Request, fields: dict[str, Any], label: str) -> None:
-        """``api_key`` of the fields, where no ``Authorization`` header (checked first) was sent."""
+    def check_key(self, request: web.Request, fields: dict[str, Any], label: str, call: Call | None = None) -> None:
+        """``api_key`` of the fields, where no ``Authorization`` header (checked first) was sent;
+        ``call``: its key becomes the call's (whose stored glossaries the request reads)."""
         if not self.auth.keys_on or request.headers.get("Authorization"):
             return
         api_key = fields.get("api_key")
         if isinstance(api_key, str) and api_key and self.auth.allows(f"Bearer {api_key}"):
+            if call is not None:
+                call.key = self.auth.caller_key(f"Bearer {api_key}")
             return
         self.auth.refused(label, in_call=True)
         if not api_key:  # upstream's wording and status (400) for a request without a key

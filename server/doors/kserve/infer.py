@@ -143,6 +143,7 @@ PARAMETERS = {
     params.FORMAT,
     *params.LANGUAGE_PARAMETERS,
     params.GLOSSARY,
+    params.GLOSSARY_ID,
     params.ALIGNMENTS,
     params.QUALITY,
 }
@@ -164,6 +165,7 @@ def translation_request(model: str, request: InferRequest, call: Call, deadline:
         options=params.decode_options(decoding, "parameters."),
         deadline=earliest(deadline, request_deadline(request.parameters)),
         glossary=params.glossary(request.parameters, "parameters."),
+        glossary_id=params.glossary_id(request.parameters, "parameters."),
         alignments=params.alignments(request.parameters, "parameters."),
         quality=params.quality(request.parameters, "parameters.") or (bool(request.outputs) and QUALITY_OUT in named),
         **params.languages(request.parameters, "parameters."),

@@ -1,13 +1,16 @@
-"""The file jobs' SQLite store (``files.job_store``), as two server processes share it: a job is
-claimed by one of them only, bounds hold per key and in all, keys never see each other's
-jobs, the jobs of a dead process go back to the queue, and expired jobs go with their
-sentences."""
+"""The file jobs' records (``files.job_store``) on both backends of the state store (SQLite,
+PostgreSQL), as two server processes share them: a job is claimed by one of them only, bounds
+hold per key and in all, keys never see each other's jobs, the jobs of a dead process go back
+to the queue (only its own host knows it is dead), and expired jobs go with their sentences."""
 
 from __future__ import annotations
 
+import os
 import threading
 
-from attnserve.server.files.job_store import Job, SqliteJobStore
+from attnserve.server.files import job_store
+from attnserve.server.files.job_store import Job, SqlJobStore
+from attnserve.server.state import open_database
 
 
 def job(job_id: str, key: str = "", size: int = 10, created: float = 1.0, expires: float = 100.0) -> Job:
@@ -15,8 +18,8 @@ def job(job_id: str, key: str = "", size: int = 10, created: float = 1.0, expire
                expires, 0)  # fmt: skip
 
 
-def test_bounds_per_key_and_in_all_and_keys_apart(tmp_path):
-    store = SqliteJobStore(tmp_path)
+def test_bounds_per_key_and_in_all_and_keys_apart(database):
+    store = SqlJobStore(database)
     assert store.add(job("a1", "alice"), max_jobs=3, max_per_key=2, max_key_bytes=25) == ""
     assert store.add(job("a2", "alice"), 3, 2, 25) == ""
     assert store.add(job("a3", "alice"), 3, 2, 25) == "max_jobs_per_key"
@@ -27,9 +30,8 @@ def test_bounds_per_key_and_in_all_and_keys_apart(tmp_path):
     assert store.cancel("bob", "a1") is None and store.get("alice", "a1").status == "queued"
 
 
-def test_two_processes_never_claim_the_same_job(tmp_path):
-    SqliteJobStore(tmp_path)
-    stores = [SqliteJobStore(tmp_path) for _ in range(2)]  # two connections, as two workers hold
+def test_two_processes_never_claim_the_same_job(state_url, tmp_path):
+    stores = [SqlJobStore(open_database(state_url, tmp_path)) for _ in range(2)]  # two processes' stores
     for i in range(40):
         stores[0].add(job(f"j{i:02}", created=float(i)), 100, 100, 1 << 20)
     claimed: list[list[str]] = [[], []]
@@ -47,22 +49,32 @@ def test_two_processes_never_claim_the_same_job(tmp_path):
     assert not set(claimed[0]) & set(claimed[1])
 
 
-def test_a_dead_owners_jobs_are_queued_again_with_their_sentences(tmp_path):
-    store = SqliteJobStore(tmp_path)
+def test_a_dead_owners_jobs_are_queued_again_with_their_sentences(state_url, tmp_path):
+    store = SqlJobStore(open_database(state_url, tmp_path))
     store.add(job("x"), 10, 10, 1000)
     store.add(job("y", created=2.0), 10, 10, 1000)
     assert store.claim(owner=111).id == "x" and store.claim(owner=222).id == "y"
     store.add_sentences("x", {"Hello.": "Hallo."})
     assert store.requeue(lambda pid: pid == 111) == 1
     assert store.get("", "x").status == "queued" and store.get("", "y").status == "running"
-    assert SqliteJobStore(tmp_path).sentences("x") == {"Hello.": "Hallo."}  # another process reads them
+    assert SqlJobStore(open_database(state_url, tmp_path)).sentences("x") == {"Hello.": "Hallo."}  # another's read
 
 
-def test_expired_jobs_go_with_their_sentences(tmp_path):
-    store = SqliteJobStore(tmp_path)
+def test_expired_jobs_go_with_their_sentences(database):
+    store = SqlJobStore(database)
     store.add(job("old", expires=5.0), 10, 10, 1000)
     store.add(job("new", expires=50.0), 10, 10, 1000)
     store.add_sentences("old", {"a": "b"})
     assert store.expired(now=10.0) == ["old"]
     assert store.get("", "old") is None and store.sentences("old") == {}
     assert store.get("", "new").status == "queued"
+
+
+def test_an_owner_is_gone_only_when_its_own_host_says_so():
+    me = job_store.owner_id()
+    assert me & ((1 << job_store.PID_BITS) - 1) == os.getpid() and not job_store.owner_gone(me)
+    dead = 4_000_000  # above any pid this machine has handed out (pid_max is 4,194,304 at most)
+    assert job_store.owner_gone((me >> job_store.PID_BITS << job_store.PID_BITS) | dead)
+    assert job_store.owner_gone(dead)  # a record from before owners named their host
+    another_host = ((job_store._host() ^ 1) << job_store.PID_BITS) | dead
+    assert not job_store.owner_gone(another_host)  # a replica elsewhere: never taken for dead here

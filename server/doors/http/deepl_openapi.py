@@ -1,0 +1,116 @@
+"""The DeepL door's rows of the OpenAPI document (``openapi.py``), whose errors are DeepL's
+``{"message": ...}`` rather than ``{"error": ...}`` (``deepl_routes``), and those of attnserve's
+own stored-glossary routes (``glossary_routes``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+TEXTS = {"oneOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}]}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(name: str) -> dict[str, Any]:
+    return {"application/json": {"schema": _ref(name)}}
+
+
+def _form_or_json(name: str) -> dict[str, Any]:
+    return {kind: {"schema": _ref(name)} for kind in ("application/json", "application/x-www-form-urlencoded")}
+
+
+SCHEMAS: dict[str, Any] = {
+    "DeepLTranslateRequest": {
+        "type": "object",
+        "required": ["text", "target_lang"],
+        "properties": {
+            "text": TEXTS,
+            "target_lang": {"type": "string", "description": "DE, EN-US, PT-BR, ... (the variant is ignored)"},
+            "source_lang": {"type": "string", "description": "absent: detected"},
+            "tag_handling": {"type": "string", "enum": ["html", "xml"]},
+            "glossary_id": {"type": "string"},
+            "split_sentences": {"type": "string", "enum": ["0", "1", "nonewlines"]},
+            "preserve_formatting": {"oneOf": [{"type": "boolean"}, {"type": "string"}]},
+        },
+        "additionalProperties": True,
+    },
+    "DeepLTranslateReply": {
+        "type": "object",
+        "properties": {"translations": {"type": "array", "items": {"type": "object"}}},
+    },
+    "DeepLGlossaryRequest": {
+        "type": "object",
+        "required": ["name", "source_lang", "target_lang", "entries"],
+        "properties": {
+            "name": {"type": "string"},
+            "source_lang": {"type": "string"},
+            "target_lang": {"type": "string"},
+            "entries": {"type": "string", "description": "source<TAB>target lines, or CSV rows"},
+            "entries_format": {"type": "string", "enum": ["tsv", "csv"]},
+        },
+    },
+    "DeepLGlossary": {
+        "type": "object",
+        "properties": {
+            "glossary_id": {"type": "string"},
+            "name": {"type": "string"},
+            "ready": {"type": "boolean"},
+            "source_lang": {"type": "string"},
+            "target_lang": {"type": "string"},
+            "creation_time": {"type": "string"},
+            "entry_count": {"type": "integer"},
+        },
+    },
+    "DeepLDocumentForm": {
+        "type": "object",
+        "required": ["file", "target_lang"],
+        "properties": {
+            "file": {"type": "string", "contentMediaType": "application/octet-stream"},
+            "target_lang": {"type": "string"},
+            "source_lang": {"type": "string"},
+        },
+    },
+    "GlossaryRequest": {
+        "type": "object",
+        "required": ["name", "source", "target", "entries"],
+        "properties": {
+            "name": {"type": "string"},
+            "source": {"type": "string"},
+            "target": {"type": "string"},
+            "entries": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+    },
+    "DeepLDocumentKey": {"type": "object", "properties": {"document_key": {"type": "string"}}},
+}
+
+BINARY = {"application/octet-stream": {"schema": {"type": "string", "contentMediaType": "application/octet-stream"}}}
+TSV = {"text/tab-separated-values": {"schema": {"type": "string"}}}
+
+OPERATIONS: list[tuple] = [
+    ("POST", "/v2/translate", "deepl", "translate texts", _form_or_json("DeepLTranslateRequest"), 200,
+     _json("DeepLTranslateReply")),
+    ("GET", "/v2/languages", "deepl", "source or target languages (type)", None, 200, _json("Object")),
+    ("POST", "/v2/languages", "deepl", "source or target languages (type)", None, 200, _json("Object")),
+    ("GET", "/v2/usage", "deepl", "usage (attnserve sets no quota)", None, 200, _json("Object")),
+    ("POST", "/v2/usage", "deepl", "usage (attnserve sets no quota)", None, 200, _json("Object")),
+    ("GET", "/v2/glossary-language-pairs", "deepl", "pairs a glossary may be made for", None, 200, _json("Object")),
+    ("POST", "/v2/glossaries", "deepl", "create a glossary", _form_or_json("DeepLGlossaryRequest"), 201,
+     _json("DeepLGlossary")),
+    ("GET", "/v2/glossaries", "deepl", "the key's glossaries", None, 200, _json("Object")),
+    ("GET", "/v2/glossaries/{id}", "deepl", "a glossary", None, 200, _json("DeepLGlossary")),
+    ("DELETE", "/v2/glossaries/{id}", "deepl", "delete a glossary", None, 204, None),
+    ("GET", "/v2/glossaries/{id}/entries", "deepl", "a glossary's entries as TSV", None, 200, TSV),
+    ("POST", "/v2/document", "deepl", "upload a document: a file job",
+     {"multipart/form-data": {"schema": _ref("DeepLDocumentForm")}}, 200, _json("Object")),
+    ("POST", "/v2/document/{id}", "deepl", "a document's status", _form_or_json("DeepLDocumentKey"), 200,
+     _json("Object")),
+    ("POST", "/v2/document/{id}/result", "deepl", "a translated document (503 until done)",
+     _form_or_json("DeepLDocumentKey"), 200, BINARY),
+    ("POST", "/glossaries", "glossaries", "store a glossary (attnserve's API)", _json("GlossaryRequest"), 201,
+     _json("Object")),
+    ("GET", "/glossaries", "glossaries", "the token's stored glossaries", None, 200, _json("Object")),
+    ("GET", "/glossaries/{id}", "glossaries", "a stored glossary with its entries", None, 200, _json("Object")),
+    ("DELETE", "/glossaries/{id}", "glossaries", "delete a stored glossary", None, 204, None),
+]  # fmt: skip

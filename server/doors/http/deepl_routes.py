@@ -1,0 +1,280 @@
+"""DeepL's v2 API on the HTTP server, for the tools that speak it with a configurable server
+URL (DeepL's official client libraries' ``server_url``, browser extensions, subtitle and CAT
+tools): one more codec over the translation service, the stored glossaries and the file jobs.
+
+- ``POST /v2/translate``: ``text`` (repeated), ``target_lang`` (``DE``, ``EN-US``, ``PT-BR``,
+  ...: the language, its regional variant ignored), ``source_lang`` (absent: detected),
+  ``tag_handling`` (``html`` or ``xml``: both read by the html reader, tags kept),
+  ``glossary_id``, ``split_sentences`` and ``preserve_formatting`` (checked; sentences are
+  always split and formatting always kept); every other field (``formality``, ``context``,
+  ``model_type``, ...) is accepted and ignored, as DeepL documents. JSON or a form ->
+  ``{"translations": [{"detected_source_language", "text", "billed_characters"}]}``;
+- ``GET /v2/languages`` (``type`` source or target), ``GET /v2/usage``,
+  ``GET /v2/glossary-language-pairs``, ``/v2/glossaries`` (``deepl_glossary_routes``);
+- ``POST /v2/document`` (a multipart ``file``, ``target_lang``, ``source_lang``) ->
+  ``{"document_id", "document_key"}``: a file job; ``POST /v2/document/{id}`` -> its
+  ``status`` (queued, translating, done, error), ``seconds_remaining``; ``POST
+  /v2/document/{id}/result`` -> the translated file (503 until it is done, as DeepL answers).
+
+``Authorization: DeepL-Auth-Key KEY`` (or ``Bearer KEY``, or the query's ``auth_key``): KEY is
+one of the server's tokens (403 otherwise; any key on a server without tokens). Errors are
+DeepL's: ``{"message": ...}`` with 400, 403, 404, 413 (a body over its limit), 429 (the server
+is busy), 456 (a per-key bound: glossaries or file jobs), 503 (a document not ready), 504.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import json
+import urllib.parse
+from typing import Any
+
+from aiohttp import web
+from multidict import MultiDict
+
+from ...documents import HTML, TEXT
+from ...service.file_jobs import JobRequest, remaining_s
+from ...service.requests import AUTO, TranslationRequest
+from ...service.routing import LanguageNotServed, language_name
+from ...service.stored_glossaries import language
+from ...shared.calls import Call
+from ...shared.errors import InvalidRequest, Overloaded, ServingError, echo
+from .forms import FORM_SLACK, file_response, read_form
+from .messages import PayloadTooLarge, json_object, read_body, text_body_limit
+from .table import RouteTable
+
+LABEL = "deepl"
+SCHEMES = ("deepl-auth-key", "bearer")  # DeepL's, and the server's own for tools that send that
+STATUS = {
+    "INVALID_ARGUMENT": 400,
+    "UNAUTHENTICATED": 403,
+    "PERMISSION_DENIED": 403,
+    "NOT_FOUND": 404,
+    "RESOURCE_EXHAUSTED": 429,
+    "FAILED_PRECONDITION": 503,  # a document's result before it is done: DeepL's "not ready"
+    "UNAVAILABLE": 503,
+    "DEADLINE_EXCEEDED": 504,
+}
+QUOTA = 456  # DeepL's "quota exceeded": a bound of the caller's key
+TAGS = {"html": HTML, "xml": HTML}  # XML's tags are kept and its text translated by the html reader
+SPLIT_SENTENCES = ("0", "1", "nonewlines")
+FLAGS = ("0", "1", "false", "true")
+NO_QUOTA = 10**12  # attnserve bills nothing: /v2/usage reports a limit no caller reaches
+JOB_STATUS = {"queued": "queued", "running": "translating", "done": "done", "failed": "error", "cancelled": "error"}
+VARIANTS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}  # DeepL's targets that name a variant
+
+
+class AuthorizationFailed(ServingError):
+    status = "PERMISSION_DENIED"
+    http_status = 403
+
+
+class QuotaExceeded(ServingError):
+    status = "RESOURCE_EXHAUSTED"
+    http_status = QUOTA
+
+
+def deepl_error(status: str, message: str, http_status: int | None = None) -> web.Response:
+    """A failed call in DeepL's shape: ``{"message": ...}`` and DeepL's status codes."""
+    return web.json_response({"message": message}, status=http_status or STATUS.get(status, 500))
+
+
+def token(request: web.Request) -> str | None:
+    """The key of ``Authorization: DeepL-Auth-Key KEY`` (or ``Bearer KEY``), else of the query's
+    ``auth_key`` (DeepL's older way, which tools still send)."""
+    scheme, _, key = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() in SCHEMES:
+        return key.strip() or None
+    return request.query.get("auth_key") or None
+
+
+def document_key(document_id: str) -> str:
+    """The ``document_key`` DeepL's clients send back with a document's id. The job is found only
+    with the api key that submitted it; this key only checks that the pair belongs together."""
+    return hashlib.sha256(f"attnserve-deepl-document:{document_id}".encode()).hexdigest()[:32]
+
+
+async def read_fields(request: web.Request, limit: int) -> MultiDict:
+    """A JSON object (a list value as repeated fields) or a form, url-encoded or multipart."""
+    if request.content_type == "application/json":
+        doc = json_object(await read_body(request, limit), "Invalid JSON", "send a JSON object of fields", {})
+        fields: MultiDict = MultiDict()
+        for name, value in doc.items():
+            for item in value if isinstance(value, list) else [value]:
+                fields.add(name, item)
+        return fields
+    if request.content_type == "application/x-www-form-urlencoded" or not request.body_exists:
+        body = await read_body(request, limit) if request.body_exists else b""
+        try:
+            pairs = urllib.parse.parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=1000)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise InvalidRequest(f"the form does not parse: {exc}") from None
+        return MultiDict(list(request.query.items()) + pairs)
+    try:
+        return MultiDict(await request.post())
+    except web.HTTPRequestEntityTooLarge:
+        raise PayloadTooLarge(f"request body over the limit of {limit} bytes (--max-message-bytes)") from None
+    except (ValueError, AssertionError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"the form does not parse: {exc}") from None
+
+
+def choice(fields: MultiDict, name: str, allowed: tuple[str, ...], default: str) -> str:
+    value = fields.get(name, default)
+    value = str(value).lower() if isinstance(value, (str, bool, int)) else value
+    if value not in allowed:
+        raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)}; expected one of {', '.join(allowed)}")
+    return value
+
+
+def lang(fields: MultiDict, name: str) -> str:
+    value = fields.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest(f"Parameter '{name}' not specified.")
+    try:
+        return language(value, name.split("_")[0])
+    except InvalidRequest:
+        raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)}") from None
+
+
+def upper(code: str) -> str:
+    try:
+        return language(code, "source").upper()
+    except InvalidRequest:
+        return code.upper()
+
+
+class DeepLRoutes:
+    def __init__(self, table: RouteTable) -> None:
+        self.doors, self.settings = table.doors, table.doors.settings
+        self.service = table.doors.translation
+
+    def authenticate(self, request: web.Request) -> None:
+        """On the head: a DeepL-Auth-Key the server knows (any, on a server without tokens)."""
+        auth, key = self.doors.auth, token(request)
+        if auth.keys_on and (key is None or not auth.allows(f"Bearer {key}")):
+            auth.refused(LABEL, in_call=True)
+            raise AuthorizationFailed("Authorization failure: send 'Authorization: DeepL-Auth-Key <key>'")
+
+    def caller(self, request: web.Request, call: Call) -> str | None:
+        """The caller's key (the jobs' api key), its digest set on ``call`` (its glossaries)."""
+        key = token(request) if self.doors.auth.keys_on else None
+        call.key = self.doors.auth.caller_key(f"Bearer {key}" if key else None)
+        return key
+
+    async def translate(self, request: web.Request, call: Call) -> web.Response:
+        self.caller(request, call)
+        fields = await read_fields(request, text_body_limit(self.settings))
+        texts = fields.getall("text", [])
+        if not texts:
+            raise InvalidRequest("Parameter 'text' not specified.")
+        if not all(isinstance(t, str) for t in texts):
+            raise InvalidRequest("Parameter 'text' must be a string or a list of strings")
+        target = lang(fields, "target_lang")
+        source = lang(fields, "source_lang") if fields.get("source_lang") else AUTO
+        tags = fields.get("tag_handling") or ""
+        if tags and tags not in TAGS:
+            raise InvalidRequest(f"Value for 'tag_handling' not supported: {echo(tags)}; expected html or xml")
+        choice(fields, "split_sentences", SPLIT_SENTENCES, "1")
+        choice(fields, "preserve_formatting", FLAGS, "0")
+        glossary_id = fields.get("glossary_id") or ""
+        if not isinstance(glossary_id, str):
+            raise InvalidRequest("Parameter 'glossary_id' must be a string")
+        wanted = TranslationRequest(
+            call,
+            tuple(texts),
+            format=TAGS.get(tags, TEXT),
+            source_language=source,
+            target_language=target,
+            glossary_id=glossary_id,
+        )
+        try:
+            done = await self.service.translate(wanted)
+        except LanguageNotServed as exc:
+            raise InvalidRequest(f"Value for 'target_lang' not supported: {exc}") from None
+        detected = [d.language for d in done.detected] if done.detected else [done.source_language] * len(texts)
+        translations = [
+            {"detected_source_language": upper(code), "text": r.hypotheses[0].text, "billed_characters": len(text)}
+            for code, r, text in zip(detected, done.results, texts, strict=True)
+        ]
+        return web.json_response({"translations": translations}, dumps=_dumps)
+
+    async def languages(self, request: web.Request, call: Call) -> web.Response:
+        fields = await read_fields(request, self.settings.max_message_bytes)
+        kind = choice(fields, "type", ("source", "target"), "source")
+        codes = sorted({upper(getattr(r, kind)) for r in self.service.routes()})
+        listed = []
+        for code in codes:
+            name = language_name(code.lower())
+            for variant in VARIANTS.get(code.lower(), (code,)) if kind == "target" else (code,):
+                entry = {"language": variant, "name": name if variant == code else f"{name} ({variant[-2:]})"}
+                listed.append(entry | ({"supports_formality": False} if kind == "target" else {}))
+        return web.json_response(listed)
+
+    async def usage(self, request: web.Request, call: Call) -> web.Response:
+        return web.json_response({"character_count": 0, "character_limit": NO_QUOTA})
+
+    async def upload(self, request: web.Request, call: Call) -> web.Response:
+        key = self.caller(request, call)
+        fields, filename, content = await read_form(request)
+        if not filename and not content:
+            raise InvalidRequest("Parameter 'file' not specified.")
+        if fields.get("glossary_id"):
+            raise InvalidRequest("glossary_id is not supported for documents on this server: translate without it")
+        form = MultiDict(fields)
+        target = lang(form, "target_lang")
+        source = lang(form, "source_lang") if form.get("source_lang") else AUTO
+        name = fields.get("filename") or filename
+        try:
+            job = await self.doors.jobs.submit(JobRequest(key, name, content, source, target))
+        except Overloaded as exc:
+            if "per api key" in str(exc):
+                raise QuotaExceeded(str(exc)) from None
+            raise
+        return web.json_response({"document_id": job.id, "document_key": document_key(job.id)})
+
+    async def _job(self, request: web.Request, call: Call):
+        key = self.caller(request, call)
+        fields = await read_fields(request, self.settings.max_message_bytes)
+        document_id = request.match_info["id"]
+        sent = fields.get("document_key")
+        if not isinstance(sent, str) or not hmac.compare_digest(sent, document_key(document_id)):
+            raise InvalidRequest("Parameter 'document_key' is missing or does not belong to this document")
+        return key, document_id
+
+    async def status(self, request: web.Request, call: Call) -> web.Response:
+        job = await self.doors.jobs.get(*await self._job(request, call))
+        reply: dict[str, Any] = {"document_id": job.id, "status": JOB_STATUS[job.status]}
+        if job.status == "running":
+            remaining = remaining_s(job)
+            if remaining is not None:
+                reply["seconds_remaining"] = round(remaining)
+        if job.status == "done":
+            reply["billed_characters"] = 0
+        if job.status in ("failed", "cancelled"):
+            reply["error_message"] = job.error or job.status
+        return web.json_response(reply)
+
+    async def result(self, request: web.Request, call: Call) -> web.StreamResponse:
+        job, path = await self.doors.jobs.result(*await self._job(request, call))
+        return file_response(path, job.media_type, job.filename)
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False)
+
+
+def add_routes(table: RouteTable) -> None:
+    routes = DeepLRoutes(table)
+    settings = table.doors.settings
+    keyed = functools.partial(table.route, open=True, authenticate=routes.authenticate, errors=deepl_error)
+    text_limit, file_limit = text_body_limit(settings), 2 * settings.max_file_bytes + FORM_SLACK
+    keyed("POST", "/v2/translate", routes.translate, label=f"{LABEL}.translate", inference=True, body_limit=text_limit)
+    for method in ("GET", "POST"):  # DeepL serves both
+        keyed(method, "/v2/languages", routes.languages, label=f"{LABEL}.languages")
+        keyed(method, "/v2/usage", routes.usage, label=f"{LABEL}.usage")
+    keyed("POST", "/v2/document", routes.upload, label=f"{LABEL}.document", body_limit=file_limit,
+          body_setting="2 x --max-file-bytes + 256 KiB")  # fmt: skip
+    keyed("POST", "/v2/document/{id}", routes.status, label=f"{LABEL}.document_status")
+    keyed("POST", "/v2/document/{id}/result", routes.result, label=f"{LABEL}.document_result")

@@ -1,0 +1,55 @@
+"""Multipart forms carrying a file, and stored files sent back as downloads: what every HTTP door
+that takes or returns files reads and writes (LibreTranslate's /translate_file, the jobs, DeepL's
+/v2/document)."""
+
+from __future__ import annotations
+
+import urllib.parse
+from pathlib import Path
+
+from aiohttp import BodyPartReader, web
+
+from ...shared.errors import InvalidRequest
+
+FIELD_BYTES = 64 << 10  # source, target, api_key: a few bytes each
+MAX_PARTS = 100  # file, source, target, api_key and room for what other clients add; aiohttp takes ~0.2 ms a part
+FORM_SLACK = 256 << 10  # the form's other fields and part headers, over the file itself
+# A body of up to twice --max-file-bytes is read, so a file somewhat over the limit gets the
+# service's 400 naming its size and the limit; a larger body is refused unread (413).
+
+
+async def read_form(request: web.Request) -> tuple[dict[str, str], str, bytes]:
+    """(text fields, the file's name, its bytes) of a multipart form; InvalidRequest when malformed."""
+    if not request.content_type.startswith("multipart/"):
+        raise InvalidRequest("Invalid request: send the file as multipart/form-data (fields file, source, target)")
+    fields: dict[str, str] = {}
+    filename, content = "", b""
+    parts = 0
+    try:
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            parts += 1
+            if parts > MAX_PARTS:
+                raise InvalidRequest(f"Invalid request: the form has more than {MAX_PARTS} parts")
+            if not isinstance(part, BodyPartReader) or not part.name:
+                continue
+            if part.name == "file":
+                filename = part.filename or ""
+                content = bytes(await part.read())  # the body is already in, within the route's limit
+            else:
+                value = await part.read_chunk(FIELD_BYTES)
+                fields.setdefault(part.name, value.decode("utf-8"))
+    except (ValueError, AssertionError, UnicodeDecodeError) as exc:
+        raise InvalidRequest(f"Invalid request: the form does not parse: {exc}") from None
+    return fields, filename, content
+
+
+def content_disposition(filename: str) -> str:
+    ascii_name = filename.encode("ascii", "replace").decode().replace('"', "_")
+    return f"attachment; filename=\"{ascii_name}\"; filename*=UTF-8''{urllib.parse.quote(filename)}"
+
+
+def file_response(path: Path, media_type: str, filename: str) -> web.FileResponse:
+    """A stored file as its download: its media type, its name, never cached."""
+    headers = {"Content-Type": media_type, "Content-Disposition": content_disposition(filename)}
+    return web.FileResponse(path, headers={**headers, "Cache-Control": "no-store"})

@@ -1,0 +1,9 @@
+"""The server's state shared by its processes and replicas: one records store
+(``database.Database``: SQLite in ``--state-dir``, or PostgreSQL at ``--state-url``) and the
+records kept in it (``glossaries``: stored glossaries; the file jobs' records,
+``files/job_store.py``)."""
+
+from .database import Database, StateStoreError, StoreUnavailable, open_database
+from .glossaries import Glossary, GlossaryStore
+
+__all__ = ["Database", "Glossary", "GlossaryStore", "StateStoreError", "StoreUnavailable", "open_database"]

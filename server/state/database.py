@@ -1,0 +1,223 @@
+"""The server's records store: one small interface (:class:`Database`), two backends.
+
+``SqliteDatabase``: a file in the state folder (``--state-dir``), WAL mode, so the processes of
+``--workers N`` read and write it at once; a writer waits for another's lock (``busy_timeout``)
+instead of failing. ``PostgresDatabase`` (``--state-url postgresql://...``, the ``postgres``
+extra: psycopg 3): every replica behind a load balancer sees the same records.
+
+The stores above (glossaries, file jobs) write one SQL for both: ``?`` placeholders, types
+both spell (``TEXT``, ``BIGINT``, ``DOUBLE PRECISION``), ``INSERT ... ON CONFLICT``,
+``UPDATE ... RETURNING``. What differs is here: connections (one per thread), placeholders,
+and :meth:`Database.transaction`, whose ``lock`` makes a count-then-insert atomic across
+processes (SQLite: ``BEGIN IMMEDIATE``, the database's one write lock; PostgreSQL: ``LOCK
+TABLE ... IN EXCLUSIVE MODE``, which readers pass).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..shared.config import ConfigError
+from ..shared.errors import ServingError
+
+Row = tuple[Any, ...]
+
+
+class StateStoreError(ConfigError):
+    """The store cannot be opened (a bad ``--state-url``, a driver not installed, a server not reached)."""
+
+
+class StoreUnavailable(ServingError):
+    """The records store did not answer (PostgreSQL unreachable, SQLite locked past its wait):
+    UNAVAILABLE (503), worth retrying; the next call reconnects."""
+
+    status = "UNAVAILABLE"
+
+
+class Database:
+    """What the stores need of a database; one per server process, shared by its threads."""
+
+    url: str  # for logs, without a password
+    skip_locked = ""  # what a SELECT adds to skip rows another transaction has locked (PostgreSQL's)
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        """Runs ``sql`` (``?`` placeholders); its rows (a SELECT's, or ``RETURNING``'s)."""
+        raise NotImplementedError
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        """Runs ``sql``; how many rows it changed."""
+        raise NotImplementedError
+
+    def run_many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
+        raise NotImplementedError
+
+    def transaction(self, lock: str = "") -> contextlib.AbstractContextManager[None]:
+        """The statements inside, on this thread, commit together or not at all; ``lock``: a table
+        written by no other process until the end (counts, then an insert within them)."""
+        raise NotImplementedError
+
+    def create(self, schema: str) -> None:
+        """``CREATE ... IF NOT EXISTS`` statements, ``;``-separated, safe when processes start at once."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """This thread's connection; the others close with their threads."""
+
+
+class SqliteDatabase(Database):
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path, self.url = path, f"sqlite:{path}"
+        self._local = threading.local()
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            # busy_timeout: another worker process holding the write lock is waited for, not an error
+            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            self._local.db = db
+        return db
+
+    @contextlib.contextmanager
+    def _answered(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.OperationalError as exc:  # "database is locked" past busy_timeout, a vanished file
+            raise StoreUnavailable(f"the state store {self.url} did not answer: {exc}") from None
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        with self._answered():
+            return self._db().execute(sql, params).fetchall()
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        with self._answered():
+            return self._db().execute(sql, params).rowcount
+
+    def run_many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
+        with self._answered():
+            self._db().executemany(sql, params)
+
+    @contextlib.contextmanager
+    def transaction(self, lock: str = "") -> Iterator[None]:
+        db = self._db()
+        with self._answered():
+            db.execute("BEGIN IMMEDIATE" if lock else "BEGIN")  # IMMEDIATE: the write lock now, not at the insert
+        try:
+            yield
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def create(self, schema: str) -> None:
+        self._db().executescript(schema)
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+
+class PostgresDatabase(Database):
+    """PostgreSQL through psycopg 3, one autocommit connection per thread."""
+
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+    SCHEMA_LOCK = 0x617474_6E7365  # pg_advisory_lock key: one process creates the tables at a time
+
+    def __init__(self, url: str) -> None:
+        try:
+            import psycopg
+        except ImportError:
+            raise StateStoreError(
+                "--state-url postgresql://... needs the PostgreSQL driver: pip install 'attnserve[postgres]'"
+            ) from None
+        self._psycopg, self.dsn = psycopg, url
+        self.url = _without_password(url)
+        self._local = threading.local()
+        try:
+            self._db()
+        except psycopg.Error as exc:
+            raise StateStoreError(f"--state-url {self.url}: cannot connect: {str(exc).strip()}") from None
+
+    def _db(self):
+        db = getattr(self._local, "db", None)
+        if db is None or db.closed:
+            db = self._psycopg.connect(self.dsn, autocommit=True, connect_timeout=10)
+            self._local.db = db
+        return db
+
+    @staticmethod
+    def _sql(sql: str) -> str:
+        return sql.replace("%", "%%").replace("?", "%s")
+
+    @contextlib.contextmanager
+    def _answered(self) -> Iterator[None]:
+        try:
+            yield
+        except self._psycopg.OperationalError as exc:  # the server went away or refused: reconnect next time
+            self.close()
+            raise StoreUnavailable(f"the state store {self.url} did not answer: {str(exc).strip()}") from None
+
+    def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        with self._answered(), self._db().cursor() as cursor:
+            cursor.execute(self._sql(sql), params)
+            return cursor.fetchall() if cursor.description else []
+
+    def run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        with self._answered(), self._db().cursor() as cursor:
+            cursor.execute(self._sql(sql), params)
+            return cursor.rowcount
+
+    def run_many(self, sql: str, params: Iterable[Sequence[Any]]) -> None:
+        with self._answered(), self._db().cursor() as cursor:
+            cursor.executemany(self._sql(sql), list(params))
+
+    @contextlib.contextmanager
+    def transaction(self, lock: str = "") -> Iterator[None]:
+        with self._answered():
+            db = self._db()
+            with db.transaction():
+                if lock:
+                    db.execute(f"LOCK TABLE {lock} IN EXCLUSIVE MODE")
+                yield
+
+    def create(self, schema: str) -> None:
+        db = self._db()
+        with db.transaction():  # concurrent CREATE ... IF NOT EXISTS can collide in the catalogue
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (self.SCHEMA_LOCK,))
+            for statement in filter(str.strip, schema.split(";")):
+                db.execute(statement)
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            with contextlib.suppress(self._psycopg.Error):
+                db.close()
+            self._local.db = None
+
+
+def _without_password(url: str) -> str:
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def open_database(state_url: str, state_dir: Path) -> Database:
+    """``--state-url`` (``postgresql://...``), else SQLite in ``state_dir``."""
+    if not state_url:
+        return SqliteDatabase(state_dir / "state.sqlite3")
+    if state_url.startswith(("postgresql://", "postgres://")):
+        return PostgresDatabase(state_url)
+    raise StateStoreError(f"--state-url {_without_password(state_url)!r}: expected postgresql://USER@HOST/DB")

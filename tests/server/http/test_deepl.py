@@ -1,0 +1,151 @@
+"""DeepL's v2 API (``server/doors/http/deepl_routes.py``) with DeepL's official Python client,
+unchanged, pointed at a live server with the bundled English -> German translator: text and
+html, languages, a glossary created and used (and by every other door), a .docx through
+``/v2/document``; the keys, the per-key bounds and errors in DeepL's shapes."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import deepl
+import grpc
+import pytest
+
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+from tests.server.http.test_files import call, files_server
+from tests.support import office_files as office
+
+KEYS = "alice,bob"
+
+
+@pytest.fixture(scope="module")
+def server(serve, tmp_path_factory):
+    state = str(tmp_path_factory.mktemp("state"))
+    overrides = dict(state_dir=state, auth_tokens=KEYS, max_glossaries_per_key=3)
+    with files_server(serve, tmp_path_factory.mktemp("downloads"), **overrides) as handle:
+        yield handle
+
+
+def client(server, key: str = "alice") -> deepl.Translator:
+    return deepl.Translator(key, server_url=f"http://{server.http_address}")
+
+
+def test_the_client_translates_texts_and_html(server):
+    translator = client(server)
+    results = translator.translate_text(["Monday, March 3, 2025", "at 3:45 PM"], source_lang="EN", target_lang="DE")
+    assert [r.text for r in results] == ["Montag, 3. März 2025", "um 15:45 Uhr"]
+    assert results[0].detected_source_lang == "EN" and results[0].billed_characters == 21
+    html = translator.translate_text("<p>Monday, March 3, 2025</p>", target_lang="DE", tag_handling="html")
+    assert html.text == "<p>Montag, 3. März 2025</p>" and html.detected_source_lang == "EN"
+    ignored = translator.translate_text("at 3:45 PM", target_lang="DE", formality="more", context="a memo")
+    assert ignored.text == "um 15:45 Uhr"  # options attnserve does not have are accepted and ignored
+
+
+def test_the_client_lists_languages_and_usage(server):
+    translator = client(server)
+    assert [(lang.code, lang.name) for lang in translator.get_source_languages()] == [("EN", "English")]
+    assert [lang.code for lang in translator.get_target_languages()] == ["DE"]
+    assert [(p.source_lang, p.target_lang) for p in translator.get_glossary_languages()] == [("en", "de")]
+    assert not translator.get_usage().any_limit_reached
+
+
+def test_a_glossary_is_created_used_listed_and_deleted_per_key(server):
+    translator = client(server)
+    glossary = translator.create_glossary("dates", "EN", "DE", {"Monday": "Wochenbeginn", "March": "MÄRZ"})
+    assert glossary.entry_count == 2 and glossary.ready and glossary.source_lang == "EN"
+    done = translator.translate_text("Monday, March 3, 2025", source_lang="EN", target_lang="DE", glossary=glossary)
+    assert done.text == "Wochenbeginn, 3. MÄRZ 2025"
+    assert translator.get_glossary_entries(glossary) == {"Monday": "Wochenbeginn", "March": "MÄRZ"}
+    assert glossary.glossary_id in [g.glossary_id for g in translator.list_glossaries()]
+    other = client(server, "bob")
+    assert glossary.glossary_id not in [g.glossary_id for g in other.list_glossaries()]
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        other.get_glossary(glossary.glossary_id)
+    with pytest.raises(deepl.DeepLException, match="no glossary"):  # bob cannot use alice's glossary either
+        other.translate_text("Monday", source_lang="EN", target_lang="DE", glossary=glossary.glossary_id)
+    translator.delete_glossary(glossary)
+    with pytest.raises(deepl.GlossaryNotFoundException):
+        translator.get_glossary(glossary.glossary_id)
+
+
+def test_a_csv_glossary_and_the_per_key_bound(server):
+    translator = client(server, "bob")
+    made = [translator.create_glossary_from_csv(f"g{i}", "EN", "DE", "PM,p. m.\n") for i in range(3)]
+    with pytest.raises(deepl.QuotaExceededException, match="max-glossaries-per-key"):
+        translator.create_glossary_from_csv("one too many", "EN", "DE", "PM,p. m.\n")
+    for glossary in made:
+        translator.delete_glossary(glossary)
+
+
+def test_a_stored_glossary_is_used_by_v1_kserve_and_libretranslate(server):
+    glossary = client(server).create_glossary("one", "EN", "DE", {"Monday": "Wochenbeginn"})
+    text, bearer = "Monday, March 3, 2025", {"Authorization": "Bearer alice"}
+    with grpc.insecure_channel(server.address) as channel:
+        reply = pb_grpc.InferenceServiceStub(channel).Translate(
+            pb.TranslateRequest(
+                texts=[text],
+                glossary_id=glossary.glossary_id,
+                options=pb.DecodingOptions(source_language="en", target_language="de"),
+            ),
+            metadata=(("authorization", "Bearer alice"),),
+        )
+    assert reply.translations[0].hypotheses[0].text == "Wochenbeginn, 3. März 2025"
+    body = {"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": [text]}]}
+    body["parameters"] = {"glossary_id": glossary.glossary_id}
+    status, reply, _ = call(
+        server, "/v2/models/translator-en-de/infer", json.dumps(body).encode(), "application/json", bearer
+    )
+    assert status == 200 and json.loads(reply)["outputs"][0]["data"] == ["Wochenbeginn, 3. März 2025"], reply
+    fields = {"q": text, "source": "en", "target": "de", "glossary_id": glossary.glossary_id, "api_key": "alice"}
+    status, reply, _ = call(server, "/translate", json.dumps(fields).encode(), "application/json")
+    assert status == 200 and json.loads(reply)["translatedText"] == "Wochenbeginn, 3. März 2025", reply
+    fields["api_key"] = "bob"  # another key's glossary is not found
+    status, reply, _ = call(server, "/translate", json.dumps(fields).encode(), "application/json")
+    assert status == 404, reply
+
+
+def test_a_docx_is_translated_through_the_document_routes(server, tmp_path):
+    source = tmp_path / "memo.docx"
+    source.write_bytes(office.docx([[("Monday, March 3, 2025", "")], [("at 3:45 PM", "")]]))
+    out = tmp_path / "memo.de.docx"
+    client(server).translate_document_from_filepath(source, out, source_lang="EN", target_lang="DE")
+    with zipfile.ZipFile(io.BytesIO(out.read_bytes())) as package:
+        xml = package.read("word/document.xml").decode()
+    assert "Montag, 3. März 2025" in xml and "um 15:45 Uhr" in xml
+
+
+def test_errors_are_in_deepls_shape_and_statuses(server):
+    with pytest.raises(deepl.AuthorizationException):
+        client(server, "mallory").translate_text("at 3:45 PM", target_lang="DE")
+    status, reply, _ = call(server, "/v2/translate", b"text=x&target_lang=DE")  # no key at all
+    assert status == 403 and "message" in json.loads(reply)
+    status, reply, _ = call(server, "/v2/translate?auth_key=bob", b"text=at+3%3A45+PM&target_lang=DE")
+    assert status == 200 and json.loads(reply)["translations"][0]["text"] == "um 15:45 Uhr", reply
+    key = {"Authorization": "DeepL-Auth-Key alice"}
+    for form, words in (
+        (b"target_lang=DE", "Parameter 'text' not specified."),
+        (b"text=x&target_lang=XX-YY-ZZ", "target_lang"),
+        (b"text=x&target_lang=DE&tag_handling=latex", "tag_handling"),
+        (b"text=x&target_lang=DE&split_sentences=2", "split_sentences"),
+    ):
+        status, reply, _ = call(server, "/v2/translate", form, "application/x-www-form-urlencoded", key)
+        assert status == 400 and words in json.loads(reply)["message"], reply
+    status, reply, _ = call(
+        server, "/v2/translate", b"text=x&text=y&target_lang=FR", "application/x-www-form-urlencoded", key
+    )
+    assert status == 400 and "target_lang" in json.loads(reply)["message"], reply
+    status, reply, _ = call(server, "/v2/glossaries/nope", headers=key)
+    assert status == 404 and "message" in json.loads(reply)
+    status, reply, _ = call(server, "/v2/translate", b"x" * (4 << 20), "application/x-www-form-urlencoded", key)
+    assert status == 413, reply
+
+
+def test_a_form_with_repeated_text_gets_one_translation_each(server):
+    key = {"Authorization": "DeepL-Auth-Key alice"}
+    form = b"text=Monday%2C+March+3%2C+2025&text=at+3%3A45+PM&target_lang=DE&source_lang=EN&unknown_option=1"
+    status, reply, _ = call(server, "/v2/translate", form, "application/x-www-form-urlencoded", key)
+    assert status == 200, reply
+    assert [t["text"] for t in json.loads(reply)["translations"]] == ["Montag, 3. März 2025", "um 15:45 Uhr"]
