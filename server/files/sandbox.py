@@ -38,7 +38,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..errors import InvalidRequest, Overloaded, ServingError
+from attnserve.contract.deadline import Deadline
+
+from ..errors import DeadlineExceeded, InvalidRequest, Overloaded, ServingError
 
 log = logging.getLogger(__name__)
 
@@ -189,22 +191,22 @@ class FileWorkers:
         self._busy: set[_Worker] = set()
         self.replaced = 0  # workers ended by a limit or a crash (and replaced on the next job)
 
-    async def run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Any) -> Done:
-        """``fn(*args)`` in a worker within ``cpu_seconds`` of CPU and ``deadline`` (a service
-        ``Deadline`` or None); the typed errors of the module docstring otherwise."""
+    async def run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Deadline | None) -> Done:
+        """``fn(*args)`` in a worker within ``cpu_seconds`` of CPU and ``deadline`` (None: none);
+        the typed errors of the module docstring otherwise."""
         if self._free is None:
             self._free = asyncio.Semaphore(self.size)
         remaining = None if deadline is None else deadline.remaining()
         try:
             await asyncio.wait_for(self._free.acquire(), remaining)
         except asyncio.TimeoutError:
-            raise deadline.exceeded() from None
+            raise DeadlineExceeded(deadline.message) from None
         try:
             return await self._run(fn, args, cpu_seconds, deadline)
         finally:
             self._free.release()
 
-    async def _run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Any) -> Done:
+    async def _run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Deadline | None) -> Done:
         worker = self._idle.pop() if self._idle else None
         if worker is None or not worker.process.is_alive():
             if worker is not None:
@@ -222,7 +224,7 @@ class FileWorkers:
         except asyncio.TimeoutError:
             worker.kill()
             self._bury(worker, reply_future)
-            raise deadline.exceeded() from None
+            raise DeadlineExceeded(deadline.message) from None
         except asyncio.CancelledError:  # the client went away: its parse stops with its worker
             worker.kill()
             self._bury(worker, reply_future)

@@ -16,7 +16,7 @@ from ..documents import PreparedDocument
 from ..documents.alignment import WordAlignment
 from ..errors import InferenceFailed
 from ..translation import StreamEvent
-from .documents import cancel_all, engine_deadline, sentence_options, window, with_terms
+from .documents import cancel_all, sentence_options, window, with_terms
 from .requests import ValidTranslation
 
 # (sentence index, its token ids, the ids fed where glossary surrogates were swapped out of them,
@@ -137,7 +137,7 @@ async def stream(
             try:
                 checked = engine.prepare([source], options[indices[0]], [ids], valid.max_new_tokens)
                 generated: list[int] = []
-                async for event in engine.stream(checked, deadline=engine_deadline(deadline)):
+                async for event in engine.stream(checked, deadline=deadline):
                     generated += event.token_ids
                     if event.finish_reason is not None and align and prepared.document.segments[indices[0]].inline:
                         placed = await align(indices[0], generated, event.written_ids, event.memory, event.attention)

@@ -62,7 +62,7 @@ from ..documents.alignment import WordAlignment
 from ..documents.assemble import best_combinations
 from ..translation import DecodeOptions, Hypothesis, TranslationEngine, TranslationResult
 from .languages import segmenter_language
-from .requests import Deadline, ValidTranslation
+from .requests import ValidTranslation
 
 # Requests up to this many characters are split on the event loop (well under a millisecond).
 INLINE_SPLIT_CHARS = 2_000
@@ -161,10 +161,6 @@ def sentence_options(options: DecodeOptions) -> tuple[DecodeOptions, DecodeOptio
     return options, dataclasses.replace(options, prefix_ids=tuple(prefix[:hidden]))
 
 
-def engine_deadline(deadline: Deadline | None) -> float | None:
-    return None if deadline is None else deadline.perf_counter()
-
-
 def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> tuple[Work, list[int]]:
     """(the sentences to decode, the index in it of every sentence of the documents, in order).
     A sentence repeated with the same ids and options is decoded once unless the options
@@ -214,7 +210,7 @@ async def _decode_sentences(
     async def call(options: DecodeOptions, indices: Sequence[int]) -> list[TranslationResult]:
         sentences, ids = [work[i][0] for i in indices], [work[i][1] for i in indices]
         prepared = engine.prepare(sentences, options, ids, max_new_tokens=valid.max_new_tokens)
-        results = await engine.translate(prepared, deadline=engine_deadline(deadline))
+        results = await engine.translate(prepared, deadline=deadline)
         if finished is not None:
             finished(indices, results)
         return results

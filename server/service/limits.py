@@ -4,6 +4,8 @@ the refusals' wording in one place (``--max-texts-per-request``, ``--max-text-ch
 
 from __future__ import annotations
 
+from attnserve.contract.deadline import Deadline
+
 from ..config import Settings
 from ..errors import InvalidRequest, LimitExceeded
 
@@ -46,3 +48,10 @@ def check_prefix(settings: Settings, prefix: str) -> None:
             f"target_prefix is {len(prefix):,} characters; this server takes at most {limit:,} per text",
             "max_text_chars", len(prefix), limit,
         )  # fmt: skip
+
+
+def time_limit(deadline: Deadline | None, seconds: float, file: bool = False) -> Deadline | None:
+    """A request's deadline, or the server's time limit of ``seconds`` from now when that passes first
+    (``--request-timeout-seconds``, a file's ``--file-timeout-seconds``; 0: none)."""
+    per = " per file (--file-timeout-seconds)" if file else " (--request-timeout-seconds)"
+    return Deadline.within(deadline, seconds, f"the server's time limit of {seconds:g} s{per}")

@@ -49,7 +49,6 @@ from .requests import (
     Translated,
     TranslationRequest,
     ValidTranslation,
-    within_time_limit,
 )
 from .routing import LanguageNotServed, Route, ServedLanguages
 
@@ -71,7 +70,7 @@ async def bounded(awaitable: Awaitable[T], deadline: Deadline | None) -> T:
                 return await awaitable
         return await asyncio.wait_for(awaitable, deadline.remaining())
     except (asyncio.TimeoutError, DeadlineExceeded):
-        raise deadline.exceeded() from None
+        raise DeadlineExceeded(deadline.message) from None
 
 
 def check_language_codes(source: str, target: str) -> None:
@@ -201,7 +200,7 @@ class TranslationService:
         file, checked by the file service against the file limits (``--max-file-chars``) and
         under ``--file-timeout-seconds`` in place of the request limits."""
         limit = self.settings.file_timeout_seconds if file else self.settings.request_timeout_seconds
-        request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, limit))
+        request = dataclasses.replace(request, deadline=limits.time_limit(request.deadline, limit, file))
         if not file:
             self.check_texts(request.texts)
         limits.check_prefix(self.settings, request.target_prefix)

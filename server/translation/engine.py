@@ -19,6 +19,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from attnserve.contract.deadline import Deadline
 from attnserve.contract.manifest import Manifest
 from attnserve.server.errors import InvalidRequest, ShuttingDown
 
@@ -164,27 +165,25 @@ class TranslationEngine:
                 "the translation engine is shutting down" if self._started else "the translation engine is not running"
             )
 
-    def _job(self, src: list[int], prepared: Prepared, sink, deadline: float | None) -> Job:
+    def _job(self, src: list[int], prepared: Prepared, sink, deadline: Deadline | None) -> Job:
         o, per_token = prepared.options, self.spec.cache_bytes_per_token
-        return Job(src, o, prepared.max_new_tokens, self.spec.eos_id, sink, deadline, None, per_token)
+        at = None if deadline is None else deadline.perf_counter()  # the scheduler's clock
+        return Job(src, o, prepared.max_new_tokens, self.spec.eos_id, sink, at, None, per_token)
 
     async def translate(
         self,
         request: Prepared | list[str],
         options: DecodeOptions | None = None,
-        timeout_s: float | None = None,
-        deadline: float | None = None,
+        deadline: Deadline | None = None,
     ) -> list[TranslationResult]:
         """One result per text, in order (see the module docstring for cancellation).
 
         ``request``: a :class:`Prepared` from :meth:`prepare`, or texts and ``options``.
-        ``deadline`` (``time.perf_counter()`` time) or ``timeout_s`` (seconds from now): the
-        scheduler fails the texts still unfinished then with DeadlineExceeded, waiting or
-        decoding, and frees their rows (None = no deadline of the engine's own).
+        ``deadline``: the scheduler fails the texts still unfinished then with DeadlineExceeded,
+        waiting or decoding, and frees their rows (None = no deadline of the engine's own).
         """
         self._check_accepting()
         prepared = request if isinstance(request, Prepared) else self.prepare(request, options)
-        deadline = _deadline(deadline, timeout_s)
         future = asyncio.get_running_loop().create_future()
         gather = Gather(self._scheduler.outbox, future, self._result, len(prepared.sources))
         jobs = [self._job(src, prepared, sink, deadline) for src, sink in zip(prepared.sources, gather.sinks)]
@@ -224,13 +223,12 @@ class TranslationEngine:
         self,
         request: Prepared | str,
         options: DecodeOptions | None = None,
-        timeout_s: float | None = None,
-        deadline: float | None = None,
+        deadline: Deadline | None = None,
     ) -> AsyncIterator[StreamEvent]:
         """Token-by-token translation of one text (greedy or sampling); see the module docstring.
 
         ``request``: a one-text :class:`Prepared` from :meth:`prepare`, or a text and ``options``;
-        ``deadline`` / ``timeout_s`` as for :meth:`translate`. The last event carries the text's
+        ``deadline`` as for :meth:`translate`. The last event carries the text's
         queue time.
         """
         beam_size = (request.options if isinstance(request, Prepared) else options).beam_size
@@ -245,7 +243,7 @@ class TranslationEngine:
         interval_s = self.settings.stream_interval_ms / 1e3
         o = prepared.options
         sink = StreamSink(self._scheduler.outbox, loop, queue, interval_s, o.hide_prefix, stream_swap(o))
-        job = self._job(prepared.sources[0], prepared, sink, _deadline(deadline, timeout_s))
+        job = self._job(prepared.sources[0], prepared, sink, deadline)
         self._scheduler.submit([job])
         detok = IncrementalDetokenizer(self.tokenizer)
         try:
@@ -267,10 +265,3 @@ class TranslationEngine:
         finally:
             if not job.done:
                 self._scheduler.cancel([job])
-
-
-def _deadline(deadline: float | None, timeout_s: float | None) -> float | None:
-    """A job's ``time.perf_counter()`` deadline from either form (None: none)."""
-    if deadline is not None or timeout_s is None:
-        return deadline
-    return time.perf_counter() + timeout_s

@@ -22,13 +22,13 @@ import pytest
 
 from attnserve.benchmarks.many_pairs import PAIRS, pair_repo
 from attnserve.client import AttnServeError
+from attnserve.contract.deadline import Deadline
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from attnserve.server.app import create_server
 from attnserve.server.calls import LOAD_MS_KEY
 from attnserve.server.config import bundled_model_repo
 from attnserve.server.registry import RepositoryError
-from attnserve.server.service.requests import Deadline
 from tests.support.server import ServerProcess, resident_bytes
 
 from .conftest import settings_for
@@ -112,7 +112,7 @@ def test_a_model_in_use_is_never_unloaded_and_a_request_waits_for_room_within_it
         release = asyncio.Event()
 
         async def hold() -> None:
-            async with registry.use("mt-en-de", None, Deadline.after(30, "test")):
+            async with registry.use("mt-en-de", None, Deadline.from_timeout(30, "test")):
                 held.set()
                 await release.wait()
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from attnserve.contract.deadline import Deadline, earliest, timeout_parameter
 from attnserve.contract.kinds import TRANSLATION
 
 from ... import params
@@ -36,7 +37,7 @@ from ...classification import EncodedImage, ImageInput, RawTensor
 from ...errors import InferenceFailed, InvalidRequest, echo
 from ...registry import LoadedModel
 from ...service.classification import ClassificationService
-from ...service.requests import MODEL_VERSION, ClassificationRequest, Deadline, TranslationRequest, earliest
+from ...service.requests import MODEL_VERSION, ClassificationRequest, TranslationRequest
 from ...service.translation import TranslationService
 from .tensors import BYTES, Tensor
 
@@ -92,7 +93,7 @@ def request_deadline(parameters: Mapping[str, Any]) -> Deadline | None:
     value = parameters[TIMEOUT]
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidRequest(f"parameters.{TIMEOUT}: expected microseconds > 0, got {echo(value)}")
-    return Deadline.timeout(value / 1e6)
+    return Deadline.from_timeout(value / 1e6, timeout_parameter(value / 1e6))
 
 
 def check_parameters(parameters: Mapping[str, Any], known: set[str]) -> None:

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from attnserve.contract.deadline import Deadline
 from attnserve.models import greedy_decode
 from attnserve.server.errors import DeadlineExceeded, InferenceFailed, InvalidRequest, Overloaded, ShuttingDown
 from attnserve.server.translation import DecodeOptions, EngineSettings
@@ -193,7 +194,7 @@ def test_a_deadline_fails_only_the_late_texts_with_deadline_exceeded_and_frees_t
         try:
             other = asyncio.create_task(engine.translate([other_text], DecodeOptions(max_new_tokens=30)))
             with pytest.raises(DeadlineExceeded, match="deadline passed"):
-                await engine.translate([long_text] * 2, DecodeOptions(), timeout_s=0.05)
+                await engine.translate([long_text] * 2, DecodeOptions(), deadline=Deadline.from_timeout(0.05))
             result = (await other)[0]
             await wait_idle(engine)
             return result
