@@ -502,9 +502,6 @@ def engine_settings_kwargs(settings: Settings) -> dict[str, Any]:
         "max_cache_bytes": settings.max_kv_cache_bytes,
         "max_queue_size": settings.max_translation_queue,
         "max_beam_size": settings.max_beam_size,
-        "max_texts_per_request": settings.max_texts_per_request,
-        "max_text_chars": settings.max_text_chars,
-        "max_request_chars": settings.max_request_chars,
         "batching": settings.translation_batching,
         "stream_interval_ms": settings.stream_interval_ms,
     }

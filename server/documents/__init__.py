@@ -4,7 +4,7 @@ segment by segment, joined with the original separators. Torch-free, engine-free
 from .document import Document, Segment
 from .fit import TokenBudget
 from .normalize import Normalizer, unicode_form
-from .splitter import FORMATS, HTML, MARKDOWN, TEXT, DocumentLimits, DocumentSplitter, PreparedDocument
+from .splitter import FORMATS, HTML, MARKDOWN, TEXT, DocumentSplitter, PreparedDocument
 
 __all__ = [
     "FORMATS",
@@ -12,7 +12,6 @@ __all__ = [
     "MARKDOWN",
     "TEXT",
     "Document",
-    "DocumentLimits",
     "DocumentSplitter",
     "Normalizer",
     "PreparedDocument",

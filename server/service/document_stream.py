@@ -116,7 +116,7 @@ async def stream(
     engine, deadline = valid.model.engine, valid.request.deadline
     order = DocumentEvents(prepared)
     queue: asyncio.Queue = asyncio.Queue()
-    gate = asyncio.Semaphore(window(engine)[0])
+    gate = asyncio.Semaphore(window(valid)[0])
     first, rest = sentence_options(valid.options)
     options = [with_terms(valid, s, rest if i else first) for i, s in enumerate(prepared.sources)]
     if align is not None and keep_for_alignment:

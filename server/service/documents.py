@@ -18,7 +18,7 @@ between sentences, html markup). Sentences are split by the rules of the request
 language (the model's, when it declares one source language; English rules otherwise).
 
 The sentences of all texts of a request go to the engine together, in calls of at most
-``max_texts_per_request`` sentences (the engine's per-call limit; sentences with the same
+``--max-texts-per-request`` sentences (``ValidTranslation.sentences_per_call``; sentences with the same
 options share a call, see :func:`sentence_options`) that run concurrently, so
 they share decode steps in the continuous batcher with each other and with other requests. At
 most half of the engine's queue (``max_queue_size``) is taken by one request at a time: a
@@ -141,11 +141,10 @@ async def split_documents(
     return await asyncio.get_running_loop().run_in_executor(pool, split, *args)
 
 
-def window(engine: TranslationEngine) -> tuple[int, int]:
+def window(valid: ValidTranslation) -> tuple[int, int]:
     """(sentences per engine call, calls in flight) for one request (see the module docstring)."""
-    settings = engine.settings
-    share = max(1, settings.max_queue_size // 2)  # of the queue, for one request at a time
-    chunk = min(settings.max_texts_per_request, share)
+    share = max(1, valid.model.engine.settings.max_queue_size // 2)  # of the queue, for one request at a time
+    chunk = min(valid.sentences_per_call, share)
     return chunk, max(1, share // chunk)
 
 
@@ -196,7 +195,7 @@ async def _decode_sentences(
     calls are then smaller (about 1/32 of the work each, the same sentences in flight), so a
     file's progress moves in steps a person sees."""
     engine, deadline = valid.model.engine, valid.request.deadline
-    chunk, in_flight = window(engine)
+    chunk, in_flight = window(valid)
     if finished is not None:
         share = chunk * in_flight
         chunk = max(1, min(chunk, -(-len(work) // PROGRESS_STEPS)))

@@ -76,6 +76,7 @@ class ValidTranslation:
     target_language: str
     detected: Detection | None = None  # when the source language was ``auto``
     glossary: CompiledGlossary | None = None  # the request's terms with the server's, tokenised
+    sentences_per_call: int = 64  # of one engine call: the server's --max-texts-per-request
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ CACHED_PER_ENGINE = 16_384  # decisions kept per loaded model, the least recentl
 # "zwölf"), the word in capitals 21.6 to 93.3 below and the English name 13.3 to 25.7 below.
 FOREIGN = 6.0
 SCORING_IN_FLIGHT = 16  # one-text engine calls that score renderings and targets at a time
+RENDERED_PER_CALL = 64  # source terms one engine call renders
 Language = tuple[tuple[int, ...], tuple[int, ...]]  # (source prefix ids, hidden target prefix ids)
 
 # (language, source term, target's initial tokens) -> the surrogate's tokens, or None (none used)
@@ -150,7 +151,7 @@ async def render(
         hide_prefix=len(hidden),
         source_prefix_ids=source_prefix,
     )
-    chunk = engine.settings.max_texts_per_request
+    chunk = max(1, min(RENDERED_PER_CALL, engine.settings.max_queue_size // 2))  # never the whole queue
     for start in range(0, len(fits), chunk):
         part = fits[start : start + chunk]
         prepared = engine.prepare([sources[i] for i in part], options, [ids[i] for i in part])
