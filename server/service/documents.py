@@ -160,11 +160,25 @@ def sentence_options(options: DecodeOptions) -> tuple[DecodeOptions, DecodeOptio
     return options, dataclasses.replace(options, prefix_ids=tuple(prefix[:hidden]))
 
 
-def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> tuple[Work, list[int]]:
-    """(the sentences to decode, the index in it of every sentence of the documents, in order).
+def sentence_work(
+    valid: ValidTranslation, prepared: Sequence[PreparedDocument], keep_for_alignment: Iterable[int] = ()
+) -> tuple[Work, list[int]]:
+    """(the sentences to decode, the index in it of every sentence of the documents, in order):
+    the one way a request's sentences become engine work, whole results or a stream. Each
+    sentence's options are its place's (:func:`sentence_options`) with the glossary terms it
+    contains; those at the positions ``keep_for_alignment`` keep what word alignments read.
     A sentence repeated with the same ids and options is decoded once unless the options
     sample (greedy and beam search give it the same result each time): a document of 9,000
     ``<b>a`` pieces is one decode, not 9,000 rows of the decode batch."""
+    distinct, order = _distinct(valid, prepared)
+    steps = valid.model.engine.step_attention
+    for i in {order[p] for p in keep_for_alignment}:
+        sentence, ids, options = distinct[i]
+        distinct[i] = (sentence, ids, options.for_alignment(steps))
+    return distinct, order
+
+
+def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> tuple[Work, list[int]]:
     first, rest = sentence_options(valid.options)
     work = [
         (s, ids, with_terms(valid, s, rest if i else first))
@@ -338,11 +352,9 @@ async def translate_sentences(
     each hypothesis's steps' attention, or where the decoder lacks it the encoder's output).
     ``known``: sentences already translated (an interrupted file job's), not sent to the engine
     unless kept for alignment (what alignment reads is not stored); told to ``progress`` first."""
-    distinct, order = await _off_loop(prepared, pool)(_distinct, valid, prepared)
+    keep_for_alignment = list(keep_for_alignment)
+    distinct, order = await _off_loop(prepared, pool)(sentence_work, valid, prepared, keep_for_alignment)
     kept = {order[p] for p in keep_for_alignment}
-    for i in kept:
-        sentence, ids, options = distinct[i]
-        distinct[i] = (sentence, ids, options.for_alignment(valid.model.engine.step_attention))
     reused = {
         i: _as_written(known[s]) for i, (s, _, _) in enumerate(distinct) if known and s in known and i not in kept
     }
