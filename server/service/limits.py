@@ -177,7 +177,7 @@ def check_options(limits: ModelLimits, options: DecodeOptions) -> int:
             f"sampling (temperature {options.temperature}) works with beam_size 1 only, got {options.beam_size}"
         )
     max_new = options.max_new_tokens or limits.max_target_len
-    _check_prefix(limits, options, max_new)
+    _check_prefix_ids(limits, options, max_new)
     _check_constraints(limits, options, max_new)
     return max_new
 
@@ -201,7 +201,7 @@ def _check_constraints(limits: ModelLimits, options: DecodeOptions, max_new: int
         )
 
 
-def _check_prefix(limits: ModelLimits, options: DecodeOptions, max_new: int) -> None:
+def _check_prefix_ids(limits: ModelLimits, options: DecodeOptions, max_new: int) -> None:
     """Forced prefix ids: known, not special, no longer than the output; hide_prefix within them."""
     prefix = options.prefix_ids
     if not prefix and not options.hide_prefix:
