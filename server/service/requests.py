@@ -74,9 +74,9 @@ class ValidTranslation:
     max_new_tokens: int  # per sentence: the options' or the model's limit
     source_language: str  # the model's codes ("" where the model has none)
     target_language: str
+    sentences_per_call: int  # of one engine call (documents.py): the server's --max-texts-per-request
     detected: Detection | None = None  # when the source language was ``auto``
     glossary: CompiledGlossary | None = None  # the request's terms with the server's, tokenised
-    sentences_per_call: int = 64  # of one engine call: the server's --max-texts-per-request
 
 
 @dataclass(frozen=True)

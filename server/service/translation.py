@@ -195,7 +195,7 @@ class TranslationService:
                 alignments.require_alignments(model)
             glossary = self._glossary(model, request, source, target)
             per_call = self.settings.max_texts_per_request
-            yield ValidTranslation(request, model, options, max_new, source, target, detected, glossary, per_call)
+            yield ValidTranslation(request, model, options, max_new, source, target, per_call, detected, glossary)
 
     def _glossary(self, model: LoadedModel, request: TranslationRequest, source: str, target: str):
         """The server's default terms for the model and pair, extended and overridden by the request's."""
