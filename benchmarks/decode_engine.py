@@ -146,7 +146,9 @@ def plain_count(enc, dec, texts, tokenizer, spec, new_tokens: int) -> int:
 
 
 async def engine_run(engine, texts, options) -> int:
-    results = await engine.translate(texts, options)
+    from attnserve.server.service.limits import prepare
+
+    results = await engine.translate(prepare(engine, texts, options))
     return sum(len(r.hypotheses[0].token_ids) for r in results)
 
 
@@ -190,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
     enc, dec = load_translation_sessions(
         args.model_dir, manifest, args.provider, intra_op_threads=args.threads, spin=not args.no_spin
     )
-    settings = EngineSettings(max_active_sequences=max(64, max(args.batches)), max_texts_per_request=256)
+    settings = EngineSettings(max_active_sequences=max(64, max(args.batches)))
     engine = TranslationEngine(args.model_dir, manifest, enc, dec, settings)
     engine.warmup()
     spec, vocab = model_spec(manifest), int(manifest.config["vocab_size"])
@@ -230,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
 
 async def mixed_lengths(args, manifest, enc, dec, tokenizer, spec, vocab) -> None:
     """Continuous batching vs static batches (each runs until its longest text) on mixed lengths."""
+    from attnserve.server.service.limits import prepare
     from attnserve.server.translation import DecodeOptions, EngineSettings, TranslationEngine
 
     lengths = np.random.default_rng(1).integers(8, args.mixed_max + 1, args.mixed).tolist()
@@ -247,7 +250,8 @@ async def mixed_lengths(args, manifest, enc, dec, tokenizer, spec, vocab) -> Non
 
     async def continuous() -> int:
         calls = [
-            engine.translate([t], DecodeOptions(max_new_tokens=n, return_scores=False)) for t, n in zip(texts, lengths)
+            engine.translate(prepare(engine, [t], DecodeOptions(max_new_tokens=n, return_scores=False)))
+            for t, n in zip(texts, lengths)
         ]
         return sum(len(r[0].hypotheses[0].token_ids) for r in await asyncio.gather(*calls))
 

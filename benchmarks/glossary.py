@@ -91,7 +91,7 @@ class Bench:
 
         manifest = load_manifest(COMMITTED)
         enc, dec = load_translation_sessions(COMMITTED, manifest, "cpu", threads)
-        self.engine = TranslationEngine(COMMITTED, manifest, enc, dec, EngineSettings(max_texts_per_request=256))
+        self.engine = TranslationEngine(COMMITTED, manifest, enc, dec, EngineSettings())
         self.engine.warmup()
         self.loop = asyncio.new_event_loop()
         self.loop.run_until_complete(self.engine.start())

@@ -69,14 +69,15 @@ def _dirs(model, args: argparse.Namespace) -> dict[str, Path]:
 
 def mixed(runner: EngineRunner, short: list[str], long: list[str]) -> int:
     """Every text at once, short and long ones in two calls: the tokens made."""
+    from attnserve.server.service.limits import prepare
     from attnserve.server.translation import DecodeOptions
 
     engine = runner.engine
 
     async def both():
         return await asyncio.gather(
-            engine.translate(short, DecodeOptions(max_new_tokens=16, return_scores=False)),
-            engine.translate(long, DecodeOptions(max_new_tokens=128, return_scores=False)),
+            engine.translate(prepare(engine, short, DecodeOptions(max_new_tokens=16, return_scores=False))),
+            engine.translate(prepare(engine, long, DecodeOptions(max_new_tokens=128, return_scores=False))),
         )
 
     results = runner.call(both())

@@ -168,7 +168,7 @@ class Translator:
 
         manifest = load_manifest(model_dir)
         enc, dec = load_translation_sessions(model_dir, manifest, "cpu", threads)
-        self.engine = TranslationEngine(model_dir, manifest, enc, dec, EngineSettings(max_texts_per_request=256))
+        self.engine = TranslationEngine(model_dir, manifest, enc, dec, EngineSettings())
         self.engine.warmup()
         self.loop = asyncio.new_event_loop()
         self.loop.run_until_complete(self.engine.start())
@@ -181,16 +181,17 @@ class Translator:
         """The texts (one sentence each, at most 256) in one engine call, with the options the
         service scores with (``scored``) or with a request's defaults (no scores, no attention)."""
         from attnserve.server.service import quality
+        from attnserve.server.service.limits import prepare
         from attnserve.server.translation import DecodeOptions
 
         plain = DecodeOptions(return_scores=False)
         options = quality.scoring_options(plain, self.engine) if scored else plain
-        results = self.loop.run_until_complete(self.engine.translate(texts, options))
+        results = self.loop.run_until_complete(self.engine.translate(prepare(self.engine, texts, options)))
         return [r.hypotheses[0].text for r in results]
 
     def run(self, texts: list[str]) -> tuple[list[str], list[list[dict[str, float | None]]]]:
         """(each text's translation, each text's sentences' features)."""
-        from attnserve.server.service import documents, quality
+        from attnserve.server.service import document_results, documents, quality
         from attnserve.server.translation import DecodeOptions
 
         prepared = documents.split(self.engine, texts, "text")
@@ -206,7 +207,7 @@ class Translator:
         for p in prepared:
             mine = results[at : at + p.segments]
             at += p.segments
-            out.append(documents.document_result(p, mine, 1).hypotheses[0].text)
+            out.append(document_results.document_result(p, mine, 1).hypotheses[0].text)
             feats.append([quality.features(r.hypotheses[0], r.source_tokens, ids) for r, ids in zip(mine, p.ids)])
         return out, feats
 

@@ -56,6 +56,7 @@ def engine_cpu_us_per_token(args: argparse.Namespace, model_dir: Path, arrivals:
     """Process CPU microseconds per token of the engine alone (continuous batching, every text at once,
     after a warm-up pass): what the server's engine costs without serving. Run in a fresh process."""
     from attnserve.contract.manifest import load_manifest
+    from attnserve.server.service.limits import prepare
     from attnserve.server.translation import DecodeOptions, EngineSettings, TranslationEngine
     from attnserve.server.translation.sessions import load_translation_sessions
 
@@ -70,7 +71,9 @@ def engine_cpu_us_per_token(args: argparse.Namespace, model_dir: Path, arrivals:
 
         async def once() -> int:
             calls = [
-                engine.translate([a.text], DecodeOptions(max_new_tokens=a.new_tokens, return_scores=False))
+                engine.translate(
+                    prepare(engine, [a.text], DecodeOptions(max_new_tokens=a.new_tokens, return_scores=False))
+                )
                 for a in arrivals
             ]
             return sum(len(r[0].hypotheses[0].token_ids) for r in await asyncio.gather(*calls))

@@ -234,6 +234,7 @@ def in_process(args: argparse.Namespace, model_dir: Path, schedules: dict[float,
     as the servers get them (``translate`` calls; tokens over first arrival -> last completion), so
     that a server's ratio to it leaves out what the arrival process itself costs."""
     from attnserve.contract.manifest import load_manifest
+    from attnserve.server.service.limits import prepare
     from attnserve.server.translation import DecodeOptions, EngineSettings, TranslationEngine
     from attnserve.server.translation.sessions import load_translation_sessions
 
@@ -264,7 +265,7 @@ def in_process(args: argparse.Namespace, model_dir: Path, schedules: dict[float,
                 if delay > 0:
                     await asyncio.sleep(delay)
                 options = DecodeOptions(max_new_tokens=a.new_tokens, return_scores=False)
-                (result,) = await engine.translate([a.text], options)
+                (result,) = await engine.translate(prepare(engine, [a.text], options))
                 return len(result.hypotheses[0].token_ids)
 
             tokens = sum(await asyncio.gather(*(one(a) for a in schedule)))

@@ -184,9 +184,7 @@ class EngineRunner:
             disabled_optimizers=disabled_optimizers,
             cuda_graph=step_buckets == "cuda-graphs",
         )
-        settings = EngineSettings(
-            max_active_sequences=max_rows, max_texts_per_request=256, batching=batching, step_buckets=step_buckets
-        )
+        settings = EngineSettings(max_active_sequences=max_rows, batching=batching, step_buckets=step_buckets)
         self.engine = TranslationEngine(model_dir, self.manifest, self.encoder, self.decoder, settings)
         self.engine.warmup()
         self.loop = asyncio.new_event_loop()
@@ -201,10 +199,11 @@ class EngineRunner:
         return self.loop.run_until_complete(coro)
 
     def translate(self, texts: list[str], new_tokens: int, beam_size: int = 1) -> list[list[int]]:
+        from attnserve.server.service.limits import prepare
         from attnserve.server.translation import DecodeOptions
 
         options = DecodeOptions(max_new_tokens=new_tokens, beam_size=beam_size, return_scores=False)
-        results = self.call(self.engine.translate(texts, options))
+        results = self.call(self.engine.translate(prepare(self.engine, texts, options)))
         return [r.hypotheses[0].token_ids for r in results]
 
     def close(self) -> None:

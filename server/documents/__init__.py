@@ -1,7 +1,6 @@
 """Texts as documents: split into lines and sentences for the model, translated
 segment by segment, joined with the original separators. Torch-free, engine-free."""
 
-from ..shared.text_limits import DocumentLimits
 from .document import Document, Segment
 from .fit import TokenBudget
 from .normalize import Normalizer, unicode_form
@@ -13,7 +12,6 @@ __all__ = [
     "MARKDOWN",
     "TEXT",
     "Document",
-    "DocumentLimits",
     "DocumentSplitter",
     "Normalizer",
     "PreparedDocument",

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..service.requests import Deadline
+from attnserve.contract.deadline import Deadline
 
 
 def client_deadline(context: Any) -> Deadline | None:
     """The gRPC client's deadline of a call (``grpc.aio.ServicerContext``), if it set one."""
-    remaining = context.time_remaining()
-    return None if remaining is None else Deadline.after(remaining, "the client's deadline")
+    return Deadline.from_timeout(context.time_remaining())

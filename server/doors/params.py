@@ -2,9 +2,8 @@
 
 attnserve.v1 maps its ``DecodingOptions`` message to these names, KServe v2 takes them as
 request parameters (gRPC ``InferParameter`` or REST JSON), the next HTTP routes as JSON
-fields. Types and the consistency of ``mode`` are checked here; value ranges that depend
-on the model or the server's limits are checked by the translation service (with the
-engine's ``check_options``).
+fields. Types and the consistency of ``mode`` are checked here; every value's range is the
+translation service's (``service/limits.py``, the one place of limits and their wording).
 """
 
 from __future__ import annotations
@@ -14,8 +13,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from attnserve.contract.deadline import Deadline, timeout_parameter
+
 from ..documents import TEXT
-from ..service.requests import Deadline
 from ..shared.errors import InvalidRequest, echo
 from ..translation import DecodeOptions
 
@@ -34,7 +34,6 @@ DECODING_PARAMETERS = {
     "seed": INT,
     "return_scores": BOOL,
 }
-MAX_SEED = 2**64 - 1
 # Beside the decoding options: how a text is read, "text" (default) or "html".
 FORMAT = "format"
 # and the request's languages: codes of the model's own or ISO 639-1, a forced prefix.
@@ -134,8 +133,6 @@ def decode_options(values: Mapping[str, Any], where: str = "") -> DecodeOptions:
         raise InvalidRequest(f"{where}mode: unknown value {echo(mode)} (one of {', '.join(MODES)})")
     beam_size = v.get("beam_size") or 1
     temperature = v.get("temperature", 0.0)
-    if temperature < 0:
-        raise InvalidRequest(f"{where}temperature: must be >= 0, got {temperature}")
     if mode == "greedy" and (beam_size > 1 or temperature > 0):
         raise InvalidRequest(f"{where}mode greedy with beam_size {beam_size} / temperature {temperature}")
     if mode == "beam_search" and temperature > 0:
@@ -145,8 +142,6 @@ def decode_options(values: Mapping[str, Any], where: str = "") -> DecodeOptions:
             raise InvalidRequest(f"{where}mode sampling needs beam_size 1, got {beam_size}")
         temperature = temperature or 1.0
     seed = v.get("seed")
-    if seed is not None and not 0 <= seed <= MAX_SEED:
-        raise InvalidRequest(f"{where}seed: must be in 0..{MAX_SEED}, got {seed}")
     return DecodeOptions(
         beam_size=beam_size,
         num_hypotheses=v.get("num_hypotheses") or 1,
@@ -174,7 +169,7 @@ def request_deadline(parameters: Mapping[str, Any]) -> Deadline | None:
     value = parameters[TIMEOUT]
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise InvalidRequest(f"parameters.{TIMEOUT}: expected microseconds > 0, got {echo(value)}")
-    return Deadline.timeout(value / 1e6)
+    return Deadline.from_timeout(value / 1e6, timeout_parameter(value / 1e6))
 
 
 def check_parameters(parameters: Mapping[str, Any], known: set[str]) -> None:

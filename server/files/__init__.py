@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable
 
 from .errors import FileRefused, TooManyCharacters, UnsupportedFile
-from .extracted import Characters, Deadline, Extracted
+from .extracted import Characters, Extracted
 from .packages import read_docx, read_epub, read_odp, read_odt, read_pptx
 from .pdf import read_pdf
 from .placement import MAX_ALIGNED_RUNS, Placement, Unit, holders, place, place_aligned, run_at, styled_spans
@@ -67,7 +67,7 @@ def read(filename: str, data: bytes, max_file_bytes: int, max_chars: int | None 
 
 
 __all__ = [
-    "MAX_ALIGNED_RUNS", "READERS", "SUPPORTED", "Deadline", "Extracted", "FileRefused", "Placement",
+    "MAX_ALIGNED_RUNS", "READERS", "SUPPORTED", "Extracted", "FileRefused", "Placement",
     "TooManyCharacters", "Unit", "UnsupportedFile", "holders", "place", "place_aligned", "read", "run_at",
     "styled_spans",
 ]  # fmt: skip

@@ -4,21 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+
+from attnserve.contract.deadline import Deadline
 
 from ..documents import TEXT
+from ..shared.errors import DeadlineExceeded
 from .errors import FileRefused, TooManyCharacters
 from .placement import Placement, Unit, place
-
-
-class Deadline(Protocol):
-    """When a file's work stops (the service's request deadline): ``remaining()`` seconds, and the
-    error to raise once none are left."""
-
-    def remaining(self) -> float: ...
-
-    def exceeded(self) -> Exception: ...
-
 
 Check = Callable[[], None]  # raises the deadline's error once it has passed; called between units of work
 Writer = Callable[[Sequence[str], Placement, Check], bytes]
@@ -34,8 +26,8 @@ def checker(deadline: Deadline | None) -> Check:
         return no_check
 
     def check() -> None:
-        if deadline.remaining() <= 0:
-            raise deadline.exceeded()
+        if deadline.passed():
+            raise DeadlineExceeded(deadline.message)
 
     return check
 

@@ -42,7 +42,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ..shared.errors import InvalidRequest, Overloaded, ServingError
+from attnserve.contract.deadline import Deadline
+
+from ..shared.errors import DeadlineExceeded, InvalidRequest, Overloaded, ServingError
 
 log = logging.getLogger(__name__)
 
@@ -247,16 +249,16 @@ class FileWorkers:
         elif worker is not None:
             self._idle.append(worker)
 
-    async def run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Any) -> Done:
-        """``fn(*args)`` in a worker within ``cpu_seconds`` of CPU and ``deadline`` (a service
-        ``Deadline`` or None); the typed errors of the module docstring otherwise."""
+    async def run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Deadline | None) -> Done:
+        """``fn(*args)`` in a worker within ``cpu_seconds`` of CPU and ``deadline`` (None: none);
+        the typed errors of the module docstring otherwise."""
         if self._free is None:
             self._free = asyncio.Semaphore(self.size)
         remaining = None if deadline is None else deadline.remaining()
         try:
             await asyncio.wait_for(self._free.acquire(), remaining)
         except asyncio.TimeoutError:
-            raise deadline.exceeded() from None
+            raise DeadlineExceeded(deadline.message) from None
         self._jobs += 1
         try:
             return await self._run(fn, args, cpu_seconds, deadline)
@@ -267,7 +269,7 @@ class FileWorkers:
             # one: that spawn's imports would take the CPU from the file's own sentence splitting
             self._spawn_ahead()
 
-    async def _take(self, deadline: Any) -> _Worker:
+    async def _take(self, deadline: Deadline | None) -> _Worker:
         """An idle worker; else the one on its way ahead, once ready; else one spawned here."""
         while True:
             while self._idle:
@@ -281,7 +283,7 @@ class FileWorkers:
             remaining = None if deadline is None else deadline.remaining()
             arrived, _ = await asyncio.wait({self._ahead}, timeout=remaining)  # never cancels it
             if not arrived:
-                raise deadline.exceeded()
+                raise DeadlineExceeded(deadline.message)
         self.spawned += 1
         worker = await asyncio.get_running_loop().run_in_executor(
             self._threads, _Worker, self._ctx, self.limits.memory_bytes, self.warm
@@ -289,7 +291,7 @@ class FileWorkers:
         self._busy.add(worker)
         return worker
 
-    async def _run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Any) -> Done:
+    async def _run(self, fn: Callable[..., Any], args: tuple, cpu_seconds: float, deadline: Deadline | None) -> Done:
         worker = await self._take(deadline)
         reply_future = asyncio.get_running_loop().run_in_executor(
             self._threads, worker.exchange, (fn, args, cpu_seconds)
@@ -300,7 +302,7 @@ class FileWorkers:
         except asyncio.TimeoutError:
             worker.kill()
             self._bury(worker, reply_future)
-            raise deadline.exceeded() from None
+            raise DeadlineExceeded(deadline.message) from None
         except asyncio.CancelledError:  # the client went away: its parse stops with its worker
             worker.kill()
             self._bury(worker, reply_future)

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from attnserve.contract.deadline import Deadline
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION
 from attnserve.contract.manifest import MANIFEST_NAME, Manifest, ManifestError, load_manifest
 
@@ -113,7 +114,7 @@ class ModelRegistry:
     failed: dict[str, FailedModel] = field(default_factory=dict)
     index: dict[str, IndexedModel] = field(default_factory=dict)  # every servable directory
     # lazy loading (residency.py): load ``name`` within the deadline, or raise a typed error
-    loader: Callable[[str, object], Awaitable[LoadedModel]] | None = None
+    loader: Callable[[str, Deadline | None], Awaitable[LoadedModel]] | None = None
     last_used: dict[str, float] = field(default_factory=dict)  # name -> time.monotonic() of its last use
 
     @classmethod
@@ -183,11 +184,15 @@ class ModelRegistry:
 
     @contextlib.asynccontextmanager
     async def use(
-        self, name: str, kind: str | None, deadline: object = None, waited: Callable[[float], None] | None = None
+        self,
+        name: str,
+        kind: str | None,
+        deadline: Deadline | None = None,
+        waited: Callable[[float], None] | None = None,
     ) -> AsyncIterator[LoadedModel]:
         """The model ``name`` of ``kind`` (:meth:`resolve`), held for the block: a hot reload stops
         it, and the memory budget unloads it, only after the block. A model indexed but not loaded
-        is loaded first (:attr:`loader`) within ``deadline`` (a service's ``Deadline``), and
+        is loaded first (:attr:`loader`) within ``deadline`` (None: none), and
         ``waited`` is called with the seconds that took."""
         name = self.resolve(name, kind)
         model = self.models.get(name)

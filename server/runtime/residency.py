@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from attnserve.contract.deadline import Deadline
 from attnserve.contract.manifest import ManifestError
 
 from ..shared.config import Settings
@@ -200,10 +201,10 @@ class Residency:
         """Its last load failed (UNAVAILABLE until the backoff passes or a reload)."""
         return name in self._failures
 
-    async def acquire(self, name: str, deadline: object) -> LoadedModel:
+    async def acquire(self, name: str, deadline: Deadline | None) -> LoadedModel:
         """The model ``name`` loaded and held (``users`` counted) for the caller, which releases it.
 
-        ``deadline``: a service's ``Deadline`` (``remaining()``, ``exceeded()``) or None. Raises
+        ``deadline``: None for none. Raises
         ModelUnavailable (a failed load), DeadlineExceeded (no load in time)."""
         failure = self._failures.get(name)
         if failure is not None and (failure.final or time.monotonic() < failure.retry_at):
@@ -221,7 +222,7 @@ class Residency:
             try:
                 await asyncio.wait_for(asyncio.shield(task), remaining)
             except asyncio.TimeoutError:
-                raise deadline.exceeded() if deadline is not None else DeadlineExceeded("load timed out") from None
+                raise DeadlineExceeded(deadline.message if deadline is not None else "load timed out") from None
             model = self.registry.models.get(name)
             if model is None:  # unloaded by RepositoryModelUnload meanwhile
                 raise ModelUnavailable(f"model {echo(name)} was unloaded while this request waited for it")
@@ -322,7 +323,7 @@ class Residency:
         now = time.monotonic()
         return next((n for n in self._idle() if self._resident_until(n) <= now), None)
 
-    def _refuse_if_no_room_in_time(self, entry: IndexedModel, deadline: object) -> None:
+    def _refuse_if_no_room_in_time(self, entry: IndexedModel, deadline: Deadline) -> None:
         """RESOURCE_EXHAUSTED now, rather than DEADLINE_EXCEEDED later, when the models in the way of
         ``entry``'s load are all idle but none may be unloaded before the request's deadline."""
         if self._fits(entry):

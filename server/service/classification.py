@@ -17,7 +17,8 @@ from attnserve.contract.kinds import IMAGE_CLASSIFICATION
 from ..images.classification import ImageResult
 from ..runtime.registry import ModelRegistry
 from ..shared.config import Settings
-from .requests import ClassificationRequest, within_time_limit
+from . import limits
+from .requests import ClassificationRequest
 from .translation import bounded, check_version
 
 
@@ -28,7 +29,7 @@ class ClassificationService:
     async def classify(self, request: ClassificationRequest) -> tuple[str, list[ImageResult]]:
         """(the model's name, one result per image, in order)."""
         call = request.caller
-        deadline = within_time_limit(request.deadline, self.settings.request_timeout_seconds)
+        deadline = limits.time_limit(request.deadline, self.settings.request_timeout_seconds)
 
         def waited(seconds: float) -> None:
             call.load_ms += seconds * 1e3

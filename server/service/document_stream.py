@@ -15,8 +15,8 @@ from typing import Any
 from ..documents import PreparedDocument
 from ..documents.alignment import WordAlignment
 from ..shared.errors import InferenceFailed
-from ..translation import StreamEvent
-from .documents import cancel_all, engine_deadline, sentence_options, window, with_terms
+from ..translation import DecodeOptions, StreamEvent
+from .documents import cancel_all, sentence_work, window
 from .requests import ValidTranslation
 
 # (sentence index, its token ids, the ids fed where glossary surrogates were swapped out of them,
@@ -116,30 +116,25 @@ async def stream(
     engine, deadline = valid.model.engine, valid.request.deadline
     order = DocumentEvents(prepared)
     queue: asyncio.Queue = asyncio.Queue()
-    gate = asyncio.Semaphore(window(engine)[0])
-    first, rest = sentence_options(valid.options)
-    options = [with_terms(valid, s, rest if i else first) for i, s in enumerate(prepared.sources)]
-    if align is not None and keep_for_alignment:
-        steps = engine.step_attention
-        options = [
-            o.for_alignment(steps) if segment.inline else o for o, segment in zip(options, prepared.document.segments)
-        ]
-    # A sentence repeated with the same ids and options is decoded once, its events given to
-    # every occurrence, as translate() does (sampling excepted: each occurrence its own draw).
-    occurrences: dict[object, list[int]] = {}
-    for i, ids in enumerate(prepared.ids):
-        key = i if valid.options.sampling else (ids, options[i])
-        occurrences.setdefault(key, []).append(i)
+    gate = asyncio.Semaphore(window(valid)[0])
+    segments = prepared.document.segments
+    inline = [i for i, segment in enumerate(segments) if segment.inline] if align is not None else []
+    # the same sentences, options and repeats decoded once as translate() decodes them; a repeat's
+    # events go to every occurrence
+    work, at = sentence_work(valid, [prepared], inline if keep_for_alignment else ())
+    occurrences: dict[int, list[int]] = {}
+    for position, i in enumerate(at):
+        occurrences.setdefault(i, []).append(position)
 
-    async def sentence(indices: list[int]) -> None:
-        source, ids = prepared.sources[indices[0]], prepared.ids[indices[0]]
+    async def sentence(source: str, ids: Sequence[int], options: DecodeOptions, indices: list[int]) -> None:
+        placing = align is not None and any(segments[i].inline for i in indices)
         async with gate:
             try:
-                checked = engine.prepare([source], options[indices[0]], [ids], valid.max_new_tokens)
+                checked = engine.prepare([source], options, [ids], valid.max_new_tokens)
                 generated: list[int] = []
-                async for event in engine.stream(checked, deadline=engine_deadline(deadline)):
+                async for event in engine.stream(checked, deadline=deadline):
                     generated += event.token_ids
-                    if event.finish_reason is not None and align and prepared.document.segments[indices[0]].inline:
+                    if event.finish_reason is not None and placing:
                         placed = await align(indices[0], generated, event.written_ids, event.memory, event.attention)
                         order.placed.update(dict.fromkeys(indices, placed))
                     for index in indices:
@@ -150,7 +145,7 @@ async def stream(
                 for index in indices:
                     queue.put_nowait((index, None))  # its stream has ended
 
-    tasks = [asyncio.ensure_future(sentence(indices)) for indices in occurrences.values()]
+    tasks = [asyncio.ensure_future(sentence(*work[i], indices)) for i, indices in occurrences.items()]
     try:
         async for event in _ordered(order, queue, prepared.segments):
             yield event

@@ -18,7 +18,7 @@ between sentences, html markup). Sentences are split by the rules of the request
 language (the model's, when it declares one source language; English rules otherwise).
 
 The sentences of all texts of a request go to the engine together, in calls of at most
-``max_texts_per_request`` sentences (the engine's per-call limit; sentences with the same
+``--max-texts-per-request`` sentences (``ValidTranslation.sentences_per_call``; sentences with the same
 options share a call, see :func:`sentence_options`) that run concurrently, so
 they share decode steps in the continuous batcher with each other and with other requests. At
 most half of the engine's queue (``max_queue_size``) is taken by one request at a time: a
@@ -27,19 +27,7 @@ else; its later sentences are submitted as earlier ones finish. A sentence repea
 same token ids and options is decoded once for the request (unary or stream) unless the options
 sample: 45 KB of ``<b>a `` is one decode, not 9,000 rows of the decode batch.
 
-Results per document (what attnserve.v1's ``Translation`` and KServe's ``TRANSLATION`` carry):
-
-- the best hypothesis is every sentence's best, joined;
-- n-best (``num_hypotheses`` k > 1, beam search): the k combinations of per-sentence
-  hypotheses with the highest sums of per-sentence scores, best first
-  (:func:`~attnserve.server.documents.assemble.best_combinations`); a one-sentence text gets
-  exactly that sentence's k hypotheses. Fewer come back when fewer combinations exist;
-- ``score`` and ``logprob`` of a document hypothesis: the sums over its sentences (each
-  sentence's score is length-normalised on its own); ``token_ids``: the sentences' generated
-  ids one after another (each sentence's ends with its eos); ``finish_reason``: ``length`` if
-  any sentence hit ``max_new_tokens``, else ``eos``. ``max_new_tokens`` applies per sentence;
-- ``source_tokens``: the sum over sentences; timing: the longest queue and decode time, the
-  sum of encode times, the earliest first token.
+Results per document: :mod:`.document_results`.
 
 A text with nothing to translate (only punctuation, symbols or markup) comes back as sent.
 A forced target prefix (``DecodeOptions.prefix_ids``): its hidden part (a target-language
@@ -59,11 +47,11 @@ from typing import Any
 
 from ..documents import DocumentSplitter, PreparedDocument, TokenBudget
 from ..documents.alignment import WordAlignment
-from ..documents.assemble import best_combinations
-from ..translation import DecodeOptions, Hypothesis, TranslationEngine, TranslationResult
+from ..translation import DecodeOptions, TranslationEngine, TranslationResult
 from . import translation_cache
+from .document_results import as_written, document_result
 from .languages import segmenter_language
-from .requests import Deadline, ValidTranslation
+from .requests import ValidTranslation
 
 # Requests up to this many characters are split on the event loop (well under a millisecond).
 INLINE_SPLIT_CHARS = 2_000
@@ -151,11 +139,10 @@ async def split_documents(
     return await asyncio.get_running_loop().run_in_executor(pool, split, *args)
 
 
-def window(engine: TranslationEngine) -> tuple[int, int]:
+def window(valid: ValidTranslation) -> tuple[int, int]:
     """(sentences per engine call, calls in flight) for one request (see the module docstring)."""
-    settings = engine.settings
-    share = max(1, settings.max_queue_size // 2)  # of the queue, for one request at a time
-    chunk = min(settings.max_texts_per_request, share)
+    share = max(1, valid.model.engine.settings.max_queue_size // 2)  # of the queue, for one request at a time
+    chunk = min(valid.sentences_per_call, share)
     return chunk, max(1, share // chunk)
 
 
@@ -171,15 +158,25 @@ def sentence_options(options: DecodeOptions) -> tuple[DecodeOptions, DecodeOptio
     return options, dataclasses.replace(options, prefix_ids=tuple(prefix[:hidden]))
 
 
-def engine_deadline(deadline: Deadline | None) -> float | None:
-    return None if deadline is None else deadline.perf_counter()
-
-
-def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> tuple[Work, list[int]]:
-    """(the sentences to decode, the index in it of every sentence of the documents, in order).
+def sentence_work(
+    valid: ValidTranslation, prepared: Sequence[PreparedDocument], keep_for_alignment: Iterable[int] = ()
+) -> tuple[Work, list[int]]:
+    """(the sentences to decode, the index in it of every sentence of the documents, in order):
+    the one way a request's sentences become engine work, whole results or a stream. Each
+    sentence's options are its place's (:func:`sentence_options`) with the glossary terms it
+    contains; those at the positions ``keep_for_alignment`` keep what word alignments read.
     A sentence repeated with the same ids and options is decoded once unless the options
     sample (greedy and beam search give it the same result each time): a document of 9,000
     ``<b>a`` pieces is one decode, not 9,000 rows of the decode batch."""
+    distinct, order = _distinct(valid, prepared)
+    steps = valid.model.engine.step_attention
+    for i in {order[p] for p in keep_for_alignment}:
+        sentence, ids, options = distinct[i]
+        distinct[i] = (sentence, ids, options.for_alignment(steps))
+    return distinct, order
+
+
+def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> tuple[Work, list[int]]:
     first, rest = sentence_options(valid.options)
     work = [
         (s, ids, with_terms(valid, s, rest if i else first))
@@ -210,7 +207,7 @@ async def _decode_sentences(
     calls are then smaller (about 1/32 of the work each, the same sentences in flight), so a
     file's progress moves in steps a person sees."""
     engine, deadline = valid.model.engine, valid.request.deadline
-    chunk, in_flight = window(engine)
+    chunk, in_flight = window(valid)
     if finished is not None:
         share = chunk * in_flight
         chunk = max(1, min(chunk, -(-len(work) // PROGRESS_STEPS)))
@@ -224,7 +221,7 @@ async def _decode_sentences(
     async def call(options: DecodeOptions, indices: Sequence[int]) -> list[TranslationResult]:
         sentences, ids = [work[i][0] for i in indices], [work[i][1] for i in indices]
         prepared = engine.prepare(sentences, options, ids, max_new_tokens=valid.max_new_tokens)
-        results = await translation_cache.translate(valid, prepared, engine.translate, engine_deadline(deadline))
+        results = await translation_cache.translate(valid, prepared, engine.translate, deadline)
         if finished is not None:
             finished(indices, results)
         return results
@@ -258,45 +255,6 @@ async def cancel_all(tasks: list[asyncio.Future]) -> None:
         task.cancel()
     if pending:
         await asyncio.wait(pending)
-
-
-def _as_written(text: str) -> TranslationResult:
-    """A text with nothing to translate: itself."""
-    return TranslationResult([Hypothesis(text, [], 0.0, 0.0, "eos")], 0, 0.0, 0.0, 0.0, 0.0)
-
-
-def document_result(
-    prepared: PreparedDocument,
-    results: Sequence[TranslationResult],
-    k: int,
-    alignments: Sequence[Sequence[WordAlignment]] | None = None,
-) -> TranslationResult:
-    """The document's result from its sentences' (see the module docstring); ``alignments``
-    (per sentence, per hypothesis, where aligned) place the inline markup."""
-    document = prepared.document
-    if not results:
-        return _as_written(document.source)
-    hypotheses = []
-    for combination in best_combinations([[h.score for h in r.hypotheses] for r in results], k):
-        chosen = [r.hypotheses[j] for r, j in zip(results, combination)]
-        placed = [a[j] if j < len(a) else None for a, j in zip(alignments, combination)] if alignments else None
-        hypotheses.append(
-            Hypothesis(
-                text=document.join([h.text.strip() for h in chosen], placed),
-                token_ids=[t for h in chosen for t in h.token_ids],
-                logprob=sum(h.logprob for h in chosen),
-                score=sum(h.score for h in chosen),
-                finish_reason="length" if any(h.finish_reason == "length" for h in chosen) else "eos",
-            )
-        )
-    return TranslationResult(
-        hypotheses=hypotheses,
-        source_tokens=sum(r.source_tokens for r in results),
-        queue_ms=max(r.queue_ms for r in results),
-        encode_ms=sum(r.encode_ms for r in results),
-        decode_ms=max(r.decode_ms for r in results),
-        first_token_ms=min(r.first_token_ms for r in results),
-    )
 
 
 def _join(
@@ -353,14 +311,10 @@ async def translate_sentences(
     each hypothesis's steps' attention, or where the decoder lacks it the encoder's output).
     ``known``: sentences already translated (an interrupted file job's), not sent to the engine
     unless kept for alignment (what alignment reads is not stored); told to ``progress`` first."""
-    distinct, order = await _off_loop(prepared, pool)(_distinct, valid, prepared)
+    keep_for_alignment = list(keep_for_alignment)
+    distinct, order = await _off_loop(prepared, pool)(sentence_work, valid, prepared, keep_for_alignment)
     kept = {order[p] for p in keep_for_alignment}
-    for i in kept:
-        sentence, ids, options = distinct[i]
-        distinct[i] = (sentence, ids, options.for_alignment(valid.model.engine.step_attention))
-    reused = {
-        i: _as_written(known[s]) for i, (s, _, _) in enumerate(distinct) if known and s in known and i not in kept
-    }
+    reused = {i: as_written(known[s]) for i, (s, _, _) in enumerate(distinct) if known and s in known and i not in kept}
     todo = [i for i in range(len(distinct)) if i not in reused]
     finished = None
     if progress is not None or decoded is not None:

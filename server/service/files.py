@@ -37,9 +37,9 @@ from ..files.sandbox import FileWorkers, Limits
 from ..shared.calls import Call
 from ..shared.errors import LimitExceeded
 from ..translation import DecodeOptions, TranslationResult
-from . import alignments, documents
+from . import alignments, documents, limits
 from .documents import Progress
-from .requests import Deadline, Detection, TranslationRequest, ValidTranslation, earliest
+from .requests import Deadline, Detection, TranslationRequest, ValidTranslation
 from .run_alignment import RunAligner
 from .translation import TranslationService, bounded
 
@@ -131,14 +131,6 @@ class FileTranslation:
                 "max_file_bytes", size, limit,
             )  # fmt: skip
 
-    def deadline(self, requested: Deadline | None) -> Deadline | None:
-        """The file's deadline: the client's, or ``--file-timeout-seconds`` from now when that passes first."""
-        seconds = self.settings.file_timeout_seconds
-        if seconds <= 0:
-            return requested
-        limit = Deadline.after(seconds, f"the server's time limit of {seconds:g} s per file (--file-timeout-seconds)")
-        return earliest(requested, limit)
-
     async def read(
         self, filename: str, content: bytes, deadline: Deadline | None = None
     ) -> tuple[jobs.FileText, float]:
@@ -201,7 +193,7 @@ class FileTranslation:
     async def translate(
         self, request: FileRequest, progress: FileProgress | None = None, resume: Resume | None = None
     ) -> TranslatedFile:
-        deadline = self.deadline(request.deadline)
+        deadline = limits.time_limit(request.deadline, self.settings.file_timeout_seconds, file=True)
         text, cpu_left = await self.read(request.filename, request.content, deadline)
         wanted = TranslationRequest(
             request.caller,

@@ -39,7 +39,7 @@ from tokenizers import Tokenizer
 from attnserve.contract.target_text import target_side
 
 from ..shared.config import ConfigError
-from ..shared.errors import InvalidRequest, LimitExceeded, echo
+from ..shared.errors import InvalidRequest, echo
 from ..translation import Constraint, DecodeOptions, TermTokens
 from ..translation.term_swap import separable
 from ..translation.terms import constraints_cost
@@ -88,25 +88,6 @@ class DefaultGlossaries:
     def entries(self, model: str, source: str, target: str) -> Entries:
         """The model's file, then the pair's (which overrides it)."""
         return self.files.get(model, ()) + (self.files.get(f"{source}-{target}", ()) if source and target else ())
-
-
-def check_entries(entries: Entries, max_terms: int, max_chars: int) -> None:
-    """A request's own entries against the server's limits (the default ones are the operator's)."""
-    if len(entries) > max_terms:
-        raise LimitExceeded(
-            f"the glossary has {len(entries)} terms; this server takes at most {max_terms} per request",
-            "max_glossary_terms", len(entries), max_terms,
-        )  # fmt: skip
-    for source, target in entries:
-        if not source.strip():
-            raise InvalidRequest("a glossary term's source is empty")
-        for side, text in (("source", source), ("target", target)):
-            if len(text) > max_chars:
-                raise LimitExceeded(
-                    f"glossary term {echo(source[:40])}: its {side} is {len(text):,} characters; this server "
-                    f"takes at most {max_chars} per term",
-                    "max_glossary_term_chars", len(text), max_chars,
-                )  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

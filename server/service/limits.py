@@ -1,11 +1,34 @@
-"""The translation service's limits on what a request's texts are, checked before any text is read:
-the refusals' wording in one place (``--max-texts-per-request``, ``--max-text-chars``,
-``--max-request-chars``)."""
+"""Every limit a translation request is checked against, and each refusal's wording: the
+translation service's error catalogue (TGI's ``validation.rs``).
+
+The service checks a request once, here, before anything below it runs: its texts (count,
+characters per text and per request, empty ones: before any text is read), the forced target
+prefix, the language codes, the text format, the glossary terms, what a stream or a pivot
+cannot carry, and the decoding options against the model's limits (:func:`check_options`,
+which returns the effective ``max_new_tokens``); the time limit every request runs under
+(:func:`time_limit`). The doors
+parse their parameters into types (``server/params.py``) and check nothing else. The engine
+trusts what it receives: it measures only each text's tokens against its admission budgets
+(``translation/requests.py``: :func:`measure`), which need the tokens.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
+from attnserve.contract.deadline import Deadline
+
+from ..documents import FORMATS
 from ..shared.config import Settings
-from ..shared.errors import InvalidRequest, LimitExceeded
+from ..shared.errors import InvalidOption, InvalidRequest, LimitExceeded, UnknownFormat, echo
+from ..translation import DecodeOptions, TranslationEngine
+from ..translation.requests import ModelLimits, Prepared
+from ..translation.terms import constraints_cost
+
+MAX_LANGUAGE_CODE = 64  # characters: BCP 47 tags with every subtag are far shorter
+MAX_LENGTH_PENALTY = 10.0
+MAX_SEED = 2**64 - 1  # the seed of numpy's generator, and attnserve.v1's uint64
 
 
 def check_texts(settings: Settings, texts: tuple[str, ...] | list[str]) -> None:
@@ -46,3 +69,160 @@ def check_prefix(settings: Settings, prefix: str) -> None:
             f"target_prefix is {len(prefix):,} characters; this server takes at most {limit:,} per text",
             "max_text_chars", len(prefix), limit,
         )  # fmt: skip
+
+
+def time_limit(deadline: Deadline | None, seconds: float, file: bool = False) -> Deadline | None:
+    """A request's deadline, or the server's time limit of ``seconds`` from now when that passes first
+    (``--request-timeout-seconds``, a file's ``--file-timeout-seconds``; 0: none)."""
+    per = " per file (--file-timeout-seconds)" if file else " (--request-timeout-seconds)"
+    return Deadline.within(deadline, seconds, f"the server's time limit of {seconds:g} s{per}")
+
+
+def check_language_codes(source: str, target: str) -> None:
+    """Language codes are parsed (langcodes) and cached: one of megabytes is refused first."""
+    for side, code in (("source", source), ("target", target)):
+        if len(code) > MAX_LANGUAGE_CODE:
+            raise InvalidRequest(
+                f"{side}_language is {len(code):,} characters; a language code has at most {MAX_LANGUAGE_CODE}"
+            )
+
+
+def check_glossary(settings: Settings, entries: Sequence[tuple[str, str]]) -> None:
+    """A request's own glossary entries against the server's limits (the default ones are the operator's)."""
+    max_terms, max_chars = settings.max_glossary_terms, settings.max_glossary_term_chars
+    if len(entries) > max_terms:
+        raise LimitExceeded(
+            f"the glossary has {len(entries)} terms; this server takes at most {max_terms} per request",
+            "max_glossary_terms", len(entries), max_terms,
+        )  # fmt: skip
+    for source, target in entries:
+        if not source.strip():
+            raise InvalidRequest("a glossary term's source is empty")
+        for side, text in (("source", source), ("target", target)):
+            if len(text) > max_chars:
+                raise LimitExceeded(
+                    f"glossary term {echo(source[:40])}: its {side} is {len(text):,} characters; this server "
+                    f"takes at most {max_chars} per term",
+                    "max_glossary_term_chars", len(text), max_chars,
+                )  # fmt: skip
+
+
+def check_format(format: str) -> None:
+    if format not in FORMATS:
+        raise UnknownFormat(format, FORMATS)
+
+
+def check_pivot(alignments: bool, source: str, target: str, pivot: str) -> None:
+    """What a pivot (two models) cannot carry: word alignments link one model's words."""
+    if alignments:
+        raise InvalidRequest(
+            f"alignments link the words of one model's source and translation; {source} -> {target} goes "
+            f"through {pivot} (two models): ask without alignments"
+        )
+
+
+def check_stream(texts: Sequence[str], options: DecodeOptions, alignments: bool, quality: bool) -> None:
+    """What a stream cannot carry: one text's tokens as they come, greedy or sampling."""
+    if len(texts) != 1:
+        raise InvalidRequest(f"a stream translates one text, got {len(texts)}")
+    if options.beam_size > 1:
+        raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {options.beam_size}")
+    if alignments:
+        raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
+    if quality:
+        raise InvalidRequest("quality scores come with whole translations (Translate), not with a stream")
+
+
+def check_options(limits: ModelLimits, options: DecodeOptions) -> int:
+    """Decoding options against the model's and the server's limits; returns the effective
+    max_new_tokens (0: the model's limit)."""
+    s = limits.settings
+    if not 1 <= options.beam_size <= s.max_beam_size:
+        raise InvalidOption(
+            f"beam_size must be in 1..{s.max_beam_size}, got {options.beam_size}", "beam_size", s.max_beam_size
+        )
+    if options.beam_size > s.max_active_sequences:
+        raise InvalidRequest(
+            f"beam_size {options.beam_size} needs {options.beam_size} batch rows; this server runs at most "
+            f"{s.max_active_sequences}"
+        )
+    if not 1 <= options.num_hypotheses <= options.beam_size:
+        raise InvalidRequest(
+            f"num_hypotheses must be in 1..beam_size ({options.beam_size}), got {options.num_hypotheses}"
+        )
+    if not 0 <= options.max_new_tokens <= limits.max_target_len:
+        raise InvalidRequest(
+            f"max_new_tokens must be in 0..{limits.max_target_len} (0 = the model's limit, "
+            f"{limits.max_target_len}), got {options.max_new_tokens}"
+        )
+    # |length_penalty| <= 10 keeps len ** length_penalty finite at every target length (found by
+    # tests/reliability/test_fuzz.py: 1e30 overflowed inside the decoder step, an INTERNAL).
+    if not (math.isfinite(options.length_penalty) and abs(options.length_penalty) <= MAX_LENGTH_PENALTY):
+        raise InvalidRequest(
+            f"length_penalty must be in -{MAX_LENGTH_PENALTY:g}..{MAX_LENGTH_PENALTY:g} "
+            f"(1.0 = average log-probability per token), got {options.length_penalty}"
+        )
+    if not (math.isfinite(options.temperature) and options.temperature >= 0):
+        raise InvalidRequest(f"temperature must be >= 0 (0 = greedy), got {options.temperature}")
+    if not 0 < options.top_p <= 1:
+        raise InvalidRequest(f"top_p must be in (0, 1] (1 = off), got {options.top_p}")
+    if options.top_k < 0:
+        raise InvalidRequest(f"top_k must be >= 0 (0 = off), got {options.top_k}")
+    if options.seed is not None and options.seed < 0:
+        raise InvalidRequest(f"seed must be >= 0, got {options.seed}")
+    if options.seed is not None and options.seed > MAX_SEED:
+        raise InvalidRequest(f"seed must be in 0..{MAX_SEED}, got {options.seed}")
+    if options.sampling and options.beam_size > 1:
+        raise InvalidRequest(
+            f"sampling (temperature {options.temperature}) works with beam_size 1 only, got {options.beam_size}"
+        )
+    max_new = options.max_new_tokens or limits.max_target_len
+    _check_prefix_ids(limits, options, max_new)
+    _check_constraints(limits, options, max_new)
+    return max_new
+
+
+def _check_constraints(limits: ModelLimits, options: DecodeOptions, max_new: int) -> None:
+    """Glossary terms: ids this model may generate, and room for all of them after the prefix."""
+    if not options.constraints:
+        return
+    spec = limits.spec
+    banned = {*spec.never_ids, spec.pad_id, spec.eos_id}
+    for c in options.constraints:
+        for seq in c.term.variants:
+            if not seq or any(not 0 <= t < limits.vocab_size or t in banned for t in seq):
+                raise InvalidRequest(f"glossary term {c.term.source!r}: its target cannot be generated by this model")
+    need = constraints_cost(options.constraints) + len(options.prefix_ids)
+    if need > max_new:
+        terms = ", ".join(repr(c.term.source) for c in options.constraints)
+        raise InvalidRequest(
+            f"the glossary terms of this sentence ({terms}) take {need} tokens with the target prefix, more "
+            f"than max_new_tokens ({max_new}): raise max_new_tokens or split the sentence"
+        )
+
+
+def _check_prefix_ids(limits: ModelLimits, options: DecodeOptions, max_new: int) -> None:
+    """Forced prefix ids: known, not special, no longer than the output; hide_prefix within them."""
+    prefix = options.prefix_ids
+    if not prefix and not options.hide_prefix:
+        return
+    if len(prefix) > max_new:
+        raise InvalidRequest(f"the forced target prefix is {len(prefix)} tokens, more than max_new_tokens ({max_new})")
+    spec = limits.spec
+    special = {t: "a token this model never generates" for t in spec.never_ids}
+    special.update({spec.pad_id: "the padding token", spec.eos_id: "the end token"})
+    for i, tok in enumerate(prefix):
+        if not (isinstance(tok, int) and 0 <= tok < limits.vocab_size):
+            raise InvalidRequest(f"prefix token {i} is {tok!r}; this model's token ids are 0..{limits.vocab_size - 1}")
+        if tok in special:
+            raise InvalidRequest(f"prefix token {i} is {special[tok]} ({tok}); it cannot be forced")
+    if not 0 <= options.hide_prefix <= len(prefix):
+        raise InvalidRequest(
+            f"hide_prefix must be in 0..{len(prefix)} (the forced prefix's length), got {options.hide_prefix}"
+        )
+
+
+def prepare(engine: TranslationEngine, texts: Sequence[str], options: DecodeOptions) -> Prepared:
+    """Texts and options the service made itself, or a benchmark's, checked and prepared for
+    ``engine`` (the options here, the tokens by the engine)."""
+    return engine.prepare(texts, options, None, check_options(engine.limits, options))

@@ -16,7 +16,8 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from .requests import Detection, Translated, TranslationRequest, within_time_limit
+from . import limits
+from .requests import Detection, Translated, TranslationRequest
 
 T = TypeVar("T")
 
@@ -46,7 +47,7 @@ async def translate(
     time_limit_s: float,
 ) -> Translated:
     """One request per detected language through ``service_translate``, results in the request's order."""
-    request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, time_limit_s))
+    request = dataclasses.replace(request, deadline=limits.time_limit(request.deadline, time_limit_s))
     groups = by_language(detected)
     parts = await all_or_none(
         [

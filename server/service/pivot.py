@@ -16,7 +16,8 @@ import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable
 
 from ..translation import StreamEvent
-from .requests import Translated, TranslationRequest, within_time_limit
+from . import limits
+from .requests import Translated, TranslationRequest
 from .routing import Route
 
 
@@ -51,7 +52,7 @@ async def translate(
     time_limit_s: float,
 ) -> Translated:
     """Both legs through ``service_translate`` (the service's own ``translate``)."""
-    request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, time_limit_s))
+    request = dataclasses.replace(request, deadline=limits.time_limit(request.deadline, time_limit_s))
     leg1 = await service_translate(first_leg(request, route))
     leg2 = await service_translate(second_leg(request, route, _best_texts(leg1)))
     judged = leg2.quality
@@ -72,7 +73,7 @@ async def stream(
     time_limit_s: float,
 ) -> AsyncIterator[StreamEvent]:
     """Leg 1 whole, then leg 2 streamed: what streams is the target text; the last event names the pivot."""
-    request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, time_limit_s))
+    request = dataclasses.replace(request, deadline=limits.time_limit(request.deadline, time_limit_s))
     leg1 = await service_translate(first_leg(request, route))
     events = service_stream(second_leg(request, route, _best_texts(leg1)))
     try:

@@ -11,15 +11,15 @@ the service checks them again.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
+
+from attnserve.contract.deadline import Deadline
 
 from ..documents import TEXT
 from ..documents.alignment import WordAlignment
 from ..images.classification import ImageInput
 from ..runtime.registry import LoadedModel
 from ..shared.calls import Call
-from ..shared.errors import DeadlineExceeded
 from ..translation import DecodeOptions, TranslationResult
 from .glossary import CompiledGlossary
 from .quality import TextQuality
@@ -27,48 +27,6 @@ from .translation_cache import TranslationCache
 
 AUTO = "auto"  # a source language to detect (LibreTranslate's ``source: auto``; any door may send it)
 MODEL_VERSION = "1"  # one version per model name; a hot reload replaces it in place (KServe's model_version)
-
-
-@dataclass(frozen=True)
-class Deadline:
-    """When a request's work is dropped: ``time.monotonic()`` seconds, and what set it, for the message."""
-
-    at: float
-    what: str
-
-    @classmethod
-    def after(cls, seconds: float, what: str) -> Deadline:
-        return cls(time.monotonic() + seconds, what)
-
-    @classmethod
-    def timeout(cls, seconds: float) -> Deadline:
-        """A request's own time limit (KServe's and Triton's ``timeout`` parameter)."""
-        return cls.after(seconds, f"the request's timeout of {seconds * 1e3:.0f} ms")
-
-    def remaining(self) -> float:
-        return max(0.0, self.at - time.monotonic())
-
-    def perf_counter(self) -> float:
-        """The same instant on ``time.perf_counter``'s clock (the decode scheduler's)."""
-        return time.perf_counter() + (self.at - time.monotonic())
-
-    def exceeded(self) -> DeadlineExceeded:
-        return DeadlineExceeded(f"{self.what} passed; its work was dropped")
-
-
-def earliest(*deadlines: Deadline | None) -> Deadline | None:
-    """The first of the given deadlines to pass (None: no deadline at all)."""
-    given = [d for d in deadlines if d is not None]
-    return min(given, key=lambda d: d.at) if given else None
-
-
-def within_time_limit(deadline: Deadline | None, seconds: float) -> Deadline | None:
-    """A request's deadline, or the server's time limit from now when that passes first
-    (``--request-timeout-seconds``; 0: none): no request, whatever its door, runs unbounded."""
-    if seconds <= 0:
-        return deadline
-    limit = Deadline.after(seconds, f"the server's time limit of {seconds:g} s (--request-timeout-seconds)")
-    return earliest(deadline, limit)
 
 
 @dataclass(frozen=True)
@@ -121,6 +79,7 @@ class ValidTranslation:
     max_new_tokens: int  # per sentence: the options' or the model's limit
     source_language: str  # the model's codes ("" where the model has none)
     target_language: str
+    sentences_per_call: int  # of one engine call (documents.py): the server's --max-texts-per-request
     detected: Detection | None = None  # when the source language was ``auto``
     glossary: CompiledGlossary | None = None  # the request's terms with the server's, tokenised
     cache: TranslationCache | None = None  # the server's sentence translations (translation_cache.py)

@@ -59,6 +59,7 @@ CACHED_PER_ENGINE = 16_384  # decisions kept per loaded model, the least recentl
 # "zwölf"), the word in capitals 21.6 to 93.3 below and the English name 13.3 to 25.7 below.
 FOREIGN = 6.0
 SCORING_IN_FLIGHT = 16  # one-text engine calls that score renderings and targets at a time
+RENDERED_PER_CALL = 64  # source terms one engine call renders
 Language = tuple[tuple[int, ...], tuple[int, ...]]  # (source prefix ids, hidden target prefix ids)
 
 # (language, source term, target's initial tokens) -> the surrogate's tokens, or None (none used)
@@ -150,12 +151,11 @@ async def render(
         hide_prefix=len(hidden),
         source_prefix_ids=source_prefix,
     )
-    at = _perf_counter(deadline)
-    chunk = engine.settings.max_texts_per_request
+    chunk = max(1, min(RENDERED_PER_CALL, engine.settings.max_queue_size // 2))  # never the whole queue
     for start in range(0, len(fits), chunk):
         part = fits[start : start + chunk]
         prepared = engine.prepare([sources[i] for i in part], options, [ids[i] for i in part])
-        for i, result in zip(part, await engine.translate(prepared, deadline=at)):
+        for i, result in zip(part, await engine.translate(prepared, deadline=deadline)):
             out[i] = rendering(engine.tokenizer, sources[i], result.hypotheses[0], len(ids[i]))
     log.debug("glossary renderings: %s", dict(zip(sources, out)))
     return out
@@ -167,7 +167,7 @@ async def score(
     """The model's log-probability of each ``(source, tokens)``: ``tokens`` as the whole
     translation of ``source`` so far (a forced prefix, no end token)."""
     source_prefix, hidden = language
-    gate, at = asyncio.Semaphore(SCORING_IN_FLIGHT), _perf_counter(deadline)
+    gate = asyncio.Semaphore(SCORING_IN_FLIGHT)
 
     async def one(source: str, tokens: Tokens) -> float:
         prefix = hidden + tokens
@@ -178,7 +178,7 @@ async def score(
             source_prefix_ids=source_prefix,
         )
         async with gate:
-            (result,) = await engine.translate(engine.prepare([source], options), deadline=at)
+            (result,) = await engine.translate(engine.prepare([source], options), deadline=deadline)
         return result.hypotheses[0].logprob
 
     tasks = [asyncio.ensure_future(one(source, tokens)) for source, tokens in pairs]
@@ -187,10 +187,6 @@ async def score(
     finally:
         for task in tasks:
             task.cancel()
-
-
-def _perf_counter(deadline: Deadline | None) -> float | None:
-    return None if deadline is None else deadline.perf_counter()
 
 
 def longest_rendering(source_tokens: int) -> int:

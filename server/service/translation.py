@@ -31,15 +31,15 @@ from typing import TypeVar
 
 from attnserve.contract.kinds import TRANSLATION
 
-from ..documents import FORMATS, TEXT, PreparedDocument
+from ..documents import TEXT, PreparedDocument
 from ..runtime.registry import LoadedModel, ModelRegistry
 from ..shared.config import Settings
-from ..shared.errors import DeadlineExceeded, InvalidRequest, ModelNotFound, UnknownFormat, echo
+from ..shared.errors import DeadlineExceeded, InvalidRequest, ModelNotFound, echo
 from ..shared.metrics import Metrics
 from ..translation import DecodeOptions, StreamEvent
 from . import alignments, document_stream, documents, limits, mixed, pivot, quality, surrogates
 from .detection import make_detector
-from .glossary import DefaultGlossaries, check_entries, compile_glossary
+from .glossary import DefaultGlossaries, compile_glossary
 from .languages import apply
 from .requests import (
     AUTO,
@@ -49,14 +49,12 @@ from .requests import (
     Translated,
     TranslationRequest,
     ValidTranslation,
-    within_time_limit,
 )
 from .routing import LanguageNotServed, Route, ServedLanguages
 from .stored_glossaries import StoredGlossaries, with_stored_glossary
 from .translation_cache import MB, TranslationCache
 
 T = TypeVar("T")
-MAX_LANGUAGE_CODE = 64  # characters: BCP 47 tags with every subtag are far shorter
 DETECT_CHARS = 2000  # enough for a detector to be sure; a 50,000-character text would take 0.1 s
 
 
@@ -73,16 +71,7 @@ async def bounded(awaitable: Awaitable[T], deadline: Deadline | None) -> T:
                 return await awaitable
         return await asyncio.wait_for(awaitable, deadline.remaining())
     except (asyncio.TimeoutError, DeadlineExceeded):
-        raise deadline.exceeded() from None
-
-
-def check_language_codes(source: str, target: str) -> None:
-    """Language codes are parsed (langcodes) and cached: one of megabytes is refused first."""
-    for side, code in (("source", source), ("target", target)):
-        if len(code) > MAX_LANGUAGE_CODE:
-            raise InvalidRequest(
-                f"{side}_language is {len(code):,} characters; a language code has at most {MAX_LANGUAGE_CODE}"
-            )
+        raise DeadlineExceeded(deadline.message) from None
 
 
 def check_version(model: LoadedModel, version: str) -> None:
@@ -110,16 +99,12 @@ class TranslationService:
         request = await with_stored_glossary(self.stored_glossaries, request)
         if request.source_language == AUTO:
             self.check_texts(request.texts)  # before any text is read
-            check_language_codes(request.source_language, request.target_language)
+            limits.check_language_codes(request.source_language, request.target_language)
             detected = await self.detect_sources(request.texts, request.target_language)
             return await mixed.translate(self.translate, request, detected, self.settings.request_timeout_seconds)
         route = self.pivot_route(request)
         if route is not None:
-            if request.alignments:
-                raise InvalidRequest(
-                    f"alignments link the words of one model's source and translation; {request.source_language} -> "
-                    f"{request.target_language} goes through {route.pivot} (two models): ask without alignments"
-                )
+            limits.check_pivot(request.alignments, request.source_language, request.target_language, route.pivot)
             return await pivot.translate(self.translate, request, route, self.settings.request_timeout_seconds)
         scored, judged = request.quality or self.settings.min_quality > 0, None
         async with self.validate(request) as valid:
@@ -149,15 +134,7 @@ class TranslationService:
     async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
         """The events of one text (document); closing the iterator frees its decoder rows.
         The first event's wait raises any error of the request before anything is sent."""
-        if len(request.texts) != 1:
-            raise InvalidRequest(f"a stream translates one text, got {len(request.texts)}")
-        if request.options.beam_size > 1:
-            beam = request.options.beam_size
-            raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {beam}")
-        if request.alignments:
-            raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
-        if request.quality:
-            raise InvalidRequest("quality scores come with whole translations (Translate), not with a stream")
+        limits.check_stream(request.texts, request.options, request.alignments, request.quality)
         request = await with_stored_glossary(self.stored_glossaries, request)
         route = self.pivot_route(request)
         if route is not None:
@@ -189,7 +166,7 @@ class TranslationService:
         (a request that names its model, or a source to detect, never pivots)."""
         if request.model or request.source_language == AUTO or not self.settings.pivot_language:
             return None
-        check_language_codes(request.source_language, request.target_language)
+        limits.check_language_codes(request.source_language, request.target_language)
         table = self.languages.table
         return table.pivot_route(request.source_language, request.target_language, self.settings.pivot_language)
 
@@ -207,29 +184,30 @@ class TranslationService:
         file, checked by the file service against the file limits (``--max-file-chars``) and
         under ``--file-timeout-seconds`` in place of the request limits."""
         limit = self.settings.file_timeout_seconds if file else self.settings.request_timeout_seconds
-        request = dataclasses.replace(request, deadline=within_time_limit(request.deadline, limit))
+        request = dataclasses.replace(request, deadline=limits.time_limit(request.deadline, limit, file))
         if not file:
             self.check_texts(request.texts)
         limits.check_prefix(self.settings, request.target_prefix)
-        check_language_codes(request.source_language, request.target_language)
-        if request.format not in FORMATS:
-            raise UnknownFormat(request.format, FORMATS)
+        limits.check_language_codes(request.source_language, request.target_language)
+        limits.check_format(request.format)
         detected = None
         if request.source_language == AUTO:
             detected = await self.detect_source(request.texts, request.target_language)
             request = dataclasses.replace(request, source_language=detected.language)
         async with self._model(request) as model:
             options, source, target = await self._languages(model, request)
-            max_new = model.engine.check_options(options)
+            max_new = limits.check_options(model.engine.limits, options)
             if request.alignments:
                 alignments.require_alignments(model)
             glossary = self._glossary(model, request, source, target)
-            yield ValidTranslation(request, model, options, max_new, source, target, detected, glossary, self.cache)
+            per_call = self.settings.max_texts_per_request
+            yield ValidTranslation(
+                request, model, options, max_new, source, target, per_call, detected, glossary, self.cache
+            )
 
     def _glossary(self, model: LoadedModel, request: TranslationRequest, source: str, target: str):
         """The server's default terms for the model and pair, extended and overridden by the request's."""
-        s = self.settings
-        check_entries(request.glossary, s.max_glossary_terms, s.max_glossary_term_chars)
+        limits.check_glossary(self.settings, request.glossary)
         entries = self.glossaries.entries(model.name, source, target) + request.stored_glossary + request.glossary
         if not entries:
             return None

@@ -48,6 +48,8 @@ from typing import Any, Protocol
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from attnserve.contract.deadline import Deadline
+
 from ..translation import Hypothesis, TranslationResult
 from ..translation.requests import Prepared
 
@@ -166,7 +168,7 @@ class TranslationCache:
         return [(*head, array("i", source).tobytes()) for source in prepared.sources]
 
     async def translate(
-        self, valid: ValidTranslation, prepared: Prepared, decode: Decode, deadline: float | None
+        self, valid: ValidTranslation, prepared: Prepared, decode: Decode, deadline: Deadline | None
     ) -> list[TranslationResult]:
         """``decode(prepared, deadline=deadline)``'s results, the texts found here taken from the
         cache and only the others decoded (and kept)."""
@@ -229,7 +231,7 @@ class TranslationCache:
 
 
 async def translate(
-    valid: ValidTranslation, prepared: Prepared, decode: Decode, deadline: float | None
+    valid: ValidTranslation, prepared: Prepared, decode: Decode, deadline: Deadline | None
 ) -> Sequence[TranslationResult]:
     """The engine call of a checked request's sentences, through the request's cache where it has one."""
     cache = valid.cache

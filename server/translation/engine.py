@@ -1,7 +1,7 @@
 """The translation engine: the asyncio face of the decode scheduler.
 
 The translation service calls it (``server/service/documents.py``): :meth:`TranslationEngine.prepare`
-checks and tokenises a request once on the event loop (``requests.py``), then
+turns a checked request's token ids into a :class:`~.requests.Prepared` on the event loop, then
 :meth:`~TranslationEngine.translate` or :meth:`~TranslationEngine.stream` hand its jobs to the
 :class:`~.scheduler.DecodeScheduler` thread and await results that it posts back with
 ``call_soon_threadsafe``: the loop never blocks on onnxruntime. Cancelling the awaiting
@@ -19,14 +19,15 @@ from pathlib import Path
 
 from tokenizers import Tokenizer
 
+from attnserve.contract.deadline import Deadline
 from attnserve.contract.manifest import Manifest
 
-from ..shared.errors import InvalidRequest, ShuttingDown
+from ..shared.errors import ShuttingDown
 from .cache import placement_for
 from .detok import IncrementalDetokenizer
 from .jobs import CollectSink, Gather, Job, StreamSink, stream_swap
 from .options import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
-from .requests import Prepared, RequestChecker
+from .requests import ModelLimits, Prepared, measure
 from .scheduler import DecodeScheduler
 from .sessions import model_spec
 
@@ -50,9 +51,7 @@ class TranslationEngine:
         self.max_source_len = int(manifest.limits["max_source_len"])
         self.max_target_len = int(manifest.limits["max_target_len"])
         vocab_size = int(manifest.config.get("vocab_size", self.tokenizer.get_vocab_size()))
-        self.requests = RequestChecker(
-            settings, self.tokenizer, self.spec, self.max_source_len, self.max_target_len, vocab_size
-        )
+        self.limits = ModelLimits(settings, self.spec, self.max_source_len, self.max_target_len, vocab_size)
         self._scheduler = DecodeScheduler(encoder, decoder, self.spec, settings, placement_for(decoder))
         self._accepting = False
         self._started = False
@@ -138,25 +137,25 @@ class TranslationEngine:
 
     def prepare(
         self,
-        texts: list[str],
+        texts: Sequence[str],
         options: DecodeOptions,
         tokenised: Sequence[Sequence[int]] | None = None,
         max_new_tokens: int | None = None,
     ) -> Prepared:
-        """Check and tokenise a request once (``requests.py``); raises InvalidRequest.
-        ``tokenised``: the texts' ids from this engine's tokenizer, when the caller has them;
-        ``max_new_tokens``: from :meth:`check_options`, for texts and options checked already
-        (the translation service's): they are trusted, only their tokens are measured."""
-        return self.requests.prepare(texts, options, tokenised, max_new_tokens)
-
-    def check_options(self, options: DecodeOptions) -> int:
-        """Decoding options against this model's and server's limits; returns the effective
-        max_new_tokens. Raises InvalidRequest."""
-        return self.requests.check_options(options)
-
-    def validate(self, texts: list[str], options: DecodeOptions) -> None:
-        """Cheap checks of a request; raises InvalidRequest with a message a person can act on."""
-        self.requests.prepare(texts, options)
+        """A request checked by the translation service (``service/limits.py``) as :meth:`translate`
+        and :meth:`stream` take it: the texts and options are trusted, only their tokens are
+        measured (``requests.measure``, InvalidRequest). ``tokenised``: the texts' ids from this
+        engine's tokenizer already (a document's sentences: the splitter measured them), not
+        redone; ``max_new_tokens``: the effective one the service's check returned (None: the
+        options', else the model's limit)."""
+        if tokenised is None:
+            tokenised = [enc.ids for enc in self.tokenizer.encode_batch(list(texts))]
+        elif len(tokenised) != len(texts):
+            raise ValueError(f"{len(tokenised)} token id lists for {len(texts)} texts")
+        max_new = max_new_tokens if max_new_tokens is not None else options.max_new_tokens or self.max_target_len
+        sources = [list(options.source_prefix_ids) + list(src) for src in tokenised]
+        measure(self.limits, sources, options, max_new)
+        return Prepared(sources, options, max_new)
 
     def _check_accepting(self) -> None:
         if not self._accepting:
@@ -164,27 +163,25 @@ class TranslationEngine:
                 "the translation engine is shutting down" if self._started else "the translation engine is not running"
             )
 
-    def _job(self, src: list[int], prepared: Prepared, sink, deadline: float | None) -> Job:
-        o, per_token = prepared.options, self.spec.cache_bytes_per_token
-        return Job(src, o, prepared.max_new_tokens, self.spec.eos_id, sink, deadline, None, per_token)
+    def _job(self, src: list[int], prepared: Prepared, sink, deadline: Deadline | None) -> Job:
+        at = None if deadline is None else deadline.perf_counter()  # the scheduler's clock
+        per_token = self.spec.cache_bytes_per_token
+        return Job(
+            src,
+            prepared.options,
+            prepared.max_new_tokens,
+            self.spec.eos_id,
+            sink,
+            deadline=at,
+            bytes_per_token=per_token,
+        )
 
-    async def translate(
-        self,
-        request: Prepared | list[str],
-        options: DecodeOptions | None = None,
-        timeout_s: float | None = None,
-        deadline: float | None = None,
-    ) -> list[TranslationResult]:
-        """One result per text, in order (see the module docstring for cancellation).
-
-        ``request``: a :class:`Prepared` from :meth:`prepare`, or texts and ``options``.
-        ``deadline`` (``time.perf_counter()`` time) or ``timeout_s`` (seconds from now): the
-        scheduler fails the texts still unfinished then with DeadlineExceeded, waiting or
-        decoding, and frees their rows (None = no deadline of the engine's own).
-        """
+    async def translate(self, prepared: Prepared, deadline: Deadline | None = None) -> list[TranslationResult]:
+        """One result per text of ``prepared`` (:meth:`prepare`), in order (see the module
+        docstring for cancellation). ``deadline``: the scheduler fails the texts still unfinished
+        then with DeadlineExceeded, waiting or decoding, and frees their rows (None: no deadline of
+        the engine's own)."""
         self._check_accepting()
-        prepared = request if isinstance(request, Prepared) else self.prepare(request, options)
-        deadline = _deadline(deadline, timeout_s)
         future = asyncio.get_running_loop().create_future()
         gather = Gather(self._scheduler.outbox, future, self._result, len(prepared.sources))
         jobs = [self._job(src, prepared, sink, deadline) for src, sink in zip(prepared.sources, gather.sinks)]
@@ -220,32 +217,19 @@ class TranslationEngine:
             memory=job.memory,
         )
 
-    async def stream(
-        self,
-        request: Prepared | str,
-        options: DecodeOptions | None = None,
-        timeout_s: float | None = None,
-        deadline: float | None = None,
-    ) -> AsyncIterator[StreamEvent]:
-        """Token-by-token translation of one text (greedy or sampling); see the module docstring.
-
-        ``request``: a one-text :class:`Prepared` from :meth:`prepare`, or a text and ``options``;
-        ``deadline`` / ``timeout_s`` as for :meth:`translate`. The last event carries the text's
-        queue time.
-        """
-        beam_size = (request.options if isinstance(request, Prepared) else options).beam_size
-        if beam_size > 1:
-            raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {beam_size}")
+    async def stream(self, prepared: Prepared, deadline: Deadline | None = None) -> AsyncIterator[StreamEvent]:
+        """Token-by-token translation of ``prepared``'s one text, greedy or sampling (the service
+        refuses a stream of beams); ``deadline`` as for :meth:`translate`. The last event carries
+        the text's queue time."""
+        if len(prepared.sources) != 1 or prepared.options.beam_size != 1:
+            raise ValueError("a stream decodes one text with beam_size 1")
         self._check_accepting()
-        prepared = request if isinstance(request, Prepared) else self.prepare([request], options)
-        if len(prepared.sources) != 1:
-            raise InvalidRequest(f"a stream translates one text, got {len(prepared.sources)}")
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         interval_s = self.settings.stream_interval_ms / 1e3
         o = prepared.options
         sink = StreamSink(self._scheduler.outbox, loop, queue, interval_s, o.hide_prefix, stream_swap(o))
-        job = self._job(prepared.sources[0], prepared, sink, _deadline(deadline, timeout_s))
+        job = self._job(prepared.sources[0], prepared, sink, deadline)
         self._scheduler.submit([job])
         detok = IncrementalDetokenizer(self.tokenizer)
         try:
@@ -267,10 +251,3 @@ class TranslationEngine:
         finally:
             if not job.done:
                 self._scheduler.cancel([job])
-
-
-def _deadline(deadline: float | None, timeout_s: float | None) -> float | None:
-    """A job's ``time.perf_counter()`` deadline from either form (None: none)."""
-    if deadline is not None or timeout_s is None:
-        return deadline
-    return time.perf_counter() + timeout_s

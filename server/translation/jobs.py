@@ -223,9 +223,9 @@ class Job:
     """One source text: its tokens and decoding options (forced prefix included), its search,
     its place in the batch, what it reserves of the budgets, its state and timings.
 
-    ``group``: what the job belongs to (a request, a document), for the layers above; the
-    engine does not read it. ``deadline``: ``time.perf_counter()`` time after which it fails
-    with DEADLINE_EXCEEDED (None = none).
+    ``deadline``: ``time.perf_counter()`` time (the scheduler's clock) after which it fails
+    with DEADLINE_EXCEEDED (None = none); ``bytes_per_token``: KV-cache bytes a token of it holds
+    (``--max-cache-bytes``' measure).
     """
 
     def __init__(
@@ -235,8 +235,8 @@ class Job:
         max_new_tokens: int,
         eos_id: int,
         sink: Sink,
+        *,
         deadline: float | None = None,
-        group: object = None,
         bytes_per_token: int = 0,
     ) -> None:
         self.src_ids = np.asarray(src_ids, dtype=np.int64)  # (L,)
@@ -244,7 +244,6 @@ class Job:
         self.max_new_tokens = max_new_tokens
         self.sink = sink
         self.deadline = deadline
-        self.group = group
         self.search: Search = make_search(options, max_new_tokens, eos_id)
         self.swaps = has_surrogates(options)  # glossary terms written through surrogates (term_swap.py)
         self.state = JobState.WAITING

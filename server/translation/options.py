@@ -20,9 +20,6 @@ class EngineSettings:
     max_tokens_in_flight: int = 32768  # sum over admitted rows of (source tokens + max new tokens)
     max_queue_size: int = 256  # texts waiting for admission; beyond -> Overloaded
     max_beam_size: int = 8
-    max_texts_per_request: int = 64  # more texts in one translate() call -> InvalidRequest
-    max_text_chars: int = 50_000  # characters of one text, checked before anything else (tokenising is linear in it)
-    max_request_chars: int = 200_000  # characters of all texts of one call, likewise
     # KV-cache bytes admitted jobs may reserve together (rows x (source + max new tokens) x
     # bytes per token of self and cross K/V, fp32); 0 = bounded by max_tokens_in_flight only.
     max_cache_bytes: int = 0
@@ -46,8 +43,6 @@ class EngineSettings:
             "max_tokens_in_flight",
             "max_queue_size",
             "max_beam_size",
-            "max_text_chars",
-            "max_request_chars",
         ):
             if getattr(self, name) < 1:
                 raise ValueError(f"EngineSettings.{name} must be >= 1, got {getattr(self, name)}")
@@ -55,8 +50,6 @@ class EngineSettings:
             raise ValueError(f"EngineSettings.max_cache_bytes must be >= 0 (0 = no limit), got {self.max_cache_bytes}")
         if self.stream_interval_ms < 0:
             raise ValueError(f"EngineSettings.stream_interval_ms must be >= 0, got {self.stream_interval_ms}")
-        if self.max_texts_per_request < 1:
-            raise ValueError(f"EngineSettings.max_texts_per_request must be >= 1, got {self.max_texts_per_request}")
         if self.batching not in BATCHING:
             raise ValueError(f"EngineSettings.batching must be one of {', '.join(BATCHING)}, got {self.batching!r}")
         if self.step_buckets not in STEP_BUCKETS:

@@ -22,11 +22,11 @@ import pytest
 
 from attnserve.benchmarks.many_pairs import PAIRS, pair_repo
 from attnserve.client import AttnServeError
+from attnserve.contract.deadline import Deadline
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from attnserve.server.entry.app import create_server
 from attnserve.server.runtime.registry import RepositoryError
-from attnserve.server.service.requests import Deadline
 from attnserve.server.shared.calls import LOAD_MS_KEY
 from attnserve.server.shared.locations import bundled_model_repo
 from tests.support.server import ServerProcess, resident_bytes
@@ -112,7 +112,7 @@ def test_a_model_in_use_is_never_unloaded_and_a_request_waits_for_room_within_it
         release = asyncio.Event()
 
         async def hold() -> None:
-            async with registry.use("mt-en-de", None, Deadline.after(30, "test")):
+            async with registry.use("mt-en-de", None, Deadline.from_timeout(30, "test")):
                 held.set()
                 await release.wait()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 
 import grpc
 import pytest
@@ -19,6 +20,7 @@ from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from attnserve.server.runtime.registry import LoadedModel
 from attnserve.server.shared.errors import InvalidRequest, Overloaded
 from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
+from attnserve.server.translation.requests import ModelLimits
 
 
 class FakeEngine:
@@ -27,6 +29,10 @@ class FakeEngine:
     max_source_len = 512  # what the documents of the translation service read: its tokenizer and source limit
     settings = EngineSettings()
     manifest = None  # no languages of its own
+    # what the service checks options against: 16 new tokens at most, no special ids
+    limits = ModelLimits(
+        settings, SimpleNamespace(never_ids=(), pad_id=0, eos_id=2, cache_bytes_per_token=0), 512, 16, 1
+    )
 
     def __init__(self) -> None:
         self.tokenizer = Tokenizer(WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
@@ -37,9 +43,6 @@ class FakeEngine:
         self.step_attention = False  # as an engine whose decoder does not return its steps' attention
         self.closed_streams = 0
         self.on_step = None
-
-    def check_options(self, options):
-        return options.max_new_tokens or 16
 
     def prepare(self, texts, options, tokenised=None, max_new_tokens=None):  # tokenised: the document splitter's ids
         if any(t == "bad" for t in texts):

@@ -28,12 +28,13 @@ from typing import Any
 
 import numpy as np
 
+from attnserve.contract.deadline import Deadline, earliest
 from attnserve.contract.kinds import TRANSLATION
 
 from ...images.classification import EncodedImage, ImageInput, RawTensor
 from ...runtime.registry import LoadedModel
 from ...service.classification import ClassificationService
-from ...service.requests import MODEL_VERSION, ClassificationRequest, Deadline, TranslationRequest, earliest
+from ...service.requests import MODEL_VERSION, ClassificationRequest, TranslationRequest
 from ...service.translation import TranslationService
 from ...shared.calls import Call
 from ...shared.errors import InferenceFailed, InvalidRequest, echo

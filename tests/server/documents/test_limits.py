@@ -1,26 +1,27 @@
-"""Characters per text and per request: refused before any work."""
+"""Characters per text and per request: refused before any work (``service/limits.py``)."""
 
 from __future__ import annotations
 
 import pytest
 
-from attnserve.server.documents import DocumentLimits
+from attnserve.server.service.limits import check_texts
+from attnserve.server.shared.config import Settings
 from attnserve.server.shared.config_sources import resolve_settings
-from attnserve.server.shared.errors import InvalidRequest
+from attnserve.server.shared.errors import InvalidRequest, LimitExceeded
 
 
 def test_a_text_over_the_character_limit_is_refused():
-    limits = DocumentLimits(max_text_chars=10, max_request_chars=25)
-    limits.check(["0123456789", "0123456789"])
-    with pytest.raises(InvalidRequest, match="text 1 is 11 characters; this server takes at most 10 per text"):
-        limits.check(["x", "0123456789a"])
-    with pytest.raises(InvalidRequest, match="30 characters together; this server takes at most 25 per request"):
-        limits.check(["0123456789"] * 3)
+    settings = Settings(max_text_chars=10, max_request_chars=25)
+    check_texts(settings, ["0123456789", "0123456789"])
+    with pytest.raises(LimitExceeded, match="text 1 is 11 characters; this server takes at most 10 per text"):
+        check_texts(settings, ["x", "0123456789a"])
+    with pytest.raises(LimitExceeded, match="30 characters together; this server takes at most 25 per request"):
+        check_texts(settings, ["0123456789"] * 3)
 
 
 def test_a_megabyte_text_is_refused_by_the_defaults():
     with pytest.raises(InvalidRequest, match="1,048,576 characters"):
-        DocumentLimits().check(["x" * (1 << 20)])
+        check_texts(Settings(), ["x" * (1 << 20)])
 
 
 def test_character_limits_are_settings():

@@ -69,15 +69,17 @@ class RecordingEngine:
 GREEDY = DecodeOptions()
 
 
-def valid(engine, texts, options=GREEDY, format="text", language=""):
-    """What the service hands the documents: a request checked for ``engine``'s model."""
+def valid(engine, texts, options=GREEDY, format="text", language="", per_call=64):
+    """What the service hands the documents: a request checked for ``engine``'s model
+    (``per_call``: the server's --max-texts-per-request)."""
     request = TranslationRequest(Call("test", "recorder", "r1"), tuple(texts), "recorder", format=format)
-    return ValidTranslation(request, SimpleNamespace(name="recorder", engine=engine), options, 16, language, "")
+    model = SimpleNamespace(name="recorder", engine=engine)
+    return ValidTranslation(request, model, options, 16, language, "", sentences_per_call=per_call)
 
 
-def translate(engine, texts, options=GREEDY, format="text", language=""):
+def translate(engine, texts, options=GREEDY, format="text", language="", per_call=64):
     async def run():
-        checked = valid(engine, texts, options, format, language)
+        checked = valid(engine, texts, options, format, language, per_call)
         return await documents.translate(checked, await documents.split_documents(checked, POOL))
 
     return asyncio.run(run())
@@ -120,12 +122,12 @@ def test_all_sentences_of_all_texts_go_to_the_engine_together_in_order(tokenizer
 
 
 def test_a_long_document_is_sent_in_calls_of_the_per_call_limit(tokenizer):
-    engine = RecordingEngine(tokenizer, max_texts_per_request=8, max_queue_size=32)
+    engine = RecordingEngine(tokenizer, max_queue_size=32)
     lines = [f"Line {i}." for i in range(50)]
-    (result,) = translate(engine, ["\n".join(lines)])
+    (result,) = translate(engine, ["\n".join(lines)], per_call=8)
     assert [len(c) for c in engine.calls] == [8] * 6 + [2]  # at most 2 calls (16 sentences) queued at once
     assert result.hypotheses[0].text == "\n".join(line.upper() for line in lines)
-    small_queue = RecordingEngine(tokenizer, max_texts_per_request=64, max_queue_size=8)
+    small_queue = RecordingEngine(tokenizer, max_queue_size=8)
     translate(small_queue, ["\n".join(lines[:10])])
     assert [len(c) for c in small_queue.calls] == [4, 4, 2]  # a call never needs more than half the queue
 
@@ -172,9 +174,9 @@ def test_the_splitter_cache_is_bounded(tokenizer):
 
 
 def test_a_target_prefix_starts_the_document_and_a_language_token_every_sentence(tokenizer):
-    engine = RecordingEngine(tokenizer, max_texts_per_request=2)
+    engine = RecordingEngine(tokenizer)
     options = DecodeOptions(prefix_ids=(5, 7, 9), hide_prefix=1)  # language token 5, then the user's 7 9
-    results = translate(engine, ["It is 9. It is 10. At noon.", "Today."], options)
+    results = translate(engine, ["It is 9. It is 10. At noon.", "Today."], options, per_call=2)
     seen = {text: o.prefix_ids for call, o in zip(engine.calls, engine.options) for text in call}
     assert seen == {"It is 9.": (5, 7, 9), "Today.": (5, 7, 9), "It is 10.": (5,), "At noon.": (5,)}
     assert [r.hypotheses[0].text for r in results] == ["IT IS 9. IT IS 10. AT NOON.", "TODAY."]

@@ -9,9 +9,9 @@ import zipfile
 
 import pytest
 
+from attnserve.contract.deadline import Deadline
 from attnserve.server import files
 from attnserve.server.files import archive
-from attnserve.server.service.requests import Deadline
 from attnserve.server.shared.errors import DeadlineExceeded
 from tests.support import office_files as office
 from tests.support.bounded import within
@@ -123,7 +123,7 @@ def test_many_words_on_runs_under_the_limit_are_placed_by_alignment_in_bounded_t
 
 def test_writing_a_file_back_stops_at_its_deadline():
     extracted = files.read("long.docx", office.docx([[("A sentence.", "")]] * 2_000), FILE_BYTES)
-    passed = Deadline.after(0.0, "the file's time limit of 600 s (--file-timeout-seconds)")
+    passed = Deadline.from_timeout(0.0, "the file's time limit of 600 s (--file-timeout-seconds)")
     with pytest.raises(DeadlineExceeded, match="file's time limit"):
         extracted.write(list(extracted.texts), deadline=passed)
-    assert extracted.write(list(extracted.texts), deadline=Deadline.after(60.0, "a minute"))  # in time: the file
+    assert extracted.write(list(extracted.texts), deadline=Deadline.from_timeout(60.0, "a minute"))  # in time: the file

@@ -8,9 +8,9 @@ import asyncio
 
 import pytest
 
+from attnserve.contract.deadline import Deadline
 from attnserve.server.files import jobs
 from attnserve.server.files.sandbox import FileTooCostly, FileTooLarge, FileWorkers, Limits, WorkerDied
-from attnserve.server.service.requests import Deadline
 from attnserve.server.shared.errors import DeadlineExceeded, InvalidRequest
 from tests.support import file_jobs
 
@@ -60,7 +60,7 @@ def test_a_job_past_its_memory_is_413_and_the_worker_replaced(loop, workers):
 def test_a_job_past_its_deadline_is_killed(loop, workers):
     replaced = workers.replaced
     with pytest.raises(DeadlineExceeded, match="the test's deadline"):
-        run(loop, workers, file_jobs.spin, cpu=60, deadline=Deadline.after(0.5, "the test's deadline"))
+        run(loop, workers, file_jobs.spin, cpu=60, deadline=Deadline.from_timeout(0.5, "the test's deadline"))
     assert workers.replaced == replaced + 1
     assert run(loop, workers, file_jobs.echo, 1).result == 1
 

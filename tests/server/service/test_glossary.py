@@ -11,10 +11,11 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 from attnserve.server.service.glossary import (
     DefaultGlossaries,
     GlossaryFileError,
-    check_entries,
     compile_glossary,
     parse_tsv,
 )
+from attnserve.server.service.limits import check_glossary
+from attnserve.server.shared.config import Settings
 from attnserve.server.shared.errors import InvalidRequest, LimitExceeded
 from attnserve.server.translation import DecodeOptions
 
@@ -64,13 +65,14 @@ def test_terms_that_do_not_fit_max_new_tokens_are_refused(tokenizer):
 
 
 def test_request_limits():
-    check_entries((("a", "b"),) * 3, 3, 10)
+    settings = Settings(max_glossary_terms=3, max_glossary_term_chars=10)
+    check_glossary(settings, (("a", "b"),) * 3)
     with pytest.raises(LimitExceeded, match="at most 2"):
-        check_entries((("a", "b"),) * 3, 2, 10)
+        check_glossary(Settings(max_glossary_terms=2, max_glossary_term_chars=10), (("a", "b"),) * 3)
     with pytest.raises(LimitExceeded, match="target is 11"):
-        check_entries((("a", "b" * 11),), 3, 10)
+        check_glossary(settings, (("a", "b" * 11),))
     with pytest.raises(InvalidRequest, match="empty"):
-        check_entries((("  ", "b"),), 3, 10)
+        check_glossary(settings, (("  ", "b"),))
 
 
 def test_tsv_files(tmp_path):

@@ -22,6 +22,7 @@ from attnserve.contract.kinds import IN_PLACE, LEFT_PADDED
 from attnserve.contract.manifest import Manifest, load_manifest
 from attnserve.export.modeldir import placeholder_tokenizer, write_translation_dir
 from attnserve.models import TranslationConfig, TranslationTransformer, greedy_decode
+from attnserve.server.service.limits import prepare
 from attnserve.server.translation import EngineSettings, TranslationEngine, load_translation_sessions
 from tests.support.sessions import BindingSpy
 
@@ -114,7 +115,9 @@ def translate_together(engine, *calls):
     async def main():
         await engine.start()
         try:
-            return await asyncio.gather(*(engine.translate(texts, options) for texts, options in calls))
+            return await asyncio.gather(
+                *(engine.translate(prepare(engine, texts, options)) for texts, options in calls)
+            )
         finally:
             await engine.stop(1.0)
 

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from attnserve.models import beam_search, greedy_decode
+from attnserve.server.service.limits import prepare
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
 from .conftest import MAX_TARGET_LEN, random_texts, record_encoder_batches, run, translate_once
@@ -82,7 +83,7 @@ async def submit_staggered(engine, texts, options_for):
     async def one(i):
         if i >= len(texts) // 2:
             await asyncio.sleep(0.002 * (i - len(texts) // 2))
-        return (await engine.translate([texts[i]], options_for(i)))[0]
+        return (await engine.translate(prepare(engine, [texts[i]], options_for(i))))[0]
 
     await engine.start()
     try:

@@ -20,6 +20,7 @@ from tokenizers import Tokenizer
 from attnserve.contract.manifest import load_manifest
 from attnserve.export.zoo import ZOO
 from attnserve.models import beam_search, greedy_decode, load_checkpoint
+from attnserve.server.service.limits import prepare
 from attnserve.server.translation import DecodeOptions, EngineSettings, TranslationEngine, load_translation_sessions
 
 from .conftest import run
@@ -110,7 +111,7 @@ def translate(model_dir, options: DecodeOptions):
     async def go():
         await engine.start()
         try:
-            return await engine.translate(engine.prepare(TEXTS, options))  # the engine itself, no document layer
+            return await engine.translate(prepare(engine, TEXTS, options))  # the engine itself, no document layer
         finally:
             await engine.stop(1.0)
 

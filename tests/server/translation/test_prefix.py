@@ -15,6 +15,7 @@ from tokenizers import Tokenizer
 from attnserve.contract.manifest import load_manifest
 from attnserve.export.modeldir import placeholder_tokenizer, write_translation_dir
 from attnserve.models import TranslationTransformer, beam_search, greedy_decode
+from attnserve.server.service.limits import prepare
 from attnserve.server.shared.errors import InvalidRequest
 from attnserve.server.translation import DecodeOptions, EngineSettings
 
@@ -33,7 +34,7 @@ def translate(tiny, texts, options, settings=None):
     async def go():
         await engine.start()
         try:
-            return await engine.translate(engine.prepare(texts, options))
+            return await engine.translate(prepare(engine, texts, options))
         finally:
             await engine.stop(1.0)
 
@@ -46,7 +47,7 @@ def stream(tiny, text, options, settings=None):
     async def go():
         await engine.start()
         try:
-            return [event async for event in engine.stream(engine.prepare([text], options))]
+            return [event async for event in engine.stream(prepare(engine, [text], options))]
         finally:
             await engine.stop(1.0)
 
@@ -96,8 +97,8 @@ def test_texts_without_a_prefix_decode_as_before_next_to_prefixed_ones(tiny):
     async def go():
         await engine.start()
         try:
-            plain = engine.translate(engine.prepare(texts[:3], DecodeOptions(prefix_ids=())))
-            forced = engine.translate(engine.prepare(texts[3:], DecodeOptions(prefix_ids=PREFIX)))
+            plain = engine.translate(prepare(engine, texts[:3], DecodeOptions(prefix_ids=())))
+            forced = engine.translate(prepare(engine, texts[3:], DecodeOptions(prefix_ids=PREFIX)))
             return await asyncio.gather(plain, forced)
         finally:
             await engine.stop(1.0)
@@ -163,7 +164,7 @@ def test_with_a_stream_interval_the_first_shown_token_goes_at_once(tiny):
 def test_a_bad_prefix_is_refused_with_a_message(tiny, options, message):
     engine = tiny.engine()
     with pytest.raises(InvalidRequest, match=message):
-        engine.validate(["t5 t6"], options)
+        prepare(engine, ["t5 t6"], options)
 
 
 def test_max_new_tokens_ending_inside_a_hidden_prefix_returns_an_empty_text(tiny):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from attnserve.contract.manifest import load_manifest
+from attnserve.server.service.limits import prepare
 from attnserve.server.shared.onnx_sessions import create_session
 from attnserve.server.translation import DecodeOptions
 from attnserve.server.translation.aligner import Aligner
@@ -71,7 +72,12 @@ def test_a_stream_keeps_it_on_its_last_event(tiny):
     async def main():
         await engine.start()
         try:
-            return [e async for e in engine.stream(text, DecodeOptions(return_attention=True, max_new_tokens=8))]
+            return [
+                e
+                async for e in engine.stream(
+                    prepare(engine, [text], DecodeOptions(return_attention=True, max_new_tokens=8))
+                )
+            ]
         finally:
             await engine.stop(1.0)
 

@@ -1,0 +1,64 @@
+"""A document's result from its sentences' results.
+
+Results per document (what attnserve.v1's ``Translation`` and KServe's ``TRANSLATION`` carry):
+
+- the best hypothesis is every sentence's best, joined;
+- n-best (``num_hypotheses`` k > 1, beam search): the k combinations of per-sentence
+  hypotheses with the highest sums of per-sentence scores, best first
+  (:func:`~attnserve.server.documents.assemble.best_combinations`); a one-sentence text gets
+  exactly that sentence's k hypotheses. Fewer come back when fewer combinations exist;
+- ``score`` and ``logprob`` of a document hypothesis: the sums over its sentences (each
+  sentence's score is length-normalised on its own); ``token_ids``: the sentences' generated
+  ids one after another (each sentence's ends with its eos); ``finish_reason``: ``length`` if
+  any sentence hit ``max_new_tokens``, else ``eos``. ``max_new_tokens`` applies per sentence;
+- ``source_tokens``: the sum over sentences; timing: the longest queue and decode time, the
+  sum of encode times, the earliest first token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ..documents import PreparedDocument
+from ..documents.alignment import WordAlignment
+from ..documents.assemble import best_combinations
+from ..translation import Hypothesis, TranslationResult
+
+
+def as_written(text: str) -> TranslationResult:
+    """A text with nothing to translate: itself."""
+    return TranslationResult([Hypothesis(text, [], 0.0, 0.0, "eos")], 0, 0.0, 0.0, 0.0, 0.0)
+
+
+def document_result(
+    prepared: PreparedDocument,
+    results: Sequence[TranslationResult],
+    k: int,
+    alignments: Sequence[Sequence[WordAlignment]] | None = None,
+) -> TranslationResult:
+    """The document's result from its sentences' (see the module docstring); ``alignments``
+    (per sentence, per hypothesis, where aligned) place the inline markup."""
+    document = prepared.document
+    if not results:
+        return as_written(document.source)
+    hypotheses = []
+    for combination in best_combinations([[h.score for h in r.hypotheses] for r in results], k):
+        chosen = [r.hypotheses[j] for r, j in zip(results, combination)]
+        placed = [a[j] if j < len(a) else None for a, j in zip(alignments, combination)] if alignments else None
+        hypotheses.append(
+            Hypothesis(
+                text=document.join([h.text.strip() for h in chosen], placed),
+                token_ids=[t for h in chosen for t in h.token_ids],
+                logprob=sum(h.logprob for h in chosen),
+                score=sum(h.score for h in chosen),
+                finish_reason="length" if any(h.finish_reason == "length" for h in chosen) else "eos",
+            )
+        )
+    return TranslationResult(
+        hypotheses=hypotheses,
+        source_tokens=sum(r.source_tokens for r in results),
+        queue_ms=max(r.queue_ms for r in results),
+        encode_ms=sum(r.encode_ms for r in results),
+        decode_ms=max(r.decode_ms for r in results),
+        first_token_ms=min(r.first_token_ms for r in results),
+    )
