@@ -7,13 +7,9 @@ import asyncio
 import logging
 import sys
 
-from ..runtime.registry import RepositoryError
 from ..shared.config import ConfigError
 from ..shared.config_sources import add_arguments, resolve_settings
 from ..shared.locations import bundled_model_repo
-from ..shared.onnx_sessions import ProviderError
-from . import workers
-from .process import serve
 
 log = logging.getLogger("attnserve.server")
 
@@ -30,6 +26,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The server's own modules are imported here, not at the top: a file worker is a spawned
+    # process that imports the main script again, and for it this module must stay light.
+    from ..runtime.registry import RepositoryError
+    from ..shared.onnx_sessions import ProviderError
+    from . import workers
+    from .process import serve
+
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

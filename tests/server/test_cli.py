@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -440,3 +441,20 @@ def test_every_client_subcommand_takes_the_global_options(command):
     assert {"--address", "--timeout", "--json", "--retries", "--token", "--tls-ca"} <= set(flags)
     if command in ("translate", "translate-file"):
         assert {"--to", "--from", "--target-language", "--source-language"} <= set(flags)
+
+
+def test_the_command_line_module_is_light_for_the_file_workers_it_spawns():
+    """A file worker is a spawned process that imports ``attnserve-server``'s main module again
+    before its first file: that import must not pull in the server (onnxruntime, grpc, aiohttp,
+    the engines), or each worker's start costs a second of CPU."""
+    heavy = (
+        "onnxruntime",
+        "grpc",
+        "aiohttp",
+        "tokenizers",
+        "attnserve.server.entry.app",
+        "attnserve.server.translation",
+    )
+    code = f"import sys, attnserve.server.entry.cli; print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "[]"
