@@ -95,3 +95,11 @@ def test_no_function_over_60_lines_and_no_module_over_400_in_product_code():
     for path in sorted(p for folder in SIZED for p in (ROOT / folder).rglob("*.py") if "protos" not in p.parts):
         found += oversized(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix())
     assert not found, "split by meaning (a helper per concern, a module named for what it holds):\n" + "\n".join(found)
+
+
+def test_the_benchmark_report_is_a_report_of_what_is_measured():
+    """benchmarks/README.md holds today's figures, their commands and machines: at most 800 lines,
+    no issue numbers (superseded runs and their story go to benchmarks/results/HISTORY-*.md)."""
+    report = (ROOT / "benchmarks" / "README.md").read_text(encoding="utf-8")
+    assert len(report.splitlines()) <= 800, "move superseded runs to benchmarks/results/HISTORY-*.md"
+    assert not ISSUE.findall(report), ISSUE.findall(report)
