@@ -10,9 +10,11 @@ store and the folder) share them: each process claims queued jobs from the store
 a time, and translates them with :class:`~.files.FileTranslation`. Every sentence the engine
 translates is stored as its engine call finishes; a job interrupted by a restart (its
 process gone) is queued again when a server starts on the folder, and resumes with those
-sentences known (``files.Resume``): only the rest goes to the engine. Jobs are bounded
-(``--max-jobs``, ``--max-jobs-per-key``, ``--max-job-bytes-per-key``) and deleted, result
-and all, ``--job-retention-s`` after they were submitted.
+sentences known (``files.Resume``): only the rest goes to the engine. A job naming a stored
+glossary (``glossary_id``) has it read for its key when it is submitted (an unknown id is
+refused then) and keeps its entries in its record, so that every run uses the same terms.
+Jobs are bounded (``--max-jobs``, ``--max-jobs-per-key``, ``--max-job-bytes-per-key``) and
+deleted, result and all, ``--job-retention-s`` after they were submitted.
 """
 
 from __future__ import annotations
