@@ -15,7 +15,7 @@ import pytest
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-from tests.server.http.test_files import call, files_server
+from tests.server.http.test_files import call, files_server, translate_file
 from tests.support import office_files as office
 
 KEYS = "alice,bob"
@@ -144,11 +144,23 @@ def test_a_docx_is_translated_with_a_stored_glossary_and_an_unknown_one_is_refus
         client(server, "bob").translate_document_from_filepath(
             source, tmp_path / "bob.docx", source_lang="EN", target_lang="DE", glossary=glossary.glossary_id
         )
+    # LibreTranslate's file route, its key in the form: alice's glossary is found with alice's key only
+    status, reply = translate_file(
+        server, "memo.docx", source.read_bytes(), api_key="bob", glossary_id=glossary.glossary_id
+    )
+    assert status == 404 and "no glossary" in reply["error"], reply
+    status, reply = translate_file(
+        server, "memo.docx", source.read_bytes(), api_key="alice", glossary_id=glossary.glossary_id
+    )
+    assert status == 200, reply
+    download = reply["translatedFileUrl"].split(server.http_address, 1)[1] + "?api_key=alice"
+    status, data, _ = call(server, download)
+    assert status == 200 and "Wochenbeginn, 3. März 2025" in _document_xml(data)
     translator.delete_glossary(glossary)
 
 
-def _document_xml(path) -> str:
-    with zipfile.ZipFile(io.BytesIO(path.read_bytes())) as package:
+def _document_xml(docx) -> str:
+    with zipfile.ZipFile(io.BytesIO(docx if isinstance(docx, bytes) else docx.read_bytes())) as package:
         return package.read("word/document.xml").decode()
 
 
