@@ -110,3 +110,23 @@ def test_a_jobs_glossary_is_kept_with_it_and_an_older_table_gains_the_columns(st
     assert store.add(with_glossary, 10, 10, 1000, terms) == ""
     assert stores[0].get_any("after").glossary_id == "g-1" and stores[0].glossary("after") == terms
     assert store.claim(owner=1).id == "before" and store.claim(owner=1).glossary_id == "g-1"
+
+
+def test_servers_starting_at_once_on_an_older_table_add_its_columns_once(state_url, tmp_path):
+    open_database(state_url, tmp_path).create(OLD_JOBS)
+    failed: list[Exception] = []
+
+    def start() -> None:  # each a server's store on its own connection
+        try:
+            SqlJobStore(open_database(state_url, tmp_path))
+        except Exception as exc:  # reported by the assertion below
+            failed.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed, failed
+    store = SqlJobStore(open_database(state_url, tmp_path))
+    assert store.add(job("j"), 10, 10, 1000, (("a", "b"),)) == "" and store.glossary("j") == (("a", "b"),)
