@@ -270,13 +270,15 @@ class Client:
         source_language: str = "auto",
         model: str = "",
         *,
+        glossary_id: str = "",
         progress: Callable[[int, int], None] | None = None,
         timeout: float | None = None,
     ) -> TranslatedFile:
-        """Translate the file at ``path`` (its extension picks the format) as one request;
-        ``progress(done, total)`` hears of its sentences as the server decodes them.
-        Closing early (an exception in ``progress``) cancels the call."""
-        request = file_request(path, target_language, source_language, model)
+        """Translate the file at ``path`` (its extension picks the format) as one request, with
+        the stored glossary ``glossary_id`` where one is named; ``progress(done, total)`` hears
+        of its sentences as the server decodes them. Closing early (an exception in
+        ``progress``) cancels the call."""
+        request = file_request(path, target_language, source_language, model, glossary_id)
         call = self._call(lambda t: self.stub.TranslateFile(request, timeout=t), timeout)
         parts: list[bytes] = []
         try:

@@ -63,9 +63,10 @@ class JobClient:
         source_language: str = "auto",
         model: str = "",
         *,
+        glossary_id: str = "",
         timeout: float | None = None,
     ) -> FileJob:
-        request = file_request(path, target_language, source_language, model)
+        request = file_request(path, target_language, source_language, model, glossary_id)
         stub = self.client.stub
         return file_job(self.client._call(lambda t: stub.SubmitFileJob(request, timeout=t), timeout))
 

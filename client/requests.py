@@ -27,8 +27,11 @@ FORMATS = {"text": pb.TEXT_FORMAT_TEXT, "html": pb.TEXT_FORMAT_HTML, "markdown":
 UNSIGNED_MAX = {FieldDescriptor.TYPE_UINT32: 2**32 - 1, FieldDescriptor.TYPE_UINT64: 2**64 - 1}
 
 
-def file_request(path: str | Path, target_language: str, source_language: str, model: str) -> pb.TranslateFileRequest:
-    """The file at ``path`` to translate (its name's extension picks the format on the server)."""
+def file_request(
+    path: str | Path, target_language: str, source_language: str, model: str, glossary_id: str = ""
+) -> pb.TranslateFileRequest:
+    """The file at ``path`` to translate (its name's extension picks the format on the server),
+    with the terms of the stored glossary ``glossary_id`` where one is named."""
     path = Path(path)
     return pb.TranslateFileRequest(
         model=model,
@@ -36,6 +39,7 @@ def file_request(path: str | Path, target_language: str, source_language: str, m
         content=path.read_bytes(),
         source_language=source_language,
         target_language=target_language,
+        glossary_id=glossary_id,
     )
 
 

@@ -84,6 +84,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                 request.source_language,
                 request.target_language,
                 request.model,
+                request.glossary_id,
             )
             return convert.file_job(await self.doors.jobs.submit(wanted))
 

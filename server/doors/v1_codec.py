@@ -319,6 +319,7 @@ def file_request(request: pb.TranslateFileRequest, call: Call, deadline: Deadlin
         request.target_language,
         model=request.model,
         deadline=deadline,
+        glossary_id=request.glossary_id,
     )
 
 

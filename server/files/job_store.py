@@ -9,7 +9,8 @@ as a volume. A record holds its job's key as the sha256
 of the api key (never the key; "" on a server without keys): every read names the key, so
 one key never sees another's jobs. Each finished sentence's translation is stored as the
 engine returns it (``job_sentences``), so an interrupted job resumes without decoding them
-again.
+again. A job submitted with a stored glossary keeps its entries in its record, so that a
+resumed job uses the terms it was submitted with, whatever became of the glossary since.
 
 A job is ``queued``, ``running`` (claimed by one server process: the record holds its host
 and pid, :func:`owner_id`), or finished: ``done``, ``failed`` or ``cancelled``. A server
@@ -19,6 +20,7 @@ replica's, when a server starts again under its host name).
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -30,9 +32,14 @@ from pathlib import Path
 from ..state.database import Database, SqliteDatabase
 
 FINISHED = ("done", "failed", "cancelled")
+Glossary = tuple[tuple[str, str], ...]  # (source term, target term) pairs
+
+# Columns a jobs table made by an older server lacks, added when a store opens it: a job's stored
+# glossary (its id, and its entries as JSON pairs, read by the runner only).
+_ADDED = {"glossary_id": "TEXT NOT NULL DEFAULT ''", "glossary": "TEXT NOT NULL DEFAULT ''"}
 
 # One SQL for both backends (state/database.py); a state folder's older SQLite file (REAL,
-# INTEGER, a WITHOUT ROWID sentence table) has the same columns and is kept as it is.
+# INTEGER, a WITHOUT ROWID sentence table) has the same columns (_ADDED aside) and is kept as it is.
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     id TEXT PRIMARY KEY, key TEXT NOT NULL, status TEXT NOT NULL, filename TEXT NOT NULL,
@@ -42,7 +49,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     bytes BIGINT NOT NULL, error TEXT NOT NULL DEFAULT '', media_type TEXT NOT NULL DEFAULT '',
     created DOUBLE PRECISION NOT NULL, started DOUBLE PRECISION NOT NULL DEFAULT 0,
     updated DOUBLE PRECISION NOT NULL, expires DOUBLE PRECISION NOT NULL,
-    owner BIGINT NOT NULL DEFAULT 0
+    owner BIGINT NOT NULL DEFAULT 0,
+    glossary_id TEXT NOT NULL DEFAULT '', glossary TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, created);
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
@@ -73,6 +81,7 @@ class Job:
     updated: float
     expires: float
     owner: int  # the server process running it (owner_id: its host and pid)
+    glossary_id: str = ""  # the stored glossary it was submitted with ("": none); its entries: JobStore.glossary
 
     @property
     def finished(self) -> bool:
@@ -85,8 +94,13 @@ _COLUMNS = ", ".join(f.name for f in fields(Job))
 class JobStore:
     """What file jobs need of a store; :class:`SqlJobStore` keeps them in the records store."""
 
-    def add(self, job: Job, max_jobs: int, max_per_key: int, max_key_bytes: int) -> str:
-        """Stores ``job``; "" when stored, else the bound it would pass (``max_jobs``, ...)."""
+    def add(self, job: Job, max_jobs: int, max_per_key: int, max_key_bytes: int, glossary: Glossary = ()) -> str:
+        """Stores ``job`` (and the entries of its stored glossary, as they were when it was
+        submitted); "" when stored, else the bound it would pass (``max_jobs``, ...)."""
+        raise NotImplementedError
+
+    def glossary(self, job_id: str) -> Glossary:
+        """The glossary entries ``add`` stored with the job (none: ``()``)."""
         raise NotImplementedError
 
     def get(self, key: str, job_id: str) -> Job | None:
@@ -128,11 +142,12 @@ class SqlJobStore(JobStore):
     def __init__(self, db: Database) -> None:
         self.db = db
         db.create(_SCHEMA)
+        db.add_columns("jobs", _ADDED)
 
     def _row(self, rows: list[tuple]) -> Job | None:
         return Job(*rows[0]) if rows else None
 
-    def add(self, job: Job, max_jobs: int, max_per_key: int, max_key_bytes: int) -> str:
+    def add(self, job: Job, max_jobs: int, max_per_key: int, max_key_bytes: int, glossary: Glossary = ()) -> str:
         with self.db.transaction(lock="jobs"):  # the counts and the insert as one: workers add at once
             ((count,),) = self.db.rows("SELECT count(*) FROM jobs")
             ((mine, size),) = self.db.rows(
@@ -145,9 +160,14 @@ class SqlJobStore(JobStore):
                 else ""
             )  # fmt: skip
             if not over:
-                values = tuple(getattr(job, f.name) for f in fields(Job))
-                self.db.run(f"INSERT INTO jobs ({_COLUMNS}) VALUES ({', '.join('?' * len(values))})", values)
+                values = (*(getattr(job, f.name) for f in fields(Job)), json.dumps(glossary, ensure_ascii=False))
+                sql = f"INSERT INTO jobs ({_COLUMNS}, glossary) VALUES ({', '.join('?' * len(values))})"
+                self.db.run(sql, values)
         return over
+
+    def glossary(self, job_id: str) -> Glossary:
+        rows = self.db.rows("SELECT glossary FROM jobs WHERE id = ?", (job_id,))
+        return tuple((source, target) for source, target in json.loads(rows[0][0])) if rows and rows[0][0] else ()
 
     def get(self, key: str, job_id: str) -> Job | None:
         return self._row(self.db.rows(f"SELECT {_COLUMNS} FROM jobs WHERE id = ? AND key = ?", (job_id, key)))

@@ -10,9 +10,11 @@ store and the folder) share them: each process claims queued jobs from the store
 a time, and translates them with :class:`~.files.FileTranslation`. Every sentence the engine
 translates is stored as its engine call finishes; a job interrupted by a restart (its
 process gone) is queued again when a server starts on the folder, and resumes with those
-sentences known (``files.Resume``): only the rest goes to the engine. Jobs are bounded
-(``--max-jobs``, ``--max-jobs-per-key``, ``--max-job-bytes-per-key``) and deleted, result
-and all, ``--job-retention-s`` after they were submitted.
+sentences known (``files.Resume``): only the rest goes to the engine. A job naming a stored
+glossary (``glossary_id``) has it read for its key when it is submitted (an unknown id is
+refused then) and keeps its entries in its record, so that every run uses the same terms.
+Jobs are bounded (``--max-jobs``, ``--max-jobs-per-key``, ``--max-job-bytes-per-key``) and
+deleted, result and all, ``--job-retention-s`` after they were submitted.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class JobRequest:
     source_language: str
     target_language: str
     model: str = ""
+    glossary_id: str = ""  # a stored glossary of the key: its entries are read at submission, kept with the job
 
 
 def default_dir(settings: Settings) -> Path:
@@ -98,6 +101,7 @@ def view(job: Job) -> dict[str, Any]:
         "decoded": job.decoded,
         "remaining_s": remaining_s(job),
         "error": job.error,
+        "glossary_id": job.glossary_id,
         "created": job.created,
         "expires": job.expires,
     }
@@ -193,6 +197,7 @@ class FileJobs:
         try:
             content = await self._off(self.path(job.id, "in").read_bytes)
             known = await self._off(self.store.sentences, job.id)
+            terms = await self._off(self.store.glossary, job.id)  # as resolved when it was submitted
             resume = Resume(known, lambda pairs: self._io.submit(self.store.add_sentences, job.id, pairs))
             last = 0.0
 
@@ -204,9 +209,8 @@ class FileJobs:
                     changes = dict(done=done, total=total, reused=resume.reused, decoded=resume.decoded)
                     self._io.submit(self.store.update, job.id, **changes)
 
-            request = FileRequest(
-                Call(METHOD, job.model, job.id), job.filename, content, job.source, job.target, job.model
-            )
+            call = Call(METHOD, job.model, job.id)
+            request = FileRequest(call, job.filename, content, job.source, job.target, job.model, stored_glossary=terms)
             translated = await self.translation.translate(request, progress, resume)
             now = await self._off(self.store.get_any, job.id)
             if now is None or now.status != "running":  # expired, or cancelled by another process
@@ -242,14 +246,21 @@ class FileJobs:
         self.translation.check_size(len(request.content))
         if not request.source_language or not request.target_language:
             raise InvalidRequest("Invalid request: missing source or target parameter")
+        key, terms = key_digest(request.api_key), ()
+        if request.glossary_id:  # resolved once: a resumed job uses these terms whatever becomes of the glossary
+            languages = (request.source_language, request.target_language, request.model)
+            terms = await self.translation.stored_glossary(
+                Call(METHOD, "", "", key=key), request.glossary_id, *languages
+            )
         now, s = time.time(), self.settings
         job = Job(
-            secrets.token_urlsafe(18), key_digest(request.api_key), "queued", safe_filename(request.filename),
+            secrets.token_urlsafe(18), key, "queued", safe_filename(request.filename),
             request.source_language, request.target_language, request.model, 0, 0, 0, 0,
-            len(request.content), "", "", now, 0.0, now, now + s.job_retention_s, 0,
+            len(request.content), "", "", now, 0.0, now, now + s.job_retention_s, 0, request.glossary_id,
         )  # fmt: skip
         await self._off(self.path(job.id, "in").write_bytes, request.content)
-        over = await self._off(self.store.add, job, s.max_jobs, s.max_jobs_per_key, s.max_job_bytes_per_key)
+        bounds = (s.max_jobs, s.max_jobs_per_key, s.max_job_bytes_per_key)
+        over = await self._off(self.store.add, job, *bounds, terms)
         if over:
             await self._off(self._delete_files, job.id)
             raise Overloaded(

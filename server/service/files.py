@@ -41,6 +41,7 @@ from . import alignments, documents, limits
 from .documents import Progress
 from .requests import Deadline, Detection, TranslationRequest, ValidTranslation
 from .run_alignment import RunAligner
+from .stored_glossaries import with_stored_glossary
 from .translation import TranslationService, bounded
 
 FileProgress = Callable[[int, int], None]  # (sentences done, sentences in the file)
@@ -59,6 +60,9 @@ class FileRequest:
     target_language: str
     model: str = ""
     deadline: Deadline | None = None
+    glossary_id: str = ""  # a stored glossary of the caller's key, read when the file is
+    # (or its entries, read once: a file job's, resolved when it was submitted)
+    stored_glossary: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -131,6 +135,24 @@ class FileTranslation:
                 "max_file_bytes", size, limit,
             )  # fmt: skip
 
+    async def stored_glossary(
+        self, caller: Call, glossary_id: str, source: str, target: str, model: str = ""
+    ) -> tuple[tuple[str, str], ...]:
+        """The entries of the stored glossary ``glossary_id`` of ``caller``'s key, for the
+        languages (or model) named: NOT_FOUND for an id the key has not, INVALID_ARGUMENT for a
+        glossary of other languages or a source to detect (``stored_glossaries``)."""
+        lookup = TranslationRequest(
+            caller, (), model=model, source_language=source, target_language=target, glossary_id=glossary_id
+        )
+        return (await with_stored_glossary(self.service.stored_glossaries, lookup)).stored_glossary
+
+    async def _terms(self, request: FileRequest) -> tuple[tuple[str, str], ...]:
+        """The request's stored glossary entries: its ``glossary_id``'s, read now, else those it carries."""
+        if not request.glossary_id:
+            return request.stored_glossary
+        args = (request.source_language, request.target_language, request.model)
+        return await self.stored_glossary(request.caller, request.glossary_id, *args)
+
     async def read(
         self, filename: str, content: bytes, deadline: Deadline | None = None
     ) -> tuple[jobs.FileText, float]:
@@ -194,6 +216,7 @@ class FileTranslation:
         self, request: FileRequest, progress: FileProgress | None = None, resume: Resume | None = None
     ) -> TranslatedFile:
         deadline = limits.time_limit(request.deadline, self.settings.file_timeout_seconds, file=True)
+        terms = await self._terms(request)  # before the file is read: an unknown id costs no file worker
         text, cpu_left = await self.read(request.filename, request.content, deadline)
         wanted = TranslationRequest(
             request.caller,
@@ -204,6 +227,7 @@ class FileTranslation:
             target_language=request.target_language,
             options=FILE_OPTIONS,
             deadline=deadline,
+            stored_glossary=terms,
         )
         service = self.service
         async with service.validate(wanted, file=True) as valid:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +63,11 @@ class Database:
 
     def create(self, schema: str) -> None:
         """``CREATE ... IF NOT EXISTS`` statements, ``;``-separated, safe when processes start at once."""
+        raise NotImplementedError
+
+    def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
+        """``columns`` (name -> SQL type and default) added to an older ``table`` that lacks them
+        (a store's migration), safe when processes start at once."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -118,6 +123,13 @@ class SqliteDatabase(Database):
 
     def create(self, schema: str) -> None:
         self._db().executescript(schema)
+
+    def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
+        with self.transaction(lock=table):  # the write lock: a second process sees the first's columns
+            have = {row[1] for row in self.rows(f"PRAGMA table_info({table})")}
+            for name, kind in columns.items():
+                if name not in have:
+                    self.run(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)
@@ -195,6 +207,22 @@ class PostgresDatabase(Database):
             db.execute("SELECT pg_advisory_xact_lock(%s)", (self.SCHEMA_LOCK,))
             for statement in filter(str.strip, schema.split(";")):
                 db.execute(statement)
+
+    def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
+        db = self._db()
+        with db.transaction():  # ALTER TABLE locks the table whole: only where a column is missing
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (self.SCHEMA_LOCK,))
+            have = {
+                row[0]
+                for row in db.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_schema = current_schema() AND table_name = %s",
+                    (table,),
+                )
+            }
+            for name, kind in columns.items():
+                if name not in have:
+                    db.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
     def close(self) -> None:
         db = getattr(self._local, "db", None)

@@ -242,18 +242,20 @@ class TranslateChunk(_message.Message):
     def __init__(self, delta: _Optional[str] = ..., token_ids: _Optional[_Iterable[int]] = ..., finish_reason: _Optional[_Union[FinishReason, str]] = ..., pivot_language: _Optional[str] = ...) -> None: ...
 
 class TranslateFileRequest(_message.Message):
-    __slots__ = ("model", "filename", "content", "source_language", "target_language")
+    __slots__ = ("model", "filename", "content", "source_language", "target_language", "glossary_id")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     FILENAME_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     SOURCE_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
     TARGET_LANGUAGE_FIELD_NUMBER: _ClassVar[int]
+    GLOSSARY_ID_FIELD_NUMBER: _ClassVar[int]
     model: str
     filename: str
     content: bytes
     source_language: str
     target_language: str
-    def __init__(self, model: _Optional[str] = ..., filename: _Optional[str] = ..., content: _Optional[bytes] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ...) -> None: ...
+    glossary_id: str
+    def __init__(self, model: _Optional[str] = ..., filename: _Optional[str] = ..., content: _Optional[bytes] = ..., source_language: _Optional[str] = ..., target_language: _Optional[str] = ..., glossary_id: _Optional[str] = ...) -> None: ...
 
 class FileProgress(_message.Message):
     __slots__ = ("sentences_done", "sentences_total")

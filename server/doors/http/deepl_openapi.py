@@ -70,6 +70,7 @@ SCHEMAS: dict[str, Any] = {
             "file": {"type": "string", "contentMediaType": "application/octet-stream"},
             "target_lang": {"type": "string"},
             "source_lang": {"type": "string"},
+            "glossary_id": {"type": "string", "description": "a stored glossary of the key (needs source_lang)"},
         },
     },
     "GlossaryRequest": {

@@ -11,7 +11,7 @@ tools): one more codec over the translation service, the stored glossaries and t
   ``{"translations": [{"detected_source_language", "text", "billed_characters"}]}``;
 - ``GET /v2/languages`` (``type`` source or target), ``GET /v2/usage``,
   ``GET /v2/glossary-language-pairs``, ``/v2/glossaries`` (``deepl_glossary_routes``);
-- ``POST /v2/document`` (a multipart ``file``, ``target_lang``, ``source_lang``) ->
+- ``POST /v2/document`` (a multipart ``file``, ``target_lang``, ``source_lang``, ``glossary_id``) ->
   ``{"document_id", "document_key"}``: a file job; ``POST /v2/document/{id}`` -> its
   ``status`` (queued, translating, done, error), ``seconds_remaining``; ``POST
   /v2/document/{id}/result`` -> the translated file (503 until it is done, as DeepL answers).
@@ -138,6 +138,13 @@ def lang(fields: MultiDict, name: str) -> str:
         raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)}") from None
 
 
+def glossary_id(fields: MultiDict) -> str:
+    value = fields.get("glossary_id") or ""
+    if not isinstance(value, str):
+        raise InvalidRequest("Parameter 'glossary_id' must be a string")
+    return value
+
+
 def upper(code: str) -> str:
     try:
         return language(code, "source").upper()
@@ -178,16 +185,13 @@ class DeepLRoutes:
             raise InvalidRequest(f"Value for 'tag_handling' not supported: {echo(tags)}; expected html or xml")
         choice(fields, "split_sentences", SPLIT_SENTENCES, "1")
         choice(fields, "preserve_formatting", FLAGS, "0")
-        glossary_id = fields.get("glossary_id") or ""
-        if not isinstance(glossary_id, str):
-            raise InvalidRequest("Parameter 'glossary_id' must be a string")
         wanted = TranslationRequest(
             call,
             tuple(texts),
             format=TAGS.get(tags, TEXT),
             source_language=source,
             target_language=target,
-            glossary_id=glossary_id,
+            glossary_id=glossary_id(fields),
         )
         try:
             done = await self.service.translate(wanted)
@@ -220,14 +224,12 @@ class DeepLRoutes:
         fields, filename, content = await read_form(request)
         if not filename and not content:
             raise InvalidRequest("Parameter 'file' not specified.")
-        if fields.get("glossary_id"):
-            raise InvalidRequest("glossary_id is not supported for documents on this server: translate without it")
         form = MultiDict(fields)
         target = lang(form, "target_lang")
         source = lang(form, "source_lang") if form.get("source_lang") else AUTO
         name = fields.get("filename") or filename
         try:
-            job = await self.doors.jobs.submit(JobRequest(key, name, content, source, target))
+            job = await self.doors.jobs.submit(JobRequest(key, name, content, source, target, "", glossary_id(form)))
         except Overloaded as exc:
             if "per api key" in str(exc):
                 raise QuotaExceeded(str(exc)) from None

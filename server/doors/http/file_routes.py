@@ -1,8 +1,9 @@
 """LibreTranslate's file routes on the HTTP server, codecs of the file service.
 
 - ``POST /translate_file``: a multipart form of ``file``, ``source`` (a code or ``auto``),
-  ``target`` and ``api_key`` -> ``{"translatedFileUrl": ".../download_file/<name>"}``, the
-  whole file translated first (as upstream does);
+  ``target``, ``api_key`` and attnserve's ``glossary_id`` (a stored glossary of the key) ->
+  ``{"translatedFileUrl": ".../download_file/<name>"}``, the whole file translated first (as
+  upstream does);
 - ``GET /download_file/<name>``: the translated file, as an attachment under its original
   name; with api keys on, only for the key that asked for it (``api_key`` in the query or
   the ``Authorization`` header); 404 ``"... expired ..."`` once it is gone.
@@ -36,6 +37,7 @@ from ...service.files import FileRequest
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
 from ...shared.locations import per_repository_dir
+from .. import params
 from .forms import FORM_SLACK, file_response, read_form
 from .table import RouteTable
 from .upstream import ApiKeys, upstream_words
@@ -91,14 +93,15 @@ class FileRoutes:
         fields, filename, content = await read_form(request)
         if "api_key" in request.query:  # checked with the head (authenticate)
             fields["api_key"] = request.query["api_key"]
-        self.keys.check_key(request, fields, call.method)
+        self.keys.check_key(request, fields, call.method, call)  # the form's key reads its glossaries
         if not filename and not content:
             raise InvalidRequest("Invalid request: missing file parameter")
         self.doors.files.check_size(len(content))
         for name in ("source", "target"):
             if not fields.get(name):
                 raise InvalidRequest(f"Invalid request: missing {name} parameter")
-        wanted = FileRequest(call, filename, content, fields["source"], fields["target"])
+        glossary_id = params.glossary_id(fields)
+        wanted = FileRequest(call, filename, content, fields["source"], fields["target"], glossary_id=glossary_id)
         with upstream_words():
             done = await self.doors.files.translate(wanted)
         key = self.keys.caller_key(request, fields)

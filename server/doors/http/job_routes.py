@@ -3,7 +3,7 @@
 LibreTranslate has no job API, so these routes take its ``/translate_file`` form and keys:
 
 - ``POST /jobs``: the multipart form of ``/translate_file`` (``file``, ``source``, ``target``,
-  ``api_key``) -> 202 ``{"id": ..., "status": "queued", ...}`` at once;
+  ``api_key``, ``glossary_id``) -> 202 ``{"id": ..., "status": "queued", ...}`` at once;
 - ``GET /jobs/{id}``: the job (``status`` queued / running / done / failed / cancelled,
   ``done`` / ``total`` sentences, ``remaining_s``, ``error``, ``reused``, ``decoded``);
 - ``GET /jobs/{id}/events``: ``text/event-stream``, an event ``progress`` with the job's JSON
@@ -26,6 +26,7 @@ from aiohttp import web
 from ...service.file_jobs import JobRequest, view
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
+from .. import params
 from .file_routes import LABEL as FILE_LABEL
 from .forms import FORM_SLACK, file_response, read_form
 from .table import RouteTable
@@ -56,7 +57,8 @@ class JobRoutes:
             if not fields.get(name):
                 raise InvalidRequest(f"Invalid request: missing {name} parameter")
         key = self.keys.caller_key(request, fields)
-        wanted = JobRequest(key, filename, content, fields["source"], fields["target"], fields.get("model", ""))
+        languages = (fields["source"], fields["target"], fields.get("model", ""))
+        wanted = JobRequest(key, filename, content, *languages, params.glossary_id(fields))
         job = await self.doors.jobs.submit(wanted)
         return web.json_response(view(job), status=202)
 

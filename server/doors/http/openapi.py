@@ -68,6 +68,7 @@ SCHEMAS: dict[str, Any] = {
             "source": {"type": "string"},
             "target": {"type": "string"},
             "api_key": {"type": "string"},
+            "glossary_id": {"type": "string", "description": "a stored glossary of the key (needs source)"},
         },
     },
     "Job": {
@@ -79,6 +80,7 @@ SCHEMAS: dict[str, Any] = {
             "total": {"type": "integer"},
             "remaining_s": {"type": ["number", "null"]},
             "error": {"type": ["string", "null"]},
+            "glossary_id": {"type": "string"},
         },
     },
     "InferRequest": {

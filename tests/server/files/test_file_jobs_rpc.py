@@ -1,7 +1,8 @@
 """attnserve.v1's file jobs (SubmitFileJob, GetFileJob, WatchFileJob, CancelFileJob,
 GetFileJobResult) through the Python client and ``attnserve-client translate-file --job`` /
 ``attnserve-client job ID``: the job's file is what ``TranslateFile`` gives, its progress is
-watched, another token never sees it, and bad ids and early results get clear statuses."""
+watched, another token never sees it, and bad ids and early results get clear statuses; a job
+and a file take a stored glossary of their token."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 
 from attnserve.client import AttnServeError
 from attnserve.client.cli import main as client_main
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
 REPO = Path(__file__).resolve().parents[3] / "models" / "repo"
 LINES = [f"on Monday, March {day}, 2025 at {day % 12 + 1}:15 PM" for day in range(1, 29)]
@@ -76,3 +79,35 @@ def test_the_cli_submits_a_job_prints_progress_and_reattaches(server, tmp_path, 
     assert again.read_text() == out.read_text()
     assert client_main([*common, "job", "no-such-job"]) == 1
     assert "NOT_FOUND" in sys.stderr.getvalue()
+
+
+def test_a_job_and_a_file_take_a_stored_glossary_of_their_token_only(server, tmp_path):
+    path = tmp_path / "days.txt"
+    path.write_text("\n".join(LINES[:6]) + "\n")
+    with grpc.insecure_channel(server.address) as channel:
+        made = pb_grpc.InferenceServiceStub(channel).CreateGlossary(
+            pb.CreateGlossaryRequest(
+                name="days", source_language="en", target_language="de",
+                entries=[pb.GlossaryEntry(source="Monday", target="Wochenbeginn")],
+            ),
+            metadata=(("authorization", "Bearer alice"),),
+        )  # fmt: skip
+    with server.client(timeout=120, token="alice") as client:
+        plain = client.translate_file(path, "de", "en").content.decode()
+        job = client.jobs.submit(path, "de", "en", glossary_id=made.id)
+        assert list(client.jobs.watch(job.id))[-1].status == "done"
+        from_job = client.jobs.result(job.id).content.decode()
+        direct = client.translate_file(path, "de", "en", glossary_id=made.id).content.decode()
+        for wrong, code in (
+            ("no-such-glossary", grpc.StatusCode.NOT_FOUND),
+            (made.id, grpc.StatusCode.INVALID_ARGUMENT),
+        ):
+            source = "auto" if wrong == made.id else "en"  # a glossary needs its source named
+            with pytest.raises(AttnServeError) as err:
+                client.jobs.submit(path, "de", source, glossary_id=wrong)
+            assert err.value.code == code, err.value
+    assert plain.count("Montag") == 6 and "Wochenbeginn" not in plain
+    assert from_job == direct and from_job.count("Wochenbeginn") == 6 and "Montag" not in from_job
+    with server.client(token="bob") as other, pytest.raises(AttnServeError) as err:
+        other.jobs.submit(path, "de", "en", glossary_id=made.id)
+    assert err.value.code == grpc.StatusCode.NOT_FOUND

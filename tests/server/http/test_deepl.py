@@ -15,7 +15,7 @@ import pytest
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-from tests.server.http.test_files import call, files_server
+from tests.server.http.test_files import call, files_server, translate_file
 from tests.support import office_files as office
 
 KEYS = "alice,bob"
@@ -115,6 +115,53 @@ def test_a_docx_is_translated_through_the_document_routes(server, tmp_path):
     with zipfile.ZipFile(io.BytesIO(out.read_bytes())) as package:
         xml = package.read("word/document.xml").decode()
     assert "Montag, 3. März 2025" in xml and "um 15:45 Uhr" in xml
+
+
+def test_a_docx_is_translated_with_a_stored_glossary_and_an_unknown_one_is_refused(server, tmp_path):
+    translator = client(server)
+    glossary = translator.create_glossary("days", "EN", "DE", {"Monday": "Wochenbeginn"})
+    source = tmp_path / "memo.docx"
+    source.write_bytes(office.docx([[("Monday, March 3, 2025", "")], [("at 3:45 PM", "")]]))
+    plain, with_glossary = tmp_path / "plain.docx", tmp_path / "glossary.docx"
+    translator.translate_document_from_filepath(source, plain, source_lang="EN", target_lang="DE")
+    translator.translate_document_from_filepath(
+        source, with_glossary, source_lang="EN", target_lang="DE", glossary=glossary
+    )
+    plain_xml, glossary_xml = (_document_xml(p) for p in (plain, with_glossary))
+    assert "Montag, 3. März 2025" in plain_xml and "Wochenbeginn" not in plain_xml
+    assert "Wochenbeginn, 3. März 2025" in glossary_xml and "um 15:45 Uhr" in glossary_xml
+    key = {"Authorization": "DeepL-Auth-Key alice"}
+    for fields, status_code, words in (
+        ({"glossary_id": "no-such-glossary"}, 404, "no glossary"),
+        ({"glossary_id": glossary.glossary_id, "source_lang": ""}, 400, "name the source language"),
+        ({"glossary_id": glossary.glossary_id, "target_lang": "FR"}, 400, "is for en -> de"),
+    ):
+        form = {"source_lang": "EN", "target_lang": "DE"} | fields
+        body, content_type = office.multipart({k: v for k, v in form.items() if v}, "memo.docx", source.read_bytes())
+        status, reply, _ = call(server, "/v2/document", body, content_type, key)
+        assert status == status_code and words in json.loads(reply)["message"], reply
+    with pytest.raises(deepl.DeepLException, match="no glossary"):  # bob's key does not find alice's glossary
+        client(server, "bob").translate_document_from_filepath(
+            source, tmp_path / "bob.docx", source_lang="EN", target_lang="DE", glossary=glossary.glossary_id
+        )
+    # LibreTranslate's file route, its key in the form: alice's glossary is found with alice's key only
+    status, reply = translate_file(
+        server, "memo.docx", source.read_bytes(), api_key="bob", glossary_id=glossary.glossary_id
+    )
+    assert status == 404 and "no glossary" in reply["error"], reply
+    status, reply = translate_file(
+        server, "memo.docx", source.read_bytes(), api_key="alice", glossary_id=glossary.glossary_id
+    )
+    assert status == 200, reply
+    download = reply["translatedFileUrl"].split(server.http_address, 1)[1] + "?api_key=alice"
+    status, data, _ = call(server, download)
+    assert status == 200 and "Wochenbeginn, 3. März 2025" in _document_xml(data)
+    translator.delete_glossary(glossary)
+
+
+def _document_xml(docx) -> str:
+    with zipfile.ZipFile(io.BytesIO(docx if isinstance(docx, bytes) else docx.read_bytes())) as package:
+        return package.read("word/document.xml").decode()
 
 
 def test_errors_are_in_deepls_shape_and_statuses(server):

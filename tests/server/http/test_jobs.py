@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.http.test_files import REPO, call, files_server, translated
+from tests.server.http.test_files import REPO, call, files_server, translate_file, translated
 from tests.support import office_files as office
 from tests.support.server import ServerProcess
 
@@ -202,3 +202,57 @@ def test_a_job_of_a_server_stopped_gracefully_resumes_on_the_next(serve, tmp_pat
         assert done["reused"] + done["decoded"] == done["total"]
         status, result, _ = call(second, f"/jobs/{submitted['id']}/result")
         assert texts(result) == texts(translated(second, "report.docx", content))
+
+
+def mondays(paragraphs: int) -> bytes:
+    """A .docx whose every paragraph holds the term "Monday", each unique."""
+    return office.docx([[(f"Monday, March 3, 2025 ({i}).", "")] for i in range(paragraphs)])
+
+
+def stored_glossary(server, entries: dict[str, str]) -> str:
+    doc = {"name": "days", "source": "en", "target": "de", "entries": entries}
+    status, reply, _ = call(server, "/glossaries", json.dumps(doc).encode(), "application/json")
+    assert status == 201, reply
+    return json.loads(reply)["id"]
+
+
+def test_a_file_and_a_job_take_a_stored_glossary_and_an_unknown_one_is_refused(server):
+    content = mondays(3)
+    glossary_id = stored_glossary(server, {"Monday": "Wochenbeginn"})
+    status, submitted = submit(server, content, glossary_id=glossary_id)
+    assert status == 202 and submitted["glossary_id"] == glossary_id, submitted
+    assert finished(server, submitted["id"])["status"] == "done"
+    status, result, _ = call(server, f"/jobs/{submitted['id']}/result")
+    assert status == 200 and texts(result).count("Wochenbeginn") == 3 and "Montag" not in texts(result)
+    synchronous = texts(translated(server, "report.docx", content, glossary_id=glossary_id))
+    assert synchronous == texts(result)
+    plain = texts(translated(server, "report.docx", content))
+    assert plain.count("Montag") == 3 and "Wochenbeginn" not in plain
+    for fields, status_code, words in (
+        ({"glossary_id": "no-such-glossary"}, 404, "no glossary"),
+        ({"glossary_id": glossary_id, "source": "auto"}, 400, "name the source language"),
+    ):
+        status, reply = submit(server, content, **fields)
+        assert status == status_code and words in reply["error"], reply
+        status, reply = translate_file(server, "report.docx", content, **fields)
+        assert status == status_code and words in reply["error"], reply
+
+
+def test_a_job_resumed_on_restart_keeps_its_glossary_though_it_was_deleted_meanwhile(serve, tmp_path):
+    content = mondays(600)
+    settings = dict(state_dir=str(tmp_path / "state"), max_file_chars=100_000)
+    with files_server(serve, tmp_path / "downloads", **settings) as first:
+        glossary_id = stored_glossary(first, {"Monday": "Wochenbeginn"})
+        status, submitted = submit(first, content, glossary_id=glossary_id)
+        assert status == 202
+        while not (seen := job(first, submitted["id"])[1])["done"]:
+            assert seen["status"] in ("queued", "running"), seen
+            time.sleep(0.02)
+        request = urllib.request.Request(f"http://{first.http_address}/glossaries/{glossary_id}", method="DELETE")
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            assert reply.status == 204
+    with files_server(serve, tmp_path / "downloads", **settings) as second:
+        done = finished(second, submitted["id"])
+        assert done["status"] == "done" and seen["done"] <= done["reused"] < done["total"], (seen, done)
+        status, result, _ = call(second, f"/jobs/{submitted['id']}/result")
+        assert texts(result).count("Wochenbeginn") == 600 and "Montag" not in texts(result)

@@ -5,6 +5,7 @@ to the queue (only its own host knows it is dead), and expired jobs go with thei
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 
@@ -78,3 +79,54 @@ def test_an_owner_is_gone_only_when_its_own_host_says_so():
     assert job_store.owner_gone(dead)  # a record from before owners named their host
     another_host = ((job_store._host() ^ 1) << job_store.PID_BITS) | dead
     assert not job_store.owner_gone(another_host)  # a replica elsewhere: never taken for dead here
+
+
+OLD_JOBS = """
+CREATE TABLE jobs (
+    id TEXT PRIMARY KEY, key TEXT NOT NULL, status TEXT NOT NULL, filename TEXT NOT NULL,
+    source TEXT NOT NULL, target TEXT NOT NULL, model TEXT NOT NULL,
+    done BIGINT NOT NULL DEFAULT 0, total BIGINT NOT NULL DEFAULT 0, reused BIGINT NOT NULL DEFAULT 0,
+    decoded BIGINT NOT NULL DEFAULT 0,
+    bytes BIGINT NOT NULL, error TEXT NOT NULL DEFAULT '', media_type TEXT NOT NULL DEFAULT '',
+    created DOUBLE PRECISION NOT NULL, started DOUBLE PRECISION NOT NULL DEFAULT 0,
+    updated DOUBLE PRECISION NOT NULL, expires DOUBLE PRECISION NOT NULL,
+    owner BIGINT NOT NULL DEFAULT 0
+)
+"""  # the jobs table of a server before jobs kept a glossary
+
+
+def test_a_jobs_glossary_is_kept_with_it_and_an_older_table_gains_the_columns(state_url, tmp_path):
+    old = open_database(state_url, tmp_path)
+    old.create(OLD_JOBS)
+    old.run(
+        "INSERT INTO jobs (id, key, status, filename, source, target, model, bytes, created, updated, expires) "
+        "VALUES ('before', '', 'queued', 'a.docx', 'en', 'de', '', 10, 1.0, 1.0, 100.0)"
+    )
+    stores = [SqlJobStore(open_database(state_url, tmp_path)) for _ in range(2)]  # the second finds it done
+    store = stores[1]
+    assert store.get("", "before").glossary_id == "" and store.glossary("before") == ()
+    terms = (("Monday", "Wochenbeginn"), ("ACME", ""), ("Zürich", "Zürich"))
+    with_glossary = dataclasses.replace(job("after", created=2.0), glossary_id="g-1")
+    assert store.add(with_glossary, 10, 10, 1000, terms) == ""
+    assert stores[0].get_any("after").glossary_id == "g-1" and stores[0].glossary("after") == terms
+    assert store.claim(owner=1).id == "before" and store.claim(owner=1).glossary_id == "g-1"
+
+
+def test_servers_starting_at_once_on_an_older_table_add_its_columns_once(state_url, tmp_path):
+    open_database(state_url, tmp_path).create(OLD_JOBS)
+    failed: list[Exception] = []
+
+    def start() -> None:  # each a server's store on its own connection
+        try:
+            SqlJobStore(open_database(state_url, tmp_path))
+        except Exception as exc:  # reported by the assertion below
+            failed.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not failed, failed
+    store = SqlJobStore(open_database(state_url, tmp_path))
+    assert store.add(job("j"), 10, 10, 1000, (("a", "b"),)) == "" and store.glossary("j") == (("a", "b"),)
