@@ -12,6 +12,7 @@ from typing import Any
 import grpc
 
 from ..service.classification import ClassificationService
+from ..service.downloads import Downloads
 from ..service.file_jobs import FileJobs
 from ..service.files import FileTranslation
 from ..service.models import ModelView
@@ -71,6 +72,7 @@ class DoorContext:
     classification: ClassificationService
     files: FileTranslation
     jobs: FileJobs
+    downloads: Downloads  # translated files kept for download (LibreTranslate's file routes)
     glossaries: StoredGlossaries  # stored glossaries per key (glossary_id)
     models: ModelView
     auth: Auth
