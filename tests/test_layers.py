@@ -45,6 +45,10 @@ DOORS = {
     "http.web_routes": "web",
     "http.openapi": "openapi",
 }
+# What a door imports: its service, the shared layer and the doors' own shared modules, besides
+# ``attnserve.contract`` outside the package. The layers under the service are the service's to call:
+# a door that imports one speaks a type, or uses an object, its service does not answer for.
+DOORS_SEE = ("doors", "service", "shared")
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -52,16 +56,16 @@ def module_name(path: Path, root: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def imports(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
-    """The modules of ``attnserve.server`` that ``module`` imports (names relative to the package),
-    anywhere in its source: ``from .x import y`` is an edge to ``x.y`` where that is a module."""
+def edges(source: str, module: str, is_package: bool, known: set[str]) -> list[tuple[int, str]]:
+    """(line, module of ``attnserve.server``) for every import in ``module``'s source (names relative to
+    the package): ``from .x import y`` is an edge to ``x.y`` where that is a module, else to ``x``."""
     here = module.split(".") if module else []
     package = here if is_package else here[:-1]
-    found = set()
+    found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
-            found |= {n[len(PACKAGE) + 1 :] for n in names if n.startswith(PACKAGE + ".")}
+            found += [(node.lineno, n[len(PACKAGE) + 1 :]) for n in names if n.startswith(PACKAGE + ".")]
             continue
         if not isinstance(node, ast.ImportFrom):
             continue
@@ -74,9 +78,13 @@ def imports(source: str, module: str, is_package: bool, known: set[str]) -> set[
             continue
         for alias in node.names:
             child = f"{target}.{alias.name}" if target else alias.name
-            found.add(child if child in known else target)
-    found.discard(module)
-    return found
+            found.append((node.lineno, child if child in known else target))
+    return [(line, target) for line, target in found if target != module]
+
+
+def imports(source: str, module: str, is_package: bool, known: set[str]) -> set[str]:
+    """The modules of ``attnserve.server`` that ``module`` imports, anywhere in its source."""
+    return {target for _, target in edges(source, module, is_package, known)}
 
 
 def import_graph(root: Path = SERVER) -> dict[str, set[str]]:
@@ -151,6 +159,22 @@ def doors_importing_doors(graph: dict[str, set[str]]) -> list[str]:
     return found
 
 
+def doors_reaching_past_their_service(root: Path = SERVER) -> list[str]:
+    """``server/doors/x.py:LINE: the import`` for every import in a door module of a layer under the service."""
+    known = {module_name(p, root) for p in root.rglob("*.py")}
+    found = []
+    for path in sorted((root / "doors").rglob("*.py")):
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        module = module_name(path, root)
+        targets = edges(source, module, path.name == "__init__.py", known)
+        below = {line for line, target in targets if target.split(".")[0] not in DOORS_SEE}
+        found += [
+            f"{path.relative_to(root.parent).as_posix()}:{line}: {lines[line - 1].strip()}" for line in sorted(below)
+        ]
+    return found
+
+
 def test_the_checks_find_an_upward_import_a_circle_and_a_door_importing_another(tmp_path):
     files = {
         "shared/__init__.py": "",
@@ -164,6 +188,8 @@ def test_the_checks_find_an_upward_import_a_circle_and_a_door_importing_another(
         "doors/http/__init__.py": "",
         "doors/http/file_routes.py": "from ..params import decode\nfrom .server import serve\n",
         "doors/http/server.py": "",
+        "doors/http/forms.py": "from ...shared import config\n\n\ndef read():\n    from ... import files\n",
+        "files/__init__.py": "",
     }
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
@@ -173,6 +199,9 @@ def test_the_checks_find_an_upward_import_a_circle_and_a_door_importing_another(
     assert upward_imports(graph) == ["shared.config -> entry.cli"]
     assert circles(graph) == [["entry.cli", "entry.workers", "shared.config"]]
     assert doors_importing_doors(graph) == ["doors.v1 -> doors.http.file_routes"]
+    assert doors_reaching_past_their_service(tmp_path) == [
+        f"{tmp_path.name}/doors/http/forms.py:5: from ... import files"
+    ]
 
 
 def test_every_module_of_the_server_sits_in_a_declared_layer():
@@ -190,3 +219,8 @@ def test_no_modules_import_each_other_in_a_circle():
 
 def test_no_door_imports_another():
     assert doors_importing_doors(import_graph()) == []
+
+
+def test_doors_import_only_their_service_shared_and_their_own_modules():
+    found = doors_reaching_past_their_service()
+    assert found == [], "doors importing a layer under their service:\n" + "\n".join(found)

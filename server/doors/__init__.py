@@ -14,7 +14,9 @@ shape of its own messages (a field's type, a tensor's shape, a parameter it does
 
 Every door holds a ``context.DoorContext``: the services, a read-only view of the models, the
 auth hook; never the application object. Doors do not import each other: what several share
-sits here (``context``, ``params``, ``wire``, ``access_log``).
+sits here (``context``, ``params``, ``wire``, ``access_log``). Nor do they import the layers
+under the service: the types they encode come from ``service`` (``service.vocabulary`` names the
+ones defined below it), what they read of the models from ``service.models.ModelView``.
 """
 
 from __future__ import annotations

@@ -11,18 +11,18 @@ from typing import Any
 
 import grpc
 
-from ..files.downloads import key_digest
-from ..runtime.reload import ReloadOutcome
 from ..service.classification import ClassificationService
+from ..service.downloads import Downloads
 from ..service.file_jobs import FileJobs
 from ..service.files import FileTranslation
 from ..service.models import ModelView
 from ..service.stored_glossaries import StoredGlossaries
 from ..service.translation import TranslationService
+from ..service.vocabulary import ReloadOutcome
 from ..shared.calls import LOAD_MS_KEY, Call, CallFailed, CallTracker
 from ..shared.config import Settings
 from ..shared.metrics import Metrics
-from ..shared.security import TokenChecker, bearer_token
+from ..shared.security import TokenChecker, bearer_token, key_digest
 
 REQUEST_ID_KEY = "x-request-id"
 
@@ -72,6 +72,7 @@ class DoorContext:
     classification: ClassificationService
     files: FileTranslation
     jobs: FileJobs
+    downloads: Downloads  # translated files kept for download (LibreTranslate's file routes)
     glossaries: StoredGlossaries  # stored glossaries per key (glossary_id)
     models: ModelView
     auth: Auth

@@ -15,9 +15,8 @@ from typing import Any
 
 from attnserve.contract.deadline import Deadline, timeout_parameter
 
-from ..documents import TEXT
+from ..service.vocabulary import TEXT, DecodeOptions
 from ..shared.errors import InvalidRequest, echo
-from ..translation import DecodeOptions
 
 MODES = ("greedy", "beam_search", "sampling")
 INT, FLOAT, BOOL, STR = "an integer", "a number", "a boolean", "a string"

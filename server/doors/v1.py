@@ -155,15 +155,18 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
         self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListModelsResponse:
         async with self.doors.rpc(context, "ListModels", ""):
-            models, settings = self.doors.models, self.doors.settings
-            entries = [models.get(n) for n in models.served()] + list(models.failed.values())
-            models = [convert.model_info(m, settings) for m in entries]
+            view, settings = self.doors.models, self.doors.settings
+            entries = [view.get(n) for n in view.served()] + list(view.failed.values())
+            models = [convert.model_info(m, settings, loaded=view.loaded(m.name)) for m in entries]
             routes = convert.language_routes(self.doors.translation.routes())
             return pb.ListModelsResponse(models=models, routes=routes)
 
     async def GetModel(self, request: pb.GetModelRequest, context: grpc.aio.ServicerContext) -> pb.ModelInfo:
         async with self.doors.rpc(context, "GetModel", request.name):
-            return convert.model_info(self.doors.models.find(request.name), self.doors.settings)
+            models = self.doors.models
+            return convert.model_info(
+                models.find(request.name), self.doors.settings, loaded=models.loaded(request.name)
+            )
 
 
 class AdminServicer(admin_grpc.AdminServiceServicer):

@@ -14,19 +14,26 @@ from typing import Any
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
-from ..documents.alignment import WordAlignment
-from ..files.job_store import Job
-from ..images.classification import EncodedImage, ImageInput, ImageResult, RawTensor
-from ..runtime.registry import FailedModel, IndexedModel, LoadedModel
 from ..service.file_jobs import remaining_s
 from ..service.files import FileRequest, TranslatedFile
+from ..service.models import FailedModel, Served
 from ..service.requests import ClassificationRequest, Deadline, Translated, TranslationRequest
 from ..service.routing import Route
+from ..service.vocabulary import (
+    DecodeOptions,
+    EncodedImage,
+    Glossary,
+    Hypothesis,
+    ImageInput,
+    ImageResult,
+    Job,
+    RawTensor,
+    StreamEvent,
+    WordAlignment,
+)
 from ..shared.calls import Call
 from ..shared.config import Settings
 from ..shared.errors import InvalidRequest
-from ..state import Glossary
-from ..translation import DecodeOptions, Hypothesis, StreamEvent
 from . import params
 
 FINISH_REASONS = {"eos": pb.FINISH_REASON_EOS, "length": pb.FINISH_REASON_LENGTH}
@@ -250,7 +257,8 @@ def language_routes(routes: list[Route]) -> list[pb.LanguageRoute]:
     return [pb.LanguageRoute(source=r.source, target=r.target, models=r.models, pivot_language=r.pivot) for r in routes]
 
 
-def model_info(model: LoadedModel | IndexedModel | FailedModel, settings: Settings) -> pb.ModelInfo:
+def model_info(model: Served | FailedModel, settings: Settings, *, loaded: bool) -> pb.ModelInfo:
+    """``loaded``: its sessions are open (:meth:`ModelView.loaded`)."""
     if isinstance(model, FailedModel):
         return pb.ModelInfo(name=model.name, kind=KINDS.get(model.kind, 0), ready=False, error=model.public_reason)
     m = model.manifest
@@ -258,7 +266,7 @@ def model_info(model: LoadedModel | IndexedModel | FailedModel, settings: Settin
         name=model.name,
         kind=KINDS[model.kind],
         ready=True,
-        loaded=isinstance(model, LoadedModel),
+        loaded=loaded,
         provider=model.provider,
         precision=m.precision,
         attention=m.attention,

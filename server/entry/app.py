@@ -42,6 +42,7 @@ from ..runtime.registry import ModelRegistry
 from ..runtime.reload import Reloader
 from ..runtime.residency import Residency
 from ..service.classification import ClassificationService
+from ..service.downloads import Downloads
 from ..service.file_jobs import FileJobs, state_folder
 from ..service.files import FileTranslation
 from ..service.models import ModelView
@@ -85,6 +86,7 @@ class AttnServer(RepositoryControl):
         self.files = FileTranslation(self.translation)
         self.state = open_database(settings.state_url, state_folder(settings))
         self.jobs = FileJobs(self.files, settings, SqlJobStore(self.state))
+        self.downloads = Downloads(settings, self.preprocess_pool)
         self.glossaries = StoredGlossaries.serving(self.translation, GlossaryStore(self.state), settings)
         self.classification = ClassificationService(registry, settings, self.preprocess_pool)
         self.residency = (
@@ -120,6 +122,7 @@ class AttnServer(RepositoryControl):
             classification=self.classification,
             files=self.files,
             jobs=self.jobs,
+            downloads=self.downloads,
             glossaries=self.glossaries,
             models=ModelView(self.registry, self.residency, lambda: self.ready),
             auth=Auth(checker, self.metrics),

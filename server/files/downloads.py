@@ -23,7 +23,6 @@ order they expire (the retention is one setting, so saving order is expiry order
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -36,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded
+from ..shared.security import key_digest
 
 log = logging.getLogger(__name__)
 
@@ -79,10 +79,6 @@ def safe_filename(filename: str) -> str:
     cleaned = _UNSAFE.sub("_", base).strip("._ ") or "file"
     stem, ext = os.path.splitext(cleaned)
     return stem[: 120 - len(ext)] + ext
-
-
-def key_digest(api_key: str | None) -> str:
-    return hashlib.sha256(api_key.encode()).hexdigest() if api_key else ""
 
 
 def disk_bytes(*paths: Path) -> int:

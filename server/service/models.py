@@ -1,6 +1,11 @@
 """What a door may read of the models: their names, descriptors and readiness (KServe's model
 metadata, repository index and statistics; attnserve.v1's ListModels and GetModel). A door holds
-this view, never the registry: it cannot load, swap or run a model, only describe one."""
+this view, never the registry: it cannot load, swap or run a model, only describe one.
+
+The view hands out the registry's records of the models, which a door reads and never changes: a
+model a request may name (``Served``: loaded, or only indexed until its first request; its name,
+kind, manifest and provider) and one that failed to load (``FailedModel``: its public reason). What
+a loaded model's parts know (how often they ran) the view answers itself."""
 
 from __future__ import annotations
 
@@ -12,6 +17,9 @@ from ..runtime.residency import Residency
 from ..shared.errors import ModelNotFound, echo
 from .requests import MODEL_VERSION
 from .translation import check_version
+
+Served = LoadedModel | IndexedModel
+__all__ = ["FailedModel", "ModelView", "Served"]
 
 
 class ModelView:
@@ -43,19 +51,33 @@ class ModelView:
         served = name in self._registry.served() and not self.failing(name)
         return served and self.ready and version in ("", MODEL_VERSION)
 
-    def get(self, name: str, version: str = "") -> LoadedModel | IndexedModel:
+    def get(self, name: str, version: str = "") -> Served:
         """A served model by KServe's (name, version), loaded or only indexed; NOT_FOUND for an
         unknown name or version."""
         model = self._registry.get(name, None)
         check_version(model, version)
         return model
 
-    def find(self, name: str) -> LoadedModel | IndexedModel | FailedModel:
+    def find(self, name: str) -> Served | FailedModel:
         """Any model of the repository by name, the ones that failed to load among them."""
         model = self.models.get(name) or self.index.get(name) or self.failed.get(name)
         if model is None:
             raise ModelNotFound(f"unknown model {echo(name)}; served: {', '.join(self.served())}")
         return model
+
+    def loaded(self, name: str) -> bool:
+        """Its sessions are open (lazily served: it is resident now)."""
+        return name in self._registry.models
+
+    def executions(self, name: str) -> int:
+        """How often the loaded model ran (KServe's execution count): onnxruntime calls of an image
+        classifier's batches, a translation engine's decoder steps; 0 while it is not loaded."""
+        model = self._registry.models.get(name)
+        if model is None:
+            return 0
+        if model.classifier is not None:
+            return model.classifier.batcher.batches_total
+        return getattr(model.engine, "steps_total", 0)
 
     def state(self, name: str) -> tuple[str, str]:
         """(KServe repository index state, reason) of an indexed model."""

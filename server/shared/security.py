@@ -91,6 +91,12 @@ def bearer_token(authorization: str | bytes | None) -> str | None:
     return token.strip() if scheme.lower() == "bearer" else None
 
 
+def key_digest(api_key: str | None) -> str:
+    """What a record keeps in place of the key that owns it (a download, a job, a glossary): its
+    sha256, "" for none."""
+    return hashlib.sha256(api_key.encode()).hexdigest() if api_key else ""
+
+
 class TokenChecker:
     """Constant-time membership of a presented token in the configured set."""
 

@@ -16,9 +16,9 @@ from typing import Any
 from aiohttp import web
 
 from ...service.stored_glossaries import GlossaryQuotaExceeded, parse_entries
+from ...service.vocabulary import Glossary
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
-from ...state import Glossary
 from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, deepl_error, read_fields
 from .table import RouteTable
 

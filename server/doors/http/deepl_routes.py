@@ -34,11 +34,11 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiDict
 
-from ...documents import HTML, TEXT
 from ...service.file_jobs import JobRequest, remaining_s
 from ...service.requests import AUTO, TranslationRequest
 from ...service.routing import LanguageNotServed, language_name
 from ...service.stored_glossaries import language
+from ...service.vocabulary import HTML, TEXT
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, Overloaded, ServingError, echo
 from .forms import FORM_SLACK, file_response, read_form

@@ -16,36 +16,28 @@ past ``--file-timeout-seconds``. A key in the ``Authorization`` header or the qu
 by part with its own limits (at most ``MAX_PARTS`` parts, each field but the file 64 KiB), so
 no form, keyed or not, holds the event loop, and a file route needs no larger
 ``--max-message-bytes``. ``translatedFileUrl`` starts with ``--public-url`` when it is set,
-else with the scheme and Host header of the request. Stored files: ``files.downloads``, swept
-every ``SWEEP_S`` seconds.
+else with the scheme and Host header of the request. Stored files: the service's
+``Downloads`` (``service/downloads.py``), opened as these routes are built and swept while the
+HTTP server runs.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import functools
-import logging
 import urllib.parse
 from pathlib import PurePosixPath
-from typing import Any
 
 from aiohttp import web
 
-from ...files.downloads import DownloadStore
 from ...service.files import FileRequest
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
-from ...shared.locations import per_repository_dir
 from .. import params
 from .forms import FORM_SLACK, file_response, read_form
 from .table import RouteTable
 from .upstream import ApiKeys, upstream_words
 
-log = logging.getLogger(__name__)
-
 LABEL = "libretranslate.translate_file"
-SWEEP_S = 60.0  # at most, between two sweeps of the download store
 
 
 def translated_filename(filename: str, target: str) -> str:
@@ -57,37 +49,19 @@ def translated_filename(filename: str, target: str) -> str:
 class FileRoutes:
     def __init__(self, table: RouteTable) -> None:
         self.doors, self.keys = table.doors, ApiKeys(table.doors.auth)
-        s = self.doors.settings
-        folder = s.download_dir or per_repository_dir("attnserve-downloads", s.model_repo)
-        self.store = DownloadStore(folder, s.download_retention_s, s.max_download_bytes, s.max_download_files)
-        self._sweeper: asyncio.Task | None = None
+        self.downloads = self.doors.downloads
+        self.downloads.open()
         table.web.on_startup.append(self._start_sweeping)
         table.web.on_cleanup.append(self._stop_sweeping)
 
     async def _start_sweeping(self, _: web.Application) -> None:
-        self._sweeper = asyncio.ensure_future(self._sweep())
+        self.downloads.start()
 
     async def _stop_sweeping(self, _: web.Application) -> None:
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-
-    async def _sweep(self) -> None:
-        """Expired downloads deleted on a timer, so that no save or fetch pays for them."""
-        every = min(SWEEP_S, self.store.retention_s / 4)
-        while True:
-            await asyncio.sleep(every)
-            try:
-                await self._off_loop(self.store.sweep)
-            except OSError as exc:  # a full or vanished disk: the next sweep tries again
-                log.warning("downloads: sweep failed: %s", exc)
+        await self.downloads.stop()
 
     def authenticate(self, request: web.Request) -> None:
         self.keys.on_head(request, LABEL)
-
-    async def _off_loop(self, fn, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self.doors.preprocess_pool, fn, *args)
 
     async def translate_file(self, request: web.Request, call: Call) -> web.Response:
         fields, filename, content = await read_form(request)
@@ -106,7 +80,7 @@ class FileRoutes:
             done = await self.doors.files.translate(wanted)
         key = self.keys.caller_key(request, fields)
         saved_as = translated_filename(done.filename, fields["target"])
-        name = await self._off_loop(self.store.save, done.content, saved_as, done.media_type, key)
+        name = await self.downloads.save(done.content, saved_as, done.media_type, key)
         return web.json_response(
             {"translatedFileUrl": self._public(request, f"/download_file/{urllib.parse.quote(name)}")}
         )
@@ -121,7 +95,7 @@ class FileRoutes:
     async def download_file(self, request: web.Request, call: Call) -> web.StreamResponse:
         key = self.keys.caller_key(request, dict(request.query))
         keys_on = self.doors.auth.keys_on
-        found = await self._off_loop(self.store.fetch, request.match_info["name"], key, keys_on)
+        found = await self.downloads.fetch(request.match_info["name"], key, keys_on)
         return file_response(found.path, found.media_type, found.filename)
 
 

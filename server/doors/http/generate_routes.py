@@ -32,9 +32,9 @@ from typing import Any
 from aiohttp import web
 
 from ...service.requests import MODEL_VERSION, TranslationRequest
+from ...service.vocabulary import StreamEvent
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, ServingError
-from ...translation import StreamEvent
 from .. import params
 from ..params import check_parameters, request_deadline
 from .messages import REQUEST_ID, json_object, json_response, read_body, text_body_limit

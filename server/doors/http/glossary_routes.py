@@ -17,9 +17,9 @@ from typing import Any
 
 from aiohttp import web
 
+from ...service.vocabulary import Glossary
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
-from ...state import Glossary
 from .messages import json_object, json_response, read_body
 from .table import RouteTable
 

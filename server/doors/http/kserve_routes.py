@@ -102,7 +102,11 @@ class KServeRoutes:
             models = [self.model_of(request, call)]
         else:
             models = sorted(self.doors.models.models.values(), key=lambda m: m.name)
-        stats = [describe.to_json(describe.model_statistics(m, self.doors.calls.stats.get(m.name))) for m in models]
+        view, calls = self.doors.models, self.doors.calls
+        stats = [
+            describe.to_json(describe.model_statistics(m.name, view.executions(m.name), calls.stats.get(m.name)))
+            for m in models
+        ]
         return json_response({"model_stats": stats})
 
     async def index(self, request: web.Request, call: Call) -> web.Response:

@@ -43,11 +43,9 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from ... import files
-from ...documents import FORMATS, TEXT
-from ...documents.alignment import WordAlignment
 from ...service.requests import Translated, TranslationRequest
 from ...service.routing import language_name
+from ...service.vocabulary import FILE_EXTENSIONS, FORMATS, TEXT, WordAlignment
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, ServingError
 from .. import params
@@ -269,7 +267,7 @@ class LibreTranslateRoutes:
                 "keyRequired": keys,
                 "suggestions": False,
                 "filesTranslation": True,
-                "supportedFilesFormat": list(files.SUPPORTED),
+                "supportedFilesFormat": list(FILE_EXTENSIONS),
                 # attnserve's own, for its web page: the text formats and whether "auto" detects
                 "formats": list(FORMATS),
                 "languageDetection": self.service.detector is not None,

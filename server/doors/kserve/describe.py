@@ -25,8 +25,7 @@ from attnserve.contract.kinds import TRANSLATION
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 from attnserve.protos.attnserve.triton import model_config_pb2 as mc
 
-from ...runtime.registry import IndexedModel, LoadedModel
-from ...service.models import ModelView
+from ...service.models import ModelView, Served
 from ...shared.calls import ModelStats
 from ...shared.config import Settings
 from ...shared.errors import InvalidRequest
@@ -63,7 +62,7 @@ _Spec = tuple[str, str, list[int]]  # (name, datatype, shape)
 
 
 def _tensors(
-    model: LoadedModel | IndexedModel,
+    model: Served,
 ) -> tuple[list[tuple[str, str, list[int]]], list[tuple[str, str, list[int]]]]:
     """(inputs, outputs) as (name, datatype, shape); -1 is the request's batch of texts or images."""
     if model.kind == TRANSLATION:
@@ -74,7 +73,7 @@ def _tensors(
     return [(IMAGE, "BYTES", [-1]), (PIXELS, "FP32", pixels)], [(PROBABILITIES, "FP32", [-1, labels])]
 
 
-def model_metadata(model: LoadedModel | IndexedModel) -> gs.ModelMetadataResponse:
+def model_metadata(model: Served) -> gs.ModelMetadataResponse:
     inputs, outputs = _tensors(model)
     meta = gs.ModelMetadataResponse.TensorMetadata
     return gs.ModelMetadataResponse(
@@ -90,7 +89,7 @@ def _data_type(datatype: str) -> int:
     return mc.DataType.Value("TYPE_STRING" if datatype == "BYTES" else f"TYPE_{datatype}")
 
 
-def model_config(model: LoadedModel | IndexedModel, settings: Settings) -> mc.ModelConfig:
+def model_config(model: Served, settings: Settings) -> mc.ModelConfig:
     inputs, outputs = _tensors(model)
     m = model.manifest
     config = mc.ModelConfig(
@@ -138,14 +137,11 @@ def _duration(d: Any) -> gs.StatisticDuration:
     return gs.StatisticDuration(count=d.count, ns=d.ns)
 
 
-def model_statistics(model: LoadedModel, stats: ModelStats | None) -> gs.ModelStatistics:
+def model_statistics(name: str, executions: int, stats: ModelStats | None) -> gs.ModelStatistics:
+    """``executions``: :meth:`ModelView.executions` (onnxruntime batches or decoder steps)."""
     stats = stats or ModelStats()
-    if model.classifier is not None:
-        executions = model.classifier.batcher.batches_total  # onnxruntime calls
-    else:
-        executions = getattr(model.engine, "steps_total", 0)  # decoder steps
     return gs.ModelStatistics(
-        name=model.name,
+        name=name,
         version=VERSION,
         last_inference=stats.last_inference_ms,
         inference_count=stats.inference_count,

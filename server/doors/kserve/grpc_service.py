@@ -94,9 +94,11 @@ class KServeServicer:
                 if request.name
                 else sorted(self.doors.models.models.values(), key=lambda m: m.name)
             )
-            stats = self.doors.calls.stats
+            stats, view = self.doors.calls.stats, self.doors.models
             return gs.ModelStatisticsResponse(
-                model_stats=[describe.model_statistics(m, stats.get(m.name)) for m in models]
+                model_stats=[
+                    describe.model_statistics(m.name, view.executions(m.name), stats.get(m.name)) for m in models
+                ]
             )
 
     # -------------------------------------------------------------------- inference

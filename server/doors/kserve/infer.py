@@ -31,11 +31,11 @@ import numpy as np
 from attnserve.contract.deadline import Deadline, earliest
 from attnserve.contract.kinds import TRANSLATION
 
-from ...images.classification import EncodedImage, ImageInput, RawTensor
-from ...runtime.registry import LoadedModel
 from ...service.classification import ClassificationService
+from ...service.models import Served
 from ...service.requests import MODEL_VERSION, ClassificationRequest, TranslationRequest
 from ...service.translation import TranslationService
+from ...service.vocabulary import EncodedImage, ImageInput, RawTensor
 from ...shared.calls import Call
 from ...shared.errors import InferenceFailed, InvalidRequest, echo
 from .. import params
@@ -173,7 +173,7 @@ def translation_request(model: str, request: InferRequest, call: Call, deadline:
     )
 
 
-def _images(model: LoadedModel, tensor: Tensor) -> list[ImageInput]:
+def _images(model: Served, tensor: Tensor) -> list[ImageInput]:
     if tensor.name == IMAGE:
         _batch_of(tensor, BYTES)
         return [EncodedImage(item) for item in tensor.data]
@@ -263,12 +263,12 @@ class KServeInference:
             await events.aclose()  # a cancelled or failed stream frees its row at the next step
 
     async def _classify(
-        self, model: LoadedModel, request: InferRequest, call: Call, deadline: Deadline | None
+        self, model: Served, request: InferRequest, call: Call, deadline: Deadline | None
     ) -> InferResponse:
         check_parameters(request.parameters, set())
         tensor = _one_input(request, (IMAGE, PIXELS))
         outputs = _outputs(request, (PROBABILITIES,), classify=True)
-        labels = model.classifier.labels
+        labels = model.manifest.labels or []  # the classifier's, read from the model's manifest
         top_k = max(1, min(max(o.class_count for o in outputs), len(labels)))
         deadline = earliest(deadline, request_deadline(request.parameters))
         wanted = ClassificationRequest(call, tuple(_images(model, tensor)), model.name, top_k=top_k, deadline=deadline)

@@ -400,3 +400,22 @@ def test_cancelled_stream_frees_its_row(server):
     finally:
         engine.on_step = original
         client.close()
+
+
+def test_a_lazily_served_model_not_loaded_yet_has_statistics_and_classifies(serve, kserve_repo, digit_images):
+    """Its statistics before its first request and its first classification, which loads it: its
+    labels are the model's, whether or not its classifier is running yet."""
+    with serve(kserve_repo, load_models="lazy") as handle:
+        client = tritonclient_grpc.InferenceServerClient(handle.address)
+        before = client.get_inference_statistics("digits", as_json=True)["model_stats"][0]
+        assert before["name"] == "digits" and int(before.get("execution_count", 0)) == 0
+        answer = client.infer(
+            "digits",
+            [image_input(digit_images[:2])],
+            outputs=[tritonclient_grpc.InferRequestedOutput("PROBABILITIES", class_count=3)],
+        )
+        fields = [entry.decode().split(":") for entry in answer.as_numpy("PROBABILITIES").reshape(-1)]
+        assert len(fields) == 6 and all(f[2] == DIGIT_LABELS[int(f[1])] for f in fields)
+        after = client.get_inference_statistics("digits", as_json=True)["model_stats"][0]
+        assert int(after["execution_count"]) >= 1
+        client.close()
