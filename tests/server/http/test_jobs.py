@@ -68,7 +68,7 @@ def server(serve, tmp_path_factory):
 
 
 def test_a_job_reports_progress_as_it_runs_and_its_result_is_the_files_translation(server):
-    content = document(300)
+    content = document(1200)  # a job of a few seconds: progress written every 0.2 s is seen between 0 and all
     status, submitted = submit(server, content)
     assert status == 202 and submitted["status"] == "queued", submitted
     request = f"http://{server.http_address}/jobs/{submitted['id']}/events"
