@@ -238,7 +238,8 @@ class AttnServer(RepositoryControl):
         # Requests already in the handlers finish normally (a request still being preprocessed
         # must still find its batcher open); only then are batchers and engines stopped, and
         # whatever is left when the grace runs out fails with UNAVAILABLE.
-        await self.jobs.stop()  # running jobs back in the queue, for the next start on the state folder
+        # running jobs back in the queue, for the next start on the state folder
+        await self.jobs.stop(max(0.0, deadline - time.monotonic()))
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.calls.wait_idle(), max(0.0, deadline - time.monotonic()))
         with contextlib.suppress(asyncio.TimeoutError):  # versions replaced by a hot reload

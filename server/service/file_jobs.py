@@ -139,8 +139,10 @@ class FileJobs:
         self._wake = asyncio.Event()
         self._loop_task = asyncio.ensure_future(self._loop())
 
-    async def stop(self) -> None:
-        """Running jobs stop and go back to the queue, their finished sentences kept; watches end."""
+    async def stop(self, grace_s: float | None = None) -> None:
+        """Running jobs stop and go back to the queue, their finished sentences kept; watches end.
+        A job that has not stopped within ``grace_s`` is queued again all the same: the server's
+        shutdown never waits on a job longer than its grace."""
         self.stopping = True
         if self._loop_task is not None:
             self._loop_task.cancel()
@@ -150,7 +152,9 @@ class FileJobs:
         for _, task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.wait([t for _, t in tasks])
+            _, late = await asyncio.wait([t for _, t in tasks], timeout=grace_s)
+            if late:
+                log.warning("file jobs: %d job(s) still stopping after %.1f s, queued again", len(late), grace_s)
         for job_id, _ in tasks:
             job = await self._off(self.store.get_any, job_id)
             if job is not None and job.status == "running":
@@ -162,7 +166,9 @@ class FileJobs:
 
     async def _loop(self) -> None:
         assert self._wake is not None
-        while True:
+        # ``stopping`` ends it too: before Python 3.12, ``wait_for`` loses a cancel that arrives as
+        # the event it waits on is set (a cancelled job sets it), and the loop would run on
+        while not self.stopping:
             try:
                 await self._tick()
             except Exception:  # a locked or vanished store: the next tick tries again
