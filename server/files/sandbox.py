@@ -108,6 +108,15 @@ def _limit_cpu(seconds: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft if hard == resource.RLIM_INFINITY else min(soft, hard), hard))
 
 
+def _next_job(conn: Connection) -> Any:
+    """The next job, or None: the server's stop, or its end of the pipe closed (a server that
+    stopped while this worker was starting ahead of a file) ends the worker without a traceback."""
+    try:
+        return conn.recv()
+    except (EOFError, OSError):
+        return None
+
+
 def _serve(conn: Connection, memory_bytes: int, warm: tuple[str, ...]) -> None:
     """A worker's loop (the spawned process's target): jobs in, replies out, until None."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is the server's to handle
@@ -116,7 +125,7 @@ def _serve(conn: Connection, memory_bytes: int, warm: tuple[str, ...]) -> None:
         __import__(module)
     _limit_memory(memory_bytes)
     conn.send(("ready", os.getpid()))
-    while (message := conn.recv()) is not None:
+    while (message := _next_job(conn)) is not None:
         fn, args, cpu_seconds = message
         _limit_cpu(cpu_seconds)
         start = time.process_time()
