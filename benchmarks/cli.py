@@ -22,6 +22,7 @@ BENCHMARKS = {
     "detect": "detect",
     "quality": "quality",
     "translation-cache": "translation_cache",
+    "jobs": "jobs",
 }
 
 

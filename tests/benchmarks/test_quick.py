@@ -378,6 +378,20 @@ def test_translation_cache_quick(dirs):
     assert 0 < result["second_over_first"] < 1
 
 
+def test_jobs_quick(dirs):
+    """A .docx submitted as a job to a server just started and again to the same server: both
+    report their total before their first sentence done."""
+    argv, out = dirs
+    assert cli.main(["jobs", *argv]) == 0
+    result = json.loads((out / "jobs-quick.json").read_text())
+    assert result["paragraphs"] > 20 and set(result["seconds"]) == {
+        "cold (the server's first file)",
+        "warm (the same server, next file)",
+    }
+    for pairs in result["seconds"].values():
+        assert all(0 < total <= done for total, done in pairs)
+
+
 def test_alignments_quick(dirs):
     """Every contender with and without the decoder's step attention is timed; the translations
     and the placed tags of both servers agree (the benchmark asserts it)."""
