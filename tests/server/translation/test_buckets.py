@@ -257,7 +257,7 @@ def test_a_left_padded_decoder_ignores_the_setting(tiny_left_padded):
 def test_the_servers_setting_reaches_the_decoder_steps(tiny):
     """A model loaded by the server with --decode-step-buckets on steps at bucket sizes; the CPU
     provider makes no CUDA-graph session (its decoder is the one the reference check ran)."""
-    from attnserve.server.runtime.registry import load_model
+    from attnserve.server.runtime.model_loader import load_model
     from attnserve.server.shared.config import Settings
 
     model = load_model(tiny.path, tiny.manifest, Settings(provider="cpu", decode_step_buckets="cuda-graphs"))
