@@ -94,6 +94,10 @@ def start_server(
         str(max_batch),
         "--log-level",
         "warning",
+        # decoding is what the server benchmarks time: rounds that repeat a text must not come
+        # from the translation cache (attnserve-bench translation-cache passes its own size)
+        "--translation-cache-mb",
+        "0",
         *(extra or []),
     ]
     proc = subprocess.Popen(argv)
