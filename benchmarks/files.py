@@ -99,16 +99,20 @@ def post(url: str, body: bytes, content_type: str) -> dict[str, Any]:
         return json.loads(reply.read())
 
 
-def translate_file(base: str, data: bytes, filename: str = "bench.docx") -> bytes:
-    """The translated file: upload, translation, download (what a LibreTranslate client does)."""
+def file_form(data: bytes, filename: str) -> tuple[bytes, str]:
+    """(body, content type) of the multipart form that sends ``data`` for en -> de."""
     boundary = "bench-boundary-35"
     fields = "".join(
         f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'
         for k, v in (("source", "en"), ("target", "de"))
     ).encode()
     head = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n\r\n'.encode()
-    body = fields + head + data + f"\r\n--{boundary}--\r\n".encode()
-    url = post(f"{base}/translate_file", body, f"multipart/form-data; boundary={boundary}")["translatedFileUrl"]
+    return fields + head + data + f"\r\n--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def translate_file(base: str, data: bytes, filename: str = "bench.docx") -> bytes:
+    """The translated file: upload, translation, download (what a LibreTranslate client does)."""
+    url = post(f"{base}/translate_file", *file_form(data, filename))["translatedFileUrl"]
     with urllib.request.urlopen(url, timeout=600) as reply:
         return reply.read()
 

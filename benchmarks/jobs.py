@@ -40,7 +40,7 @@ from .common import (
     write_results,
 )
 from .documents import COMMITTED, MODEL, document
-from .files import PAGE_CHARS, distinct, docx
+from .files import PAGE_CHARS, distinct, docx, file_form, post
 from .server import free_port, start_server, wait_ready
 
 NAME = "jobs"
@@ -59,17 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def submit(base: str, data: bytes) -> str:
     """``POST /jobs`` of ``data`` as a .docx (en -> de): the job's id."""
-    boundary = "bench-boundary-47"
-    fields = "".join(
-        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'
-        for k, v in (("source", "en"), ("target", "de"))
-    ).encode()
-    head = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="bench.docx"\r\n\r\n'.encode()
-    body = fields + head + data + f"\r\n--{boundary}--\r\n".encode()
-    headers = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
-    request = urllib.request.Request(f"{base}/jobs", data=body, headers=headers)
-    with urllib.request.urlopen(request, timeout=600) as reply:
-        return json.loads(reply.read())["id"]
+    return post(f"{base}/jobs", *file_form(data, "bench.docx"))["id"]
 
 
 def job(base: str, job_id: str, method: str = "GET") -> dict[str, Any]:

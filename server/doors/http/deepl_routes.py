@@ -28,7 +28,6 @@ import functools
 import hashlib
 import hmac
 import json
-import urllib.parse
 from typing import Any
 
 from aiohttp import web
@@ -42,7 +41,7 @@ from ...service.vocabulary import HTML, TEXT
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, Overloaded, ServingError, echo
 from .forms import FORM_SLACK, file_response, read_form
-from .messages import PayloadTooLarge, json_object, read_body, text_body_limit
+from .messages import json_object, multipart_pairs, read_body, text_body_limit, url_encoded_pairs
 from .table import RouteTable
 
 LABEL = "deepl"
@@ -107,17 +106,8 @@ async def read_fields(request: web.Request, limit: int) -> MultiDict:
         return fields
     if request.content_type == "application/x-www-form-urlencoded" or not request.body_exists:
         body = await read_body(request, limit) if request.body_exists else b""
-        try:
-            pairs = urllib.parse.parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=1000)
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise InvalidRequest(f"the form does not parse: {exc}") from None
-        return MultiDict(list(request.query.items()) + pairs)
-    try:
-        return MultiDict(await request.post())
-    except web.HTTPRequestEntityTooLarge:
-        raise PayloadTooLarge(f"request body over the limit of {limit} bytes (--max-message-bytes)") from None
-    except (ValueError, AssertionError, UnicodeDecodeError) as exc:
-        raise InvalidRequest(f"the form does not parse: {exc}") from None
+        return MultiDict(list(request.query.items()) + url_encoded_pairs(body))
+    return MultiDict(await multipart_pairs(request, limit))
 
 
 def choice(fields: MultiDict, name: str, allowed: tuple[str, ...], default: str) -> str:

@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import functools
 import math
-import urllib.parse
 from typing import Any
 
 import numpy as np
@@ -49,11 +48,10 @@ from ...service.vocabulary import FILE_EXTENSIONS, FORMATS, TEXT, WordAlignment
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, ServingError
 from .. import params
-from .messages import PayloadTooLarge, json_object, json_response, read_body, text_body_limit
+from .messages import json_object, json_response, multipart_pairs, read_body, text_body_limit, url_encoded_pairs
 from .table import RouteTable
 from .upstream import ApiKeys, upstream_words
 
-MAX_FORM_FIELDS = 1000  # aiohttp's default for multipart forms; LibreTranslate's requests have a handful
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its web page waits after a keystroke
 
 
@@ -69,37 +67,15 @@ def _missing(name: str) -> InvalidRequest:
 
 
 async def read_fields(request: web.Request, limit: int) -> dict[str, Any]:
-    """The request's fields: a JSON object, or a form (url-encoded or multipart)."""
+    """The request's fields: a JSON object, or a form (url-encoded or multipart). The first value
+    of a repeated field counts, as aiohttp's."""
     if request.content_type == "application/json":
         body = await read_body(request, limit)
         return json_object(body, "Invalid JSON format", "Invalid JSON format: send a JSON object of fields")
     if request.content_type == "application/x-www-form-urlencoded":
-        return url_encoded_fields(await read_body(request, limit))
-    try:
-        form = await request.post()  # aiohttp applies client_max_size (--max-message-bytes) here too
-    except web.HTTPRequestEntityTooLarge as exc:
-        if "form fields" in (exc.text or ""):  # aiohttp's limit on the number of fields, not on bytes
-            raise InvalidRequest(f"Invalid request: a form of more than {MAX_FORM_FIELDS} fields") from None
-        raise PayloadTooLarge(f"request body over the limit of {limit} bytes (--max-message-bytes)") from None
-    except (ValueError, AssertionError, UnicodeDecodeError) as exc:  # a malformed form or multipart body
-        raise InvalidRequest(f"Invalid request: the form does not parse: {exc}") from None
-    return {key: form.get(key) for key in form}
-
-
-def url_encoded_fields(body: bytes) -> dict[str, Any]:
-    """A url-encoded form, its bytes strictly UTF-8 as a JSON body's are: aiohttp's own parser
-    replaces invalid bytes with U+FFFD, which answered 200 with "\ufffd\ufffd" where the same
-    bytes in JSON got 400. The first value of a repeated field counts, as aiohttp's."""
-    try:
-        pairs = urllib.parse.parse_qsl(
-            body.decode("utf-8"), keep_blank_values=True, errors="strict", max_num_fields=MAX_FORM_FIELDS
-        )
-    except UnicodeDecodeError as exc:
-        raise InvalidRequest(
-            f"Invalid request: the form is not valid UTF-8: {exc.reason} at byte {exc.start}"
-        ) from None
-    except ValueError:  # parse_qsl's "Max number of fields exceeded"
-        raise InvalidRequest(f"Invalid request: a form of more than {MAX_FORM_FIELDS} fields") from None
+        pairs = url_encoded_pairs(await read_body(request, limit))
+    else:
+        pairs = await multipart_pairs(request, limit)
     fields: dict[str, Any] = {}
     for key, value in pairs:
         fields.setdefault(key, value)

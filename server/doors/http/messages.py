@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import urllib.parse
 from typing import Any
 
 from aiohttp import web
@@ -143,3 +144,36 @@ def json_response(data: Any, status: int = 200, *, ensure_ascii: bool = True) ->
     """``ensure_ascii=False``: UTF-8 text as is (LibreTranslate's and Triton's generate replies)."""
     body = json.dumps(data, ensure_ascii=ensure_ascii).encode()
     return web.Response(body=body, status=status, content_type="application/json", charset="utf-8")
+
+
+MAX_FORM_FIELDS = 1000  # aiohttp's default for multipart forms; the APIs' requests have a handful
+
+
+def url_encoded_pairs(body: bytes) -> list[tuple[str, str]]:
+    """A url-encoded form's (name, value) pairs, its bytes strictly UTF-8 as a JSON body's are
+    (aiohttp's own parser replaces invalid bytes with U+FFFD, which would answer 200 where the same
+    bytes in JSON get 400), at most ``MAX_FORM_FIELDS`` of them."""
+    try:
+        return urllib.parse.parse_qsl(
+            body.decode("utf-8"), keep_blank_values=True, errors="strict", max_num_fields=MAX_FORM_FIELDS
+        )
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(
+            f"Invalid request: the form is not valid UTF-8: {exc.reason} at byte {exc.start}"
+        ) from None
+    except ValueError:  # parse_qsl's "Max number of fields exceeded"
+        raise InvalidRequest(f"Invalid request: a form of more than {MAX_FORM_FIELDS} fields") from None
+
+
+async def multipart_pairs(request: web.Request, limit: int) -> list[tuple[str, Any]]:
+    """A multipart (or aiohttp-parsed) form's (name, value) pairs, within the body limit aiohttp
+    applies (--max-message-bytes) and its limit on the number of fields."""
+    try:
+        form = await request.post()
+    except web.HTTPRequestEntityTooLarge as exc:
+        if "form fields" in (exc.text or ""):  # aiohttp's limit on the number of fields, not on bytes
+            raise InvalidRequest(f"Invalid request: a form of more than {MAX_FORM_FIELDS} fields") from None
+        raise PayloadTooLarge(f"request body over the limit of {limit} bytes (--max-message-bytes)") from None
+    except (ValueError, AssertionError, UnicodeDecodeError) as exc:  # a malformed form or multipart body
+        raise InvalidRequest(f"Invalid request: the form does not parse: {exc}") from None
+    return list(form.items())
