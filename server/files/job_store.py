@@ -114,7 +114,9 @@ class JobStore:
         """The oldest queued job, marked running by ``owner``; None when none waits."""
         raise NotImplementedError
 
-    def update(self, job_id: str, **changes: object) -> None:
+    def update(self, job_id: str, **changes: object) -> bool:
+        """The runner's changes to a job it runs; a job no longer running (cancelled meanwhile,
+        requeued, expired) is left as it is. Whether the job took them."""
         raise NotImplementedError
 
     def cancel(self, key: str, job_id: str) -> Job | None:
@@ -187,10 +189,11 @@ class SqlJobStore(JobStore):
         )
         return self._row(rows)
 
-    def update(self, job_id: str, **changes: object) -> None:
+    def update(self, job_id: str, **changes: object) -> bool:
         changes.setdefault("updated", time.time())
         names = ", ".join(f"{name} = ?" for name in changes)
-        self.db.run(f"UPDATE jobs SET {names} WHERE id = ?", (*changes.values(), job_id))
+        sql = f"UPDATE jobs SET {names} WHERE id = ? AND status = 'running'"
+        return self.db.run(sql, (*changes.values(), job_id)) > 0
 
     def cancel(self, key: str, job_id: str) -> Job | None:
         self.db.run(

@@ -218,11 +218,8 @@ class FileJobs:
             call = Call(METHOD, job.model, job.id)
             request = FileRequest(call, job.filename, content, job.source, job.target, job.model, stored_glossary=terms)
             translated = await self.translation.translate(request, progress, resume)
-            now = await self._off(self.store.get_any, job.id)
-            if now is None or now.status != "running":  # expired, or cancelled by another process
-                return
             await self._off(self.path(job.id, "out").write_bytes, translated.content)
-            await self._off(
+            taken = await self._off(
                 self.store.update,
                 job.id,
                 status="done",
@@ -233,6 +230,8 @@ class FileJobs:
                 media_type=translated.media_type,
                 bytes=job.bytes + len(translated.content),
             )
+            if not taken:  # expired, or cancelled meanwhile (by a request to this process or another)
+                await self._off(self.path(job.id, "out").unlink, missing_ok=True)
         except asyncio.CancelledError:
             raise
         except ServingError as exc:

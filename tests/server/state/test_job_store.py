@@ -61,6 +61,19 @@ def test_a_dead_owners_jobs_are_queued_again_with_their_sentences(state_url, tmp
     assert SqlJobStore(open_database(state_url, tmp_path)).sentences("x") == {"Hello.": "Hallo."}  # another's read
 
 
+def test_a_job_cancelled_while_it_runs_stays_cancelled_whatever_its_runner_writes(database):
+    store = SqlJobStore(database)
+    store.add(job("run"), 10, 10, 1000)
+    assert store.claim(owner=1).id == "run"
+    assert store.update("run", done=3, total=9)
+    assert store.cancel("", "run").status == "cancelled"
+    # the runner's last words, racing the cancel: a failure, or the finished file
+    assert not store.update("run", status="failed", error="internal error: CancelledError")
+    assert not store.update("run", status="done", done=9, total=9)
+    after = store.get("", "run")
+    assert (after.status, after.done, after.error) == ("cancelled", 3, "")
+
+
 def test_expired_jobs_go_with_their_sentences(database):
     store = SqlJobStore(database)
     store.add(job("old", expires=5.0), 10, 10, 1000)
