@@ -101,7 +101,7 @@ class DocumentEvents:
 
 
 @dataclass
-class Sentences:
+class Streamed:
     """What a document's stream leaves behind for its whole result (``documents.join``): each
     sentence's result, from its last event, and the alignments that placed inline markup."""
 
@@ -118,7 +118,7 @@ async def stream(
     prepared: PreparedDocument,
     align: Aligning | None = None,
     keep_for_alignment: bool = False,
-    sentences: Sentences | None = None,
+    streamed: Streamed | None = None,
 ) -> AsyncIterator[StreamEvent]:
     """``StreamEvent``s of one document; closing the iterator frees its decoder rows at the next step.
 
@@ -130,15 +130,15 @@ async def stream(
     written_ids, memory, attention)``: the alignment that places a finished sentence's inline
     markup (documents split with ``place_inline``), awaited before its last event goes out;
     ``keep_for_alignment``: the engine keeps what the aligner reads for those sentences (their
-    steps' attention, or their encoder outputs, on the last event). ``sentences``: filled with
+    steps' attention, or their encoder outputs, on the last event). ``streamed``: filled with
     each sentence's result and placing alignment, for the document's whole result.
     """
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, (), "eos")
         return
     order = DocumentEvents(prepared)
-    if sentences is not None:
-        order.placed = sentences.placed
+    if streamed is not None:
+        order.placed = streamed.placed
     segments = prepared.document.segments
     inline = [i for i, segment in enumerate(segments) if segment.inline] if align is not None else []
     # the same sentences, options and repeats decoded once as translate() decodes them; a repeat's
@@ -159,7 +159,7 @@ async def stream(
         async for (i,), (event,) in events:
             queue_ms = max(queue_ms, event.queue_ms)
             for position in occurrences[i]:
-                if sentences is not None and event.finish_reason is not None:
-                    sentences.results[position] = event.result
+                if streamed is not None and event.finish_reason is not None:
+                    streamed.results[position] = event.result
                 for out in order.push(position, event):
                     yield dataclasses.replace(out, queue_ms=queue_ms) if out.finish_reason else out

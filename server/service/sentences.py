@@ -23,6 +23,7 @@ call still running: their rows leave the decode batch at the next step.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from ..shared.errors import InferenceFailed
@@ -95,14 +96,15 @@ async def _call(
         yield [last_event(result) for result in results]
         return
     generated: list[int] = []
-    async for event in engine.stream(prepared, deadline=deadline):
-        generated += event.token_ids
-        if event.finish_reason is not None:
-            if finish is not None:
-                await finish(indices[0], generated, event)
+    async with contextlib.aclosing(engine.stream(prepared, deadline=deadline)) as events:
+        async for event in events:
+            generated += event.token_ids
+            if event.finish_reason is not None:
+                if finish is not None:
+                    await finish(indices[0], generated, event)
+                yield [event]
+                return
             yield [event]
-            return
-        yield [event]
     raise InferenceFailed(f"the stream of sentence {indices[0]} ended without a finish reason")
 
 
@@ -114,8 +116,9 @@ async def decode(
     todo, running = plan(valid, work, tokens, stepped)
     if len(todo) == 1 and not tokens:  # one call: awaited here, without a task
         options, indices = todo[0]
-        async for events in _call(valid, work, options, indices, tokens, finish):
-            yield indices, events
+        async with contextlib.aclosing(_call(valid, work, options, indices, tokens, finish)) as one:
+            async for events in one:
+                yield indices, events
         return
     queue: asyncio.Queue = asyncio.Queue()
     gate = asyncio.Semaphore(running)

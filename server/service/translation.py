@@ -147,9 +147,10 @@ class TranslationService:
             place = request.format != TEXT and valid.model.aligns
             valid, prepared = await self.split(valid, place)
             if tokens:
-                streamed = document_stream.Sentences([None] * prepared[0].segments)
-                async for event in self._document_events(valid, prepared[0], place, streamed):
-                    yield event
+                streamed = document_stream.Streamed([None] * prepared[0].segments)
+                async with contextlib.aclosing(self._document_events(valid, prepared[0], place, streamed)) as events:
+                    async for event in events:
+                        yield event
                 sentences, aligned = streamed.results, [streamed.alignments()]
             else:
                 sentences, judged, aligned = await self._sentences(valid, prepared, place)
@@ -178,7 +179,7 @@ class TranslationService:
         return sentences, judged, aligned
 
     async def _document_events(
-        self, valid: ValidTranslation, prepared: PreparedDocument, place: bool, streamed: document_stream.Sentences
+        self, valid: ValidTranslation, prepared: PreparedDocument, place: bool, streamed: document_stream.Streamed
     ) -> AsyncIterator[StreamEvent]:
         """One document's token events in order (``document_stream``), each awaited within the
         deadline; the texts answered are booked at the finish event, before it goes out (the

@@ -180,7 +180,7 @@ class TranslationEngine:
     async def translate(self, prepared: Prepared, deadline: Deadline | None = None) -> list[TranslationResult]:
         """One result per text of ``prepared`` (:meth:`prepare`), in order: :meth:`stream` drained,
         its texts' last events' results (as TGI's ``generate`` drains ``generate_stream``)."""
-        return [event.result async for event in self.stream(prepared, deadline, tokens=False)]  # type: ignore[misc]
+        return [event.result async for event in self.stream(prepared, deadline, tokens=False)]
 
     async def stream(
         self, prepared: Prepared, deadline: Deadline | None = None, tokens: bool = True
