@@ -1,23 +1,27 @@
 """A document's translation as a stream of events (``TranslationService.stream``).
 
-The document's sentences are decoded together (:func:`stream`), each through ``engine.stream``;
+The document's sentences are decoded together (:func:`stream`) by the pipeline a unary call
+drains (:func:`.sentences.decode`), each through the engine's stream of its tokens;
 :class:`DocumentEvents` puts their events in document order, with the document's separators
-between them, so the deltas add up to the text :func:`.documents.translate` returns.
+between them, so the deltas add up to the text :func:`.documents.translate` returns, and each
+sentence's last event carries its result, from which the service joins the document's whole
+result as a unary call's.
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..documents import PreparedDocument
 from ..documents.alignment import WordAlignment
-from ..shared.errors import InferenceFailed
-from ..translation import DecodeOptions, StreamEvent
-from .documents import cancel_all, sentence_work, window
+from ..translation import StreamEvent, TranslationResult
+from .documents import sentence_work
 from .requests import ValidTranslation
+from .sentences import decode
 
 # (sentence index, its token ids, the ids fed where glossary surrogates were swapped out of them,
 # its encoder output or None)
@@ -96,27 +100,45 @@ class DocumentEvents:
         return StreamEvent(delta, event.token_ids, None)
 
 
+@dataclass
+class Streamed:
+    """What a document's stream leaves behind for its whole result (``documents.join``): each
+    sentence's result, from its last event, and the alignments that placed inline markup."""
+
+    results: list[TranslationResult | None]
+    placed: dict[int, WordAlignment] = field(default_factory=dict)
+
+    def alignments(self) -> list[list[WordAlignment]]:
+        """Per sentence, per hypothesis (a stream's one): the alignment that placed its markup."""
+        return [[self.placed[i]] if i in self.placed else [] for i in range(len(self.results))]
+
+
 async def stream(
-    valid: ValidTranslation, prepared: PreparedDocument, align: Aligning | None = None, keep_for_alignment: bool = False
+    valid: ValidTranslation,
+    prepared: PreparedDocument,
+    align: Aligning | None = None,
+    keep_for_alignment: bool = False,
+    streamed: Streamed | None = None,
 ) -> AsyncIterator[StreamEvent]:
     """``StreamEvent``s of one document; closing the iterator frees its decoder rows at the next step.
 
-    The sentences are decoded together; their events come out in document order (see
-    :class:`DocumentEvents`): one event per batch of tokens the engine hands out, the events of
-    sentence k only after every sentence before it has finished. The deltas add up to the
-    document :func:`translate` returns; the last event carries the longest queue time.
-    ``align(sentence, token_ids, written_ids, memory, attention)``: the alignment that places a
-    finished sentence's inline markup (documents split with ``place_inline``), awaited before its
-    last event goes out; ``keep_for_alignment``: the engine keeps what the aligner reads for those
-    sentences (their steps' attention, or their encoder outputs, on the last event).
+    The sentences are decoded together (:func:`.sentences.decode`, the pipeline a unary call
+    drains); their events come out in document order (see :class:`DocumentEvents`): one event
+    per batch of tokens the engine hands out, the events of sentence k only after every sentence
+    before it has finished. The deltas add up to the document :func:`.documents.translate`
+    returns; the last event carries the longest queue time. ``align(sentence, token_ids,
+    written_ids, memory, attention)``: the alignment that places a finished sentence's inline
+    markup (documents split with ``place_inline``), awaited before its last event goes out;
+    ``keep_for_alignment``: the engine keeps what the aligner reads for those sentences (their
+    steps' attention, or their encoder outputs, on the last event). ``streamed``: filled with
+    each sentence's result and placing alignment, for the document's whole result.
     """
     if not prepared.sources:
         yield StreamEvent(prepared.document.source, (), "eos")
         return
-    engine, deadline = valid.model.engine, valid.request.deadline
     order = DocumentEvents(prepared)
-    queue: asyncio.Queue = asyncio.Queue()
-    gate = asyncio.Semaphore(window(valid)[0])
+    if streamed is not None:
+        order.placed = streamed.placed
     segments = prepared.document.segments
     inline = [i for i, segment in enumerate(segments) if segment.inline] if align is not None else []
     # the same sentences, options and repeats decoded once as translate() decodes them; a repeat's
@@ -126,45 +148,18 @@ async def stream(
     for position, i in enumerate(at):
         occurrences.setdefault(i, []).append(position)
 
-    async def sentence(source: str, ids: Sequence[int], options: DecodeOptions, indices: list[int]) -> None:
-        placing = align is not None and any(segments[i].inline for i in indices)
-        async with gate:
-            try:
-                checked = engine.prepare([source], options, [ids], valid.max_new_tokens)
-                generated: list[int] = []
-                async for event in engine.stream(checked, deadline=deadline):
-                    generated += event.token_ids
-                    if event.finish_reason is not None and placing:
-                        placed = await align(indices[0], generated, event.written_ids, event.memory, event.attention)
-                        order.placed.update(dict.fromkeys(indices, placed))
-                    for index in indices:
-                        queue.put_nowait((index, event))
-            except Exception as exc:
-                queue.put_nowait((indices[0], exc))
-            else:
-                for index in indices:
-                    queue.put_nowait((index, None))  # its stream has ended
+    async def placing(i: int, generated: Sequence[int], last: StreamEvent) -> None:
+        positions = occurrences[i]
+        if align is not None and any(segments[p].inline for p in positions):
+            placed = await align(positions[0], generated, last.written_ids, last.memory, last.attention)
+            order.placed.update(dict.fromkeys(positions, placed))
 
-    tasks = [asyncio.ensure_future(sentence(*work[i], indices)) for i, indices in occurrences.items()]
-    try:
-        async for event in _ordered(order, queue, prepared.segments):
-            yield event
-    finally:  # closed, cancelled or failed: every sentence still decoding leaves at the next step
-        await cancel_all(tasks)
-
-
-async def _ordered(order: DocumentEvents, queue: asyncio.Queue, sentences: int) -> AsyncIterator[StreamEvent]:
-    """The sentences' events from ``queue`` in document order, the longest queue time on the last."""
-    remaining, queue_ms = sentences, 0.0
-    while remaining:
-        index, item = await queue.get()
-        if isinstance(item, BaseException):
-            raise item
-        if item is None:
-            remaining -= 1
-            if not order.finished(index):  # never seen; a stream must not hang waiting for it
-                raise InferenceFailed(f"the stream of sentence {index} ended without a finish reason")
-            continue
-        queue_ms = max(queue_ms, item.queue_ms)
-        for event in order.push(index, item):
-            yield dataclasses.replace(event, queue_ms=queue_ms) if event.finish_reason else event
+    queue_ms = 0.0
+    async with contextlib.aclosing(decode(valid, work, tokens=True, finish=placing)) as events:
+        async for (i,), (event,) in events:
+            queue_ms = max(queue_ms, event.queue_ms)
+            for position in occurrences[i]:
+                if streamed is not None and event.finish_reason is not None:
+                    streamed.results[position] = event.result
+                for out in order.push(position, event):
+                    yield dataclasses.replace(out, queue_ms=queue_ms) if out.finish_reason else out

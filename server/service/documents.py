@@ -1,14 +1,15 @@
 """Texts as documents on a translation engine: the translation service's only way to the engine.
 
-:func:`translate` (and :func:`.document_stream.stream`) take a :class:`~.requests.ValidTranslation` (checked
+:func:`translate` and :func:`.document_stream.stream` take a :class:`~.requests.ValidTranslation` (checked
 once by the service: texts, characters, format, options) and its split documents. Each
 sentence is tokenised once, by the splitter that measures it against the source limit; the
 engine measures those ids against its limits (``engine.prepare(..., max_new_tokens=)``:
 the request's checks are not run again) and decodes them, each job carrying the request's
 deadline.
 
-:func:`translate` returns whole results; a document's stream of events is
-:mod:`.document_stream`'s.
+:func:`translate` returns whole results, :mod:`.document_stream` a document's events; both
+read the same sentence events (:func:`.sentences.decode`), each sentence's last one carrying its
+whole result.
 
 A text is a document: ``attnserve.server.documents`` splits it into lines and sentences,
 normalises each sentence and cuts one longer than the model's source limit at clause
@@ -17,7 +18,8 @@ back with its separators exactly as sent (newlines, blank lines, indentation, th
 between sentences, html markup). Sentences are split by the rules of the request's source
 language (the model's, when it declares one source language; English rules otherwise).
 
-The sentences of all texts of a request go to the engine together, in calls of at most
+The sentences of all texts of a request go to the engine together (:mod:`.sentences`, the one
+pipeline of a unary call and a stream: :func:`translate_sentences` drains it), in calls of at most
 ``--max-texts-per-request`` sentences (``ValidTranslation.sentences_per_call``; sentences with the same
 options share a call, see :func:`sentence_options`) that run concurrently, so
 they share decode steps in the continuous batcher with each other and with other requests. At
@@ -38,30 +40,28 @@ sentence of each text (:func:`sentence_options`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..documents import DocumentSplitter, PreparedDocument, TokenBudget
 from ..documents.alignment import WordAlignment
 from ..translation import DecodeOptions, TranslationEngine, TranslationResult
-from . import translation_cache
 from .document_results import as_written, document_result
 from .languages import segmenter_language
 from .requests import ValidTranslation
+from .sentences import Work, decode
 
 # Requests up to this many characters are split on the event loop (well under a millisecond).
 INLINE_SPLIT_CHARS = 2_000
 INLINE_SEGMENTS = 64  # requests of up to this many segments are joined back on the event loop
 MAX_LANGUAGES = 64  # sentence splitters kept per engine, one per source language
-Work = list[tuple[str, Sequence[int], DecodeOptions]]  # (sentence, its ids, its options)
 Progress = Callable[[int], None]  # told how many more of the documents' sentences are decoded
 # told the positions (among the documents' sentences, in order) and results of sentences decoded
 Decoded = Callable[[Sequence[int], Sequence[TranslationResult]], None]
-PROGRESS_STEPS = 32  # engine calls a request with progress is cut into, at most
 
 
 @dataclass
@@ -139,13 +139,6 @@ async def split_documents(
     return await asyncio.get_running_loop().run_in_executor(pool, split, *args)
 
 
-def window(valid: ValidTranslation) -> tuple[int, int]:
-    """(sentences per engine call, calls in flight) for one request (see the module docstring)."""
-    share = max(1, valid.model.engine.settings.max_queue_size // 2)  # of the queue, for one request at a time
-    chunk = min(valid.sentences_per_call, share)
-    return chunk, max(1, share // chunk)
-
-
 def sentence_options(options: DecodeOptions) -> tuple[DecodeOptions, DecodeOptions]:
     """(options of a document's first sentence, options of every later one).
 
@@ -194,67 +187,6 @@ def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> 
             distinct.append((sentence, ids, options))
         order.append(at)
     return distinct, order
-
-
-async def _decode_sentences(
-    valid: ValidTranslation,
-    work: Work,
-    finished: Callable[[Sequence[int], Sequence[TranslationResult]], None] | None = None,
-) -> list[TranslationResult]:
-    """One result per (sentence, its ids, options), in order: sentences of equal options go to
-    the engine in calls of at most ``max_texts_per_request``; a failure or a cancel abandons
-    every call. ``finished(indices, results)`` hears of every call's sentences as it finishes; the
-    calls are then smaller (about 1/32 of the work each, the same sentences in flight), so a
-    file's progress moves in steps a person sees."""
-    engine, deadline = valid.model.engine, valid.request.deadline
-    chunk, in_flight = window(valid)
-    if finished is not None:
-        share = chunk * in_flight
-        chunk = max(1, min(chunk, -(-len(work) // PROGRESS_STEPS)))
-        in_flight = max(1, share // chunk)
-    by_options: dict[DecodeOptions, list[int]] = {}
-    for i, (_, _, options) in enumerate(work):
-        by_options.setdefault(options, []).append(i)
-    calls = [(options, idx[j : j + chunk]) for options, idx in by_options.items() for j in range(0, len(idx), chunk)]
-    calls.sort(key=lambda call: call[1][0])  # in document order: a file's progress, and what it aligns, go along
-
-    async def call(options: DecodeOptions, indices: Sequence[int]) -> list[TranslationResult]:
-        sentences, ids = [work[i][0] for i in indices], [work[i][1] for i in indices]
-        prepared = engine.prepare(sentences, options, ids, max_new_tokens=valid.max_new_tokens)
-        results = await translation_cache.translate(valid, prepared, engine.translate, deadline)
-        if finished is not None:
-            finished(indices, results)
-        return results
-
-    if len(calls) == 1:
-        return await call(*calls[0])
-    gate = asyncio.Semaphore(in_flight)
-
-    async def gated(options: DecodeOptions, indices: list[int]) -> list[TranslationResult]:
-        async with gate:
-            return await call(options, indices)
-
-    tasks = [asyncio.ensure_future(gated(options, indices)) for options, indices in calls]
-    try:
-        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
-    finally:  # cancelled, or one call failed: the others free their rows too
-        await cancel_all(tasks)
-    for task in tasks:
-        if not task.cancelled() and task.exception() is not None:
-            raise task.exception()
-    results: list[Any] = [None] * len(work)
-    for (_, indices), task in zip(calls, tasks):
-        for i, result in zip(indices, task.result()):
-            results[i] = result
-    return results
-
-
-async def cancel_all(tasks: list[asyncio.Future]) -> None:
-    pending = [t for t in tasks if not t.done()]
-    for task in pending:
-        task.cancel()
-    if pending:
-        await asyncio.wait(pending)
 
 
 def _join(
@@ -333,8 +265,14 @@ async def translate_sentences(
                 progress(sum(len(positions[i]) for i in indices))
 
     work = [distinct[i] for i in todo]
-    done = dict(zip(todo, await _decode_sentences(valid, work, finished) if work else []))
-    done.update(reused)
+    done: dict[int, TranslationResult] = dict(reused)
+    if work:  # the sentences' one pipeline, drained: each sentence's last event carries its result
+        async with contextlib.aclosing(decode(valid, work, stepped=finished is not None)) as events:
+            async for indices, last in events:
+                results = [event.result for event in last]
+                if finished is not None:
+                    finished(indices, results)
+                done.update((todo[i], result) for i, result in zip(indices, results))
     return [done[i] for i in order]
 
 

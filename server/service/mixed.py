@@ -12,12 +12,13 @@ texts' one language, or "" for a mixed batch; its model the models that answered
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 from . import limits
-from .requests import Detection, Translated, TranslationRequest
+from .requests import Detection, Event, Translated, TranslationRequest, drained
 
 T = TypeVar("T")
 
@@ -46,17 +47,43 @@ async def translate(
     detected: list[Detection],
     time_limit_s: float,
 ) -> Translated:
-    """One request per detected language through ``service_translate``, results in the request's order."""
+    """:func:`events` drained, each language's request answered whole by ``service_translate``."""
+
+    async def whole(part: TranslationRequest, tokens: bool) -> AsyncIterator[Event]:
+        yield await service_translate(part)
+
+    return await drained(events(whole, request, detected, time_limit_s, False))
+
+
+async def events(
+    service_events: Callable[[TranslationRequest, bool], AsyncIterator[Event]],
+    request: TranslationRequest,
+    detected: list[Detection],
+    time_limit_s: float,
+    tokens: bool,
+) -> AsyncIterator[Event]:
+    """One request per detected language through ``service_events`` (the service's own), the
+    reply's results in the request's order. Texts of one language (a stream's one text): that
+    request's events passed on; several: their replies drained concurrently."""
     request = dataclasses.replace(request, deadline=limits.time_limit(request.deadline, time_limit_s))
     groups = by_language(detected)
-    parts = await all_or_none(
-        [
-            service_translate(
-                dataclasses.replace(request, texts=tuple(request.texts[i] for i in indices), source_language=language)
-            )
-            for language, indices in groups.items()
-        ]
-    )
+    parts = [
+        dataclasses.replace(request, texts=tuple(request.texts[i] for i in indices), source_language=language)
+        for language, indices in groups.items()
+    ]
+    if len(parts) == 1:
+        async with contextlib.aclosing(service_events(parts[0], tokens)) as only:
+            async for event in only:
+                yield _joined(request, detected, groups, [event]) if isinstance(event, Translated) else event
+        return
+    replies = await all_or_none([drained(service_events(part, False)) for part in parts])
+    yield _joined(request, detected, groups, replies)
+
+
+def _joined(
+    request: TranslationRequest, detected: list[Detection], groups: dict[str, list[int]], parts: list[Translated]
+) -> Translated:
+    """The groups' replies as one, in the request's order."""
     n = len(request.texts)
     results: list[Any] = [None] * n
     alignments: list[Any] | None = [None] * n if any(p.alignments is not None for p in parts) else None

@@ -12,12 +12,12 @@ the second model and the pivot; its source language (and the detected ones) are 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 
-from ..translation import StreamEvent
 from . import limits
-from .requests import Translated, TranslationRequest
+from .requests import Event, Translated, TranslationRequest, drained
 from .routing import Route
 
 
@@ -45,18 +45,10 @@ def _best_texts(done: Translated) -> tuple[str, ...]:
     return tuple(result.hypotheses[0].text for result in done.results)
 
 
-async def translate(
-    service_translate: Callable[[TranslationRequest], Awaitable[Translated]],
-    request: TranslationRequest,
-    route: Route,
-    time_limit_s: float,
-) -> Translated:
-    """Both legs through ``service_translate`` (the service's own ``translate``)."""
-    request = dataclasses.replace(request, deadline=limits.time_limit(request.deadline, time_limit_s))
-    leg1 = await service_translate(first_leg(request, route))
-    leg2 = await service_translate(second_leg(request, route, _best_texts(leg1)))
+def _joined(leg1: Translated, leg2: Translated, route: Route) -> Translated:
+    """The reply: leg 2's, with leg 1's source and detections, the pivot, and each text as good as its worse leg."""
     judged = leg2.quality
-    if leg1.quality is not None and judged is not None:  # a text is as good as its worse leg
+    if leg1.quality is not None and judged is not None:
         judged = [
             dataclasses.replace(b, score=min(a.score, b.score), low=a.low or b.low)
             for a, b in zip(leg1.quality, judged)
@@ -65,19 +57,23 @@ async def translate(
     return dataclasses.replace(done, quality=judged)
 
 
-async def stream(
-    service_translate: Callable[[TranslationRequest], Awaitable[Translated]],
-    service_stream: Callable[[TranslationRequest], AsyncIterator[StreamEvent]],
+async def events(
+    service_events: Callable[[TranslationRequest, bool], AsyncIterator[Event]],
     request: TranslationRequest,
     route: Route,
     time_limit_s: float,
-) -> AsyncIterator[StreamEvent]:
-    """Leg 1 whole, then leg 2 streamed: what streams is the target text; the last event names the pivot."""
+    tokens: bool,
+) -> AsyncIterator[Event]:
+    """Leg 1 whole (its events drained), then leg 2's events through ``service_events`` (the
+    service's own): what streams is the target text; the finish event names the pivot, the
+    reply joins both legs."""
     request = dataclasses.replace(request, deadline=limits.time_limit(request.deadline, time_limit_s))
-    leg1 = await service_translate(first_leg(request, route))
-    events = service_stream(second_leg(request, route, _best_texts(leg1)))
-    try:
-        async for event in events:
-            yield event if event.finish_reason is None else dataclasses.replace(event, pivot_language=route.pivot)
-    finally:
-        await events.aclose()
+    leg1 = await drained(service_events(first_leg(request, route), False))
+    async with contextlib.aclosing(service_events(second_leg(request, route, _best_texts(leg1)), tokens)) as leg2:
+        async for event in leg2:
+            if isinstance(event, Translated):
+                yield _joined(leg1, event, route)
+            elif event.finish_reason is not None:
+                yield dataclasses.replace(event, pivot_language=route.pivot)
+            else:
+                yield event

@@ -11,6 +11,8 @@ the service checks them again.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from attnserve.contract.deadline import Deadline
@@ -20,7 +22,8 @@ from ..documents.alignment import WordAlignment
 from ..images.classification import ImageInput
 from ..runtime.registry import LoadedModel
 from ..shared.calls import Call
-from ..translation import DecodeOptions, TranslationResult
+from ..shared.errors import InferenceFailed
+from ..translation import DecodeOptions, StreamEvent, TranslationResult
 from .glossary import CompiledGlossary
 from .quality import TextQuality
 from .translation_cache import TranslationCache
@@ -98,6 +101,19 @@ class Translated:
     pivot: str = ""  # the language the texts went through (two models: service/pivot.py); "" = direct
     # per text: when the request asked or the server has --min-quality (service/quality.py)
     quality: list[TextQuality] | None = None
+
+
+Event = StreamEvent | Translated  # a request's events: a stream's token events, then its reply
+
+
+async def drained(events: AsyncIterator[Event]) -> Translated:
+    """The reply at the end of a request's events (``TranslationService.events``), the events
+    before it read and dropped, as TGI's ``generate`` drains ``generate_stream``."""
+    async with contextlib.aclosing(events):
+        async for event in events:
+            if isinstance(event, Translated):
+                return event
+    raise InferenceFailed("the translation ended without its reply")
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,11 @@ from .requests import (
     MODEL_VERSION,
     Deadline,
     Detection,
+    Event,
     Translated,
     TranslationRequest,
     ValidTranslation,
+    drained,
 )
 from .routing import LanguageNotServed, Route, ServedLanguages
 from .stored_glossaries import StoredGlossaries, with_stored_glossary
@@ -93,20 +95,50 @@ class TranslationService:
     # ------------------------------------------------------------------- requests
 
     async def translate(self, request: TranslationRequest) -> Translated:
-        """One result per text (document), in order; through the pivot language when no model
-        serves the pair directly (``pivot``); source ``auto``: each text in its detected language
-        (``mixed``)."""
+        """One result per text (document), in order: :meth:`events` drained to its reply (as TGI's
+        ``generate`` drains ``generate_stream``)."""
+        return await drained(self.events(request))
+
+    async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
+        """The events of one text (document) as it is generated: :meth:`events` with its tokens, up
+        to the one with the finish reason (the document's reply is not joined: nobody reads it).
+        Closing the iterator frees its decoder rows; the first event's wait raises any error of
+        the request before anything is sent."""
+        limits.check_stream(request.texts, request.options, request.alignments, request.quality)
+        async with contextlib.aclosing(self.events(request, tokens=True)) as events:
+            async for event in events:
+                assert isinstance(event, StreamEvent), "a stream's finish event comes before its reply"
+                yield event
+                if event.finish_reason is not None:
+                    return
+
+    async def events(self, request: TranslationRequest, tokens: bool = False) -> AsyncIterator[Event]:
+        """The one path of a request: its events, then its reply (:class:`Translated`). ``tokens``:
+        the token events of its one text (a stream), the last with the finish reason; otherwise
+        none, only the reply. Through the pivot language when no model serves the pair directly
+        (``pivot``); source ``auto``: each text in its detected language (``mixed``)."""
         request = await with_stored_glossary(self.stored_glossaries, request)
+        limit = self.settings.request_timeout_seconds
         if request.source_language == AUTO:
             self.check_texts(request.texts)  # before any text is read
             limits.check_language_codes(request.source_language, request.target_language)
             detected = await self.detect_sources(request.texts, request.target_language)
-            return await mixed.translate(self.translate, request, detected, self.settings.request_timeout_seconds)
-        route = self.pivot_route(request)
-        if route is not None:
+            events = mixed.events(self.events, request, detected, limit, tokens)
+        elif (route := self.pivot_route(request)) is not None:
             limits.check_pivot(request.alignments, request.source_language, request.target_language, route.pivot)
-            return await pivot.translate(self.translate, request, route, self.settings.request_timeout_seconds)
-        scored, judged = request.quality or self.settings.min_quality > 0, None
+            events = pivot.events(self.events, request, route, limit, tokens)
+        else:
+            events = self._direct(request, tokens)
+        async with contextlib.aclosing(events):
+            async for event in events:
+                yield event
+
+    async def _direct(self, request: TranslationRequest, tokens: bool) -> AsyncIterator[Event]:
+        """:meth:`events` on the one model the request goes to: its texts split into sentences,
+        decoded (``documents`` drains the sentences' events; ``document_stream`` passes a stream's
+        on in document order), judged and aligned where asked, and joined into the reply."""
+        scored = not tokens and (request.quality or self.settings.min_quality > 0)
+        judged = aligned = None
         async with self.validate(request) as valid:
             if scored:
                 valid = dataclasses.replace(valid, options=quality.scoring_options(valid.options, valid.model.engine))
@@ -114,52 +146,55 @@ class TranslationService:
             # where the model has an aligner; otherwise sentences are cut at it
             place = request.format != TEXT and valid.model.aligns
             valid, prepared = await self.split(valid, place)
-            align = request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments))
-            keep = range(sum(p.segments for p in prepared)) if align and valid.model.aligns else ()
-            work = documents.translate_sentences(valid, prepared, self.pool, keep_for_alignment=keep)
-            sentences = await bounded(work, valid.request.deadline)
-            if scored:  # each text's quality under the server's threshold and action
-                args = (self.settings.min_quality, self.settings.quality_action, self.pool)
-                judged = await quality.judge_off_loop(valid.model.engine, prepared, sentences, *args)
-            aligned = None
-            if align:
-                work = alignments.align(valid, prepared, sentences, self.pool, every_hypothesis=place)
-                aligned = await bounded(work, valid.request.deadline)
+            if tokens:
+                streamed = document_stream.Streamed([None] * prepared[0].segments)
+                async with contextlib.aclosing(self._document_events(valid, prepared[0], place, streamed)) as events:
+                    async for event in events:
+                        yield event
+                sentences, aligned = streamed.results, [streamed.alignments()]
+            else:
+                sentences, judged, aligned = await self._sentences(valid, prepared, place)
             results = await documents.join(valid, prepared, sentences, aligned if place else None, self.pool)
-            self.answered(valid, [r.queue_ms for r in results])
+            if not tokens:
+                self.answered(valid, [r.queue_ms for r in results])
         model, source, target = valid.model.name, valid.source_language, valid.target_language
         returned = alignments.best_only(aligned) if request.alignments and aligned is not None else None
-        return Translated(model, results, source, target, alignments=returned, quality=judged)
+        yield Translated(model, results, source, target, alignments=returned, quality=judged)
 
-    async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
-        """The events of one text (document); closing the iterator frees its decoder rows.
-        The first event's wait raises any error of the request before anything is sent."""
-        limits.check_stream(request.texts, request.options, request.alignments, request.quality)
-        request = await with_stored_glossary(self.stored_glossaries, request)
-        route = self.pivot_route(request)
-        if route is not None:
-            limit = self.settings.request_timeout_seconds
-            async for event in pivot.stream(self.translate, self.stream, request, route, limit):
+    async def _sentences(self, valid: ValidTranslation, prepared: list[PreparedDocument], place: bool):
+        """(every sentence's result, the texts' quality where asked, the sentences' alignments where
+        asked or markup is placed): the sentences' events drained (``documents.translate_sentences``)."""
+        request = valid.request
+        align = request.alignments or (place and any(s.inline for p in prepared for s in p.document.segments))
+        keep = range(sum(p.segments for p in prepared)) if align and valid.model.aligns else ()
+        work = documents.translate_sentences(valid, prepared, self.pool, keep_for_alignment=keep)
+        sentences = await bounded(work, request.deadline)
+        judged = aligned = None
+        if request.quality or self.settings.min_quality > 0:  # each text's quality under the server's threshold
+            args = (self.settings.min_quality, self.settings.quality_action, self.pool)
+            judged = await quality.judge_off_loop(valid.model.engine, prepared, sentences, *args)
+        if align:
+            work = alignments.align(valid, prepared, sentences, self.pool, every_hypothesis=place)
+            aligned = await bounded(work, request.deadline)
+        return sentences, judged, aligned
+
+    async def _document_events(
+        self, valid: ValidTranslation, prepared: PreparedDocument, place: bool, streamed: document_stream.Streamed
+    ) -> AsyncIterator[StreamEvent]:
+        """One document's token events in order (``document_stream``), each awaited within the
+        deadline; the texts answered are booked at the finish event, before it goes out (the
+        caller may close the stream at it)."""
+        align = functools.partial(alignments.align_sentence, valid, prepared, self.pool) if place else None
+        events = document_stream.stream(valid, prepared, align, place, streamed)
+        async with contextlib.aclosing(events):  # a cancelled or failed stream frees its rows at the next step
+            while True:
+                try:
+                    event = await bounded(anext(events), valid.request.deadline)
+                except StopAsyncIteration:
+                    return
+                if event.finish_reason is not None:
+                    self.answered(valid, [event.queue_ms])
                 yield event
-            return
-        async with self.validate(request) as valid:
-            place = request.format != TEXT and valid.model.aligns  # as translate() places it
-            valid, (prepared,) = await self.split(valid, place)
-            align = functools.partial(alignments.align_sentence, valid, prepared, self.pool) if place else None
-            events = document_stream.stream(valid, prepared, align, place)
-            try:
-                while True:
-                    try:
-                        event = await bounded(anext(events), valid.request.deadline)
-                    except StopAsyncIteration:
-                        return
-                    if event.finish_reason is not None:  # booked first: the caller may close the stream at it
-                        self.answered(valid, [event.queue_ms])
-                    yield event
-                    if event.finish_reason is not None:
-                        return
-            finally:
-                await events.aclose()  # a cancelled or failed stream frees its rows at the next step
 
     def pivot_route(self, request: TranslationRequest) -> Route | None:
         """The two models of a pair no model serves directly, through ``--pivot-language``

@@ -2,8 +2,8 @@
 seen in an earlier request, a resubmitted file and UI strings sent again come back without a
 decode.
 
-It sits in front of the one engine call of the translation service (``documents``' calls of a
-request's distinct sentences), below every door: attnserve.v1, KServe v2 (gRPC, REST), Triton's
+It sits in front of the one engine call of the translation service (``sentences``' whole calls of
+a request's distinct sentences), below every door: attnserve.v1, KServe v2 (gRPC, REST), Triton's
 generate, LibreTranslate and the file routes and jobs all go through it. A sentence repeated
 within one request is decoded once before it reaches the cache (``documents._distinct``).
 

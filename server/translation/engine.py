@@ -1,12 +1,13 @@
 """The translation engine: the asyncio face of the decode scheduler.
 
-The translation service calls it (``server/service/documents.py``): :meth:`TranslationEngine.prepare`
+The translation service calls it (``server/service/sentences.py``): :meth:`TranslationEngine.prepare`
 turns a checked request's token ids into a :class:`~.requests.Prepared` on the event loop, then
-:meth:`~TranslationEngine.translate` or :meth:`~TranslationEngine.stream` hand its jobs to the
-:class:`~.scheduler.DecodeScheduler` thread and await results that it posts back with
-``call_soon_threadsafe``: the loop never blocks on onnxruntime. Cancelling the awaiting
-task (a client cancel or a gRPC deadline) or closing a stream flags the jobs, and
-their rows leave the decode batch at the next step boundary.
+:meth:`~TranslationEngine.stream`, its one entry, hands its jobs to the
+:class:`~.scheduler.DecodeScheduler` thread and yields the events that it posts back with
+``call_soon_threadsafe``: the loop never blocks on onnxruntime. Each text's last event carries its
+whole result; :meth:`~TranslationEngine.translate` is that stream drained. Cancelling the awaiting
+task (a client cancel or a gRPC deadline) or closing a stream flags the jobs, and their rows leave
+the decode batch at the next step boundary.
 """
 
 from __future__ import annotations
@@ -177,11 +178,36 @@ class TranslationEngine:
         )
 
     async def translate(self, prepared: Prepared, deadline: Deadline | None = None) -> list[TranslationResult]:
-        """One result per text of ``prepared`` (:meth:`prepare`), in order (see the module
-        docstring for cancellation). ``deadline``: the scheduler fails the texts still unfinished
-        then with DeadlineExceeded, waiting or decoding, and frees their rows (None: no deadline of
-        the engine's own)."""
+        """One result per text of ``prepared`` (:meth:`prepare`), in order: :meth:`stream` drained,
+        its texts' last events' results (as TGI's ``generate`` drains ``generate_stream``)."""
+        return [event.result async for event in self.stream(prepared, deadline, tokens=False)]
+
+    async def stream(
+        self, prepared: Prepared, deadline: Deadline | None = None, tokens: bool = True
+    ) -> AsyncIterator[StreamEvent]:
+        """The engine's one entry: the events of ``prepared``'s texts (:meth:`prepare`), each text's
+        last one carrying its whole result (``StreamEvent.result``: what :meth:`translate` returns
+        for it) and its ``index``. ``tokens`` and one text of a one-row search (greedy, sampling):
+        its tokens as they are generated, then its last event; otherwise (beams, several texts, or
+        ``tokens`` off) only the texts' last events, in order, once the last text finishes: the
+        request costs the event loop one wake-up however many texts it has.
+
+        ``deadline``: the scheduler fails the texts still unfinished then with DeadlineExceeded,
+        waiting or decoding, and frees their rows (None: no deadline of the engine's own). Cancelling
+        the awaiting task or closing the stream frees their rows at the next step boundary."""
         self._check_accepting()
+        if tokens and len(prepared.sources) == 1 and prepared.options.beam_size == 1:
+            async for event in self._tokens(prepared, deadline):
+                yield event
+            return
+        for index, result in enumerate(await self._results(prepared, deadline)):
+            best = result.hypotheses[0]
+            ids, written = tuple(best.token_ids), tuple(best.written_ids)
+            last = StreamEvent(best.text, ids, best.finish_reason, result.queue_ms, written, result=result, index=index)
+            yield dataclasses.replace(last, memory=result.memory, attention=result.attention)
+
+    async def _results(self, prepared: Prepared, deadline: Deadline | None) -> list[TranslationResult]:
+        """Every text's result, in order, from one future the scheduler settles when the last finishes."""
         future = asyncio.get_running_loop().create_future()
         gather = Gather(self._scheduler.outbox, future, self._result, len(prepared.sources))
         jobs = [self._job(src, prepared, sink, deadline) for src, sink in zip(prepared.sources, gather.sinks)]
@@ -193,7 +219,7 @@ class TranslationEngine:
             raise
 
     def _result(self, job: Job) -> TranslationResult:
-        """Built on the scheduler thread when a job completes."""
+        """Built when a job completes (a gathered request's on the scheduler thread)."""
         hide, kept = job.options.hide_prefix, job.attention  # kept: what the steps kept of their attention
         hypotheses = [
             Hypothesis(
@@ -217,13 +243,8 @@ class TranslationEngine:
             memory=job.memory,
         )
 
-    async def stream(self, prepared: Prepared, deadline: Deadline | None = None) -> AsyncIterator[StreamEvent]:
-        """Token-by-token translation of ``prepared``'s one text, greedy or sampling (the service
-        refuses a stream of beams); ``deadline`` as for :meth:`translate`. The last event carries
-        the text's queue time."""
-        if len(prepared.sources) != 1 or prepared.options.beam_size != 1:
-            raise ValueError("a stream decodes one text with beam_size 1")
-        self._check_accepting()
+    async def _tokens(self, prepared: Prepared, deadline: Deadline | None) -> AsyncIterator[StreamEvent]:
+        """One text's events as its tokens come (see :meth:`stream`); the last carries its result."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
         interval_s = self.settings.stream_interval_ms / 1e3
@@ -239,13 +260,11 @@ class TranslationEngine:
                     raise item
                 token_ids, finish_reason = item[:2]  # shown tokens only: the sink drops the hidden prefix
                 delta = detok.push(token_ids) if token_ids else ""
-                if finish_reason is not None:
-                    queue_ms = 1000 * (job.t_admit - job.t_submit)
+                if finish_reason is not None:  # the job has left the batch: its result is complete
+                    result = self._result(job)
                     written = item[2] if len(item) > 2 else ()  # the ids fed, where surrogates were swapped out
-                    last = StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason, queue_ms, written)
-                    tokens = job.search.tokens  # type: ignore[attr-defined]  # a stream's search has one row
-                    attention = job.attention.of(tokens) if job.attention is not None else None  # (T, L)
-                    yield dataclasses.replace(last, memory=job.memory, attention=attention)
+                    last = StreamEvent(delta + detok.flush(), tuple(token_ids), finish_reason, result.queue_ms, written)
+                    yield dataclasses.replace(last, memory=job.memory, attention=result.attention, result=result)
                     return
                 yield StreamEvent(delta, tuple(token_ids), None)
         finally:

@@ -151,3 +151,7 @@ class StreamEvent:
     attention: np.ndarray | None = field(default=None, repr=False, compare=False)
     # the last event only: the language a pivoted stream went through (set by the translation service)
     pivot_language: str = ""
+    # the last event only: the whole result, as a unary call returns it (hypotheses with their scores,
+    # timings, what alignments read): draining a stream gives what ``translate`` gives
+    result: TranslationResult | None = field(default=None, repr=False, compare=False)
+    index: int = 0  # the text of the request this event is of (an engine stream of several texts)
