@@ -4,6 +4,7 @@ refusal), and an input that costs more than the limit fails the test instead of 
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import resource
 from collections.abc import Callable
@@ -19,6 +20,10 @@ def _address_space() -> int:
 
 
 def _child(conn: Any, fn: Callable[..., Any], args: tuple, cpu_seconds: int, memory_bytes: int) -> None:
+    # The parent's objects are out of the collector's reach: a collection in the child would run the
+    # finalizers of what earlier tests left (gRPC servers and channels whose threads the fork did not
+    # copy), which wait on those threads and spend the child's CPU limit before its work does
+    gc.freeze()
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds + 1))
     limit = _address_space() + memory_bytes
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
