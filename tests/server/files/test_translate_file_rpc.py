@@ -15,6 +15,7 @@ from lxml import etree
 
 from attnserve.client import AttnServeError
 from attnserve.client.cli import main as client_main
+from attnserve.server.service import documents
 from tests.support import office_files as office
 from tests.support import pdf_pages
 
@@ -59,6 +60,33 @@ def test_a_docx_through_the_rpc_keeps_its_runs(server, tmp_path):
     assert [len(r) for r in runs] == [2, 1]
     assert [" ".join("".join(r).split()) for r in runs] == [" ".join(t.split()) for t in expected]
     assert done.media_type.endswith("wordprocessingml.document")
+
+
+def test_a_file_split_in_pieces_comes_back_byte_for_byte_as_split_whole(server, tmp_path, monkeypatch):
+    # 56 paragraphs, a third in two runs (placed by alignment), each repeated 28 paragraphs on:
+    # in pieces of 150-300 characters, the later pieces are split while the first ones decode,
+    # and a repeat takes the result of its first place, in another piece
+    paragraphs = [
+        [("We meet ", ""), (LINES[i % 28], "b")] if i % 28 % 3 == 0 else [(LINES[i % 28] + ".", "")] for i in range(56)
+    ]
+    path = tmp_path / "memo.docx"
+    path.write_bytes(office.docx(paragraphs))
+
+    def translated(first: int, most: int):
+        monkeypatch.setattr(documents, "FIRST_PIECE_CHARS", first)
+        monkeypatch.setattr(documents, "MOST_PIECE_CHARS", most)
+        events: list[tuple[int, int]] = []
+        with server.client(timeout=120) as client:
+            return client.translate_file(path, "de", "en", progress=lambda d, t: events.append((d, t))), events
+
+    whole, told_whole = translated(10**9, 10**9)
+    pieces, told_pieces = translated(150, 300)
+    texts = [" ".join(text for text, _ in p) for p in paragraphs]
+    assert len(documents.pieces(texts, 150, 300)) >= 8
+    assert pieces.content == whole.content and pieces.sentences == whole.sentences == 56
+    assert told_whole[0] == (0, 56) and told_pieces[-1] == (56, 56)  # the whole's total is known before it decodes
+    assert [d for d, _ in told_pieces] == sorted(d for d, _ in told_pieces)
+    assert all(t in (0, 56) for _, t in told_pieces)  # 0: not known yet, never a guess
 
 
 def test_a_20_page_pdf_through_the_rpc_comes_back_translated_in_place(server, tmp_path):
