@@ -14,6 +14,7 @@ import pytest
 from lxml import etree
 
 from attnserve.client import AttnServeError
+from attnserve.client.cli import ProgressBar
 from attnserve.client.cli import main as client_main
 from attnserve.server.service import documents
 from tests.support import office_files as office
@@ -133,6 +134,16 @@ def test_the_cli_writes_the_file_and_draws_a_progress_bar(server, tmp_path, caps
     (tmp_path / "x.pdf").write_bytes(b"%PDF")
     assert client_main(["--address", server.address, "translate-file", str(tmp_path / "x.pdf"), "--to", "de"]) == 1
     assert "INVALID_ARGUMENT" in sys.stderr.getvalue() and "PDF" in sys.stderr.getvalue()
+
+
+def test_the_progress_bar_shows_sentences_done_before_the_total_is_known(monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    bar = ProgressBar("big.docx")
+    bar(40, 0)  # a large file's first sentences, decoded while the rest of it is split
+    assert terminal.getvalue().endswith("big.docx [" + "." * 30 + "] 40/? sentences")
+    bar(40, 400)
+    assert terminal.getvalue().endswith("big.docx [" + "#" * 3 + "." * 27 + "] 40/400 sentences")
 
 
 def test_a_server_spawns_a_file_worker_as_it_starts_and_its_first_file_spawns_none(serve, tmp_path):
