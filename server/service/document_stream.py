@@ -16,9 +16,8 @@ from ..documents import PreparedDocument
 from ..documents.alignment import WordAlignment
 from ..shared.errors import InferenceFailed
 from ..translation import DecodeOptions, StreamEvent
-from .documents import sentence_work
+from .documents import cancel_all, sentence_work, window
 from .requests import ValidTranslation
-from .sentence_flow import cancel_all, window
 
 # (sentence index, its token ids, the ids fed where glossary surrogates were swapped out of them,
 # its encoder output or None)

@@ -40,27 +40,28 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import weakref
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..documents import DocumentSplitter, PreparedDocument, TokenBudget
 from ..documents.alignment import WordAlignment
 from ..translation import DecodeOptions, TranslationEngine, TranslationResult
-from .document_results import document_result
+from . import translation_cache
+from .document_results import as_written, document_result
 from .languages import segmenter_language
 from .requests import ValidTranslation
-from .sentence_flow import Decoded, Progress, SentenceFlow, Work
 
 # Requests up to this many characters are split on the event loop (well under a millisecond).
 INLINE_SPLIT_CHARS = 2_000
 INLINE_SEGMENTS = 64  # requests of up to this many segments are joined back on the event loop
-# A file's texts are split in pieces of whole texts that go to the engine as they are split
-# (split_pieces): the first of about FIRST_PIECE_CHARS characters (a few ms of splitting), each
-# next one twice the last, up to MOST_PIECE_CHARS (tens of ms, so the pieces are few).
-FIRST_PIECE_CHARS = 4_000
-MOST_PIECE_CHARS = 64_000
 MAX_LANGUAGES = 64  # sentence splitters kept per engine, one per source language
+Work = list[tuple[str, Sequence[int], DecodeOptions]]  # (sentence, its ids, its options)
+Progress = Callable[[int], None]  # told how many more of the documents' sentences are decoded
+# told the positions (among the documents' sentences, in order) and results of sentences decoded
+Decoded = Callable[[Sequence[int], Sequence[TranslationResult]], None]
+PROGRESS_STEPS = 32  # engine calls a request with progress is cut into, at most
 
 
 @dataclass
@@ -138,49 +139,11 @@ async def split_documents(
     return await asyncio.get_running_loop().run_in_executor(pool, split, *args)
 
 
-def pieces(texts: Sequence[str], first: int, most: int) -> list[range]:
-    """The texts in runs of whole texts: the first of about ``first`` characters, each next one
-    twice the last up to ``most`` (a longer text is a piece of its own)."""
-    out, start, chars, size = [], 0, 0, first
-    for i, text in enumerate(texts):
-        chars += len(text)
-        if chars >= size:
-            out.append(range(start, i + 1))
-            start, chars, size = i + 1, 0, min(most, 2 * size)
-    if start < len(texts):
-        out.append(range(start, len(texts)))
-    return out
-
-
-@dataclass(frozen=True)
-class Piece:
-    """Documents of a request split in pieces (:func:`split_pieces`)."""
-
-    start: int  # the index of its first text among the request's
-    prepared: list[PreparedDocument]
-    last: bool
-
-
-async def split_pieces(
-    valid: ValidTranslation,
-    pool: Executor,
-    place_inline: bool = False,
-    styled: Sequence[Sequence[tuple[int, int]]] | None = None,
-) -> AsyncIterator[Piece]:
-    """The request's documents as :func:`split_documents` splits them, in pieces of whole texts
-    (:func:`pieces`), each split (on ``pool`` unless small) once the one before it is taken: a
-    large file's first sentences go to the engine after a few ms of splitting, not after the
-    second or so that its 500,000 characters take; the documents are those of one split."""
-    request, engine = valid.request, valid.model.engine
-    spans = pieces(request.texts, FIRST_PIECE_CHARS, MOST_PIECE_CHARS)
-    loop = asyncio.get_running_loop()
-    for n, span in enumerate(spans):
-        texts = request.texts[span.start : span.stop]
-        its = styled[span.start : span.stop] if styled is not None else None
-        args = (engine, texts, request.format, valid.source_language, place_inline, its)
-        small = sum(len(t) for t in texts) <= INLINE_SPLIT_CHARS
-        prepared = split(*args) if small else await loop.run_in_executor(pool, split, *args)
-        yield Piece(span.start, prepared, n == len(spans) - 1)
+def window(valid: ValidTranslation) -> tuple[int, int]:
+    """(sentences per engine call, calls in flight) for one request (see the module docstring)."""
+    share = max(1, valid.model.engine.settings.max_queue_size // 2)  # of the queue, for one request at a time
+    chunk = min(valid.sentences_per_call, share)
+    return chunk, max(1, share // chunk)
 
 
 def sentence_options(options: DecodeOptions) -> tuple[DecodeOptions, DecodeOptions]:
@@ -244,6 +207,67 @@ def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> 
     return distinct, order
 
 
+async def _decode_sentences(
+    valid: ValidTranslation,
+    work: Work,
+    finished: Callable[[Sequence[int], Sequence[TranslationResult]], None] | None = None,
+) -> list[TranslationResult]:
+    """One result per (sentence, its ids, options), in order: sentences of equal options go to
+    the engine in calls of at most ``max_texts_per_request``; a failure or a cancel abandons
+    every call. ``finished(indices, results)`` hears of every call's sentences as it finishes; the
+    calls are then smaller (about 1/32 of the work each, the same sentences in flight), so a
+    file's progress moves in steps a person sees."""
+    engine, deadline = valid.model.engine, valid.request.deadline
+    chunk, in_flight = window(valid)
+    if finished is not None:
+        share = chunk * in_flight
+        chunk = max(1, min(chunk, -(-len(work) // PROGRESS_STEPS)))
+        in_flight = max(1, share // chunk)
+    by_options: dict[DecodeOptions, list[int]] = {}
+    for i, (_, _, options) in enumerate(work):
+        by_options.setdefault(options, []).append(i)
+    calls = [(options, idx[j : j + chunk]) for options, idx in by_options.items() for j in range(0, len(idx), chunk)]
+    calls.sort(key=lambda call: call[1][0])  # in document order: a file's progress, and what it aligns, go along
+
+    async def call(options: DecodeOptions, indices: Sequence[int]) -> list[TranslationResult]:
+        sentences, ids = [work[i][0] for i in indices], [work[i][1] for i in indices]
+        prepared = engine.prepare(sentences, options, ids, max_new_tokens=valid.max_new_tokens)
+        results = await translation_cache.translate(valid, prepared, engine.translate, deadline)
+        if finished is not None:
+            finished(indices, results)
+        return results
+
+    if len(calls) == 1:
+        return await call(*calls[0])
+    gate = asyncio.Semaphore(in_flight)
+
+    async def gated(options: DecodeOptions, indices: list[int]) -> list[TranslationResult]:
+        async with gate:
+            return await call(options, indices)
+
+    tasks = [asyncio.ensure_future(gated(options, indices)) for options, indices in calls]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+    finally:  # cancelled, or one call failed: the others free their rows too
+        await cancel_all(tasks)
+    for task in tasks:
+        if not task.cancelled() and task.exception() is not None:
+            raise task.exception()
+    results: list[Any] = [None] * len(work)
+    for (_, indices), task in zip(calls, tasks):
+        for i, result in zip(indices, task.result()):
+            results[i] = result
+    return results
+
+
+async def cancel_all(tasks: list[asyncio.Future]) -> None:
+    pending = [t for t in tasks if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        await asyncio.wait(pending)
+
+
 def _join(
     valid: ValidTranslation,
     prepared: Sequence[PreparedDocument],
@@ -297,13 +321,32 @@ async def translate_sentences(
     the sentences whose results keep what word alignments read (``DecodeOptions.for_alignment``:
     each hypothesis's steps' attention, or where the decoder lacks it the encoder's output).
     ``known``: sentences already translated (an interrupted file job's), not sent to the engine
-    unless kept for alignment (what alignment reads is not stored); told to ``progress`` first.
-    A file's sentences go to the engine piece by piece as they are split (:func:`split_pieces`,
-    ``sentence_flow``); the results are the same."""
-    work = await work_of(valid, prepared, pool)
-    flow = SentenceFlow(valid, progress, decoded, known)
-    flow.add(work, keep_for_alignment, last=True)
-    return await flow.results()
+    unless kept for alignment (what alignment reads is not stored); told to ``progress`` first."""
+    keep_for_alignment = list(keep_for_alignment)
+    distinct, order = await _off_loop(prepared, pool)(sentence_work, valid, prepared, keep_for_alignment)
+    kept = {order[p] for p in keep_for_alignment}
+    reused = {i: as_written(known[s]) for i, (s, _, _) in enumerate(distinct) if known and s in known and i not in kept}
+    todo = [i for i in range(len(distinct)) if i not in reused]
+    finished = None
+    if progress is not None or decoded is not None:
+        positions: dict[int, list[int]] = {}  # distinct sentence -> the documents' sentences it is
+        for position, i in enumerate(order):
+            positions.setdefault(i, []).append(position)
+        if progress is not None and reused:
+            progress(sum(len(positions[i]) for i in reused))
+
+        def finished(indices: Sequence[int], results: Sequence[TranslationResult]) -> None:
+            indices = [todo[i] for i in indices]
+            if decoded is not None:  # first: a file job stores its sentences before their progress
+                pairs = [(p, r) for i, r in zip(indices, results) for p in positions[i]]
+                decoded([p for p, _ in pairs], [r for _, r in pairs])
+            if progress is not None:
+                progress(sum(len(positions[i]) for i in indices))
+
+    work = [distinct[i] for i in todo]
+    done = dict(zip(todo, await _decode_sentences(valid, work, finished) if work else []))
+    done.update(reused)
+    return [done[i] for i in order]
 
 
 async def join(

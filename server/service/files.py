@@ -14,10 +14,10 @@
    ``--file-timeout-seconds``): every sentence of the file is split, deduplicated and
    decoded together through continuous batching, as a long document is, with
    ``progress(done, total)`` told as engine calls finish. The units are split in pieces of
-   whole units that go to the engine as soon as they are split (``documents.split_pieces``,
-   ``sentence_flow``): a 200-page file's first sentences decode while the rest is split, and
-   its total is 0 (not known) until its last piece is split; the sentences, their results and
-   the file are those of one split;
+   whole units that go to the engine as soon as they are split (``sentence_flow``): a
+   200-page file's first sentences decode while the rest is split, and its total is 0 (not
+   known) until its last piece is split; the sentences, their results and the file are those
+   of one split;
 4. the translations are written back in a file worker, which reads the file again (a parsed
    file does not pickle: ``files.jobs``) and places each paragraph's translation on its runs
    (``files.placement``): by word alignment where the paragraph has words in two runs or more
@@ -45,7 +45,7 @@ from ..translation import DecodeOptions, TranslationResult
 from . import alignments, documents, limits
 from .requests import Deadline, Detection, TranslationRequest, ValidTranslation
 from .run_alignment import RunAligner
-from .sentence_flow import Decoded, SentenceFlow
+from .sentence_flow import SentenceFlow, split_pieces
 from .stored_glossaries import with_stored_glossary
 from .translation import TranslationService, bounded
 
@@ -89,7 +89,7 @@ class Resume:
             self.sources.append(source)
             self.reused += source in self.known
 
-    def listener(self, then: Decoded | None) -> Decoded:
+    def listener(self, then: documents.Decoded | None) -> documents.Decoded:
         """The decoded callback telling ``learned`` (and ``then``) of the sentences at ``positions``."""
 
         def decoded(positions: Sequence[int], results: Sequence[TranslationResult]) -> None:
@@ -192,11 +192,11 @@ class FileTranslation:
         aligner: RunAligner,
         resume: Resume | None,
     ) -> list[PreparedDocument]:
-        """The file's documents, split in pieces (``documents.split_pieces``), each handed to
+        """The file's documents, split in pieces (``sentence_flow.split_pieces``), each handed to
         ``flow`` (and to ``aligner`` and ``resume``) as soon as it is split."""
         service, pool, prepared = self.service, self.service.pool, []
         place_inline = text.format != TEXT and valid.model.aligns
-        pieces = documents.split_pieces(valid, pool, place_inline, styled(text, valid))
+        pieces = split_pieces(valid, pool, place_inline, styled(text, valid))
         async with contextlib.aclosing(pieces):
             async for piece in pieces:
                 keep: Iterable[int] = aligner.add(piece.start, piece.prepared, flow.added)
@@ -216,7 +216,7 @@ class FileTranslation:
     ) -> tuple[list[TranslationResult], jobs.Preferred | None, int]:
         """The texts' results, where their words go on their runs, and the file's sentences.
         The file is split in pieces that go to the engine as they are split
-        (``documents.split_pieces``, ``SentenceFlow``), so its first sentences decode while the
+        (``sentence_flow.split_pieces``, ``SentenceFlow``), so its first sentences decode while the
         rest is split; ``progress(done, total)`` tells 0 for the total until the last piece is in.
         Words go on runs by word alignment for paragraphs with words in two runs or more where
         the model has an aligner, aligned as the engine decodes the rest (``run_alignment``); None:

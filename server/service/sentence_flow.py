@@ -1,6 +1,8 @@
-"""A request's sentences on the engine as they come: a request's documents at once, or a file's
-paragraphs piece by piece as they are split, so that the engine decodes a large file's first
-sentences while the rest of it is still being cut into sentences.
+"""A file's sentences on the engine as they come: its paragraphs piece by piece as they are split
+(:func:`split_pieces`), so that the engine decodes a large file's first sentences while
+the rest of it is still being cut into sentences. The engine calls are those
+``documents.translate_sentences`` makes of a whole request: the same size, order and share of
+the queue.
 
 :class:`SentenceFlow` takes the sentences of one piece after another (:meth:`~SentenceFlow.add`,
 the last with ``last=True``) and :meth:`~SentenceFlow.results` returns one result per sentence,
@@ -31,37 +33,71 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass
 
+from ..documents import PreparedDocument
 from ..translation import DecodeOptions, TranslationResult
-from . import translation_cache
+from . import documents, translation_cache
 from .document_results import as_written
+from .documents import PROGRESS_STEPS, Decoded, Progress, Work, cancel_all, window
 from .requests import ValidTranslation
 
-Work = list[tuple[str, Sequence[int], DecodeOptions]]  # (sentence, its ids, its options)
-Progress = Callable[[int], None]  # told how many more of the documents' sentences are done
-# told the positions (among the documents' sentences, in order) and results of sentences decoded
-Decoded = Callable[[Sequence[int], Sequence[TranslationResult]], None]
-PROGRESS_STEPS = 32  # engine calls a piece with progress is cut into, at most
+# A file's texts are split in pieces of whole texts that go to the engine as they are split
+# (split_pieces): the first of about FIRST_PIECE_CHARS characters (a few ms of splitting), each
+# next one twice the last, up to MOST_PIECE_CHARS (tens of ms, so the pieces are few).
+FIRST_PIECE_CHARS = 4_000
+MOST_PIECE_CHARS = 64_000
 
 
-def window(valid: ValidTranslation) -> tuple[int, int]:
-    """(sentences per engine call, calls in flight) for one request (see the module docstring)."""
-    share = max(1, valid.model.engine.settings.max_queue_size // 2)  # of the queue, for one request at a time
-    chunk = min(valid.sentences_per_call, share)
-    return chunk, max(1, share // chunk)
+def pieces(texts: Sequence[str], first: int, most: int) -> list[range]:
+    """The texts in runs of whole texts: the first of about ``first`` characters, each next one
+    twice the last up to ``most`` (a longer text is a piece of its own)."""
+    out, start, chars, size = [], 0, 0, first
+    for i, text in enumerate(texts):
+        chars += len(text)
+        if chars >= size:
+            out.append(range(start, i + 1))
+            start, chars, size = i + 1, 0, min(most, 2 * size)
+    if start < len(texts):
+        out.append(range(start, len(texts)))
+    return out
 
 
-async def cancel_all(tasks: Iterable[asyncio.Future]) -> None:
-    pending = [t for t in tasks if not t.done()]
-    for task in pending:
-        task.cancel()
-    if pending:
-        await asyncio.wait(pending)
+@dataclass(frozen=True)
+class Piece:
+    """Documents of a request split in pieces (:func:`split_pieces`)."""
+
+    start: int  # the index of its first text among the request's
+    prepared: list[PreparedDocument]
+    last: bool
+
+
+async def split_pieces(
+    valid: ValidTranslation,
+    pool: Executor,
+    place_inline: bool = False,
+    styled: Sequence[Sequence[tuple[int, int]]] | None = None,
+) -> AsyncIterator[Piece]:
+    """The request's documents as ``documents.split_documents`` splits them, in pieces of whole texts
+    (:func:`pieces`), each split (on ``pool`` unless small) once the one before it is taken: a
+    large file's first sentences go to the engine after a few ms of splitting, not after the
+    second or so that its 500,000 characters take; the documents are those of one split."""
+    request, engine = valid.request, valid.model.engine
+    spans = pieces(request.texts, FIRST_PIECE_CHARS, MOST_PIECE_CHARS)
+    loop = asyncio.get_running_loop()
+    for n, span in enumerate(spans):
+        texts = request.texts[span.start : span.stop]
+        its = styled[span.start : span.stop] if styled is not None else None
+        args = (engine, texts, request.format, valid.source_language, place_inline, its)
+        small = sum(len(t) for t in texts) <= documents.INLINE_SPLIT_CHARS
+        prepared = documents.split(*args) if small else await loop.run_in_executor(pool, documents.split, *args)
+        yield Piece(span.start, prepared, n == len(spans) - 1)
 
 
 class SentenceFlow:
-    """One request's sentences, added in pieces, decoded as they come (see the module docstring).
+    """One file's sentences, added in pieces, decoded as they come (see the module docstring).
     Made, added to and awaited on the event loop."""
 
     def __init__(

@@ -294,8 +294,17 @@ class FailingEngine(RecordingEngine):
         return await super().translate(prepared, deadline)
 
 
-def test_a_failing_engine_call_fails_the_request_and_cancels_the_others(tokenizer):
+def test_a_failing_engine_call_fails_a_file_split_in_pieces_and_cancels_the_others(tokenizer):
     engine = FailingEngine(tokenizer)
+
+    async def run():
+        checked = valid(engine, [], per_call=1)
+        flow = sentence_flow.SentenceFlow(checked, lambda n: None)
+        flow.add(documents.piece_work(checked, documents.split(engine, ["It is 9. At noon."], "text")))
+        await asyncio.sleep(0)
+        flow.add(documents.piece_work(checked, documents.split(engine, ["Busy now. Today."], "text")), last=True)
+        return await flow.results()
+
     with pytest.raises(Overloaded, match="queue is full"):
-        translate(engine, ["It is 9.\nBusy now.\nAt noon."], per_call=1)
+        asyncio.run(run())
     assert engine.calls == []  # the calls in flight beside it were cancelled, not left decoding

@@ -16,7 +16,7 @@ from lxml import etree
 from attnserve.client import AttnServeError
 from attnserve.client.cli import ProgressBar
 from attnserve.client.cli import main as client_main
-from attnserve.server.service import documents
+from attnserve.server.service import sentence_flow
 from tests.support import office_files as office
 from tests.support import pdf_pages
 
@@ -74,8 +74,8 @@ def test_a_file_split_in_pieces_comes_back_byte_for_byte_as_split_whole(server, 
     path.write_bytes(office.docx(paragraphs))
 
     def translated(first: int, most: int):
-        monkeypatch.setattr(documents, "FIRST_PIECE_CHARS", first)
-        monkeypatch.setattr(documents, "MOST_PIECE_CHARS", most)
+        monkeypatch.setattr(sentence_flow, "FIRST_PIECE_CHARS", first)
+        monkeypatch.setattr(sentence_flow, "MOST_PIECE_CHARS", most)
         events: list[tuple[int, int]] = []
         with server.client(timeout=120) as client:
             return client.translate_file(path, "de", "en", progress=lambda d, t: events.append((d, t))), events
@@ -83,7 +83,7 @@ def test_a_file_split_in_pieces_comes_back_byte_for_byte_as_split_whole(server, 
     whole, told_whole = translated(10**9, 10**9)
     pieces, told_pieces = translated(150, 300)
     texts = [" ".join(text for text, _ in p) for p in paragraphs]
-    assert len(documents.pieces(texts, 150, 300)) >= 8
+    assert len(sentence_flow.pieces(texts, 150, 300)) >= 8
     assert pieces.content == whole.content and pieces.sentences == whole.sentences == 56
     assert told_whole[0] == (0, 56) and told_pieces[-1] == (56, 56)  # the whole's total is known before it decodes
     assert [d for d, _ in told_pieces] == sorted(d for d, _ in told_pieces)
