@@ -60,7 +60,7 @@ def pieces(texts: Sequence[str], first: int, most: int) -> list[range]:
         if chars >= size:
             out.append(range(start, i + 1))
             start, chars, size = i + 1, 0, min(most, 2 * size)
-    if start < len(texts):
+    if start < len(texts) or not out:  # the rest; or no texts: one empty piece, the last
         out.append(range(start, len(texts)))
     return out
 

@@ -308,3 +308,9 @@ def test_a_failing_engine_call_fails_a_file_split_in_pieces_and_cancels_the_othe
     with pytest.raises(Overloaded, match="queue is full"):
         asyncio.run(run())
     assert engine.calls == []  # the calls in flight beside it were cancelled, not left decoding
+
+
+def test_a_files_texts_go_in_pieces_of_whole_texts_each_twice_the_last_up_to_the_most():
+    assert sentence_flow.pieces(["abcde"] * 10, 10, 20) == [range(0, 2), range(2, 6), range(6, 10)]
+    assert sentence_flow.pieces(["x" * 100, "y"], 10, 20) == [range(0, 1), range(1, 2)]  # a long text alone
+    assert sentence_flow.pieces([], 10, 20) == [range(0, 0)]  # one empty piece, the last
