@@ -152,9 +152,11 @@ class ProgressBar:
     def __call__(self, done: int, total: int) -> None:
         if not self.on:
             return
-        filled = self.WIDTH * done // total if total else self.WIDTH
+        # a total of 0 with sentences done: the file is still being split, its total not known yet
+        filled = self.WIDTH * done // total if total else (0 if done else self.WIDTH)
         bar = "#" * filled + "." * (self.WIDTH - filled)
-        print(f"\r{self.label} [{bar}] {done}/{total} sentences", end="", file=sys.stderr, flush=True)
+        of = total if total or not done else "?"
+        print(f"\r{self.label} [{bar}] {done}/{of} sentences", end="", file=sys.stderr, flush=True)
 
     def close(self) -> None:
         if self.on:

@@ -35,7 +35,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentP
 
 def _line(job: FileJob) -> str:
     left = f", about {job.remaining_s:.0f} s left" if job.remaining_s is not None else ""
-    return f"job {job.id}: {job.status} {job.done}/{job.total} sentences{left}"
+    total = job.total if job.total or not job.done else "?"  # done before the file is split to its end
+    return f"job {job.id}: {job.status} {job.done}/{total} sentences{left}"
 
 
 def follow(client: Client, job_id: str, out: Path | None, quiet: bool, as_json: bool) -> int:

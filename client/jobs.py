@@ -29,7 +29,7 @@ class FileJob:
     status: str  # queued, running, done, failed, cancelled
     filename: str
     done: int  # sentences translated
-    total: int  # sentences in the file (0 until the server has read it)
+    total: int  # sentences in the file (0 until the server has read and split all of it)
     remaining_s: float | None  # estimated, while it runs
     error: str
     reused: int  # sentences taken from an interrupted run, not decoded again

@@ -169,13 +169,24 @@ def sentence_work(
     return distinct, order
 
 
-def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> tuple[Work, list[int]]:
+def piece_work(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> Work:
+    """Every sentence of the documents, in order, with its options: its place's
+    (:func:`sentence_options`) with the glossary terms it contains."""
     first, rest = sentence_options(valid.options)
-    work = [
+    return [
         (s, ids, with_terms(valid, s, rest if i else first))
         for p in prepared
         for i, (s, ids) in enumerate(zip(p.sources, p.ids))
     ]
+
+
+async def work_of(valid: ValidTranslation, prepared: Sequence[PreparedDocument], pool: Executor | None) -> Work:
+    """:func:`piece_work`, on ``pool`` for many sentences (see :func:`_off_loop`)."""
+    return await _off_loop(prepared, pool)(piece_work, valid, prepared)
+
+
+def _distinct(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> tuple[Work, list[int]]:
+    work = piece_work(valid, prepared)
     if valid.options.sampling:
         return work, list(range(len(work)))
     index: dict[tuple[tuple[int, ...], DecodeOptions], int] = {}  # (ids, options) -> its place in distinct

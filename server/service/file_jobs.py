@@ -1,7 +1,9 @@
 """Files translated as jobs in the server's background, for every door (HTTP ``/translate_file_job``,
 attnserve.v1 ``SubmitFileJob``): a submit returns at once with the job's id; its progress
 (sentences done / total, and an estimate of the time left), its cancel and its result are
-asked for by id, and only by the key that submitted it.
+asked for by id, and only by the key that submitted it. A large file's sentences decode while
+the rest of it is split (``files.FileTranslation``), so its first ones are done before its total
+is known: the total is 0 until then.
 
 Records are a :class:`~..files.job_store.JobStore`'s (SQLite in ``--state-dir``, or
 PostgreSQL at ``--state-url``), the files plain files in the state folder, so jobs and
@@ -205,13 +207,14 @@ class FileJobs:
             known = await self._off(self.store.sentences, job.id)
             terms = await self._off(self.store.glossary, job.id)  # as resolved when it was submitted
             resume = Resume(known, lambda pairs: self._io.submit(self.store.add_sentences, job.id, pairs))
-            last = 0.0
+            last, seen = 0.0, None
 
             def progress(done: int, total: int) -> None:
-                nonlocal last
+                nonlocal last, seen
                 now = time.monotonic()
-                if now - last >= PROGRESS_S or done in (0, total):
-                    last = now
+                # the first sentence done, the total known and the end are written at once
+                if now - last >= PROGRESS_S or (done > 0, total > 0, done == total) != seen:
+                    last, seen = now, (done > 0, total > 0, done == total)
                     changes = dict(done=done, total=total, reused=resume.reused, decoded=resume.decoded)
                     self._io.submit(self.store.update, job.id, **changes)
 

@@ -13,7 +13,11 @@
    with ``file=True``: the file limits in place of the per-request ones, and
    ``--file-timeout-seconds``): every sentence of the file is split, deduplicated and
    decoded together through continuous batching, as a long document is, with
-   ``progress(done, total)`` told as engine calls finish;
+   ``progress(done, total)`` told as engine calls finish. The units are split in pieces of
+   whole units that go to the engine as soon as they are split (``sentence_flow``): a
+   200-page file's first sentences decode while the rest is split, and its total is 0 (not
+   known) until its last piece is split; the sentences, their results and the file are those
+   of one split;
 4. the translations are written back in a file worker, which reads the file again (a parsed
    file does not pickle: ``files.jobs``) and places each paragraph's translation on its runs
    (``files.placement``): by word alignment where the paragraph has words in two runs or more
@@ -27,8 +31,9 @@ page) calls this, and stores or streams the bytes it returns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from .. import files
 from ..documents import TEXT, PreparedDocument
@@ -38,13 +43,14 @@ from ..shared.calls import Call
 from ..shared.errors import LimitExceeded
 from ..translation import DecodeOptions, TranslationResult
 from . import alignments, documents, limits
-from .documents import Progress
 from .requests import Deadline, Detection, TranslationRequest, ValidTranslation
 from .run_alignment import RunAligner
+from .sentence_flow import SentenceFlow, split_pieces
 from .stored_glossaries import with_stored_glossary
 from .translation import TranslationService, bounded
 
-FileProgress = Callable[[int, int], None]  # (sentences done, sentences in the file)
+# (sentences done, sentences in the file: 0 until the file is split to its end)
+FileProgress = Callable[[int, int], None]
 
 
 # Greedy, as a text's default; a file returns no scores, so greedy skips the log-softmax per step.
@@ -69,21 +75,26 @@ class FileRequest:
 class Resume:
     """A file job's sentences across runs: ``known`` (source sentence -> translation) are not
     decoded again; ``learned(pairs)`` hears of every sentence the engine translates;
-    ``reused`` and ``decoded`` count the file's sentences of each kind."""
+    ``reused`` and ``decoded`` count the file's sentences of each kind, as it is split."""
 
     known: Mapping[str, str]
     learned: Callable[[dict[str, str]], None]
     reused: int = 0
     decoded: int = 0
+    sources: list[str] = field(default_factory=list)  # the file's sentences split so far
 
-    def listener(self, sources: Sequence[str], then: documents.Decoded | None) -> documents.Decoded:
+    def add(self, sources: Iterable[str]) -> None:
+        """The next sentences of the file, as it is split."""
+        for source in sources:
+            self.sources.append(source)
+            self.reused += source in self.known
+
+    def listener(self, then: documents.Decoded | None) -> documents.Decoded:
         """The decoded callback telling ``learned`` (and ``then``) of the sentences at ``positions``."""
-
-        self.reused = sum(s in self.known for s in sources)
 
         def decoded(positions: Sequence[int], results: Sequence[TranslationResult]) -> None:
             self.decoded += len(positions)
-            self.learned({sources[p]: r.hypotheses[0].text for p, r in zip(positions, results)})
+            self.learned({self.sources[p]: r.hypotheses[0].text for p, r in zip(positions, results)})
             if then is not None:
                 then(positions, results)
 
@@ -173,42 +184,73 @@ class FileTranslation:
             )  # fmt: skip
         return text, max(0.0, budget - done.cpu_seconds)
 
-    async def _translated(
+    async def _split(
         self,
         valid: ValidTranslation,
         text: jobs.FileText,
-        prepared: list[PreparedDocument],
-        advanced: Progress,
+        flow: SentenceFlow,
+        aligner: RunAligner,
         resume: Resume | None,
-    ) -> tuple[list[TranslationResult], jobs.Preferred | None]:
-        """The texts' results, and where their words go on their runs: by word alignment for
-        paragraphs with words in two runs or more where the model has an aligner, aligned as the
-        engine decodes the rest (``run_alignment``); None: by proportion. Html pages (EPUB, .html)
-        and markdown place their inline markup by alignment, as ``/translate`` does."""
+    ) -> list[PreparedDocument]:
+        """The file's documents, split in pieces (``sentence_flow.split_pieces``), each handed to
+        ``flow`` (and to ``aligner`` and ``resume``) as soon as it is split."""
+        service, pool, prepared = self.service, self.service.pool, []
+        place_inline = text.format != TEXT and valid.model.aligns
+        pieces = split_pieces(valid, pool, place_inline, styled(text, valid))
+        async with contextlib.aclosing(pieces):
+            async for piece in pieces:
+                keep: Iterable[int] = aligner.add(piece.start, piece.prepared, flow.added)
+                if place_inline:  # html pages and markdown: every sentence, for its inline markup
+                    keep = range(flow.added, flow.added + sum(p.segments for p in piece.prepared))
+                if resume is not None:
+                    resume.add(s for p in piece.prepared for s in p.sources)
+                with_terms = await service.with_surrogates(valid, piece.prepared)
+                flow.add(await documents.work_of(with_terms, piece.prepared, pool), keep, piece.last)
+                prepared += piece.prepared
+                flow.check()
+        service.counted(valid, prepared)
+        return prepared
+
+    async def _translated(
+        self, valid: ValidTranslation, text: jobs.FileText, progress: FileProgress | None, resume: Resume | None
+    ) -> tuple[list[TranslationResult], jobs.Preferred | None, int]:
+        """The texts' results, where their words go on their runs, and the file's sentences.
+        The file is split in pieces that go to the engine as they are split
+        (``sentence_flow.split_pieces``, ``SentenceFlow``), so its first sentences decode while the
+        rest is split; ``progress(done, total)`` tells 0 for the total until the last piece is in.
+        Words go on runs by word alignment for paragraphs with words in two runs or more where
+        the model has an aligner, aligned as the engine decodes the rest (``run_alignment``); None:
+        by proportion. Html pages (EPUB, .html) and markdown place their inline markup by
+        alignment, as ``/translate`` does; every sentence of theirs keeps what alignment reads
+        (whether a later piece has inline markup is not known while the first ones decode)."""
         pool = self.service.pool
-        aligner = RunAligner(valid, text, prepared, pool, self.settings.max_aligned_runs)
-        inline = any(s.inline for p in prepared for s in p.document.segments)
-        keep = range(sum(p.segments for p in prepared)) if inline else aligner.keep_for_alignment
+        aligner = RunAligner(valid, text, pool, self.settings.max_aligned_runs)
         decoded = aligner.decoded if aligner.needed else None
         if resume is not None:
-            decoded = resume.listener([s for p in prepared for s in p.sources], decoded)
+            decoded = resume.listener(decoded)
+        done = 0
+
+        def advanced(n: int) -> None:
+            nonlocal done
+            done = min(flow.total, done + n) if flow.total else done + n
+            if progress is not None:
+                progress(done, flow.total)
+
+        flow = SentenceFlow(valid, advanced, decoded, resume.known if resume is not None else None)
         try:
-            sentences = await documents.translate_sentences(
-                valid,
-                prepared,
-                pool,
-                advanced,
-                decoded,
-                keep,
-                resume.known if resume is not None else None,
-            )
+            prepared = await self._split(valid, text, flow, aligner, resume)
+            if progress is not None:
+                progress(done, flow.total)  # the total, known once the last piece is in
+            sentences = await flow.results()
             # a resumed job's finished sentences kept no attention: without an aligner graph their
             # markup goes around the whole sentence, as without alignments
+            inline = any(s.inline for p in prepared for s in p.document.segments)
             attended = valid.model.aligner is not None or all(r.hypotheses[0].attention is not None for r in sentences)
             aligned = await alignments.align(valid, prepared, sentences, pool) if inline and attended else None
             results = await documents.join(valid, prepared, sentences, aligned, pool)
-            return results, await aligner.placement(results)
+            return results, await aligner.placement(results), flow.total
         except BaseException:
+            await flow.abandon()
             await aligner.cancel()
             raise
 
@@ -231,23 +273,8 @@ class FileTranslation:
         )
         service = self.service
         async with service.validate(wanted, file=True) as valid:
-            valid, prepared = await service.split(
-                valid, text.format != TEXT and valid.model.aligns, styled(text, valid)
-            )
-            total = sum(p.segments for p in prepared)
-            done = 0
-
-            def advanced(n: int) -> None:
-                nonlocal done
-                done = min(total, done + n)
-                if progress is not None:
-                    progress(done, total)
-
-            if progress is not None:
-                progress(0, total)
-            results, preferred = await bounded(
-                self._translated(valid, text, prepared, advanced, resume), valid.request.deadline
-            )
+            translated = self._translated(valid, text, progress, resume)
+            results, preferred, total = await bounded(translated, valid.request.deadline)
             service.answered(valid, [max(r.queue_ms for r in results)])  # one item: the file
         translations = [r.hypotheses[0].text for r in results]
         settings = self.settings

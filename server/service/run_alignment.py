@@ -7,7 +7,7 @@ paragraph with more is placed by proportion of words), and a paragraph repeated 
 aligned once. Their sentences are aligned on the work
 pool as the engine finishes them, in tasks of ``ALIGN_BATCH`` paragraphs, while the engine
 decodes the rest of the file. The engine keeps each step's attention for those sentences
-(``keep_for_alignment``) where the decoder returns it, so greedy decoding (a file's) leaves the
+(the positions ``RunAligner.add`` returns) where the decoder returns it, so greedy decoding (a file's) leaves the
 aligner graph nothing to run and what remains is the word links; otherwise the aligner's pass
 starts from the encoder output the engine kept, and where a core is free most of it is not
 added to the file's time (onnxruntime runs without the GIL).
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import re
 from collections.abc import Sequence
 from concurrent.futures import Executor
@@ -66,41 +65,56 @@ def preferences(unit: files.Unit, translation: str, sentences: Sequence[WordAlig
 
 class RunAligner:
     """Aligns a file's styled paragraphs as their sentences are decoded (module docstring):
-    ``decoded`` is ``documents.translate_sentences``'s callback; ``placement`` waits for the
-    alignments and returns where each word goes; ``cancel`` drops them (a failed request)."""
+    ``add`` hears of the file's documents as they are split, ``decoded`` is the
+    ``SentenceFlow``'s callback; ``placement`` waits for the alignments and returns where each
+    word goes; ``cancel`` drops them (a failed request)."""
 
     def __init__(
-        self,
-        valid: ValidTranslation,
-        extracted: FileText,
-        prepared: list[PreparedDocument],
-        pool: Executor,
-        max_runs: int = files.MAX_ALIGNED_RUNS,
+        self, valid: ValidTranslation, extracted: FileText, pool: Executor, max_runs: int = files.MAX_ALIGNED_RUNS
     ) -> None:
-        self.valid, self.prepared, self.pool, self.units = valid, prepared, pool, extracted.units
+        self.valid, self.pool, self.units = valid, pool, extracted.units
         self.max_runs = max_runs
-        starts = [0, *itertools.accumulate(p.segments for p in prepared)]
-        first: dict[str, int] = {}  # a styled paragraph's text -> its first index
-        if valid.model.aligns:
-            for k, unit in enumerate(self.units):
-                if 2 <= len(files.holders(unit)) <= max_runs:
-                    first.setdefault(unit.text, k)
-        self.spans = {k: range(starts[k], starts[k + 1]) for k in first.values()}  # its sentences' positions
-        self.left = {k: set(span) for k, span in self.spans.items()}  # those not decoded yet
-        self.paragraph = {p: k for k, span in self.spans.items() for p in span}
+        self.seen: set[str] = set()  # the styled paragraphs' texts (one repeated is aligned once)
+        self.prepared: dict[int, PreparedDocument] = {}  # those to align, as they are split
+        self.spans: dict[int, range] = {}  # their sentences' positions
+        self.left: dict[int, set[int]] = {}  # those not decoded yet
+        self.paragraph: dict[int, int] = {}  # a sentence's position -> its paragraph
         self.sentences: dict[int, TranslationResult] = {}
-        self.ready = [k for k, left in self.left.items() if not left]
+        self.ready: list[int] = []
         self.tasks: list[tuple[list[int], asyncio.Future]] = []
 
     @property
     def needed(self) -> bool:
-        return bool(self.spans)
+        """Whether the file may have paragraphs to align (it has runs, and the model aligns)."""
+        return bool(self.units) and self.valid.model.aligns
 
-    @property
-    def keep_for_alignment(self) -> Sequence[int]:
-        """The sentences whose alignment inputs the engine keeps (``translate_sentences``): their
-        steps' attention, or their encoder output for the aligner graph."""
-        return list(self.paragraph)  # only where the model aligns (__init__)
+    def _aligned(self, k: int) -> bool:
+        """Whether paragraph ``k`` is aligned: words in 2 to ``max_runs`` runs, its text not met before."""
+        if k >= len(self.units) or not self.valid.model.aligns:
+            return False
+        unit = self.units[k]
+        if unit.text in self.seen or not 2 <= len(files.holders(unit)) <= self.max_runs:
+            return False
+        self.seen.add(unit.text)
+        return True
+
+    def add(self, start: int, prepared: Sequence[PreparedDocument], at: int) -> list[int]:
+        """The next documents of the file as they are split (its texts from ``start`` on, their
+        sentences from position ``at`` on): the positions of the sentences whose alignment inputs
+        the engine keeps (``SentenceFlow.add``): their steps' attention, or their encoder output
+        for the aligner graph."""
+        keep: list[int] = []
+        for k, document in enumerate(prepared, start):
+            span = range(at, at + document.segments)
+            at = span.stop
+            if not self._aligned(k):
+                continue
+            self.prepared[k], self.spans[k], self.left[k] = document, span, set(span)
+            self.paragraph.update((p, k) for p in span)
+            keep += span
+            if not span:
+                self.ready.append(k)
+        return keep
 
     def decoded(self, positions: Sequence[int], results: Sequence[TranslationResult]) -> None:
         for p, result in zip(positions, results):
@@ -124,7 +138,7 @@ class RunAligner:
     async def placement(self, results: Sequence[TranslationResult]) -> Preferred | None:
         """Where the words of the translations (``results``, one per text) go: for each styled
         paragraph's text, the run each word prefers (``jobs.write_file``); None: by proportion."""
-        if not self.needed:
+        if not self.spans:
             return None
         if self.ready:
             self._start()

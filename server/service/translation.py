@@ -340,13 +340,21 @@ class TranslationService:
         character metrics. ``place_inline``: inline markup kept inside its sentence, placed by alignment;
         ``styled``: a file's paragraphs' styled stretches (``documents.split``)."""
         prepared = await documents.split_documents(valid, self.pool, place_inline, styled)
+        self.counted(valid, prepared)
+        return await self.with_surrogates(valid, prepared), prepared
+
+    def counted(self, valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> None:
+        """The request's sentence and character metrics, once it is split."""
         name = valid.model.name
         self.metrics.request_sentences.labels(name).observe(sum(p.segments for p in prepared))
         self.metrics.request_characters.labels(name).observe(sum(len(t) for t in valid.request.texts))
-        if valid.glossary is not None:
-            sentences = (s for p in prepared for s in p.sources)
-            valid = await bounded(surrogates.attach(valid, sentences), valid.request.deadline)
-        return valid, prepared
+
+    async def with_surrogates(self, valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> ValidTranslation:
+        """``valid`` with its glossary's surrogates for the terms the documents contain (``surrogates.attach``)."""
+        if valid.glossary is None:
+            return valid
+        sentences = (s for p in prepared for s in p.sources)
+        return await bounded(surrogates.attach(valid, sentences), valid.request.deadline)
 
     def answered(self, valid: ValidTranslation, queue_ms: list[float]) -> None:
         """Texts answered: the call's count and queue time (KServe's statistics) and the metric."""

@@ -5,7 +5,8 @@ decode.
 It sits in front of the one engine call of the translation service (``sentences``' whole calls of
 a request's distinct sentences), below every door: attnserve.v1, KServe v2 (gRPC, REST), Triton's
 generate, LibreTranslate and the file routes and jobs all go through it. A sentence repeated
-within one request is decoded once before it reaches the cache (``documents._distinct``).
+within one request is decoded once before it reaches the cache (``documents._distinct``; a file's
+sentences, split in pieces, in ``sentence_flow``).
 
 The key is everything the engine is given for the sentence, so a hit is what a decode would
 return: the model (name and version: the sha256 of its ``model.json``, which holds every file's),

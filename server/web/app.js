@@ -252,6 +252,9 @@ async function followJob(id, name, progress) {
       progress.value = job.done;
       const left = job.remaining_s == null ? "" : `, about ${Math.ceil(job.remaining_s)} s left`;
       say(`Translating ${name}: ${job.done} / ${job.total} sentences${left}`, false, "file-status");
+    } else if (job.done) {
+      // sentences done before the file is split to its end: its total is not known yet
+      say(`Translating ${name}: ${job.done} sentences done, counting the rest`, false, "file-status");
     }
     await new Promise((resolve) => setTimeout(resolve, JOB_POLL_MS));
   }

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from attnserve.server.service import document_stream, documents
+from attnserve.server.service import document_stream, documents, sentence_flow
 from attnserve.server.service.requests import TranslationRequest, ValidTranslation
 from attnserve.server.service.translation import TranslationService
 from attnserve.server.shared.calls import Call
@@ -241,3 +241,76 @@ def test_a_sentence_repeated_in_a_streamed_document_is_decoded_once(tokenizer):
     assert sorted(engine.calls) == [["It is."], ["Now."]]
     assert "".join(e.delta for e in events) == "IT IS. NOW. IT IS.\nIT IS."
     assert events[-1].finish_reason == "eos" and engine.open_streams == 0
+
+
+def test_sentences_added_in_pieces_decode_as_they_come_and_give_the_whole_requests_results(tokenizer):
+    """A file's pieces (``sentence_flow``): the first piece decodes before the next is added, its
+    progress has no total (0) until the last piece is in; a repeat in a later piece is not decoded
+    again, a known sentence (a resumed job's) not at all, and one kept for alignment in a later
+    piece is decoded again with what alignment reads; the results are the whole request's."""
+    lines = ["It is 9.", "It is 10.", "At noon.", "Today."]
+    texts = [lines[0], lines[1] + " " + lines[2], lines[0] + " " + lines[3], lines[1]]
+    whole_engine, engine = RecordingEngine(tokenizer), RecordingEngine(tokenizer)
+    told: list[tuple[int, int]] = []
+
+    async def run():
+        checked = valid(whole_engine, texts)
+        whole = await documents.translate_sentences(checked, await documents.split_documents(checked, POOL))
+        checked = valid(engine, texts)
+        done = 0
+
+        def progress(n: int) -> None:
+            nonlocal done
+            done += n
+            told.append((done, flow.total))
+
+        flow = sentence_flow.SentenceFlow(checked, progress, known={"At noon.": "Mittags."})
+        first, second = documents.split(engine, texts[:2], "text"), documents.split(engine, texts[2:], "text")
+        flow.add(documents.piece_work(checked, first), keep=())
+        for _ in range(3):
+            await asyncio.sleep(0)
+        decoded_first = [list(c) for c in engine.calls]
+        flow.add(documents.piece_work(checked, second), keep=[5], last=True)  # "It is 10." again, kept
+        return whole, await flow.results(), decoded_first
+
+    whole, pieces, decoded_first = asyncio.run(run())
+    assert decoded_first == [["It is 9."], ["It is 10."]]  # before the second piece came
+    assert sorted(s for call in engine.calls for s in call) == ["It is 10.", "It is 10.", "It is 9.", "Today."]
+    assert [o.return_memory for o in engine.options] == [False, False, False, True]  # the kept one: for alignment
+    texts_of = [r.hypotheses[0].text for r in pieces]
+    assert texts_of == ["IT IS 9.", "IT IS 10.", "Mittags.", "IT IS 9.", "TODAY.", "IT IS 10."]
+    assert [r.hypotheses[0].text for r in whole] == [t if t != "Mittags." else "AT NOON." for t in texts_of]
+    assert told == [(1, 0), (2, 0), (3, 0), (4, 6), (5, 6), (6, 6)]  # the known one first, then as decoded
+
+
+class FailingEngine(RecordingEngine):
+    """Refuses a call with a sentence starting "Busy"; takes 50 ms over each other call."""
+
+    async def translate(self, prepared, deadline=None):
+        texts, _ = prepared
+        if any(t.startswith("Busy") for t in texts):
+            raise Overloaded("translation queue is full")
+        await asyncio.sleep(0.05)
+        return await super().translate(prepared, deadline)
+
+
+def test_a_failing_engine_call_fails_a_file_split_in_pieces_and_cancels_the_others(tokenizer):
+    engine = FailingEngine(tokenizer)
+
+    async def run():
+        checked = valid(engine, [], per_call=1)
+        flow = sentence_flow.SentenceFlow(checked, lambda n: None)
+        flow.add(documents.piece_work(checked, documents.split(engine, ["It is 9. At noon."], "text")))
+        await asyncio.sleep(0)
+        flow.add(documents.piece_work(checked, documents.split(engine, ["Busy now. Today."], "text")), last=True)
+        return await flow.results()
+
+    with pytest.raises(Overloaded, match="queue is full"):
+        asyncio.run(run())
+    assert engine.calls == []  # the calls in flight beside it were cancelled, not left decoding
+
+
+def test_a_files_texts_go_in_pieces_of_whole_texts_each_twice_the_last_up_to_the_most():
+    assert sentence_flow.pieces(["abcde"] * 10, 10, 20) == [range(0, 2), range(2, 6), range(6, 10)]
+    assert sentence_flow.pieces(["x" * 100, "y"], 10, 20) == [range(0, 1), range(1, 2)]  # a long text alone
+    assert sentence_flow.pieces([], 10, 20) == [range(0, 0)]  # one empty piece, the last

@@ -14,7 +14,9 @@ import pytest
 from lxml import etree
 
 from attnserve.client import AttnServeError
+from attnserve.client.cli import ProgressBar
 from attnserve.client.cli import main as client_main
+from attnserve.server.service import sentence_flow
 from tests.support import office_files as office
 from tests.support import pdf_pages
 
@@ -61,6 +63,33 @@ def test_a_docx_through_the_rpc_keeps_its_runs(server, tmp_path):
     assert done.media_type.endswith("wordprocessingml.document")
 
 
+def test_a_file_split_in_pieces_comes_back_byte_for_byte_as_split_whole(server, tmp_path, monkeypatch):
+    # 56 paragraphs, a third in two runs (placed by alignment), each repeated 28 paragraphs on:
+    # in pieces of 150-300 characters, the later pieces are split while the first ones decode,
+    # and a repeat takes the result of its first place, in another piece
+    paragraphs = [
+        [("We meet ", ""), (LINES[i % 28], "b")] if i % 28 % 3 == 0 else [(LINES[i % 28] + ".", "")] for i in range(56)
+    ]
+    path = tmp_path / "memo.docx"
+    path.write_bytes(office.docx(paragraphs))
+
+    def translated(first: int, most: int):
+        monkeypatch.setattr(sentence_flow, "FIRST_PIECE_CHARS", first)
+        monkeypatch.setattr(sentence_flow, "MOST_PIECE_CHARS", most)
+        events: list[tuple[int, int]] = []
+        with server.client(timeout=120) as client:
+            return client.translate_file(path, "de", "en", progress=lambda d, t: events.append((d, t))), events
+
+    whole, told_whole = translated(10**9, 10**9)
+    pieces, told_pieces = translated(150, 300)
+    texts = [" ".join(text for text, _ in p) for p in paragraphs]
+    assert len(sentence_flow.pieces(texts, 150, 300)) >= 8
+    assert pieces.content == whole.content and pieces.sentences == whole.sentences == 56
+    assert told_whole[0] == (0, 56) and told_pieces[-1] == (56, 56)  # the whole's total is known before it decodes
+    assert [d for d, _ in told_pieces] == sorted(d for d, _ in told_pieces)
+    assert all(t in (0, 56) for _, t in told_pieces)  # 0: not known yet, never a guess
+
+
 def test_a_20_page_pdf_through_the_rpc_comes_back_translated_in_place(server, tmp_path):
     source, rects, texts = pdf_pages.phrase_pages(20)
     path = tmp_path / "brochure.pdf"
@@ -105,6 +134,16 @@ def test_the_cli_writes_the_file_and_draws_a_progress_bar(server, tmp_path, caps
     (tmp_path / "x.pdf").write_bytes(b"%PDF")
     assert client_main(["--address", server.address, "translate-file", str(tmp_path / "x.pdf"), "--to", "de"]) == 1
     assert "INVALID_ARGUMENT" in sys.stderr.getvalue() and "PDF" in sys.stderr.getvalue()
+
+
+def test_the_progress_bar_shows_sentences_done_before_the_total_is_known(monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    bar = ProgressBar("big.docx")
+    bar(40, 0)  # a large file's first sentences, decoded while the rest of it is split
+    assert terminal.getvalue().endswith("big.docx [" + "." * 30 + "] 40/? sentences")
+    bar(40, 400)
+    assert terminal.getvalue().endswith("big.docx [" + "#" * 3 + "." * 27 + "] 40/400 sentences")
 
 
 def test_a_server_spawns_a_file_worker_as_it_starts_and_its_first_file_spawns_none(serve, tmp_path):
