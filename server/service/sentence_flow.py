@@ -43,7 +43,7 @@ from . import documents, translation_cache
 from .document_results import as_written
 from .documents import Decoded, Progress
 from .requests import ValidTranslation
-from .sentences import PROGRESS_STEPS, Work, cancel_all, window
+from .sentences import Work, calls_of, cancel_all, stepped_chunk, window
 
 # A file's texts are split in pieces of whole texts that go to the engine as they are split
 # (split_pieces): the first of about FIRST_PIECE_CHARS characters (a few ms of splitting), each
@@ -189,13 +189,8 @@ class SentenceFlow:
     def _queue(self, todo: list[int]) -> None:
         chunk = self.chunk
         if self.progress is not None or self.decoded is not None:
-            chunk = max(1, min(chunk, -(-len(todo) // PROGRESS_STEPS)))
-        by_options: dict[DecodeOptions, list[int]] = {}
-        for i in todo:
-            by_options.setdefault(self.entries[i][2], []).append(i)
-        calls = [(o, idx[j : j + chunk]) for o, idx in by_options.items() for j in range(0, len(idx), chunk)]
-        calls.sort(key=lambda call: call[1][0])  # in document order: a file's progress, and what it aligns, go along
-        self.waiting.extend(calls)
+            chunk = stepped_chunk(chunk, len(todo))
+        self.waiting.extend(calls_of(((i, self.entries[i][2]) for i in todo), chunk))
 
     def _dispatch(self) -> None:
         """Sends the waiting calls that fit in the share of the queue (one at least)."""

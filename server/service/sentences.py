@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 
 from ..shared.errors import InferenceFailed
 from ..translation import DecodeOptions, StreamEvent, TranslationResult
@@ -68,14 +68,25 @@ def plan(valid: ValidTranslation, work: Work, tokens: bool, stepped: bool) -> tu
         return [(options, [i]) for i, (_, _, options) in enumerate(work)], chunk
     if stepped:
         share = chunk * running
-        chunk = max(1, min(chunk, -(-len(work) // PROGRESS_STEPS)))
+        chunk = stepped_chunk(chunk, len(work))
         running = max(1, share // chunk)
+    return calls_of(((i, options) for i, (_, _, options) in enumerate(work)), chunk), running
+
+
+def stepped_chunk(chunk: int, sentences: int) -> int:
+    """A call's size where progress is told: about 1/PROGRESS_STEPS of the sentences, at most ``chunk``."""
+    return max(1, min(chunk, -(-sentences // PROGRESS_STEPS)))
+
+
+def calls_of(entries: Iterable[tuple[int, DecodeOptions]], chunk: int) -> Calls:
+    """The engine calls of (index, options) entries: those of equal options together, at most
+    ``chunk`` a call, in document order (a file's progress, and what it aligns, go along)."""
     by_options: dict[DecodeOptions, list[int]] = {}
-    for i, (_, _, options) in enumerate(work):
+    for i, options in entries:
         by_options.setdefault(options, []).append(i)
     out = [(options, idx[j : j + chunk]) for options, idx in by_options.items() for j in range(0, len(idx), chunk)]
-    out.sort(key=lambda call: call[1][0])  # in document order: a file's progress, and what it aligns, go along
-    return out, running
+    out.sort(key=lambda call: call[1][0])
+    return out
 
 
 async def _call(
