@@ -13,7 +13,8 @@ Any process on the host that can reach the gRPC port could name any shared memor
 server's user may open, so the extension is off unless the operator starts the server with
 ``--shared-memory system``. Keys are single names under ``/dev/shm``: no path separator after
 POSIX's optional leading ``/``, no ``..``, opened without following a symbolic link, and only
-a regular file is mapped.
+a regular file is mapped. A client that shrinks a registered object makes the next read of the
+mapping fault (SIGBUS), as in Triton: the operator's trust in the clients is the guard.
 
 A region unregistered while a request reads or writes it stays mapped until that request
 lets go of its views (the mapping is closed only when nothing exports it; otherwise the last
@@ -35,6 +36,7 @@ SHM_DIR = Path("/dev/shm")
 REGION, OFFSET, BYTE_SIZE = "shared_memory_region", "shared_memory_offset", "shared_memory_byte_size"
 PARAMETERS = (REGION, OFFSET, BYTE_SIZE)
 MAX_REGIONS = 1024  # regions one server process keeps mapped at once
+MAX_NAME_CHARS = 256  # of a region's name (it is kept, and listed by Status)
 OFF = (
     "system shared memory is off on this server: start it with --shared-memory system "
     "(only where every client that reaches the gRPC port may read and write the host's /dev/shm)"
@@ -118,8 +120,8 @@ class SystemSharedMemory:
 
     def register(self, name: str, key: str, offset: int, byte_size: int) -> None:
         self._check_enabled()
-        if not name:
-            raise InvalidRequest("a shared memory region needs a name")
+        if not name or len(name) > MAX_NAME_CHARS:
+            raise InvalidRequest(f"a shared memory region needs a name of 1 to {MAX_NAME_CHARS} characters")
         if name in self.regions:
             raise RegionExists(f"shared memory region {echo(name)} is already registered: unregister it first")
         if offset < 0 or byte_size <= 0:

@@ -144,7 +144,8 @@ def test_bad_registrations_are_refused_with_the_reason(client, regions):
         (("s", "/a/b", 16), "INVALID_ARGUMENT", "no other path separator"),
         (("s", "..", 16), "INVALID_ARGUMENT", "no '..'"),
         (("s", "/", 16), "INVALID_ARGUMENT", "is not the name"),
-        (("", key, 16), "INVALID_ARGUMENT", "needs a name"),
+        (("", key, 16), "INVALID_ARGUMENT", "needs a name of 1 to 256 characters"),
+        (("n" * 257, key, 16), "INVALID_ARGUMENT", "needs a name of 1 to 256 characters"),
     ]
     for args, status, words in cases:
         e = error_of(client.register_system_shared_memory, *args)
