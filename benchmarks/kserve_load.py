@@ -1,8 +1,9 @@
-"""KServe v2 gRPC load for ``server-profile``: C clients each keep one ``ModelInfer`` of one
-raw FP32 image in flight, the tensor either in ``raw_input_contents`` or in system shared
-memory (Triton's extension: each client creates and registers its own input and output
-regions once, as perf_analyzer does, and every request names them; the server must run with
-``--shared-memory system``).
+"""KServe v2 gRPC load for ``server-profile``: C clients each keep one inference of one raw
+FP32 image in flight, the tensor either in ``raw_input_contents`` or in system shared memory
+(Triton's extension: each client creates and registers its own input and output regions once,
+as perf_analyzer does, and every request names them; the server must run with
+``--shared-memory system``); each request a ``ModelInfer`` call, or a message on one
+``ModelStreamInfer`` stream per client (perf_analyzer's ``--streaming``).
 
 The replies carry no batch size, so the mean batch comes from the model's statistics
 (inferences / executions over the window)."""
@@ -37,6 +38,11 @@ class _Stub:
                 response_deserializer=reply.FromString,
             )
             setattr(self, name, method)
+        self.ModelStreamInfer = channel.stream_stream(
+            "/inference.GRPCInferenceService/ModelStreamInfer",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=gs.ModelStreamInferResponse.FromString,
+        )
 
 
 def _request(model: str, pixels: np.ndarray, region: str | None):
@@ -82,8 +88,39 @@ async def _register(stub, region: str, pixels: np.ndarray) -> shared_memory.Shar
     return memory
 
 
+async def _call_loop(stub, request, more, done) -> None:
+    """One ModelInfer call per request while ``more()``; ``done(seconds)`` after each."""
+    while more():
+        t0 = time.perf_counter()
+        await stub.ModelInfer(request)
+        done(time.perf_counter() - t0)
+
+
+async def _stream_loop(stub, request, more, done) -> None:
+    """The requests as messages of one ModelStreamInfer stream, one in flight."""
+    call = stub.ModelStreamInfer()
+    try:
+        while more():
+            t0 = time.perf_counter()
+            await call.write(request)
+            reply = await call.read()
+            if reply.error_message:
+                raise RuntimeError(f"ModelStreamInfer: {reply.error_message}")
+            done(time.perf_counter() - t0)
+        await call.done_writing()
+    finally:
+        call.cancel()
+
+
 async def load(
-    address: str, model: str, pixels: np.ndarray, clients: int, count: int, max_seconds: float, shm: bool
+    address: str,
+    model: str,
+    pixels: np.ndarray,
+    clients: int,
+    count: int,
+    max_seconds: float,
+    shm: bool,
+    stream: bool = False,
 ) -> dict[str, Any]:
     """Throughput, latency and mean batch of ``clients`` callers of one image each (``pixels``: (C, H, W))."""
     import grpc
@@ -107,16 +144,14 @@ async def load(
             before = await _statistics(stub, model)
             t_end = time.perf_counter() + max_seconds
 
-            async def client(request) -> None:
+            def more() -> bool:
                 nonlocal started
-                while started < count and time.perf_counter() < t_end:
-                    started += 1
-                    t0 = time.perf_counter()
-                    await stub.ModelInfer(request)
-                    latencies.append(time.perf_counter() - t0)
+                started += 1
+                return started <= count and time.perf_counter() < t_end
 
+            loop = _stream_loop if stream else _call_loop
             t0 = time.perf_counter()
-            await asyncio.gather(*(client(r) for r in requests))
+            await asyncio.gather(*(loop(stub, r, more, latencies.append) for r in requests))
             wall = time.perf_counter() - t0
             after = await _statistics(stub, model)
         finally:

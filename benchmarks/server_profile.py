@@ -78,7 +78,7 @@ GROUPS = [
     ("gRPC aio + event loop (Cython and asyncio)", ("asyncio/", "grpc")),
 ]
 OTHER = "other Python"
-TRANSPORTS = ("v1", "kserve", "kserve-shm")
+TRANSPORTS = ("v1", "kserve", "kserve-shm", "kserve-stream", "kserve-shm-stream")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,7 +110,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=["v1"],
         help="how each request's raw FP32 image travels, profiled in turn on one server: v1 (attnserve.v1 "
         "Classify), kserve (KServe ModelInfer, raw_input_contents), kserve-shm (KServe ModelInfer with the "
-        "input and output in Triton's system shared memory: a region pair per client, registered once)",
+        "input and output in Triton's system shared memory: a region pair per client, registered once); "
+        "kserve-stream, kserve-shm-stream: the same as messages of one ModelStreamInfer stream per client",
     )
     parser.add_argument("--keep-raw", metavar="FILE", help="also keep py-spy's raw stacks in FILE.<transport>")
     server_translation.add_arguments(parser)
@@ -185,7 +186,8 @@ async def _profile(args, transport: str, proc: subprocess.Popen, address: str, p
     else:
 
         def window(count: int, limit: float):
-            return kserve_load.load(address, "vit", pixels, clients, count, limit, shm=transport == "kserve-shm")
+            shm, stream = "-shm" in transport, transport.endswith("-stream")
+            return kserve_load.load(address, "vit", pixels, clients, count, limit, shm=shm, stream=stream)
 
     await window(4 * clients, 60.0)  # warm-up: every batch size seen
     spy = _attach(pyspy, proc.pid, args.rate, seconds, raw)
@@ -262,7 +264,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     model_dir = export(overrides, args.preset, repo / "vit", "fp32", "fused", 1.0)
     size = 32 if q else 224
     pixels = np.random.default_rng(0).standard_normal((3, size, size), dtype=np.float32)
-    extra = ["--shared-memory", "system"] if "kserve-shm" in args.transports else []
+    extra = ["--shared-memory", "system"] if any("-shm" in t for t in args.transports) else []
     proc, address = start_server(repo, args.threads, args.max_batch_size, args.provider, extra)
     measured: dict[str, dict[str, Any]] = {}
     try:

@@ -246,20 +246,21 @@ def test_server_profile_quick(dirs):
     assert sum(result["serving_path_shares"].values()) == pytest.approx(1.0)
 
 
-def test_server_profile_kserve_raw_and_shared_memory_quick(dirs):
-    """The same server profiled per transport: KServe's raw tensors and the image in Triton's
-    system shared memory, each served and split on its own (and its regions unregistered)."""
+def test_server_profile_kserve_shared_memory_calls_and_streams_quick(dirs):
+    """The same server profiled per transport: the image in Triton's system shared memory, by
+    ModelInfer calls and by messages of ModelStreamInfer streams, each served and split on its
+    own (and the regions unregistered, their objects removed)."""
     if not _py_spy_can_attach():
         pytest.skip("py-spy cannot attach to a process here (no ptrace permission)")
     argv, out = dirs
-    assert cli.main(["server-profile", "--transports", "kserve", "kserve-shm", *argv]) == 0
+    assert cli.main(["server-profile", "--transports", "kserve-shm", "kserve-shm-stream", *argv]) == 0
     result = json.loads((out / "server-profile-quick.json").read_text())
-    assert list(result["transports"]) == ["kserve", "kserve-shm"]
+    assert list(result["transports"]) == ["kserve-shm", "kserve-shm-stream"]
     for transport in result["transports"].values():
         assert transport["served"]["requests"] > 0 and transport["served"]["mean_batch"] >= 1
         expected = transport["server_cpu_ms_per_request"] - transport["onnxruntime_cpu_ms_per_image"]
         assert transport["serving_path_cpu_ms_per_request"] == pytest.approx(max(expected, 0.0))
-    assert result["served"] == result["transports"]["kserve"]["served"]  # the first transport's at the top
+    assert result["served"] == result["transports"]["kserve-shm"]["served"]  # the first transport's at the top
     assert not list(Path("/dev/shm").glob("attnserve-bench-*"))  # the load generator removed its objects
 
 

@@ -59,9 +59,10 @@ def _parameter(value: Any) -> gs.InferParameter:
     return gs.InferParameter(string_param=str(value))
 
 
-def _input(t: gs.ModelInferRequest.InferInputTensor, raw: bytes | None, regions: SystemSharedMemory) -> Tensor:
+def _input(
+    t: gs.ModelInferRequest.InferInputTensor, parameters: dict[str, Any], raw: bytes | None, regions: SystemSharedMemory
+) -> Tensor:
     name = t.name or "(unnamed)"
-    parameters = parameters_of(t.parameters, f"input {name}")
     if uses_shared_memory(parameters):
         if t.HasField("contents") and t.contents.ByteSize():
             raise InvalidRequest(f"input {name}: set either contents or a shared memory region, not both")
@@ -100,14 +101,18 @@ def infer_request(
     from the received bytes in place of the message's (``grpc_wire``); ``regions``: the
     server's registered shared memory."""
     raw: list[bytes] | list[memoryview] = lifted or list(request.raw_input_contents)
-    in_shm = [uses_shared_memory(t.parameters) for t in request.inputs]
+    parameters = [parameters_of(t.parameters, f"input {t.name or '(unnamed)'}") for t in request.inputs]
+    in_shm = [uses_shared_memory(p) for p in parameters]
     if raw and len(raw) != in_shm.count(False):
         raise InvalidRequest(
             f"raw_input_contents has {len(raw)} entries for {in_shm.count(False)} inputs not in shared memory: "
             "send one per input, in order"
         )
     entries = iter(raw)
-    inputs = [_input(t, None if shm or not raw else next(entries), regions) for t, shm in zip(request.inputs, in_shm)]
+    inputs = [
+        _input(t, p, None if shm or not raw else next(entries), regions)
+        for t, p, shm in zip(request.inputs, parameters, in_shm)
+    ]
     targets: OutputTargets = {}
     outputs = [_output(o, regions, targets) for o in request.outputs]
     wanted = InferRequest(

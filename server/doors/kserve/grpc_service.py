@@ -28,7 +28,7 @@ from ..context import DoorContext
 from . import describe
 from .describe import check_repository_parameters
 from .grpc_codec import infer_request, infer_response, parameters_of
-from .grpc_wire import LiftedInfer
+from .grpc_wire import LiftedInfer, parse_model_infer
 from .infer import VERSION, KServeInference
 from .shared_memory import SystemSharedMemory
 
@@ -158,18 +158,18 @@ class KServeServicer:
                 task.cancel()
 
     async def _stream_one(self, raw: bytes, context, put, request_id: str | None) -> None:
-        request = gs.ModelInferRequest()
         try:
-            request.ParseFromString(raw)
+            lifted = parse_model_infer(raw)  # raw tensors stay in the received bytes, as ModelInfer's
         except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError or a UnicodeDecodeError
             put(gs.ModelStreamInferResponse(error_message=f"request of {STREAM} is not a valid message: {exc}"))
             return
+        request = lifted.message
         calls, rid = self.doors.calls, self.doors.calls.request_id(request_id)
         try:
             async with calls.track(
                 method(STREAM), request.model_name, rid, inference=True, deadline_passed=_deadline_passed(context)
             ) as call:
-                wanted, targets = infer_request(request, regions=self.regions)
+                wanted, targets = infer_request(request, lifted.raw, self.regions)
                 async for response in self.kserve.stream(wanted, call, client_deadline(context)):
                     put(gs.ModelStreamInferResponse(infer_response=infer_response(response, targets)))
         except CallFailed as exc:

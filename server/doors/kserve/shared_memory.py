@@ -183,7 +183,7 @@ def _parameters(tensor: str, parameters: dict[str, Any]) -> tuple[str, int, int]
 
 
 def uses_shared_memory(parameters: dict[str, Any]) -> bool:
-    return any(key in parameters for key in PARAMETERS)
+    return not parameters.keys().isdisjoint(PARAMETERS)
 
 
 def without_shared_memory(parameters: dict[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ size gets a status naming it; the extension is off unless the server is started 
 
 from __future__ import annotations
 
+import queue
 import threading
 import time
 import uuid
@@ -111,6 +112,27 @@ def test_an_input_at_an_offset_of_its_region(client, regions, pixels):
     np.testing.assert_allclose(
         second.as_numpy("PROBABILITIES"), client.infer("digits", [pixels_input(pixels[1:2])]).as_numpy("PROBABILITIES")
     )
+
+
+def test_shared_memory_on_a_stream(client, regions, pixels):
+    """ModelStreamInfer reads and writes the regions as ModelInfer does."""
+    raw = client.infer("digits", [pixels_input(pixels)]).as_numpy("PROBABILITIES")  # (3, 10)
+    handle, key = regions(8192)
+    shm.set_shared_memory_region(handle, [pixels])
+    client.register_system_shared_memory("in", key, pixels.nbytes)
+    client.register_system_shared_memory("out", key, 4096, offset=4096)
+    replies: queue.Queue = queue.Queue()
+    client.start_stream(lambda result, error: replies.put((result, error)))
+    try:
+        client.async_stream_infer(
+            "digits", [pixels_input(pixels, "in")], outputs=[probabilities_output("out", 3 * LABELS * 4)]
+        )
+        result, error = replies.get(timeout=20)
+    finally:
+        client.stop_stream()
+    assert error is None and list(result.get_response().raw_output_contents) == [b""]
+    written = shm.get_contents_as_numpy(handle, np.float32, [3, LABELS], offset=4096)
+    np.testing.assert_allclose(written, raw, atol=1e-6)
 
 
 def test_status_lists_the_regions_and_unregister_removes_one_or_all(client, regions):
