@@ -1,8 +1,10 @@
 """Where a live classification server spends its CPU per request: py-spy samples, grouped.
 
 A live ``attnserve-server`` (a subprocess on 127.0.0.1, dynamic batching) serves a random
-ViT; the load generator of ``benchmarks.server`` keeps C requests of one raw float32
-image in flight while ``py-spy record`` samples every thread of the server. Each sample
+ViT; a load generator keeps C requests of one raw float32 image in flight (``--transports``:
+attnserve.v1's of ``benchmarks.server``, or KServe's of ``benchmarks.kserve_load``, raw or in
+system shared memory, by calls or on streams, each in turn on the same server) while
+``py-spy record`` samples every thread of the server. Each sample
 is put in one group by the frames on its stack (onnxruntime's ``run``, the request's
 tensor decode in the thread pool, batch assembly, gRPC and the event loop, other), and
 each group's CPU time is divided by the requests served in the same window. The groups
@@ -12,7 +14,7 @@ bounds the server's request rate whatever the accelerator does:
 
     python -m benchmarks.server_profile --preset vit-s16 --clients 64 --seconds 20
     python -m benchmarks.server_profile --light --clients 64 --seconds 20   # the serving path alone
-    python -m benchmarks.server_profile --light --transports v1 kserve kserve-shm   # raw tensors vs shared memory
+    python -m benchmarks.server_profile --light --transports v1 kserve kserve-shm kserve-shm-stream
     python -m benchmarks.server_profile --quick
     python -m benchmarks.server_profile --workload translation   # server_profile_translation.py
 """
