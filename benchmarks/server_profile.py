@@ -1,8 +1,10 @@
 """Where a live classification server spends its CPU per request: py-spy samples, grouped.
 
 A live ``attnserve-server`` (a subprocess on 127.0.0.1, dynamic batching) serves a random
-ViT; the load generator of ``benchmarks.server`` keeps C requests of one raw float32
-image in flight while ``py-spy record`` samples every thread of the server. Each sample
+ViT; a load generator keeps C requests of one raw float32 image in flight (``--transports``:
+attnserve.v1's of ``benchmarks.server``, or KServe's of ``benchmarks.kserve_load``, raw or in
+system shared memory, by calls or on streams, each in turn on the same server) while
+``py-spy record`` samples every thread of the server. Each sample
 is put in one group by the frames on its stack (onnxruntime's ``run``, the request's
 tensor decode in the thread pool, batch assembly, gRPC and the event loop, other), and
 each group's CPU time is divided by the requests served in the same window. The groups
@@ -12,6 +14,7 @@ bounds the server's request rate whatever the accelerator does:
 
     python -m benchmarks.server_profile --preset vit-s16 --clients 64 --seconds 20
     python -m benchmarks.server_profile --light --clients 64 --seconds 20   # the serving path alone
+    python -m benchmarks.server_profile --light --transports v1 kserve kserve-shm kserve-shm-stream
     python -m benchmarks.server_profile --quick
     python -m benchmarks.server_profile --workload translation   # server_profile_translation.py
 """
@@ -31,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from . import server_translation
+from . import kserve_load, server_translation
 from .common import add_common_arguments, header, in_fresh_process, machine, table, write_results
 from .decode import vars_of
 from .server import LIGHT, load, start_server, wait_ready
@@ -77,6 +80,7 @@ GROUPS = [
     ("gRPC aio + event loop (Cython and asyncio)", ("asyncio/", "grpc")),
 ]
 OTHER = "other Python"
+TRANSPORTS = ("v1", "kserve", "kserve-shm", "kserve-stream", "kserve-shm-stream")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,7 +105,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="a ViT with the preset's 224x224 input (the same 602 KB requests) but almost no compute "
         "(patch 32, dim 64, depth 2): the server is then bound by its serving path, measured alone",
     )
-    parser.add_argument("--keep-raw", metavar="FILE", help="also keep py-spy's raw stacks in FILE")
+    parser.add_argument(
+        "--transports",
+        nargs="+",
+        choices=TRANSPORTS,
+        default=["v1"],
+        help="how each request's raw FP32 image travels, profiled in turn on one server: v1 (attnserve.v1 "
+        "Classify), kserve (KServe ModelInfer, raw_input_contents), kserve-shm (KServe ModelInfer with the "
+        "input and output in Triton's system shared memory: a region pair per client, registered once); "
+        "kserve-stream, kserve-shm-stream: the same as messages of one ModelStreamInfer stream per client",
+    )
+    parser.add_argument("--keep-raw", metavar="FILE", help="also keep py-spy's raw stacks in FILE.<transport>")
     server_translation.add_arguments(parser)
     return parser
 
@@ -150,19 +164,100 @@ def onnxruntime_cpu_ms_per_image(model_dir: Path, threads: int, batch: int, prov
     return 1000 * (time.process_time() - t0) / (runs * batch)
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def _attach(pyspy: str, pid: int, rate: int, seconds: float, raw: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [pyspy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw"]
+        + ["--duration", str(int(seconds) + 1), "--nonblocking", "--output", str(raw)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+
+
+async def _profile(args, transport: str, proc: subprocess.Popen, address: str, pixels, raw: Path) -> dict[str, Any]:
+    """One transport's load window under py-spy: the load's stats, the server's CPU and the samples."""
     from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    clients, seconds = args.resolved_clients, args.resolved_seconds
+    if transport == "v1":
+        tensor = pb.Tensor(shape=list(pixels.shape), datatype=pb.DATA_TYPE_FP32, raw_contents=pixels.tobytes())
+        request = pb.ClassifyRequest(model="vit", images=[pb.ImageInput(tensor=tensor)], top_k=1)
+
+        def window(count: int, limit: float):
+            return load(address, request, clients, count, limit)
+    else:
+
+        def window(count: int, limit: float):
+            shm, stream = "-shm" in transport, transport.endswith("-stream")
+            return kserve_load.load(address, "vit", pixels, clients, count, limit, shm=shm, stream=stream)
+
+    await window(4 * clients, 60.0)  # warm-up: every batch size seen
+    spy = _attach(pyspy, proc.pid, args.rate, seconds, raw)
+    await asyncio.sleep(0.5)  # py-spy attaches
+    cpu0 = process_cpu_seconds(proc.pid)
+    stats = await window(10**9, seconds)
+    stats["server_cpu_s"] = process_cpu_seconds(proc.pid) - cpu0
+    _, err = await asyncio.get_running_loop().run_in_executor(None, spy.communicate)
+    if spy.returncode != 0 or not raw.exists():
+        raise SystemExit(f"py-spy failed ({spy.returncode}): {err.decode(errors='replace').strip()[-400:]}")
+    stats["samples"] = parse_raw(raw.read_text())
+    return stats
+
+
+def _summary(stats: dict[str, Any], ort_ms: float, batch: int) -> dict[str, Any]:
+    """The serving path's CPU per request: the server's (/proc) minus onnxruntime's, split by py-spy's shares."""
+    total_ms = 1000 * stats["server_cpu_s"] / stats["requests"]
+    # py-spy samples cover slightly more than the load window; the shares among groups are what count.
+    counted = {k: v for k, v in stats["samples"].items() if k != WAITING}
+    serving = {k: v for k, v in counted.items() if k != "onnxruntime run"}
+    serving_total = sum(serving.values()) or 1
+    return {
+        "served": {k: v for k, v in stats.items() if k != "samples"},
+        "samples": stats["samples"],
+        "server_cpu_ms_per_request": total_ms,
+        "onnxruntime_cpu_ms_per_image": ort_ms,
+        "onnxruntime_batch": batch,
+        "serving_path_cpu_ms_per_request": max(total_ms - ort_ms, 0.0),
+        "serving_path_shares": {k: n / serving_total for k, n in serving.items()},
+    }
+
+
+def _report(results: dict[str, dict[str, Any]]) -> None:
+    names = list(results)
+    rows = []
+    for group in next(iter(results.values()))["samples"]:
+        row: list[Any] = [group]
+        for name in names:
+            r = results[name]
+            share = r["serving_path_shares"].get(group)
+            ms = r["serving_path_cpu_ms_per_request"] * share if share is not None else None
+            row += [r["samples"][group], f"{ms:.2f}" if ms is not None else ""]
+        rows.append(row)
+    print(
+        table(["where (py-spy samples of the server)", *[f"{n}: {h}" for n in names for h in ("samples", "ms")]], rows)
+    )
+    for name, r in results.items():
+        served, ms = r["served"], r["serving_path_cpu_ms_per_request"]
+        print(
+            f"{name}: served {served['requests']} requests, {served['images_per_s']:.1f} img/s at mean batch "
+            f"{served['mean_batch']:.1f}; server CPU {r['server_cpu_ms_per_request']:.2f} ms per request (/proc), "
+            f"onnxruntime in process at batch {r['onnxruntime_batch']} {r['onnxruntime_cpu_ms_per_image']:.2f} ms "
+            f"per image -> serving path {ms:.2f} ms per request"
+            + (f", a ceiling of ~{1000 / ms:.0f} requests/s on one core (the GIL)" if ms else "")
+        )
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(pyspy).exists():
         raise SystemExit("py-spy is not installed: pip install -e '.[bench]'")
     q = args.quick
-    clients = args.clients or (4 if q else 64)
-    seconds = args.seconds or (3.0 if q else 20.0)
+    args.resolved_clients = clients = args.clients or (4 if q else 64)
+    args.resolved_seconds = args.seconds or (3.0 if q else 20.0)
     overrides = dict(image_size=32, patch_size=8, dim=64, depth=4, num_heads=2, num_classes=10) if q else {}
     info = machine()
     what = f"{args.preset}{' light' if args.light else ''}, {clients} clients{' (quick)' if q else ''}"
-    header(f"server profile: classification, {what}", info, 1)
+    header(f"server profile: classification, {what}, {' vs '.join(args.transports)}", info, 1)
     if args.light and not q:
         overrides = LIGHT
     repo = args.work_dir / f"server-repo{'-quick' if q else ''}"
@@ -171,77 +266,33 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     model_dir = export(overrides, args.preset, repo / "vit", "fp32", "fused", 1.0)
     size = 32 if q else 224
     pixels = np.random.default_rng(0).standard_normal((3, size, size), dtype=np.float32)
-    tensor = pb.Tensor(shape=list(pixels.shape), datatype=pb.DATA_TYPE_FP32, raw_contents=pixels.tobytes())
-    request = pb.ClassifyRequest(model="vit", images=[pb.ImageInput(tensor=tensor)], top_k=1)
-    proc, address = start_server(repo, args.threads, args.max_batch_size, args.provider)
+    extra = ["--shared-memory", "system"] if any("-shm" in t for t in args.transports) else []
+    proc, address = start_server(repo, args.threads, args.max_batch_size, args.provider, extra)
+    measured: dict[str, dict[str, Any]] = {}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            raw = Path(args.keep_raw) if args.keep_raw else Path(tmp) / "profile.txt"
 
-            async def session() -> dict[str, Any]:
+            async def session() -> None:
                 await wait_ready(address, proc)
-                await load(address, request, clients, 4 * clients, 60.0)  # warm-up: every batch size seen
-                spy = subprocess.Popen(
-                    [pyspy, "record", "--pid", str(proc.pid), "--rate", str(args.rate), "--format", "raw"]
-                    + ["--duration", str(int(seconds) + 1), "--nonblocking", "--output", str(raw)],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                )
-                await asyncio.sleep(0.5)  # py-spy attaches
-                cpu0 = process_cpu_seconds(proc.pid)
-                stats = await load(address, request, clients, 10**9, seconds)
-                stats["server_cpu_s"] = process_cpu_seconds(proc.pid) - cpu0
-                _, err = await asyncio.get_running_loop().run_in_executor(None, spy.communicate)
-                if spy.returncode != 0 or not raw.exists():
-                    raise SystemExit(f"py-spy failed ({spy.returncode}): {err.decode(errors='replace').strip()[-400:]}")
-                stats["samples"] = parse_raw(raw.read_text())
-                return stats
+                for transport in args.transports:
+                    raw = Path(tmp) / f"profile-{transport}.txt"
+                    measured[transport] = await _profile(args, transport, proc, address, pixels, raw)
+                    if args.keep_raw:
+                        shutil.copy(raw, f"{args.keep_raw}.{transport}")
 
-            stats = asyncio.run(session())
+            asyncio.run(session())
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-    served = stats["requests"]
-    total_ms = 1000 * stats["server_cpu_s"] / served
-    batch = max(1, round(stats["mean_batch"]))
-    ort_ms = in_fresh_process(onnxruntime_cpu_ms_per_image, model_dir, args.threads, batch, args.provider)
-    # py-spy samples cover slightly more than the load window; the shares among groups are what count.
-    counted = {k: v for k, v in stats["samples"].items() if k != WAITING}
-    serving = {k: v for k, v in counted.items() if k != "onnxruntime run"}
-    serving_total = sum(serving.values()) or 1
-    serving_ms = max(total_ms - ort_ms, 0.0)
-    rows = [
-        [
-            k,
-            n,
-            f"{100 * n / serving_total:.0f}%" if k in serving else "",
-            f"{serving_ms * n / serving_total:.2f}" if k in serving else "",
-        ]
-        for k, n in stats["samples"].items()
-    ]
-    print(
-        table(["where (py-spy samples of the server)", "samples", "share of serving path", "CPU ms per request"], rows)
-    )
-    print(
-        f"served {served} requests, {stats['images_per_s']:.1f} img/s at mean batch {stats['mean_batch']:.1f}; "
-        f"server CPU {total_ms:.2f} ms per request (/proc), of which onnxruntime in process at batch {batch} "
-        f"{ort_ms:.2f} ms per image -> serving path {serving_ms:.2f} ms per request, "
-        f"a ceiling of ~{1000 / serving_ms:.0f} requests/s where it runs on one core (the GIL)"
-        if serving_ms
-        else "serving path below the measurement's resolution"
-    )
-    result = {
-        "benchmark": NAME,
-        "settings": vars_of(argparse.Namespace(**vars(args), resolved_clients=clients, resolved_seconds=seconds)),
-        "machine": info,
-        "served": {k: v for k, v in stats.items() if k != "samples"},
-        "samples": stats["samples"],
-        "server_cpu_ms_per_request": total_ms,
-        "onnxruntime_cpu_ms_per_image": ort_ms,
-        "onnxruntime_batch": batch,
-        "serving_path_cpu_ms_per_request": serving_ms,
-        "serving_path_shares": {k: n / serving_total for k, n in serving.items()},
-    }
+    results = {}
+    for transport, stats in measured.items():
+        batch = max(1, round(stats["mean_batch"]))
+        ort_ms = in_fresh_process(onnxruntime_cpu_ms_per_image, model_dir, args.threads, batch, args.provider)
+        results[transport] = _summary(stats, ort_ms, batch)
+    _report(results)
+    settings = vars_of(argparse.Namespace(**vars(args)))
+    result = {"benchmark": NAME, "settings": settings, "machine": info, **results[args.transports[0]]}
+    result["transports"] = results
     write_results(args.out, NAME + ("-light" if args.light else ""), result, q)
     return result
 

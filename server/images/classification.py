@@ -74,6 +74,10 @@ def top_indices(probs: np.ndarray, k: int) -> np.ndarray:
     K = len(probs)
     if k >= K:
         return np.argsort(-probs, kind="stable")  # (K,)
+    if k == 1:  # argmax gives the first maximum, or the first NaN when there is one: then sort
+        best = int(np.argmax(probs))
+        if not np.isnan(probs[best]):
+            return np.array([best])  # (1,)
     kth = np.partition(probs, K - k)[K - k]  # the k-th largest value
     above = np.flatnonzero(probs > kth)  # (< k,)
     top = np.concatenate([above, np.flatnonzero(probs == kth)[: k - len(above)]])  # (k,) unless NaN

@@ -1,7 +1,7 @@
 """Texts whose source language is detected (``source_language: auto``): each text its own language.
 
 A batch may mix languages (LibreTranslate's ``q`` list with ``source: auto``: a chat, a list of
-product names). Each text's language is detected on its own (``TranslationService.detect_sources``);
+product names). Each text's language is detected on its own (``SourceDetection.each``);
 the texts of one language go as one request through the service, with that source language,
 so each reaches the model (and language token) of its pair, pivoting where the pair needs it;
 the groups run concurrently, within the request's deadline, and their results are put back in

@@ -34,7 +34,7 @@ from attnserve.contract.kinds import TRANSLATION
 from ..documents import TEXT, PreparedDocument
 from ..runtime.registry import LoadedModel, ModelRegistry
 from ..shared.config import Settings
-from ..shared.errors import DeadlineExceeded, InvalidRequest, ModelNotFound, echo
+from ..shared.errors import DeadlineExceeded, ModelNotFound, echo
 from ..shared.metrics import Metrics
 from ..translation import DecodeOptions, StreamEvent
 from . import alignments, document_stream, documents, limits, mixed, pivot, quality, surrogates
@@ -52,12 +52,12 @@ from .requests import (
     ValidTranslation,
     drained,
 )
-from .routing import LanguageNotServed, Route, ServedLanguages
+from .routing import Route, ServedLanguages
+from .source_detection import SourceDetection
 from .stored_glossaries import StoredGlossaries, with_stored_glossary
 from .translation_cache import MB, TranslationCache
 
 T = TypeVar("T")
-DETECT_CHARS = 2000  # enough for a detector to be sure; a 50,000-character text would take 0.1 s
 
 
 async def bounded(awaitable: Awaitable[T], deadline: Deadline | None) -> T:
@@ -88,6 +88,7 @@ class TranslationService:
         self.registry, self.settings, self.metrics, self.pool = registry, settings, metrics, pool
         self.languages = ServedLanguages(registry)
         self.detector = make_detector(settings.language_detection)
+        self.detection = SourceDetection(self.detector, pool, self.languages)
         self.glossaries = DefaultGlossaries(settings.glossary_dir)
         self.cache = TranslationCache(settings.translation_cache_mb * MB, metrics.registry)
         self.stored_glossaries: StoredGlossaries | None = None  # the server's, set where it has a state store
@@ -122,7 +123,7 @@ class TranslationService:
         if request.source_language == AUTO:
             self.check_texts(request.texts)  # before any text is read
             limits.check_language_codes(request.source_language, request.target_language)
-            detected = await self.detect_sources(request.texts, request.target_language)
+            detected = await self.detection.each(request.texts, request.target_language)
             events = mixed.events(self.events, request, detected, limit, tokens)
         elif (route := self.pivot_route(request)) is not None:
             limits.check_pivot(request.alignments, request.source_language, request.target_language, route.pivot)
@@ -227,7 +228,7 @@ class TranslationService:
         limits.check_format(request.format)
         detected = None
         if request.source_language == AUTO:
-            detected = await self.detect_source(request.texts, request.target_language)
+            detected = await self.detection.together(request.texts, request.target_language)
             request = dataclasses.replace(request, source_language=detected.language)
         async with self._model(request) as model:
             options, source, target = await self._languages(model, request)
@@ -279,53 +280,8 @@ class TranslationService:
     # ------------------------------------------------------------------ languages
 
     async def detect(self, text: str, codes: list[str]) -> list[Detection]:
-        """The detector on the text's first DETECT_CHARS characters, on the work pool (~0.1-2 ms)."""
-        if self.detector is None:
-            return []
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, self.detector.detect, text[:DETECT_CHARS], codes)
-
-    def source_candidates(self, target: str) -> list[str]:
-        """The served source languages that reach ``target`` (all of them when it is "")."""
-        table = self.languages.table
-        public = table.public(target, f"auto -> {target}")
-        candidates = table.sources_to(public) if public else table.sources
-        if public and not candidates:
-            raise LanguageNotServed(f"no model translates into {public}", "", public, target_only=True)
-        return candidates
-
-    async def detect_sources(self, texts: tuple[str, ...], target: str) -> list[Detection]:
-        """``source_language: auto``: each text's served source language (reaching ``target``)."""
-        candidates = self.source_candidates(target)
-        if len(candidates) == 1:  # the only language the target is reached from: not a detection
-            return [Detection(candidates[0], 100.0)] * len(texts)
-        if not candidates:
-            raise InvalidRequest("source language auto: this server serves no source language to detect")
-        if self.detector is None:
-            raise InvalidRequest(
-                "source language auto needs language detection, which is off on this server; "
-                f"name the source language: one of {', '.join(candidates)}"
-            )
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, self._detect_each, texts, candidates)
-
-    def _detect_each(self, texts: tuple[str, ...], candidates: list[str]) -> list[Detection]:
-        detected = []
-        for i, text in enumerate(texts):
-            found = self.detector.detect(text[:DETECT_CHARS], candidates) if self.detector else []
-            if not found:
-                where = f"text {i}" if len(texts) > 1 else "the text"
-                raise InvalidRequest(
-                    f"the language of {where} is not one this server detects; name the source language: one of "
-                    f"{', '.join(candidates)}"
-                )
-            detected.append(found[0])
-        return detected
-
-    async def detect_source(self, texts: tuple[str, ...], target: str) -> Detection:
-        """``source_language: auto`` for one document (a stream, a file): the language of its texts together."""
-        (found,) = await self.detect_sources(("\n".join(texts),), target)
-        return found
+        """The detector's languages of ``text`` among ``codes`` (``SourceDetection.detect``)."""
+        return await self.detection.detect(text, codes)
 
     # ---------------------------------------------------------------- bookkeeping
 

@@ -24,6 +24,12 @@ STEP_BUCKETS_HELP = (
 LANGUAGE_DETECTION = ("langid", "lingua", "auto", "off")
 LOAD_MODELS = ("auto", "eager", "lazy")
 QUALITY_ACTIONS = ("mark", "refuse")  # service/quality.py's
+SHARED_MEMORY = ("off", "system")
+SHARED_MEMORY_HELP = (
+    "KServe gRPC: Triton's system shared memory extension (tensors read and written in place in regions of "
+    "/dev/shm objects clients register): system, only where every client reaching the gRPC port is trusted "
+    "with this host's /dev/shm; off: its RPCs answer UNIMPLEMENTED"
+)
 
 
 class ConfigError(ValueError):
@@ -265,6 +271,7 @@ class Settings:
     enable_admin: bool = _setting(
         False, "serve the admin RPCs (Reload; KServe model load/unload); they need a token when tokens are set"
     )
+    shared_memory: str = _setting("off", SHARED_MEMORY_HELP, choices=SHARED_MEMORY)
 
     def __post_init__(self) -> None:
         _check(self)
@@ -328,6 +335,7 @@ def _in_range(settings: Settings) -> dict[str, bool]:
         "job_retention_s": settings.job_retention_s > 0,
         "min_quality": 0.0 <= settings.min_quality <= 1.0,
         "quality_action": settings.quality_action in QUALITY_ACTIONS,
+        "shared_memory": settings.shared_memory in SHARED_MEMORY,
         "file_cpu_seconds": settings.file_cpu_seconds >= 1,
         "file_memory_bytes": settings.file_memory_bytes >= 0,
         "translation_cache_mb": settings.translation_cache_mb >= 0,
@@ -353,6 +361,12 @@ def _check_combinations(settings: Settings) -> None:
         raise ConfigError(
             "enable_admin: the admin RPCs act on the one worker that receives them, so they are refused with "
             f"workers = {settings.workers}; reload a multi-worker server with SIGHUP to its parent process"
+        )
+
+    if settings.workers > 1 and settings.shared_memory != "off":
+        raise ConfigError(
+            "shared_memory: each worker process keeps its own registered regions and a client's calls may "
+            f"reach different workers, so it is refused with workers = {settings.workers}"
         )
 
     if settings.load_models == "eager" and (settings.max_loaded_models or settings.model_memory_bytes):

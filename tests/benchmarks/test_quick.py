@@ -246,6 +246,24 @@ def test_server_profile_quick(dirs):
     assert sum(result["serving_path_shares"].values()) == pytest.approx(1.0)
 
 
+def test_server_profile_kserve_shared_memory_calls_and_streams_quick(dirs):
+    """The same server profiled per transport: the image in Triton's system shared memory, by
+    ModelInfer calls and by messages of ModelStreamInfer streams, each served and split on its
+    own (and the regions unregistered, their objects removed)."""
+    if not _py_spy_can_attach():
+        pytest.skip("py-spy cannot attach to a process here (no ptrace permission)")
+    argv, out = dirs
+    assert cli.main(["server-profile", "--transports", "kserve-shm", "kserve-shm-stream", *argv]) == 0
+    result = json.loads((out / "server-profile-quick.json").read_text())
+    assert list(result["transports"]) == ["kserve-shm", "kserve-shm-stream"]
+    for transport in result["transports"].values():
+        assert transport["served"]["requests"] > 0 and transport["served"]["mean_batch"] >= 1
+        expected = transport["server_cpu_ms_per_request"] - transport["onnxruntime_cpu_ms_per_image"]
+        assert transport["serving_path_cpu_ms_per_request"] == pytest.approx(max(expected, 0.0))
+    assert result["served"] == result["transports"]["kserve-shm"]["served"]  # the first transport's at the top
+    assert not list(Path("/dev/shm").glob("attnserve-bench-*"))  # the load generator removed its objects
+
+
 def test_server_profile_translation_quick(dirs):
     """The translation server under a saturating stream workload: py-spy's samples fall into the
     translation groups, and serving's CPU per token is the server's (/proc) minus the engine's in process."""

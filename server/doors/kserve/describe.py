@@ -53,8 +53,10 @@ def server_version() -> str:
         return "0"
 
 
-def server_metadata(settings: Settings) -> gs.ServerMetadataResponse:
+def server_metadata(settings: Settings, *, shared_memory: bool = False) -> gs.ServerMetadataResponse:
+    """``shared_memory``: the door serves Triton's system shared memory (gRPC with --shared-memory system)."""
     extensions = [*EXTENSIONS, *(EXTENSIONS_ADMIN if settings.enable_admin else ())]
+    extensions += ["system_shared_memory"] if shared_memory else []
     return gs.ServerMetadataResponse(name=SERVER_NAME, version=server_version(), extensions=extensions)
 
 

@@ -1,8 +1,10 @@
 """Triton's gRPC messages <-> the protocol-neutral requests and responses of ``infer``.
 
-Inputs arrive either all in ``raw_input_contents`` (one entry per input, in order: what
-tritonclient and perf_analyzer send) or each in its typed ``contents``; outputs always
-leave in ``raw_output_contents`` (tritonclient reads numbers only from there).
+Inputs arrive in ``raw_input_contents`` (one entry per input not in shared memory, in order:
+what tritonclient and perf_analyzer send), each in its typed ``contents``, or in a registered
+shared memory region (``shared_memory``: read in place); outputs leave in
+``raw_output_contents`` (tritonclient reads numbers only from there), or are written into the
+region a requested output names, their entry left empty (Triton's layout: one entry per output).
 """
 
 from __future__ import annotations
@@ -13,8 +15,12 @@ from typing import Any
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
 
 from ...shared.errors import InvalidRequest, echo
-from .infer import InferRequest, InferResponse, RequestedOutput
+from .infer import CLASSIFICATION, InferRequest, InferResponse, RequestedOutput
+from .shared_memory import SystemSharedMemory, uses_shared_memory, without_shared_memory
 from .tensors import BYTES, Tensor, from_raw, from_values, to_raw
+
+OutputTargets = dict[str, memoryview]  # output name -> the shared memory its bytes go to
+_OFF = SystemSharedMemory(enabled=False)  # what a caller without regions gets: shared memory refused
 
 # datatype -> the InferTensorContents field its typed values travel in (FP16 has none: raw only)
 CONTENTS = {
@@ -53,9 +59,15 @@ def _parameter(value: Any) -> gs.InferParameter:
     return gs.InferParameter(string_param=str(value))
 
 
-def _input(t: gs.ModelInferRequest.InferInputTensor, raw: bytes | None) -> Tensor:
+def _input(
+    t: gs.ModelInferRequest.InferInputTensor, parameters: dict[str, Any], raw: bytes | None, regions: SystemSharedMemory
+) -> Tensor:
     name = t.name or "(unnamed)"
-    parameters = parameters_of(t.parameters, f"input {name}")
+    if uses_shared_memory(parameters):
+        if t.HasField("contents") and t.contents.ByteSize():
+            raise InvalidRequest(f"input {name}: set either contents or a shared memory region, not both")
+        data = regions.view(f"input {name}", parameters).toreadonly()
+        return from_raw(name, t.datatype, list(t.shape), data, without_shared_memory(parameters))
     if raw is not None:
         if t.HasField("contents") and t.contents.ByteSize():
             raise InvalidRequest(f"input {name}: set either contents or raw_input_contents, not both")
@@ -69,18 +81,41 @@ def _input(t: gs.ModelInferRequest.InferInputTensor, raw: bytes | None) -> Tenso
     return from_values(name, t.datatype, list(t.shape), list(getattr(t.contents, field)), parameters)
 
 
-def infer_request(request: gs.ModelInferRequest, lifted: list[memoryview] | None = None) -> InferRequest:
-    """``lifted``: the raw inputs read from the received bytes in place of the message's (``grpc_wire``)."""
+def _output(
+    o: gs.ModelInferRequest.InferRequestedOutputTensor, regions: SystemSharedMemory, targets: OutputTargets
+) -> RequestedOutput:
+    where = f"output {o.name or '(unnamed)'}"
+    parameters = parameters_of(o.parameters, where)
+    if not uses_shared_memory(parameters):
+        return RequestedOutput(o.name, parameters)
+    if CLASSIFICATION in parameters:
+        raise InvalidRequest(f"{where}: set either {CLASSIFICATION} or a shared memory region, not both")
+    targets[o.name] = regions.view(where, parameters)
+    return RequestedOutput(o.name, without_shared_memory(parameters))
+
+
+def infer_request(
+    request: gs.ModelInferRequest, lifted: list[memoryview] | None = None, regions: SystemSharedMemory = _OFF
+) -> tuple[InferRequest, OutputTargets]:
+    """The request, and where its outputs in shared memory go. ``lifted``: the raw inputs read
+    from the received bytes in place of the message's (``grpc_wire``); ``regions``: the
+    server's registered shared memory."""
     raw: list[bytes] | list[memoryview] = lifted or list(request.raw_input_contents)
-    if raw and len(raw) != len(request.inputs):
+    parameters = [parameters_of(t.parameters, f"input {t.name or '(unnamed)'}") for t in request.inputs]
+    in_shm = [uses_shared_memory(p) for p in parameters]
+    if raw and len(raw) != in_shm.count(False):
         raise InvalidRequest(
-            f"raw_input_contents has {len(raw)} entries for {len(request.inputs)} inputs: send one per input, in order"
+            f"raw_input_contents has {len(raw)} entries for {in_shm.count(False)} inputs not in shared memory: "
+            "send one per input, in order"
         )
-    inputs = [_input(t, raw[i] if raw else None) for i, t in enumerate(request.inputs)]
-    outputs = [
-        RequestedOutput(o.name, parameters_of(o.parameters, f"output {o.name or '(unnamed)'}")) for o in request.outputs
+    entries = iter(raw)
+    inputs = [
+        _input(t, p, None if shm or not raw else next(entries), regions)
+        for t, p, shm in zip(request.inputs, parameters, in_shm)
     ]
-    return InferRequest(
+    targets: OutputTargets = {}
+    outputs = [_output(o, regions, targets) for o in request.outputs]
+    wanted = InferRequest(
         request.model_name,
         request.model_version,
         request.id,
@@ -88,13 +123,30 @@ def infer_request(request: gs.ModelInferRequest, lifted: list[memoryview] | None
         outputs,
         parameters_of(request.parameters, "request"),
     )
+    return wanted, targets
 
 
-def infer_response(response: InferResponse) -> gs.ModelInferResponse:
+def _write(tensor: Tensor, target: memoryview) -> None:
+    data = to_raw(tensor)
+    if len(data) > len(target):
+        raise InvalidRequest(
+            f"output {tensor.name}: its {len(data)} bytes do not fit the {len(target)} bytes of "
+            "shared_memory_byte_size: register and name a larger region"
+        )
+    target[: len(data)] = data
+
+
+def infer_response(response: InferResponse, targets: OutputTargets | None = None) -> gs.ModelInferResponse:
+    """The reply; an output with a target in ``targets`` is written there, its raw entry empty."""
     reply = gs.ModelInferResponse(model_name=response.model_name, model_version=response.model_version, id=response.id)
     for key, value in response.parameters.items():
         reply.parameters[key].CopyFrom(_parameter(value))
     for tensor in response.outputs:
         reply.outputs.add(name=tensor.name, datatype=tensor.datatype, shape=list(tensor.shape))
-        reply.raw_output_contents.append(to_raw(tensor))
+        target = targets.get(tensor.name) if targets else None
+        if target is None:
+            reply.raw_output_contents.append(to_raw(tensor))
+        else:
+            _write(tensor, target)
+            reply.raw_output_contents.append(b"")
     return reply

@@ -5,8 +5,9 @@ inside :meth:`AttnServer.rpc` like attnserve.v1's (request ids, draining, limits
 metrics with the method label ``kserve.<RPC>``). The vendored proto lives in its own
 package (``attnserve.triton``); :func:`add_to_server` registers the handlers under the
 service's real name, which is all a client sees on the wire. Health (ServerLive,
-ServerReady, ModelReady) stays open without a token, like grpc.health.v1; the shared
-memory, trace and log RPCs are not served (UNIMPLEMENTED).
+ServerReady, ModelReady) stays open without a token, like grpc.health.v1. System shared
+memory (``shared_memory``) is served with ``--shared-memory system``, else its RPCs and tensor
+parameters answer UNIMPLEMENTED; CUDA shared memory, trace and log RPCs are not served.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from ..context import DoorContext
 from . import describe
 from .describe import check_repository_parameters
 from .grpc_codec import infer_request, infer_response, parameters_of
-from .grpc_wire import LiftedInfer
+from .grpc_wire import LiftedInfer, parse_model_infer
 from .infer import VERSION, KServeInference
+from .shared_memory import SystemSharedMemory
 
 SERVICE = "inference.GRPCInferenceService"
 OPEN_METHODS = tuple(f"/{SERVICE}/{name}" for name in ("ServerLive", "ServerReady", "ModelReady"))
@@ -45,6 +47,9 @@ UNARY = {
     "RepositoryIndex": (gs.RepositoryIndexRequest, gs.RepositoryIndexResponse),
     "RepositoryModelLoad": (gs.RepositoryModelLoadRequest, gs.RepositoryModelLoadResponse),
     "RepositoryModelUnload": (gs.RepositoryModelUnloadRequest, gs.RepositoryModelUnloadResponse),
+    "SystemSharedMemoryStatus": (gs.SystemSharedMemoryStatusRequest, gs.SystemSharedMemoryStatusResponse),
+    "SystemSharedMemoryRegister": (gs.SystemSharedMemoryRegisterRequest, gs.SystemSharedMemoryRegisterResponse),
+    "SystemSharedMemoryUnregister": (gs.SystemSharedMemoryUnregisterRequest, gs.SystemSharedMemoryUnregisterResponse),
 }
 
 
@@ -57,6 +62,7 @@ class KServeServicer:
     def __init__(self, doors: DoorContext) -> None:
         self.doors = doors
         self.kserve = KServeInference(doors)
+        self.regions = SystemSharedMemory(doors.settings.shared_memory == "system")
 
     # ------------------------------------------------------------------- health (open)
 
@@ -73,7 +79,7 @@ class KServeServicer:
 
     async def ServerMetadata(self, request, context) -> gs.ServerMetadataResponse:
         async with self.doors.rpc(context, method("ServerMetadata"), ""):
-            return describe.server_metadata(self.doors.settings)
+            return describe.server_metadata(self.doors.settings, shared_memory=self.regions.enabled)
 
     async def ModelMetadata(self, request: gs.ModelMetadataRequest, context) -> gs.ModelMetadataResponse:
         async with self.doors.rpc(context, method("ModelMetadata"), request.name) as call:
@@ -109,9 +115,9 @@ class KServeServicer:
             request = LiftedInfer(request)
         message = request.message
         async with self.doors.rpc(context, method("ModelInfer"), message.model_name, inference=True) as call:
-            wanted = infer_request(message, request.raw)
+            wanted, targets = infer_request(message, request.raw, self.regions)
             response = await self.kserve.infer(wanted, call, client_deadline(context))
-            return infer_response(response)
+            return infer_response(response, targets)
 
     async def ModelStreamInfer(
         self, requests: AsyncIterator[bytes], context
@@ -152,19 +158,20 @@ class KServeServicer:
                 task.cancel()
 
     async def _stream_one(self, raw: bytes, context, put, request_id: str | None) -> None:
-        request = gs.ModelInferRequest()
         try:
-            request.ParseFromString(raw)
+            lifted = parse_model_infer(raw)  # raw tensors stay in the received bytes, as ModelInfer's
         except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError or a UnicodeDecodeError
             put(gs.ModelStreamInferResponse(error_message=f"request of {STREAM} is not a valid message: {exc}"))
             return
+        request = lifted.message
         calls, rid = self.doors.calls, self.doors.calls.request_id(request_id)
         try:
             async with calls.track(
                 method(STREAM), request.model_name, rid, inference=True, deadline_passed=_deadline_passed(context)
             ) as call:
-                async for response in self.kserve.stream(infer_request(request), call, client_deadline(context)):
-                    put(gs.ModelStreamInferResponse(infer_response=infer_response(response)))
+                wanted, targets = infer_request(request, lifted.raw, self.regions)
+                async for response in self.kserve.stream(wanted, call, client_deadline(context)):
+                    put(gs.ModelStreamInferResponse(infer_response=infer_response(response, targets)))
         except CallFailed as exc:
             failed = gs.ModelInferResponse(model_name=request.model_name, model_version=VERSION, id=request.id)
             put(gs.ModelStreamInferResponse(error_message=exc.message, infer_response=failed))
@@ -186,6 +193,29 @@ class KServeServicer:
             self._admin(request)
             await self.doors.repository.unload(request.model_name)
             return gs.RepositoryModelUnloadResponse()
+
+    # ---------------------------------------------------------- system shared memory
+
+    async def SystemSharedMemoryStatus(self, request: gs.SystemSharedMemoryStatusRequest, context):
+        async with self.doors.rpc(context, method("SystemSharedMemoryStatus"), ""):
+            reply = gs.SystemSharedMemoryStatusResponse()
+            for r in self.regions.status(request.name):
+                reply.regions[r.name].CopyFrom(
+                    gs.SystemSharedMemoryStatusResponse.RegionStatus(
+                        name=r.name, key=r.key, offset=r.offset, byte_size=r.byte_size
+                    )
+                )
+            return reply
+
+    async def SystemSharedMemoryRegister(self, request: gs.SystemSharedMemoryRegisterRequest, context):
+        async with self.doors.rpc(context, method("SystemSharedMemoryRegister"), ""):
+            self.regions.register(request.name, request.key, request.offset, request.byte_size)
+            return gs.SystemSharedMemoryRegisterResponse()
+
+    async def SystemSharedMemoryUnregister(self, request: gs.SystemSharedMemoryUnregisterRequest, context):
+        async with self.doors.rpc(context, method("SystemSharedMemoryUnregister"), ""):
+            self.regions.unregister(request.name)
+            return gs.SystemSharedMemoryUnregisterResponse()
 
     def _admin(self, request: Any) -> None:
         if not self.doors.settings.enable_admin:

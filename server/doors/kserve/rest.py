@@ -15,8 +15,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ...shared.errors import InvalidRequest, echo
+from ...shared.errors import InvalidRequest, NotEnabled, echo
 from .infer import InferRequest, InferResponse, RequestedOutput
+from .shared_memory import uses_shared_memory
 from .tensors import from_raw, from_values, to_raw, to_values
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
@@ -85,6 +86,11 @@ def _field(item: Mapping[str, Any], key: str, kind: type, where: str) -> Any:
     return value
 
 
+def _no_shared_memory(parameters: Mapping[str, Any], where: str) -> None:
+    if uses_shared_memory(parameters):
+        raise NotEnabled(f"{where}: system shared memory is served on the KServe gRPC door only (--shared-memory)")
+
+
 def parse_infer(body: bytes, header_length: str | None, model_name: str, version: str = "") -> InferRequest:
     doc, size = _json_header(body, header_length)
     if not isinstance(doc, dict):
@@ -104,6 +110,7 @@ def parse_infer(body: bytes, header_length: str | None, model_name: str, version
         if not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
             raise InvalidRequest(f"{where}.shape must be a list of integers, got {echo(shape)}")
         parameters = dict(_object(item.get("parameters"), f"{where}.parameters"))
+        _no_shared_memory(parameters, where)
         if BINARY_SIZE in parameters:
             length = parameters.pop(BINARY_SIZE)
             if isinstance(length, bool) or not isinstance(length, int) or length < 0:
@@ -130,7 +137,9 @@ def parse_infer(body: bytes, header_length: str | None, model_name: str, version
         if not isinstance(item, dict):
             raise InvalidRequest(f"outputs[{i}] must be a JSON object")
         name = _field(item, "name", str, f"outputs[{i}]")
-        outputs.append(RequestedOutput(name, _object(item.get("parameters"), f"outputs[{i}].parameters")))
+        parameters = _object(item.get("parameters"), f"outputs[{i}].parameters")
+        _no_shared_memory(parameters, f"outputs[{i}]")
+        outputs.append(RequestedOutput(name, parameters))
     request_id = doc.get("id", "")
     if not isinstance(request_id, str):
         raise InvalidRequest(f"id must be a string, got {echo(request_id)}")

@@ -161,6 +161,22 @@ def test_plain_json_with_nested_data_and_pixels(server, vit_dirs, digit_images):
         ("GET", "/v2/models/reverser/infer", None, 405, "Method Not Allowed"),
         ("GET", "/v3/nothing", None, 404, "Not Found"),
         ("POST", "/v2/repository/models/digits/unload", b"", 501, "--enable-admin"),
+        (
+            "POST",
+            "/v2/models/digits/infer",
+            b'{"inputs": [{"name": "PIXELS", "datatype": "FP32", "shape": [1, 1, 16, 16], "parameters": '
+            b'{"shared_memory_region": "r", "shared_memory_byte_size": 1024}}]}',
+            501,
+            "inputs[0]: system shared memory is served on the KServe gRPC door only",
+        ),
+        (
+            "POST",
+            "/v2/models/reverser/infer",
+            b'{"inputs": [{"name": "TEXT", "datatype": "BYTES", "shape": [1], "data": ["t5"]}], "outputs": '
+            b'[{"name": "TRANSLATION", "parameters": {"shared_memory_region": "r", "shared_memory_byte_size": 64}}]}',
+            501,
+            "outputs[0]: system shared memory",
+        ),
     ],
 )
 def test_errors_are_json_with_the_status_of_their_grpc_code(server, method, path, body, status, fragment):

@@ -70,3 +70,28 @@ def test_classification(binary, server, tmp_path, protocol):
     before = _ok(server, "digits", method)
     rows, output = perf_analyzer.run("digits", url, protocol, CONCURRENCY, data)
     _check(rows, server, "digits", method, before)
+
+
+@pytest.fixture(scope="module")
+def shm_server(serve, kserve_repo):  # noqa: F811
+    with serve(kserve_repo, shared_memory="system") as handle:
+        yield handle
+
+
+def test_translation_through_system_shared_memory(binary, shm_server, tmp_path):
+    """perf_analyzer creates and registers its own regions (``--shared-memory system``): each text
+    travels in one and the translation comes back in one. (Its shared memory refuses models with
+    optional inputs, as the classifiers' IMAGE and PIXELS are.)"""
+    data = tmp_path / "texts.json"
+    texts = ["t5 t9 t17", "t4 t6", "t23 t8 t8 t11 t6 t20", "t12"]
+    data.write_text(json.dumps({"data": [{"TEXT": {"content": [t], "shape": [1]}} for t in texts]}))
+    before = _ok(shm_server, "reverser", "kserve.ModelStreamInfer")
+    extra = ["--shared-memory", "system", "--output-shared-memory-size", "4096"]
+    rows, output = perf_analyzer.run(
+        "reverser", shm_server.address, "grpc", CONCURRENCY, data, streaming=True, extra=extra
+    )
+    _check(rows, shm_server, "reverser", "kserve.ModelStreamInfer", before)
+    registered = shm_server.metric(
+        "attnserve_requests_total", model="-", method="kserve.SystemSharedMemoryRegister", status="OK"
+    )
+    assert registered >= 2, output  # an input and an output region at least

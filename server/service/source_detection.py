@@ -1,0 +1,70 @@
+"""``source_language: auto``: the served source languages a text may be in, and the detector's
+choice among them, per text (a batch of mixed languages) or for a document's texts together."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Executor
+
+from ..shared.errors import InvalidRequest
+from .detection import Detector
+from .requests import Detection
+from .routing import LanguageNotServed, ServedLanguages
+
+DETECT_CHARS = 2000  # enough for a detector to be sure; a 50,000-character text would take 0.1 s
+
+
+class SourceDetection:
+    """The server's detector (None where detection is off) over the languages it serves."""
+
+    def __init__(self, detector: Detector | None, pool: Executor, languages: ServedLanguages) -> None:
+        self.detector, self.pool, self.languages = detector, pool, languages
+
+    async def detect(self, text: str, codes: list[str]) -> list[Detection]:
+        """The detector on the text's first DETECT_CHARS characters, on the work pool (~0.1-2 ms)."""
+        if self.detector is None:
+            return []
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, self.detector.detect, text[:DETECT_CHARS], codes)
+
+    def candidates(self, target: str) -> list[str]:
+        """The served source languages that reach ``target`` (all of them when it is "")."""
+        table = self.languages.table
+        public = table.public(target, f"auto -> {target}")
+        candidates = table.sources_to(public) if public else table.sources
+        if public and not candidates:
+            raise LanguageNotServed(f"no model translates into {public}", "", public, target_only=True)
+        return candidates
+
+    async def each(self, texts: tuple[str, ...], target: str) -> list[Detection]:
+        """``source_language: auto``: each text's served source language (reaching ``target``)."""
+        candidates = self.candidates(target)
+        if len(candidates) == 1:  # the only language the target is reached from: not a detection
+            return [Detection(candidates[0], 100.0)] * len(texts)
+        if not candidates:
+            raise InvalidRequest("source language auto: this server serves no source language to detect")
+        if self.detector is None:
+            raise InvalidRequest(
+                "source language auto needs language detection, which is off on this server; "
+                f"name the source language: one of {', '.join(candidates)}"
+            )
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.pool, self._each, texts, candidates)
+
+    def _each(self, texts: tuple[str, ...], candidates: list[str]) -> list[Detection]:
+        detected = []
+        for i, text in enumerate(texts):
+            found = self.detector.detect(text[:DETECT_CHARS], candidates) if self.detector else []
+            if not found:
+                where = f"text {i}" if len(texts) > 1 else "the text"
+                raise InvalidRequest(
+                    f"the language of {where} is not one this server detects; name the source language: one of "
+                    f"{', '.join(candidates)}"
+                )
+            detected.append(found[0])
+        return detected
+
+    async def together(self, texts: tuple[str, ...], target: str) -> Detection:
+        """``source_language: auto`` for one document (a stream, a file): the language of its texts together."""
+        (found,) = await self.each(("\n".join(texts),), target)
+        return found
