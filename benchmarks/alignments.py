@@ -42,7 +42,7 @@ from .common import (
     without_step_attention_dir,
     write_results,
 )
-from .server import start_server, wait_ready
+from .launch import start_server, wait_ready
 
 NAME = "alignments"
 MODEL = "translator-en-de"

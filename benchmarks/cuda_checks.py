@@ -167,39 +167,6 @@ def sanity(provider: str) -> int:
     return 0 if ok else 1
 
 
-def env_figures(text: str) -> dict[str, Any]:
-    import onnxruntime as ort
-
-    query = "name,driver_version,memory.total,compute_cap"
-    try:
-        argv = ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"]
-        smi = subprocess.run(argv, capture_output=True, text=True, timeout=30)
-        gpu = dict(zip(query.split(","), (f.strip() for f in smi.stdout.split(",")))) if smi.returncode == 0 else {}
-    except (OSError, subprocess.SubprocessError) as exc:
-        gpu = {"error": str(exc)}
-    sanity_lines = [line for line in text.splitlines() if line.startswith('{"providers"')]
-    return {
-        "gpu": gpu,
-        "sanity": json.loads(sanity_lines[-1]) if sanity_lines else None,
-        "onnxruntime": ort.__version__,
-        "onnxruntime_file": ort.__file__,
-        "providers": ort.get_available_providers(),
-        "python": sys.version.split()[0],
-        "torch": _version("torch"),
-        "ctranslate2": _version("ctranslate2"),
-        "numpy": _version("numpy"),
-        "grpc": _version("grpc"),
-        "cpus": os.cpu_count(),
-    }
-
-
-def _version(module: str) -> str | None:
-    try:
-        return getattr(__import__(module), "__version__", "?")
-    except ImportError:
-        return None
-
-
 def save(out: Path, work: Path, report: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "cuda-checks.json").write_text(json.dumps(report, indent=1, default=str) + "\n")

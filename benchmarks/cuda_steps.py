@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import shutil
@@ -129,8 +130,6 @@ def first_steps(args: argparse.Namespace, s: dict[str, Any]) -> list[Step]:
     kv_keys = ("providers", "tokens_vs_cpu_fp32", "verdict", "ms_per_token", "batching_in_process", "errors")
     pytest = [py, "-m", "pytest", *gpu_test_files(), "-m", "gpu", "-rA", "-q", "--log-level=WARNING"]
     pytest += ["--basetemp", str(args.work_dir / "pytest"), f"--junitxml={results / 'pytest-gpu.xml'}"]
-    from .cuda_checks import env_figures  # the machine's description, next to the sanity graph
-
     return [
         Step("env", [py, "-m", "benchmarks.cuda_checks", "--sanity", provider], 60, env_figures),
         Step("kv-inplace", kv, 180, json_figures(results / "kv-inplace-cuda" / "kv-inplace-cuda.json", kv_keys)),
@@ -213,3 +212,36 @@ def plan(args: argparse.Namespace) -> list[Step]:
     steps = first_steps(args, s) + serving_steps(args, s) + later_steps(args, s)
     assert [step.name for step in steps] == list(STEPS)
     return [step for step in steps if step.name in args.steps]
+
+
+def env_figures(text: str) -> dict[str, Any]:
+    import onnxruntime as ort
+
+    query = "name,driver_version,memory.total,compute_cap"
+    try:
+        argv = ["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader"]
+        smi = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        gpu = dict(zip(query.split(","), (f.strip() for f in smi.stdout.split(",")))) if smi.returncode == 0 else {}
+    except (OSError, subprocess.SubprocessError) as exc:
+        gpu = {"error": str(exc)}
+    sanity_lines = [line for line in text.splitlines() if line.startswith('{"providers"')]
+    return {
+        "gpu": gpu,
+        "sanity": json.loads(sanity_lines[-1]) if sanity_lines else None,
+        "onnxruntime": ort.__version__,
+        "onnxruntime_file": ort.__file__,
+        "providers": ort.get_available_providers(),
+        "python": sys.version.split()[0],
+        "torch": _version("torch"),
+        "ctranslate2": _version("ctranslate2"),
+        "numpy": _version("numpy"),
+        "grpc": _version("grpc"),
+        "cpus": os.cpu_count(),
+    }
+
+
+def _version(module: str) -> str | None:
+    try:
+        return getattr(__import__(module), "__version__", "?")
+    except ImportError:
+        return None

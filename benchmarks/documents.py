@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import add_common_arguments, header, interleaved, linked_repo, machine, table, write_results
-from .server import start_server, wait_ready
+from .launch import start_server, wait_ready
 
 NAME = "documents"
 MODEL = "translator-en-de"

@@ -48,7 +48,7 @@ from .common import (
     write_results,
 )
 from .documents import COMMITTED, MODEL, document
-from .server import free_port, start_server, wait_ready
+from .launch import free_port, start_server, wait_ready
 
 NAME = "files"
 PAGE_CHARS = 2_500

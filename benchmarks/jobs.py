@@ -42,7 +42,7 @@ from .common import (
 )
 from .documents import COMMITTED, MODEL, document
 from .files import PAGE_CHARS, distinct, docx, file_form, post
-from .server import free_port, start_server, wait_ready
+from .launch import free_port, start_server, wait_ready
 
 NAME = "jobs"
 COLD, WARM = "cold (the server's first file)", "warm (the same server, next file)"

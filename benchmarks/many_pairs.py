@@ -34,7 +34,7 @@ from pathlib import Path
 from attnserve.contract.manifest import MANIFEST_NAME
 
 from .common import add_common_arguments, machine, write_results
-from .server import start_server, wait_ready
+from .launch import start_server, wait_ready
 
 log = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from . import perf_analyzer
 from .common import add_common_arguments, header, machine, table, write_results
-from .server import start_server, wait_ready
+from .launch import start_server, wait_ready
 
 NAME = "perf"
 ROOT = Path(__file__).resolve().parent.parent

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import subprocess
 import sys
@@ -37,24 +36,13 @@ import numpy as np
 from . import kserve_load, server_translation
 from .common import add_common_arguments, header, in_fresh_process, machine, table, write_results
 from .decode import vars_of
-from .server import LIGHT, load, start_server, wait_ready
+from .launch import start_server, wait_ready
+from .pyspy import WAITING, parse_raw, process_cpu_seconds
+from .server import LIGHT, load
 from .vit import export
 
 NAME = "server-profile"
 
-# A sample's group: the first rule whose needle is in its stack. py-spy's idle detection does
-# not see threads blocked inside C (a thread-pool worker waiting on its queue, the event loop
-# in epoll, gRPC's poller thread), so samples whose innermost Python frame is such a wait are
-# kept apart as "waiting, or C code with no Python frame", and left out of the per-request sum.
-WAITING = "waiting, or C code with no Python frame (not counted)"
-WAIT_LEAVES = (
-    "EpollSelector.select (",
-    "_worker (concurrent/futures/thread.py:81)",
-    "Thread.run (threading.py",
-    "Condition.wait (",
-    "Event.wait (",
-    "Thread._bootstrap (",
-)
 GROUPS = [
     ("onnxruntime run", ("Session.run (onnxruntime",)),
     (
@@ -79,7 +67,6 @@ GROUPS = [
     ),
     ("gRPC aio + event loop (Cython and asyncio)", ("asyncio/", "grpc")),
 ]
-OTHER = "other Python"
 TRANSPORTS = ("v1", "kserve", "kserve-shm", "kserve-stream", "kserve-shm-stream")
 
 
@@ -118,32 +105,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--keep-raw", metavar="FILE", help="also keep py-spy's raw stacks in FILE.<transport>")
     server_translation.add_arguments(parser)
     return parser
-
-
-def group_of(stack: str, groups: list[tuple[str, tuple[str, ...]]] = GROUPS) -> str:
-    leaf = stack.rsplit(";", 1)[-1]
-    if leaf.startswith(WAIT_LEAVES):
-        return WAITING
-    for name, needles in groups:
-        if any(n in stack for n in needles):
-            return name
-    return OTHER
-
-
-def parse_raw(text: str, groups: list[tuple[str, tuple[str, ...]]] = GROUPS) -> dict[str, int]:
-    """py-spy's ``--format raw`` (one ``frame;frame;... count`` line per distinct stack) -> samples per group."""
-    counts: dict[str, int] = {name: 0 for name, _ in groups} | {OTHER: 0, WAITING: 0}
-    for line in text.splitlines():
-        stack, _, count = line.rpartition(" ")
-        if stack and count.isdigit():
-            counts[group_of(stack, groups)] += int(count)
-    return counts
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of every thread of ``pid`` so far (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def onnxruntime_cpu_ms_per_image(model_dir: Path, threads: int, batch: int, provider: str) -> float:
@@ -200,7 +161,7 @@ async def _profile(args, transport: str, proc: subprocess.Popen, address: str, p
     _, err = await asyncio.get_running_loop().run_in_executor(None, spy.communicate)
     if spy.returncode != 0 or not raw.exists():
         raise SystemExit(f"py-spy failed ({spy.returncode}): {err.decode(errors='replace').strip()[-400:]}")
-    stats["samples"] = parse_raw(raw.read_text())
+    stats["samples"] = parse_raw(raw.read_text(), GROUPS)
     return stats
 
 

@@ -90,8 +90,8 @@ def engine_cpu_us_per_token(args: argparse.Namespace, model_dir: Path, arrivals:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from .decode import vars_of
-    from .server import start_server, wait_ready
-    from .server_profile import WAITING, parse_raw, process_cpu_seconds
+    from .launch import start_server, wait_ready
+    from .pyspy import WAITING, parse_raw, process_cpu_seconds
 
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     if not Path(pyspy).exists():

@@ -319,7 +319,7 @@ def model_repo(args: argparse.Namespace) -> tuple[Path, Path, str, int]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from .decode import vars_of
-    from .server import start_server, wait_ready
+    from .launch import start_server, wait_ready
 
     settle(args)
     q = args.quick

@@ -42,7 +42,7 @@ from .common import (
 )
 from .documents import COMMITTED, MODEL, document
 from .files import PAGE_CHARS, distinct, docx, paragraphs_of, translate_file
-from .server import free_port, start_server, wait_ready
+from .launch import free_port, start_server, wait_ready
 
 NAME = "translation-cache"
 FIRST, SECOND, OFF = "first pass, cache on", "second pass, cache on", "cache off"

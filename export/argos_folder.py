@@ -28,7 +28,7 @@ def is_folder_of_packages(path: Path) -> bool:
 
 def export_argos_folder(folder: Path, options: ExportOptions, languages_given: bool = False) -> int:
     """Export every package of ``folder`` into ``options.out``; returns the exit code (0: all exported)."""
-    from .cli import _is_user_error
+    from .errors import is_user_error
     from .importers import argos_packages
     from .importers.argos import package_type
     from .verify import VerificationFailed
@@ -62,7 +62,7 @@ def export_argos_folder(folder: Path, options: ExportOptions, languages_given: b
             written[name] = package
             bar.write(f"wrote {out / name} (from {package.name})")
         except Exception as exc:  # noqa: BLE001 - a package's user-facing error is reported, the others go on
-            if not (_is_user_error(exc) or isinstance(exc, VerificationFailed)):
+            if not (is_user_error(exc) or isinstance(exc, VerificationFailed)):
                 raise
             failed.append(package)
             message = f"attnserve-export: error: {exc}; {package.name} skipped, nothing written for it"

@@ -16,13 +16,13 @@ import argparse
 import json
 import logging
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
-from attnserve.contract.manifest import Languages, ManifestError
+from attnserve.contract.manifest import Languages
 
-from .errors import ExportError
+from .errors import ExportError, is_user_error
+from .progress import quiet_exporter
 
 log = logging.getLogger(__name__)
 
@@ -175,31 +175,10 @@ def _main(argv: list[str]) -> int:
             _print_verification(exc.verification.lines(), exc.verification.skipped)
             print(f"attnserve-export: error: {exc}; nothing was written", file=sys.stderr)
             return 1
-        if not _is_user_error(exc):
+        if not is_user_error(exc):
             raise
         print(f"attnserve-export: error: {exc}", file=sys.stderr)
         return 1
-
-
-def _is_user_error(exc: BaseException) -> bool:
-    kinds: list[type] = [ManifestError, ExportError]
-    for module, error in (
-        ("attnserve.export.precision", "PrecisionError"),  # needs onnx: loaded with verify
-        ("attnserve.models.checkpoint", "CheckpointError"),  # loaded only by exports (it needs torch)
-    ):
-        if module in sys.modules:
-            kinds.append(getattr(sys.modules[module], error))
-    return isinstance(exc, tuple(kinds))
-
-
-def quiet_exporter() -> None:
-    """The dynamo exporter warns about things that do not concern a user of this CLI
-    (torchvision ops, dynamic-shape renames); keep the stage display readable."""
-    for module in (r"torch(\..*)?", r"onnxscript(\..*)?", "copyreg"):  # copyreg: torch's pytree deprecation
-        for category in (UserWarning, DeprecationWarning, FutureWarning):
-            warnings.filterwarnings("ignore", category=category, module=module)
-    for name in ("torch.onnx", "torch._export", "torch.export", "onnxscript"):
-        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ inputs. Cross-attention keeps ``MultiHeadAttention``. onnxruntime's CUDA GroupQu
 fp16 and bf16 kernels only (``contrib_ops/cuda/bert/group_query_attention.cc`` registers
 ``MLFloat16`` and ``BFloat16``); fp32 runs it on the CPU.
 
-:func:`in_place_reference` gives the fixed-seed inputs and PyTorch outputs of the rewritten graph
+:func:`attnserve.export.reference.in_place_reference` gives the fixed-seed inputs and PyTorch outputs of the rewritten graph
 for ``verification.npz``: rows at different lengths, columns past each row's length filled with
 noise (never read, never written), the PyTorch decoder run on the same rows left-padded and masked.
 """
@@ -27,14 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import torch
 from onnx import TensorProto, helper, numpy_helper
 
 from attnserve.contract.graph_io import DecoderIO
 from attnserve.contract.kinds import IN_PLACE
-from attnserve.models import TranslationTransformer
-
-from .graphs import DecoderGraph
 
 CAPACITY_DIM = "capacity"
 
@@ -123,43 +119,3 @@ def _live(nodes: list[onnx.NodeProto], outputs: set[str]) -> list[onnx.NodeProto
         if len(live) == len(nodes):
             return live
         nodes = live
-
-
-@torch.no_grad()
-def in_place_reference(
-    model: TranslationTransformer, src_len: int = 7, lengths: tuple[int, ...] = (2, 0, 4), seed: int = 0
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """(inputs, outputs) of the in-place decoder, by contract name, for one step of rows with
-    ``lengths`` cached tokens (0: a row's first step) in a buffer of capacity max + 2.
-
-    The outputs come from the PyTorch decoder run on the same rows left-padded to the longest
-    and masked (:class:`~.graphs.DecoderGraph`); ``present`` is the input buffer with each row's
-    new key/value at column ``lengths[r]``: the columns past it keep their noise."""
-    cfg = model.eval().cfg
-    n, H, D = cfg.decoder_layers, cfg.num_heads, cfg.d_model // cfg.num_heads
-    B, P, capacity = len(lengths), max(lengths), max(lengths) + 2
-    g = torch.Generator().manual_seed(seed)
-    io = DecoderIO.standard(n, IN_PLACE)
-    ids = torch.randint(4, cfg.vocab_size, (B, 1), generator=g)  # (B, 1)
-    positions = torch.tensor(lengths, dtype=torch.int64)[:, None]  # (B, 1): the row's next position
-    src_mask = torch.ones(B, src_len, dtype=torch.int32)  # (B, L)
-    src_mask[0, src_len - 2 :] = 0
-    buffers = [torch.randn(B, H, capacity, D, generator=g) for _ in io.past]  # noise past each length
-    cross = [torch.randn(B, H, src_len, D, generator=g) for _ in io.cross]
-    self_mask = torch.zeros(B, P + 1, dtype=torch.int32)  # (B, P + 1) the left-padded equivalent
-    padded = [torch.zeros(B, H, P, D) for _ in io.past]
-    for r, length in enumerate(lengths):
-        self_mask[r, P - length :] = 1
-        for past, buffer in zip(padded, buffers):
-            past[r, :, P - length :] = buffer[r, :, :length]
-    logits, *present = DecoderGraph(model)(ids, positions, self_mask, src_mask, *padded, *cross)
-    written = [buffer.clone() for buffer in buffers]
-    for r, length in enumerate(lengths):
-        for out, new in zip(written, present):
-            out[r, :, length] = new[r, :, P]  # the new token, column P of the left-padded present
-    seqlens = torch.tensor(lengths, dtype=torch.int32)
-    total = torch.tensor(P + 1, dtype=torch.int32)
-    values = [ids, positions, src_mask, *buffers, *cross, seqlens, total]
-    inputs = {name: t.numpy() for name, t in zip(io.inputs, values)}
-    outputs = {name: t.numpy() for name, t in zip(io.outputs, [logits, *written])}
-    return inputs, outputs

@@ -7,8 +7,10 @@ in the export report (``export-report.json``).
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
+import warnings
 from typing import TextIO
 
 
@@ -67,3 +69,13 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+def quiet_exporter() -> None:
+    """The dynamo exporter warns about things that do not concern a user of this CLI
+    (torchvision ops, dynamic-shape renames); keep the stage display readable."""
+    for module in (r"torch(\..*)?", r"onnxscript(\..*)?", "copyreg"):  # copyreg: torch's pytree deprecation
+        for category in (UserWarning, DeprecationWarning, FutureWarning):
+            warnings.filterwarnings("ignore", category=category, module=module)
+    for name in ("torch.onnx", "torch._export", "torch.export", "onnxscript"):
+        logging.getLogger(name).setLevel(logging.ERROR)

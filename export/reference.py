@@ -21,7 +21,6 @@ from attnserve.models import TranslationTransformer, VisionTransformer, greedy_d
 
 from .errors import ExportError
 from .graphs import AlignerGraph, DecoderGraph, EncoderGraph, example_aligner_inputs, example_translation_inputs
-from .inplace import in_place_reference
 from .verify import VERIFICATION_FILE
 
 VIT_IMAGES = 8  # enough for a top-1 agreement, small enough to ship (8 x 3 x 224 x 224 float32 = 4.8 MB)
@@ -67,7 +66,7 @@ def translation_reference(
 ) -> dict[str, np.ndarray]:
     """Encoder, one decoder step with a cache, the aligner and a greedy decode. The step: P = 3,
     S = 2 with a left-padded slot (``kv_cache`` left-padded), or rows of 2, 0 and 4 cached tokens
-    in a buffer written in place (in-place, :func:`~.inplace.in_place_reference`)."""
+    in a buffer written in place (in-place, :func:`in_place_reference`)."""
     model = model.eval()
     n = model.cfg.decoder_layers
     length = min(GREEDY_SRC_LEN, model.cfg.max_positions)
@@ -132,3 +131,43 @@ def save_reference(directory: Path, data: dict[str, np.ndarray]) -> Path:
     with open(path, "wb") as fh:
         np.savez(fh, **data)
     return path
+
+
+@torch.no_grad()
+def in_place_reference(
+    model: TranslationTransformer, src_len: int = 7, lengths: tuple[int, ...] = (2, 0, 4), seed: int = 0
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(inputs, outputs) of the in-place decoder, by contract name, for one step of rows with
+    ``lengths`` cached tokens (0: a row's first step) in a buffer of capacity max + 2.
+
+    The outputs come from the PyTorch decoder run on the same rows left-padded to the longest
+    and masked (:class:`~.graphs.DecoderGraph`); ``present`` is the input buffer with each row's
+    new key/value at column ``lengths[r]``: the columns past it keep their noise."""
+    cfg = model.eval().cfg
+    n, H, D = cfg.decoder_layers, cfg.num_heads, cfg.d_model // cfg.num_heads
+    B, P, capacity = len(lengths), max(lengths), max(lengths) + 2
+    g = torch.Generator().manual_seed(seed)
+    io = DecoderIO.standard(n, IN_PLACE)
+    ids = torch.randint(4, cfg.vocab_size, (B, 1), generator=g)  # (B, 1)
+    positions = torch.tensor(lengths, dtype=torch.int64)[:, None]  # (B, 1): the row's next position
+    src_mask = torch.ones(B, src_len, dtype=torch.int32)  # (B, L)
+    src_mask[0, src_len - 2 :] = 0
+    buffers = [torch.randn(B, H, capacity, D, generator=g) for _ in io.past]  # noise past each length
+    cross = [torch.randn(B, H, src_len, D, generator=g) for _ in io.cross]
+    self_mask = torch.zeros(B, P + 1, dtype=torch.int32)  # (B, P + 1) the left-padded equivalent
+    padded = [torch.zeros(B, H, P, D) for _ in io.past]
+    for r, length in enumerate(lengths):
+        self_mask[r, P - length :] = 1
+        for past, buffer in zip(padded, buffers):
+            past[r, :, P - length :] = buffer[r, :, :length]
+    logits, *present = DecoderGraph(model)(ids, positions, self_mask, src_mask, *padded, *cross)
+    written = [buffer.clone() for buffer in buffers]
+    for r, length in enumerate(lengths):
+        for out, new in zip(written, present):
+            out[r, :, length] = new[r, :, P]  # the new token, column P of the left-padded present
+    seqlens = torch.tensor(lengths, dtype=torch.int32)
+    total = torch.tensor(P + 1, dtype=torch.int32)
+    values = [ids, positions, src_mask, *buffers, *cross, seqlens, total]
+    inputs = {name: t.numpy() for name, t in zip(io.inputs, values)}
+    outputs = {name: t.numpy() for name, t in zip(io.outputs, [logits, *written])}
+    return inputs, outputs

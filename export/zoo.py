@@ -158,7 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from .cli import quiet_exporter
+    from .progress import quiet_exporter
 
     quiet_exporter()
     unknown = [name for name in args.models if name not in NAMES]

@@ -115,10 +115,9 @@ def export_pulled(item: PullItem, local: Path, out: Path, settings: InstallSetti
     from attnserve.models import VisionTransformer
 
     from .. import sources
-    from ..cli import quiet_exporter
     from ..options import ExportOptions
     from ..pipeline import export_translation, export_vit, planned_stages
-    from ..progress import Progress
+    from ..progress import Progress, quiet_exporter
 
     exists = out.exists() and any(out.iterdir()) if out.is_dir() else out.exists()
     options = ExportOptions(

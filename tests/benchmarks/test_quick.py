@@ -299,7 +299,7 @@ def test_server_profile_groups_by_the_innermost_frame():
             "tensor_to_pixels (server/images/preprocess.py:134) 4",
         ]
     )
-    counts = sp.parse_raw(raw)
+    counts = sp.parse_raw(raw, sp.GROUPS)
     assert counts[sp.WAITING] == 10
     assert counts["onnxruntime run"] == 5
     assert counts["gRPC aio + event loop (Cython and asyncio)"] == 2
