@@ -18,9 +18,10 @@ inputs. Cross-attention keeps ``MultiHeadAttention``. onnxruntime's CUDA GroupQu
 fp16 and bf16 kernels only (``contrib_ops/cuda/bert/group_query_attention.cc`` registers
 ``MLFloat16`` and ``BFloat16``); fp32 runs it on the CPU.
 
-:func:`attnserve.export.reference.in_place_reference` gives the fixed-seed inputs and PyTorch outputs of the rewritten graph
-for ``verification.npz``: rows at different lengths, columns past each row's length filled with
-noise (never read, never written), the PyTorch decoder run on the same rows left-padded and masked.
+:func:`attnserve.export.reference.in_place_reference` gives the fixed-seed inputs and PyTorch
+outputs of the rewritten graph for ``verification.npz``: rows at different lengths, columns past
+each row's length filled with noise (never read, never written), the PyTorch decoder run on the
+same rows left-padded and masked.
 """
 
 from __future__ import annotations

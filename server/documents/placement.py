@@ -19,7 +19,7 @@ A sentence with more than ``MAX_PLACED_ELEMENTS`` (``<b></b>`` 4,000 times in on
 
 The words each element covers are :func:`covered_ranges`'s, and an unlinked one's word is
 :func:`scaled_word`'s; a file's styled runs are placed by both too
-(``service.run_alignment.preferences``, ``files.placement.place_aligned``): one placement for
+(``service.run_alignment.preferences``, ``files.run_placement.place_aligned``): one placement for
 html, markdown, .docx, .odt, .pptx and EPUB.
 """
 

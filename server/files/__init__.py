@@ -18,11 +18,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 
-from .errors import FileRefused, TooManyCharacters, UnsupportedFile
 from .extracted import Characters, Extracted
 from .packages import read_docx, read_epub, read_odp, read_odt, read_pptx
 from .pdf import read_pdf
-from .placement import MAX_ALIGNED_RUNS, Placement, Unit, holders, place, place_aligned, run_at, styled_spans
+from .refusals import FileRefused, TooManyCharacters, UnsupportedFile
+from .run_placement import MAX_ALIGNED_RUNS, Placement, Unit, holders, place, place_aligned, run_at, styled_spans
 from .text_files import read_html, read_md, read_srt, read_txt
 
 Reader = Callable[[bytes, int, Characters], Extracted]

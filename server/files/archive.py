@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 
 from lxml import etree
 
-from .errors import FileRefused
+from .refusals import FileRefused
 
 MAX_ENTRIES = 10_000  # a 300-slide deck has ~1,500; a package with more is not a document
 MAX_TAGS = 2_000_000  # tags of a package's text parts: ~1,000,000 elements, ~150 MB of tree at most

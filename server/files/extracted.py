@@ -9,8 +9,8 @@ from attnserve.contract.deadline import Deadline
 
 from ..documents import TEXT
 from ..shared.errors import DeadlineExceeded
-from .errors import FileRefused, TooManyCharacters
-from .placement import Placement, Unit, place
+from .refusals import FileRefused, TooManyCharacters
+from .run_placement import Placement, Unit, place
 
 Check = Callable[[], None]  # raises the deadline's error once it has passed; called between units of work
 Writer = Callable[[Sequence[str], Placement, Check], bytes]

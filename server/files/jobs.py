@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import read
-from .placement import MAX_ALIGNED_RUNS, Unit, place, place_aligned
+from .run_placement import MAX_ALIGNED_RUNS, Unit, place, place_aligned
 
 # For each styled paragraph (by its text): the run each word of its translation prefers, or None
 Preferred = dict[str, list[int | None] | None]

@@ -27,10 +27,10 @@ from lxml import etree
 
 from ..documents import HTML
 from . import archive
-from .errors import FileRefused
 from .extracted import Characters, Check, Extracted
 from .paragraphs import DRAWING, OPENDOCUMENT, WORDPROCESSING, Dialect, Paragraph, ParagraphReader
-from .placement import Placement
+from .refusals import FileRefused
+from .run_placement import Placement
 from .text_files import decode
 
 DOCX_PARTS = re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-from .placement import Unit
+from .run_placement import Unit
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"

@@ -31,10 +31,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from ..documents import TEXT
-from .errors import FileRefused
 from .extracted import Characters, Check, Extracted
 from .pdf_blocks import Block, page_blocks, pdfium, pdfium_c
-from .placement import Placement
+from .refusals import FileRefused
+from .run_placement import Placement
 
 log = logging.getLogger(__name__)
 

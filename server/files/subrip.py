@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import FileRefused
+from .refusals import FileRefused
 
 MAX_TIMING_LINE = 256  # "00:00:01,000 --> 00:00:02,500 X1:100 X2:600 Y1:50 Y2:80" is 56
 _SEPARATOR = "[,.:\uff0c\uff0e\u3002\uff1a]"  # the srt library's: ASCII and full-width , . :

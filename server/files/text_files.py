@@ -24,9 +24,9 @@ from collections.abc import Sequence
 
 from ..documents import HTML, MARKDOWN, TEXT
 from . import subrip
-from .errors import FileRefused
 from .extracted import Characters, Check, Extracted, unit_texts
-from .placement import Placement, Unit
+from .refusals import FileRefused
+from .run_placement import Placement, Unit
 
 BOM = "\ufeff"
 

@@ -16,13 +16,13 @@ import onnxruntime as ort
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.contract.manifest import MANIFEST_NAME, GraphSpec, Manifest, ManifestError, load_manifest
 
-from ..images.classification import ImageClassifier
+from ..images.classifier import ImageClassifier
 from ..shared.config import Settings, engine_settings_kwargs
 from ..shared.onnx_sessions import create_session, session_provider
 from ..translation import EngineSettings, TranslationEngine
 from ..translation.aligner import Aligner
 from ..translation.sessions import cuda_graph_decoder, uses_cuda_graphs
-from .references import check_references
+from .reference_check import check_references
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class LoadedModel:
     aligner: Aligner | None = None  # translation: word alignments, when the directory has aligner.onnx
     fingerprint: str = ""  # sha256 of model.json (it holds the sha256 of every file): the version
     users: int = 0  # handlers holding this version (see ModelRegistry.use); a replaced version waits for 0
-    references: str = ""  # what the load-time check of verification.npz found (server/runtime/references.py)
+    references: str = ""  # what the load-time check of verification.npz found (server/runtime/reference_check.py)
 
     @property
     def version(self) -> str:

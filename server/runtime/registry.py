@@ -27,7 +27,7 @@ from ..shared.errors import InvalidRequest, ModelNotFound, client_message, echo
 from ..shared.onnx_sessions import ProviderError, cuda_listed
 from ..translation.sessions import model_spec
 from .model_loader import LoadedModel, load_checked, log_loaded, manifest_fingerprint, name_of_dir, served_graphs
-from .references import ReferenceMismatch
+from .reference_check import ReferenceMismatch
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from attnserve.contract.manifest import ManifestError
 from ..shared.config import Settings
 from ..shared.errors import echo
 from .model_loader import LoadedModel, load_checked, manifest_fingerprint, name_of_dir
-from .references import ReferenceMismatch
+from .reference_check import ReferenceMismatch
 from .registry import FailedModel, ModelRegistry, index_model
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from concurrent.futures import Executor
 
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION
 
-from ..images.classification import ImageResult
+from ..images.classifier import ImageResult
 from ..runtime.registry import ModelRegistry
 from ..shared.config import Settings
 from . import limits

@@ -1,7 +1,7 @@
 """A document's translation as a stream of events (``TranslationService.stream``).
 
 The document's sentences are decoded together (:func:`stream`) by the pipeline a unary call
-drains (:func:`.sentences.decode`), each through the engine's stream of its tokens;
+drains (:func:`.sentence_pipeline.decode`), each through the engine's stream of its tokens;
 :class:`DocumentEvents` puts their events in document order, with the document's separators
 between them, so the deltas add up to the text :func:`.documents.translate` returns, and each
 sentence's last event carries its result, from which the service joins the document's whole
@@ -21,7 +21,7 @@ from ..documents.alignment import WordAlignment
 from ..translation import StreamEvent, TranslationResult
 from .documents import sentence_work
 from .requests import ValidTranslation
-from .sentences import decode
+from .sentence_pipeline import decode
 
 # (sentence index, its token ids, the ids fed where glossary surrogates were swapped out of them,
 # its encoder output or None)
@@ -122,7 +122,7 @@ async def stream(
 ) -> AsyncIterator[StreamEvent]:
     """``StreamEvent``s of one document; closing the iterator frees its decoder rows at the next step.
 
-    The sentences are decoded together (:func:`.sentences.decode`, the pipeline a unary call
+    The sentences are decoded together (:func:`.sentence_pipeline.decode`, the pipeline a unary call
     drains); their events come out in document order (see :class:`DocumentEvents`): one event
     per batch of tokens the engine hands out, the events of sentence k only after every sentence
     before it has finished. The deltas add up to the document :func:`.documents.translate`

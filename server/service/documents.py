@@ -8,7 +8,7 @@ the request's checks are not run again) and decodes them, each job carrying the 
 deadline.
 
 :func:`translate` returns whole results, :mod:`.document_stream` a document's events; both
-read the same sentence events (:func:`.sentences.decode`), each sentence's last one carrying its
+read the same sentence events (:func:`.sentence_pipeline.decode`), each sentence's last one carrying its
 whole result.
 
 A text is a document: ``attnserve.server.documents`` splits it into lines and sentences,
@@ -53,7 +53,7 @@ from ..translation import DecodeOptions, TranslationEngine, TranslationResult
 from .document_results import as_written, document_result
 from .languages import segmenter_language
 from .requests import ValidTranslation
-from .sentences import Work, decode
+from .sentence_pipeline import Work, decode
 
 # Requests up to this many characters are split on the event loop (well under a millisecond).
 INLINE_SPLIT_CHARS = 2_000

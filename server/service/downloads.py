@@ -1,5 +1,5 @@
 """Translated files kept for download (LibreTranslate's ``/download_file/<name>``), for the door
-that offers them: the store of ``files.downloads`` in ``--download-dir`` (else a folder per
+that offers them: the store of ``files.download_store`` in ``--download-dir`` (else a folder per
 model repository), its blocking file work on the bounded work pool, off the event loop, and its
 expired files deleted on a timer so that no save or fetch pays for them.
 
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
-from ..files.downloads import Download, DownloadStore
+from ..files.download_store import Download, DownloadStore
 from ..shared.config import Settings
 from ..shared.locations import per_repository_dir
 

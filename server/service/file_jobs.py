@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import files
-from ..files.downloads import key_digest, safe_filename
+from ..files.download_store import key_digest, safe_filename
 from ..files.job_store import Job, JobStore, owner_gone, owner_id, sqlite_job_store
 from ..shared.calls import Call
 from ..shared.config import Settings

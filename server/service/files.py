@@ -20,7 +20,7 @@
    of one split;
 4. the translations are written back in a file worker, which reads the file again (a parsed
    file does not pickle: ``files.jobs``) and places each paragraph's translation on its runs
-   (``files.placement``): by word alignment where the paragraph has words in two runs or more
+   (``files.run_placement``): by word alignment where the paragraph has words in two runs or more
    and the model has an aligner (their sentences aligned on the work pool as the engine
    decodes the rest, ``run_alignment``), by proportion of words otherwise; the file's CPU
    budget is what its reading left, its deadline the same.

@@ -9,7 +9,7 @@ which returns the effective ``max_new_tokens``); the time limit every request ru
 (:func:`time_limit`). The doors
 parse their parameters into types (``server/params.py``) and check nothing else. The engine
 trusts what it receives: it measures only each text's tokens against its admission budgets
-(``translation/requests.py``: :func:`measure`), which need the tokens.
+(``translation/prepared.py``: :func:`measure`), which need the tokens.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from ..documents import FORMATS
 from ..shared.config import Settings
 from ..shared.errors import InvalidOption, InvalidRequest, LimitExceeded, UnknownFormat, echo
 from ..translation import DecodeOptions, TranslationEngine
-from ..translation.requests import ModelLimits, Prepared
+from ..translation.prepared import ModelLimits, Prepared
 from ..translation.terms import constraints_cost
 
 MAX_LANGUAGE_CODE = 64  # characters: BCP 47 tags with every subtag are far shorter

@@ -19,7 +19,7 @@ from attnserve.contract.deadline import Deadline
 
 from ..documents import TEXT
 from ..documents.alignment import WordAlignment
-from ..images.classification import ImageInput
+from ..images.classifier import ImageInput
 from ..runtime.registry import LoadedModel
 from ..shared.calls import Call
 from ..shared.errors import InferenceFailed

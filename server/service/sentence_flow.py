@@ -43,7 +43,7 @@ from . import documents, translation_cache
 from .document_results import as_written
 from .documents import Decoded, Progress
 from .requests import ValidTranslation
-from .sentences import Work, calls_of, cancel_all, stepped_chunk, window
+from .sentence_pipeline import Work, calls_of, cancel_all, stepped_chunk, window
 
 # A file's texts are split in pieces of whole texts that go to the engine as they are split
 # (split_pieces): the first of about FIRST_PIECE_CHARS characters (a few ms of splitting), each

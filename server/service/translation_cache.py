@@ -52,7 +52,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from attnserve.contract.deadline import Deadline
 
 from ..translation import Hypothesis, TranslationResult
-from ..translation.requests import Prepared
+from ..translation.prepared import Prepared
 
 
 class ValidTranslation(Protocol):

@@ -22,7 +22,7 @@ from ..documents import FORMATS, HTML, TEXT
 from ..documents.alignment import WordAlignment
 from ..files import SUPPORTED as FILE_EXTENSIONS
 from ..files.job_store import Job
-from ..images.classification import EncodedImage, ImageInput, ImageResult, RawTensor
+from ..images.classifier import EncodedImage, ImageInput, ImageResult, RawTensor
 from ..runtime.reload import ReloadOutcome
 from ..state import Glossary
 from ..translation import DecodeOptions, Hypothesis, StreamEvent

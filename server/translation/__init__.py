@@ -1,6 +1,6 @@
 """Translation serving: tokenization, the encoder, and continuous-batching decoding over a KV cache.
 
-``engine.py`` is the public API (``prepare`` -> ``translate`` / ``stream``), ``requests.py``
+``engine.py`` is the public API (``prepare`` -> ``translate`` / ``stream``), ``prepared.py``
 the prepared request and one model's limits (which the translation service checks requests
 against: the engine trusts what it receives and measures only tokens); the scheduler thread
 (``scheduler.py``) repeats plan (``planner.py``, over the ``waiting.py`` queue) -> run

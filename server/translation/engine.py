@@ -1,6 +1,6 @@
 """The translation engine: the asyncio face of the decode scheduler.
 
-The translation service calls it (``server/service/sentences.py``): :meth:`TranslationEngine.prepare`
+The translation service calls it (``server/service/sentence_pipeline.py``): :meth:`TranslationEngine.prepare`
 turns a checked request's token ids into a :class:`~.requests.Prepared` on the event loop, then
 :meth:`~TranslationEngine.stream`, its one entry, hands its jobs to the
 :class:`~.scheduler.DecodeScheduler` thread and yields the events that it posts back with
@@ -28,7 +28,7 @@ from .cache import placement_for
 from .detok import IncrementalDetokenizer
 from .jobs import CollectSink, Gather, Job, StreamSink, stream_swap
 from .options import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
-from .requests import ModelLimits, Prepared, measure
+from .prepared import ModelLimits, Prepared, measure
 from .scheduler import DecodeScheduler
 from .sessions import model_spec
 

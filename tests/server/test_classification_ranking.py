@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from attnserve.server.images.classification import top_indices
+from attnserve.server.images.classifier import top_indices
 
 
 @settings(max_examples=300, deadline=None)

@@ -11,7 +11,7 @@ import grpc
 import pytest
 
 from attnserve.client import AttnServeError
-from attnserve.server.images import classification
+from attnserve.server.images import classifier
 
 from .conftest import digit_png
 
@@ -20,9 +20,9 @@ PIXELS = 28 * 28  # one digit_png
 
 def test_the_images_of_one_request_are_limited_in_pixels_before_any_decodes(serve, repo, monkeypatch):
     decoded = []
-    decode = classification.preprocess_image
+    decode = classifier.preprocess_image
     monkeypatch.setattr(
-        classification, "preprocess_image", lambda data, *a, **kw: decoded.append(1) or decode(data, *a, **kw)
+        classifier, "preprocess_image", lambda data, *a, **kw: decoded.append(1) or decode(data, *a, **kw)
     )
     with serve(repo, max_request_pixels=2 * PIXELS) as server, server.client() as client:
         assert len(client.classify([digit_png(1), digit_png(2)], "digits")) == 2
@@ -37,7 +37,7 @@ def test_decoding_stops_when_the_deadline_passes(serve, repo, monkeypatch):
     """40 images at 50 ms each and a 0.4 s deadline: the server stops decoding soon after it."""
     decoded: list[float] = []
     lock = threading.Lock()
-    decode = classification.preprocess_image
+    decode = classifier.preprocess_image
 
     def slow(data, *args, **kwargs):
         time.sleep(0.05)
@@ -45,7 +45,7 @@ def test_decoding_stops_when_the_deadline_passes(serve, repo, monkeypatch):
             decoded.append(time.monotonic())
         return decode(data, *args, **kwargs)
 
-    monkeypatch.setattr(classification, "preprocess_image", slow)
+    monkeypatch.setattr(classifier, "preprocess_image", slow)
     images = [digit_png(d % 10) for d in range(40)]
     with serve(repo) as server, server.client() as client:
         with pytest.raises(AttnServeError) as err:

@@ -20,7 +20,7 @@ from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from attnserve.server.runtime.registry import LoadedModel
 from attnserve.server.shared.errors import InvalidRequest, Overloaded
 from attnserve.server.translation import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
-from attnserve.server.translation.requests import ModelLimits
+from attnserve.server.translation.prepared import ModelLimits
 
 
 class FakeEngine:

@@ -20,7 +20,7 @@ import numpy as np
 import onnxruntime as ort
 
 from attnserve.contract.manifest import load_manifest
-from attnserve.server.images.classification import softmax
+from attnserve.server.images.classifier import softmax
 from attnserve.server.images.preprocess import preprocess_image
 from attnserve.server.shared.config import Settings
 

@@ -21,7 +21,7 @@ from attnserve.server.documents.alignment import (
     word_spans,
 )
 from attnserve.server.documents.placement import InlineElement, place_markup
-from attnserve.server.files.placement import Unit, styled_spans
+from attnserve.server.files.run_placement import Unit, styled_spans
 from tests.support.bounded import within
 
 

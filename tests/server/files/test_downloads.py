@@ -1,4 +1,4 @@
-"""The download store (``server.files.downloads``): an index in memory, so that a save or a
+"""The download store (``server.files.download_store``): an index in memory, so that a save or a
 fetch never lists the directory; a cap on files and on the bytes the disk really holds
 (sidecars and whole blocks counted); a restart rebuilds the index once and serves what was
 promised; expired files are swept without anyone asking for them."""
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from attnserve.server.files.downloads import DownloadStore, Expired
+from attnserve.server.files.download_store import DownloadStore, Expired
 
 
 def on_disk(directory: Path) -> int:

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from attnserve.server import files
-from attnserve.server.files import FileRefused, Unit, place, place_aligned, placement, run_at, styled_spans
+from attnserve.server.files import FileRefused, Unit, place, place_aligned, run_at, run_placement, styled_spans
 from tests.server.files.test_adversarial_translations import HYPERLINK, w_paragraph, w_part, w_run
 from tests.support import office_files as office
 
@@ -275,9 +275,9 @@ def test_run_at_maps_characters_to_runs_and_joints():
 @given(st.lists(st.one_of(st.none(), st.integers(0, 5)), min_size=1, max_size=40), st.integers(1, 6))
 @settings(max_examples=300, deadline=None)
 def test_the_numpy_segmentation_of_long_paragraphs_is_the_loop_one(wants, m):
-    # long paragraphs take the vectorised recurrence (placement._SMALL): the same split, ties included
+    # long paragraphs take the vectorised recurrence (run_placement._SMALL): the same split, ties included
     wants = [w if w is None or w < m else None for w in wants]
-    assert placement._segment_numpy(wants, m) == placement._segment_loop(wants, m)
+    assert run_placement._segment_numpy(wants, m) == run_placement._segment_loop(wants, m)
 
 
 def test_a_note_inside_a_paragraph_is_read_on_its_own_after_it_in_document_order():
@@ -304,7 +304,7 @@ def test_a_note_inside_a_paragraph_is_read_on_its_own_after_it_in_document_order
 
 
 def test_runs_that_look_alike_are_one_styled_stretch_and_unseen_properties_are_plain():
-    """What a paragraph's sentences are segmented at (``placement.styled_spans``): Word splits runs
+    """What a paragraph's sentences are segmented at (``run_placement.styled_spans``): Word splits runs
     at edits and marks their language, which no reader sees; bold and a link are seen."""
     paragraph = w_paragraph(
         w_run("Monday, ", '<w:lang w:val="en-US"/>'),

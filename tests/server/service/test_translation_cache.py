@@ -30,7 +30,7 @@ from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from attnserve.server.service.translation_cache import MB, TranslationCache, field_values
 from attnserve.server.shared.config import Settings
 from attnserve.server.translation import DecodeOptions, Hypothesis, TranslationResult
-from attnserve.server.translation.requests import Prepared
+from attnserve.server.translation.prepared import Prepared
 from tests.support import office_files as office
 
 from ..kserve.conftest import reverser_dir  # noqa: F401 - the reverser fixture
