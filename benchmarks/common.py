@@ -243,3 +243,19 @@ def shown_path(path: Path) -> str:
         return str(Path(path).resolve().relative_to(root))
     except ValueError:
         return str(path)
+
+
+def load_summary(latencies: Sequence[float], wall: float, mean_batch: float) -> dict[str, Any]:
+    """A load run's figures: requests, images/s over ``wall`` seconds, latency percentiles (ms)
+    of ``latencies`` (seconds each), and the server's mean batch."""
+    import numpy as np
+
+    ms = 1000 * np.array(latencies)
+    return {
+        "requests": len(latencies),
+        "images_per_s": len(latencies) / wall,
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p95_ms": float(np.percentile(ms, 95)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "mean_batch": float(mean_batch),
+    }

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from .common import load_summary
+
 INPUT, OUTPUT = "PIXELS", "PROBABILITIES"
 OUTPUT_BYTES = 1 << 16  # room for 16,384 FP32 probabilities
 PAGE = 4096
@@ -160,13 +162,5 @@ async def load(
             for memory in memories:
                 memory.close()
                 memory.unlink()
-    ms = 1000 * np.array(latencies)
     inferences, executions = after[0] - before[0], after[1] - before[1]
-    return {
-        "requests": len(latencies),
-        "images_per_s": len(latencies) / wall,
-        "p50_ms": float(np.percentile(ms, 50)),
-        "p95_ms": float(np.percentile(ms, 95)),
-        "p99_ms": float(np.percentile(ms, 99)),
-        "mean_batch": inferences / max(executions, 1),
-    }
+    return load_summary(latencies, wall, inferences / max(executions, 1))

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import server_translation
-from .common import add_common_arguments, header, machine, pyplot, save_plot, table, write_results
+from .common import add_common_arguments, header, load_summary, machine, pyplot, save_plot, table, write_results
 from .decode import vars_of
 from .launch import start_server, wait_ready
 from .vit import export
@@ -150,15 +150,7 @@ async def load(
     latencies = [x for p in parts for x in p["latencies"]]
     batches = [x for p in parts for x in p["batches"]]
     wall = max(p["wall"] for p in parts)
-    ms = 1000 * np.array(latencies)
-    return {
-        "requests": len(latencies),
-        "images_per_s": len(latencies) / wall,
-        "p50_ms": float(np.percentile(ms, 50)),
-        "p95_ms": float(np.percentile(ms, 95)),
-        "p99_ms": float(np.percentile(ms, 99)),
-        "mean_batch": float(np.mean(batches)),
-    }
+    return load_summary(latencies, wall, float(np.mean(batches)))
 
 
 def in_process(model_dir: Path, threads: int, batch: int, repeats: int, provider: str = "cpu") -> float:
