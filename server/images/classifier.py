@@ -8,6 +8,7 @@ import threading
 import time
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import onnxruntime as ort
@@ -18,7 +19,7 @@ from attnserve.contract.manifest import Manifest
 from ..shared.config import Settings
 from ..shared.errors import InferenceFailed, InvalidRequest
 from .batching import BatchQueue, BatchResult
-from .preprocess import preprocess_image, tensor_to_pixels
+from .preprocess import preprocess_image, tensor_view, values_refusal
 
 
 class Dropped(Exception):
@@ -36,12 +37,23 @@ class RawTensor:
     dtype: str  # "FP32", "FP16", ... (only FP32 is accepted)
     raw: bytes | memoryview | np.ndarray  # little-endian values, C-contiguous; read in place, never copied
 
-    @property
-    def nbytes(self) -> int:
-        return self.raw.nbytes if isinstance(self.raw, (memoryview, np.ndarray)) else len(self.raw)
-
 
 ImageInput = EncodedImage | RawTensor
+
+
+class Pixels(NamedTuple):
+    """One image on its way to the batch: (C, H, W) float32, and whether its values are still
+    to be checked (a raw tensor's are checked in its batch row, read once: ``values_refusal``)."""
+
+    values: np.ndarray
+    unchecked: bool
+
+
+@dataclass(frozen=True)
+class Refused:
+    """An image of a batch whose values were refused: the reason, for its request alone."""
+
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -93,11 +105,6 @@ def top_labels(probs: np.ndarray, k: int, labels: list[str]) -> list[LabelScore]
     return [LabelScore(labels[i], i, p) for i, p in zip(top, values)]
 
 
-# Raw tensors of a request up to this size are checked on the event loop (two reductions, tens of
-# microseconds an image): a hop to the preprocessing pool and back costs more than the check.
-INLINE_CHECK_BYTES = 4 << 20
-
-
 class ImageClassifier:
     """One classification model: its session, its batcher and its preprocessing."""
 
@@ -115,7 +122,7 @@ class ImageClassifier:
         # The batch's input, reused by every batch (one is in flight at a time), grown to the
         # largest batch seen: (rows, C, H, W) float32.
         self._batch_buffer = np.empty((0, self.prep.channels, self.prep.image_size, self.prep.image_size), np.float32)
-        self.batcher: BatchQueue[np.ndarray, np.ndarray] = BatchQueue(
+        self.batcher: BatchQueue[Pixels, np.ndarray | Refused] = BatchQueue(
             self.name,
             self._run_batch,
             max_batch_size=settings.max_batch_size,
@@ -140,24 +147,36 @@ class ImageClassifier:
         self.infer(np.zeros((1, channels, size, size), dtype=np.float32))
         return time.perf_counter() - start
 
-    def infer_items(self, items: list[np.ndarray]) -> list[np.ndarray]:
-        """B images (C, H, W) float32 -> B probabilities (K,). Sync: each image copied once into the
-        reused batch buffer (a batch of one is read where it lies), one session run."""
+    def infer_items(self, items: list[Pixels]) -> list[np.ndarray | Refused]:
+        """B images -> B probabilities (K,), or Refused for a raw tensor whose values are refused.
+        Sync: each image copied once into the reused batch buffer and a raw tensor's values
+        checked there, while the row is in cache (a batch of one is read where it lies); one
+        session run. A refused row runs as zeros, its result dropped."""
+        refused: list[str | None] = [None] * len(items)
         if len(items) == 1:
-            pixels = items[0][None]  # (1, C, H, W), a view
+            values, unchecked = items[0]
+            refused[0] = values_refusal(values) if unchecked else None
+            if refused[0] is not None:
+                return [Refused(refused[0])]
+            pixels = values[None]  # (1, C, H, W), a view
         else:
             if len(self._batch_buffer) < len(items):
                 self._batch_buffer = np.empty((len(items), *self._batch_buffer.shape[1:]), np.float32)
             pixels = self._batch_buffer[: len(items)]  # (B, C, H, W), a view
-            for row, item in zip(pixels, items):
-                np.copyto(row, item)
-        return list(self.infer(pixels))  # B x (K,)
+            for i, (row, (values, unchecked)) in enumerate(zip(pixels, items)):
+                np.copyto(row, values)
+                if unchecked and (reason := values_refusal(row)) is not None:
+                    refused[i] = reason
+                    row.fill(0.0)
+        probs = self.infer(pixels)  # (B, K)
+        return [p if r is None else Refused(r) for p, r in zip(probs, refused)]
 
     async def _run_batch(self, items: list[np.ndarray]) -> list[np.ndarray]:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self.infer_items, items)
 
-    def prepare(self, inputs: list[ImageInput], dropped: threading.Event | None = None) -> list[np.ndarray]:
-        """Decode / check every input -> (C, H, W) float32 each. Sync: runs in a thread pool.
+    def prepare(self, inputs: list[ImageInput], dropped: threading.Event | None = None) -> list[Pixels]:
+        """Decode every input -> (C, H, W) float32 each; a raw tensor's datatype, shape and size
+        checked, its values left to its batch row. Sync: encoded images run in a thread pool.
 
         The request's images together may declare at most ``max_request_pixels`` (read from their
         headers first); ``dropped`` set (the caller's deadline passed, or it went away) stops the
@@ -169,17 +188,17 @@ class ImageClassifier:
                 raise Dropped(f"dropped after {i} of {len(inputs)} images: the caller no longer waits")
             try:
                 if isinstance(item, EncodedImage):
-                    pixels = preprocess_image(
+                    decoded = preprocess_image(
                         item.data,
                         self.prep,
                         max_pixels=self.settings.max_image_pixels,
                         max_bytes=self.settings.max_image_bytes,
                     )
+                    out.append(Pixels(decoded, False))
                 else:
-                    pixels = tensor_to_pixels(item.shape, item.dtype, item.raw, self.prep)
+                    out.append(Pixels(tensor_view(item.shape, item.dtype, item.raw, self.prep), True))
             except InvalidRequest as exc:
                 raise InvalidRequest(f"images[{i}]: {exc}") from None
-            out.append(pixels)
         return out
 
     def check_pixels(self, inputs: list[ImageInput]) -> None:
@@ -213,6 +232,9 @@ class ImageClassifier:
         preprocess_ms = (time.perf_counter() - start) * 1000.0
         futures = self.batcher.submit_many(pixels)
         results: list[BatchResult] = [await futures[0]] if len(futures) == 1 else await asyncio.gather(*futures)
+        for i, r in enumerate(results):
+            if isinstance(r.value, Refused):
+                raise InvalidRequest(f"images[{i}]: {r.value.reason}")
         k = min(top_k, len(self.labels))
         out = []
         for r in results:
@@ -222,13 +244,9 @@ class ImageClassifier:
 
     @staticmethod
     def checks_inline(inputs: list[ImageInput]) -> bool:
-        """Raw tensors only, small enough to check on the event loop (encoded images go to the pool)."""
-        total = 0
-        for item in inputs:
-            if not isinstance(item, RawTensor):
-                return False
-            total += item.nbytes
-        return total <= INLINE_CHECK_BYTES
+        """Raw tensors only: their checks read a few header fields, cheaper on the event loop than
+        a hop to the pool and back (encoded images are decoded in the pool)."""
+        return all(isinstance(item, RawTensor) for item in inputs)
 
     async def start(self) -> None:
         await self.batcher.start()

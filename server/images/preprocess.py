@@ -39,8 +39,19 @@ def tensor_to_pixels(
 
     It must already be preprocessed: shape (C, H, W) or (1, C, H, W) of the model, float32,
     finite values. ``raw`` is any C-contiguous buffer (the request's bytes field, a slice of a
-    KServe tensor); the result is a read-only view of it, not a copy: the batch copies it once.
+    KServe tensor); the result is a read-only view of it, not a copy.
     """
+    values = tensor_view(shape, dtype, raw, prep)
+    reason = values_refusal(values)
+    if reason is not None:
+        raise InvalidRequest(reason)
+    return values
+
+
+def tensor_view(shape: list[int], dtype: str, raw: bytes | memoryview | np.ndarray, prep: Preprocessing) -> np.ndarray:
+    """:func:`tensor_to_pixels` without reading the values: its datatype, shape and size checked,
+    (C, H, W) float32, a read-only view of ``raw``. The values are checked where they are read
+    anyway (:func:`values_refusal` on the image's row of its batch)."""
     expected = (prep.channels, prep.image_size, prep.image_size)
     if dtype != "FP32":
         raise InvalidRequest(f"tensor datatype {dtype} is not accepted; send FP32")
@@ -50,16 +61,23 @@ def tensor_to_pixels(
     data = raw if isinstance(raw, bytes) else memoryview(raw).cast("B")
     if len(data) != 4 * count:
         raise InvalidRequest(f"tensor raw_contents is {len(data)} bytes; shape {list(shape)} FP32 needs {4 * count}")
-    values = np.frombuffer(data, dtype="<f4").reshape(expected)  # (C, H, W), a view
+    return np.frombuffer(data, dtype="<f4").reshape(expected)  # (C, H, W), a view
+
+
+def values_refusal(values: np.ndarray) -> str | None:
+    """Why a raw tensor's float32 values are refused (NaN, Inf, or out of range), or None."""
     # min and max propagate NaN, and catch Inf and out-of-range values in two passes with no
     # temporary array; only a refused tensor pays for telling which it is.
-    if not (-MAX_TENSOR_ABS <= values.min() and values.max() <= MAX_TENSOR_ABS):
-        if not np.isfinite(values).all():
-            raise InvalidRequest("tensor holds NaN or Inf values")
-        # Preprocessed pixels lie within a few units of 0; values near the float32 limit overflow
-        # inside the model and came back as NaN probabilities (found by tests/reliability/test_fuzz.py).
-        raise InvalidRequest(
-            f"tensor values must lie in -{MAX_TENSOR_ABS:g}..{MAX_TENSOR_ABS:g} (normalized pixels), "
-            f"got {float(np.abs(values).max()):g}"
-        )
-    return values
+    if (
+        -MAX_TENSOR_ABS <= np.minimum.reduce(values, axis=None)
+        and np.maximum.reduce(values, axis=None) <= MAX_TENSOR_ABS
+    ):
+        return None
+    if not np.isfinite(values).all():
+        return "tensor holds NaN or Inf values"
+    # Preprocessed pixels lie within a few units of 0; values near the float32 limit overflow
+    # inside the model and came back as NaN probabilities (found by tests/reliability/test_fuzz.py).
+    return (
+        f"tensor values must lie in -{MAX_TENSOR_ABS:g}..{MAX_TENSOR_ABS:g} (normalized pixels), "
+        f"got {float(np.abs(values).max()):g}"
+    )
