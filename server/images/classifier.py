@@ -65,12 +65,19 @@ class LabelScore:
 
 @dataclass(frozen=True)
 class ImageResult:
-    labels: list[LabelScore]  # top_k, most probable first
     probabilities: np.ndarray  # (K,) float32, one per label (KServe's PROBABILITIES)
+    top_k: int
+    names: list[str]  # the model's labels, K
     batch_size: int
     preprocess_ms: float
     queue_ms: float
     inference_ms: float
+
+    @property
+    def labels(self) -> list[LabelScore]:
+        """The ``top_k`` most probable labels, most probable first: ranked when a door asks (a
+        KServe reply of PROBABILITIES alone never does)."""
+        return top_labels(self.probabilities, self.top_k, self.names)
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -238,8 +245,9 @@ class ImageClassifier:
         k = min(top_k, len(self.labels))
         out = []
         for r in results:
-            labels = top_labels(r.value, k, self.labels)
-            out.append(ImageResult(labels, r.value, r.batch_size, preprocess_ms, r.queue_s * 1e3, r.run_s * 1e3))
+            out.append(
+                ImageResult(r.value, k, self.labels, r.batch_size, preprocess_ms, r.queue_s * 1e3, r.run_s * 1e3)
+            )
         return out
 
     @staticmethod

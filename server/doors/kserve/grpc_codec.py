@@ -40,6 +40,8 @@ CONTENTS = {
 
 
 def parameters_of(params: Mapping[str, gs.InferParameter], where: str) -> dict[str, Any]:
+    if not params:  # most tensors and requests carry none
+        return {}
     out = {}
     for key, param in params.items():
         which = param.WhichOneof("parameter_choice")

@@ -282,6 +282,7 @@ class KServeInference:
                 data = [f"{s.probability:f}:{s.index}:{s.label}".encode() for r in results for s in r.labels[:k]]
                 out.append(Tensor(o.name, BYTES, (len(results), k), data))
             else:
-                probs = np.stack([r.probabilities for r in results]).astype(np.float32)  # (N, K)
+                rows = [r.probabilities for r in results]  # N x (K,)
+                probs = (rows[0][None] if len(rows) == 1 else np.stack(rows)).astype(np.float32, copy=False)  # (N, K)
                 out.append(Tensor(o.name, "FP32", probs.shape, probs))
         return _response(name, request, out)

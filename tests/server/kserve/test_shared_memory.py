@@ -286,3 +286,68 @@ def test_the_setting_is_refused_with_several_workers():
         Settings(workers=2, shared_memory="system")
     with pytest.raises(ConfigError, match="shared_memory: invalid value 'cuda'"):
         Settings(shared_memory="cuda")
+
+
+def _stream(client, requests: list[tuple[str, list, list]]) -> list[tuple]:
+    """Send ``(id, inputs, outputs)`` requests on one stream at once -> their (result, error)s."""
+    replies: queue.Queue = queue.Queue()
+    client.start_stream(lambda result, error: replies.put((result, error)))
+    try:
+        for request_id, inputs, outputs in requests:
+            client.async_stream_infer("digits", inputs, outputs=outputs, request_id=request_id)
+        return [replies.get(timeout=20) for _ in requests]
+    finally:
+        client.stop_stream()
+
+
+def test_images_of_several_requests_batched_from_their_regions(serve, kserve_repo, regions):
+    """Requests of 1, 2 and 3 images, each in its own region, sent together on a stream: they
+    share a batch, each reply is its raw request's; a region rewritten between two requests
+    gives the new images' reply; NaN in one image refuses its request alone."""
+    rng = np.random.default_rng(5)
+    images = [rng.standard_normal((n, 1, 16, 16), dtype=np.float32) for n in (1, 2, 3)]
+    with serve(kserve_repo, shared_memory="system", max_queue_delay_ms=300, max_batch_size=8) as server:
+        client = tritonclient_grpc.InferenceServerClient(server.address)
+        handles = []
+        for i, pixels in enumerate(images):
+            handle, key = regions(8192)
+            shm.set_shared_memory_region(handle, [pixels])
+            client.register_system_shared_memory(f"in{i}", key, pixels.nbytes)
+            client.register_system_shared_memory(f"out{i}", key, 4096, offset=4096)
+            handles.append(handle)
+
+        def raw(pixels: np.ndarray) -> np.ndarray:
+            return client.infer("digits", [pixels_input(pixels)]).as_numpy("PROBABILITIES")  # (n, 10)
+
+        def requests():
+            return [
+                (str(i), [pixels_input(p, f"in{i}")], [probabilities_output(f"out{i}", len(p) * LABELS * 4)])
+                for i, p in enumerate(images)
+            ]
+
+        def written(i: int) -> np.ndarray:
+            return shm.get_contents_as_numpy(handles[i], np.float32, [len(images[i]), LABELS], offset=4096)
+
+        batches, rows = (server.metric(f"attnserve_batch_size_{s}", model="digits") for s in ("count", "sum"))
+        replies = _stream(client, requests())
+        assert all(error is None for _, error in replies), replies
+        assert server.metric("attnserve_batch_size_count", model="digits") - batches == 1  # one batch ...
+        assert server.metric("attnserve_batch_size_sum", model="digits") - rows == 6  # ... of the 6 images
+        for i, pixels in enumerate(images):
+            np.testing.assert_allclose(written(i), raw(pixels), atol=1e-6)
+
+        first = written(1).copy()
+        images[1] = rng.standard_normal((2, 1, 16, 16), dtype=np.float32)
+        shm.set_shared_memory_region(handles[1], [images[1]])
+        _stream(client, requests())
+        np.testing.assert_allclose(written(1), raw(images[1]), atol=1e-6)
+        assert not np.allclose(written(1), first)
+
+        images[2][1, 0, 4, 4] = np.nan
+        shm.set_shared_memory_region(handles[2], [images[2]])
+        shm.set_shared_memory_region(handles[0], [np.zeros((1, 1, 16, 16), np.float32)], offset=4096)
+        replies = _stream(client, requests()[::-1])
+        errors = [e.message() for _, e in replies if e is not None]
+        assert errors == ["images[1]: tensor holds NaN or Inf values"], replies
+        np.testing.assert_allclose(written(0), raw(images[0]), atol=1e-6)
+        client.close()
