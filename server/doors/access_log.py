@@ -74,8 +74,8 @@ class AccessLogInterceptor(grpc.aio.ServerInterceptor):
         details: grpc.HandlerCallDetails,
     ) -> grpc.RpcMethodHandler:
         handler = await continuation(details)
-        if handler is None:
-            return None
+        if handler is None or not log.isEnabledFor(logging.INFO):  # no line to write: nothing to wrap
+            return handler
         record, method = Record(), details.method or "?"
         start = time.perf_counter()
         parse, write = handler.request_deserializer, handler.response_serializer
