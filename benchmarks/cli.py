@@ -11,6 +11,7 @@ BENCHMARKS = {
     "kv-cache": "kv_cache",
     "server": "server",
     "server-profile": "server_profile",
+    "server-ceiling": "server_ceiling",
     "http-servers": "http_servers",
     "perf": "perf",
     "documents": "documents",

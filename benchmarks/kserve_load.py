@@ -123,8 +123,14 @@ async def load(
     max_seconds: float,
     shm: bool,
     stream: bool = False,
+    channels: int = 1,
+    raw: bool = False,
 ) -> dict[str, Any]:
-    """Throughput, latency and mean batch of ``clients`` callers of one image each (``pixels``: (C, H, W))."""
+    """Throughput, latency and mean batch of ``clients`` callers of one image each (``pixels``: (C, H, W)),
+    over ``channels`` connections (client i on connection i mod ``channels``: with ``--workers N`` the
+    kernel spreads connections, not calls, over the workers; the mean batch is then the one worker's
+    that answers the statistics call). ``raw``: also the latencies (s) and the window (s), to be merged
+    with another load process's."""
     import grpc
 
     from attnserve.protos.attnserve.triton import grpc_service_pb2 as gs
@@ -133,34 +139,40 @@ async def load(
     started = 0
     prefix = f"attnserve-bench-{uuid.uuid4().hex[:8]}"
     memories: list[shared_memory.SharedMemory] = []
-    async with grpc.aio.insecure_channel(address, options=[("grpc.max_send_message_length", 64 << 20)]) as channel:
-        stub = _Stub(channel)
-        try:
-            requests = []
-            for i in range(clients):
-                region = f"{prefix}-{i}" if shm else None
-                if region:
-                    memories.append(await _register(stub, region, pixels))
-                requests.append(_request(model, pixels, region))
-            await stub.ModelInfer(requests[0])  # warm-up
-            before = await _statistics(stub, model)
-            t_end = time.perf_counter() + max_seconds
+    options = [("grpc.max_send_message_length", 64 << 20), ("grpc.use_local_subchannel_pool", 1)]
+    opened = [grpc.aio.insecure_channel(address, options=options) for _ in range(max(1, min(channels, clients)))]
+    stubs = [_Stub(channel) for channel in opened]
+    stub = stubs[0]
+    try:
+        requests = []
+        for i in range(clients):
+            region = f"{prefix}-{i}" if shm else None
+            if region:
+                memories.append(await _register(stub, region, pixels))
+            requests.append(_request(model, pixels, region))
+        for s in stubs:
+            await s.ModelInfer(requests[0])  # warm-up, and every connection up
+        before = await _statistics(stub, model)
+        t_end = time.perf_counter() + max_seconds
 
-            def more() -> bool:
-                nonlocal started
-                started += 1
-                return started <= count and time.perf_counter() < t_end
+        def more() -> bool:
+            nonlocal started
+            started += 1
+            return started <= count and time.perf_counter() < t_end
 
-            loop = _stream_loop if stream else _call_loop
-            t0 = time.perf_counter()
-            await asyncio.gather(*(loop(stub, r, more, latencies.append) for r in requests))
-            wall = time.perf_counter() - t0
-            after = await _statistics(stub, model)
-        finally:
-            if shm:
-                await stub.SystemSharedMemoryUnregister(gs.SystemSharedMemoryUnregisterRequest(name=""))
-            for memory in memories:
-                memory.close()
-                memory.unlink()
+        loop = _stream_loop if stream else _call_loop
+        t0 = time.perf_counter()
+        await asyncio.gather(*(loop(stubs[i % len(stubs)], r, more, latencies.append) for i, r in enumerate(requests)))
+        wall = time.perf_counter() - t0
+        after = await _statistics(stub, model)
+    finally:
+        for memory in memories:  # this load's regions only: another load process may share the server
+            for name in (f"{memory.name}-in", f"{memory.name}-out"):
+                await stub.SystemSharedMemoryUnregister(gs.SystemSharedMemoryUnregisterRequest(name=name))
+            memory.close()
+            memory.unlink()
+        for channel in opened:
+            await channel.close()
     inferences, executions = after[0] - before[0], after[1] - before[1]
-    return load_summary(latencies, wall, inferences / max(executions, 1))
+    summary = load_summary(latencies, wall, inferences / max(executions, 1))
+    return {**summary, "latencies_s": latencies, "wall_s": wall} if raw else summary

@@ -264,6 +264,21 @@ def test_server_profile_kserve_shared_memory_calls_and_streams_quick(dirs):
     assert not list(Path("/dev/shm").glob("attnserve-bench-*"))  # the load generator removed its objects
 
 
+def test_server_ceiling_quick(dirs):
+    """One process and two workers take turns per transport under two load processes; shared
+    memory only on the one process; every window served, its load average recorded, and the
+    load processes' regions (registered side by side on one server) all removed."""
+    argv, out = dirs
+    transports = ["v1", "kserve-stream", "kserve-shm"]
+    assert cli.main(["server-ceiling", "--transports", *transports, "--seconds", "1", *argv]) == 0
+    rows = json.loads((out / "server-ceiling-quick.json").read_text())["rows"]
+    served = [(r["transport"], r["workers"]) for r in rows]
+    assert served == [("v1", 1), ("v1", 2), ("kserve-stream", 1), ("kserve-stream", 2), ("kserve-shm", 1)]
+    assert all(r["requests"] > 0 and r["images_per_s"] > 0 and len(r["load_before"]) == 3 for r in rows)
+    assert [r["mean_batch"] is None for r in rows] == [False, False, False, True, False]
+    assert not list(Path("/dev/shm").glob("attnserve-bench-*"))
+
+
 def test_server_profile_translation_quick(dirs):
     """The translation server under a saturating stream workload: py-spy's samples fall into the
     translation groups, and serving's CPU per token is the server's (/proc) minus the engine's in process."""
