@@ -21,7 +21,7 @@ of that is wasted: :func:`add_screen` rewrites the decoder so that, when its boo
 The output keeps its name and shape. Fed true, only each row's argmax over the ids but
 ``never_ids`` is meaningful (exact: the fp32 logit of the same word as the full projection's,
 up to the order of the fp32 additions). The input has a default initializer ``False``: callers
-that do not feed it get the full projection, as before, and onnxruntime lists it among the
+that do not feed it get the full projection, and onnxruntime lists it among the
 session's overridable initializers, not its inputs, so ``model.json``'s input lists are
 unchanged.
 """
