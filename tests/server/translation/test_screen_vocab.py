@@ -19,7 +19,7 @@ from attnserve.export.zoo import REPO
 from attnserve.server.translation import DecodeOptions, TranslationEngine, load_translation_sessions
 from attnserve.server.translation.sessions import screens_for
 
-from .conftest import translate_together
+from .conftest import random_texts, translate_together
 
 BUNDLED = REPO / "translator-en-de"
 TEXTS = [
@@ -105,6 +105,18 @@ def test_a_greedy_row_next_to_a_beam_search_is_not_screened_while_it_runs(screen
     expected, _ = results(BUNDLED, *calls)
     got, _ = results(screened_dir, *calls)
     assert got == expected
+
+
+def test_a_left_padded_decoder_is_fed_the_flag_too(tiny_left_padded, tmp_path):
+    """The left-padded layout runs through ``session.run`` feeds, not the in-place binding."""
+    out = tmp_path / "tiny-left-padded"
+    shutil.copytree(tiny_left_padded.path, out)
+    seal(out, screen_decoder(out, load_manifest(out)))
+    texts, greedy = random_texts(6, seed=5), DecodeOptions(return_scores=False, max_new_tokens=12)
+    expected, _ = results(tiny_left_padded.path, (texts, greedy))
+    got, steps = results(out, (texts, greedy))
+    assert [[h[0] for h in r] for r in got] == [[h[0] for h in r] for r in expected]
+    assert min(steps) >= 2  # pad and start at -inf: the screened branch ran (full logits have no -inf)
 
 
 def test_a_decoder_screened_for_other_ids_is_never_told_to_screen(screened_dir):
