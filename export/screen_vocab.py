@@ -97,7 +97,7 @@ def quantize_rows(weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def add_screen(model: onnx.ModelProto, settings: ScreenSettings) -> bool:
     """Rewrite ``model`` in place (see the module docstring); False (and unchanged) when its
-    last node is not a plain projection or its vocabulary is not larger than ``k``."""
+    ``logits`` do not come from a plain projection, or its opset is older than :data:`MIN_OPSET`."""
     proj = find_projection(model)
     inits = {i.name: i for i in model.graph.initializer}
     opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
@@ -125,7 +125,6 @@ def add_screen(model: onnx.ModelProto, settings: ScreenSettings) -> bool:
         "screen_flat": np.array([-1], np.int64),
         "screen_rel_margin": np.float32(1e-4),
         "screen_two": np.float32(2.0),
-        "screen_zero": np.float32(0.0),
         "screen_cap": np.array([settings.cap], np.int64),
         "screen_zero_i": np.array(0, np.int64),
         "screen_zero_1d": np.array([0], np.int64),
@@ -137,7 +136,8 @@ def add_screen(model: onnx.ModelProto, settings: ScreenSettings) -> bool:
         model.graph.initializer.append(numpy_helper.from_array(np.asarray(array), name))
     full = _full_branch(proj)
     screened = _screen_branch(proj, settings, full)
-    node = helper.make_node("If", [SCREEN_INPUT], ["logits"], then_branch=screened, else_branch=full, name="screen")
+    logits = proj.nodes[-1].output[0]
+    node = helper.make_node("If", [SCREEN_INPUT], [logits], then_branch=screened, else_branch=full, name="screen")
     at = min(i for i, n in enumerate(model.graph.node) if n in proj.nodes)
     for n in proj.nodes:
         model.graph.node.remove(n)
