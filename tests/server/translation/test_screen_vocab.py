@@ -17,6 +17,8 @@ from attnserve.export.modeldir import seal
 from attnserve.export.screen_vocab import screen_decoder
 from attnserve.export.zoo import REPO
 from attnserve.server.translation import DecodeOptions, TranslationEngine, load_translation_sessions
+from attnserve.server.translation.constraints import GuidedSearch
+from attnserve.server.translation.search import Argmax, BeamSearch, SingleSearch
 from attnserve.server.translation.sessions import screens_for
 
 from .conftest import random_texts, translate_together
@@ -131,3 +133,10 @@ def test_only_a_record_of_exactly_the_never_generated_ids_screens():
     assert screens_for({"never_ids": [1, 0]}, [0, 1])
     assert not screens_for({"never_ids": [0]}, [0, 1])
     assert not screens_for(None, [0, 1]) and not screens_for({"never_ids": "0,1"}, [0, 1])
+
+
+def test_only_greedy_without_scores_or_terms_reads_nothing_but_the_argmax():
+    assert SingleSearch(Argmax(), eos_id=2, max_new_tokens=8, scores=False).argmax_only
+    assert not SingleSearch(Argmax(), eos_id=2, max_new_tokens=8, scores=True).argmax_only
+    assert not GuidedSearch(Argmax(), 2, 8, constraints=(), scores=False).argmax_only  # terms read the row's logits
+    assert not BeamSearch(4, 8, 1.0, 1, 2).argmax_only
