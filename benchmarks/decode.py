@@ -10,6 +10,7 @@ one process. fp32 tokens are compared with the PyTorch reference decoder.
     attnserve-bench decode --presets mt-base --vocab-size 58101   # opus-mt-en-de's real shape
     attnserve-bench decode --presets m2m100-small                 # M2M100 / NLLB's layout
     attnserve-bench decode --presets mt-base --vocab-size 58101 --beam-size 4   # CTranslate2's own settings
+    attnserve-bench decode --presets mt-base --vocab-size 58101 --unscreened   # fp32 greedy with and without the screen
 
 With ``--beam-size K`` every engine runs beam search with K beams (results in ``decode-beamK.json``).
 """
@@ -34,6 +35,7 @@ from .translators import (
 
 NAME = "decode"
 LEFT_PADDED_FP32 = "attnserve fp32 (left-padded cache)"
+UNSCREENED_FP32 = "attnserve fp32 (unscreened)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--left-padded",
         action="store_true",
         help="also attnserve with the left-padded cache (model directories exported before the in-place cache)",
+    )
+    parser.add_argument(
+        "--unscreened",
+        action="store_true",
+        help="also attnserve fp32 without the int8-screened vocabulary projection (--no-screen-vocab exports)",
     )
     parser.add_argument(
         "--vocab-size",
@@ -107,6 +114,9 @@ def build_runners(model, label: str, args: argparse.Namespace) -> dict[str, Any]
         runners[LEFT_PADDED_FP32] = EngineRunner(
             export_translator(model, out, label, kv_cache="left-padded"), args.threads, rows
         )
+    if args.unscreened:  # every step through the full fp32 projection, side by side
+        out = work / f"{label}-fp32-unscreened"
+        runners[UNSCREENED_FP32] = EngineRunner(export_translator(model, out, label, screen=False), args.threads, rows)
     runners["transformers fp32"] = to_transformers(model)
     ct2_dir = ctranslate2_model(model, work / f"{label}-ct2", label)
     kw = dict(device="cpu", intra_threads=args.threads, inter_threads=1)

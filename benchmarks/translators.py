@@ -74,21 +74,30 @@ def texts_of(ids: list[list[int]]) -> list[str]:
 
 
 def export_translator(
-    model, out: Path, preset: str, precision: str = "fp32", attention: str = "fused", kv_cache: str | None = None
+    model,
+    out: Path,
+    preset: str,
+    precision: str = "fp32",
+    attention: str = "fused",
+    kv_cache: str | None = None,
+    screen: bool = True,
 ) -> Path:
     """Export ``model`` to ``out`` unless an export of the same recipe is already there. ``kv_cache``:
-    the decoder's cache layout (None: the exporter's default, in place for fused attention)."""
+    the decoder's cache layout (None: the exporter's default, in place for fused attention);
+    ``screen``: an fp32 decoder's int8-screened vocabulary projection (export/screen_vocab.py)."""
     from attnserve.export.modeldir import placeholder_tokenizer
     from attnserve.export.options import ExportOptions
     from attnserve.export.pipeline import export_translation
 
+    options = ExportOptions(
+        out=out, name=out.name, precision=precision, attention=attention, verify=False, force=True, kv_cache=kv_cache,
+        screen=screen,
+    )  # fmt: skip
     key = f"{CACHE_KEY} {preset} {precision} {attention} {kv_cache or 'default'}"
+    key += " screened" if options.screens_vocab else ""  # exports without it keep their keys
     marker = out.with_name(out.name + ".key")
     if (out / "model.json").is_file() and marker.is_file() and marker.read_text() == key:
         return out
-    options = ExportOptions(
-        out=out, name=out.name, precision=precision, attention=attention, verify=False, force=True, kv_cache=kv_cache
-    )
     print(f"exporting {preset} ({precision}, {attention}, {options.cache_layout} cache) to {out} ...", flush=True)
     cfg = model.cfg  # the placeholder's special ids are the model's (export refuses others)
     export_translation(

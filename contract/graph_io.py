@@ -23,6 +23,12 @@ translation ``decoder.onnx``, ``kv_cache: in-place`` (:data:`~.kinds.IN_PLACE`; 
          buffer when bound to the past's ``OrtValue`` (io binding), the new token at column seqlens_k[r];
          optionally last, step_attention (B, 1, L) float32, as above
 
+translation ``decoder.onnx`` of an fp32 CPU export (``extra.screen_vocab`` in model.json)
+    in, besides the above and not listed in model.json: screen_vocab () bool, an overridable
+    initializer (default false; onnxruntime lists it among ``get_overridable_initializers``, not
+    ``get_inputs``). Fed true, only each row's argmax over the ids but ``never_ids`` is meaningful
+    in ``logits``: the other words are -inf or their fp32 logits (export/screen_vocab.py)
+
 translation ``aligner.onnx`` (optional: word alignments)
     in:  memory (B, L, C) float32 (the encoder's, right-padded), src_mask (B, L) int32,
          tgt_ids (B, T) int64 (start token + output but its last token), tgt_mask (B, T) int32
@@ -55,6 +61,7 @@ from .kinds import IMAGE_CLASSIFICATION, IN_PLACE, LEFT_PADDED, TRANSLATION
 
 KV = ("key", "value")
 STEP_ATTENTION = "step_attention"  # the decoder's optional last output (module docstring)
+SCREEN_VOCAB = "screen_vocab"  # the decoder's optional bool input with a default (module docstring)
 
 
 def alignment_layer(config: dict[str, Any], extra: dict[str, Any]) -> int:

@@ -86,6 +86,7 @@ ORT_TYPES = {
     "tensor(float16)": np.float16,
     "tensor(int64)": np.int64,
     "tensor(int32)": np.int32,
+    "tensor(bool)": np.bool_,
 }
 
 
@@ -97,6 +98,9 @@ def feed_for(session: Any, arrays: dict[str, np.ndarray]) -> dict[str, np.ndarra
         if spec.name not in arrays:
             raise KeyError(f"no value for graph input {spec.name!r}")
         feed[spec.name] = np.asarray(arrays[spec.name]).astype(ORT_TYPES.get(spec.type, np.float32), copy=False)
+    for spec in getattr(session, "get_overridable_initializers", list)():  # inputs with a default: fed if given
+        if spec.name in arrays:
+            feed[spec.name] = np.asarray(arrays[spec.name]).astype(ORT_TYPES.get(spec.type, np.float32), copy=False)
     return feed
 
 
@@ -113,10 +117,13 @@ def run_in_place(session: Any, arrays: dict[str, np.ndarray], pairs: dict[str, s
     device = "cuda" if "CUDAExecutionProvider" in session.get_providers() else "cpu"
     binding = session.io_binding()
     buffers = {}
+    defaults = {spec.name for spec in session.get_overridable_initializers()}
     for name, array in feeds.items():
         if name in pairs:
             buffers[pairs[name]] = value = ort.OrtValue.ortvalue_from_numpy(np.array(array), device, 0)
             binding.bind_ortvalue_input(name, value)
+        elif name in defaults:  # an input with a default: bind_cpu_input does not find it, an OrtValue binds
+            binding.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(array))
         else:
             binding.bind_cpu_input(name, array)
     for spec in session.get_outputs():

@@ -30,6 +30,7 @@ class ExportOptions:
     device: str = "cpu"  # onnxruntime provider for verification
     threads: int = 0  # 0 = the libraries' default (all cores)
     kv_cache: str | None = None  # translation decoder's cache layout; None: see cache_layout
+    screen: bool = True  # translation: the int8-screened vocabulary projection (see screens_vocab)
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION_OPS:
@@ -70,6 +71,13 @@ class ExportOptions:
         return self.attention == "fused" and self.device == "cpu"
 
     @property
+    def screens_vocab(self) -> bool:
+        """Whether the decoder gets the int8-screened vocabulary projection (export/screen_vocab.py):
+        for fp32 CPU exports only (an int8 decoder's projection is int8 already; CUDA is not
+        measured), unless ``--no-screen-vocab``."""
+        return self.screen and self.precision == "fp32" and self.device == "cpu"
+
+    @property
     def model_name(self) -> str:
         return self.name or Path(self.out).resolve().name
 
@@ -103,6 +111,13 @@ class ExportOptions:
             "written in place, rows at their own lengths (default with --attention fused and --device cpu; the "
             "server serves it on the CPU provider only); left-padded = MultiHeadAttention, rows left-padded to "
             "the longest (the default with --device cuda)",
+        )
+        parser.add_argument(
+            "--no-screen-vocab",
+            dest="screen",
+            action="store_false",
+            help="translation, fp32 CPU: no int8-screened vocabulary projection for greedy steps (default: with "
+            "it; the decoder then also holds 7-bit int8 output weights, a quarter of the fp32 projection's bytes)",
         )
         parser.add_argument("--threads", type=thread_count, default=0, help="torch/onnxruntime threads (default: all)")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 
+from attnserve.contract.graph_io import SCREEN_VOCAB
 from attnserve.contract.manifest import Manifest
 from attnserve.contract.references import feed_for, run_in_place
 
@@ -30,8 +31,12 @@ class OrtGreedy:
     """Greedy decoding of a batch over the ``encoder``/``decoder`` sessions of a translation
     model directory, with the names, token ids and shapes of its ``manifest``."""
 
-    def __init__(self, encoder: ort.InferenceSession, decoder: ort.InferenceSession, manifest: Manifest) -> None:
+    def __init__(
+        self, encoder: ort.InferenceSession, decoder: ort.InferenceSession, manifest: Manifest, screen: bool = False
+    ) -> None:
+        """``screen``: feed the decoder's ``screen_vocab`` true (only the argmax is read here)."""
         self.encoder, self.decoder = encoder, decoder
+        self.screen = {SCREEN_VOCAB: np.array(True)} if screen else {}
         tok, cfg = manifest.tokenizer, manifest.config
         self.pad_id, self.bos_id, self.eos_id = tok.pad_id, tok.start_id, tok.eos_id
         self.never = tok.never_generate
@@ -57,6 +62,7 @@ class OrtGreedy:
                 dec.src_mask: src_mask,
                 **cache,
                 **cross,
+                **self.screen,
             }
             if dec.in_place:  # every row holds `step` tokens in columns 0..step - 1
                 arrays[dec.seqlens] = np.full(B, step, dtype=np.int32)  # (B,)

@@ -33,6 +33,7 @@ from .options import ExportOptions
 from .precision import INT8_SCHEME, convert_graph
 from .progress import Progress
 from .reference import save_reference, translation_reference, vit_reference
+from .screen_vocab import screen_decoder
 from .verify import REPORT_FILE, VERIFICATION_FILE, Verification, VerificationFailed, verify_model_dir, write_report
 
 
@@ -47,7 +48,8 @@ class ExportResult:
 def planned_stages(kind: str, options: ExportOptions) -> int:
     """Stages the progress display will show (load + export graphs + reference + ... + model.json)."""
     graphs = 3 if kind == "translation" else 1
-    return 1 + graphs + 1 + (options.precision != "fp32") + 2 * options.verify + 1
+    screen = kind == "translation" and options.screens_vocab
+    return 1 + graphs + screen + 1 + (options.precision != "fp32") + 2 * options.verify + 1
 
 
 def export_translation(
@@ -74,6 +76,9 @@ def export_translation(
             extra=extra, stage=progress, family=family, languages=languages, kv_cache=options.cache_layout,
             step_attention=options.step_attention,
         )  # fmt: skip
+        if options.screens_vocab:
+            progress("screen the vocabulary projection (int8)")
+            manifest = screen_decoder(tmp, manifest)
         progress("reference outputs (PyTorch)")
         reference = translation_reference(
             model, seed=options.seed, max_target_len=steps, kv_cache=manifest.kv_cache, extra=manifest.extra

@@ -239,7 +239,19 @@ def _greedy_checks(sessions: dict, manifest: Manifest, data: dict[str, np.ndarra
     choices = greedy.forced_choices(src, reference)
     valid = reference >= 0
     checks.append(_top1("greedy decode (teacher-forced)", choices[valid], reference[valid]))
+    if "screen_vocab" in manifest.extra:
+        checks.append(_screened_check(sessions, manifest, src, int(data["greedy.max_new_tokens"]), got))
     return checks
+
+
+def _screened_check(sessions: dict, manifest: Manifest, src: np.ndarray, steps: int, full: list[list[int]]) -> Check:
+    """The decoder's int8-screened projection (``screen_vocab`` fed true) picks the tokens of its
+    full projection (``full``: the greedy decode without it), row for row."""
+    screened = OrtGreedy(sessions["encoder"], sessions["decoder"], manifest, screen=True)
+    got = screened.decode(src, steps)
+    same = sum(a == b for a, b in zip(got, full))
+    detail = f"{same}/{len(full)} rows identical to the full projection's"
+    return Check("greedy decode tokens (screened projection)", same == len(full), detail, float(same), float(len(full)))
 
 
 def verify_model_dir(

@@ -188,6 +188,7 @@ class GuidedSearch(SingleSearch):
         hidden: int = 0,
     ) -> None:
         super().__init__(chooser, eos_id, max_new_tokens, prefix, scores, hidden)
+        self.argmax_only = False  # the terms read the row's logits beyond its argmax (guide)
         self.terms = TermTracker(constraints)
         self.begun: Tokens = ()  # the rest of a term being written
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnxruntime as ort
 
+from attnserve.contract.graph_io import SCREEN_VOCAB
+
 from .buckets import BucketSteps
 from .cache import KVCache, NewRows, Placement
 from .jobs import Job
@@ -97,6 +99,11 @@ class ModelRunner:
         self._bound: tuple[int, int, bool] | None = None  # (cache.version, id(cache), attention) of the binding
         self._step_feeds: list[tuple[str, np.ndarray]] = []  # the in-place step's host inputs, by name
         self.vocab_size = decoder_vocab(decoder, io.logits)
+        # Set by the scheduler at each boundary: nothing but each row's argmax is read from the
+        # steps, so a decoder that screens its vocabulary (``screen_vocab``) is told to, on the host.
+        self.screen = False
+        self._screen_flag = np.zeros((), np.bool_)  # the fed value, bound once with the in-place binding
+        self._screens: tuple[object, bool] = (None, False)  # (decoder, whether it takes the flag)
         self.buckets = None
         if settings is not None and settings.step_buckets != "off" and io.in_place:
             rows, graphs = settings.max_active_sequences, settings.step_buckets == "cuda-graphs"
@@ -177,6 +184,8 @@ class ModelRunner:
             }
             feeds.update(zip(self.past_names, cache.past))
             feeds.update(zip(self.decoder_cross, cache.cross))
+            if self.takes_screen:
+                feeds[SCREEN_VOCAB] = np.array(self.screen)
             attention = self.want_attention and self.has_attention
             names = [*self.output_names, io.attention] if attention else self.output_names
             self.before_run()
@@ -224,6 +233,7 @@ class ModelRunner:
         if self._bound != (cache.version, id(cache), attention):
             self._bind(cache, attention)
         self._ids[:] = input_ids  # (B, 1) into the bound buffer
+        self._screen_flag[...] = self.screen  # read only where bound (:meth:`_bind`)
         if self.placement.device is not None:
             # onnxruntime copies a host input to the device that reads it when the input is bound,
             # not at each run: on a device the step's inputs are bound again, with this step's values
@@ -254,6 +264,8 @@ class ModelRunner:
         self._step_feeds = [(io.input_ids, self._ids), (io.positions, positions), (io.seqlens, seqlens)]
         self._step_feeds.append((io.total_length, total))
         host = [*self._step_feeds, (io.src_mask, cache.src_mask)]
+        if self.takes_screen:
+            host.append((SCREEN_VOCAB, self._screen_flag))
         keep = []  # the host OrtValues share the arrays' memory: keep them alive with the binding
         for name, array in host:
             value = ort.OrtValue.ortvalue_from_numpy(array) if isinstance(array, np.ndarray) else array
@@ -278,6 +290,18 @@ class ModelRunner:
             binding.bind_ortvalue_input(past, value)
             binding.bind_ortvalue_output(present, value)  # the same buffer: written in place
         self._binding, self._keep, self._bound = binding, keep, (cache.version, id(cache), attention)
+
+    @property
+    def takes_screen(self) -> bool:
+        """The decoder has the ``screen_vocab`` input for the engine's never-generated ids and runs
+        on the host (the device paths and the step buckets never feed it: it stays false there)."""
+        decoder, takes = self._screens
+        if decoder is not self.decoder:
+            overridable = getattr(self.decoder, "get_overridable_initializers", list)()
+            takes = self.placement.device is None and any(i.name == SCREEN_VOCAB for i in overridable)
+            takes = takes and self.spec.screen_vocab
+            self._screens = (self.decoder, takes)
+        return takes
 
 
 def decoder_vocab(decoder, logits: str) -> int:

@@ -202,6 +202,7 @@ class DecodeScheduler:
         self._all_argmax = all(s.uses_argmax and s.in_place for s in searches)
         self._mask_when_won = self.never_ids if self._all_argmax and not self._any_scores else None
         self.runner.want_attention = any(job.attention is not None for job in self._jobs)
+        self.runner.screen = all(s.argmax_only for s in searches)  # the argmax alone is read: screen
 
     def _encode(self, admitted: list[Job], ahead: list[Job]) -> tuple[list[Job], NewRows | None]:
         """The newcomers that made it and the rows they bring: runs the encoder on those not

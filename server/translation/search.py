@@ -68,6 +68,7 @@ class Search:
     streams = True  # its tokens are final as they come (a stream can show them)
     needs_scores = True  # the step must compute log-probabilities
     uses_argmax = False  # the step must compute the batch's argmax
+    argmax_only = False  # nothing but its rows' argmax (pad and start excluded) is read from a step
     done = False
 
     def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], list[int] | None]:
@@ -118,6 +119,7 @@ class SingleSearch(Search):
         self.prefix = prefix
         self.needs_scores = scores
         self.uses_argmax = chooser.uses_argmax
+        self.argmax_only = chooser.uses_argmax and not scores
         self.tokens: list[int] = []
         self.logprob = 0.0
         self.done = False

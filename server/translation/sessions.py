@@ -104,6 +104,8 @@ class ModelSpec:
     decoder_io: DecoderIO
     start_id: int  # the decoder's first input (Marian: pad; M2M100 / NLLB: the end token)
     never_ids: tuple[int, ...]  # never chosen (default pad and bos; see contract TokenizerSpec.never_generate)
+    # the decoder screens its vocabulary projection for these never_ids (export/screen_vocab.py)
+    screen_vocab: bool = False
 
     @property
     def cache_bytes_per_token(self) -> int:
@@ -124,4 +126,13 @@ def model_spec(manifest: Manifest) -> ModelSpec:
         decoder_io=manifest.decoder_io(),
         start_id=tok.start_id,
         never_ids=tuple(tok.never_generate),
+        screen_vocab=screens_for(manifest.extra.get("screen_vocab"), tok.never_generate),
     )
+
+
+def screens_for(record: object, never_ids: list[int]) -> bool:
+    """Whether model.json's ``extra.screen_vocab`` says the decoder screens for exactly the ids the
+    engine never picks (the screened logits are only right for the argmax over the others)."""
+    if not isinstance(record, dict) or not isinstance(record.get("never_ids"), list):
+        return False
+    return sorted(record["never_ids"]) == sorted(never_ids)

@@ -45,6 +45,16 @@ def test_decode_quick(dirs):
     assert any("ratio_to_ctranslate2" in r for r in result["rows"] if r["engine"] == "attnserve fp32")
 
 
+def test_decode_unscreened_beside_the_screened_fp32_decoder(dirs):
+    """--unscreened: the fp32 decoder without its int8-screened projection, side by side; both exact."""
+    argv, out = dirs
+    assert cli.main(["decode", *argv, "--no-int8", "--unscreened", "--batches", "2"]) == 0
+    rows = {r["engine"]: r for r in json.loads((out / "decode-quick.json").read_text())["rows"]}
+    for engine in ("attnserve fp32", "attnserve fp32 (unscreened)"):
+        assert rows[engine]["agreement_with_reference"]["sequences_equal"] == 1.0, engine
+        assert "ratio_to_ctranslate2" in rows[engine]
+
+
 def test_decode_beam_search_beside_ctranslate2(dirs):
     """``--beam-size 4``: every engine runs beam search (CTranslate2's own benchmark setting), the
     fp32 ones give the PyTorch reference beam search's tokens, and greedy results are kept apart."""

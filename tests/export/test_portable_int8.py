@@ -44,7 +44,7 @@ def int8_dirs(checkpoints, tmp_path_factory) -> dict[str, Path]:
     common = ["--checkpoint", str(checkpoints["translation"]), "--tokenizer", str(checkpoints["tokenizer"])]
     common += ["--threads", "1"]
     assert main(["translation", *common, "--precision", "int8", "--out", str(root / "portable")]) == 0
-    assert main(["translation", *common, "--out", str(root / "full-range")]) == 0
+    assert main(["translation", *common, "--no-screen-vocab", "--out", str(root / "full-range")]) == 0
     legacy = root / "full-range"
     for graph in ("encoder.onnx", "decoder.onnx"):
         model = quantize_int8(onnx.load(str(legacy / graph)), Int8Scheme(reduce_range=False))
@@ -111,3 +111,13 @@ def test_full_range_int8_is_wrong_on_an_avx2_only_cpu(int8_dirs):
         command = [sys.executable, "-m", "attnserve.export", "verify", str(int8_dirs["full-range"]), "--threads", "1"]
         native = subprocess.run(command, capture_output=True, text=True, timeout=600)
         assert native.returncode == 0, native.stdout[-3000:]
+
+
+@needs_qemu
+def test_the_screened_projection_picks_the_exact_argmax_on_an_avx2_only_cpu():
+    """The screen's error bound holds only if the int8 kernel never saturates: its tests
+    (near-ties, flat rows, every row's argmax against the fp32 projection) pass under AVX2 kernels."""
+    tests = Path(__file__).with_name("test_screen_vocab.py")
+    command = [QEMU, "-cpu", AVX2_ONLY_CPU, sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests)]
+    run = subprocess.run([*command, "-k", "argmax or flat"], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0 and " passed" in run.stdout, run.stdout[-3000:] + run.stderr[-2000:]

@@ -75,6 +75,21 @@ def test_graph_whose_output_drifts_fails_with_the_numbers(copy_of, cli, kind):
     assert "onnx.checker" in run.out and "FAIL  onnx.checker" not in run.out  # still a valid graph
 
 
+def test_a_screened_projection_that_picks_other_words_fails(copy_of, cli):
+    """The fp32 export's int8 screen (``screen_vocab``) is verified against its full projection."""
+    model_dir = copy_of("translation")
+    assert load_manifest(model_dir).extra["screen_vocab"]["never_ids"] == [0, 1]
+    proto = onnx.load(str(model_dir / "decoder.onnx"))
+    (scale,) = (t for t in proto.graph.initializer if t.name == "screen_wscale")
+    scale.CopyFrom(numpy_helper.from_array(-numpy_helper.to_array(scale), scale.name))  # ranks words upside down
+    onnx.save(proto, str(model_dir / "decoder.onnx"))
+    _rehash(model_dir, "decoder.onnx")
+    run = cli("verify", model_dir)
+    assert run.code == 1
+    assert "ok    greedy decode tokens: 3/3" in run.out  # the full projection is untouched
+    assert "FAIL  greedy decode tokens (screened projection)" in run.out
+
+
 def test_verify_json(model_dirs, cli):
     run = cli("verify", model_dirs["vit"], "--json")
     assert run.code == 0

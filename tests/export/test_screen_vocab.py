@@ -1,0 +1,143 @@
+"""The int8-screened vocabulary projection (export/screen_vocab.py): with ``screen_vocab`` fed true
+every row's argmax over the ids but the never-generated ones is the full fp32 projection's,
+on random rows, near-ties and flat rows (the fallback); fed nothing, the graph is the original."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from attnserve.export.screen_vocab import ScreenSettings, add_screen, quantize_rows
+
+V, D = 3000, 64
+NEVER = (0, 1)
+
+
+def projection_graph(weight: np.ndarray, bias: np.ndarray | None) -> onnx.ModelProto:
+    """hidden (B, D) -> LayerNorm-free decoder tail: Gemm(hidden, W, transB=1) (+ bias) -> logits."""
+    nodes = [helper.make_node("Gemm", ["hidden", "w"], ["linear" if bias is not None else "logits"], transB=1)]
+    inits = [numpy_helper.from_array(weight, "w")]
+    if bias is not None:
+        nodes.append(helper.make_node("Add", ["linear", "b"], ["logits"]))
+        inits.append(numpy_helper.from_array(bias, "b"))
+    graph = helper.make_graph(
+        nodes,
+        "tail",
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["B", D])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B", V])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+def session(model: onnx.ModelProto) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3  # the overridable-initializer warning
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+@pytest.fixture(scope="module")
+def weights() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    weight = (rng.standard_normal((V, D)) * 0.2).astype(np.float32)
+    weight[7] = weight[5] + np.float32(1e-4)  # a near-tie whenever 5 wins
+    bias = rng.standard_normal(V).astype(np.float32)
+    bias[list(NEVER)] = 50.0  # the never-generated ids would win every row: the argmax must skip them
+    return weight, bias
+
+
+@pytest.fixture(scope="module")
+def screened(weights) -> tuple[ort.InferenceSession, ort.InferenceSession]:
+    weight, bias = weights
+    full = projection_graph(weight, bias)
+    model = projection_graph(weight, bias)
+    assert add_screen(model, ScreenSettings(NEVER))
+    return session(full), session(model)
+
+
+def masked_argmax(logits: np.ndarray) -> np.ndarray:
+    logits = logits.copy()
+    logits[:, list(NEVER)] = -np.inf
+    return logits.argmax(axis=1)
+
+
+def hidden_rows(weights, rng) -> np.ndarray:
+    """Random rows, rows aimed at word 5 (a near-tie with word 7) and rows with a clear winner."""
+    weight, _ = weights
+    random = rng.standard_normal((40, D)).astype(np.float32) * 3
+    aimed = weight[[5] * 8] * 40 + rng.standard_normal((8, D)).astype(np.float32) * 0.1
+    clear = weight[rng.integers(2, V, 16)] * 60
+    return np.concatenate([random, aimed, clear]).astype(np.float32)
+
+
+def test_screened_argmax_is_the_full_projections_on_every_row(weights, screened):
+    full, model = screened
+    rng = np.random.default_rng(1)
+    h = hidden_rows(weights, rng)
+    expected = full.run(None, {"hidden": h})[0]
+    for rows in (slice(0, 1), slice(40, 48), slice(48, 64), slice(0, 64)):
+        got = model.run(None, {"hidden": h[rows], "screen_vocab": np.array(True)})[0]
+        np.testing.assert_array_equal(masked_argmax(got), masked_argmax(expected[rows]))
+    winners = masked_argmax(expected[40:48])
+    assert set(winners) <= {5, 7}  # the near-tie rows really are near-ties
+
+
+def test_screened_logits_are_exact_on_the_candidates_and_minus_infinity_elsewhere(weights, screened):
+    full, model = screened
+    h = hidden_rows(weights, np.random.default_rng(2))[48:]  # clear winners: the screen decides
+    expected = full.run(None, {"hidden": h})[0]
+    got = model.run(None, {"hidden": h, "screen_vocab": np.array(True)})[0]
+    finite = np.isfinite(got)
+    assert finite.sum(axis=1).max() < V // 10  # a screen, not the full projection
+    assert not finite[:, list(NEVER)].any()
+    np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-5, atol=1e-5)
+
+
+def test_a_flat_batch_falls_back_to_the_full_projection(weights):
+    weight, _ = weights
+    flat = np.zeros(V, np.float32)  # every word scores the same on a zero row: all are candidates
+    full, model = projection_graph(weight, flat), projection_graph(weight, flat)
+    assert add_screen(model, ScreenSettings(NEVER))
+    h = np.zeros((2, D), np.float32)
+    got = session(model).run(None, {"hidden": h, "screen_vocab": np.array(True)})[0]
+    np.testing.assert_array_equal(got, session(full).run(None, {"hidden": h})[0])
+
+
+def test_without_the_flag_the_output_is_the_full_projection(weights, screened):
+    full, model = screened
+    h = hidden_rows(weights, np.random.default_rng(3))
+    expected = full.run(None, {"hidden": h})[0]
+    np.testing.assert_array_equal(model.run(None, {"hidden": h})[0], expected)
+    np.testing.assert_array_equal(model.run(None, {"hidden": h, "screen_vocab": np.array(False)})[0], expected)
+
+
+def test_a_projection_without_bias_is_screened_too(weights):
+    weight, _ = weights
+    full, model = projection_graph(weight, None), projection_graph(weight, None)
+    assert add_screen(model, ScreenSettings(NEVER))
+    h = hidden_rows(weights, np.random.default_rng(4))
+    got = session(model).run(None, {"hidden": h, "screen_vocab": np.array(True)})[0]
+    np.testing.assert_array_equal(masked_argmax(got), masked_argmax(session(full).run(None, {"hidden": h})[0]))
+
+
+def test_weights_are_seven_bit_so_no_cpu_saturates_them(weights):
+    q, scale = quantize_rows(weights[0])
+    assert q.dtype == np.int8 and np.abs(q).max() == 63
+    np.testing.assert_allclose(q * scale[:, None], weights[0], atol=float(scale.max()) / 2 + 1e-7)
+
+
+def test_a_graph_whose_last_node_is_not_a_projection_is_left_alone():
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["hidden"], ["logits"])],
+        "relu",
+        [helper.make_tensor_value_info("hidden", TensorProto.FLOAT, ["B", D])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["B", D])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    before = model.SerializeToString()
+    assert not add_screen(model, ScreenSettings(NEVER))
+    assert model.SerializeToString() == before
