@@ -68,6 +68,7 @@ class Search:
     streams = True  # its tokens are final as they come (a stream can show them)
     needs_scores = True  # the step must compute log-probabilities
     uses_argmax = False  # the step must compute the batch's argmax
+    top_n = 0  # how many best ids of each row it reads (StepLogits.top); 0: none
     done = False
 
     def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], list[int] | None]:
@@ -216,6 +217,7 @@ class BeamSearch(Search):
         self.length_penalty = length_penalty
         self.num_hypotheses = num_hypotheses
         self.eos_id = eos_id
+        self.top_n = 2 * beam_size
         self.beams: list[tuple[list[int], float]] = [([], 0.0)]  # (tokens, logprob); one beam at first
         self.finished: list[Finished] = []
         self.step = 0
@@ -226,7 +228,7 @@ class BeamSearch(Search):
             parents, tokens = self._force(step.logp(rows[:1]))
         else:  # the 2K best of each row from the step's one partition; logp only for those
             base = np.asarray([lp for _, lp in self.beams], dtype=np.float32)  # (K_live,)
-            ids, scores = step.candidates(rows, 2 * self.beam_size, base)  # (K_live, n) each
+            ids, scores = step.candidates(rows, self.top_n, base)  # (K_live, n) each
             parents, tokens = self._expand(ids, scores)
         return tokens, parents
 
