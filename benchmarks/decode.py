@@ -105,7 +105,8 @@ def build_runners(model, label: str, args: argparse.Namespace) -> dict[str, Any]
     transformers.logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens wins
 
     work = args.work_dir
-    rows = max(64, max(args.batches))
+    # every beam is a row: the whole batch decodes at once, as CTranslate2's translate_batch does
+    rows = max(64, max(args.batches) * args.beam_size)
     runners: dict[str, Any] = {
         "attnserve fp32": EngineRunner(export_translator(model, work / f"{label}-fp32", label), args.threads, rows)
     }
@@ -175,6 +176,8 @@ def run(args: argparse.Namespace, parser: argparse.ArgumentParser | None = None)
                         "ms_per_step": 1000 * timing.median / args.new_tokens,
                         **timing.to_json(),
                     }
+                    if isinstance(runners.get(name), EngineRunner):  # decoder runs of its last call
+                        row["decode_steps"] = runners[name].steps
                     if tokens[name]:
                         row["agreement_with_reference"] = agreement(tokens[name], reference)
                         assert all(len(t) == args.new_tokens for t in tokens[name]), f"{name}: not N tokens"

@@ -196,6 +196,7 @@ class EngineRunner:
         settings = EngineSettings(max_active_sequences=max_rows, batching=batching, step_buckets=step_buckets)
         self.engine = TranslationEngine(model_dir, self.manifest, self.encoder, self.decoder, settings)
         self.engine.warmup()
+        self.steps = 0  # decoder steps of the last translate call
         self.loop = asyncio.new_event_loop()
         self.call(self.engine.start())
 
@@ -212,7 +213,9 @@ class EngineRunner:
         from attnserve.server.translation import DecodeOptions
 
         options = DecodeOptions(max_new_tokens=new_tokens, beam_size=beam_size, return_scores=False)
+        steps = self.engine.steps_total
         results = self.call(self.engine.translate(prepare(self.engine, texts, options)))
+        self.steps = self.engine.steps_total - steps  # N when every row of the batch decodes at once
         return [r.hypotheses[0].token_ids for r in results]
 
     def close(self) -> None:

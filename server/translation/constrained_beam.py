@@ -54,6 +54,7 @@ class ConstrainedBeamSearch(BeamSearch):
         hidden: int = 0,
     ) -> None:
         super().__init__(beam_size, max_new_tokens, length_penalty, num_hypotheses, eos_id, prefix, hidden)
+        self.top_n = 0  # it reads whole rows (choose)
         self.trackers = [TermTracker(constraints)]  # one per live beam, in beam order
         self.total = self.trackers[0].owed  # the top bank: every term written
 

@@ -79,6 +79,7 @@ class DecodeScheduler:
         self._any_deadline = False  # some running job has a deadline (plan every step)
         self._any_scores = False  # some job needs log-probabilities
         self._any_argmax = False  # some job takes the argmax
+        self._top_n = 0  # how many best ids of each row the beam searches read (StepLogits.top)
         self._all_argmax = False  # every job takes the argmax in place: it is the next input as is
         self._mask_when_won: frozenset[int] | None = None  # never_ids when only the argmax reads the logits
         self.tokens_generated_total = self.steps_total = 0  # observability: plain ints, read from any thread
@@ -199,6 +200,7 @@ class DecodeScheduler:
         self._any_deadline = any(job.deadline is not None for job in self._jobs)
         self._any_scores = any(s.needs_scores for s in searches)
         self._any_argmax = any(s.uses_argmax for s in searches)
+        self._top_n = max((s.top_n for s in searches), default=0)
         self._all_argmax = all(s.uses_argmax and s.in_place for s in searches)
         self._mask_when_won = self.never_ids if self._all_argmax and not self._any_scores else None
         self.runner.want_attention = any(job.attention is not None for job in self._jobs)
@@ -239,7 +241,7 @@ class DecodeScheduler:
     def _step(self) -> None:
         slots, live = self.slots, self.slots.live_rows  # live: the step's job rows (finishing ones included)
         logits = self.runner.step(self.cache, slots.tokens[:, None])  # (B, V); the last results go out first
-        step = StepLogits(logits, self.never, self._any_scores, self._any_argmax, self._mask_when_won)
+        step = StepLogits(logits, self.never, self._any_scores, self._any_argmax, self._mask_when_won, self._top_n)
         now = time.perf_counter()
         generated = 0
         # next input token per row: the argmax as it is when every row takes it (forced prefix

@@ -69,6 +69,7 @@ class Search:
     needs_scores = True  # the step must compute log-probabilities
     uses_argmax = False  # the step must compute the batch's argmax
     argmax_only = False  # nothing but its rows' argmax (pad and start excluded) is read from a step
+    top_n = 0  # how many best ids of each row it reads (StepLogits.top); 0: none
     done = False
 
     def choose(self, step: StepLogits, rows: np.ndarray) -> tuple[list[int], list[int] | None]:
@@ -218,6 +219,7 @@ class BeamSearch(Search):
         self.length_penalty = length_penalty
         self.num_hypotheses = num_hypotheses
         self.eos_id = eos_id
+        self.top_n = 2 * beam_size
         self.beams: list[tuple[list[int], float]] = [([], 0.0)]  # (tokens, logprob); one beam at first
         self.finished: list[Finished] = []
         self.step = 0
@@ -228,7 +230,7 @@ class BeamSearch(Search):
             parents, tokens = self._force(step.logp(rows[:1]))
         else:  # the 2K best of each row from the step's one partition; logp only for those
             base = np.asarray([lp for _, lp in self.beams], dtype=np.float32)  # (K_live,)
-            ids, scores = step.candidates(rows, 2 * self.beam_size, base)  # (K_live, n) each
+            ids, scores = step.candidates(rows, self.top_n, base)  # (K_live, n) each
             parents, tokens = self._expand(ids, scores)
         return tokens, parents
 

@@ -174,9 +174,14 @@ class InPlaceCache:
         (default all: a beam moving to another row of its own job already has its source's)."""
         host = self.placement.to_host
         cols = int(self.seqlens[src].max(initial=0))
+        pairs = _row_pairs(dst, src, self.seqlens, cols * self.num_heads * self.head_dim * self.dtype.itemsize)
         for i, t in enumerate(self.past):
             a = host(t)
-            a[dst, :, :cols] = a[src, :, :cols]  # the right side is gathered first, so overlaps are safe
+            if pairs is None:
+                a[dst, :, :cols] = a[src, :, :cols]  # the right side is gathered first, so overlaps are safe
+            else:
+                for d, s, n in pairs:
+                    a[d, :, :n] = a[s, :, :n]
             self.past[i] = self.placement.write(t, a)  # the same buffer: nothing to rebind
         copy_source_rows(self, dst, src, fresh)
         for array in (self.positions, self.seqlens, self.live, self.live32):
@@ -353,3 +358,16 @@ def _padded_values(cache: InPlaceCache, rows: int) -> tuple[list, list, object]:
     cache.cross = [padded(t) for t in cache.cross]
     cache.src_mask = padded(cache.src_mask)
     return cache.past, cache.cross, cache.src_mask
+
+
+ROW_COPY_BYTES = 16 << 10  # a row's cached columns worth a copy of their own (about 1.5 us of Python each)
+
+
+def _row_pairs(dst: np.ndarray, src: np.ndarray, lengths: np.ndarray, row_bytes: int) -> list | None:
+    """(dst, src, cached columns) of each row copy, when the rows are worth copying one by one:
+    no row is both read and written (beam search writes only rows no parent is on) and the rows
+    are long. Row by row, each row's own columns are copied once; the one gather of all the rows
+    writes them to a temporary and copies that (twice the memory traffic). None: one gather."""
+    if row_bytes < ROW_COPY_BYTES or not set(dst.tolist()).isdisjoint(src.tolist()):
+        return None
+    return list(zip(dst.tolist(), src.tolist(), lengths[src].tolist()))

@@ -79,38 +79,55 @@ class SlotTable:
     def _place_beams(self, jobs: list[Job], free: list[int]) -> None:
         """Beam search's next rows: beam i continues beam parents[i]. The first beam to continue
         a parent keeps its row (no copy); its siblings take the job's unclaimed rows, then free
-        slots, and only their caches are copied, as one gather per cache array."""
-        dst, src, fresh = [], [], []
+        slots, and only their caches are copied, as one call for the whole batch. (Python lists:
+        a job has a few beams, where each numpy call would cost more than the work.)"""
+        dst: list[int] = []
+        src: list[int] = []
+        fresh: list[bool] = []
+        rows: list[int] = []
+        tokens: list[int] = []
         for job in jobs:
             if job.parents is None:
                 continue
-            current, parents = job.slots, np.asarray(job.parents, dtype=np.int64)
-            n = len(parents)
-            kept = current[parents]  # (n,) the parent's row of each beam
-            first = np.zeros(n, dtype=bool)
-            first[np.unique(parents, return_index=True)[1]] = True
-            claimed = set(kept[first].tolist())
-            spare = [slot for slot in current.tolist() if slot not in claimed]
-            moving = n - int(first.sum())
-            while len(spare) < moving:
-                spare.append(free.pop())
-            slots = kept.copy()
-            slots[~first] = spare[:moving]
-            if len(spare) > moving:  # fewer live beams (a tiny vocabulary): free the rows left over
-                left = np.array(spare[moving:], dtype=np.int64)
-                self.cache.free(left)
-                for slot in left.tolist():
+            slots, left = self._beam_rows(job, free, dst, src, fresh)
+            if left:  # fewer live beams (a tiny vocabulary): free the rows left over
+                self.cache.free(np.array(left, dtype=np.int64))
+                for slot in left:
                     self.owner[slot] = None
-            for slot in slots.tolist():
+            for slot in slots:
                 self.owner[slot] = job
-            dst.append(slots[~first])
-            src.append(kept[~first])
-            fresh.append(~np.isin(slots[~first], current))  # a slot new to the job: its source rows too
-            job.slots = slots
-            self.tokens[slots] = job.next_tokens
+            job.slots = np.array(slots, dtype=np.int64)
+            rows += slots
+            tokens += job.next_tokens
             job.parents = job.next_tokens = None
-        if dst and sum(len(d) for d in dst):
-            self.cache.copy_rows(np.concatenate(dst), np.concatenate(src), np.concatenate(fresh))
+        if rows:
+            self.tokens[rows] = tokens
+        if dst:
+            self.cache.copy_rows(np.array(dst, dtype=np.int64), np.array(src, dtype=np.int64), np.array(fresh))
+
+    @staticmethod
+    def _beam_rows(job: Job, free: list[int], dst: list[int], src: list[int], fresh: list[bool]) -> tuple:
+        """(each beam's row, the job's rows left over) of ``job``'s next beams; the copies they need
+        are appended to ``dst`` / ``src`` / ``fresh`` (a row new to the job: its source rows too)."""
+        current = job.slots.tolist()
+        kept = [current[p] for p in job.parents]  # the parent's row of each beam
+        claimed: set[int] = set()
+        first = []  # the first beam on its parent's row keeps it
+        for row in kept:
+            first.append(row not in claimed)
+            claimed.add(row)
+        spare = [slot for slot in current if slot not in claimed]
+        moving = len(kept) - len(claimed)
+        while len(spare) < moving:
+            spare.append(free.pop())
+        slots, own, moved = list(kept), set(current), iter(spare)
+        for i, stays in enumerate(first):
+            if not stays:
+                slots[i] = row = next(moved)
+                dst.append(row)
+                src.append(kept[i])
+                fresh.append(row not in own)
+        return slots, spare[moving:]
 
     def compact(self, jobs: list[Job], extra: int) -> None:
         """One compaction of the cache: the jobs' rows, then ``extra`` free slots. A row already

@@ -72,6 +72,17 @@ def test_decode_beam_search_beside_ctranslate2(dirs):
     assert all("ratio_to_ctranslate2" in r for r in result["rows"] if r["engine"].startswith("attnserve"))
 
 
+def test_decode_beam_search_decodes_every_beam_of_the_batch_at_once(dirs):
+    """17 texts of 4 beams are 68 rows, past the engine's default 64: attnserve still decodes the
+    whole batch together, N steps a call, as CTranslate2's translate_batch does (not in two waves)."""
+    argv, out = dirs
+    argv = [*argv, "--beam-size", "4", "--batches", "17", "--repeats", "1", "--no-plot", "--no-int8"]
+    assert cli.main(["decode", *argv, "--new-tokens", "4"]) == 0
+    result = json.loads((out / "decode-beam4-quick.json").read_text())
+    (row,) = [r for r in result["rows"] if r["engine"] == "attnserve fp32"]
+    assert row["decode_steps"] == 4
+
+
 def test_decode_vocab_size_overrides_the_preset(tmp_path, capsys):
     """``--vocab-size N``: every engine runs a model of vocabulary N (opus-mt's shape is one command)."""
     import onnx

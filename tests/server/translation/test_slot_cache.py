@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attnserve.models import greedy_decode
-from attnserve.server.translation import DecodeOptions, EngineSettings
+from attnserve.server.translation import DecodeOptions, EngineSettings, slot_cache
 from attnserve.server.translation.cache import DevicePlacement, KVCache, Placement
 from attnserve.server.translation.slot_cache import InPlaceCache
 from tests.support.cache_model import SlotModel
@@ -177,3 +177,28 @@ def test_a_left_padded_directory_still_loads_and_translates_the_same(tiny, tiny_
     for a, b in zip(left, right):
         assert [h.token_ids for h in a.hypotheses] == [h.token_ids for h in b.hypotheses]
         assert [h.logprob for h in a.hypotheses] == pytest.approx([h.logprob for h in b.hypotheses], abs=1e-4)
+
+
+@pytest.mark.parametrize("row_copy_bytes", [0, 1 << 30], ids=["row-by-row", "one-gather"])
+@pytest.mark.parametrize(("dst", "src"), [([1, 4], [5, 0]), ([0, 2, 3], [2, 0, 4])], ids=["disjoint", "swap"])
+def test_copied_rows_take_their_sources_columns_and_lengths(monkeypatch, row_copy_bytes, dst, src):
+    """Beam search's copies, rows of different lengths: each destination holds its source's cached
+    columns as they were before any copy (a swap included), at the source's length."""
+    monkeypatch.setattr(slot_cache, "ROW_COPY_BYTES", row_copy_bytes)
+    cache = InPlaceCache(LAYERS, H, D, initial_capacity=8)
+    cache.start(_new_rows([3, 5, 2, 4, 6, 3], 100.0))
+    for step in range(3):
+        _decoder_step(cache, float(10 * step))
+    cache.free(np.array([4, 5]))
+    cache.assign(np.array([4, 5]), _new_rows([2, 2], 200.0))
+    for step in range(2):
+        _decoder_step(cache, float(100 + 10 * step))
+    before, lengths = [t.copy() for t in cache.past], cache.seqlens.copy()
+    assert lengths.tolist() == [5, 5, 5, 5, 2, 2]
+    cache.copy_rows(np.array(dst), np.array(src))
+    for t, old in zip(cache.past, before):
+        for d, s in zip(dst, src):
+            np.testing.assert_array_equal(t[d, :, : lengths[s]], old[s, :, : lengths[s]])
+    assert [int(cache.seqlens[d]) for d in dst] == [int(lengths[s]) for s in src]
+    untouched = [r for r in range(6) if r not in dst]
+    np.testing.assert_array_equal(cache.past[0][untouched], before[0][untouched])

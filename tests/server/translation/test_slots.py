@@ -67,3 +67,51 @@ def test_fewer_beams_free_the_rows_left_over():
     table._place_beams([job], [])
     assert job.slots.tolist() == [1, 0] and cache.copies == [([0], [1], [False])]
     assert cache.freed == [2, 3] and table.owner[2] is None and table.owner[3] is None
+
+
+class ContentCache(RecordingCache):
+    """Rows holding a label each: a copy gives the destination its source's label (sources read first)."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__()
+        self.content = list(range(rows))
+
+    def copy_rows(self, dst, src, fresh=None) -> None:
+        super().copy_rows(dst, src, fresh)
+        labels = [self.content[s] for s in src.tolist()]
+        for d, label in zip(dst.tolist(), labels):
+            self.content[d] = label
+
+
+def test_many_jobs_beams_each_land_on_a_copy_of_their_parents_row_in_one_copy():
+    """Random parents for several jobs (beams that share a parent, parents left without a child,
+    fewer beams than rows): every beam's row holds its parent's cache, rows are never shared,
+    only the siblings are copied, all in one call, and every row takes its beam's token."""
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        rows, k = 24, 4
+        cache = ContentCache(rows)
+        table = SlotTable(cache, start_id=1, pad_id=0)
+        order = rng.permutation(rows).tolist()
+        jobs = []
+        for j in range(4):
+            slots = order[j * k : j * k + int(rng.integers(1, k + 1))]
+            n = int(rng.integers(1, k + 1))
+            parents = rng.integers(0, len(slots), n).tolist()
+            tokens = rng.integers(10, 99, n).tolist()
+            jobs.append(SimpleNamespace(slots=np.array(slots, dtype=np.int64), parents=parents, next_tokens=tokens))
+        table.owner = [next((job for job in jobs if i in job.slots.tolist()), None) for i in range(rows)]
+        table.tokens = np.zeros(rows, dtype=np.int64)
+        before = [(job.slots.tolist(), list(job.parents), list(job.next_tokens)) for job in jobs]
+        free = sorted((i for i in range(rows) if table.owner[i] is None), reverse=True)
+        table._place_beams(jobs, free)
+        placed = [slot for job in jobs for slot in job.slots.tolist()]
+        assert len(placed) == len(set(placed))
+        assert len(cache.copies) <= 1
+        copied = len(cache.copies[0][0]) if cache.copies else 0
+        assert copied == sum(len(p) - len(set(p)) for _, p, _ in before)
+        for job, (old, parents, tokens) in zip(jobs, before):
+            assert [cache.content[s] for s in job.slots.tolist()] == [old[p] for p in parents]
+            assert table.tokens[job.slots].tolist() == tokens
+            assert all(table.owner[s] is job for s in job.slots.tolist())
+            assert job.parents is None and job.next_tokens is None
