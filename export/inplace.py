@@ -90,7 +90,7 @@ def in_place_decoder(model: onnx.ModelProto) -> onnx.ModelProto:
 def _keep_what_is_used(graph: onnx.GraphProto, nodes: list, io: DecoderIO) -> None:
     """``graph`` with ``nodes``, the initializers, inputs and value infos they use, and the
     contract's in-place inputs (sequence lengths, total length, caches of ``capacity`` steps)."""
-    used = {name for node in nodes for name in node.input}
+    used = {name for node in nodes for name in reads(node)}
     del graph.node[:]
     graph.node.extend(nodes)
     kept = [t for t in graph.initializer if t.name in used]  # the folded biases, now split
@@ -115,8 +115,19 @@ def _keep_what_is_used(graph: onnx.GraphProto, nodes: list, io: DecoderIO) -> No
 def _live(nodes: list[onnx.NodeProto], outputs: set[str]) -> list[onnx.NodeProto]:
     """``nodes`` without those whose outputs nobody reads (what only ``self_mask`` fed)."""
     while True:
-        used = {name for node in nodes for name in node.input} | outputs
+        used = {name for node in nodes for name in reads(node)} | outputs
         live = [n for n in nodes if any(o in used for o in n.output)]
         if len(live) == len(nodes):
             return live
         nodes = live
+
+
+def reads(node: onnx.NodeProto) -> set[str]:
+    """The values ``node`` reads: its inputs and what its subgraphs (an ``If``'s branches, as in a
+    screened vocabulary projection) take from the enclosing graph."""
+    names = set(node.input)
+    for attr in node.attribute:
+        for sub in [attr.g] if attr.type == onnx.AttributeProto.GRAPH else attr.graphs:
+            inner = {v.name for v in [*sub.input, *sub.initializer]} | {o for n in sub.node for o in n.output}
+            names |= {name for n in sub.node for name in reads(n)} - inner
+    return names
