@@ -47,10 +47,10 @@ from .jobs import Job, JobState, Outbox
 from .options import EngineSettings
 from .planner import NOTHING, Budgets, StepPlan, Usage, plan_step
 from .runner import ModelRunner
-from .search import StepLogits
 from .sessions import ModelSpec
 from .slot_cache import make_cache
 from .slots import SlotTable
+from .step_logits import StepLogits, StepNeeds
 from .waiting import WaitingQueue
 
 log = logging.getLogger(__name__)
@@ -77,11 +77,7 @@ class DecodeScheduler:
         self._rows: list[int] = []  # each running job's first row (its only one unless beam search)
         self._layout_changed = False  # rows leave or are reordered at the next boundary
         self._any_deadline = False  # some running job has a deadline (plan every step)
-        self._any_scores = False  # some job needs log-probabilities
-        self._any_argmax = False  # some job takes the argmax
-        self._top_n = 0  # how many best ids of each row the beam searches read (StepLogits.top)
-        self._all_argmax = False  # every job takes the argmax in place: it is the next input as is
-        self._mask_when_won: frozenset[int] | None = None  # never_ids when only the argmax reads the logits
+        self._needs = StepNeeds()  # what the running jobs' searches read from a step
         self.tokens_generated_total = self.steps_total = 0  # observability: plain ints, read from any thread
 
     # --- thread-safe API -----------------------------------------------------------
@@ -196,15 +192,10 @@ class DecodeScheduler:
         self._jobs = jobs + admitted
         self._rows = [int(job.slots[0]) for job in self._jobs]
         self._layout_changed = False
-        searches = [job.search for job in self._jobs]
         self._any_deadline = any(job.deadline is not None for job in self._jobs)
-        self._any_scores = any(s.needs_scores for s in searches)
-        self._any_argmax = any(s.uses_argmax for s in searches)
-        self._top_n = max((s.top_n for s in searches), default=0)
-        self._all_argmax = all(s.uses_argmax and s.in_place for s in searches)
-        self._mask_when_won = self.never_ids if self._all_argmax and not self._any_scores else None
+        self._needs = StepNeeds.of([job.search for job in self._jobs], self.never_ids)
         self.runner.want_attention = any(job.attention is not None for job in self._jobs)
-        self.runner.screen = all(s.argmax_only for s in searches)  # the argmax alone is read: screen
+        self.runner.screen = self._needs.screen  # the argmax alone is read: a screening decoder screens
 
     def _encode(self, admitted: list[Job], ahead: list[Job]) -> tuple[list[Job], NewRows | None]:
         """The newcomers that made it and the rows they bring: runs the encoder on those not
@@ -241,12 +232,13 @@ class DecodeScheduler:
     def _step(self) -> None:
         slots, live = self.slots, self.slots.live_rows  # live: the step's job rows (finishing ones included)
         logits = self.runner.step(self.cache, slots.tokens[:, None])  # (B, V); the last results go out first
-        step = StepLogits(logits, self.never, self._any_scores, self._any_argmax, self._mask_when_won, self._top_n)
+        needs = self._needs
+        step = StepLogits(logits, self.never, needs.scores, needs.argmax, needs.mask_when_won, needs.top_n)
         now = time.perf_counter()
         generated = 0
         # next input token per row: the argmax as it is when every row takes it (forced prefix
         # tokens written over it), else a list of Python ints (one conversion per step)
-        best, all_argmax = step.best, self._all_argmax
+        best, all_argmax = step.best, needs.all_argmax
         next_tokens = step.greedy if all_argmax else slots.tokens.tolist()
         if self.runner.want_attention:
             keep_attention(self._jobs, self.runner.attention)

@@ -177,11 +177,7 @@ class InPlaceCache:
         pairs = _row_pairs(dst, src, self.seqlens, cols * self.num_heads * self.head_dim * self.dtype.itemsize)
         for i, t in enumerate(self.past):
             a = host(t)
-            if pairs is None:
-                a[dst, :, :cols] = a[src, :, :cols]  # the right side is gathered first, so overlaps are safe
-            else:
-                for d, s, n in pairs:
-                    a[d, :, :n] = a[s, :, :n]
+            _copy_rows(a, dst, src, cols, pairs)
             self.past[i] = self.placement.write(t, a)  # the same buffer: nothing to rebind
         copy_source_rows(self, dst, src, fresh)
         for array in (self.positions, self.seqlens, self.live, self.live32):
@@ -371,3 +367,13 @@ def _row_pairs(dst: np.ndarray, src: np.ndarray, lengths: np.ndarray, row_bytes:
     if row_bytes < ROW_COPY_BYTES or not set(dst.tolist()).isdisjoint(src.tolist()):
         return None
     return list(zip(dst.tolist(), src.tolist(), lengths[src].tolist()))
+
+
+def _copy_rows(a: np.ndarray, dst: np.ndarray, src: np.ndarray, cols: int, pairs: list | None) -> None:
+    """Cache rows ``src`` of ``a`` (B, H, capacity, D) into rows ``dst``: one gather of ``cols``
+    columns (the right side is gathered first, so overlaps are safe), or ``pairs`` one by one."""
+    if pairs is None:
+        a[dst, :, :cols] = a[src, :, :cols]
+        return
+    for d, s, n in pairs:
+        a[d, :, :n] = a[s, :, :n]

@@ -4,9 +4,37 @@ each computed once per step for the whole batch and only when some job reads it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 NEG_INF = np.float32(-np.inf)
+
+
+@dataclass(frozen=True, slots=True)
+class StepNeeds:
+    """What the batch's searches read from each step's logits (set at every boundary)."""
+
+    scores: bool = False  # some search needs log-probabilities
+    argmax: bool = False  # some search takes the argmax
+    top_n: int = 0  # how many best ids of each row the beam searches read (StepLogits.top)
+    all_argmax: bool = False  # every search takes the argmax in place: it is the next input as is
+    mask_when_won: frozenset[int] | None = None  # never_ids when only the argmax reads the logits
+    screen: bool = False  # nothing but each row's argmax is read: a screening decoder may screen
+
+    @classmethod
+    def of(cls, searches: list, never_ids: frozenset[int]) -> StepNeeds:
+        """The needs of ``searches`` (``search.Search``), ``never_ids`` the engine's never-generated ids."""
+        scores = any(s.needs_scores for s in searches)
+        all_argmax = all(s.uses_argmax and s.in_place for s in searches)
+        return cls(
+            scores=scores,
+            argmax=any(s.uses_argmax for s in searches),
+            top_n=max((s.top_n for s in searches), default=0),
+            all_argmax=all_argmax,
+            mask_when_won=never_ids if all_argmax and not scores else None,
+            screen=all(s.argmax_only for s in searches),
+        )
 
 
 NORMALIZER_BLOCK_BYTES = 1 << 20  # rows exponentiated together: a block that stays in L2
