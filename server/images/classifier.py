@@ -162,9 +162,8 @@ class ImageClassifier:
         refused: list[str | None] = [None] * len(items)
         if len(items) == 1:
             values, unchecked = items[0]
-            refused[0] = values_refusal(values) if unchecked else None
-            if refused[0] is not None:
-                return [Refused(refused[0])]
+            if unchecked and (reason := values_refusal(values)) is not None:
+                return [Refused(reason)]
             pixels = values[None]  # (1, C, H, W), a view
         else:
             if len(self._batch_buffer) < len(items):
