@@ -117,7 +117,8 @@ class ExportOptions:
             dest="screen",
             action="store_false",
             help="translation, fp32 CPU: no int8-screened vocabulary projection for greedy steps (default: with "
-            "it; the decoder then also holds 7-bit int8 output weights, a quarter of the fp32 projection's bytes)",
+            "it; the decoder then also holds 7-bit int8 output weights, a quarter of the fp32 projection's bytes, "
+            "and adds a logits bias inside the projection)",
         )
         parser.add_argument("--threads", type=thread_count, default=0, help="torch/onnxruntime threads (default: all)")
 

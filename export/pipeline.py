@@ -32,6 +32,7 @@ from .modeldir import (
 from .options import ExportOptions
 from .precision import INT8_SCHEME, convert_graph
 from .progress import Progress
+from .projection_bias import fold_decoder_bias
 from .reference import save_reference, translation_reference, vit_reference
 from .screen_vocab import screen_decoder
 from .verify import REPORT_FILE, VERIFICATION_FILE, Verification, VerificationFailed, verify_model_dir, write_report
@@ -79,6 +80,7 @@ def export_translation(
         if options.screens_vocab:
             progress("screen the vocabulary projection (int8)")
             manifest = screen_decoder(tmp, manifest)
+            fold_decoder_bias(tmp, manifest)
         progress("reference outputs (PyTorch)")
         reference = translation_reference(
             model, seed=options.seed, max_target_len=steps, kv_cache=manifest.kv_cache, extra=manifest.extra
