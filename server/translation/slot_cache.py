@@ -257,8 +257,17 @@ class InPlaceCache:
         finite values under the mask)."""
         host, k, out = self.placement.to_host, len(keep), []
         for t in tensors:
-            a = (np.zeros if zeros else np.empty)((rows, self.num_heads, width, self.head_dim), dtype)
-            a[:k, :, :cols] = host(t)[keep, :, :cols]
+            a, h = np.empty((rows, self.num_heads, width, self.head_dim), dtype), host(t)
+            if (
+                h.shape[2] == cols == width and h.dtype == a.dtype
+            ):  # whole rows: one gather straight into place, no temporary
+                np.take(h, keep, axis=0, out=a[:k], mode="clip")  # keep is in range: "clip" is unbuffered
+            else:
+                a[:k, :, :cols] = h[keep, :, :cols]
+                if zeros:
+                    a[:k, :, cols:] = 0
+            if zeros:
+                a[k:] = 0
             out.append(a)
         return out
 
