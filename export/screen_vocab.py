@@ -14,7 +14,9 @@ of that is wasted: :func:`add_screen` rewrites the decoder so that, when its boo
    (the weight norms are computed here, at export; the margin, 1e-4 of ``||h|| max||w||`` and of
    the best approximate logit, covers fp32 rounding on both sides);
 3. keeps as candidates the words whose approximate logit is within twice the bound of the row's
-   best: no other word can beat all of them exactly. Only the candidates' logits are computed in
+   best: no other word can beat all of them exactly. They are found block by block (:data:`BLOCK`
+   words): the blocks whose best approximate logit reaches the cut, then those blocks' words, so
+   no (B, V) mask is written or searched. Only the candidates' logits are computed in
    fp32 (their rows gathered from the same weight); every other logit is -inf. When the batch
    has more than ``cap`` candidates a row on average (flat rows), the full fp32 projection runs.
 
@@ -44,6 +46,7 @@ log = logging.getLogger(__name__)
 
 MIN_OPSET = 18  # ReduceL2 / ReduceMax with their axes as an input
 WEIGHT_LEVELS = 63  # 7-bit weights: u8 x s8 pairs never saturate int16 on AVX2 / AVX-512F kernels
+BLOCK = 64  # words per block: the candidates are found among the blocks whose best word is one
 
 
 @dataclass(frozen=True)
@@ -111,16 +114,23 @@ def add_screen(model: onnx.ModelProto, settings: ScreenSettings) -> bool:
     dequant = q.astype(np.float32) * scale[:, None]
     w_max = float(np.linalg.norm(weight, axis=1).max())
     d_max = float(np.linalg.norm(weight - dequant, axis=1).max())
-    screen_bias = np.zeros(len(weight), np.float32)
+    V = len(weight)
+    blocks = -(-V // BLOCK)
+    padded = blocks * BLOCK - V  # words that fill the last block: no weight, -inf
+    screen_bias = np.zeros(V, np.float32)
     if proj.bias is not None:
         screen_bias += numpy_helper.to_array(inits[proj.bias]).astype(np.float32)
     screen_bias[list(settings.never_ids)] = -np.inf
     consts = {
-        "screen_wq": q.T.copy(),  # (D, V) int8: MatMulIntegerToFloat's B
-        "screen_wscale": scale,  # (V,)
+        "screen_wq": np.pad(q.T, ((0, 0), (0, padded))),  # (D, V') int8: MatMulIntegerToFloat's B
+        "screen_wscale": np.pad(scale, (0, padded), constant_values=1.0),  # (V',)
         "screen_wmax": np.float32(w_max),
         "screen_dmax": np.float32(d_max),
-        "screen_bias": screen_bias,  # (V,) the logits bias, -inf on the ids the engine never picks
+        "screen_bias": np.pad(screen_bias, (0, padded), constant_values=-np.inf),  # (V',) the logits bias,
+        # -inf on the ids the engine never picks
+        "screen_blocks": np.array([0, blocks, BLOCK], np.int64),  # (B, V') -> (B, blocks, BLOCK)
+        "screen_block": np.array(BLOCK, np.int64),
+        "screen_vocab_size": np.array([V], np.int64),
         "screen_axis2": np.array([2], np.int64),
         "screen_flat": np.array([-1], np.int64),
         "screen_rel_margin": np.float32(1e-4),
@@ -193,7 +203,7 @@ def _screen_branch(proj: Projection, settings: ScreenSettings, full: onnx.GraphP
             ["s_hq", "screen_wq", "s_hs", "screen_wscale", "s_hz", "", "screen_bias"],
             ["s_approx"],
             domain="com.microsoft",
-        ),  # (B, V)
+        ),  # (B, V')
         n("DequantizeLinear", ["s_hq", "s_hs", "s_hz"], ["s_hhat"]),  # (B, D)
         n("Sub", [h, "s_hhat"], ["s_herr"]),
         n("ReduceL2", ["s_herr", "screen_axis1"], ["s_enorm"], keepdims=1),  # (B, 1)
@@ -204,18 +214,16 @@ def _screen_branch(proj: Projection, settings: ScreenSettings, full: onnx.GraphP
         n("Mul", ["s_norm", "screen_wmax"], ["s_scale"]),
         n("Mul", ["s_scale", "screen_rel_margin"], ["s_b3"]),  # fp32 rounding of both sides
         n("Sum", ["s_b1", "s_b2", "s_b3"], ["s_bound"]),  # (B, 1)
-        n("ReduceMax", ["s_approx", "screen_axis1"], ["s_keep"], keepdims=1),  # (B, 1) never ids are -inf
+        n("Reshape", ["s_approx", "screen_blocks"], ["s_blocks"]),  # (B, nb, BLOCK), a view
+        n("ReduceMax", ["s_blocks", "screen_axis2"], ["s_peaks"], keepdims=0),  # (B, nb)
+        n("ReduceMax", ["s_peaks", "screen_axis1"], ["s_keep"], keepdims=1),  # (B, 1) never ids are -inf
         n("Abs", ["s_keep"], ["s_keep_abs"]),
         n("Mul", ["s_keep_abs", "screen_rel_margin"], ["s_b4"]),  # fp32 rounding of the bias add
         n("Mul", ["s_bound", "screen_two"], ["s_two_bound"]),
         n("Sub", ["s_keep", "s_two_bound"], ["s_cut0"]),
         n("Sub", ["s_cut0", "s_b4"], ["s_cut"]),  # (B, 1)
-        n("GreaterOrEqual", ["s_approx", "s_cut"], ["s_mask"]),  # (B, V) the candidates
-        n("NonZero", ["s_mask"], ["s_where"]),  # (2, M) rows, columns
-        n("Shape", ["s_where"], ["s_where_shape"]),
-        n("Gather", ["s_where_shape", "screen_axis1"], ["s_count"], axis=0),  # (1,) M
-        n("Shape", ["s_approx"], ["s_shape"]),
-        n("Gather", ["s_shape", "screen_zero_1d"], ["s_batch"], axis=0),  # (1,) B
+        *_candidates(),  # s_rows, s_cols (M,) and the batch size s_batch (1,)
+        n("Shape", ["s_rows"], ["s_count"]),  # (1,) M
         n("Mul", ["s_batch", "screen_cap"], ["s_limit"]),
         n("LessOrEqual", ["s_count", "s_limit"], ["s_few1"]),
         n("Squeeze", ["s_few1"], ["s_few"]),
@@ -224,14 +232,38 @@ def _screen_branch(proj: Projection, settings: ScreenSettings, full: onnx.GraphP
     return helper.make_graph(nodes, "screen_int8", [], [_out("s_logits")])
 
 
+def _candidates() -> list[onnx.NodeProto]:
+    """The words whose approximate logit reaches their row's cut, (row, word) as ``s_rows`` and
+    ``s_cols`` (M,): first the blocks whose best word does (B x V / BLOCK entries searched), then
+    the words of those blocks, so that no (B, V) mask is written or searched."""
+    n = helper.make_node
+    return [
+        n("GreaterOrEqual", ["s_peaks", "s_cut"], ["s_bmask"]),  # (B, nb)
+        n("NonZero", ["s_bmask"], ["s_bwhere"]),  # (2, Mb) rows, blocks
+        n("Transpose", ["s_bwhere"], ["s_bindex"], perm=[1, 0]),  # (Mb, 2)
+        n("GatherND", ["s_blocks", "s_bindex"], ["s_bvals"]),  # (Mb, BLOCK)
+        n("Gather", ["s_bwhere", "screen_zero_i"], ["s_brows"], axis=0),  # (Mb,)
+        n("Gather", ["s_bwhere", "screen_one_i"], ["s_bcols"], axis=0),  # (Mb,)
+        n("Gather", ["s_cut", "s_brows"], ["s_bcut"], axis=0),  # (Mb, 1)
+        n("GreaterOrEqual", ["s_bvals", "s_bcut"], ["s_mask"]),  # (Mb, BLOCK)
+        n("NonZero", ["s_mask"], ["s_where"]),  # (2, M) block entries, places in the block
+        n("Gather", ["s_where", "screen_zero_i"], ["s_entry"], axis=0),  # (M,)
+        n("Gather", ["s_where", "screen_one_i"], ["s_place"], axis=0),  # (M,)
+        n("Gather", ["s_brows", "s_entry"], ["s_rows"], axis=0),  # (M,)
+        n("Gather", ["s_bcols", "s_entry"], ["s_block_of"], axis=0),  # (M,)
+        n("Mul", ["s_block_of", "screen_block"], ["s_first"]),
+        n("Add", ["s_first", "s_place"], ["s_cols"]),  # (M,)
+        n("Shape", ["s_approx"], ["s_shape"]),
+        n("Gather", ["s_shape", "screen_zero_1d"], ["s_batch"], axis=0),  # (1,) B
+    ]
+
+
 def _exact_branch(proj: Projection) -> onnx.GraphProto:
-    """fp32 logits of the candidates ``s_where`` (2, M), -inf everywhere else."""
+    """fp32 logits of the candidates ``s_rows``, ``s_cols`` (M,), -inf everywhere else."""
     n = helper.make_node
     nodes = [
-        n("Gather", ["s_where", "screen_zero_i"], ["e_rows"], axis=0),  # (M,)
-        n("Gather", ["s_where", "screen_one_i"], ["e_cols"], axis=0),  # (M,)
-        n("Gather", [proj.weight, "e_cols"], ["e_w"], axis=0),  # (M, D)
-        n("Gather", [proj.hidden, "e_rows"], ["e_h"], axis=0),  # (M, D)
+        n("Gather", [proj.weight, "s_cols"], ["e_w"], axis=0),  # (M, D)
+        n("Gather", [proj.hidden, "s_rows"], ["e_h"], axis=0),  # (M, D)
         n("Unsqueeze", ["e_w", "screen_axis1"], ["e_w3"]),  # (M, 1, D)
         n("Unsqueeze", ["e_h", "screen_axis2"], ["e_h3"]),  # (M, D, 1)
         n("MatMul", ["e_w3", "e_h3"], ["e_dot3"]),  # (M, 1, 1)
@@ -240,13 +272,16 @@ def _exact_branch(proj: Projection) -> onnx.GraphProto:
     value = "e_dot"
     if proj.bias is not None:
         nodes += [
-            n("Gather", [proj.bias, "e_cols"], ["e_bias"], axis=0),
+            n("Gather", [proj.bias, "s_cols"], ["e_bias"], axis=0),
             n("Add", ["e_dot", "e_bias"], ["e_exact"]),
         ]
         value = "e_exact"
     nodes += [
-        n("Transpose", ["s_where"], ["e_index"], perm=[1, 0]),  # (M, 2)
-        n("Expand", ["screen_minus_inf", "s_shape"], ["e_base"]),  # (B, V)
+        n("Unsqueeze", ["s_rows", "screen_axis1"], ["e_rows2"]),  # (M, 1)
+        n("Unsqueeze", ["s_cols", "screen_axis1"], ["e_cols2"]),  # (M, 1)
+        n("Concat", ["e_rows2", "e_cols2"], ["e_index"], axis=1),  # (M, 2)
+        n("Concat", ["s_batch", "screen_vocab_size"], ["e_shape"], axis=0),  # (2,) B, V
+        n("Expand", ["screen_minus_inf", "e_shape"], ["e_base"]),  # (B, V)
         n("ScatterND", ["e_base", "e_index", value], ["e_logits"]),
     ]
     return helper.make_graph(nodes, "screen_exact", [], [_out("e_logits")])
