@@ -65,10 +65,11 @@ def fold_projection_bias(model: onnx.ModelProto) -> int:
     for g in graphs:
         for weight, fold in _projections(g, inits, uses):
             folds.setdefault(weight, []).append(fold)
-    done = 0
+    done, inputs = 0, {i.name for i in model.graph.input}
     for weight, found in folds.items():
         gathers = [node for _, node in uses[weight] if all(node is not f.gemm for f in found)]
-        if len({f.bias for f in found}) != 1 or not all(_plain_gather(n, weight) for n in gathers):
+        alone = len({f.bias for f in found}) == 1 and weight not in inputs  # not an overridable input
+        if not alone or not all(_plain_gather(n, weight) for n in gathers):
             log.info("the projection of %s is read otherwise: its bias stays a separate Add", weight)
             continue
         _rewrite(model, weight, found, gathers, uses)

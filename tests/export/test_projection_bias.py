@@ -125,7 +125,7 @@ def test_both_branches_of_a_screened_projection_are_folded(weights):
 
 @pytest.mark.parametrize(
     "change",
-    ["another reader of the weight", "a scaled product", "a bias of another length"],
+    ["another reader of the weight", "a scaled product", "a bias of another length", "a weight callers may feed"],
 )
 def test_a_shape_it_does_not_know_is_left_as_it_was(weights, change):
     weight, bias = weights
@@ -135,6 +135,9 @@ def test_a_shape_it_does_not_know_is_left_as_it_was(weights, change):
         model = tied_tail(weight, bias)
         model.graph.initializer.append(numpy_helper.from_array(np.zeros(1, np.float32), "b1"))
         model.graph.node[-1].input[1] = "b1"
+    elif change == "a weight callers may feed":
+        model = tied_tail(weight, bias)
+        model.graph.input.append(helper.make_tensor_value_info("w", TensorProto.FLOAT, [V, D]))
     else:
         model = tied_tail(weight, bias)
         model.graph.node.append(helper.make_node("MatMul", ["hidden", "w_t"], ["other"]))
