@@ -255,19 +255,10 @@ class InPlaceCache:
         """New host buffers (rows, H, width, D) holding rows ``keep`` of ``tensors`` (their first
         ``cols`` columns) in their first rows; the rest unwritten, or zeros (``zeros``: cross K/V,
         finite values under the mask)."""
-        host, k, out = self.placement.to_host, len(keep), []
+        host, out = self.placement.to_host, []
         for t in tensors:
-            a, h = np.empty((rows, self.num_heads, width, self.head_dim), dtype), host(t)
-            if (
-                h.shape[2] == cols == width and h.dtype == a.dtype
-            ):  # whole rows: one gather straight into place, no temporary
-                np.take(h, keep, axis=0, out=a[:k], mode="clip")  # keep is in range: "clip" is unbuffered
-            else:
-                a[:k, :, :cols] = h[keep, :, :cols]
-                if zeros:
-                    a[:k, :, cols:] = 0
-            if zeros:
-                a[k:] = 0
+            a = np.empty((rows, self.num_heads, width, self.head_dim), dtype)
+            _fill_rows(a, host(t), keep, cols, zeros)
             out.append(a)
         return out
 
@@ -296,6 +287,20 @@ class InPlaceCache:
         self.src_mask = _read_only(np.zeros((0, 0), np.int32))
         self._past_held: list[np.ndarray] = []  # host buffers this cache allocated: the batch is their first rows
         self._cross_held: list[np.ndarray] = []  # likewise, the cross K/V and then the source mask
+
+
+def _fill_rows(a: np.ndarray, h: np.ndarray, keep: np.ndarray, cols: int, zeros: bool) -> None:
+    """Rows ``keep`` of ``h`` (their first ``cols`` columns) into the first rows of ``a``; the rest
+    of ``a`` unwritten, or zeros (``zeros``)."""
+    k = len(keep)
+    if h.shape[2] == cols == a.shape[2] and h.dtype == a.dtype:  # whole rows: one gather into place, no temporary
+        np.take(h, keep, axis=0, out=a[:k], mode="clip")  # keep is in range: "clip" is unbuffered
+    else:
+        a[:k, :, :cols] = h[keep, :, :cols]
+        if zeros:
+            a[:k, :, cols:] = 0
+    if zeros:
+        a[k:] = 0
 
 
 def _rows(held: list) -> int:
