@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from attnserve.export.projection_bias import fold_projection_bias
 from attnserve.export.screen_vocab import ScreenSettings, add_screen
+from tests.support.sessions import cpu_session
 
 V, D = 3000, 64
 NEVER = (0, 1)
@@ -42,13 +42,6 @@ def tied_tail(weight: np.ndarray, bias: np.ndarray, alpha: float = 1.0, bias_nam
         [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")],
     )
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-
-
-def session(model: onnx.ModelProto) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 3  # the overridable-initializer warning
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +90,8 @@ def test_the_folded_tail_computes_the_same_logits_and_embeddings(weights):
     rng = np.random.default_rng(1)
     for rows in (1, 24):
         x = feeds(rng, rows)
-        want_logits, want_embedding = session(tied_tail(weight, bias)).run(None, x)
-        logits, embedding = session(model).run(None, x)
+        want_logits, want_embedding = cpu_session(tied_tail(weight, bias)).run(None, x)
+        logits, embedding = cpu_session(model).run(None, x)
         np.testing.assert_array_equal(embedding, want_embedding)  # the bias column sliced off
         np.testing.assert_allclose(logits, want_logits, rtol=1e-5, atol=1e-4)
         assert (logits.argmax(axis=1) == want_logits.argmax(axis=1)).all()
@@ -113,7 +106,7 @@ def test_both_branches_of_a_screened_projection_are_folded(weights):
     onnx.checker.check_model(folded)
     assert big_adds(folded) == [] and big_adds(screened) != []
     rng = np.random.default_rng(2)
-    before, after = session(screened), session(folded)
+    before, after = cpu_session(screened), cpu_session(folded)
     for screen in (False, True):
         x = {**feeds(rng), "screen_vocab": np.array(screen)}
         want, got = before.run(["logits"], x)[0], after.run(["logits"], x)[0]

@@ -11,6 +11,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from attnserve.export.screen_vocab import ScreenSettings, add_screen, quantize_rows
+from tests.support.sessions import cpu_session
 
 V, D = 3000, 64
 NEVER = (0, 1)
@@ -33,13 +34,6 @@ def projection_graph(weight: np.ndarray, bias: np.ndarray | None) -> onnx.ModelP
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
-def session(model: onnx.ModelProto) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.log_severity_level = 3  # the overridable-initializer warning
-    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-
-
 @pytest.fixture(scope="module")
 def weights() -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(0)
@@ -56,7 +50,7 @@ def screened(weights) -> tuple[ort.InferenceSession, ort.InferenceSession]:
     full = projection_graph(weight, bias)
     model = projection_graph(weight, bias)
     assert add_screen(model, ScreenSettings(NEVER))
-    return session(full), session(model)
+    return cpu_session(full), cpu_session(model)
 
 
 def masked_argmax(logits: np.ndarray) -> np.ndarray:
@@ -103,8 +97,8 @@ def test_a_flat_batch_falls_back_to_the_full_projection(weights):
     full, model = projection_graph(weight, flat), projection_graph(weight, flat)
     assert add_screen(model, ScreenSettings(NEVER))
     h = np.zeros((2, D), np.float32)
-    got = session(model).run(None, {"hidden": h, "screen_vocab": np.array(True)})[0]
-    np.testing.assert_array_equal(got, session(full).run(None, {"hidden": h})[0])
+    got = cpu_session(model).run(None, {"hidden": h, "screen_vocab": np.array(True)})[0]
+    np.testing.assert_array_equal(got, cpu_session(full).run(None, {"hidden": h})[0])
 
 
 def test_without_the_flag_the_output_is_the_full_projection(weights, screened):
@@ -120,8 +114,8 @@ def test_a_projection_without_bias_is_screened_too(weights):
     full, model = projection_graph(weight, None), projection_graph(weight, None)
     assert add_screen(model, ScreenSettings(NEVER))
     h = hidden_rows(weights, np.random.default_rng(4))
-    got = session(model).run(None, {"hidden": h, "screen_vocab": np.array(True)})[0]
-    np.testing.assert_array_equal(masked_argmax(got), masked_argmax(session(full).run(None, {"hidden": h})[0]))
+    got = cpu_session(model).run(None, {"hidden": h, "screen_vocab": np.array(True)})[0]
+    np.testing.assert_array_equal(masked_argmax(got), masked_argmax(cpu_session(full).run(None, {"hidden": h})[0]))
 
 
 def test_weights_are_seven_bit_so_no_cpu_saturates_them(weights):

@@ -69,3 +69,11 @@ class DeviceSession:
 
     def __getattr__(self, name):
         return getattr(self.session, name)
+
+
+def cpu_session(model) -> ort.InferenceSession:
+    """A one-thread CPU session of an in-memory ``onnx.ModelProto`` (graph-rewrite tests)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3  # the overridable-initializer warning
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
