@@ -4,7 +4,8 @@ After Ray Serve's batch queue: one future per item; a batch waits until it is fu
 (``max_batch_size``) or its oldest item has waited ``max_queue_delay_ms``; a batch that
 fails sets the exception on every future of it; the result count is checked against
 the item count. Items whose caller went away (cancelled future: client cancel or
-deadline) are dropped before they reach the model.
+deadline) are dropped before they reach the model. ``max_in_flight`` batches may run at once
+(Triton's model instances): the next batch is taken and prepared while one runs.
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ class BatchQueue(Generic[T, R]):
         max_queue_delay_ms: float,
         max_queue_size: int,
         on_batch: OnBatch | None = None,
+        max_in_flight: int = 1,
     ) -> None:
         self.name = name
         self._run_batch = run_batch
@@ -68,6 +70,8 @@ class BatchQueue(Generic[T, R]):
         self._queued: set[asyncio.Future] = set()  # futures still waiting (not taken, not cancelled)
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task | None = None
+        self._free = asyncio.Semaphore(max_in_flight)  # batches that may start
+        self._running: set[asyncio.Task] = set()
         self._closed = False
         self.batches_total = 0
         self.items_total = 0
@@ -117,7 +121,9 @@ class BatchQueue(Generic[T, R]):
         return batch
 
     async def _wait_for_batch(self) -> None:
-        """Until a full batch is waiting or the oldest item's delay is over."""
+        """Until a full batch is waiting, or, with no batch running, the oldest item's delay is
+        over: while one runs, the next is taken early only when full (and prepared meanwhile),
+        else when that one ends, with what arrived meanwhile."""
         while True:
             while self._pending and self._pending[0].future.cancelled():
                 self._pending.popleft()
@@ -130,6 +136,10 @@ class BatchQueue(Generic[T, R]):
             if len(self._queued) >= self.max_batch_size:
                 return
             remaining = self._pending[0].enqueued + self.max_queue_delay_s - time.monotonic()
+            if self._running:  # woken by a new item or by the running batch's end (_ran)
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
             if remaining <= 0:
                 return
             self._wakeup.clear()
@@ -139,14 +149,31 @@ class BatchQueue(Generic[T, R]):
                 return
 
     async def _loop(self) -> None:
-        while True:
-            await self._wait_for_batch()
-            batch = self._take_batch()
-            if not batch:
-                if self._closed and not self._pending:
-                    return
-                continue
-            await self._run(batch)
+        try:
+            while True:
+                await self._free.acquire()
+                await self._wait_for_batch()
+                batch = self._take_batch()
+                if not batch:
+                    self._free.release()
+                    if self._closed and not self._pending:
+                        break
+                    continue
+                task = asyncio.create_task(self._run(batch), name=f"batch-{self.name}")
+                self._running.add(task)
+                task.add_done_callback(self._ran)
+            while self._running:  # stopping: the batches already taken finish
+                await asyncio.gather(*self._running)
+        finally:  # cancelled (stop past its grace): the running batches' items fail too
+            for task in self._running:
+                task.cancel()
+            if self._running:
+                await asyncio.gather(*self._running, return_exceptions=True)
+
+    def _ran(self, task: asyncio.Task) -> None:
+        self._running.discard(task)
+        self._free.release()
+        self._wakeup.set()
 
     async def _run(self, batch: list[_Entry]) -> None:
         start = time.monotonic()

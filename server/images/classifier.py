@@ -19,7 +19,10 @@ from attnserve.contract.manifest import Manifest
 from ..shared.config import Settings
 from ..shared.errors import InferenceFailed, InvalidRequest
 from .batching import BatchQueue, BatchResult
-from .preprocess import preprocess_image, tensor_view, values_refusal
+from .preprocess import preprocess_image, rows_out_of_range, tensor_view, values_refusal
+
+# Batches the batcher runs at once: one is assembled (copied, checked) while the other runs.
+BATCHES_IN_FLIGHT = 2
 
 
 class Dropped(Exception):
@@ -124,22 +127,26 @@ class ImageClassifier:
         self.prep = manifest.preprocessing
         graph = manifest.graphs["model"]
         self.input_name, self.output_name = graph.inputs[0], graph.outputs[0]
-        # One worker: the batcher has one batch in flight; onnxruntime parallelises inside it.
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"ort-{self.name}")
-        # The batch's input, reused by every batch (one is in flight at a time), grown to the
-        # largest batch seen: (rows, C, H, W) float32.
-        self._batch_buffer = np.empty((0, self.prep.channels, self.prep.image_size, self.prep.image_size), np.float32)
+        # Two batches in flight, one worker each: one is copied into its buffer and checked while
+        # the other runs; the session runs one batch at a time (onnxruntime parallelises inside it).
+        self._executor = ThreadPoolExecutor(max_workers=BATCHES_IN_FLIGHT, thread_name_prefix=f"ort-{self.name}")
+        self._run_lock = threading.Lock()
+        # The batches' inputs, (rows, C, H, W) float32 each, reused by the batches after them and
+        # grown to the largest batch seen; a batch in flight holds one.
+        self._buffers: list[np.ndarray] = []
         self.batcher: BatchQueue[Pixels, np.ndarray | Refused] = BatchQueue(
             self.name,
             self._run_batch,
             max_batch_size=settings.max_batch_size,
             max_queue_delay_ms=settings.max_queue_delay_ms,
             max_queue_size=settings.max_queue_size,
+            max_in_flight=BATCHES_IN_FLIGHT,
         )
 
     def infer(self, pixels: np.ndarray) -> np.ndarray:
         """pixels (B, C, H, W) float32 -> probabilities (B, num_labels) float32. Sync."""
-        (logits,) = self.session.run([self.output_name], {self.input_name: pixels})  # (B, K)
+        with self._run_lock:
+            (logits,) = self.session.run([self.output_name], {self.input_name: pixels})  # (B, K)
         if logits.shape != (pixels.shape[0], len(self.labels)):
             raise InferenceFailed(
                 f"model {self.name}: output {self.output_name} has shape {list(logits.shape)}, "
@@ -156,26 +163,49 @@ class ImageClassifier:
 
     def infer_items(self, items: list[Pixels]) -> list[np.ndarray | Refused]:
         """B images -> B probabilities (K,), or Refused for a raw tensor whose values are refused.
-        Sync: each image copied once into the reused batch buffer and a raw tensor's values
-        checked there, while the row is in cache (a batch of one is read where it lies); one
-        session run. A refused row runs as zeros, its result dropped."""
-        refused: list[str | None] = [None] * len(items)
+        Sync: each image copied once into a batch buffer and the raw tensors' values checked
+        there (a batch of one is read where it lies); one session run. A refused row runs as
+        zeros, its result dropped."""
         if len(items) == 1:
             values, unchecked = items[0]
             if unchecked and (reason := values_refusal(values)) is not None:
                 return [Refused(reason)]
-            pixels = values[None]  # (1, C, H, W), a view
-        else:
-            if len(self._batch_buffer) < len(items):
-                self._batch_buffer = np.empty((len(items), *self._batch_buffer.shape[1:]), np.float32)
-            pixels = self._batch_buffer[: len(items)]  # (B, C, H, W), a view
-            for i, (row, (values, unchecked)) in enumerate(zip(pixels, items)):
-                np.copyto(row, values)
-                if unchecked and (reason := values_refusal(row)) is not None:
-                    refused[i] = reason
-                    row.fill(0.0)
-        probs = self.infer(pixels)  # (B, K)
+            return [self.infer(values[None])[0]]  # (1, C, H, W), a view
+        refused: list[str | None] = [None] * len(items)
+        buffer = self._buffers.pop() if self._buffers else self._empty(len(items))
+        try:
+            buffer = buffer if len(buffer) >= len(items) else self._empty(len(items))
+            pixels = self._assemble(items, buffer[: len(items)])  # (B, C, H, W)
+            rows = pixels.reshape(len(items), -1)  # (B, C*H*W), a view
+            if any(unchecked for _, unchecked in items):
+                for i in np.flatnonzero(rows_out_of_range(rows)).tolist():
+                    if items[i].unchecked:
+                        refused[i] = values_refusal(rows[i])
+                        rows[i].fill(0.0)
+            probs = self.infer(pixels)  # (B, K)
+        finally:
+            self._buffers.append(buffer)
         return [p if r is None else Refused(r) for p, r in zip(probs, refused)]
+
+    def _empty(self, rows: int) -> np.ndarray:
+        return np.empty((rows, self.prep.channels, self.prep.image_size, self.prep.image_size), np.float32)
+
+    @staticmethod
+    def _assemble(items: list[Pixels], pixels: np.ndarray) -> np.ndarray:
+        """The items' images, one row each of ``pixels`` (B, C, H, W), which it returns.
+
+        The rows are copied holding the GIL (a memoryview assignment: one memcpy each): a numpy
+        copy lets go of the GIL and takes it back for every row, and with the event loop busy on
+        the other core each take-back waits its turn, which cost this thread a third of its time
+        at the light model's ceiling (benchmarks/README.md, server-profile)."""
+        dest = memoryview(pixels.reshape(len(items), -1)).cast("B")  # the rows' bytes, one after another
+        width = pixels[0].nbytes
+        for i, (values, _) in enumerate(items):
+            if values.flags.c_contiguous:
+                dest[i * width : (i + 1) * width] = memoryview(values).cast("B")
+            else:
+                np.copyto(pixels[i], values)
+        return pixels
 
     async def _run_batch(self, items: list[np.ndarray]) -> list[np.ndarray]:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self.infer_items, items)

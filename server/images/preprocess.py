@@ -64,6 +64,14 @@ def tensor_view(shape: list[int], dtype: str, raw: bytes | memoryview | np.ndarr
     return np.frombuffer(data, dtype="<f4").reshape(expected)  # (C, H, W), a view
 
 
+def rows_out_of_range(rows: np.ndarray) -> np.ndarray:
+    """(B, N) float32 -> (B,) bool: the rows :func:`values_refusal` refuses (NaN, Inf or out of
+    range), in two reductions over the whole batch."""
+    inside = np.minimum.reduce(rows, axis=1) >= -MAX_TENSOR_ABS  # (B,) NaN compares false
+    inside &= np.maximum.reduce(rows, axis=1) <= MAX_TENSOR_ABS
+    return ~inside
+
+
 def values_refusal(values: np.ndarray) -> str | None:
     """Why a raw tensor's float32 values are refused (NaN, Inf, or out of range), or None."""
     # min and max propagate NaN, and catch Inf and out-of-range values in two passes with no

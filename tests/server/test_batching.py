@@ -157,3 +157,56 @@ def test_stop_fails_what_cannot_finish_within_grace():
 
     (outcome,) = asyncio.run(main())
     assert isinstance(outcome, ShuttingDown)
+
+
+def test_two_in_flight_a_full_batch_is_prepared_while_another_runs():
+    """max_in_flight 2: a full batch starts while the first runs; a partial one waits until no
+    batch runs and then carries what arrived meanwhile (zero delay), as with one batch in flight;
+    every item gets its own result."""
+    events: list[tuple[str, list[int]]] = []
+
+    async def run(items):
+        events.append(("start", list(items)))
+        await asyncio.sleep(0.15)
+        events.append(("end", list(items)))
+        return [x * 10 for x in items]
+
+    async def main():
+        q = _queue(run, max_queue_delay_ms=0, max_batch_size=3, max_in_flight=2)
+        await q.start()
+        futures = [asyncio.ensure_future(q.submit(0))]  # a lone item runs at once
+        for i in (1, 2, 3):  # 1 and 2 wait while [0] runs; with 3 the batch is full: it starts
+            await asyncio.sleep(0.03)
+            futures.append(asyncio.ensure_future(q.submit(i)))
+        await asyncio.sleep(0.01)
+        futures += [asyncio.ensure_future(q.submit(i)) for i in (4, 5)]  # both slots busy: wait
+        results = await asyncio.gather(*futures)
+        await q.stop(1)
+        return [r.value for r in results]
+
+    values = asyncio.run(main())
+    assert values == [i * 10 for i in range(6)]
+    assert events == [
+        ("start", [0]),
+        ("start", [1, 2, 3]),  # beside [0]
+        ("end", [0]),  # a slot is free, but [4, 5] is not full and [1, 2, 3] runs: it waits
+        ("end", [1, 2, 3]),
+        ("start", [4, 5]),
+        ("end", [4, 5]),
+    ]
+
+
+def test_stop_past_grace_fails_every_batch_in_flight():
+    async def run(items):
+        await asyncio.sleep(10)
+        return items
+
+    async def main():
+        q = _queue(run, max_queue_delay_ms=0, max_batch_size=2, max_in_flight=2)
+        await q.start()
+        futures = q.submit_many([1]) + q.submit_many([2, 3])  # [1] runs; [2, 3] is full: runs beside it
+        await asyncio.sleep(0.02)
+        await q.stop(0.05)
+        return await asyncio.gather(*futures, return_exceptions=True)
+
+    assert all(isinstance(e, ShuttingDown) for e in asyncio.run(main()))

@@ -85,3 +85,27 @@ def test_a_request_with_a_bad_image_is_refused_and_its_batch_mates_are_answered(
     assert isinstance(refused, InvalidRequest) and str(refused) == "images[1]: tensor holds NaN or Inf values"
     assert [r.batch_size for r in answered] == [4, 4]
     np.testing.assert_allclose(np.stack([r.probabilities for r in answered]), alone, rtol=1e-5, atol=1e-6)
+
+
+def test_batches_in_flight_together_each_get_their_own_results(vit_dirs, repo):
+    """Two batches assembled and run at once from two threads (the batcher's two in flight),
+    non-contiguous images among them: each batch's rows keep their own results, round after round
+    (each batch in flight holds its own buffer)."""
+    manifest = load_manifest(vit_dirs["colors"])
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    session = ort.InferenceSession(str(vit_dirs["colors"] / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+    classifier = ImageClassifier(manifest, session, settings_for(repo, max_batch_size=8))
+    batches = [_images(n, seed=20 + n) for n in (3, 5, 8, 2)]
+    alone = [np.concatenate([classifier.infer(image[None]) for image in b]) for b in batches]
+    strided = [np.asfortranarray(image) for image in batches[1]]  # copied by numpy, not by bytes
+
+    def items(i: int) -> list[Pixels]:
+        return [Pixels(image, True) for image in (strided if i == 1 else batches[i])]
+
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(10):
+            rounds = [pool.submit(classifier.infer_items, items(i)) for i in range(len(batches))]
+            for i, future in enumerate(rounds):
+                np.testing.assert_allclose(np.stack(future.result()), alone[i], rtol=1e-5, atol=1e-6)
+    assert len(classifier._buffers) <= 2
