@@ -26,8 +26,11 @@ translation ``decoder.onnx``, ``kv_cache: in-place`` (:data:`~.kinds.IN_PLACE`; 
 translation ``decoder.onnx`` of an fp32 CPU export (``extra.screen_vocab`` in model.json)
     in, besides the above and not listed in model.json: screen_vocab () bool, an overridable
     initializer (default false; onnxruntime lists it among ``get_overridable_initializers``, not
-    ``get_inputs``). Fed true, only each row's argmax over the ids but ``never_ids`` is meaningful
-    in ``logits``: the other words are -inf or their fp32 logits (export/screen_vocab.py)
+    ``get_inputs``)
+    out, besides the above and not listed in model.json, last: screen_ids (B,) int64. Fed true, it
+    is each row's argmax over the ids but ``never_ids`` and ``logits`` is (B, 1), that logit; fed
+    false, ``logits`` is (B, V) and screen_ids is empty (export/screen_vocab.py). Decoders screened
+    before this output existed return (B, V) logits that are -inf but on a few candidates instead
 
 translation ``aligner.onnx`` (optional: word alignments)
     in:  memory (B, L, C) float32 (the encoder's, right-padded), src_mask (B, L) int32,
@@ -62,6 +65,7 @@ from .kinds import IMAGE_CLASSIFICATION, IN_PLACE, LEFT_PADDED, TRANSLATION
 KV = ("key", "value")
 STEP_ATTENTION = "step_attention"  # the decoder's optional last output (module docstring)
 SCREEN_VOCAB = "screen_vocab"  # the decoder's optional bool input with a default (module docstring)
+SCREEN_IDS = "screen_ids"  # the screened decoder's last output: each row's argmax when screened
 
 
 def alignment_layer(config: dict[str, Any], extra: dict[str, Any]) -> int:

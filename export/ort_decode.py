@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 
-from attnserve.contract.graph_io import SCREEN_VOCAB
+from attnserve.contract.graph_io import SCREEN_IDS, SCREEN_VOCAB
 from attnserve.contract.manifest import Manifest
 from attnserve.contract.references import feed_for, run_in_place
 
@@ -37,6 +37,9 @@ class OrtGreedy:
         """``screen``: feed the decoder's ``screen_vocab`` true (only the argmax is read here)."""
         self.encoder, self.decoder = encoder, decoder
         self.screen = {SCREEN_VOCAB: np.array(True)} if screen else {}
+        outputs = [o.name for o in decoder.get_outputs()]
+        self.outputs = outputs  # every output, in the session's order (run_in_place returns them all)
+        self.screen_ids = screen and SCREEN_IDS in outputs  # the screened argmax comes as an output
         tok, cfg = manifest.tokenizer, manifest.config
         self.pad_id, self.bos_id, self.eos_id = tok.pad_id, tok.start_id, tok.eos_id
         self.never = tok.never_generate
@@ -67,13 +70,17 @@ class OrtGreedy:
             if dec.in_place:  # every row holds `step` tokens in columns 0..step - 1
                 arrays[dec.seqlens] = np.full(B, step, dtype=np.int32)  # (B,)
                 arrays[dec.total_length] = np.array(step + 1, dtype=np.int32)
-                out = dict(zip(dec.outputs, run_in_place(self.decoder, arrays, dict(zip(dec.past, dec.present)))))
+                out = dict(zip(self.outputs, run_in_place(self.decoder, arrays, dict(zip(dec.past, dec.present)))))
             else:
                 arrays[dec.self_mask] = np.ones((B, step + 1), dtype=np.int32)  # (B, P + 1)
-                out = dict(zip(dec.outputs, self.decoder.run(dec.outputs, feed_for(self.decoder, arrays))))
-            logits = out[dec.logits].astype(np.float32)  # (B, V)
-            logits[:, self.never] = -np.inf  # never generated (models/decoding.py)
-            choice = logits.argmax(axis=-1)  # (B,): first maximum = lowest id on ties
+                names = [*dec.outputs, SCREEN_IDS] if self.screen_ids else dec.outputs
+                out = dict(zip(names, self.decoder.run(names, feed_for(self.decoder, arrays))))
+            if self.screen_ids:
+                choice = out[SCREEN_IDS]  # (B,) the decoder's own argmax, never-generated ids excluded
+            else:
+                logits = out[dec.logits].astype(np.float32)  # (B, V)
+                logits[:, self.never] = -np.inf  # never generated (models/decoding.py)
+                choice = logits.argmax(axis=-1)  # (B,): first maximum = lowest id on ties
             if step < len(prefix):
                 choice = np.full(B, prefix[step], dtype=np.int64)  # (B,)
             if dec.attention:

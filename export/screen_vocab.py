@@ -17,15 +17,17 @@ of that is wasted: :func:`add_screen` rewrites the decoder so that, when its boo
    best: no other word can beat all of them exactly. They are found block by block (:data:`BLOCK`
    words): the blocks whose best approximate logit reaches the cut, then those blocks' words, so
    no (B, V) mask is written or searched. Only the candidates' logits are computed in
-   fp32 (their rows gathered from the same weight); every other logit is -inf. When the batch
-   has more than ``cap`` candidates a row on average (flat rows), the full fp32 projection runs.
+   fp32 (their rows gathered from the same weight), and each row's best of them is its argmax
+   (ties: the lowest id): nothing of size (B, V) is written. When the batch has more than ``cap``
+   candidates a row on average (flat rows), the full fp32 projection runs and its argmax is taken.
 
-The output keeps its name and shape. Fed true, only each row's argmax over the ids but
-``never_ids`` is meaningful (exact: the fp32 logit of the same word as the full projection's,
-up to the order of the fp32 additions). The input has a default initializer ``False``: callers
-that do not feed it get the full projection, and onnxruntime lists it among the
-session's overridable initializers, not its inputs, so ``model.json``'s input lists are
-unchanged.
+Fed true, the decoder's second output ``screen_ids`` (B,) int64 is each row's argmax over the
+ids but ``never_ids`` (exact: the word of the full projection's largest fp32 logit, up to the
+order of the fp32 additions), and ``logits`` is (B, 1), that logit. Fed false (the default),
+``logits`` is the full (B, V) projection and ``screen_ids`` is empty; the graph declares the
+logits' width symbolic for that. The input has a default initializer ``False``: callers that do
+not feed it get the full projection, and onnxruntime lists it among the session's overridable
+initializers, not its inputs, so ``model.json``'s input and output lists are unchanged.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from attnserve.contract.graph_io import SCREEN_IDS
 from attnserve.contract.graph_io import SCREEN_VOCAB as SCREEN_INPUT
 from attnserve.contract.manifest import Manifest
 
@@ -110,6 +113,30 @@ def add_screen(model: onnx.ModelProto, settings: ScreenSettings) -> bool:
     weight = numpy_helper.to_array(inits[proj.weight]).astype(np.float32)  # (V, D)
     if weight.shape[0] <= len(settings.never_ids) + 1:
         return False
+    bias = numpy_helper.to_array(inits[proj.bias]).astype(np.float32) if proj.bias is not None else None
+    consts = _constants(weight, bias, settings)
+    for name, array in consts.items():
+        model.graph.initializer.append(numpy_helper.from_array(np.asarray(array), name))
+    full = _full_branch(proj)
+    screened = _screen_branch(proj)
+    logits = proj.nodes[-1].output[0]
+    node = helper.make_node(
+        "If", [SCREEN_INPUT], [logits, SCREEN_IDS], then_branch=screened, else_branch=full, name="screen"
+    )
+    at = min(i for i, n in enumerate(model.graph.node) if n in proj.nodes)
+    for n in proj.nodes:
+        model.graph.node.remove(n)
+    model.graph.node.insert(at, node)
+    model.graph.input.append(helper.make_tensor_value_info(SCREEN_INPUT, TensorProto.BOOL, []))
+    _declare_outputs(model.graph, logits)
+    model.graph.initializer.append(numpy_helper.from_array(np.array(False), SCREEN_INPUT))
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return True
+
+
+def _constants(weight: np.ndarray, bias: np.ndarray | None, settings: ScreenSettings) -> dict[str, np.ndarray]:
+    """The screen's initializers, by name: the 7-bit weights, their error bounds, the masks."""
     q, scale = quantize_rows(weight)
     dequant = q.astype(np.float32) * scale[:, None]
     w_max = float(np.linalg.norm(weight, axis=1).max())
@@ -117,11 +144,11 @@ def add_screen(model: onnx.ModelProto, settings: ScreenSettings) -> bool:
     V = len(weight)
     blocks = -(-V // BLOCK)
     padded = blocks * BLOCK - V  # words that fill the last block: no weight, -inf
-    screen_bias = np.zeros(V, np.float32)
-    if proj.bias is not None:
-        screen_bias += numpy_helper.to_array(inits[proj.bias]).astype(np.float32)
+    screen_bias = np.zeros(V, np.float32) if bias is None else bias.copy()
     screen_bias[list(settings.never_ids)] = -np.inf
-    consts = {
+    never = np.zeros(V, np.float32)
+    never[list(settings.never_ids)] = -np.inf
+    return {
         "screen_wq": np.pad(q.T, ((0, 0), (0, padded))),  # (D, V') int8: MatMulIntegerToFloat's B
         "screen_wscale": np.pad(scale, (0, padded), constant_values=1.0),  # (V',)
         "screen_wmax": np.float32(w_max),
@@ -130,7 +157,6 @@ def add_screen(model: onnx.ModelProto, settings: ScreenSettings) -> bool:
         # -inf on the ids the engine never picks
         "screen_blocks": np.array([0, blocks, BLOCK], np.int64),  # (B, V') -> (B, blocks, BLOCK)
         "screen_block": np.array(BLOCK, np.int64),
-        "screen_vocab_size": np.array([V], np.int64),
         "screen_axis2": np.array([2], np.int64),
         "screen_flat": np.array([-1], np.int64),
         "screen_rel_margin": np.float32(1e-4),
@@ -141,22 +167,23 @@ def add_screen(model: onnx.ModelProto, settings: ScreenSettings) -> bool:
         "screen_one_i": np.array(1, np.int64),
         "screen_minus_inf": np.array([-np.inf], np.float32),
         "screen_axis1": np.array([1], np.int64),
+        "screen_never": never,  # (V,) -inf on the ids the engine never picks: the fallback's mask
+        "screen_no_id": np.array([np.iinfo(np.int64).max], np.int64),  # above every id: min-reduced away
+        "screen_no_ids": np.zeros(0, np.int64),  # the full projection's screen_ids
     }
-    for name, array in consts.items():
-        model.graph.initializer.append(numpy_helper.from_array(np.asarray(array), name))
-    full = _full_branch(proj)
-    screened = _screen_branch(proj, settings, full)
-    logits = proj.nodes[-1].output[0]
-    node = helper.make_node("If", [SCREEN_INPUT], [logits], then_branch=screened, else_branch=full, name="screen")
-    at = min(i for i, n in enumerate(model.graph.node) if n in proj.nodes)
-    for n in proj.nodes:
-        model.graph.node.remove(n)
-    model.graph.node.insert(at, node)
-    model.graph.input.append(helper.make_tensor_value_info(SCREEN_INPUT, TensorProto.BOOL, []))
-    model.graph.initializer.append(numpy_helper.from_array(np.array(False), SCREEN_INPUT))
-    if not any(o.domain == "com.microsoft" for o in model.opset_import):
-        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    return True
+
+
+def _declare_outputs(graph: onnx.GraphProto, logits: str) -> None:
+    """``logits`` (B, V) becomes (B, logits_width): (B, 1) when screened; ``screen_ids`` (B,) int64 is
+    declared after the other outputs, so the listed ones keep their positions."""
+    out = next(o for o in graph.output if o.name == logits)
+    dims = out.type.tensor_type.shape.dim
+    batch = dims[0].dim_param or "batch" if len(dims) else "batch"
+    width = dims[-1] if len(dims) else None
+    if width is not None:
+        width.Clear()
+        width.dim_param = "logits_width"
+    graph.output.append(helper.make_tensor_value_info(SCREEN_IDS, TensorProto.INT64, [batch]))
 
 
 def screen_decoder(directory: Path, manifest: Manifest) -> Manifest:
@@ -173,6 +200,7 @@ def screen_decoder(directory: Path, manifest: Manifest) -> Manifest:
         "input": SCREEN_INPUT,
         "never_ids": list(settings.never_ids),
         "cap_per_row": settings.cap,
+        "output": SCREEN_IDS,
         "weights": f"int8, one scale per vocabulary row, |q| <= {WEIGHT_LEVELS}",
     }
     return dataclasses.replace(manifest, extra={**manifest.extra, "screen_vocab": record})
@@ -190,10 +218,27 @@ def _full_branch(proj: Projection) -> onnx.GraphProto:
         nodes.append(helper.make_node("Add", ["full_linear", proj.bias], ["full_logits"]))
     else:
         nodes.append(helper.make_node("Identity", ["full_linear"], ["full_logits"]))
-    return helper.make_graph(nodes, "screen_full", [], [_out("full_logits")])
+    nodes.append(helper.make_node("Identity", ["screen_no_ids"], ["full_ids"]))  # (0,)
+    return helper.make_graph(nodes, "screen_full", [], [_out("full_logits"), _out("full_ids", TensorProto.INT64)])
 
 
-def _screen_branch(proj: Projection, settings: ScreenSettings, full: onnx.GraphProto) -> onnx.GraphProto:
+def _fallback_branch(proj: Projection) -> onnx.GraphProto:
+    """Flat rows: the full fp32 projection, the never-picked ids masked, and each row's argmax."""
+    n = helper.make_node
+    nodes = [n("Gemm", [proj.hidden, proj.weight], ["f_linear"], transB=1)]
+    linear = "f_linear"
+    if proj.bias is not None:
+        nodes.append(n("Add", ["f_linear", proj.bias], ["f_logits"]))
+        linear = "f_logits"
+    nodes += [
+        n("Add", [linear, "screen_never"], ["f_masked"]),  # (B, V)
+        n("ReduceMax", ["f_masked", "screen_axis1"], ["f_best"], keepdims=1),  # (B, 1)
+        n("ArgMax", ["f_masked"], ["f_ids"], axis=1, keepdims=0),  # (B,) the first maximum
+    ]
+    return helper.make_graph(nodes, "screen_fallback", [], [_out("f_best"), _out("f_ids", TensorProto.INT64)])
+
+
+def _screen_branch(proj: Projection) -> onnx.GraphProto:
     h = proj.hidden
     n = helper.make_node
     nodes = [
@@ -227,9 +272,9 @@ def _screen_branch(proj: Projection, settings: ScreenSettings, full: onnx.GraphP
         n("Mul", ["s_batch", "screen_cap"], ["s_limit"]),
         n("LessOrEqual", ["s_count", "s_limit"], ["s_few1"]),
         n("Squeeze", ["s_few1"], ["s_few"]),
-        n("If", ["s_few"], ["s_logits"], then_branch=_exact_branch(proj), else_branch=_copy(full, "fallback")),
+        n("If", ["s_few"], ["s_best", "s_ids"], then_branch=_exact_branch(proj), else_branch=_fallback_branch(proj)),
     ]
-    return helper.make_graph(nodes, "screen_int8", [], [_out("s_logits")])
+    return helper.make_graph(nodes, "screen_int8", [], [_out("s_best"), _out("s_ids", TensorProto.INT64)])
 
 
 def _candidates() -> list[onnx.NodeProto]:
@@ -259,7 +304,8 @@ def _candidates() -> list[onnx.NodeProto]:
 
 
 def _exact_branch(proj: Projection) -> onnx.GraphProto:
-    """fp32 logits of the candidates ``s_rows``, ``s_cols`` (M,), -inf everywhere else."""
+    """fp32 logits of the candidates ``s_rows``, ``s_cols`` (M,) and each row's best of them: its
+    logit (B, 1) and its word (B,), the lowest id among equal logits (candidates come in id order)."""
     n = helper.make_node
     nodes = [
         n("Gather", [proj.weight, "s_cols"], ["e_w"], axis=0),  # (M, D)
@@ -277,25 +323,15 @@ def _exact_branch(proj: Projection) -> onnx.GraphProto:
         ]
         value = "e_exact"
     nodes += [
-        n("Unsqueeze", ["s_rows", "screen_axis1"], ["e_rows2"]),  # (M, 1)
-        n("Unsqueeze", ["s_cols", "screen_axis1"], ["e_cols2"]),  # (M, 1)
-        n("Concat", ["e_rows2", "e_cols2"], ["e_index"], axis=1),  # (M, 2)
-        n("Concat", ["s_batch", "screen_vocab_size"], ["e_shape"], axis=0),  # (2,) B, V
-        n("Expand", ["screen_minus_inf", "e_shape"], ["e_base"]),  # (B, V)
-        n("ScatterND", ["e_base", "e_index", value], ["e_logits"]),
+        n("Expand", ["screen_minus_inf", "s_batch"], ["e_base"]),  # (B,)
+        n("ScatterElements", ["e_base", "s_rows", value], ["e_best1"], axis=0, reduction="max"),  # (B,)
+        n("Gather", ["e_best1", "s_rows"], ["e_row_best"], axis=0),  # (M,)
+        n("Equal", [value, "e_row_best"], ["e_won"]),  # (M,)
+        n("Where", ["e_won", "s_cols", "screen_no_id"], ["e_keys"]),  # (M,)
+        n("Expand", ["screen_no_id", "s_batch"], ["e_none"]),  # (B,)
+        n("ScatterElements", ["e_none", "s_rows", "e_keys"], ["e_first"], axis=0, reduction="min"),  # (B,)
+        n("Equal", ["e_first", "screen_no_id"], ["e_empty"]),  # a row with no candidate (NaN hidden state):
+        n("Where", ["e_empty", "screen_zero_i", "e_first"], ["e_ids"]),  # id 0, an argmax of its -inf row
+        n("Unsqueeze", ["e_best1", "screen_axis1"], ["e_best"]),  # (B, 1)
     ]
-    return helper.make_graph(nodes, "screen_exact", [], [_out("e_logits")])
-
-
-def _copy(graph: onnx.GraphProto, prefix: str) -> onnx.GraphProto:
-    """``graph`` with its internal value names prefixed (names must be unique across subgraphs)."""
-    copy = onnx.GraphProto()
-    copy.CopyFrom(graph)
-    copy.name = f"{prefix}_{graph.name}"
-    inner = {o for node in copy.node for o in node.output}
-    for node in copy.node:
-        node.input[:] = [f"{prefix}_{i}" if i in inner else i for i in node.input]
-        node.output[:] = [f"{prefix}_{o}" for o in node.output]
-    for out in copy.output:
-        out.name = f"{prefix}_{out.name}"
-    return copy
+    return helper.make_graph(nodes, "screen_exact", [], [_out("e_best"), _out("e_ids", TensorProto.INT64)])

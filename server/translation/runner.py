@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnxruntime as ort
 
-from attnserve.contract.graph_io import SCREEN_VOCAB
+from attnserve.contract.graph_io import SCREEN_IDS, SCREEN_VOCAB
 
 from .buckets import BucketSteps
 from .cache import KVCache, NewRows, Placement
@@ -96,14 +96,15 @@ class ModelRunner:
         # device a run's fixed cost (kernel launches) weighs more and padding less, and this is
         # not measured there: one run per boundary.
         self.split_runs = placement.device is None
-        self._bound: tuple[int, int, bool] | None = None  # (cache.version, id(cache), attention) of the binding
+        self._bound: tuple | None = None  # (cache.version, id(cache), attention, screen_ids) of the binding
         self._step_feeds: list[tuple[str, np.ndarray]] = []  # the in-place step's host inputs, by name
-        self.vocab_size = decoder_vocab(decoder, io.logits)
+        self.vocab_size = decoder_vocab(decoder, io.logits) or (spec.vocab_size if spec.screen_vocab else 0)
         # Set by the scheduler at each boundary: nothing but each row's argmax is read from the
         # steps, so a decoder that screens its vocabulary (``screen_vocab``) is told to, on the host.
         self.screen = False
         self._screen_flag = np.zeros((), np.bool_)  # the fed value, bound once with the in-place binding
-        self._screens: tuple[object, bool] = (None, False)  # (decoder, whether it takes the flag)
+        self._screens: tuple[object, bool, bool] = (None, False, False)  # (decoder, takes the flag, returns ids)
+        self.screen_ids: np.ndarray | None = None  # the step's argmax (B,) int64, where the decoder screened it
         self.buckets = None
         if settings is not None and settings.step_buckets != "off" and io.in_place:
             rows, graphs = settings.max_active_sequences, settings.step_buckets == "cuda-graphs"
@@ -145,32 +146,16 @@ class ModelRunner:
         return cross
 
     def new_rows(self, jobs: list[Job], run: tuple[list[np.ndarray], list[Job]] | None) -> NewRows:
-        """The rows ``jobs`` (all encoded) bring into the batch. ``run``: the encoder run that
-        just happened (outputs, its jobs in row order); when ``jobs`` are its first rows in
-        order, its outputs are used without a copy."""
-        n, L = len(jobs), max(job.source_tokens for job in jobs)
-        if run is not None and run[1][:n] == jobs:
-            outputs = run[0]
-            if outputs[0].shape[0] == n and outputs[0].shape[2] == L:  # the run was exactly these rows
-                cross = list(outputs)
-            else:
-                cross = [c[:n, :, :L] for c in outputs]  # (n, H, L, D) each; contiguous unless the run was longer
-        else:
-            H, D = self.spec.num_heads, self.spec.head_dim
-            cross = [np.zeros((n, H, L, D), np.float32) for _ in self.cross_names]
-            for i, job in enumerate(jobs):
-                for c, rows in zip(cross, job.encoded):
-                    c[i, :, : job.source_tokens] = rows  # (H, Lj, D)
-        src_mask = _source_mask(jobs, L)  # (n, L); the cache's own
-        for job in jobs:
-            job.encoded = None  # the cache holds it from here on
-        lengths = np.array([job.source_tokens for job in jobs], dtype=np.int64)
-        return NewRows(cross, src_mask, lengths)
+        """The rows ``jobs`` (all encoded) bring into the batch (:func:`new_rows`)."""
+        return new_rows(self.spec, len(self.cross_names), jobs, run)
 
     # --- decoder ---------------------------------------------------------------------
 
     def step(self, cache: KVCache | InPlaceCache, input_ids: np.ndarray) -> np.ndarray:
-        """input_ids: (B, 1) int64 -> logits (B, V) float32; the cache advances one step."""
+        """input_ids: (B, 1) int64 -> logits (B, V) float32; the cache advances one step. When the
+        decoder screened the step and returned each row's argmax, that is ``screen_ids`` (B,) and
+        the logits are (B, 1), its logit (export/screen_vocab.py); else ``screen_ids`` is None."""
+        self.screen_ids = None
         if cache.in_place:
             return self._step_in_place(cache, input_ids)
         positions, self_mask = cache.step_inputs()
@@ -186,10 +171,13 @@ class ModelRunner:
             feeds.update(zip(self.decoder_cross, cache.cross))
             if self.takes_screen:
                 feeds[SCREEN_VOCAB] = np.array(self.screen)
-            attention = self.want_attention and self.has_attention
-            names = [*self.output_names, io.attention] if attention else self.output_names
+            attention, ids = self.want_attention and self.has_attention, self.ids_screened
+            names = [*self.output_names, io.attention] if attention else [*self.output_names]
+            names += [SCREEN_IDS] if ids else []
             self.before_run()
             outputs = self._decoder_run(names, feeds)
+            if ids:
+                *outputs, self.screen_ids = outputs
             if attention:
                 *outputs, self.attention = outputs
             cache.advance(outputs[1:])
@@ -230,8 +218,9 @@ class ModelRunner:
             if attention:
                 self.attention = weights
             return logits
-        if self._bound != (cache.version, id(cache), attention):
-            self._bind(cache, attention)
+        ids = self.ids_screened
+        if self._bound != (cache.version, id(cache), attention, ids):
+            self._bind(cache, attention, ids)
         self._ids[:] = input_ids  # (B, 1) into the bound buffer
         self._screen_flag[...] = self.screen  # read only where bound (:meth:`_bind`)
         if self.placement.device is not None:
@@ -244,18 +233,21 @@ class ModelRunner:
         cache.advance()
         if attention:  # bound right after the logits (:meth:`_bind`)
             self.attention = np.array(self._binding.get_outputs()[1].numpy())  # (B, 1, L)
+        if ids:
+            self.screen_ids = self._ids_out.copy()  # (B,) the scheduler keeps it as the next input
+            return self._binding.get_outputs()[0].numpy()  # (B, 1)
         if self._logits is not None:
             return self._logits  # (B, V) the bound buffer, rewritten by every step
         return np.array(self._binding.get_outputs()[0].numpy())  # device: a host copy
 
-    def _bind(self, cache: InPlaceCache, attention: bool) -> None:
+    def _bind(self, cache: InPlaceCache, attention: bool, ids: bool) -> None:
         """Bind the step's inputs and outputs: each past buffer as its present too (one
         ``OrtValue``), host arrays the cache updates in place (positions, seqlens_k, total), and on
         the host a logits buffer; rebuilt when the cache replaces one of them (``cache.version``).
         On a device the host arrays are bound again at every step (:meth:`_step_in_place`): the
         binding copies a host input to the device when it is bound, so a value bound once would
         stay the one it had then. ``attention``: the step's attention output is bound too, on the
-        host, right after the logits."""
+        host, right after the logits; ``ids``: the screened argmax, into a host buffer, last."""
         io, device = self.spec.decoder_io, self.placement.device
         binding = self.decoder.io_binding()
         B = cache.rows
@@ -275,7 +267,7 @@ class ModelRunner:
             value = ort.OrtValue.ortvalue_from_numpy(t) if isinstance(t, np.ndarray) else t
             keep.append(value)
             binding.bind_ortvalue_input(name, value)
-        if device is None and self.vocab_size:
+        if device is None and self.vocab_size and not ids:
             self._logits = np.empty((B, self.vocab_size), np.float32)
             keep.append(ort.OrtValue.ortvalue_from_numpy(self._logits))
             binding.bind_ortvalue_output(io.logits, keep[-1])
@@ -284,24 +276,58 @@ class ModelRunner:
             binding.bind_output(io.logits, "cpu")
         if attention:
             binding.bind_output(io.attention, "cpu")  # (B, 1, L): its width follows the cross K/V
+        if ids:
+            self._ids_out = np.empty(B, np.int64)
+            keep.append(ort.OrtValue.ortvalue_from_numpy(self._ids_out))
+            binding.bind_ortvalue_output(SCREEN_IDS, keep[-1])
         for past, present, t in zip(io.past, io.present, cache.past):
             value = ort.OrtValue.ortvalue_from_numpy(t) if isinstance(t, np.ndarray) else t
             keep.append(value)
             binding.bind_ortvalue_input(past, value)
             binding.bind_ortvalue_output(present, value)  # the same buffer: written in place
-        self._binding, self._keep, self._bound = binding, keep, (cache.version, id(cache), attention)
+        self._binding, self._keep, self._bound = binding, keep, (cache.version, id(cache), attention, ids)
 
     @property
     def takes_screen(self) -> bool:
         """The decoder has the ``screen_vocab`` input for the engine's never-generated ids and runs
         on the host (the device paths and the step buckets never feed it: it stays false there)."""
-        decoder, takes = self._screens
+        decoder, takes, _ = self._screens
         if decoder is not self.decoder:
             overridable = getattr(self.decoder, "get_overridable_initializers", list)()
             takes = self.placement.device is None and any(i.name == SCREEN_VOCAB for i in overridable)
             takes = takes and self.spec.screen_vocab
-            self._screens = (self.decoder, takes)
+            outputs = getattr(self.decoder, "get_outputs", list)()
+            self._screens = (self.decoder, takes, takes and any(o.name == SCREEN_IDS for o in outputs))
         return takes
+
+    @property
+    def ids_screened(self) -> bool:
+        """This step is screened and the decoder returns each row's argmax (``screen_ids``)."""
+        return self.screen and self.takes_screen and self._screens[2]
+
+
+def new_rows(spec, layers2: int, jobs: list[Job], run: tuple[list[np.ndarray], list[Job]] | None) -> NewRows:
+    """The rows ``jobs`` (all encoded) bring into the batch, ``layers2`` cross K/V tensors each.
+    ``run``: the encoder run that just happened (outputs, its jobs in row order); when ``jobs``
+    are its first rows in order, its outputs are used without a copy."""
+    n, L = len(jobs), max(job.source_tokens for job in jobs)
+    if run is not None and run[1][:n] == jobs:
+        outputs = run[0]
+        if outputs[0].shape[0] == n and outputs[0].shape[2] == L:  # the run was exactly these rows
+            cross = list(outputs)
+        else:
+            cross = [c[:n, :, :L] for c in outputs]  # (n, H, L, D) each; contiguous unless the run was longer
+    else:
+        H, D = spec.num_heads, spec.head_dim
+        cross = [np.zeros((n, H, L, D), np.float32) for _ in range(layers2)]
+        for i, job in enumerate(jobs):
+            for c, rows in zip(cross, job.encoded):
+                c[i, :, : job.source_tokens] = rows  # (H, Lj, D)
+    src_mask = _source_mask(jobs, L)  # (n, L); the cache's own
+    for job in jobs:
+        job.encoded = None  # the cache holds it from here on
+    lengths = np.array([job.source_tokens for job in jobs], dtype=np.int64)
+    return NewRows(cross, src_mask, lengths)
 
 
 def decoder_vocab(decoder, logits: str) -> int:

@@ -232,8 +232,11 @@ class DecodeScheduler:
     def _step(self) -> None:
         slots, live = self.slots, self.slots.live_rows  # live: the step's job rows (finishing ones included)
         logits = self.runner.step(self.cache, slots.tokens[:, None])  # (B, V); the last results go out first
-        needs = self._needs
-        step = StepLogits(logits, self.never, needs.scores, needs.argmax, needs.mask_when_won, needs.top_n)
+        needs, ids = self._needs, self.runner.screen_ids
+        if ids is not None:  # a screened step: the decoder returned the argmax itself (needs.screen)
+            step = StepLogits.of_argmax(ids)
+        else:
+            step = StepLogits(logits, self.never, needs.scores, needs.argmax, needs.mask_when_won, needs.top_n)
         now = time.perf_counter()
         generated = 0
         # next input token per row: the argmax as it is when every row takes it (forced prefix

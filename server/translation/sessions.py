@@ -106,6 +106,7 @@ class ModelSpec:
     never_ids: tuple[int, ...]  # never chosen (default pad and bos; see contract TokenizerSpec.never_generate)
     # the decoder screens its vocabulary projection for these never_ids (export/screen_vocab.py)
     screen_vocab: bool = False
+    vocab_size: int = 0  # config's: the logits' width where a screened decoder leaves it symbolic
 
     @property
     def cache_bytes_per_token(self) -> int:
@@ -127,6 +128,7 @@ def model_spec(manifest: Manifest) -> ModelSpec:
         start_id=tok.start_id,
         never_ids=tuple(tok.never_generate),
         screen_vocab=screens_for(manifest.extra.get("screen_vocab"), tok.never_generate),
+        vocab_size=int(cfg.get("vocab_size", 0)),
     )
 
 

@@ -174,6 +174,16 @@ class StepLogits:
         self.greedy = logits.argmax(axis=1) if argmax else None  # (B,)
         self.best = self.greedy.tolist() if argmax else []  # the same as ints, read per row
 
+    @classmethod
+    def of_argmax(cls, ids: np.ndarray) -> StepLogits:
+        """A step whose decoder returned each row's argmax, pad and start excluded (a screened
+        projection: ``runner.screen_ids``), for searches that read nothing else."""
+        step = cls.__new__(cls)
+        step.logits = step.m = step.ls = step._top = step._peaks = step._normalized = None
+        step.greedy = ids  # (B,)
+        step.best = ids.tolist()
+        return step
+
     def logp(self, rows: np.ndarray) -> np.ndarray:
         """Log-probabilities of ``rows`` (K,): (K, V) float32, pad/start at -inf."""
         return (self.logits[rows] - self.m[rows, None]) - self.ls[rows, None]  # (K, V)

@@ -71,7 +71,11 @@ def test_verify_and_inspect_the_written_directory(exported, cli):
     assert f"graph {first_graph}" in inspected.out
     if kind == "translation":
         assert "in   src_ids: int64[batch, src_len]" in inspected.out
-        assert "out  logits: float32[batch, 1000]" in inspected.out
+        if "screen_vocab" in load_manifest(out).extra:  # fp32 for the CPU: (B, 1) on screened steps
+            assert "out  logits: float32[batch, logits_width]" in inspected.out
+            assert "out  screen_ids: int64[batch]" in inspected.out and "vocab_size 1000" in inspected.out
+        else:
+            assert "out  logits: float32[batch, 1000]" in inspected.out
         assert "tokenizer.json" in inspected.out
         layout = "in-place" if attention == "fused" else "left-padded"  # GroupQueryAttention needs fused ops
         assert f"decoder KV cache {layout}" in inspected.out

@@ -1,6 +1,7 @@
 """The int8-screened vocabulary projection (export/screen_vocab.py): with ``screen_vocab`` fed true
-every row's argmax over the ids but the never-generated ones is the full fp32 projection's,
-on random rows, near-ties and flat rows (the fallback); fed nothing, the graph is the original."""
+``screen_ids`` is every row's argmax over the ids but the never-generated ones of the full fp32
+projection, and ``logits`` (B, 1) its logit, on random rows, near-ties, exact ties and flat rows
+(the fallback); fed nothing, the logits are the original graph's."""
 
 from __future__ import annotations
 
@@ -53,10 +54,21 @@ def screened(weights) -> tuple[ort.InferenceSession, ort.InferenceSession]:
     return cpu_session(full), cpu_session(model)
 
 
-def masked_argmax(logits: np.ndarray) -> np.ndarray:
+def masked(logits: np.ndarray) -> np.ndarray:
     logits = logits.copy()
     logits[:, list(NEVER)] = -np.inf
-    return logits.argmax(axis=1)
+    return logits
+
+
+def masked_argmax(logits: np.ndarray) -> np.ndarray:
+    return masked(logits).argmax(axis=1)
+
+
+def screen(model: ort.InferenceSession, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ids (B,), best logit (B,)) of the screened run."""
+    best, ids = model.run(["logits", "screen_ids"], {"hidden": h, "screen_vocab": np.array(True)})
+    assert best.shape == (len(h), 1) and ids.shape == (len(h),)
+    return ids, best[:, 0]
 
 
 def hidden_rows(weights, rng) -> np.ndarray:
@@ -74,21 +86,31 @@ def test_screened_argmax_is_the_full_projections_on_every_row(weights, screened)
     h = hidden_rows(weights, rng)
     expected = full.run(None, {"hidden": h})[0]
     for rows in (slice(0, 1), slice(40, 48), slice(48, 64), slice(0, 64)):
-        got = model.run(None, {"hidden": h[rows], "screen_vocab": np.array(True)})[0]
-        np.testing.assert_array_equal(masked_argmax(got), masked_argmax(expected[rows]))
+        ids, best = screen(model, h[rows])
+        np.testing.assert_array_equal(ids, masked_argmax(expected[rows]))
+        np.testing.assert_allclose(best, masked(expected[rows]).max(axis=1), rtol=1e-5, atol=1e-5)
     winners = masked_argmax(expected[40:48])
     assert set(winners) <= {5, 7}  # the near-tie rows really are near-ties
 
 
-def test_screened_logits_are_exact_on_the_candidates_and_minus_infinity_elsewhere(weights, screened):
+def test_an_exact_tie_goes_to_the_lowest_id(weights):
+    weight, bias = (w.copy() for w in weights)
+    weight[300], bias[300] = weight[200], bias[200]  # words 200 and 300 score the same on every row
+    full, model = projection_graph(weight, bias), projection_graph(weight, bias)
+    assert add_screen(model, ScreenSettings(NEVER))
+    h = (weight[[200, 200, 300]] * 60).astype(np.float32)
+    ids, _ = screen(cpu_session(model), h)
+    assert ids.tolist() == [200, 200, 200] == masked_argmax(cpu_session(full).run(None, {"hidden": h})[0]).tolist()
+
+
+def test_a_row_of_nan_gets_id_zero_and_leaves_the_others_theirs(weights, screened):
     full, model = screened
-    h = hidden_rows(weights, np.random.default_rng(2))[48:]  # clear winners: the screen decides
-    expected = full.run(None, {"hidden": h})[0]
-    got = model.run(None, {"hidden": h, "screen_vocab": np.array(True)})[0]
-    finite = np.isfinite(got)
-    assert finite.sum(axis=1).max() < V // 10  # a screen, not the full projection
-    assert not finite[:, list(NEVER)].any()
-    np.testing.assert_allclose(got[finite], expected[finite], rtol=1e-5, atol=1e-5)
+    h = hidden_rows(weights, np.random.default_rng(5))[48:52].copy()
+    h[1] = np.nan
+    ids, _ = screen(model, h)
+    expected = masked_argmax(full.run(None, {"hidden": h})[0])
+    assert ids[1] == 0
+    np.testing.assert_array_equal(ids[[0, 2, 3]], expected[[0, 2, 3]])
 
 
 def test_a_flat_batch_falls_back_to_the_full_projection(weights):
@@ -97,16 +119,21 @@ def test_a_flat_batch_falls_back_to_the_full_projection(weights):
     full, model = projection_graph(weight, flat), projection_graph(weight, flat)
     assert add_screen(model, ScreenSettings(NEVER))
     h = np.zeros((2, D), np.float32)
-    got = cpu_session(model).run(None, {"hidden": h, "screen_vocab": np.array(True)})[0]
-    np.testing.assert_array_equal(got, cpu_session(full).run(None, {"hidden": h})[0])
+    ids, best = screen(cpu_session(model), h)
+    expected = cpu_session(full).run(None, {"hidden": h})[0]
+    np.testing.assert_array_equal(ids, masked_argmax(expected))  # the lowest id but the never-picked ones
+    assert ids.tolist() == [2, 2]
+    np.testing.assert_array_equal(best, masked(expected).max(axis=1))
 
 
 def test_without_the_flag_the_output_is_the_full_projection(weights, screened):
     full, model = screened
     h = hidden_rows(weights, np.random.default_rng(3))
     expected = full.run(None, {"hidden": h})[0]
-    np.testing.assert_array_equal(model.run(None, {"hidden": h})[0], expected)
-    np.testing.assert_array_equal(model.run(None, {"hidden": h, "screen_vocab": np.array(False)})[0], expected)
+    for feeds in ({"hidden": h}, {"hidden": h, "screen_vocab": np.array(False)}):
+        logits, ids = model.run(["logits", "screen_ids"], feeds)
+        np.testing.assert_array_equal(logits, expected)
+        assert ids.shape == (0,)
 
 
 def test_a_projection_without_bias_is_screened_too(weights):
@@ -114,8 +141,15 @@ def test_a_projection_without_bias_is_screened_too(weights):
     full, model = projection_graph(weight, None), projection_graph(weight, None)
     assert add_screen(model, ScreenSettings(NEVER))
     h = hidden_rows(weights, np.random.default_rng(4))
-    got = cpu_session(model).run(None, {"hidden": h, "screen_vocab": np.array(True)})[0]
-    np.testing.assert_array_equal(masked_argmax(got), masked_argmax(cpu_session(full).run(None, {"hidden": h})[0]))
+    ids, _ = screen(cpu_session(model), h)
+    np.testing.assert_array_equal(ids, masked_argmax(cpu_session(full).run(None, {"hidden": h})[0]))
+
+
+def test_the_outputs_are_declared_for_both_modes(screened):
+    _, model = screened
+    shapes = {o.name: o.shape for o in model.get_outputs()}
+    assert shapes == {"logits": ["B", "logits_width"], "screen_ids": ["B"]}
+    assert [o.name for o in model.get_outputs()] == ["logits", "screen_ids"]  # listed outputs keep their places
 
 
 def test_weights_are_seven_bit_so_no_cpu_saturates_them(weights):
