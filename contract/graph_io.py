@@ -24,13 +24,15 @@ translation ``decoder.onnx``, ``kv_cache: in-place`` (:data:`~.kinds.IN_PLACE`; 
          optionally last, step_attention (B, 1, L) float32, as above
 
 translation ``decoder.onnx`` of an fp32 CPU export (``extra.screen_vocab`` in model.json)
-    in, besides the above and not listed in model.json: screen_vocab () bool, an overridable
+    in, besides the above and not listed in model.json: screen_argmax () bool, an overridable
     initializer (default false; onnxruntime lists it among ``get_overridable_initializers``, not
     ``get_inputs``)
     out, besides the above and not listed in model.json, last: screen_ids (B,) int64. Fed true, it
     is each row's argmax over the ids but ``never_ids`` and ``logits`` is (B, 1), that logit; fed
-    false, ``logits`` is (B, V) and screen_ids is empty (export/screen_vocab.py). Decoders screened
-    before this output existed return (B, V) logits that are -inf but on a few candidates instead
+    false, ``logits`` is (B, V) and screen_ids is empty (export/screen_vocab.py). A decoder whose
+    flag is named screen_vocab instead has no screen_ids: fed true, its (B, V) logits are -inf but
+    on a few candidates, whose argmax is the full projection's (a server that knows only that
+    name never feeds screen_argmax, so it reads full logits from a decoder that has it)
 
 translation ``aligner.onnx`` (optional: word alignments)
     in:  memory (B, L, C) float32 (the encoder's, right-padded), src_mask (B, L) int32,
@@ -65,6 +67,7 @@ from .kinds import IMAGE_CLASSIFICATION, IN_PLACE, LEFT_PADDED, TRANSLATION
 KV = ("key", "value")
 STEP_ATTENTION = "step_attention"  # the decoder's optional last output (module docstring)
 SCREEN_VOCAB = "screen_vocab"  # the decoder's optional bool input with a default (module docstring)
+SCREEN_ARGMAX = "screen_argmax"  # the flag of a decoder that returns SCREEN_IDS (module docstring)
 SCREEN_IDS = "screen_ids"  # the screened decoder's last output: each row's argmax when screened
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 
-from attnserve.contract.graph_io import SCREEN_IDS, SCREEN_VOCAB
+from attnserve.contract.graph_io import SCREEN_ARGMAX, SCREEN_IDS, SCREEN_VOCAB
 from attnserve.contract.manifest import Manifest
 from attnserve.contract.references import feed_for, run_in_place
 
@@ -34,12 +34,14 @@ class OrtGreedy:
     def __init__(
         self, encoder: ort.InferenceSession, decoder: ort.InferenceSession, manifest: Manifest, screen: bool = False
     ) -> None:
-        """``screen``: feed the decoder's ``screen_vocab`` true (only the argmax is read here)."""
+        """``screen``: feed the decoder's screen flag true (only the argmax is read here):
+        ``screen_argmax`` (the argmax comes as ``screen_ids``) or ``screen_vocab`` (in the logits)."""
         self.encoder, self.decoder = encoder, decoder
-        self.screen = {SCREEN_VOCAB: np.array(True)} if screen else {}
-        outputs = [o.name for o in decoder.get_outputs()]
-        self.outputs = outputs  # every output, in the session's order (run_in_place returns them all)
-        self.screen_ids = screen and SCREEN_IDS in outputs  # the screened argmax comes as an output
+        flags = {i.name for i in decoder.get_overridable_initializers()}
+        flag = SCREEN_ARGMAX if SCREEN_ARGMAX in flags else SCREEN_VOCAB
+        self.screen = {flag: np.array(True)} if screen else {}
+        self.screen_ids = screen and flag == SCREEN_ARGMAX  # the screened argmax comes as an output
+        self.outputs = [o.name for o in decoder.get_outputs()]  # in the session's order: run_in_place's
         tok, cfg = manifest.tokenizer, manifest.config
         self.pad_id, self.bos_id, self.eos_id = tok.pad_id, tok.start_id, tok.eos_id
         self.never = tok.never_generate

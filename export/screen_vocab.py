@@ -3,7 +3,7 @@
 A greedy step of an fp32 decoder at opus-mt's shape spends about half its time reading the
 output projection (58,101 x 512 fp32, 119 MB). When nothing but each row's argmax is read, most
 of that is wasted: :func:`add_screen` rewrites the decoder so that, when its bool input
-``screen_vocab`` is true, it
+``screen_argmax`` is true, it
 
 1. computes approximate logits with 7-bit int8 weights (one scale per vocabulary row) and uint8
    activations (``DynamicQuantizeLinear``) in one ``MatMulIntegerToFloat``: a quarter of the
@@ -41,8 +41,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from attnserve.contract.graph_io import SCREEN_ARGMAX as SCREEN_INPUT
 from attnserve.contract.graph_io import SCREEN_IDS
-from attnserve.contract.graph_io import SCREEN_VOCAB as SCREEN_INPUT
 from attnserve.contract.manifest import Manifest
 
 log = logging.getLogger(__name__)

@@ -245,7 +245,7 @@ def _greedy_checks(sessions: dict, manifest: Manifest, data: dict[str, np.ndarra
 
 
 def _screened_check(sessions: dict, manifest: Manifest, src: np.ndarray, steps: int, full: list[list[int]]) -> Check:
-    """The decoder's int8-screened projection (``screen_vocab`` fed true) picks the tokens of its
+    """The decoder's int8-screened projection (its screen flag fed true) picks the tokens of its
     full projection (``full``: the greedy decode without it), row for row."""
     screened = OrtGreedy(sessions["encoder"], sessions["decoder"], manifest, screen=True)
     got = screened.decode(src, steps)

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnxruntime as ort
 
-from attnserve.contract.graph_io import SCREEN_IDS, SCREEN_VOCAB
+from attnserve.contract.graph_io import SCREEN_ARGMAX, SCREEN_IDS, SCREEN_VOCAB
 
 from .buckets import BucketSteps
 from .cache import KVCache, NewRows, Placement
@@ -100,10 +100,10 @@ class ModelRunner:
         self._step_feeds: list[tuple[str, np.ndarray]] = []  # the in-place step's host inputs, by name
         self.vocab_size = decoder_vocab(decoder, io.logits) or (spec.vocab_size if spec.screen_vocab else 0)
         # Set by the scheduler at each boundary: nothing but each row's argmax is read from the
-        # steps, so a decoder that screens its vocabulary (``screen_vocab``) is told to, on the host.
+        # steps, so a decoder that screens its vocabulary (its screen flag) is told to, on the host.
         self.screen = False
         self._screen_flag = np.zeros((), np.bool_)  # the fed value, bound once with the in-place binding
-        self._screens: tuple[object, bool, bool] = (None, False, False)  # (decoder, takes the flag, returns ids)
+        self._screens: tuple[object, str | None] = (None, None)  # (decoder, the screen flag it takes)
         self.screen_ids: np.ndarray | None = None  # the step's argmax (B,) int64, where the decoder screened it
         self.buckets = None
         if settings is not None and settings.step_buckets != "off" and io.in_place:
@@ -170,7 +170,7 @@ class ModelRunner:
             feeds.update(zip(self.past_names, cache.past))
             feeds.update(zip(self.decoder_cross, cache.cross))
             if self.takes_screen:
-                feeds[SCREEN_VOCAB] = np.array(self.screen)
+                feeds[self._screens[1]] = np.array(self.screen)
             attention, ids = self.want_attention and self.has_attention, self.ids_screened
             names = [*self.output_names, io.attention] if attention else [*self.output_names]
             names += [SCREEN_IDS] if ids else []
@@ -257,7 +257,7 @@ class ModelRunner:
         self._step_feeds.append((io.total_length, total))
         host = [*self._step_feeds, (io.src_mask, cache.src_mask)]
         if self.takes_screen:
-            host.append((SCREEN_VOCAB, self._screen_flag))
+            host.append((self._screens[1], self._screen_flag))
         keep = []  # the host OrtValues share the arrays' memory: keep them alive with the binding
         for name, array in host:
             value = ort.OrtValue.ortvalue_from_numpy(array) if isinstance(array, np.ndarray) else array
@@ -289,21 +289,20 @@ class ModelRunner:
 
     @property
     def takes_screen(self) -> bool:
-        """The decoder has the ``screen_vocab`` input for the engine's never-generated ids and runs
-        on the host (the device paths and the step buckets never feed it: it stays false there)."""
-        decoder, takes, _ = self._screens
-        if decoder is not self.decoder:
-            overridable = getattr(self.decoder, "get_overridable_initializers", list)()
-            takes = self.placement.device is None and any(i.name == SCREEN_VOCAB for i in overridable)
-            takes = takes and self.spec.screen_vocab
-            outputs = getattr(self.decoder, "get_outputs", list)()
-            self._screens = (self.decoder, takes, takes and any(o.name == SCREEN_IDS for o in outputs))
-        return takes
+        """The decoder has a screen flag (``screen_argmax``, or ``screen_vocab`` where the argmax
+        stays in the logits) for the engine's never-generated ids and runs on the host (the
+        device paths and the step buckets never feed it: it stays false there)."""
+        if self._screens[0] is not self.decoder:
+            flags = {i.name for i in getattr(self.decoder, "get_overridable_initializers", list)()}
+            usable = self.placement.device is None and self.spec.screen_vocab
+            flag = next((f for f in (SCREEN_ARGMAX, SCREEN_VOCAB) if f in flags), None) if usable else None
+            self._screens = (self.decoder, flag)
+        return self._screens[1] is not None
 
     @property
     def ids_screened(self) -> bool:
         """This step is screened and the decoder returns each row's argmax (``screen_ids``)."""
-        return self.screen and self.takes_screen and self._screens[2]
+        return self.screen and self.takes_screen and self._screens[1] == SCREEN_ARGMAX
 
 
 def new_rows(spec, layers2: int, jobs: list[Job], run: tuple[list[np.ndarray], list[Job]] | None) -> NewRows:

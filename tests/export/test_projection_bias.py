@@ -109,7 +109,7 @@ def test_both_branches_of_a_screened_projection_are_folded(weights):
     rng = np.random.default_rng(2)
     before, after = cpu_session(screened), cpu_session(folded)
     for screen in (False, True):
-        x = {**feeds(rng), "screen_vocab": np.array(screen)}
+        x = {**feeds(rng), "screen_argmax": np.array(screen)}
         (want, want_ids), (got, got_ids) = (s.run(["logits", "screen_ids"], x) for s in (before, after))
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
         np.testing.assert_array_equal(got_ids, want_ids)

@@ -1,4 +1,4 @@
-"""The int8-screened vocabulary projection (export/screen_vocab.py): with ``screen_vocab`` fed true
+"""The int8-screened vocabulary projection (export/screen_vocab.py): with ``screen_argmax`` fed true
 ``screen_ids`` is every row's argmax over the ids but the never-generated ones of the full fp32
 projection, and ``logits`` (B, 1) its logit, on random rows, near-ties, exact ties and flat rows
 (the fallback); fed nothing, the logits are the original graph's."""
@@ -66,7 +66,7 @@ def masked_argmax(logits: np.ndarray) -> np.ndarray:
 
 def screen(model: ort.InferenceSession, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(ids (B,), best logit (B,)) of the screened run."""
-    best, ids = model.run(["logits", "screen_ids"], {"hidden": h, "screen_vocab": np.array(True)})
+    best, ids = model.run(["logits", "screen_ids"], {"hidden": h, "screen_argmax": np.array(True)})
     assert best.shape == (len(h), 1) and ids.shape == (len(h),)
     return ids, best[:, 0]
 
@@ -130,7 +130,7 @@ def test_without_the_flag_the_output_is_the_full_projection(weights, screened):
     full, model = screened
     h = hidden_rows(weights, np.random.default_rng(3))
     expected = full.run(None, {"hidden": h})[0]
-    for feeds in ({"hidden": h}, {"hidden": h, "screen_vocab": np.array(False)}):
+    for feeds in ({"hidden": h}, {"hidden": h, "screen_argmax": np.array(False)}):
         logits, ids = model.run(["logits", "screen_ids"], feeds)
         np.testing.assert_array_equal(logits, expected)
         assert ids.shape == (0,)
@@ -169,3 +169,12 @@ def test_a_graph_whose_last_node_is_not_a_projection_is_left_alone():
     before = model.SerializeToString()
     assert not add_screen(model, ScreenSettings(NEVER))
     assert model.SerializeToString() == before
+
+
+def test_the_flag_is_screen_argmax_so_a_reader_of_screen_vocab_never_screens_it(screened):
+    """A caller that knows only ``screen_vocab`` (whose argmax stays in (B, V) logits) finds no such
+    flag on this decoder and reads its full logits; model.json's record names the flag."""
+    _, model = screened
+    flags = [i.name for i in model.get_overridable_initializers()]
+    assert flags == ["screen_argmax"]
+    assert [i.name for i in model.get_inputs()] == ["hidden"]

@@ -76,7 +76,7 @@ def test_graph_whose_output_drifts_fails_with_the_numbers(copy_of, cli, kind):
 
 
 def test_a_screened_projection_that_picks_other_words_fails(copy_of, cli):
-    """The fp32 export's int8 screen (``screen_vocab``) is verified against its full projection."""
+    """The fp32 export's int8 screen (``extra.screen_vocab``) is verified against its full projection."""
     model_dir = copy_of("translation")
     assert load_manifest(model_dir).extra["screen_vocab"]["never_ids"] == [0, 1]
     proto = onnx.load(str(model_dir / "decoder.onnx"))
