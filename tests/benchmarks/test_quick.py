@@ -11,6 +11,7 @@ pytest.importorskip("ctranslate2", reason="the bench extra is not installed")
 pytest.importorskip("matplotlib", reason="the bench extra is not installed")
 
 from attnserve.benchmarks import cli  # noqa: E402
+from attnserve.contract.manifest import load_manifest  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -97,9 +98,13 @@ def test_decode_vocab_size_overrides_the_preset(tmp_path, capsys):
     for row in result["rows"]:  # fp32 engines still agree token for token at the new shape
         if "agreement_with_reference" in row:
             assert row["agreement_with_reference"]["sequences_equal"] == 1.0, row["engine"]
-    decoder = onnx.load(str(work / "mt-tiny-v1234-fp32" / "decoder.onnx"), load_external_data=False)
+    model_dir = work / "mt-tiny-v1234-fp32"
+    decoder = onnx.load(str(model_dir / "decoder.onnx"), load_external_data=False)
     (logits,) = [o for o in decoder.graph.output if o.name == "logits"]
-    assert logits.type.tensor_type.shape.dim[-1].dim_value == 1234
+    assert logits.type.tensor_type.shape.dim[-1].dim_param == "logits_width"  # screened: (B, 1) on argmax steps
+    assert load_manifest(model_dir).config["vocab_size"] == 1234
+    (weight,) = [i for i in decoder.graph.initializer if i.name == "screen_wscale"]  # a scale per word, padded
+    assert 1234 <= weight.dims[0] < 1234 + 64
     capsys.readouterr()
     with pytest.raises(SystemExit) as exit_:
         cli.main([*argv, "--vocab-size", "3"])
