@@ -59,6 +59,7 @@ a rename happens here only.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +70,13 @@ STEP_ATTENTION = "step_attention"  # the decoder's optional last output (module 
 SCREEN_VOCAB = "screen_vocab"  # the decoder's optional bool input with a default (module docstring)
 SCREEN_ARGMAX = "screen_argmax"  # the flag of a decoder that returns SCREEN_IDS (module docstring)
 SCREEN_IDS = "screen_ids"  # the screened decoder's last output: each row's argmax when screened
+
+
+def screen_flag(overridable: Iterable[str]) -> str | None:
+    """The screen flag among a decoder session's overridable initializers' names (module
+    docstring): :data:`SCREEN_ARGMAX` where it has one, else :data:`SCREEN_VOCAB`, else None."""
+    names = set(overridable)
+    return next((flag for flag in (SCREEN_ARGMAX, SCREEN_VOCAB) if flag in names), None)
 
 
 def alignment_layer(config: dict[str, Any], extra: dict[str, Any]) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 
-from attnserve.contract.graph_io import SCREEN_ARGMAX, SCREEN_IDS, SCREEN_VOCAB
+from attnserve.contract.graph_io import SCREEN_ARGMAX, SCREEN_IDS, SCREEN_VOCAB, screen_flag
 from attnserve.contract.manifest import Manifest
 from attnserve.contract.references import feed_for, run_in_place
 
@@ -37,8 +37,7 @@ class OrtGreedy:
         """``screen``: feed the decoder's screen flag true (only the argmax is read here):
         ``screen_argmax`` (the argmax comes as ``screen_ids``) or ``screen_vocab`` (in the logits)."""
         self.encoder, self.decoder = encoder, decoder
-        flags = {i.name for i in decoder.get_overridable_initializers()}
-        flag = SCREEN_ARGMAX if SCREEN_ARGMAX in flags else SCREEN_VOCAB
+        flag = screen_flag(i.name for i in decoder.get_overridable_initializers()) or SCREEN_VOCAB
         self.screen = {flag: np.array(True)} if screen else {}
         self.screen_ids = screen and flag == SCREEN_ARGMAX  # the screened argmax comes as an output
         self.outputs = [o.name for o in decoder.get_outputs()]  # in the session's order: run_in_place's

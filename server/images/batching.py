@@ -135,11 +135,11 @@ class BatchQueue(Generic[T, R]):
                 continue
             if len(self._queued) >= self.max_batch_size:
                 return
-            remaining = self._pending[0].enqueued + self.max_queue_delay_s - time.monotonic()
             if self._running:  # woken by a new item or by the running batch's end (_ran)
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
+            remaining = self._pending[0].enqueued + self.max_queue_delay_s - time.monotonic()
             if remaining <= 0:
                 return
             self._wakeup.clear()

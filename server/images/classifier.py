@@ -172,9 +172,10 @@ class ImageClassifier:
                 return [Refused(reason)]
             return [self.infer(values[None])[0]]  # (1, C, H, W), a view
         refused: list[str | None] = [None] * len(items)
-        buffer = self._buffers.pop() if self._buffers else self._empty(len(items))
+        buffer = self._buffers.pop() if self._buffers else None
+        if buffer is None or len(buffer) < len(items):
+            buffer = np.empty((len(items), self.prep.channels, self.prep.image_size, self.prep.image_size), np.float32)
         try:
-            buffer = buffer if len(buffer) >= len(items) else self._empty(len(items))
             pixels = self._assemble(items, buffer[: len(items)])  # (B, C, H, W)
             rows = pixels.reshape(len(items), -1)  # (B, C*H*W), a view
             if any(unchecked for _, unchecked in items):
@@ -186,9 +187,6 @@ class ImageClassifier:
         finally:
             self._buffers.append(buffer)
         return [p if r is None else Refused(r) for p, r in zip(probs, refused)]
-
-    def _empty(self, rows: int) -> np.ndarray:
-        return np.empty((rows, self.prep.channels, self.prep.image_size, self.prep.image_size), np.float32)
 
     @staticmethod
     def _assemble(items: list[Pixels], pixels: np.ndarray) -> np.ndarray:

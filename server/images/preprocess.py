@@ -66,7 +66,8 @@ def tensor_view(shape: list[int], dtype: str, raw: bytes | memoryview | np.ndarr
 
 def rows_out_of_range(rows: np.ndarray) -> np.ndarray:
     """(B, N) float32 -> (B,) bool: the rows :func:`values_refusal` refuses (NaN, Inf or out of
-    range), in two reductions over the whole batch."""
+    range), in two reductions over the whole batch: min and max propagate NaN and catch Inf and
+    out-of-range values with no temporary array."""
     inside = np.minimum.reduce(rows, axis=1) >= -MAX_TENSOR_ABS  # (B,) NaN compares false
     inside &= np.maximum.reduce(rows, axis=1) <= MAX_TENSOR_ABS
     return ~inside
@@ -74,12 +75,7 @@ def rows_out_of_range(rows: np.ndarray) -> np.ndarray:
 
 def values_refusal(values: np.ndarray) -> str | None:
     """Why a raw tensor's float32 values are refused (NaN, Inf, or out of range), or None."""
-    # min and max propagate NaN, and catch Inf and out-of-range values in two passes with no
-    # temporary array; only a refused tensor pays for telling which it is.
-    if (
-        -MAX_TENSOR_ABS <= np.minimum.reduce(values, axis=None)
-        and np.maximum.reduce(values, axis=None) <= MAX_TENSOR_ABS
-    ):
+    if not rows_out_of_range(values.reshape(1, -1))[0]:  # only a refused tensor pays for telling which
         return None
     if not np.isfinite(values).all():
         return "tensor holds NaN or Inf values"

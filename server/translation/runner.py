@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import onnxruntime as ort
 
-from attnserve.contract.graph_io import SCREEN_ARGMAX, SCREEN_IDS, SCREEN_VOCAB
+from attnserve.contract.graph_io import SCREEN_ARGMAX, SCREEN_IDS, screen_flag
 
 from .buckets import BucketSteps
 from .cache import KVCache, NewRows, Placement
@@ -235,9 +235,8 @@ class ModelRunner:
             self.attention = np.array(self._binding.get_outputs()[1].numpy())  # (B, 1, L)
         if ids:
             self.screen_ids = self._ids_out.copy()  # (B,) the scheduler keeps it as the next input
-            return self._binding.get_outputs()[0].numpy()  # (B, 1)
         if self._logits is not None:
-            return self._logits  # (B, V) the bound buffer, rewritten by every step
+            return self._logits  # (B, V), or (B, 1) when screened: the bound buffer, rewritten by every step
         return np.array(self._binding.get_outputs()[0].numpy())  # device: a host copy
 
     def _bind(self, cache: InPlaceCache, attention: bool, ids: bool) -> None:
@@ -267,8 +266,9 @@ class ModelRunner:
             value = ort.OrtValue.ortvalue_from_numpy(t) if isinstance(t, np.ndarray) else t
             keep.append(value)
             binding.bind_ortvalue_input(name, value)
-        if device is None and self.vocab_size and not ids:
-            self._logits = np.empty((B, self.vocab_size), np.float32)
+        width = 1 if ids else self.vocab_size  # screened: each row's best logit
+        if device is None and width:
+            self._logits = np.empty((B, width), np.float32)
             keep.append(ort.OrtValue.ortvalue_from_numpy(self._logits))
             binding.bind_ortvalue_output(io.logits, keep[-1])
         else:
@@ -293,10 +293,9 @@ class ModelRunner:
         stays in the logits) for the engine's never-generated ids and runs on the host (the
         device paths and the step buckets never feed it: it stays false there)."""
         if self._screens[0] is not self.decoder:
-            flags = {i.name for i in getattr(self.decoder, "get_overridable_initializers", list)()}
+            overridable = getattr(self.decoder, "get_overridable_initializers", list)()
             usable = self.placement.device is None and self.spec.screen_vocab
-            flag = next((f for f in (SCREEN_ARGMAX, SCREEN_VOCAB) if f in flags), None) if usable else None
-            self._screens = (self.decoder, flag)
+            self._screens = (self.decoder, screen_flag(i.name for i in overridable) if usable else None)
         return self._screens[1] is not None
 
     @property
@@ -305,8 +304,8 @@ class ModelRunner:
         return self.screen and self.takes_screen and self._screens[1] == SCREEN_ARGMAX
 
 
-def new_rows(spec, layers2: int, jobs: list[Job], run: tuple[list[np.ndarray], list[Job]] | None) -> NewRows:
-    """The rows ``jobs`` (all encoded) bring into the batch, ``layers2`` cross K/V tensors each.
+def new_rows(spec, tensors: int, jobs: list[Job], run: tuple[list[np.ndarray], list[Job]] | None) -> NewRows:
+    """The rows ``jobs`` (all encoded) bring into the batch, ``tensors`` cross K/V tensors each.
     ``run``: the encoder run that just happened (outputs, its jobs in row order); when ``jobs``
     are its first rows in order, its outputs are used without a copy."""
     n, L = len(jobs), max(job.source_tokens for job in jobs)
@@ -318,7 +317,7 @@ def new_rows(spec, layers2: int, jobs: list[Job], run: tuple[list[np.ndarray], l
             cross = [c[:n, :, :L] for c in outputs]  # (n, H, L, D) each; contiguous unless the run was longer
     else:
         H, D = spec.num_heads, spec.head_dim
-        cross = [np.zeros((n, H, L, D), np.float32) for _ in range(layers2)]
+        cross = [np.zeros((n, H, L, D), np.float32) for _ in range(tensors)]
         for i, job in enumerate(jobs):
             for c, rows in zip(cross, job.encoded):
                 c[i, :, : job.source_tokens] = rows  # (H, Lj, D)
