@@ -12,7 +12,7 @@ When ``past`` and ``present`` are bound to one ``OrtValue`` (io binding), nothin
 
 The rewrite is graph surgery on the exported graph, not a second export: the node's folded q/k/v
 bias becomes an ``Add`` in front (GroupQueryAttention has no bias input; one on the packed
-projection before its ``Split``), ``self_mask`` and the
+projection, which the node then reads whole, its ``Split`` dropped), ``self_mask`` and the
 nodes only it fed are dropped, ``seqlens_k`` and ``total_sequence_length`` are appended to the
 inputs. Cross-attention keeps ``MultiHeadAttention``. onnxruntime's CUDA GroupQueryAttention has
 fp16 and bf16 kernels only (``contrib_ops/cuda/bert/group_query_attention.cc`` registers
@@ -59,13 +59,15 @@ def in_place_decoder(model: onnx.ModelProto) -> onnx.ModelProto:
         heads = next(a.i for a in node.attribute if a.name == "num_heads")
         inputs = [q, k, v]
         split = producer.get(q)
-        if bias and split is not None and split.op_type == "Split" and list(split.output) == inputs:
-            # GroupQueryAttention has no bias input: the folded q/k/v bias goes back as one Add on
-            # the packed projection, in front of its Split (one kernel, not three)
-            name = f"{node.name}_bias"
-            add = helper.make_node("Add", [split.input[0], bias], [f"{name}_out"], name=f"{name}_add")
-            split.input[0] = f"{name}_out"
-            nodes.insert(nodes.index(split), add)
+        if _packed_split(split, inputs, graph.node, inits):
+            # GroupQueryAttention reads the packed (B, S, 3C) projection itself: no Split, and the
+            # folded q/k/v bias (it has no bias input) one Add on the packed projection
+            packed = split.input[0]
+            if bias:
+                name = f"{node.name}_bias"
+                nodes.append(helper.make_node("Add", [packed, bias], [f"{name}_out"], name=f"{name}_add"))
+                packed = f"{name}_out"
+            inputs = [packed, "", ""]
         elif bias:  # another layout: one Add per input
             for j, part in enumerate(np.split(numpy_helper.to_array(inits[bias]), 3)):
                 name = f"{node.name}_bias_{j}"
@@ -85,6 +87,18 @@ def in_place_decoder(model: onnx.ModelProto) -> onnx.ModelProto:
         )
     _keep_what_is_used(graph, _live(nodes, {o.name for o in graph.output}), io)
     return model
+
+
+def _packed_split(split: onnx.NodeProto | None, inputs: list[str], nodes, inits: dict) -> bool:
+    """``split`` cuts the packed q/k/v projection (B, S, 3C) into ``inputs`` along its last axis,
+    into equal parts that nothing else reads: GroupQueryAttention can take the projection whole."""
+    if split is None or split.op_type != "Split" or list(split.output) != inputs:
+        return False
+    axis = next((a.i for a in split.attribute if a.name == "axis"), 0)
+    sizes = split.input[1] if len(split.input) > 1 else ""
+    equal = not sizes or (sizes in inits and len(set(numpy_helper.to_array(inits[sizes]).tolist())) == 1)
+    readers = sum(name in inputs for n in nodes for name in n.input)
+    return axis in (-1, 2) and equal and readers == 3
 
 
 def _keep_what_is_used(graph: onnx.GraphProto, nodes: list, io: DecoderIO) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import onnx
 import pytest
 import torch
 
@@ -26,6 +27,11 @@ def test_translation_dir_round_trips_through_the_manifest_loader(tmp_path):
     assert loaded.kv_cache == "in-place" and loaded.decoder_io().in_place
     assert loaded.graphs["decoder"].inputs[:3] == ["input_ids", "positions", "src_mask"]
     assert loaded.graphs["decoder"].inputs[-2:] == ["seqlens_k", "total_sequence_length"]
+    # each layer's GroupQueryAttention reads its packed q/k/v projection whole: no Split between
+    decoder = onnx.load(str(out / "decoder.onnx"))
+    gqa = [n for n in decoder.graph.node if n.op_type == "GroupQueryAttention"]
+    assert len(gqa) == TINY_MT.decoder_layers and all(list(n.input[1:3]) == ["", ""] for n in gqa)
+    assert not [n for n in decoder.graph.node if n.op_type == "Split"]
     assert loaded.limits == {"max_source_len": 32, "max_target_len": TINY_MT.max_positions}
     assert loaded.tokenizer.eos_id == TINY_MT.eos_id
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")], "no temporary directory left behind"
