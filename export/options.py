@@ -78,6 +78,12 @@ class ExportOptions:
         return self.screen and self.precision == "fp32" and self.device == "cpu"
 
     @property
+    def folds_layer_biases(self) -> bool:
+        """Whether the translation graphs' layer biases go into their products (export/layer_bias.py):
+        fp32 CPU exports (an int8 quantizer would give the bias row the weight's scale)."""
+        return self.precision == "fp32" and self.device == "cpu"
+
+    @property
     def model_name(self) -> str:
         return self.name or Path(self.out).resolve().name
 

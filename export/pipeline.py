@@ -20,6 +20,7 @@ from attnserve.contract.machine import cpu_model, isa_flags
 from attnserve.contract.manifest import Languages, Manifest
 from attnserve.models import TranslationTransformer, VisionTransformer
 
+from .layer_bias import fold_graph_biases
 from .modeldir import (
     ATTNSERVE_VERSION,
     check_translation,
@@ -81,6 +82,9 @@ def export_translation(
             progress("screen the vocabulary projection (int8)")
             manifest = screen_decoder(tmp, manifest)
             fold_decoder_bias(tmp, manifest)
+        if options.folds_layer_biases:
+            fold_graph_biases(tmp / manifest.graphs["encoder"].file, manifest.encoder_io().src_ids)
+            fold_graph_biases(tmp / manifest.graphs["decoder"].file, manifest.decoder_io().input_ids)
         progress("reference outputs (PyTorch)")
         reference = translation_reference(
             model, seed=options.seed, max_target_len=steps, kv_cache=manifest.kv_cache, extra=manifest.extra
