@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-CACHE_KEY = "attnserve-bench translator v11"  # bump when the model recipe or the export changes
+CACHE_KEY = "attnserve-bench translator v12"  # bump when the model recipe or the export changes
 
 
 def bench_translator(preset: str, seed: int = 0, vocab_size: int | None = None):

@@ -97,7 +97,7 @@ def fold_graph_biases(path: Path, ids: str) -> int:
 
 
 def _dims(graph: onnx.GraphProto, name: str) -> list | None:
-    for v in [*graph.input, *graph.value_info]:
+    for v in [*graph.input, *graph.value_info, *graph.output]:
         if v.name == name and v.type.HasField("tensor_type"):
             return [d.dim_param or d.dim_value for d in v.type.tensor_type.shape.dim]
     return None

@@ -105,8 +105,9 @@ def test_translation_exports_fold_for_fp32_only_and_verify(tmp_path, precision):
     }
     if precision == "fp32":
         # per decoder layer: the packed q/k/v, the cross-attention query and the first FFN product;
-        # per encoder layer: the first FFN product (its q/k/v bias is MultiHeadAttention's input)
+        # the encoder: each layer's first FFN product (its q/k/v bias is MultiHeadAttention's
+        # input) and each decoder layer's cross-attention key/value projection of its output
         assert len(folds["decoder"]) == 3 * TINY.decoder_layers
-        assert len(folds["encoder"]) == TINY.encoder_layers
+        assert len(folds["encoder"]) == TINY.encoder_layers + TINY.decoder_layers
     else:
         assert folds == {"encoder": [], "decoder": []}
