@@ -130,11 +130,16 @@ def settings_for(repo: Path, **overrides) -> Settings:
 
 
 @pytest.fixture(scope="session")
-def serve(loop_thread):
-    """``with serve(repo, max_batch_size=4) as server:`` a live server with those settings."""
+def serve(loop_thread, tmp_path_factory):
+    """``with serve(repo, max_batch_size=4) as server:`` a live server with those settings. Unless a
+    test names them, each server keeps its jobs and downloads in folders of its own: the default
+    ones are shared by every server of a repository (the committed ``models/repo`` above all), so
+    the jobs and files of earlier runs would count against a test's quotas."""
 
     @contextmanager
     def _serve(repo: Path, **overrides) -> Iterator[ServerHandle]:
+        overrides.setdefault("state_dir", str(tmp_path_factory.mktemp("state")))
+        overrides.setdefault("download_dir", str(tmp_path_factory.mktemp("downloads")))
         handle = ServerHandle(loop_thread, settings_for(repo, **overrides))
         try:
             yield handle
