@@ -195,13 +195,15 @@ def test_sigterm_under_load_drops_nothing_it_accepted(full_repo, mt, long_source
     short_tokens = mt.greedy(short, 20).tokens
     server = ServerProcess(full_repo, "--metrics-port", "-1", "--grace-seconds", "60")
     stop_sending = threading.Event()
-    results: dict[str, list] = {"ok": [], "refused": [], "other": []}
+    sigterm_at = [float("inf")]
+    results: dict[str, list] = {"ok": [], "refused": [], "other": [], "pending_cancelled": []}
     try:
         channel = grpc.insecure_channel(server.address)
         stub = pb_grpc.InferenceServiceStub(channel)
 
         def unary_load() -> None:
             while not stop_sending.is_set():
+                sent_at = time.monotonic()
                 try:
                     reply = stub.Translate(
                         pb.TranslateRequest(
@@ -215,6 +217,10 @@ def test_sigterm_under_load_drops_nothing_it_accepted(full_repo, mt, long_source
                     results["ok" if correct else "other"].append("ok" if correct else "wrong tokens")
                 except grpc.RpcError as exc:
                     key = "refused" if exc.code() == grpc.StatusCode.UNAVAILABLE else "other"
+                    if exc.code() == grpc.StatusCode.CANCELLED and sent_at > sigterm_at[0]:
+                        # gRPC core cancels a call that reached the server but no handler yet when
+                        # its listener closes (grpc/grpc#41785); such a call was never processed
+                        key = "pending_cancelled"
                     results[key].append(exc.code())
                     if key == "refused":
                         time.sleep(0.05)
@@ -235,6 +241,7 @@ def test_sigterm_under_load_drops_nothing_it_accepted(full_repo, mt, long_source
             call = stub.TranslateStream(request, timeout=TIMEOUT)
             streams.append((call, list(next(call).token_ids)))  # the first chunk: accepted and decoding
 
+        sigterm_at[0] = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)
         finished = [first + [t for chunk in call for t in chunk.token_ids] for call, first in streams]
         assert server.proc.wait(120) == 0
@@ -250,6 +257,7 @@ def test_sigterm_under_load_drops_nothing_it_accepted(full_repo, mt, long_source
     figures("SIGTERM: streams in flight, all completed", len(finished))
     figures("SIGTERM: unary requests answered", len(results["ok"]))
     figures("SIGTERM: unary requests refused (UNAVAILABLE)", len(results["refused"]))
+    figures("SIGTERM: unary requests cancelled unprocessed as the listener closed", len(results["pending_cancelled"]))
     assert results["ok"]
 
 
