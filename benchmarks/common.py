@@ -40,6 +40,22 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG")
 
 
+def preset_name(kind: str) -> Callable[[str], str]:
+    """An argparse ``type``: the name of a model preset of ``kind`` ("translation" or "vit"); any
+    other name is a usage error that lists the known ones."""
+
+    def check(name: str) -> str:
+        from attnserve.models.presets import PRESETS
+        from attnserve.models.vit import ViTConfig
+
+        names = sorted(n for n, config in PRESETS.items() if isinstance(config, ViTConfig) == (kind == "vit"))
+        if name not in names:
+            raise argparse.ArgumentTypeError(f"unknown {kind} preset {name!r} (one of {', '.join(names)})")
+        return name
+
+    return check
+
+
 def add_model_dir_argument(parser: argparse.ArgumentParser, committed: Path) -> None:
     """``--model-dir``: the translator a benchmark serves (default ``committed``, the checkout's)."""
     parser.add_argument(

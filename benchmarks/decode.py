@@ -21,7 +21,17 @@ import argparse
 import sys
 from typing import Any
 
-from .common import add_common_arguments, header, interleaved, machine, pyplot, save_plot, table, write_results
+from .common import (
+    add_common_arguments,
+    header,
+    interleaved,
+    machine,
+    preset_name,
+    pyplot,
+    save_plot,
+    table,
+    write_results,
+)
 from .translators import (
     EngineRunner,
     agreement,
@@ -41,7 +51,13 @@ UNSCREENED_FP32 = "attnserve fp32 (unscreened)"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnserve-bench decode", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
-    parser.add_argument("--presets", nargs="+", default=None, help="default mt-small mt-base (quick: mt-tiny)")
+    parser.add_argument(
+        "--presets",
+        type=preset_name("translation"),
+        nargs="+",
+        default=None,
+        help="default mt-small mt-base (quick: mt-tiny)",
+    )
     parser.add_argument("--batches", type=int, nargs="+", default=None, help="default 1 32 (quick: 1 4)")
     parser.add_argument("--new-tokens", type=int, default=None, help="N (default 30; quick 8)")
     parser.add_argument("--source-tokens", type=int, default=20, help="source length per text, end token included")

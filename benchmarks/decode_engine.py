@@ -22,11 +22,13 @@ from pathlib import Path
 
 import numpy as np
 
+from attnserve.benchmarks.common import preset_name
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", type=Path, default=Path("/tmp/attnserve-bench/mt-small"))
-    parser.add_argument("--preset", default="mt-small")
+    parser.add_argument("--preset", type=preset_name("translation"), default="mt-small")
     parser.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads")
     parser.add_argument(
         "--provider", choices=["cpu", "cuda"], default="cpu", help="onnxruntime provider of both contenders"

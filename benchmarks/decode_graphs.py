@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import interleaved, machine, table
+from .common import interleaved, machine, preset_name, table
 from .translators import (
     EngineRunner,
     agreement,
@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/decode-graphs"))
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/attnserve-cuda"), help="exported models")
     parser.add_argument("--provider", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run without a GPU")
-    parser.add_argument("--preset", default="mt-small")
+    parser.add_argument("--preset", type=preset_name("translation"), default="mt-small")
     parser.add_argument("--vocab-size", type=int, default=None, help="replaces the preset's (opus-mt-en-de: 58101)")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--new-tokens", type=int, default=64, help="N: tokens generated per text")

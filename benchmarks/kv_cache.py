@@ -21,7 +21,17 @@ from typing import Any
 
 import numpy as np
 
-from .common import add_common_arguments, header, interleaved, machine, pyplot, save_plot, table, write_results
+from .common import (
+    add_common_arguments,
+    header,
+    interleaved,
+    machine,
+    preset_name,
+    pyplot,
+    save_plot,
+    table,
+    write_results,
+)
 from .decode import vars_of
 from .translators import EngineRunner, bench_translator, export_translator, source_ids, texts_of
 
@@ -33,7 +43,9 @@ ENGINE_LEFT = "attnserve engine (left-padded cache)"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnserve-bench kv-cache", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
-    parser.add_argument("--preset", default=None, help="default mt-small (quick: mt-tiny)")
+    parser.add_argument(
+        "--preset", type=preset_name("translation"), default=None, help="default mt-small (quick: mt-tiny)"
+    )
     parser.add_argument("--lengths", type=int, nargs="+", default=None, help="N values (default 32 64 128 256)")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--source-tokens", type=int, default=20)

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .common import interleaved, machine, table
+from .common import interleaved, machine, preset_name, table
 from .translators import EngineRunner, agreement, bench_translator, export_translator, source_ids, texts_of
 
 NAME = "kv-inplace-cuda"
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/kv-inplace-cuda"))
     parser.add_argument("--work-dir", type=Path, default=Path("/tmp/attnserve-cuda"), help="exported models")
     parser.add_argument("--provider", choices=["cuda", "cpu"], default="cuda", help="cpu: a dry run without a GPU")
-    parser.add_argument("--preset", default="mt-small")
+    parser.add_argument("--preset", type=preset_name("translation"), default="mt-small")
     parser.add_argument("--lengths", type=int, nargs="+", default=[32, 256], help="new tokens N (default 32 256)")
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 32])
     parser.add_argument("--repeats", type=int, default=3)

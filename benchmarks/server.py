@@ -28,7 +28,17 @@ from typing import Any
 import numpy as np
 
 from . import server_translation
-from .common import add_common_arguments, header, load_summary, machine, pyplot, save_plot, table, write_results
+from .common import (
+    add_common_arguments,
+    header,
+    load_summary,
+    machine,
+    preset_name,
+    pyplot,
+    save_plot,
+    table,
+    write_results,
+)
 from .decode import vars_of
 from .launch import start_server, wait_ready
 from .vit import export
@@ -52,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=list(WORKLOADS),
         help="which halves run (default both)",
     )
-    parser.add_argument("--preset", default="vit-tiny", help="ViT preset served (default vit-tiny)")
+    parser.add_argument(
+        "--preset", type=preset_name("vit"), default="vit-tiny", help="ViT preset served (default vit-tiny)"
+    )
     parser.add_argument(
         "--light",
         action="store_true",

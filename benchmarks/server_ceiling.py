@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from . import kserve_load
-from .common import add_common_arguments, header, load_summary, machine, table, write_results
+from .common import add_common_arguments, header, load_summary, machine, preset_name, table, write_results
 from .decode import vars_of
 from .launch import start_server, wait_ready
 from .server import LIGHT, load_raw
@@ -38,7 +38,9 @@ NAME = "server-ceiling"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnserve-bench server-ceiling", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
-    parser.add_argument("--preset", default="vit-tiny", help="ViT preset whose input the light model takes")
+    parser.add_argument(
+        "--preset", type=preset_name("vit"), default="vit-tiny", help="ViT preset whose input the light model takes"
+    )
     parser.add_argument(
         "--transports", nargs="+", choices=TRANSPORTS, default=list(TRANSPORTS), help="default: all five"
     )

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from . import kserve_load, server_translation
-from .common import add_common_arguments, header, in_fresh_process, machine, table, write_results
+from .common import add_common_arguments, header, in_fresh_process, machine, preset_name, table, write_results
 from .decode import vars_of
 from .launch import start_server, wait_ready
 from .pyspy import WAITING, parse_raw, process_cpu_seconds
@@ -80,7 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="the server profiled (translation: server_profile_translation.py, with the translation workload's "
         "options below; --rates takes the arrival rate, default 256 texts/s)",
     )
-    parser.add_argument("--preset", default="vit-tiny", help="ViT preset of the random model (default vit-tiny)")
+    parser.add_argument(
+        "--preset",
+        type=preset_name("vit"),
+        default="vit-tiny",
+        help="ViT preset of the random model (default vit-tiny)",
+    )
     parser.add_argument("--clients", type=int, default=None, help="concurrent clients (default 64; quick: 4)")
     parser.add_argument("--seconds", type=float, default=None, help="sampled load window (default 20; quick: 3)")
     parser.add_argument("--max-batch-size", type=int, default=32, help="the server's dynamic batch (default 32)")

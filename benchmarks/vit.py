@@ -18,7 +18,17 @@ from typing import Any
 
 import numpy as np
 
-from .common import add_common_arguments, header, interleaved, machine, pyplot, save_plot, table, write_results
+from .common import (
+    add_common_arguments,
+    header,
+    interleaved,
+    machine,
+    preset_name,
+    pyplot,
+    save_plot,
+    table,
+    write_results,
+)
 from .decode import vars_of
 
 NAME = "vit"
@@ -28,7 +38,7 @@ CACHE_KEY = "attnserve-bench vit v1"
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="attnserve-bench vit", description=__doc__.splitlines()[0])
     add_common_arguments(parser)
-    parser.add_argument("--preset", default="vit-s16")
+    parser.add_argument("--preset", type=preset_name("vit"), default="vit-s16")
     parser.add_argument("--batches", type=int, nargs="+", default=None, help="default 1 8 32 (quick: 1 2)")
     parser.add_argument("--keep-rates", type=float, nargs="*", default=None, help="default 0.7 0.5 (quick: none)")
     parser.add_argument("--no-pytorch", action="store_true", help="skip PyTorch eager (slow at batch 32)")

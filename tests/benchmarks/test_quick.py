@@ -176,6 +176,18 @@ def test_cli_usage():
     assert cli.main(["no-such-benchmark"]) == 2
 
 
+@pytest.mark.parametrize(
+    ("argv", "known"),
+    [(["decode", "--presets", "mt-huge"], "mt-base"), (["vit", "--preset", "mt-base"], "vit-s16")],
+)
+def test_an_unknown_or_wrong_kind_of_preset_is_a_usage_error_naming_the_known_ones(argv, known, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert f"preset {argv[-1]!r}" in err and known in err and "Traceback" not in err
+
+
 def test_vit_quick(dirs):
     argv, out = dirs
     assert cli.main(["vit", *argv]) == 0
