@@ -18,7 +18,7 @@ from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from ..files.download_store import Download, DownloadStore
-from ..shared.config import Settings
+from ..shared.config import ConfigError, Settings
 from ..shared.locations import per_repository_dir
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,10 @@ class Downloads:
     def open(self) -> None:
         s = self.settings
         folder = s.download_dir or per_repository_dir("attnserve-downloads", s.model_repo)
-        self._store = DownloadStore(folder, s.download_retention_s, s.max_download_bytes, s.max_download_files)
+        try:
+            self._store = DownloadStore(folder, s.download_retention_s, s.max_download_bytes, s.max_download_files)
+        except OSError as exc:
+            raise ConfigError(f"download_dir: cannot use the folder {folder}: {exc.strerror or exc}") from None
 
     def start(self) -> None:
         """Sweep the open store on a timer (on the running event loop)."""

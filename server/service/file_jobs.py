@@ -36,7 +36,7 @@ from .. import files
 from ..files.download_store import key_digest, safe_filename
 from ..files.job_store import Job, JobStore, owner_gone, owner_id, sqlite_job_store
 from ..shared.calls import Call
-from ..shared.config import Settings
+from ..shared.config import ConfigError, Settings
 from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded, ServingError
 from ..shared.locations import per_repository_dir
 from .files import FileRequest, FileTranslation, Resume
@@ -76,8 +76,14 @@ def default_dir(settings: Settings) -> Path:
 
 
 def state_folder(settings: Settings) -> Path:
-    """``--state-dir``, else the model repository's own folder in the system temp dir."""
-    return Path(settings.state_dir) if settings.state_dir else default_dir(settings)
+    """``--state-dir``, else the model repository's own folder in the system temp dir; created
+    here, so a folder that cannot be is one line naming the setting at start-up."""
+    folder = Path(settings.state_dir) if settings.state_dir else default_dir(settings)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"state_dir: cannot create the folder {folder}: {exc.strerror or exc}") from None
+    return folder
 
 
 def remaining_s(job: Job, now: float | None = None) -> float | None:

@@ -123,6 +123,30 @@ def test_server_start_up_errors(tmp_path):
     assert proc.returncode == 2 and "max_batch_size" in proc.stderr
 
 
+@pytest.mark.parametrize("setting", ["state_dir", "download_dir"])
+def test_a_state_or_download_folder_that_cannot_be_made_fails_start_up_naming_the_setting(repo, tmp_path, setting):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    flag = "--" + setting.replace("_", "-")
+    http_port = "0" if setting == "download_dir" else "-1"  # the HTTP routes keep the downloads
+    argv = [
+        str(BIN / "attnserve-server"),
+        "--model-repo",
+        str(repo),
+        "--port",
+        "0",
+        "--metrics-port",
+        "-1",
+        "--http-port",
+        http_port,
+    ]
+    proc = subprocess.run([*argv, flag, str(blocker / "inside")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"attnserve-server: error: {setting}: ") and str(blocker / "inside") in last
+    assert "Traceback" not in proc.stderr
+
+
 def test_a_grpc_port_another_server_listens_on_fails_start_up_with_exit_1(repo):
     """gRPC sets SO_REUSEPORT by default: a second server on a busy port used to start and
     share it, the kernel splitting clients between two unrelated servers."""
