@@ -165,7 +165,8 @@ class ProgressBar:
 
 def _translate_file(client: Client, args: argparse.Namespace) -> int:
     if not args.file.is_file():
-        print(f"attnserve-client: error: {args.file}: no such file", file=sys.stderr)
+        what = "a folder, not a file" if args.file.is_dir() else "no such file"
+        print(f"attnserve-client: error: {args.file}: {what}", file=sys.stderr)
         return 2
     out = args.out or args.file.with_name(f"{args.file.stem}.{args.target_language}{args.file.suffix}")
     if args.job:

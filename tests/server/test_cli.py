@@ -442,6 +442,16 @@ def test_client_cli_translate_file_takes_the_same_language_flags(to, monkeypatch
     assert fake.calls[1][1] == ("de", "en", "")
 
 
+def test_client_cli_translate_file_says_a_folder_or_a_missing_path_is_no_file(monkeypatch, tmp_path, capsys):
+    fake = _RecordingClient()
+    monkeypatch.setattr(client_cli, "Client", fake)
+    assert client_main(["translate-file", str(tmp_path), "--to", "de"]) == 2
+    assert capsys.readouterr().err.strip() == f"attnserve-client: error: {tmp_path}: a folder, not a file"
+    assert client_main(["translate-file", str(tmp_path / "gone.txt"), "--to", "de"]) == 2
+    assert capsys.readouterr().err.strip() == f"attnserve-client: error: {tmp_path / 'gone.txt'}: no such file"
+    assert fake.calls == []  # nothing sent
+
+
 def test_client_cli_global_options_go_before_or_after_the_subcommand(monkeypatch, capsys):
     fake = _RecordingClient()
     monkeypatch.setattr(client_cli, "Client", fake)
