@@ -41,10 +41,14 @@ MAX_PATH = 200  # characters of a request path in the log
 class Record:
     """What one gRPC call's line needs, filled in as the call goes."""
 
-    __slots__ = ("call", "received", "sent", "answered")
+    __slots__ = ("call", "received", "sent", "answered", "peer")
 
     def __init__(self) -> None:
         self.call: Any = None  # the CallTracker's Call, when the RPC went through it
+        # The client's address, read when the handler starts: grpcio frees the core call once the
+        # RPC is over, and ``context.peer()`` then dereferences a null pointer (a segfault, where a
+        # streaming client hung up as its last reply was sent).
+        self.peer = "?"
         self.received = 0
         self.sent = 0
         self.answered: Any = None  # a unary RPC's context once its reply is returned, until it is serialised
@@ -99,7 +103,7 @@ class AccessLogInterceptor(grpc.aio.ServerInterceptor):
                 LINE,
                 "gRPC",
                 method,
-                context.peer(),
+                record.peer,
                 call.model if call is not None else "-",
                 _status_name(context, failed),
                 (time.perf_counter() - start) * 1e3,
@@ -119,6 +123,7 @@ def _wrap(handler: grpc.RpcMethodHandler, record: Record, done: Callable) -> Cal
 
         async def stream(request: Any, context: grpc.aio.ServicerContext):
             access_record.set(record)
+            record.peer = context.peer()
             failed = None
             try:
                 async for reply in inner(request, context):
@@ -133,6 +138,7 @@ def _wrap(handler: grpc.RpcMethodHandler, record: Record, done: Callable) -> Cal
 
     async def unary(request: Any, context: grpc.aio.ServicerContext):
         access_record.set(record)
+        record.peer = context.peer()
         try:
             reply = await inner(request, context)
         except BaseException as exc:

@@ -95,3 +95,31 @@ def test_the_server_process_logs_a_refused_request_by_default():
         assert not any(SECRET in entry for entry in server.log)
     finally:
         assert server.stop() == 0
+
+
+@pytest.mark.integration
+def test_streams_the_client_cancels_are_logged_and_leave_the_server_up():
+    """A stream cancelled after its first chunk ends its handler after grpcio has freed the call:
+    the line's client address is read when the handler starts (reading it at the end crashed the
+    process)."""
+    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+    from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+
+    server = ServerProcess(REPO, "--metrics-port", "-1", "--http-port", "-1")
+    request = pb.TranslateRequest(model="translator-en-de", texts=["Monday, March 3, 2025. Friday, January 9, 2026."])
+    try:
+        for _ in range(20):
+            with grpc.insecure_channel(server.address) as channel:
+                call = pb_grpc.InferenceServiceStub(channel).TranslateStream(request, timeout=30)
+                next(call)  # the first chunk: decoding has begun
+                call.cancel()
+        with grpc.insecure_channel(server.address) as channel:  # still serving
+            reply = pb_grpc.InferenceServiceStub(channel).Translate(request, timeout=30)
+        assert reply.translations[0].hypotheses[0].text
+        lines = wait_for(lambda: list(server.log), 21)
+        assert server.proc.poll() is None
+        assert {line["status"] for line in lines[:20]} <= {"CANCELLED", "OK"}
+        assert "CANCELLED" in {line["status"] for line in lines[:20]}
+        assert all("from ipv4:127.0.0.1:" in entry for entry in server.log if "access: gRPC" in entry)
+    finally:
+        assert server.stop() == 0
