@@ -65,7 +65,8 @@ def _status_name(context: grpc.aio.ServicerContext, failed: BaseException | None
         return next((s.name for s in grpc.StatusCode if s.value[0] == code), str(code))
     if failed is None:
         return "OK"
-    return "CANCELLED" if isinstance(failed, asyncio.CancelledError) else "UNKNOWN"
+    # a stream whose client went away is closed at its pending reply (GeneratorExit) or cancelled
+    return "CANCELLED" if isinstance(failed, (asyncio.CancelledError, GeneratorExit)) else "UNKNOWN"
 
 
 class AccessLogInterceptor(grpc.aio.ServerInterceptor):

@@ -153,7 +153,7 @@ class CallTracker:
         except CallFailed as exc:  # already mapped by an inner layer (a stream's own error)
             call.status = exc.status
             raise
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, GeneratorExit):  # a stream is closed at its pending reply (GeneratorExit)
             call.status = "DEADLINE_EXCEEDED" if deadline_passed is not None and deadline_passed() else "CANCELLED"
             raise
         except Exception as exc:  # noqa: BLE001 - never a traceback to the client

@@ -123,3 +123,29 @@ def test_streams_the_client_cancels_are_logged_and_leave_the_server_up():
         assert all("from ipv4:127.0.0.1:" in entry for entry in server.log if "access: gRPC" in entry)
     finally:
         assert server.stop() == 0
+
+
+def test_a_cancelled_stream_counts_as_cancelled_in_the_metrics_as_in_the_log(serve, caplog):
+    """However grpcio ends a stream whose client went away (its task cancelled, or the generator
+    closed at its pending reply), the request counter says CANCELLED, as the access line does."""
+    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+    from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+
+    caplog.set_level(logging.INFO, logger="attnserve.server.access_log")
+    request = pb.TranslateRequest(model="translator-en-de", texts=["Monday, March 3, 2025. Friday, January 9, 2026."])
+    with serve(REPO) as server:
+        for _ in range(20):
+            with grpc.insecure_channel(server.address) as channel:
+                call = pb_grpc.InferenceServiceStub(channel).TranslateStream(request, timeout=30)
+                next(call)
+                call.cancel()
+        lines = wait_for(lambda: [r.getMessage() for r in caplog.records], 20)
+        counted = {
+            status: server.metric(
+                "attnserve_requests_total", model="translator-en-de", method="TranslateStream", status=status
+            )
+            for status in ("OK", "CANCELLED")
+        }
+    logged = [line["status"] for line in lines]
+    assert len(logged) == 20 and set(logged) <= {"OK", "CANCELLED"} and "CANCELLED" in logged
+    assert counted == {"OK": logged.count("OK"), "CANCELLED": logged.count("CANCELLED")}
