@@ -52,6 +52,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
             wanted = convert.file_request(request, call, client_deadline(context))
             progress: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
             work = asyncio.ensure_future(self.doors.files.translate(wanted, lambda *p: progress.put_nowait(p)))
+            waiter: asyncio.Future | None = None
             try:
                 while not work.done() or not progress.empty():
                     waiter = asyncio.ensure_future(progress.get())
@@ -67,6 +68,8 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                     yield chunk
             finally:
                 work.cancel()  # a cancelled call drops the file's sentences at the next step
+                if waiter is not None:  # cancelled while it waited: its wait ends with it
+                    waiter.cancel()
 
     def _key(self, context: grpc.aio.ServicerContext) -> str | None:
         """The caller's token (checked by the interceptor), when the server has tokens."""

@@ -159,3 +159,27 @@ def test_a_server_spawns_a_file_worker_as_it_starts_and_its_first_file_spawns_no
         with fresh.client(timeout=120) as client:
             assert client.translate_file(path, "de", "en").content
         assert workers.spawned == 1
+
+
+def test_a_file_stream_cancelled_as_it_waits_for_progress_leaves_no_task_behind(server):
+    import asyncio
+
+    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+    from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+
+    lines = [f"on {day} March {year} at {day % 12 + 1}:15 PM" for year in range(2001, 2013) for day in range(1, 29)]
+    request = pb.TranslateFileRequest(
+        content="\n".join(lines).encode(), filename="dates.txt", source_language="en", target_language="de"
+    )
+
+    async def waiting() -> list[str]:  # the door's waits for the file's progress still pending
+        return [repr(t) for t in asyncio.all_tasks() if "Queue.get" in repr(t)]
+
+    with grpc.insecure_channel(server.address) as channel:
+        call = pb_grpc.InferenceServiceStub(channel).TranslateFile(request, timeout=60)
+        assert next(call).progress.sentences_total == len(lines)  # decoding under way
+        call.cancel()
+    deadline = time.monotonic() + 5
+    while (left := server.loop_thread.run(waiting())) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert left == []
