@@ -258,8 +258,6 @@ class FileJobs:
     async def submit(self, request: JobRequest) -> Job:
         files.reader(request.filename)  # an unsupported type is refused before anything is stored
         self.translation.check_size(len(request.content))
-        if not request.source_language or not request.target_language:
-            raise InvalidRequest("Invalid request: missing source or target parameter")
         key, terms = key_digest(request.api_key), ()
         if request.glossary_id:  # resolved once: a resumed job uses these terms whatever becomes of the glossary
             languages = (request.source_language, request.target_language, request.model)

@@ -111,3 +111,19 @@ def test_a_job_and_a_file_take_a_stored_glossary_of_their_token_only(server, tmp
     with server.client(token="bob") as other, pytest.raises(AttnServeError) as err:
         other.jobs.submit(path, "de", "en", glossary_id=made.id)
     assert err.value.code == grpc.StatusCode.NOT_FOUND
+
+
+def test_a_job_without_languages_routes_as_translate_file_does(server):
+    """SubmitFileJob takes "the same file as a job": no languages pick the model, as they do for TranslateFile."""
+    request = pb.TranslateFileRequest(content="\n".join(LINES[:3]).encode(), filename="dates.txt")
+    metadata = (("authorization", "Bearer alice"),)
+    with grpc.insecure_channel(server.address) as channel:
+        stub = pb_grpc.InferenceServiceStub(channel)
+        streamed = list(stub.TranslateFile(request, timeout=60, metadata=metadata))
+        job = stub.SubmitFileJob(request, timeout=30, metadata=metadata)
+        watched = list(stub.WatchFileJob(pb.FileJobRequest(id=job.id), timeout=60, metadata=metadata))
+        result = list(stub.GetFileJobResult(pb.FileJobRequest(id=job.id), timeout=30, metadata=metadata))
+    assert watched[-1].status == pb.FILE_JOB_STATUS_DONE
+    content = b"".join(chunk.content for chunk in result)
+    assert content == b"".join(chunk.content for chunk in streamed) and content.count(b"\n") >= 2
+    assert streamed[-1].done.model == "translator-en-de" and result[-1].done.filename == "dates.txt"
