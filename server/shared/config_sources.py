@@ -84,12 +84,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """Settings from a ``.toml`` or ``.json`` file (keys are field names; dashes allowed)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".toml", ".json", ""):
+        raise ConfigError(f"config file {path}: a config file is TOML (.toml) or JSON (.json, or no extension)")
     try:
         text = Path(path).read_text()
     except OSError as exc:
         raise ConfigError(f"config file {path}: {exc.strerror or exc}") from None
     try:
-        if Path(path).suffix.lower() == ".toml":
+        if suffix == ".toml":
             try:
                 import tomllib
             except ModuleNotFoundError:  # Python 3.10
@@ -101,7 +104,7 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except ConfigError:
         raise
     except ValueError as exc:
-        raise ConfigError(f"config file {path}: not valid {Path(path).suffix.lstrip('.') or 'JSON'}: {exc}") from None
+        raise ConfigError(f"config file {path}: not valid {'TOML' if suffix == '.toml' else 'JSON'}: {exc}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: expected a table/object of settings")
     known = {f.name for f in fields(Settings)}

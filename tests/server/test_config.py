@@ -86,6 +86,14 @@ def test_bad_config_files(tmp_path):
         _resolve(["--config", str(unknown)])
     with pytest.raises(ConfigError, match="No such file"):
         _resolve(["--config", str(tmp_path / "missing.toml")])
+    yaml = tmp_path / "server.yaml"
+    yaml.write_text("threads: 2\n")
+    with pytest.raises(ConfigError, match=r"server.yaml: a config file is TOML \(.toml\) or JSON"):
+        _resolve(["--config", str(yaml)])
+    broken = tmp_path / "server.toml"
+    broken.write_text("threads = \n")
+    with pytest.raises(ConfigError, match="server.toml: not valid TOML: "):
+        _resolve(["--config", str(broken)])
 
 
 def test_every_setting_is_documented_in_the_cli_reference():
