@@ -36,6 +36,25 @@ def _unsigned(message: Any, field: str) -> Callable[[str], int]:
     return parse
 
 
+def _address(text: str) -> str:
+    """``--address``: HOST:PORT, as gRPC dials it; a URL (``http://...``) is a usage error that says so."""
+    if "://" in text:
+        host = text.split("://", 1)[1].rstrip("/")
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, not a URL: {text!r} (gRPC's address: {host!r})")
+    return text
+
+
+def _seconds(text: str) -> float:
+    """``--timeout``: a positive number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
 def _hint_dash_texts(parser: argparse.ArgumentParser) -> None:
     """argparse reads a text such as "-5°C" as an unknown option and then misses the texts:
     its error says where such a text goes."""
@@ -58,12 +77,15 @@ def _global_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
         return value if defaults else argparse.SUPPRESS
 
     parser.add_argument(
-        "--address", default=default(DEFAULT_ADDRESS), help=f"server HOST:PORT (default {DEFAULT_ADDRESS})"
+        "--address",
+        type=_address,
+        default=default(DEFAULT_ADDRESS),
+        help=f"server HOST:PORT (default {DEFAULT_ADDRESS})",
     )
     parser.add_argument("--json", action="store_true", default=default(False), help="machine-readable output")
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=_seconds,
         default=default(None),
         help="deadline per call in seconds (default 30; translate-file 600)",
     )

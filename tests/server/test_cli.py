@@ -263,6 +263,27 @@ def test_client_cli_says_where_a_text_starting_with_a_dash_goes(capsys):
     assert build_parser().parse_args(["translate", "--", "-5°C"]).texts == ["-5°C"]
 
 
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["--address", "http://127.0.0.1:50051", "models"],
+            "not a URL: 'http://127.0.0.1:50051' (gRPC's address: '127.0.0.1:50051')",
+        ),
+        (["models", "--address", "grpc://server:50051/"], "gRPC's address: 'server:50051'"),
+        (["--timeout", "0", "models"], "expected a number of seconds above 0, got '0'"),
+        (["models", "--timeout", "-5"], "got '-5'"),
+        (["--timeout", "nan", "translate", "hi"], "got 'nan'"),
+    ],
+)
+def test_client_cli_a_url_address_or_a_timeout_of_no_time_is_a_usage_error(argv, said, capsys):
+    """Typed as people do: an address copied from a browser, a timeout of 0 or below (each was
+    a gRPC failure after a try: a DNS error, or DEADLINE_EXCEEDED at once)."""
+    with pytest.raises(SystemExit) as exit_info:  # before any connection
+        client_main(argv)
+    assert exit_info.value.code == 2 and said in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("command", "flag", "limit"), _unsigned_options(), ids=lambda v: str(v))
 @pytest.mark.parametrize("outside", ["below", "above"])
 def test_client_cli_out_of_range_option_is_a_usage_error(command, flag, limit, outside, tmp_path, capsys):
