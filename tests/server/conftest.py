@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -134,7 +135,14 @@ def serve(loop_thread, tmp_path_factory):
     """``with serve(repo, max_batch_size=4) as server:`` a live server with those settings. Unless a
     test names them, each server keeps its jobs and downloads in folders of its own: the default
     ones are shared by every server of a repository (the committed ``models/repo`` above all), so
-    the jobs and files of earlier runs would count against a test's quotas."""
+    the jobs and files of earlier runs would count against a test's quotas.
+
+    The access log is at INFO, as ``attnserve-server`` logs unless told otherwise, so it wraps
+    every RPC's handler as it does in production (a test that wants it quiet sets its level, as
+    ``caplog.set_level`` does, and INFO comes back after)."""
+    access_log = logging.getLogger("attnserve.server.access_log")
+    level = access_log.level
+    access_log.setLevel(logging.INFO)
 
     @contextmanager
     def _serve(repo: Path, **overrides) -> Iterator[ServerHandle]:
@@ -146,4 +154,5 @@ def serve(loop_thread, tmp_path_factory):
         finally:
             handle.stop()
 
-    return _serve
+    yield _serve
+    access_log.setLevel(level)
