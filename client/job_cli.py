@@ -34,6 +34,8 @@ def add_parser(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentP
 
 
 def _line(job: FileJob) -> str:
+    if not job.total and not job.done:  # its file not yet read: no count to show
+        return f"job {job.id}: {job.status}"
     left = f", about {job.remaining_s:.0f} s left" if job.remaining_s is not None else ""
     total = job.total if job.total or not job.done else "?"  # done before the file is split to its end
     return f"job {job.id}: {job.status} {job.done}/{total} sentences{left}"

@@ -513,3 +513,16 @@ def test_the_command_line_module_is_light_for_the_file_workers_it_spawns():
     code = f"import sys, attnserve.server.entry.cli; print(sorted(m for m in sys.modules if m.startswith({heavy!r})))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_a_job_line_shows_counts_once_the_file_is_read():
+    from attnserve.client import job_cli
+    from attnserve.client.jobs import FileJob
+
+    fields = {f: None for f in FileJob.__dataclass_fields__}
+    queued = FileJob(**{**fields, "id": "j1", "status": "queued", "done": 0, "total": 0})
+    running = FileJob(**{**fields, "id": "j1", "status": "running", "done": 40, "total": 0})
+    counted = FileJob(**{**fields, "id": "j1", "status": "running", "done": 40, "total": 90, "remaining_s": 3.2})
+    assert job_cli._line(queued) == "job j1: queued"
+    assert job_cli._line(running) == "job j1: running 40/? sentences"
+    assert job_cli._line(counted) == "job j1: running 40/90 sentences, about 3 s left"
