@@ -35,7 +35,8 @@ class PayloadTooLarge(Overloaded):
 
 
 class ClientGone(ServingError):
-    """The client closed its connection before its body was in: nobody reads the answer."""
+    """The client closed its connection before its body was in or read, or while its answer was
+    written: nobody reads the answer."""
 
     status = "CANCELLED"
 

@@ -47,7 +47,7 @@ from . import (
     openapi,
     web_routes,
 )
-from .messages import REQUEST_ID, body_arrived, error_response
+from .messages import REQUEST_ID, ClientGone, body_arrived, error_response
 from .parse_process import ParseProcess
 from .table import Route, RouteTable
 
@@ -169,7 +169,10 @@ class HttpServer:
                 ) as call:
                     request[CALL_KEY] = call
                     call.key = self.doors.auth.caller_key(request.headers.get("Authorization"))
-                    response = await handler(request, call)
+                    try:
+                        response = await handler(request, call)
+                    except ConnectionResetError:  # aiohttp's "Connection lost": a read of the body or a write
+                        raise ClientGone("the client went away before its answer") from None
             except CallFailed as exc:
                 response = (row.errors or error_response)(exc.status, exc.message, exc.http_status)
                 if not request.content.is_eof():  # a body not read (refused, or too slow): "Connection: close"
