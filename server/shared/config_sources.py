@@ -85,8 +85,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def read_config_file(path: Path) -> dict[str, Any]:
     """Settings from a ``.toml`` or ``.json`` file (keys are field names; dashes allowed)."""
     suffix = Path(path).suffix.lower()
-    if suffix not in (".toml", ".json", ""):
-        raise ConfigError(f"config file {path}: a config file is TOML (.toml) or JSON (.json, or no extension)")
     try:
         text = Path(path).read_text()
     except OSError as exc:
@@ -104,7 +102,10 @@ def read_config_file(path: Path) -> dict[str, Any]:
     except ConfigError:
         raise
     except ValueError as exc:
-        raise ConfigError(f"config file {path}: not valid {'TOML' if suffix == '.toml' else 'JSON'}: {exc}") from None
+        if suffix == ".toml":
+            raise ConfigError(f"config file {path}: not valid TOML: {exc}") from None
+        other = "" if suffix in (".json", "") else f" (a {suffix} file is read as JSON; settings are TOML or JSON)"
+        raise ConfigError(f"config file {path}: not valid JSON: {exc}{other}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path}: expected a table/object of settings")
     known = {f.name for f in fields(Settings)}

@@ -88,7 +88,8 @@ def test_bad_config_files(tmp_path):
         _resolve(["--config", str(tmp_path / "missing.toml")])
     yaml = tmp_path / "server.yaml"
     yaml.write_text("threads: 2\n")
-    with pytest.raises(ConfigError, match=r"server.yaml: a config file is TOML \(.toml\) or JSON"):
+    read_as_json = r"server.yaml: not valid JSON: .* \(a .yaml file is read as JSON; settings are TOML or JSON\)"
+    with pytest.raises(ConfigError, match=read_as_json):
         _resolve(["--config", str(yaml)])
     broken = tmp_path / "server.toml"
     broken.write_text("threads = \n")
