@@ -42,25 +42,33 @@ def _line(job: FileJob) -> str:
 
 
 def follow(client: Client, job_id: str, out: Path | None, quiet: bool, as_json: bool) -> int:
-    """Watches the job to its end (re-attaching while its server restarts), then writes its file."""
+    """Watches the job to its end (re-attaching while its server restarts), then writes its file.
+    On a terminal its line is redrawn in place as it goes; elsewhere (a log) only its last line
+    and each loss of the server are written, one line each."""
+    shown = not quiet and not as_json
+    live = shown and sys.stderr.isatty()
+    unreachable = False  # told already, for this loss of the server
     while True:
         try:
             job = client.jobs.get(job_id)
+            unreachable = False
             if job.finished:
                 break
             for job in client.jobs.watch(job_id, timeout=24 * 3600.0):
-                if not quiet and not as_json:
+                if live:
                     print("\r" + _line(job), end="", file=sys.stderr, flush=True)
             if job.finished:
                 break
         except AttnServeError as exc:  # the server went away: the job waits in its state folder
             if exc.code != grpc.StatusCode.UNAVAILABLE:
                 raise
-            if not quiet and not as_json:
-                print(f"\rjob {job_id}: the server is unreachable; retrying (Ctrl+C to stop)", end="", file=sys.stderr)
+            if shown and not unreachable:
+                lost = f"job {job_id}: the server is unreachable; retrying (Ctrl+C to stop)"
+                print("\r" + lost if live else lost, end="" if live else "\n", file=sys.stderr, flush=True)
+            unreachable = True
         time.sleep(RETRY_S)
-    if not quiet and not as_json:
-        print("\r" + _line(job), file=sys.stderr)
+    if shown:
+        print(("\r" if live else "") + _line(job), file=sys.stderr)
     if job.status != "done":
         message = f"job {job.id} {job.status}" + (f": {job.error}" if job.error else "")
         print(json.dumps({"error": {"message": message}}) if as_json else f"attnserve-client: {message}")

@@ -3,6 +3,7 @@ SIGTERM drain) and ``attnserve-client`` (translate, classify, models, health, --
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -526,3 +527,47 @@ def test_a_job_line_shows_counts_once_the_file_is_read():
     assert job_cli._line(queued) == "job j1: queued"
     assert job_cli._line(running) == "job j1: running 40/? sentences"
     assert job_cli._line(counted) == "job j1: running 40/90 sentences, about 3 s left"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize("terminal", [True, False], ids=["terminal", "log"])
+def test_a_followed_job_redraws_its_line_on_a_terminal_and_writes_whole_lines_to_a_log(terminal, monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from attnserve.client import job_cli
+    from attnserve.client.jobs import FileJob
+
+    def job(status: str, done: int, total: int) -> FileJob:
+        return FileJob("j1", status, "notes.txt", done, total, None, "", 0, done)
+
+    gets = [AttnServeError(grpc.StatusCode.UNAVAILABLE, "down"), AttnServeError(grpc.StatusCode.UNAVAILABLE, "down")]
+
+    def get(job_id):
+        if gets:
+            raise gets.pop()
+        return job("running", 0, 0)
+
+    jobs = SimpleNamespace(
+        get=get,
+        watch=lambda job_id, timeout: iter([job("running", 3, 9), job("running", 6, 9), job("done", 9, 9)]),
+        result=lambda job_id: SimpleNamespace(filename="notes.de.txt", content=b"fertig"),
+    )
+    stderr = _Terminal() if terminal else io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    monkeypatch.setattr(job_cli, "RETRY_S", 0.0)
+    assert job_cli.follow(SimpleNamespace(jobs=jobs), "j1", tmp_path / "out.txt", quiet=False, as_json=False) == 0
+    assert (tmp_path / "out.txt").read_bytes() == b"fertig"
+    written = stderr.getvalue()
+    assert written.count("the server is unreachable") == 1  # once for the outage, not once a retry
+    if terminal:
+        assert "\rjob j1: running 3/9 sentences" in written and written.endswith("\rjob j1: done 9/9 sentences\n")
+    else:
+        assert "\r" not in written and "3/9" not in written
+        assert written.splitlines() == [
+            "job j1: the server is unreachable; retrying (Ctrl+C to stop)",
+            "job j1: done 9/9 sentences",
+        ]
