@@ -20,7 +20,6 @@ to the RPC's record (``calls.access_record``, gRPC) or the HTTP door stores on t
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import logging
 import time
@@ -29,7 +28,7 @@ from typing import Any
 
 import grpc
 
-from ..shared.calls import access_record
+from ..shared.calls import HANGUPS, access_record
 from ..shared.security import handler_like
 
 # The name log configurations select the access log by, kept apart from where the module sits.
@@ -65,8 +64,7 @@ def _status_name(context: grpc.aio.ServicerContext, failed: BaseException | None
         return next((s.name for s in grpc.StatusCode if s.value[0] == code), str(code))
     if failed is None:
         return "OK"
-    # a stream whose client went away is closed at its pending reply (GeneratorExit) or cancelled
-    return "CANCELLED" if isinstance(failed, (asyncio.CancelledError, GeneratorExit)) else "UNKNOWN"
+    return "CANCELLED" if isinstance(failed, HANGUPS) else "UNKNOWN"
 
 
 class AccessLogInterceptor(grpc.aio.ServerInterceptor):

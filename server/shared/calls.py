@@ -28,6 +28,9 @@ MAX_REQUEST_ID = 64
 NO_MODEL = "-"  # the metrics' model label of a call not answered by a served model (none named, or unknown)
 # The running gRPC call's access-log record (``access_log.Record``), told which Call it became.
 access_record: contextvars.ContextVar[Any] = contextvars.ContextVar("attnserve_access_record", default=None)
+# How a call ends when its client went away: cancelled, or a stream closed at its pending reply
+# (grpcio throws GeneratorExit into the handler's generator).
+HANGUPS = (asyncio.CancelledError, GeneratorExit)
 
 
 @dataclass
@@ -153,7 +156,7 @@ class CallTracker:
         except CallFailed as exc:  # already mapped by an inner layer (a stream's own error)
             call.status = exc.status
             raise
-        except (asyncio.CancelledError, GeneratorExit):  # a stream is closed at its pending reply (GeneratorExit)
+        except HANGUPS:
             call.status = "DEADLINE_EXCEEDED" if deadline_passed is not None and deadline_passed() else "CANCELLED"
             raise
         except Exception as exc:  # noqa: BLE001 - never a traceback to the client
