@@ -96,7 +96,9 @@ class JobStore:
 
     def add(self, job: Job, max_jobs: int, max_per_key: int, max_key_bytes: int, glossary: Glossary = ()) -> str:
         """Stores ``job`` (and the entries of its stored glossary, as they were when it was
-        submitted); "" when stored, else the bound it would pass (``max_jobs``, ...)."""
+        submitted); "" when stored, else the bound it would pass: ``max_jobs`` (all records),
+        ``max_jobs_per_key`` (the key's queued and running jobs), ``max_job_bytes_per_key`` (the
+        key's files, finished jobs' included)."""
         raise NotImplementedError
 
     def glossary(self, job_id: str) -> Glossary:
@@ -152,8 +154,11 @@ class SqlJobStore(JobStore):
     def add(self, job: Job, max_jobs: int, max_per_key: int, max_key_bytes: int, glossary: Glossary = ()) -> str:
         with self.db.transaction(lock="jobs"):  # the counts and the insert as one: workers add at once
             ((count,),) = self.db.rows("SELECT count(*) FROM jobs")
+            # a key's place in the queue is its unfinished jobs; its finished ones count in bytes
             ((mine, size),) = self.db.rows(
-                "SELECT count(*), coalesce(sum(bytes), 0) FROM jobs WHERE key = ?", (job.key,)
+                "SELECT count(*) FILTER (WHERE status IN ('queued', 'running')), coalesce(sum(bytes), 0) "
+                "FROM jobs WHERE key = ?",
+                (job.key,),
             )
             over = (
                 "max_jobs" if count >= max_jobs

@@ -37,7 +37,7 @@ from ..files.download_store import key_digest, safe_filename
 from ..files.job_store import Job, JobStore, owner_gone, owner_id, sqlite_job_store
 from ..shared.calls import Call
 from ..shared.config import ConfigError, Settings
-from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded, ServingError
+from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded, ServingError, echo
 from ..shared.locations import per_repository_dir
 from .files import FileRequest, FileTranslation, Resume
 
@@ -69,6 +69,16 @@ class JobRequest:
     target_language: str
     model: str = ""
     glossary_id: str = ""  # a stored glossary of the key: its entries are read at submission, kept with the job
+
+
+# What each bound of ``JobStore.add`` counts, and what frees a place, after "keeps at most N".
+_BOUNDS = {
+    "max_jobs": "file jobs, finished ones included until they expire (--max-jobs, --job-retention-s); retry later",
+    "max_jobs_per_key": "queued or running file jobs per api key (--max-jobs-per-key); "
+    "wait for one to finish, or cancel one",
+    "max_job_bytes_per_key": "bytes of job files per api key, finished jobs' included until they expire "
+    "(--max-job-bytes-per-key, --job-retention-s); retry when one has expired",
+}
 
 
 def default_dir(settings: Settings) -> Path:
@@ -256,8 +266,12 @@ class FileJobs:
     # ------------------------------------------------------------------ the doors' operations
 
     async def submit(self, request: JobRequest) -> Job:
-        files.reader(request.filename)  # an unsupported type is refused before anything is stored
+        # refused now what the job would fail at once: an unsupported type, an empty file, an unserved pair
+        files.reader(request.filename)
         self.translation.check_size(len(request.content))
+        if not request.content:
+            raise InvalidRequest(f"{echo(request.filename)} is empty: there is nothing to translate")
+        self.translation.check_route(request.source_language, request.target_language, request.model)
         key, terms = key_digest(request.api_key), ()
         if request.glossary_id:  # resolved once: a resumed job uses these terms whatever becomes of the glossary
             languages = (request.source_language, request.target_language, request.model)
@@ -275,12 +289,7 @@ class FileJobs:
         over = await self._off(self.store.add, job, *bounds, terms)
         if over:
             await self._off(self._delete_files, job.id)
-            raise Overloaded(
-                f"this server keeps at most {getattr(s, over):,} "
-                f"{'bytes of job files' if 'bytes' in over else 'jobs'}"
-                f"{'' if over == 'max_jobs' else ' per api key'} (--{over.replace('_', '-')}); "
-                "wait for a job to finish and expire, or cancel one"
-            )
+            raise Overloaded(f"this server keeps at most {getattr(s, over):,} {_BOUNDS[over]}")
         if self._wake is not None:
             self._wake.set()
         return job

@@ -43,7 +43,8 @@ from ..shared.calls import Call
 from ..shared.errors import LimitExceeded
 from ..translation import DecodeOptions, TranslationResult
 from . import alignments, documents, limits
-from .requests import Deadline, Detection, TranslationRequest, ValidTranslation
+from .requests import AUTO, Deadline, Detection, TranslationRequest, ValidTranslation
+from .routing import LanguageNotServed
 from .run_alignment import RunAligner
 from .sentence_flow import SentenceFlow, split_pieces
 from .stored_glossaries import with_stored_glossary
@@ -145,6 +146,22 @@ class FileTranslation:
                 f"the file is {size:,} bytes; this server translates files of at most {limit:,} (--max-file-bytes)",
                 "max_file_bytes", size, limit,
             )  # fmt: skip
+
+    def check_route(self, source: str, target: str, model: str = "") -> None:
+        """A file job's languages checked as it is submitted: a pair no model serves (directly or
+        through ``--pivot-language``) is refused then, not run as a job that fails (a named
+        model, and a source to detect, are checked when the job runs)."""
+        limits.check_language_codes(source, target)
+        if model or not (source or target):
+            return
+        try:
+            self.service.languages.table.route("" if source == AUTO else source, target)
+        except LanguageNotServed:
+            wanted = TranslationRequest(
+                Call("SubmitFileJob", "", ""), (), source_language=source, target_language=target
+            )
+            if self.service.pivot_route(wanted) is None:
+                raise
 
     async def stored_glossary(
         self, caller: Call, glossary_id: str, source: str, target: str, model: str = ""

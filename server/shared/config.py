@@ -255,7 +255,7 @@ class Settings:
     state_url: str = _setting("", "records shared by replicas: postgresql://USER:PASSWORD@HOST/DB ('' = --state-dir)")
     running_jobs: int = _setting(2, "file jobs translated at once by each server process; the rest wait queued")
     max_jobs: int = _setting(1000, "file jobs kept at once (queued, running or finished), all keys together")
-    max_jobs_per_key: int = _setting(20, "file jobs one api key (or the keyless server) keeps at once")
+    max_jobs_per_key: int = _setting(20, "file jobs one api key (or the keyless server) has queued or running at once")
     max_job_bytes_per_key: int = _setting(
         256 << 20, "bytes of one api key's job files (sent and translated) kept at once"
     )

@@ -50,9 +50,13 @@ def job(server, job_id: str, headers: dict | None = None) -> tuple[int, dict]:
 
 
 def finished(server, job_id: str, timeout: float = 120.0) -> dict:
+    return finished_with(server, job_id, None, timeout)
+
+
+def finished_with(server, job_id: str, headers: dict | None, timeout: float = 120.0) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status, reply = job(server, job_id)
+        status, reply = job(server, job_id, headers)
         assert status == 200, reply
         if reply["status"] in ("done", "failed", "cancelled"):
             return reply
@@ -124,6 +128,11 @@ def test_unknown_and_unsupported_jobs_get_clear_errors(server):
     body, content_type = office.multipart({"source": "en"}, "report.docx", document(1))
     status, reply, _ = call(server, "/jobs", body, content_type)
     assert status == 400 and b"target" in reply
+    # what a job would fail at once is refused at once, as /translate_file refuses it
+    status, reply = submit(server, document(1), target="fr")
+    assert status == 400 and "no model serves" in reply["error"], reply
+    status, reply = submit(server, b"")
+    assert status == 400 and "empty" in reply["error"], reply
 
 
 def test_one_key_never_sees_anothers_job_and_jobs_are_bounded_per_key(serve, tmp_path):
@@ -141,6 +150,11 @@ def test_one_key_never_sees_anothers_job_and_jobs_are_bounded_per_key(serve, tmp
         status, refused = submit(keyed, document(3), alice)
         assert status == 429 and "--max-jobs-per-key" in refused["error"]
         assert submit(keyed, document(3), bob)[0] == 202  # bob's bound is his own
+        # a finished job leaves the key's place in the queue (it stays, for its result, until it expires)
+        assert finished_with(keyed, submitted["id"], alice)["status"] == "done"
+        status, again = submit(keyed, document(3), alice)
+        assert status == 202, again
+        assert job(keyed, submitted["id"], alice)[0] == 200
 
 
 def test_jobs_expire(serve, tmp_path):

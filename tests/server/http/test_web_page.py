@@ -103,8 +103,7 @@ def wait_for_result(driver) -> str:
 
 
 def test_translate_a_text_and_a_docx_in_the_browser(serve, browser, tmp_path):
-    # its own state folder: the file job below would otherwise stay in the repository's shared
-    # one, and the 21st run on one machine would meet --max-jobs-per-key
+    # its own state folder: the file job below would otherwise stay a day in the repository's shared one
     with serve(REPO, http_port=0, download_dir=str(tmp_path / "kept"), state_dir=str(tmp_path / "state")) as server:
         load(browser, server)
         assert browser.find_element(By.ID, "served").text.startswith("1 pair: en → de;")

@@ -29,6 +29,11 @@ def test_bounds_per_key_and_in_all_and_keys_apart(database):
     assert store.add(job("c1", "carol"), 3, 2, 25) == "max_jobs"
     assert store.get("alice", "a1") is not None and store.get("bob", "a1") is None
     assert store.cancel("bob", "a1") is None and store.get("alice", "a1").status == "queued"
+    # a finished job leaves its key's place in the queue, not its bytes nor its place in all
+    assert store.cancel("alice", "a1").status == "cancelled"
+    assert store.add(job("a3", "alice", size=5), 4, 2, 25) == ""
+    assert store.add(job("a4", "alice", size=1), 5, 3, 25) == "max_job_bytes_per_key"
+    assert store.add(job("c1", "carol"), 4, 2, 25) == "max_jobs"
 
 
 def test_two_processes_never_claim_the_same_job(state_url, tmp_path):
