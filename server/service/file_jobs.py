@@ -271,13 +271,13 @@ class FileJobs:
         self.translation.check_size(len(request.content))
         if not request.content:
             raise InvalidRequest(f"{echo(request.filename)} is empty: there is nothing to translate")
-        self.translation.check_route(request.source_language, request.target_language, request.model)
         key, terms = key_digest(request.api_key), ()
         if request.glossary_id:  # resolved once: a resumed job uses these terms whatever becomes of the glossary
             languages = (request.source_language, request.target_language, request.model)
             terms = await self.translation.stored_glossary(
                 Call(METHOD, "", "", key=key), request.glossary_id, *languages
             )
+        self.translation.check_route(request.source_language, request.target_language, request.model)
         now, s = time.time(), self.settings
         job = Job(
             secrets.token_urlsafe(18), key, "queued", safe_filename(request.filename),
