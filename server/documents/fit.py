@@ -10,6 +10,7 @@ lands in a piece or in the whitespace between pieces: nothing is dropped or trun
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Sequence
 
@@ -105,17 +106,31 @@ class SentenceFitter:
         return out
 
     def _cut_tokens(self, span: Span) -> list[Span]:
-        """A span without whitespace: cut before the first token that does not fit (never inside a
-        character reference); halves when the tokenizer gives no usable offset."""
+        """A span without whitespace, tokenized once and cut into pieces of ``room`` tokens each:
+        before the first token that does not fit (never inside a character reference); halved
+        when the tokenizer's offsets give no cut. One pass, however long the span (cutting one
+        piece off and tokenizing the rest again would be quadratic in it)."""
         start, end = span
         room = self.budget.max_tokens - self.budget.overhead
-        starts = self.budget.token_starts(self.plain[start:end])
-        want = start + starts[room] if len(starts) > room else start + (end - start) // 2
-        # the allowed cut nearest below the wanted one (never inside a reference), else the nearest above
-        cut = next((p for p in range(want, start, -1) if self.may_cut(p)), None)
+        starts = [start + s for s in self.budget.token_starts(self.plain[start:end])]
+        cuts, low = [], start
+        while True:
+            first = bisect.bisect_left(starts, low)  # the piece's first token
+            if len(starts) - first <= room:
+                break
+            low = self._cut_near(low, starts[first + room], end)
+            cuts.append(low)
+        if not cuts:  # the counts did not add up (normalisation added tokens): halve
+            cuts.append(self._cut_near(start, start + (end - start) // 2, end))
+        bounds = [start, *cuts, end]
+        return list(zip(bounds, bounds[1:]))
+
+    def _cut_near(self, low: int, want: int, end: int) -> int:
+        """The allowed cut nearest below ``want`` (above ``low``), else the nearest above it."""
+        cut = next((p for p in range(want, low, -1) if self.may_cut(p)), None)
         cut = cut or next((p for p in range(want + 1, end) if self.may_cut(p)), None)
-        if cut is None or not start < cut < end:  # one character over the limit: no cut can help
+        if cut is None or not low < cut < end:  # one character over the limit: no cut can help
             raise InvalidRequest(
-                f"{echo(self.plain[start:end])} alone is over this model's {self.budget.max_tokens} source tokens"
+                f"{echo(self.plain[low:end])} alone is over this model's {self.budget.max_tokens} source tokens"
             )
-        return [(start, cut), (cut, end)]
+        return cut

@@ -78,3 +78,16 @@ def test_a_long_sentence_with_a_run_of_40000_spaces_is_cut_in_linear_time(splitt
 
     kind, pieces = within(segments, cpu_seconds=10)
     assert kind == "ok" and " ".join(pieces).split() == text.split()
+
+
+def test_a_50000_character_word_is_cut_in_one_pass(splitter):
+    # each cut took one piece off and tokenized the rest again: quadratic, ~20 s for this text
+    # (under --max-text-chars), on a pool no disconnect or deadline stops; asked of a child
+    # limited to 10 CPU seconds
+    text = "p" * 50_000
+
+    def segments() -> list[str]:
+        return [s.text for s in splitter.split(text).document.segments]
+
+    kind, pieces = within(segments, cpu_seconds=10)
+    assert kind == "ok" and "".join(pieces) == text and len(pieces) > 1
