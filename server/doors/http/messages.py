@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import urllib.parse
 from typing import Any
 
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 
 from ...shared.errors import DeadlineExceeded, InvalidRequest, Overloaded, ServingError
 
@@ -73,7 +75,10 @@ async def body_arrived(request: web.Request, limit: int, timeout_s: float, setti
     content = request.content
     content.set_read_chunk_size(length or limit)  # buffer it whole: reading is paused only past twice this
     try:
-        await asyncio.wait_for(content.wait_eof(), timeout_s)
+        if content.exception() is None:  # one set before the wait would never end it: no EOF comes
+            await asyncio.wait_for(content.wait_eof(), timeout_s)
+    except RequestPayloadError:
+        pass  # the body's own fault, answered below
     except ConnectionResetError:  # aiohttp's "Connection lost", mid-body
         raise ClientGone(f"the client went away after {content.total_bytes} bytes of its body") from None
     except asyncio.TimeoutError:
@@ -83,8 +88,21 @@ async def body_arrived(request: web.Request, limit: int, timeout_s: float, setti
             f"the request body did not arrive within {timeout_s:g} s ({content.total_bytes} bytes came; "
             "--http-body-timeout-s)"
         ) from None
+    if isinstance(failed := content.exception(), RequestPayloadError):  # bytes its Content-Encoding cannot decode
+        reason = getattr(failed.__cause__, "message", None) or str(failed)
+        raise InvalidRequest(f"the request body cannot be read: {' '.join(reason.split())}")
     if content.total_bytes > limit:
         raise PayloadTooLarge(too_large)
+
+
+class DrainedBadBody(logging.Filter):
+    """Drops aiohttp's "Unhandled exception" record (an ERROR with a traceback) of a body it could
+    not decode (a ``Content-Encoding`` its bytes are not in, a broken chunked encoding), met again
+    as it drains the request after the route answered it 400: the client's mistake is that
+    answer and its access-log line. Installed on the ``aiohttp.server`` logger by the HTTP door."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], RequestPayloadError))
 
 
 def error_response(status: str, message: str, http_status: int | None = None) -> web.Response:

@@ -47,7 +47,7 @@ from . import (
     openapi,
     web_routes,
 )
-from .messages import REQUEST_ID, ClientGone, body_arrived, error_response
+from .messages import REQUEST_ID, ClientGone, DrainedBadBody, body_arrived, error_response
 from .parse_process import ParseProcess
 from .table import Route, RouteTable
 
@@ -253,6 +253,9 @@ class HttpServer:
             shutdown_timeout=1.0,
             keepalive_timeout=self.doors.settings.http_header_timeout_s,
         )
+        aiohttp_log = logging.getLogger("aiohttp.server")
+        if not any(isinstance(f, DrainedBadBody) for f in aiohttp_log.filters):
+            aiohttp_log.addFilter(DrainedBadBody())
         await runner.setup()
         await web.SockSite(runner, self._sock, ssl_context=ssl_context).start()
         self._runner = runner

@@ -372,3 +372,15 @@ def test_a_stream_client_that_hangs_up_is_cancelled_not_an_internal_error(harden
     assert hardened.metric("attnserve_requests_total", **labels, status="CANCELLED") == before + 1
     assert hardened.metric("attnserve_requests_total", **labels, status="INTERNAL") == 0
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "br"])
+def test_a_body_not_in_its_content_encoding_is_a_400_at_once(hardened, encoding, caplog):
+    # it waited for an end of the body that never came (408 at the body timeout), and aiohttp logged
+    # an ERROR with a traceback as it drained the request
+    body = json.dumps({"q": "t5 t9", "source": "en", "target": "de"}).encode()
+    status, reply = request(hardened, "POST", "/translate", body, {"Content-Encoding": encoding, **AUTH})
+    assert status == 400 and "cannot be read" in reply["error"] and encoding in reply["error"], reply
+    time.sleep(0.2)  # the drain after the answer
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert request(hardened, "GET", "/v2/health/ready")[0] == 200
