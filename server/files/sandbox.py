@@ -317,8 +317,12 @@ class FileWorkers:
             self._bury(worker, reply_future)
             raise
         except (EOFError, OSError):
+            # its exit code first, off the loop: reaped at once by a burial's close on another
+            # thread, the process could read as not ended yet (exit code None), whatever ended it
+            await asyncio.get_running_loop().run_in_executor(self._threads, worker.process.join, 5)
+            failure = self._died(worker)
             self._bury(worker, None)
-            raise self._died(worker) from None
+            raise failure from None
         return self._answer(worker, reply)
 
     def _answer(self, worker: _Worker, reply: tuple) -> Done:
@@ -350,7 +354,6 @@ class FileWorkers:
         )
 
     def _died(self, worker: _Worker) -> ServingError:
-        worker.process.join(5)
         code = worker.process.exitcode
         if code == -signal.SIGXCPU:
             limit = self.limits.cpu_seconds
