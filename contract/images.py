@@ -19,12 +19,13 @@ an image without ink is left uncropped).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import warnings
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .kinds import RESAMPLE as RESAMPLE_NAMES
 from .manifest import Preprocessing
@@ -211,6 +212,11 @@ def preprocess_image(
 ) -> np.ndarray:
     """Encoded image bytes -> (C, H, W) float32, C = prep.channels, H = W = prep.image_size.
 
-    Raises :class:`ImageRejected` for anything too large, unsupported or undecodable.
+    A photo's EXIF orientation is applied first (as every viewer shows it: a phone stores a
+    portrait picture sideways with a tag that says so). Raises :class:`ImageRejected` for
+    anything too large, unsupported or undecodable.
     """
-    return preprocess_pil(_open_checked(data, max_pixels, max_bytes), prep)
+    image = _open_checked(data, max_pixels, max_bytes)
+    with contextlib.suppress(OSError, ValueError, SyntaxError, TypeError, KeyError):  # EXIF that does not read
+        ImageOps.exif_transpose(image, in_place=True)  # as a viewer shows it when its EXIF does not read either
+    return preprocess_pil(image, prep)

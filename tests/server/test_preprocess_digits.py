@@ -48,6 +48,22 @@ def test_transparent_background_counts_as_paper():
     assert x[0, :, 0].min() == pytest.approx(1.0) and x[0, :, -1].max() == pytest.approx(-1.0)
 
 
+@pytest.mark.parametrize("orientation", [3, 6, 8])
+def test_a_photo_stored_sideways_is_seen_as_its_exif_orientation_shows_it(orientation):
+    # a phone stores a portrait photo sideways, with an EXIF tag that says how to turn it
+    upright = Image.new("L", (16, 16), 255)
+    upright.paste(0, (2, 2, 6, 14))  # a bar of ink on the left: not symmetric under any turn
+    stored = upright.transpose({3: Image.Transpose.ROTATE_180, 6: Image.Transpose.ROTATE_90,
+                                8: Image.Transpose.ROTATE_270}[orientation])  # fmt: skip
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    buf = io.BytesIO()
+    stored.save(buf, format="PNG", exif=exif)
+    expected = preprocess_image(encode(upright), GRAY)
+    np.testing.assert_allclose(preprocess_image(buf.getvalue(), GRAY), expected, atol=1e-6)
+    assert not np.allclose(preprocess_image(encode(stored), GRAY), expected)  # the tag is what turns it
+
+
 def test_jpeg_and_rgb_normalisation_per_channel():
     img = Image.new("RGB", (4, 4), (255, 102, 0))
     x = preprocess_image(encode(img, "JPEG"), RGB)
