@@ -72,15 +72,20 @@ def glossary_entries(glossary: Mapping[str, str] | None) -> list[pb.GlossaryEntr
 
 def read_glossary(path: str | Path) -> dict[str, str]:
     """A TSV glossary: ``source<TAB>target`` lines, or ``source`` alone to keep the term; blank
-    lines and lines starting with ``#`` skipped. Raises ValueError naming the file and line."""
+    lines, lines starting with ``#`` and a leading byte-order mark skipped. Raises ValueError
+    naming the file and line (a malformed line, a source term given twice)."""
     entries: dict[str, str] = {}
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    lines: dict[str, int] = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8-sig").splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         fields = line.split("\t")
         if len(fields) > 2 or not fields[0].strip():
             raise ValueError(f"{path}, line {number}: expected 'source<TAB>target' or 'source', got {line!r:.80}")
-        entries[fields[0].strip()] = fields[1].strip() if len(fields) == 2 else ""
+        source = fields[0].strip()
+        if source in lines:
+            raise ValueError(f"{path}, line {number}: {source!r:.80} is the source term of line {lines[source]} too")
+        entries[source], lines[source] = (fields[1].strip() if len(fields) == 2 else ""), number
     return entries
 
 

@@ -56,9 +56,9 @@ class GlossaryFileError(ConfigError):
 
 def parse_tsv(text: str, where: str = "glossary") -> list[tuple[str, str]]:
     """``source<TAB>target`` lines (a lone ``source`` keeps the term) -> entries. Raises
-    ValueError naming ``where`` and the line."""
+    ValueError naming ``where`` and the line. A leading byte-order mark is not the first term's."""
     entries = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         fields = line.split("\t")

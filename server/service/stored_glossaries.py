@@ -65,10 +65,12 @@ def language(code: str, side: str) -> str:
 
 def parse_entries(text: str, fmt: str) -> list[tuple[str, str]]:
     """DeepL's entry formats: ``tsv`` (``source<TAB>target`` lines) or ``csv`` (``source,target``
-    rows, optionally ``,source_lang,target_lang``, quoted as RFC 4180). Blank lines are skipped."""
+    rows, optionally ``,source_lang,target_lang``, quoted as RFC 4180). Blank lines and a leading
+    byte-order mark are skipped."""
     if fmt not in FORMATS:
         raise InvalidRequest(f"entries_format {echo(fmt)} is not supported: use tsv or csv")
     rows: list[list[str]]
+    text = text.removeprefix("\ufeff")  # a byte-order mark, as a spreadsheet writes a file: not the first term's
     if fmt == "tsv":
         rows = [line.split("\t") for line in text.splitlines() if line.strip()]
     else:

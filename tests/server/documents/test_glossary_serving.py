@@ -160,6 +160,12 @@ def test_client_cli_glossary_file_and_keep(server, tmp_path, capsys):
     tsv.write_text("March\tMÄRZ\tMärz\n", encoding="utf-8")
     assert client_main([*argv, "Monday"]) == 2
     assert "line 1" in capsys.readouterr().err
+    tsv.write_text("March\tMÄRZ\nMarch\tMärz\n", encoding="utf-8")  # which one was meant?
+    assert client_main([*argv, "Monday"]) == 2
+    assert "line 2" in capsys.readouterr().err
+    tsv.write_text("March\tMÄRZ\n", encoding="utf-8-sig")  # as Excel and Notepad save it: the first term has no BOM
+    assert client_main([*argv, "Monday, March 3, 2025"]) == 0
+    assert "MÄRZ" in capsys.readouterr().out
 
 
 def test_libretranslate_glossary_field(server):

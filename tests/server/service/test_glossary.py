@@ -15,6 +15,7 @@ from attnserve.server.service.glossary import (
     parse_tsv,
 )
 from attnserve.server.service.limits import check_glossary
+from attnserve.server.service.stored_glossaries import parse_entries
 from attnserve.server.shared.config import Settings
 from attnserve.server.shared.errors import InvalidRequest, LimitExceeded
 from attnserve.server.translation import DecodeOptions
@@ -89,3 +90,10 @@ def test_tsv_files(tmp_path):
         DefaultGlossaries(tmp_path)
     with pytest.raises(GlossaryFileError, match="not a directory"):
         DefaultGlossaries(tmp_path / "missing")
+
+
+@pytest.mark.parametrize("fmt, text", [("tsv", "\ufeffMonday\tWochenbeginn\nMarch\tMÄRZ\n"),
+                                       ("csv", "\ufeffMonday,Wochenbeginn\r\nMarch,MÄRZ\r\n")])  # fmt: skip
+def test_stored_entries_as_a_spreadsheet_saves_them_lose_the_byte_order_mark(fmt, text):
+    # the mark stayed in the first source term, which then never matched
+    assert parse_entries(text, fmt) == [("Monday", "Wochenbeginn"), ("March", "MÄRZ")]
