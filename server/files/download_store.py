@@ -30,6 +30,7 @@ import re
 import secrets
 import threading
 import time
+import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,7 +41,8 @@ from ..shared.security import key_digest
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{32}\.[^/\\]{1,200}$")
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_UNSAFE = re.compile(r"[^\w.-]+")  # \w: letters and digits of every script, and "_"
+MAX_NAME_BYTES = 120  # of a stored name, in UTF-8 (the file system allows 255 bytes, the token and sidecar take some)
 META = ".json"
 
 
@@ -73,12 +75,15 @@ class _Entry:
 
 
 def safe_filename(filename: str) -> str:
-    """The base name with anything but letters, digits and ``._-`` replaced (werkzeug's
-    secure_filename, as LibreTranslate uses, in spirit)."""
-    base = os.path.basename(filename.replace("\\", "/")).strip()
+    """The base name with anything but letters and digits (of any script: ``报告.txt`` and
+    ``März.txt`` keep their names) and ``._-`` replaced by ``_`` (werkzeug's secure_filename, as
+    LibreTranslate uses, in spirit), cut to :data:`MAX_NAME_BYTES` bytes, its extension kept."""
+    base = unicodedata.normalize("NFC", os.path.basename(filename.replace("\\", "/"))).strip()
     cleaned = _UNSAFE.sub("_", base).strip("._ ") or "file"
     stem, ext = os.path.splitext(cleaned)
-    return stem[: 120 - len(ext)] + ext
+    if len(ext.encode()) > MAX_NAME_BYTES // 2:  # not an extension: a name with a dot in it
+        stem, ext = cleaned, ""
+    return stem.encode()[: MAX_NAME_BYTES - len(ext.encode())].decode("utf-8", "ignore") + ext
 
 
 def disk_bytes(*paths: Path) -> int:

@@ -90,7 +90,7 @@ class FileRoutes:
         base = self.doors.settings.public_url
         if base:
             return base.rstrip("/") + path
-        return str(request.url.with_path(path).with_query(None))
+        return str(request.url.with_path(path, encoded=True).with_query(None))  # ``path`` is quoted already
 
     async def download_file(self, request: web.Request, call: Call) -> web.StreamResponse:
         key = self.keys.caller_key(request, dict(request.query))

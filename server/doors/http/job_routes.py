@@ -28,6 +28,7 @@ from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
 from .. import params
 from .file_routes import LABEL as FILE_LABEL
+from .file_routes import translated_filename
 from .forms import FORM_SLACK, file_response, read_form
 from .table import RouteTable
 from .upstream import ApiKeys
@@ -84,7 +85,9 @@ class JobRoutes:
 
     async def result(self, request: web.Request, call: Call) -> web.StreamResponse:
         job, path = await self.doors.jobs.result(self._key(request), request.match_info["id"])
-        return file_response(path, job.media_type, job.filename)
+        # named as /download_file names it (report.de.docx): not the sent file's own name
+        name = translated_filename(job.filename, job.target) if job.target else job.filename
+        return file_response(path, job.media_type, name)
 
 
 def add_routes(table: RouteTable) -> None:

@@ -10,6 +10,7 @@ import io
 import json
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from pathlib import Path
@@ -207,6 +208,18 @@ def test_bad_files_get_400_and_the_server_stays_healthy(server, filename, conten
     status, reply = translate_file(server, filename, content)
     assert status == 400 and message in reply["error"], reply
     assert translate_texts(server, [PHRASES[1]])[0].strip()  # the server still translates
+
+
+@pytest.mark.parametrize(
+    "filename, saved_as",
+    [("报告.txt", "报告.de.txt"), ("März-Bericht.txt", "März-Bericht.de.txt"), ("my notes ü.txt", "my_notes_ü.de.txt")],
+)
+def test_a_file_name_in_any_script_comes_back_as_it_was_sent(server, filename, saved_as):
+    # letters outside ASCII were replaced, and a name of them alone was lost: 报告.txt came back as de.txt
+    status, reply = translate_file(server, filename, PHRASES[0].encode())
+    assert status == 200, reply
+    status, data, headers = call(server, reply["translatedFileUrl"].split(server.http_address, 1)[1])
+    assert status == 200 and f"filename*=UTF-8''{urllib.parse.quote(saved_as)}" in headers["Content-Disposition"]
 
 
 def test_missing_fields_are_named(server):

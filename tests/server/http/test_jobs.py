@@ -92,7 +92,7 @@ def test_a_job_reports_progress_as_it_runs_and_its_result_is_the_files_translati
     last_name, last = events[-1]
     assert last_name == "done" and last["done"] == last["total"] >= 300, last
     status, result, headers = call(server, f"/jobs/{submitted['id']}/result")
-    assert status == 200 and "report.docx" in headers["Content-Disposition"]
+    assert status == 200 and "report.de.docx" in headers["Content-Disposition"]  # as /download_file names it
     assert texts(result) == texts(translated(server, "report.docx", content))
 
 
