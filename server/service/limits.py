@@ -15,6 +15,7 @@ trusts what it receives: it measures only each text's tokens against its admissi
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from attnserve.contract.deadline import Deadline
@@ -87,6 +88,21 @@ def check_language_codes(source: str, target: str) -> None:
             )
 
 
+# C0 and C1 control characters (tab and newlines among them) and Unicode's line and paragraph
+# separators: a term holding one could not come out verbatim (DeepL's glossaries refuse them too).
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def check_term_characters(source: str, target: str) -> None:
+    """InvalidRequest when a glossary term holds a control character (:data:`_CONTROL`)."""
+    for side, text in (("source", source), ("target", target)):
+        if found := _CONTROL.search(text):
+            raise InvalidRequest(
+                f"glossary term {echo(source[:40])}: its {side} holds the control character "
+                f"U+{ord(found.group()):04X}; terms are one line of printable text"
+            )
+
+
 def check_glossary(settings: Settings, entries: Sequence[tuple[str, str]]) -> None:
     """A request's own glossary entries against the server's limits (the default ones are the operator's)."""
     max_terms, max_chars = settings.max_glossary_terms, settings.max_glossary_term_chars
@@ -98,6 +114,7 @@ def check_glossary(settings: Settings, entries: Sequence[tuple[str, str]]) -> No
     for source, target in entries:
         if not source.strip():
             raise InvalidRequest("a glossary term's source is empty")
+        check_term_characters(source, target)
         for side, text in (("source", source), ("target", target)):
             if len(text) > max_chars:
                 raise LimitExceeded(

@@ -31,6 +31,7 @@ import langcodes
 from ..shared.config import Settings
 from ..shared.errors import InvalidRequest, LimitExceeded, ModelNotFound, Overloaded, echo
 from ..state import Glossary, GlossaryStore
+from . import limits
 from .requests import AUTO, TranslationRequest
 from .routing import Route
 
@@ -134,6 +135,7 @@ class StoredGlossaries:
                 raise InvalidRequest("a glossary term's source is empty")
             if term in seen:
                 raise InvalidRequest(f"the glossary has the source term {echo(term)} twice")
+            limits.check_term_characters(term, translation)
             seen.add(term)
             for side, text in (("source", term), ("target", translation)):
                 if len(text) > s.max_glossary_term_chars:

@@ -83,6 +83,9 @@ def delete(server, path: str, headers: dict) -> int:
         ({"name": "x", "source": "en", "target": "de", "entries": {str(i): "x" for i in range(4)}}, "at most 3"),
         ({"name": "", "source": "en", "target": "de", "entries": {"a": "b"}}, "name"),
         ({"name": "x", "source": "en", "target": "de", "entries": ["a"]}, "entries"),
+        # a control character could not come out verbatim (a tab came out a space, a NUL ate the words beside it)
+        ({"name": "x", "source": "en", "target": "de", "entries": {"May": "Mai\tx"}}, "U+0009"),
+        ({"name": "x", "source": "en", "target": "de", "entries": {"May\x00": "Mai"}}, "U+0000"),
     ],
 )
 def test_bad_glossaries_are_refused_naming_the_reason(server, doc, words):

@@ -97,3 +97,9 @@ def test_tsv_files(tmp_path):
 def test_stored_entries_as_a_spreadsheet_saves_them_lose_the_byte_order_mark(fmt, text):
     # the mark stayed in the first source term, which then never matched
     assert parse_entries(text, fmt) == [("Monday", "Wochenbeginn"), ("March", "MÄRZ")]
+
+
+@pytest.mark.parametrize("entry", [("May", "Mai\tx"), ("May", "\x00"), ("May\n", "Mai"), ("May", "Mai\u2028")])
+def test_a_request_glossary_term_with_a_control_character_is_refused(entry):
+    with pytest.raises(InvalidRequest, match="control character"):
+        check_glossary(Settings(), (entry,))
