@@ -5,7 +5,8 @@ normaliser in tokenizer.json: ``NFKC`` for a SentencePiece model (a ``Precompile
 charsmap, which is ``nmt_nfkc``: Marian / OPUS-MT), ``NFC`` for the bundled translator's
 byte-level BPE, none when the tokenizer has no Unicode normaliser (then the text is left
 in the form it came in, as at training). Runs of whitespace become one space: a model
-trained on single-spaced sentences turns "Monday,   March  3" into nonsense.
+trained on single-spaced sentences turns "Monday,   March  3" into nonsense; invisible format
+characters (:data:`_INVISIBLE`) are dropped.
 """
 
 from __future__ import annotations
@@ -20,6 +21,11 @@ FORMS = ("NFC", "NFD", "NFKC", "NFKD")
 # Two or more whitespace characters, or one that is not a plain space but a tab, a vertical tab,
 # a form feed or a line break; a lone no-break or thin space stays (tokenizers know them).
 _WHITESPACE_RUN = re.compile(r"\s{2,}|[\t\n\v\f\r\x1c-\x1f\x85\u2028\u2029]")
+# Characters that show nothing and that a model trained on plain sentences never saw, pasted in
+# from word processors and web pages: a byte-order mark, zero-width space, word joiner, soft
+# hyphen, bidirectional marks and embeddings. "\ufeffMonday" translated as a different word. (The
+# zero-width joiner and non-joiner stay: Persian, Indic scripts and emoji sequences need them.)
+_INVISIBLE = re.compile("[\u00ad\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
 
 
 def unicode_form(normalizer: dict[str, Any] | None) -> str | None:
@@ -55,4 +61,4 @@ class Normalizer:
     def __call__(self, text: str) -> str:
         if self.form is not None:
             text = unicodedata.normalize(self.form, text)
-        return _WHITESPACE_RUN.sub(" ", text).strip()
+        return _WHITESPACE_RUN.sub(" ", _INVISIBLE.sub("", text)).strip()

@@ -35,3 +35,13 @@ def test_runs_of_whitespace_become_one_space_but_a_lone_no_break_space_stays():
     normalize = Normalizer("NFC")
     assert normalize("at  3:45\tPM \u00a0 today") == "at 3:45 PM today"
     assert normalize("1,500\u00a0miles") == "1,500\u00a0miles"
+
+
+def test_invisible_format_characters_are_dropped_but_joiners_stay():
+    # pasted in from word processors and web pages: "\ufeffMonday" translated as another word
+    normalize = Normalizer("NFC")
+    assert normalize("\ufeffMonday") == normalize("\u202eMonday\u202c") == "Monday"
+    assert normalize("Mon\u00adday,\u200b March\u2060 3") == "Monday, March 3"
+    assert normalize("\u200f\u200e") == ""
+    assert normalize("می\u200cخواهم") == "می\u200cخواهم"  # Persian needs its zero-width non-joiner
+    assert normalize("👩\u200d💻") == "👩\u200d💻"  # an emoji sequence its joiner
