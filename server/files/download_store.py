@@ -198,6 +198,8 @@ class DownloadStore:
         if meta is None or float(meta.get("expires", 0)) <= time.time() or not path.exists():
             raise expired
         if keys_on and meta.get("key") and not secrets.compare_digest(meta["key"], key_digest(api_key)):
+            if not api_key:
+                raise Forbidden("Invalid API key: this file is downloaded with the api key it was translated with")
             raise Forbidden("Invalid API key: this file was translated for another key")
         return Download(path, meta.get("filename") or "file", meta.get("media_type") or "application/octet-stream")
 

@@ -181,7 +181,8 @@ class LanguageTable:
 
     def route(self, source: str, target: str) -> str:
         """The model serving ``source`` -> ``target`` (either may be ""); LanguageNotServed otherwise."""
-        pair = f"{echo(source or '*', quoted=False)} -> {echo(target or '*', quoted=False)}"
+        any_ = "any language"  # a side the request leaves open (a source to detect, a model's own target)
+        pair = f"{echo(source, quoted=False) if source else any_} -> {echo(target, quoted=False) if target else any_}"
         src, tgt = self.public(source, pair), self.public(target, pair)
         if tgt and not self.sources_to(tgt):
             raise LanguageNotServed(f"no model serves {pair}: none translates into {tgt}", src, tgt, target_only=True)

@@ -18,7 +18,7 @@ from aiohttp import web
 from ...service.stored_glossaries import GlossaryQuotaExceeded, parse_entries
 from ...service.vocabulary import Glossary
 from ...shared.calls import Call
-from ...shared.errors import InvalidRequest
+from ...shared.errors import InvalidRequest, echo
 from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, deepl_error, read_fields
 from .table import RouteTable
 
@@ -50,7 +50,9 @@ class DeepLGlossaryRoutes:
         fields = await read_fields(request, self.settings.max_message_bytes)
         values = {n: fields.get(n) for n in ("name", "source_lang", "target_lang", "entries")}
         for name, value in values.items():
-            if not isinstance(value, str) or not value:
+            if value is not None and not isinstance(value, str):  # entries as JSON pairs: DeepL takes text
+                raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)} is not a string")
+            if not value:
                 raise InvalidRequest(f"Parameter '{name}' not specified.")
         fmt = fields.get("entries_format") or "tsv"
         entries = parse_entries(values["entries"], fmt if isinstance(fmt, str) else "")

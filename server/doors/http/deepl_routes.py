@@ -120,7 +120,9 @@ def choice(fields: MultiDict, name: str, allowed: tuple[str, ...], default: str)
 
 def lang(fields: MultiDict, name: str) -> str:
     value = fields.get(name)
-    if not isinstance(value, str) or not value.strip():
+    if value is not None and not isinstance(value, str):
+        raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)} is not a string")
+    if not value or not value.strip():
         raise InvalidRequest(f"Parameter '{name}' not specified.")
     try:
         return language(value, name.split("_")[0])

@@ -186,6 +186,13 @@ def test_errors_are_in_deepls_shape_and_statuses(server):
     assert status == 400 and "target_lang" in json.loads(reply)["message"], reply
     status, reply, _ = call(server, "/v2/glossaries/nope", headers=key)
     assert status == 404 and "message" in json.loads(reply)
+    # a field of the wrong JSON type is named as such, not as missing
+    for path, doc in (
+        ("/v2/translate", {"text": ["x"], "target_lang": 5}),
+        ("/v2/glossaries", {"name": "g", "source_lang": "en", "target_lang": "de", "entries": {"a": "b"}}),
+    ):
+        status, reply, _ = call(server, path, json.dumps(doc).encode(), "application/json", key)
+        assert status == 400 and "is not a string" in json.loads(reply)["message"], reply
     status, reply, _ = call(server, "/v2/translate", b"x" * (4 << 20), "application/x-www-form-urlencoded", key)
     assert status == 413, reply
 

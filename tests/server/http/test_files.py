@@ -235,8 +235,10 @@ def test_downloads_belong_to_the_key_that_asked(serve, tmp_path):
         assert (status, reply["error"]) == (400, "Please contact the server operator to get an API key")
         status, reply = translate_file(keyed, "a.txt", PHRASES[1].encode(), api_key="key-one")
         path = reply["translatedFileUrl"].split(keyed.http_address, 1)[1]
-        assert call(keyed, f"{path}?api_key=key-two")[0] == 403
-        assert call(keyed, path)[0] == 403
+        status, body, _ = call(keyed, f"{path}?api_key=key-two")
+        assert status == 403 and b"another key" in body
+        status, body, _ = call(keyed, path)
+        assert status == 403 and b"with the api key it was translated with" in body  # no key sent: not "another"
         status, data, _ = call(keyed, path, headers={"Authorization": "Bearer key-one"})
         assert status == 200 and data.decode() == translate_texts_keyed(keyed, PHRASES[1])
 
