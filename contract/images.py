@@ -118,11 +118,20 @@ def declared_pixels(data: bytes) -> int:
 
 
 def _to_8bit(image: Image.Image) -> Image.Image:
-    """16-bit and float greyscale to "L" by scaling (Pillow's own convert clips at 255)."""
+    """16-bit, 32-bit and float greyscale to "L" by scaling (Pillow's own convert clips at 255):
+    16-bit modes from their range; a 32-bit or float image from the range its values fill (a
+    32-bit TIFF often holds 8- or 16-bit values, a float one 0..1)."""
     values = np.asarray(image, dtype=np.float32)  # (H, W)
-    if image.mode != "F":
-        values = values / 257.0  # 0..65535 -> 0..255
-    return Image.fromarray(np.clip(np.rint(values), 0, 255).astype(np.uint8), mode="L")
+    peak = float(values.max(initial=0.0))
+    if image.mode.startswith("I;16"):
+        scale = 1 / 257.0  # 0..65535 -> 0..255
+    elif image.mode == "F" and peak <= 1.0:
+        scale = 255.0
+    elif peak <= 255.0:
+        scale = 1.0
+    else:
+        scale = 1 / 257.0 if peak <= 65535.0 else 255.0 / peak
+    return Image.fromarray(np.clip(np.rint(values * scale), 0, 255).astype(np.uint8), mode="L")
 
 
 def _flatten_alpha(image: Image.Image) -> Image.Image:

@@ -62,11 +62,14 @@ def test_resize_uses_the_manifest_filter():
         (Image.new("LA", (5, 5), (0, 0)), "PNG"),
         (_transparent_palette(), "GIF"),
         (Image.fromarray(np.full((5, 5), 65535, dtype=np.uint16)), "PNG"),  # 16-bit white
+        (Image.fromarray(np.full((5, 5), 255, dtype=np.int32)), "TIFF"),  # 8-bit values in a 32-bit TIFF
+        (Image.fromarray(np.full((5, 5), 65535, dtype=np.int32)), "TIFF"),  # 16-bit values in one
+        (Image.fromarray(np.full((5, 5), 1.0, dtype=np.float32)), "TIFF"),  # a float image in 0..1
         (Image.new("1", (5, 5), 1), "BMP"),
         (Image.new("CMYK", (5, 5), (0, 0, 0, 0)), "JPEG"),
         (Image.new("RGB", (5, 5), (255, 255, 255)), "WEBP"),
     ],
-    ids=["RGBA", "LA", "P-transparent", "I;16", "1-bit", "CMYK", "WEBP"],
+    ids=["RGBA", "LA", "P-transparent", "I;16", "I-8bit", "I-16bit", "F-unit", "1-bit", "CMYK", "WEBP"],
 )
 def test_every_mode_becomes_white_for_white_paper(image, fmt):
     for prep in (GRAY, RGB):
