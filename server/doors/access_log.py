@@ -165,23 +165,30 @@ def http_logger_class(call_key: Any):
             return self.logger.isEnabledFor(logging.INFO)
 
         def log(self, request: Any, response: Any, time: float) -> None:  # noqa: A002 - aiohttp's signature
-            call = request.get(call_key)
-            try:  # a request whose head did not parse was never routed: it has no match_info
-                route = request.match_info.route.resource
-            except (AssertionError, AttributeError):
-                route = None
-            path = route.canonical if route is not None else request.raw_path.split("?", 1)[0][:MAX_PATH]
-            self.logger.info(
-                LINE,
-                "HTTP",
-                f"{request.method} {path}",
-                request.remote,
-                call.model if call is not None else "-",
-                response.status,
-                time * 1e3,
-                request.content.total_bytes,
-                response.body_length,
-                call.request_id if call is not None else "-",
-            )
+            http_line(self.logger, request, request.get(call_key), response.status, time, response.body_length)
 
     return HttpAccessLogger
+
+
+def http_line(logger: logging.Logger, request: Any, call: Any, status: int, seconds: float, sent: int) -> None:
+    """One HTTP request's line: aiohttp's access logger writes it after the answer, the door for
+    a request whose client went away before its answer (aiohttp writes none: status 499)."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    try:  # a request whose head did not parse was never routed: it has no match_info
+        route = request.match_info.route.resource
+    except (AssertionError, AttributeError):
+        route = None
+    path = route.canonical if route is not None else request.raw_path.split("?", 1)[0][:MAX_PATH]
+    logger.info(
+        LINE,
+        "HTTP",
+        f"{request.method} {path}",
+        request.remote,
+        call.model if call is not None else "-",
+        status,
+        seconds * 1e3,
+        request.content.total_bytes,
+        sent,
+        call.request_id if call is not None else "-",
+    )

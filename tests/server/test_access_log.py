@@ -4,6 +4,7 @@ text; ``--no-access-log`` turns it off. On the bundled translator, in process (c
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import time
@@ -149,3 +150,32 @@ def test_a_cancelled_stream_counts_as_cancelled_in_the_metrics_as_in_the_log(ser
     logged = [line["status"] for line in lines]
     assert len(logged) == 20 and set(logged) <= {"OK", "CANCELLED"} and "CANCELLED" in logged
     assert counted == {"OK": logged.count("OK"), "CANCELLED": logged.count("CANCELLED")}
+
+
+def test_an_http_client_that_hangs_up_before_its_answer_gets_a_line(serve, caplog):
+    """aiohttp cancels the handler of a client gone before its answer and writes no line; the door
+    writes it: status 499, as for a client gone while its body was read, and the metrics' CANCELLED."""
+    import socket
+
+    caplog.set_level(logging.INFO, logger="attnserve.server.access_log")
+    texts = [f"Monday, March {day}, {year}." for year in range(2000, 2040) for day in range(1, 29)]
+    body = json.dumps({"q": " ".join(texts), "source": "en", "target": "de"}).encode()
+    with serve(REPO, http_port=0, translation_cache_mb=0) as server:
+        host, port = server.http_address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            head = (
+                f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+            )
+            sock.sendall(f"{head}\r\n\r\n".encode() + body)
+            time.sleep(0.3)  # the body is in: it is being translated
+        (line,) = wait_for(lambda: [r.getMessage() for r in caplog.records], 1)
+        cancelled = server.metric(
+            "attnserve_requests_total", model="translator-en-de", method="libretranslate.translate", status="CANCELLED"
+        )
+    assert (line["route"], line["status"], line["sent"], line["model"]) == (
+        "POST /translate",
+        "499",
+        "0",
+        "translator-en-de",
+    )
+    assert int(line["received"]) == len(body) and cancelled == 1

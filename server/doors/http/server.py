@@ -22,9 +22,11 @@ in ``libretranslate_routes`` and its file routes in ``file_routes``, DeepL's v2 
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import socket
+import time
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
@@ -148,6 +150,7 @@ class HttpServer:
         setting = "--max-message-bytes" if limit == settings.max_message_bytes else row.body_setting
 
         async def wrapped(request: web.Request) -> web.StreamResponse:
+            started = time.perf_counter()
             request_id = calls.request_id(request.headers.get(REQUEST_ID))
             if not tracked:
                 return await handler(request, Call(label, "-", request_id))
@@ -159,13 +162,9 @@ class HttpServer:
 
             call = None
             try:
+                model = request.match_info.get("model", "")
                 async with calls.track(
-                    label,
-                    request.match_info.get("model", ""),
-                    request_id,
-                    inference=row.inference,
-                    limited=True,
-                    arrive=arrive,
+                    label, model, request_id, inference=row.inference, limited=True, arrive=arrive
                 ) as call:
                     request[CALL_KEY] = call
                     call.key = self.doors.auth.caller_key(request.headers.get("Authorization"))
@@ -173,6 +172,10 @@ class HttpServer:
                         response = await handler(request, call)
                     except ConnectionResetError:  # aiohttp's "Connection lost": a read of the body or a write
                         raise ClientGone("the client went away before its answer") from None
+            except asyncio.CancelledError:  # the client went away mid-answer: aiohttp cancels the handler, logs nothing
+                if settings.access_log:
+                    access_log.http_line(access_log.log, request, call, 499, time.perf_counter() - started, 0)
+                raise
             except CallFailed as exc:
                 response = (row.errors or error_response)(exc.status, exc.message, exc.http_status)
                 if not request.content.is_eof():  # a body not read (refused, or too slow): "Connection: close"
