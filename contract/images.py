@@ -135,10 +135,18 @@ def _to_8bit(image: Image.Image) -> Image.Image:
 
 
 def _flatten_alpha(image: Image.Image) -> Image.Image:
-    """Transparent pixels onto white, as a viewer shows them."""
+    """Transparent pixels onto white, as a viewer shows them; onto black when what is opaque is
+    light (white ink on a transparent sheet, as an icon or a dark-mode drawing is saved), which
+    white would erase."""
     rgba = image.convert("RGBA")
-    background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-    return Image.alpha_composite(background, rgba).convert("RGB")
+    pixels = np.asarray(rgba, dtype=np.float32)
+    alpha = pixels[..., 3] / 255.0
+    light = alpha.sum() > 0 and float((pixels[..., :3].mean(axis=2) * alpha).sum() / alpha.sum()) > 160.0
+    if light and alpha.mean() < 0.5:  # mostly transparent, what is opaque light: ink, not a sheet of paper
+        background = (0, 0, 0, 255)
+    else:
+        background = (255, 255, 255, 255)
+    return Image.alpha_composite(Image.new("RGBA", rgba.size, background), rgba).convert("RGB")
 
 
 def to_mode(image: Image.Image, channels: int) -> Image.Image:

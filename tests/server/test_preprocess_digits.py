@@ -64,6 +64,23 @@ def test_a_photo_stored_sideways_is_seen_as_its_exif_orientation_shows_it(orient
     assert not np.allclose(preprocess_image(encode(stored), GRAY), expected)  # the tag is what turns it
 
 
+def test_white_ink_on_a_transparent_sheet_is_seen_as_on_black():
+    # flattened onto white it was white on white: a blank image
+    img = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
+    img.paste((255, 255, 255, 255), (4, 2, 8, 14))
+    on_black = Image.new("L", (16, 16), 0)
+    on_black.paste(255, (4, 2, 8, 14))
+    np.testing.assert_allclose(preprocess_image(encode(img), GRAY), preprocess_image(encode(on_black), GRAY), atol=1e-6)
+    paper = Image.new("RGBA", (16, 16), (255, 255, 255, 255))  # a white sheet with transparent margins stays white
+    paper.paste((0, 0, 0, 255), (6, 4, 9, 12))
+    paper.paste((0, 0, 0, 0), (0, 0, 16, 2))
+    on_white = Image.new("L", (16, 16), 255)
+    on_white.paste(0, (6, 4, 9, 12))
+    np.testing.assert_allclose(
+        preprocess_image(encode(paper), GRAY), preprocess_image(encode(on_white), GRAY), atol=1e-6
+    )
+
+
 def test_jpeg_and_rgb_normalisation_per_channel():
     img = Image.new("RGB", (4, 4), (255, 102, 0))
     x = preprocess_image(encode(img, "JPEG"), RGB)
