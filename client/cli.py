@@ -43,8 +43,8 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
             print(f"attnserve-client: error: --glossary {exc}", file=sys.stderr)
             return 2
     aligned = args.alignments or args.attention_map is not None
-    if "-" in args.texts:
-        stdin = sys.stdin.read()
+    if "-" in args.texts:  # its last line's end is print's: not translated into a blank line
+        stdin = sys.stdin.read().removesuffix("\n").removesuffix("\r")
         args.texts = [stdin if text == "-" else text for text in args.texts]
     if args.stream:
         return _translate_stream(client, args, options, aligned)

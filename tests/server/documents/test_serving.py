@@ -197,9 +197,9 @@ def test_client_cli_reads_an_html_document_from_stdin(server, client, capsys, mo
 
     page = "<ul>\n  <li>on the <b>4th of July</b></li>\n  <li>It costs &euro;1,234.50.</li>\n</ul>"
     (want,) = client.translate(page, MODEL, format="html")
-    monkeypatch.setattr("sys.stdin", io.StringIO(page))
+    monkeypatch.setattr("sys.stdin", io.StringIO(page + "\n"))  # as a file ends, or echo writes it
     assert client_main(["--address", server.address, "translate", "--format", "html", "-", "--model", MODEL]) == 0
-    assert capsys.readouterr().out == want.text + "\n"
+    assert capsys.readouterr().out == want.text + "\n"  # that newline once: not a blank line after it
     assert "<li>Es kostet 1.234,50 &euro;.</li>" in want.text  # the entity spelled as sent, where German puts it
 
 
