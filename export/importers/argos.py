@@ -213,6 +213,7 @@ def compare_with_ctranslate2(
             target_prefix=[[prefix]] * len(sentences) if prefix else None,
             beam_size=1,
             max_decoding_length=CHECK_MAX_TOKENS,
+            min_decoding_length=0,  # the end may come first, as the imported model decodes (Argos: 1)
         )
     except (RuntimeError, ValueError) as exc:  # e.g. a model newer than the installed CTranslate2
         log.warning("%s: CTranslate2 cannot run this model, not compared: %s", model_dir, exc)

@@ -102,12 +102,19 @@ def argos_detokenize(package: Package, tokens: list[str]) -> str:
 
 
 def argos_translate(package: Package, texts: list[str], compute_type: str = "default") -> list[str]:
-    """Argos Translate's ``apply_packaged_translation`` with greedy search, each text one sentence."""
+    """Argos Translate's ``apply_packaged_translation`` with greedy search, each text one sentence,
+    under attnserve's decoding rule that the end token may come first (``min_decoding_length=0``;
+    Argos leaves CTranslate2's default of 1, which never ends before a first token: where a model's
+    best first token is the end, Argos gives its second best, docs/importers.md)."""
     translator = ctranslate2.Translator(str(package.model_dir), compute_type=compute_type, intra_threads=1)
     prefix = package.meta.get("target_prefix", "")
     tokens = [argos_tokenize(package, t) for t in texts]
     results = translator.translate_batch(
-        tokens, target_prefix=[[prefix]] * len(texts) if prefix else None, beam_size=1, max_decoding_length=40
+        tokens,
+        target_prefix=[[prefix]] * len(texts) if prefix else None,
+        beam_size=1,
+        max_decoding_length=40,
+        min_decoding_length=0,
     )
     # Argos removes the prefix from the text after decoding, which misses it once its "_" became
     # spaces ("__de__" -> "  de  "); the prefix token is dropped here instead, as was meant.
