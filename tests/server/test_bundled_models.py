@@ -207,5 +207,5 @@ def test_the_html_example_page_comes_back_translated_with_its_markup(bundled, ca
         '  <li><b>Freitag, 9. Januar 2026</b>, <a href="#late">um 15:45 Uhr</a></li>\n'
         "  <li>dreihundertzweiundvierzig Kilometer</li>\n"
         "</ul>\n"
-        '<p translate="no">attnserve</p>\n\n'
+        '<p translate="no">attnserve</p>\n'  # the file's last newline, once
     )
