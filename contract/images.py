@@ -139,7 +139,9 @@ def _flatten_alpha(image: Image.Image) -> Image.Image:
     light (white ink on a transparent sheet, as an icon or a dark-mode drawing is saved), which
     white would erase."""
     rgba = image.convert("RGBA")
-    pixels = np.asarray(rgba, dtype=np.float32)
+    sample = rgba.copy()
+    sample.thumbnail((64, 64))  # decided on a thumbnail: a float copy of a whole photo would cost 16 bytes a pixel
+    pixels = np.asarray(sample, dtype=np.float32)
     alpha = pixels[..., 3] / 255.0
     light = alpha.sum() > 0 and float((pixels[..., :3].mean(axis=2) * alpha).sum() / alpha.sum()) > 160.0
     if light and alpha.mean() < 0.5:  # mostly transparent, what is opaque light: ink, not a sheet of paper
