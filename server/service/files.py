@@ -154,13 +154,11 @@ class FileTranslation:
         limits.check_language_codes(source, target)
         if model or not (source or target):
             return
+        table = self.service.languages.table
         try:
-            self.service.languages.table.route("" if source == AUTO else source, target)
+            table.route("" if source == AUTO else source, target)
         except LanguageNotServed:
-            wanted = TranslationRequest(
-                Call("SubmitFileJob", "", ""), (), source_language=source, target_language=target
-            )
-            if self.service.pivot_route(wanted) is None:
+            if table.pivot_route(source, target, self.settings.pivot_language) is None:
                 raise
 
     async def stored_glossary(
