@@ -56,9 +56,9 @@ class GlossaryFileError(ConfigError):
 
 def parse_tsv(text: str, where: str = "glossary") -> list[tuple[str, str]]:
     """``source<TAB>target`` lines (a lone ``source`` keeps the term) -> entries. Raises
-    ValueError naming ``where`` and the line. A leading byte-order mark is not the first term's."""
+    ValueError naming ``where`` and the line."""
     entries = []
-    for number, line in enumerate(text.removeprefix("\ufeff").splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         fields = line.split("\t")
@@ -80,7 +80,7 @@ class DefaultGlossaries:
             raise GlossaryFileError(f"--glossary-dir {folder}: not a directory")
         for path in sorted(folder.glob("*.tsv")):
             try:
-                self.files[path.stem] = tuple(parse_tsv(path.read_text(encoding="utf-8"), str(path)))
+                self.files[path.stem] = tuple(parse_tsv(path.read_text(encoding="utf-8-sig"), str(path)))
             except (ValueError, UnicodeDecodeError) as exc:
                 raise GlossaryFileError(str(exc)) from None
         log.info("default glossaries: %s", ", ".join(f"{k} ({len(v)} terms)" for k, v in self.files.items()))

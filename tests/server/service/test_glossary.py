@@ -81,7 +81,7 @@ def test_tsv_files(tmp_path):
     with pytest.raises(ValueError, match="line 2"):
         parse_tsv("a\tb\na\tb\tc\n", "terms.tsv")
     (tmp_path / "m.tsv").write_text("June\tJuni\n", encoding="utf-8")
-    (tmp_path / "en-de.tsv").write_text("June\tJUNI\n", encoding="utf-8")
+    (tmp_path / "en-de.tsv").write_text("June\tJUNI\n", encoding="utf-8-sig")  # saved with a byte-order mark
     defaults = DefaultGlossaries(tmp_path)
     assert defaults.entries("m", "en", "de") == (("June", "Juni"), ("June", "JUNI"))
     assert defaults.entries("other", "", "") == ()
