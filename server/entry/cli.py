@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     # process that imports the main script again, and for it this module must stay light.
     from ..runtime.registry import RepositoryError
     from ..shared.onnx_sessions import ProviderError
+    from ..state.database import StoreUnavailable
     from . import workers
     from .process import serve
 
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     try:
         return asyncio.run(serve(settings))
-    except (RepositoryError, ProviderError, OSError, ConfigError) as exc:
+    except (RepositoryError, ProviderError, OSError, ConfigError, StoreUnavailable) as exc:
         print(f"attnserve-server: error: {exc}", file=sys.stderr)
         return 1
 

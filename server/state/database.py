@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from ..shared.config import ConfigError
 from ..shared.errors import ServingError
 
 Row = tuple[Any, ...]
+_WAIT_S = 30.0  # how long SQLite waits for another process's lock
 
 
 class StateStoreError(ConfigError):
@@ -83,12 +85,25 @@ class SqliteDatabase(Database):
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
         if db is None:
-            # busy_timeout: another worker process holding the write lock is waited for, not an error
-            db = sqlite3.connect(self.path, timeout=30.0, isolation_level=None)
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            self._local.db = db
+            db = self._local.db = self._connect()
         return db
+
+    def _connect(self) -> sqlite3.Connection:
+        # busy_timeout: another worker process holding the write lock is waited for, not an error.
+        # Turning a new file to WAL is the one step SQLite fails at once, past its busy handler, when
+        # processes open the store together (--workers N, two servers on one folder): waited for here.
+        deadline = time.monotonic() + _WAIT_S
+        while True:
+            db = sqlite3.connect(self.path, timeout=_WAIT_S, isolation_level=None)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                return db
+            except sqlite3.OperationalError as exc:
+                db.close()
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.02)
 
     @contextlib.contextmanager
     def _answered(self) -> Iterator[None]:
@@ -111,8 +126,8 @@ class SqliteDatabase(Database):
 
     @contextlib.contextmanager
     def transaction(self, lock: str = "") -> Iterator[None]:
-        db = self._db()
         with self._answered():
+            db = self._db()
             db.execute("BEGIN IMMEDIATE" if lock else "BEGIN")  # IMMEDIATE: the write lock now, not at the insert
         try:
             yield
@@ -122,7 +137,8 @@ class SqliteDatabase(Database):
         db.execute("COMMIT")
 
     def create(self, schema: str) -> None:
-        self._db().executescript(schema)
+        with self._answered():
+            self._db().executescript(schema)
 
     def add_columns(self, table: str, columns: Mapping[str, str]) -> None:
         with self.transaction(lock=table):  # the write lock: a second process sees the first's columns

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
+from pathlib import Path
 
 from attnserve.server.files import job_store
 from attnserve.server.files.job_store import Job, SqlJobStore
@@ -148,3 +149,28 @@ def test_servers_starting_at_once_on_an_older_table_add_its_columns_once(state_u
     assert not failed, failed
     store = SqlJobStore(open_database(state_url, tmp_path))
     assert store.add(job("j"), 10, 10, 1000, (("a", "b"),)) == "" and store.glossary("j") == (("a", "b"),)
+
+
+def _open_store_at(args: tuple[str, object]) -> str:
+    path, barrier = args
+    barrier.wait()  # type: ignore[attr-defined]
+    try:
+        SqlJobStore(open_database("", Path(path)))
+    except Exception as exc:  # noqa: BLE001 - what a server's start-up would have died of
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def test_processes_starting_together_on_a_new_sqlite_store_all_open_it(tmp_path):
+    # two servers on one state folder, or the processes of --workers N: the first to open the new
+    # file turns it to WAL while the others open it too, and none of them may die of the lock
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    failures: list[str] = []
+    with ctx.Manager() as manager, ctx.Pool(4) as pool:
+        for n in range(60):
+            folder = tmp_path / f"s{n}"
+            barrier = manager.Barrier(4)
+            failures += [f for f in pool.map(_open_store_at, [(str(folder), barrier)] * 4) if f]
+    assert failures == []
