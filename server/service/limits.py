@@ -103,14 +103,9 @@ def check_term_characters(source: str, target: str) -> None:
             )
 
 
-def check_glossary(settings: Settings, entries: Sequence[tuple[str, str]]) -> None:
-    """A request's own glossary entries against the server's limits (the default ones are the operator's)."""
-    max_terms, max_chars = settings.max_glossary_terms, settings.max_glossary_term_chars
-    if len(entries) > max_terms:
-        raise LimitExceeded(
-            f"the glossary has {len(entries)} terms; this server takes at most {max_terms} per request",
-            "max_glossary_terms", len(entries), max_terms,
-        )  # fmt: skip
+def check_terms(entries: Sequence[tuple[str, str]], max_chars: int) -> None:
+    """Each term of a glossary, sent with a request or stored: a source, one line of printable
+    text on either side, each side within ``--max-glossary-term-chars``."""
     for source, target in entries:
         if not source.strip():
             raise InvalidRequest("a glossary term's source is empty")
@@ -119,9 +114,20 @@ def check_glossary(settings: Settings, entries: Sequence[tuple[str, str]]) -> No
             if len(text) > max_chars:
                 raise LimitExceeded(
                     f"glossary term {echo(source[:40])}: its {side} is {len(text):,} characters; this server "
-                    f"takes at most {max_chars} per term",
+                    f"takes at most {max_chars} per term (--max-glossary-term-chars)",
                     "max_glossary_term_chars", len(text), max_chars,
                 )  # fmt: skip
+
+
+def check_glossary(settings: Settings, entries: Sequence[tuple[str, str]]) -> None:
+    """A request's own glossary entries against the server's limits (the default ones are the operator's)."""
+    max_terms = settings.max_glossary_terms
+    if len(entries) > max_terms:
+        raise LimitExceeded(
+            f"the glossary has {len(entries)} terms; this server takes at most {max_terms} per request",
+            "max_glossary_terms", len(entries), max_terms,
+        )  # fmt: skip
+    check_terms(entries, settings.max_glossary_term_chars)
 
 
 def check_format(format: str) -> None:

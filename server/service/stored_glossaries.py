@@ -16,6 +16,7 @@ PostgreSQL at ``--state-url``, shared by replicas.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import csv
 import dataclasses
@@ -129,21 +130,9 @@ class StoredGlossaries:
                 f"{s.max_stored_glossary_entries:,} per glossary (--max-stored-glossary-entries)",
                 "max_stored_glossary_entries", len(entries), s.max_stored_glossary_entries,
             )  # fmt: skip
-        seen: set[str] = set()
-        for term, translation in entries:
-            if not term.strip():
-                raise InvalidRequest("a glossary term's source is empty")
-            if term in seen:
-                raise InvalidRequest(f"the glossary has the source term {echo(term)} twice")
-            limits.check_term_characters(term, translation)
-            seen.add(term)
-            for side, text in (("source", term), ("target", translation)):
-                if len(text) > s.max_glossary_term_chars:
-                    raise LimitExceeded(
-                        f"glossary term {echo(term[:40])}: its {side} is {len(text):,} characters; this server "
-                        f"takes at most {s.max_glossary_term_chars} per term (--max-glossary-term-chars)",
-                        "max_glossary_term_chars", len(text), s.max_glossary_term_chars,
-                    )  # fmt: skip
+        limits.check_terms(entries, s.max_glossary_term_chars)
+        if repeated := next((t for t, n in collections.Counter(t for t, _ in entries).items() if n > 1), None):
+            raise InvalidRequest(f"the glossary has the source term {echo(repeated)} twice")
         return Glossary("", "", name, source, target, len(entries), time.time(), tuple(entries))
 
     async def create(self, key: str, name: str, source: str, target: str, entries: Sequence[tuple[str, str]]):

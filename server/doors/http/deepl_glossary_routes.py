@@ -18,8 +18,8 @@ from aiohttp import web
 from ...service.stored_glossaries import GlossaryQuotaExceeded, parse_entries
 from ...service.vocabulary import Glossary
 from ...shared.calls import Call
-from ...shared.errors import InvalidRequest, echo
-from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, deepl_error, read_fields
+from ...shared.errors import InvalidRequest
+from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, deepl_error, read_fields, text_field
 from .table import RouteTable
 
 
@@ -48,10 +48,8 @@ class DeepLGlossaryRoutes:
     async def create(self, request: web.Request, call: Call) -> web.Response:
         key = self._key(request, call)
         fields = await read_fields(request, self.settings.max_message_bytes)
-        values = {n: fields.get(n) for n in ("name", "source_lang", "target_lang", "entries")}
+        values = {n: text_field(fields, n) for n in ("name", "source_lang", "target_lang", "entries")}
         for name, value in values.items():
-            if value is not None and not isinstance(value, str):  # entries as JSON pairs: DeepL takes text
-                raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)} is not a string")
             if not value:
                 raise InvalidRequest(f"Parameter '{name}' not specified.")
         fmt = fields.get("entries_format") or "tsv"

@@ -118,10 +118,16 @@ def choice(fields: MultiDict, name: str, allowed: tuple[str, ...], default: str)
     return value
 
 
-def lang(fields: MultiDict, name: str) -> str:
+def text_field(fields: MultiDict, name: str) -> str | None:
+    """A field DeepL takes as text; a JSON body's number, list or object there is refused."""
     value = fields.get(name)
     if value is not None and not isinstance(value, str):
         raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)} is not a string")
+    return value
+
+
+def lang(fields: MultiDict, name: str) -> str:
+    value = text_field(fields, name)
     if not value or not value.strip():
         raise InvalidRequest(f"Parameter '{name}' not specified.")
     try:
