@@ -4,10 +4,10 @@
   indentation come back as sent (``server.documents``).
 - ``.html`` / ``.htm``: the whole page is one document in the service's ``html`` mode:
   markup, scripts, styles and ``translate="no"`` content come back byte for byte.
-- ``.md``: line by line, each line a document in the service's ``markdown`` mode (its inline
-  emphasis, code spans and links placed by alignment); fenced and indented code is not
-  translated, and a line's block markers (``#``, ``>``, ``-``, ``1.``) stay in front of its
-  translation.
+- ``.md``: the whole file is one document in the service's ``markdown`` mode (CommonMark
+  with tables: paragraphs, headings and table cells translated, inline emphasis, code spans
+  and links placed by alignment; block markers, rules, fenced and indented code and html
+  blocks byte for byte); a leading front matter block (``---`` YAML, ``+++`` TOML) is kept.
 - ``.srt``: cues read by ``subrip``; a cue's lines are one sentence to the model and its
   translation is put back on as many lines, by proportion of words; index and timing lines
   come back byte for byte.
@@ -19,7 +19,6 @@ line) and counts the characters it reads for translation against ``--max-file-ch
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from ..documents import HTML, MARKDOWN, TEXT
@@ -62,100 +61,34 @@ def read_html(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     return whole(data, ".html", HTML, "text/html; charset=utf-8", chars)
 
 
-_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")  # anchored by match(); one way to match
-_TABLE_RULE = frozenset(":|-")
-
-
-def _is_rule(body: str) -> bool:
-    """A thematic break (``---``, ``* * *``: three or more of one of ``-*_``, spaces between) or a
-    table's delimiter row (``|---|:--:|``: only ``|:-`` and spaces, a ``|`` after the first character)."""
-    stripped = body.strip()
-    if not stripped:
-        return False
-    mark = stripped[0]
-    if mark in "-*_" and stripped.count(mark) >= 3 and all(ch == mark or ch.isspace() for ch in stripped):
-        return True
-    return body.find("|", 1) >= 0 and all(ch in _TABLE_RULE or ch.isspace() for ch in body)
-
-
-def _marker_end(body: str, at: int) -> int:
-    """Where one block marker starting at ``at`` ends (with the whitespace after it), or ``at``:
-    a heading ``#`` to ``######``, a quote ``>``, a bullet ``-*+`` (with a task box ``[ ]``), an
-    ordered item ``1.`` / ``1)``."""
-
-    def spaces(i: int) -> int:
-        while i < len(body) and body[i].isspace():
-            i += 1
-        return i
-
-    ch, n = body[at] if at < len(body) else "", len(body)
-    if ch == "#":
-        i = at
-        while i < n and body[i] == "#":
-            i += 1
-        return spaces(i) if i - at <= 6 and i < n and body[i].isspace() else at
-    if ch == ">":
-        return at + 2 if at + 1 < n and body[at + 1].isspace() else at + 1
-    if ch in "-*+":
-        if not (at + 1 < n and body[at + 1].isspace()):
-            return at
-        i = spaces(at + 1)
-        box = body[i : i + 3]
-        if (
-            len(box) == 3
-            and box[0] == "["
-            and box[1] in " xX"
-            and box[2] == "]"
-            and i + 3 < n
-            and body[i + 3].isspace()
-        ):
-            i = spaces(i + 3)
-        return i
-    i = at
-    while i < n and "0" <= body[i] <= "9":
-        i += 1
-    if 0 < i - at <= 9 and i < n and body[i] in ".)" and i + 1 < n and body[i + 1].isspace():
-        return spaces(i + 1)
-    return at
-
-
-def markdown_line(body: str) -> tuple[str, str, str]:
-    """(the line's block markers with the whitespace around them, its text, its trailing whitespace)."""
-    at = 0
-    while at < len(body) and body[at].isspace():
-        at += 1
-    while (after := _marker_end(body, at)) > at:
-        at = after
-    end = max(at, len(body.rstrip()))
-    return body[:at], body[at:end], body[end:]
+def front_matter(text: str) -> int:
+    """Where a leading front matter block ends (Jekyll's and Hugo's YAML between ``---`` lines,
+    Hugo's TOML between ``+++`` lines), or 0: it is the page's settings, not its text."""
+    first = text.split("\n", 1)[0].rstrip("\r")
+    if first not in ("---", "+++"):
+        return 0
+    at = len(first) + 1
+    while at < len(text):
+        end = text.find("\n", at)
+        end = len(text) if end < 0 else end + 1
+        if text[at:end].rstrip("\r\n") in (first, "..." if first == "---" else first):
+            return end
+        at = end
+    return 0  # never closed: a rule and text, as CommonMark reads it
 
 
 def read_md(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
+    """The whole file as one document in the service's markdown mode (after its front matter)."""
     text, bom = decode(data, ".md")
-    lines = text.splitlines(keepends=True)
-    places: list[tuple[int, str, str, str]] = []  # (line, its markers, its text, the rest of it)
-    fence = ""
-    for i, line in enumerate(lines):
-        body = line.rstrip("\r\n")
-        opened = _FENCE.match(body)
-        if fence or opened:
-            if opened and (not fence or opened.group(1)[0] == fence[0]):
-                fence = "" if fence else opened.group(1)
-            continue
-        if body.startswith(("    ", "\t")) or not body.strip() or _is_rule(body):
-            continue  # indented code, a blank line, a rule
-        markers, content, trailing = markdown_line(body)
-        if content:
-            chars.add(len(content))
-            places.append((i, markers, content, trailing + line[len(body) :]))
+    head = front_matter(text)
+    body = text[head:]
+    texts = (body,) if body.strip() else ()
+    chars.add(len(body) if texts else 0)
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
-        out = list(lines)
-        for (i, markers, _, rest), translation in zip(places, translations):
-            out[i] = markers + translation + rest
-        return (bom + "".join(out)).encode("utf-8")
+        return (bom + text[:head] + (translations[0] if texts else body)).encode("utf-8")
 
-    return Extracted(tuple(p[2] for p in places), write, MARKDOWN, "text/markdown; charset=utf-8")
+    return Extracted(texts, write, MARKDOWN, "text/markdown; charset=utf-8")
 
 
 def read_srt(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:

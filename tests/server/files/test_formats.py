@@ -137,12 +137,14 @@ def test_srt_cues_are_one_sentence_put_back_on_as_many_lines():
     )
 
 
-def test_markdown_translates_text_and_keeps_markers_and_code():
-    data = b"# Title\n\n- first item\n1. numbered\n> quoted\n\n```\ncode stays\n```\n    indented code\n---\n"
+def test_markdown_is_one_document_after_its_front_matter():
+    data = b"---\ntitle: A page\n---\n# Title\n\n- first item\n"
     extracted = files.read("notes.md", data, LIMIT)
-    assert extracted.texts == ("Title", "first item", "numbered", "quoted")
-    out = swapped(extracted).decode()
-    assert out == "# tITLE\n\n- FIRST ITEM\n1. NUMBERED\n> QUOTED\n\n```\ncode stays\n```\n    indented code\n---\n"
+    assert extracted.texts == ("# Title\n\n- first item\n",) and extracted.format == "markdown"
+    assert extracted.write(["# Titel\n\n- erster Punkt\n"]) == b"---\ntitle: A page\n---\n# Titel\n\n- erster Punkt\n"
+    toml = files.read("hugo.md", b"+++\ntitle = 'A'\n+++\nText.\n", LIMIT)
+    assert toml.texts == ("Text.\n",) and toml.write(["Text DE.\n"]) == b"+++\ntitle = 'A'\n+++\nText DE.\n"
+    assert files.read("rule.md", b"---\nNot closed.\n", LIMIT).texts == ("---\nNot closed.\n",)  # a rule, then text
 
 
 def test_txt_and_html_are_one_document_each_and_a_bom_is_kept():

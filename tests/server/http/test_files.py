@@ -193,6 +193,24 @@ def test_pptx_slides_odt_odp_srt_md_txt_html_and_epub(server):
         assert f"<p>{expected[PHRASES[1]]}</p>" in package.read("OEBPS/chapter0.xhtml").decode()
 
 
+def test_a_markdown_file_is_translated_as_translate_does_markdown_and_its_front_matter_is_kept(server):
+    # tables, nested list items, a fence inside a longer fence and a fence in a block quote, as
+    # CommonMark reads them, not line by line: cells keep their pipes, code comes back as sent
+    expected = dict(zip(PHRASES, translate_texts(server, PHRASES)))
+    front = f"---\ntitle: {PHRASES[0]}\n---\n"
+    code = f"````markdown\n```python\nx = '{PHRASES[0]}'\n```\n````\n\n> ```bash\n> echo '{PHRASES[1]}'\n> ```\n"
+    body = (
+        f"| Date | Time |\n|---|---|\n| {PHRASES[0]} | {PHRASES[1]} |\n\n- {PHRASES[2]}\n    - {PHRASES[3]}\n\n{code}"
+    )
+    out = translated(server, "notes.md", (front + body).encode()).decode()
+    assert out == front + translate_texts(server, [body], "markdown")[0]
+    rows = out.split("\n")
+    cells = [cell.strip() for cell in rows[5].strip("|").split("|")]
+    assert rows[4] == "|---|---|" and cells == [expected[PHRASES[0]], expected[PHRASES[1]]]
+    assert words(rows[8][6:]) == words(expected[PHRASES[3]]) and rows[8].startswith("    - ")
+    assert out.endswith("\n\n" + code)
+
+
 @pytest.mark.parametrize(
     ("filename", "content", "message"),
     [
