@@ -4,9 +4,14 @@ One :class:`Dialect` per family, read from the specs:
 
 - OOXML WordprocessingML (.docx, ECMA-376 Part 1 § 17.3): a paragraph ``<w:p>`` holds runs
   ``<w:r>`` whose text is in ``<w:t>``; ``<w:tab/>`` and ``<w:br/>`` / ``<w:cr/>`` sit between
-  texts. Deleted text (``<w:delText>``) and field codes (``<w:instrText>``) are not read.
+  texts. Deleted text (``<w:delText>``) and field codes (``<w:instrText>``) are not read. A
+  field's result (§ 17.16: the runs of a ``<w:fldSimple>``, or those between a ``<w:fldChar>``
+  ``separate`` and its ``end``: a figure's number, a cross-reference, a page number) is what
+  Word shows and does not compute again on opening, so it is kept as it is, a placeholder
+  between the runs as a tab is; only a ``HYPERLINK`` field's result is the author's words,
+  read as runs.
 - OOXML DrawingML (.pptx, § 21.1.2): ``<a:p>`` holds runs ``<a:r>`` with ``<a:t>``, and
-  ``<a:br/>``; a field's text (``<a:fld>``: a slide number, a date) is left as it is.
+  ``<a:br/>``; a field's text (``<a:fld>``: a slide number, a date) is a placeholder too.
 - OpenDocument (.odt, .odp, ODF 1.3 § 5.1): ``<text:p>`` and ``<text:h>`` hold mixed content:
   character data, ``<text:span>`` and ``<text:a>`` (styled runs and links, read through),
   ``<text:s/>`` (spaces), ``<text:tab/>``, ``<text:line-break/>``; anything else inside (a
@@ -32,6 +37,7 @@ A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 HYPERLINK = f"{W}hyperlink"
+FIELD_CHAR, INSTRUCTION = f"{W}fldChar", f"{W}instrText"
 # run properties that do not show: runs differing only in them look alike (Word splits runs at edits)
 _UNSEEN = frozenset({"lang", "altLang", "noProof", "dirty", "err", "smtClean", "smtId", "bmk", "rsidRPr"})
 # characters XML 1.0 cannot hold (a control character in a model's output): see xml_text
@@ -46,6 +52,11 @@ class Dialect:
     mixed: bool = False  # ODF: character data of the paragraph and of `inline` elements are runs
     inline: frozenset[str] = frozenset()  # read through (ODF spans and links)
     run_parent: str = ""  # OOXML: a text element counts only inside this parent (a:r, not a:fld)
+    fields: frozenset[str] = frozenset()  # elements whose text is a field's result (w:fldSimple, a:fld)
+
+
+FIELD = " "  # what the model reads for a field's result: the words around it, not the result itself
+_LINK = re.compile(r"\s*HYPERLINK\b", re.IGNORECASE)  # a field whose result is the link's own words
 
 
 WORDPROCESSING = Dialect(
@@ -53,9 +64,14 @@ WORDPROCESSING = Dialect(
     texts=frozenset({f"{W}t"}),
     joints={f"{W}tab": "\t", f"{W}br": "\n", f"{W}cr": "\n"},
     run_parent=f"{W}r",
+    fields=frozenset({f"{W}fldSimple"}),
 )
 DRAWING = Dialect(
-    paragraphs=frozenset({f"{A}p"}), texts=frozenset({f"{A}t"}), joints={f"{A}br": "\n"}, run_parent=f"{A}r"
+    paragraphs=frozenset({f"{A}p"}),
+    texts=frozenset({f"{A}t"}),
+    joints={f"{A}br": "\n"},
+    run_parent=f"{A}r",
+    fields=frozenset({f"{A}fld"}),
 )
 OPENDOCUMENT = Dialect(
     paragraphs=frozenset({f"{TEXT}p", f"{TEXT}h"}),
@@ -107,10 +123,62 @@ class Slot:
 class Paragraph:
     slots: tuple[Slot, ...]
     unit: Unit
+    # per slot: (a field's result is right before it, right after it); the model reads a space
+    # there, so the translation's edge next to the field gets its space back (_spaced)
+    fields: tuple[tuple[bool, bool], ...] = ()
 
     def write(self, runs: list[str]) -> None:
-        for slot, text in zip(self.slots, runs, strict=True):
+        fields = self.fields or ((False, False),) * len(self.slots)
+        for slot, text, (before, after) in zip(self.slots, runs, fields, strict=True):
+            was = slot.get()
+            if not text and ((before and was[0].isspace()) or (after and was[-1].isspace())):
+                text = " "  # an emptied run between fields (Page [7] of [9]) still parts them
+            elif text:
+                text = " " + text if before and _spaced(was[0], text[0]) else text
+                text = text + " " if after and _spaced(was[-1], text[-1]) else text
             slot.set(text)
+
+
+def _spaced(was: str, now: str) -> bool:
+    """Whether a translated run's edge character ``now`` next to a field is set off by a space:
+    where the run had one (``Figure `` [3]), or where a word now meets the field that punctuation
+    met (``Figure `` [3] ``: sales`` -> ``Abbildung:`` [3] ``Umsatz``)."""
+    return not now.isspace() and (was.isspace() or (now.isalnum() and not was.isalnum()))
+
+
+class _Fields:
+    """The complex fields (``w:fldChar`` begin, instruction, separate, result, end) open at the
+    walk's place, innermost last, each as [the start of its instruction, whether it hides the
+    text in it: its instruction does, and its result but a link's]; ``hiding`` counts those that
+    do, so a paragraph of many nested fields is read in linear time."""
+
+    def __init__(self) -> None:
+        self.open: list[list] = []
+        self.hiding = 0
+
+    @property
+    def hidden(self) -> bool:
+        """Text here is a field's instruction or result, not the paragraph's words."""
+        return self.hiding > 0
+
+    def char(self, element: etree._Element) -> bool:
+        """Follows a ``w:fldChar``; True where a result kept as it is starts (a placeholder)."""
+        kind = element.get(f"{W}fldCharType")
+        if kind == "begin":
+            self.open.append(["", True])
+            self.hiding += 1
+        elif kind == "separate" and self.open:
+            if _LINK.match(self.open[-1][0]) and self.open[-1][1]:
+                self.open[-1][1] = False
+                self.hiding -= 1
+            return self.hiding == 1 and self.open[-1][1] and not _LINK.match(self.open[-1][0])
+        elif kind == "end" and self.open:  # an end without its begin: a field across paragraphs
+            self.hiding -= self.open.pop()[1]
+        return False
+
+    def instruction(self, element: etree._Element) -> None:
+        if self.open and len(self.open[-1][0]) < 64:  # enough to tell a link
+            self.open[-1][0] += (element.text or "")[:64]
 
 
 class _Collector:
@@ -120,7 +188,10 @@ class _Collector:
         self.runs: list[str] = []
         self.joints: list[str] = []
         self.styles: list[str] = []
+        self.edges: list[tuple[bool, bool]] = []  # Paragraph.fields
         self.pending = ""  # joints seen since the last run
+        self.after_field = False  # a field's result since the last run
+        self.complex = _Fields()
 
     def slot(self, slot: Slot) -> None:
         text = slot.get()
@@ -132,6 +203,15 @@ class _Collector:
         self.slots.append(slot)
         self.runs.append(text)
         self.styles.append(self.style(slot))
+        self.edges.append((self.after_field, False))
+        self.after_field = False
+
+    def field(self) -> None:
+        """A field's result, kept as it is: the model reads :data:`FIELD` in its place."""
+        self.pending += FIELD
+        self.after_field = True
+        if self.edges:
+            self.edges[-1] = (self.edges[-1][0], True)
 
     def style(self, slot: Slot) -> str:
         """How the slot's run looks, as a key ("" plain): its run properties but the unseen ones
@@ -164,11 +244,22 @@ class _Collector:
             tag = child.tag
             if tag in d.paragraphs or not isinstance(tag, str):  # a nested paragraph; a comment or PI
                 pass
+            elif tag == FIELD_CHAR:
+                if self.complex.char(child):
+                    self.field()
+            elif tag == INSTRUCTION:
+                self.complex.instruction(child)
             elif tag in d.joints:
-                self.joint(child)
+                if not self.complex.hidden:
+                    self.joint(child)
             elif tag in d.texts:
-                if child.getparent().tag == d.run_parent:
+                if child.getparent().tag == d.run_parent and not self.complex.hidden:
                     self.slot(Slot(child))
+            elif tag in d.fields:
+                if _LINK.match(child.get(f"{W}instr", "")):
+                    self.walk(child)
+                elif not self.complex.hidden:
+                    self.field()
             elif not d.mixed or tag in d.inline:
                 self.walk(child)
             if d.mixed:
@@ -183,7 +274,7 @@ def paragraph(element: etree._Element, dialect: Dialect) -> Paragraph | None:
     if not collector.runs:
         return None
     unit = Unit(tuple(collector.runs), tuple(collector.joints), tuple(collector.styles))
-    return Paragraph(tuple(collector.slots), unit) if unit.text.strip() else None
+    return Paragraph(tuple(collector.slots), unit, tuple(collector.edges)) if unit.text.strip() else None
 
 
 def paragraphs(root: etree._Element, dialect: Dialect) -> Iterator[Paragraph]:

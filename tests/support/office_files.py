@@ -3,7 +3,7 @@ and an image, each as its application writes it (the parts and namespaces of the
 the file tests need no office suite and no fixture files.
 
 A paragraph is a list of runs; a run is ``(text, style)`` with style ``"b"`` (bold), ``"i"``
-(italic) or ``""``.
+(italic) or ``""`` (and, in a .docx, a field: see :func:`docx`).
 """
 
 from __future__ import annotations
@@ -39,15 +39,31 @@ def _zip(entries: list[tuple[str, bytes | str]], stored_first: bool = False) -> 
     return out.getvalue()
 
 
-def docx(paragraphs: list[Paragraph]) -> bytes:
+def docx(paragraphs: list[Paragraph], footer: list[Paragraph] | None = None) -> bytes:
+    """A run styled ``"field INSTRUCTION"`` is a simple field (``w:fldSimple``) showing its text,
+    one styled ``"complex INSTRUCTION"`` a complex field (``w:fldChar`` begin, ``w:instrText``,
+    separate, the text, end), as Word writes a figure's number, a cross-reference or a page
+    number; ``footer``: the paragraphs of ``word/footer1.xml``."""
+
     def run(text: str, style: str) -> str:
         props = {"b": "<w:rPr><w:b/></w:rPr>", "i": "<w:rPr><w:i/></w:rPr>"}.get(style, "")
-        return f'<w:r>{props}<w:t xml:space="preserve">{escape(text)}</w:t></w:r>'
+        shown = f'<w:r>{props}<w:t xml:space="preserve">{escape(text)}</w:t></w:r>'
+        kind, _, instruction = style.partition(" ")
+        if kind == "field":
+            return f'<w:fldSimple w:instr=" {escape(instruction, {chr(34): "&quot;"})} ">{shown}</w:fldSimple>'
+        if kind == "complex":
+            char = '<w:r><w:fldChar w:fldCharType="{}"/></w:r>'.format
+            code = f'<w:r><w:instrText xml:space="preserve"> {escape(instruction)} </w:instrText></w:r>'
+            return f"{char('begin')}{code}{char('separate')}{shown}{char('end')}"
+        return shown
 
-    body = "".join(
-        f'<w:p><w:pPr><w:pStyle w:val="Normal"/></w:pPr>{"".join(run(*r) for r in p)}</w:p>' for p in paragraphs
-    )
-    document = f'{DECLARATION}<w:document xmlns:w="{W}"><w:body>{body}<w:sectPr/></w:body></w:document>'
+    def body(paragraphs: list[Paragraph]) -> str:
+        return "".join(
+            f'<w:p><w:pPr><w:pStyle w:val="Normal"/></w:pPr>{"".join(run(*r) for r in p)}</w:p>' for p in paragraphs
+        )
+
+    document = f'{DECLARATION}<w:document xmlns:w="{W}"><w:body>{body(paragraphs)}<w:sectPr/></w:body></w:document>'
+    footers = [("word/footer1.xml", f'{DECLARATION}<w:ftr xmlns:w="{W}">{body(footer)}</w:ftr>')] if footer else []
     return _zip(
         [
             (
@@ -56,6 +72,7 @@ def docx(paragraphs: list[Paragraph]) -> bytes:
             ),
             ("_rels/.rels", f"{DECLARATION}<Relationships/>"),
             ("word/document.xml", document),
+            *footers,
             ("word/styles.xml", f'{DECLARATION}<w:styles xmlns:w="{W}"/>'),
             ("word/media/image1.png", PNG),
         ]

@@ -65,6 +65,37 @@ def test_docx_keeps_the_edge_spaces_word_would_drop():
     assert first.text == "oNE " and first.get("{http://www.w3.org/XML/1998/namespace}space") == "preserve"
 
 
+def test_docx_field_results_keep_their_numbers_and_the_words_around_them_are_translated():
+    # Word shows a field's stored result and does not compute it again on opening
+    paragraphs = [
+        [("Figure ", ""), ("3", "field SEQ Figure \\* ARABIC"), (": sales on Monday.", "")],
+        [("As shown in Figure ", ""), ("3", "complex REF _Ref1 \\h"), (" on page 12.", "")],
+        [("See ", ""), ("our site", 'complex HYPERLINK "https://example.com"'), (".", "")],  # a link's own words
+    ]
+    data = office.docx(
+        paragraphs, footer=[[("Page ", ""), ("7", "complex PAGE"), (" of ", ""), ("9", "field NUMPAGES")]]
+    )
+    extracted = files.read("report.docx", data, LIMIT)
+    assert extracted.texts == (
+        "Figure  : sales on Monday.",
+        "As shown in Figure   on page 12.",
+        "See our site.",
+        "Page   of ",
+    )
+    out = extracted.write(
+        ["Abbildung: Umsatz am Montag.", "Siehe dazu Abbildung auf Seite 12.", "Siehe unsere Seite.", "Seite von"]
+    )
+    document, footer = xml(out, "word/document.xml"), xml(out, "word/footer1.xml")
+    shown = ["".join(t.text or "" for t in p.iter(f"{W}t")) for p in [*document.iter(f"{W}p"), *footer.iter(f"{W}p")]]
+    assert shown == [
+        "Abbildung: 3 Umsatz am Montag.",
+        "Siehe dazu Abbildung 3 auf Seite 12.",
+        "Siehe unsere Seite.",
+        "Seite 7 von 9",
+    ]
+    assert [i.text for i in document.iter(f"{W}instrText")] == [" REF _Ref1 \\h ", ' HYPERLINK "https://example.com" ']
+
+
 def test_pptx_every_slide_and_its_runs():
     data = office.pptx([[[("Title ", "b"), ("slide", "")]], [[("Second slide text.", "i")]]])
     extracted = files.read("deck.pptx", data, LIMIT)

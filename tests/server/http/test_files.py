@@ -150,6 +150,35 @@ def test_many_styled_paragraphs_are_aligned_in_several_tasks_as_they_decode(serv
     assert words(got[-1][0]) == words(translate_texts(server, [PHRASES[1]])[0])
 
 
+def field_result(t: etree._Element) -> bool:
+    """Whether the ``w:t`` is a field's result: in a ``w:fldSimple``, or in the run after a complex
+    field's ``separate`` (as ``office.docx`` writes them)."""
+    run = t.getparent()
+    before = run.getprevious()
+    separate = before is not None and before.find(f"{W}fldChar[@{W}fldCharType='separate']") is not None
+    return run.getparent().tag == f"{W}fldSimple" or separate
+
+
+def test_docx_fields_keep_the_numbers_word_shows_and_the_words_around_them_are_translated(server):
+    # Word shows a field's stored result and does not compute it again when the file opens
+    paragraphs = [
+        [("Figure ", ""), ("3", "field SEQ Figure \\* ARABIC"), (f": sales {PHRASES[0]}", "")],
+        [("As shown in Figure ", ""), ("3", "complex REF _Ref1 \\h"), (" on page 12.", "")],
+    ]
+    footer = [[("Page ", ""), ("7", "complex PAGE"), (" of ", ""), ("9", "field NUMPAGES")]]
+    out = translated(server, "figures.docx", office.docx(paragraphs, footer))
+    document, page = part(out, "word/document.xml"), part(out, "word/footer1.xml")
+    found = [
+        [(t.text, field_result(t)) for t in p.iter(f"{W}t")] for p in [*document.iter(f"{W}p"), *page.iter(f"{W}p")]
+    ]
+    assert [[text for text, result in p if result] for p in found] == [["3"], ["3"], ["7", "9"]]
+    expected = translate_texts(server, [f"Figure : sales {PHRASES[0]}", "As shown in Figure on page 12."])
+    around = [" ".join(text or "" for text, result in p if not result) for p in found]
+    assert [words(a) for a in around[:2]] == [words(e) for e in expected]
+    footer_words = words("".join(text or "" for text, _ in found[2])).split()
+    assert {"7", "9"} <= set(footer_words), footer_words  # set off by spaces, however the words around fall
+
+
 def test_a_20_page_pdf_comes_back_translated_in_place(server):
     source, rects, texts = pdf_pages.phrase_pages(20)
     out = translated(server, "brochure.pdf", source)
