@@ -5,8 +5,10 @@ A file is cues, each: an index line (optional), a timing line
 line. The reader is as tolerant as the ``srt`` library for real files: ``.`` (or ``:``) as the
 decimal separator, a missing index, a byte-order mark, CRLF, extra blank lines between cues,
 blank lines inside a cue's text (a cue's text runs until the next timing line, or index line
-followed by one), and no blank line before the next cue. Only text before the first cue that is
-not whitespace is refused.
+followed by one), and no blank line before the next cue. Text before the first cue that is not
+whitespace is refused, and so is an index line after a blank line followed by a line meant as a
+timing line that does not parse (``00:00:03,000 -> 00:00:04,000``): read as text, that cue
+would be merged into the one before.
 
 That library matches a whole cue with one regular expression whose timestamp part
 (``[0-9]+[,.:]...``) backtracks in cubic time: a 2 KB file of ``"1\n"`` and 2,000 digits takes
@@ -61,6 +63,25 @@ def _cue_header(lines: list[str], i: int) -> int | None:
     return j + 1 if j < len(lines) and is_timing(lines[j]) else None
 
 
+def _looks_like_timing(line: str) -> bool:
+    """A line meant as a timing line: digits, a ``:`` and an arrow's ``-`` or ``>``."""
+    body = line.strip()
+    return len(body) <= MAX_TIMING_LINE and ":" in body and ("-" in body or ">" in body) and any(map(str.isdigit, body))
+
+
+def _refuse_broken_header(lines: list[str], i: int) -> None:
+    """FileRefused when the text line ``i`` of a cue, after a blank line, is an index line followed by
+    a timing line that does not parse (``->`` for ``-->``): read as text, the next cue would be
+    merged into this one, its index and timing translated and its own text lost."""
+    if lines[i - 1].strip() or not _is_index(lines[i]) or i + 1 >= len(lines) or not _looks_like_timing(lines[i + 1]):
+        return
+    shown = lines[i + 1].strip()[:40]
+    raise FileRefused(
+        f"the .srt file does not parse as SubRip subtitles: line {i + 2} ({shown!r}), after the index line "
+        f"{lines[i].strip()[:20]!r}, is not a timing line HH:MM:SS,mmm --> HH:MM:SS,mmm"
+    )
+
+
 def cues(lines: list[str]) -> list[Cue]:
     """The cues of the file's lines (``str.splitlines(keepends=True)``); FileRefused when the text
     before the first cue is not blank."""
@@ -82,6 +103,7 @@ def cues(lines: list[str]) -> list[Cue]:
             if lines[i].strip():
                 if _cue_header(lines, i) is not None:
                     break
+                _refuse_broken_header(lines, i)
                 last = i + 1
             i += 1
         found.append(Cue(header, last))

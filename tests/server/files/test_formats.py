@@ -200,6 +200,11 @@ def test_txt_and_html_are_one_document_each_and_a_bom_is_kept():
         ("blank.txt", b"   \n\n", "no text to translate"),
         ("latin1.txt", "Grüße".encode("latin-1"), "not UTF-8"),
         ("bad.srt", b"1\nnot a timestamp\nHello\n", "SubRip"),
+        (  # read as text, cue 2 would be merged into cue 1 and its own text lost
+            "typo.srt",
+            b"1\n00:00:01,000 --> 00:00:02,000\nHi.\n\n2\n00:00:03,000 -> 00:00:04,000\nBye.\n\n",
+            r"SubRip subtitles: line 6 \('00:00:03,000 -> 00:00:04,000'\), after the index line '2', is not a timing",
+        ),
         ("no-container.epub", office.docx(STYLED), "META-INF/container.xml"),
     ],
 )

@@ -249,6 +249,11 @@ def test_a_markdown_file_is_translated_as_translate_does_markdown_and_its_front_
         ("empty.docx", office.docx([[("", "")]] * 100_000), "no text to translate"),
         ("big.txt", b"a" * (MAX_FILE_BYTES + 1), "at most 4,194,304 (--max-file-bytes)"),
         ("long.txt", ("three o'clock. " * 400).encode(), "at most 3,000 per file (--max-file-chars)"),
+        (
+            "typo.srt",
+            f"1\n00:00:01,000 --> 00:00:02,000\n{PHRASES[0]}\n\n2\n00:00:03,000 -> 00:00:04,000\nBye.\n".encode(),
+            "line 6 ('00:00:03,000 -> 00:00:04,000'), after the index line '2', is not a timing line",
+        ),
     ],
 )
 def test_bad_files_get_400_and_the_server_stays_healthy(server, filename, content, message):
