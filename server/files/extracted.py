@@ -56,9 +56,10 @@ class Extracted:
 
     ``texts``: what the model translates, in file order (paragraphs, subtitle cues, or a whole
     page of html), each with something in it; all go to the service as one request, so their
-    sentences are decoded together. ``format``: the service's text format for all of them
-    (``text``, or ``html`` for .html and EPUB pages). ``write(translations, placement)``: the
-    translated file, ``translations[i]`` in place of ``texts[i]``, ``placement`` putting a
+    sentences are decoded together. ``format``: the service's text format for all of them, one
+    a file (``text``; ``html`` for .html, EPUB pages and .srt with styling tags; ``markdown`` for
+    .md). ``write(translations, placement)``: the translated file, ``translations[i]`` in place
+    of ``texts[i]``, ``placement`` putting a
     paragraph's translation onto its runs (``placement.place``, or ``placement.place_aligned``
     with word alignments). ``units``: for formats with runs, ``texts[i]``'s runs."""
 

@@ -20,6 +20,7 @@ characters. Only the text lines are ever rewritten: index and timing lines come 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .refusals import FileRefused
@@ -108,3 +109,54 @@ def cues(lines: list[str]) -> list[Cue]:
             i += 1
         found.append(Cue(header, last))
     return found
+
+
+# SubRip's styling tags, as players read them; linear: a tag's body stops at the next < or >
+_TAG = re.compile(r"</?(?:[ibus]|font)(?:[ \t][^<>\r\n]*)?>", re.IGNORECASE)
+_OVERRIDE = re.compile(r"(?:\{\\[^{}\r\n]*\})+")  # {\an8}: a position (or style) override, SSA's spelling
+_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_ESCAPED = re.compile("&(?:amp|lt|gt);")
+_IN_TAG = "\x00"  # a tag's space while a translation is shared out on lines by words
+
+
+def override(line: str) -> tuple[str, str]:
+    """(the ``{\\...}`` overrides a cue's first line starts with, the rest): a player's
+    instruction, not words, put back in front of the cue's translation."""
+    found = _OVERRIDE.match(line)
+    return (found.group(), line[found.end() :]) if found else ("", line)
+
+
+def has_tags(text: str) -> bool:
+    return _TAG.search(text) is not None
+
+
+def _outside_tags(text: str, change: Callable[[str], str]) -> str:
+    out, at = [], 0
+    for tag in _TAG.finditer(text):
+        out += (change(text[at : tag.start()]), tag.group())
+        at = tag.end()
+    out.append(change(text[at:]))
+    return "".join(out)
+
+
+def to_html(text: str) -> str:
+    """A cue's text for the service's html mode: its tags as they are (the mode places inline
+    markup by alignment), ``&``, ``<`` and ``>`` of its words escaped."""
+    return _outside_tags(text, lambda part: "".join(_ESCAPES.get(ch, ch) for ch in part))
+
+
+def from_html(text: str) -> str:
+    """The html mode's translation as a cue's text: the escapes of :func:`to_html` undone once, so a
+    cue without tags reads as the text mode's translation."""
+    unescaped = {v: k for k, v in _ESCAPES.items()}
+    return _outside_tags(text, lambda part: _ESCAPED.sub(lambda m: unescaped[m.group()], part))
+
+
+def tags_as_words(text: str) -> str:
+    """``text`` with each tag's spaces hidden, so a translation shared out on lines by words
+    keeps every tag whole on one line (:func:`tags_back`)."""
+    return _TAG.sub(lambda tag: tag.group().replace(" ", _IN_TAG).replace("\t", _IN_TAG), text)
+
+
+def tags_back(text: str) -> str:
+    return text.replace(_IN_TAG, " ")

@@ -10,7 +10,8 @@
   blocks byte for byte); a leading front matter block (``---`` YAML, ``+++`` TOML) is kept.
 - ``.srt``: cues read by ``subrip``; a cue's lines are one sentence to the model and its
   translation is put back on as many lines, by proportion of words; index and timing lines
-  come back byte for byte.
+  come back byte for byte. Styling tags (``<i>``, ``<font color=...>``) are placed by the html
+  mode, and a leading ``{\\an8}`` position override is kept in front of its cue.
 
 Files are UTF-8 (a byte-order mark is kept); anything else is refused with a 400. Every
 reader here runs in time linear in the file (no regular expression that can backtrack over a
@@ -92,27 +93,47 @@ def read_md(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
 
 
 def read_srt(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
+    """The cues' text lines, each cue one unit: in the text mode, or, where a cue has styling tags
+    (``<i>``, ``<b>``, ``<u>``, ``<font>``), every cue in the html mode, which places the tags by
+    alignment (one format a file); a leading ``{\\an8}`` override is kept in front of its cue."""
     text, bom = decode(data, ".srt")
     lines = text.splitlines(keepends=True)
-    cues = subrip.cues(lines)
     eol = "\r\n" if "\r\n" in text else "\n"
-    kept: list[tuple[subrip.Cue, Unit]] = []
-    for cue in cues:
-        texts = tuple(t for t in (line.strip() for line in lines[cue.start : cue.end]) if t)
+    kept: list[tuple[subrip.Cue, str, list[str]]] = []  # (cue, its override, its text lines)
+    for cue in subrip.cues(lines):
+        texts = [t for t in (line.strip() for line in lines[cue.start : cue.end]) if t]
+        front = ""
+        if texts:
+            front, first = subrip.override(texts[0])
+            texts = [t for t in (first.strip(), *texts[1:]) if t]
         if texts:
             chars.add(sum(map(len, texts)) + len(texts) - 1)
-            kept.append((cue, Unit(texts, (" ",) * (len(texts) - 1))))
+            kept.append((cue, front, texts))
+    markup = any(subrip.has_tags(t) for _, _, texts in kept for t in texts)
+    as_sent = subrip.to_html if markup else str
+    units = [Unit(tuple(map(as_sent, texts)), (" ",) * (len(texts) - 1)) for _, _, texts in kept]
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
         out = list(lines)
-        for n, ((cue, unit), translation) in enumerate(zip(kept, translations)):
+        for n, ((cue, front, _), unit, translation) in enumerate(zip(kept, units, translations)):
             if n % 1024 == 0:
                 check()
             last = lines[cue.end - 1]
             ending = last[len(last.rstrip("\r\n")) :]
-            placed = [line for line in placement(unit, translation) if line]
+            placed = _on_lines(unit, translation, placement, markup)
             out[cue.start : cue.end] = [""] * (cue.end - cue.start)
-            out[cue.start] = eol.join(placed) + ending
+            out[cue.start] = front + eol.join(placed) + ending
         return (bom + "".join(out)).encode("utf-8")
 
-    return Extracted(unit_texts([u for _, u in kept]), write, TEXT, "application/x-subrip; charset=utf-8")
+    format = HTML if markup else TEXT
+    return Extracted(unit_texts(units), write, format, "application/x-subrip; charset=utf-8")
+
+
+def _on_lines(unit: Unit, translation: str, placement: Placement, markup: bool) -> list[str]:
+    """A cue's translation on as many lines as it had (fewer where it has fewer words); in the
+    html mode, each tag whole on one line and the words unescaped."""
+    if not markup:
+        return [line for line in placement(unit, translation) if line]
+    hidden = Unit(tuple(map(subrip.tags_as_words, unit.runs)), unit.joints)
+    placed = placement(hidden, subrip.tags_as_words(translation))
+    return [subrip.from_html(subrip.tags_back(line)) for line in placed if line]

@@ -168,6 +168,31 @@ def test_srt_cues_are_one_sentence_put_back_on_as_many_lines():
     )
 
 
+def test_srt_styling_tags_go_to_the_html_mode_and_position_overrides_stay_in_front():
+    data = (
+        "1\n00:00:01,000 --> 00:00:02,000\n<i>It is late.</i>\n\n"
+        "2\n00:00:03,000 --> 00:00:04,000\n{\\an8}Tom & Jerry <3\nsay bye.\n\n"
+        '3\n00:00:05,000 --> 00:00:06,000\n<font color="#ff0000">Run!</font>\n\n'
+    )
+    extracted = files.read("movie.srt", data.encode(), LIMIT)
+    assert extracted.format == "html"  # one format a file: every cue, so a plain one's & and < are escaped
+    assert extracted.texts == (
+        "<i>It is late.</i>",
+        "Tom &amp; Jerry &lt;3 say bye.",
+        '<font color="#ff0000">Run!</font>',
+    )
+    out = extracted.write(
+        ["<i>Es ist spät.</i>", "Tom &amp; Jerry &lt;3 sagen tschüss.", '<font color="#ff0000">Lauf!</font>']
+    )
+    assert out.decode() == (
+        "1\n00:00:01,000 --> 00:00:02,000\n<i>Es ist spät.</i>\n\n"
+        "2\n00:00:03,000 --> 00:00:04,000\n{\\an8}Tom & Jerry <3\nsagen tschüss.\n\n"
+        '3\n00:00:05,000 --> 00:00:06,000\n<font color="#ff0000">Lauf!</font>\n\n'
+    )
+    plain = files.read("plain.srt", b"1\n00:00:01,000 --> 00:00:02,000\n{\\an8}Tom & Jerry\n", LIMIT)
+    assert (plain.format, plain.texts) == ("text", ("Tom & Jerry",))
+
+
 def test_markdown_is_one_document_after_its_front_matter():
     data = b"---\ntitle: A page\n---\n# Title\n\n- first item\n"
     extracted = files.read("notes.md", data, LIMIT)

@@ -222,6 +222,18 @@ def test_pptx_slides_odt_odp_srt_md_txt_html_and_epub(server):
         assert f"<p>{expected[PHRASES[1]]}</p>" in package.read("OEBPS/chapter0.xhtml").decode()
 
 
+def test_srt_styling_tags_and_position_overrides_come_back_around_the_translation(server):
+    cue = "{}\n00:00:0{},000 --> 00:00:0{},500\n{}\n\n".format
+    tagged = [f"<i>{PHRASES[0]}</i>", f'<font color="#ff0000">{PHRASES[1]}</font>']
+    srt = cue(1, 1, 1, tagged[0]) + cue(2, 2, 2, "{\\an8}" + PHRASES[3]) + cue(3, 3, 3, tagged[1])
+    html = translate_texts(server, tagged, "html")
+    assert html[0].startswith("<i>") and "</font>" in html[1]
+    plain = translate_texts(server, [PHRASES[3]])[0]  # a cue without tags reads as in the text mode
+    assert translated(server, "film.srt", srt.encode()).decode() == (
+        cue(1, 1, 1, html[0]) + cue(2, 2, 2, "{\\an8}" + plain) + cue(3, 3, 3, html[1])
+    )
+
+
 def test_a_markdown_file_is_translated_as_translate_does_markdown_and_its_front_matter_is_kept(server):
     # tables, nested list items, a fence inside a longer fence and a fence in a block quote, as
     # CommonMark reads them, not line by line: cells keep their pipes, code comes back as sent
