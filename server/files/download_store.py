@@ -74,16 +74,20 @@ class _Entry:
         return float(self.meta["expires"])
 
 
-def safe_filename(filename: str) -> str:
+def safe_filename(filename: str, marker: str = "") -> str:
     """The base name with anything but letters and digits (of any script: ``报告.txt`` and
     ``März.txt`` keep their names) and ``._-`` replaced by ``_`` (werkzeug's secure_filename, as
-    LibreTranslate uses, in spirit), cut to :data:`MAX_NAME_BYTES` bytes, its extension kept."""
+    LibreTranslate uses, in spirit), cut to :data:`MAX_NAME_BYTES` bytes, its extension kept;
+    ``marker`` (a translation's ``.de``) goes before the extension, the stem cut to make room for
+    it, so a long name keeps it too."""
     base = unicodedata.normalize("NFC", os.path.basename(filename.replace("\\", "/"))).strip()
     cleaned = _UNSAFE.sub("_", base).strip("._ ") or "file"
     stem, ext = os.path.splitext(cleaned)
     if len(ext.encode()) > MAX_NAME_BYTES // 2:  # not an extension: a name with a dot in it
         stem, ext = cleaned, ""
-    return stem.encode()[: MAX_NAME_BYTES - len(ext.encode())].decode("utf-8", "ignore") + ext
+    marker = _UNSAFE.sub("_", marker)[: MAX_NAME_BYTES // 4]
+    room = MAX_NAME_BYTES - len(ext.encode()) - len(marker.encode())
+    return stem.encode()[:room].decode("utf-8", "ignore") + marker + ext
 
 
 def disk_bytes(*paths: Path) -> int:

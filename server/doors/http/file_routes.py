@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import functools
 import urllib.parse
-from pathlib import PurePosixPath
 
 from aiohttp import web
 
+from ...files.download_store import safe_filename
 from ...service.files import FileRequest
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
@@ -41,9 +41,9 @@ LABEL = "libretranslate.translate_file"
 
 
 def translated_filename(filename: str, target: str) -> str:
-    """``report.docx`` -> ``report.de.docx``: the name ``attnserve-client translate-file`` gives it."""
-    path = PurePosixPath(filename or "file")
-    return f"{path.stem}.{target}{path.suffix}"
+    """``report.docx`` -> ``report.de.docx``: the name ``attnserve-client translate-file`` gives it,
+    as stored (``safe_filename``: a long name's stem is cut, never the language)."""
+    return safe_filename(filename or "file", f".{target}")
 
 
 class FileRoutes:

@@ -276,7 +276,13 @@ def test_bad_files_get_400_and_the_server_stays_healthy(server, filename, conten
 
 @pytest.mark.parametrize(
     "filename, saved_as",
-    [("报告.txt", "报告.de.txt"), ("März-Bericht.txt", "März-Bericht.de.txt"), ("my notes ü.txt", "my_notes_ü.de.txt")],
+    [
+        ("报告.txt", "报告.de.txt"),
+        ("März-Bericht.txt", "März-Bericht.de.txt"),
+        ("my notes ü.txt", "my_notes_ü.de.txt"),
+        ("Q" * 300 + ".txt", "Q" * 113 + ".de.txt"),  # a long name is cut in its stem, never in its language
+    ],
+    ids=["chinese", "german", "spaces", "long"],
 )
 def test_a_file_name_in_any_script_comes_back_as_it_was_sent(server, filename, saved_as):
     # letters outside ASCII were replaced, and a name of them alone was lost: 报告.txt came back as de.txt
