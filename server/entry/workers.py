@@ -19,6 +19,10 @@ The parent:
   model directories) and waits; it exits 0 when every worker drained cleanly, 1 otherwise.
   When a worker dies on its own, the parent drains the others and exits 1, so that a
   supervisor (docker's restart policy, Kubernetes) starts the whole set again;
+- is watched by its workers: a parent killed outright (SIGKILL, the OOM killer) leaves no
+  worker behind to hold the ports and claim jobs, as each worker drains when its parent
+  goes (Linux's parent-death signal, and a thread watching the parent pid: other systems, and a
+  parent that died before the signal was set);
 - serves ``/metrics`` on ``--metrics-port``: every worker's metrics, collected at scrape
   time from the worker (each serves its own on a private 127.0.0.1 port), with a
   ``worker`` label ("0".."N-1") added to every sample. Per-worker series, not sums,
@@ -33,12 +37,14 @@ reload a multi-worker server with SIGHUP to the parent.
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
 import os
 import signal
 import socket
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -51,6 +57,8 @@ log = logging.getLogger("attnserve.server")
 START_TIMEOUT_S = 600.0  # loading and warming up large models in N processes on a busy host
 KILL_AFTER_S = 30.0  # beyond the drain's grace: a worker still running then is killed
 SCRAPE_TIMEOUT_S = 5.0
+PARENT_POLL_S = 0.5  # between a worker's looks at its parent pid, where no parent-death signal exists
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def reserve_port(host: str, port: int) -> tuple[socket.socket, int]:
@@ -70,10 +78,31 @@ def reserve_port(host: str, port: int) -> tuple[socket.socket, int]:
     return sock, sock.getsockname()[1]
 
 
-def _worker_main(settings: Settings, index: int, conn: Connection, metrics: bool, log_level: str) -> None:
+def _follow_parent(parent: int) -> None:
+    """SIGTERM to this worker (a drain) when its parent ``parent`` ends, however it ends: a worker
+    outliving it would keep the shared ports and claim jobs with no parent to stop it."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):  # no libc to load: the thread below alone notices
+            pass
+    # Also where the signal is set: a parent that died before it was set sends none.
+    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    log.error("the parent process (pid %d) is gone: draining", parent)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _worker_main(settings: Settings, index: int, conn: Connection, metrics: bool, log_level: str, parent: int) -> None:
     """Entry point of one worker process (spawned): a whole server on the shared ports."""
     import asyncio
 
+    _follow_parent(parent)
     # SIGHUP's default action ends a process: until serve() installs its reload handler, a SIGHUP
     # from elsewhere (a terminal's process group) is ignored; the parent holds the reloads it is
     # asked for until this worker reports ready (Workers.forward, Workers.wait_ready).
@@ -115,7 +144,7 @@ class Workers:
             parent_end, child_end = ctx.Pipe(duplex=False)
             proc = ctx.Process(
                 target=_worker_main,
-                args=(worker_settings, index, child_end, metrics, self.settings.log_level),
+                args=(worker_settings, index, child_end, metrics, self.settings.log_level, os.getpid()),
                 name=f"attnserve-worker-{index}",
             )
             proc.start()

@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -148,6 +149,39 @@ def test_a_worker_that_dies_stops_the_set_with_exit_1(vit_dirs, tmp_path):
         os.kill(server.pids[0], 0)
 
 
+def _running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie left to a container's init counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_workers_of_a_killed_parent_exit_and_free_the_ports(vit_dirs, tmp_path):
+    """SIGKILL to the parent (the OOM killer, a hard stop): no worker is left serving the ports
+    or claiming jobs, and a new server can bind them."""
+    repo = tmp_path / "repo"
+    shutil.copytree(vit_dirs["digits"], repo / "digits")
+    server = Workers(repo, "--metrics-port", "-1")
+    try:
+        server.proc.kill()
+        server.proc.wait(10)
+        deadline = time.monotonic() + 20
+        while any(_running(pid) for pid in server.pids.values()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [pid for pid in server.pids.values() if _running(pid)]
+    finally:
+        for pid in server.pids.values():
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert not left, "workers outlived their parent:\n" + "".join(server.log)
+    for port in (int(server.address.rsplit(":", 1)[1]), server.http_port):
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+            sock.listen()
+
+
 def test_a_bad_repository_fails_start_up_with_exit_1(tmp_path):
     env = {**os.environ, "ATTNSERVE_PROVIDER": "cpu"}
     cmd = [str(BIN / "attnserve-server"), "--model-repo", str(tmp_path / "missing"), "--workers", "2", "--port", "0"]
@@ -158,8 +192,6 @@ def test_a_bad_repository_fails_start_up_with_exit_1(tmp_path):
 
 
 def test_a_port_held_by_another_program_fails_before_loading(tmp_path):
-    import socket
-
     with socket.socket() as held:  # a listener without SO_REUSEPORT: the workers cannot share its port
         held.bind(("127.0.0.1", 0))
         held.listen()
