@@ -234,10 +234,21 @@ class AttnServer(RepositoryControl):
         if self._watcher is not None:
             self._watcher.cancel()
         log.info("shutting down: draining %d in-flight request(s), grace %.1f s", self.calls.inflight, grace)
-        await self.health.enter_graceful_shutdown()  # every service NOT_SERVING, and it stays so
-        # Requests already in the handlers finish normally (a request still being preprocessed
-        # must still find its batcher open); only then are batchers and engines stopped, and
-        # whatever is left when the grace runs out fails with UNAVAILABLE.
+        try:
+            await self.health.enter_graceful_shutdown()  # every service NOT_SERVING, and it stays so
+            await self._finish_work(deadline)
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the process must still stop
+            log.error("shutting down: %s: %s", type(exc).__name__, exc)
+        finally:
+            try:
+                await self._close(deadline)
+            finally:
+                log.info("stopped")
+                self._stopped.set()
+
+    async def _finish_work(self, deadline: float) -> None:
+        """Requests already in the handlers finish normally (a request still being preprocessed
+        must still find its batcher open), within the grace."""
         # running jobs back in the queue, for the next start on the state folder
         await self.jobs.stop(max(0.0, deadline - time.monotonic()))
         with contextlib.suppress(asyncio.TimeoutError):
@@ -247,6 +258,9 @@ class AttnServer(RepositoryControl):
         if self.residency is not None:  # models unloaded to make room
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.residency.wait_stopped(), max(0.0, deadline - time.monotonic()))
+
+    async def _close(self, deadline: float) -> None:
+        """Batchers and engines stop, and whatever is left when the grace runs out fails with UNAVAILABLE."""
         await self.registry.stop(max(0.0, deadline - time.monotonic()))
         await self.server.stop(max(0.5, deadline - time.monotonic()))  # replies being sent get to finish
         if self.http is not None:
@@ -256,8 +270,6 @@ class AttnServer(RepositoryControl):
         self.jobs.close()
         self.glossaries.close()
         self.metrics.stop_http()
-        log.info("stopped")
-        self._stopped.set()
 
     async def wait_for_termination(self) -> None:
         await self._stopped.wait()

@@ -174,9 +174,13 @@ class FileJobs:
             if late:
                 log.warning("file jobs: %d job(s) still stopping after %.1f s, queued again", len(late), grace_s)
         for job_id, _ in tasks:
-            job = await self._off(self.store.get_any, job_id)
-            if job is not None and job.status == "running":
-                await self._off(self.store.update, job_id, status="queued", owner=0)
+            try:
+                job = await self._off(self.store.get_any, job_id)
+                if job is not None and job.status == "running":
+                    await self._off(self.store.update, job_id, status="queued", owner=0)
+            except Exception as exc:  # noqa: BLE001 - a failing store must not keep the server from stopping
+                # its record still names this process: the next server on the store queues it again
+                log.error("file jobs: job %s not put back in the queue: %s", job_id, exc)
 
     def close(self) -> None:
         """After :meth:`stop` and the last call: the store's thread ends."""
