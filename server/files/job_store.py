@@ -13,9 +13,10 @@ again. A job submitted with a stored glossary keeps its entries in its record, s
 resumed job uses the terms it was submitted with, whatever became of the glossary since.
 
 A job is ``queued``, ``running`` (claimed by one server process: the record holds its host
-and pid, :func:`owner_id`), or finished: ``done``, ``failed`` or ``cancelled``. A server
-starting puts back in the queue the running jobs of processes of its host that are gone (a
-replica's, when a server starts again under its host name).
+and pid, :func:`owner_id`), or finished: ``done``, ``failed`` or ``cancelled``. A server,
+as it starts and then every few seconds, puts back in the queue the running jobs of processes
+of its host that are gone (a replica's, when a server starts again under its host name), and
+its own that it no longer runs (their end could not be recorded).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import os
 import socket
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -125,8 +126,9 @@ class JobStore:
         """Marks an unfinished job cancelled; the job as it then is, None when unknown."""
         raise NotImplementedError
 
-    def requeue(self, gone: Callable[[int], bool]) -> int:
-        """Running jobs whose owner is ``gone`` back in the queue; how many."""
+    def requeue(self, gone: Callable[[int], bool], keep: Collection[str] = ()) -> int:
+        """Running jobs whose owner is ``gone`` back in the queue, but for the ids in ``keep`` (the
+        caller's own jobs still running); how many."""
         raise NotImplementedError
 
     def expired(self, now: float) -> list[str]:
@@ -208,10 +210,12 @@ class SqlJobStore(JobStore):
         )
         return self.get(key, job_id)
 
-    def requeue(self, gone: Callable[[int], bool]) -> int:
-        owners = [r[0] for r in self.db.rows("SELECT DISTINCT owner FROM jobs WHERE status = 'running'")]
-        sql = "UPDATE jobs SET status = 'queued', owner = 0 WHERE status = 'running' AND owner = ?"
-        return sum(self.db.run(sql, (owner,)) for owner in owners if gone(owner))
+    def requeue(self, gone: Callable[[int], bool], keep: Collection[str] = ()) -> int:
+        running = self.db.rows("SELECT id, owner FROM jobs WHERE status = 'running'")
+        owners = {owner: gone(owner) for owner in {owner for _, owner in running}}
+        # the owner is checked again: a job requeued and claimed meanwhile by a live process stays its
+        sql = "UPDATE jobs SET status = 'queued', owner = 0 WHERE id = ? AND status = 'running' AND owner = ?"
+        return sum(self.db.run(sql, row) for row in running if owners[row[1]] and row[0] not in keep)
 
     def expired(self, now: float) -> list[str]:
         ids = [r[0] for r in self.db.rows("DELETE FROM jobs WHERE expires <= ? RETURNING id", (now,))]

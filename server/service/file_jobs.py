@@ -11,10 +11,11 @@ results survive a restart and the processes of ``--workers N`` (and replicas sha
 store and the folder) share them: each process claims queued jobs from the store, at most ``--running-jobs`` at
 a time, and translates them with :class:`~.files.FileTranslation`. Every sentence the engine
 translates is stored as its engine call finishes; a job interrupted by a restart (its
-process gone) is queued again when a server starts on the folder, and resumes with those
-sentences known (``files.Resume``): only the rest goes to the engine. A job naming a stored
-glossary (``glossary_id``) has it read for its key when it is submitted (an unknown id is
-refused then) and keeps its entries in its record, so that every run uses the same terms.
+process gone), or whose end the store failed to record, is queued again when a server starts
+on the folder or within seconds by one running on it, and resumes with those sentences known
+(``files.Resume``): only the rest goes to the engine. A job naming a stored glossary
+(``glossary_id``) has it read for its key when it is submitted (an unknown id is refused then)
+and keeps its entries in its record, so that every run uses the same terms.
 Jobs are bounded (``--max-jobs``, ``--max-jobs-per-key``, ``--max-job-bytes-per-key``) and
 deleted, result and all, ``--job-retention-s`` after they were submitted.
 """
@@ -39,11 +40,13 @@ from ..shared.calls import Call
 from ..shared.config import ConfigError, Settings
 from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded, ServingError, echo
 from ..shared.locations import per_repository_dir
+from ..state import StoreUnavailable
 from .files import FileRequest, FileTranslation, Resume
 
 log = logging.getLogger(__name__)
 
 TICK_S = 1.0  # at most, between two looks at the store for queued jobs (another process's) and cancels
+REQUEUE_S = 5.0  # at most, between two looks for running jobs no live process runs
 SWEEP_S = 60.0  # at most, between two deletions of expired jobs
 PROGRESS_S = 0.2  # at least, between two writes of a job's progress to its record
 METHOD = "FileJob"  # the metrics' method label of a job's translation
@@ -139,6 +142,8 @@ class FileJobs:
         self._wake: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
         self._last_sweep = 0.0
+        self._last_requeue = 0.0
+        self._store_down = False  # logged once per outage, not every tick
         self.stopping = False  # watches end: their clients re-attach to the next server
 
     async def _off(self, fn: Callable, *args: Any, **kw: Any) -> Any:
@@ -150,10 +155,7 @@ class FileJobs:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        me = owner_id()
-        requeued = await self._off(self.store.requeue, lambda owner: owner == me or owner_gone(owner))
-        if requeued:
-            log.info("file jobs: %d interrupted job(s) queued again", requeued)
+        await self._requeue()
         self._wake = asyncio.Event()
         self._loop_task = asyncio.ensure_future(self._loop())
 
@@ -193,8 +195,16 @@ class FileJobs:
         while not self.stopping:
             try:
                 await self._tick()
-            except Exception:  # a locked or vanished store: the next tick tries again
+            except StoreUnavailable as exc:  # a locked, full or vanished store: the next tick tries again
+                if not self._store_down:
+                    log.error("file jobs: %s; trying again every %.0f s", exc, TICK_S)
+                self._store_down = True
+            except Exception:
                 log.exception("file jobs: the store failed")
+            else:
+                if self._store_down:
+                    log.info("file jobs: the state store answers again")
+                self._store_down = False
             self._wake.clear()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), TICK_S)
@@ -204,6 +214,8 @@ class FileJobs:
             job = await self._off(self.store.get_any, job_id)
             if job is None or job.status == "cancelled":
                 task.cancel()
+        if time.monotonic() - self._last_requeue >= REQUEUE_S:
+            await self._requeue()
         while len(self.running) < self.settings.running_jobs:
             job = await self._off(self.store.claim, owner_id())
             if job is None:
@@ -214,6 +226,20 @@ class FileJobs:
             self._last_sweep = now
             for job_id in await self._off(self.store.expired, now):
                 await self._off(self._delete_files, job_id)
+
+    async def _requeue(self) -> None:
+        """Back in the queue: the running jobs of this host's processes that are gone (killed: no
+        stop put them back), and this process's own that it no longer runs (a run whose end the
+        store failed to record)."""
+        self._last_requeue = time.monotonic()
+        me = owner_id()
+
+        def gone(owner: int) -> bool:
+            return owner == me or owner_gone(owner)
+
+        requeued = await self._off(self.store.requeue, gone, set(self.running))
+        if requeued:
+            log.info("file jobs: %d interrupted job(s) queued again", requeued)
 
     def _delete_files(self, job_id: str) -> None:
         for kind in ("in", "out"):
@@ -257,15 +283,26 @@ class FileJobs:
                 await self._off(self.path(job.id, "out").unlink, missing_ok=True)
         except asyncio.CancelledError:
             raise
+        except StoreUnavailable as exc:  # its record still says running: queued again once the store answers
+            log.error("file job %s stopped: %s", job.id, exc)
         except ServingError as exc:
-            await self._off(self.store.update, job.id, status="failed", error=str(exc))
+            await self._failed(job.id, str(exc))
+        except OSError as exc:  # its files: a full disk, a vanished folder
+            log.error("file job %s failed: %s", job.id, exc)
+            await self._failed(job.id, f"the server could not read or write the job's files: {exc.strerror or exc}")
         except Exception as exc:  # the job fails, the server goes on
             log.exception("file job %s failed", job.id)
-            await self._off(self.store.update, job.id, status="failed", error=f"internal error: {type(exc).__name__}")
+            await self._failed(job.id, f"internal error: {type(exc).__name__}")
         finally:
             self.running.pop(job.id, None)
             if self._wake is not None:
                 self._wake.set()
+
+    async def _failed(self, job_id: str, error: str) -> None:
+        try:
+            await self._off(self.store.update, job_id, status="failed", error=error)
+        except Exception as exc:  # noqa: BLE001 - its record still says running: queued again, it runs again
+            log.error("file job %s: its failure was not recorded: %s", job_id, exc)
 
     # ------------------------------------------------------------------ the doors' operations
 

@@ -101,7 +101,7 @@ class HeldFiles:
         if not held:
             self.release.set()
         self.started = asyncio.Event()
-        self.fail: Exception | None = None  # raised instead of returning, once released
+        self.fail: Exception | None = None  # raised once, instead of returning, when released
 
     def check_size(self, size: int) -> None:
         pass
@@ -113,8 +113,9 @@ class HeldFiles:
         progress(1, 2)
         self.started.set()
         await self.release.wait()
-        if self.fail is not None:
-            raise self.fail
+        fail, self.fail = self.fail, None
+        if fail is not None:
+            raise fail
         return TranslatedFile(request.filename, b"out", "text/plain", "", "en", "de", 3, 2)
 
 

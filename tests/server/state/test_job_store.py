@@ -67,6 +67,15 @@ def test_a_dead_owners_jobs_are_queued_again_with_their_sentences(state_url, tmp
     assert SqlJobStore(open_database(state_url, tmp_path)).sentences("x") == {"Hello.": "Hallo."}  # another's read
 
 
+def test_a_requeue_leaves_the_jobs_their_owner_still_runs(database):
+    store = SqlJobStore(database)
+    for name in ("kept", "lost"):
+        store.add(job(name), 10, 10, 1000)
+        assert store.claim(owner=7).id == name
+    assert store.requeue(lambda owner: owner == 7, keep={"kept"}) == 1
+    assert store.get("", "kept").status == "running" and store.get("", "lost").status == "queued"
+
+
 def test_a_job_cancelled_while_it_runs_stays_cancelled_whatever_its_runner_writes(database):
     store = SqlJobStore(database)
     store.add(job("run"), 10, 10, 1000)
