@@ -109,7 +109,9 @@ def _worker_main(settings: Settings, index: int, conn: Connection, metrics: bool
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     from ..runtime.registry import RepositoryError
+    from ..shared.config import ConfigError
     from ..shared.onnx_sessions import ProviderError
+    from ..state.database import StoreUnavailable
     from .process import WorkerLink, serve
 
     logging.basicConfig(
@@ -120,7 +122,7 @@ def _worker_main(settings: Settings, index: int, conn: Connection, metrics: bool
     link = WorkerLink(index, conn, metrics)
     try:
         code = asyncio.run(serve(settings, link))
-    except (RepositoryError, ProviderError, OSError) as exc:
+    except (RepositoryError, ProviderError, OSError, ConfigError, StoreUnavailable) as exc:
         link.failed(str(exc))
         code = 1
     sys.exit(code)

@@ -81,6 +81,16 @@ class SqliteDatabase(Database):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path, self.url = path, f"sqlite:{path}"
         self._local = threading.local()
+        try:  # a damaged file is one line at start-up, naming it, not a failure of every later call
+            self._db()
+        except sqlite3.OperationalError as exc:
+            raise StoreUnavailable(f"the state store {self.url} did not answer: {exc}") from None
+        except sqlite3.DatabaseError as exc:
+            raise StateStoreError(
+                f"the state store {path} is not a usable SQLite database ({exc}): move it away, and the "
+                "server starts with an empty store (its file jobs and stored glossaries lost), or restore "
+                "it from a backup"
+            ) from None
 
     def _db(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -109,7 +119,9 @@ class SqliteDatabase(Database):
     def _answered(self) -> Iterator[None]:
         try:
             yield
-        except sqlite3.OperationalError as exc:  # "database is locked" past busy_timeout, a vanished file
+        except sqlite3.DatabaseError as exc:  # "database is locked" past busy_timeout, a full disk, a damaged file
+            if type(exc) not in (sqlite3.OperationalError, sqlite3.DatabaseError):
+                raise  # a constraint or an SQL error: the caller's bug, not the store's state
             raise StoreUnavailable(f"the state store {self.url} did not answer: {exc}") from None
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:

@@ -148,6 +148,37 @@ def test_a_state_or_download_folder_that_cannot_be_made_fails_start_up_naming_th
     assert "Traceback" not in proc.stderr
 
 
+def damaged_state(folder: Path, damage: str) -> Path:
+    """A state folder whose ``state.sqlite3`` is another kind of file, or a real store cut short."""
+    from attnserve.server.state import GlossaryStore, open_database
+
+    folder.mkdir()
+    path = folder / "state.sqlite3"
+    if damage == "not a database":
+        path.write_bytes(b"attnserve state, but not SQLite\n" * 4)
+    else:
+        db = open_database("", folder)
+        GlossaryStore(db)
+        db.run("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.close()
+        path.write_bytes(path.read_bytes()[:3000])
+    return path
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+@pytest.mark.parametrize("damage", ["not a database", "truncated"])
+def test_a_damaged_state_file_fails_start_up_with_one_line_naming_it(repo, tmp_path, damage, workers):
+    path = damaged_state(tmp_path / "state", damage)
+    cmd = [str(BIN / "attnserve-server"), "--model-repo", str(repo), "--port", "0", "--http-port", "-1"]
+    cmd += ["--metrics-port", "-1", "--state-dir", str(path.parent), "--workers", workers]
+    env = {**os.environ, "ATTNSERVE_THREADS": "1", "ATTNSERVE_PROVIDER": "cpu"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    assert proc.returncode == 1
+    (said,) = [line for line in proc.stderr.splitlines() if line.startswith("attnserve-server: error: ")]
+    assert str(path) in said and "not a usable SQLite database" in said and "move it away" in said, said
+    assert "Traceback" not in proc.stderr
+
+
 def test_a_grpc_port_another_server_listens_on_fails_start_up_with_exit_1(repo):
     """gRPC sets SO_REUSEPORT by default: a second server on a busy port used to start and
     share it, the kernel splitting clients between two unrelated servers."""

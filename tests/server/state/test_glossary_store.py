@@ -89,3 +89,17 @@ def test_a_postgresql_that_goes_away_is_unavailable_not_a_crash(tmp_path):
     with pytest.raises(StoreUnavailable, match="did not answer") as gone:  # the server stopped
         store.list("k")
     assert gone.value.status == "UNAVAILABLE"
+
+
+def test_an_sqlite_file_damaged_under_a_running_server_is_unavailable_not_a_crash(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    db = open_database("", tmp_path)
+    store = GlossaryStore(db)
+    assert store.add(glossary("k"), max_per_key=5)
+    db.run("PRAGMA wal_checkpoint(TRUNCATE)")  # every page in the file itself, none left in the WAL
+    (tmp_path / "state.sqlite3").write_bytes(b"overwritten by something else\n" * 200)
+    with ThreadPoolExecutor(1) as other:  # a thread of the server that opens its connection now
+        with pytest.raises(StoreUnavailable, match="did not answer") as gone:
+            other.submit(store.list, "k").result()
+    assert gone.value.status == "UNAVAILABLE"
