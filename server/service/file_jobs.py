@@ -38,7 +38,7 @@ from ..files.download_store import key_digest, safe_filename
 from ..files.job_store import Job, JobStore, owner_gone, owner_id, sqlite_job_store
 from ..shared.calls import Call
 from ..shared.config import ConfigError, Settings
-from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded, ServingError, echo
+from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded, ServingError, StorageUnavailable, echo
 from ..shared.locations import per_repository_dir
 from ..state import StoreUnavailable
 from .files import FileRequest, FileTranslation, Resume
@@ -245,6 +245,11 @@ class FileJobs:
         for kind in ("in", "out"):
             self.path(job_id, kind).unlink(missing_ok=True)
 
+    def _discard(self, job_id: str) -> None:
+        """The files of a job that was never stored; a folder that is gone leaves none to delete."""
+        with contextlib.suppress(OSError):
+            self._delete_files(job_id)
+
     # ------------------------------------------------------------------ a job's run
 
     async def _run(self, job: Job) -> None:
@@ -289,7 +294,8 @@ class FileJobs:
             await self._failed(job.id, str(exc))
         except OSError as exc:  # its files: a full disk, a vanished folder
             log.error("file job %s failed: %s", job.id, exc)
-            await self._failed(job.id, f"the server could not read or write the job's files: {exc.strerror or exc}")
+            reason = exc.strerror or type(exc).__name__
+            await self._failed(job.id, f"the server could not read or write the job's files: {reason}")
         except Exception as exc:  # the job fails, the server goes on
             log.exception("file job %s failed", job.id)
             await self._failed(job.id, f"internal error: {type(exc).__name__}")
@@ -325,11 +331,18 @@ class FileJobs:
             request.source_language, request.target_language, request.model, 0, 0, 0, 0,
             len(request.content), "", "", now, 0.0, now, now + s.job_retention_s, 0, request.glossary_id,
         )  # fmt: skip
-        await self._off(self.path(job.id, "in").write_bytes, request.content)
         bounds = (s.max_jobs, s.max_jobs_per_key, s.max_job_bytes_per_key)
-        over = await self._off(self.store.add, job, *bounds, terms)
+        try:
+            await self._off(self.path(job.id, "in").write_bytes, request.content)
+            over = await self._off(self.store.add, job, *bounds, terms)
+        except Exception as exc:
+            await self._off(self._discard, job.id)  # no upload left behind without its record
+            if isinstance(exc, OSError):
+                reason = exc.strerror or type(exc).__name__  # never the path: the folder is the server's business
+                raise StorageUnavailable(f"the server cannot keep the file now ({reason}); retry later") from None
+            raise
         if over:
-            await self._off(self._delete_files, job.id)
+            await self._off(self._discard, job.id)
             raise Overloaded(f"this server keeps at most {getattr(s, over):,} {_BOUNDS[over]}")
         if self._wake is not None:
             self._wake.set()

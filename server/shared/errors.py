@@ -92,6 +92,12 @@ class ModelUnavailable(ServingError):
     status = "UNAVAILABLE"
 
 
+class StorageUnavailable(ServingError):
+    """The server's disk cannot take a file now (full, over a size limit, gone); the client may retry later."""
+
+    status = "UNAVAILABLE"
+
+
 class InferenceFailed(ServingError):
     """onnxruntime failed on a batch; every request of that batch gets this."""
 

@@ -143,10 +143,14 @@ class SqliteDatabase(Database):
             db.execute("BEGIN IMMEDIATE" if lock else "BEGIN")  # IMMEDIATE: the write lock now, not at the insert
         try:
             yield
+            with self._answered():  # COMMIT is where a full disk shows in WAL mode
+                db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            # SQLite may have rolled back already (a full disk): the error that stopped it is the one to tell
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
 
     def create(self, schema: str) -> None:
         with self._answered():

@@ -30,8 +30,12 @@ BIN = Path(sys.executable).parent  # the environment's console scripts (attnserv
 class ServerProcess:
     """``attnserve-server`` as a child process; its port is read from its log."""
 
-    def __init__(self, repo: Path | None, *args: str, cwd: Path | None = None) -> None:
-        """``repo`` None: no ``--model-repo`` (the server's default), run in ``cwd``."""
+    def __init__(
+        self, repo: Path | None, *args: str, cwd: Path | None = None, file_size_limit: int | None = None
+    ) -> None:
+        """``repo`` None: no ``--model-repo`` (the server's default), run in ``cwd``;
+        ``file_size_limit``: no file the server writes grows past these bytes (``RLIMIT_FSIZE``),
+        as on a disk that is full."""
         env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNSERVE_THREADS": "1", "ATTNSERVE_PROVIDER": "cpu"}
         # as the in-process test servers (tests/server/conftest.py): no translation cache unless
         # the test asks (--translation-cache-mb), so a text sent again is decoded again
@@ -39,7 +43,8 @@ class ServerProcess:
         env.pop("ATTNSERVE_MODEL_REPO", None)
         repo_args = [] if repo is None else ["--model-repo", str(repo)]
         cmd = [str(BIN / "attnserve-server"), *repo_args, "--port", "0", "--http-port", "0", *args]
-        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+        limit = None if file_size_limit is None else lambda: _limit_file_size(file_size_limit)
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd, preexec_fn=limit)
         self.log: list[str] = []
         self.metrics_port: int | None = None
         self.http_port: int | None = None
@@ -71,6 +76,12 @@ class ServerProcess:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(30)
+
+
+def _limit_file_size(size: int) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))  # a write past it fails (Python ignores SIGXFSZ)
 
 
 def direct_probs(model_dir: Path, images: list[bytes]) -> np.ndarray:

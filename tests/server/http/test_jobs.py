@@ -19,7 +19,7 @@ import pytest
 
 from tests.server.http.test_files import REPO, call, files_server, translate_file, translated
 from tests.support import office_files as office
-from tests.support.server import ServerProcess
+from tests.support.server import ServerProcess, post_json
 
 SENTENCES = [
     line.split("\t")[0]
@@ -275,3 +275,26 @@ def test_a_job_resumed_on_restart_keeps_its_glossary_though_it_was_deleted_meanw
         assert done["status"] == "done" and seen["done"] <= done["reused"] < done["total"], (seen, done)
         status, result, _ = call(second, f"/jobs/{submitted['id']}/result")
         assert texts(result).count("Wochenbeginn") == 600 and "Montag" not in texts(result)
+
+
+def test_a_full_disk_refuses_a_job_and_a_glossary_with_503_and_keeps_no_partial_upload(tmp_path):
+    state = tmp_path / "state"
+    args = ("--state-dir", str(state), "--download-dir", str(tmp_path / "downloads"), "--metrics-port", "-1")
+    args += ("--max-stored-glossary-entries", "100000", "--max-glossaries-per-key", "1000")
+    server = ServerProcess(REPO, *args, file_size_limit=1 << 20)  # no file grows past 1 MiB, as on a full disk
+    try:
+        status, refused = submit(server, bytes(2 << 20))  # its upload cannot be written whole
+        assert status == 503 and "cannot keep the file" in refused["error"], refused
+        assert str(state) not in refused["error"]
+        assert not list((state / "jobs").iterdir())
+        # glossaries until the store's file cannot grow: refused as unavailable, never a 500
+        for i in range(100):
+            entries = {f"term {i} {k}": f"Begriff {k}" for k in range(2000)}
+            body = {"name": f"g{i}", "source": "en", "target": "de", "entries": entries}
+            status, reply = post_json(server, "/glossaries", body)
+            if status != 201:
+                break
+        assert status == 503 and "did not answer" in reply["error"], (status, reply)
+    finally:
+        server.stop()
+    assert not any("Traceback" in line for line in server.log), "".join(server.log)
