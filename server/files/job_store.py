@@ -34,6 +34,7 @@ from ..state.database import Database, SqliteDatabase
 
 FINISHED = ("done", "failed", "cancelled")
 Glossary = tuple[tuple[str, str], ...]  # (source term, target term) pairs
+Serves = Callable[[str, str, str], bool]  # whether a server runs jobs of (source, target, model)
 
 # Columns a jobs table made by an older server lacks, added when a store opens it: a job's stored
 # glossary (its id, and its entries as JSON pairs, read by the runner only).
@@ -113,8 +114,10 @@ class JobStore:
         """A job whatever its key (the runner's own look, never a client's)."""
         raise NotImplementedError
 
-    def claim(self, owner: int) -> Job | None:
-        """The oldest queued job, marked running by ``owner``; None when none waits."""
+    def claim(self, owner: int, serves: Serves | None = None) -> Job | None:
+        """The oldest queued job, marked running by ``owner``; None when none waits. ``serves``:
+        only a job whose (source, target, model) it accepts (the pairs the caller's models
+        translate: servers of other models may share the store)."""
         raise NotImplementedError
 
     def update(self, job_id: str, **changes: object) -> bool:
@@ -184,15 +187,22 @@ class SqlJobStore(JobStore):
     def get_any(self, job_id: str) -> Job | None:
         return self._row(self.db.rows(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)))
 
-    def claim(self, owner: int) -> Job | None:
+    def claim(self, owner: int, serves: Serves | None = None) -> Job | None:
         now = time.time()
+        where, pairs = "", []
+        if serves is not None:  # the few distinct pairs waiting, each asked once
+            waiting = self.db.rows("SELECT DISTINCT source, target, model FROM jobs WHERE status = 'queued'")
+            pairs = [p for p in waiting if serves(*p)]
+            if not pairs:
+                return None
+            where = " AND (" + " OR ".join(["(source = ? AND target = ? AND model = ?)"] * len(pairs)) + ")"
         # status is checked again outside the subquery: two processes that picked the same id
         # take it once (PostgreSQL re-reads the row after the first one's update; SQLite has one writer)
-        oldest = f"SELECT id FROM jobs WHERE status = 'queued' ORDER BY created LIMIT 1{self.db.skip_locked}"
+        oldest = f"SELECT id FROM jobs WHERE status = 'queued'{where} ORDER BY created LIMIT 1{self.db.skip_locked}"
         rows = self.db.rows(
             f"UPDATE jobs SET status = 'running', owner = ?, started = ?, updated = ? "
             f"WHERE status = 'queued' AND id = ({oldest}) RETURNING {_COLUMNS}",
-            (owner, now, now),
+            (owner, now, now, *(value for pair in pairs for value in pair)),
         )
         return self._row(rows)
 

@@ -27,6 +27,7 @@ import contextlib
 import logging
 import secrets
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -128,6 +129,11 @@ def view(job: Job) -> dict[str, Any]:
     }
 
 
+# Every FileJobs of this process: a job's owner is the process, so the jobs it still runs are
+# all of theirs (servers started in one process, as tests do, share one owner id).
+_IN_PROCESS: weakref.WeakSet[FileJobs] = weakref.WeakSet()
+
+
 class FileJobs:
     """The jobs of one server process (see the module docstring)."""
 
@@ -145,6 +151,7 @@ class FileJobs:
         self._last_requeue = 0.0
         self._store_down = False  # logged once per outage, not every tick
         self.stopping = False  # watches end: their clients re-attach to the next server
+        _IN_PROCESS.add(self)
 
     async def _off(self, fn: Callable, *args: Any, **kw: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._io, lambda: fn(*args, **kw))
@@ -217,7 +224,7 @@ class FileJobs:
         if time.monotonic() - self._last_requeue >= REQUEUE_S:
             await self._requeue()
         while len(self.running) < self.settings.running_jobs:
-            job = await self._off(self.store.claim, owner_id())
+            job = await self._off(self.store.claim, owner_id(), self.translation.serves)
             if job is None:
                 break
             self.running[job.id] = asyncio.ensure_future(self._run(job))
@@ -237,7 +244,8 @@ class FileJobs:
         def gone(owner: int) -> bool:
             return owner == me or owner_gone(owner)
 
-        requeued = await self._off(self.store.requeue, gone, set(self.running))
+        running = {job_id for jobs in list(_IN_PROCESS) for job_id in jobs.running}
+        requeued = await self._off(self.store.requeue, gone, running)
         if requeued:
             log.info("file jobs: %d interrupted job(s) queued again", requeued)
 

@@ -40,7 +40,7 @@ from ..documents import TEXT, PreparedDocument
 from ..files import jobs
 from ..files.sandbox import FileWorkers, Limits
 from ..shared.calls import Call
-from ..shared.errors import LimitExceeded
+from ..shared.errors import LimitExceeded, ServingError
 from ..translation import DecodeOptions, TranslationResult
 from . import alignments, documents, limits
 from .requests import AUTO, Deadline, Detection, TranslationRequest, ValidTranslation
@@ -160,6 +160,17 @@ class FileTranslation:
         except LanguageNotServed:
             if table.pivot_route(source, target, self.settings.pivot_language) is None:
                 raise
+
+    def serves(self, source: str, target: str, model: str = "") -> bool:
+        """Whether this server's models run a job of these languages (or of that model): servers
+        of other model repositories may share its state store, each running the jobs it serves."""
+        if model:
+            return model in self.service.registry.served()
+        try:
+            self.check_route(source, target)
+        except ServingError:
+            return False
+        return True
 
     async def stored_glossary(
         self, caller: Call, glossary_id: str, source: str, target: str, model: str = ""

@@ -298,3 +298,12 @@ def test_a_full_disk_refuses_a_job_and_a_glossary_with_503_and_keeps_no_partial_
     finally:
         server.stop()
     assert not any("Traceback" in line for line in server.log), "".join(server.log)
+
+
+def test_servers_of_other_models_on_one_state_folder_leave_a_job_to_one_that_translates_it(serve, repo, tmp_path):
+    state = str(tmp_path / "state")
+    with files_server(serve, tmp_path / "downloads", state_dir=state, running_jobs=1) as translator:
+        with serve(repo, state_dir=state, running_jobs=4):  # image classifiers only: no pair to translate
+            ids = [submit(translator, document(100))[1]["id"] for _ in range(6)]  # most wait in the queue
+            ended = [finished(translator, job_id) for job_id in ids]
+    assert all(job["status"] == "done" for job in ended), ended

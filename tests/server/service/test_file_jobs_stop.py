@@ -109,6 +109,9 @@ class HeldFiles:
     def check_route(self, source: str, target: str, model: str = "") -> None:
         pass
 
+    def serves(self, source: str, target: str, model: str = "") -> bool:
+        return True
+
     async def translate(self, request, progress, resume) -> TranslatedFile:
         progress(1, 2)
         self.started.set()

@@ -76,6 +76,21 @@ def test_a_requeue_leaves_the_jobs_their_owner_still_runs(database):
     assert store.get("", "kept").status == "running" and store.get("", "lost").status == "queued"
 
 
+def test_a_server_claims_only_the_jobs_of_the_pairs_it_serves(database):
+    store = SqlJobStore(database)
+    store.add(dataclasses.replace(job("fr"), source="fr", target="en"), 10, 10, 1000)
+    store.add(job("de", created=2.0), 10, 10, 1000)
+    store.add(dataclasses.replace(job("named", created=3.0), model="digits-mt"), 10, 10, 1000)
+
+    def english_to_german(source: str, target: str, model: str) -> bool:
+        return (source, target, model) == ("en", "de", "")
+
+    assert store.claim(owner=1, serves=english_to_german).id == "de"  # the older French job is left
+    assert store.claim(owner=1, serves=english_to_german) is None
+    assert store.get("", "fr").status == "queued" and store.get("", "named").status == "queued"
+    assert store.claim(owner=2).id == "fr"  # for a server that serves them all
+
+
 def test_a_job_cancelled_while_it_runs_stays_cancelled_whatever_its_runner_writes(database):
     store = SqlJobStore(database)
     store.add(job("run"), 10, 10, 1000)
