@@ -22,6 +22,7 @@ its own that it no longer runs (their end could not be recorded).
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import time
@@ -129,9 +130,10 @@ class JobStore:
         """Marks an unfinished job cancelled; the job as it then is, None when unknown."""
         raise NotImplementedError
 
-    def requeue(self, gone: Callable[[int], bool], keep: Collection[str] = ()) -> int:
+    def requeue(self, gone: Callable[[int], bool], keep: Collection[str] = (), before: float = math.inf) -> int:
         """Running jobs whose owner is ``gone`` back in the queue, but for the ids in ``keep`` (the
-        caller's own jobs still running); how many."""
+        caller's own jobs still running) and those claimed at ``before`` or later (a claim whose
+        job its process has yet to add to what it runs); how many."""
         raise NotImplementedError
 
     def expired(self, now: float) -> list[str]:
@@ -220,8 +222,8 @@ class SqlJobStore(JobStore):
         )
         return self.get(key, job_id)
 
-    def requeue(self, gone: Callable[[int], bool], keep: Collection[str] = ()) -> int:
-        running = self.db.rows("SELECT id, owner FROM jobs WHERE status = 'running'")
+    def requeue(self, gone: Callable[[int], bool], keep: Collection[str] = (), before: float = math.inf) -> int:
+        running = self.db.rows("SELECT id, owner FROM jobs WHERE status = 'running' AND started < ?", (before,))
         owners = {owner: gone(owner) for owner in {owner for _, owner in running}}
         # the owner is checked again: a job requeued and claimed meanwhile by a live process stays its
         sql = "UPDATE jobs SET status = 'queued', owner = 0 WHERE id = ? AND status = 'running' AND owner = ?"

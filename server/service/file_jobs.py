@@ -245,7 +245,9 @@ class FileJobs:
             return owner == me or owner_gone(owner)
 
         running = {job_id for jobs in list(_IN_PROCESS) for job_id in jobs.running}
-        requeued = await self._off(self.store.requeue, gone, running)
+        # a job claimed this moment by another server of the process is not yet in its running
+        claimed = time.time() - REQUEUE_S
+        requeued = await self._off(self.store.requeue, gone, running, claimed)
         if requeued:
             log.info("file jobs: %d interrupted job(s) queued again", requeued)
 

@@ -74,6 +74,10 @@ def test_a_requeue_leaves_the_jobs_their_owner_still_runs(database):
         assert store.claim(owner=7).id == name
     assert store.requeue(lambda owner: owner == 7, keep={"kept"}) == 1
     assert store.get("", "kept").status == "running" and store.get("", "lost").status == "queued"
+    # a job claimed this moment, by a server that has yet to add it to what it runs, stays its
+    assert store.claim(owner=7).id == "lost"
+    assert store.requeue(lambda owner: owner == 7, {"kept"}, before=store.get("", "lost").started) == 0
+    assert store.get("", "lost").status == "running"
 
 
 def test_a_server_claims_only_the_jobs_of_the_pairs_it_serves(database):
