@@ -16,6 +16,7 @@ TABLE ... IN EXCLUSIVE MODE``, which readers pass).
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 import threading
 import time
@@ -26,6 +27,7 @@ from typing import Any
 from ..shared.config import ConfigError
 from ..shared.errors import ServingError
 
+log = logging.getLogger(__name__)
 Row = tuple[Any, ...]
 _WAIT_S = 30.0  # how long SQLite waits for another process's lock
 
@@ -39,6 +41,13 @@ class StoreUnavailable(ServingError):
     UNAVAILABLE (503), worth retrying; the next call reconnects."""
 
     status = "UNAVAILABLE"
+
+
+def unavailable(url: str, exc: BaseException) -> StoreUnavailable:
+    """What a caller is told (no file path, host or driver message: those are the operator's,
+    logged here)."""
+    log.warning("the state store %s did not answer: %s", url, str(exc).strip())
+    return StoreUnavailable("the server's state store did not answer; retry later")
 
 
 class Database:
@@ -122,7 +131,7 @@ class SqliteDatabase(Database):
         except sqlite3.DatabaseError as exc:  # "database is locked" past busy_timeout, a full disk, a damaged file
             if type(exc) not in (sqlite3.OperationalError, sqlite3.DatabaseError):
                 raise  # a constraint or an SQL error: the caller's bug, not the store's state
-            raise StoreUnavailable(f"the state store {self.url} did not answer: {exc}") from None
+            raise unavailable(self.url, exc) from None
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with self._answered():
@@ -208,7 +217,7 @@ class PostgresDatabase(Database):
             yield
         except self._psycopg.OperationalError as exc:  # the server went away or refused: reconnect next time
             self.close()
-            raise StoreUnavailable(f"the state store {self.url} did not answer: {str(exc).strip()}") from None
+            raise unavailable(self.url, exc) from None
 
     def rows(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         with self._answered(), self._db().cursor() as cursor:
