@@ -178,16 +178,39 @@ def parse_languages(text: str) -> list[str]:
 
 def select(packages: list[ArgosPackage], languages: list[str]) -> list[ArgosPackage]:
     """Every pair among ``languages`` that the index offers (its newest version), in index order of
-    the languages. Raises when a language is in no package at all: nothing could serve it."""
+    the languages. Raises when a language is in no package at all (nothing could serve it), and when
+    the languages make no pair (Argos pairs go to or from English: de,fr alone selects nothing)."""
     offered = newest(packages)
     known = {code for pair in offered for code in pair}
     missing = [code for code in languages if code not in known]
     if missing:
         raise PullError(
-            f"--languages: the Argos index has no package for {', '.join(missing)}; it offers "
+            f"the Argos index has no package for {', '.join(missing)}; it offers "
             f"{', '.join(sorted(known)) or 'nothing'}"
         )
-    return [offered[s, t] for s in languages for t in languages if s != t and (s, t) in offered]
+    chosen = [offered[s, t] for s in languages for t in languages if s != t and (s, t) in offered]
+    if not chosen:
+        raise PullError(_no_pair(offered, languages))
+    return chosen
+
+
+def _no_pair(offered: dict[tuple[str, str], ArgosPackage], languages: list[str]) -> str:
+    """Why ``languages`` select nothing, and the language that would pair them (English, mostly)."""
+    among = ", ".join(languages)
+    touching = sorted(f"{s}-{t}" for s, t in offered if s in languages or t in languages)
+    shown = ", ".join(touching[:12]) + (", ..." if len(touching) > 12 else "")
+
+    def partners(code: str) -> set[str]:
+        return {t for s, t in offered if s == code} | {s for s, t in offered if t == code}
+
+    bridges = sorted(set.intersection(*(partners(code) for code in languages)) - set(languages))
+    if not bridges:
+        return f"the Argos index has no pair among {among}; it offers {shown} for them"
+    bridge = "en" if "en" in bridges else bridges[0]
+    return (
+        f"the Argos index has no pair among {among}: its pairs for them go through {bridge} ({shown}); "
+        f"add {bridge} (--languages {','.join([bridge, *languages])})"
+    )
 
 
 def find_pair(packages: list[ArgosPackage], pair: str) -> ArgosPackage:

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     items, failures = plan(args)
     if not items and failures:
         for outcome in failures:
-            print(f"attnserve-export: error: {outcome.detail}", file=sys.stderr)
+            print(f"attnserve-export: error: {said(outcome)}", file=sys.stderr)
         return 1
     try:
         repo.mkdir(parents=True, exist_ok=True)
@@ -110,27 +110,43 @@ def run(args: argparse.Namespace) -> int:
 
 
 def plan(args: argparse.Namespace) -> tuple[list[PullItem], list[Outcome]]:
-    """The models the arguments name, and the names that cannot be pulled (an unknown pair ...)."""
+    """The models the arguments name, and the names that cannot be pulled (an unknown pair ...).
+
+    An Argos index that cannot be read, or languages it cannot serve, fail the Argos names alone:
+    the Hub models named beside them are still pulled."""
     items: list[PullItem] = []
     failures: list[Outcome] = []
-    argos_names = [n for n in args.names if n.startswith("argos:")]
-    packages = None
-    if argos_names or args.languages:
-        location = argos_index.index_location(args.argos_index)
-        packages = argos_index.read_index(location)  # PullError: nothing of the index can be pulled
-        if args.languages:
-            codes = argos_index.parse_languages(args.languages)
-            items += [argos_item(p, args) for p in argos_index.select(packages, codes)]
+    codes = argos_index.parse_languages(args.languages) if args.languages else []  # a typo stops everything
+    packages: list[argos_index.ArgosPackage] | PullError = []
+    if codes or any(n.startswith("argos:") for n in args.names):
+        try:
+            packages = argos_index.read_index(argos_index.index_location(args.argos_index))
+        except PullError as exc:
+            packages = exc
+    if codes:
+        label = f"--languages {','.join(codes)}"
+        try:
+            items += [argos_item(p, args) for p in argos_index.select(_index(packages), codes)]
+        except PullError as exc:
+            failures.append(Outcome(label, "", FAILED, str(exc)))
     for name in args.names:
         try:
             if name.startswith("argos:"):
-                items.append(argos_item(argos_index.find_pair(packages, name.removeprefix("argos:")), args))
+                package = argos_index.find_pair(_index(packages), name.removeprefix("argos:"))
+                items.append(argos_item(package, args))
             else:
                 items.append(hub_item(name))
         except PullError as exc:
             failures.append(Outcome(name, "", FAILED, str(exc)))
     unique = {item.name: item for item in items}  # a pair named twice is pulled once
     return list(unique.values()), failures
+
+
+def _index(packages: list[argos_index.ArgosPackage] | PullError) -> list[argos_index.ArgosPackage]:
+    """The index's packages, or the reason it could not be read, raised for each name that needs it."""
+    if isinstance(packages, PullError):
+        raise packages
+    return packages
 
 
 def argos_item(package: argos_index.ArgosPackage, args: argparse.Namespace) -> PullItem:
@@ -174,11 +190,17 @@ def report(outcomes: list[Outcome], repo: Path) -> int:
         line = f"{outcome.status:<9} {outcome.label}"
         print(line + (f" -> {outcome.name}" if outcome.name and outcome.status != FAILED else ""))
     for outcome in failed:
-        said = outcome.detail if outcome.detail.startswith(outcome.label) else f"{outcome.label}: {outcome.detail}"
-        print(f"attnserve-export: error: {said}", file=sys.stderr)
+        print(f"attnserve-export: error: {said(outcome)}", file=sys.stderr)
     done = len(outcomes) - len(failed)
     print(f"{done} of {len(outcomes)} model(s) in {repo}" + (f"; {len(failed)} failed" if failed else ""))
     return 1 if failed else 0
+
+
+def said(outcome: Outcome) -> str:
+    """A failure's line, led by what the user named (once)."""
+    if outcome.detail.startswith(outcome.label):
+        return outcome.detail
+    return f"{outcome.label}: {outcome.detail}"
 
 
 def _list(args: argparse.Namespace, repo: Path) -> int:

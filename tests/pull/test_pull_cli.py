@@ -5,54 +5,9 @@ shows what the index offers and what is installed."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from attnserve.export.cli import main
 from attnserve.export.pull.errors import PullError
-from tests.support.stand_ins import FileStandIn, HubStandIn
-
-
-@pytest.fixture
-def run(capsys):
-    def run(*args):
-        capsys.readouterr()
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-@pytest.fixture
-def argos(tmp_path):
-    """A local Argos index (en-de, de-en, en-fr) over HTTP; its packages are not there (404)."""
-    root = tmp_path / "argos"
-    root.mkdir()
-    entries = [
-        {"from_code": s, "to_code": t, "package_version": "1.0", "links": [f"translate-{s}_{t}-1_0.argosmodel"],
-         "from_name": s.upper(), "to_name": t.upper()}
-        for s, t in (("en", "de"), ("de", "en"), ("en", "fr"))
-    ]  # fmt: skip
-    (root / "index.json").write_text(json.dumps(entries))
-    with FileStandIn(root) as files:
-        yield files
-
-
-@pytest.fixture
-def hub(tmp_path, monkeypatch):
-    from huggingface_hub import constants
-
-    repo = tmp_path / "hub" / "opus-mt-en-de"
-    repo.mkdir(parents=True)
-    (repo / "config.json").write_text('{"model_type": "marian"}')
-    (repo / "model.safetensors").write_bytes(b"\0" * 64)
-    (repo / "tf_model.h5").write_bytes(b"\0" * 64)
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf-cache"))
-    with HubStandIn({"Helsinki-NLP/opus-mt-en-de": repo}) as stand_in:
-        monkeypatch.setenv("HF_ENDPOINT", stand_in.url)
-        yield stand_in
 
 
 def nothing_in(repo):

@@ -1,0 +1,35 @@
+"""What a pull tells the user and leaves in the repository when only part of it can be done: a
+language list that makes no Argos pair, an Argos index that cannot be read beside Hub models that
+can, two names that install as one folder, a folder the pull cannot write, an interruption."""
+
+from __future__ import annotations
+
+
+def test_languages_that_make_no_pair_fail_naming_the_language_that_pairs_them(run, argos, tmp_path):
+    repo = tmp_path / "repo"
+    code, out, err = run("pull", "--languages", "de,fr", "--argos-index", f"{argos.url}/index.json",
+                         "--model-repo", repo, "--cache-dir", tmp_path / "cache")  # fmt: skip
+    assert code == 1
+    assert "no pair among de, fr" in err and "de-en, en-de, en-fr" in err
+    assert "add en (--languages en,de,fr)" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not any(path.endswith(".argosmodel") for _, path, _ in argos.requests)
+    code, _, err = run("pull", "--languages", "de", "--argos-index", f"{argos.url}/index.json", "--model-repo", repo)
+    assert code == 1 and "add en (--languages en,de)" in err
+
+
+def test_an_unreadable_index_fails_the_argos_names_alone(run, argos, hub, fake_export, tmp_path):
+    repo = tmp_path / "repo"
+    code, out, err = run("pull", "Helsinki-NLP/opus-mt-en-de", "argos:en-es", "--argos-index", tmp_path / "none.json",
+                         "--model-repo", repo)  # fmt: skip
+    assert code == 1
+    assert "installed Helsinki-NLP/opus-mt-en-de -> opus-mt-en-de" in out
+    assert "failed    argos:en-es" in out and "argos:en-es: Argos index" in err and "none.json" in err
+    assert "1 of 2 model(s)" in out and "1 failed" in out
+    assert sorted(p.name for p in repo.iterdir()) == ["opus-mt-en-de"]
+    code, out, err = run("pull", "Helsinki-NLP/opus-mt-en-de", "--languages", "en,xx", "--force",
+                         "--argos-index", f"{argos.url}/index.json", "--model-repo", repo)  # fmt: skip
+    assert code == 1
+    assert "installed Helsinki-NLP/opus-mt-en-de" in out and "failed    --languages en,xx" in out
+    assert "--languages en,xx: the Argos index has no package for xx" in err
+    assert fake_export == ["Helsinki-NLP/opus-mt-en-de"] * 2
