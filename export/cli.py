@@ -166,9 +166,9 @@ def _main(argv: list[str]) -> int:
 
             return pull(args)
         return _export(args)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:  # Ctrl-C; SIGTERM during a pull too (exit 143)
         print("attnserve-export: interrupted; nothing was written", file=sys.stderr)
-        return 130
+        return getattr(exc, "exit_code", 130)
     except Exception as exc:  # noqa: BLE001 - typed user-facing errors become one line; bugs keep their traceback
         verify = sys.modules.get("attnserve.export.verify")  # imported by every subcommand that verifies
         if verify is not None and isinstance(exc, verify.VerificationFailed):

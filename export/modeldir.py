@@ -37,6 +37,7 @@ from attnserve.contract.manifest import (
 from attnserve.contract.quality import QualityCalibration
 from attnserve.models import TranslationConfig, TranslationTransformer, VisionTransformer
 
+from . import partials
 from .errors import ExportError
 from .graphs import DEFAULT_OPSET, export_aligner, export_decoder, export_encoder, export_vit
 
@@ -94,18 +95,22 @@ def staged_directory(out: Path, force: bool = False) -> Iterator[Path]:
     parent = out.parent if str(out.parent) else Path(".")
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=parent))
-        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; the server may run as another user
     except OSError as exc:
         raise ExportError(f"cannot write to {parent}: {exc.strerror or exc}") from None
-    try:
-        yield tmp
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
+    with partials.writing(parent):  # held while the partial folder exists: a pull leaves it alone
+        try:
+            tmp = Path(tempfile.mkdtemp(prefix=partials.prefix(out.name), dir=parent))
+            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; the server may run as another user
+        except OSError as exc:
+            raise ExportError(f"cannot write to {parent}: {exc.strerror or exc}") from None
+        try:
+            yield tmp
+            if out.exists():
+                shutil.rmtree(out)
+            os.replace(tmp, out)
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _umask() -> int:

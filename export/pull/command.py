@@ -11,9 +11,13 @@ others still installed), 2 usage.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
@@ -91,6 +95,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     for module in NEEDS:  # missing: one line naming the import extra (cli.main), before any download
         importlib.import_module(module)
+    with sigterm_as_interrupt():
+        return _pull(args, repo)
+
+
+def _pull(args: argparse.Namespace, repo: Path) -> int:
     items, failures = plan(args)
     if not items and failures:
         for outcome in failures:
@@ -107,6 +116,29 @@ def run(args: argparse.Namespace) -> int:
         outcomes.append(install(item, repo, settings))
         print(f"  {outcomes[-1].status}: {outcomes[-1].detail}", file=sys.stderr, flush=True)
     return report(outcomes, repo)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (docker stop, a pod deleted), met as Ctrl-C is: the model being written is removed."""
+
+    exit_code = 143  # 128 + SIGTERM, as a shell reports a process SIGTERM ended
+
+
+def _on_sigterm(signum, frame) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second one must not cut the cleanup short
+    raise Terminated()
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def plan(args: argparse.Namespace) -> tuple[list[PullItem], list[Outcome]]:

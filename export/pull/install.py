@@ -18,6 +18,7 @@ from typing import Any
 
 from attnserve.contract.manifest import Languages, ManifestError
 
+from .. import partials
 from ..errors import ExportError
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,8 @@ def install(item: PullItem, repo: Path, settings: InstallSettings) -> Outcome:
     out = repo / item.name
     if (out / "model.json").is_file() and not settings.force:
         return Outcome(item.label, item.name, PRESENT, f"{out} (use --force to pull it again)")
+    for stale in partials.remove_stale(repo, item.name):
+        print(f"  removed {repo / stale} (left by an export or pull that was stopped)", file=sys.stderr)
     local = None
     try:
         local = item.fetch()
