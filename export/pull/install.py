@@ -10,7 +10,9 @@ hidden folders) sees the whole model or none of it, and a failure leaves nothing
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,19 +71,40 @@ def install(item: PullItem, repo: Path, settings: InstallSettings) -> Outcome:
     out = repo / item.name
     if (out / "model.json").is_file() and not settings.force:
         return Outcome(item.label, item.name, PRESENT, f"{out} (use --force to pull it again)")
+    problem = target_problem(out, repo, settings.force)  # before the download: it may be long
+    if problem:
+        return Outcome(item.label, item.name, FAILED, problem)
     for stale in partials.remove_stale(repo, item.name):
         print(f"  removed {repo / stale} (left by an export or pull that was stopped)", file=sys.stderr)
     local = None
     try:
-        local = item.fetch()
-        result = export_pulled(item, local, out, settings)
+        local = item.fetch()  # a download that fails its checksum is dropped there
+        source = load_source(item, local)
     except Exception as exc:  # noqa: BLE001 - one model's failure is reported; the others install
         log.debug("pull %s failed", item.label, exc_info=True)
         if item.kind == "argos" and local is not None:  # a package that does not import may be damaged:
             local.unlink(missing_ok=True)  # the next pull downloads it again
         return Outcome(item.label, item.name, FAILED, _message(exc))
+    try:
+        result = export_pulled(item, source, out, settings)
+    except Exception as exc:  # noqa: BLE001 - the package imported: it stays in the cache for the next pull
+        log.debug("pull %s failed", item.label, exc_info=True)
+        return Outcome(item.label, item.name, FAILED, _message(exc))
     manifest = result.manifest
     return Outcome(item.label, item.name, INSTALLED, f"{out} ({manifest.kind}, {manifest.precision})")
+
+
+def target_problem(out: Path, repo: Path, force: bool) -> str | None:
+    """Why ``out`` cannot receive the model (None: it can), in the pull's own terms."""
+    if out.exists() and not out.is_dir():
+        return f"{out} is a file, not a model folder; move it away"
+    if not force and out.is_dir() and any(out.iterdir()):
+        return f"{out} exists and holds no model.json; move it away, or pull with --force to replace it"
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=f".{out.name}.probe-", dir=repo))
+    except OSError as exc:
+        return f"cannot write to the model repository {repo}: {exc.strerror or exc}"
+    return None
 
 
 def _message(exc: Exception) -> str:
@@ -111,8 +134,8 @@ def load_source(item: PullItem, local: Path):
     return source
 
 
-def export_pulled(item: PullItem, local: Path, out: Path, settings: InstallSettings):
-    """``local`` imported and exported to ``out`` exactly as the export subcommands do."""
+def export_pulled(item: PullItem, source, out: Path, settings: InstallSettings):
+    """``source`` (:func:`load_source`) exported to ``out`` exactly as the export subcommands do."""
     import torch
 
     from attnserve.models import VisionTransformer
@@ -135,7 +158,6 @@ def export_pulled(item: PullItem, local: Path, out: Path, settings: InstallSetti
     if options.threads > 0:
         torch.set_num_threads(options.threads)
     quiet_exporter()
-    source = load_source(item, local)
     kind = "vit" if isinstance(source.model, VisionTransformer) else "translation"
     progress = Progress(planned_stages(kind, options))
     progress(f"import {item.label}")

@@ -33,3 +33,25 @@ def test_an_unreadable_index_fails_the_argos_names_alone(run, argos, hub, fake_e
     assert "installed Helsinki-NLP/opus-mt-en-de" in out and "failed    --languages en,xx" in out
     assert "--languages en,xx: the Argos index has no package for xx" in err
     assert fake_export == ["Helsinki-NLP/opus-mt-en-de"] * 2
+
+
+def test_a_folder_in_the_way_fails_before_the_download_and_keeps_the_cached_package(run, argos, fake_export, tmp_path):
+    repo, cache = tmp_path / "repo", tmp_path / "cache"
+    package = cache / "argos" / "translate-en_de-1_0.argosmodel"
+    package.parent.mkdir(parents=True)
+    package.write_bytes(b"PK a package an earlier pull downloaded")
+    (repo / "argos-en-de").mkdir(parents=True)
+    (repo / "argos-en-de" / "notes.txt").write_text("mine")
+    (repo / "argos-de-en").write_text("a file")
+    pull = ("pull", "argos:en-de", "argos:de-en", "--argos-index", f"{argos.url}/index.json",
+            "--model-repo", repo, "--cache-dir", cache)  # fmt: skip
+    code, out, err = run(*pull)
+    assert code == 1 and "0 of 2 model(s)" in out
+    assert f"argos:en-de: {repo / 'argos-en-de'} exists and holds no model.json" in err and "--force" in err
+    assert f"argos:de-en: {repo / 'argos-de-en'} is a file" in err
+    assert "--out" not in err
+    assert package.read_bytes() == b"PK a package an earlier pull downloaded"
+    assert not any(path.endswith(".argosmodel") for _, path, _ in argos.requests)
+    assert fake_export == []
+    code, out, _ = run(*pull[:2], *pull[3:], "--force")
+    assert code == 0 and "installed argos:en-de" in out and package.exists()
