@@ -24,7 +24,7 @@ from pathlib import Path
 from . import argos_index
 from .download import download
 from .errors import PullError
-from .install import FAILED, InstallSettings, Outcome, PullItem, install, installed_models
+from .install import FAILED, InstallSettings, Outcome, PullItem, install, installed_models, same_origin
 
 REPO_ENV = "ATTNSERVE_MODEL_REPO"  # the server's setting: pull installs where the server reads
 CACHE_ENV = "ATTNSERVE_CACHE"
@@ -170,7 +170,18 @@ def plan(args: argparse.Namespace) -> tuple[list[PullItem], list[Outcome]]:
                 items.append(hub_item(name))
         except PullError as exc:
             failures.append(Outcome(name, "", FAILED, str(exc)))
-    unique = {item.name: item for item in items}  # a pair named twice is pulled once
+    return one_per_folder(items, failures)
+
+
+def one_per_folder(items: list[PullItem], failures: list[Outcome]) -> tuple[list[PullItem], list[Outcome]]:
+    """A model named twice is pulled once; a second model that would install as the folder of
+    another (two Hub ids ending alike) fails rather than replace it."""
+    unique: dict[str, PullItem] = {}
+    for item in items:
+        first = unique.setdefault(item.name, item)
+        if first is not item and not same_origin(first.origin, item.origin):
+            clash = f"installs as {item.name}, as {first.label} named before it does; pull it into another --model-repo"
+            failures.append(Outcome(item.label, item.name, FAILED, clash))
     return list(unique.values()), failures
 
 

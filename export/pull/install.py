@@ -9,6 +9,7 @@ hidden folders) sees the whole model or none of it, and a failure leaves nothing
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -69,8 +70,13 @@ def install(item: PullItem, repo: Path, settings: InstallSettings) -> Outcome:
     """Fetch, import, export and install ``item``; a failure is the outcome, never a raise
     (KeyboardInterrupt aside), so the other items still install."""
     out = repo / item.name
-    if (out / "model.json").is_file() and not settings.force:
-        return Outcome(item.label, item.name, PRESENT, f"{out} (use --force to pull it again)")
+    held = pulled_origin(out)
+    if held is not None and not settings.force:
+        if same_origin(held, item.origin):
+            return Outcome(item.label, item.name, PRESENT, f"{out} (use --force to pull it again)")
+        return Outcome(
+            item.label, item.name, FAILED, f"{out} holds another model ({held_by(held)}); --force replaces it"
+        )
     problem = target_problem(out, repo, settings.force)  # before the download: it may be long
     if problem:
         return Outcome(item.label, item.name, FAILED, problem)
@@ -92,6 +98,37 @@ def install(item: PullItem, repo: Path, settings: InstallSettings) -> Outcome:
         return Outcome(item.label, item.name, FAILED, _message(exc))
     manifest = result.manifest
     return Outcome(item.label, item.name, INSTALLED, f"{out} ({manifest.kind}, {manifest.precision})")
+
+
+# The keys of extra.source.pulled that name the model (not its version or download links).
+IDENTITY = ("hub", "revision", "argos_index")
+
+
+def pulled_origin(out: Path) -> dict[str, Any] | None:
+    """``extra.source.pulled`` of the model installed at ``out`` ({} for one not pulled); None: none there."""
+    if not (out / "model.json").is_file():
+        return None
+    try:
+        found = json.loads((out / "model.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    for key in ("extra", "source", "pulled"):
+        found = found.get(key) if isinstance(found, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def same_origin(held: dict[str, Any], wanted: dict[str, Any]) -> bool:
+    """Whether the installed model is the one named (an Argos pair of another version is)."""
+    return all(held.get(key) == wanted.get(key) for key in IDENTITY if key in wanted or key in held)
+
+
+def held_by(origin: dict[str, Any]) -> str:
+    if "hub" in origin:
+        revision = origin.get("revision")
+        return f"pulled from {origin['hub']}" + (f"@{revision}" if revision not in (None, "main") else "")
+    if "argos_index" in origin:
+        return f"pulled as argos:{origin['argos_index']}"
+    return "not pulled: exported there"
 
 
 def target_problem(out: Path, repo: Path, force: bool) -> str | None:

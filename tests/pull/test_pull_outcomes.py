@@ -55,3 +55,22 @@ def test_a_folder_in_the_way_fails_before_the_download_and_keeps_the_cached_pack
     assert fake_export == []
     code, out, _ = run(*pull[:2], *pull[3:], "--force")
     assert code == 0 and "installed argos:en-de" in out and package.exists()
+
+
+def test_two_models_for_one_folder_never_replace_each_other(run, hub, fake_export, tmp_path):
+    repo = tmp_path / "repo"
+    code, out, err = run("pull", "Helsinki-NLP/opus-mt-en-de", "someone/opus-mt-en-de", "hf:Helsinki-NLP/opus-mt-en-de",
+                         "--model-repo", repo)  # fmt: skip
+    assert code == 1 and "1 of 2 model(s)" in out
+    assert "installed Helsinki-NLP/opus-mt-en-de -> opus-mt-en-de" in out
+    assert "someone/opus-mt-en-de: installs as opus-mt-en-de, as Helsinki-NLP/opus-mt-en-de" in err
+    assert fake_export == ["Helsinki-NLP/opus-mt-en-de"]
+    code, out, err = run("pull", "someone/opus-mt-en-de", "--model-repo", repo)
+    assert code == 1 and "present" not in out
+    assert "holds another model (pulled from Helsinki-NLP/opus-mt-en-de); --force replaces it" in err
+    code, out, _ = run("pull", "Helsinki-NLP/opus-mt-en-de", "--model-repo", repo)
+    assert code == 0 and "present   Helsinki-NLP/opus-mt-en-de" in out
+    (repo / "opus-mt-en-de" / "model.json").write_text("{}")  # exported there, not pulled
+    code, out, err = run("pull", "Helsinki-NLP/opus-mt-en-de", "--model-repo", repo)
+    assert code == 1 and "holds another model (not pulled: exported there)" in err
+    assert fake_export == ["Helsinki-NLP/opus-mt-en-de"]
