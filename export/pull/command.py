@@ -113,7 +113,17 @@ def _pull(args: argparse.Namespace, repo: Path) -> int:
     outcomes = list(failures)
     for i, item in enumerate(items, 1):
         print(f"[{i}/{len(items)}] pull {item.label} -> {repo / item.name}", file=sys.stderr, flush=True)
-        outcomes.append(install(item, repo, settings))
+        try:
+            outcomes.append(install(item, repo, settings))
+        except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: what earlier items installed stays, and is said
+            report(outcomes, repo, total=len(failures) + len(items))
+            left = len(items) - i
+            print(
+                f"attnserve-export: interrupted during {item.label}: nothing of it was written"
+                + (f"; {left} more not pulled" if left else ""),
+                file=sys.stderr,
+            )
+            return getattr(exc, "exit_code", 130)
         print(f"  {outcomes[-1].status}: {outcomes[-1].detail}", file=sys.stderr, flush=True)
     return report(outcomes, repo)
 
@@ -227,7 +237,8 @@ def hub_item(name: str) -> PullItem:
     )
 
 
-def report(outcomes: list[Outcome], repo: Path) -> int:
+def report(outcomes: list[Outcome], repo: Path, total: int | None = None) -> int:
+    """Each outcome, the failures' reasons, and how many of the ``total`` models named are in place."""
     failed = [o for o in outcomes if o.status == FAILED]
     for outcome in outcomes:
         line = f"{outcome.status:<9} {outcome.label}"
@@ -235,7 +246,8 @@ def report(outcomes: list[Outcome], repo: Path) -> int:
     for outcome in failed:
         print(f"attnserve-export: error: {said(outcome)}", file=sys.stderr)
     done = len(outcomes) - len(failed)
-    print(f"{done} of {len(outcomes)} model(s) in {repo}" + (f"; {len(failed)} failed" if failed else ""))
+    total = len(outcomes) if total is None else total
+    print(f"{done} of {total} model(s) in {repo}" + (f"; {len(failed)} failed" if failed else ""))
     return 1 if failed else 0
 
 

@@ -94,3 +94,13 @@ def test_a_partial_folder_whose_writer_is_alive_is_kept(run, argos, hub, fake_ex
     code, _, err = run("pull", "Helsinki-NLP/opus-mt-en-de", "--model-repo", repo, "--force")  # that export died
     assert code == 0 and f"removed {live}" in err
     assert sorted(p.name for p in repo.iterdir()) == ["opus-mt-en-de"]
+
+
+def test_ctrl_c_reports_the_models_installed_before_it(tmp_path, index):
+    pull = start(tmp_path, index, "argos:en-de", "argos:de-en", slow="argos:de-en")
+    code, out, err = stop_while_writing(pull, signal.SIGINT)
+    assert code == 130, err
+    assert "installed argos:en-de -> argos-en-de" in out and "1 of 2 model(s)" in out
+    assert "interrupted during argos:de-en: nothing of it was written" in err
+    assert "nothing was written" not in err.replace("nothing of it was written", "")
+    assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == ["argos-en-de"]
