@@ -10,6 +10,8 @@ checksum is deleted, so the next run downloads it again rather than trusting it.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import http.client
 import logging
@@ -22,9 +24,15 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import PullError
+
+try:
+    import fcntl
+except ImportError:  # no flock (Windows): downloads go unlocked
+    fcntl = None
 
 log = logging.getLogger(__name__)
 
@@ -71,23 +79,73 @@ def download(
     Raises :class:`PullError` naming the location when the file cannot be had.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
     label = label or dest.name
-    if dest.is_file() and (sha256 is None or sha256_of(dest) == sha256.lower()):
-        return dest
-    part = dest.with_name(dest.name + ".part")
-    source = local_path(location)
-    if source is not None:
-        _copy(source, part, label)
-    else:
-        _fetch(location, part, label, show)
-    if sha256 is not None:
-        found = sha256_of(part)
-        if found != sha256.lower():
-            part.unlink(missing_ok=True)
-            raise PullError(f"{label}: checksum mismatch for {location}: sha256 {found}, the source says {sha256}")
-    os.replace(part, dest)
-    return dest
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with _one_writer(dest, label):  # a second pull of the same file waits, then finds it whole
+            if dest.is_file() and (sha256 is None or sha256_of(dest) == sha256.lower()):
+                return dest
+            part = dest.with_name(dest.name + ".part")
+            source = local_path(location)
+            if source is not None:
+                _copy(source, part, label)
+            else:
+                _fetch(location, part, label, show)
+            if sha256 is not None:
+                found = sha256_of(part)
+                if found != sha256.lower():
+                    part.unlink(missing_ok=True)
+                    raise PullError(
+                        f"{label}: checksum mismatch for {location}: sha256 {found}, the source says {sha256}"
+                    )
+            os.replace(part, dest)
+            return dest
+    except OSError as exc:  # the cache folder: not a folder, not writable, full
+        raise PullError(f"{label}: cannot write to {exc.filename or dest.parent}: {exc.strerror or exc}") from None
+
+
+@contextlib.contextmanager
+def _one_writer(dest: Path, label: str) -> Iterator[None]:
+    """An exclusive ``flock`` on ``<file>.lock`` beside ``dest`` while it is checked and written.
+
+    The lock file is removed while still held; a waiter that then gets the lock of the removed file
+    sees that the path names another file (or none) and locks again, so two never write at once."""
+    if fcntl is None:
+        yield
+        return
+    lock = dest.with_name(dest.name + ".lock")
+    fd = _lock(lock, label)
+    try:
+        yield
+    finally:
+        if fd is not None:
+            lock.unlink(missing_ok=True)
+            os.close(fd)
+
+
+def _lock(lock: Path, label: str) -> int | None:
+    """The locked descriptor of ``lock``; None where the file system has no flock (written unlocked)."""
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                print(f"{label}: another pull is downloading it; waiting", file=sys.stderr, flush=True)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.path.samestat(os.fstat(fd), os.stat(lock)):
+                return fd
+        except FileNotFoundError:  # removed by the writer that held it: lock the next one
+            pass
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.EINVAL):
+                return None
+            raise
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
 
 
 def _copy(source: Path, part: Path, label: str) -> None:

@@ -72,3 +72,44 @@ def test_a_local_mirror_path_is_copied(tmp_path):
     assert dest.read_bytes() == DATA[:1000]
     with pytest.raises(PullError, match="cannot read"):
         download(str(tmp_path / "mirror" / "nope"), tmp_path / "cache" / "nope", show=False)
+
+
+def test_two_pulls_of_one_file_download_it_once(files, tmp_path, monkeypatch):
+    """A second pull sharing the cache waits for the first's download, then uses the whole file."""
+    import threading
+
+    started, go_on, fetched = threading.Event(), threading.Event(), []
+    fetch = downloads._fetch
+
+    def slow_fetch(url, part, label, show):
+        fetched.append(url)
+        fetch(url, part, label, show)
+        started.set()
+        assert go_on.wait(10)
+
+    monkeypatch.setattr(downloads, "_fetch", slow_fetch)
+    dest, results = tmp_path / "cache" / "pkg.argosmodel", []
+
+    def pull():
+        try:
+            results.append(download(f"{files.url}/pkg.argosmodel", dest, show=False).read_bytes())
+        except Exception as exc:  # noqa: BLE001 - what the second pull met is the assertion
+            results.append(exc)
+
+    first = threading.Thread(target=pull)
+    first.start()
+    assert started.wait(10)
+    second = threading.Thread(target=pull)
+    second.start()
+    second.join(0.5)
+    go_on.set()
+    first.join(10)
+    second.join(10)
+    assert results == [DATA, DATA] and len(fetched) == 1
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["pkg.argosmodel"]
+
+
+def test_a_cache_folder_that_is_a_file_is_one_line(files, tmp_path):
+    (tmp_path / "cache").write_text("not a folder")
+    with pytest.raises(PullError, match=r"^pkg: cannot write to .*cache.*: Not a directory$"):
+        download(f"{files.url}/pkg.argosmodel", tmp_path / "cache" / "argos" / "pkg.argosmodel", label="pkg")
