@@ -162,9 +162,9 @@ def newest(packages: list[ArgosPackage]) -> dict[tuple[str, str], ArgosPackage]:
 
 
 def parse_languages(text: str) -> list[str]:
-    """``en,de,fr`` -> ``["en", "de", "fr"]`` (spaces and repeats ignored)."""
+    """``en,de,fr`` -> ``["en", "de", "fr"]`` (spaces, case and repeats ignored: the index's codes are lower case)."""
     codes = []
-    for code in (c.strip() for c in text.split(",")):
+    for code in (c.strip().lower() for c in text.split(",")):
         if not code:
             continue
         if not _CODE.fullmatch(code):
@@ -215,7 +215,7 @@ def _no_pair(offered: dict[tuple[str, str], ArgosPackage], languages: list[str])
 
 def find_pair(packages: list[ArgosPackage], pair: str) -> ArgosPackage:
     """``en-de`` (or ``en_de``) -> its newest package."""
-    source, sep, target = pair.replace("_", "-").partition("-")
+    source, sep, target = pair.replace("_", "-").lower().partition("-")
     if not sep or not source or not target:
         raise PullError(f"argos:{pair}: expected a pair such as argos:en-de")
     offered = newest(packages)

@@ -42,6 +42,7 @@ def test_a_language_the_index_lacks_is_named(tmp_path):
         argos_index.select(packages, ["en", "xx"])
     with pytest.raises(PullError, match="no de -> fr package; it offers en-de"):
         argos_index.find_pair(packages, "de-fr")
+    assert argos_index.find_pair(packages, "EN-DE").pair == "en-de"  # as users type it
 
 
 def test_relative_links_of_a_url_index_and_checksums(tmp_path):
@@ -78,5 +79,6 @@ def test_the_index_location_flag_env_default(monkeypatch):
 
 def test_language_lists(tmp_path):
     assert argos_index.parse_languages(" en, de,en,fr ") == ["en", "de", "fr"]
+    assert argos_index.parse_languages("EN,De") == ["en", "de"]
     with pytest.raises(PullError, match="is not a language code"):
         argos_index.parse_languages("en,Deutsch!")
