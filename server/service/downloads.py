@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
-from ..files.download_store import Download, DownloadStore
+from ..files.download_store import Download, DownloadStore, safe_filename
 from ..shared.config import ConfigError, Settings
 from ..shared.locations import per_repository_dir
 
@@ -25,6 +25,12 @@ log = logging.getLogger(__name__)
 
 SWEEP_S = 60.0  # at most, between two sweeps of the store
 T = TypeVar("T")
+
+
+def translated_filename(filename: str, target: str) -> str:
+    """``report.docx`` -> ``report.de.docx``: the name ``attnserve-client translate-file`` gives it,
+    as stored (``safe_filename``: a long name's stem is cut, never the language)."""
+    return safe_filename(filename or "file", f".{target}")
 
 
 class Downloads:

@@ -28,7 +28,7 @@ import urllib.parse
 
 from aiohttp import web
 
-from ...files.download_store import safe_filename
+from ...service.downloads import translated_filename
 from ...service.files import FileRequest
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
@@ -38,12 +38,6 @@ from .table import RouteTable
 from .upstream import ApiKeys, upstream_words
 
 LABEL = "libretranslate.translate_file"
-
-
-def translated_filename(filename: str, target: str) -> str:
-    """``report.docx`` -> ``report.de.docx``: the name ``attnserve-client translate-file`` gives it,
-    as stored (``safe_filename``: a long name's stem is cut, never the language)."""
-    return safe_filename(filename or "file", f".{target}")
 
 
 class FileRoutes:

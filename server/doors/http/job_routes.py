@@ -23,12 +23,12 @@ import json
 
 from aiohttp import web
 
+from ...service.downloads import translated_filename
 from ...service.file_jobs import JobRequest, view
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
 from .. import params
 from .file_routes import LABEL as FILE_LABEL
-from .file_routes import translated_filename
 from .forms import FORM_SLACK, file_response, read_form
 from .table import RouteTable
 from .upstream import ApiKeys
