@@ -100,6 +100,9 @@ def open_package(path: Path | str) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix="attnserve-argos-"))
     try:
         yield _extract(path, tmp)
+    except ImportCheckpointError as exc:
+        # a file of the package is named inside the package the user gave, not in a folder gone after
+        raise ImportCheckpointError(str(exc).replace(str(tmp), str(path))) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -107,17 +107,21 @@ def _corrupt(kind: str, package: ap.Package, tmp_path: Path) -> tuple[Path, str]
         data = (bad / "model" / "model.bin").read_bytes()
         (bad / "model" / "model.bin").write_bytes(data[: len(data) // 2])
         return bad, "incomplete (truncated?)"
+    if kind == "zip-without-tokenizer":  # named by the file the user gave, not a temporary folder
+        (bad / "sentencepiece.model").unlink()
+        zipped = ap.Package(package.kind, bad, {}).zip(tmp_path / "no-tokenizer.argosmodel")
+        return zipped, f"{zipped}/{bad.name}: no sentencepiece.model or bpe.model"
     (bad / "metadata.json").unlink()
     return ap.Package(package.kind, bad, {}).zip(tmp_path / "no-metadata.argosmodel"), "no metadata.json"
 
 
-@pytest.mark.parametrize("kind", ["bad-zip", "truncated-model", "no-metadata"])
+@pytest.mark.parametrize("kind", ["bad-zip", "truncated-model", "no-metadata", "zip-without-tokenizer"])
 def test_a_corrupt_package_is_refused_clearly_and_writes_nothing(kind, packages, tmp_path, capsys):
     bad, message = _corrupt(kind, packages("onmt"), tmp_path)
     out = tmp_path / "out"
     assert cli.main(["translation", "--from-argos", str(bad), "--out", str(out), "--threads", "1"]) == 1
     err = capsys.readouterr().err
-    assert message in err and "Traceback" not in err
+    assert message in err and "Traceback" not in err and "attnserve-argos-" not in err
     assert not out.exists() and not list(tmp_path.glob(".out.partial-*"))
 
 
