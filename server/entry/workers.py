@@ -70,11 +70,14 @@ def reserve_port(host: str, port: int) -> tuple[socket.socket, int]:
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    # as every listening server does: the connections of a server just stopped, in TIME_WAIT on
+    # the port for a minute, must not keep the next one from binding it
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
     except OSError as exc:
         sock.close()
-        raise OSError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        raise OSError(f"cannot bind {host}:{port}: {exc.strerror or exc}") from exc
     return sock, sock.getsockname()[1]
 
 

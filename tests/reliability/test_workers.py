@@ -200,7 +200,7 @@ def test_a_port_held_by_another_program_fails_before_loading(tmp_path):
         cmd += ["--port", str(port), "--metrics-port", "-1", "--http-port", "-1"]
         done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "ATTNSERVE_PROVIDER": "cpu"})
     assert done.returncode == 1
-    assert f"cannot listen on 127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr
+    assert f"cannot bind 127.0.0.1:{port}" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_sighup_while_workers_load_reloads_them_once_ready(vit_dirs, tmp_path):
@@ -230,3 +230,22 @@ def test_sighup_while_workers_load_reloads_them_once_ready(vit_dirs, tmp_path):
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0, "".join(log)
+
+
+def test_a_port_a_stopped_server_just_served_on_is_reserved_again():
+    # a rolling restart: the last server's connections linger in TIME_WAIT on its port for a
+    # minute, and a --workers N set started then binds it as a single server does
+    from attnserve.server.entry.workers import reserve_port
+
+    with socket.socket() as listener:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers listen
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            served, _ = listener.accept()
+            served.close()  # the server ends the connection first: its side waits in TIME_WAIT
+            client.recv(1)
+    sock, got = reserve_port("127.0.0.1", port)
+    sock.close()
+    assert got == port
