@@ -105,17 +105,26 @@ class RepositoryControl:
         interval = self.settings.repository_poll_seconds
         repo = Path(self.settings.model_repo)
         stamps = repository_stamps(repo)
+        failed: dict[Path, tuple] = {}  # a directory whose reload failed -> its files' stamp then
         while not self.draining:
             await asyncio.sleep(interval)
             now = repository_stamps(repo)
-            changed = sorted(path for path, stamp in now.items() if stamps.get(path) != stamp)
+            changed = {path for path, stamp in now.items() if stamps.get(path) != stamp}
+            # a folder copied file by file failed while its model.json was there before the rest:
+            # it is tried again once any of its files changes, and not at every poll while none does
+            changed |= {path for path, files in failed.items() if path in now and files_stamp(path) != files}
             stamps = now
             if not changed or self.draining:
                 continue
-            names = [name_of_dir(path) for path in changed]
+            names = {name_of_dir(path): path for path in sorted(changed)}
             log.info("model repository: %s appeared or changed; reloading", ", ".join(names))
             with contextlib.suppress(ShuttingDown):
-                await self.reload(names)
+                for outcome in await self.reload(list(names)):
+                    path = names.get(outcome.name)
+                    if path is not None and outcome.action == FAILED:
+                        failed[path] = files_stamp(path)
+                    elif path is not None:
+                        failed.pop(path, None)
 
     async def load_model(self, name: str) -> None:
         """KServe's RepositoryModelLoad: load (or reload) one model directory of the repository."""
@@ -153,3 +162,11 @@ def repository_stamps(repo: Path) -> dict[Path, tuple[int, int]]:
             st = os.stat(Path(entry.path) / MANIFEST_NAME)
             stamps[Path(entry.path)] = (st.st_ino, st.st_mtime_ns)
     return stamps
+
+
+def files_stamp(model_dir: Path) -> tuple:
+    """Every file of ``model_dir`` by name, size and mtime: whether a copy into it went on."""
+    try:
+        return tuple(sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(model_dir)))
+    except OSError:
+        return ()

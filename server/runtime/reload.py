@@ -90,7 +90,8 @@ class Reloader:
         except Exception as exc:  # noqa: BLE001 - a bad new version leaves the old one serving
             named = isinstance(exc, (ManifestError, ReferenceMismatch))  # their messages name the directory
             reason = str(exc) if named else f"{model_dir}: {type(exc).__name__}: {exc}"
-            log.error("reload of model %s failed, %s: %s", name, "old version still served" if current else "", reason)
+            kept = "old version still served" if current else "not served"
+            log.error("reload of model %s failed, %s: %s", name, kept, reason)
             if current is None:
                 self.registry.failed[name] = FailedModel(name, model_dir, reason)
             return ReloadOutcome(name, FAILED, current.version if current else "", reason)

@@ -45,3 +45,27 @@ def test_a_directory_renamed_into_the_repository_is_served(tmp_path):
     finally:
         assert server.stop() == 0
     assert any("translator-en-de appeared or changed" in line for line in server.log), "".join(server.log)
+
+
+def test_a_folder_copied_file_by_file_is_served_once_its_last_file_is_there(tmp_path):
+    # cp -r writes model.json before the graph: the poll sees the folder half copied, its load
+    # fails, and the rest arriving is a change too
+    import json
+
+    repo = tmp_path / "repo"
+    shutil.copytree(BUNDLED / "digits-vit", repo / "digits-vit")
+    server = ServerProcess(repo, "--metrics-port", "-1", "--repository-poll-seconds", "0.1")
+    try:
+        with Client(server.address, retries=0, timeout=60) as client:
+            copy = repo / "digits-copy"
+            copy.mkdir()
+            manifest = json.loads((BUNDLED / "digits-vit" / "model.json").read_text())
+            (copy / "model.json").write_text(json.dumps({**manifest, "name": "digits-copy"}))
+            assert wait_for(lambda: any("reload of model digits-copy failed" in line for line in server.log))
+            time.sleep(0.5)  # several polls with nothing new: not tried again
+            assert sum("reload of model digits-copy failed" in line for line in server.log) == 1
+            for name in ("labels.json", "model.onnx"):
+                shutil.copy(BUNDLED / "digits-vit" / name, copy / name)
+            assert wait_for(lambda: client.health("digits-copy") == "SERVING"), "".join(server.log)
+    finally:
+        assert server.stop() == 0
