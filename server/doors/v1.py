@@ -160,7 +160,10 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
         async with self.doors.rpc(context, "ListModels", ""):
             view, settings = self.doors.models, self.doors.settings
             entries = [view.get(n) for n in view.served()] + list(view.failed.values())
-            models = [convert.model_info(m, settings, loaded=view.loaded(m.name)) for m in entries]
+            models = [
+                convert.model_info(m, settings, loaded=view.loaded(m.name), failure=view.load_failure(m.name))
+                for m in entries
+            ]
             routes = convert.language_routes(self.doors.translation.routes())
             return pb.ListModelsResponse(models=models, routes=routes)
 
@@ -168,7 +171,10 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
         async with self.doors.rpc(context, "GetModel", request.name):
             models = self.doors.models
             return convert.model_info(
-                models.find(request.name), self.doors.settings, loaded=models.loaded(request.name)
+                models.find(request.name),
+                self.doors.settings,
+                loaded=models.loaded(request.name),
+                failure=models.load_failure(request.name),
             )
 
 

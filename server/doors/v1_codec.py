@@ -257,15 +257,17 @@ def language_routes(routes: list[Route]) -> list[pb.LanguageRoute]:
     return [pb.LanguageRoute(source=r.source, target=r.target, models=r.models, pivot_language=r.pivot) for r in routes]
 
 
-def model_info(model: Served | FailedModel, settings: Settings, *, loaded: bool) -> pb.ModelInfo:
-    """``loaded``: its sessions are open (:meth:`ModelView.loaded`)."""
+def model_info(model: Served | FailedModel, settings: Settings, *, loaded: bool, failure: str = "") -> pb.ModelInfo:
+    """``loaded``: its sessions are open (:meth:`ModelView.loaded`); ``failure``: lazily served,
+    why its last load failed (:meth:`ModelView.load_failure`): not ready until it loads."""
     if isinstance(model, FailedModel):
         return pb.ModelInfo(name=model.name, kind=KINDS.get(model.kind, 0), ready=False, error=model.public_reason)
     m = model.manifest
     info = pb.ModelInfo(
         name=model.name,
         kind=KINDS[model.kind],
-        ready=True,
+        ready=not failure,
+        error=failure,
         loaded=loaded,
         provider=model.provider,
         precision=m.precision,

@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from ..runtime.registry import FailedModel, IndexedModel, LoadedModel, ModelRegistry
 from ..runtime.residency import Residency
-from ..shared.errors import ModelNotFound, echo
+from ..shared.errors import ModelNotFound, client_message, echo
 from .requests import MODEL_VERSION
 from .translation import check_version
 
@@ -80,7 +80,17 @@ class ModelView:
         return getattr(model.engine, "steps_total", 0)
 
     def state(self, name: str) -> tuple[str, str]:
-        """(KServe repository index state, reason) of an indexed model."""
-        if self._residency is not None:
-            return self._residency.state(name)
-        return ("READY", "") if name in self._registry.models else ("UNAVAILABLE", "not loaded")
+        """(KServe repository index state, reason) of an indexed model; a failed load's reason as
+        clients see it (paths within the model repository, never absolute)."""
+        if self._residency is None:
+            return ("READY", "") if name in self._registry.models else ("UNAVAILABLE", "not loaded")
+        where, reason = self._residency.state(name)
+        indexed = self._registry.index.get(name)
+        if indexed is not None:
+            repo = indexed.model_dir.parent
+            reason = client_message(reason, (str(repo.resolve()), str(repo.absolute())))
+        return where, reason
+
+    def load_failure(self, name: str) -> str:
+        """Lazily served: why its last load failed, as clients see it ("" when it did not)."""
+        return self.state(name)[1] if self.failing(name) else ""

@@ -209,6 +209,10 @@ def test_a_model_that_fails_to_load_is_unavailable_with_its_reason_and_retried_a
         assert client.translate([TEXT], source_language="en", target_language="de")[0].text  # the others serve
         index = _index(server)
         assert index["mt-fr-en"][0] == "UNAVAILABLE" and "sha256" in index["mt-fr-en"][1]
+        assert str(tmp_path) not in index["mt-fr-en"][1]  # the repository's path is the operator's
+        listed = {m.name: m for m in client.list_models()}  # attnserve-client models says as much
+        assert not listed["mt-fr-en"].ready and "mt-fr-en/encoder.onnx" in listed["mt-fr-en"].error
+        assert str(tmp_path) not in listed["mt-fr-en"].error and listed["mt-de-en"].ready
         assert index["mt-en-de"] == ("READY", "") and index["mt-de-en"][0] == "UNAVAILABLE"
         with pytest.raises(urllib.error.HTTPError) as not_ready:
             urllib.request.urlopen(f"http://{server.http_address}/v2/models/mt-fr-en/ready", timeout=10)
