@@ -90,6 +90,12 @@ class RepositoryControl:
         for o in outcomes:
             if o.action == RELOADED:  # a new version: the old one's translations go
                 self.translation.cache.forget(o.name)
+            # a new version loaded is a load as at start (lazily served: it loads on demand, counted
+            # there); a failed one is one whatever the mode: "any failed load" alerts on a bad deploy
+            if o.action == FAILED:
+                self.metrics.model_loads.labels(o.name, "failed").inc()
+            elif o.action in (RELOADED, ADDED) and self.residency is None:
+                self.metrics.model_loads.labels(o.name, "ok").inc()
             if o.action == FAILED and o.name not in self.registry.models and not self.draining:
                 await self.health.set(o.name, health_pb2.HealthCheckResponse.NOT_SERVING)
             elif o.action == ADDED and o.name in self.registry.index and not self.draining:

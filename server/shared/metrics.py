@@ -26,7 +26,7 @@ attnserve_translation_cache_misses_total{model}    service/translation_cache.py 
 attnserve_translation_cache_bytes{model}           looked up and decoded, the bytes it holds, entries dropped
 attnserve_translation_cache_evictions_total{model} to stay within --translation-cache-mb
 attnserve_inflight_requests                        handlers running
-attnserve_model_loads_total{model,outcome}         model loads (outcome ok | failed), at start and on demand
+attnserve_model_loads_total{model,outcome}         model loads (outcome ok | failed), at start, on demand and by reloads
 attnserve_model_load_seconds{model}                time to load a model (sessions, warm-up, engine start)
 attnserve_model_evictions_total{model}             models unloaded to make room in the memory budget
 attnserve_loaded_model_bytes{model}                a loaded model's bytes in the budget (0 when unloaded)

@@ -69,3 +69,29 @@ def test_a_folder_copied_file_by_file_is_served_once_its_last_file_is_there(tmp_
             assert wait_for(lambda: client.health("digits-copy") == "SERVING"), "".join(server.log)
     finally:
         assert server.stop() == 0
+
+
+def test_loads_by_a_reload_are_counted_as_at_start(serve, tmp_path):
+    # "any failed load" (docs/operations.md's alert) fires for a broken deploy, not only at start
+    import json
+
+    repo = tmp_path / "repo"
+    shutil.copytree(BUNDLED / "digits-vit", repo / "digits-vit")
+    with serve(repo) as server:
+
+        def loads(outcome: str) -> float:
+            return server.metric("attnserve_model_loads_total", model="digits-copy", outcome=outcome)
+
+        copy = repo / "digits-copy"
+        shutil.copytree(BUNDLED / "digits-vit", copy)
+        manifest = json.loads((copy / "model.json").read_text())
+        (copy / "model.json").write_text(json.dumps({**manifest, "name": "digits-copy"}))
+        (copy / "model.onnx").write_bytes((copy / "model.onnx").read_bytes()[:-100] + bytes(100))  # sha256 fails
+        (failed,) = server.loop_thread.run(server.app.reload(["digits-copy"]))
+        assert failed.action == "failed" and (loads("failed"), loads("ok")) == (1, 0)
+        shutil.copy(BUNDLED / "digits-vit" / "model.onnx", copy / "model.onnx")
+        (added,) = server.loop_thread.run(server.app.reload(["digits-copy"]))
+        assert added.action == "added" and (loads("failed"), loads("ok")) == (1, 1)
+        (copy / "model.json").write_text(json.dumps({**manifest, "name": "digits-copy", "extra": {"v": 2}}))
+        (reloaded,) = server.loop_thread.run(server.app.reload(["digits-copy"]))
+        assert reloaded.action == "reloaded" and (loads("failed"), loads("ok")) == (1, 2)
