@@ -60,16 +60,31 @@ class Reloader:
         repo = Path(self.settings.model_repo)
         dirs = sorted(p for p in repo.iterdir() if p.is_dir() and not p.name.startswith(".")) if repo.is_dir() else []
         outcomes, found = [], set()
+        by_name: dict[str, list[Path]] = {}
         for model_dir in dirs:
-            name = name_of_dir(model_dir)
+            by_name.setdefault(name_of_dir(model_dir), []).append(model_dir)
+        for name, named in by_name.items():
             if wanted and name not in wanted:
                 continue
             found.add(name)
+            model_dir, *others = self._one_of(name, named)
             outcomes.append(await self._reload_one(name, model_dir))
+            outcomes += [self._duplicate(name, other, model_dir) for other in others]
         for name in sorted(wanted - found):
             outcomes.append(ReloadOutcome(name, FAILED, error=f"no model directory named {echo(name)} in {repo}"))
         log.info("reload: %s", ", ".join(f"{o.name} {o.action}" for o in outcomes) or "no model directories")
         return outcomes
+
+    def _one_of(self, name: str, named: list[Path]) -> list[Path]:
+        """The directories whose model.json names ``name``, the one served first (a second copy
+        beside it would otherwise swap in and out at every reload), else the first by name."""
+        served = self.registry.index.get(name)
+        return sorted(named, key=lambda d: (served is None or d != served.model_dir, d.name))
+
+    def _duplicate(self, name: str, model_dir: Path, served: Path) -> ReloadOutcome:
+        error = f"{model_dir / 'model.json'}: name {name!r} is already served from {served}; give it another name"
+        log.error("reload of model %s from %s refused: %s", name, model_dir, error)
+        return ReloadOutcome(name, FAILED, error=error)
 
     async def _reload_one(self, name: str, model_dir: Path) -> ReloadOutcome:
         current = self.registry.models.get(name)

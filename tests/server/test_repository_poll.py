@@ -95,3 +95,21 @@ def test_loads_by_a_reload_are_counted_as_at_start(serve, tmp_path):
         (copy / "model.json").write_text(json.dumps({**manifest, "name": "digits-copy", "extra": {"v": 2}}))
         (reloaded,) = server.loop_thread.run(server.app.reload(["digits-copy"]))
         assert reloaded.action == "reloaded" and (loads("failed"), loads("ok")) == (1, 2)
+
+
+def test_a_second_folder_naming_a_served_model_is_refused_not_swapped_in_at_every_reload(serve, tmp_path):
+    import json
+
+    repo = tmp_path / "repo"
+    shutil.copytree(BUNDLED / "digits-vit", repo / "digits-vit")
+    with serve(repo) as server:
+        served = server.app.registry.models["digits-vit"]
+        copy = repo / "digits-vit-new"  # a new version dropped beside the served one, its name unchanged
+        shutil.copytree(BUNDLED / "digits-vit", copy)
+        manifest = json.loads((copy / "model.json").read_text())
+        (copy / "model.json").write_text(json.dumps({**manifest, "extra": {"v": 2}}))
+        for _ in range(2):
+            outcomes = [(o.name, o.action, o.error) for o in server.loop_thread.run(server.app.reload())]
+            assert [o[:2] for o in outcomes] == [("digits-vit", "unchanged"), ("digits-vit", "failed")]
+            assert "already served from" in outcomes[1][2] and "digits-vit-new" in outcomes[1][2]
+            assert server.app.registry.models["digits-vit"] is served
