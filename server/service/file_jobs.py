@@ -129,6 +129,18 @@ def view(job: Job) -> dict[str, Any]:
     }
 
 
+def delete_files(blobs: Path, job_id: str) -> None:
+    """A job's upload and result in the ``blobs`` folder."""
+    for kind in ("in", "out"):
+        (blobs / f"{job_id}.{kind}").unlink(missing_ok=True)
+
+
+def discard_files(blobs: Path, job_id: str) -> None:
+    """The files of a job that was never stored; a folder that is gone leaves none to delete."""
+    with contextlib.suppress(OSError):
+        delete_files(blobs, job_id)
+
+
 # Every FileJobs of this process: a job's owner is the process, so the jobs it still runs are
 # all of theirs (servers started in one process, as tests do, share one owner id).
 _IN_PROCESS: weakref.WeakSet[FileJobs] = weakref.WeakSet()
@@ -232,7 +244,7 @@ class FileJobs:
         if now - self._last_sweep >= min(SWEEP_S, self.settings.job_retention_s / 4):
             self._last_sweep = now
             for job_id in await self._off(self.store.expired, now):
-                await self._off(self._delete_files, job_id)
+                await self._off(delete_files, self.blobs, job_id)
 
     async def _requeue(self) -> None:
         """Back in the queue: the running jobs of this host's processes that are gone (killed: no
@@ -250,15 +262,6 @@ class FileJobs:
         requeued = await self._off(self.store.requeue, gone, running, claimed)
         if requeued:
             log.info("file jobs: %d interrupted job(s) queued again", requeued)
-
-    def _delete_files(self, job_id: str) -> None:
-        for kind in ("in", "out"):
-            self.path(job_id, kind).unlink(missing_ok=True)
-
-    def _discard(self, job_id: str) -> None:
-        """The files of a job that was never stored; a folder that is gone leaves none to delete."""
-        with contextlib.suppress(OSError):
-            self._delete_files(job_id)
 
     # ------------------------------------------------------------------ a job's run
 
@@ -346,13 +349,13 @@ class FileJobs:
             await self._off(self.path(job.id, "in").write_bytes, request.content)
             over = await self._off(self.store.add, job, *bounds, terms)
         except Exception as exc:
-            await self._off(self._discard, job.id)  # no upload left behind without its record
+            await self._off(discard_files, self.blobs, job.id)  # no upload left behind without its record
             if isinstance(exc, OSError):
                 reason = exc.strerror or type(exc).__name__  # never the path: the folder is the server's business
                 raise StorageUnavailable(f"the server cannot keep the file now ({reason}); retry later") from None
             raise
         if over:
-            await self._off(self._discard, job.id)
+            await self._off(discard_files, self.blobs, job.id)
             raise Overloaded(f"this server keeps at most {getattr(s, over):,} {_BOUNDS[over]}")
         if self._wake is not None:
             self._wake.set()

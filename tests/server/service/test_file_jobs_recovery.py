@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from attnserve.server.files.job_store import PID_BITS, SqlJobStore, _host
-from attnserve.server.service.file_jobs import FileJobs, JobRequest
+from attnserve.server.service.file_jobs import REQUEUE_S, FileJobs, JobRequest
 from attnserve.server.shared.errors import InvalidRequest
 
 from .test_file_jobs_stop import Breakable, HeldFiles, settings_in, status_of
@@ -29,13 +29,13 @@ def test_a_killed_servers_running_job_is_taken_over_by_a_live_one_sharing_the_st
     db = Breakable(tmp_path / "state" / "state.sqlite3")
 
     async def main() -> None:
-        live = FileJobs(HeldFiles(held=False), settings, SqlJobStore(db))  # type: ignore[arg-type]
-        await live.start()
         # what a server killed mid-job leaves: its record running, naming a process that is gone
         other = FileJobs(HeldFiles(), settings, SqlJobStore(db))  # type: ignore[arg-type]
         job = await other.submit(JobRequest(None, "memo.txt", b"Monday.", "en", "de"))
         assert SqlJobStore(db).claim(dead_owner()).id == job.id
-        assert await status_of(live, job.id, "done") == "done"
+        live = FileJobs(HeldFiles(held=False), settings, SqlJobStore(db))  # type: ignore[arg-type]
+        await live.start()  # claimed a moment ago: left a few seconds (REQUEUE_S), then taken over
+        assert await status_of(live, job.id, "done", seconds=REQUEUE_S + 10) == "done"
         await live.stop()
         live.close()
         other.close()
