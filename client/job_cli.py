@@ -28,7 +28,9 @@ def add_parser(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentP
         "job", parents=parents, help="follow a file job (translate-file --job) and write its file once done"
     )
     job.add_argument("id", help="the job's id, as translate-file --job printed it")
-    job.add_argument("--out", type=Path, default=None, help="where to write it (default: the job's file name)")
+    job.add_argument(
+        "--out", type=Path, default=None, help="where to write it (default: NAME.<to>.EXT here, never over a file)"
+    )
     job.add_argument("--cancel", action="store_true", help="cancel the job instead")
     job.add_argument("--quiet", action="store_true", help="no progress line")
 
@@ -74,8 +76,14 @@ def follow(client: Client, job_id: str, out: Path | None, quiet: bool, as_json: 
         print(json.dumps({"error": {"message": message}}) if as_json else f"attnserve-client: {message}")
         return 1
     done = client.jobs.result(job_id)
-    target = out or Path(done.filename)
-    target.write_bytes(done.content)
+    target = out or Path(Path(done.filename).name or f"{job_id}.out")
+    try:  # a name the server chose never replaces a file the user has: only --out may
+        with target.open("wb" if out else "xb") as file:
+            file.write(done.content)
+    except FileExistsError:
+        print(f"attnserve-client: error: {target} exists; not overwritten: write the job's file elsewhere with "
+              f"--out FILE (attnserve-client job {job_id} --out FILE)", file=sys.stderr)  # fmt: skip
+        return 1
     if as_json:
         print(json.dumps(dataclasses.asdict(job) | {"out": str(target)}))
     else:

@@ -14,6 +14,7 @@ from typing import Any
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
+from ..service.downloads import translated_filename
 from ..service.file_jobs import remaining_s
 from ..service.files import FileRequest, TranslatedFile
 from ..service.models import FailedModel, Served
@@ -373,10 +374,11 @@ def file_job(job: Job) -> pb.FileJob:
 
 
 def job_result_chunks(job: Job, content: bytes) -> Iterator[pb.TranslateFileChunk]:
-    """A done job's file in chunks, then its summary (the job keeps its name, type and sentences)."""
+    """A done job's file in chunks, then its summary, named report.de.docx as the HTTP job result
+    names it: a client that writes it under that name does not write over the file it sent."""
     summary = pb.FileDone(
         model=job.model,
-        filename=job.filename,
+        filename=translated_filename(job.filename, job.target) if job.target else job.filename,
         media_type=job.media_type,
         size_bytes=len(content),
         sentences=job.total,

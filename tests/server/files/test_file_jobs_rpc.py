@@ -40,7 +40,7 @@ def test_a_job_is_watched_to_its_end_and_its_file_is_translate_files(server, tmp
         expected = client.translate_file(path, "de", "en")
     assert seen[-1].status == "done" and seen[-1].done == seen[-1].total == len(LINES) * 4
     assert [j.done for j in seen] == sorted(j.done for j in seen)
-    assert done.content == expected.content and done.filename == "dates.txt"
+    assert done.content == expected.content and done.filename == "dates.de.txt"
     with server.client(token="bob") as other:
         for call in (other.jobs.get, other.jobs.cancel, other.jobs.result):
             with pytest.raises(AttnServeError) as err:
@@ -79,6 +79,34 @@ def test_the_cli_submits_a_job_prints_progress_and_reattaches(server, tmp_path, 
     assert again.read_text() == out.read_text()
     assert client_main([*common, "job", "no-such-job"]) == 1
     assert "NOT_FOUND" in sys.stderr.getvalue()
+
+
+def test_reattaching_without_out_writes_the_translated_name_and_never_over_a_file(server, tmp_path, monkeypatch):
+    """``job ID`` run beside the file it translated: the source stays English, and a file already
+    under the translated name is kept, the error saying to name another with --out."""
+    source = tmp_path / "notes.txt"
+    source.write_text("\n".join(LINES[:3]) + "\n")
+    english = source.read_text()
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    common = ["--address", server.address, "--token", "alice"]
+    first = tmp_path / "first.txt"
+    assert (
+        client_main(
+            [*common, "translate-file", str(source), "--to", "de", "--from", "en", "--job", "--out", str(first)]
+        )
+        == 0
+    )
+    job_id = sys.stderr.getvalue().split("attnserve-client job ", 1)[1].split(")", 1)[0]
+    monkeypatch.chdir(tmp_path)
+    assert client_main([*common, "job", job_id, "--quiet"]) == 0
+    assert source.read_text() == english
+    assert (tmp_path / "notes.de.txt").read_text() == first.read_text() != english
+    (tmp_path / "notes.de.txt").write_text("mine")
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    assert client_main([*common, "job", job_id, "--quiet"]) == 1
+    assert (tmp_path / "notes.de.txt").read_text() == "mine" and source.read_text() == english
+    said = sys.stderr.getvalue()
+    assert said.count("\n") == 1 and "notes.de.txt exists" in said and "--out" in said
 
 
 def test_a_job_and_a_file_take_a_stored_glossary_of_their_token_only(server, tmp_path):
