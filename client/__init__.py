@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -257,7 +258,7 @@ class Client:
 
         call = self._call(start, timeout)
         try:
-            for msg in [*first, *self._stream_rest(call)]:
+            for msg in itertools.chain(first, self._stream_rest(call)):  # each as it arrives
                 reason = FINISH_REASONS.get(msg.finish_reason, "")
                 yield Chunk(msg.delta, list(msg.token_ids), reason, msg.pivot_language)
         finally:
