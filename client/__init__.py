@@ -121,7 +121,7 @@ class Client:
     """A channel to one server; thread-safe; use as a context manager or call :meth:`close`.
 
     ``token``: a bearer token sent with every call. ``root_certificates`` (PEM bytes of the CA)
-    switches to TLS; add ``private_key`` and ``certificate_chain`` for mutual TLS.
+    switches to TLS; add ``private_key`` and ``certificate_chain`` for mutual TLS (both, or a ValueError).
     """
 
     def __init__(
@@ -137,6 +137,8 @@ class Client:
         private_key: bytes | None = None,
         certificate_chain: bytes | None = None,
     ) -> None:
+        if (private_key is None) != (certificate_chain is None):  # half a client identity: no TLS, or gRPC aborts
+            raise ValueError("private_key and certificate_chain go together (mutual TLS): give both or neither")
         self.address, self.timeout, self.retries, self.backoff_s = address, timeout, retries, backoff_s
         options = [
             ("grpc.max_receive_message_length", max_message_bytes),

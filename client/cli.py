@@ -263,7 +263,10 @@ DEFAULT_TIMEOUT_S = {"translate-file": 600.0}  # a file takes longer than a call
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if (args.tls_cert is None) != (args.tls_key is None):  # gRPC aborts the process on half a pair
+        parser.error("--tls-cert and --tls-key go together (mutual TLS): give both")
     if args.timeout is None:
         args.timeout = DEFAULT_TIMEOUT_S.get(args.command, 30.0)
 
