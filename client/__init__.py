@@ -248,19 +248,9 @@ class Client:
             glossary=glossary_entries(glossary),
             keep=list(keep),
         )
-        first: list[pb.TranslateChunk] = []
-
-        def start(t: float) -> Any:  # retried only until the first chunk has arrived
-            call = self.stub.TranslateStream(request, timeout=t)
-            try:
-                first.append(next(call))
-            except StopIteration:
-                pass
-            return call
-
-        call = self._call(start, timeout)
+        call, messages = self._stream(lambda t: self.stub.TranslateStream(request, timeout=t), timeout)
         try:
-            for msg in itertools.chain(first, self._stream_rest(call)):  # each as it arrives
+            for msg in messages:
                 reason = FINISH_REASONS.get(msg.finish_reason, "")
                 yield Chunk(msg.delta, list(msg.token_ids), reason, msg.pivot_language)
         finally:
@@ -282,10 +272,10 @@ class Client:
         of its sentences as the server decodes them. Closing early (an exception in
         ``progress``) cancels the call."""
         request = file_request(path, target_language, source_language, model, glossary_id)
-        call = self._call(lambda t: self.stub.TranslateFile(request, timeout=t), timeout)
+        call, messages = self._stream(lambda t: self.stub.TranslateFile(request, timeout=t), timeout)
         parts: list[bytes] = []
         try:
-            for msg in self._stream_rest(call):
+            for msg in messages:
                 kind = msg.WhichOneof("event")
                 if kind == "progress" and progress is not None:
                     progress(msg.progress.sentences_done, msg.progress.sentences_total)
@@ -301,8 +291,26 @@ class Client:
             call.cancel()
         raise AttnServeError(grpc.StatusCode.INTERNAL, "the TranslateFile stream ended without its file")
 
+    def _stream(self, open_call: Callable[[float], Any], timeout: float | None) -> tuple[Any, Iterator[Any]]:
+        """A server stream, retried as :meth:`_call` retries until its first message has arrived (a
+        call is only made when it is read: UNAVAILABLE comes with the first message, not before);
+        once a message has reached the caller it is not. Returns the call (to cancel) and its
+        messages, each yielded as it arrives."""
+        first: list[Any] = []
+
+        def start(t: float) -> Any:
+            call = open_call(t)
+            try:
+                first.append(next(call))
+            except StopIteration:
+                pass
+            return call
+
+        call = self._call(start, timeout)
+        return call, itertools.chain(first, self._stream_rest(call))
+
     @staticmethod
-    def _stream_rest(call: Any) -> Iterator[pb.TranslateChunk]:
+    def _stream_rest(call: Any) -> Iterator[Any]:
         try:
             yield from call
         except grpc.RpcError as exc:

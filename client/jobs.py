@@ -82,9 +82,9 @@ class JobClient:
         """The job each time it changes, until it is finished; a server that stops ends the
         stream early (watch again once it is back: the job resumes there)."""
         request = pb.FileJobRequest(id=job_id)
-        call = self.client._call(lambda t: self.client.stub.WatchFileJob(request, timeout=t), timeout)
+        call, messages = self.client._stream(lambda t: self.client.stub.WatchFileJob(request, timeout=t), timeout)
         try:
-            for msg in self.client._stream_rest(call):
+            for msg in messages:
                 yield file_job(msg)
         finally:
             call.cancel()
@@ -92,10 +92,10 @@ class JobClient:
     def result(self, job_id: str, *, timeout: float | None = None) -> TranslatedFile:
         """A done job's translated file (FAILED_PRECONDITION before it is done)."""
         request = pb.FileJobRequest(id=job_id)
-        call = self.client._call(lambda t: self.client.stub.GetFileJobResult(request, timeout=t), timeout)
+        call, messages = self.client._stream(lambda t: self.client.stub.GetFileJobResult(request, timeout=t), timeout)
         parts: list[bytes] = []
         try:
-            for msg in self.client._stream_rest(call):
+            for msg in messages:
                 if msg.WhichOneof("event") == "content":
                     parts.append(msg.content)
                 elif msg.WhichOneof("event") == "done":

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import grpc
+
 from attnserve.client import Client
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
@@ -31,3 +33,42 @@ def test_a_stream_yields_each_chunk_as_it_arrives_not_once_the_server_is_done(sc
         servicer.caller_has_first.set()
         assert [chunk.delta for chunk in chunks] == ["."]
     assert servicer.last_waited_for is True  # the first chunk reached the caller while the server held the last
+
+
+class RestartingServer(pb_grpc.InferenceServiceServicer):
+    """Answers each call UNAVAILABLE the first time, as a server that is still starting up does."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def _refuse_first(self, name: str, context) -> None:
+        self.calls.append(name)
+        if self.calls.count(name) == 1:
+            context.abort(grpc.StatusCode.UNAVAILABLE, "starting up")
+
+    def TranslateFile(self, request, context):
+        self._refuse_first("TranslateFile", context)
+        yield pb.TranslateFileChunk(content=b"Montag\n")
+        yield pb.TranslateFileChunk(done=pb.FileDone(filename="notes.de.txt", sentences=1))
+
+    def WatchFileJob(self, request, context):
+        self._refuse_first("WatchFileJob", context)
+        yield pb.FileJob(id=request.id, status=pb.FILE_JOB_STATUS_DONE)
+
+    def GetFileJobResult(self, request, context):
+        self._refuse_first("GetFileJobResult", context)
+        yield pb.TranslateFileChunk(content=b"Montag\n")
+        yield pb.TranslateFileChunk(done=pb.FileDone(filename="notes.de.txt", sentences=1))
+
+
+def test_file_calls_are_retried_while_the_server_answers_unavailable(scripted, tmp_path):
+    """The module's promise, "retried with backoff when the server answers UNAVAILABLE", holds for
+    the streamed file calls too, not only for the unary ones."""
+    path = tmp_path / "notes.txt"
+    path.write_text("Monday\n")
+    servicer = RestartingServer()
+    with Client(scripted(servicer), retries=2, backoff_s=0.01, timeout=30) as client:
+        assert client.translate_file(path, "de").content == b"Montag\n"
+        assert [job.status for job in client.jobs.watch("j1")] == ["done"]
+        assert client.jobs.result("j1").content == b"Montag\n"
+    assert servicer.calls == ["TranslateFile"] * 2 + ["WatchFileJob"] * 2 + ["GetFileJobResult"] * 2
