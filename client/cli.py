@@ -27,7 +27,7 @@ from typing import Any
 
 from . import AttnServeError, Client, job_cli, read_glossary
 from .attention_map import draw_attention_map
-from .cli_parser import build_parser
+from .cli_parser import build_parser, refuse_non_utf8
 
 
 def _print_json(data: Any) -> None:
@@ -44,7 +44,17 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
             return 2
     aligned = args.alignments or args.attention_map is not None
     if "-" in args.texts:  # its last line's end is print's: not translated into a blank line
-        stdin = sys.stdin.read().removesuffix("\n").removesuffix("\r")
+        data = (
+            sys.stdin.buffer.read()
+            if hasattr(sys.stdin, "buffer")
+            else sys.stdin.read().encode(errors="surrogateescape")
+        )
+        try:
+            stdin = data.decode("utf-8").removesuffix("\n").removesuffix("\r")
+        except UnicodeDecodeError as exc:
+            print(f"attnserve-client: error: stdin is not UTF-8: byte {exc.start} is 0x{data[exc.start]:02x}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
         args.texts = [stdin if text == "-" else text for text in args.texts]
     if args.stream:
         return _translate_stream(client, args, options, aligned)
@@ -182,7 +192,7 @@ def _translate_file(client: Client, args: argparse.Namespace) -> int:
     if args.json:
         _print_json(dataclasses.asdict(done) | {"content": None, "out": str(out)})
     else:
-        print(f"{out} ({done.characters:,} characters, {done.sentences:,} sentences, {done.model})")
+        print(f"{job_cli.printable(out)} ({done.characters:,} characters, {done.sentences:,} sentences, {done.model})")
     return 0
 
 
@@ -198,7 +208,7 @@ def _classify(client: Client, args: argparse.Namespace) -> int:
         return 0
     for path, result in zip(args.images, results):
         labels = ", ".join(f"{lab.label} {lab.probability:.3f}" for lab in result.labels)
-        print(f"{path}: {labels}")
+        print(f"{job_cli.printable(path)}: {labels}")
     return 0
 
 
@@ -265,6 +275,7 @@ DEFAULT_TIMEOUT_S = {"translate-file": 600.0}  # a file takes longer than a call
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    refuse_non_utf8(parser, args)
     if (args.tls_cert is None) != (args.tls_key is None):  # gRPC aborts the process on half a pair
         parser.error("--tls-cert and --tls-key go together (mutual TLS): give both")
     if args.timeout is None:

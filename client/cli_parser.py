@@ -55,6 +55,34 @@ def _seconds(text: str) -> float:
     return value
 
 
+FILE_ARGUMENTS = ("images",)  # names of files: the system's bytes, whatever their encoding
+
+
+def refuse_non_utf8(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """An argument sent to the server as text (a text, a model, a language, the token) that is not
+    UTF-8 is a usage error naming it and the byte: protobuf cannot encode it. File names
+    (``Path`` arguments and classify's images) stay the system's bytes."""
+    for dest, value in vars(args).items():
+        for text in value if isinstance(value, list) else [value]:
+            if not isinstance(text, str) or dest in FILE_ARGUMENTS:
+                continue
+            raw = os.fsencode(text)
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                name = _argument_name(parser, args.command, dest)
+                parser.error(f"argument {name}: not UTF-8: byte {exc.start} of {raw!r} is 0x{raw[exc.start]:02x}")
+
+
+def _argument_name(parser: argparse.ArgumentParser, command: str, dest: str) -> str:
+    """How the user wrote the argument ``dest`` of ``command`` (``--from``, ``texts``)."""
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    for action in [*commands[command]._actions, *parser._actions]:
+        if action.dest == dest:
+            return action.option_strings[0] if action.option_strings else dest
+    return dest
+
+
 def _hint_dash_texts(parser: argparse.ArgumentParser) -> None:
     """argparse reads a text such as "-5°C" as an unknown option and then misses the texts:
     its error says where such a text goes."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,12 @@ def add_parser(sub: argparse._SubParsersAction, parents: list[argparse.ArgumentP
     )
     job.add_argument("--cancel", action="store_true", help="cancel the job instead")
     job.add_argument("--quiet", action="store_true", help="no progress line")
+
+
+def printable(path: str | Path) -> str:
+    """A file name as printed: one that is not UTF-8 (a Latin-1 ``caf\\xe9.txt``) with its bytes
+    escaped, since stdout cannot encode the surrogates Python reads them as."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _line(job: FileJob) -> str:
@@ -81,13 +88,13 @@ def follow(client: Client, job_id: str, out: Path | None, quiet: bool, as_json: 
         with target.open("wb" if out else "xb") as file:
             file.write(done.content)
     except FileExistsError:
-        print(f"attnserve-client: error: {target} exists; not overwritten: write the job's file elsewhere with "
-              f"--out FILE (attnserve-client job {job_id} --out FILE)", file=sys.stderr)  # fmt: skip
+        print(f"attnserve-client: error: {printable(target)} exists; not overwritten: name the file to write "
+              f"with --out (attnserve-client job {job_id} --out FILE)", file=sys.stderr)  # fmt: skip
         return 1
     if as_json:
         print(json.dumps(dataclasses.asdict(job) | {"out": str(target)}))
     else:
-        print(f"{target} ({job.total:,} sentences, {job.reused:,} reused from an interrupted run)")
+        print(f"{printable(target)} ({job.total:,} sentences, {job.reused:,} reused from an interrupted run)")
     return 0
 
 

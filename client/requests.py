@@ -3,6 +3,7 @@ before they go (a negative count is a ValueError naming it, not protobuf's "Valu
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ def file_request(
     path = Path(path)
     return pb.TranslateFileRequest(
         model=model,
-        filename=path.name,
+        filename=os.fsencode(path.name).decode("utf-8", "replace"),  # a Latin-1 name: text protobuf can send
         content=path.read_bytes(),
         source_language=source_language,
         target_language=target_language,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from attnserve.client import Client
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,3 +37,46 @@ def test_the_client_refuses_a_private_key_without_its_certificate():
     """Without the check it connected in plaintext, the key unused, and nothing said so."""
     with pytest.raises(ValueError, match="private_key and certificate_chain go together"):
         Client("127.0.0.1:1", private_key=b"-----BEGIN PRIVATE KEY-----\n")
+
+
+def test_stdin_that_is_not_utf8_is_a_usage_error_naming_the_byte():
+    done = client_cli("--address", "127.0.0.1:1", "--retries", "0", "translate", "-", input=b"Monday \xff\n")
+    assert done.returncode == 2 and b"Traceback" not in done.stderr
+    assert done.stderr.decode().splitlines() == ["attnserve-client: error: stdin is not UTF-8: byte 7 is 0xff"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        ([b"translate", b"Monday \xff"], "argument texts: not UTF-8: byte 7 of b'Monday \\xff' is 0xff"),
+        ([b"translate", b"--to", b"d\xe9", b"Monday"], "argument --to: not UTF-8: byte 1 of b'd\\xe9' is 0xe9"),
+    ],
+)
+def test_an_argument_that_is_not_utf8_is_a_usage_error_naming_it(argv, said):
+    done = client_cli("--address", "127.0.0.1:1", "--retries", "0", *argv)
+    assert done.returncode == 2 and b"Traceback" not in done.stderr
+    assert done.stderr.decode().splitlines()[-1] == f"attnserve-client: error: {said}"
+
+
+class FileTranslator(pb_grpc.InferenceServiceServicer):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def TranslateFile(self, request, context):
+        self.names.append(request.filename)
+        yield pb.TranslateFileChunk(content=b"Montag\n")
+        yield pb.TranslateFileChunk(done=pb.FileDone(filename=request.filename, sentences=1, model="mt"))
+
+
+def test_a_file_name_that_is_not_utf8_is_translated_and_written_beside_it(scripted, tmp_path):
+    """A Latin-1 file name (``caf\\xe9.txt``) is the system's to have: it is sent with U+FFFD for
+    the byte, and the translation is written under the same bytes with ``.de`` added."""
+    source = tmp_path / os.fsdecode(b"caf\xe9.txt")
+    source.write_text("Monday\n")
+    servicer = FileTranslator()
+    done = client_cli("--address", scripted(servicer), "translate-file", os.fsencode(source), "--to", "de")
+    assert done.returncode == 0 and done.stderr == b"", done.stderr
+    assert servicer.names == ["caf\ufffd.txt"]
+    written = os.fsencode(tmp_path) + b"/caf\xe9.de.txt"
+    assert open(written, "rb").read() == b"Montag\n"
+    assert done.stdout.decode().startswith(f"{tmp_path}/caf\\xe9.de.txt (")
