@@ -14,7 +14,7 @@
 
 ``--json`` prints machine-readable output; the global options (``--address``, ``--timeout``,
 ``--json``, ``--token``, ...) go before or after the subcommand. Exit codes: 0 ok, 1 the call failed (or
-health is not SERVING), 2 usage.
+health is not SERVING), 2 usage, 130 Ctrl+C.
 """
 
 from __future__ import annotations
@@ -301,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"error": {"code": exc.code.name, "message": exc.details}}))
         print(f"attnserve-client: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as exc:  # Ctrl+C: one line, the shell's 128 + SIGINT
+        said = "interrupted"
+        if isinstance(exc, job_cli.JobInterrupted):
+            said += f"; job {exc.job_id} goes on on the server: attnserve-client job {exc.job_id} follows it"
+        print(("\n" if sys.stderr.isatty() else "") + f"attnserve-client: {said}", file=sys.stderr)  # after ^C
+        return 130
 
 
 if __name__ == "__main__":

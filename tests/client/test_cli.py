@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -80,3 +83,60 @@ def test_a_file_name_that_is_not_utf8_is_translated_and_written_beside_it(script
     written = os.fsencode(tmp_path) + b"/caf\xe9.de.txt"
     assert open(written, "rb").read() == b"Montag\n"
     assert done.stdout.decode().startswith(f"{tmp_path}/caf\\xe9.de.txt (")
+
+
+def _until_the_client_leaves(context, most_s: float = 30) -> None:
+    deadline = time.monotonic() + most_s
+    while context.is_active() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+class SlowServer(pb_grpc.InferenceServiceServicer):
+    """A translation, and a job's progress, that take longer than the user waits."""
+
+    def __init__(self) -> None:
+        self.working = threading.Event()
+
+    def Translate(self, request, context):
+        self.working.set()
+        _until_the_client_leaves(context)
+        return pb.TranslateResponse()
+
+    def SubmitFileJob(self, request, context):
+        return pb.FileJob(id="job-7", status=pb.FILE_JOB_STATUS_QUEUED, filename=request.filename)
+
+    def GetFileJob(self, request, context):
+        return pb.FileJob(id=request.id, status=pb.FILE_JOB_STATUS_RUNNING)
+
+    def WatchFileJob(self, request, context):
+        yield pb.FileJob(id=request.id, status=pb.FILE_JOB_STATUS_RUNNING)
+        self.working.set()
+        _until_the_client_leaves(context)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["translate", "Monday"], ["attnserve-client: interrupted"]),
+        (
+            ["translate-file", "notes.txt", "--to", "de", "--job", "--json"],
+            [
+                "job job-7 (re-attach with: attnserve-client job job-7)",
+                "attnserve-client: interrupted; job job-7 goes on on the server: attnserve-client job job-7 follows it",
+            ],
+        ),
+    ],
+)
+def test_ctrl_c_is_one_line_and_exit_130_and_names_the_job_that_goes_on(argv, said, scripted, tmp_path):
+    (tmp_path / "notes.txt").write_text("Monday\n")
+    servicer = SlowServer()
+    command = [sys.executable, "-m", "attnserve.client.cli", "--address", scripted(servicer), *argv]
+    process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert servicer.working.wait(30)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == 130 and out == b""
+    assert err.decode().splitlines() == said
