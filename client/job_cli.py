@@ -80,7 +80,9 @@ def follow(client: Client, job_id: str, out: Path | None, quiet: bool, as_json: 
         print(("\r" if live else "") + _line(job), file=sys.stderr)
     if job.status != "done":
         message = f"job {job.id} {job.status}" + (f": {job.error}" if job.error else "")
-        print(json.dumps({"error": {"message": message}}) if as_json else f"attnserve-client: {message}")
+        if as_json:
+            print(json.dumps({"error": {"message": message}}))
+        print(f"attnserve-client: error: {message}", file=sys.stderr)  # stdout is for the file's name
         return 1
     done = client.jobs.result(job_id)
     target = out or Path(Path(done.filename).name or f"{job_id}.out")

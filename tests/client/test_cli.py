@@ -140,3 +140,20 @@ def test_ctrl_c_is_one_line_and_exit_130_and_names_the_job_that_goes_on(argv, sa
         process.kill()
     assert process.returncode == 130 and out == b""
     assert err.decode().splitlines() == said
+
+
+class EndedJobs(pb_grpc.InferenceServiceServicer):
+    def GetFileJob(self, request, context):
+        if request.id == "failed":
+            return pb.FileJob(id="failed", status=pb.FILE_JOB_STATUS_FAILED, error="the file does not open")
+        return pb.FileJob(id=request.id, status=pb.FILE_JOB_STATUS_CANCELLED)
+
+
+@pytest.mark.parametrize(
+    ("job_id", "said"), [("failed", "job failed failed: the file does not open"), ("j1", "job j1 cancelled")]
+)
+def test_a_job_that_failed_or_was_cancelled_is_an_error_on_stderr_not_output(job_id, said, scripted):
+    """``attnserve-client job ID > out.txt`` leaves out.txt empty and shows why on the terminal."""
+    done = client_cli("--address", scripted(EndedJobs()), "job", job_id, "--quiet")
+    assert done.returncode == 1 and done.stdout == b""
+    assert done.stderr.decode().splitlines() == [f"attnserve-client: error: {said}"]
