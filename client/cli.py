@@ -20,9 +20,13 @@ health is not SERVING), 2 usage, 130 Ctrl+C.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import os
+import signal
 import sys
+import threading
 from typing import Any
 
 from . import AttnServeError, Client, job_cli, read_glossary
@@ -280,7 +284,29 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--tls-cert and --tls-key go together (mutual TLS): give both")
     if args.timeout is None:
         args.timeout = DEFAULT_TIMEOUT_S.get(args.command, 30.0)
+    on_main_thread = threading.current_thread() is threading.main_thread()  # signal handlers live there only
+    previous = signal.signal(signal.SIGINT, lambda *_: _interrupted(args)) if on_main_thread else None
+    try:
+        return _run(args)
+    finally:
+        if previous is not None:  # None: a handler not set from Python, not one to put back
+            signal.signal(signal.SIGINT, previous)
 
+
+def _interrupted(args: argparse.Namespace) -> None:
+    """Ctrl+C: one line and exit 130 (128 + SIGINT), at once. Not a KeyboardInterrupt: raised
+    inside gRPC's call bookkeeping, it can leave a call the channel then waits for forever as it
+    closes. A job followed goes on on the server: the line says how to follow it again."""
+    said = "interrupted"
+    if getattr(args, "following", None):
+        said += f"; job {args.following} goes on on the server: attnserve-client job {args.following} follows it"
+    with contextlib.suppress(Exception):  # a print the signal cut short cannot be flushed again
+        sys.stdout.flush()
+    os.write(2, (("\n" if sys.stderr.isatty() else "") + f"attnserve-client: {said}\n").encode())  # after ^C
+    os._exit(130)
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         tls = {
             key: path.read_bytes()
@@ -301,12 +327,6 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"error": {"code": exc.code.name, "message": exc.details}}))
         print(f"attnserve-client: error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt as exc:  # Ctrl+C: one line, the shell's 128 + SIGINT
-        said = "interrupted"
-        if isinstance(exc, job_cli.JobInterrupted):
-            said += f"; job {exc.job_id} goes on on the server: attnserve-client job {exc.job_id} follows it"
-        print(("\n" if sys.stderr.isatty() else "") + f"attnserve-client: {said}", file=sys.stderr)  # after ^C
-        return 130
 
 
 if __name__ == "__main__":

@@ -100,27 +100,12 @@ def follow(client: Client, job_id: str, out: Path | None, quiet: bool, as_json: 
     return 0
 
 
-class JobInterrupted(KeyboardInterrupt):
-    """Ctrl+C while following a job: the job goes on on the server, and the interrupt says how
-    to follow it again."""
-
-    def __init__(self, job_id: str) -> None:
-        super().__init__(job_id)
-        self.job_id = job_id
-
-
-def _follow_job(client: Client, job_id: str, out: Path | None, quiet: bool, as_json: bool) -> int:
-    try:
-        return follow(client, job_id, out, quiet, as_json)
-    except KeyboardInterrupt:
-        raise JobInterrupted(job_id) from None
-
-
 def submit(client: Client, args: argparse.Namespace, out: Path) -> int:
     job = client.jobs.submit(args.file, args.target_language, args.source_language, args.model)
     # on stderr with --json too: the id is what follows the job after a Ctrl+C or a lost shell
     print(f"job {job.id} (re-attach with: attnserve-client job {job.id})", file=sys.stderr, flush=True)
-    return _follow_job(client, job.id, out, args.quiet, args.json)
+    args.following = job.id  # named by the line a Ctrl+C prints
+    return follow(client, job.id, out, args.quiet, args.json)
 
 
 def run(client: Client, args: argparse.Namespace) -> int:
@@ -128,4 +113,5 @@ def run(client: Client, args: argparse.Namespace) -> int:
         job = client.jobs.cancel(args.id)
         print(json.dumps(dataclasses.asdict(job)) if args.json else _line(job))
         return 0
-    return _follow_job(client, args.id, args.out, args.quiet, args.json)
+    args.following = args.id
+    return follow(client, args.id, args.out, args.quiet, args.json)
