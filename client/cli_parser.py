@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,17 @@ def _argument_name(parser: argparse.ArgumentParser, command: str, dest: str) -> 
     return dest
 
 
+LANGUAGE_CODE = re.compile(r"[A-Za-z]{2,3}(?:[_-][A-Za-z0-9]{2,8})*")  # de, fra, deu_Latn, pt-BR
+
+
+def _language(text: str) -> str:
+    """translate-file's ``--to``: a language code, as it goes into the written file's name
+    (memo.de.docx); "" or "de/x" would name no file, or one in another folder."""
+    if not LANGUAGE_CODE.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"expected a language code (de, fra, deu_Latn, pt-BR), got {text!r}")
+    return text
+
+
 def _hint_dash_texts(parser: argparse.ArgumentParser) -> None:
     """argparse reads a text such as "-5°C" as an unknown option and then misses the texts:
     its error says where such a text goes."""
@@ -143,6 +155,7 @@ def add_languages(parser: argparse.ArgumentParser, source_default: str, target_r
         "--target-language",
         dest="target_language",
         required=target_required,
+        type=_language if target_required else str,
         default="",
         help="target language: the model's code (deu_Latn, fra) or ISO 639-1 (de); without --model it picks the model",
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from attnserve.client import Client
+from attnserve.client.cli import main as client_main
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
@@ -157,3 +158,17 @@ def test_a_job_that_failed_or_was_cancelled_is_an_error_on_stderr_not_output(job
     done = client_cli("--address", scripted(EndedJobs()), "job", job_id, "--quiet")
     assert done.returncode == 1 and done.stdout == b""
     assert done.stderr.decode().splitlines() == [f"attnserve-client: error: {said}"]
+
+
+@pytest.mark.parametrize("target", ["", "de/x", "../de"])
+def test_translate_file_refuses_a_target_that_is_not_a_language_code(target, tmp_path, capsys):
+    """The target goes into the written file's name: "" wrote notes..txt, "de/x" failed with a traceback."""
+    source = tmp_path / "notes.txt"
+    source.write_text("Monday\n")
+    with pytest.raises(SystemExit) as exit_:
+        client_main(["--address", "127.0.0.1:1", "--retries", "0", "translate-file", str(source), "--to", target])
+    assert exit_.value.code == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    said = capsys.readouterr().err.splitlines()[-1]
+    assert said.endswith(
+        f"argument --to/--target-language: expected a language code (de, fra, deu_Latn, pt-BR), got {target!r}"
+    )
