@@ -57,6 +57,7 @@ from .results import (
 )
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+MAX_TIMEOUT_S = 365 * 86400.0  # a longer timeout is none: gRPC fails a deadline past its range at once
 
 T = TypeVar("T")
 
@@ -171,7 +172,7 @@ class Client:
 
     def _call(self, fn: Callable[[float], T], timeout: float | None) -> T:
         """``fn(seconds_left)`` with retries on UNAVAILABLE until the deadline; errors -> AttnServeError."""
-        deadline = time.monotonic() + (self.timeout if timeout is None else timeout)
+        deadline = time.monotonic() + min(self.timeout if timeout is None else timeout, MAX_TIMEOUT_S)
         attempt = 0
         while True:
             left = deadline - time.monotonic()

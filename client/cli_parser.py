@@ -127,7 +127,7 @@ def _global_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
         "--timeout",
         type=_seconds,
         default=default(None),
-        help="deadline per call in seconds (default 30; translate-file 600)",
+        help="deadline per call in seconds (default 30; translate-file 600; a year or more: none)",
     )
     parser.add_argument("--retries", type=int, default=default(3), help="retries on UNAVAILABLE (default 3)")
     parser.add_argument(

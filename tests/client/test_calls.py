@@ -72,3 +72,15 @@ def test_file_calls_are_retried_while_the_server_answers_unavailable(scripted, t
         assert [job.status for job in client.jobs.watch("j1")] == ["done"]
         assert client.jobs.result("j1").content == b"Montag\n"
     assert servicer.calls == ["TranslateFile"] * 2 + ["WatchFileJob"] * 2 + ["GetFileJobResult"] * 2
+
+
+class Answers(pb_grpc.InferenceServiceServicer):
+    def Translate(self, request, context):
+        return pb.TranslateResponse(translations=[pb.Translation(hypotheses=[pb.Hypothesis(text="Montag")])])
+
+
+def test_a_timeout_of_years_means_no_deadline_not_an_expired_one(scripted):
+    """gRPC answered DEADLINE_EXCEEDED at once for a deadline past its clock's range (1e10 s)."""
+    with Client(scripted(Answers()), retries=0, timeout=1e10) as client:
+        assert client.translate("Monday")[0].text == "Montag"
+        assert client.translate("Monday", timeout=1e12)[0].text == "Montag"
