@@ -14,7 +14,7 @@
 
 ``--json`` prints machine-readable output; the global options (``--address``, ``--timeout``,
 ``--json``, ``--token``, ...) go before or after the subcommand. Exit codes: 0 ok, 1 the call failed (or
-health is not SERVING), 2 usage, 130 Ctrl+C.
+health is not SERVING), 2 usage, 130 Ctrl+C, 141 a closed pipe (``| head``).
 """
 
 from __future__ import annotations
@@ -318,7 +318,12 @@ def _run(args: argparse.Namespace) -> int:
             if path is not None
         }
         with Client(args.address, timeout=args.timeout, retries=args.retries, token=args.token, **tls) as client:
-            return COMMANDS[args.command](client, args)
+            code = COMMANDS[args.command](client, args)
+        sys.stdout.flush()  # a pipe its reader closed shows here, not as a traceback at exit
+        return code
+    except BrokenPipeError:  # `attnserve-client models | head -1`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        return 141  # 128 + SIGPIPE, as a Unix tool the pipe ended says
     except OSError as exc:
         print(f"attnserve-client: error: {exc}", file=sys.stderr)
         return 1

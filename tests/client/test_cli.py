@@ -172,3 +172,17 @@ def test_translate_file_refuses_a_target_that_is_not_a_language_code(target, tmp
     assert said.endswith(
         f"argument --to/--target-language: expected a language code (de, fra, deu_Latn, pt-BR), got {target!r}"
     )
+
+
+class ManyModels(pb_grpc.InferenceServiceServicer):
+    def ListModels(self, request, context):
+        return pb.ListModelsResponse(models=[pb.ModelInfo(name=f"model-{i}", ready=True) for i in range(2000)])
+
+
+def test_output_into_a_pipe_closed_early_ends_quietly_as_unix_tools_do(scripted):
+    """``attnserve-client models | head -1``: no "[Errno 32] Broken pipe", no traceback."""
+    command = [sys.executable, "-m", "attnserve.client.cli", "--address", scripted(ManyModels()), "models"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.stdout.close()  # the reader is gone before the first line
+    _, err = process.communicate(timeout=60)
+    assert (process.returncode, err) == (141, b"")
