@@ -27,6 +27,7 @@ import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 from . import AttnServeError, Client, job_cli, read_glossary
@@ -183,6 +184,10 @@ def _translate_file(client: Client, args: argparse.Namespace) -> int:
         print(f"attnserve-client: error: {args.file}: {what}", file=sys.stderr)
         return 2
     out = args.out or args.file.with_name(f"{args.file.stem}.{args.target_language}{args.file.suffix}")
+    unwritable = _unwritable(out)
+    if unwritable:  # said before the translation, not after minutes of it
+        print(f"attnserve-client: error: {job_cli.printable(out)}: {unwritable}", file=sys.stderr)
+        return 2
     if args.job:
         return job_cli.submit(client, args, out)
     bar = ProgressBar(args.file.name, args.quiet or args.json)
@@ -198,6 +203,18 @@ def _translate_file(client: Client, args: argparse.Namespace) -> int:
     else:
         print(f"{job_cli.printable(out)} ({done.characters:,} characters, {done.sentences:,} sentences, {done.model})")
     return 0
+
+
+def _unwritable(out: Path) -> str:
+    """Why the translation could not be written to ``out`` ("" if it can)."""
+    folder = out.parent
+    if out.is_dir():
+        return "a folder, not a file"
+    if not folder.is_dir():
+        return f"no such folder: {job_cli.printable(folder)}"
+    if not os.access(out if out.exists() else folder, os.W_OK):
+        return "not writable" if out.exists() else f"cannot write in {job_cli.printable(folder)}"
+    return ""
 
 
 def _classify(client: Client, args: argparse.Namespace) -> int:

@@ -186,3 +186,16 @@ def test_output_into_a_pipe_closed_early_ends_quietly_as_unix_tools_do(scripted)
     process.stdout.close()  # the reader is gone before the first line
     _, err = process.communicate(timeout=60)
     assert (process.returncode, err) == (141, b"")
+
+
+@pytest.mark.parametrize(
+    ("out", "said"), [("gone/notes.de.txt", "no such folder: {tmp}/gone"), (".", "a folder, not a file")]
+)
+def test_an_output_that_cannot_be_written_is_refused_before_the_file_is_sent(out, said, scripted, tmp_path, capsys):
+    source = tmp_path / "notes.txt"
+    source.write_text("Monday\n")
+    servicer = FileTranslator()
+    argv = ["--address", scripted(servicer), "translate-file", str(source), "--to", "de", "--out", str(tmp_path / out)]
+    assert client_main(argv) == 2
+    assert servicer.names == []  # no translation to throw away
+    assert capsys.readouterr().err == f"attnserve-client: error: {tmp_path / out}: {said.format(tmp=tmp_path)}\n"
