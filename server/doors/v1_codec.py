@@ -259,8 +259,7 @@ def language_routes(routes: list[Route]) -> list[pb.LanguageRoute]:
 
 
 def model_info(model: Served | FailedModel, settings: Settings, *, loaded: bool, failure: str = "") -> pb.ModelInfo:
-    """``loaded``: its sessions are open (:meth:`ModelView.loaded`); ``failure``: lazily served,
-    why its last load failed (:meth:`ModelView.load_failure`): not ready until it loads."""
+    """``loaded``: its sessions are open; ``failure``: why its last load failed (not ready until it loads)."""
     if isinstance(model, FailedModel):
         return pb.ModelInfo(name=model.name, kind=KINDS.get(model.kind, 0), ready=False, error=model.public_reason)
     m = model.manifest
