@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import signal
 import sys
 import threading
@@ -217,13 +218,32 @@ def _unwritable(out: Path) -> str:
     return ""
 
 
+CLASSIFY_BATCH = 32  # images a request: a folder of them goes in several, within the server's limit (64)
+_IMAGE_INDEX = re.compile(r"^images\[(\d+)\]")
+
+
 def _classify(client: Client, args: argparse.Namespace) -> int:
-    try:
-        images = [open(path, "rb").read() for path in args.images]  # noqa: SIM115 - tiny files, read at once
-    except OSError as exc:
-        print(f"attnserve-client: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+    missing = next((path for path in args.images if not os.path.isfile(path)), None)
+    if missing is not None:  # before any request: not after the first batches were sent
+        reason = "a folder, not an image" if os.path.isdir(missing) else "no such file"
+        print(f"attnserve-client: error: {job_cli.printable(missing)}: {reason}", file=sys.stderr)
         return 2
-    results = client.classify(images, args.model, top_k=args.top_k)
+    results = []
+    for start in range(0, len(args.images), CLASSIFY_BATCH):
+        paths = args.images[start : start + CLASSIFY_BATCH]
+        try:
+            images = [Path(path).read_bytes() for path in paths]
+        except OSError as exc:
+            print(f"attnserve-client: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
+            return 2
+        try:
+            results += client.classify(images, args.model, top_k=args.top_k)
+        except AttnServeError as exc:  # "images[3]: cannot decode": the file the user named
+            index = _IMAGE_INDEX.match(exc.details)
+            if index is None or int(index[1]) >= len(paths):
+                raise
+            named = job_cli.printable(paths[int(index[1])]) + exc.details[index.end() :]
+            raise AttnServeError(exc.code, named) from None
     if args.json:
         _print_json([{"file": path, **dataclasses.asdict(r)} for path, r in zip(args.images, results)])
         return 0

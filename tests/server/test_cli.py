@@ -64,6 +64,27 @@ def test_client_cli_models_health_and_classify(server_process, tmp_path, capsys)
     assert [lab["label"] for lab in result["labels"]] == [lab.label for lab in direct.labels]
 
 
+def test_client_cli_classifies_a_folder_of_more_images_than_a_request_takes(server_process, tmp_path, capsys):
+    # 70 files (the server takes 64 a request) in batches, in order; a bad one is named by its file
+    folder = tmp_path / "scans"
+    folder.mkdir()
+    paths = [folder / f"{n:02}.png" for n in range(70)]
+    for n, path in enumerate(paths):
+        path.write_bytes(digit_png(n % 10))
+    address = ["--address", server_process.address]
+    assert client_main([*address, "--json", "classify", *map(str, paths), "--model", "digits"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    with Client(server_process.address) as client:
+        direct = client.classify(paths[60:], "digits")
+    assert [r["file"] for r in got] == list(map(str, paths))
+    assert [r["labels"][0]["label"] for r in got[60:]] == [r.labels[0].label for r in direct]
+    paths[41].write_bytes(b"not a png")
+    assert client_main([*address, "classify", *map(str, paths), "--model", "digits"]) == 1
+    assert f"INVALID_ARGUMENT: {paths[41]}: " in capsys.readouterr().err
+    assert client_main([*address, "classify", str(paths[0]), str(folder), "--model", "digits"]) == 2
+    assert f"{folder}: a folder, not an image" in capsys.readouterr().err
+
+
 def test_client_cli_errors_exit_1_with_the_status(server_process, capsys):
     address = ["--address", server_process.address]
     assert client_main([*address, "translate", "Monday, March 3, 2025", "--model", "nope"]) == 1
