@@ -14,6 +14,12 @@ from .routing import LanguageNotServed, ServedLanguages
 DETECT_CHARS = 2000  # enough for a detector to be sure; a 50,000-character text would take 0.1 s
 
 
+def has_words(text: str) -> bool:
+    """Whether ``text`` holds a letter or a digit: blank texts and punctuation alone are not
+    translated (they come back as sent), so they are not detected either."""
+    return any(ch.isalnum() for ch in text)
+
+
 class SourceDetection:
     """The server's detector (None where detection is off) over the languages it serves."""
 
@@ -52,8 +58,11 @@ class SourceDetection:
         return await loop.run_in_executor(self.pool, self._each, texts, candidates)
 
     def _each(self, texts: tuple[str, ...], candidates: list[str]) -> list[Detection]:
-        detected = []
+        detected: list[Detection | None] = []
         for i, text in enumerate(texts):
+            if not has_words(text):  # comes back as sent: nothing to detect, nothing to refuse
+                detected.append(None)
+                continue
             found = self.detector.detect(text[:DETECT_CHARS], candidates) if self.detector else []
             if not found:
                 where = f"text {i}" if len(texts) > 1 else "the text"
@@ -62,7 +71,10 @@ class SourceDetection:
                     f"{', '.join(candidates)}"
                 )
             detected.append(found[0])
-        return detected
+        # a text without words goes with the batch's first detected language (no other model's
+        # load for it), at confidence 0 as LibreTranslate reports a text it cannot translate
+        first = next((d.language for d in detected if d is not None), candidates[0])
+        return [d if d is not None else Detection(first, 0.0) for d in detected]
 
     async def together(self, texts: tuple[str, ...], target: str) -> Detection:
         """``source_language: auto`` for one document (a stream, a file): the language of its texts together."""

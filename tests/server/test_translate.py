@@ -143,6 +143,20 @@ def test_concurrent_mixed_lengths_each_get_their_own_tokens(server, mt):
     assert server.metric("attnserve_active_sequences", model="mt") == 0
 
 
+def test_blank_texts_come_back_as_sent_without_the_model(server):
+    """A blank text in a batch is answered as sent (one hypothesis: there is no other text to
+    offer), in a stream too; the other texts of the batch are translated as alone."""
+    with server.client() as client:
+        before = server.metric("attnserve_tokens_generated_total", model="mt")
+        results = client.translate(["", "  \n"], "mt", beam_size=2, num_hypotheses=2, return_token_ids=True)
+        assert [[h.text for h in r.hypotheses] for r in results] == [[""], ["  \n"]]
+        assert all(not h.token_ids for r in results for h in r.hypotheses)
+        assert server.metric("attnserve_tokens_generated_total", model="mt") == before  # no decoding
+        alone = client.translate(["t5 t6"], "mt")[0].hypotheses[0].text
+        assert [r.hypotheses[0].text for r in client.translate([" ", "t5 t6"], "mt")] == [" ", alone]
+        assert "".join(c.delta for c in client.translate_stream("  ", "mt")) == "  "
+
+
 def test_sampling_is_reproducible_with_a_seed(server):
     with server.client() as client:
         kwargs = dict(temperature=0.8, top_k=10, top_p=0.9, seed=123, max_new_tokens=15, return_token_ids=True)
@@ -159,7 +173,6 @@ INVALID = grpc.StatusCode.INVALID_ARGUMENT
 TRANSLATE_CASES = {
     "unknown model": (pb.TranslateRequest(model="nope", texts=["t5"]), grpc.StatusCode.NOT_FOUND),
     "no texts": (pb.TranslateRequest(model="mt"), INVALID),
-    "empty text": (pb.TranslateRequest(model="mt", texts=[""]), INVALID),
     "unknown format value": (pb.TranslateRequest(model="mt", texts=["t5"], format=7), INVALID),
     "too many texts": (pb.TranslateRequest(model="mt", texts=["t5"] * 9), INVALID),
     "a 1 MB text": (pb.TranslateRequest(model="mt", texts=["t5 " * 350_000]), INVALID),

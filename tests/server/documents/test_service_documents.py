@@ -152,7 +152,6 @@ def test_progress_moves_in_steps_and_counts_a_repeated_sentence_for_each_of_its_
     ("texts", "fragment", "limit"),
     [
         ([], "no texts", None),
-        (["  \n "], "text 0 is empty", None),
         (["x" * 50_001], "at most 50,000 per text", "max_text_chars"),
         (["x" * 40_000] * 6, "at most 200,000 per request", "max_request_chars"),
         (["x"] * 65, "65 texts in one request; the limit is 64", "max_texts_per_request"),

@@ -44,6 +44,15 @@ def test_the_client_translates_texts_and_html(server):
     assert ignored.text == "um 15:45 Uhr"  # options attnserve does not have are accepted and ignored
 
 
+def test_blank_entries_of_a_batch_come_back_as_sent(server):
+    # DeepL answers [""] with an empty translation; tables of strings (an app's messages, a
+    # spreadsheet column) hold blank entries, and the other entries must still be translated
+    translator = client(server)
+    results = translator.translate_text(["Monday, March 3, 2025", "", "  ", "at 3:45 PM"], target_lang="DE")
+    assert [r.text for r in results] == ["Montag, 3. März 2025", "", "  ", "um 15:45 Uhr"]
+    assert [r.detected_source_lang for r in results] == ["EN"] * 4
+
+
 def test_the_client_lists_languages_and_usage(server):
     translator = client(server)
     assert [(lang.code, lang.name) for lang in translator.get_source_languages()] == [("EN", "English")]
