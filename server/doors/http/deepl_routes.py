@@ -143,6 +143,19 @@ def glossary_id(fields: MultiDict) -> str:
     return value
 
 
+def check_output_format(fields: MultiDict, name: str) -> None:
+    """``output_format`` names the translated file's extension; a document comes back in its own
+    format here, so any other is refused (DeepL refuses the conversions it lacks) rather than
+    answered with a file of another type than the client asked for."""
+    wanted = str(fields.get("output_format") or "").strip().lower().lstrip(".")
+    own = name.rsplit(".", 1)[-1].lower() if "." in name else ""
+    if wanted and {wanted, own} != {"htm", "html"} and wanted != own:
+        raise InvalidRequest(
+            f"Value for 'output_format' not supported: {echo(wanted)}; this server returns a document in its "
+            f"own format ({'.' + own if own else 'the uploaded one'})"
+        )
+
+
 def upper(code: str) -> str:
     try:
         return language(code, "source").upper()
@@ -226,6 +239,7 @@ class DeepLRoutes:
         target = lang(form, "target_lang")
         source = lang(form, "source_lang") if form.get("source_lang") else AUTO
         name = fields.get("filename") or filename
+        check_output_format(form, name)
         try:
             job = await self.doors.jobs.submit(JobRequest(key, name, content, source, target, "", glossary_id(form)))
         except Overloaded as exc:

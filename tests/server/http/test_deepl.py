@@ -126,6 +126,25 @@ def test_a_docx_is_translated_through_the_document_routes(server, tmp_path):
     assert "Montag, 3. März 2025" in xml and "um 15:45 Uhr" in xml
 
 
+def test_output_format_is_the_documents_own_or_refused(server, tmp_path):
+    """A document comes back in its own format. DeepL's client asks for the output path's format
+    (``output_format``): a .docx saved as .pdf is a 400 naming it, never a .docx named .pdf; .htm
+    and .html are one format."""
+    source = tmp_path / "memo.docx"
+    source.write_bytes(office.docx([[("Monday, March 3, 2025", "")]]))
+    translator = client(server)
+    with pytest.raises(deepl.DeepLException, match="output_format.*'pdf'.*own format [(].docx"):
+        translator.translate_document_from_filepath(source, tmp_path / "memo.pdf", target_lang="DE")
+    with open(source, "rb") as sent:
+        out = io.BytesIO()
+        translator.translate_document(sent, out, target_lang="DE", output_format="DOCX")
+    assert "Montag, 3. März 2025" in _document_xml(out.getvalue())
+    page = tmp_path / "page.htm"
+    page.write_text("<p>Monday, March 3, 2025</p>")
+    translator.translate_document_from_filepath(page, tmp_path / "page.de.html", target_lang="DE")
+    assert (tmp_path / "page.de.html").read_text() == "<p>Montag, 3. März 2025</p>"
+
+
 def test_a_docx_is_translated_with_a_stored_glossary_and_an_unknown_one_is_refused(server, tmp_path):
     translator = client(server)
     glossary = translator.create_glossary("days", "EN", "DE", {"Monday": "Wochenbeginn"})
