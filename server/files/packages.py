@@ -127,13 +127,13 @@ def read_epub(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
         left = chars.left
         if left is not None and package.getinfo(name).file_size > 4 * left + 3:  # UTF-8: >= 1 char per 4 bytes
             chars.add(package.getinfo(name).file_size // 4)  # over the limit without inflating the page
-        text, bom = decode(archive.read(package, name, ".epub"), ".epub page")
+        text, encoding = decode(archive.read(package, name, ".epub"), ".epub page")
         if text.strip():
             chars.add(len(text))
-            pages.append((name, text, bom))
+            pages.append((name, text, encoding))
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
-        replaced = {name: (bom + t).encode("utf-8") for (name, _, bom), t in zip(pages, translations)}
+        replaced = {name: encoding.encode(t) for (name, _, encoding), t in zip(pages, translations)}
         return archive.rewrite(package, replaced, ".epub", check)
 
     return Extracted(tuple(p[1] for p in pages), write, HTML, MEDIA_TYPES[".epub"])

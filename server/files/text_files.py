@@ -13,14 +13,20 @@
   come back byte for byte. Styling tags (``<i>``, ``<font color=...>``) are placed by the html
   mode, and a leading ``{\\an8}`` position override is kept in front of its cue.
 
-Files are UTF-8 (a byte-order mark is kept); anything else is refused with a 400. Every
+Files are UTF-8, or UTF-16 / UTF-32 with a byte-order mark (what Windows tools write as
+"Unicode": Notepad, Excel's Unicode text, subtitle editors); a file comes back in its own encoding,
+its byte-order mark kept. Anything else (a legacy code page such as Windows-1252, UTF-16 without
+a mark) is refused with a 400 that says how to save it: guessing a code page would translate
+mojibake without a word. Every
 reader here runs in time linear in the file (no regular expression that can backtrack over a
 line) and counts the characters it reads for translation against ``--max-file-chars`` as it goes.
 """
 
 from __future__ import annotations
 
+import codecs
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ..documents import HTML, MARKDOWN, TEXT
 from . import subrip
@@ -28,38 +34,65 @@ from .extracted import Characters, Check, Extracted, unit_texts
 from .refusals import FileRefused
 from .run_placement import Placement, Unit
 
-BOM = "\ufeff"
+# Byte-order marks and their codecs; UTF-32's little-endian mark begins with UTF-16's, so it comes first.
+_MARKED = (
+    (codecs.BOM_UTF32_LE, "utf-32-le"),
+    (codecs.BOM_UTF32_BE, "utf-32-be"),
+    (codecs.BOM_UTF8, "utf-8"),
+    (codecs.BOM_UTF16_LE, "utf-16-le"),
+    (codecs.BOM_UTF16_BE, "utf-16-be"),
+)
 
 
-def decode(data: bytes, kind: str) -> tuple[str, str]:
-    """(the text, its byte-order mark or "")."""
+@dataclass(frozen=True)
+class TextEncoding:
+    """How a text file was written, so its translation is written the same way."""
+
+    codec: str = "utf-8"
+    bom: bytes = b""
+
+    def encode(self, text: str) -> bytes:
+        return self.bom + text.encode(self.codec)
+
+    @property
+    def charset(self) -> str:
+        return self.codec.removesuffix("-le").removesuffix("-be") if self.bom else self.codec
+
+
+def decode(data: bytes, kind: str) -> tuple[str, TextEncoding]:
+    """(the text without its byte-order mark, its encoding)."""
+    codec, bom = next(((c, b) for b, c in _MARKED if data.startswith(b)), ("utf-8", b""))
     try:
-        text = data.decode("utf-8")
+        return data[len(bom) :].decode(codec), TextEncoding(codec, bom)
     except UnicodeDecodeError as exc:
-        raise FileRefused(f"the {kind} file is not UTF-8 text: {exc.reason} at byte {exc.start}") from None
-    if text.startswith(BOM):
-        return text[1:], BOM
-    return text, ""
+        where = f"{exc.reason} at byte {exc.start + len(bom)}"
+        if bom:
+            raise FileRefused(
+                f"the {kind} file is not {codec[:6].upper()} text as its byte-order mark says: {where}"
+            ) from None
+        raise FileRefused(
+            f"the {kind} file is not UTF-8 text ({where}): save it as UTF-8 (or UTF-16 with a byte-order mark)"
+        ) from None
 
 
 def whole(data: bytes, kind: str, format: str, media_type: str, chars: Characters) -> Extracted:
     """The file as one document (.txt, .html)."""
-    text, bom = decode(data, kind)
+    text, encoding = decode(data, kind)
     texts = (text,) if text.strip() else ()
     chars.add(len(text) if texts else 0)
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
-        return (bom + translations[0]).encode("utf-8")
+        return encoding.encode(translations[0])
 
-    return Extracted(texts, write, format, media_type)
+    return Extracted(texts, write, format, f"{media_type}; charset={encoding.charset}")
 
 
 def read_txt(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
-    return whole(data, ".txt", TEXT, "text/plain; charset=utf-8", chars)
+    return whole(data, ".txt", TEXT, "text/plain", chars)
 
 
 def read_html(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
-    return whole(data, ".html", HTML, "text/html; charset=utf-8", chars)
+    return whole(data, ".html", HTML, "text/html", chars)
 
 
 def front_matter(text: str) -> int:
@@ -80,23 +113,23 @@ def front_matter(text: str) -> int:
 
 def read_md(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     """The whole file as one document in the service's markdown mode (after its front matter)."""
-    text, bom = decode(data, ".md")
+    text, encoding = decode(data, ".md")
     head = front_matter(text)
     body = text[head:]
     texts = (body,) if body.strip() else ()
     chars.add(len(body) if texts else 0)
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
-        return (bom + text[:head] + (translations[0] if texts else body)).encode("utf-8")
+        return encoding.encode(text[:head] + (translations[0] if texts else body))
 
-    return Extracted(texts, write, MARKDOWN, "text/markdown; charset=utf-8")
+    return Extracted(texts, write, MARKDOWN, f"text/markdown; charset={encoding.charset}")
 
 
 def read_srt(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     """The cues' text lines, each cue one unit: in the text mode, or, where a cue has styling tags
     (``<i>``, ``<b>``, ``<u>``, ``<font>``), every cue in the html mode, which places the tags by
     alignment (one format a file); a leading ``{\\an8}`` override is kept in front of its cue."""
-    text, bom = decode(data, ".srt")
+    text, encoding = decode(data, ".srt")
     lines = text.splitlines(keepends=True)
     eol = "\r\n" if "\r\n" in text else "\n"
     kept: list[tuple[subrip.Cue, str, list[str]]] = []  # (cue, its override, its text lines)
@@ -123,10 +156,10 @@ def read_srt(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
             placed = _on_lines(unit, translation, placement, markup)
             out[cue.start : cue.end] = [""] * (cue.end - cue.start)
             out[cue.start] = front + eol.join(placed) + ending
-        return (bom + "".join(out)).encode("utf-8")
+        return encoding.encode("".join(out))
 
     format = HTML if markup else TEXT
-    return Extracted(unit_texts(units), write, format, "application/x-subrip; charset=utf-8")
+    return Extracted(unit_texts(units), write, format, f"application/x-subrip; charset={encoding.charset}")
 
 
 def _on_lines(unit: Unit, translation: str, placement: Placement, markup: bool) -> list[str]:

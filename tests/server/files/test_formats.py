@@ -5,6 +5,7 @@ letter, so a test sees exactly which characters were replaced."""
 
 from __future__ import annotations
 
+import codecs
 import io
 import zipfile
 
@@ -211,6 +212,18 @@ def test_txt_and_html_are_one_document_each_and_a_bom_is_kept():
     assert page.format == "html" and page.texts == ("<p>Hi</p>",)
 
 
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be", "utf-8"])
+def test_a_unicode_file_with_a_byte_order_mark_comes_back_in_its_own_encoding(codec):
+    """What Windows tools save as "Unicode" (Notepad, Excel's Unicode text, subtitle editors):
+    UTF-16 with a byte-order mark. The translation is written as the file was."""
+    sent = "\ufeff1\r\n00:00:01,000 --> 00:00:02,000\r\nGrüße, Monday.\r\n\r\n"
+    srt = files.read("sub.srt", sent.encode(codec), LIMIT)
+    assert srt.texts == ("Grüße, Monday.",) and srt.media_type.endswith("charset=" + codec[:6])
+    assert srt.write(["Montag."]) == sent.replace("Grüße, Monday.", "Montag.").encode(codec)
+    txt = files.read("a.txt", "\ufeffLine one.\n".encode(codec), LIMIT)
+    assert txt.texts == ("Line one.\n",) and txt.write(["Zeile."]) == "\ufeffZeile.".encode(codec)
+
+
 @pytest.mark.parametrize(
     ("name", "data", "words"),
     [
@@ -223,7 +236,9 @@ def test_txt_and_html_are_one_document_each_and_a_bom_is_kept():
         ("nodoc.docx", office.pptx([[[("x", "")]]]), "no word/document.xml"),
         ("empty.txt", b"", "empty file"),
         ("blank.txt", b"   \n\n", "no text to translate"),
-        ("latin1.txt", "Grüße".encode("latin-1"), "not UTF-8"),
+        ("latin1.txt", "Grüße".encode("latin-1"), "not UTF-8 text .invalid start byte at byte 2.: save it as UTF-8"),
+        ("utf16-no-mark.txt", "Grüße".encode("utf-16-le"), "not UTF-8 text"),
+        ("odd.txt", codecs.BOM_UTF16_LE + b"G\x00r", "not UTF-16 text as its byte-order mark says"),
         ("bad.srt", b"1\nnot a timestamp\nHello\n", "SubRip"),
         (  # read as text, cue 2 would be merged into cue 1 and its own text lost
             "typo.srt",

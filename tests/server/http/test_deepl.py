@@ -145,6 +145,16 @@ def test_output_format_is_the_documents_own_or_refused(server, tmp_path):
     assert (tmp_path / "page.de.html").read_text() == "<p>Montag, 3. März 2025</p>"
 
 
+def test_a_utf16_subtitle_file_comes_back_translated_in_utf16(server, tmp_path):
+    """Subtitle editors and Notepad on Windows save "Unicode" as UTF-16 with a byte-order mark."""
+    source = tmp_path / "talk.srt"
+    source.write_bytes("\ufeff1\r\n00:00:01,000 --> 00:00:04,000\r\nMonday, March 3, 2025\r\n".encode("utf-16-le"))
+    out = tmp_path / "talk.de.srt"
+    client(server).translate_document_from_filepath(source, out, source_lang="EN", target_lang="DE")
+    expected = "\ufeff1\r\n00:00:01,000 --> 00:00:04,000\r\nMontag, 3. März 2025\r\n"
+    assert out.read_bytes() == expected.encode("utf-16-le")
+
+
 def test_a_docx_is_translated_with_a_stored_glossary_and_an_unknown_one_is_refused(server, tmp_path):
     translator = client(server)
     glossary = translator.create_glossary("days", "EN", "DE", {"Monday": "Wochenbeginn"})
