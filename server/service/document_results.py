@@ -6,7 +6,13 @@ Results per document (what attnserve.v1's ``Translation`` and KServe's ``TRANSLA
 - n-best (``num_hypotheses`` k > 1, beam search): the k combinations of per-sentence
   hypotheses with the highest sums of per-sentence scores, best first
   (:func:`~attnserve.server.documents.assemble.best_combinations`); a one-sentence text gets
-  exactly that sentence's k hypotheses. Fewer come back when fewer combinations exist;
+  exactly that sentence's k hypotheses. Every hypothesis of a document reads differently: two
+  token sequences can detokenize to one text (different subword splits), so a sentence's
+  hypothesis whose text (spacing aside) repeats a better one's is dropped and the next takes its
+  place, and a combination whose document text repeats a better one's is skipped. To leave room
+  for them the engine decodes every hypothesis the beam holds (:func:`searched`: ``beam_size``,
+  the most a beam search finishes with) and k are kept. Fewer than k come back only when the
+  beam has fewer distinct texts (or fewer combinations exist);
 - ``score`` and ``logprob`` of a document hypothesis: the sums over its sentences (each
   sentence's score is length-normalised on its own); ``token_ids``: the sentences' generated
   ids one after another (each sentence's ends with its eos); ``finish_reason``: ``length`` if
@@ -17,12 +23,34 @@ Results per document (what attnserve.v1's ``Translation`` and KServe's ``TRANSLA
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from ..documents import PreparedDocument
 from ..documents.alignment import WordAlignment
 from ..documents.assemble import best_combinations
-from ..translation import Hypothesis, TranslationResult
+from ..translation import DecodeOptions, Hypothesis, TranslationResult
+
+
+def searched(options: DecodeOptions) -> DecodeOptions:
+    """The options the engine decodes with: with k > 1 hypotheses asked for, all ``beam_size`` the
+    beam holds, so that those whose text repeats a better one's can make way (module docstring)."""
+    if options.num_hypotheses <= 1 or options.num_hypotheses == options.beam_size:
+        return options
+    return dataclasses.replace(options, num_hypotheses=options.beam_size)
+
+
+def reads(text: str) -> str:
+    """What a user reads of a text: its words, whatever the spacing between them."""
+    return " ".join(text.split())
+
+
+def distinct(hypotheses: Sequence[Hypothesis]) -> list[int]:
+    """The indices of the hypotheses (best first) whose text no better one's reads as."""
+    first: dict[str, int] = {}
+    for j, h in enumerate(hypotheses):
+        first.setdefault(reads(h.text), j)
+    return sorted(first.values())
 
 
 def as_written(text: str) -> TranslationResult:
@@ -41,13 +69,19 @@ def document_result(
     document = prepared.document
     if not results:
         return as_written(document.source)
-    hypotheses = []
-    for combination in best_combinations([[h.score for h in r.hypotheses] for r in results], k):
-        chosen = [r.hypotheses[j] for r, j in zip(results, combination)]
-        placed = [a[j] if j < len(a) else None for a, j in zip(alignments, combination)] if alignments else None
+    kept = [distinct(r.hypotheses) for r in results]  # per sentence: its hypotheses that read differently
+    hypotheses, seen = [], set()
+    for combination in best_combinations([[r.hypotheses[j].score for j in js] for r, js in zip(results, kept)], k):
+        picked = [js[c] for js, c in zip(kept, combination)]  # each sentence's hypothesis index
+        chosen = [r.hypotheses[j] for r, j in zip(results, picked)]
+        placed = [a[j] if j < len(a) else None for a, j in zip(alignments, picked)] if alignments else None
+        text = document.join([h.text.strip() for h in chosen], placed)
+        if reads(text) in seen:
+            continue
+        seen.add(reads(text))
         hypotheses.append(
             Hypothesis(
-                text=document.join([h.text.strip() for h in chosen], placed),
+                text=text,
                 token_ids=[t for h in chosen for t in h.token_ids],
                 logprob=sum(h.logprob for h in chosen),
                 score=sum(h.score for h in chosen),

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from ..documents import DocumentSplitter, PreparedDocument, TokenBudget
 from ..documents.alignment import WordAlignment
 from ..translation import DecodeOptions, TranslationEngine, TranslationResult
-from .document_results import as_written, document_result
+from .document_results import as_written, document_result, searched
 from .languages import segmenter_language
 from .requests import ValidTranslation
 from .sentence_pipeline import Work, decode
@@ -172,7 +172,7 @@ def sentence_work(
 def piece_work(valid: ValidTranslation, prepared: Sequence[PreparedDocument]) -> Work:
     """Every sentence of the documents, in order, with its options: its place's
     (:func:`sentence_options`) with the glossary terms it contains."""
-    first, rest = sentence_options(valid.options)
+    first, rest = sentence_options(searched(valid.options))
     return [
         (s, ids, with_terms(valid, s, rest if i else first))
         for p in prepared

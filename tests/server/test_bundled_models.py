@@ -91,6 +91,26 @@ def test_the_translator_reads_any_case_and_spacing_and_keeps_a_german_target_pre
     assert prefixed.hypotheses[0].token_ids == results[0].hypotheses[0].token_ids
 
 
+def test_several_hypotheses_are_distinct_texts(bundled):
+    """Two of the beam's hypotheses for "Friday" are different token ids that read "Freitag": a
+    user asking for alternatives sees each text once, the next distinct one of the beam in its
+    place, in a one-sentence text and in each sentence of a longer one."""
+    with bundled.client() as client:
+        (two,) = client.translate(["Friday"], beam_size=4, num_hypotheses=2, return_token_ids=True)
+        (four,) = client.translate(["Friday"], beam_size=4, num_hypotheses=4)
+        (document,) = client.translate(
+            ["Friday. Monday, March 3, 2025"], beam_size=4, num_hypotheses=4, return_scores=True
+        )
+    texts = [h.text for h in two.hypotheses]
+    assert texts[0] == "Freitag" and len(texts) == 2 and len(set(texts)) == 2
+    assert len({tuple(h.token_ids) for h in two.hypotheses}) == 2
+    # the beam of 4 holds three different texts: those three, each once
+    assert [h.text for h in four.hypotheses][:1] == ["Freitag"] and len(four.hypotheses) == 3
+    assert len({h.text for h in four.hypotheses}) == 3
+    assert len(document.hypotheses) == 4 and len({h.text for h in document.hypotheses}) == 4
+    assert [h.score for h in document.hypotheses] == sorted((h.score for h in document.hypotheses), reverse=True)
+
+
 CURL = shutil.which("curl")
 # The pages whose commands run against the bundled models (the README's first screen and "What
 # to try next", the CLI reference, the protocols page); each command is run here as written.

@@ -209,7 +209,7 @@ class KServeInference:
         h, shape = wanted.options.num_hypotheses, _one_input(request, (TEXT,)).shape
         if h == 1:
             data = [r.hypotheses[0].text.encode() for r in done.results]
-        else:  # fewer finished hypotheses than asked for (a short beam) leave empty strings
+        else:  # fewer distinct hypotheses than asked for (a short beam) leave empty strings
             hyps = [[h.text for h in r.hypotheses] for r in done.results]
             data = [(row[i] if i < len(row) else "").encode() for row in hyps for i in range(h)]
             shape = (len(done.results), h)
