@@ -76,7 +76,7 @@ class Chunk:
 @dataclass(frozen=True)
 class TranslatedFile:
     content: bytes
-    filename: str
+    filename: str  # the translation's name as the server gives it: report.docx into German is report.de.docx
     media_type: str
     model: str
     characters: int

@@ -64,7 +64,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                     while not progress.empty():  # only the latest of a burst goes out
                         done, total = progress.get_nowait()
                     yield pb.TranslateFileChunk(progress=pb.FileProgress(sentences_done=done, sentences_total=total))
-                for chunk in convert.file_chunks(work.result()):
+                for chunk in convert.file_chunks(work.result(), request.target_language):
                     yield chunk
             finally:
                 work.cancel()  # a cancelled call drops the file's sentences at the next step

@@ -340,11 +340,11 @@ def _chunks(content: bytes, done: pb.FileDone) -> Iterator[pb.TranslateFileChunk
     yield pb.TranslateFileChunk(done=done)
 
 
-def file_chunks(done: TranslatedFile) -> Iterator[pb.TranslateFileChunk]:
-    """The translated file's bytes in chunks, then its summary."""
+def file_chunks(done: TranslatedFile, target: str = "") -> Iterator[pb.TranslateFileChunk]:
+    """The file in chunks, then its summary, named as :func:`job_result_chunks` names it (``target``: the request's)."""
     summary = pb.FileDone(
         model=done.model,
-        filename=done.filename,
+        filename=translated_filename(done.filename, target or done.target_language),
         media_type=done.media_type,
         size_bytes=len(done.content),
         characters=done.characters,

@@ -40,12 +40,31 @@ def test_progress_then_the_file_as_translate_gives_it(server, tmp_path):
         done = client.translate_file(path, "de", "en", progress=lambda d, t: events.append((d, t)))
         (expected,) = client.translate(text, target_language="de", source_language="en")
     assert done.content.decode() == expected.text
-    assert (done.filename, done.model, done.sentences) == ("dates.txt", "translator-en-de", 32)
+    # named as the HTTP doors and a job's result name it: written under it, it leaves dates.txt alone
+    assert (done.filename, done.model, done.sentences) == ("dates.de.txt", "translator-en-de", 32)
     assert (done.source_language, done.target_language, done.characters) == ("en", "de", len(text))
     assert events[0] == (0, 32) and events[-1] == (32, 32)
     # Steps that finish together reach the client as their latest value (the door sends the newest), so how
     # many arrive depends on timing; that the service tells a step per engine call: test_service_documents.
     assert [d for d, _ in events] == sorted(d for d, _ in events)
+
+
+def test_the_translation_is_named_for_its_language_and_safely(server):
+    """A raw TranslateFile call: the reply names the translation NAME.<target>.EXT, with the language
+    the model resolved to when the request names none, and a name that is safe to write."""
+    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+    from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+
+    content = "\n".join(LINES[:2]).encode()
+    requests = {
+        "memo.de.txt": pb.TranslateFileRequest(content=content, filename="memo.txt", target_language="de"),
+        "notes.de.txt": pb.TranslateFileRequest(content=content, filename="notes.txt"),  # the pair picks de
+        "x.de.txt": pb.TranslateFileRequest(content=content, filename="../../x.txt", target_language="de"),
+    }
+    with grpc.insecure_channel(server.address) as channel:
+        stub = pb_grpc.InferenceServiceStub(channel)
+        named = {want: list(stub.TranslateFile(r, timeout=60))[-1].done.filename for want, r in requests.items()}
+    assert named == {want: want for want in requests}
 
 
 def test_a_docx_through_the_rpc_keeps_its_runs(server, tmp_path):
