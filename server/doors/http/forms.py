@@ -4,10 +4,12 @@ that takes or returns files reads and writes (LibreTranslate's /translate_file, 
 
 from __future__ import annotations
 
+import re
 import urllib.parse
 from pathlib import Path
 
-from aiohttp import BodyPartReader, web
+from aiohttp import BodyPartReader, hdrs, web
+from aiohttp.multipart import parse_content_disposition
 
 from ...shared.errors import InvalidRequest
 
@@ -16,6 +18,23 @@ MAX_PARTS = 100  # file, source, target, api_key and room for what other clients
 FORM_SLACK = 256 << 10  # the form's other fields and part headers, over the file itself
 # A body of up to twice --max-file-bytes is read, so a file somewhat over the limit gets the
 # service's 400 naming its size and the limit; a larger body is refused unread (413).
+
+# What a browser escapes in a form's file name (WHATWG's multipart/form-data encoding, RFC 7578's
+# "percent-encoding" as Chrome, Firefox and Safari apply it): LF, CR and '"' as %0A, %0D and %22,
+# and nothing else, not even "%" itself; so only these three are decoded (undici's rule), and a
+# name's other "%" sequences stay as they were sent.
+_BROWSER_ESCAPES = re.compile("%(0[AaDd]|22)")
+
+
+def sent_filename(part: BodyPartReader) -> str:
+    """The file name as the user had it: a browser's ``my %22report%22.docx`` is ``my "report".docx``
+    (the download store then makes it safe). A name given as RFC 8187's ``filename*`` is read as
+    aiohttp decodes it, nothing more."""
+    name = part.filename or ""
+    _, params = parse_content_disposition(part.headers.get(hdrs.CONTENT_DISPOSITION))
+    if "filename" not in params or any(key.startswith("filename*") for key in params):
+        return name
+    return _BROWSER_ESCAPES.sub(lambda m: chr(int(m[1], 16)), name)
 
 
 async def read_form(request: web.Request) -> tuple[dict[str, str], str, bytes]:
@@ -34,7 +53,7 @@ async def read_form(request: web.Request) -> tuple[dict[str, str], str, bytes]:
             if not isinstance(part, BodyPartReader) or not part.name:
                 continue
             if part.name == "file":
-                filename = part.filename or ""
+                filename = sent_filename(part)
                 content = bytes(await part.read())  # the body is already in, within the route's limit
             else:
                 value = await part.read_chunk(FIELD_BYTES)

@@ -281,8 +281,12 @@ def test_bad_files_get_400_and_the_server_stays_healthy(server, filename, conten
         ("März-Bericht.txt", "März-Bericht.de.txt"),
         ("my notes ü.txt", "my_notes_ü.de.txt"),
         ("Q" * 300 + ".txt", "Q" * 113 + ".de.txt"),  # a long name is cut in its stem, never in its language
+        # a browser sends my "report".txt as my %22report%22.txt (and CR, LF as %0D, %0A): no "22" in the name
+        ("my %22report%22.txt", "my_report_.de.txt"),
+        ("two%0D%0Alines.txt", "two_lines.de.txt"),
+        ("50%20off.txt", "50_20off.de.txt"),  # browsers escape nothing else, not even "%": sent as typed
     ],
-    ids=["chinese", "german", "spaces", "long"],
+    ids=["chinese", "german", "spaces", "long", "browser-quotes", "browser-newline", "other-percent"],
 )
 def test_a_file_name_in_any_script_comes_back_as_it_was_sent(server, filename, saved_as):
     # letters outside ASCII were replaced, and a name of them alone was lost: 报告.txt came back as de.txt
