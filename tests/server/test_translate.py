@@ -229,9 +229,8 @@ def test_a_model_of_the_other_kind_is_refused_naming_its_kind(stub):
     [
         pb.TranslateRequest(model="mt", texts=["t5", "t6"]),  # one text per stream
         pb.TranslateRequest(model="mt", texts=["t5"], options=_options(beam_size=2)),  # no beam search streamed
-        pb.TranslateRequest(model="mt", texts=[""]),
     ],
-    ids=["two texts", "beam", "empty"],
+    ids=["two texts", "beam"],
 )
 def test_bad_stream_requests(stub, request_):
     with pytest.raises(grpc.RpcError) as err:

@@ -243,8 +243,8 @@ def test_errors_have_attnserve_v1_statuses_and_messages(triton, server):
     # the same message as attnserve.v1 for the same mistake
     with pytest.raises(Exception) as v1:
         with Client(server.address, retries=0) as client:
-            client.translate(["  "])
-    e = error_of(lambda: triton.infer("reverser", [text_input(["  "])]))
+            client.translate(["t5"], temperature=-1.0)
+    e = error_of(lambda: triton.infer("reverser", [text_input(["t5"])], parameters={"temperature": -1.0}))
     assert e.status() == "StatusCode.INVALID_ARGUMENT" and e.message() == v1.value.details
     e = error_of(lambda: triton.infer("reverser", [text_input(["t5"] * 9)]))
     assert "9 texts in one request; the limit is 8" in e.message()
