@@ -22,6 +22,8 @@ from typing import Any, Protocol
 
 import langcodes
 
+from attnserve.contract import language_tags
+
 from ..shared.config import ConfigError
 from .requests import Detection
 from .scripts import same_script
@@ -115,12 +117,15 @@ class LinguaDetector:
 
     def _known(self, codes: list[str]) -> dict[str, Any]:
         known = {}
-        for code in codes:
+        taken = set()
+        for code in codes:  # the first served code of each language, as langid's labels (pt-BR -> pt)
             try:
-                iso = self._lingua.IsoCode639_1.from_str(code.lower())
+                iso = self._lingua.IsoCode639_1.from_str(language_tags.language(code) or code.lower())
             except ValueError:
                 continue
-            known[code] = self._lingua.Language.from_iso_code_639_1(iso)
+            if iso not in taken:
+                taken.add(iso)
+                known[code] = self._lingua.Language.from_iso_code_639_1(iso)
         return known
 
     def detect(self, text: str, codes: list[str]) -> list[Detection]:

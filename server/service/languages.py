@@ -1,24 +1,25 @@
 """A request's languages on one model: codes -> the model's own, and the tokens they force.
 
 A request names ``source_language`` / ``target_language`` in the model's own codes
-(``deu_Latn``, ``fra``, ``de``) or as ISO 639-1 (``de``), matched through ``langcodes``'
-standard tags (``deu_Latn`` -> ``de``, ``fra`` -> ``fr``); a code that matches several of
-the model's (``zh``: ``zho_Hans`` and ``zho_Hant``) must be given exactly. What the
-languages add to a job (``attnserve.contract.languages``): a source token before the
-source ids, and a forced, hidden first output token (M2M100 / NLLB). A ``target_prefix``
-text adds its tokens to the forced prefix, visible in the output (CTranslate2's
-``target_prefix``). Which model a request goes to is ``routing``'s.
+(``deu_Latn``, ``fra``, ``de``, Argos' ``pb``) or in any spelling of the same language tag
+(``de``, ``PT-BR``, ``zh-Hant``), matched by ``attnserve.contract.language_tags`` (Argos' ``pb``
+is ``pt-BR``, ``zt`` is ``zh-Hant``): ``pt-BR`` prefers ``pb`` to a plain ``pt``, ``EN-US``
+reaches ``en``, a bare ``zh`` reaches ``zho_Hans`` (or ``zt`` where it is the only Chinese),
+and ``zh-Hant`` never reaches a simplified ``zh``; a code that matches several of the model's
+equally must be given exactly. What the languages add to a job
+(``attnserve.contract.languages``): a source token before the source ids, and a forced, hidden
+first output token (M2M100 / NLLB). A ``target_prefix`` text adds its tokens to the forced
+prefix, visible in the output (CTranslate2's ``target_prefix``). Which model a request goes to
+is ``routing``'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from functools import lru_cache
 from typing import Any
 
-import langcodes
-
+from attnserve.contract.language_tags import language, matches
 from attnserve.contract.languages import LanguageError, plan
 from attnserve.contract.manifest import Languages
 from attnserve.contract.target_text import target_side
@@ -29,13 +30,9 @@ from ..translation import DecodeOptions
 _PAIR_SUFFIX = re.compile(r"-([a-z]{2,3})-([a-z]{2,3})$")
 
 
-@lru_cache(maxsize=4096)
 def iso_639_1(code: str) -> str:
-    """The language subtag of ``code`` in its standard (shortest) form: ``deu_Latn`` -> ``de``."""
-    try:
-        return langcodes.Language.get(code.replace("_", "-")).language or code.lower()
-    except (ValueError, LookupError):  # not a BCP 47 tag: only an exact match can find it
-        return code.lower()
+    """The language subtag of ``code`` in its standard (shortest) form: ``deu_Latn`` -> ``de``, ``pb`` -> ``pt``."""
+    return language(code) or code.lower()  # not a BCP 47 tag: only an exact match can find it
 
 
 def own_codes(model: Any) -> tuple[list[str], list[str]]:
@@ -52,12 +49,11 @@ def resolve(code: str, codes: list[str], side: str) -> str:
     """``code`` as one of the model's ``codes`` ("" stays ""); InvalidRequest naming them otherwise."""
     if not code or code in codes:
         return code
-    wanted = iso_639_1(code)
-    matches = [c for c in codes if iso_639_1(c) == wanted]
-    if len(matches) == 1:
-        return matches[0]
-    if matches:
-        raise InvalidRequest(f"{side} language {echo(code)} is ambiguous for this model: one of {', '.join(matches)}")
+    found = matches(code, codes)
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise InvalidRequest(f"{side} language {echo(code)} is ambiguous for this model: one of {', '.join(found)}")
     listed = ", ".join(codes) if codes else "none (this model translates one fixed pair)"
     raise InvalidRequest(f"{side} language {echo(code)} is not served by this model; its {side} languages: {listed}")
 

@@ -4,8 +4,13 @@ A model's languages are the ones its ``model.json`` declares (``"languages": {"s
 [...], "target": [...]}``), else the pair in its name (``<anything>-<src>-<tgt>`` with two-
 or three-letter codes: ``translator-en-de``, ``opus-mt-en-de``), else none. Publicly (the
 LibreTranslate ``/languages`` list, the codes a request is matched against) a model's code
-is its ISO 639-1 code where that is unambiguous among its own (NLLB's ``deu_Latn`` is
-``de``; ``zho_Hans`` and ``zho_Hant`` stay as they are).
+is its standard language tag (``attnserve.contract.language_tags``: NLLB's ``deu_Latn`` is
+``de``, ``zho_Hant`` is ``zh-Hant``; Argos Translate's ``pb`` is ``pt-BR`` and ``zt`` is
+``zh-Hant``, as LibreTranslate lists them), or its own code where two of its own share one.
+A request's code finds a public code as ``language_tags.matches`` says: an exact code first,
+``pt-BR`` / ``zh-Hant`` the model made for exactly that before a plain ``pt`` / ``zh``, a bare
+``pt`` / ``zh`` the plain one (or the only variant served: ``pt-BR`` alone), ``EN-US`` /
+``EN-GB`` an ``en``; ``zh-Hant`` never reaches a simplified ``zh`` nor ``pt-PT`` a ``pt-BR``.
 
 The policy, the same through every door:
 
@@ -33,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnserve.contract.kinds import TRANSLATION
+from attnserve.contract.language_tags import matches, standard
 
 from ..shared.errors import InvalidRequest, echo
 from .languages import iso_639_1, own_codes
@@ -100,20 +106,18 @@ def declared_languages(model: Any) -> ModelLanguages:
 
 
 def _codes(values: list[str]) -> tuple[str, ...]:
-    """The public codes of a model's own: ISO 639-1 where it names one of them only."""
+    """The public codes of a model's own: its standard tag where it names one of them only."""
     own = list(dict.fromkeys(v for v in values if v))
-    isos = [iso_639_1(code) for code in own]
-    return tuple(iso if isos.count(iso) == 1 else code for code, iso in zip(own, isos, strict=True))
+    tags = [standard(code) or code for code in own]
+    return tuple(tag if tags.count(tag) == 1 else code for code, tag in zip(own, tags, strict=True))
 
 
 def _match(code: str, codes: list[str]) -> str | None:
-    """``code`` as one of the public ``codes``: itself, or the one of its ISO 639-1 language."""
-    if code in codes:
-        return code
-    matches = [c for c in codes if iso_639_1(c) == iso_639_1(code)]
-    if len(matches) > 1:
-        raise InvalidRequest(f"language {echo(code)} is ambiguous: one of {', '.join(matches)}")
-    return matches[0] if matches else None
+    """``code`` as one of the public ``codes`` (``language_tags.matches``)."""
+    found = matches(code, codes)
+    if len(found) > 1:
+        raise InvalidRequest(f"language {echo(code)} is ambiguous: one of {', '.join(found)}")
+    return found[0] if found else None
 
 
 class LanguageTable:
@@ -130,6 +134,7 @@ class LanguageTable:
                         self.pairs.setdefault((s, t), m.model)
         self.codes = sorted({c for m in self.models for c in (*m.sources, *m.targets)})
         self.sources = sorted({s for s, _ in self.pairs})
+        self.targets = sorted({t for _, t in self.pairs})
 
     def targets_of(self, source: str) -> list[str]:
         return sorted(t for s, t in self.pairs if s == source)
@@ -143,7 +148,7 @@ class LanguageTable:
         if not (source and target and pivot):
             return None
         try:
-            src, tgt = self.public(source), self.public(target)
+            src, tgt = self.public(source, among=self.sources), self.public(target, among=self.targets)
             via = self.public(pivot)
         except InvalidRequest:
             return None
@@ -167,11 +172,14 @@ class LanguageTable:
                         found.append(Route(source, target, models, via))
         return sorted(found, key=lambda r: (r.source, r.target))
 
-    def public(self, code: str, pair: str = "") -> str:
-        """A request's code as a served public code ("" stays ""); LanguageNotServed otherwise."""
+    def public(self, code: str, pair: str = "", among: list[str] | None = None) -> str:
+        """A request's code as a served public code ("" stays ""); LanguageNotServed otherwise.
+        ``among``: the codes of its side, tried first (a source ``zh`` is the only Chinese source
+        ``zh-Hant`` even where a plain ``zh`` is a target)."""
         if not code:
             return ""
-        found = _match(code, self.codes)
+        found = _match(code, among) if among else None
+        found = found or _match(code, self.codes)
         if found is None:
             served = ", ".join(self.codes) or "none"
             wanted = pair or echo(code, quoted=False)
@@ -183,7 +191,7 @@ class LanguageTable:
         """The model serving ``source`` -> ``target`` (either may be ""); LanguageNotServed otherwise."""
         any_ = "any language"  # a side the request leaves open (a source to detect, a model's own target)
         pair = f"{echo(source, quoted=False) if source else any_} -> {echo(target, quoted=False) if target else any_}"
-        src, tgt = self.public(source, pair), self.public(target, pair)
+        src, tgt = self.public(source, pair, self.sources), self.public(target, pair, self.targets)
         if tgt and not self.sources_to(tgt):
             raise LanguageNotServed(f"no model serves {pair}: none translates into {tgt}", src, tgt, target_only=True)
         for m in self.models:

@@ -36,7 +36,7 @@ class SourceDetection:
     def candidates(self, target: str) -> list[str]:
         """The served source languages that reach ``target`` (all of them when it is "")."""
         table = self.languages.table
-        public = table.public(target, f"auto -> {target}")
+        public = table.public(target, f"auto -> {target}", table.targets)
         candidates = table.sources_to(public) if public else table.sources
         if public and not candidates:
             raise LanguageNotServed(f"no model translates into {public}", "", public, target_only=True)

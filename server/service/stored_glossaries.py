@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import langcodes
+from attnserve.contract import language_tags
 
 from ..shared.config import Settings
 from ..shared.errors import InvalidRequest, LimitExceeded, ModelNotFound, Overloaded, echo
@@ -51,18 +51,15 @@ class GlossaryQuotaExceeded(Overloaded):
 
 
 def language(code: str, side: str) -> str:
-    """``code`` (``EN``, ``pt-BR``, ``deu_Latn``) -> its ISO 639-1 language (``en``, ``pt``, ``de``)."""
+    """``code`` (``EN``, ``pt-BR``, ``pb``, ``deu_Latn``) -> its ISO 639-1 language (``en``, ``pt``, ``pt``, ``de``)."""
     if len(code) > MAX_CODE_CHARS:
         raise InvalidRequest(
             f"glossary {side} language is {len(code):,} characters; a code has at most {MAX_CODE_CHARS}"
         )
-    try:
-        base = langcodes.Language.get(code.strip().replace("_", "-")).language if code.strip() else None
-    except (ValueError, LookupError):
-        base = None
+    base = language_tags.language(code) if code.strip() else None  # Argos' pb: pt
     if not base:
         raise InvalidRequest(f"glossary {side} language {echo(code)} is not a language code")
-    return langcodes.standardize_tag(base)
+    return base
 
 
 def parse_entries(text: str, fmt: str) -> list[tuple[str, str]]:

@@ -27,7 +27,10 @@ SCHEMAS: dict[str, Any] = {
         "required": ["text", "target_lang"],
         "properties": {
             "text": TEXTS,
-            "target_lang": {"type": "string", "description": "DE, EN-US, PT-BR, ... (the variant is ignored)"},
+            "target_lang": {
+                "type": "string",
+                "description": "DE, EN-US, PT-BR, ZH-HANT, ... (a variant reaches its own model, else the plain one)",
+            },
             "source_lang": {"type": "string", "description": "absent: detected"},
             "tag_handling": {"type": "string", "enum": ["html", "xml"]},
             "glossary_id": {"type": "string"},

@@ -3,13 +3,18 @@ URL (DeepL's official client libraries' ``server_url``, browser extensions, subt
 tools): one more codec over the translation service, the stored glossaries and the file jobs.
 
 - ``POST /v2/translate``: ``text`` (repeated), ``target_lang`` (``DE``, ``EN-US``, ``PT-BR``,
-  ...: the language, its regional variant ignored), ``source_lang`` (absent: detected),
+  ``ZH-HANT``, ...: a variant goes to the model made for it, such as an Argos ``pb`` or ``zt``,
+  else to its language's plain one, never to another variant: ``EN-US`` -> ``en``, ``ZH-HANT``
+  never -> a simplified ``zh``; ``service.routing``), ``source_lang`` (``EN``, ``PT``, ``ZH``;
+  absent: detected),
   ``tag_handling`` (``html`` or ``xml``: both read by the html reader, tags kept),
   ``glossary_id``, ``split_sentences`` and ``preserve_formatting`` (checked; sentences are
   always split and formatting always kept); every other field (``formality``, ``context``,
   ``model_type``, ...) is accepted and ignored, as DeepL documents. JSON or a form ->
   ``{"translations": [{"detected_source_language", "text", "billed_characters"}]}``;
-- ``GET /v2/languages`` (``type`` source or target), ``GET /v2/usage``,
+- ``GET /v2/languages`` (``type`` source or target: a language's code for the sources, each served
+  variant's for the targets, ``EN-GB`` / ``EN-US`` / ``PT-BR`` / ``PT-PT`` / ``ZH-HANS`` for a plain
+  ``en`` / ``pt`` / ``zh``), ``GET /v2/usage``,
   ``GET /v2/glossary-language-pairs``, ``/v2/glossaries`` (``deepl_glossary_routes``);
 - ``POST /v2/document`` (a multipart ``file``, ``target_lang``, ``source_lang``, ``glossary_id``) ->
   ``{"document_id", "document_key"}``: a file job; ``POST /v2/document/{id}`` -> its
@@ -62,7 +67,18 @@ SPLIT_SENTENCES = ("0", "1", "nonewlines")
 FLAGS = ("0", "1", "false", "true")
 NO_QUOTA = 10**12  # attnserve bills nothing: /v2/usage reports a limit no caller reaches
 JOB_STATUS = {"queued": "queued", "running": "translating", "done": "done", "failed": "error", "cancelled": "error"}
-VARIANTS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT")}  # DeepL's targets that name a variant
+# The targets DeepL lists for a plain model of these languages (``routing`` sends EN-US and EN-GB to
+# an ``en``, PT-PT and PT-BR to a ``pt``, ZH-HANS to a ``zh``), and DeepL's names of its variants.
+VARIANTS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT"), "zh": ("ZH", "ZH-HANS")}
+VARIANT_NAMES = {
+    "EN-GB": "English (British)",
+    "EN-US": "English (American)",
+    "PT-BR": "Portuguese (Brazilian)",
+    "PT-PT": "Portuguese (European)",
+    "ZH": "Chinese (simplified)",
+    "ZH-HANS": "Chinese (simplified)",
+    "ZH-HANT": "Chinese (traditional)",
+}
 
 
 class AuthorizationFailed(ServingError):
@@ -127,13 +143,16 @@ def text_field(fields: MultiDict, name: str) -> str | None:
 
 
 def lang(fields: MultiDict, name: str) -> str:
+    """A language code as sent, variant and all (``PT-BR``, ``ZH-HANT``, ``EN-US``): routing finds the
+    model of that variant, else the language's plain one (``service.routing``)."""
     value = text_field(fields, name)
     if not value or not value.strip():
         raise InvalidRequest(f"Parameter '{name}' not specified.")
     try:
-        return language(value, name.split("_")[0])
+        language(value, name.split("_")[0])
     except InvalidRequest:
         raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)}") from None
+    return value.strip()
 
 
 def glossary_id(fields: MultiDict) -> str:
@@ -218,14 +237,10 @@ class DeepLRoutes:
     async def languages(self, request: web.Request, call: Call) -> web.Response:
         fields = await read_fields(request, self.settings.max_message_bytes)
         kind = choice(fields, "type", ("source", "target"), "source")
-        codes = sorted({upper(getattr(r, kind)) for r in self.service.routes()})
-        listed = []
-        for code in codes:
-            name = language_name(code.lower())
-            for variant in VARIANTS.get(code.lower(), (code,)) if kind == "target" else (code,):
-                entry = {"language": variant, "name": name if variant == code else f"{name} ({variant[-2:]})"}
-                listed.append(entry | ({"supports_formality": False} if kind == "target" else {}))
-        return web.json_response(listed)
+        codes = {getattr(r, kind) for r in self.service.routes()}
+        listed = dict(sorted(_targets(codes) if kind == "target" else _sources(codes)))
+        extra = {"supports_formality": False} if kind == "target" else {}
+        return web.json_response([{"language": code, "name": name} | extra for code, name in listed.items()])
 
     async def usage(self, request: web.Request, call: Call) -> web.Response:
         return web.json_response({"character_count": 0, "character_limit": NO_QUOTA})
@@ -273,6 +288,21 @@ class DeepLRoutes:
     async def result(self, request: web.Request, call: Call) -> web.StreamResponse:
         job, path = await self.doors.jobs.result(*await self._job(request, call))
         return file_response(path, job.media_type, job.filename)
+
+
+def _sources(codes: set[str]) -> list[tuple[str, str]]:
+    """DeepL's source codes name a language only (``PT`` for ``pt`` and ``pt-BR``)."""
+    return [(upper(code), language_name(upper(code).lower())) for code in codes]
+
+
+def _targets(codes: set[str]) -> list[tuple[str, str]]:
+    """A variant's own code (``PT-BR``, ``ZH-HANT``); DeepL's variants of a plain ``en``, ``pt``, ``zh``."""
+    found = []
+    for code in codes:
+        plain = upper(code)
+        variants = VARIANTS.get(plain.lower(), (plain,)) if plain.lower() == code.lower() else (code.upper(),)
+        found += [(v, VARIANT_NAMES.get(v) or language_name(code)) for v in variants]
+    return found
 
 
 def _dumps(data: Any) -> str:
