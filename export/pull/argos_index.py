@@ -9,7 +9,9 @@ the packages serves an air-gapped site).
 
 A language list selects every pair among its languages that the index offers, as LibreTranslate's
 ``--load-only`` does; pairs it lacks (most non-English pairs) are served by the server's pivot
-through the pairs it has.
+through the pairs it has. Its codes find the index's as the server's routing finds a model's
+(``attnserve.contract.language_tags``): ``pt-BR`` is Argos' ``pb``, ``zh-Hant`` (or ``zh-TW``) its
+``zt``, ``zh-Hans`` its ``zh``, ``en-US`` its ``en``; a bare ``pt`` or ``zh`` is the plain package.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from attnserve.contract.language_tags import matches
 
 from .download import TIMEOUT_S, USER_AGENT, local_path
 from .errors import PullError
@@ -162,7 +166,8 @@ def newest(packages: list[ArgosPackage]) -> dict[tuple[str, str], ArgosPackage]:
 
 
 def parse_languages(text: str) -> list[str]:
-    """``en,de,fr`` -> ``["en", "de", "fr"]`` (spaces, case and repeats ignored: the index's codes are lower case)."""
+    """``en,de,fr`` -> ``["en", "de", "fr"]`` (spaces, case and repeats ignored: the index's codes are
+    lower case; ``pt-BR`` -> ``pt-br``, which :func:`index_codes` reads as Argos' ``pb``)."""
     codes = []
     for code in (c.strip().lower() for c in text.split(",")):
         if not code:
@@ -176,12 +181,27 @@ def parse_languages(text: str) -> list[str]:
     return codes
 
 
+def index_codes(languages: list[str], known: set[str]) -> list[str]:
+    """Each language as the index's code (``pt-br`` -> ``pb``, ``en-us`` -> ``en``; one the index does
+    not know stays as given, without repeats); raises when a language names several equally."""
+    codes: list[str] = []
+    for code in languages:
+        found = matches(code, sorted(known))
+        if len(found) > 1:
+            raise PullError(f"--languages: {code} is ambiguous in the Argos index: one of {', '.join(found)}")
+        if (found[0] if found else code) not in codes:
+            codes.append(found[0] if found else code)
+    return codes
+
+
 def select(packages: list[ArgosPackage], languages: list[str]) -> list[ArgosPackage]:
-    """Every pair among ``languages`` that the index offers (its newest version), in index order of
-    the languages. Raises when a language is in no package at all (nothing could serve it), and when
-    the languages make no pair (Argos pairs go to or from English: de,fr alone selects nothing)."""
+    """Every pair among ``languages`` (:func:`index_codes`) that the index offers (its newest version),
+    in index order of the languages. Raises when a language is in no package at all (nothing could
+    serve it), and when the languages make no pair (Argos pairs go to or from English: de,fr alone
+    selects nothing)."""
     offered = newest(packages)
     known = {code for pair in offered for code in pair}
+    languages = index_codes(languages, known)
     missing = [code for code in languages if code not in known]
     if missing:
         raise PullError(

@@ -263,7 +263,8 @@ def _list(args: argparse.Namespace, repo: Path) -> int:
     everything = argos_index.newest(argos_index.read_index(location))
     offered = everything
     if args.languages:
-        codes = set(argos_index.parse_languages(args.languages))
+        known = {code for pair in everything for code in pair}
+        codes = set(argos_index.index_codes(argos_index.parse_languages(args.languages), known))
         offered = {pair: p for pair, p in everything.items() if set(pair) <= codes}
     installed = installed_models(repo)
     print(f"Argos index {location}: {len(offered)} pair(s)")

@@ -82,3 +82,15 @@ def test_language_lists(tmp_path):
     assert argos_index.parse_languages("EN,De") == ["en", "de"]
     with pytest.raises(PullError, match="is not a language code"):
         argos_index.parse_languages("en,Deutsch!")
+
+
+def test_region_and_script_codes_select_argos_pb_and_zt(tmp_path):
+    """Argos Translate's own codes: ``pb`` Brazilian Portuguese, ``zt`` traditional Chinese."""
+    pairs = [("en", "pt"), ("en", "pb"), ("pb", "en"), ("en", "zh"), ("zh", "en"), ("en", "zt"), ("zt", "en")]
+    packages = argos_index.read_index(str(write_index(tmp_path, [entry(s, t) for s, t in pairs])))
+    chosen = argos_index.select(packages, argos_index.parse_languages("pt-BR,zh-Hant,en-US"))
+    assert [p.pair for p in chosen] == ["pb-en", "zt-en", "en-pb", "en-zt"]
+    chosen = argos_index.select(packages, argos_index.parse_languages("EN-GB,zh-Hans,pt,pt-PT"))
+    assert [p.pair for p in chosen] == ["en-zh", "en-pt", "zh-en"]  # the plain packages; pt-PT is pt
+    with pytest.raises(PullError, match="no package for zh-tw"):  # no traditional Chinese in this index
+        argos_index.select(argos_index.read_index(str(write_index(tmp_path, [entry("en", "zh")]))), ["en", "zh-tw"])

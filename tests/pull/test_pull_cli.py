@@ -5,9 +5,12 @@ shows what the index offers and what is installed."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from attnserve.export.pull.errors import PullError
+from tests.support.stand_ins import FileStandIn
 
 
 def nothing_in(repo):
@@ -36,6 +39,27 @@ def test_languages_pull_every_offered_pair(run, argos, tmp_path):
     assert code == 1  # the packages 404 here; what matters is which were asked for
     asked = sorted(path for _, path, _ in argos.requests if path.endswith(".argosmodel"))
     assert asked == ["translate-de_en-1_0.argosmodel", "translate-en_de-1_0.argosmodel"]
+
+
+def test_region_and_script_codes_pull_argos_pb_and_zt(run, tmp_path):
+    """``--languages pt-BR,zh-Hant,en-US`` as a LibreTranslate or DeepL user names them: Argos'
+    ``pb`` and ``zt`` packages and English, and ``--list`` shows the same pairs."""
+    root = tmp_path / "argos"
+    root.mkdir()
+    pairs = [("en", "pt"), ("en", "pb"), ("pb", "en"), ("en", "zh"), ("en", "zt"), ("zt", "en"), ("en", "de")]
+    entries = [{"from_code": s, "to_code": t, "package_version": "1.0", "links": [f"translate-{s}_{t}-1_0.argosmodel"]}
+               for s, t in pairs]  # fmt: skip
+    (root / "index.json").write_text(json.dumps(entries))
+    with FileStandIn(root) as argos:
+        index = f"{argos.url}/index.json"
+        code, _, err = run("pull", "--languages", "pt-BR,zh-Hant,en-US", "--argos-index", index,
+                           "--model-repo", tmp_path / "repo", "--cache-dir", tmp_path / "cache")  # fmt: skip
+        assert code == 1 and "no package for" not in err  # the packages 404 here: which were asked for matters
+        asked = sorted(path for _, path, _ in argos.requests if path.endswith(".argosmodel"))
+        code, out, _ = run("pull", "--list", "--languages", "pt-BR,zh-Hant,en-US", "--argos-index", index,
+                           "--model-repo", tmp_path / "repo")  # fmt: skip
+    assert asked == [f"translate-{pair}-1_0.argosmodel" for pair in ("en_pb", "en_zt", "pb_en", "zt_en")]
+    assert code == 0 and "4 pair(s)" in out and "en-pb" in out and "  en-pt " not in out
 
 
 def test_list_shows_the_index_and_what_is_installed(run, argos, tmp_path):
