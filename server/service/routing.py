@@ -53,6 +53,9 @@ NAMES = {
     "nl": "Dutch", "pl": "Polish", "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sk": "Slovak",
     "sl": "Slovenian", "sq": "Albanian", "sv": "Swedish", "th": "Thai", "tl": "Tagalog", "tr": "Turkish",
     "uk": "Ukrainian", "ur": "Urdu", "vi": "Vietnamese", "zh": "Chinese",
+    # the variants Argos packages serve (pb, zt), named as LibreTranslate's /languages names them
+    "pt-br": "Portuguese (Brazil)", "pt-pt": "Portuguese (Portugal)",
+    "zh-hans": "Chinese (simplified)", "zh-hant": "Chinese (traditional)",
 }  # fmt: skip
 
 

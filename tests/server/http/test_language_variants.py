@@ -53,6 +53,8 @@ def answered_by(server, method: str, send) -> str:
 def test_libretranslate_lists_argos_codes_as_upstream_does(server):
     listed = libretranslatepy.LibreTranslateAPI(f"http://{server.http_address}").languages()
     assert [lang["code"] for lang in listed] == ["en", "pt", "pt-BR", "zh", "zh-Hant"]
+    names = [lang["name"] for lang in listed]
+    assert names == ["English", "Portuguese", "Portuguese (Brazil)", "Chinese", "Chinese (traditional)"]
     english = next(lang for lang in listed if lang["code"] == "en")
     assert english["targets"] == ["pt", "pt-BR", "zh", "zh-Hant"]
 
