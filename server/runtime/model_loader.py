@@ -14,7 +14,14 @@ from pathlib import Path
 import onnxruntime as ort
 
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
-from attnserve.contract.manifest import MANIFEST_NAME, GraphSpec, Manifest, ManifestError, load_manifest
+from attnserve.contract.manifest import (
+    MANIFEST_NAME,
+    GraphSpec,
+    Manifest,
+    ManifestError,
+    load_manifest,
+    verify_manifest_files,
+)
 
 from ..images.classifier import ImageClassifier
 from ..shared.config import Settings, engine_settings_kwargs
@@ -76,20 +83,37 @@ def log_loaded(model: LoadedModel, waited_s: float | None = None) -> None:
 
 
 def load_checked(model_dir: Path, settings: Settings, verified: dict[Path, tuple] | None = None) -> LoadedModel:
-    """Validate (model.json and the sha256 of every file) and load one model directory, warmed up.
-    Sync: the lazy loader and the hot reload run it in a thread.
+    """Validate (:func:`check_files`) and load one model directory, warmed up.
+    Sync: the lazy loader and the hot reload run it in a thread."""
+    return load_model(model_dir, check_files(model_dir, verified), settings)
 
-    ``verified`` (the lazy loader's): directories whose files were hashed by an earlier load of
-    this process, with what identified them then (:func:`file_stamps`); a directory whose
-    model.json and files are unchanged since (same bytes of model.json; each file's inode, size
-    and modification time) is not hashed again when a model evicted from the budget comes back.
-    """
+
+def check_files(model_dir: Path, verified: dict[Path, tuple] | None = None) -> Manifest:
+    """What a load finds wrong in ``model_dir`` before it opens a graph, so that the lazy loader
+    refuses a broken directory before it unloads another model to make room for it: model.json
+    parses, every file it lists is there and readable, at its size and sha256. Raises
+    ManifestError naming the file.
+
+    ``verified`` (the lazy loader's): directories whose files were hashed earlier in this process,
+    with what identified them then (:func:`file_stamps`); a directory whose model.json and files
+    are unchanged since (same bytes of model.json; each file's inode, size and modification time)
+    is not hashed again, as when a model evicted from the budget comes back."""
+    manifest = load_manifest(model_dir, verify_files=False)
     stamps = file_stamps(model_dir)
-    again = verified is not None and verified.get(model_dir) == stamps
-    model = load_model(model_dir, load_manifest(model_dir, verify_files=not again), settings)
-    if verified is not None:
-        verified[model_dir] = stamps
-    return model
+    for fname in manifest.files:
+        path = model_dir / fname
+        try:
+            with path.open("rb") as f:
+                f.read(1)
+        except FileNotFoundError:
+            raise ManifestError(path, f"files.{fname}", "listed in model.json but missing") from None
+        except OSError as exc:
+            raise ManifestError(path, f"files.{fname}", f"cannot be read: {exc.strerror or exc}") from None
+    if verified is None or verified.get(model_dir) != stamps:
+        verify_manifest_files(model_dir, manifest)
+        if verified is not None:
+            verified[model_dir] = stamps
+    return manifest
 
 
 def file_stamps(model_dir: Path) -> tuple:

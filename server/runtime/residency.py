@@ -8,20 +8,21 @@ budget needs its room.
   (a request that gives up does not cancel the load others wait for).
 - The budget: at most ``--max-loaded-models`` models and ``--model-memory-bytes`` bytes
   (each model's :attr:`~.registry.IndexedModel.budget_bytes`: files plus KV-cache budget),
-  counting loads under way. A load makes room by unloading the least recently used *idle*
-  model; a model with requests in flight (``LoadedModel.users``), one that requests wait
-  for, a pinned model, and one used (or loaded) less than ``--min-resident-seconds`` ago are
-  never unloaded. With no room to make, the load waits until a model becomes idle and old
-  enough (it is given up once no request waits for it any more); a request whose deadline
-  passes before the models in the way are old enough is answered RESOURCE_EXHAUSTED at once.
-  The minimum keeps one client's rotation among more models than the budget holds from
-  evicting the models others keep using on every request (each of theirs then paid a load):
-  the rotation waits for room instead, and loads at most (loaded models / the minimum) a second.
-- A failed load answers UNAVAILABLE with its reason to the requests waiting for it and to
-  every request until a backoff passes (``--model-load-retry-seconds``, doubling); the next
-  request after it tries again, up to ``--model-load-attempts``; then the model stays UNAVAILABLE until a
-  hot reload or RepositoryModelLoad. The way EasyNMT, Ray Serve's model multiplexing and
-  Triton's explicit model control keep many models within one process's memory.
+  counting loads under way. A load first checks the model's files (:func:`~.model_loader.check_files`:
+  model.json, each file there, readable, its size and sha256), so a broken directory unloads
+  nothing. Then it makes room by unloading the least recently used *idle* model; a model with
+  requests in flight (``LoadedModel.users``), one that requests wait for, a pinned model, and one
+  used (or loaded) less than ``--min-resident-seconds`` ago are never unloaded. With no room to
+  make, the load waits until a model becomes idle and old enough (it is given up once no request
+  waits for it any more); a request whose deadline passes before the models in the way are old
+  enough is answered RESOURCE_EXHAUSTED at once. The minimum keeps one client's rotation among
+  more models than the budget holds from evicting the models others keep using on every request
+  (each of theirs then paid a load): the rotation waits for room instead, and loads at most
+  (loaded models / the minimum) a second.
+- A failed load answers UNAVAILABLE with its reason; what follows is ``load_failures.py``'s: the
+  model is refused at once, unloading nothing, while its files are unchanged (a backoff, then only
+  into free room), and tried at once when they change. The way EasyNMT, Ray Serve's model
+  multiplexing and Triton's explicit model control keep many models within one process's memory.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ import gc
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from attnserve.contract.deadline import Deadline
@@ -42,34 +42,14 @@ from attnserve.contract.manifest import ManifestError
 from ..shared.config import Settings
 from ..shared.errors import DeadlineExceeded, ModelUnavailable, Overloaded, echo
 from ..shared.metrics import Metrics
-from .model_loader import LoadedModel, load_checked, log_loaded
+from .load_failures import LoadFailures, files_now
+from .model_loader import LoadedModel, check_files, load_checked, log_loaded
 from .registry import IndexedModel, ModelRegistry, RepositoryError
 
 log = logging.getLogger(__name__)
 
 ROOM_POLL_S = 0.01  # how often a load waiting for room looks for an idle model again
 LOADING, READY, UNAVAILABLE = "LOADING", "READY", "UNAVAILABLE"
-
-
-@dataclass(frozen=True)
-class LoadFailure:
-    reason: str
-    attempts: int
-    retry_at: float  # time.monotonic()
-    limit: int  # attempts before it waits for a reload (--model-load-attempts)
-
-    @property
-    def final(self) -> bool:
-        return self.attempts >= self.limit
-
-    def message(self, name: str) -> str:
-        if self.final:
-            return (
-                f"model {echo(name)} could not be loaded ({self.attempts} attempts): {self.reason}; "
-                "it is tried again after a reload (SIGHUP, Reload, RepositoryModelLoad)"
-            )
-        wait = max(0.0, self.retry_at - time.monotonic())
-        return f"model {echo(name)} could not be loaded: {self.reason}; it is tried again in {wait:.0f} s"
 
 
 def _malloc_trim() -> Callable[[int], int] | None:
@@ -142,9 +122,9 @@ class Residency:
         self.reserved: dict[str, int] = {}  # loaded or loading -> budget bytes
         self._loads: dict[str, asyncio.Task] = {}
         self._waiters: dict[str, int] = {}
-        self._failures: dict[str, LoadFailure] = {}
+        self.failures = LoadFailures(settings, metrics)
         self._stopping: set[asyncio.Task] = set()
-        self._verified: dict[Path, tuple] = {}  # directories hashed by an earlier load (registry.load_checked)
+        self._verified: dict[Path, tuple] = {}  # directories hashed by an earlier load (check_files)
         registry.loader = self.acquire
 
     # ------------------------------------------------------------------ at start
@@ -192,25 +172,26 @@ class Residency:
             return READY, ""
         if name in self._loads:
             return LOADING, "loading"
-        failure = self._failures.get(name)
+        failure = self.failures.get(name)
         if failure is not None:
             return UNAVAILABLE, failure.message(name)
         return UNAVAILABLE, "not loaded: loads on its first request"
 
     def failing(self, name: str) -> bool:
-        """Its last load failed (UNAVAILABLE until the backoff passes or a reload)."""
-        return name in self._failures
+        """Its last load failed (UNAVAILABLE while its files are unchanged, until a reload)."""
+        return name in self.failures
 
     async def acquire(self, name: str, deadline: Deadline | None) -> LoadedModel:
         """The model ``name`` loaded and held (``users`` counted) for the caller, which releases it.
 
         ``deadline``: None for none. Raises
         ModelUnavailable (a failed load), DeadlineExceeded (no load in time)."""
-        failure = self._failures.get(name)
-        if failure is not None and (failure.final or time.monotonic() < failure.retry_at):
+        entry = self.registry.index.get(name)
+        failure = None if entry is None else self.failures.current(name, entry.model_dir)
+        if failure is not None and name not in self._loads and (failure.waiting() or not self._fits(entry)):
             raise ModelUnavailable(failure.message(name))
-        if deadline is not None and name not in self.reserved and name in self.registry.index:
-            self._refuse_if_no_room_in_time(self.registry.index[name], deadline)
+        if deadline is not None and name not in self.reserved and entry is not None:
+            self._refuse_if_no_room_in_time(entry, deadline)
         task = self._loads.get(name)
         if task is None or task.done():  # a finished one is popped by its done callback, soon
             task = asyncio.ensure_future(self._load(name))
@@ -241,25 +222,28 @@ class Residency:
 
     async def _load(self, name: str) -> None:
         entry = self.registry.index[name]
+        files = files_now(entry.model_dir)
+        loop = asyncio.get_running_loop()
+        try:  # before any model is unloaded for it
+            await loop.run_in_executor(None, check_files, entry.model_dir, self._verified)
+        except Exception as exc:  # noqa: BLE001 - the model's, answered UNAVAILABLE
+            raise await self._failed(name, entry, exc, files) from None
         await self._make_room(entry)
         started = time.perf_counter()
         try:
-            loop = asyncio.get_running_loop()
             model = await loop.run_in_executor(None, load_checked, entry.model_dir, self.settings, self._verified)
             if model.name != name:
                 raise ManifestError(entry.model_dir / "model.json", "name", f"changed from {name!r} to {model.name!r}")
             await (model.classifier or model.engine).start()
         except Exception as exc:  # noqa: BLE001 - any load failure is the model's, answered UNAVAILABLE
             self.reserved.pop(name, None)
-            failed = self._failed(name, entry, exc)
-            await self.on_health(name, False)
-            raise failed from None
+            raise await self._failed(name, entry, exc, files) from None
         seconds = time.perf_counter() - started
         if name not in self.registry.index:  # unloaded by RepositoryModelUnload while it loaded
             self.reserved.pop(name, None)
             await (model.classifier or model.engine).stop(0.0)
             raise ModelUnavailable(f"model {echo(name)} was unloaded while it loaded")
-        self._failures.pop(name, None)
+        self.failures.forget(name)
         self.registry.models[name] = model
         self.registry.last_used[name] = time.monotonic()
         self._record_loaded(name, seconds)
@@ -267,26 +251,19 @@ class Residency:
         await self.on_loaded(model)
         await self.on_health(name, True)
 
+    async def _failed(self, name: str, entry: IndexedModel, exc: Exception, files: tuple | None) -> Exception:
+        failed = self.failures.record(name, entry.model_dir, exc, files)
+        await self.on_health(name, False)
+        return failed
+
     def _record_loaded(self, name: str, seconds: float) -> None:
         self.metrics.model_loads.labels(name, "ok").inc()
         self.metrics.model_load_seconds.labels(name).observe(seconds)
         self.metrics.loaded_model_bytes.labels(name).set(self.reserved.get(name, 0))
 
-    def _failed(self, name: str, entry: IndexedModel, exc: Exception) -> ModelUnavailable:
-        named = isinstance(exc, ManifestError) or str(entry.model_dir) in str(exc)
-        reason = str(exc) if named else f"{entry.model_dir}: {type(exc).__name__}: {exc}"
-        previous = self._failures.get(name)
-        attempts = (previous.attempts if previous else 0) + 1
-        backoff = self.settings.model_load_retry_seconds * 2 ** (attempts - 1)
-        failure = LoadFailure(reason, attempts, time.monotonic() + backoff, self.settings.model_load_attempts)
-        self._failures[name] = failure
-        self.metrics.model_loads.labels(name, "failed").inc()
-        log.error("model %s failed to load on demand (attempt %d): %s", name, attempts, reason)
-        return ModelUnavailable(failure.message(name))
-
     def forget_failure(self, name: str) -> None:
         """After a reload of ``name``'s directory: its next request tries to load it at once."""
-        self._failures.pop(name, None)
+        self.failures.forget(name)
 
     def _fits(self, entry: IndexedModel) -> bool:
         s = self.settings
@@ -295,7 +272,11 @@ class Residency:
         return count_ok and bytes_ok
 
     async def _make_room(self, entry: IndexedModel) -> None:
-        """Reserve ``entry``'s room, unloading least recently used idle models; wait while none is idle."""
+        """Reserve ``entry``'s room, unloading least recently used idle models; wait while none is idle.
+        A retry of the files a load failed with takes only free room (``load_failures.py``)."""
+        failure = self.failures.get(entry.name)
+        if failure is not None and not self._fits(entry):
+            raise ModelUnavailable(failure.message(entry.name))
         while not self._fits(entry):
             victim = self._idlest()
             if victim is not None:
@@ -356,7 +337,7 @@ class Residency:
     def unloaded(self, name: str) -> None:
         """``name`` was unloaded by RepositoryModelUnload (the registry dropped it): free its room."""
         self.reserved.pop(name, None)
-        self._failures.pop(name, None)
+        self.failures.forget(name)
         self.metrics.loaded_model_bytes.labels(name).set(0)
         self.on_unloaded(name)
 

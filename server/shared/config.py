@@ -109,10 +109,10 @@ class Settings:
     model_load_retry_seconds: float = _setting(
         30.0,
         "a model whose on-demand load failed answers UNAVAILABLE for this long, then the next request tries "
-        "again; the wait doubles after each failure, and after --model-load-attempts failures it stays "
-        "UNAVAILABLE until a reload",
+        "again where that unloads no other model; the wait doubles after each failure, and after "
+        "--model-load-attempts failures it stays UNAVAILABLE until a reload; a change to its files ends the wait",
     )
-    model_load_attempts: int = _setting(5, "failed on-demand loads before a model stays UNAVAILABLE until a reload")
+    model_load_attempts: int = _setting(5, "failed on-demand loads before a model waits for a reload or new files")
     repository_poll_seconds: float = _setting(
         5.0,
         "how often the model repository is looked at for model directories renamed into it or replaced "
