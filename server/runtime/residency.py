@@ -19,6 +19,12 @@ budget needs its room.
   more models than the budget holds from evicting the models others keep using on every request
   (each of theirs then paid a load): the rotation waits for room instead, and loads at most
   (loaded models / the minimum) a second.
+- Loads take room in the order they began to wait for it, and none waits on a model in steady use
+  for ever: once the first in line has waited ``--min-resident-seconds``, the least recently used
+  model in its way that has been loaded that long is *drained*: it takes no new request (those
+  wait, within their deadlines, for its next load, in line behind) and is unloaded once its
+  requests in flight finish. Two models in steady use under a budget of one so take turns, each
+  loaded at least the minimum before the other's load drains it.
 - A failed load answers UNAVAILABLE with its reason; what follows is ``load_failures.py``'s: the
   model is refused at once, unloading nothing, while its files are unchanged (a backoff, then only
   into free room), and tried at once when they change. The way EasyNMT, Ray Serve's model
@@ -40,11 +46,12 @@ from attnserve.contract.deadline import Deadline
 from attnserve.contract.manifest import ManifestError
 
 from ..shared.config import Settings
-from ..shared.errors import DeadlineExceeded, ModelUnavailable, Overloaded, echo
+from ..shared.errors import DeadlineExceeded, ModelUnavailable, echo
 from ..shared.metrics import Metrics
+from .budget import Room
 from .load_failures import LoadFailures, files_now
 from .model_loader import LoadedModel, check_files, load_checked, log_loaded
-from .registry import IndexedModel, ModelRegistry, RepositoryError
+from .registry import IndexedModel, ModelRegistry
 
 log = logging.getLogger(__name__)
 
@@ -72,30 +79,6 @@ def release_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-def room_at(
-    settings: Settings, reserved: dict[str, int], entry: IndexedModel, idle: list[tuple[str, float]]
-) -> float | None:
-    """When unloading the ``idle`` models (name, when it may go; least recently used first) as they
-    come of age makes room for ``entry`` beside the ``reserved`` ones; None when that is not enough
-    and models in use or loads under way must finish first (no telling when)."""
-    count, size = len(reserved), sum(reserved.values())
-    for name, at in idle:
-        count, size = count - 1, size - reserved[name]
-        if (not settings.max_loaded_models or count + 1 <= settings.max_loaded_models) and (
-            not settings.model_memory_bytes or size + entry.budget_bytes <= settings.model_memory_bytes
-        ):
-            return at
-    return None
-
-
-def no_room(name: str, loaded: int, minimum: float, wait: float) -> Overloaded:
-    return Overloaded(
-        f"model {echo(name)} is not loaded and there is no room for it within this request's deadline: "
-        f"the {loaded} loaded models were each used less than {minimum:g} s ago "
-        f"(--min-resident-seconds; the budget: --max-loaded-models, --model-memory-bytes); room is made in {wait:.1f} s"
-    )
-
-
 async def _no_health(name: str, serving: bool) -> None:
     return None
 
@@ -118,11 +101,10 @@ class Residency:
         self.registry, self.settings, self.metrics = registry, settings, metrics
         self.on_loaded, self.on_unloaded = on_loaded, on_unloaded
         self.on_health: Callable[[str, bool], Awaitable[None]] = _no_health  # the model's health: SERVING or not
-        self.pinned = frozenset(settings.pinned)
-        self.reserved: dict[str, int] = {}  # loaded or loading -> budget bytes
-        self._loads: dict[str, asyncio.Task] = {}
-        self._waiters: dict[str, int] = {}
+        self.room = Room(settings, registry)
+        self.reserved = self.room.reserved  # loaded, loading or draining -> budget bytes
         self.failures = LoadFailures(settings, metrics)
+        self._loads: dict[str, asyncio.Task] = {}
         self._stopping: set[asyncio.Task] = set()
         self._verified: dict[Path, tuple] = {}  # directories hashed by an earlier load (check_files)
         registry.loader = self.acquire
@@ -131,29 +113,11 @@ class Residency:
 
     def check_budget(self) -> None:
         """The budget can hold the largest model and the pinned ones; RepositoryError otherwise."""
-        s, index = self.settings, self.registry.index
-        unknown = sorted(self.pinned - set(index))
-        if unknown:
-            raise RepositoryError(f"pinned_models: no servable model named {', '.join(unknown)} in the repository")
-        if s.model_memory_bytes and index:
-            largest = max(index.values(), key=lambda m: m.budget_bytes)
-            if largest.budget_bytes > s.model_memory_bytes:
-                raise RepositoryError(
-                    f"model_memory_bytes {s.model_memory_bytes:,} cannot hold model {largest.name}, which takes "
-                    f"{largest.budget_bytes:,} bytes ({largest.weight_bytes:,} of files + its KV-cache budget: "
-                    "--max-kv-cache-bytes, else --max-tokens-in-flight tokens)"
-                )
-            pinned = sum(index[n].budget_bytes for n in self.pinned)
-            if pinned > s.model_memory_bytes:
-                raise RepositoryError(
-                    f"model_memory_bytes {s.model_memory_bytes:,} cannot hold the pinned models ({pinned:,} bytes)"
-                )
-        if s.max_loaded_models and len(self.pinned) > s.max_loaded_models:
-            raise RepositoryError(f"{len(self.pinned)} pinned models exceed max_loaded_models {s.max_loaded_models}")
+        self.room.check()
 
     def load_pinned(self) -> None:
         """Load the pinned models now (sync, at start, like an eager server)."""
-        for name in sorted(self.pinned):
+        for name in sorted(self.room.pinned):
             self.registry.load_indexed(self.registry.index[name], self.settings)
             if name in self.registry.models:
                 self.reserved[name] = self.registry.index[name].budget_bytes
@@ -162,6 +126,7 @@ class Residency:
         """A model loaded at start (pinned) or by a hot reload: it counts against the budget."""
         entry = self.registry.index.get(model.name)
         self.reserved[model.name] = entry.budget_bytes if entry else 0
+        self.room.loaded_at[model.name] = time.monotonic()
         self._record_loaded(model.name, 0.0)
 
     # ------------------------------------------------------------------ requests
@@ -170,6 +135,8 @@ class Residency:
         """(KServe index state, reason) of an indexed model."""
         if name in self.registry.models:
             return READY, ""
+        if name in self.room.draining:
+            return UNAVAILABLE, "draining: unloaded for another model's load once its requests finish"
         if name in self._loads:
             return LOADING, "loading"
         failure = self.failures.get(name)
@@ -188,16 +155,17 @@ class Residency:
         ModelUnavailable (a failed load), DeadlineExceeded (no load in time)."""
         entry = self.registry.index.get(name)
         failure = None if entry is None else self.failures.current(name, entry.model_dir)
-        if failure is not None and name not in self._loads and (failure.waiting() or not self._fits(entry)):
+        if failure is not None and name not in self._loads and (failure.waiting() or not self.room.free(entry)):
             raise ModelUnavailable(failure.message(name))
         if deadline is not None and name not in self.reserved and entry is not None:
-            self._refuse_if_no_room_in_time(entry, deadline)
+            self.room.refuse_if_no_room_in_time(entry, deadline)
         task = self._loads.get(name)
         if task is None or task.done():  # a finished one is popped by its done callback, soon
             task = asyncio.ensure_future(self._load(name))
             self._loads[name] = task
             task.add_done_callback(lambda t: self._done(name, t))
-        self._waiters[name] = self._waiters.get(name, 0) + 1
+        waiters = self.room.waiters
+        waiters[name] = waiters.get(name, 0) + 1
         try:
             remaining = None if deadline is None else deadline.remaining()
             try:
@@ -210,7 +178,7 @@ class Residency:
             model.users += 1  # before the waiter count drops: never a moment it could be chosen to unload
             return model
         finally:
-            self._waiters[name] -= 1
+            waiters[name] -= 1
 
     def _done(self, name: str, task: asyncio.Task) -> None:
         if self._loads.get(name) is task:  # not a newer load of the same model
@@ -222,6 +190,9 @@ class Residency:
 
     async def _load(self, name: str) -> None:
         entry = self.registry.index[name]
+        while name in self.room.draining:  # its previous load still finishes requests, in its room
+            self._check_waited_for(name)
+            await asyncio.sleep(ROOM_POLL_S)
         files = files_now(entry.model_dir)
         loop = asyncio.get_running_loop()
         try:  # before any model is unloaded for it
@@ -245,7 +216,7 @@ class Residency:
             raise ModelUnavailable(f"model {echo(name)} was unloaded while it loaded")
         self.failures.forget(name)
         self.registry.models[name] = model
-        self.registry.last_used[name] = time.monotonic()
+        self.registry.last_used[name] = self.room.loaded_at[name] = time.monotonic()
         self._record_loaded(name, seconds)
         log_loaded(model, seconds)
         await self.on_loaded(model)
@@ -265,53 +236,53 @@ class Residency:
         """After a reload of ``name``'s directory: its next request tries to load it at once."""
         self.failures.forget(name)
 
-    def _fits(self, entry: IndexedModel) -> bool:
-        s = self.settings
-        count_ok = not s.max_loaded_models or len(self.reserved) + 1 <= s.max_loaded_models
-        bytes_ok = not s.model_memory_bytes or sum(self.reserved.values()) + entry.budget_bytes <= s.model_memory_bytes
-        return count_ok and bytes_ok
+    def _check_waited_for(self, name: str) -> None:
+        if not self.room.waiters.get(name):
+            raise _NoWaiters(name)
 
     async def _make_room(self, entry: IndexedModel) -> None:
-        """Reserve ``entry``'s room, unloading least recently used idle models; wait while none is idle.
-        A retry of the files a load failed with takes only free room (``load_failures.py``)."""
-        failure = self.failures.get(entry.name)
-        if failure is not None and not self._fits(entry):
-            raise ModelUnavailable(failure.message(entry.name))
-        while not self._fits(entry):
-            victim = self._idlest()
-            if victim is not None:
-                self.unload(victim, evicted=True)
-                continue
-            if not self._waiters.get(entry.name):
-                raise _NoWaiters(entry.name)
-            await asyncio.sleep(ROOM_POLL_S)
-        self.reserved[entry.name] = entry.budget_bytes
+        """Reserve ``entry``'s room in line behind the loads that began to wait before it: unload the
+        least recently used idle model, or drain one in steady use once this load has waited
+        ``--min-resident-seconds`` first in line. A retry of the files a load failed with takes only
+        free room (``load_failures.py``)."""
+        name, room = entry.name, self.room
+        failure = self.failures.get(name)
+        if failure is not None and not room.free(entry):
+            raise ModelUnavailable(failure.message(name))
+        room.queue.append(name)
+        first = time.monotonic()  # when it came first in line
+        try:
+            while room.queue[0] != name or not room.fits(entry):
+                if room.queue[0] != name:
+                    first = time.monotonic()
+                elif (victim := room.idlest()) is not None:
+                    self.unload(victim, evicted=True)
+                    continue
+                elif not room.draining and time.monotonic() - first >= self.settings.min_resident_seconds:
+                    self._drain(room.to_drain(), name, time.monotonic() - first)
+                self._check_waited_for(name)
+                await asyncio.sleep(ROOM_POLL_S)
+        finally:
+            room.queue.remove(name)
+        self.reserved[name] = entry.budget_bytes
 
-    def _idle(self) -> list[str]:
-        """Loaded models that could be unloaded to make room, the least recently used first, old enough or not."""
-        idle = [
-            name
-            for name, model in self.registry.models.items()
-            if model.users == 0 and not self._waiters.get(name) and name not in self.pinned and name in self.reserved
-        ]
-        return sorted(idle, key=lambda n: self.registry.last_used.get(n, 0.0))
-
-    def _resident_until(self, name: str) -> float:
-        """When ``name`` may be unloaded to make room: --min-resident-seconds after its last use."""
-        return self.registry.last_used.get(name, 0.0) + self.settings.min_resident_seconds
-
-    def _idlest(self) -> str | None:
-        now = time.monotonic()
-        return next((n for n in self._idle() if self._resident_until(n) <= now), None)
-
-    def _refuse_if_no_room_in_time(self, entry: IndexedModel, deadline: Deadline) -> None:
-        """RESOURCE_EXHAUSTED now, rather than DEADLINE_EXCEEDED later, when the models in the way of
-        ``entry``'s load are all idle but none may be unloaded before the request's deadline."""
-        if self._fits(entry):
+    def _drain(self, name: str | None, waiting: str, waited: float) -> None:
+        """``name`` takes no new request (they wait for its next load) and leaves the budget once
+        its requests in flight finish (:meth:`_retire`), for ``waiting``'s load."""
+        if name is None:  # none loaded long enough yet
             return
-        at = room_at(self.settings, self.reserved, entry, [(n, self._resident_until(n)) for n in self._idle()])
-        if at is not None and at - time.monotonic() > deadline.remaining():
-            raise no_room(entry.name, len(self.reserved), self.settings.min_resident_seconds, at - time.monotonic())
+        model = self.registry.models.pop(name)
+        self.room.draining.add(name)
+        self.metrics.model_evictions.labels(name).inc()
+        log.info(
+            "model %s drains to make room for model %s, whose load has waited %.1f s: it is unloaded once its "
+            "%d request(s) in flight finish; its new requests wait for their turn",
+            name,
+            waiting,
+            waited,
+            model.users,
+        )
+        self._retire_later(model)
 
     def unload(self, name: str, evicted: bool = False) -> None:
         """Drop a loaded model from the registry and the budget; it stops once its requests are done."""
@@ -324,15 +295,26 @@ class Residency:
             log.info("model %s unloaded to make room (idle, least recently used)", name)
         self.metrics.loaded_model_bytes.labels(name).set(0)
         self.on_unloaded(name)
-        task = asyncio.ensure_future(self._retire(model))
+        self._retire_later(model)
+
+    def _retire_later(self, model: LoadedModel) -> None:
+        task = asyncio.ensure_future(self._retire(model.name, model))
         self._stopping.add(task)
         task.add_done_callback(self._stopping.discard)
 
-    async def _retire(self, model: LoadedModel) -> None:
-        """Stop ``model`` once its requests are done, then give its memory back to the system."""
-        await model.stop_when_unused(max(self.settings.grace_seconds, 1.0))
-        del model
-        await asyncio.get_running_loop().run_in_executor(None, release_memory)
+    async def _retire(self, name: str, model: LoadedModel) -> None:
+        """Stop ``model`` once its requests are done, then give its memory back to the system; a
+        drained model leaves the budget only then."""
+        try:
+            await model.stop_when_unused(max(self.settings.grace_seconds, 1.0))
+            del model
+            await asyncio.get_running_loop().run_in_executor(None, release_memory)
+        finally:
+            if name in self.room.draining:
+                self.reserved.pop(name, None)
+                self.room.draining.discard(name)
+                self.metrics.loaded_model_bytes.labels(name).set(0)
+                self.on_unloaded(name)
 
     def unloaded(self, name: str) -> None:
         """``name`` was unloaded by RepositoryModelUnload (the registry dropped it): free its room."""

@@ -104,7 +104,8 @@ class Settings:
         2.0,
         "a loaded model is unloaded to make room only after this long without a request (its load counts as "
         "one), so requests rotating among more models than the budget holds wait for room rather than evict "
-        "the models other clients keep using (lazy; 0 = least recently used idle model at once)",
+        "the models other clients keep using; a load first in line for this long drains the least recently used "
+        "model loaded as long, busy or not, unloaded once its requests finish (lazy; 0 = no minimum)",
     )
     model_load_retry_seconds: float = _setting(
         30.0,

@@ -1,13 +1,17 @@
 """Lazy loading under a budget of one model: a model whose load fails costs the healthy resident
-model nothing. The repository: the bundled translator under a few names (``pair_repo``)."""
+model nothing, and steady traffic to the resident model cannot keep another model's load waiting
+forever. The repository: the bundled translator under a few names (``pair_repo``)."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -103,3 +107,69 @@ def test_a_model_that_fails_only_when_loaded_is_refused_without_evicting_until_i
         manifest["files"]["decoder.onnx"]["bytes"] = good.stat().st_size
         (broken / "model.json").write_text(json.dumps(manifest))  # fixed in place: tried again at once
         assert client.translate([TEXT], source_language="es", target_language="en")[0].text
+
+
+def test_steady_traffic_to_the_resident_model_cannot_keep_another_models_load_waiting(serve, repo):
+    with serve(repo, **dict(ONE, min_resident_seconds=0.5)) as server, server.client() as client:
+        assert client.translate([TEXT], source_language="en", target_language="de")[0].text
+        stop = threading.Event()
+        errors: list[Exception] = []
+
+        def steady() -> int:  # requests overlapping back to back: en-de is never idle
+            served = 0
+            while not stop.is_set():
+                try:
+                    client.translate([TEXT], source_language="en", target_language="de", timeout=30)
+                    served += 1
+                except AttnServeError as exc:
+                    errors.append(exc)
+            return served
+
+        with ThreadPoolExecutor(2) as pool:
+            traffic = [pool.submit(steady) for _ in range(2)]
+            try:
+                time.sleep(0.3)
+                started = time.monotonic()
+                assert client.translate([TEXT], source_language="de", target_language="en", timeout=8)[0].text
+                waited = time.monotonic() - started
+                time.sleep(1.5)  # en-de's clients, waiting meanwhile, get their model back in turn
+            finally:
+                stop.set()
+            served = [t.result(30) for t in traffic]
+        assert waited < 5, f"de-en waited {waited:.1f} s"
+        assert not errors and all(served)  # en-de's requests waited for their turn, none failed
+        assert _loads(server, "mt-en-de") >= 2 and _loads(server, "mt-de-en") == 1
+
+
+def test_a_request_for_a_model_waiting_its_turn_gets_deadline_exceeded_at_its_deadline(serve, repo):
+    with serve(repo, **dict(ONE, min_resident_seconds=0.3)) as server, server.client() as client:
+        registry, lt = server.app.registry, server.loop_thread
+        held, release = threading.Event(), threading.Event()
+
+        async def hold() -> None:  # a long request in flight on en-de
+            async with registry.use("mt-en-de", None):
+                held.set()
+                while not release.is_set():
+                    await asyncio.sleep(0.01)
+
+        holder = asyncio.run_coroutine_threadsafe(hold(), lt.loop)
+        assert held.wait(30)
+        try:
+            with ThreadPoolExecutor(1) as pool:
+                waiting = pool.submit(client.translate, [TEXT], source_language="de", target_language="en", timeout=30)
+                deadline = time.monotonic() + 5
+                while "mt-en-de" in registry.models and time.monotonic() < deadline:
+                    time.sleep(0.02)  # de-en waited its grace: en-de takes no new request
+                assert "mt-en-de" not in registry.models
+                started = time.monotonic()
+                with pytest.raises(AttnServeError) as late:  # waits behind de-en's load, within its deadline
+                    client.translate([TEXT], source_language="en", target_language="de", timeout=0.5)
+                assert late.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+                assert time.monotonic() - started < 3
+                release.set()  # en-de's last request finishes: it is unloaded, de-en loads
+                assert waiting.result(30)[0].text
+        finally:
+            release.set()
+        holder.result(10)
+        assert list(registry.models) == ["mt-de-en"]
+        assert client.translate([TEXT], source_language="en", target_language="de")[0].text  # its turn again

@@ -106,7 +106,9 @@ def test_concurrent_requests_for_a_cold_model_share_one_load_and_hear_its_time(s
 
 
 def test_a_model_in_use_is_never_unloaded_and_a_request_waits_for_room_within_its_deadline(serve, pairs_repo):
-    with serve(pairs_repo, max_loaded_models=1, max_tokens_in_flight=2048, min_resident_seconds=0) as server:
+    # a load that has waited --min-resident-seconds drains the model in its way (test_lazy_loading_fairness.py):
+    # 2 s, past the first request's deadline
+    with serve(pairs_repo, max_loaded_models=1, max_tokens_in_flight=2048, min_resident_seconds=2) as server:
         registry, lt = server.app.registry, server.loop_thread
         held = asyncio.Event()
         release = asyncio.Event()
