@@ -41,6 +41,7 @@ DOORS = {
     "http.job_routes": "files",
     "http.deepl_routes": "deepl",
     "http.deepl_glossary_routes": "deepl",
+    "http.deepl_v3_glossary_routes": "deepl",
     "http.glossary_routes": "glossaries",
     "http.web_routes": "web",
     "http.openapi": "openapi",

@@ -12,7 +12,8 @@ this one list. Each name is one a service's request holds or its answer carries:
 - images (``ClassificationRequest.images``, ``ClassificationService.classify``): ``ImageInput``
   (an ``EncodedImage`` or a ``RawTensor``), ``ImageResult``;
 - files: the extensions a file request may have (``FILE_EXTENSIONS``), a background job's record
-  (``Job``, ``FileJobs``), a stored glossary (``Glossary``, ``StoredGlossaries``);
+  (``Job``, ``FileJobs``), a stored glossary (``Glossary``, its ``Dictionary`` of each language
+  pair, ``StoredGlossaries``);
 - the models: one model's hot reload (``ReloadOutcome``, the repository's reload action).
 """
 
@@ -24,7 +25,7 @@ from ..files import SUPPORTED as FILE_EXTENSIONS
 from ..files.job_store import Job
 from ..images.classifier import EncodedImage, ImageInput, ImageResult, RawTensor
 from ..runtime.reload import ReloadOutcome
-from ..state import Glossary
+from ..state import Dictionary, Glossary
 from ..translation import DecodeOptions, Hypothesis, StreamEvent
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "HTML",
     "TEXT",
     "DecodeOptions",
+    "Dictionary",
     "EncodedImage",
     "Glossary",
     "Hypothesis",

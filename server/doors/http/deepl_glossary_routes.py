@@ -5,7 +5,9 @@
 ``GET /v2/glossaries/{id}/entries`` -> ``text/tab-separated-values``; ``DELETE
 /v2/glossaries/{id}`` -> 204; ``GET /v2/glossary-language-pairs`` -> the served pairs. A
 glossary is ``{"glossary_id", "name", "ready", "source_lang", "target_lang", "creation_time",
-"entry_count"}``, languages in lower case as DeepL writes them."""
+"entry_count"}``, languages in lower case as DeepL writes them. These routes see the key's
+glossaries of one dictionary; a v3 glossary of several (``deepl_v3_glossary_routes``) is listed
+and read only there (a 400 here), and deleted by either."""
 
 from __future__ import annotations
 
@@ -23,15 +25,20 @@ from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, deepl_error, read_f
 from .table import RouteTable
 
 
+def creation_time(created: float) -> str:
+    """DeepL's timestamps: ISO 8601 in UTC, milliseconds, ``Z``."""
+    when = datetime.datetime.fromtimestamp(created, datetime.timezone.utc)
+    return when.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 def glossary_json(glossary: Glossary) -> dict[str, Any]:
-    created = datetime.datetime.fromtimestamp(glossary.created, datetime.timezone.utc)
     return {
         "glossary_id": glossary.id,
         "name": glossary.name,
         "ready": True,
         "source_lang": glossary.source,
         "target_lang": glossary.target,
-        "creation_time": created.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "creation_time": creation_time(glossary.created),
         "entry_count": glossary.entry_count,
     }
 

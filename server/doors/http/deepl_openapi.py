@@ -1,6 +1,6 @@
 """The DeepL door's rows of the OpenAPI document (``openapi.py``), whose errors are DeepL's
-``{"message": ...}`` rather than ``{"error": ...}`` (``deepl_routes``), and those of attnserve's
-own stored-glossary routes (``glossary_routes``)."""
+``{"message": ...}`` rather than ``{"error": ...}`` (``deepl_routes``): its v2 API and its v3
+glossaries; and those of attnserve's own stored-glossary routes (``glossary_routes``)."""
 
 from __future__ import annotations
 
@@ -66,6 +66,41 @@ SCHEMAS: dict[str, Any] = {
             "entry_count": {"type": "integer"},
         },
     },
+    "DeepLDictionaryEntries": {
+        "type": "object",
+        "required": ["source_lang", "target_lang", "entries"],
+        "properties": {
+            "source_lang": {"type": "string"},
+            "target_lang": {"type": "string"},
+            "entries": {"type": "string", "description": "source<TAB>target lines, or CSV rows"},
+            "entries_format": {"type": "string", "enum": ["tsv", "csv"]},
+        },
+    },
+    "DeepLV3GlossaryRequest": {
+        "type": "object",
+        "description": "create: both; edit (PATCH): a new name and / or dictionaries whose entries are merged",
+        "properties": {
+            "name": {"type": "string"},
+            "dictionaries": {"type": "array", "items": _ref("DeepLDictionaryEntries")},
+        },
+    },
+    "DeepLDictionary": {
+        "type": "object",
+        "properties": {
+            "source_lang": {"type": "string"},
+            "target_lang": {"type": "string"},
+            "entry_count": {"type": "integer"},
+        },
+    },
+    "DeepLV3Glossary": {
+        "type": "object",
+        "properties": {
+            "glossary_id": {"type": "string"},
+            "name": {"type": "string"},
+            "dictionaries": {"type": "array", "items": _ref("DeepLDictionary")},
+            "creation_time": {"type": "string"},
+        },
+    },
     "DeepLDocumentForm": {
         "type": "object",
         "required": ["file", "target_lang"],
@@ -106,6 +141,19 @@ OPERATIONS: list[tuple] = [
     ("GET", "/v2/glossaries/{id}", "deepl", "a glossary", None, 200, _json("DeepLGlossary")),
     ("DELETE", "/v2/glossaries/{id}", "deepl", "delete a glossary", None, 204, None),
     ("GET", "/v2/glossaries/{id}/entries", "deepl", "a glossary's entries as TSV", None, 200, TSV),
+    ("POST", "/v3/glossaries", "deepl", "create a glossary of a dictionary per language pair",
+     _json("DeepLV3GlossaryRequest"), 201, _json("DeepLV3Glossary")),
+    ("GET", "/v3/glossaries", "deepl", "the key's glossaries (v2 ones as one dictionary)", None, 200, _json("Object")),
+    ("GET", "/v3/glossaries/{id}", "deepl", "a glossary and its dictionaries", None, 200, _json("DeepLV3Glossary")),
+    ("PATCH", "/v3/glossaries/{id}", "deepl", "rename a glossary, merge entries into its dictionaries",
+     _json("DeepLV3GlossaryRequest"), 200, _json("DeepLV3Glossary")),
+    ("DELETE", "/v3/glossaries/{id}", "deepl", "delete a glossary", None, 204, None),
+    ("PUT", "/v3/glossaries/{id}/dictionaries", "deepl", "replace (or add) the dictionary of a pair",
+     _json("DeepLDictionaryEntries"), 200, _json("DeepLDictionary")),
+    ("DELETE", "/v3/glossaries/{id}/dictionaries", "deepl", "delete the dictionary of source_lang, target_lang",
+     None, 204, None),
+    ("GET", "/v3/glossaries/{id}/entries", "deepl", "the entries of the dictionary of source_lang, target_lang",
+     None, 200, _json("Object")),
     ("POST", "/v2/document", "deepl", "upload a document: a file job",
      {"multipart/form-data": {"schema": _ref("DeepLDocumentForm")}}, 200, _json("Object")),
     ("POST", "/v2/document/{id}", "deepl", "a document's status", _form_or_json("DeepLDocumentKey"), 200,

@@ -40,6 +40,7 @@ from ..context import DoorContext
 from . import (
     deepl_glossary_routes,
     deepl_routes,
+    deepl_v3_glossary_routes,
     file_routes,
     generate_routes,
     glossary_routes,
@@ -64,6 +65,7 @@ ROUTE_MODULES = (
     job_routes.add_routes,
     deepl_routes.add_routes,
     deepl_glossary_routes.add_routes,
+    deepl_v3_glossary_routes.add_routes,
     glossary_routes.add_routes,
     web_routes.add_routes,
     openapi.add_routes,

@@ -1,16 +1,27 @@
 """Stored glossaries' records on both backends (SQLite, PostgreSQL): per key, bounded per key,
-and safe when several processes create glossaries at once (``--workers``, replicas)."""
+safe when several processes create glossaries at once (``--workers``, replicas); a glossary of a
+dictionary per language pair (DeepL's v3) kept, edited whole or not at all, and deleted with its
+dictionaries; a store made before glossaries held dictionaries opens with its glossaries."""
 
 from __future__ import annotations
 
 import multiprocessing
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from attnserve.server.state import Glossary, GlossaryStore, StateStoreError, StoreUnavailable, open_database
+from attnserve.server.state import (
+    Dictionary,
+    Glossary,
+    GlossaryStore,
+    StateStoreError,
+    StoreUnavailable,
+    open_database,
+    with_dictionaries,
+)
 from tests.support import postgres
 
 
@@ -38,6 +49,59 @@ def test_each_key_keeps_at_most_its_bound(database):
     assert not store.add(glossary("a", "third"), max_per_key=2)
     assert store.add(glossary("b"), max_per_key=2)  # another key has its own count
     assert [g.name for g in store.list("a")] == ["g0", "g1"]
+
+
+GERMAN = Dictionary("en", "de", 2, 1.0, (("Monday", "Montag"), ("März", "MÄRZ")))
+FRENCH = Dictionary("en", "fr", 1, 2.0, (("Monday", "Lundi"),))
+
+
+def test_a_glossary_of_dictionaries_is_kept_edited_whole_and_deleted_with_them(database):
+    store = GlossaryStore(database)
+    made = with_dictionaries(Glossary("m", "a", "days", "", "", 0, 1.0), (GERMAN, FRENCH))
+    assert store.add(made, max_per_key=10)
+    assert store.get("a", "m", entries=True) == made and made.entry_count == 3 and made.source == ""
+    listed = store.list("a")[0]
+    assert [(d.target, d.entry_count, d.entries) for d in listed.parts] == [("de", 2, ()), ("fr", 1, ())]
+    assert store.get("b", "m") is None and store.edit("b", "m", lambda g: g) is None
+
+    def fails(found: Glossary) -> Glossary:
+        raise ValueError("the service refused the change")
+
+    with pytest.raises(ValueError):
+        store.edit("a", "m", fails)
+    assert store.get("a", "m", entries=True) == made  # a refused edit leaves it as it was
+    edited = store.edit("a", "m", lambda g: with_dictionaries(replace(g, name="week"), (FRENCH,)))
+    assert store.get("a", "m", entries=True) == edited
+    assert (edited.name, edited.source, edited.target, edited.entries) == ("week", "en", "fr", FRENCH.entries)
+    assert store.delete("a", "m") and store.get("a", "m") is None
+    assert database.rows("SELECT count(*) FROM glossary_dictionaries") == [(0,)]
+
+
+OLD_SCHEMA = """
+CREATE TABLE IF NOT EXISTS glossaries (
+    id TEXT PRIMARY KEY, key TEXT NOT NULL, name TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL,
+    entry_count BIGINT NOT NULL, entries TEXT NOT NULL, created DOUBLE PRECISION NOT NULL
+);
+CREATE INDEX IF NOT EXISTS glossaries_by_key ON glossaries (key, created)
+"""  # the glossaries table of a server before glossaries held a dictionary per language pair
+
+
+def test_a_store_made_before_dictionaries_opens_with_its_glossaries_which_can_be_edited(state_url, tmp_path):
+    old = open_database(state_url, tmp_path)
+    old.create(OLD_SCHEMA)
+    old.run(
+        "INSERT INTO glossaries VALUES ('before', 'a', 'days', 'en', 'de', 2, ?, 1.0)",
+        ('[["Monday", "Montag"], ["März", "MÄRZ"]]',),
+    )
+    old.close()
+    stores = [GlossaryStore(open_database(state_url, tmp_path)) for _ in range(2)]  # the second finds it done
+    before = stores[1].get("a", "before", entries=True)
+    assert before == Glossary("before", "a", "days", "en", "de", 2, 1.0, GERMAN.entries)
+    assert before.parts == (GERMAN,) and stores[1].list("a") == [replace(before, entries=())]
+    edited = stores[1].edit("a", "before", lambda g: with_dictionaries(g, (*g.parts, FRENCH)))
+    assert stores[0].get("a", "before", entries=True) == edited and edited.parts == (GERMAN, FRENCH)
+    assert [d.target for d in stores[0].list("a")[0].parts] == ["de", "fr"]
+    assert stores[0].add(glossary("a"), max_per_key=2) and not stores[0].add(glossary("a"), max_per_key=2)
 
 
 def _create(state_url: str, folder: str, worker: int, count: int, bound: int, results) -> None:
