@@ -99,6 +99,42 @@ def model_from_state(directory: Path, cfg: TranslationConfig, state: dict[str, t
     return model.eval()
 
 
+def embedding_weights(
+    state: dict[str, torch.Tensor], cfg: TranslationConfig, source: Path
+) -> tuple[dict[str, torch.Tensor], TranslationConfig]:
+    """The embeddings and output projection transformers runs, moved out of ``state`` (no
+    ``model.`` prefix) under our names, and ``cfg`` with ``share_embeddings`` set from them.
+
+    With ``tie_word_embeddings`` the output projection is the target embedding and, when the
+    family shares its embeddings (``cfg.share_embeddings``: Marian's
+    ``share_encoder_decoder_embeddings``, always for M2M100 / NLLB), both sides use ``shared``.
+    Without it transformers 5 ties nothing: each side runs its own stored ``embed_tokens``
+    (``shared`` where a checkpoint stores only that, as transformers 4 saved them) and
+    ``lm_head`` is read. ``share_embeddings`` then holds when the two are the same tensor.
+    """
+    shared = state.pop("shared.weight", None)
+    src = state.pop("encoder.embed_tokens.weight", None)
+    tgt = state.pop("decoder.embed_tokens.weight", None)
+    lm_head = state.pop("lm_head.weight", None)
+    ours: dict[str, torch.Tensor] = {}
+    if cfg.tie_output and cfg.share_embeddings:
+        src = tgt = next((t for t in (shared, src, tgt) if t is not None), None)
+    elif not cfg.tie_output:  # (tied output, separate embeddings: each side its own, as stored)
+        src = src if src is not None else shared
+        tgt = tgt if tgt is not None else shared
+        if lm_head is None:
+            raise ImportCheckpointError(f"{source}: weight 'lm_head.weight' missing (tie_word_embeddings is false)")
+        ours["lm_head.weight"] = lm_head
+    for name, tensor in (("encoder", src), ("decoder", tgt)):
+        if tensor is None:
+            raise ImportCheckpointError(f"{source}: weight 'model.shared.weight' / 'model.{name}.embed_tokens' missing")
+    shared_embeddings = src is tgt or (src.shape == tgt.shape and torch.equal(src, tgt))
+    ours["src_embed.weight"] = src
+    if not shared_embeddings:
+        ours["tgt_embed.weight"] = tgt
+    return ours, dataclasses.replace(cfg, share_embeddings=shared_embeddings)
+
+
 def take_layers(state: dict[str, torch.Tensor], cfg: TranslationConfig, source: Path) -> dict:
     """Every encoder and decoder layer's weights (attention, feed-forward, layer norms), moved
     out of ``state`` under our names: the BART-family layout Marian and M2M100 / NLLB share."""

@@ -40,6 +40,7 @@ from .hf_translation import (
     ImportedTranslator,
     check_special_ids,
     config_fields,
+    embedding_weights,
     hf_limits,
     model_from_state,
     move_weights,
@@ -77,29 +78,19 @@ def translation_config_from_m2m100(path: Path, config: dict[str, Any], unk_id: i
     return translation_config(path, fields | family)
 
 
-def state_from_m2m100(state: dict, cfg: TranslationConfig, source: Path) -> dict:
-    """An M2M100ForConditionalGeneration checkpoint's tensors -> our state dict."""
+def state_from_m2m100(state: dict, cfg: TranslationConfig, source: Path) -> tuple[dict, TranslationConfig]:
+    """An M2M100ForConditionalGeneration checkpoint's tensors -> our state dict and config (embeddings
+    as transformers runs them: ``hf_translation.embedding_weights``)."""
     state = {k.removeprefix("model."): v for k, v in state.items()}
     for side in ("encoder", "decoder"):
         state.pop(f"{side}.embed_positions.weights", None)  # the fixed table, when a checkpoint stores it
-    shared = state.pop("shared.weight", None)
-    src = state.pop("encoder.embed_tokens.weight", None)
-    tgt = state.pop("decoder.embed_tokens.weight", None)
-    lm_head = state.pop("lm_head.weight", None)
-    embed = shared if shared is not None else (src if src is not None else tgt)
-    if embed is None:
-        raise ImportCheckpointError(f"{source}: weight 'model.shared.weight' missing")
-    ours = {"src_embed.weight": embed}
-    if not cfg.tie_output:
-        if lm_head is None:
-            raise ImportCheckpointError(f"{source}: weight 'lm_head.weight' missing (tie_word_embeddings is false)")
-        ours["lm_head.weight"] = lm_head
+    ours, cfg = embedding_weights(state, cfg, source)
     for side, norm in (("encoder", "encoder_norm"), ("decoder", "decoder_norm")):
         ours |= move_weights(state, weight_and_bias_pairs(f"{side}.layer_norm", norm), source)
     ours |= take_layers(state, cfg, source)
     if state:
         raise ImportCheckpointError(f"{source}: unexpected weights {sorted(state)[:5]} (not an M2M100 model?)")
-    return ours
+    return ours, cfg
 
 
 def load_m2m100(path: Path | str) -> ImportedTranslator:
@@ -118,7 +109,8 @@ def load_m2m100(path: Path | str) -> ImportedTranslator:
     check_special_ids(directory / "config.json", cfg, ids, "the tokenizer maps {token} to", names)
     if tokenizer.get_vocab_size(with_added_tokens=True) > cfg.vocab_size:
         log.info("%s: the tokenizer has ids past vocab_size %d (unused)", directory, cfg.vocab_size)
-    model = model_from_state(directory, cfg, state_from_m2m100(load_weights(directory), cfg, directory))
+    state, cfg = state_from_m2m100(load_weights(directory), cfg, directory)
+    model = model_from_state(directory, cfg, state)
     codes = list(languages)
     return ImportedTranslator(
         model,

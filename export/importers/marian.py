@@ -14,7 +14,6 @@ token by our decoders.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 from pathlib import Path
@@ -30,6 +29,7 @@ from .hf_translation import (
     ImportedTranslator,
     check_special_ids,
     config_fields,
+    embedding_weights,
     hf_limits,
     model_from_state,
     take_layers,
@@ -108,14 +108,9 @@ def state_from_marian(
 ) -> tuple[dict[str, torch.Tensor], TranslationConfig]:
     """A Marian checkpoint's tensors (``model.`` prefix optional) -> our state dict and config.
 
-    Embeddings follow what transformers runs: with ``tie_word_embeddings`` the output
-    projection is the target embedding and, when ``share_encoder_decoder_embeddings``,
-    both sides use ``shared``; without it (transformers 5 then ties nothing) each side
-    uses its own stored ``embed_tokens`` and ``lm_head`` is read. ``share_embeddings``
-    is set from whether the two embeddings are the same tensor.
+    Embeddings follow what transformers runs (``hf_translation.embedding_weights``).
     """
     state = {k.removeprefix("model."): v for k, v in state.items()}
-    ours: dict[str, torch.Tensor] = {}
     for side in ("encoder", "decoder"):
         stored = state.pop(f"{side}.embed_positions.weight", None)
         if stored is not None:  # older checkpoints store the (fixed) table: it must be the one we compute
@@ -124,28 +119,7 @@ def state_from_marian(
                 raise ImportCheckpointError(
                     f"{source}: weight 'model.{side}.embed_positions.weight' is not Marian's sinusoidal table"
                 )
-    shared = state.pop("shared.weight", None)
-    src = state.pop("encoder.embed_tokens.weight", None)
-    tgt = state.pop("decoder.embed_tokens.weight", None)
-    lm_head = state.pop("lm_head.weight", None)
-    if cfg.tie_output and cfg.share_embeddings:
-        src = tgt = shared if shared is not None else src
-    elif cfg.tie_output:
-        pass  # separate embeddings, the output tied to the target one
-    else:
-        src = src if src is not None else shared
-        tgt = tgt if tgt is not None else shared
-        if lm_head is None:
-            raise ImportCheckpointError(f"{source}: weight 'lm_head.weight' missing (tie_word_embeddings is false)")
-        ours["lm_head.weight"] = lm_head
-    for name, tensor in (("encoder", src), ("decoder", tgt)):
-        if tensor is None:
-            raise ImportCheckpointError(f"{source}: weight 'model.shared.weight' / 'model.{name}.embed_tokens' missing")
-    shared_embeddings = src is tgt or (src.shape == tgt.shape and torch.equal(src, tgt))
-    cfg = dataclasses.replace(cfg, share_embeddings=shared_embeddings)
-    ours["src_embed.weight"] = src
-    if not shared_embeddings:
-        ours["tgt_embed.weight"] = tgt
+    ours, cfg = embedding_weights(state, cfg, source)
     ours["logits_bias"] = take(state, "final_logits_bias", source, (1, cfg.vocab_size))[0]
     ours |= take_layers(state, cfg, source)
     if state:
