@@ -31,6 +31,7 @@ def load_hf_translation(path: Path | str, expected: str | None = None) -> Import
     """Import a local translation directory by its ``config.json`` ``model_type`` (``expected``: require one)."""
     directory = model_dir(path)
     model_type = read_json(directory / "config.json").get("model_type")
+    model_type = model_type if model_type is None or isinstance(model_type, str) else repr(model_type)
     if model_type not in TRANSLATION_IMPORTERS or (expected is not None and model_type != expected):
         wanted = [expected] if expected else sorted(TRANSLATION_IMPORTERS)
         found = "has no model_type" if model_type is None else f"model_type is {model_type!r}"

@@ -30,6 +30,26 @@ class ImportCheckpointError(ExportError):
     """A Hugging Face directory that cannot be imported; the message names the file and the field."""
 
 
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"  # how a Git LFS pointer file starts
+
+
+def unreadable(path: Path, what: str, reason: object) -> ImportCheckpointError:
+    """``path`` could not be read as ``what``: the error names the file and why. A Git LFS pointer
+    (a repository cloned without git-lfs holds these instead of its weights and tokenizer
+    models) is named as such, with what fetches the real file."""
+    try:
+        with path.open("rb") as f:
+            pointer = f.read(len(LFS_POINTER)) == LFS_POINTER
+    except OSError:
+        pointer = False
+    if pointer:
+        return ImportCheckpointError(
+            f"{path}: a Git LFS pointer, not the file itself (cloned without git-lfs?): run "
+            "`git lfs install && git lfs pull` in the directory, or use `attnserve-export pull`"
+        )
+    return ImportCheckpointError(f"{path}: {what} ({reason})")
+
+
 def require_module(name: str, purpose: str) -> ModuleType:
     """Import an optional package (transformers, sentencepiece) or say how to install it."""
     try:
@@ -53,7 +73,7 @@ def read_json(path: Path, required: bool = True) -> dict[str, Any] | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ImportCheckpointError(f"{path}: not valid JSON ({exc})") from None
+        raise unreadable(path, "not valid JSON", exc) from None
     if not isinstance(data, dict):
         raise ImportCheckpointError(f"{path}: expected a JSON object, got {type(data).__name__}")
     return data
@@ -110,7 +130,7 @@ def _load_one(path: Path) -> dict[str, torch.Tensor]:
             return load_file(str(path))
         state = torch.load(str(path), map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - safetensors / pickle raise many kinds
-        raise ImportCheckpointError(f"{path}: cannot read weights ({exc})") from None
+        raise unreadable(path, "cannot read weights", exc) from None
     if not isinstance(state, dict):
         raise ImportCheckpointError(f"{path}: expected a state dict, got {type(state).__name__}")
     return state

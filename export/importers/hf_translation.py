@@ -88,10 +88,16 @@ def model_from_state(directory: Path, cfg: TranslationConfig, state: dict[str, t
     """A :class:`TranslationTransformer` of ``cfg`` holding ``state`` (eval mode); the tied weights
     may be absent, any other missing or unexpected weight is an import error."""
     model = TranslationTransformer(cfg)
-    try:
-        missing, unexpected = model.load_state_dict(state, strict=False)
-    except RuntimeError as exc:  # shape mismatches
-        raise ImportCheckpointError(f"{directory}: weights do not fit config.json ({exc})") from None
+    expected = model.state_dict()
+    wrong = [(k, tuple(v.shape), tuple(expected[k].shape)) for k, v in state.items() if k in expected]
+    wrong = [w for w in wrong if w[1] != w[2]]
+    if wrong:  # one line, where load_state_dict would list every mismatch on a line of its own
+        name, found, wanted = wrong[0]
+        raise ImportCheckpointError(
+            f"{directory}: weights do not fit config.json: {name} is {found}, config.json's sizes make it "
+            f"{wanted} ({len(wrong)} weight(s) differ)"
+        )
+    missing, unexpected = model.load_state_dict(state, strict=False)
     tied = {"tgt_embed.weight"} if cfg.share_embeddings else set()
     tied |= {"lm_head.weight"} if cfg.tie_output else set()
     if set(missing) - tied or unexpected:

@@ -35,6 +35,7 @@ from .hf_files import (
     read_config,
     read_json,
     special_tokens,
+    unreadable,
 )
 from .hf_translation import (
     ImportedTranslator,
@@ -133,6 +134,11 @@ def _tokenizer(
     """The directory's tokenizer and its ``{code: token}`` languages: NLLB's ``tokenizer.json``,
     else M2M100's sentencepiece model and vocabulary."""
     if not (directory / "tokenizer.json").is_file():
+        if str(tok_cfg.get("tokenizer_class", "")).startswith("Nllb"):  # M2M100's vocab.json is no NLLB file
+            raise ImportCheckpointError(
+                f"{directory / 'tokenizer.json'}: file not found (NLLB is read from its tokenizer.json; "
+                "sentencepiece.bpe.model alone is not enough)"
+            )
         return m2m100_tokenizer(directory, names)
     if tok_cfg.get("legacy_behaviour"):
         raise ImportCheckpointError(
@@ -142,7 +148,7 @@ def _tokenizer(
     try:
         tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
     except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception
-        raise ImportCheckpointError(f"{directory / 'tokenizer.json'}: cannot be read ({exc})") from None
+        raise unreadable(directory / "tokenizer.json", "cannot be read", exc) from None
     if tokenizer.token_to_id(names["eos"]) is None:
         raise ImportCheckpointError(f"{directory / 'tokenizer.json'}: no {names['eos']!r} token")
     end_of_sentence_post_processor(tokenizer, names["eos"])

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, normalizers, processors
 
-from .hf_files import ImportCheckpointError, read_json, require_module
+from .hf_files import LFS_POINTER, ImportCheckpointError, read_json, require_module, unreadable
 
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED = 1, 2, 3, 4  # sentencepiece ModelProto.SentencePiece.Type
 UNIGRAM, BPE = 1, 2  # sentencepiece TrainerSpec.ModelType
@@ -23,9 +23,12 @@ def read_spm(path: Path, model_type: int, missing: str = "file not found"):
         raise ImportCheckpointError(f"{path}: {missing}")
     proto = pb2.ModelProto()
     try:
-        proto.ParseFromString(path.read_bytes())
+        data = path.read_bytes()
+        if data.startswith(LFS_POINTER):  # protobuf may parse its text as a model of nothing
+            raise ValueError("a Git LFS pointer")
+        proto.ParseFromString(data)
     except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
-        raise ImportCheckpointError(f"{path}: not a sentencepiece model ({exc})") from None
+        raise unreadable(path, "not a sentencepiece model", exc) from None
     if proto.trainer_spec.model_type != model_type:
         raise ImportCheckpointError(
             f"{path}: trainer_spec.model_type is {proto.trainer_spec.model_type}, only "

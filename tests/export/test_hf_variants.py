@@ -1,11 +1,15 @@
-"""Hugging Face checkpoints as users bring them, beyond the hub's default layouts (untied
-embeddings). Random tiny models built here; nothing is downloaded. Each imports to what
-transformers runs: same logits, same greedy tokens.
+"""Hugging Face checkpoints as users bring them, beyond the hub's default layouts: untied
+embeddings, directories cloned without git-lfs, weights that do not fit ``config.json``, odd
+``config.json`` values. Random tiny models built here; nothing is downloaded.
+
+Each either imports to what transformers runs (same logits, same greedy tokens) or is refused
+by the CLI in one line naming the file, with exit code 1 and no traceback.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,7 @@ import torch
 import transformers
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
+from attnserve.export import cli
 from attnserve.export.importers import load_hf_translation
 from attnserve.models import greedy_decode
 
@@ -74,3 +79,56 @@ def test_nllb_with_untied_embeddings_translates_as_transformers(untied):
     rows = [r[1:] for r in out.tolist()]
     rows = [r[: r.index(2) + 1] if 2 in r else r for r in rows]
     assert [h.tokens for h in greedy_decode(model, src, max_new_tokens=8)] == rows
+
+
+def _refused(tmp_path: Path, directory: Path, capsys) -> str:
+    out = tmp_path / "out"
+    code = cli.main(["translation", "--from-hf", str(directory), "--out", str(out), "--no-verify"])
+    err = capsys.readouterr().err
+    assert code == 1 and "Traceback" not in err and not out.exists(), err
+    lines = [line for line in err.splitlines() if line.startswith("attnserve-export: error:")]
+    assert len(lines) == 1 and err.strip().endswith(lines[0]), err
+    return lines[0]
+
+
+POINTER = "version https://git-lfs.github.com/spec/v1\noid sha256:{}\nsize 1234567\n".format("ab" * 32)
+
+
+@pytest.mark.parametrize("name", ["model.safetensors", "tokenizer.json"])
+def test_a_directory_cloned_without_git_lfs_is_named_as_such(untied, tmp_path, capsys, name):
+    """`git clone` of a hub repository without git-lfs leaves pointer files where the weights and
+    tokenizer are: the error says so and what fetches them, not a parser's complaint."""
+    clone = tmp_path / "clone"
+    shutil.copytree(untied[0], clone)
+    (clone / name).write_text(POINTER)
+    line = _refused(tmp_path, clone, capsys)
+    assert f"{clone / name}: a Git LFS pointer" in line and "git lfs pull" in line
+
+
+def test_weights_that_do_not_fit_config_json_are_one_line(untied, tmp_path, capsys):
+    edited = tmp_path / "edited"
+    shutil.copytree(untied[0], edited)
+    config = json.loads((edited / "config.json").read_text())
+    (edited / "config.json").write_text(json.dumps(config | {"d_model": 64}))
+    line = _refused(tmp_path, edited, capsys)
+    assert f"{edited}: weights do not fit config.json" in line
+
+
+def test_a_model_type_that_is_not_a_string_is_refused_in_one_line(tmp_path, capsys):
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "config.json").write_text(json.dumps({"model_type": ["marian"]}))
+    line = _refused(tmp_path, odd, capsys)
+    assert "model_type is" in line and "m2m_100, marian" in line
+
+
+def test_an_nllb_without_tokenizer_json_names_that_file(untied, tmp_path, capsys):
+    """NLLB ships tokenizer.json (read) and sentencepiece.bpe.model (not read): without the first
+    the error names it, not M2M100's vocab.json, which no NLLB repository has."""
+    nllb = tmp_path / "nllb"
+    shutil.copytree(untied[0], nllb)
+    (nllb / "tokenizer.json").unlink()
+    (nllb / "sentencepiece.bpe.model").write_bytes(b"")
+    (nllb / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "NllbTokenizer"}))
+    line = _refused(tmp_path, nllb, capsys)
+    assert f"{nllb / 'tokenizer.json'}: file not found" in line
