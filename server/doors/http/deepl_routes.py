@@ -156,10 +156,21 @@ def lang(fields: MultiDict, name: str) -> str:
 
 
 def glossary_id(fields: MultiDict) -> str:
-    value = fields.get("glossary_id") or ""
-    if not isinstance(value, str):
-        raise InvalidRequest("Parameter 'glossary_id' must be a string")
-    return value
+    """The request's glossary: ``glossary_id``, or ``glossary_ids`` (DeepL's newer clients send a
+    list, or one comma-separated field) naming one; several distinct glossaries in one request
+    are refused rather than applied in part."""
+    ids = []
+    for name in ("glossary_id", "glossary_ids"):
+        for value in fields.getall(name, []):
+            if not isinstance(value, str):
+                raise InvalidRequest(f"Parameter '{name}' must be a string")
+            ids += [part.strip() for part in value.split(",") if part.strip()]
+    if len(set(ids)) > 1:
+        raise InvalidRequest(
+            f"Value for 'glossary_ids' not supported: {len(set(ids))} glossaries; this server applies one "
+            "glossary a request (a v3 glossary holds one dictionary per language pair)"
+        )
+    return ids[0] if ids else ""
 
 
 def check_output_format(fields: MultiDict, name: str) -> None:

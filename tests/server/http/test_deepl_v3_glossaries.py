@@ -84,6 +84,24 @@ def test_a_glossary_of_two_dictionaries_is_created_read_and_used_for_each_pair(s
         deepl_client.get_multilingual_glossary(made.glossary_id)
 
 
+def test_glossary_ids_naming_one_glossary_is_used_and_several_are_refused(server, tmp_path):
+    """DeepL's newer clients send ``glossary_ids`` (a list); one glossary there is applied as
+    ``glossary_id`` is, in texts and documents, and several are a 400, never ignored."""
+    deepl_client = client(server)
+    made = deepl_client.create_multilingual_glossary("ids", DAYS)
+    done = deepl_client.translate_text(TEXT, source_lang="EN", target_lang="DE", glossary_ids=[made])
+    assert done.text == GERMAN
+    source, out = tmp_path / "memo.docx", tmp_path / "memo.de.docx"
+    source.write_bytes(office.docx([[(TEXT, "")]]))
+    deepl_client.translate_document_from_filepath(source, out, source_lang="EN", target_lang="DE", glossary_ids=[made])
+    assert GERMAN in _document_xml(out)
+    other = deepl_client.create_multilingual_glossary("other", DAYS)
+    with pytest.raises(deepl.DeepLException, match="2 glossaries; this server applies one"):
+        deepl_client.translate_text(TEXT, source_lang="EN", target_lang="DE", glossary_ids=[made, other])
+    for glossary in (made, other):
+        deepl_client.delete_multilingual_glossary(glossary)
+
+
 def test_a_glossary_is_renamed_merged_into_replaced_and_loses_a_dictionary(server):
     deepl_client = client(server)
     made = deepl_client.create_multilingual_glossary("days", DAYS[:1])
