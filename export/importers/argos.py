@@ -124,10 +124,14 @@ def _extract(path: Path, into: Path) -> Path:
         raise ImportCheckpointError(f"{path}: cannot be unpacked ({exc})") from None
     if (into / "metadata.json").is_file():
         return into
-    dirs = [p for p in into.iterdir() if p.is_dir() and (p / "metadata.json").is_file()]
-    if len(dirs) != 1:
+    dirs = sorted(p.name for p in into.iterdir() if p.is_dir() and (p / "metadata.json").is_file())
+    if len(dirs) > 1:  # Argos would install them all; one package is one model here
+        raise ImportCheckpointError(
+            f"{path}: holds {len(dirs)} packages ({', '.join(dirs)}); unpack it and give the folder"
+        )
+    if not dirs:
         raise ImportCheckpointError(f"{path}: no metadata.json in the archive (not an Argos Translate package)")
-    return dirs[0]
+    return into / dirs[0]
 
 
 def read_metadata(package: Path) -> dict[str, Any]:

@@ -30,12 +30,27 @@ from typing import Any
 
 import numpy as np
 
-from .hf_files import ImportCheckpointError
+from .hf_files import LFS_POINTER, ImportCheckpointError, unreadable
 
 MAX_BINARY_VERSION = 6
+NEWER_BINARY_VERSIONS = range(MAX_BINARY_VERSION + 1, 100)  # what a later CTranslate2 may write
 DTYPES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")  # CTranslate2's DataType enum order
 ITEM_SIZES = {4: "float32", 2: "int16", 1: "int8"}  # binary version < 4: the dtype from the item size
 INT16_GLOBAL_SCALE = 1000.0  # ops::Quantize::global_int16_scale: int16 models saved without a scale
+# Features a TransformerSpec may hold that attnserve's model lacks, by a part of their variables'
+# names, so a refusal names the feature and the training option behind it, not only the variables.
+RELATIVE = "relative positions (OpenNMT-py's max_relative_positions > 0)"
+FEATURES = {
+    "relative_position_keys": RELATIVE,
+    "relative_position_values": RELATIVE,
+    "relative_attention_bias": "T5-style relative attention biases",
+    "relative_attention_max_distance": "T5-style relative attention biases",
+    "layernorm_embedding": "a layer norm on the embeddings (layernorm_embedding)",
+    "linear_0_noact": "a gated feed-forward (GLU)",
+    "rotary_dim": "rotary position embeddings",
+    "num_heads_kv": "grouped-query attention (num_heads_kv)",
+}
+SHOWN = 3  # variable names quoted per feature
 
 
 @dataclass
@@ -122,8 +137,15 @@ def read_model_bin(path: Path) -> tuple[int, str, int, dict[str, np.ndarray]]:
         data = path.read_bytes()
     except OSError as exc:
         raise ImportCheckpointError(f"{path}: {exc.strerror or exc}") from None
+    if data.startswith(LFS_POINTER):
+        raise unreadable(path, "model.bin", "a Git LFS pointer")
     r = _Reader(data, path)
     version = r.unpack("I", "binary version")
+    if version in NEWER_BINARY_VERSIONS:
+        raise ImportCheckpointError(
+            f"{path}: binary version {version}, written by a newer CTranslate2 than this importer reads "
+            f"(binary versions 1..{MAX_BINARY_VERSION})"
+        )
     if not 1 <= version <= MAX_BINARY_VERSION:
         raise ImportCheckpointError(
             f"{path}: binary version {version} is not one this importer reads (1..{MAX_BINARY_VERSION}); "
@@ -172,6 +194,18 @@ def _array(raw: memoryview, dtype: str, shape: tuple[int, ...], name: str, path:
     return np.frombuffer(raw, dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape)
 
 
+def describe_unsupported(names: list[str]) -> str:
+    """Variables nothing reads, grouped by the feature they belong to (:data:`FEATURES`), for an error."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(next((FEATURES[p] for p in name.split("/") if p in FEATURES), ""), []).append(name)
+    parts = []
+    for feature, group in groups.items():
+        shown = ", ".join(group[:SHOWN]) + (f" and {len(group) - SHOWN} more" if len(group) > SHOWN else "")
+        parts.append(f"{feature} in {shown}" if feature else shown)
+    return "; ".join(parts)
+
+
 def read_vocabulary(directory: Path, name: str) -> list[str] | None:
     """``<name>_vocabulary.json`` (a JSON list) or the older ``.txt`` (one token per line); None if neither."""
     path = directory / f"{name}_vocabulary.json"
@@ -179,7 +213,7 @@ def read_vocabulary(directory: Path, name: str) -> list[str] | None:
         try:
             tokens = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ImportCheckpointError(f"{path}: not a JSON list of tokens ({exc})") from None
+            raise unreadable(path, "not a JSON list of tokens", exc) from None
         if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
             raise ImportCheckpointError(f"{path}: not a JSON list of tokens")
         return tokens
@@ -202,7 +236,7 @@ def read_ct2_model(directory: Path) -> tuple[CT2Model, list[str], list[str]]:
         try:
             config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
-            raise ImportCheckpointError(f"{directory / 'config.json'}: not valid JSON ({exc})") from None
+            raise unreadable(directory / "config.json", "not valid JSON", exc) from None
         if not isinstance(config, dict):
             raise ImportCheckpointError(f"{directory / 'config.json'}: not a JSON object")
     shared = read_vocabulary(directory, "shared")

@@ -43,7 +43,7 @@ import torch
 
 from attnserve.models import TranslationConfig, TranslationTransformer, sinusoidal_table
 
-from .ctranslate2_bin import CT2Model
+from .ctranslate2_bin import CT2Model, describe_unsupported
 from .hf_files import ImportCheckpointError
 from .marian import BANNED_LOGIT
 
@@ -63,6 +63,7 @@ UNSUPPORTED_FLAGS = {
     "decoder/alibi_use_positive_positions": "ALiBi attention biases",
     "decoder/scale_alibi": "ALiBi attention biases",
     "encoder/multi_query_attention": "multi-query attention",
+    "decoder/multi_query_attention": "multi-query attention",
     "multi_query_attention": "multi-query attention",
 }
 
@@ -315,7 +316,9 @@ def _check_features(mp: _Mapper) -> None:
     m = mp.m
     if m.spec not in SPECS:
         mp.fail(f"spec {m.spec!r} is not supported (only TransformerSpec: encoder-decoder translation models)")
-    if m.revision < 2 or m.revision > 7:
+    if m.revision > 7:
+        mp.fail(f"TransformerSpec revision {m.revision}, written by a newer CTranslate2, is not supported (2..7)")
+    if m.revision < 2:
         mp.fail(f"TransformerSpec revision {m.revision} is not supported (2..7)")
     for name, feature in UNSUPPORTED_FLAGS.items():
         if mp.flag(name):
@@ -384,5 +387,5 @@ def _refuse_leftovers(m: CT2Model) -> None:
     aliases = {id(v) for k, v in m.variables.items() if k in m.used}
     left = sorted(k for k, v in m.variables.items() if k not in m.used and id(v) not in aliases)
     if left:
-        shown = ", ".join(left[:6]) + (f" and {len(left) - 6} more" if len(left) > 6 else "")
-        raise ImportCheckpointError(f"{m.path / 'model.bin'}: holds what this importer does not support: {shown}")
+        where = m.path / "model.bin"
+        raise ImportCheckpointError(f"{where}: holds what this importer does not support: {describe_unsupported(left)}")

@@ -111,11 +111,27 @@ def _corrupt(kind: str, package: ap.Package, tmp_path: Path) -> tuple[Path, str]
         (bad / "sentencepiece.model").unlink()
         zipped = ap.Package(package.kind, bad, {}).zip(tmp_path / "no-tokenizer.argosmodel")
         return zipped, f"{zipped}/{bad.name}: no sentencepiece.model or bpe.model"
+    if kind == "lfs-pointer":  # a package kept in a git repository cloned without git-lfs
+        (bad / "model" / "model.bin").write_text("version https://git-lfs.github.com/spec/v1\nsize 9\n")
+        return bad, "model.bin: a Git LFS pointer, not the file itself (cloned without git-lfs?)"
+    if kind == "newer-ctranslate2":  # binary version 7: a model.bin a later CTranslate2 writes
+        data = (bad / "model" / "model.bin").read_bytes()
+        (bad / "model" / "model.bin").write_bytes((7).to_bytes(4, "little") + data[4:])
+        return bad, "binary version 7, written by a newer CTranslate2"
+    if kind == "two-packages":  # Argos installs every package of a zip; one model is one package here
+        twice = tmp_path / "twice"
+        for name in ("first", "second"):
+            shutil.copytree(package.path, twice / name)
+        archive = shutil.make_archive(str(tmp_path / "two"), "zip", twice)
+        return Path(archive), "holds 2 packages (first, second); unpack it and give the folder"
     (bad / "metadata.json").unlink()
     return ap.Package(package.kind, bad, {}).zip(tmp_path / "no-metadata.argosmodel"), "no metadata.json"
 
 
-@pytest.mark.parametrize("kind", ["bad-zip", "truncated-model", "no-metadata", "zip-without-tokenizer"])
+CORRUPT = ["bad-zip", "truncated-model", "no-metadata", "zip-without-tokenizer", "lfs-pointer", "newer-ctranslate2"]
+
+
+@pytest.mark.parametrize("kind", [*CORRUPT, "two-packages"])
 def test_a_corrupt_package_is_refused_clearly_and_writes_nothing(kind, packages, tmp_path, capsys):
     bad, message = _corrupt(kind, packages("onmt"), tmp_path)
     out = tmp_path / "out"
@@ -140,7 +156,21 @@ def test_unsupported_features_are_refused_by_name(packages, tmp_path):
             side.layernorm_embedding.beta = np.zeros(64, np.float32)
 
     variant = ap.onmt_variant(root, "layernorm-embedding", norms, layernorm_embedding=True)
-    with pytest.raises(ImportCheckpointError, match="does not support: decoder/layernorm_embedding/beta"):
+    named = (
+        r"does not support: a layer norm on the embeddings \(layernorm_embedding\) in decoder/layernorm_embedding/beta"
+    )
+    with pytest.raises(ImportCheckpointError, match=named):
+        load_argos(variant.path, compare=False)
+
+    def relative(spec):  # OpenNMT-py's max_relative_positions: 4, which Argos training configs may set
+        for side in (spec.encoder, spec.decoder):
+            for layer in side.layer:
+                layer.self_attention.relative_position_keys = np.zeros((9, 16), np.float32)
+                layer.self_attention.relative_position_values = np.zeros((9, 16), np.float32)
+
+    variant = ap.onmt_variant(root, "relative-positions", relative, with_relative_position=True)
+    named = r"does not support: relative positions \(OpenNMT-py's max_relative_positions > 0\) in decoder/layer_0/"
+    with pytest.raises(ImportCheckpointError, match=named):
         load_argos(variant.path, compare=False)
 
 
