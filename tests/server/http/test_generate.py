@@ -103,7 +103,6 @@ def test_generate_stream_deltas_concatenate_to_the_translation(server):
         ("generate", {"text_input": "t5", "parameters": {"colour": 1}}, 400, "unknown request parameter(s) colour"),
         ("generate", {"text_input": "t5", "parameters": {"beam_size": 2, "num_hypotheses": 2}}, 400, "one text_output"),
         ("generate", {"text_input": "t5", "parameters": {"timeout": -1}}, 400, "parameters.timeout"),
-        ("generate", {"text_input": ""}, 400, "empty"),
         ("generate_stream", {"text_input": "t5", "parameters": {"beam_size": 2}}, 400, "beam_size 1"),
         ("generate_stream", b"{", 400, "not valid JSON"),
     ],
