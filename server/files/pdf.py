@@ -10,8 +10,9 @@ changed pages' content streams are rewritten.
 
 The font: the block's own where it has a glyph for every character of the translation (a
 standard font such as Helvetica; an embedded font subset to the source's letters usually lacks
-some), else the standard font of its family (Helvetica, Times, Courier; bold, italic), else a
-Unicode TrueType font of the system (DejaVu Sans, Liberation Sans), embedded.
+some; never a Type3 font, which PDFium cannot write new text in), else the standard font of its
+family (Helvetica, Times, Courier; bold, italic), else a Unicode TrueType font of the system
+(DejaVu Sans, Liberation Sans), embedded.
 
 Pages without text (scanned images) are left as they are and logged at warning with their
 numbers; a file with no text at all is refused (400) as a scan that needs OCR first.
@@ -57,6 +58,10 @@ def _document(data: bytes) -> Iterator[pdfium.PdfDocument]:
     try:
         doc = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
+        if getattr(exc, "err_code", None) == pdfium_c.FPDF_ERR_PASSWORD:
+            raise FileRefused(
+                "the PDF is protected by a password; send it without the password (remove the protection first)"
+            ) from None
         raise FileRefused(f"the file is not a readable PDF ({exc})") from None
     try:
         yield doc
@@ -77,7 +82,10 @@ def read_pdf(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
             raise FileRefused(
                 f"the PDF has no text to translate: its {pages} page(s) hold only images (a scan?); run OCR on it first"
             )
-        raise FileRefused("the PDF has no text this server can replace (only rotated text or text inside forms)")
+        raise FileRefused(
+            "the PDF has no text this server can replace: its text is rotated, inside forms, invisible"
+            " (a scan's OCR layer) or in fonts that map no characters to Unicode (no ToUnicode map)"
+        )
     if textless:
         shown = ", ".join(str(p + 1) for p in textless[:20]) + (", ..." if len(textless) > 20 else "")
         log.warning("PDF: %d of %d pages have no text (scanned?), left as they are: %s", len(textless), pages, shown)
@@ -115,20 +123,26 @@ def _read(doc: pdfium.PdfDocument, chars: Characters) -> tuple[list[Block], list
     return blocks, textless
 
 
+NOT_A_CHARACTER = "\ufdd0"  # a Unicode noncharacter: no font maps it, so it is drawn as the font's .notdef
+
+
 class Glyphs:
     """One font's advances at size 1, asked of PDFium once a character; 0 where it has no glyph."""
 
     def __init__(self, font: pdfium_c.FPDF_FONT) -> None:
         self.font = font
         self.advance: dict[str, float] = {}
+        self.notdef = outline(font, NOT_A_CHARACTER)
 
     def _ask(self, ch: str) -> float:
         width = ctypes.c_float()
         if ord(ch) > 0xFFFF or not pdfium_c.FPDFFont_GetGlyphWidth(self.font, ord(ch), ctypes.c_float(1.0), width):
             return 0.0
-        # a missing character's width is 0 in an embedded subset, the default one in a standard
-        # font, where it has no glyph path
-        if not ch.isspace() and not pdfium_c.FPDFFont_GetGlyphPath(self.font, ord(ch), ctypes.c_float(1.0)):
+        # a missing character's width is 0 in a simple embedded subset; in a standard font it is
+        # the default width, with no glyph path; in a CID font (a browser's or word processor's
+        # subset) it is drawn as .notdef, the box a noncharacter gets
+        glyph = outline(self.font, ch)
+        if not ch.isspace() and not glyph or self.notdef and glyph == self.notdef:
             return 0.0
         return max(width.value, 0.0)
 
@@ -142,6 +156,28 @@ class Glyphs:
     def width(self, text: str) -> float:
         """After ``missing(text)``."""
         return sum(map(self.advance.__getitem__, text))
+
+
+def outline(font: pdfium_c.FPDF_FONT, ch: str) -> tuple[tuple[int, float, float], ...]:
+    """The glyph path PDFium draws for ``ch`` at size 1, as (type, x, y) points; () for none."""
+    path = pdfium_c.FPDFFont_GetGlyphPath(font, ord(ch), ctypes.c_float(1.0))
+    if not path:
+        return ()
+    points = []
+    x, y = ctypes.c_float(), ctypes.c_float()
+    for i in range(pdfium_c.FPDFGlyphPath_CountGlyphSegments(path)):
+        segment = pdfium_c.FPDFGlyphPath_GetGlyphPathSegment(path, i)
+        pdfium_c.FPDFPathSegment_GetPoint(segment, x, y)
+        points.append((pdfium_c.FPDFPathSegment_GetType(segment), round(x.value, 4), round(y.value, 4)))
+    return tuple(points)
+
+
+def drawable(font: pdfium_c.FPDF_FONT) -> bool:
+    """Whether PDFium can write new text in the font: not a Type3 font (glyphs drawn by content
+    streams, as matplotlib's PDFs have), which has no font program and whose new text is lost."""
+    size = ctypes.c_size_t()
+    pdfium_c.FPDFFont_GetFontData(font, None, 0, size)
+    return size.value > 0
 
 
 class Fonts:
@@ -194,13 +230,15 @@ class Fonts:
     def choose(self, font: pdfium_c.FPDF_FONT, text: str) -> pdfium_c.FPDF_FONT:
         """The first of the block's font, its standard family, a Unicode font that renders every
         character of ``text``; else the one that misses the fewest (logged)."""
-        candidates = [font]
+        candidates = [font] if drawable(font) else []
         for fallback in (self.standard, lambda _: self.unicode()):
-            if self.missing(candidates[-1], text) == 0:
+            if candidates and self.missing(candidates[-1], text) == 0:
                 return candidates[-1]
             found = fallback(font)
             if found is not None:
                 candidates.append(found)
+        if not candidates:
+            raise FileRefused("the PDF's text is in a font this server cannot draw, and no standard font is here")
         best = min(candidates, key=lambda f: self.missing(f, text))
         if self.missing(best, text):
             log.warning("PDF: no font here renders %d character(s) of a translation", self.missing(best, text))

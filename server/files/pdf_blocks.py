@@ -4,14 +4,21 @@ PDFium reports a page's objects in content order; a text object is a run of glyp
 and size at one origin (a line, a word, or a few letters, as the producer wrote it). Objects
 on one baseline whose gaps are under a word's width make a line; lines below one another in
 the same size, spaced as lines of one paragraph and overlapping horizontally, make a block.
+A vertical rule between two objects (a table's border) ends a line however narrow the gap.
+Inside a line, objects are joined with a space where PDFium's text page put one: it measures the
+gap by the glyphs' advances, where their tight boxes leave gaps between the digits of one number
+when a browser writes a glyph an object.
 A block's text is its lines joined by spaces (a line-end hyphen joined without one).
 
 Only the page's own upright text is read: text inside form XObjects, rotated or skewed text
-and invisible text (an OCR layer over a scanned image) is kept as it is.
+and invisible text (an OCR layer over a scanned image) is kept as it is, and so is text whose
+font maps no characters to Unicode (no ToUnicode map: PDFium reads its raw codes, control
+characters, which would be translated as gibberish and drawn as boxes).
 """
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 from dataclasses import dataclass
 
@@ -25,6 +32,9 @@ LINE_GAP = 1.0  # a gap wider than this many font sizes starts a new line (a col
 LEADING = (0.9, 1.6)  # baseline-to-baseline, in font sizes, of two lines of one block
 SAME_SIZE = 0.15  # sizes within 15% of each other belong to one block
 ASCENT, DESCENT = 0.72, 0.22  # a line's box above and below its baseline, in font sizes, at the least
+WORD_GAP = 0.3  # a gap between two objects' glyph boxes wider than this many sizes is a space
+RULE_WIDTH = 3.0  # a path at most this many points wide is a vertical rule (a table's border)
+HYPHENS = ("-", "\u2010", "\u00ad")  # a line ending in one joins the next without a space
 
 
 @dataclass(frozen=True)
@@ -57,7 +67,10 @@ class Line:
         for before, run in zip(self.runs, self.runs[1:]):
             gap = run.left - before.right
             spaced = out.endswith(" ") or run.text.startswith(" ")
-            out += run.text if spaced or gap < 0.15 * run.size else " " + run.text
+            # PDFium put a space after an object that a word gap follows; its decision is missing
+            # only where an object it read lies between (one this reader keeps as it is)
+            adjacent = run.index == before.index + 1
+            out += run.text if spaced or adjacent or gap <= WORD_GAP * run.size else " " + run.text
         return out
 
     @property
@@ -96,8 +109,15 @@ def text_of(obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXTPAGE) -> 
     return buffer.raw[: n - 2].decode("utf-16-le", errors="replace")
 
 
+def unreadable(text: str) -> bool:
+    """Whether PDFium could not map the text's codes to Unicode: mostly control characters or
+    U+FFFD (a stray one, a soft hyphen's mark, is dropped from readable text)."""
+    bad = sum(ch < " " or ch == "\ufffd" for ch in text)
+    return 2 * bad > len(text.strip())
+
+
 def _run(index: int, obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXTPAGE) -> Run | None:
-    """The object as a :class:`Run`, or None where it is kept as it is (empty, invisible, rotated)."""
+    """The object as a :class:`Run`, or None where it is kept as it is (empty, invisible, rotated, unreadable)."""
     if pdfium_c.FPDFTextObj_GetTextRenderMode(obj) == pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE:
         return None
     matrix = pdfium_c.FS_MATRIX()
@@ -107,8 +127,9 @@ def _run(index: int, obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXT
     if not pdfium_c.FPDFTextObj_GetFontSize(obj, size) or size.value * matrix.d < 1:
         return None
     text = text_of(obj, textpage).replace("\r", " ").replace("\n", " ").replace("\x00", "")
-    if not text.strip():
+    if not text.strip() or unreadable(text):
         return None
+    text = "".join(ch for ch in text if ch >= " " and ch != "\ufffd")
     bounds = [ctypes.c_float() for _ in range(4)]
     if not pdfium_c.FPDFPageObj_GetBounds(obj, *bounds):
         return None
@@ -120,10 +141,42 @@ def _run(index: int, obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXT
     return Run(index, text, left, bottom, right, top, matrix.e, matrix.f, size.value * matrix.d, color)  # type: ignore[arg-type]
 
 
-def _same_line(line: Line, run: Run) -> bool:
+class Rules:
+    """A page's vertical rules: thin paths (a browser's table borders are filled rectangles under
+    a point wide) and the sides of stroked rectangles (a cell's border), sorted by x; text on
+    either side of one is in two cells, however narrow their padding."""
+
+    def __init__(self, page: pdfium_c.FPDF_PAGE, count: int) -> None:
+        rules: list[tuple[float, float, float]] = []
+        bounds = [ctypes.c_float() for _ in range(4)]
+        fill, stroke = ctypes.c_int(), ctypes.c_int()
+        for i in range(count):
+            obj = pdfium_c.FPDFPage_GetObject(page, i)
+            if pdfium_c.FPDFPageObj_GetType(obj) != pdfium_c.FPDF_PAGEOBJ_PATH:
+                continue
+            if not pdfium_c.FPDFPageObj_GetBounds(obj, *bounds):
+                continue
+            left, bottom, right, top = (b.value for b in bounds)
+            if right - left <= RULE_WIDTH:
+                rules.append(((left + right) / 2, bottom, top))
+            elif pdfium_c.FPDFPath_GetDrawMode(obj, fill, stroke) and not fill.value and stroke.value:
+                rules += [(left, bottom, top), (right, bottom, top)]
+        rules.sort()
+        self.x = [r[0] for r in rules]
+        self.rules = rules
+
+    def between(self, left: float, right: float, y: float) -> bool:
+        """Whether a rule crosses height ``y`` between ``left`` and ``right``."""
+        found = self.rules[bisect.bisect_left(self.x, left) : bisect.bisect_right(self.x, right)]
+        return any(bottom <= y <= top for _, bottom, top in found)
+
+
+def _same_line(line: Line, run: Run, rules: Rules) -> bool:
     last = line.runs[-1]
     size = max(last.size, run.size)
-    return abs(run.baseline - last.baseline) < 0.3 * size and -0.5 * size < run.left - last.right < LINE_GAP * size
+    if abs(run.baseline - last.baseline) >= 0.3 * size or not -0.5 * size < run.left - last.right < LINE_GAP * size:
+        return False
+    return not rules.between(last.right, run.left, run.baseline + 0.3 * run.size)
 
 
 def _same_block(lines: list[Line], line: Line) -> bool:
@@ -143,7 +196,7 @@ def _joined(lines: list[Line]) -> str:
     out = ""
     for line in lines:
         text = " ".join(line.text.split())
-        if out.endswith("-") and text[:1].islower():
+        if out.endswith(HYPHENS) and text[:1].islower():
             out += text
         else:
             out += (" " if out else "") + text
@@ -167,6 +220,7 @@ def _block(page: int, lines: list[Line]) -> Block:
 def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FPDF_TEXTPAGE) -> list[Block]:
     """The page's text blocks in content order."""
     count = pdfium_c.FPDFPage_CountObjects(page)
+    rules = Rules(page, count)
     lines: list[Line] = []
     for i in range(count):
         obj = pdfium_c.FPDFPage_GetObject(page, i)
@@ -175,7 +229,7 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
         run = _run(i, obj, textpage)
         if run is None:
             continue
-        if lines and _same_line(lines[-1], run):
+        if lines and _same_line(lines[-1], run, rules):
             lines[-1].runs.append(run)
         else:
             lines.append(Line([run]))

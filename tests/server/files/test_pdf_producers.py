@@ -1,0 +1,158 @@
+"""PDFs as other tools write them, without a model: a browser's glyph-by-glyph text and its
+embedded font subsets, table cells with narrow padding, matplotlib's Type3 fonts, fonts without
+a ToUnicode map, password-protected files. Each is read into the sentences a person sees and
+written back with every translated character drawn, or refused with a reason to act on."""
+
+from __future__ import annotations
+
+import pytest
+from fpdf import FPDF
+
+from attnserve.benchmarks.pdfs import A4
+from attnserve.server import files
+from attnserve.server.files import FileRefused
+from attnserve.server.files.pdf import UNICODE_FONTS
+from tests.support.pdf_pages import pages
+
+LIMIT = 1 << 20
+DATE = "Monday, March 3, 2025"
+HAS_FONT = pytest.mark.skipif(not any(__import__("os").path.exists(p) for p in UNICODE_FONTS), reason="no TTF here")
+
+
+def raw_pdf(content: bytes, font: bytes, *extra: bytes) -> bytes:
+    """One A4 page drawing ``content`` with font ``/F1`` (object 5); ``extra`` objects from 6 on."""
+    objects = [
+        b"<</Type/Catalog/Pages 2 0 R>>",
+        b"<</Type/Pages/Count 1/Kids[3 0 R]>>",
+        b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 595 842]/Contents 4 0 R/Resources<</Font<</F1 5 0 R>>>>>>",
+        b"<</Length %d>>stream\n%s\nendstream" % (len(content), content),
+        font,
+        *extra,
+    ]
+    out, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    return out + b"trailer<</Size %d/Root 1 0 R>>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+
+
+def test_a_browsers_glyph_by_glyph_text_reads_as_its_words():
+    """Chrome's PDFs draw each glyph as its own object; the tight boxes of Courier's digits leave
+    gaps of a fifth of the size between them, which are no spaces."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Courier", size=11)
+    x = 56.0
+    for ch in f"{DATE} at 10:30 AM":
+        if ch != " ":
+            pdf.text(x, 100, ch)
+        x += pdf.get_string_width(ch)
+    extracted = files.read("browser.pdf", bytes(pdf.output()), LIMIT)
+    assert extracted.texts == (f"{DATE} at 10:30 AM",)
+
+
+def cid_subset_like_a_browser(text: str) -> bytes:
+    """``text`` in an embedded DejaVu subset (a CID font, Identity-H) whose .notdef glyph takes
+    the font's default width, as Chrome writes them: a letter the subset lacks is a box."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.compress = False
+    pdf.add_font("dejavu", "", UNICODE_FONTS[0])
+    pdf.add_page()
+    pdf.set_font("dejavu", size=11)
+    pdf.set_xy(56, 56)
+    pdf.multi_cell(300, 14, text)
+    data = bytes(pdf.output())
+    assert b"/DW 600" in data and b"/W [ 0 [ 0 " in data
+    return data.replace(b"/W [ 0 [ 0 ", b"/W [ 1 [   ")  # CID 0 (.notdef) without its own width
+
+
+@HAS_FONT
+def test_letters_a_browsers_font_subset_lacks_come_in_a_font_that_has_them():
+    extracted = files.read("a.pdf", cid_subset_like_a_browser("Hello there"), LIMIT)
+    (text,) = pages(extracted.write(["Grüße an Zoë"]))[0].texts
+    assert text.text == "Grüße an Zoë" and text.font == "Helvetica"  # not the subset's boxes
+
+
+def type3_font() -> tuple[bytes, bytes, bytes]:
+    """A Type3 font (glyphs drawn by content streams, as matplotlib writes its text) of a, b, c,
+    its glyphs' procedure (object 6) and its ToUnicode map (object 7)."""
+    font = (
+        b"<</Type/Font/Subtype/Type3/FontBBox[0 0 500 700]/FontMatrix[0.001 0 0 0.001 0 0]"
+        b"/CharProcs<</a 6 0 R/b 6 0 R/c 6 0 R/space 6 0 R>>/Encoding<</Type/Encoding"
+        b"/Differences[32/space 97/a/b/c]>>/FirstChar 32/LastChar 99/Widths[500" + b" 0" * 64 + b" 500 500 500]"
+        b"/ToUnicode 7 0 R>>"
+    )
+    glyph = b"500 0 0 0 400 600 d1\n0 0 m\n400 0 l\n400 600 l\n0 600 l\nh\nf"
+    cmap = (
+        b"/CIDInit/ProcSet findresource begin 12 dict begin begincmap/CMapName/T3 def/CMapType 2 def"
+        b" 1 begincodespacerange<00><FF>endcodespacerange 4 beginbfchar<20><0020><61><0061><62><0062>"
+        b"<63><0063>endbfchar endcmap CMapName currentdict/CMap defineresource pop end end"
+    )
+    return font, *(b"<</Length %d>>stream\n%s\nendstream" % (len(s), s) for s in (glyph, cmap))
+
+
+def test_text_in_a_type3_font_is_drawn_in_a_standard_font():
+    data = raw_pdf(b"BT /F1 12 Tf 56 700 Td (abc cab) Tj ET", *type3_font())
+    extracted = files.read("figure.pdf", data, LIMIT)
+    assert extracted.texts == ("abc cab",)
+    (text,) = pages(extracted.write(["cab abc"]))[0].texts  # letters the Type3 font has
+    assert text.text == "cab abc" and text.font == "Helvetica"
+
+
+@HAS_FONT
+def test_text_whose_font_has_no_unicode_map_is_kept_and_alone_refused():
+    """Without ToUnicode PDFium reads an Identity-H font's glyph numbers, control characters:
+    translating them would put boxes where the words were."""
+    data = cid_subset_like_a_browser(DATE)
+    unmapped = data.replace(b"/ToUnicode 7 0 R", b" " * len(b"/ToUnicode 7 0 R"))
+    with pytest.raises(FileRefused, match="fonts that map no characters to Unicode .no ToUnicode map."):
+        files.read("a.pdf", unmapped, LIMIT)
+    assert files.read("a.pdf", data, LIMIT).texts == (DATE,)
+
+
+@pytest.mark.parametrize("rule", ["stroked cells", "filled rule"])
+def test_table_cells_with_narrow_padding_are_separate_blocks(rule):
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.c_margin = 2
+    first, second = DATE, "more than 1,500 miles"
+    width = pdf.get_string_width(first) + 4
+    border = 1 if rule == "stroked cells" else 0
+    pdf.set_xy(56, 100)
+    pdf.cell(width, 16, first, border=border)
+    pdf.cell(pdf.get_string_width(second) + 4, 16, second, border=border)
+    if rule == "filled rule":  # a browser's border: a rectangle under a point wide
+        pdf.rect(56 + width - 0.4, 100, 0.75, 16, style="F")
+    extracted = files.read("table.pdf", bytes(pdf.output()), LIMIT)
+    assert extracted.texts == (first, second)
+
+
+def test_a_line_end_unicode_hyphen_joins_the_word():
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_font("dejavu", "", UNICODE_FONTS[0])
+    pdf.add_page()
+    pdf.set_font("dejavu", size=11)
+    pdf.text(56, 100, "Hyphen\u2010")  # a browser's hyphen where it breaks a word
+    pdf.text(56, 114, "ation of words")
+    assert files.read("a.pdf", bytes(pdf.output()), LIMIT).texts == ("Hyphen\u2010ation of words",)
+
+
+@pytest.mark.parametrize("user_password", ["secret", ""])
+def test_a_password_protected_pdf_is_refused_saying_so(user_password):
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.set_encryption(owner_password="owner", user_password=user_password)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.text(56, 100, DATE)
+    data = bytes(pdf.output())
+    if user_password:
+        with pytest.raises(FileRefused, match="the PDF is protected by a password; send it without the password"):
+            files.read("locked.pdf", data, LIMIT)
+        return
+    extracted = files.read("open.pdf", data, LIMIT)  # opens without one: translated, still encrypted
+    assert extracted.texts == (DATE,)
+    assert pages(extracted.write(["Montag, 3. März 2025"]))[0].texts[0].text == "Montag, 3. März 2025"
