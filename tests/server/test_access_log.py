@@ -46,7 +46,7 @@ def test_every_request_is_one_line_with_its_door_model_status_and_sizes(serve, c
         with server.client() as client:
             client.translate(SECRET, "translator-en-de")
             with pytest.raises(AttnServeError) as failed:
-                client.translate("", "translator-en-de")
+                client.translate(SECRET, "translator-en-de", beam_size=99)
             assert list(client.translate_stream(SECRET, "translator-en-de"))
         assert failed.value.code == grpc.StatusCode.INVALID_ARGUMENT
         lines = wait_for(lambda: [r.getMessage() for r in caplog.records], 5)
@@ -72,7 +72,7 @@ def test_above_info_the_access_log_says_nothing(serve, caplog):
     with serve(REPO, http_port=0) as server:
         assert post_json(server, "/translate", {"q": SECRET, "target": "de"})[0] == 400
         with server.client() as client, pytest.raises(AttnServeError):
-            client.translate("", "translator-en-de")
+            client.translate(SECRET, "translator-en-de", beam_size=99)
     assert not access_lines([r.getMessage() for r in caplog.records])
 
 
@@ -81,7 +81,7 @@ def test_no_access_log_turns_it_off(serve, caplog):
     with serve(REPO, http_port=0, access_log=False) as server:
         assert post_json(server, "/translate", {"q": SECRET, "target": "de"})[0] == 400
         with server.client() as client, pytest.raises(AttnServeError):
-            client.translate("", "translator-en-de")
+            client.translate(SECRET, "translator-en-de", beam_size=99)
     assert not access_lines([r.getMessage() for r in caplog.records])
 
 

@@ -111,7 +111,8 @@ def test_translate_reply_and_option_mapping(server):
         assert plain.hypotheses[0].score is None and plain.hypotheses[0].token_ids == []
         client.translate("x", temperature=0.7, top_p=0.5, seed=11)
     beam, default, sampled = server.engine.options
-    assert beam == DecodeOptions(beam_size=3, num_hypotheses=2, length_penalty=0.0, max_new_tokens=9, top_k=4)
+    # more than one hypothesis asked for: the search keeps all its beam's, so duplicates can make way
+    assert beam == DecodeOptions(beam_size=3, num_hypotheses=3, length_penalty=0.0, max_new_tokens=9, top_k=4)
     assert default == DecodeOptions(return_scores=False)  # unset optionals take the engine's defaults
     assert sampled == DecodeOptions(temperature=pytest.approx(0.7), top_p=0.5, seed=11, return_scores=False)
 
