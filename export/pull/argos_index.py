@@ -17,6 +17,7 @@ through the pairs it has. Its codes find the index's as the server's routing fin
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import urllib.error
@@ -30,6 +31,8 @@ from attnserve.contract.language_tags import matches
 
 from .download import TIMEOUT_S, USER_AGENT, local_path
 from .errors import PullError
+
+log = logging.getLogger(__name__)
 
 DEFAULT_INDEX = "https://raw.githubusercontent.com/argosopentech/argospm-index/main/index.json"
 INDEX_ENV = "ATTNSERVE_ARGOS_INDEX"
@@ -74,9 +77,15 @@ def read_index(location: str) -> list[ArgosPackage]:
     data = _parse(location, _read(location))
     packages = []
     for i, entry in enumerate(data):
-        package = _package(location, i, entry)
+        try:
+            package = _package(location, i, entry)
+        except PullError as exc:  # one broken entry of a public index must not take the others down
+            log.warning("%s; skipped", exc)
+            continue
         if package is not None:
             packages.append(package)
+    if data and not packages and any(isinstance(e, dict) and e.get("type", "translate") == "translate" for e in data):
+        raise PullError(f"Argos index {location}: no usable translation package (see the warnings above)")
     return packages
 
 

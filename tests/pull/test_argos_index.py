@@ -57,9 +57,8 @@ def test_relative_links_of_a_url_index_and_checksums(tmp_path):
     [
         ("{not json", "not valid JSON"),
         ('{"en": 1}', "expected a JSON list"),
-        (json.dumps([entry("en", "de", links=[])]), "has no links"),
-        (json.dumps([entry("en", "d e")]), "is not a language code"),
-        (json.dumps([entry("en", "de", sha256="xyz")]), "is not hex"),
+        (json.dumps([entry("en", "de", links=[])]), "no usable translation package"),
+        (json.dumps([entry("en", "d e")]), "no usable translation package"),
     ],
 )
 def test_a_bad_index_is_refused_with_what_is_wrong(tmp_path, content, message):
@@ -67,6 +66,15 @@ def test_a_bad_index_is_refused_with_what_is_wrong(tmp_path, content, message):
     path.write_text(content)
     with pytest.raises(PullError, match=message):
         argos_index.read_index(str(path))
+
+
+def test_a_broken_entry_is_skipped_with_a_warning_and_the_others_stay_usable(tmp_path, caplog):
+    """The public index is one file for every user: one malformed entry must not stop every pull."""
+    broken = [entry("en", "de", links=[]), entry("en", "d e"), entry("en", "it", sha256="xyz")]
+    packages = argos_index.read_index(str(write_index(tmp_path, [*broken, entry("en", "fr")])))
+    assert [p.pair for p in packages] == ["en-fr"]
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "has no links" in warned and "is not a language code" in warned and "is not hex" in warned
 
 
 def test_the_index_location_flag_env_default(monkeypatch):
