@@ -8,7 +8,10 @@ A vertical rule between two objects (a table's border) ends a line however narro
 Inside a line, objects are joined with a space where PDFium's text page put one: it measures the
 gap by the glyphs' advances, where their tight boxes leave gaps between the digits of one number
 when a browser writes a glyph an object.
-A block's text is its lines joined by spaces (a line-end hyphen joined without one).
+A block's text is its lines joined by spaces (a line-end hyphen joined without one). A line
+with right-to-left letters (Hebrew, Arabic) is read from its objects' own characters where they
+stand on the page (``Drawn``: PDFium's text page returns some objects in reading order, others as
+drawn, and puts its added spaces on the wrong side) and reordered into reading order (``pdf_bidi``).
 
 Only the page's own upright text is read: text inside form XObjects, rotated or skewed text
 and invisible text (an OCR layer over a scanned image) is kept as it is, and so is text whose
@@ -20,7 +23,9 @@ from __future__ import annotations
 
 import bisect
 import ctypes
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+from .pdf_bidi import has_rtl, logical, right_to_left
 
 try:
     import pypdfium2 as pdfium
@@ -63,13 +68,18 @@ class Line:
 
     @property
     def text(self) -> str:
+        """The line's characters left to right, as drawn (right-to-left text in visual order)."""
+        # PDFium's text page puts the spaces it finds between a right-to-left line's objects on
+        # the wrong side of them (its order is neither the page's nor the reading order): there
+        # the objects' own spaces (``Drawn``) and the glyph-box gaps decide
+        rtl = any(has_rtl(run.text) for run in self.runs)
         out = self.runs[0].text
         for before, run in zip(self.runs, self.runs[1:]):
             gap = run.left - before.right
             spaced = out.endswith(" ") or run.text.startswith(" ")
             # PDFium put a space after an object that a word gap follows; its decision is missing
             # only where an object it read lies between (one this reader keeps as it is)
-            adjacent = run.index == before.index + 1
+            adjacent = run.index == before.index + 1 and not rtl
             out += run.text if spaced or adjacent or gap <= WORD_GAP * run.size else " " + run.text
         return out
 
@@ -114,6 +124,40 @@ def unreadable(text: str) -> bool:
     U+FFFD (a stray one, a soft hyphen's mark, is dropped from readable text)."""
     bad = sum(ch < " " or ch == "\ufffd" for ch in text)
     return 2 * bad > len(text.strip())
+
+
+class Drawn:
+    """A page's characters by text object, in the order they stand on the page (left to right by
+    origin), read from PDFium's text page once a page, when an object holds right-to-left text:
+    PDFium returns one such object's text in reading order and another's as drawn."""
+
+    def __init__(self, textpage: pdfium_c.FPDF_TEXTPAGE) -> None:
+        self.textpage = textpage
+        self.by_object: dict[int, list[tuple[float, int, str]]] | None = None
+
+    def run(self, page: pdfium_c.FPDF_PAGE, run: Run) -> Run:
+        """``run`` with its object's own characters as they stand (without PDFium's added spaces)."""
+        if self.by_object is None:
+            self.by_object = self._read()
+        obj = pdfium_c.FPDFPage_GetObject(page, run.index)
+        found = self.by_object.get(ctypes.cast(obj, ctypes.c_void_p).value or 0, [])
+        text = "".join(" " if ch in "\r\n" else ch for _, _, ch in sorted(found) if ch >= " " or ch in "\r\n")
+        return replace(run, text=text.replace("\ufffd", "")) if text.strip() else run
+
+    def _read(self) -> dict[int, list[tuple[float, int, str]]]:
+        textpage, by_object = self.textpage, {}  # type: ignore[var-annotated]
+        x, y = ctypes.c_double(), ctypes.c_double()
+        for k in range(pdfium_c.FPDFText_CountChars(textpage)):
+            obj = pdfium_c.FPDFText_GetTextObject(textpage, k)
+            code = pdfium_c.FPDFText_GetUnicode(textpage, k)
+            if not obj or pdfium_c.FPDFText_IsGenerated(textpage, k) or 0xD800 <= code < 0xE000:
+                continue  # a space PDFium put in, or half of a character beyond U+FFFF (no RTL letter)
+            pdfium_c.FPDFText_GetCharOrigin(textpage, k, x, y)
+            ch = chr(code)
+            # characters at one origin (a ligature's letters) keep their order when read
+            key = -k if has_rtl(ch) else k
+            by_object.setdefault(ctypes.cast(obj, ctypes.c_void_p).value, []).append((round(x.value, 2), key, ch))
+        return by_object
 
 
 def _run(index: int, obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXTPAGE) -> Run | None:
@@ -193,9 +237,12 @@ def _same_block(lines: list[Line], line: Line) -> bool:
 
 
 def _joined(lines: list[Line]) -> str:
+    """The lines' text in reading order: each line's right-to-left text reordered (``pdf_bidi``)
+    in the direction of the block's majority of letters."""
+    drawn = [" ".join(line.text.split()) for line in lines]
+    rtl = right_to_left("".join(drawn))
     out = ""
-    for line in lines:
-        text = " ".join(line.text.split())
+    for text in (logical(text, rtl) for text in drawn):
         if out.endswith(HYPHENS) and text[:1].islower():
             out += text
         else:
@@ -221,6 +268,7 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
     """The page's text blocks in content order."""
     count = pdfium_c.FPDFPage_CountObjects(page)
     rules = Rules(page, count)
+    drawn = Drawn(textpage)
     lines: list[Line] = []
     for i in range(count):
         obj = pdfium_c.FPDFPage_GetObject(page, i)
@@ -233,6 +281,9 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
             lines[-1].runs.append(run)
         else:
             lines.append(Line([run]))
+    for line in lines:  # a right-to-left line is read from its characters as drawn (``Line.text``)
+        if any(has_rtl(run.text) for run in line.runs):
+            line.runs = [drawn.run(page, run) for run in line.runs]
     blocks: list[Block] = []
     group: list[Line] = []
     for line in lines:

@@ -5,6 +5,8 @@ written back with every translated character drawn, or refused with a reason to 
 
 from __future__ import annotations
 
+import unicodedata
+
 import pytest
 from fpdf import FPDF
 
@@ -156,3 +158,53 @@ def test_a_password_protected_pdf_is_refused_saying_so(user_password):
     extracted = files.read("open.pdf", data, LIMIT)  # opens without one: translated, still encrypted
     assert extracted.texts == (DATE,)
     assert pages(extracted.write(["Montag, 3. März 2025"]))[0].texts[0].text == "Montag, 3. März 2025"
+
+
+def right_to_left_like_a_browser(lines: list[list[str]], by_glyph: bool) -> bytes:
+    """Lines of words, each given in reading order, drawn as a browser draws a right-to-left
+    paragraph: right-aligned, the words from right to left and a Hebrew or Arabic word's letters
+    too (a number's or English word's left to right), in visual order in the content stream, each
+    glyph (``by_glyph``) or each word its own object, spaces as gaps."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_font("dejavu", "", UNICODE_FONTS[0])
+    pdf.add_page()
+    pdf.set_font("dejavu", size=14)
+    for row, words in enumerate(lines):
+        drawn = [word[::-1] if unicodedata.bidirectional(word[0]) in ("R", "AL") else word for word in words[::-1]]
+        x = 540 - pdf.get_string_width(" ".join(drawn))
+        for word in drawn:
+            for piece in word if by_glyph else [word]:
+                pdf.text(x, 100 + 20 * row, piece)
+                x += pdf.get_string_width(piece)
+            x += pdf.get_string_width(" ")
+    return bytes(pdf.output())
+
+
+HEBREW = [["שלום", "עולם,", "זה", "טקסט", "בעברית."], ["גרסה", "2.5", "של", "Python", "יצאה", "היום"]]
+ARABIC = [["مرحبا", "بالعالم"], ["الإصدار", "3.12", "من", "Python", "صدر", "اليوم"]]
+
+
+@HAS_FONT
+@pytest.mark.parametrize("by_glyph", [True, False], ids=["glyph objects", "word objects"])
+@pytest.mark.parametrize("lines", [HEBREW, ARABIC], ids=["Hebrew", "Arabic"])
+def test_right_to_left_text_reaches_the_model_in_reading_order(lines, by_glyph):
+    """Hebrew and Arabic are drawn left to right on the page: read in that order they would be
+    translated reversed; an English word or a number inside keeps its own order."""
+    extracted = files.read("rtl.pdf", right_to_left_like_a_browser(lines, by_glyph), LIMIT)
+    assert extracted.texts == (" ".join(" ".join(words) for words in lines),)
+    translation = "Hello world, this is text. Version 2.5 of Python came out today"
+    drawn = pages(extracted.write([translation]))[0].texts
+    assert " ".join(text.text for text in drawn) == translation  # in the block's box, as any block
+
+
+@HAS_FONT
+def test_an_rtl_word_in_an_english_line_keeps_the_line_in_order():
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_font("dejavu", "", UNICODE_FONTS[0])
+    pdf.add_page()
+    pdf.set_font("dejavu", size=14)
+    x = 56.0
+    for word in ["The", "word", "שלום"[::-1], "means", "peace,", "4", "letters"]:  # word objects
+        pdf.text(x, 100, word)
+        x += pdf.get_string_width(word + " ")
+    assert files.read("a.pdf", bytes(pdf.output()), LIMIT).texts == ("The word שלום means peace, 4 letters",)

@@ -1,0 +1,105 @@
+"""A PDF line's right-to-left text in the order it is read, from the order it is drawn.
+
+Browsers, word processors and PDF libraries write Hebrew and Arabic in visual order: the glyphs
+left to right as they stand on the page, so a Hebrew word's letters come last letter first.
+PDFium's text page does not reorder them reliably (a browser's glyph-by-glyph objects come out
+partly reversed), so a line is reordered here from its characters' bidirectional classes
+(``unicodedata.bidirectional``), the Unicode bidi algorithm's levels in the simplified form that
+maps visual order back to logical: right-to-left letters are level 1; left-to-right words and
+numbers inside right-to-left text level 2 (they read left to right); a number's separators
+(``2.5``, ``1,500``) and signs (``5%``) belong to it; spaces and punctuation take the direction of
+the text on both sides, else the paragraph's. Reversing the runs at each level, highest first,
+is the algorithm's own reordering, which is its own inverse for the same levels. A mirrored
+character in right-to-left text (a parenthesis) is drawn as its mirror image and swapped back.
+Where two readings draw the same glyphs (a number between a Hebrew and an English word), the
+one read is one of them.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+RTL = frozenset({"R", "AL"})
+NUMBER = frozenset({"EN", "AN"})
+SEPARATOR = frozenset({"CS", "ES"})
+MIRROR = dict(zip("()[]{}<>«»‹›", ")(][}{><»«›‹"))
+
+
+def has_rtl(text: str) -> bool:
+    return any(unicodedata.bidirectional(ch) in RTL for ch in text)
+
+
+def right_to_left(text: str) -> bool:
+    """Whether a paragraph reads right to left: it has more right-to-left letters than left-to-right ones."""
+    kinds = [unicodedata.bidirectional(ch) for ch in text]
+    rtl = sum(k in RTL for k in kinds)
+    return rtl > 0 and rtl >= kinds.count("L")
+
+
+def _classes(text: str) -> list[str]:
+    """Each character as R, L, N (a number, with its separators and signs) or a neutral (its class)."""
+    kinds = [unicodedata.bidirectional(ch) for ch in text]
+    out = ["R" if k in RTL else "N" if k in NUMBER else k for k in kinds]
+    for i in range(1, len(out) - 1):
+        if out[i] in SEPARATOR and out[i - 1] == out[i + 1] == "N":
+            out[i] = "N"
+    for order in (range(len(out)), range(len(out) - 1, -1, -1)):  # a unit's sign on either side: 5%, $5
+        after_number = False
+        for i in order:
+            if out[i] == "ET" and after_number:
+                out[i] = "N"
+            after_number = out[i] == "N"
+    return out
+
+
+def _nearest(kinds: list[str], keep: frozenset[str], edge: str) -> tuple[list[str], list[str]]:
+    """For each position, the nearest class in ``keep`` to its left and to its right (``edge`` past the ends)."""
+    left, right = [edge] * len(kinds), [edge] * len(kinds)
+    seen = edge
+    for i, k in enumerate(kinds):
+        left[i] = seen
+        seen = k if k in keep else seen
+    seen = edge
+    for i in range(len(kinds) - 1, -1, -1):
+        right[i] = seen
+        seen = kinds[i] if kinds[i] in keep else seen
+    return left, right
+
+
+def _levels(kinds: list[str], rtl: bool) -> list[int]:
+    edge = "R" if rtl else "L"
+    left, right = _nearest(kinds, frozenset("RL"), edge)
+    # a number reads as right-to-left context (level 2, acting as R on what is around it) in
+    # right-to-left text, and in left-to-right text between two right-to-left words
+    acting = [("R" if rtl or left[i] == right[i] == "R" else "L") if k == "N" else k for i, k in enumerate(kinds)]
+    left, right = _nearest(acting, frozenset("RL"), edge)
+    levels = []
+    for i, (k, a) in enumerate(zip(kinds, acting)):
+        if k == "N":
+            levels.append(2 if a == "R" else 0)
+            continue
+        if a not in ("R", "L"):  # a neutral: the direction on both sides, else the paragraph's
+            a = left[i] if left[i] == right[i] else edge
+        levels.append(1 if a == "R" else 2 if rtl else 0)
+    return levels
+
+
+def logical(visual: str, rtl: bool) -> str:
+    """``visual`` (a line's characters left to right) in reading order; ``rtl``: the paragraph's direction."""
+    if not has_rtl(visual):
+        return visual
+    levels = _levels(_classes(visual), rtl)
+    chars = [MIRROR.get(ch, ch) if level % 2 else ch for ch, level in zip(visual, levels)]
+    for level in range(max(levels), 0, -1):
+        i = 0
+        while i < len(chars):
+            if levels[i] < level:
+                i += 1
+                continue
+            j = i
+            while j < len(chars) and levels[j] >= level:
+                j += 1
+            chars[i:j] = chars[i:j][::-1]
+            levels[i:j] = levels[i:j][::-1]
+            i = j
+    return "".join(chars)
