@@ -6,18 +6,13 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Executor
 
+from ..documents.sentences import translatable
 from ..shared.errors import InvalidRequest
 from .detection import Detector
 from .requests import Detection
 from .routing import LanguageNotServed, ServedLanguages
 
 DETECT_CHARS = 2000  # enough for a detector to be sure; a 50,000-character text would take 0.1 s
-
-
-def has_words(text: str) -> bool:
-    """Whether ``text`` holds a letter or a digit: blank texts and punctuation alone are not
-    translated (they come back as sent), so they are not detected either."""
-    return any(ch.isalnum() for ch in text)
 
 
 class SourceDetection:
@@ -60,7 +55,7 @@ class SourceDetection:
     def _each(self, texts: tuple[str, ...], candidates: list[str]) -> list[Detection]:
         detected: list[Detection | None] = []
         for i, text in enumerate(texts):
-            if not has_words(text):  # comes back as sent: nothing to detect, nothing to refuse
+            if not translatable(text):  # no sentence to translate: it comes back as sent, undetected
                 detected.append(None)
                 continue
             found = self.detector.detect(text[:DETECT_CHARS], candidates) if self.detector else []
