@@ -4,7 +4,9 @@ Read: every page's text blocks (``pdf_blocks``), each one text unit, in page and
 Written: the file opened again; on each page with blocks, a block's text objects are removed and
 its translation drawn at the block's first baseline, left-aligned, in its colour, and fitted to
 its box (the rectangle its glyphs and lines covered): first shrunk (to 0.7x its size) on no more
-lines than it had, then wrapped onto more lines, shrinking further until it fits. Images, paths,
+lines than it had, then wrapped onto more lines, shrinking further until it fits. A translation
+mostly in right-to-left letters (Arabic, Hebrew) is right-aligned instead, each line broken in
+reading order and drawn in visual order, Arabic letters joined (``pdf_bidi``). Images, paths,
 annotations and every other object stay as they were (an image's stream is not touched); only the
 changed pages' content streams are rewritten.
 
@@ -28,11 +30,13 @@ import io
 import logging
 import os
 import threading
+import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from ..documents import TEXT
 from .extracted import Characters, Check, Extracted
+from .pdf_bidi import joined, right_to_left, visual
 from .pdf_blocks import Block, page_blocks, pdfium, pdfium_c
 from .refusals import FileRefused
 from .run_placement import Placement
@@ -123,6 +127,7 @@ def _read(doc: pdfium.PdfDocument, chars: Characters) -> tuple[list[Block], list
     return blocks, textless
 
 
+DRAWN = 1e-9  # the advance of a glyph drawn without one, told apart from a missing glyph's 0
 NOT_A_CHARACTER = "\ufdd0"  # a Unicode noncharacter: no font maps it, so it is drawn as the font's .notdef
 
 
@@ -144,7 +149,8 @@ class Glyphs:
         glyph = outline(self.font, ch)
         if not ch.isspace() and not glyph or self.notdef and glyph == self.notdef:
             return 0.0
-        return max(width.value, 0.0)
+        # a combining mark (an Arabic or Hebrew vowel) is drawn over its letter, with no advance
+        return max(width.value, 0.0) or (DRAWN if unicodedata.combining(ch) else 0.0)
 
     def missing(self, text: str) -> int:
         """Characters of ``text`` the font cannot draw (each known after this)."""
@@ -276,9 +282,9 @@ def _wrap(words: list[str], widths: list[float], space: float, limit: float, loo
     return lines
 
 
-def fit(block: Block, words: list[str], widths: list[float], space: float) -> tuple[float, list[str]]:
-    """(size, lines) of the translation in the block's box: shrink on the block's line count, then wrap."""
-    box_width, box_height = block.right - block.x, block.top - block.bottom
+def fit(block: Block, words: list[str], widths: list[float], space: float, left: float) -> tuple[float, list[str]]:
+    """(size, lines) of the translation in the box from ``left``: shrink on the block's line count, then wrap."""
+    box_width, box_height = block.right - left, block.top - block.bottom
     above = (block.top - block.baseline) / block.size  # the first line's box above its baseline, in sizes
     last = block.baseline - (block.lines - 1) * block.leading * block.size
     below = (last - block.bottom) / block.size
@@ -306,22 +312,33 @@ def fit(block: Block, words: list[str], widths: list[float], space: float) -> tu
 
 
 def _draw(doc: pdfium.PdfDocument, page: pdfium.PdfPage, fonts: Fonts, block: Block, font, translation: str) -> None:
-    words = translation.split()
+    # a right-to-left translation (by the majority of its letters, as a block is read) is
+    # right-aligned in the box, its lines broken in reading order and each drawn in visual order
+    rtl = right_to_left(translation)
+    words = joined(translation).split()
     if not words:
         return
     font = fonts.choose(font, " ".join(words))
     glyphs = fonts.glyphs(font)
     glyphs.missing(" ")
-    size, lines = fit(block, words, [glyphs.width(word) for word in words], glyphs.width(" ") or 0.25)
+    widths = [glyphs.width(word) for word in words]
+    size, lines = fit(block, words, widths, glyphs.width(" ") or 0.25, block.left if rtl else block.x)
     top = block.top - (block.top - block.baseline) / block.size * size
     r, g, b, a = block.color
     for i, line in enumerate(lines):
         obj = pdfium_c.FPDFPageObj_CreateTextObj(doc.raw, font, ctypes.c_float(size))
-        encoded = ctypes.create_string_buffer((line + "\0").encode("utf-16-le"))
+        encoded = ctypes.create_string_buffer((visual(line, rtl) + "\0").encode("utf-16-le"))
         pdfium_c.FPDFText_SetText(obj, ctypes.cast(encoded, ctypes.POINTER(pdfium_c.FPDF_WCHAR)))
-        pdfium_c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, block.x, top - i * block.leading * size)
+        x = block.right - _right(obj) if rtl else block.x
+        pdfium_c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, top - i * block.leading * size)
         pdfium_c.FPDFPageObj_SetFillColor(obj, r, g, b, a)
         pdfium_c.FPDFPage_InsertObject(page.raw, obj)
+
+
+def _right(obj: pdfium_c.FPDF_PAGEOBJECT) -> float:
+    """The right edge of a text object's glyphs drawn from x = 0 (as the source block's edge is measured)."""
+    bounds = [ctypes.c_float() for _ in range(4)]
+    return bounds[2].value if pdfium_c.FPDFPageObj_GetBounds(obj, *bounds) else 0.0
 
 
 def _write(doc: pdfium.PdfDocument, blocks: list[Block], translations: Sequence[str], check: Check) -> bytes:

@@ -13,11 +13,21 @@ is the algorithm's own reordering, which is its own inverse for the same levels.
 character in right-to-left text (a parenthesis) is drawn as its mirror image and swapped back.
 Where two readings draw the same glyphs (a number between a Hebrew and an English word), the
 one read is one of them.
+
+A translation is drawn the other way (``visual``): a line, broken in reading order, is put in the
+order its glyphs stand left to right by python-bidi's Python implementation of the bidi
+algorithm (``bidi.algorithm``), which also mirrors a parenthesis in right-to-left text (rule L4;
+the Rust one the package also wraps does not). PDFium draws each character's own glyph, so
+Arabic letters are first put in the joined form each takes between its neighbours (``joined``:
+arabic-reshaper's presentation forms).
 """
 
 from __future__ import annotations
 
 import unicodedata
+
+import arabic_reshaper
+from bidi.algorithm import get_display
 
 RTL = frozenset({"R", "AL"})
 NUMBER = frozenset({"EN", "AN"})
@@ -103,3 +113,22 @@ def logical(visual: str, rtl: bool) -> str:
             levels[i:j] = levels[i:j][::-1]
             i = j
     return "".join(chars)
+
+
+# the letters' joined forms, and lam with alef as the one glyph it must be (arabic-reshaper's
+# default); not its word ligature of Allah (U+FDF2), which the fonts drawn in lack
+_RESHAPER = arabic_reshaper.ArabicReshaper({"ARABIC LIGATURE ALLAH": False, "delete_harakat": False})
+
+
+def joined(text: str) -> str:
+    """``text`` with its Arabic letters in their contextual presentation forms, in reading order."""
+    if not has_rtl(text):
+        return text
+    return _RESHAPER.reshape(text)
+
+
+def visual(line: str, rtl: bool) -> str:
+    """A line (in reading order) as its glyphs stand left to right; ``rtl``: the paragraph's direction."""
+    if not rtl and not has_rtl(line):
+        return line
+    return get_display(line, base_dir="R" if rtl else "L")

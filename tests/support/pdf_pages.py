@@ -5,6 +5,8 @@ with its source page by page."""
 from __future__ import annotations
 
 import ctypes
+import re
+import zlib
 from dataclasses import dataclass
 
 import pypdfium2 as pdfium
@@ -98,3 +100,48 @@ def assert_translated_in_place(source: bytes, result: bytes, rects, expected: li
             got = " ".join(" ".join(t.text for t in inside).split())
             assert got == " ".join(next(wanted).split()), f"page {number}, box {rect}"
         assert all(any(within(t.bounds, r, 2.0) for r in page_rects) for t in page.texts), f"page {number}"
+
+
+def drawn_characters(data: bytes) -> list[str]:
+    """Each text object's characters as the content stream draws them, left to right, decoded
+    by its font's ToUnicode map: the code points drawn, before PDFium's text page reorders them
+    and maps presentation forms back to letters. For a file whose text is in one CID font with
+    hex strings, as PDFium writes a font it loaded (``FPDFText_LoadFont``)."""
+    streams = []
+    for match in re.finditer(rb"(?<!end)stream\r?\n", data):
+        body = data[match.end() : data.index(b"endstream", match.end())]
+        try:
+            streams.append(zlib.decompress(body))
+        except zlib.error:
+            streams.append(body)
+    (cmap,) = [s for s in streams if b"begincmap" in s]
+    to_unicode = _cmap(cmap.decode("latin-1"))
+    out = []
+    for stream in streams:
+        for array in re.findall(rb"\[((?:<[0-9A-Fa-f]*>|[-\d.\s])*)\]\s*TJ", stream):
+            codes = "".join(re.findall(r"<([0-9A-Fa-f]*)>", array.decode()))
+            out.append("".join(to_unicode[int(codes[i : i + 4], 16)] for i in range(0, len(codes), 4)))
+    return out
+
+
+def _unicode(hex_text: str) -> str:
+    return bytes.fromhex(hex_text).decode("utf-16-be")
+
+
+def _cmap(text: str) -> dict[int, str]:
+    """A ToUnicode CMap's bfchar and bfrange entries as {code: text}."""
+    out: dict[int, str] = {}
+    for section in re.findall(r"beginbfchar(.*?)endbfchar", text, re.S):
+        for code, target in re.findall(r"<(\w+)>\s*<(\w+)>", section):
+            out[int(code, 16)] = _unicode(target)
+    for section in re.findall(r"beginbfrange(.*?)endbfrange", text, re.S):
+        for first, last, target in re.findall(r"<(\w+)>\s*<(\w+)>\s*(\[[^\]]*\]|<\w+>)", section):
+            start, end = int(first, 16), int(last, 16)
+            if target.startswith("["):
+                for offset, each in enumerate(re.findall(r"<(\w+)>", target)):
+                    out[start + offset] = _unicode(each)
+            else:
+                base = _unicode(target[1:-1])
+                for offset in range(end - start + 1):
+                    out[start + offset] = base[:-1] + chr(ord(base[-1]) + offset)
+    return out

@@ -195,6 +195,21 @@ def test_right_to_left_text_reaches_the_model_in_reading_order(lines, by_glyph):
     translation = "Hello world, this is text. Version 2.5 of Python came out today"
     drawn = pages(extracted.write([translation]))[0].texts
     assert " ".join(text.text for text in drawn) == translation  # in the block's box, as any block
+    # left to right from the left of the block's first line, as any left-to-right translation
+    source = pages(right_to_left_like_a_browser(lines, by_glyph))[0].texts
+    assert abs(drawn[0].bounds[0] - source[0].bounds[0]) <= 1.0
+
+
+@HAS_FONT
+@pytest.mark.parametrize("lines", [HEBREW, ARABIC], ids=["Hebrew", "Arabic"])
+def test_right_to_left_text_translated_into_right_to_left_text_stays_right_aligned(lines):
+    data = right_to_left_like_a_browser(lines, by_glyph=False)
+    translation = "الإصدار 2.5 من Python صدر اليوم" if lines is HEBREW else "גרסה 2.5 של Python יצאה היום"
+    out = files.read("rtl.pdf", data, LIMIT).write([translation])
+    (page,) = pages(out)
+    assert page.text.replace("\r\n", " ") == translation  # drawn right to left, read back in order
+    source_right = max(text.bounds[2] for text in pages(data)[0].texts)
+    assert all(abs(text.bounds[2] - source_right) <= 1.0 for text in page.texts)
 
 
 @HAS_FONT
