@@ -15,11 +15,10 @@ Where two readings draw the same glyphs (a number between a Hebrew and an Englis
 one read is one of them.
 
 A translation is drawn the other way (``visual``): a line, broken in reading order, is put in the
-order its glyphs stand left to right by python-bidi's Python implementation of the bidi
-algorithm (``bidi.algorithm``), which also mirrors a parenthesis in right-to-left text (rule L4;
-the Rust one the package also wraps does not). PDFium draws each character's own glyph, so
-Arabic letters are first put in the joined form each takes between its neighbours (``joined``:
-arabic-reshaper's presentation forms).
+order its glyphs stand left to right by the same reordering, its own inverse, a parenthesis in
+right-to-left text mirrored. PDFium draws each character's own glyph, so Arabic letters are first
+put in the joined form each takes between its neighbours (``joined``: arabic-reshaper's
+presentation forms).
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ from __future__ import annotations
 import unicodedata
 
 import arabic_reshaper
-from bidi.algorithm import get_display
 
 RTL = frozenset({"R", "AL"})
 NUMBER = frozenset({"EN", "AN"})
@@ -76,17 +74,23 @@ def _nearest(kinds: list[str], keep: frozenset[str], edge: str) -> tuple[list[st
     return left, right
 
 
+def _number(left: str) -> str:
+    """The direction a number acts in: that of the nearest letter before it (the paragraph's at
+    its start), as the bidi algorithm's rules W7 and N1 have it: "Python 3" is one left-to-right
+    run, a number after a Hebrew word reads as right-to-left context."""
+    return left
+
+
 def _levels(kinds: list[str], rtl: bool) -> list[int]:
     edge = "R" if rtl else "L"
     left, right = _nearest(kinds, frozenset("RL"), edge)
-    # a number reads as right-to-left context (level 2, acting as R on what is around it) in
-    # right-to-left text, and in left-to-right text between two right-to-left words
-    acting = [("R" if rtl or left[i] == right[i] == "R" else "L") if k == "N" else k for i, k in enumerate(kinds)]
+    # a number is level 2 in right-to-left text, and in left-to-right text after a right-to-left word
+    acting = [_number(left[i]) if k == "N" else k for i, k in enumerate(kinds)]
     left, right = _nearest(acting, frozenset("RL"), edge)
     levels = []
     for i, (k, a) in enumerate(zip(kinds, acting)):
         if k == "N":
-            levels.append(2 if a == "R" else 0)
+            levels.append(2 if rtl or a == "R" else 0)
             continue
         if a not in ("R", "L"):  # a neutral: the direction on both sides, else the paragraph's
             a = left[i] if left[i] == right[i] else edge
@@ -131,4 +135,4 @@ def visual(line: str, rtl: bool) -> str:
     """A line (in reading order) as its glyphs stand left to right; ``rtl``: the paragraph's direction."""
     if not rtl and not has_rtl(line):
         return line
-    return get_display(line, base_dir="R" if rtl else "L")
+    return logical(line, rtl)
