@@ -8,6 +8,11 @@ for translation as it goes and stops with :class:`TooManyCharacters` past ``max_
 it. ``Extracted.write(translations, placement, deadline)`` checks the deadline between
 paragraphs. Torch-free and engine-free, as ``server.documents``.
 
+An .xlsx's cell strings and comments are replaced in place (``spreadsheets``), formulas,
+numbers and sheet names never read; an XLIFF file's source segments are translated into its
+targets (``xliff``), which of them depending on the target language (a file already translated
+into it keeps its finished segments), so ``read`` takes the target language.
+
 A PDF's text blocks are replaced in place (``pdf``, PDFium through pypdfium2): each block's
 translation in the page's font where it has the glyphs, fitted to the block's box; images and
 every other object kept.
@@ -23,7 +28,9 @@ from .packages import read_docx, read_epub, read_odp, read_odt, read_pptx
 from .pdf import read_pdf
 from .refusals import FileRefused, TooManyCharacters, UnsupportedFile
 from .run_placement import MAX_ALIGNED_RUNS, Placement, Unit, holders, place, place_aligned, run_at, styled_spans
+from .spreadsheets import read_xlsx
 from .text_files import read_html, read_md, read_srt, read_txt
+from .xliff import read_xliff
 
 Reader = Callable[[bytes, int, Characters], Extracted]
 READERS: dict[str, Reader] = {
@@ -34,15 +41,21 @@ READERS: dict[str, Reader] = {
     ".srt": read_srt,
     ".docx": read_docx,
     ".pptx": read_pptx,
+    ".xlsx": read_xlsx,
     ".odt": read_odt,
     ".odp": read_odp,
     ".epub": read_epub,
     ".pdf": read_pdf,
+    ".xlf": read_xliff,
+    ".xliff": read_xliff,
 }
+# Readers whose texts depend on the language translated into (``read``'s ``target_language``)
+BY_TARGET = frozenset({".xlf", ".xliff"})
 SUPPORTED = tuple(READERS)
 REFUSED = {
     ".doc": " (the binary Word format: save it as .docx)",
     ".ppt": " (the binary PowerPoint format: save it as .pptx)",
+    ".xls": " (the binary Excel format: save it as .xlsx)",
 }
 
 
@@ -58,12 +71,19 @@ def reader(filename: str) -> Reader:
     return READERS[ext]
 
 
-def read(filename: str, data: bytes, max_file_bytes: int, max_chars: int | None = None) -> Extracted:
+def read(
+    filename: str, data: bytes, max_file_bytes: int, max_chars: int | None = None, target_language: str = ""
+) -> Extracted:
     """The texts of the file and how to write their translations back (see the module docstring);
-    ``max_chars``: characters of text read at most (None: no limit)."""
+    ``max_chars``: characters of text read at most (None: no limit); ``target_language``: the
+    language translated into, as the request names it ("" : none named, for an XLIFF file the
+    language it declares)."""
     if not data:
         raise FileRefused("Invalid request: empty file")
-    return reader(filename)(data, max_file_bytes, Characters(max_chars))
+    found, chars = reader(filename), Characters(max_chars)
+    if extension(filename) in BY_TARGET:
+        return read_xliff(data, max_file_bytes, chars, target_language)
+    return found(data, max_file_bytes, chars)
 
 
 __all__ = [

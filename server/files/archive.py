@@ -1,4 +1,4 @@
-"""Zip packages (.docx, .pptx, .odt, .odp, .epub), opened only after their directory is checked.
+"""Zip packages (.docx, .pptx, .xlsx, .odt, .odp, .epub), opened only after their directory is checked.
 
 A zip's central directory states every entry's uncompressed size before anything is
 inflated: a zip bomb (a few KB that inflate to gigabytes) and a zip of a million entries

@@ -35,9 +35,12 @@ class FileText:
         return sum(map(len, self.texts))
 
 
-def read_text(filename: str, content: bytes, max_file_bytes: int, max_chars: int | None = None) -> FileText:
-    """The file's texts; reading stops past ``max_chars`` characters of text (``TooManyCharacters``)."""
-    extracted = read(filename, content, max_file_bytes, max_chars)
+def read_text(
+    filename: str, content: bytes, max_file_bytes: int, max_chars: int | None = None, target_language: str = ""
+) -> FileText:
+    """The file's texts; reading stops past ``max_chars`` characters of text (``TooManyCharacters``);
+    ``target_language``: the request's (an XLIFF file's texts depend on it: ``files.read``)."""
+    extracted = read(filename, content, max_file_bytes, max_chars, target_language)
     return FileText(extracted.texts, extracted.format, extracted.media_type, extracted.units)
 
 
@@ -48,11 +51,12 @@ def write_file(
     translations: Sequence[str],
     preferred: Preferred | None,
     max_runs: int = MAX_ALIGNED_RUNS,
+    target_language: str = "",
 ) -> bytes:
     """The file with ``translations`` in place of its texts; a styled paragraph's words on the
     runs ``preferred`` names (``placement.place_aligned``, up to ``max_runs`` runs with words), else by
-    proportion (``placement.place``)."""
-    extracted = read(filename, content, max_file_bytes)
+    proportion (``placement.place``). ``target_language``: the one the file was read for (``read_text``)."""
+    extracted = read(filename, content, max_file_bytes, target_language=target_language)
     if preferred is None:
         return extracted.write(translations, place)
 

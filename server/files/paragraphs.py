@@ -12,6 +12,10 @@ One :class:`Dialect` per family, read from the specs:
   read as runs.
 - OOXML DrawingML (.pptx, § 21.1.2): ``<a:p>`` holds runs ``<a:r>`` with ``<a:t>``, and
   ``<a:br/>``; a field's text (``<a:fld>``: a slide number, a date) is a placeholder too.
+- OOXML SpreadsheetML (.xlsx, § 18.4): a shared string ``<si>``, an inline string ``<is>`` and a
+  comment's ``<text>`` hold either one ``<t>`` or rich-text runs ``<r>`` with ``<rPr>`` and ``<t>``;
+  phonetic runs (``<rPh>``, a Japanese reading aid) are not read. Transitional and Strict
+  namespaces alike.
 - OpenDocument (.odt, .odp, ODF 1.3 § 5.1): ``<text:p>`` and ``<text:h>`` hold mixed content:
   character data, ``<text:span>`` and ``<text:a>`` (styled runs and links, read through),
   ``<text:s/>`` (spaces), ``<text:tab/>``, ``<text:line-break/>``; anything else inside (a
@@ -34,6 +38,8 @@ from .run_placement import Unit
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+S_STRICT = "{http://purl.oclc.org/ooxml/spreadsheetml/main}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 HYPERLINK = f"{W}hyperlink"
@@ -51,7 +57,7 @@ class Dialect:
     joints: dict[str, str]  # elements between runs -> what the model reads for them
     mixed: bool = False  # ODF: character data of the paragraph and of `inline` elements are runs
     inline: frozenset[str] = frozenset()  # read through (ODF spans and links)
-    run_parent: str = ""  # OOXML: a text element counts only inside this parent (a:r, not a:fld)
+    run_parents: frozenset[str] = frozenset()  # OOXML: a text element counts only inside these (a:r, not a:fld)
     fields: frozenset[str] = frozenset()  # elements whose text is a field's result (w:fldSimple, a:fld)
 
 
@@ -63,16 +69,25 @@ WORDPROCESSING = Dialect(
     paragraphs=frozenset({f"{W}p"}),
     texts=frozenset({f"{W}t"}),
     joints={f"{W}tab": "\t", f"{W}br": "\n", f"{W}cr": "\n"},
-    run_parent=f"{W}r",
+    run_parents=frozenset({f"{W}r"}),
     fields=frozenset({f"{W}fldSimple"}),
 )
 DRAWING = Dialect(
     paragraphs=frozenset({f"{A}p"}),
     texts=frozenset({f"{A}t"}),
     joints={f"{A}br": "\n"},
-    run_parent=f"{A}r",
+    run_parents=frozenset({f"{A}r"}),
     fields=frozenset({f"{A}fld"}),
 )
+SPREADSHEET = Dialect(
+    paragraphs=frozenset(f"{ns}{name}" for ns in (S, S_STRICT) for name in ("si", "is", "text")),
+    texts=frozenset({f"{S}t", f"{S_STRICT}t"}),
+    joints={},
+    # a plain string's <t> sits in the string itself, a rich one's in its runs (not in <rPh>)
+    run_parents=frozenset(f"{ns}{name}" for ns in (S, S_STRICT) for name in ("r", "si", "is", "text")),
+)
+# text elements whose edge spaces the application drops without xml:space="preserve"
+_PRESERVED = frozenset({f"{W}t", f"{S}t", f"{S_STRICT}t"})
 OPENDOCUMENT = Dialect(
     paragraphs=frozenset({f"{TEXT}p", f"{TEXT}h"}),
     texts=frozenset(),
@@ -115,7 +130,7 @@ class Slot:
             self.element.tail = text
             return
         self.element.text = text
-        if self.element.tag == f"{W}t" and text != text.strip():  # Word drops edge spaces without it
+        if self.element.tag in _PRESERVED and text != text.strip():  # Word and Excel drop edge spaces without it
             self.element.set(XML_SPACE, "preserve")
 
 
@@ -224,7 +239,7 @@ class _Collector:
                 around = around.getparent()
             return "".join(keys)
         run = slot.element.getparent()
-        props = run.find(f"{W}rPr") if run.tag == f"{W}r" else run.find(f"{A}rPr")
+        props = next((c for c in run if isinstance(c.tag, str) and etree.QName(c).localname == "rPr"), None)
         key = "" if props is None else _seen(props)
         parent = run.getparent()
         return key + (f"link{sorted(parent.attrib.items())}" if parent is not None and parent.tag == HYPERLINK else "")
@@ -253,7 +268,7 @@ class _Collector:
                 if not self.complex.hidden:
                     self.joint(child)
             elif tag in d.texts:
-                if child.getparent().tag == d.run_parent and not self.complex.hidden:
+                if child.getparent().tag in d.run_parents and not self.complex.hidden:
                     self.slot(Slot(child))
             elif tag in d.fields:
                 if _LINK.match(child.get(f"{W}instr", "")):

@@ -191,14 +191,15 @@ class FileTranslation:
         return await self.stored_glossary(request.caller, request.glossary_id, *args)
 
     async def read(
-        self, filename: str, content: bytes, deadline: Deadline | None = None
+        self, filename: str, content: bytes, deadline: Deadline | None = None, target_language: str = ""
     ) -> tuple[jobs.FileText, float]:
         """The file's texts, read in a file worker, within the file limits; and the CPU seconds
-        its reading left of ``--file-cpu-seconds``."""
+        its reading left of ``--file-cpu-seconds``. ``target_language``: the request's (which
+        segments of an XLIFF file are read depends on it)."""
         files.reader(filename)  # an unsupported type is refused before anything is read
         self.check_size(len(content))
         budget = self.settings.file_cpu_seconds
-        args = (filename, content, self.settings.max_file_bytes, self.settings.max_file_chars)
+        args = (filename, content, self.settings.max_file_bytes, self.settings.max_file_chars, target_language)
         done = await self.workers.run(jobs.read_text, args, budget, deadline)
         text: jobs.FileText = done.result
         limit = self.settings.max_file_chars
@@ -285,7 +286,7 @@ class FileTranslation:
     ) -> TranslatedFile:
         deadline = limits.time_limit(request.deadline, self.settings.file_timeout_seconds, file=True)
         terms = await self._terms(request)  # before the file is read: an unknown id costs no file worker
-        text, cpu_left = await self.read(request.filename, request.content, deadline)
+        text, cpu_left = await self.read(request.filename, request.content, deadline, request.target_language)
         wanted = TranslationRequest(
             request.caller,
             text.texts,
@@ -311,6 +312,7 @@ class FileTranslation:
             translations,
             preferred,
             settings.max_aligned_runs,
+            request.target_language,  # as read: the same segments of an XLIFF file
         )
         written = await self.workers.run(jobs.write_file, args, cpu_left, valid.request.deadline)
         return TranslatedFile(

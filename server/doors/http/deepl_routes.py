@@ -173,13 +173,17 @@ def glossary_id(fields: MultiDict) -> str:
     return ids[0] if ids else ""
 
 
+# extensions of one format, as DeepL lists them ("htm / html", "xlf / xliff")
+SAME_FORMAT = {"htm": "html", "xlf": "xliff"}
+
+
 def check_output_format(fields: MultiDict, name: str) -> None:
     """``output_format`` names the translated file's extension; a document comes back in its own
     format here, so any other is refused (DeepL refuses the conversions it lacks) rather than
     answered with a file of another type than the client asked for."""
     wanted = str(fields.get("output_format") or "").strip().lower().lstrip(".")
     own = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    if wanted and {wanted, own} != {"htm", "html"} and wanted != own:
+    if wanted and SAME_FORMAT.get(wanted, wanted) != SAME_FORMAT.get(own, own):
         raise InvalidRequest(
             f"Value for 'output_format' not supported: {echo(wanted)}; this server returns a document in its "
             f"own format ({'.' + own if own else 'the uploaded one'})"

@@ -17,6 +17,7 @@ from attnserve.client import AttnServeError
 from attnserve.client.cli import ProgressBar
 from attnserve.client.cli import main as client_main
 from attnserve.server.service import sentence_flow
+from tests.support import localization_files as localization
 from tests.support import office_files as office
 from tests.support import pdf_pages
 
@@ -80,6 +81,22 @@ def test_a_docx_through_the_rpc_keeps_its_runs(server, tmp_path):
     assert [len(r) for r in runs] == [2, 1]
     assert [" ".join("".join(r).split()) for r in runs] == [" ".join(t.split()) for t in expected]
     assert done.media_type.endswith("wordprocessingml.document")
+
+
+def test_an_xlsx_and_an_xliff_file_through_the_rpc(server, tmp_path):
+    cells = '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1"><v>7</v></c></row>'
+    workbook = tmp_path / "plan.xlsx"
+    workbook.write_bytes(localization.xlsx([LINES[0]], cells))
+    strings = tmp_path / "app.xlf"
+    strings.write_bytes(localization.xliff21(f'<unit id="u"><segment><source>{LINES[1]}</source></segment></unit>'))
+    with server.client(timeout=120) as client:
+        sheet, units = client.translate_file(workbook, "de", "en"), client.translate_file(strings, "de", "en")
+        expected = [t.text for t in client.translate(LINES[:2], target_language="de")]
+    with zipfile.ZipFile(io.BytesIO(sheet.content)) as package:
+        assert f"<t>{expected[0]}</t>" in package.read("xl/sharedStrings.xml").decode()
+        assert "<v>7</v>" in package.read("xl/worksheets/sheet1.xml").decode()
+    assert sheet.media_type.endswith("spreadsheetml.sheet") and units.media_type.startswith("application/xliff+xml")
+    assert f"<target>{expected[1]}</target>" in units.content.decode()
 
 
 def test_a_file_split_in_pieces_comes_back_byte_for_byte_as_split_whole(server, tmp_path, monkeypatch):

@@ -11,11 +11,14 @@ import zipfile
 
 import deepl
 import grpc
+import openpyxl
 import pytest
+from lxml import etree
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 from tests.server.http.test_files import call, files_server, translate_file
+from tests.support import localization_files as localization
 from tests.support import office_files as office
 
 KEYS = "alice,bob"
@@ -241,3 +244,38 @@ def test_a_form_with_repeated_text_gets_one_translation_each(server):
     status, reply, _ = call(server, "/v2/translate", form, "application/x-www-form-urlencoded", key)
     assert status == 200, reply
     assert [t["text"] for t in json.loads(reply)["translations"]] == ["Montag, 3. März 2025", "um 15:45 Uhr"]
+
+
+def test_an_xlsx_and_an_xliff_file_are_translated_through_the_document_routes(server, tmp_path):
+    """DeepL translates .xlsx and .xlf / .xliff documents; so does this server: a workbook's cells
+    (a formula and a number as they were, the sheet's name kept) and an XLIFF file's targets
+    (inline tags kept, ``translate="no"`` left alone), the .xliff asked for as .xlf."""
+    translator = client(server)
+    cells = (
+        '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1"><v>42</v></c></row>'
+        '<row r="2"><c r="A2"><f>B1*2</f><v>84</v></c><c r="B2" t="s"><v>1</v></c></row>'
+    )
+    source = tmp_path / "plan.xlsx"
+    source.write_bytes(localization.xlsx(["Monday, March 3, 2025", [("at ", False), ("3:45 PM", True)]], cells))
+    out = tmp_path / "plan.de.xlsx"
+    translator.translate_document_from_filepath(source, out, source_lang="EN", target_lang="DE")
+    sheet = openpyxl.load_workbook(out)[localization.SHEET_NAME]
+    assert sheet["A1"].value == "Montag, 3. März 2025" and sheet["B2"].value == "um 15:45 Uhr"
+    assert sheet["B1"].value == 42 and sheet["A2"].value == "=B1*2"
+
+    units = (
+        '<trans-unit id="1"><source>Monday, <g id="1">March 3</g>, 2025</source></trans-unit>'
+        '<trans-unit id="2" translate="no"><source>at 3:45 PM</source></trans-unit>'
+    )
+    page = tmp_path / "app.xliff"
+    page.write_bytes(localization.xliff12(units))
+    with open(page, "rb") as sent:
+        out_xliff = io.BytesIO()
+        translator.translate_document(sent, out_xliff, target_lang="DE", filename="app.xliff", output_format="xlf")
+    root = etree.fromstring(out_xliff.getvalue())
+    ns = "{urn:oasis:names:tc:xliff:document:1.2}"
+    assert root.find(f"{ns}file").get("target-language") == "de"
+    first, skipped = root.iter(f"{ns}trans-unit")
+    target = first.find(f"{ns}target")
+    assert "".join(target.itertext()) == "Montag, 3. März 2025" and target.find(f"{ns}g").get("id") == "1"
+    assert skipped.find(f"{ns}target") is None

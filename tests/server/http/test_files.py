@@ -19,6 +19,7 @@ import pytest
 from lxml import etree
 
 from attnserve.server.service import run_alignment
+from tests.support import localization_files as localization
 from tests.support import office_files as office
 from tests.support import pdf_pages
 
@@ -29,6 +30,8 @@ PHRASES = ["on Monday, March 3, 2025", "at 3:45 PM", "more than 1,500 miles", "i
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+XLIFF = "{urn:oasis:names:tc:xliff:document:1.2}"
 
 
 def files_server(serve, directory: Path, **overrides):
@@ -98,7 +101,7 @@ def test_frontend_settings_report_files(server):
     status, body, _ = call(server, "/frontend/settings")
     settings = json.loads(body)
     assert status == 200 and settings["filesTranslation"] is True
-    assert {".txt", ".md", ".html", ".srt", ".docx", ".pptx", ".odt", ".odp", ".epub", ".pdf"} <= set(
+    assert {".txt", ".md", ".html", ".srt", ".docx", ".pptx", ".xlsx", ".odt", ".odp", ".epub", ".pdf", ".xlf"} <= set(
         settings["supportedFilesFormat"]
     )
 
@@ -220,6 +223,17 @@ def test_pptx_slides_odt_odp_srt_md_txt_html_and_epub(server):
     with zipfile.ZipFile(io.BytesIO(book)) as package:
         assert package.namelist()[0] == "mimetype" and package.read("OEBPS/image1.png") == office.PNG
         assert f"<p>{expected[PHRASES[1]]}</p>" in package.read("OEBPS/chapter0.xhtml").decode()
+
+
+def test_an_xlsx_and_an_xliff_file_through_translate_file(server):
+    expected = translate_texts(server, PHRASES[:2])
+    cells = '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1"><f>1+1</f><v>2</v></c></row>'
+    sheet = translated(server, "plan.xlsx", localization.xlsx([PHRASES[0]], cells))
+    assert [words(t.text) for t in part(sheet, "xl/sharedStrings.xml").iter(f"{S}t")] == [words(expected[0])]
+    assert part(sheet, "xl/worksheets/sheet1.xml").find(f".//{S}f").text == "1+1"
+    units = f'<trans-unit id="1"><source>{PHRASES[1]}</source></trans-unit>'
+    out = etree.fromstring(translated(server, "app.xliff", localization.xliff12(units)))
+    assert [words(t.text) for t in out.iter(f"{XLIFF}target")] == [words(expected[1])]
 
 
 def test_srt_styling_tags_and_position_overrides_come_back_around_the_translation(server):

@@ -1,0 +1,113 @@
+""".xlsx workbooks, by the zip + XML route of ``packages`` (lxml; every entry but the translated
+parts written back with the same content, name, order and compression).
+
+What a spreadsheet shows as words is in three places (ECMA-376 Part 1 § 18.4, § 18.3.1.53, § 18.7):
+
+- the shared strings (``xl/sharedStrings.xml``): one ``<si>`` per distinct text of the
+  workbook, which every cell holding that text points to, so a text used by many cells is
+  translated once; a rich-text string's runs (``<r>`` with ``<rPr>``: bold, colour, font) are
+  placed as a .docx paragraph's runs are (``paragraphs``, ``run_placement``);
+- inline strings (``<is>`` of a ``t="inlineStr"`` cell) in the worksheets, which some writers
+  use instead; a worksheet without one is not parsed at all (it is only searched for the word);
+- cell comments (``xl/comments*.xml``, the notes Excel shows on hover).
+
+Not translated: formulas (``<f>``), numbers, dates, booleans and errors (``<v>``), a formula's
+cached text result (``<v>`` of a ``t="str"`` cell: Excel computes it again from the formula),
+a text with no letter in it (an id or a year typed as text: the model could only damage it),
+sheet names and defined names (``xl/workbook.xml``: formulas refer to sheets by name), charts,
+drawings' text boxes, headers and footers, and threaded comments (``xl/threadedComments``).
+"""
+
+from __future__ import annotations
+
+import re
+import zipfile
+from collections.abc import Sequence
+
+from lxml import etree
+
+from . import archive
+from .extracted import Characters, Check, Extracted
+from .paragraphs import SPREADSHEET, Paragraph, paragraph
+from .refusals import FileRefused
+from .run_placement import Placement
+
+KIND = ".xlsx"
+MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+SHARED = "xl/sharedStrings.xml"
+SHEETS = re.compile(r"xl/worksheets/sheet\d+\.xml")
+COMMENTS = re.compile(r"xl/comments\d*\.xml")
+INLINE = b"inlineStr"  # the cell type of an inline string: a worksheet without it has none
+
+
+def _mentions(package: zipfile.ZipFile, name: str, word: bytes) -> bool:
+    """Whether the entry holds ``word``, read in chunks (a word split between two chunks included)."""
+    try:
+        with package.open(name) as part:
+            carried = b""
+            while chunk := part.read(archive.CHUNK):
+                if word in carried + chunk:
+                    return True
+                carried = chunk[-len(word) :]
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise FileRefused(f"the {KIND} package's entry {name!r} does not read: {exc}") from None
+    return False
+
+
+class _Strings:
+    """Collects the strings of a streamed part as each ends, their characters counted as they come."""
+
+    def __init__(self, chars: Characters) -> None:
+        self.chars = chars
+        self.found: list[Paragraph] = []
+
+    def __call__(self, event: str, element: etree._Element) -> None:
+        if event != "end":
+            return
+        found = paragraph(element, SPREADSHEET)
+        if found is not None and any(ch.isalpha() for ch in found.unit.text):
+            self.chars.add(len(found.unit.text))
+            self.found.append(found)
+
+
+def _parts(package: zipfile.ZipFile) -> list[str]:
+    """The parts that hold strings, in the zip's order: shared strings, comments, and the
+    worksheets that have inline strings."""
+    names = package.namelist()
+    if "xl/workbook.xml" not in names:
+        raise FileRefused(f"the file is not a valid {KIND}: it has no xl/workbook.xml")
+    wanted = []
+    for name in names:
+        if name == SHARED or COMMENTS.fullmatch(name):
+            wanted.append(name)
+        elif SHEETS.fullmatch(name) and _mentions(package, name, INLINE):
+            wanted.append(name)
+    return wanted
+
+
+def read_xlsx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
+    """The workbook's strings (see the module docstring), each one text, in the zip's order of parts."""
+    package = archive.open_zip(data, max_file_bytes, KIND)
+    tags = archive.Tags(KIND)
+    trees: dict[str, etree._ElementTree] = {}
+    found: list[Paragraph] = []
+    for name in _parts(package):
+        strings = _Strings(chars)
+        tree = archive.parse_xml_stream(package, name, KIND, SPREADSHEET.paragraphs, strings, tags)
+        if strings.found:
+            trees[name] = tree
+            found += strings.found
+
+    def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
+        for n, (string, translation) in enumerate(zip(found, translations)):
+            if n % 256 == 0:
+                check()
+            string.write(placement(string.unit, translation))
+        replaced = {}
+        for name, tree in trees.items():
+            check()
+            replaced[name] = archive.serialize_xml(tree)
+        return archive.rewrite(package, replaced, KIND, check)
+
+    units = tuple(s.unit for s in found)
+    return Extracted(tuple(u.text for u in units), write, media_type=MEDIA_TYPE, units=units)

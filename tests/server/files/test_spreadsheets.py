@@ -1,0 +1,109 @@
+""".xlsx workbooks without a model (``server/files/spreadsheets.py``): the cells' text is translated
+(shared strings once, rich-text runs with their formatting, inline strings, comments), formulas,
+numbers, booleans, cached formula results and sheet names are not, and the workbook opens in
+openpyxl with every other entry as it was. The "translation" swaps the case of every letter."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import openpyxl
+import pytest
+from openpyxl.cell.rich_text import CellRichText, TextBlock
+from openpyxl.cell.text import InlineFont
+
+from attnserve.server import files
+from attnserve.server.files import FileRefused, TooManyCharacters
+from tests.support import localization_files as sheets
+from tests.support import office_files as office
+
+LIMIT = 1 << 20
+CELLS = (
+    '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c><c r="C1" t="s"><v>0</v></c></row>'
+    '<row r="2"><c r="A2"><v>1234.5</v></c><c r="B2" t="b"><v>1</v></c><c r="C2" t="s"><v>2</v></c></row>'
+    '<row r="3"><c r="A3" t="str"><f>UPPER(A1)</f><v>QUARTERLY SALES</v></c>'
+    '<c r="B3"><f>SUM(A2:A2)</f><v>1234.5</v></c><c r="C3" t="s"><v>3</v></c></row>'
+    '<row r="4"><c r="A4" t="inlineStr"><is><t>Open the report</t></is></c></row>'
+)
+SHARED = ["Quarterly sales", [("Total for ", False), ("March", True), (" only", False)], "2025", "Notes here"]
+
+
+def swapped(extracted: files.Extracted) -> bytes:
+    return extracted.write([t.swapcase() for t in extracted.texts])
+
+
+def workbook(data: bytes) -> openpyxl.Workbook:
+    return openpyxl.load_workbook(io.BytesIO(data), rich_text=True)
+
+
+def test_cells_strings_are_translated_and_formulas_numbers_and_sheet_names_are_not():
+    data = sheets.xlsx(SHARED, CELLS, comment="Check the totals")
+    extracted = files.read("sales.xlsx", data, LIMIT)
+    # in the zip's order of parts; each shared string once though two cells show it; "2025" typed
+    # as text is no words to translate
+    assert extracted.texts == (
+        "Open the report", "Quarterly sales", "Total for March only", "Notes here", "Check the totals"
+    )  # fmt: skip
+    out = swapped(extracted)
+    book = workbook(out)
+    assert book.sheetnames == [sheets.SHEET_NAME]
+    sheet = book[sheets.SHEET_NAME]
+    assert sheet["A1"].value == sheet["C1"].value == "qUARTERLY SALES"
+    assert sheet["A2"].value == 1234.5 and sheet["B2"].value is True and sheet["C2"].value == "2025"
+    assert sheet["A3"].value == "=UPPER(A1)" and sheet["B3"].value == "=SUM(A2:A2)"
+    assert sheet["C3"].value == "nOTES HERE" and sheet["A4"].value == "oPEN THE REPORT"
+    assert sheet["A1"].comment.text == "cHECK THE TOTALS"
+    with zipfile.ZipFile(io.BytesIO(out)) as package:
+        assert b"<v>QUARTERLY SALES</v>" in package.read("xl/worksheets/sheet1.xml")  # the cached result
+    before, after = office_entries(data), office_entries(out)
+    assert list(after) == list(before)
+    changed = {"xl/sharedStrings.xml", "xl/worksheets/sheet1.xml", "xl/comments1.xml"}
+    assert {n: d for n, d in after.items() if n not in changed} == {n: d for n, d in before.items() if n not in changed}
+
+
+def office_entries(data: bytes) -> dict[str, tuple[bytes, int]]:
+    with zipfile.ZipFile(io.BytesIO(data)) as package:
+        return {i.filename: (package.read(i), i.compress_type) for i in package.infolist()}
+
+
+def test_a_rich_text_cell_keeps_its_runs_and_their_formatting():
+    out = swapped(files.read("sales.xlsx", sheets.xlsx(SHARED, CELLS), LIMIT))
+    rich = workbook(out)[sheets.SHEET_NAME]["B1"].value
+    assert isinstance(rich, CellRichText)
+    assert [(str(b.text), b.font.b) if isinstance(b, TextBlock) else (b, None) for b in rich] == [
+        ("tOTAL FOR ", False),
+        ("mARCH ", True),
+        ("ONLY", False),
+    ]
+
+
+def test_a_workbook_written_by_openpyxl_with_inline_strings_reopens_translated():
+    book = openpyxl.Workbook()
+    sheet = book.active
+    sheet.title = "Budget"
+    sheet["A1"] = "Travel costs"
+    sheet["A2"] = 12
+    sheet["A3"] = "=A2*2"
+    sheet["B1"] = CellRichText(["Paid ", TextBlock(InlineFont(b=True), "late"), " again"])
+    sent = io.BytesIO()
+    book.save(sent)
+    out = swapped(files.read("budget.xlsx", sent.getvalue(), LIMIT))
+    again = workbook(out)["Budget"]
+    assert again["A1"].value == "tRAVEL COSTS" and again["A2"].value == 12 and again["A3"].value == "=A2*2"
+    assert [str(b.text) if isinstance(b, TextBlock) else b for b in again["B1"].value] == ["pAID ", "LATE ", "AGAIN"]
+
+
+def test_a_workbook_without_words_an_invalid_one_and_one_over_the_limits_are_refused():
+    with pytest.raises(FileRefused, match="no text to translate"):
+        files.read("n.xlsx", sheets.xlsx(["2025"], '<row r="1"><c r="A1" t="s"><v>0</v></c></row>'), LIMIT)
+    with pytest.raises(FileRefused, match="not a valid .xlsx.*xl/workbook.xml"):
+        files.read("w.xlsx", office.docx([[("Hello", "")]]), LIMIT)
+    with pytest.raises(FileRefused, match="not a valid .xlsx"):
+        files.read("w.xlsx", b"not a zip at all", LIMIT)
+    with pytest.raises(FileRefused, match="unpacks to"):
+        files.read("bomb.xlsx", office.zip_bomb(8 * LIMIT), LIMIT)
+    with pytest.raises(TooManyCharacters):
+        files.read("sales.xlsx", sheets.xlsx(SHARED, CELLS), LIMIT, max_chars=20)
+    with pytest.raises(FileRefused, match="binary Excel format: save it as .xlsx"):
+        files.read("old.xls", b"\xd0\xcf\x11\xe0", LIMIT)
