@@ -221,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     tf = sub.add_parser(
         "translate-file",
         parents=[common],
-        help="translate a file (.txt .md .html .srt .docx .pptx .odt .odp .epub .pdf) keeping its layout",
+        help="translate a file (.txt .md .html .srt .docx .pptx .xlsx .odt .odp .epub .pdf .xlf .xliff) "
+        "keeping its layout",
     )
     tf.add_argument("file", type=Path, help="the file to translate; its extension picks the format")
     add_languages(tf, source_default="auto", target_required=True)

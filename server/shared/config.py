@@ -212,7 +212,8 @@ class Settings:
     )
     # files (LibreTranslate's /translate_file, attnserve.v1 TranslateFile; docs/operations.md)
     max_file_bytes: int = _setting(
-        32 << 20, "size of one file to translate; a zip-based file (docx, pptx, odt, odp, epub) unpacks to at most 4x"
+        32 << 20,
+        "size of one file to translate; a zip-based file (docx, pptx, xlsx, odt, odp, epub) unpacks to at most 4x",
     )
     max_file_chars: int = _setting(
         300_000, "characters of text in one file to translate (what the model reads; markup and layout not counted)"

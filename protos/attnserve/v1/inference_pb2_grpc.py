@@ -139,7 +139,8 @@ class InferenceServiceServicer(object):
         raise NotImplementedError('Method not implemented!')
 
     def TranslateFile(self, request, context):
-        """One file (.txt .md .html .srt .docx .pptx .odt .odp .epub, by its name's extension),
+        """One file (.txt .md .html .srt .docx .pptx .xlsx .odt .odp .epub .pdf .xlf .xliff, by its
+        name's extension),
         translated as one request: all its sentences decoded together. The stream sends
         progress (sentences done / total) as the engine finishes them, then the translated
         file in chunks of at most 1 MiB, then a last message with its summary. Structure,
