@@ -4,11 +4,16 @@ PDFium reports a page's objects in content order; a text object is a run of glyp
 and size at one origin (a line, a word, or a few letters, as the producer wrote it). Objects
 on one baseline whose gaps are under a word's width make a line; lines below one another in
 the same size, spaced as lines of one paragraph and overlapping horizontally, make a block.
-A vertical rule between two objects (a table's border) ends a line however narrow the gap.
+A gap is measured from one object's glyphs to the next one's origin (or glyphs, where they begin
+further left): a full-width Chinese or Japanese punctuation mark draws its ink in one half of its
+em square ("。" left, "「" right), so between the ink of "。「", two glyphs with no space
+between them, lies more than an em of blank. A vertical rule between two objects (a table's
+border) ends a line however narrow the gap.
 Inside a line, objects are joined with a space where PDFium's text page put one: it measures the
 gap by the glyphs' advances, where their tight boxes leave gaps between the digits of one number
 when a browser writes a glyph an object.
-A block's text is its lines joined by spaces (a line-end hyphen joined without one). A line
+A block's text is its lines joined by spaces (a line-end hyphen joined without one, and so is a
+line of Chinese or Japanese wrapped between two of its wide characters, which no space parts). A line
 with right-to-left letters (Hebrew, Arabic) is read from its objects' own characters where they
 stand on the page (``Drawn``: PDFium's text page returns some objects in reading order, others as
 drawn, and puts its added spaces on the wrong side) and reordered into reading order (``pdf_bidi``).
@@ -23,6 +28,8 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from .pdf_bidi import has_rtl, logical, right_to_left
@@ -75,7 +82,7 @@ class Line:
         rtl = any(has_rtl(run.text) for run in self.runs)
         out = self.runs[0].text
         for before, run in zip(self.runs, self.runs[1:]):
-            gap = run.left - before.right
+            gap = gap_between(before, run)
             spaced = out.endswith(" ") or run.text.startswith(" ")
             # PDFium put a space after an object that a word gap follows; its decision is missing
             # only where an object it read lies between (one this reader keeps as it is)
@@ -215,10 +222,16 @@ class Rules:
         return any(bottom <= y <= top for _, bottom, top in found)
 
 
+def gap_between(before: Run, run: Run) -> float:
+    """The blank between two objects of a line: from ``before``'s glyphs to ``run``'s origin, or
+    to its glyphs where they begin left of it; a glyph's ink alone may stand an em from its neighbour's."""
+    return min(run.left, run.x) - before.right
+
+
 def _same_line(line: Line, run: Run, rules: Rules) -> bool:
     last = line.runs[-1]
     size = max(last.size, run.size)
-    if abs(run.baseline - last.baseline) >= 0.3 * size or not -0.5 * size < run.left - last.right < LINE_GAP * size:
+    if abs(run.baseline - last.baseline) >= 0.3 * size or not -0.5 * size < gap_between(last, run) < LINE_GAP * size:
         return False
     return not rules.between(last.right, run.left, run.baseline + 0.3 * run.size)
 
@@ -236,6 +249,23 @@ def _same_block(lines: list[Line], line: Line) -> bool:
     return run.left < max(ln.right for ln in lines) and line.right > min(ln.first.left for ln in lines)
 
 
+def _wide(ch: str) -> bool:
+    """A wide character of a script written without spaces: Chinese, Japanese, their full-width
+    punctuation (Korean's Hangul is wide, but Korean parts its words with spaces)."""
+    return bool(ch) and unicodedata.east_asian_width(ch) in "WF" and not unicodedata.name(ch, "").startswith("HANGUL")
+
+
+def _letter(chars: Iterable[str]) -> str:
+    """The first of ``chars`` that is no narrow punctuation mark ("" for none)."""
+    return next((ch for ch in chars if unicodedata.category(ch)[0] != "P" or _wide(ch)), "")
+
+
+def _unspaced(before: str, after: str) -> bool:
+    """Whether lines wrapped between ``before`` and ``after`` join without a space: wide
+    characters on both sides, past the narrow punctuation beside them ("。”" and "“好" alike)."""
+    return _wide(_letter(reversed(before))) and _wide(_letter(after))
+
+
 def _joined(lines: list[Line]) -> str:
     """The lines' text in reading order: each line's right-to-left text reordered (``pdf_bidi``)
     in the direction of the block's majority of letters."""
@@ -243,7 +273,7 @@ def _joined(lines: list[Line]) -> str:
     rtl = right_to_left("".join(drawn))
     out = ""
     for text in (logical(text, rtl) for text in drawn):
-        if out.endswith(HYPHENS) and text[:1].islower():
+        if out.endswith(HYPHENS) and text[:1].islower() or _unspaced(out, text):
             out += text
         else:
             out += (" " if out else "") + text

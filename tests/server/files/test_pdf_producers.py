@@ -223,3 +223,81 @@ def test_an_rtl_word_in_an_english_line_keeps_the_line_in_order():
         pdf.text(x, 100, word)
         x += pdf.get_string_width(word + " ")
     assert files.read("a.pdf", bytes(pdf.output()), LIMIT).texts == ("The word שלום means peace, 4 letters",)
+
+
+# where a glyph's ink lies in its advance, in thousandths of an em: full-width punctuation draws
+# in one half of its square ("。" and "」" left, "「" right), as in Noto Sans CJK
+INK = {**dict.fromkeys("。、，：」』）”", (80, 380)), **dict.fromkeys("「『（“", (620, 920)), " ": (0, 0)}
+
+
+def cjk_like_a_browser(paragraphs: list[list[str]], size: float = 12.0) -> bytes:
+    """Paragraphs of lines drawn as Chrome prints Chinese, Japanese and Korean: a Type3 font of
+    the page's glyphs (each glyph's ink where the real one has it, a ToUnicode map), every glyph
+    its own ``Tj`` (a space with the glyph before it), lines 1.5 sizes apart, paragraphs 3."""
+    chars = sorted(set("".join(line for lines in paragraphs for line in lines)))
+    code = {ch: 33 + i for i, ch in enumerate(chars)}
+    width = {ch: 250 if ch == " " else 1000 if ord(ch) > 0x2000 else 600 for ch in chars}
+    procs = []
+    for ch in chars:
+        left, right = INK.get(ch, (50, width[ch] - 50))
+        ink = b" %d -100 m %d -100 l %d 800 l %d 800 l h f" % (left, right, right, left) if right else b""
+        procs.append(b"%d 0 %d -100 %d 800 d1%s" % (width[ch], left, right, ink))
+    cmap = b"".join(b"<%02X><%04X>" % (code[ch], ord(ch)) for ch in chars)
+    cmap = (
+        b"/CIDInit/ProcSet findresource begin 12 dict begin begincmap/CMapName/C def/CMapType 2 def 1"
+        b" begincodespacerange<00><FF>endcodespacerange %d beginbfchar%sendbfchar endcmap"
+        b" CMapName currentdict/CMap defineresource pop end end" % (len(chars), cmap)
+    )
+    font = b"<</Type/Font/Subtype/Type3/FontBBox[0 -100 1000 800]/FontMatrix[0.001 0 0 0.001 0 0]"
+    font += b"/CharProcs<<%s>>" % b"".join(b"/g%d %d 0 R" % (code[ch], 6 + i) for i, ch in enumerate(chars))
+    font += b"/Encoding<</Type/Encoding/Differences[33%s]>>" % b"".join(b"/g%d" % code[ch] for ch in chars)
+    font += b"/FirstChar 33/LastChar %d/Widths[%s]" % (32 + len(chars), b" ".join(b"%d" % width[ch] for ch in chars))
+    font += b"/ToUnicode %d 0 R>>" % (6 + len(chars))
+    content, y = b"", 780.0
+    for lines in paragraphs:
+        for line in lines:
+            content += b"BT /F1 %g Tf 1 0 0 1 56 %g Tm" % (size, y)
+            for i, ch in enumerate(line):
+                if ch == " ":
+                    continue
+                shown = ch + (" " if line[i + 1 : i + 2] == " " else "")
+                hexed = b"".join(b"%02X" % code[c] for c in shown)
+                content += b" <%s> Tj %g 0 Td" % (hexed, sum(width[c] for c in shown) * size / 1000)
+            content += b" ET\n"
+            y -= 1.5 * size
+        y -= 1.5 * size
+    streams = [*procs, cmap]
+    return raw_pdf(content, font, *(b"<</Length %d>>stream\n%s\nendstream" % (len(s), s) for s in streams))
+
+
+CJK = [  # a paragraph's lines as drawn, the text the translator is given, a stand-in's translation
+    (
+        ["今日は晴れです。「散歩に行こう」と彼は言った。"],
+        "今日は晴れです。「散歩に行こう」と彼は言った。",
+        "It is sunny. Let us walk, he said.",
+    ),
+    (["」「はい」と彼女は答えた。"], "」「はい」と彼女は答えた。", "Yes, she answered."),
+    (
+        ["他说：“我们明天去北京。”", "“好的。”她回答。"],
+        "他说：“我们明天去北京。”“好的。”她回答。",
+        "He said: we go. Fine, she said.",
+    ),
+    (
+        ["오늘은 날씨가 좋습니다. 우리는", "공원에 갑니다."],
+        "오늘은 날씨가 좋습니다. 우리는 공원에 갑니다.",
+        "It is fine. We go out.",
+    ),
+    (["Total: 1,500 miles", "in 2025."], "Total: 1,500 miles in 2025.", "Gesamt: 1.500 Meilen 2025."),
+]
+
+
+def test_chinese_japanese_and_korean_lines_reach_the_translator_whole():
+    """A full-width mark's ink stands in one half of its em ("。" left, "「" right), so the ink of
+    "。「" is more than an em apart: measured by ink, a line broke there, and a line opening with
+    "」「" lost its first character to a block of its own (left on the page, untranslated).
+    Chinese and Japanese wrap without spaces; Korean and Latin wrap at them."""
+    extracted = files.read("browser.pdf", cjk_like_a_browser([lines for lines, _, _ in CJK]), LIMIT)
+    assert extracted.texts == tuple(text for _, text, _ in CJK)
+    translations = [translation for _, _, translation in CJK]
+    drawn = pages(extracted.write(translations))[0].texts
+    assert " ".join(text.text for text in drawn).split() == " ".join(translations).split()  # no glyph left over
