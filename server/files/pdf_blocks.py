@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -47,6 +48,11 @@ ASCENT, DESCENT = 0.72, 0.22  # a line's box above and below its baseline, in fo
 WORD_GAP = 0.3  # a gap between two objects' glyph boxes wider than this many sizes is a space
 RULE_WIDTH = 3.0  # a path at most this many points wide is a vertical rule (a table's border)
 HYPHENS = ("-", "\u2010", "\u00ad")  # a line ending in one joins the next without a space
+BULLET = re.compile(
+    r"[\u2022\u2023\u2043\u25aa\u25ab\u25cf\u25cb\u25e6\u25a0\u25a1\u25c6\u25c7\u25ba\u25b6\u2713\u2219\u00b7]"
+)
+# a list item's label: a dash or asterisk, or 1-3 digits, a letter or a roman numeral with "." or ")", then a space
+LABEL = re.compile(r"(?:[-\u2013\u2014*]|\(?(?:\d{1,3}|[a-zA-Z]|[ivxlcIVXLC]{2,6})[.)])\s")
 
 
 @dataclass(frozen=True)
@@ -236,9 +242,27 @@ def _same_line(line: Line, run: Run, rules: Rules) -> bool:
     return not rules.between(last.right, run.left, run.baseline + 0.3 * run.size)
 
 
+def _item(lines: list[Line], line: Line) -> bool:
+    """Whether ``line`` begins a list item of its own, though spaced as the block's next line. A
+    bullet glyph always does (no wrapped line of prose starts with one). A label ("1.", "b)",
+    "iv.", "- ") does where the block began with a label as far left (the item before it; its
+    wrapped lines, under its text, carry none) or the line above ends in a colon (the list's
+    lead-in); a paragraph's wrapped line that starts "2. The" or "2025 was" continues it."""
+    text = line.text.lstrip()
+    if BULLET.match(text):
+        return True
+    if not LABEL.match(text + " "):
+        return False
+    first, size = lines[0], line.first.size
+    listed = LABEL.match(first.text.lstrip() + " ") is not None and abs(first.first.left - line.first.left) < 0.5 * size
+    return listed or lines[-1].text.rstrip().endswith(":")
+
+
 def _same_block(lines: list[Line], line: Line) -> bool:
     above, first, run = lines[-1], lines[0], line.first
     size = above.first.size
+    if _item(lines, line):
+        return False
     if abs(run.size - size) > SAME_SIZE * size:
         return False
     step = above.first.baseline - run.baseline

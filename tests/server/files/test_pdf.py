@@ -173,3 +173,42 @@ def test_without_pypdfium2_a_pdf_is_refused_with_the_reason(monkeypatch):
     with pytest.raises(FileRefused, match="pypdfium2, a dependency of attnserve, is not installed"):
         files.read("a.pdf", sample()[0], LIMIT)
     assert files.read("a.txt", b"still served", LIMIT).texts == ("still served",)
+
+
+def test_list_items_spaced_as_lines_are_blocks_of_their_own_and_wrapped_prose_is_not():
+    """A list's items, one line each and as far apart as a paragraph's lines, are translated and
+    drawn each on its own line: a bullet starts an item; a label ("1.", "3)", "b.", "iv.") starts one
+    at the left edge of a block that began with a label or after a lead-in ending in ":". A wrapped
+    line of prose starting with a number ("2025 was", "2. The") continues its paragraph."""
+    prose = "Our sales grew by a third that year and\n2025 was better still, as chapter\n2. The team grew too."
+    data, _ = build([[
+        Box("Bring these:\n\u2022 Eggs\n\u2022 Milk and bread", 56, 56, 300),
+        Box("Steps:\n1. Open the file\n2. Choose a language\n3) Press Translate", 56, 140, 300),
+        Box("a. Apples\nb. Pears\niv. Plums", 56, 240, 300),
+        Box(prose, 56, 320, 300),
+    ]])  # fmt: skip
+    extracted = files.read("list.pdf", data, LIMIT)
+    items = ("\u2022 Eggs", "\u2022 Milk and bread", "1. Open the file", "2. Choose a language", "3) Press Translate")
+    assert extracted.texts == (
+        "Bring these:", items[0], items[1], "Steps:", *items[2:], "a. Apples", "b. Pears", "iv. Plums",
+        " ".join(prose.split()),
+    )  # fmt: skip
+    drawn = pages(extracted.write([t.swapcase() for t in extracted.texts]))[0].texts
+    lines = {t.text: t.bounds[1] for t in drawn}  # each item on a line of its own, where it was
+    assert all(item.swapcase() in lines for item in items)
+    assert len({lines[item.swapcase()] for item in items}) == len(items)
+
+
+def test_a_hanging_list_item_keeps_its_wrapped_line():
+    """A numbered list as a browser prints one: the label, then the item's text, its wrapped line
+    under the text (not under the label); the next label starts the next item."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    for y, label, text in [(100, "1.", "A first item that is long and"), (114, "", "wraps onto a second line."),
+                           (128, "2.", "A second item.")]:  # fmt: skip
+        if label:
+            pdf.text(56, y, label)
+        pdf.text(70, y, text)
+    extracted = files.read("list.pdf", bytes(pdf.output()), LIMIT)
+    assert extracted.texts == ("1. A first item that is long and wraps onto a second line.", "2. A second item.")
