@@ -6,9 +6,11 @@ its translation drawn at the block's first baseline, left-aligned, in its colour
 its box (the rectangle its glyphs and lines covered): first shrunk (to 0.7x its size) on no more
 lines than it had, then wrapped onto more lines, shrinking further until it fits. A translation
 mostly in right-to-left letters (Arabic, Hebrew) is right-aligned instead, each line broken in
-reading order and drawn in visual order, Arabic letters joined (``pdf_bidi``). Images, paths,
-annotations and every other object stay as they were (an image's stream is not touched); only the
-changed pages' content streams are rewritten.
+reading order and drawn in visual order, Arabic letters joined (``pdf_bidi``). The thin paths
+underlining or striking through a block's lines (``Block.marks``) go with its text: they would
+mark other words of the translation, or empty space. Images, other paths, annotations (a link's
+area among them) and every other object stay as they were (an image's stream is not touched);
+only the changed pages' content streams are rewritten.
 
 The font: the block's own where it has a glyph for every character of the translation (a
 standard font such as Helvetica; an embedded font subset to the source's letters usually lacks
@@ -351,7 +353,7 @@ def _write(doc: pdfium.PdfDocument, blocks: list[Block], translations: Sequence[
             check()
             page = doc[index]
             try:
-                handles = {i: pdfium_c.FPDFPage_GetObject(page.raw, i) for b, _ in placed for i in b.objects}
+                handles = {i: pdfium_c.FPDFPage_GetObject(page.raw, i) for b, _ in placed for i in b.objects + b.marks}
                 for block, translation in placed:  # drawn before the old objects go: they hold the fonts
                     _draw(doc, page, fonts, block, pdfium_c.FPDFTextObj_GetFont(handles[block.objects[0]]), translation)
                 for obj in handles.values():

@@ -120,6 +120,7 @@ class Block:
     leading: float
     lines: int
     color: tuple[int, int, int, int]
+    marks: tuple[int, ...] = ()  # paths underlining or striking through its lines, removed with its text
 
 
 def text_of(obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXTPAGE) -> str:
@@ -201,10 +202,12 @@ def _run(index: int, obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXT
 class Rules:
     """A page's vertical rules: thin paths (a browser's table borders are filled rectangles under
     a point wide) and the sides of stroked rectangles (a cell's border), sorted by x; text on
-    either side of one is in two cells, however narrow their padding."""
+    either side of one is in two cells, however narrow their padding. And its thin horizontal
+    paths, where a line's underline (a link's) or strike-through may be."""
 
     def __init__(self, page: pdfium_c.FPDF_PAGE, count: int) -> None:
         rules: list[tuple[float, float, float]] = []
+        self.flat: list[tuple[int, float, float, float, float]] = []
         bounds = [ctypes.c_float() for _ in range(4)]
         fill, stroke = ctypes.c_int(), ctypes.c_int()
         for i in range(count):
@@ -214,13 +217,42 @@ class Rules:
             if not pdfium_c.FPDFPageObj_GetBounds(obj, *bounds):
                 continue
             left, bottom, right, top = (b.value for b in bounds)
+            if top - bottom <= RULE_WIDTH < right - left:
+                self.flat.append((i, left, bottom, right, top))
             if right - left <= RULE_WIDTH:
                 rules.append(((left + right) / 2, bottom, top))
             elif pdfium_c.FPDFPath_GetDrawMode(obj, fill, stroke) and not fill.value and stroke.value:
                 rules += [(left, bottom, top), (right, bottom, top)]
         rules.sort()
+        self.flat.sort(key=lambda path: path[2])
+        self.flat_bottom = [path[2] for path in self.flat]
         self.x = [r[0] for r in rules]
         self.rules = rules
+
+    def marks(self, lines: list[Line]) -> tuple[int, ...]:
+        """The thin horizontal paths along the lines' text: under a baseline (at most 0.3 sizes
+        below it: an underline) or across the letters (0.15 to 0.5 sizes above: a strike-through),
+        no longer than the line. A rule between paragraphs lies further below or runs past the
+        text; a table's border, however tight the cell, meets both of the cell's sides."""
+        found = []
+        for line in lines:
+            first, size = line.first, line.first.size
+            left, right, base = min(first.left, first.x) - 0.3 * size, line.right + 0.3 * size, first.baseline
+            near = bisect.bisect_left(self.flat_bottom, base - 0.3 * size)
+            for i, x0, bottom, x1, top in self.flat[near : bisect.bisect_right(self.flat_bottom, base + 0.5 * size)]:
+                if top - bottom > 0.15 * size or not left <= x0 < x1 <= right:
+                    continue
+                middle = (bottom + top) / 2  # a table's border meets the cell's sides
+                if self.between(x0 - 1, x0 + 1, middle) and self.between(x1 - 1, x1 + 1, middle):
+                    continue
+                if (
+                    base - 0.3 * size <= bottom
+                    and top <= base + 0.05 * size
+                    or base + 0.15 * size <= bottom
+                    and top <= base + 0.5 * size
+                ):
+                    found.append(i)
+        return tuple(found)
 
     def between(self, left: float, right: float, y: float) -> bool:
         """Whether a rule crosses height ``y`` between ``left`` and ``right``."""
@@ -342,9 +374,9 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
     group: list[Line] = []
     for line in lines:
         if group and not _same_block(group, line):
-            blocks.append(_block(page_index, group))
+            blocks.append(replace(_block(page_index, group), marks=rules.marks(group)))
             group = []
         group.append(line)
     if group:
-        blocks.append(_block(page_index, group))
+        blocks.append(replace(_block(page_index, group), marks=rules.marks(group)))
     return [b for b in blocks if b.text.strip()]

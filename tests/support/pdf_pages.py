@@ -1,5 +1,5 @@
 """What a PDF's pages hold, as PDFium sees them: page sizes, images (their streams' bytes and
-bounds), text objects (text, bounds, font) and rendered text, for comparing a translated PDF
+bounds), text objects (text, bounds, font), paths' bounds and rendered text, for comparing a translated PDF
 with its source page by page."""
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class Page:
     images: list[tuple[bytes, tuple[float, float, float, float]]]  # (raw stream data, bounds)
     texts: list[Text]
     text: str  # the page's text as PDFium extracts it
+    paths: list[tuple[float, float, float, float]]  # bounds: lines, rules, borders, underlines
 
 
 def _raw_image(obj) -> bytes:
@@ -45,17 +46,19 @@ def pages(data: bytes) -> list[Page]:
     for index in range(len(doc)):
         page = doc[index]
         textpage = page.get_textpage()
-        images, texts = [], []
+        images, texts, paths = [], [], []
         for obj in page.get_objects(max_depth=1):
             bounds = tuple(round(v, 2) for v in obj.get_bounds())
-            if obj.type == pdfium_c.FPDF_PAGEOBJ_IMAGE:
+            if obj.type == pdfium_c.FPDF_PAGEOBJ_PATH:
+                paths.append(bounds)
+            elif obj.type == pdfium_c.FPDF_PAGEOBJ_IMAGE:
                 images.append((_raw_image(obj.raw), bounds))
             elif obj.type == pdfium_c.FPDF_PAGEOBJ_TEXT:
                 size = ctypes.c_float()
                 pdfium_c.FPDFTextObj_GetFontSize(obj.raw, size)
                 font = base_name(pdfium_c.FPDFTextObj_GetFont(obj.raw))
                 texts.append(Text(text_of(obj.raw, textpage.raw), bounds, size.value, font))
-        out.append(Page(tuple(page.get_size()), images, texts, textpage.get_text_range()))
+        out.append(Page(tuple(page.get_size()), images, texts, textpage.get_text_range(), paths))
         textpage.close()
         page.close()
     doc.close()

@@ -212,3 +212,46 @@ def test_a_hanging_list_item_keeps_its_wrapped_line():
         pdf.text(70, y, text)
     extracted = files.read("list.pdf", bytes(pdf.output()), LIMIT)
     assert extracted.texts == ("1. A first item that is long and wraps onto a second line.", "2. A second item.")
+
+
+def test_an_underline_and_a_strike_through_go_with_their_words():
+    """fpdf2, as browsers and word processors, draws a link's underline and a strike-through as
+    thin paths under and across the words: left behind, they would mark other words of the
+    translation or empty space. A rule between paragraphs and a cell's border stay, a browser's
+    border of a cell without padding too (thin filled rectangles, the bottom one as close under
+    the baseline as an underline: it meets both of the cell's sides)."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.set_xy(56, 100)
+    pdf.write(14, "Read the ")
+    pdf.set_font(style="U")
+    pdf.write(14, "manual", link="https://example.com/manual")
+    pdf.set_font(style="")
+    pdf.write(14, " before you start.")
+    pdf.line(56, 130, 300, 130)
+    pdf.set_xy(56, 140)
+    pdf.cell(120, 16, "A cell", border=1)
+    pdf.set_xy(56, 170)
+    pdf.set_font(style="S")
+    pdf.cell(120, 16, "struck out")
+    pdf.set_font(style="")
+    pdf.text(56, 220, "Tight cell")
+    width = pdf.get_string_width("Tight cell")
+    for x, y, w, h in [
+        (56, 209, width, 0.75),
+        (56, 222.25, width, 0.75),
+        (55.25, 209, 0.75, 14),
+        (56 + width, 209, 0.75, 14),
+    ]:
+        pdf.rect(x, y, w, h, style="F")
+    data = bytes(pdf.output())
+    extracted = files.read("a.pdf", data, LIMIT)
+    assert extracted.texts == ("Read the manual before you start.", "A cell", "struck out", "Tight cell")
+    before = pages(data)[0].paths
+    underline, rule, border, strike, *tight = before  # as drawn
+    assert underline[3] - underline[1] < 1 and strike[3] - strike[1] < 1
+    translations = ["Lies vor dem Start das Handbuch.", "Eine Zelle", "gestrichen", "Enge Zelle"]
+    after = pages(extracted.write(translations))[0]
+    assert after.paths == [rule, border, *tight]
+    assert [t.text for t in after.texts] == translations
