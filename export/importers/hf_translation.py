@@ -190,9 +190,15 @@ def weight_and_bias_pairs(theirs: str, ours: str) -> list[tuple[str, str]]:
 
 
 def hf_limits(directory: Path, cfg: TranslationConfig) -> dict[str, int]:
-    """Source limit from the tokenizer's ``model_max_length``, target from generation's ``max_length``."""
+    """Source limit from the tokenizer's ``model_max_length``, target from generation's ``max_length``.
+
+    Generation's settings are generation_config.json's where that file is, else config.json's
+    (older opus-mt checkpoints state ``max_length`` only there): the same file transformers'
+    ``from_pretrained`` takes them from, so the limit is the length transformers generates to."""
     tok_cfg = read_json(directory / "tokenizer_config.json", required=False) or {}
-    gen_cfg = read_json(directory / "generation_config.json", required=False) or {}
+    gen_cfg = read_json(directory / "generation_config.json", required=False)
+    if gen_cfg is None:
+        gen_cfg = read_json(directory / "config.json", required=False) or {}
     source, target = tok_cfg.get("model_max_length"), gen_cfg.get("max_length")
     limits = {}
     if isinstance(source, int) and source >= 1:

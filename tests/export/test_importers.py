@@ -224,6 +224,25 @@ def test_marian_greedy_matches_generate(marian, tie, tmp_path):
         assert len({t for h in ours for t in h.tokens}) > 3
 
 
+@pytest.mark.parametrize("generation_file", [False, True], ids=["config-only", "generation-config-too"])
+def test_marian_target_limit_is_the_one_transformers_generates_to(marian, tmp_path, generation_file):
+    """Older opus-mt checkpoints state ``max_length`` in config.json and have no generation_config.json;
+    transformers then generates up to config.json's, and to generation_config.json's where that file is."""
+    import shutil
+
+    path, _, _ = marian
+    old = tmp_path / "old"
+    shutil.copytree(path, old)
+    config = json.loads((old / "config.json").read_text())
+    config["max_length"] = 30
+    (old / "config.json").write_text(json.dumps(config))
+    if not generation_file:
+        (old / "generation_config.json").unlink()
+    expected = transformers.MarianMTModel.from_pretrained(old).generation_config.max_length
+    assert expected == (40 if generation_file else 30)
+    assert load_marian(old).limits["max_target_len"] == expected - 1  # max_length counts the start token
+
+
 def test_marian_reads_pytorch_model_bin_with_stored_positions(marian, tmp_path):
     """Older opus-mt checkpoints: pytorch_model.bin, position tables stored (and checked)."""
     import shutil
