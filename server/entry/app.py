@@ -23,7 +23,6 @@ from pathlib import Path
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection, reflection_pb2
 
 from attnserve.protos.attnserve.triton import grpc_service_pb2 as triton_pb
@@ -54,7 +53,7 @@ from ..shared.config import Settings
 from ..shared.metrics import Metrics
 from ..state import GlossaryStore, open_database
 from . import descriptors
-from .repository import RepositoryControl
+from .repository import ModelHealth, RepositoryControl
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +77,7 @@ class AttnServer(RepositoryControl):
             self._labelled,
             hidden=(str(repo.resolve()), str(repo.absolute())),
         )
-        self.health = health_aio.HealthServicer()
+        self.health = ModelHealth(self._refresh_health)
         # The bounded off-loop work pool of both services: image decoding, large documents'
         # splitting, language detection (--preprocess-threads threads).
         self.preprocess_pool = ThreadPoolExecutor(settings.preprocess_threads, thread_name_prefix="preprocess")

@@ -8,9 +8,11 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from grpc_health.v1 import health_pb2
+from grpc_health.v1.health import aio as health_aio
 
 from attnserve.contract.manifest import MANIFEST_NAME
 
@@ -19,6 +21,24 @@ from ..runtime.reload import ADDED, FAILED, RELOADED, ReloadOutcome
 from ..shared.errors import InvalidRequest, ShuttingDown, echo
 
 log = logging.getLogger(__name__)
+
+
+class ModelHealth(health_aio.HealthServicer):
+    """grpc.health.v1, whose Check and Watch of a service first ask ``refresh`` whether its status
+    changed unseen: a lazily served model whose failed load's files were fixed is SERVING when a
+    probe asks, as KServe's ModelReady says, not only once a request has loaded it."""
+
+    def __init__(self, refresh: Callable[[str], Awaitable[None]]) -> None:
+        super().__init__()
+        self._refresh = refresh
+
+    async def Check(self, request, context):  # noqa: N802 - grpc's method name
+        await self._refresh(request.service)
+        return await super().Check(request, context)
+
+    async def Watch(self, request, context):  # noqa: N802 - grpc's method name
+        await self._refresh(request.service)
+        return await super().Watch(request, context)
 
 
 class RepositoryControl:
@@ -74,6 +94,12 @@ class RepositoryControl:
         if not self.draining:
             status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
             await self.health.set(name, status)
+
+    async def _refresh_health(self, name: str) -> None:
+        """A model reported NOT_SERVING for a failed load whose files changed since (or a reload
+        forgot it) is SERVING: its next request loads it."""
+        if self.residency is not None and not self.draining and self.residency.recovered(name):
+            await self._model_health(name, True)
 
     async def _swapped(self, model: LoadedModel) -> None:
         self._watch(model)

@@ -8,7 +8,8 @@ after each failure); after that its next request tries again only where the budg
 without unloading another model, since a load of the same files fails the same way but for
 passing causes (memory short then); and after ``--model-load-attempts`` failures not at all.
 Once its files change (a fixed copy written in place, ``attnserve-export pull``) the failure is
-forgotten and its next request tries at once; a reload (SIGHUP, Reload, RepositoryModelLoad)
+forgotten and its next request tries at once; readiness answers compare the stamps too, so a fixed
+model reads ready before any request tries it. A reload (SIGHUP, Reload, RepositoryModelLoad)
 forgets it too."""
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class LoadFailures:
     def __init__(self, settings: Settings, metrics: Metrics) -> None:
         self.settings, self.metrics = settings, metrics
         self._by_name: dict[str, LoadFailure] = {}
+        self._reported: set[str] = set()  # failed and reported NOT_SERVING since (health)
 
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
@@ -81,10 +83,11 @@ class LoadFailures:
     def get(self, name: str) -> LoadFailure | None:
         return self._by_name.get(name)
 
-    def current(self, name: str, model_dir: Path) -> LoadFailure | None:
-        """``name``'s failure, if its files are those it failed with; one whose files changed is forgotten."""
+    def current(self, name: str, model_dir: Path | None) -> LoadFailure | None:
+        """``name``'s failure, if its files are those it failed with; one whose files changed is
+        forgotten (``model_dir`` None: the model is not indexed, its failure is kept as it is)."""
         failure = self._by_name.get(name)
-        if failure is not None and failure.files != files_now(model_dir):
+        if failure is not None and model_dir is not None and failure.files != files_now(model_dir):
             log.info("model %s: its files changed since its load failed; its next request loads it", name)
             self.forget(name)
             return None
@@ -100,9 +103,21 @@ class LoadFailures:
         limit = self.settings.model_load_attempts
         failure = LoadFailure(reason, attempts, time.monotonic() + backoff, limit, files)
         self._by_name[name] = failure
+        self._reported.add(name)
         self.metrics.model_loads.labels(name, "failed").inc()
         log.error("model %s failed to load on demand (attempt %d): %s", name, attempts, reason)
         return ModelUnavailable(failure.message(name))
 
-    def forget(self, name: str) -> None:
+    def recovered(self, name: str, model_dir: Path) -> bool:
+        """``name`` was reported NOT_SERVING for a failed load, and its files changed since or a
+        reload forgot the failure: it is reported SERVING (once) by the caller."""
+        if name not in self._reported or self.current(name, model_dir) is not None:
+            return False
+        self._reported.discard(name)
+        return True
+
+    def forget(self, name: str, reported: bool = False) -> None:
+        """``name``'s failure is forgotten; ``reported`` too where its health is said anew (loaded, unloaded)."""
         self._by_name.pop(name, None)
+        if reported:
+            self._reported.discard(name)

@@ -49,7 +49,7 @@ from ..shared.config import Settings
 from ..shared.errors import DeadlineExceeded, ModelUnavailable, echo
 from ..shared.metrics import Metrics
 from .budget import Room
-from .load_failures import LoadFailures, files_now
+from .load_failures import LoadFailure, LoadFailures, files_now
 from .model_loader import LoadedModel, check_files, load_checked, log_loaded
 from .registry import IndexedModel, ModelRegistry
 
@@ -139,14 +139,22 @@ class Residency:
             return UNAVAILABLE, "draining: unloaded for another model's load once its requests finish"
         if name in self._loads:
             return LOADING, "loading"
-        failure = self.failures.get(name)
+        failure = self._failure(name)
         if failure is not None:
             return UNAVAILABLE, failure.message(name)
         return UNAVAILABLE, "not loaded: loads on its first request"
 
     def failing(self, name: str) -> bool:
-        """Its last load failed (UNAVAILABLE while its files are unchanged, until a reload)."""
-        return name in self.failures
+        """Its last load failed and its files are unchanged since (UNAVAILABLE until a reload). Every
+        readiness answer asks, so a model whose files were fixed reads ready before a request tries it."""
+        return self._failure(name) is not None
+
+    def _failure(self, name: str) -> LoadFailure | None:
+        return self.failures.current(name, entry.model_dir if (entry := self.registry.index.get(name)) else None)
+
+    def recovered(self, name: str) -> bool:
+        """Reported NOT_SERVING for a failed load and failing no more: the caller reports it SERVING."""
+        return name in self.registry.index and self.failures.recovered(name, self.registry.index[name].model_dir)
 
     async def acquire(self, name: str, deadline: Deadline | None) -> LoadedModel:
         """The model ``name`` loaded and held (``users`` counted) for the caller, which releases it.
@@ -214,7 +222,7 @@ class Residency:
             self.reserved.pop(name, None)
             await (model.classifier or model.engine).stop(0.0)
             raise ModelUnavailable(f"model {echo(name)} was unloaded while it loaded")
-        self.failures.forget(name)
+        self.failures.forget(name, reported=True)
         self.registry.models[name] = model
         self.registry.last_used[name] = self.room.loaded_at[name] = time.monotonic()
         self._record_loaded(name, seconds)
@@ -319,7 +327,7 @@ class Residency:
     def unloaded(self, name: str) -> None:
         """``name`` was unloaded by RepositoryModelUnload (the registry dropped it): free its room."""
         self.reserved.pop(name, None)
-        self.failures.forget(name)
+        self.failures.forget(name, reported=True)
         self.metrics.loaded_model_bytes.labels(name).set(0)
         self.on_unloaded(name)
 

@@ -236,6 +236,32 @@ def test_a_model_that_fails_to_load_is_unavailable_with_its_reason_and_retried_a
         assert client.health("mt-fr-en") == "SERVING"
 
 
+def test_a_model_whose_files_are_fixed_after_its_load_failed_reads_ready_before_a_request(serve, pairs_repo, tmp_path):
+    """Readiness probes see the operator's fix: they check a failed model's files again (their
+    stamps, without loading it), so no translation request is needed to bring it back."""
+    repo = tmp_path / "repo"
+    shutil.copytree(pairs_repo, repo, symlinks=True)
+    broken = repo / "mt-fr-en" / "encoder.onnx"
+    good = broken.resolve()
+    _corrupt(broken)
+    ready_url = "http://{}/v2/models/mt-fr-en/ready"
+    with serve(repo, **BUDGET, http_port=0) as server, server.client() as client:
+        with pytest.raises(AttnServeError):
+            client.translate([TEXT], source_language="fr", target_language="en")
+        assert client.health("mt-fr-en") == "NOT_SERVING"
+        assert not {m.name: m for m in client.list_models()}["mt-fr-en"].ready
+        broken.unlink()
+        broken.symlink_to(good)  # fixed in place: no reload, no request
+        assert urllib.request.urlopen(ready_url.format(server.http_address), timeout=10).status == 200
+        assert client.health("mt-fr-en") == "SERVING"
+        listed = {m.name: m for m in client.list_models()}["mt-fr-en"]
+        assert listed.ready and not listed.error
+        assert _index(server)["mt-fr-en"] == ("UNAVAILABLE", "not loaded: loads on its first request")
+        assert server.metric("attnserve_model_loads_total", model="mt-fr-en", outcome="ok") == 0  # probes load nothing
+        assert client.translate([TEXT], source_language="fr", target_language="en")[0].text
+        assert server.metric("attnserve_model_loads_total", model="mt-fr-en", outcome="failed") == 1
+
+
 def _corrupt(path: Path) -> None:
     """``path`` (a link into the shared model) replaced by a file of the same size, its end zeroed."""
     data = bytearray(path.resolve().read_bytes())
