@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import sentencex
 
+from ..shared import stopping
 from .document import SourceMap
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ def sentence_spans(plain: str, language: str, lines: bool) -> list[tuple[int, in
     chunks = _lines(plain) if lines else [(0, len(plain))]
     spans = []
     for start, end in chunks:
+        stopping.check()  # a text of many lines: its request's client may have gone meanwhile
         text = plain[start:end] if lines else plain.translate(_BREAKS_TO_SPACES)
         if not translatable(text):
             continue

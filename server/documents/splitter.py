@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from ..shared import stopping
 from ..shared.errors import InvalidRequest, echo
 from .document import Document, Segment, SourceMap
 from .fit import SentenceFitter, TokenBudget
@@ -164,11 +165,13 @@ class DocumentSplitter:
             raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, got {echo(format)}")
         works = []
         for i, text in enumerate(texts):
+            stopping.check()  # between a file's paragraphs or pages: its client may have gone
             stretches = styled[i] if styled is not None and format == TEXT else ()
             runs = styled_runs(text, stretches) if stretches else RUNS[format](text)
             cut = functools.partial(cut_at_unpaired, text) if place_inline or stretches else cut_at_markup
             works.append([(run, cut(run, sentence_spans(run.plain, self.language, run.lines))) for run in runs])
         flat = [self.normalize(run.plain[s:e]) for work in works for run, spans in work for s, e in spans]
+        stopping.check()
         ids = iter(self.budget.encode(flat))
         return [self._document(text, work, ids, format, place_inline) for text, work in zip(texts, works)]
 
@@ -180,6 +183,7 @@ class DocumentSplitter:
         format: str,
         place_inline: bool,
     ) -> PreparedDocument:
+        stopping.check()
         placed: list[tuple[int, int, Segment, list[int]]] = []  # (raw start, raw end, segment, ids)
         for run, spans in work:
             fitter = SentenceFitter(run.plain, self.normalize, self.budget, functools.partial(_may_cut, run.map))

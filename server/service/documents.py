@@ -39,7 +39,6 @@ sentence of each text (:func:`sentence_options`).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import weakref
@@ -49,6 +48,7 @@ from dataclasses import dataclass, field
 
 from ..documents import DocumentSplitter, PreparedDocument, TokenBudget
 from ..documents.alignment import WordAlignment
+from ..shared import stopping
 from ..translation import DecodeOptions, TranslationEngine, TranslationResult
 from .document_results import as_written, document_result, searched
 from .languages import segmenter_language
@@ -136,7 +136,7 @@ async def split_documents(
     args = (engine, request.texts, request.format, valid.source_language, place_inline, styled)
     if sum(len(t) for t in request.texts) <= INLINE_SPLIT_CHARS:
         return split(*args)
-    return await asyncio.get_running_loop().run_in_executor(pool, split, *args)
+    return await stopping.run(pool, split, *args)  # a cancel stops it at the next text or line
 
 
 def sentence_options(options: DecodeOptions) -> tuple[DecodeOptions, DecodeOptions]:
@@ -221,7 +221,7 @@ def _off_loop(prepared: Sequence[PreparedDocument], pool: Executor | None):
     inline = pool is None or sum(p.segments for p in prepared) <= INLINE_SEGMENTS
 
     async def run(fn, *args):
-        return fn(*args) if inline else await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+        return fn(*args) if inline else await stopping.run(pool, fn, *args)
 
     return run
 

@@ -38,6 +38,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 
 from ..documents import PreparedDocument
+from ..shared import stopping
 from ..translation import DecodeOptions, TranslationResult
 from . import documents, translation_cache
 from .document_results import as_written
@@ -87,13 +88,13 @@ async def split_pieces(
     second or so that its 500,000 characters take; the documents are those of one split."""
     request, engine = valid.request, valid.model.engine
     spans = pieces(request.texts, FIRST_PIECE_CHARS, MOST_PIECE_CHARS)
-    loop = asyncio.get_running_loop()
     for n, span in enumerate(spans):
         texts = request.texts[span.start : span.stop]
         its = styled[span.start : span.stop] if styled is not None else None
         args = (engine, texts, request.format, valid.source_language, place_inline, its)
         small = sum(len(t) for t in texts) <= documents.INLINE_SPLIT_CHARS
-        prepared = documents.split(*args) if small else await loop.run_in_executor(pool, documents.split, *args)
+        # a cancel drops a piece no thread has taken, and stops one being split at its next text or line
+        prepared = documents.split(*args) if small else await stopping.run(pool, documents.split, *args)
         yield Piece(span.start, prepared, n == len(spans) - 1)
 
 
