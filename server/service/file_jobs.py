@@ -296,6 +296,7 @@ class FileJobs:
                 decoded=resume.decoded,
                 media_type=translated.media_type,
                 bytes=job.bytes + len(translated.content),
+                target=job.target or translated.target_language,  # none named: the one used names the file
             )
             if not taken:  # expired, or cancelled meanwhile (by a request to this process or another)
                 await self._off(self.path(job.id, "out").unlink, missing_ok=True)

@@ -109,6 +109,25 @@ def test_reattaching_without_out_writes_the_translated_name_and_never_over_a_fil
     assert said.count("\n") == 1 and "notes.de.txt exists" in said and "--out" in said
 
 
+def test_a_job_naming_no_target_is_named_for_the_language_its_model_wrote(server, tmp_path, monkeypatch):
+    """A job that names only its model (no target language) is translated into that model's
+    target, and its result is named for it, as every other path names a translated file:
+    ``attnserve-client job ID`` beside the sent file writes notes.de.txt instead of refusing
+    to write over notes.txt."""
+    source = tmp_path / "notes.txt"
+    source.write_text("\n".join(LINES[:3]) + "\n")
+    english = source.read_text()
+    with server.client(timeout=120, token="alice") as client:
+        job = client.jobs.submit(source, "", "en", model="translator-en-de")
+        assert list(client.jobs.watch(job.id))[-1].status == "done"
+        done = client.jobs.result(job.id)
+    assert done.filename == "notes.de.txt" and done.target_language == "de"
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    monkeypatch.chdir(tmp_path)
+    assert client_main(["--address", server.address, "--token", "alice", "job", job.id, "--quiet"]) == 0
+    assert source.read_text() == english and "Montag" in (tmp_path / "notes.de.txt").read_text()
+
+
 def test_a_job_and_a_file_take_a_stored_glossary_of_their_token_only(server, tmp_path):
     path = tmp_path / "days.txt"
     path.write_text("\n".join(LINES[:6]) + "\n")
@@ -154,4 +173,7 @@ def test_a_job_without_languages_routes_as_translate_file_does(server):
     assert watched[-1].status == pb.FILE_JOB_STATUS_DONE
     content = b"".join(chunk.content for chunk in result)
     assert content == b"".join(chunk.content for chunk in streamed) and content.count(b"\n") >= 2
-    assert streamed[-1].done.model == "translator-en-de" and result[-1].done.filename == "dates.txt"
+    assert streamed[-1].done.model == "translator-en-de"
+    # named for the language the model wrote, as TranslateFile names it
+    assert result[-1].done.filename == streamed[-1].done.filename == "dates.de.txt"
+    assert result[-1].done.target_language == streamed[-1].done.target_language == "de"
