@@ -23,7 +23,8 @@ tools): one more codec over the translation service, the stored glossaries and t
 
 ``Authorization: DeepL-Auth-Key KEY`` (or ``Bearer KEY``, or the query's ``auth_key``): KEY is
 one of the server's tokens (403 otherwise; any key on a server without tokens). Errors are
-DeepL's: ``{"message": ...}`` with 400, 403, 404, 413 (a body over its limit), 429 (the server
+DeepL's: ``{"message": ...}`` with 400, 403, 404 (an unrouted path under ``/v2/`` or ``/v3/``
+too, but for KServe's: ``RouteTable.refuse``), 405, 413 (a body over its limit), 429 (the server
 is busy), 456 (a per-key bound: glossaries or file jobs), 503 (a document not ready), 504.
 """
 
@@ -337,3 +338,5 @@ def add_routes(table: RouteTable) -> None:
           body_setting="2 x --max-file-bytes + 256 KiB")  # fmt: skip
     keyed("POST", "/v2/document/{id}", routes.status, label=f"{LABEL}.document_status")
     keyed("POST", "/v2/document/{id}/result", routes.result, label=f"{LABEL}.document_result")
+    for prefix in ("/v2/", "/v3/"):  # an unknown DeepL path answers in DeepL's shape (KServe's own are longer)
+        table.refuse(prefix, deepl_error)

@@ -31,6 +31,17 @@ from .messages import error_response, json_object, json_response, read_body
 from .table import RouteTable
 
 VERSIONED = ("/v2/models/{model}", "/v2/models/{model}/versions/{version}")
+# KServe's and Triton's paths under /v2 (Triton's shared memory, trace and logging extensions
+# included, which this door does not serve over HTTP): what Triton's clients may ask for
+TRITON_PREFIXES = (
+    "/v2/health",
+    "/v2/models",
+    "/v2/repository",
+    "/v2/systemsharedmemory",
+    "/v2/cudasharedmemory",
+    "/v2/trace",
+    "/v2/logging",
+)
 
 
 class KServeRoutes:
@@ -149,6 +160,8 @@ def add_routes(table: RouteTable) -> None:
     table.route("POST", "/v2/repository/index", r.index, label="kserve.http.RepositoryIndex")
     table.route("POST", "/v2/repository/models/{model}/load", r.load, label="kserve.http.RepositoryModelLoad")
     table.route("POST", "/v2/repository/models/{model}/unload", r.unload, label="kserve.http.RepositoryModelUnload")
+    for prefix in TRITON_PREFIXES:  # unrouted, they stay KServe's {"error": ...} beside DeepL's /v2/
+        table.refuse(prefix, None)
 
 
 async def _json_object(request: web.Request, limit: int) -> dict[str, Any]:

@@ -11,7 +11,9 @@ every door's route module) and are served by :meth:`HttpServer.serve`: each hand
 ``--max-concurrent-rpcs``, metrics, errors), which counts a call only once its body has
 arrived (``--http-body-timeout-s``; a request head has ``--http-header-timeout-s``), so slow
 clients hold no slot; errors are answered as ``{"error": message}``
-with the HTTP status of the gRPC status (:data:`HTTP_STATUS`). TLS and bearer tokens
+with the HTTP status of the gRPC status (:data:`HTTP_STATUS`), or in a protocol's own shape: a
+route's ``errors``, and for an unrouted path the shape of the door whose prefix it has
+(``RouteTable.refuse``: DeepL's under ``/v2/`` and ``/v3/``, but for KServe's). TLS and bearer tokens
 (``Authorization: Bearer <token>``) come from the same settings as gRPC's; routes
 registered with ``open=True`` (health) need no token. KServe v2's routes live in
 ``kserve_routes``, Triton's generate extension in ``generate_routes``, LibreTranslate's API
@@ -34,7 +36,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from ...shared import security
 from ...shared.calls import LOAD_MS_KEY, Call, CallFailed
-from ...shared.errors import client_message
+from ...shared.errors import client_message, echo
 from .. import access_log
 from ..context import DoorContext
 from . import (
@@ -126,6 +128,7 @@ class HttpServer:
             add_routes(table)
         for row in table.rows:
             self.serve(row)
+        self.refusal = table.refusal
 
     def serve(self, row: Route) -> None:
         """Serve ``row.handler(request, call)`` at ``row.path``; ``row.label`` is its metrics method label.
@@ -208,13 +211,21 @@ class HttpServer:
 
     @web.middleware
     async def _errors(self, request: web.Request, handler) -> web.StreamResponse:
-        """aiohttp's own refusals (unknown path, wrong method, bad request line) as JSON errors too."""
+        """aiohttp's own refusals (unknown path, wrong method, bad request line) as JSON errors too,
+        in the shape of the protocol whose paths they fall under (``RouteTable.refuse``)."""
         try:
             return await handler(request)
         except web.HTTPException as exc:
             if exc.status < 400:
                 raise
-            return web.json_response({"error": exc.reason}, status=exc.status, headers=_allow(exc))
+            errors = self.refusal(request.path)
+            if errors is None:
+                return web.json_response({"error": exc.reason}, status=exc.status, headers=_allow(exc))
+            allow = _allow(exc)
+            takes = f"; it takes {allow['Allow']}" if allow else ""
+            response = errors("", f"{exc.reason}: {request.method} {echo(request.path)}{takes}", exc.status)
+            response.headers.update(allow)
+            return response
 
     @web.middleware
     async def _auth(self, request: web.Request, handler) -> web.StreamResponse:

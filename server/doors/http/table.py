@@ -13,6 +13,7 @@ from ..context import DoorContext
 from .parse_process import ParseProcess
 
 Handler = Callable[[web.Request, Call], Awaitable[web.StreamResponse]]
+Errors = Callable[[str, str, int | None], web.Response]  # (gRPC status name, message, HTTP status) -> the answer
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class Route:
     body_limit: int | None = None
     body_setting: str = "12 x --max-request-chars + 64 KiB"
     authenticate: Callable[[web.Request], None] | None = None
-    errors: Callable[[str, str, int | None], web.Response] | None = None  # a protocol's own error shape
+    errors: Errors | None = None  # a protocol's own error shape
 
 
 class RouteTable:
@@ -41,6 +42,19 @@ class RouteTable:
     def __init__(self, doors: DoorContext, web_app: web.Application, parse_process: ParseProcess) -> None:
         self.doors, self.web, self.parse_process = doors, web_app, parse_process
         self.rows: list[Route] = []
+        self.refusals: dict[str, Errors | None] = {}
 
     def route(self, method: str, path: str, handler: Handler, *, label: str, **options) -> None:
         self.rows.append(Route(method, path, handler, label, **options))
+
+    def refuse(self, prefix: str, errors: Errors | None) -> None:
+        """A request whose path starts with ``prefix`` and matches no route (an unknown path, a
+        wrong method) is refused in ``errors``' shape (None: the server's ``{"error": ...}``). Two
+        doors share ``/v2/``, so the longest prefix that matches decides: DeepL's clients read
+        ``{"message": ...}``, Triton's ``{"error": ...}``."""
+        self.refusals[prefix] = errors
+
+    def refusal(self, path: str) -> Errors | None:
+        """The error shape of an unrouted ``path`` (:meth:`refuse`)."""
+        matching = [prefix for prefix in self.refusals if path.startswith(prefix)]
+        return self.refusals[max(matching, key=len)] if matching else None

@@ -238,6 +238,26 @@ def test_errors_are_in_deepls_shape_and_statuses(server):
     assert status == 413, reply
 
 
+def test_unknown_paths_and_methods_of_deepls_api_answer_in_its_shape(server):
+    """A path under /v2/ or /v3/ that the server does not route (a DeepL endpoint it lacks, a
+    typo) is DeepL's 404 ``{"message": ...}``, which DeepL's client puts in its exception; a
+    known path with another method is a 405 in that shape. KServe's and Triton's paths under
+    /v2 keep their ``{"error": ...}`` (tests/server/kserve/test_http.py)."""
+    writer = deepl.DeepLClient("alice", server_url=f"http://{server.http_address}")
+    with pytest.raises(deepl.DeepLException) as err:
+        writer.rephrase_text("at 3:45 PM", target_lang="DE")  # DeepL Write: not served here
+    assert err.value.http_status_code == 404 and "Not Found: POST '/v2/write/rephrase'" in str(err.value)
+    key = {"Authorization": "DeepL-Auth-Key alice"}
+    for path, body in (("/v2/translatee", b"text=x&target_lang=DE"), ("/v3/nothing", None)):
+        status, reply, _ = call(server, path, body, "application/x-www-form-urlencoded", key)
+        assert status == 404 and set(json.loads(reply)) == {"message"} and path in json.loads(reply)["message"]
+    status, reply, headers = call(server, "/v2/document", None, "", key)  # GET: DeepL's uploads are POSTed
+    assert status == 405 and headers["Allow"] == "POST", reply
+    assert json.loads(reply) == {"message": "Method Not Allowed: GET '/v2/document'; it takes POST"}
+    status, reply, _ = call(server, "/v2/models/translator-en-de/nothing")
+    assert status == 404 and json.loads(reply) == {"error": "Not Found"}
+
+
 def test_a_form_with_repeated_text_gets_one_translation_each(server):
     key = {"Authorization": "DeepL-Auth-Key alice"}
     form = b"text=Monday%2C+March+3%2C+2025&text=at+3%3A45+PM&target_lang=DE&source_lang=EN&unknown_option=1"

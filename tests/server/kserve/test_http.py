@@ -159,7 +159,7 @@ def test_plain_json_with_nested_data_and_pixels(server, vit_dirs, digit_images):
         ("POST", "/v2/models/reverser/versions/2/infer", b'{"inputs": []}', 404, "no version '2'"),
         ("GET", "/v2/models/nope", None, 404, "unknown model"),
         ("GET", "/v2/models/reverser/infer", None, 405, "Method Not Allowed"),
-        ("GET", "/v3/nothing", None, 404, "Not Found"),
+        ("GET", "/v2/models/reverser/nothing", None, 404, "Not Found"),
         ("POST", "/v2/repository/models/digits/unload", b"", 501, "--enable-admin"),
         (
             "POST",
@@ -192,6 +192,15 @@ def test_client_errors_carry_the_http_status(triton):
     with pytest.raises(InferenceServerException) as err:
         triton.infer("digits", [image_input([b"GIF89a" + b"\xff" * 10])])
     assert err.value.status() == "400" and "image does not decode" in err.value.message()
+
+
+def test_tritons_extensions_not_served_over_http_are_404_in_its_shape(triton):
+    """Triton's client reads a refusal's ``{"error": ...}``: the paths it asks for under /v2 keep
+    that shape beside the DeepL door's ``{"message": ...}`` for the rest of /v2."""
+    for ask in (triton.get_log_settings, triton.get_trace_settings, triton.get_system_shared_memory_status):
+        with pytest.raises(InferenceServerException) as err:
+            ask()
+        assert err.value.status() == "404" and err.value.message() == "Not Found", ask
 
 
 def test_oversize_body_is_413_and_the_metrics_name_the_protocol(serve, kserve_repo):
