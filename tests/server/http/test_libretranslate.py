@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from attnserve.export.zoo import REPO
 from tests.support.server import post_json as post
 
 from .conftest import reverse
@@ -175,6 +176,31 @@ def test_alternatives_are_other_distinct_hypotheses(lt_server):
     status, reply = post(lt_server, "/translate", {**body, "q": ["t5 t6", "t7"], "alternatives": "1"})
     assert status == 200 and reply["translatedText"] == ["t6 t5", "t7"]
     assert [len(a) for a in reply["alternatives"]] == [1, 1] and reply["alternatives"][0] != ["t6 t5"]
+
+
+@pytest.fixture(scope="module")
+def bundled_lt(serve):
+    """The bundled English -> German translator, whose subword beams hold texts twice."""
+    with serve(REPO, http_port=0, max_beam_size=4, language_detection="off") as handle:
+        yield handle
+
+
+def test_alternatives_widen_the_beam_until_there_are_n(bundled_lt):
+    """Two of a beam's token sequences can read as one text ("Freitag"): the beam of n + 1 then
+    holds fewer than n other texts, and those texts are decoded again with a wider beam, within
+    --max-beam-size, so n alternatives come back; the translation is the beam of n + 1's."""
+    texts = ["Friday", "at 3:45 PM", "", "Monday"]
+    status, reply = post(bundled_lt, "/translate", {"q": texts, "source": "en", "target": "de", "alternatives": 1})
+    assert status == 200, reply
+    assert reply["translatedText"] == ["Freitag", "um 15:45 Uhr", "", "Montag"]
+    assert [len(a) for a in reply["alternatives"]] == [1, 1, 0, 1]
+    assert reply["alternatives"][1] == ["um 13:45 Uhr"]  # had one in the beam of 2: not decoded again
+    assert all(a != [best] for a, best in zip(reply["alternatives"], reply["translatedText"]))
+    # at --max-beam-size (4) the beam holds three texts: two alternatives, never one twice
+    status, reply = post(bundled_lt, "/translate", {"q": "Friday", "source": "en", "target": "de", "alternatives": 3})
+    assert status == 200 and reply["translatedText"] == "Freitag", reply
+    assert len(reply["alternatives"]) == 2 and len(set(reply["alternatives"])) == 2
+    assert "Freitag" not in reply["alternatives"]
 
 
 def test_frontend_settings_show_the_limits_and_a_default_pair(lt_server):
