@@ -19,7 +19,7 @@ from ..shared.errors import InvalidRequest, echo
 from .document import Document, Segment, SourceMap
 from .fit import SentenceFitter, TokenBudget
 from .markdown import markdown_runs
-from .markup import html_runs
+from .markup import HTML_RULES, MarkupRules, html_runs
 from .normalize import Normalizer
 from .placement import InlineElement
 from .sentences import CLOSE, OPEN, VOID, Anchor, Run, cut_at_markup, sentence_spans
@@ -145,8 +145,10 @@ class DocumentSplitter:
         self.normalize = normalizer or Normalizer.for_tokenizer(budget.tokenizer)
         self.language = language
 
-    def split(self, text: str, format: str = TEXT, place_inline: bool = False) -> PreparedDocument:
-        return self.split_many([text], format, place_inline)[0]
+    def split(
+        self, text: str, format: str = TEXT, place_inline: bool = False, markup: MarkupRules = HTML_RULES
+    ) -> PreparedDocument:
+        return self.split_many([text], format, place_inline, markup=markup)[0]
 
     def split_many(
         self,
@@ -154,20 +156,23 @@ class DocumentSplitter:
         format: str = TEXT,
         place_inline: bool = False,
         styled: Sequence[Sequence[tuple[int, int]]] | None = None,
+        markup: MarkupRules = HTML_RULES,
     ) -> list[PreparedDocument]:
         """Each text as a document. One tokenizer call for every sentence of all of them: a call
         per run cost ~0.5 ms each, and a call per text ~0.2 ms (a file of 900 paragraphs).
         ``place_inline``: sentences keep their inline markup whole (:class:`InlineElement`s, to
         place by word alignment) instead of being cut at it. ``styled`` (format text): for each
         text, a file paragraph placed on its runs by alignment, its styled stretches (start, end),
-        where its sentences are cut as html's are at elements (``cut_at_unpaired``)."""
+        where its sentences are cut as html's are at elements (``cut_at_unpaired``). ``markup``:
+        how format html reads its tags (``markup.MarkupRules``: xml, tags ignored or splitting)."""
         if format not in FORMATS:
             raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, got {echo(format)}")
         works = []
+        read = functools.partial(html_runs, rules=markup) if format == HTML else RUNS[format]
         for i, text in enumerate(texts):
             stopping.check()  # between a file's paragraphs or pages: its client may have gone
             stretches = styled[i] if styled is not None and format == TEXT else ()
-            runs = styled_runs(text, stretches) if stretches else RUNS[format](text)
+            runs = styled_runs(text, stretches) if stretches else read(text)
             cut = functools.partial(cut_at_unpaired, text) if place_inline or stretches else cut_at_markup
             works.append([(run, cut(run, sentence_spans(run.plain, self.language, run.lines))) for run in runs])
         flat = [self.normalize(run.plain[s:e]) for work in works for run, spans in work for s, e in spans]
