@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
-from ..documents import DocumentSplitter, PreparedDocument, TokenBudget
+from ..documents import HTML_RULES, DocumentSplitter, MarkupRules, PreparedDocument, TokenBudget
 from ..documents.alignment import WordAlignment
 from ..shared import stopping
 from ..translation import DecodeOptions, TranslationEngine, TranslationResult
@@ -104,11 +104,14 @@ def split(
     language: str = "",
     place_inline: bool = False,
     styled: Sequence[Sequence[tuple[int, int]]] | None = None,
+    markup: MarkupRules = HTML_RULES,
 ) -> list[PreparedDocument]:
     """Each text as a document of sentences in ``language``'s rules ("": the model's);
     ``place_inline``: inline markup kept inside its sentence, to be placed by alignment;
-    ``styled``: a file's paragraphs' styled stretches (``DocumentSplitter.split_many``)."""
-    return _documents(engine).splitter(language or None).split_many(texts, format, place_inline, styled)
+    ``styled``: a file's paragraphs' styled stretches (``DocumentSplitter.split_many``);
+    ``markup``: how html's tags are read (the request's ``MarkupRules``)."""
+    splitter = _documents(engine).splitter(language or None)
+    return splitter.split_many(texts, format, place_inline, styled, markup)
 
 
 def normalizer(engine: TranslationEngine):
@@ -133,7 +136,7 @@ async def split_documents(
     tokenising 50,000 characters takes a few hundred ms on a busy core (sentencex and tokenizers
     run in Rust without the GIL), which on the event loop would stall every other call."""
     request, engine = valid.request, valid.model.engine
-    args = (engine, request.texts, request.format, valid.source_language, place_inline, styled)
+    args = (engine, request.texts, request.format, valid.source_language, place_inline, styled, request.markup)
     if sum(len(t) for t in request.texts) <= INLINE_SPLIT_CHARS:
         return split(*args)
     return await stopping.run(pool, split, *args)  # a cancel stops it at the next text or line

@@ -3,7 +3,7 @@ translation service's error catalogue (TGI's ``validation.rs``).
 
 The service checks a request once, here, before anything below it runs: its texts (count,
 characters per text and per request, empty ones: before any text is read), the forced target
-prefix, the language codes, the text format, the glossary terms, what a stream or a pivot
+prefix, the language codes, the text format and its markup rules, the glossary terms, what a stream or a pivot
 cannot carry, and the decoding options against the model's limits (:func:`check_options`,
 which returns the effective ``max_new_tokens``); the time limit every request runs under
 (:func:`time_limit`). The doors
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 from attnserve.contract.deadline import Deadline
 
-from ..documents import FORMATS
+from ..documents import FORMATS, TAG_NAME, MarkupRules
 from ..shared.config import Settings
 from ..shared.errors import InvalidOption, InvalidRequest, LimitExceeded, UnknownFormat, echo
 from ..translation import DecodeOptions, TranslationEngine
@@ -132,6 +132,20 @@ def check_glossary(settings: Settings, entries: Sequence[tuple[str, str]]) -> No
 def check_format(format: str) -> None:
     if format not in FORMATS:
         raise UnknownFormat(format, FORMATS)
+
+
+def check_markup(rules: MarkupRules) -> None:
+    """The tags the markup rules name are tag names (the reader could never meet another, so a
+    typo would silently do nothing), and none both splits and never splits."""
+    for option in ("ignore_tags", "splitting_tags", "non_splitting_tags"):
+        for name in sorted(getattr(rules, option)):
+            if not TAG_NAME.match(name):
+                raise InvalidRequest(
+                    f"{option}: {echo(name)} is not a tag name (a letter, then letters, digits, '_', '-', '.' or ':')"
+                )
+    both = {rules.fold(n) for n in rules.splitting_tags} & {rules.fold(n) for n in rules.non_splitting_tags}
+    if both:
+        raise InvalidRequest(f"{echo(min(both))} is in both splitting_tags and non_splitting_tags: name it in one")
 
 
 def check_pivot(alignments: bool, source: str, target: str, pivot: str) -> None:

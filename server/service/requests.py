@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from attnserve.contract.deadline import Deadline
 
-from ..documents import TEXT
+from ..documents import HTML_RULES, TEXT, MarkupRules
 from ..documents.alignment import WordAlignment
 from ..images.classifier import ImageInput
 from ..runtime.registry import LoadedModel
@@ -48,6 +48,9 @@ class TranslationRequest:
     model: str = ""
     version: str = ""  # KServe's model version: "" or the one served
     format: str = TEXT
+    # how format html reads its tags: xml, elements not translated, tags that split or not
+    # (``documents.markup.MarkupRules``; DeepL's tag handling options)
+    markup: MarkupRules = HTML_RULES
     source_language: str = ""
     target_language: str = ""
     target_prefix: str = ""

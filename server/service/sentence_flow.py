@@ -91,7 +91,7 @@ async def split_pieces(
     for n, span in enumerate(spans):
         texts = request.texts[span.start : span.stop]
         its = styled[span.start : span.stop] if styled is not None else None
-        args = (engine, texts, request.format, valid.source_language, place_inline, its)
+        args = (engine, texts, request.format, valid.source_language, place_inline, its, request.markup)
         small = sum(len(t) for t in texts) <= documents.INLINE_SPLIT_CHARS
         # a cancel drops a piece no thread has taken, and stops one being split at its next text or line
         prepared = documents.split(*args) if small else await stopping.run(pool, documents.split, *args)

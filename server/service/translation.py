@@ -226,6 +226,7 @@ class TranslationService:
         limits.check_prefix(self.settings, request.target_prefix)
         limits.check_language_codes(request.source_language, request.target_language)
         limits.check_format(request.format)
+        limits.check_markup(request.markup)
         detected = None
         if request.source_language == AUTO:
             detected = await self.detection.together(request.texts, request.target_language)

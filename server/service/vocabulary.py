@@ -5,7 +5,8 @@ A door imports these from here, never from the layer that defines them (``tests/
 what the services take and return is their contract, and where it changes the doors follow from
 this one list. Each name is one a service's request holds or its answer carries:
 
-- text formats (``TranslationRequest.format``): ``TEXT``, ``HTML``, ``FORMATS``;
+- text formats (``TranslationRequest.format``): ``TEXT``, ``HTML``, ``FORMATS``; how html reads
+  its tags (``TranslationRequest.markup``): ``MarkupRules``;
 - decoding (``TranslationRequest.options``, ``Translated.results``, ``TranslationService.stream``):
   ``DecodeOptions``, ``Hypothesis``, ``StreamEvent``; word alignments (``Translated.alignments``):
   ``WordAlignment``;
@@ -19,7 +20,7 @@ this one list. Each name is one a service's request holds or its answer carries:
 
 from __future__ import annotations
 
-from ..documents import FORMATS, HTML, TEXT
+from ..documents import FORMATS, HTML, TEXT, MarkupRules
 from ..documents.alignment import WordAlignment
 from ..files import SUPPORTED as FILE_EXTENSIONS
 from ..files.job_store import Job
@@ -41,6 +42,7 @@ __all__ = [
     "ImageInput",
     "ImageResult",
     "Job",
+    "MarkupRules",
     "RawTensor",
     "ReloadOutcome",
     "StreamEvent",

@@ -33,6 +33,18 @@ SCHEMAS: dict[str, Any] = {
             },
             "source_lang": {"type": "string", "description": "absent: detected"},
             "tag_handling": {"type": "string", "enum": ["html", "xml"]},
+            **{
+                name: {**TEXTS, "description": f"tags, comma-separated or a list: {words}"}
+                for name, words in (
+                    ("ignore_tags", "their content is not translated"),
+                    ("splitting_tags", "they end a sentence"),
+                    ("non_splitting_tags", "they never end a sentence"),
+                )
+            },
+            "outline_detection": {
+                "oneOf": [{"type": "boolean"}, {"type": "string"}],
+                "description": "xml: 0 or false, only splitting_tags end a sentence",
+            },
             "glossary_id": {"type": "string"},
             "split_sentences": {"type": "string", "enum": ["0", "1", "nonewlines"]},
             "preserve_formatting": {"oneOf": [{"type": "boolean"}, {"type": "string"}]},

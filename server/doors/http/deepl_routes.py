@@ -7,7 +7,10 @@ tools): one more codec over the translation service, the stored glossaries and t
   else to its language's plain one, never to another variant: ``EN-US`` -> ``en``, ``ZH-HANT``
   never -> a simplified ``zh``; ``service.routing``), ``source_lang`` (``EN``, ``PT``, ``ZH``;
   absent: detected),
-  ``tag_handling`` (``html`` or ``xml``: both read by the html reader, tags kept),
+  ``tag_handling`` (``html`` or ``xml``: read by the html reader, tags kept; xml's tag names
+  are case-sensitive and its outline, not html's names, says which tags end a sentence) with
+  DeepL's ``ignore_tags``, ``splitting_tags``, ``non_splitting_tags`` (comma-separated, or a
+  JSON list) and ``outline_detection`` (xml): the request's ``MarkupRules``,
   ``glossary_id``, ``split_sentences`` and ``preserve_formatting`` (checked; sentences are
   always split and formatting always kept); every other field (``formality``, ``context``,
   ``model_type``, ...) is accepted and ignored, as DeepL documents. JSON or a form ->
@@ -43,7 +46,7 @@ from ...service.file_jobs import JobRequest, remaining_s
 from ...service.requests import AUTO, TranslationRequest
 from ...service.routing import LanguageNotServed, language_name
 from ...service.stored_glossaries import language
-from ...service.vocabulary import HTML, TEXT
+from ...service.vocabulary import HTML, TEXT, MarkupRules
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, Overloaded, ServingError, echo
 from .forms import FORM_SLACK, file_response, read_form
@@ -63,7 +66,8 @@ STATUS = {
     "DEADLINE_EXCEEDED": 504,
 }
 QUOTA = 456  # DeepL's "quota exceeded": a bound of the caller's key
-TAGS = {"html": HTML, "xml": HTML}  # XML's tags are kept and its text translated by the html reader
+TAGS = {"html": HTML, "xml": HTML}  # XML's tags are kept and its text translated by the html reader (MarkupRules.xml)
+TAG_LISTS = ("ignore_tags", "splitting_tags", "non_splitting_tags")
 SPLIT_SENTENCES = ("0", "1", "nonewlines")
 FLAGS = ("0", "1", "false", "true")
 NO_QUOTA = 10**12  # attnserve bills nothing: /v2/usage reports a limit no caller reaches
@@ -156,6 +160,25 @@ def lang(fields: MultiDict, name: str) -> str:
     return value.strip()
 
 
+def tag_names(fields: MultiDict, name: str) -> frozenset[str]:
+    """A list of tags: comma-separated (a form, DeepL's older clients), repeated or a JSON list
+    of such strings (its newer ones); blanks between commas are dropped."""
+    names: set[str] = set()
+    for value in fields.getall(name, []):
+        if not isinstance(value, str):
+            raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)} is not a string")
+        names.update(part.strip() for part in value.split(",") if part.strip())
+    return frozenset(names)
+
+
+def markup_rules(fields: MultiDict, tags: str) -> MarkupRules:
+    """DeepL's tag handling options as the request's markup rules (the service checks the names);
+    ``outline_detection`` means something for xml only, as DeepL documents it."""
+    outline = choice(fields, "outline_detection", FLAGS, "1") in ("1", "true")
+    lists = {name: tag_names(fields, name) for name in TAG_LISTS}
+    return MarkupRules(xml=tags == "xml", outline_detection=outline, **lists)
+
+
 def glossary_id(fields: MultiDict) -> str:
     """The request's glossary: ``glossary_id``, or ``glossary_ids`` (DeepL's newer clients send a
     list, or one comma-separated field) naming one; several distinct glossaries in one request
@@ -235,6 +258,7 @@ class DeepLRoutes:
             call,
             tuple(texts),
             format=TAGS.get(tags, TEXT),
+            markup=markup_rules(fields, tags),
             source_language=source,
             target_language=target,
             glossary_id=glossary_id(fields),

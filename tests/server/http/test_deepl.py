@@ -299,3 +299,108 @@ def test_an_xlsx_and_an_xliff_file_are_translated_through_the_document_routes(se
     target = first.find(f"{ns}target")
     assert "".join(target.itertext()) == "Montag, 3. März 2025" and target.find(f"{ns}g").get("id") == "1"
     assert skipped.find(f"{ns}target") is None
+
+
+@pytest.fixture
+def sentences(monkeypatch):
+    """The sentences the model is given, per request: what the splitter made of each text."""
+    from attnserve.server.service import documents
+
+    seen: list[list[str]] = []
+    original = documents.piece_work
+
+    def recording(valid, prepared):
+        work = original(valid, prepared)
+        seen.append([sentence for sentence, _, _ in work])
+        return work
+
+    monkeypatch.setattr(documents, "piece_work", recording)
+    return seen
+
+
+def test_ignore_tags_come_back_as_sent_and_what_is_around_them_translated(server, sentences):
+    """DeepL's ``ignore_tags``: placeholders and code inside a text are never translated; the
+    element stays one piece of its sentence, which the model reads without it."""
+    translator = client(server)
+    kept = "<x id='1'>at 3:45 PM &amp;  <y/></x>"
+    done = translator.translate_text(
+        f"Monday, March 3, 2025 {kept}", target_lang="DE", tag_handling="xml", ignore_tags="x"
+    )
+    assert done.text == f"Montag, 3. März 2025 {kept}"
+    assert sentences[-1] == ["Monday, March 3, 2025"]
+    html = "<p>Monday, March 3, 2025 <code>at 3:45 PM</code></p>"  # html too; a JSON list, as newer clients send
+    done = translator.translate_text(html, target_lang="DE", tag_handling="html", ignore_tags=["code", "kbd"])
+    assert done.text == "<p>Montag, 3. März 2025 <code>at 3:45 PM</code></p>"
+    # XML's names are case-sensitive: <X> is not the x ignored (html's names match in any case)
+    done = translator.translate_text("<X>at 3:45 PM</X>", target_lang="DE", tag_handling="xml", ignore_tags="x")
+    assert done.text == "<X>um 15:45 Uhr</X>"
+    done = translator.translate_text("<P>at 3:45 PM</P>", target_lang="DE", tag_handling="html", ignore_tags="p")
+    assert done.text == "<P>at 3:45 PM</P>"
+    key = {"Authorization": "DeepL-Auth-Key alice"}  # a form, comma-separated, as older clients send
+    form = b"text=%3Ca%3Eat+3%3A45+PM%3C%2Fa%3E+%3Cb%3Eat+3%3A45+PM%3C%2Fb%3E&target_lang=DE&tag_handling=xml"
+    status, reply, _ = call(
+        server, "/v2/translate", form + b"&ignore_tags=a%2C+b", "application/x-www-form-urlencoded", key
+    )
+    assert status == 200 and json.loads(reply)["translations"][0]["text"] == "<a>at 3:45 PM</a> <b>at 3:45 PM</b>", (
+        reply
+    )
+
+
+def test_a_custom_tag_inside_running_text_keeps_its_sentence_whole(server, sentences):
+    """xml: a tag html does not know, inside a sentence, is markup of that sentence (DeepL's
+    outline detection), not the end of it; in html, ``non_splitting_tags`` says so."""
+    translator = client(server)
+    translator.translate_text("Press <key>Enter</key> to go on", target_lang="DE", tag_handling="xml")
+    assert sentences[-1] == ["Press Enter to go on"]
+    done = translator.translate_text(
+        "<par>Monday, <day>March 3</day>, 2025</par>", target_lang="DE", tag_handling="xml"
+    )
+    assert sentences[-1] == ["Monday, March 3, 2025"]
+    assert done.text.startswith("<par>Montag, ") and done.text.endswith("2025</par>"), done.text
+    assert done.text.count("<day>") == done.text.count("</day>") == 1 and "3. März" in done.text, done.text
+    html = "<div>Press <key>Enter</key> to go on</div>"
+    translator.translate_text(html, target_lang="DE", tag_handling="html", non_splitting_tags="key")
+    assert sentences[-1] == ["Press Enter to go on"]
+
+
+def test_splitting_tags_end_sentences(server, sentences):
+    translator = client(server)
+    text = "<span>Monday, March 3, 2025</span><span>at 3:45 PM</span>"
+    done = translator.translate_text(text, target_lang="DE", tag_handling="xml", splitting_tags=["span"])
+    assert sentences[-1] == ["Monday, March 3, 2025", "at 3:45 PM"]
+    assert done.text == "<span>Montag, 3. März 2025</span><span>um 15:45 Uhr</span>"
+
+
+def test_outline_detection_off_splits_only_at_splitting_tags(server, sentences):
+    """DeepL's structured XML: by default the elements holding text are its outline and split;
+    with ``outline_detection=0`` only ``splitting_tags`` do."""
+    translator = client(server)
+    text = "<doc>\n  <par>Monday, March 3, 2025</par>\n  <par>at 3:45 PM</par>\n</doc>"
+    expected = "<doc>\n  <par>Montag, 3. März 2025</par>\n  <par>um 15:45 Uhr</par>\n</doc>"
+    assert translator.translate_text(text, target_lang="DE", tag_handling="xml").text == expected
+    assert sentences[-1] == ["Monday, March 3, 2025", "at 3:45 PM"]
+    translator.translate_text(text, target_lang="DE", tag_handling="xml", outline_detection=False)
+    assert sentences[-1] == ["Monday, March 3, 2025 at 3:45 PM"]
+    done = translator.translate_text(
+        text, target_lang="DE", tag_handling="xml", outline_detection=False, splitting_tags="par"
+    )
+    assert done.text == expected and sentences[-1] == ["Monday, March 3, 2025", "at 3:45 PM"]
+
+
+def test_a_bad_tag_list_is_a_400_in_deepls_shape(server):
+    translator = client(server)
+    with pytest.raises(deepl.DeepLException, match="ignore_tags: '1x' is not a tag name"):
+        translator.translate_text("at 3:45 PM", target_lang="DE", tag_handling="xml", ignore_tags="1x")
+    with pytest.raises(deepl.DeepLException, match="'p' is in both splitting_tags and non_splitting_tags"):
+        translator.translate_text(
+            "at 3:45 PM", target_lang="DE", tag_handling="xml", splitting_tags="p", non_splitting_tags="p"
+        )
+    key = {"Authorization": "DeepL-Auth-Key alice"}
+    for doc, words in (
+        ({"splitting_tags": "p,<b>"}, "splitting_tags: '<b>' is not a tag name"),
+        ({"non_splitting_tags": [5]}, "Value for 'non_splitting_tags' not supported: 5 is not a string"),
+        ({"outline_detection": "maybe"}, "Value for 'outline_detection' not supported"),
+    ):
+        body = {"text": ["at 3:45 PM"], "target_lang": "DE", "tag_handling": "xml"} | doc
+        status, reply, _ = call(server, "/v2/translate", json.dumps(body).encode(), "application/json", key)
+        assert status == 400 and words in json.loads(reply)["message"], reply
