@@ -39,7 +39,8 @@ from contextlib import contextmanager
 from ..documents import TEXT
 from .extracted import Characters, Check, Extracted
 from .pdf_bidi import joined, right_to_left, visual
-from .pdf_blocks import Block, page_blocks, pdfium, pdfium_c
+from .pdf_blocks import Block, page_blocks
+from .pdf_paths import pdfium, pdfium_c
 from .refusals import FileRefused
 from .run_placement import Placement
 

@@ -26,7 +26,6 @@ characters, which would be translated as gibberish and drawn as boxes).
 
 from __future__ import annotations
 
-import bisect
 import ctypes
 import re
 import unicodedata
@@ -34,19 +33,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from .pdf_bidi import has_rtl, logical, right_to_left
-
-try:
-    import pypdfium2 as pdfium
-    import pypdfium2.raw as pdfium_c
-except ImportError:  # a dependency of attnserve: without it a PDF is refused and every other format served
-    pdfium = pdfium_c = None  # type: ignore[assignment]
+from .pdf_paths import ASCENT, DESCENT, Paths, pdfium_c
 
 LINE_GAP = 1.0  # a gap wider than this many font sizes starts a new line (a column, a table cell)
 LEADING = (0.9, 1.6)  # baseline-to-baseline, in font sizes, of two lines of one block
 SAME_SIZE = 0.15  # sizes within 15% of each other belong to one block
-ASCENT, DESCENT = 0.72, 0.22  # a line's box above and below its baseline, in font sizes, at the least
 WORD_GAP = 0.3  # a gap between two objects' glyph boxes wider than this many sizes is a space
-RULE_WIDTH = 3.0  # a path at most this many points wide is a vertical rule (a table's border)
 HYPHENS = ("-", "\u2010", "\u00ad")  # a line ending in one joins the next without a space
 BULLET = re.compile(
     r"[\u2022\u2023\u2043\u25aa\u25ab\u25cf\u25cb\u25e6\u25a0\u25a1\u25c6\u25c7\u25ba\u25b6\u2713\u2219\u00b7]"
@@ -74,6 +66,7 @@ class Run:
 @dataclass
 class Line:
     runs: list[Run]
+    bullet: bool = False  # a bullet drawn as a shape stands before it (``Paths.bullet``)
 
     @property
     def first(self) -> Run:
@@ -199,74 +192,13 @@ def _run(index: int, obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXT
     return Run(index, text, left, bottom, right, top, matrix.e, matrix.f, size.value * matrix.d, color)  # type: ignore[arg-type]
 
 
-class Rules:
-    """A page's vertical rules: thin paths (a browser's table borders are filled rectangles under
-    a point wide) and the sides of stroked rectangles (a cell's border), sorted by x; text on
-    either side of one is in two cells, however narrow their padding. And its thin horizontal
-    paths, where a line's underline (a link's) or strike-through may be."""
-
-    def __init__(self, page: pdfium_c.FPDF_PAGE, count: int) -> None:
-        rules: list[tuple[float, float, float]] = []
-        self.flat: list[tuple[int, float, float, float, float]] = []
-        bounds = [ctypes.c_float() for _ in range(4)]
-        fill, stroke = ctypes.c_int(), ctypes.c_int()
-        for i in range(count):
-            obj = pdfium_c.FPDFPage_GetObject(page, i)
-            if pdfium_c.FPDFPageObj_GetType(obj) != pdfium_c.FPDF_PAGEOBJ_PATH:
-                continue
-            if not pdfium_c.FPDFPageObj_GetBounds(obj, *bounds):
-                continue
-            left, bottom, right, top = (b.value for b in bounds)
-            if top - bottom <= RULE_WIDTH < right - left:
-                self.flat.append((i, left, bottom, right, top))
-            if right - left <= RULE_WIDTH:
-                rules.append(((left + right) / 2, bottom, top))
-            elif pdfium_c.FPDFPath_GetDrawMode(obj, fill, stroke) and not fill.value and stroke.value:
-                rules += [(left, bottom, top), (right, bottom, top)]
-        rules.sort()
-        self.flat.sort(key=lambda path: path[2])
-        self.flat_bottom = [path[2] for path in self.flat]
-        self.x = [r[0] for r in rules]
-        self.rules = rules
-
-    def marks(self, lines: list[Line]) -> tuple[int, ...]:
-        """The thin horizontal paths along the lines' text: under a baseline (at most 0.3 sizes
-        below it: an underline) or across the letters (0.15 to 0.5 sizes above: a strike-through),
-        no longer than the line. A rule between paragraphs lies further below or runs past the
-        text; a table's border, however tight the cell, meets both of the cell's sides."""
-        found = []
-        for line in lines:
-            first, size = line.first, line.first.size
-            left, right, base = min(first.left, first.x) - 0.3 * size, line.right + 0.3 * size, first.baseline
-            near = bisect.bisect_left(self.flat_bottom, base - 0.3 * size)
-            for i, x0, bottom, x1, top in self.flat[near : bisect.bisect_right(self.flat_bottom, base + 0.5 * size)]:
-                if top - bottom > 0.15 * size or not left <= x0 < x1 <= right:
-                    continue
-                middle = (bottom + top) / 2  # a table's border meets the cell's sides
-                if self.between(x0 - 1, x0 + 1, middle) and self.between(x1 - 1, x1 + 1, middle):
-                    continue
-                if (
-                    base - 0.3 * size <= bottom
-                    and top <= base + 0.05 * size
-                    or base + 0.15 * size <= bottom
-                    and top <= base + 0.5 * size
-                ):
-                    found.append(i)
-        return tuple(found)
-
-    def between(self, left: float, right: float, y: float) -> bool:
-        """Whether a rule crosses height ``y`` between ``left`` and ``right``."""
-        found = self.rules[bisect.bisect_left(self.x, left) : bisect.bisect_right(self.x, right)]
-        return any(bottom <= y <= top for _, bottom, top in found)
-
-
 def gap_between(before: Run, run: Run) -> float:
     """The blank between two objects of a line: from ``before``'s glyphs to ``run``'s origin, or
     to its glyphs where they begin left of it; a glyph's ink alone may stand an em from its neighbour's."""
     return min(run.left, run.x) - before.right
 
 
-def _same_line(line: Line, run: Run, rules: Rules) -> bool:
+def _same_line(line: Line, run: Run, rules: Paths) -> bool:
     last = line.runs[-1]
     size = max(last.size, run.size)
     if abs(run.baseline - last.baseline) >= 0.3 * size or not -0.5 * size < gap_between(last, run) < LINE_GAP * size:
@@ -276,12 +208,13 @@ def _same_line(line: Line, run: Run, rules: Rules) -> bool:
 
 def _item(lines: list[Line], line: Line) -> bool:
     """Whether ``line`` begins a list item of its own, though spaced as the block's next line. A
-    bullet glyph always does (no wrapped line of prose starts with one). A label ("1.", "b)",
+    bullet glyph always does (no wrapped line of prose starts with one), and so does a bullet
+    drawn as a shape before it (``Line.bullet``: a browser's). A label ("1.", "b)",
     "iv.", "- ") does where the block began with a label as far left (the item before it; its
     wrapped lines, under its text, carry none) or the line above ends in a colon (the list's
     lead-in); a paragraph's wrapped line that starts "2. The" or "2025 was" continues it."""
     text = line.text.lstrip()
-    if BULLET.match(text):
+    if line.bullet or BULLET.match(text):
         return True
     if not LABEL.match(text + " "):
         return False
@@ -350,10 +283,15 @@ def _block(page: int, lines: list[Line]) -> Block:
     )  # fmt: skip
 
 
+def _along(lines: list[Line]) -> list[tuple[float, float, float, float]]:
+    """Each line's (left, right, baseline, size), where its underline or strike-through may lie."""
+    return [(min(ln.first.left, ln.first.x), ln.right, ln.first.baseline, ln.first.size) for ln in lines]
+
+
 def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FPDF_TEXTPAGE) -> list[Block]:
     """The page's text blocks in content order."""
     count = pdfium_c.FPDFPage_CountObjects(page)
-    rules = Rules(page, count)
+    rules = Paths(page, count)
     drawn = Drawn(textpage)
     lines: list[Line] = []
     for i in range(count):
@@ -370,13 +308,15 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
     for line in lines:  # a right-to-left line is read from its characters as drawn (``Line.text``)
         if any(has_rtl(run.text) for run in line.runs):
             line.runs = [drawn.run(page, run) for run in line.runs]
+        first = line.first
+        line.bullet = rules.bullet(min(first.left, first.x), first.baseline, first.size)
     blocks: list[Block] = []
     group: list[Line] = []
     for line in lines:
         if group and not _same_block(group, line):
-            blocks.append(replace(_block(page_index, group), marks=rules.marks(group)))
+            blocks.append(replace(_block(page_index, group), marks=rules.marks(_along(group))))
             group = []
         group.append(line)
     if group:
-        blocks.append(replace(_block(page_index, group), marks=rules.marks(group)))
+        blocks.append(replace(_block(page_index, group), marks=rules.marks(_along(group))))
     return [b for b in blocks if b.text.strip()]

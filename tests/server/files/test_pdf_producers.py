@@ -230,10 +230,11 @@ def test_an_rtl_word_in_an_english_line_keeps_the_line_in_order():
 INK = {**dict.fromkeys("。、，：」』）”", (80, 380)), **dict.fromkeys("「『（“", (620, 920)), " ": (0, 0)}
 
 
-def cjk_like_a_browser(paragraphs: list[list[str]], size: float = 12.0) -> bytes:
+def cjk_like_a_browser(paragraphs: list[list[str]], size: float = 12.0, paths: bytes = b"") -> bytes:
     """Paragraphs of lines drawn as Chrome prints Chinese, Japanese and Korean: a Type3 font of
     the page's glyphs (each glyph's ink where the real one has it, a ToUnicode map), every glyph
-    its own ``Tj`` (a space with the glyph before it), lines 1.5 sizes apart, paragraphs 3."""
+    its own ``Tj`` (a space with the glyph before it), lines 1.5 sizes apart from y = 780 at
+    x = 56, paragraphs 3; ``paths`` drawn before them."""
     chars = sorted(set("".join(line for lines in paragraphs for line in lines)))
     code = {ch: 33 + i for i, ch in enumerate(chars)}
     width = {ch: 250 if ch == " " else 1000 if ord(ch) > 0x2000 else 600 for ch in chars}
@@ -253,7 +254,7 @@ def cjk_like_a_browser(paragraphs: list[list[str]], size: float = 12.0) -> bytes
     font += b"/Encoding<</Type/Encoding/Differences[33%s]>>" % b"".join(b"/g%d" % code[ch] for ch in chars)
     font += b"/FirstChar 33/LastChar %d/Widths[%s]" % (32 + len(chars), b" ".join(b"%d" % width[ch] for ch in chars))
     font += b"/ToUnicode %d 0 R>>" % (6 + len(chars))
-    content, y = b"", 780.0
+    content, y = paths, 780.0
     for lines in paragraphs:
         for line in lines:
             content += b"BT /F1 %g Tf 1 0 0 1 56 %g Tm" % (size, y)
@@ -301,3 +302,85 @@ def test_chinese_japanese_and_korean_lines_reach_the_translator_whole():
     translations = [translation for _, _, translation in CJK]
     drawn = pages(extracted.write(translations))[0].texts
     assert " ".join(text.text for text in drawn).split() == " ".join(translations).split()  # no glyph left over
+
+
+def disc(x: float, y: float, diameter: float) -> bytes:
+    """A filled circle of ``diameter`` whose box's lower left corner is (x, y), in PDF coordinates:
+    one closed path of four Bézier curves, as Chrome draws a bullet."""
+    r, k = diameter / 2, diameter / 2 * 0.5523
+    cx, cy = x + r, y + r
+    curves = [
+        (cx + r, cy + k, cx + k, cy + r, cx, cy + r),
+        (cx - k, cy + r, cx - r, cy + k, cx - r, cy),
+        (cx - r, cy - k, cx - k, cy - r, cx, cy - r),
+        (cx + k, cy - r, cx + r, cy - k, cx + r, cy),
+    ]
+    return b"%g %g m " % (cx + r, cy) + b"".join(b"%g %g %g %g %g %g c " % curve for curve in curves) + b"h f\n"
+
+
+# an item's text begins this far right of its bullet's right edge; the bullet stands this far
+# above the baseline and is this wide, in font sizes, as Chrome prints <ul> at 12 pt
+GAP, RAISED, WIDE = 0.75, 0.19, 0.31
+
+
+def chrome_list(pdf: FPDF, items: list[tuple[int, str, str]], top: float) -> None:
+    """``items`` (level, marker, text) as Chrome prints nested lists in Helvetica 12: its text at
+    56 + 30 points a level, lines 14.25 apart, a ``disc``, ``circle`` or ``square`` before it."""
+    for row, (level, marker, text) in enumerate(items):
+        x, baseline = 56 + 30 * level, top + 14.25 * row
+        side, right = WIDE * 12, x - GAP * 12
+        if marker == "square":
+            pdf.rect(right - side, baseline - RAISED * 12 - side, side, side, style="F")
+        else:
+            side = 0.42 * 12 if marker == "circle" else side
+            pdf.ellipse(right - side, baseline - RAISED * 12 - side, side, side, "D" if marker == "circle" else "F")
+        pdf.text(x, baseline, text)
+
+
+PROSE = ["The report is due on Friday and", "the budget for next year is", "ready for the board."]
+
+
+def beside_prose(pdf: FPDF, path: str) -> None:
+    """``PROSE`` wrapped in Helvetica 12 at x = 56 from y = 300, a ``path`` at its second line's start."""
+    for row, line in enumerate(PROSE):
+        pdf.text(56, 300 + 14.25 * row, line)
+    side, baseline = WIDE * 12, 314.25
+    if path == "inline icon":  # a dot inline before its word, a space from it: no bullet
+        pdf.ellipse(56 - 0.1 * 12 - side, baseline - RAISED * 12 - side, side, side, "F")
+    elif path == "icon an em wide":
+        pdf.rect(56 - GAP * 12 - 12, baseline - 10, 12, 12, style="F")
+    elif path == "table border":  # a browser's cell borders: thin filled rectangles
+        for x in (50, 260):
+            pdf.rect(x, 288, 0.75, 46, style="F")
+    elif path == "underline":
+        pdf.rect(56, baseline + 1.5, pdf.get_string_width("the"), 0.6, style="F")
+
+
+@pytest.mark.parametrize("path", ["inline icon", "icon an em wide", "table border", "underline"])
+def test_a_browsers_bullets_drawn_as_shapes_begin_list_items(path):
+    """Chrome prints a <ul>'s bullets as paths, not glyphs (a filled disc, a stroked circle one
+    level in, a filled square two in): each item is a block of its own, drawn on its own line, the
+    bullet left where it is. An icon inline before a word, an icon an em wide, a table's border
+    or an underline at the start of a wrapped line leaves its paragraph whole."""
+    items = [(0, "disc", "Eggs"), (0, "disc", "Milk and bread"), (1, "circle", "Whole milk"),
+             (1, "circle", "Rye bread"), (2, "square", "Sliced"), (0, "disc", "Butter")]  # fmt: skip
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=12)
+    chrome_list(pdf, items, 100)
+    beside_prose(pdf, path)
+    data = bytes(pdf.output())
+    extracted = files.read("list.pdf", data, LIMIT)
+    assert extracted.texts == (*(text for _, _, text in items), " ".join(PROSE))
+    after = pages(extracted.write([text.upper() for text in extracted.texts]))[0]
+    assert after.paths[: len(items)] == pages(data)[0].paths[: len(items)]  # the bullets, where they were
+    rows = {text.text: text.bounds[1] for text in after.texts}
+    assert len({rows[text.upper()] for _, _, text in items}) == len(items)
+
+
+def test_a_browsers_chinese_list_items_are_not_joined():
+    """A Chinese list printed by Chrome: discs before its items, which would otherwise be read as
+    one paragraph wrapped between wide characters, joined with no space ("项目一项目二")."""
+    bullets = b"".join(disc(56 - GAP * 12 - 3.75, baseline + RAISED * 12, 3.75) for baseline in (780, 762))
+    data = cjk_like_a_browser([["项目一", "项目二"]], paths=bullets)
+    assert files.read("list.pdf", data, LIMIT).texts == ("项目一", "项目二")
