@@ -36,6 +36,7 @@ from .pdf_bidi import has_rtl, logical, right_to_left
 from .pdf_paths import ASCENT, DESCENT, Paths, pdfium_c
 
 LINE_GAP = 1.0  # a gap wider than this many font sizes starts a new line (a column, a table cell)
+LABEL_GAP = 4.0  # but a list's label alone at a line's start reaches its text this far (a tab)
 LEADING = (0.9, 1.6)  # baseline-to-baseline, in font sizes, of two lines of one block
 SAME_SIZE = 0.15  # sizes within 15% of each other belong to one block
 WORD_GAP = 0.3  # a gap between two objects' glyph boxes wider than this many sizes is a space
@@ -198,10 +199,20 @@ def gap_between(before: Run, run: Run) -> float:
     return min(run.left, run.x) - before.right
 
 
+def _label(text: str) -> bool:
+    """Whether ``text`` is a list item's label and nothing else: a bullet glyph, "1.", "b)", "-"."""
+    text = text.strip()
+    return bool(BULLET.fullmatch(text) or LABEL.fullmatch(text + " "))
+
+
 def _same_line(line: Line, run: Run, rules: Paths) -> bool:
+    """Whether ``run`` continues ``line``: on its baseline, less than a font size from it, no rule
+    between. A label alone at the line's start (Word and LibreOffice put a tab after "1." or "•")
+    reaches its item's text up to ``LABEL_GAP`` sizes away."""
     last = line.runs[-1]
     size = max(last.size, run.size)
-    if abs(run.baseline - last.baseline) >= 0.3 * size or not -0.5 * size < gap_between(last, run) < LINE_GAP * size:
+    widest = LABEL_GAP if len(line.runs) == 1 and _label(last.text) else LINE_GAP
+    if abs(run.baseline - last.baseline) >= 0.3 * size or not -0.5 * size < gap_between(last, run) < widest * size:
         return False
     return not rules.between(last.right, run.left, run.baseline + 0.3 * run.size)
 

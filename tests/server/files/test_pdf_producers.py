@@ -384,3 +384,28 @@ def test_a_browsers_chinese_list_items_are_not_joined():
     bullets = b"".join(disc(56 - GAP * 12 - 3.75, baseline + RAISED * 12, 3.75) for baseline in (780, 762))
     data = cjk_like_a_browser([["项目一", "项目二"]], paths=bullets)
     assert files.read("list.pdf", data, LIMIT).texts == ("项目一", "项目二")
+
+
+@HAS_FONT
+def test_a_label_a_tab_before_its_text_stays_with_its_item():
+    """Word and LibreOffice put a tab after a list's label: "1." or "•" stands two or three font
+    sizes left of its item's text, which wraps under the text. The label is read with its item,
+    not translated alone; text further from a number (a table's next column) is a cell of its own."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_font("dejavu", "", UNICODE_FONTS[0])
+    pdf.add_page()
+    pdf.set_font("dejavu", size=11)
+    rows = [(100, 74, "\u2022", "Eggs"), (114, 74, "\u2022", "Milk and bread"),
+            (142, 56, "1.", "Open the file that you want"), (156, 0, "", "to translate"),
+            (170, 56, "2.", "Choose a language")]  # fmt: skip
+    for y, x, label, text in rows:
+        if label:
+            pdf.text(x, y, label)
+        pdf.text(92, y, text)  # the tab stop: half an inch in
+    pdf.text(56, 220, "7.")
+    pdf.text(56 + 5 * 11, 220, "Total")  # five sizes further: another column
+    extracted = files.read("word.pdf", bytes(pdf.output()), LIMIT)
+    assert extracted.texts == (
+        "\u2022 Eggs", "\u2022 Milk and bread", "1. Open the file that you want to translate",
+        "2. Choose a language", "7.", "Total",
+    )  # fmt: skip
