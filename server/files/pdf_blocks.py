@@ -246,7 +246,22 @@ def _same_block(lines: list[Line], line: Line) -> bool:
         return False
     if len(lines) > 1 and abs(step - (first.first.baseline - lines[1].first.baseline)) > 0.2 * size:
         return False  # spaced differently from the block's lines: a new paragraph
-    return run.left < max(ln.right for ln in lines) and line.right > min(ln.first.left for ln in lines)
+    widest = max(ln.right for ln in lines)
+    if line.right - widest > _first_word(line) + size and not any(has_rtl(r.text) for r in line.runs):
+        return False  # its first word would have stood on the line above: another column
+    return run.left < widest and line.right > min(ln.first.left for ln in lines)
+
+
+def _first_word(line: Line) -> float:
+    """About how wide the line's first word and the space after it are, by the line's mean
+    character: a paragraph's line runs past the lines above it by less, whatever its alignment
+    (its first word did not fit on the line above), so a line that runs further is another column's
+    (a table's cell above a section in two columns, as far apart as a paragraph's lines). One wide
+    character, and a closing mark kept with it, for Chinese or Japanese, which wrap between them."""
+    text = line.text.strip()
+    word = text.split()[0] if text else ""
+    count = 2 if _wide(word[:1]) else len(word) + 1
+    return count * (line.right - min(line.first.left, line.first.x)) / max(len(text), 1)
 
 
 def _wide(ch: str) -> bool:

@@ -409,3 +409,29 @@ def test_a_label_a_tab_before_its_text_stays_with_its_item():
         "\u2022 Eggs", "\u2022 Milk and bread", "1. Open the file that you want to translate",
         "2. Choose a language", "7.", "Total",
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("cell", [36.0, 91.5], ids=["first cell", "second cell"])
+def test_a_table_cell_above_two_columns_is_not_read_into_the_left_column(cell):
+    """Chrome prints a table's cell and, under it, a section in two columns (CSS column-count)
+    with nothing between them: the cell's last line and the left column's first are as far apart
+    as the lines of a paragraph. That column's line runs far past the cell's, further than its first
+    word (which would have stood on the cell's line had they been one paragraph). A paragraph with
+    its first line indented, or a short line before a long one, still reads whole."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=12)
+    for y, x, text in [
+        (100, cell, "more than"), (114.25, cell, "1,500 miles"),
+        (130.75, 33.75, "Left column text that wraps over"), (145, 33.75, "several lines of the column."),
+        (130.75, 312, "Right column text in the second"), (145, 312, "column of the section."),
+        (200, 80, "The meeting is on Friday, and we"), (214.25, 56, "will discuss the report and the budget for"),
+        (228.5, 56, "the next year."),
+    ]:  # fmt: skip
+        pdf.text(x, y, text)
+    assert files.read("columns.pdf", bytes(pdf.output()), LIMIT).texts == (
+        "more than 1,500 miles",
+        "Left column text that wraps over several lines of the column.",
+        "Right column text in the second column of the section.",
+        "The meeting is on Friday, and we will discuss the report and the budget for the next year.",
+    )
