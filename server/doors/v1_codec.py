@@ -377,7 +377,7 @@ def job_result_chunks(job: Job, content: bytes) -> Iterator[pb.TranslateFileChun
     names it: a client that writes it under that name does not write over the file it sent."""
     summary = pb.FileDone(
         model=job.model,
-        filename=translated_filename(job.filename, job.target) if job.target else job.filename,
+        filename=translated_filename(job.filename, job.target),
         media_type=job.media_type,
         size_bytes=len(content),
         sentences=job.total,

@@ -29,8 +29,10 @@ T = TypeVar("T")
 
 def translated_filename(filename: str, target: str) -> str:
     """``report.docx`` -> ``report.de.docx``: the name ``attnserve-client translate-file`` gives it,
-    as stored (``safe_filename``: a long name's stem is cut, never the language)."""
-    return safe_filename(filename or "file", f".{target}")
+    as stored (``safe_filename``: a long name's stem is cut, never the language). No ``target`` (a
+    model that declares no languages, asked for none): there is no language to name it for, so
+    ``report.docx``, as a file job's result and DeepL's document are named."""
+    return safe_filename(filename or "file", f".{target}" if target else "")
 
 
 class Downloads:

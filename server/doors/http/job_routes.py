@@ -86,7 +86,7 @@ class JobRoutes:
     async def result(self, request: web.Request, call: Call) -> web.StreamResponse:
         job, path = await self.doors.jobs.result(self._key(request), request.match_info["id"])
         # named as /download_file names it (report.de.docx): not the sent file's own name
-        name = translated_filename(job.filename, job.target) if job.target else job.filename
+        name = translated_filename(job.filename, job.target)
         return file_response(path, job.media_type, name)
 
 

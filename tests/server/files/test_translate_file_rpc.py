@@ -4,6 +4,7 @@ total) and then the file, through the Python client and ``attnserve-client trans
 from __future__ import annotations
 
 import io
+import json
 import sys
 import time
 import zipfile
@@ -219,3 +220,24 @@ def test_a_file_stream_cancelled_as_it_waits_for_progress_leaves_no_task_behind(
     while (left := server.loop_thread.run(waiting())) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert left == []
+
+
+def test_a_file_for_a_model_without_languages_and_no_target_keeps_its_name(serve, tmp_path):
+    """A model that declares no languages, asked for no target: there is no language to name the
+    translation for, so it is named as sent (as a file job's result is), not ``memo..txt``."""
+    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+    from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+
+    model_dir = tmp_path / "repo" / "plain"
+    model_dir.mkdir(parents=True)
+    for path in (REPO / "translator-en-de").iterdir():
+        if path.name != "model.json":
+            (model_dir / path.name).symlink_to(path)
+    manifest = json.loads((REPO / "translator-en-de" / "model.json").read_text())
+    manifest["name"] = "plain"
+    del manifest["languages"]
+    (model_dir / "model.json").write_text(json.dumps(manifest))
+    request = pb.TranslateFileRequest(content="\n".join(LINES[:2]).encode(), filename="memo.txt", model="plain")
+    with serve(tmp_path / "repo", language_detection="off") as server, grpc.insecure_channel(server.address) as channel:
+        done = list(pb_grpc.InferenceServiceStub(channel).TranslateFile(request, timeout=60))[-1].done
+    assert (done.filename, done.target_language, done.model) == ("memo.txt", "", "plain")
