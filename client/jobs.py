@@ -102,7 +102,7 @@ class JobClient:
                     d = msg.done
                     return TranslatedFile(
                         b"".join(parts), d.filename, d.media_type, d.model, 0, d.sentences,
-                        d.source_language, d.target_language,
+                        d.source_language, d.target_language, d.detected_language,
                     )  # fmt: skip
         finally:
             call.cancel()

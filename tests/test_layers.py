@@ -32,6 +32,7 @@ LEVEL = {folder: level for level, folders in enumerate(LAYERS) for folder in fol
 DOORS = {
     "v1": "v1",
     "v1_codec": "v1",
+    "v1_files": "v1",
     "v1_wire": "v1",
     "kserve": "kserve",
     "http.kserve_routes": "kserve",  # KServe v2 over REST: the KServe door's codec over HTTP

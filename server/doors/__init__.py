@@ -6,7 +6,7 @@ the result, or the typed error, in its own status and message shape. Routing, li
 documents, deadlines, bookkeeping and metrics are the service's; what a door checks is the
 shape of its own messages (a field's type, a tensor's shape, a parameter it does not know).
 
-- ``v1``: attnserve.v1 over gRPC (``v1_codec``: its messages);
+- ``v1``: attnserve.v1 over gRPC (``v1_codec``: its messages; ``v1_files``: its files and file jobs);
 - ``kserve``: KServe v2 / Triton's ``inference.GRPCInferenceService`` over gRPC, and the
   tensor conventions its REST routes share (``kserve.infer``);
 - ``http``: the aiohttp server: KServe v2 REST, Triton's generate / generate_stream,

@@ -16,7 +16,7 @@ from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
 from ..service.file_jobs import JobRequest
 from ..shared.security import bearer_token
-from . import client_deadline
+from . import client_deadline, v1_files
 from . import v1_codec as convert
 from .context import DoorContext
 from .v1_wire import LiftedClassify
@@ -49,7 +49,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
         self, request: pb.TranslateFileRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.TranslateFileChunk]:
         async with self.doors.rpc(context, "TranslateFile", request.model, inference=True) as call:
-            wanted = convert.file_request(request, call, client_deadline(context))
+            wanted = v1_files.file_request(request, call, client_deadline(context))
             progress: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
             work = asyncio.ensure_future(self.doors.files.translate(wanted, lambda *p: progress.put_nowait(p)))
             waiter: asyncio.Future | None = None
@@ -64,7 +64,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                     while not progress.empty():  # only the latest of a burst goes out
                         done, total = progress.get_nowait()
                     yield pb.TranslateFileChunk(progress=pb.FileProgress(sentences_done=done, sentences_total=total))
-                for chunk in convert.file_chunks(work.result(), request.target_language):
+                for chunk in v1_files.file_chunks(work.result(), request.target_language):
                     yield chunk
             finally:
                 work.cancel()  # a cancelled call drops the file's sentences at the next step
@@ -89,22 +89,22 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                 request.model,
                 request.glossary_id,
             )
-            return convert.file_job(await self.doors.jobs.submit(wanted))
+            return v1_files.file_job(await self.doors.jobs.submit(wanted))
 
     async def GetFileJob(self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext) -> pb.FileJob:
         async with self.doors.rpc(context, "GetFileJob", ""):
-            return convert.file_job(await self.doors.jobs.get(self._key(context), request.id))
+            return v1_files.file_job(await self.doors.jobs.get(self._key(context), request.id))
 
     async def CancelFileJob(self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext) -> pb.FileJob:
         async with self.doors.rpc(context, "CancelFileJob", ""):
-            return convert.file_job(await self.doors.jobs.cancel(self._key(context), request.id))
+            return v1_files.file_job(await self.doors.jobs.cancel(self._key(context), request.id))
 
     async def WatchFileJob(
         self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[pb.FileJob]:
         async with self.doors.rpc(context, "WatchFileJob", ""):
             async for job in self.doors.jobs.watch(self._key(context), request.id):
-                yield convert.file_job(job)  # ends with the job, or when the server stops
+                yield v1_files.file_job(job)  # ends with the job, or when the server stops
 
     async def GetFileJobResult(
         self, request: pb.FileJobRequest, context: grpc.aio.ServicerContext
@@ -112,7 +112,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
         async with self.doors.rpc(context, "GetFileJobResult", ""):
             job, path = await self.doors.jobs.result(self._key(context), request.id)
             content = await asyncio.get_running_loop().run_in_executor(self.doors.preprocess_pool, path.read_bytes)
-            for chunk in convert.job_result_chunks(job, content):
+            for chunk in v1_files.job_result_chunks(job, content):
                 yield chunk
 
     async def CreateGlossary(

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
-from ..service.downloads import translated_filename
-from ..service.file_jobs import remaining_s
-from ..service.files import FileRequest, TranslatedFile
 from ..service.models import FailedModel, Served
 from ..service.requests import ClassificationRequest, Deadline, Translated, TranslationRequest
 from ..service.routing import Route
@@ -27,7 +24,6 @@ from ..service.vocabulary import (
     Hypothesis,
     ImageInput,
     ImageResult,
-    Job,
     RawTensor,
     StreamEvent,
     WordAlignment,
@@ -315,76 +311,6 @@ def model_info(model: Served | FailedModel, settings: Settings, *, loaded: bool,
             )
         )
     return info
-
-
-FILE_CHUNK_BYTES = 1 << 20  # a translated file goes out in messages of at most this many bytes
-
-
-def file_request(request: pb.TranslateFileRequest, call: Call, deadline: Deadline | None = None) -> FileRequest:
-    return FileRequest(
-        call,
-        request.filename,
-        request.content,
-        request.source_language,
-        request.target_language,
-        model=request.model,
-        deadline=deadline,
-        glossary_id=request.glossary_id,
-    )
-
-
-def _chunks(content: bytes, done: pb.FileDone) -> Iterator[pb.TranslateFileChunk]:
-    """A file's bytes in chunks of at most FILE_CHUNK_BYTES, then its summary."""
-    for at in range(0, len(content), FILE_CHUNK_BYTES):
-        yield pb.TranslateFileChunk(content=content[at : at + FILE_CHUNK_BYTES])
-    yield pb.TranslateFileChunk(done=done)
-
-
-def file_chunks(done: TranslatedFile, target: str = "") -> Iterator[pb.TranslateFileChunk]:
-    """The file in chunks, then its summary, named as :func:`job_result_chunks` names it (``target``: the request's)."""
-    summary = pb.FileDone(
-        model=done.model,
-        filename=translated_filename(done.filename, target or done.target_language),
-        media_type=done.media_type,
-        size_bytes=len(done.content),
-        characters=done.characters,
-        sentences=done.sentences,
-        source_language=done.source_language,
-        target_language=done.target_language,
-        detected_language=done.detected.language if done.detected else "",
-    )
-    return _chunks(done.content, summary)
-
-
-def file_job(job: Job) -> pb.FileJob:
-    left = remaining_s(job)
-    return pb.FileJob(
-        id=job.id,
-        status=getattr(pb, f"FILE_JOB_STATUS_{job.status.upper()}"),
-        filename=job.filename,
-        progress=pb.FileProgress(sentences_done=job.done, sentences_total=job.total),
-        remaining_seconds=-1.0 if left is None else left,
-        error=job.error,
-        sentences_reused=job.reused,
-        sentences_decoded=job.decoded,
-        created_unix=job.created,
-        expires_unix=job.expires,
-    )
-
-
-def job_result_chunks(job: Job, content: bytes) -> Iterator[pb.TranslateFileChunk]:
-    """A done job's file in chunks, then its summary, named report.de.docx as the HTTP job result
-    names it: a client that writes it under that name does not write over the file it sent."""
-    summary = pb.FileDone(
-        model=job.model,
-        filename=translated_filename(job.filename, job.target),
-        media_type=job.media_type,
-        size_bytes=len(content),
-        sentences=job.total,
-        source_language=job.source,
-        target_language=job.target,
-    )
-    return _chunks(content, summary)
 
 
 def stored_glossary(glossary: Glossary) -> pb.StoredGlossary:

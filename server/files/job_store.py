@@ -38,8 +38,13 @@ Glossary = tuple[tuple[str, str], ...]  # (source term, target term) pairs
 Serves = Callable[[str, str, str], bool]  # whether a server runs jobs of (source, target, model)
 
 # Columns a jobs table made by an older server lacks, added when a store opens it: a job's stored
-# glossary (its id, and its entries as JSON pairs, read by the runner only).
-_ADDED = {"glossary_id": "TEXT NOT NULL DEFAULT ''", "glossary": "TEXT NOT NULL DEFAULT ''"}
+# glossary (its id, and its entries as JSON pairs, read by the runner only), the source language
+# detected for a job sent as ``auto``.
+_ADDED = {
+    "glossary_id": "TEXT NOT NULL DEFAULT ''",
+    "glossary": "TEXT NOT NULL DEFAULT ''",
+    "detected": "TEXT NOT NULL DEFAULT ''",
+}
 
 # One SQL for both backends (state/database.py); a state folder's older SQLite file (REAL,
 # INTEGER, a WITHOUT ROWID sentence table) has the same columns (_ADDED aside) and is kept as it is.
@@ -53,7 +58,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     created DOUBLE PRECISION NOT NULL, started DOUBLE PRECISION NOT NULL DEFAULT 0,
     updated DOUBLE PRECISION NOT NULL, expires DOUBLE PRECISION NOT NULL,
     owner BIGINT NOT NULL DEFAULT 0,
-    glossary_id TEXT NOT NULL DEFAULT '', glossary TEXT NOT NULL DEFAULT ''
+    glossary_id TEXT NOT NULL DEFAULT '', glossary TEXT NOT NULL DEFAULT '', detected TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, created);
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
@@ -85,10 +90,16 @@ class Job:
     expires: float
     owner: int  # the server process running it (owner_id: its host and pid)
     glossary_id: str = ""  # the stored glossary it was submitted with ("": none); its entries: JobStore.glossary
+    detected: str = ""  # the language detected for a source sent as "auto", once done ("": none detected)
 
     @property
     def finished(self) -> bool:
         return self.status in FINISHED
+
+    @property
+    def source_language(self) -> str:
+        """The language it was translated from: the one detected where its source was ``auto``."""
+        return self.detected or self.source
 
 
 _COLUMNS = ", ".join(f.name for f in fields(Job))

@@ -17,7 +17,8 @@ on the folder or within seconds by one running on it, and resumes with those sen
 (``glossary_id``) has it read for its key when it is submitted (an unknown id is refused then)
 and keeps its entries in its record, so that every run uses the same terms.
 Jobs are bounded (``--max-jobs``, ``--max-jobs-per-key``, ``--max-job-bytes-per-key``) and
-deleted, result and all, ``--job-retention-s`` after they were submitted.
+deleted, result and all, ``--job-retention-s`` after they were submitted. What a record
+reports, and what a finished run writes into it: ``job_records``.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded, ServingEr
 from ..shared.locations import per_repository_dir
 from ..state import StoreUnavailable
 from .files import FileRequest, FileTranslation, Resume
+from .job_records import finished
 
 log = logging.getLogger(__name__)
 
@@ -98,35 +100,6 @@ def state_folder(settings: Settings) -> Path:
     except OSError as exc:
         raise ConfigError(f"state_dir: cannot create the folder {folder}: {exc.strerror or exc}") from None
     return folder
-
-
-def remaining_s(job: Job, now: float | None = None) -> float | None:
-    """The estimated seconds left of a running job: its pace this run, over the sentences left."""
-    fresh = job.done - job.reused
-    if job.status != "running" or fresh <= 0 or not job.total:
-        return None
-    elapsed = (now or time.time()) - job.started
-    return max(0.0, elapsed / fresh * (job.total - job.done))
-
-
-def view(job: Job) -> dict[str, Any]:
-    """What a client is told of a job (the HTTP door's JSON; gRPC's ``FileJob`` has the same fields)."""
-    return {
-        "id": job.id,
-        "status": job.status,
-        "filename": job.filename,
-        "source": job.source,
-        "target": job.target,
-        "done": job.done,
-        "total": job.total,
-        "reused": job.reused,
-        "decoded": job.decoded,
-        "remaining_s": remaining_s(job),
-        "error": job.error,
-        "glossary_id": job.glossary_id,
-        "created": job.created,
-        "expires": job.expires,
-    }
 
 
 def delete_files(blobs: Path, job_id: str) -> None:
@@ -286,18 +259,7 @@ class FileJobs:
             request = FileRequest(call, job.filename, content, job.source, job.target, job.model, stored_glossary=terms)
             translated = await self.translation.translate(request, progress, resume)
             await self._off(self.path(job.id, "out").write_bytes, translated.content)
-            taken = await self._off(
-                self.store.update,
-                job.id,
-                status="done",
-                done=translated.sentences,
-                total=translated.sentences,
-                reused=resume.reused,
-                decoded=resume.decoded,
-                media_type=translated.media_type,
-                bytes=job.bytes + len(translated.content),
-                target=job.target or translated.target_language,  # none named: the one used names the file
-            )
+            taken = await self._off(self.store.update, job.id, **finished(job, translated, resume))
             if not taken:  # expired, or cancelled meanwhile (by a request to this process or another)
                 await self._off(self.path(job.id, "out").unlink, missing_ok=True)
         except asyncio.CancelledError:

@@ -42,7 +42,8 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiDict
 
-from ...service.file_jobs import JobRequest, remaining_s
+from ...service.file_jobs import JobRequest
+from ...service.job_records import remaining_s
 from ...service.requests import AUTO, TranslationRequest
 from ...service.routing import LanguageNotServed, language_name
 from ...service.stored_glossaries import language

@@ -24,7 +24,8 @@ import json
 from aiohttp import web
 
 from ...service.downloads import translated_filename
-from ...service.file_jobs import JobRequest, view
+from ...service.file_jobs import JobRequest
+from ...service.job_records import view
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
 from .. import params

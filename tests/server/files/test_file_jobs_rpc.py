@@ -177,3 +177,38 @@ def test_a_job_without_languages_routes_as_translate_file_does(server):
     # named for the language the model wrote, as TranslateFile names it
     assert result[-1].done.filename == streamed[-1].done.filename == "dates.de.txt"
     assert result[-1].done.target_language == streamed[-1].done.target_language == "de"
+
+
+GERMAN = ["Der Bericht ist fertig und liegt auf dem Tisch.", "Wir treffen uns am Montag im Büro."]
+
+
+def test_a_job_from_auto_reports_the_language_detected_as_translate_file_does(serve, tmp_path):
+    """A job whose source is ``auto`` names the language detected in its result's summary and its
+    JSON, as TranslateFile's summary does: for a file of two languages, the one detected for the
+    file as a whole (its texts together), never "auto"."""
+    import json
+    import urllib.request
+
+    model_dir = tmp_path / "repo" / "translator"
+    model_dir.mkdir(parents=True)
+    for part in (REPO / "translator-en-de").iterdir():
+        if part.name != "model.json":
+            (model_dir / part.name).symlink_to(part)
+    manifest = json.loads((REPO / "translator-en-de" / "model.json").read_text())
+    manifest["name"] = "translator"
+    # two sources to detect among (a target neither is, so both reach it)
+    manifest["languages"] = {**manifest["languages"], "source": ["en", "de"], "target": ["it"], "default_target": "it"}
+    (model_dir / "model.json").write_text(json.dumps(manifest))
+    path = tmp_path / "mixed.txt"
+    path.write_text("\n".join([*GERMAN, LINES[0]]) + "\n")  # mostly German, one English line
+    with serve(tmp_path / "repo", http_port=0, state_dir=str(tmp_path / "state")) as server:
+        with server.client(timeout=120) as client:
+            direct = client.translate_file(path, "it", "auto")
+            job = client.jobs.submit(path, "it", "auto")
+            assert list(client.jobs.watch(job.id))[-1].status == "done"
+            from_job = client.jobs.result(job.id)
+        with urllib.request.urlopen(f"http://{server.http_address}/jobs/{job.id}", timeout=30) as reply:
+            record = json.loads(reply.read())
+    assert (direct.source_language, direct.detected_language) == ("de", "de")
+    assert (from_job.source_language, from_job.detected_language) == ("de", "de")
+    assert record["source"] == "de" and from_job.content == direct.content

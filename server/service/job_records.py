@@ -1,0 +1,60 @@
+"""What a file job's record says to its clients, and what a finished run writes into it: one
+place for the fields every door reports of a job (HTTP's JSON, attnserve.v1's ``FileJob`` and
+``FileDone``, DeepL's document status), so that a job reports its file as ``TranslateFile``
+reports the same file: the target language its model translated into where it named none, the
+source language detected where it sent ``auto``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..files.job_store import Job
+from .files import Resume, TranslatedFile
+
+
+def remaining_s(job: Job, now: float | None = None) -> float | None:
+    """The estimated seconds left of a running job: its pace this run, over the sentences left."""
+    fresh = job.done - job.reused
+    if job.status != "running" or fresh <= 0 or not job.total:
+        return None
+    elapsed = (now or time.time()) - job.started
+    return max(0.0, elapsed / fresh * (job.total - job.done))
+
+
+def view(job: Job) -> dict[str, Any]:
+    """What a client is told of a job (the HTTP door's JSON; gRPC's ``FileJob`` has the same fields)."""
+    return {
+        "id": job.id,
+        "status": job.status,
+        "filename": job.filename,
+        "source": job.source_language,
+        "target": job.target,
+        "done": job.done,
+        "total": job.total,
+        "reused": job.reused,
+        "decoded": job.decoded,
+        "remaining_s": remaining_s(job),
+        "error": job.error,
+        "glossary_id": job.glossary_id,
+        "created": job.created,
+        "expires": job.expires,
+    }
+
+
+def finished(job: Job, translated: TranslatedFile, resume: Resume) -> dict[str, Any]:
+    """The record's changes once ``job`` is translated: done, with its counts and its file, and the
+    languages its translation used where the job left them to the server (``translated``'s, as
+    TranslateFile reports them: for a file of several languages, the one detected for its texts
+    together)."""
+    return dict(
+        status="done",
+        done=translated.sentences,
+        total=translated.sentences,
+        reused=resume.reused,
+        decoded=resume.decoded,
+        media_type=translated.media_type,
+        bytes=job.bytes + len(translated.content),
+        target=job.target or translated.target_language,  # none named: the one used names the file
+        detected=translated.detected.language if translated.detected else "",
+    )
