@@ -101,7 +101,7 @@ class JobClient:
                 elif msg.WhichOneof("event") == "done":
                     d = msg.done
                     return TranslatedFile(
-                        b"".join(parts), d.filename, d.media_type, d.model, 0, d.sentences,
+                        b"".join(parts), d.filename, d.media_type, d.model, d.characters, d.sentences,
                         d.source_language, d.target_language, d.detected_language,
                     )  # fmt: skip
         finally:

@@ -79,6 +79,7 @@ def job_result_chunks(job: Job, content: bytes) -> Iterator[pb.TranslateFileChun
         filename=translated_filename(job.filename, job.target),
         media_type=job.media_type,
         size_bytes=len(content),
+        characters=job.characters,
         sentences=job.total,
         source_language=job.source_language,
         target_language=job.target,

@@ -39,11 +39,12 @@ Serves = Callable[[str, str, str], bool]  # whether a server runs jobs of (sourc
 
 # Columns a jobs table made by an older server lacks, added when a store opens it: a job's stored
 # glossary (its id, and its entries as JSON pairs, read by the runner only), the source language
-# detected for a job sent as ``auto``.
+# detected for a job sent as ``auto``, the characters of text its translation counted.
 _ADDED = {
     "glossary_id": "TEXT NOT NULL DEFAULT ''",
     "glossary": "TEXT NOT NULL DEFAULT ''",
     "detected": "TEXT NOT NULL DEFAULT ''",
+    "characters": "BIGINT NOT NULL DEFAULT 0",
 }
 
 # One SQL for both backends (state/database.py); a state folder's older SQLite file (REAL,
@@ -58,7 +59,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     created DOUBLE PRECISION NOT NULL, started DOUBLE PRECISION NOT NULL DEFAULT 0,
     updated DOUBLE PRECISION NOT NULL, expires DOUBLE PRECISION NOT NULL,
     owner BIGINT NOT NULL DEFAULT 0,
-    glossary_id TEXT NOT NULL DEFAULT '', glossary TEXT NOT NULL DEFAULT '', detected TEXT NOT NULL DEFAULT ''
+    glossary_id TEXT NOT NULL DEFAULT '', glossary TEXT NOT NULL DEFAULT '', detected TEXT NOT NULL DEFAULT '',
+    characters BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, created);
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
@@ -91,6 +93,7 @@ class Job:
     owner: int  # the server process running it (owner_id: its host and pid)
     glossary_id: str = ""  # the stored glossary it was submitted with ("": none); its entries: JobStore.glossary
     detected: str = ""  # the language detected for a source sent as "auto", once done ("": none detected)
+    characters: int = 0  # of text translated, once done (TranslateFile's count: what DeepL's status bills)
 
     @property
     def finished(self) -> bool:

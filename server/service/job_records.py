@@ -43,7 +43,8 @@ def view(job: Job) -> dict[str, Any]:
 
 
 def finished(job: Job, translated: TranslatedFile, resume: Resume) -> dict[str, Any]:
-    """The record's changes once ``job`` is translated: done, with its counts and its file, and the
+    """The record's changes once ``job`` is translated: done, with its counts (sentences, and the
+    characters of text translated, as TranslateFile counts them) and its file, and the
     languages its translation used where the job left them to the server (``translated``'s, as
     TranslateFile reports them: for a file of several languages, the one detected for its texts
     together)."""
@@ -57,4 +58,5 @@ def finished(job: Job, translated: TranslatedFile, resume: Resume) -> dict[str, 
         bytes=job.bytes + len(translated.content),
         target=job.target or translated.target_language,  # none named: the one used names the file
         detected=translated.detected.language if translated.detected else "",
+        characters=translated.characters,
     )

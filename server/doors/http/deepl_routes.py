@@ -21,7 +21,8 @@ tools): one more codec over the translation service, the stored glossaries and t
   ``GET /v2/glossary-language-pairs``, ``/v2/glossaries`` (``deepl_glossary_routes``);
 - ``POST /v2/document`` (a multipart ``file``, ``target_lang``, ``source_lang``, ``glossary_id``) ->
   ``{"document_id", "document_key"}``: a file job; ``POST /v2/document/{id}`` -> its
-  ``status`` (queued, translating, done, error), ``seconds_remaining``; ``POST
+  ``status`` (queued, translating, done, error), ``seconds_remaining``, ``billed_characters`` once
+  done (the characters of text translated); ``POST
   /v2/document/{id}/result`` -> the translated file (503 until it is done, as DeepL answers).
 
 ``Authorization: DeepL-Auth-Key KEY`` (or ``Bearer KEY``, or the query's ``auth_key``): KEY is
@@ -321,7 +322,7 @@ class DeepLRoutes:
             if remaining is not None:
                 reply["seconds_remaining"] = round(remaining)
         if job.status == "done":
-            reply["billed_characters"] = 0
+            reply["billed_characters"] = job.characters  # of text translated, as TranslateFile counts them
         if job.status in ("failed", "cancelled"):
             reply["error_message"] = job.error or job.status
         return web.json_response(reply)

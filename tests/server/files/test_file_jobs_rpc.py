@@ -41,6 +41,7 @@ def test_a_job_is_watched_to_its_end_and_its_file_is_translate_files(server, tmp
     assert seen[-1].status == "done" and seen[-1].done == seen[-1].total == len(LINES) * 4
     assert [j.done for j in seen] == sorted(j.done for j in seen)
     assert done.content == expected.content and done.filename == "dates.de.txt"
+    assert done.characters == expected.characters > 0  # counted as TranslateFile counts them
     with server.client(token="bob") as other:
         for call in (other.jobs.get, other.jobs.cancel, other.jobs.result):
             with pytest.raises(AttnServeError) as err:

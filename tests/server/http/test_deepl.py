@@ -129,6 +129,21 @@ def test_a_docx_is_translated_through_the_document_routes(server, tmp_path):
     assert "Montag, 3. März 2025" in xml and "um 15:45 Uhr" in xml
 
 
+def test_a_done_documents_status_bills_the_characters_translated(server, tmp_path):
+    """``billed_characters`` of a done document, as DeepL's client reads it: the characters of text
+    its translation counted (what TranslateFile's summary reports as ``characters``), not 0."""
+    paragraphs = ["Monday, March 3, 2025", "at 3:45 PM"]
+    sent = office.docx([[(text, "")] for text in paragraphs])
+    translator = client(server)
+    handle = translator.translate_document_upload(sent, target_lang="DE", source_lang="EN", filename="memo.docx")
+    assert translator.translate_document_wait_until_done(handle).done
+    status = translator.translate_document_get_status(handle)
+    assert status.billed_characters == sum(map(len, paragraphs)) == 31
+    (tmp_path / "memo.docx").write_bytes(sent)
+    with server.client(timeout=60, token="alice") as v1:
+        assert v1.translate_file(tmp_path / "memo.docx", "de", "en").characters == 31
+
+
 def test_output_format_is_the_documents_own_or_refused(server, tmp_path):
     """A document comes back in its own format. DeepL's client asks for the output path's format
     (``output_format``): a .docx saved as .pdf is a 400 naming it, never a .docx named .pdf; .htm
