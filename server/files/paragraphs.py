@@ -14,8 +14,9 @@ One :class:`Dialect` per family, read from the specs:
   ``<a:br/>``; a field's text (``<a:fld>``: a slide number, a date) is a placeholder too.
 - OOXML SpreadsheetML (.xlsx, § 18.4): a shared string ``<si>``, an inline string ``<is>`` and a
   comment's ``<text>`` hold either one ``<t>`` or rich-text runs ``<r>`` with ``<rPr>`` and ``<t>``;
-  phonetic runs (``<rPh>``, a Japanese reading aid) are not read. Transitional and Strict
-  namespaces alike.
+  phonetic runs (``<rPh>``, a Japanese reading aid) are not read; their text's ``_xHHHH_``
+  escapes are read as the characters they stand for and written back (``xstring``). Transitional
+  and Strict namespaces alike.
 - OpenDocument (.odt, .odp, ODF 1.3 § 5.1): ``<text:p>`` and ``<text:h>`` hold mixed content:
   character data, ``<text:span>`` and ``<text:a>`` (styled runs and links, read through),
   ``<text:s/>`` (spaces), ``<text:tab/>``, ``<text:line-break/>``; anything else inside (a
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 
 from lxml import etree
 
+from . import xstring
 from .run_placement import Unit
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -59,6 +61,7 @@ class Dialect:
     inline: frozenset[str] = frozenset()  # read through (ODF spans and links)
     run_parents: frozenset[str] = frozenset()  # OOXML: a text element counts only inside these (a:r, not a:fld)
     fields: frozenset[str] = frozenset()  # elements whose text is a field's result (w:fldSimple, a:fld)
+    escaped: bool = False  # SpreadsheetML: text holds _xHHHH_ escapes (files.xstring)
 
 
 FIELD = " "  # what the model reads for a field's result: the words around it, not the result itself
@@ -85,6 +88,7 @@ SPREADSHEET = Dialect(
     joints={},
     # a plain string's <t> sits in the string itself, a rich one's in its runs (not in <rPh>)
     run_parents=frozenset(f"{ns}{name}" for ns in (S, S_STRICT) for name in ("r", "si", "is", "text")),
+    escaped=True,
 )
 # text elements whose edge spaces the application drops without xml:space="preserve"
 _PRESERVED = frozenset({f"{W}t", f"{S}t", f"{S_STRICT}t"})
@@ -116,16 +120,19 @@ def _seen(element: etree._Element) -> str:
 
 @dataclass(frozen=True)
 class Slot:
-    """An element's ``text`` (or ``tail``): one run's character data."""
+    """An element's ``text`` (or ``tail``): one run's character data; ``escaped``: read and written
+    through SpreadsheetML's ``_xHHHH_`` escapes (``xstring``), so the model reads characters."""
 
     element: etree._Element
     tail: bool = False
+    escaped: bool = False
 
     def get(self) -> str:
-        return (self.element.tail if self.tail else self.element.text) or ""
+        text = (self.element.tail if self.tail else self.element.text) or ""
+        return xstring.decode(text) if self.escaped else text
 
     def set(self, text: str) -> None:
-        text = xml_text(text)
+        text = xml_text(xstring.encode(text) if self.escaped else text)
         if self.tail:
             self.element.tail = text
             return
@@ -269,7 +276,7 @@ class _Collector:
                     self.joint(child)
             elif tag in d.texts:
                 if child.getparent().tag in d.run_parents and not self.complex.hidden:
-                    self.slot(Slot(child))
+                    self.slot(Slot(child, escaped=d.escaped))
             elif tag in d.fields:
                 if _LINK.match(child.get(f"{W}instr", "")):
                     self.walk(child)

@@ -11,6 +11,9 @@ What a spreadsheet shows as words is in three places (ECMA-376 Part 1 ยง 18.4, ย
   use instead; a worksheet without one is not parsed at all (it is only searched for the word);
 - cell comments (``xl/comments*.xml``, the notes Excel shows on hover).
 
+A string's ``_xHHHH_`` escapes (``_x000D_``: a carriage return) reach the model as the characters
+they stand for, and its translation is written back escaped where it must be (``xstring``).
+
 Not translated: formulas (``<f>``), numbers, dates, booleans and errors (``<v>``), a formula's
 cached text result (``<v>`` of a ``t="str"`` cell: Excel computes it again from the formula),
 a text with no letter in it (an id or a year typed as text: the model could only damage it),

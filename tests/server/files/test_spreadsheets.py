@@ -107,3 +107,21 @@ def test_a_workbook_without_words_an_invalid_one_and_one_over_the_limits_are_ref
         files.read("sales.xlsx", sheets.xlsx(SHARED, CELLS), LIMIT, max_chars=20)
     with pytest.raises(FileRefused, match="binary Excel format: save it as .xlsx"):
         files.read("old.xls", b"\xd0\xcf\x11\xe0", LIMIT)
+
+
+def test_escaped_characters_reach_the_model_decoded_and_go_back_escaped():
+    """A cell's ``_xHHHH_`` escapes (ECMA-376 Part 1, 22.9.2.19 ST_Xstring: Excel writes a carriage
+    return as ``_x000D_``, and a literal ``_x0041_`` as ``_x005F_x0041_``) are characters to the
+    model, and its translation goes back escaped where it must be, so the cells read as translated."""
+    shared = ["First line_x000D_\nsecond line", "Type _x005F_x0041_ in the form"]
+    cells = '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
+    extracted = files.read("codes.xlsx", sheets.xlsx(shared, cells), LIMIT)
+    assert extracted.texts == ("First line\r\nsecond line", "Type _x0041_ in the form")  # what the model reads
+    translations = ["Erste Zeile\r\nzweite Zeile", "Tippe _x0041_ ins Formular\x07"]  # a control character too
+    out = extracted.write(translations)
+    sheet = openpyxl.load_workbook(io.BytesIO(out))[sheets.SHEET_NAME]
+    assert sheet["A1"].value == "Erste Zeile\r\nzweite Zeile"
+    assert sheet["B1"].value == "Tippe _x0041_ ins Formular_x0007_"  # openpyxl leaves _x0007_ escaped
+    with zipfile.ZipFile(io.BytesIO(out)) as package:
+        assert "Tippe _x005F_x0041_ ins Formular_x0007_" in package.read("xl/sharedStrings.xml").decode()
+    assert files.read("codes.de.xlsx", out, LIMIT).texts == tuple(translations)  # read back as written
