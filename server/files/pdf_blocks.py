@@ -8,7 +8,8 @@ A gap is measured from one object's glyphs to the next one's origin (or glyphs, 
 further left): a full-width Chinese or Japanese punctuation mark draws its ink in one half of its
 em square ("。" left, "「" right), so between the ink of "。「", two glyphs with no space
 between them, lies more than an em of blank. A vertical rule between two objects (a table's
-border) ends a line however narrow the gap.
+border) ends a line however narrow the gap, and a horizontal one between two lines (``Paths.border``)
+ends a block however close the lines.
 Inside a line, objects are joined with a space where PDFium's text page put one: it measures the
 gap by the glyphs' advances, where their tight boxes leave gaps between the digits of one number
 when a browser writes a glyph an object.
@@ -234,10 +235,10 @@ def _item(lines: list[Line], line: Line) -> bool:
     return listed or lines[-1].text.rstrip().endswith(":")
 
 
-def _same_block(lines: list[Line], line: Line) -> bool:
+def _same_block(lines: list[Line], line: Line, rules: Paths) -> bool:
     above, first, run = lines[-1], lines[0], line.first
     size = above.first.size
-    if _item(lines, line):
+    if _item(lines, line) or rules.border(*_along([above, line])):
         return False
     if abs(run.size - size) > SAME_SIZE * size:
         return False
@@ -310,7 +311,7 @@ def _block(page: int, lines: list[Line]) -> Block:
 
 
 def _along(lines: list[Line]) -> list[tuple[float, float, float, float]]:
-    """Each line's (left, right, baseline, size), where its underline or strike-through may lie."""
+    """Each line's (left, right, baseline, size), where its underline, strike-through or border may lie."""
     return [(min(ln.first.left, ln.first.x), ln.right, ln.first.baseline, ln.first.size) for ln in lines]
 
 
@@ -339,7 +340,7 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
     blocks: list[Block] = []
     group: list[Line] = []
     for line in lines:
-        if group and not _same_block(group, line):
+        if group and not _same_block(group, line, rules):
             blocks.append(replace(_block(page_index, group), marks=rules.marks(_along(group))))
             group = []
         group.append(line)

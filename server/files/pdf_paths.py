@@ -1,6 +1,12 @@
 """A PDF page's paths that decide how its text is read (``pdf_blocks``): vertical rules that part
-two cells, thin horizontal paths that underline or strike through a line, and small closed shapes
-that mark a list item.
+two cells, horizontal borders that part a cell from the one below it, thin horizontal paths that
+underline or strike through a line, and small closed shapes that mark a list item.
+
+A table's border is a thin filled rectangle in Chrome's PDFs (each side of each cell its own), a
+stroked line in LibreOffice's, the side of a stroked rectangle in others'. Between two lines it
+lies above the lower line's ascenders, where no strike-through (across the letters) lies, and
+below the upper line's descenders or past its ends, where no underline (just under the baseline,
+no longer than the line) lies.
 
 Chrome prints a list's bullets as paths, not glyphs: a disc (a filled circle of 48 Bézier curves),
 a circle (the same, stroked: a nested list's), a square (a filled rectangle: the third level, or
@@ -54,13 +60,15 @@ class Paths:
     """A page's vertical rules: thin paths (a browser's table borders are filled rectangles under
     a point wide) and the sides of stroked rectangles (a cell's border), sorted by x; text on
     either side of one is in two cells, however narrow their padding. Its thin horizontal
-    paths, where a line's underline (a link's) or strike-through may be. And its small closed
-    shapes, about as wide as high, sorted by right edge: where a list's bullet may be."""
+    paths, where a line's underline (a link's) or strike-through may be; with the top and bottom
+    sides of stroked rectangles, sorted by height, the borders between a table's rows. And its
+    small closed shapes, about as wide as high, sorted by right edge: where a list's bullet may be."""
 
     def __init__(self, page: pdfium_c.FPDF_PAGE, count: int) -> None:
         rules: list[tuple[float, float, float]] = []
         self.flat: list[tuple[int, float, float, float, float]] = []
         self.dots: list[tuple[float, float, float, float]] = []  # right, left, bottom, top
+        self.across: list[tuple[float, float, float, float]] = []  # bottom, top, left, right
         bounds = [ctypes.c_float() for _ in range(4)]
         fill, stroke = ctypes.c_int(), ctypes.c_int()
         for i in range(count):
@@ -73,10 +81,15 @@ class Paths:
             width, height = right - left, top - bottom
             if height <= RULE_WIDTH < width:
                 self.flat.append((i, left, bottom, right, top))
+                self.across.append((bottom, top, left, right))
             if width <= RULE_WIDTH:
                 rules.append(((left + right) / 2, bottom, top))
             elif pdfium_c.FPDFPath_GetDrawMode(obj, fill, stroke) and not fill.value and stroke.value:
                 rules += [(left, bottom, top), (right, bottom, top)]
+                if height > RULE_WIDTH:  # its top and bottom sides, as wide as its stroke
+                    line = ctypes.c_float()
+                    pen = line.value if pdfium_c.FPDFPageObj_GetStrokeWidth(obj, line) else 1.0
+                    self.across += [(bottom, bottom + pen, left, right), (top - pen, top, left, right)]
             if min(width, height) >= BULLET_SIDES * max(width, height) > 0 and _closed_shape(obj):
                 self.dots.append((right, left, bottom, top))
         rules.sort()
@@ -84,6 +97,8 @@ class Paths:
         self.flat_bottom = [path[2] for path in self.flat]
         self.x = [r[0] for r in rules]
         self.rules = rules
+        self.across.sort()
+        self.across_bottom = [path[0] for path in self.across]
         self.dots.sort()
         self.dots_right = [dot[0] for dot in self.dots]
 
@@ -116,6 +131,28 @@ class Paths:
         """Whether a rule crosses height ``y`` between ``left`` and ``right``."""
         found = self.rules[bisect.bisect_left(self.x, left) : bisect.bisect_right(self.x, right)]
         return any(bottom <= y <= top for _, bottom, top in found)
+
+    def border(self, upper: tuple[float, float, float, float], lower: tuple[float, float, float, float]) -> bool:
+        """Whether a table's border parts two lines, each given as (left, right, baseline, size): a
+        horizontal path above the lower line's ascenders and under the upper one's baseline, running
+        at least as far as the lines overlap (a border runs along its whole cell). The upper line's
+        underline it cannot be: it lies below that line's descenders, or runs more than 0.3 sizes
+        past one of its ends (a word processor's cell without padding puts its border as close under
+        the baseline as the descenders reach; an underline is no longer than its line)."""
+        (left0, right0, base0, size0), (left1, right1, base1, size1) = upper, lower
+        start, end = sorted((max(left0, left1), min(right0, right1)))
+        slack = 0.1 * size1
+        found = self.across[
+            bisect.bisect_left(self.across_bottom, base1 + ASCENT * size1) : bisect.bisect_right(
+                self.across_bottom, base0
+            )
+        ]
+        for _, top, x0, x1 in found:
+            if top > base0 or x0 > start + slack or x1 < end - slack:
+                continue
+            if top <= base0 - DESCENT * size0 or x0 < left0 - 0.3 * size0 or x1 > right0 + 0.3 * size0:
+                return True
+        return False
 
     def bullet(self, start: float, baseline: float, size: float) -> bool:
         """Whether a bullet stands before a line whose text starts at ``start``: a small closed

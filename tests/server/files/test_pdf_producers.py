@@ -133,6 +133,42 @@ def test_table_cells_with_narrow_padding_are_separate_blocks(rule):
     assert extracted.texts == (first, second)
 
 
+@pytest.mark.parametrize("border", ["stroked line", "filled rectangle", "stroked cells"])
+def test_a_border_between_a_tables_lines_parts_their_cells(border):
+    """A bordered table's cells one above the other, their lines as far apart as a paragraph's
+    (Chrome's <table border=1> with p{margin:0} or plain cells, a word processor's table): the
+    border between them parts the header's cell from the one below, which were read as one text
+    ("Distance more than 1,500 miles"). Chrome draws a border as a thin filled rectangle, LibreOffice
+    as a stroked line, fpdf2 a cell's as a stroked rectangle. A paragraph whose first line is a link,
+    underlined from end to end, stays one text."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=12)
+    header, cell = "Distance", "more than 1,500 miles"
+    width = pdf.get_string_width(cell) + 4
+    if border == "stroked cells":
+        pdf.set_xy(56, 91.5)
+        pdf.cell(width, 15.75, header, border=1, align="C", new_x="LEFT", new_y="NEXT")
+        pdf.cell(width, 15.75, cell, border=1)
+    else:  # as Chrome prints a table with cellpadding=0: 0.25 sizes under the header's baseline
+        pdf.text(56 + (width - pdf.get_string_width(header)) / 2, 100, header)
+        pdf.text(58, 115.75, cell)
+        if border == "stroked line":  # as LibreOffice's cell without padding: as close as descenders
+            pdf.set_line_width(0.75)
+            pdf.line(56, 102.6, 56 + width, 102.6)
+        else:
+            pdf.rect(56, 103, width, 0.75, style="F")
+    link, rest = "Read the manual before you start", "and keep it."
+    pdf.text(56, 200, link)
+    pdf.rect(56, 200.75, pdf.get_string_width(link), 0.75, style="F")  # Chrome's underline
+    pdf.text(56, 214.25, rest)
+    data = bytes(pdf.output())
+    extracted = files.read("table.pdf", data, LIMIT)
+    assert extracted.texts == (header, cell, f"{link} {rest}")
+    after = pages(extracted.write(["Entfernung", "mehr als 1.500 Meilen", "Lies das Handbuch vorher."]))[0]
+    assert after.paths == pages(data)[0].paths[:-1]  # the borders stay; the link's underline goes with it
+
+
 def test_a_line_end_unicode_hyphen_joins_the_word():
     pdf = FPDF(unit="pt", format=A4)
     pdf.add_font("dejavu", "", UNICODE_FONTS[0])
