@@ -42,8 +42,15 @@ LEADING = (0.9, 1.6)  # baseline-to-baseline, in font sizes, of two lines of one
 SAME_SIZE = 0.15  # sizes within 15% of each other belong to one block
 WORD_GAP = 0.3  # a gap between two objects' glyph boxes wider than this many sizes is a space
 HYPHENS = ("-", "\u2010", "\u00ad")  # a line ending in one joins the next without a space
+# Word's and LibreOffice's bullets in symbol fonts (Symbol's •, Wingdings' ▪ ❖ ➢ ✓), which their
+# PDFs map to the private-use code points Windows' symbol fonts have them at (U+F000 + the font's
+# code): a block is read with the Unicode bullet each looks like, which the fonts a translation is
+# drawn in have (no font but the symbol font draws the private-use one)
+SYMBOL_BULLETS = {"\uf0b7": "\u2022", "\uf0a7": "\u25aa", "\uf076": "\u2756", "\uf0d8": "\u27a2", "\uf0fc": "\u2713"}
 BULLET = re.compile(
-    r"[\u2022\u2023\u2043\u25aa\u25ab\u25cf\u25cb\u25e6\u25a0\u25a1\u25c6\u25c7\u25ba\u25b6\u2713\u2219\u00b7]"
+    r"[\u2022\u2023\u2043\u25aa\u25ab\u25cf\u25cb\u25e6\u25a0\u25a1\u25c6\u25c7\u25ba\u25b6\u2713\u2219\u00b7\u2756\u27a2"
+    + "".join(SYMBOL_BULLETS)
+    + "]"
 )
 # a list item's label: a dash or asterisk, or 1-3 digits, a letter or a roman numeral with "." or ")", then a space
 LABEL = re.compile(r"(?:[-\u2013\u2014*]|\(?(?:\d{1,3}|[a-zA-Z]|[ivxlcIVXLC]{2,6})[.)])\s")
@@ -284,8 +291,10 @@ def _unspaced(before: str, after: str) -> bool:
 
 def _joined(lines: list[Line]) -> str:
     """The lines' text in reading order: each line's right-to-left text reordered (``pdf_bidi``)
-    in the direction of the block's majority of letters."""
+    in the direction of the block's majority of letters; a symbol font's bullet before them as
+    the Unicode bullet it looks like (``SYMBOL_BULLETS``)."""
     drawn = [" ".join(line.text.split()) for line in lines]
+    drawn[0] = SYMBOL_BULLETS.get(drawn[0][:1], drawn[0][:1]) + drawn[0][1:]
     rtl = right_to_left("".join(drawn))
     out = ""
     for text in (logical(text, rtl) for text in drawn):

@@ -22,11 +22,14 @@ HAS_FONT = pytest.mark.skipif(not any(__import__("os").path.exists(p) for p in U
 
 
 def raw_pdf(content: bytes, font: bytes, *extra: bytes) -> bytes:
-    """One A4 page drawing ``content`` with font ``/F1`` (object 5); ``extra`` objects from 6 on."""
+    """One A4 page drawing ``content`` with font ``/F1`` (object 5) and Helvetica (``/F2``);
+    ``extra`` objects from 6 on."""
+    helvetica = b"/F2<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>"
     objects = [
         b"<</Type/Catalog/Pages 2 0 R>>",
         b"<</Type/Pages/Count 1/Kids[3 0 R]>>",
-        b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 595 842]/Contents 4 0 R/Resources<</Font<</F1 5 0 R>>>>>>",
+        b"<</Type/Page/Parent 2 0 R/MediaBox[0 0 595 842]/Contents 4 0 R/Resources<</Font<</F1 5 0 R%s>>>>>>"
+        % helvetica,
         b"<</Length %d>>stream\n%s\nendstream" % (len(content), content),
         font,
         *extra,
@@ -167,6 +170,53 @@ def test_a_border_between_a_tables_lines_parts_their_cells(border):
     assert extracted.texts == (header, cell, f"{link} {rest}")
     after = pages(extracted.write(["Entfernung", "mehr als 1.500 Meilen", "Lies das Handbuch vorher."]))[0]
     assert after.paths == pages(data)[0].paths[:-1]  # the borders stay; the link's underline goes with it
+
+
+def symbol_font_list(items: list[tuple[int, str]]) -> bytes:
+    """``items`` (code, text) as Word and LibreOffice print a list whose bullets are in a symbol
+    font (Symbol, Wingdings): the bullet's code in a symbolic TrueType font whose ToUnicode map
+    gives U+F000 + code (the private-use code point Windows' symbol fonts have it at), a tab
+    before the item's text in Helvetica 11, lines 14.7 apart."""
+    font = (
+        b"<</Type/Font/Subtype/TrueType/BaseFont/Wingdings/FirstChar 32/LastChar 255/Widths[%s]"
+        b"/FontDescriptor 6 0 R/ToUnicode 7 0 R>>" % b" ".join([b"750"] * 224)
+    )
+    descriptor = (
+        b"<</Type/FontDescriptor/FontName/Wingdings/Flags 4/FontBBox[0 -210 1000 900]/ItalicAngle 0"
+        b"/Ascent 900/Descent -210/CapHeight 700/StemV 80>>"
+    )
+    codes = sorted({code for code, _ in items})
+    cmap = (
+        b"/CIDInit/ProcSet findresource begin 12 dict begin begincmap/CMapName/W def/CMapType 2 def 1"
+        b" begincodespacerange<00><FF>endcodespacerange %d beginbfchar%sendbfchar endcmap"
+        b" CMapName currentdict/CMap defineresource pop end end"
+        % (len(codes), b"".join(b"<%02X><F0%02X>" % (code, code) for code in codes))
+    )
+    content = b""
+    for row, (code, text) in enumerate(items):
+        y = 700 - 14.7 * row
+        content += b"BT /F1 11 Tf 90 %g Td <%02X> Tj ET BT /F2 11 Tf 108 %g Td (%s) Tj ET\n" % (
+            y,
+            code,
+            y,
+            text.encode(),
+        )
+    return raw_pdf(content, font, descriptor, b"<</Length %d>>stream\n%s\nendstream" % (len(cmap), cmap))
+
+
+def test_bullets_in_a_symbol_fonts_private_use_code_points_begin_list_items():
+    """Word's bullets are Symbol's U+F0B7 (•) and Wingdings' U+F0A7, U+F076, U+F0D8, U+F0FC
+    (▪ ❖ ➢ ✓): their PDFs map them to those private-use code points, as LibreOffice's do, and
+    PDFium reads them back so. Each item is a text of its own, its bullet with it (where items
+    were read into one paragraph, bullets and all), the bullet the Unicode one it looks like: the
+    translation is drawn in a font that has it, where no font but the symbol font has the other."""
+    items = [(0xB7, "Eggs"), (0xB7, "Milk and bread"), (0xA7, "Butter"), (0x76, "Cheese"),
+             (0xD8, "Apples"), (0xFC, "Pears")]  # fmt: skip
+    extracted = files.read("word.pdf", symbol_font_list(items), LIMIT)
+    bullets = {0xB7: "\u2022", 0xA7: "\u25aa", 0x76: "\u2756", 0xD8: "\u27a2", 0xFC: "\u2713"}
+    assert extracted.texts == tuple(f"{bullets[code]} {text}" for code, text in items)
+    translated = pages(extracted.write([text.upper() for text in extracted.texts]))[0]
+    assert translated.text.split("\r\n") == [text.upper() for text in extracted.texts]
 
 
 def test_a_line_end_unicode_hyphen_joins_the_word():
