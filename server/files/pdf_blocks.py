@@ -75,7 +75,7 @@ class Run:
 @dataclass
 class Line:
     runs: list[Run]
-    bullet: bool = False  # a bullet drawn as a shape stands before it (``Paths.bullet``)
+    bullet: float | None = None  # the left of a bullet drawn as a shape before it (``Paths.bullet``)
 
     @property
     def first(self) -> Run:
@@ -228,18 +228,28 @@ def _same_line(line: Line, run: Run, rules: Paths) -> bool:
 def _item(lines: list[Line], line: Line) -> bool:
     """Whether ``line`` begins a list item of its own, though spaced as the block's next line. A
     bullet glyph always does (no wrapped line of prose starts with one), and so does a bullet
-    drawn as a shape before it (``Line.bullet``: a browser's). A label ("1.", "b)",
-    "iv.", "- ") does where the block began with a label as far left (the item before it; its
-    wrapped lines, under its text, carry none) or the line above ends in a colon (the list's
-    lead-in); a paragraph's wrapped line that starts "2. The" or "2025 was" continues it."""
+    drawn as a shape before it (``Line.bullet``: a browser's). A label ("1.", "b)", "iv.", "- ")
+    does where the block began with a label of any kind, a bullet too, as far left (the item
+    before it, of this list or of a list of the other kind right above; its wrapped lines, under
+    its text, carry none) or the line above ends in a colon (the list's lead-in); a paragraph's
+    wrapped line that starts "2. The" or "2025 was" continues it."""
     text = line.text.lstrip()
-    if line.bullet or BULLET.match(text):
+    if line.bullet is not None or BULLET.match(text):
         return True
     if not LABEL.match(text + " "):
         return False
-    first, size = lines[0], line.first.size
-    listed = LABEL.match(first.text.lstrip() + " ") is not None and abs(first.first.left - line.first.left) < 0.5 * size
+    start = _label_left(lines[0])
+    listed = start is not None and abs(start - line.first.left) < 0.5 * line.first.size
     return listed or lines[-1].text.rstrip().endswith(":")
+
+
+def _label_left(line: Line) -> float | None:
+    """Where the line's label stands: its bullet drawn as a shape, or a bullet or label its text
+    begins with (Chrome right-aligns a number where its bullets' left edges are); None for none."""
+    if line.bullet is not None:
+        return line.bullet
+    text = line.text.lstrip()
+    return line.first.left if BULLET.match(text) or LABEL.match(text + " ") else None
 
 
 def _same_block(lines: list[Line], line: Line, rules: Paths) -> bool:

@@ -154,11 +154,11 @@ class Paths:
                 return True
         return False
 
-    def bullet(self, start: float, baseline: float, size: float) -> bool:
-        """Whether a bullet stands before a line whose text starts at ``start``: a small closed
-        shape (0.2 to 0.7 sizes) inside the line's letters' height, its right edge 0.35 to 2 sizes
-        left of the text. An icon drawn inline sits a word space from its word, nearer; a table's
-        border, an underline or a rule is no shape as wide as high."""
+    def bullet(self, start: float, baseline: float, size: float) -> float | None:
+        """The left edge of a bullet before a line whose text starts at ``start`` (None where none
+        stands): a small closed shape (0.2 to 0.7 sizes) inside the line's letters' height, its
+        right edge 0.35 to 2 sizes left of the text. An icon drawn inline sits a word space from its
+        word, nearer; a table's border, an underline or a rule is no shape as wide as high."""
         low, high = start - BULLET_GAP[1] * size, start - BULLET_GAP[0] * size
         for right, left, bottom, top in self.dots[
             bisect.bisect_left(self.dots_right, low) : bisect.bisect_right(self.dots_right, high)
@@ -167,5 +167,5 @@ class Paths:
             if not BULLET_SIZE[0] * size <= side <= BULLET_SIZE[1] * size:
                 continue
             if baseline - DESCENT * size <= bottom and top <= baseline + ASCENT * size:
-                return True
-        return False
+                return left
+        return None

@@ -497,6 +497,41 @@ def test_a_label_a_tab_before_its_text_stays_with_its_item():
     )  # fmt: skip
 
 
+@HAS_FONT
+@pytest.mark.parametrize("producer", ["word", "chrome"])
+def test_a_numbered_item_below_a_bullet_item_begins_an_item_and_the_other_way_round(producer):
+    """A bulleted list right above a numbered one and another bulleted list below it, all spaced
+    as a paragraph's lines: a label standing where the first item's bullet stands begins an item,
+    whichever kind, where "2. Choose a language" was read into "Milk and bread". Word and
+    LibreOffice put "•" or "1." at one tab stop, the item's text at the next; Chrome draws its
+    bullets as shapes and right-aligns its numbers to the same place. An item's wrapped line under
+    its text, and a paragraph's wrapped line, starting with a number, continue their item and
+    paragraph."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_font("dejavu", "", UNICODE_FONTS[0])
+    pdf.add_page()
+    pdf.set_font("dejavu", size=12)
+    rows = [("\u2022", "Eggs"), ("\u2022", "Milk and bread, as the list in"), ("", "3. The kitchen says"),
+            ("1.", "Open the file"), ("2.", "Choose a language"), ("\u2022", "Butter")]  # fmt: skip
+    for row, (label, text) in enumerate(rows):
+        baseline = 100 + 14.25 * row
+        if producer == "word" and label:
+            pdf.text(56, baseline, label)
+        elif label == "\u2022":  # Chrome's disc, before text at 86
+            chrome_list(pdf, [(1, "disc", "")], baseline)
+        elif label:  # Chrome's number and a space, right-aligned to the text
+            pdf.text(86 - pdf.get_string_width(label + " "), baseline, label + " ")
+        pdf.text(74 if producer == "word" else 86, baseline, text)
+    for row, line in enumerate(["Our sales grew by a third that year, as", "2. The table shows."]):
+        pdf.text(56, 200 + 14.25 * row, line)
+    texts = files.read("lists.pdf", bytes(pdf.output()), LIMIT).texts
+    bullet = "\u2022 " if producer == "word" else ""
+    assert texts == (
+        f"{bullet}Eggs", f"{bullet}Milk and bread, as the list in 3. The kitchen says", "1. Open the file",
+        "2. Choose a language", f"{bullet}Butter", "Our sales grew by a third that year, as 2. The table shows.",
+    )  # fmt: skip
+
+
 @pytest.mark.parametrize("cell", [36.0, 91.5], ids=["first cell", "second cell"])
 def test_a_table_cell_above_two_columns_is_not_read_into_the_left_column(cell):
     """Chrome prints a table's cell and, under it, a section in two columns (CSS column-count)
