@@ -278,11 +278,11 @@ def _first_word(line: Line) -> float:
     character, and a closing mark kept with it, for Chinese or Japanese, which wrap between them."""
     text = line.text.strip()
     word = text.split()[0] if text else ""
-    count = 2 if _wide(word[:1]) else len(word) + 1
+    count = 2 if wide(word[:1]) else len(word) + 1
     return count * (line.right - min(line.first.left, line.first.x)) / max(len(text), 1)
 
 
-def _wide(ch: str) -> bool:
+def wide(ch: str) -> bool:
     """A wide character of a script written without spaces: Chinese, Japanese, their full-width
     punctuation (Korean's Hangul is wide, but Korean parts its words with spaces)."""
     return bool(ch) and unicodedata.east_asian_width(ch) in "WF" and not unicodedata.name(ch, "").startswith("HANGUL")
@@ -290,13 +290,13 @@ def _wide(ch: str) -> bool:
 
 def _letter(chars: Iterable[str]) -> str:
     """The first of ``chars`` that is no narrow punctuation mark ("" for none)."""
-    return next((ch for ch in chars if unicodedata.category(ch)[0] != "P" or _wide(ch)), "")
+    return next((ch for ch in chars if unicodedata.category(ch)[0] != "P" or wide(ch)), "")
 
 
 def _unspaced(before: str, after: str) -> bool:
     """Whether lines wrapped between ``before`` and ``after`` join without a space: wide
     characters on both sides, past the narrow punctuation beside them ("。”" and "“好" alike)."""
-    return _wide(_letter(reversed(before))) and _wide(_letter(after))
+    return wide(_letter(reversed(before))) and wide(_letter(after))
 
 
 def _joined(lines: list[Line]) -> str:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from attnserve.server.files.pdf import base_name
 from attnserve.server.files.pdf_blocks import text_of
+from attnserve.server.files.pdf_fonts import base_name
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from fpdf import FPDF
 from attnserve.benchmarks.pdfs import A4
 from attnserve.server import files
 from attnserve.server.files import FileRefused
-from attnserve.server.files.pdf import UNICODE_FONTS
+from attnserve.server.files.pdf_fonts import UNICODE_FONTS
 from tests.support.pdf_pages import pages
 
 LIMIT = 1 << 20

@@ -15,7 +15,7 @@ import pytest
 
 from attnserve.benchmarks.pdfs import Box, build
 from attnserve.server import files
-from attnserve.server.files.pdf import UNICODE_FONTS
+from attnserve.server.files.pdf_fonts import UNICODE_FONTS
 from tests.support.pdf_pages import drawn_characters, pages
 
 LIMIT = 1 << 20
