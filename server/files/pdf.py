@@ -12,11 +12,11 @@ mark other words of the translation, or empty space. Images, other paths, annota
 area among them) and every other object stay as they were (an image's stream is not touched);
 only the changed pages' content streams are rewritten.
 
-The font: the block's own where it has a glyph for every character of the translation (a
-standard font such as Helvetica; an embedded font subset to the source's letters usually lacks
-some; never a Type3 font, which PDFium cannot write new text in), else the standard font of its
-family (Helvetica, Times, Courier; bold, italic), else a font of the system that has them
-(``pdf_fonts``: DejaVu Sans; Droid Sans Fallback for Chinese, Japanese and Korean; Amiri for
+The font: the block's own (its text's, not a bullet's) where it has a glyph for every character of
+the translation (a standard font such as Helvetica; an embedded font subset to the source's letters
+usually lacks some; never a Type3 font, which PDFium cannot write new text in), else the standard
+font of its family (Helvetica, Times, Courier; bold, italic), else a font of the system that has
+them (``pdf_fonts``: DejaVu Sans; Droid Sans Fallback for Chinese, Japanese and Korean; Amiri for
 Urdu), embedded as a subset. A translation wraps at its spaces; Chinese and Japanese, written
 without them, between characters where Unicode's line breaking algorithm allows (``pieces``).
 
@@ -240,7 +240,7 @@ def _write(doc: pdfium.PdfDocument, blocks: list[Block], translations: Sequence[
             try:
                 handles = {i: pdfium_c.FPDFPage_GetObject(page.raw, i) for b, _ in placed for i in b.objects + b.marks}
                 for block, translation in placed:  # drawn before the old objects go: they hold the fonts
-                    _draw(doc, page, fonts, block, pdfium_c.FPDFTextObj_GetFont(handles[block.objects[0]]), translation)
+                    _draw(doc, page, fonts, block, pdfium_c.FPDFTextObj_GetFont(handles[block.lead]), translation)
                 for obj in handles.values():
                     if pdfium_c.FPDFPage_RemoveObject(page.raw, obj):
                         pdfium_c.FPDFPageObj_Destroy(obj)

@@ -107,7 +107,10 @@ class Line:
 class Block:
     """Lines of one paragraph: ``objects`` their text objects' indices on page ``page``; the box
     (``left``, ``bottom``, ``right``, ``top``) their glyphs and line boxes cover; the first line's
-    origin ``x`` and ``baseline``; the size, leading (baseline to baseline, in sizes) and line count."""
+    origin ``x`` and ``baseline``; the size, leading (baseline to baseline, in sizes) and line count.
+    ``lead`` is the object whose font, size and colour its translation takes: the first that holds
+    a letter or digit, so an item's text decides, not its bullet (Symbol's U+F0B7, LibreOffice's
+    '•' in OpenSymbol), whose font's fallback is no font of the document's."""
 
     page: int
     objects: tuple[int, ...]
@@ -122,6 +125,7 @@ class Block:
     leading: float
     lines: int
     color: tuple[int, int, int, int]
+    lead: int
     marks: tuple[int, ...] = ()  # paths underlining or striking through its lines, removed with its text
 
 
@@ -318,14 +322,15 @@ def _joined(lines: list[Line]) -> str:
 def _block(page: int, lines: list[Line]) -> Block:
     runs = [r for ln in lines for r in ln.runs]
     first, last = lines[0].first, lines[-1].first
-    size = first.size
+    lead = next((r for r in runs if any(ch.isalnum() for ch in r.text)), first)
+    size = lead.size
     leading = (first.baseline - last.baseline) / (len(lines) - 1) / size if len(lines) > 1 else 1.2
     top = max(max(r.top for r in runs), first.baseline + ASCENT * size)
     bottom = min(min(r.bottom for r in runs), last.baseline - DESCENT * size)
     return Block(
         page, tuple(r.index for r in runs), _joined(lines),
         min(min(r.left for r in runs), first.x), bottom, max(r.right for r in runs), top,
-        first.x, first.baseline, size, leading, len(lines), first.color,
+        first.x, first.baseline, size, leading, len(lines), lead.color, lead.index,
     )  # fmt: skip
 
 

@@ -21,10 +21,10 @@ DATE = "Monday, March 3, 2025"
 HAS_FONT = pytest.mark.skipif(not any(__import__("os").path.exists(p) for p in UNICODE_FONTS), reason="no TTF here")
 
 
-def raw_pdf(content: bytes, font: bytes, *extra: bytes) -> bytes:
-    """One A4 page drawing ``content`` with font ``/F1`` (object 5) and Helvetica (``/F2``);
-    ``extra`` objects from 6 on."""
-    helvetica = b"/F2<</Type/Font/Subtype/Type1/BaseFont/Helvetica>>"
+def raw_pdf(content: bytes, font: bytes, *extra: bytes, second: bytes = b"Helvetica") -> bytes:
+    """One A4 page drawing ``content`` with font ``/F1`` (object 5) and the standard font
+    ``second`` (``/F2``); ``extra`` objects from 6 on."""
+    helvetica = b"/F2<</Type/Font/Subtype/Type1/BaseFont/%s>>" % second
     objects = [
         b"<</Type/Catalog/Pages 2 0 R>>",
         b"<</Type/Pages/Count 1/Kids[3 0 R]>>",
@@ -172,18 +172,18 @@ def test_a_border_between_a_tables_lines_parts_their_cells(border):
     assert after.paths == pages(data)[0].paths[:-1]  # the borders stay; the link's underline goes with it
 
 
-def symbol_font_list(items: list[tuple[int, str]]) -> bytes:
+def symbol_font_list(items: list[tuple[int, str]], symbol: bytes = b"Wingdings", family: bytes = b"Helvetica") -> bytes:
     """``items`` (code, text) as Word and LibreOffice print a list whose bullets are in a symbol
     font (Symbol, Wingdings): the bullet's code in a symbolic TrueType font whose ToUnicode map
     gives U+F000 + code (the private-use code point Windows' symbol fonts have it at), a tab
-    before the item's text in Helvetica 11, lines 14.7 apart."""
+    before the item's text in the standard font ``family`` at 11, lines 14.7 apart."""
     font = (
-        b"<</Type/Font/Subtype/TrueType/BaseFont/Wingdings/FirstChar 32/LastChar 255/Widths[%s]"
-        b"/FontDescriptor 6 0 R/ToUnicode 7 0 R>>" % b" ".join([b"750"] * 224)
+        b"<</Type/Font/Subtype/TrueType/BaseFont/%s/FirstChar 32/LastChar 255/Widths[%s]"
+        b"/FontDescriptor 6 0 R/ToUnicode 7 0 R>>" % (symbol, b" ".join([b"750"] * 224))
     )
     descriptor = (
-        b"<</Type/FontDescriptor/FontName/Wingdings/Flags 4/FontBBox[0 -210 1000 900]/ItalicAngle 0"
-        b"/Ascent 900/Descent -210/CapHeight 700/StemV 80>>"
+        b"<</Type/FontDescriptor/FontName/%s/Flags 4/FontBBox[0 -210 1000 900]/ItalicAngle 0"
+        b"/Ascent 900/Descent -210/CapHeight 700/StemV 80>>" % symbol
     )
     codes = sorted({code for code, _ in items})
     cmap = (
@@ -201,7 +201,8 @@ def symbol_font_list(items: list[tuple[int, str]]) -> bytes:
             y,
             text.encode(),
         )
-    return raw_pdf(content, font, descriptor, b"<</Length %d>>stream\n%s\nendstream" % (len(cmap), cmap))
+    cmap = b"<</Length %d>>stream\n%s\nendstream" % (len(cmap), cmap)
+    return raw_pdf(content, font, descriptor, cmap, second=family)
 
 
 def test_bullets_in_a_symbol_fonts_private_use_code_points_begin_list_items():
@@ -217,6 +218,39 @@ def test_bullets_in_a_symbol_fonts_private_use_code_points_begin_list_items():
     assert extracted.texts == tuple(f"{bullets[code]} {text}" for code, text in items)
     translated = pages(extracted.write([text.upper() for text in extracted.texts]))[0]
     assert translated.text.split("\r\n") == [text.upper() for text in extracted.texts]
+
+
+def bullet_in_another_font(font: str) -> bytes:
+    """A list in Times 11 whose bullets are '•' in ``font`` (LibreOffice's OpenSymbol), a tab
+    before each item's text, lines 14.7 apart."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_font("bullets", "", font)
+    pdf.add_page()
+    for row, text in enumerate(["Eggs", "Milk and bread"]):
+        pdf.set_font("bullets", size=11)
+        pdf.text(90, 100 + 14.7 * row, "\u2022")
+        pdf.set_font("Times", size=11)
+        pdf.text(108, 100 + 14.7 * row, text)
+    return bytes(pdf.output())
+
+
+@HAS_FONT
+@pytest.mark.parametrize("bullet", ["Symbol's private-use bullet", "a bullet in another font"])
+def test_a_list_item_is_translated_in_its_texts_font_not_its_bullets(bullet):
+    """Word's items begin with Symbol's bullet, LibreOffice's with '•' in OpenSymbol, and the
+    item's text is in the document's font: its translation is drawn in that font (here Times),
+    where a LibreOffice list set in Times came back in the bullet font's fallback, Helvetica."""
+    if bullet == "a bullet in another font":
+        data = bullet_in_another_font(UNICODE_FONTS[0])
+    else:
+        data = symbol_font_list([(0xB7, "Eggs"), (0xB7, "Milk and bread")], symbol=b"Symbol", family=b"Times-Roman")
+    extracted = files.read("list.pdf", data, LIMIT)
+    assert extracted.texts == ("\u2022 Eggs", "\u2022 Milk and bread")
+    translated = pages(extracted.write(["\u2022 Eier", "\u2022 Milch und Brot"]))[0].texts
+    assert [(text.text, text.font) for text in translated] == [
+        ("\u2022 Eier", "Times-Roman"),
+        ("\u2022 Milch und Brot", "Times-Roman"),
+    ]
 
 
 def test_a_line_end_unicode_hyphen_joins_the_word():
