@@ -233,18 +233,21 @@ def _item(lines: list[Line], line: Line) -> bool:
     """Whether ``line`` begins a list item of its own, though spaced as the block's next line. A
     bullet glyph always does (no wrapped line of prose starts with one), and so does a bullet
     drawn as a shape before it (``Line.bullet``: a browser's). A label ("1.", "b)", "iv.", "- ")
-    does where the block began with a label of any kind, a bullet too, as far left (the item
-    before it, of this list or of a list of the other kind right above; its wrapped lines, under
-    its text, carry none) or the line above ends in a colon (the list's lead-in); a paragraph's
-    wrapped line that starts "2. The" or "2025 was" continues it."""
+    does where the block began with a label of any kind, a bullet too, as far left or with its
+    text starting as far left after it (the item before it, of this list or of a list of the other
+    kind right above; its wrapped lines, under its text, carry none) or the line above ends in a
+    colon (the list's lead-in); a paragraph's wrapped line that starts "2. The" or "2025 was"
+    continues it."""
     text = line.text.lstrip()
     if line.bullet is not None or BULLET.match(text):
         return True
     if not LABEL.match(text + " "):
         return False
-    start = _label_left(lines[0])
-    listed = start is not None and abs(start - line.first.left) < 0.5 * line.first.size
-    return listed or lines[-1].text.rstrip().endswith(":")
+    near = 0.5 * line.first.size
+    start, first_text, text = _label_left(lines[0]), _text_start(lines[0]), _text_start(line)
+    listed = start is not None and abs(start - line.first.left) < near
+    aligned = first_text is not None and text is not None and abs(first_text - text) < near
+    return listed or aligned or lines[-1].text.rstrip().endswith(":")
 
 
 def _label_left(line: Line) -> float | None:
@@ -254,6 +257,22 @@ def _label_left(line: Line) -> float | None:
         return line.bullet
     text = line.text.lstrip()
     return line.first.left if BULLET.match(text) or LABEL.match(text + " ") else None
+
+
+def _text_start(line: Line) -> float | None:
+    """Where the line's text after its label begins: after its bullet drawn as a shape, or after
+    the objects that hold its bullet or label and nothing else ("10. ", or "1" and "1. " where a
+    browser split "11." at its kerning). A list's items start their text at one place, however wide
+    their labels ("9." and "10." right-aligned by Chrome, left-aligned at a tab stop by Word); None
+    where no label stands alone in its objects (a wrapped line of prose starting "10. The")."""
+    if line.bullet is not None:
+        return min(line.first.left, line.first.x)
+    label = ""
+    for run, after in zip(line.runs, line.runs[1:]):
+        label += run.text
+        if _label(label):
+            return min(after.left, after.x)
+    return None
 
 
 def _same_block(lines: list[Line], line: Line, rules: Paths) -> bool:

@@ -566,6 +566,38 @@ def test_a_numbered_item_below_a_bullet_item_begins_an_item_and_the_other_way_ro
     )  # fmt: skip
 
 
+@HAS_FONT
+def test_a_browsers_numbered_list_past_nine_keeps_its_items_apart():
+    """Chrome right-aligns an <ol>'s numbers to its items' text: "10." starts more than half a
+    font size left of "9." (0.59 in DejaVu Sans), so with items spaced as a paragraph's lines
+    (p{margin:0}) items 10 to 12 were read into item 9. Items whose text starts where the block's
+    first item's text starts (after its number, drawn as an object of its own, "11." even as two)
+    begin items. A line of an item or of a paragraph wrapped before "10. The" continues it."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_font("dejavu", "", UNICODE_FONTS[0])
+    pdf.add_page()
+    pdf.set_font("dejavu", size=12)
+    items = [f"Item number {n} of the list" for n in range(1, 12)] + ["Our sales grew by a third, as"]
+    for n, text in enumerate(items, 1):
+        baseline, label = 100 + 14.25 * (n - 1), f"{n}. "
+        x = 86 - pdf.get_string_width(label)
+        for piece in ["1", "1. "] if n == 11 else [label]:  # Chrome splits "11." at its kerning
+            pdf.text(x, baseline, piece)
+            x += pdf.get_string_width(piece)
+        pdf.text(86, baseline, text)
+    pdf.text(86, 100 + 14.25 * 12, "10. ")  # item 12's wrapped line: a number, then its words
+    pdf.text(86 + pdf.get_string_width("10. "), 100 + 14.25 * 12, "The table shows.")
+    prose = ["Our sales grew by a third that year, as", "10. The table shows."]
+    for row, line in enumerate(prose):
+        pdf.text(56, 400 + 14.25 * row, line)
+    texts = files.read("ol.pdf", bytes(pdf.output()), LIMIT).texts
+    assert texts == (
+        *(f"{n}. {text}" for n, text in enumerate(items[:-1], 1)),
+        "12. Our sales grew by a third, as 10. The table shows.",
+        " ".join(prose),
+    )
+
+
 @pytest.mark.parametrize("cell", [36.0, 91.5], ids=["first cell", "second cell"])
 def test_a_table_cell_above_two_columns_is_not_read_into_the_left_column(cell):
     """Chrome prints a table's cell and, under it, a section in two columns (CSS column-count)
