@@ -172,6 +172,59 @@ def test_a_border_between_a_tables_lines_parts_their_cells(border):
     assert after.paths == pages(data)[0].paths[:-1]  # the borders stay; the link's underline goes with it
 
 
+TABLE = [["Distance travelled", "Fare", "Notes"], ["less than 100 miles", "12 dollars", "Return ticket"],
+         ["more than 1,500 miles", "85", "Single"]]  # fmt: skip
+# a justified paragraph's lines, each word an object and a word's parts ("mi|nd") objects of their
+# own, as Chrome writes them; spaced so that the part named begins where the table's column does
+JUSTIFIED = [("The table is wide and we mi|nd it a lot,", "we", 1), ("and so we drove home in a T|oyota.", "oyota.", 2)]
+KERNED = {"nd": 0.0, "oyota.": 0.9}  # a word's part after the first starts this far under the last glyph
+
+
+def justified(pdf: FPDF, y: float, line: str, anchor: str, edge: float) -> None:
+    pieces = [(i, part) for i, word in enumerate(line.split()) for part in word.split("|")]
+    at = [part for _, part in pieces].index(anchor)
+    spaces = pieces[at][0]  # a space after each word before the anchor's
+    widths = sum(pdf.get_string_width(part) for _, part in pieces[:at])
+    space = (edge - 56 - widths + sum(KERNED.get(part, 0) for _, part in pieces[1 : at + 1])) / spaces
+    x = 56.0
+    for k, (i, part) in enumerate(pieces):
+        if k:
+            x += space if i != pieces[k - 1][0] else -KERNED[part]
+        pdf.text(x, y, part)
+        x += pdf.get_string_width(part)
+
+
+def test_a_tables_touching_cells_are_read_apart_and_justified_words_whole():
+    """Chrome prints a table without side borders and with cellpadding=0 with a cell's text a point
+    from the next one's and no space between: "more than 1,500 miles" and "85" were one text, read
+    "miles85". Where the next cell begins at the x its column's other cells begin at, after a gap in
+    a row near it, it is a cell of its own. A justified paragraph below, a word beginning where a
+    column does and words Chrome split in two objects at their kerning, reads as before ("mind",
+    "Toyota"), and so does justified monospace text, which Chrome draws glyph by glyph on a grid
+    that meets the column's edge ("2025")."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=12)
+    columns = [56.0]
+    for column in range(2):
+        columns.append(columns[-1] + max(pdf.get_string_width(row[column]) for row in TABLE) + 1)
+    for row, cells in enumerate(TABLE):
+        for x, text in zip(columns, cells):
+            pdf.text(x, 100 + 14 * row, text)
+    for row, (line, anchor, column) in enumerate(JUSTIFIED):
+        justified(pdf, 150 + 14 * row, line, anchor, columns[column])
+    pdf.set_font("Courier", size=12)
+    mono = "Total: 1,500 miles in 2025 by car."
+    x = columns[2] - (mono.index("2025") + 1) * 7.2  # "025" at the third column's edge
+    for ch in mono:
+        if ch != " ":
+            pdf.text(x, 192, ch)
+        x += 7.2
+    texts = files.read("table.pdf", bytes(pdf.output()), LIMIT).texts
+    paragraph = " ".join(line for line, _, _ in JUSTIFIED).replace("|", "")
+    assert texts == (*(cell for cells in TABLE for cell in cells), paragraph, mono)
+
+
 def symbol_font_list(items: list[tuple[int, str]], symbol: bytes = b"Wingdings", family: bytes = b"Helvetica") -> bytes:
     """``items`` (code, text) as Word and LibreOffice print a list whose bullets are in a symbol
     font (Symbol, Wingdings): the bullet's code in a symbolic TrueType font whose ToUnicode map
