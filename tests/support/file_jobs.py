@@ -28,7 +28,9 @@ def crash() -> None:
     os.kill(os.getpid(), signal.SIGSEGV)
 
 
-def read_or_spin(filename: str, content: bytes, max_file_bytes: int, max_chars: int | None = None):
+def read_or_spin(
+    filename: str, content: bytes, max_file_bytes: int, max_chars: int | None = None, target_language: str = ""
+):
     """``files.jobs.read_text`` as a parser that a file named ``spin.*`` makes spin and one named
     ``hog.*`` makes take 8 GiB: a test puts it in place of the real one (monkeypatch) to make a
     worker exceed its limits whatever the real parsers cost; no client can reach it."""
@@ -38,7 +40,7 @@ def read_or_spin(filename: str, content: bytes, max_file_bytes: int, max_chars: 
         spin()
     if filename.startswith("hog."):
         allocate(8 << 30)
-    return jobs.read_text(filename, content, max_file_bytes, max_chars)
+    return jobs.read_text(filename, content, max_file_bytes, max_chars, target_language)
 
 
 def pid() -> int:
