@@ -38,6 +38,7 @@ reload a multi-worker server with SIGHUP to the parent.
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -261,7 +262,7 @@ def run(settings: Settings) -> int:
             http_sock, http_port = reserve_port(settings.host, http_port)
             held.append(http_sock)
         metrics = settings.metrics_port >= 0
-        worker_settings = settings.replace(port=port, http_port=http_port, metrics_port=-1)
+        worker_settings = dataclasses.replace(settings, port=port, http_port=http_port, metrics_port=-1)
         workers = Workers(settings)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda s, _frame: workers.forward(s))

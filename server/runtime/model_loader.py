@@ -10,6 +10,7 @@ import hashlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import onnxruntime as ort
 
@@ -24,7 +25,7 @@ from attnserve.contract.manifest import (
 )
 
 from ..images.classifier import ImageClassifier
-from ..shared.config import Settings, engine_settings_kwargs
+from ..shared.config import Settings
 from ..shared.onnx_sessions import create_session, session_provider
 from ..translation import EngineSettings, TranslationEngine
 from ..translation.aligner import Aligner
@@ -187,3 +188,17 @@ def _build_model(
     return LoadedModel(
         manifest.name, manifest.kind, model_dir, manifest, provider, warmup_s, engine=engine, aligner=aligner
     )
+
+
+def engine_settings_kwargs(settings: Settings) -> dict[str, Any]:
+    """The decode engine's ``EngineSettings`` fields, from the server settings."""
+    return {
+        "max_active_sequences": settings.max_active_sequences,
+        "max_tokens_in_flight": settings.max_tokens_in_flight,
+        "max_cache_bytes": settings.max_kv_cache_bytes,
+        "max_queue_size": settings.max_translation_queue,
+        "max_beam_size": settings.max_beam_size,
+        "batching": settings.translation_batching,
+        "stream_interval_ms": settings.stream_interval_ms,
+        "step_buckets": settings.decode_step_buckets,
+    }

@@ -5,7 +5,6 @@ environment variables and an optional TOML or JSON config file.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -288,9 +287,6 @@ class Settings:
     def pinned(self) -> tuple[str, ...]:
         return tuple(n.strip() for n in self.pinned_models.split(",") if n.strip())
 
-    def replace(self, **changes: Any) -> Settings:
-        return dataclasses.replace(self, **changes)
-
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
@@ -381,16 +377,3 @@ def _check_combinations(settings: Settings) -> None:
 def _help(name: str) -> str:
     return next(f.metadata["help"] for f in fields(Settings) if f.name == name)
 
-
-def engine_settings_kwargs(settings: Settings) -> dict[str, Any]:
-    """The decode engine's ``EngineSettings`` fields, from the server settings."""
-    return {
-        "max_active_sequences": settings.max_active_sequences,
-        "max_tokens_in_flight": settings.max_tokens_in_flight,
-        "max_cache_bytes": settings.max_kv_cache_bytes,
-        "max_queue_size": settings.max_translation_queue,
-        "max_beam_size": settings.max_beam_size,
-        "batching": settings.translation_batching,
-        "stream_interval_ms": settings.stream_interval_ms,
-        "step_buckets": settings.decode_step_buckets,
-    }

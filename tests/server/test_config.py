@@ -105,7 +105,7 @@ def test_every_setting_is_documented_in_the_cli_reference():
 
 
 def test_translation_batching_from_env_and_flag_reaches_the_engine_settings():
-    from attnserve.server.shared.config import engine_settings_kwargs
+    from attnserve.server.runtime.model_loader import engine_settings_kwargs
     from attnserve.server.translation import EngineSettings
 
     assert _resolve([]).translation_batching == "continuous"
@@ -119,7 +119,7 @@ def test_translation_batching_from_env_and_flag_reaches_the_engine_settings():
 
 
 def test_decode_step_buckets_from_env_and_flag_reach_the_engine_settings():
-    from attnserve.server.shared.config import engine_settings_kwargs
+    from attnserve.server.runtime.model_loader import engine_settings_kwargs
     from attnserve.server.translation import EngineSettings
 
     assert EngineSettings(**engine_settings_kwargs(_resolve([]))).step_buckets == "off"
