@@ -3,7 +3,8 @@
 A line names the door and its route or RPC, the client, the model that answered (``-`` when none
 did), the status, the time from the request's arrival to its answer, the request and response
 sizes in bytes and the request id, and never a text, a file or a key (the route is logged without
-its query string)::
+its query string); a request refused past its client's request rate ends in ``refused=`` and the
+rate (``requests_per_minute``, ``requests_per_day``)::
 
     access: HTTP POST /translate from 127.0.0.1 model=translator-en-de status=400 1.8 ms in=61 out=72 id=9f3c...
     access: gRPC /attnserve.v1.InferenceService/Translate from ipv4:127.0.0.1:51022 model=translator-en-de
@@ -14,8 +15,9 @@ answer is written, so a streamed answer's size is what was sent. gRPC lines come
 :class:`AccessLogInterceptor`, the outermost interceptor: it counts the bytes its handler parses and
 serialises and logs once when the RPC ends. The model and the request id come from the call's
 :class:`~attnserve.server.shared.calls.Call`, which the :class:`~attnserve.server.shared.calls.CallTracker` hands
-to the RPC's record (``calls.access_record``, gRPC) or the HTTP door stores on the request. With
-``--no-access-log`` neither is installed: nothing on the hot path.
+to the :class:`Record` in ``calls.access_record`` as it makes it (so a call it refuses has its line's id
+too): the RPC's record (gRPC), or the one the HTTP door keeps on the request. With ``--no-access-log``
+neither logger is installed: nothing of it on the hot path.
 """
 
 from __future__ import annotations
@@ -54,6 +56,14 @@ class Record:
 
 
 LINE = "access: %s %s from %s model=%s status=%s %.1f ms in=%d out=%d id=%s"
+REFUSED = LINE + " refused=%s"  # a call refused past its client's request rate, and which rate
+
+
+def _line(call: Any) -> tuple[str, tuple[str, ...]]:
+    """The line's format and its last arguments (the request id, and the rate that refused it)."""
+    if call is None:
+        return LINE, ("-",)
+    return (REFUSED, (call.request_id, call.refused)) if call.refused else (LINE, (call.request_id,))
 
 
 def _status_name(context: grpc.aio.ServicerContext, failed: BaseException | None) -> str:
@@ -98,8 +108,9 @@ class AccessLogInterceptor(grpc.aio.ServerInterceptor):
             call, record.answered = record.call, None
             if not log.isEnabledFor(logging.INFO):  # --log-level warning: nothing to format
                 return
+            line, last = _line(call)
             log.info(
-                LINE,
+                line,
                 "gRPC",
                 method,
                 record.peer,
@@ -108,7 +119,7 @@ class AccessLogInterceptor(grpc.aio.ServerInterceptor):
                 (time.perf_counter() - start) * 1e3,
                 record.received,
                 record.sent,
-                call.request_id if call is not None else "-",
+                *last,
             )
 
         behaviour = _wrap(handler, record, done)
@@ -152,9 +163,9 @@ def _wrap(handler: grpc.RpcMethodHandler, record: Record, done: Callable) -> Cal
     return unary
 
 
-def http_logger_class(call_key: Any):
+def http_logger_class(record_key: Any):
     """aiohttp's access-logger class for the HTTP door (imported only when HTTP is served); the
-    door keeps a request's Call under ``call_key``."""
+    door keeps a request's :class:`Record` under ``record_key``, its Call told by the tracker."""
     from aiohttp.abc import AbstractAccessLogger
 
     class HttpAccessLogger(AbstractAccessLogger):
@@ -165,7 +176,9 @@ def http_logger_class(call_key: Any):
             return self.logger.isEnabledFor(logging.INFO)
 
         def log(self, request: Any, response: Any, time: float) -> None:  # noqa: A002 - aiohttp's signature
-            http_line(self.logger, request, request.get(call_key), response.status, time, response.body_length)
+            record = request.get(record_key)
+            call = record.call if record is not None else None
+            http_line(self.logger, request, call, response.status, time, response.body_length)
 
     return HttpAccessLogger
 
@@ -180,8 +193,9 @@ def http_line(logger: logging.Logger, request: Any, call: Any, status: int, seco
     except (AssertionError, AttributeError):
         route = None
     path = route.canonical if route is not None else request.raw_path.split("?", 1)[0][:MAX_PATH]
+    line, last = _line(call)
     logger.info(
-        LINE,
+        line,
         "HTTP",
         f"{request.method} {path}",
         request.remote,
@@ -190,5 +204,5 @@ def http_line(logger: logging.Logger, request: Any, call: Any, status: int, seco
         seconds * 1e3,
         request.content.total_bytes,
         sent,
-        call.request_id if call is not None else "-",
+        *last,
     )

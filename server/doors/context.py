@@ -21,10 +21,13 @@ from ..service.translation import TranslationService
 from ..service.vocabulary import ReloadOutcome
 from ..shared.calls import LOAD_MS_KEY, Call, CallFailed, CallTracker
 from ..shared.config import Settings
+from ..shared.errors import RateLimited
 from ..shared.metrics import Metrics
+from ..shared.rates import Caller, peer_host
 from ..shared.security import TokenChecker, bearer_token, key_digest
 
 REQUEST_ID_KEY = "x-request-id"
+RETRY_AFTER_KEY = "retry-after"  # trailing metadata of a call refused past its client's request rate
 
 
 class Auth:
@@ -45,6 +48,12 @@ class Auth:
     def caller_key(self, authorization: str | None) -> str:
         """Whose records a call reads (``Call.key``): the sha256 of its bearer token, "" without keys."""
         return key_digest(bearer_token(authorization)) if self.checker is not None else ""
+
+    def caller(self, token: str | None, address: str | None) -> Caller:
+        """Who sends a call, for its request rates: its ``token`` where the server has tokens and it
+        is one of them (its sha256, as ``Call.key``), else its peer's ``address``."""
+        valid = token and self.checker is not None and self.checker.check(f"Bearer {token}")
+        return Caller(key_digest(token) if valid else "", address or "")
 
     def refused(self, method: str, *, in_call: bool = False) -> None:
         """Count a refused call; one refused before it was tracked (``in_call`` False) is counted
@@ -79,27 +88,43 @@ class DoorContext:
     repository: RepositoryActions
     preprocess_pool: Executor  # the bounded off-loop work pool (--preprocess-threads)
 
+    def grpc_caller(self, context: Any) -> Callable[[], Awaitable[Caller]]:
+        """Who sends a gRPC call: its bearer token (metadata ``authorization``), else its peer's address."""
+
+        async def caller() -> Caller:
+            authorization = dict(context.invocation_metadata() or ()).get("authorization")
+            return self.auth.caller(bearer_token(authorization), peer_host(context.peer()))
+
+        return caller
+
     @contextlib.asynccontextmanager
-    async def rpc(self, context: Any, method: str, model: str, *, inference: bool = False) -> AsyncIterator[Call]:
+    async def rpc(
+        self, context: Any, method: str, model: str, *, inference: bool = False, metered: bool = True
+    ) -> AsyncIterator[Call]:
         """One gRPC call (``context``: grpc.aio.ServicerContext) through the :class:`CallTracker`;
-        its failure becomes the call's status."""
+        its failure becomes the call's status. ``metered``: it counts against its client's request
+        rates (not a listing of the models or the server's metadata)."""
         metadata = dict(context.invocation_metadata() or ())
         request_id = self.calls.request_id(metadata.get(REQUEST_ID_KEY))
-        context.set_trailing_metadata(((REQUEST_ID_KEY, request_id),))
+        trailing = ((REQUEST_ID_KEY, request_id),)
+        context.set_trailing_metadata(trailing)
 
         def deadline_passed() -> bool:
             remaining = context.time_remaining()
             return remaining is not None and remaining <= 0
 
         call = None
+        caller = self.grpc_caller(context) if metered else None
         try:
             async with self.calls.track(
-                method, model, request_id, inference=inference, deadline_passed=deadline_passed
+                method, model, request_id, inference=inference, deadline_passed=deadline_passed, caller=caller
             ) as call:
                 call.key = self.auth.caller_key(metadata.get("authorization"))
                 yield call
         except CallFailed as exc:
+            if isinstance(exc.cause, RateLimited):  # as HTTP's Retry-After: seconds until one is let in
+                context.set_trailing_metadata((*trailing, (RETRY_AFTER_KEY, str(exc.cause.retry_seconds))))
             await context.abort(grpc.StatusCode[exc.status], exc.message)
         finally:
             if call is not None and call.load_ms:
-                context.set_trailing_metadata(((REQUEST_ID_KEY, request_id), (LOAD_MS_KEY, f"{call.load_ms:.0f}")))
+                context.set_trailing_metadata((*trailing, (LOAD_MS_KEY, f"{call.load_ms:.0f}")))

@@ -157,7 +157,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
     async def ListModels(
         self, request: pb.ListModelsRequest, context: grpc.aio.ServicerContext
     ) -> pb.ListModelsResponse:
-        async with self.doors.rpc(context, "ListModels", ""):
+        async with self.doors.rpc(context, "ListModels", "", metered=False):
             view, settings = self.doors.models, self.doors.settings
             entries = [view.get(n) for n in view.served()] + list(view.failed.values())
             models = [
@@ -168,7 +168,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
             return pb.ListModelsResponse(models=models, routes=routes)
 
     async def GetModel(self, request: pb.GetModelRequest, context: grpc.aio.ServicerContext) -> pb.ModelInfo:
-        async with self.doors.rpc(context, "GetModel", request.name):
+        async with self.doors.rpc(context, "GetModel", request.name, metered=False):
             models = self.doors.models
             return convert.model_info(
                 models.find(request.name),

@@ -76,6 +76,7 @@ class AttnServer(RepositoryControl):
             settings.max_concurrent_rpcs,
             self._labelled,
             hidden=(str(repo.resolve()), str(repo.absolute())),
+            rates=security.rate_limiter(settings),
         )
         self.health = ModelHealth(self._refresh_health)
         # The bounded off-loop work pool of both services: image decoding, large documents'

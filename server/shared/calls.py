@@ -19,8 +19,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import Overloaded, ServingError, ShuttingDown, client_message
+from .errors import Overloaded, RateLimited, ServingError, ShuttingDown, client_message
 from .metrics import Metrics
+from .rates import Caller, RateLimiter
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class Call:
     queue_s: float = 0.0  # time its items waited for a batch or decode admission (the longest)
     load_ms: float = 0.0  # time it waited for its model to load (lazy loading); sent as LOAD_MS_KEY
     key: str = ""  # sha256 of the caller's api key ("" without keys): whose stored glossaries it reads
+    refused: str = ""  # the request rate that refused it ("requests_per_minute"), for its access-log line
 
 
 LOAD_MS_KEY = "attnserve-load-ms"  # gRPC trailing metadata / HTTP header: a call that waited for a model load
@@ -51,11 +53,14 @@ LOAD_MS_KEY = "attnserve-load-ms"  # gRPC trailing metadata / HTTP header: a cal
 class CallFailed(Exception):
     """A call that ended with ``status`` (a gRPC status name) and a message for the client."""
 
-    def __init__(self, status: str, message: str, http_status: int | None = None) -> None:
+    def __init__(
+        self, status: str, message: str, http_status: int | None = None, cause: ServingError | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.http_status = http_status  # a more precise HTTP status than the status maps to (413)
+        self.cause = cause  # the typed error, for a door that words it its own way (a RateLimited)
 
 
 @dataclass
@@ -89,8 +94,10 @@ class CallTracker:
         served: Callable[[str], bool] | None = None,
         *,
         hidden: tuple[str, ...] = (),
+        rates: RateLimiter | None = None,
     ) -> None:
         self.metrics = metrics
+        self.rates = rates  # --requests-per-minute / --requests-per-day; None: no client is limited
         # Which names label the metrics and the statistics: a client's made-up model name must
         # not become a series of its own (10,000 random names would make 200,000 series).
         self.served = served or (lambda name: True)
@@ -125,6 +132,7 @@ class CallTracker:
         limited: bool = False,
         deadline_passed: Callable[[], bool] | None = None,
         arrive: Callable[[], Awaitable[None]] | None = None,
+        caller: Callable[[], Awaitable[Caller]] | None = None,
     ) -> AsyncIterator[Call]:
         """Run one call: ServingError -> CallFailed(its status), anything else -> CallFailed("INTERNAL").
 
@@ -132,7 +140,9 @@ class CallTracker:
         (for protocols without a limit of their own); ``deadline_passed`` tells a cancellation
         by the client's deadline (DEADLINE_EXCEEDED) from one by the client (CANCELLED);
         ``arrive`` is awaited before the call counts in flight: an HTTP request's body arrives
-        there, so a client that sends it slowly holds no slot.
+        there, so a client that sends it slowly holds no slot; ``caller``, awaited once it has arrived,
+        says who sends it: the call counts against that client's request rates and is refused past
+        them (None: a call no rate counts, such as a listing of the models).
         """
         call = Call(method, model or NO_MODEL, request_id or self.request_id())
         record = access_record.get()
@@ -143,6 +153,8 @@ class CallTracker:
         try:
             if arrive is not None:
                 await arrive()
+            if caller is not None and self.rates is not None:
+                self._admit(call, await caller())
             counted = True
             self.inflight += 1
             self._idle.clear()
@@ -174,7 +186,17 @@ class CallTracker:
         if exc.status == "INTERNAL":  # a server-side failure: the request id ties the reply to the log
             log.error("request %s: %s on model %s failed: %s", call.request_id, method, call.model, exc)
             message = f"{message} (request id {call.request_id})"
-        return CallFailed(exc.status, message, getattr(exc, "http_status", None))
+        return CallFailed(exc.status, message, getattr(exc, "http_status", None), exc)
+
+    def _admit(self, call: Call, caller: Caller) -> None:
+        """Count ``call`` against its caller's request rates; past one, RateLimited, counted in
+        ``attnserve_rate_limited_total`` by door and rate."""
+        try:
+            self.rates.admit(caller)  # type: ignore[union-attr] - track checks it is set
+        except RateLimited as exc:
+            call.refused = exc.reason
+            self.metrics.rate_limited.labels(door_of(call.method), exc.reason).inc()
+            raise
 
     def _done(self, call: Call, method: str, elapsed: float, *, counted: bool, inference: bool) -> None:
         """A finished call leaves the in-flight count and is recorded in the metrics and model statistics."""
@@ -201,3 +223,9 @@ class CallTracker:
                 stats.queue.add(call.queue_s)
         else:
             stats.fail.add(elapsed)
+
+
+def door_of(method: str) -> str:
+    """The door of a metrics method label: the label without its last part (``libretranslate``,
+    ``deepl``, ``kserve.http``, ``kserve`` for KServe over gRPC), ``v1`` for attnserve.v1's RPCs."""
+    return method.rpartition(".")[0] or "v1"

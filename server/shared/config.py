@@ -30,6 +30,12 @@ SHARED_MEMORY_HELP = (
     "with this host's /dev/shm; off: its RPCs answer UNIMPLEMENTED"
 )
 
+RATE_HELP = (
+    "requests one client (its bearer token, else its IP address) may send a {period}, counted by each server "
+    "process (--workers N: each its own); health, metrics, listings and the web page are not counted; past it "
+    "429 / RESOURCE_EXHAUSTED with Retry-After (0 = unlimited)"
+)
+
 
 class ConfigError(ValueError):
     """A setting with a bad value; the message names the setting and where it came from."""
@@ -268,7 +274,9 @@ class Settings:
     tls_key: str = _setting("", "PEM private key of --tls-cert")
     tls_client_ca: str = _setting("", "PEM CA bundle: require client certificates signed by it (mutual TLS)")
     auth_tokens: str = _setting("", "comma-separated bearer tokens (prefer the environment or a file)")
-    auth_token_file: str = _setting("", "file of bearer tokens, one per line ('#' comments)")
+    auth_token_file: str = _setting("", "file of bearer tokens, one per line ('#' comments), and their own rates")
+    requests_per_minute: int = _setting(0, RATE_HELP.format(period="minute"))
+    requests_per_day: int = _setting(0, RATE_HELP.format(period="day"))
     enable_admin: bool = _setting(
         False, "serve the admin RPCs (Reload; KServe model load/unload); they need a token when tokens are set"
     )
@@ -336,6 +344,8 @@ def _in_range(settings: Settings) -> dict[str, bool]:
         "shared_memory": settings.shared_memory in SHARED_MEMORY,
         "file_cpu_seconds": settings.file_cpu_seconds >= 1,
         "file_memory_bytes": settings.file_memory_bytes >= 0,
+        "requests_per_minute": settings.requests_per_minute >= 0,
+        "requests_per_day": settings.requests_per_day >= 0,
         "translation_cache_mb": settings.translation_cache_mb >= 0,
         "public_url": not settings.public_url or settings.public_url.startswith(("http://", "https://")),
         "state_url": not settings.state_url or settings.state_url.startswith(("postgresql://", "postgres://")),
@@ -376,4 +386,3 @@ def _check_combinations(settings: Settings) -> None:
 
 def _help(name: str) -> str:
     return next(f.metadata["help"] for f in fields(Settings) if f.name == name)
-

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import math
+
 ECHO_CHARS = 64  # of a client's value quoted in an error message
 MAX_MESSAGE_CHARS = 1024  # of any error message sent to a client (gRPC sends it as trailing metadata)
 
@@ -77,6 +79,25 @@ class Overloaded(ServingError):
     """Queue full or too many tokens in flight; the client may retry later."""
 
     status = "RESOURCE_EXHAUSTED"
+
+
+class RateLimited(Overloaded):
+    """A client past one of its request rates (``--requests-per-minute``, ``--requests-per-day``, or
+    its token's own in ``--auth-token-file``): ``limit`` requests a ``period`` ("minute", "day"),
+    ``reason`` names the rate (the metrics' label), ``retry_after`` is the seconds until the next
+    request is let in. HTTP answers 429 with ``Retry-After``; each door words it its own way."""
+
+    http_status = 429
+
+    def __init__(self, limit: int, period: str, reason: str, where: str, retry_after: float) -> None:
+        self.limit, self.period, self.reason, self.retry_after = limit, period, reason, retry_after
+        self.detail = f"{limit} per {period} for this client ({where}); retry in {self.retry_seconds} s"
+        super().__init__(f"too many requests: {self.detail}")
+
+    @property
+    def retry_seconds(self) -> int:
+        """``retry_after`` as ``Retry-After`` states it: whole seconds, rounded up, at least 1."""
+        return max(1, math.ceil(self.retry_after))
 
 
 class ShuttingDown(ServingError):

@@ -32,6 +32,9 @@ attnserve_model_evictions_total{model}             models unloaded to make room 
 attnserve_loaded_model_bytes{model}                a loaded model's bytes in the budget (0 when unloaded)
                                                    (model: only models of the repository's index)
 attnserve_unauthenticated_total{method}            calls refused for a missing or wrong bearer token
+attnserve_rate_limited_total{door,reason}          calls refused past a client's request rate; door: the method
+                                                   label's protocol (libretranslate, deepl, kserve.http, kserve,
+                                                   v1, ...), reason: requests_per_minute or requests_per_day
 """
 
 from __future__ import annotations
@@ -126,6 +129,9 @@ class Metrics:
         self.inflight = Gauge("attnserve_inflight_requests", "handlers running", registry=r)
         self.unauthenticated = Counter(
             "attnserve_unauthenticated", "calls without a valid bearer token", ["method"], registry=r
+        )
+        self.rate_limited = Counter(
+            "attnserve_rate_limited", "calls refused past a client's request rate", ["door", "reason"], registry=r
         )
 
     def _add_decoding_series(self, r: CollectorRegistry) -> None:

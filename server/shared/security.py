@@ -23,6 +23,8 @@ from typing import Any
 import grpc
 
 from .config import ConfigError, Settings
+from .errors import echo
+from .rates import RATE_NAMES, RateLimiter, rates_of
 
 log = logging.getLogger(__name__)
 
@@ -68,15 +70,67 @@ def load_tokens(settings: Settings) -> list[str]:
     """Tokens from ``auth_tokens`` (comma-separated) and ``auth_token_file`` (one per line)."""
     tokens = [t.strip() for t in settings.auth_tokens.split(",") if t.strip()]
     if settings.auth_token_file:
-        for line in _read(settings.auth_token_file, "auth_token_file").decode("utf-8", "replace").splitlines():
-            line = line.strip()
-            if line and not line.startswith("#"):
-                tokens.append(line)
+        tokens += [token for token, _ in token_file(settings)]
         if not tokens:  # fail closed: a token file that lost its tokens must not open the server
             raise ConfigError(f"auth_token_file: {settings.auth_token_file} holds no token")
     if any(len(t) < 16 for t in tokens):
         log.warning("a bearer token shorter than 16 characters is configured: use long random tokens")
     return tokens
+
+
+def token_file(settings: Settings) -> list[tuple[str, dict[str, int]]]:
+    """The lines of ``auth_token_file``: a token, then optionally its own request rates as
+    ``name=N`` (``requests_per_minute``, ``requests_per_day``; 0 = unlimited), all separated by
+    whitespace; from a word starting with '#' on, a comment. A line's fault is a ConfigError
+    naming its line, never its token."""
+    path, found = settings.auth_token_file, []
+    text = _read(path, "auth_token_file").decode("utf-8", "replace")
+    for number, line in enumerate(text.splitlines(), 1):
+        words = line.split()
+        words = words[: next((i for i, word in enumerate(words) if word.startswith("#")), len(words))]
+        if not words:
+            continue
+        rates: dict[str, int] = {}
+        for word in words[1:]:
+            name, equals, value = word.partition("=")
+            if name not in RATE_NAMES or not value.isdigit():
+                what = f"{echo(name)}={echo(value, 16, quoted=False)}" if equals else "a word with no '='"
+                raise ConfigError(
+                    f"auth_token_file: {path} line {number}: after the token, {what} is not "
+                    "requests_per_minute=N or requests_per_day=N (N a whole number, 0 = unlimited)"
+                )
+            rates[name] = int(value)
+        found.append((words[0], rates))
+    return found
+
+
+def token_rates(settings: Settings) -> dict[str, dict[str, int]]:
+    """The request rates the token file gives its tokens, by key (each token's sha256, ``Call.key``)."""
+    if not settings.auth_token_file:
+        return {}
+    return {key_digest(token): rates for token, rates in token_file(settings) if rates}
+
+
+def rate_limiter(settings: Settings) -> RateLimiter | None:
+    """Every client's request rates (``--requests-per-minute``, ``--requests-per-day``) and those the
+    token file gives its tokens, each over the defaults it does not name; None where no client has any."""
+    defaults = {name: getattr(settings, name) for name in RATE_NAMES}
+    rates = rates_of(defaults, _flag)
+    overrides = {
+        key: rates_of({**defaults, **own}, lambda name, own=own: _own(name) if name in own else _flag(name))
+        for key, own in token_rates(settings).items()
+    }
+    if not rates and not any(overrides.values()):
+        return None
+    return RateLimiter(rates, overrides)
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _own(name: str) -> str:
+    return f"{name} of its token in --auth-token-file"
 
 
 def _digest(token: str | bytes) -> bytes:

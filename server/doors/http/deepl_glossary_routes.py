@@ -21,7 +21,7 @@ from ...service.stored_glossaries import GlossaryQuotaExceeded, parse_entries
 from ...service.vocabulary import Glossary
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
-from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, deepl_error, read_fields, text_field
+from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, keyed_route, read_fields, text_field
 from .table import RouteTable
 
 
@@ -94,13 +94,13 @@ class DeepLGlossaryRoutes:
 def add_routes(table: RouteTable) -> None:
     deepl = DeepLRoutes(table)
     routes = DeepLGlossaryRoutes(table, deepl)
-    route = functools.partial(table.route, open=True, authenticate=deepl.authenticate, errors=deepl_error)
+    route = functools.partial(table.route, **keyed_route(deepl))
     for method, path, handler, name in (
         ("POST", "/v2/glossaries", routes.create, "create_glossary"),
         ("GET", "/v2/glossaries", routes.list, "list_glossaries"),
         ("GET", "/v2/glossaries/{id}", routes.get, "get_glossary"),
         ("DELETE", "/v2/glossaries/{id}", routes.delete, "delete_glossary"),
         ("GET", "/v2/glossaries/{id}/entries", routes.entries, "glossary_entries"),
-        ("GET", "/v2/glossary-language-pairs", routes.pairs, "glossary_language_pairs"),
     ):
         route(method, path, handler, label=f"{LABEL}.{name}")
+    route("GET", "/v2/glossary-language-pairs", routes.pairs, label=f"{LABEL}.glossary_language_pairs", metered=False)

@@ -50,7 +50,7 @@ from ...service.routing import LanguageNotServed, language_name
 from ...service.stored_glossaries import language
 from ...service.vocabulary import HTML, TEXT, MarkupRules
 from ...shared.calls import Call
-from ...shared.errors import InvalidRequest, Overloaded, ServingError, echo
+from ...shared.errors import InvalidRequest, Overloaded, RateLimited, ServingError, echo
 from .forms import FORM_SLACK, file_response, read_form
 from .messages import json_object, multipart_pairs, read_body, text_body_limit, url_encoded_pairs
 from .table import RouteTable
@@ -110,6 +110,28 @@ def token(request: web.Request) -> str | None:
     if scheme.lower() in SCHEMES:
         return key.strip() or None
     return request.query.get("auth_key") or None
+
+
+async def presented(request: web.Request) -> str | None:
+    """The key a request presents (:func:`token`), for its request rates."""
+    return token(request)
+
+
+def too_many(refused: RateLimited) -> str:
+    """A request past its client's request rate, in DeepL's words (429 "Too many requests")."""
+    return f"Too many requests: {refused.detail}"
+
+
+def keyed_route(routes: DeepLRoutes) -> dict[str, Any]:
+    """The options of every DeepL route: open to the head's DeepL key check, DeepL's error shape,
+    the key its rates count by and its words for a refusal by them."""
+    return {
+        "open": True,
+        "authenticate": routes.authenticate,
+        "errors": deepl_error,
+        "token": presented,
+        "slowdown": too_many,
+    }
 
 
 def document_key(document_id: str) -> str:
@@ -354,12 +376,12 @@ def _dumps(data: Any) -> str:
 def add_routes(table: RouteTable) -> None:
     routes = DeepLRoutes(table)
     settings = table.doors.settings
-    keyed = functools.partial(table.route, open=True, authenticate=routes.authenticate, errors=deepl_error)
+    keyed = functools.partial(table.route, **keyed_route(routes))
     text_limit, file_limit = text_body_limit(settings), 2 * settings.max_file_bytes + FORM_SLACK
     keyed("POST", "/v2/translate", routes.translate, label=f"{LABEL}.translate", inference=True, body_limit=text_limit)
     for method in ("GET", "POST"):  # DeepL serves both
-        keyed(method, "/v2/languages", routes.languages, label=f"{LABEL}.languages")
-        keyed(method, "/v2/usage", routes.usage, label=f"{LABEL}.usage")
+        keyed(method, "/v2/languages", routes.languages, label=f"{LABEL}.languages", metered=False)
+        keyed(method, "/v2/usage", routes.usage, label=f"{LABEL}.usage", metered=False)
     keyed("POST", "/v2/document", routes.upload, label=f"{LABEL}.document", body_limit=file_limit,
           body_setting="2 x --max-file-bytes + 256 KiB")  # fmt: skip
     keyed("POST", "/v2/document/{id}", routes.status, label=f"{LABEL}.document_status")

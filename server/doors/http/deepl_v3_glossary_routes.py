@@ -33,7 +33,7 @@ from ...service.vocabulary import Dictionary, Glossary
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, echo
 from .deepl_glossary_routes import creation_time
-from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, deepl_error, read_fields, text_field
+from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, keyed_route, read_fields, text_field
 from .table import RouteTable
 
 DICTIONARY_FIELDS = ("source_lang", "target_lang", "entries")
@@ -152,7 +152,7 @@ class DeepLV3GlossaryRoutes:
 
 def add_routes(table: RouteTable) -> None:
     routes = DeepLV3GlossaryRoutes(table, DeepLRoutes(table))
-    route = functools.partial(table.route, open=True, authenticate=routes.deepl.authenticate, errors=deepl_error)
+    route = functools.partial(table.route, **keyed_route(routes.deepl))
     for method, path, handler, name in (
         ("POST", "/v3/glossaries", routes.create, "create_glossary"),
         ("GET", "/v3/glossaries", routes.list, "list_glossaries"),

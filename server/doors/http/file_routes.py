@@ -33,9 +33,9 @@ from ...service.files import FileRequest
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
 from .. import params
-from .forms import FORM_SLACK, file_response, read_form
+from .forms import FORM_SLACK, file_response, form_fields, read_form
 from .table import RouteTable
-from .upstream import ApiKeys, upstream_words
+from .upstream import ApiKeys, slowdown, upstream_words
 
 LABEL = "libretranslate.translate_file"
 
@@ -95,7 +95,7 @@ class FileRoutes:
 
 def add_routes(table: RouteTable) -> None:
     routes = FileRoutes(table)
-    route = functools.partial(table.route, open=True, cors=True)
+    route = functools.partial(table.route, open=True, cors=True, slowdown=slowdown)
     route(
         "POST",
         "/translate_file",
@@ -105,5 +105,7 @@ def add_routes(table: RouteTable) -> None:
         body_limit=2 * table.doors.settings.max_file_bytes + FORM_SLACK,
         body_setting="2 x --max-file-bytes + 256 KiB",
         authenticate=routes.authenticate,
+        token=routes.keys.token(form_fields),
     )
-    route("GET", "/download_file/{name}", routes.download_file, label="libretranslate.download_file")
+    download = routes.download_file
+    route("GET", "/download_file/{name}", download, label="libretranslate.download_file", token=routes.keys.token())

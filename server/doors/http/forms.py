@@ -37,8 +37,24 @@ def sent_filename(part: BodyPartReader) -> str:
     return _BROWSER_ESCAPES.sub(lambda m: chr(int(m[1], 16)), name)
 
 
+FORM = web.RequestKey("attnserve_form", tuple)
+
+
 async def read_form(request: web.Request) -> tuple[dict[str, str], str, bytes]:
-    """(text fields, the file's name, its bytes) of a multipart form; InvalidRequest when malformed."""
+    """(text fields, the file's name, its bytes) of a multipart form; InvalidRequest when malformed.
+    Read once: its ``api_key`` is read for the request rates before the handler reads the form."""
+    if (known := request.get(FORM)) is not None:
+        return known
+    request[FORM] = form = await _read_form(request)
+    return form
+
+
+async def form_fields(request: web.Request) -> dict[str, str]:
+    """The text fields of a multipart form (:func:`read_form`)."""
+    return (await read_form(request))[0]
+
+
+async def _read_form(request: web.Request) -> tuple[dict[str, str], str, bytes]:
     if not request.content_type.startswith("multipart/"):
         raise InvalidRequest("Invalid request: send the file as multipart/form-data (fields file, source, target)")
     fields: dict[str, str] = {}

@@ -30,7 +30,7 @@ from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
 from .. import params
 from .file_routes import LABEL as FILE_LABEL
-from .forms import FORM_SLACK, file_response, read_form
+from .forms import FORM_SLACK, file_response, form_fields, read_form
 from .table import RouteTable
 from .upstream import ApiKeys
 
@@ -93,16 +93,16 @@ class JobRoutes:
 
 def add_routes(table: RouteTable) -> None:
     routes = JobRoutes(table)
-    table.route(
+    route = functools.partial(table.route, open=True, cors=True)
+    route(
         "POST",
         "/jobs",
         routes.submit,
         label=f"{LABEL}.submit",
-        open=True,
-        cors=True,
         body_limit=2 * table.doors.settings.max_file_bytes + FORM_SLACK,
         body_setting="2 x --max-file-bytes + 256 KiB",
         authenticate=functools.partial(routes.keys.on_head, label=FILE_LABEL),
+        token=routes.keys.token(form_fields),
     )
     for method, path, handler, name in (
         ("GET", "/jobs/{id}", routes.get, "get"),
@@ -110,4 +110,4 @@ def add_routes(table: RouteTable) -> None:
         ("GET", "/jobs/{id}/events", routes.events, "events"),
         ("GET", "/jobs/{id}/result", routes.result, "result"),
     ):
-        table.route(method, path, handler, label=f"{LABEL}.{name}", open=True, cors=True)
+        route(method, path, handler, label=f"{LABEL}.{name}", token=routes.keys.token())

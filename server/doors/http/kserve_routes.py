@@ -147,17 +147,19 @@ class KServeRoutes:
 
 def add_routes(table: RouteTable) -> None:
     r = KServeRoutes(table)
-    table.route("GET", "/v2", r.server_metadata, label="kserve.http.ServerMetadata")
+    table.route("GET", "/v2", r.server_metadata, label="kserve.http.ServerMetadata", metered=False)
     table.route("GET", "/v2/health/live", r.live, label="kserve.http.ServerLive", open=True, tracked=False)
     table.route("GET", "/v2/health/ready", r.ready, label="kserve.http.ServerReady", open=True, tracked=False)
-    table.route("GET", "/v2/models/stats", r.statistics, label="kserve.http.ModelStatistics")  # before {model}
+    table.route(
+        "GET", "/v2/models/stats", r.statistics, label="kserve.http.ModelStatistics", metered=False
+    )  # before {model}
     for base in VERSIONED:
-        table.route("GET", base, r.metadata, label="kserve.http.ModelMetadata")
+        table.route("GET", base, r.metadata, label="kserve.http.ModelMetadata", metered=False)
         table.route("GET", f"{base}/ready", r.model_ready, label="kserve.http.ModelReady", open=True, tracked=False)
-        table.route("GET", f"{base}/config", r.config, label="kserve.http.ModelConfig")
+        table.route("GET", f"{base}/config", r.config, label="kserve.http.ModelConfig", metered=False)
         table.route("POST", f"{base}/infer", r.infer, label="kserve.http.ModelInfer", inference=True)
-        table.route("GET", f"{base}/stats", r.statistics, label="kserve.http.ModelStatistics")
-    table.route("POST", "/v2/repository/index", r.index, label="kserve.http.RepositoryIndex")
+        table.route("GET", f"{base}/stats", r.statistics, label="kserve.http.ModelStatistics", metered=False)
+    table.route("POST", "/v2/repository/index", r.index, label="kserve.http.RepositoryIndex", metered=False)
     table.route("POST", "/v2/repository/models/{model}/load", r.load, label="kserve.http.RepositoryModelLoad")
     table.route("POST", "/v2/repository/models/{model}/unload", r.unload, label="kserve.http.RepositoryModelUnload")
     for prefix in TRITON_PREFIXES:  # unrouted, they stay KServe's {"error": ...} beside DeepL's /v2/

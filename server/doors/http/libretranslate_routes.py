@@ -51,7 +51,7 @@ from ...shared.errors import InvalidRequest, ServingError
 from .. import params
 from .messages import json_object, json_response, multipart_pairs, read_body, text_body_limit, url_encoded_pairs
 from .table import RouteTable
-from .upstream import ApiKeys, upstream_words
+from .upstream import ApiKeys, slowdown, upstream_words
 
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its web page waits after a keystroke
 
@@ -67,16 +67,27 @@ def _missing(name: str) -> InvalidRequest:
     return InvalidRequest(f"Invalid request: missing {name} parameter")
 
 
+FIELDS = web.RequestKey("attnserve_libretranslate_fields", dict)
+
+
 async def read_fields(request: web.Request, limit: int) -> dict[str, Any]:
     """The request's fields: a JSON object, or a form (url-encoded or multipart). The first value
-    of a repeated field counts, as aiohttp's."""
+    of a repeated field counts, as aiohttp's. Parsed once: its ``api_key`` is read for the
+    request rates before the handler reads the fields."""
+    if (known := request.get(FIELDS)) is not None:
+        return known
     if request.content_type == "application/json":
         body = await read_body(request, limit)
-        return json_object(body, "Invalid JSON format", "Invalid JSON format: send a JSON object of fields")
-    if request.content_type == "application/x-www-form-urlencoded":
-        pairs = url_encoded_pairs(await read_body(request, limit))
+        fields = json_object(body, "Invalid JSON format", "Invalid JSON format: send a JSON object of fields")
+    elif request.content_type == "application/x-www-form-urlencoded":
+        fields = _first(url_encoded_pairs(await read_body(request, limit)))
     else:
-        pairs = await multipart_pairs(request, limit)
+        fields = _first(await multipart_pairs(request, limit))
+    request[FIELDS] = fields
+    return fields
+
+
+def _first(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     fields: dict[str, Any] = {}
     for key, value in pairs:
         fields.setdefault(key, value)
@@ -306,8 +317,14 @@ class LibreTranslateRoutes:
 
 def add_routes(table: RouteTable) -> LibreTranslateRoutes:
     routes = LibreTranslateRoutes(table)
-    route = functools.partial(table.route, open=True, cors=True)  # browser pages of any origin, as upstream
-    keyed = functools.partial(route, body_limit=text_body_limit(table.doors.settings))
+    # browser pages of any origin, as upstream
+    route = functools.partial(table.route, open=True, cors=True, slowdown=slowdown)
+    limit = table.doors.settings.max_message_bytes
+    keyed = functools.partial(
+        route,
+        body_limit=text_body_limit(table.doors.settings),
+        token=routes.keys.token(functools.partial(read_fields, limit=limit)),
+    )
     translate, detect = "libretranslate.translate", "libretranslate.detect"
     keyed(
         "POST",
@@ -318,6 +335,12 @@ def add_routes(table: RouteTable) -> LibreTranslateRoutes:
         authenticate=routes.keys.header(translate),
     )
     keyed("POST", "/detect", routes.detect, label=detect, authenticate=routes.keys.header(detect))
-    route("GET", "/languages", routes.languages, label="libretranslate.languages")
-    route("GET", "/frontend/settings", routes.frontend_settings, label="libretranslate.frontend_settings")
+    route("GET", "/languages", routes.languages, label="libretranslate.languages", metered=False)
+    route(
+        "GET",
+        "/frontend/settings",
+        routes.frontend_settings,
+        label="libretranslate.frontend_settings",
+        metered=False,
+    )
     return routes

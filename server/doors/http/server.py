@@ -29,14 +29,16 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
 from ...shared import security
-from ...shared.calls import LOAD_MS_KEY, Call, CallFailed
-from ...shared.errors import client_message, echo
+from ...shared.calls import LOAD_MS_KEY, Call, CallFailed, access_record
+from ...shared.errors import RateLimited, client_message, echo
+from ...shared.rates import Caller
 from .. import access_log
 from ..context import DoorContext
 from . import (
@@ -74,7 +76,8 @@ ROUTE_MODULES = (
 )
 
 UNAUTHENTICATED_MESSAGE = "missing or invalid bearer token: send the header 'Authorization: Bearer <token>'"
-CALL_KEY = web.RequestKey("attnserve_call", Call)  # a tracked request's Call, for its access-log line
+# a tracked request's access-log record: its Call, once the tracker has made one
+ACCESS_RECORD = web.RequestKey("attnserve_access_record", access_log.Record)
 
 
 class _JsonRefusals(RequestHandler):
@@ -133,19 +136,18 @@ class HttpServer:
     def serve(self, row: Route) -> None:
         """Serve ``row.handler(request, call)`` at ``row.path``; ``row.label`` is its metrics method label.
 
-        A tracked call's body (at most ``body_limit`` bytes, --max-message-bytes by default)
-        arrives within --http-body-timeout-s before the call takes one of --max-concurrent-rpcs'
-        slots; ``authenticate(request)`` (an open route checking its own keys) runs before that,
-        on the head alone, and raises a ServingError to refuse; ``errors`` answers a failed call in
-        the protocol's own shape (DeepL's) in place of ``{"error": message}``.
-
+        A tracked call's body (at most ``body_limit`` bytes, --max-message-bytes by default) arrives
+        within --http-body-timeout-s, then (``metered``) it counts against its client's request rates,
+        before it takes one of --max-concurrent-rpcs' slots; ``authenticate(request)`` (an open route
+        checking its own keys) runs on the head alone, and raises a ServingError to refuse; ``errors``
+        answers a failed call in the protocol's own shape (DeepL's) in place of ``{"error": message}``.
         ``tracked=False`` (health probes) skips the tracker: no metrics, answered while draining.
         ``cors=True`` (LibreTranslate's routes, which upstream serves to browser pages of any
         origin): every answer carries ``Access-Control-Allow-Origin: *`` and an ``OPTIONS``
         preflight at ``path`` is answered without a token (credentials travel in ``api_key``
         or the ``Authorization`` header, never in cookies).
         """
-        label, handler, tracked, authenticate = row.label, row.handler, row.tracked, row.authenticate
+        label, handler, tracked, who = row.label, row.handler, row.tracked, self._caller(row)
         name = f"{label}.r{len(self.labels)}"  # aiohttp route names: identifiers and dots
         self.labels[name] = label
         if row.open:
@@ -159,19 +161,15 @@ class HttpServer:
             request_id = calls.request_id(request.headers.get(REQUEST_ID))
             if not tracked:
                 return await handler(request, Call(label, "-", request_id))
-
-            async def arrive() -> None:
-                if authenticate is not None:
-                    authenticate(request)
-                await body_arrived(request, limit, settings.http_body_timeout_s, setting)
-
-            call = None
+            # the access-log line's call, told by the tracker even when it refuses the call
+            request[ACCESS_RECORD] = record = access_log.Record()
+            access_record.set(record)
+            arrive = self._arrival(row, request, limit, setting)
             try:
                 model = request.match_info.get("model", "")
                 async with calls.track(
-                    label, model, request_id, inference=row.inference, limited=True, arrive=arrive
+                    label, model, request_id, inference=row.inference, limited=True, arrive=arrive, caller=who(request)
                 ) as call:
-                    request[CALL_KEY] = call
                     call.key = self.doors.auth.caller_key(request.headers.get("Authorization"))
                     try:
                         response = await handler(request, call)
@@ -179,17 +177,45 @@ class HttpServer:
                         raise ClientGone("the client went away before its answer") from None
             except asyncio.CancelledError:  # the client went away mid-answer: aiohttp cancels the handler, logs nothing
                 if settings.access_log:
-                    access_log.http_line(access_log.log, request, call, 499, time.perf_counter() - started, 0)
+                    access_log.http_line(access_log.log, request, record.call, 499, time.perf_counter() - started, 0)
                 raise
             except CallFailed as exc:
-                response = (row.errors or error_response)(exc.status, exc.message, exc.http_status)
+                response = _failed(row, exc)
                 if not request.content.is_eof():  # a body not read (refused, or too slow): "Connection: close"
                     response.force_close()
-            return _headed(response, request_id, call, row.cors)
+            return _headed(response, request_id, record.call, row.cors)
 
         self.web.router.add_route(row.method, row.path, wrapped, name=name)
         if row.cors:
             self._preflight(row.path, row.method, label)
+
+    def _arrival(self, row: Route, request: web.Request, limit: int, setting: str) -> Callable[[], Awaitable[None]]:
+        """What a tracked call awaits before it counts: the head's key check of an open route
+        (``row.authenticate``), then its whole body within ``limit`` bytes (from ``setting``)."""
+
+        async def arrive() -> None:
+            if row.authenticate is not None:
+                row.authenticate(request)
+            await body_arrived(request, limit, self.doors.settings.http_body_timeout_s, setting)
+
+        return arrive
+
+    def _caller(self, row: Route) -> Callable[[web.Request], Callable[[], Awaitable[Caller]] | None]:
+        """Who sends a request of ``row``, for its request rates (None: a route no rate counts): the
+        token the door reads (``row.token``, else the ``Authorization`` header's bearer) and the
+        socket's peer address. ``X-Forwarded-For`` is never read: the server has no notion of a
+        proxy it trusts, and any client could send one."""
+        auth, token = self.doors.auth, row.token or _bearer
+        if not row.metered:
+            return lambda request: None
+
+        def who(request: web.Request) -> Callable[[], Awaitable[Caller]]:
+            async def caller() -> Caller:
+                return auth.caller(await token(request) if auth.keys_on else None, request.remote)
+
+            return caller
+
+        return who
 
     def _preflight(self, path: str, method: str, label: str) -> None:
         """An OPTIONS answer at ``path`` for browsers' CORS preflight (one method per such path)."""
@@ -264,7 +290,7 @@ class HttpServer:
         runner = _Runner(
             self.web,
             access_log=access_log.log if access else None,
-            access_log_class=access_log.http_logger_class(CALL_KEY),
+            access_log_class=access_log.http_logger_class(ACCESS_RECORD),
             handler_cancellation=True,
             shutdown_timeout=1.0,
             keepalive_timeout=self.doors.settings.http_header_timeout_s,
@@ -291,6 +317,22 @@ class HttpServer:
         if self._sock is not None:
             self._sock.close()
             self._sock = None
+
+
+async def _bearer(request: web.Request) -> str | None:
+    return security.bearer_token(request.headers.get("Authorization"))
+
+
+def _failed(row: Route, exc: CallFailed) -> web.Response:
+    """A failed call in the route's protocol's shape; one refused past its client's request rate in
+    the protocol's words (``row.slowdown``) with ``Retry-After``."""
+    message, limited = exc.message, exc.cause if isinstance(exc.cause, RateLimited) else None
+    if limited is not None and row.slowdown is not None:
+        message = row.slowdown(limited)
+    response = (row.errors or error_response)(exc.status, message, exc.http_status)
+    if limited is not None:
+        response.headers["Retry-After"] = str(limited.retry_seconds)
+    return response
 
 
 def _allow(exc: web.HTTPException) -> dict[str, str]:

@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from ...shared.calls import Call
+from ...shared.errors import RateLimited
 from ..context import DoorContext
 from .parse_process import ParseProcess
 
 Handler = Callable[[web.Request, Call], Awaitable[web.StreamResponse]]
 Errors = Callable[[str, str, int | None], web.Response]  # (gRPC status name, message, HTTP status) -> the answer
+Token = Callable[[web.Request], Awaitable[str | None]]  # a request's api key, read once its body is in
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,9 @@ class Route:
     body_setting: str = "12 x --max-request-chars + 64 KiB"
     authenticate: Callable[[web.Request], None] | None = None
     errors: Errors | None = None  # a protocol's own error shape
+    metered: bool = True  # counts against its client's request rates (not a listing: /languages)
+    token: Token | None = None  # the token the door reads (default: the Authorization header's bearer)
+    slowdown: Callable[[RateLimited], str] | None = None  # the protocol's words for a rate's refusal
 
 
 class RouteTable:

@@ -6,16 +6,25 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from aiohttp import web
 
 from ...service.routing import LanguageNotServed, language_name
 from ...shared.calls import Call
-from ...shared.errors import InvalidOption, InvalidRequest, LimitExceeded, ServingError, UnknownFormat, echo
+from ...shared.errors import (
+    InvalidOption,
+    InvalidRequest,
+    LimitExceeded,
+    RateLimited,
+    ServingError,
+    UnknownFormat,
+    echo,
+)
 from ...shared.security import bearer_token
 from ..context import Auth
+from .table import Token
 
 UPSTREAM_LIMITS = ("max_request_chars", "max_text_chars", "max_texts_per_request")  # what upstream words
 
@@ -73,11 +82,31 @@ class ApiKeys:
         if self.auth.keys_on and not request.headers.get("Authorization") and "api_key" in request.query:
             self.check_key(request, {"api_key": request.query["api_key"]}, label)
 
+    def token(self, fields: Callable[[web.Request], Awaitable[dict[str, Any]]] | None = None) -> Token:
+        """The api key a request presents, for its request rates, where the routes read it: the
+        ``Authorization`` header's, else the query's ``api_key``, else the ``api_key`` of
+        ``fields(request)`` (the body's fields, parsed once for the handler too)."""
+
+        async def presented(request: web.Request) -> str | None:
+            header = request.headers.get("Authorization")
+            if header or "api_key" in request.query:
+                return bearer_token(header) if header else request.query["api_key"]
+            key = (await fields(request)).get("api_key") if fields is not None and request.body_exists else None
+            return key if isinstance(key, str) else None
+
+        return presented
+
     def caller_key(self, request: web.Request, fields: dict[str, Any]) -> str | None:
         """The api key the caller used (the header's token, else the form's), when keys are on."""
         if not self.auth.keys_on:
             return None
         return bearer_token(request.headers.get("Authorization")) or fields.get("api_key") or None
+
+
+def slowdown(refused: RateLimited) -> str:
+    """A request past its client's request rate in LibreTranslate's words (its limiter's
+    ``Slowdown: 3 per 1 minute``, answered 429)."""
+    return f"Slowdown: {refused.limit} per 1 {refused.period}"
 
 
 @contextlib.contextmanager

@@ -78,23 +78,23 @@ class KServeServicer:
     # --------------------------------------------------------------------- metadata
 
     async def ServerMetadata(self, request, context) -> gs.ServerMetadataResponse:
-        async with self.doors.rpc(context, method("ServerMetadata"), ""):
+        async with self.doors.rpc(context, method("ServerMetadata"), "", metered=False):
             return describe.server_metadata(self.doors.settings, shared_memory=self.regions.enabled)
 
     async def ModelMetadata(self, request: gs.ModelMetadataRequest, context) -> gs.ModelMetadataResponse:
-        async with self.doors.rpc(context, method("ModelMetadata"), request.name) as call:
+        async with self.doors.rpc(context, method("ModelMetadata"), request.name, metered=False) as call:
             model = self.doors.models.get(request.name, request.version)
             call.model = model.name
             return describe.model_metadata(model)
 
     async def ModelConfig(self, request: gs.ModelConfigRequest, context) -> gs.ModelConfigResponse:
-        async with self.doors.rpc(context, method("ModelConfig"), request.name) as call:
+        async with self.doors.rpc(context, method("ModelConfig"), request.name, metered=False) as call:
             model = self.doors.models.get(request.name, request.version)
             call.model = model.name
             return gs.ModelConfigResponse(config=describe.model_config(model, self.doors.settings))
 
     async def ModelStatistics(self, request: gs.ModelStatisticsRequest, context) -> gs.ModelStatisticsResponse:
-        async with self.doors.rpc(context, method("ModelStatistics"), request.name):
+        async with self.doors.rpc(context, method("ModelStatistics"), request.name, metered=False):
             models = (
                 [self.doors.models.get(request.name, request.version)]
                 if request.name
@@ -167,7 +167,12 @@ class KServeServicer:
         calls, rid = self.doors.calls, self.doors.calls.request_id(request_id)
         try:
             async with calls.track(
-                method(STREAM), request.model_name, rid, inference=True, deadline_passed=_deadline_passed(context)
+                method(STREAM),
+                request.model_name,
+                rid,
+                inference=True,
+                deadline_passed=_deadline_passed(context),
+                caller=self.doors.grpc_caller(context),
             ) as call:
                 wanted, targets = infer_request(request, lifted.raw, self.regions)
                 async for response in self.kserve.stream(wanted, call, client_deadline(context)):
@@ -179,7 +184,7 @@ class KServeServicer:
     # ------------------------------------------------------------ model repository
 
     async def RepositoryIndex(self, request: gs.RepositoryIndexRequest, context) -> gs.RepositoryIndexResponse:
-        async with self.doors.rpc(context, method("RepositoryIndex"), ""):
+        async with self.doors.rpc(context, method("RepositoryIndex"), "", metered=False):
             return describe.repository_index(self.doors.models, request.ready)
 
     async def RepositoryModelLoad(self, request: gs.RepositoryModelLoadRequest, context):

@@ -1,0 +1,136 @@
+"""Per-client request rates: ``--requests-per-minute`` and ``--requests-per-day``, and a token's
+own rates in ``--auth-token-file`` (``TOKEN requests_per_minute=600``).
+
+A client is its bearer token when the server has tokens (the sha256 the calls carry as
+``Call.key``), else its address: an IPv4 address, or an IPv6 address's /64 (one host or one
+subscriber's network holds a whole /64, so rotating addresses within it gains nothing). Each rate
+is a token bucket (GCRA: one timestamp per client and rate), the algorithm of nginx's
+``limit_req`` and Envoy's local rate limit: a bucket holds N requests and refills at N a period,
+so a client may send N at once, then one every period / N; a refused request takes nothing from
+it, and ``Retry-After`` is exactly when the next one is let in. Over any one period a client gets
+at most 2N (N at once and the N that refilled meanwhile); LibreTranslate's moving window allows N.
+
+The buckets live in memory, per server process: with ``--workers N`` each worker counts the
+requests of the connections it accepted, so a client whose connections reach several workers
+gets up to N times the rates (docs/operations.md). Clients are kept least recently seen first: a
+bucket that has refilled is dropped as the next request passes it, and past ``MAX_CLIENTS`` the
+least recently seen is forgotten (a full bucket again), so a flood of new addresses costs bounded
+memory.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+import urllib.parse
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+from .errors import RateLimited
+
+MAX_CLIENTS = 100_000  # buckets kept at once (about 200 bytes each)
+# (setting, seconds, the period as LibreTranslate's limiter words it), in the order they are checked
+PERIODS = (("requests_per_minute", 60.0, "minute"), ("requests_per_day", 86400.0, "day"))
+RATE_NAMES = tuple(name for name, _, _ in PERIODS)
+
+
+class Rate(NamedTuple):
+    limit: int  # requests a period
+    seconds: float  # the period
+    period: str  # "minute", "day"
+    reason: str  # the setting's name: the metrics' label
+    where: str  # where it is set, for the refusal's message
+
+
+class Caller(NamedTuple):
+    """Who sends a call: ``key`` (the sha256 of a valid bearer token, "" without one) and the
+    peer's ``address`` (an IP address as the socket reports it)."""
+
+    key: str
+    address: str
+
+    @property
+    def client(self) -> str:
+        return f"key:{self.key}" if self.key else f"ip:{address_of(self.address)}"
+
+
+def rates_of(values: Mapping[str, int], where: Callable[[str], str]) -> tuple[Rate, ...]:
+    """The rates set in ``values`` (0 = unlimited), each with ``where(setting)`` for its message."""
+    return tuple(
+        Rate(values[name], seconds, period, name, where(name))
+        for name, seconds, period in PERIODS
+        if values.get(name, 0) > 0
+    )
+
+
+def address_of(host: str | None) -> str:
+    """The address a client is counted by: IPv4 as is (an IPv4-mapped IPv6 address too), IPv6 by
+    its /64; anything else (a Unix socket) as given."""
+    try:
+        ip = ipaddress.ip_address((host or "").split("%", 1)[0])
+    except ValueError:
+        return host or "-"
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network(f"{ip}/64", strict=False))
+    return str(ip)
+
+
+def peer_host(peer: str) -> str:
+    """The host of a gRPC peer (``ipv4:10.0.0.7:51022``, ``ipv6:[::1]:51022``, percent-encoded or
+    not); a Unix socket's peer as given."""
+    scheme, _, rest = urllib.parse.unquote(peer).partition(":")
+    if scheme not in ("ipv4", "ipv6"):
+        return peer
+    return rest.rsplit(":", 1)[0].strip("[]")
+
+
+class RateLimiter:
+    """The buckets of every client of one server process; ``clock`` is monotonic seconds."""
+
+    def __init__(
+        self,
+        rates: tuple[Rate, ...],
+        overrides: Mapping[str, tuple[Rate, ...]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        max_clients: int = MAX_CLIENTS,
+    ) -> None:
+        self.rates = rates  # every client's, but a token with its own
+        self.overrides = dict(overrides or {})  # key (a token's sha256) -> its rates
+        self.clock, self.max_clients = clock, max_clients
+        # client -> the time each of its rates' buckets is full again (GCRA's "theoretical arrival time")
+        self._full_at: OrderedDict[str, list[float]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._full_at)
+
+    def admit(self, caller: Caller) -> None:
+        """Count one request of ``caller``, or raise RateLimited naming the rate it is past (the
+        one to wait longest for) and leave its buckets as they were."""
+        rates = self.overrides.get(caller.key, self.rates) if caller.key else self.rates
+        if not rates:
+            return
+        now, client = self.clock(), caller.client
+        self._forget(now)
+        full_at = self._full_at.pop(client, None) or [now] * len(rates)
+        taken, refused, wait = [], None, 0.0
+        for rate, full in zip(rates, full_at):
+            after = max(full, now) + rate.seconds / rate.limit  # the bucket with this request taken
+            if after - now > rate.seconds * (1 + 1e-9):  # it would hold more than the rate: no room
+                if after - now - rate.seconds > wait:
+                    refused, wait = rate, after - now - rate.seconds
+            taken.append(after)
+        self._full_at[client] = full_at if refused is not None else taken
+        if refused is not None:
+            raise RateLimited(refused.limit, refused.period, refused.reason, refused.where, wait)
+
+    def _forget(self, now: float) -> None:
+        """Drop the least recently seen clients whose buckets are full again (they start afresh the
+        same), and past ``max_clients`` the least recently seen whatever its buckets."""
+        while self._full_at:
+            client, full_at = next(iter(self._full_at.items()))
+            if max(full_at) > now and len(self._full_at) < self.max_clients:
+                return
+            del self._full_at[client]
