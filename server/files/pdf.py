@@ -2,11 +2,16 @@
 
 Read: every page's text blocks (``pdf_blocks``), each one text unit, in page and content order.
 Written: the file opened again; on each page with blocks, a block's text objects are removed and
-its translation drawn at the block's first baseline, left-aligned, in its colour, and fitted to
-its box (the rectangle its glyphs and lines covered): first shrunk (to 0.7x its size) on no more
-lines than it had, then wrapped onto more lines, shrinking further until it fits. A translation
-mostly in right-to-left letters (Arabic, Hebrew) is right-aligned instead, each line broken in
-reading order and drawn in visual order, Arabic letters joined (``pdf_bidi``). The thin paths
+its translation drawn at the block's first baseline, in its colour and alignment (left, right or
+centred, as its lines show or a single line stands on the page), and fitted to its box (the
+rectangle its glyphs and lines covered) grown into the free room beside and below it
+(``pdf_room``: up to the nearest object, a column gap, the page's text area; a line step above
+what lies below), since a longer translation would otherwise be shrunk where the page has space
+for it: at its size on its line count where the grown box holds it, or on more lines where it has
+room below; else shrunk (to 0.7x its size) on no more lines than it had, then wrapped onto more
+lines, shrinking further until it fits. A translation mostly in right-to-left letters (Arabic,
+Hebrew) is right-aligned instead, growing to the left, each line broken in reading order and drawn
+in visual order, Arabic letters joined (``pdf_bidi``). The thin paths
 underlining or striking through a block's lines (``Block.marks``) go with its text: they would
 mark other words of the translation, or empty space. Images, other paths, annotations (a link's
 area among them) and every other object stay as they were (an image's stream is not touched);
@@ -44,6 +49,7 @@ from .pdf_bidi import joined, right_to_left, visual
 from .pdf_blocks import Block, page_blocks, wide
 from .pdf_fonts import Fonts
 from .pdf_paths import pdfium, pdfium_c
+from .pdf_room import Rect, Room
 from .refusals import FileRefused
 from .run_placement import Placement
 
@@ -165,10 +171,12 @@ def _wrap(
 
 
 def fit(
-    block: Block, words: list[str], widths: list[float], spaced: list[bool], space: float, left: float
+    block: Block, words: list[str], widths: list[float], spaced: list[bool], space: float, box: Rect
 ) -> tuple[float, list[str]]:
-    """(size, lines) of the translation in the box from ``left``: shrink on the block's line count, then wrap."""
-    box_width, box_height = block.right - left, block.top - block.bottom
+    """(size, lines) of the translation in ``box`` (the block's box grown into the room around it,
+    ``pdf_room``): at its size, on its line count or on more where the box has room below; else
+    shrunk on its line count; then wrapped, shrinking."""
+    box_width, box_height = box[2] - box[0], box[3] - box[1]
     above = (block.top - block.baseline) / block.size  # the first line's box above its baseline, in sizes
     last = block.baseline - (block.lines - 1) * block.leading * block.size
     below = (last - block.bottom) / block.size
@@ -181,6 +189,9 @@ def fit(
     def wrap(size: float, loose: bool = False) -> list[str] | None:
         return _wrap(words, widths, spaced, space, box_width / size, loose)
 
+    lines = wrap(block.size)
+    if fits(block.size, lines, len(words)):
+        return block.size, lines  # type: ignore[return-value]
     total = sum(widths) + space * (sum(spaced[1:]) - (block.lines - 1))  # on block.lines lines, at size 1
     size, smallest = min(block.size, block.lines * box_width / max(total, 1e-6)), max(SMALLEST * block.size, 3.0)
     smallest = min(smallest, block.size)
@@ -198,7 +209,9 @@ def fit(
     return smallest, wrap(smallest, True) or []
 
 
-def _draw(doc: pdfium.PdfDocument, page: pdfium.PdfPage, fonts: Fonts, block: Block, font, translation: str) -> None:
+def _draw(
+    doc: pdfium.PdfDocument, page: pdfium.PdfPage, fonts: Fonts, room: Room, block: Block, font, translation: str
+) -> None:
     # a right-to-left translation (by the majority of its letters, as a block is read) is
     # right-aligned in the box, its lines broken in reading order and each drawn in visual order
     rtl = right_to_left(translation)
@@ -209,23 +222,30 @@ def _draw(doc: pdfium.PdfDocument, page: pdfium.PdfPage, fonts: Fonts, block: Bl
     glyphs = fonts.glyphs(font)
     glyphs.missing(" ")
     widths = [glyphs.width(word) for word in words]
-    size, lines = fit(block, words, widths, spaced, glyphs.width(" ") or 0.25, block.left if rtl else block.x)
+    align = room.align(block, rtl)
+    box = room.grown(block, align)
+    size, lines = fit(block, words, widths, spaced, glyphs.width(" ") or 0.25, box)
     top = block.top - (block.top - block.baseline) / block.size * size
     r, g, b, a = block.color
     for i, line in enumerate(lines):
         obj = pdfium_c.FPDFPageObj_CreateTextObj(doc.raw, font, ctypes.c_float(size))
         encoded = ctypes.create_string_buffer((visual(line, rtl) + "\0").encode("utf-16-le"))
         pdfium_c.FPDFText_SetText(obj, ctypes.cast(encoded, ctypes.POINTER(pdfium_c.FPDF_WCHAR)))
-        x = block.right - _right(obj) if rtl else block.x
+        x = block.x
+        if align != "left":  # the glyphs' edges, drawn from x = 0, as the source block's are measured
+            left, right = _bounds(obj)[::2]
+            x = block.right - right if align == "right" else (block.left + block.right - left - right) / 2
         pdfium_c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, top - i * block.leading * size)
         pdfium_c.FPDFPageObj_SetFillColor(obj, r, g, b, a)
         pdfium_c.FPDFPage_InsertObject(page.raw, obj)
+        room.add(-1, _bounds(obj), True)  # no later block's translation is drawn over it
 
 
-def _right(obj: pdfium_c.FPDF_PAGEOBJECT) -> float:
-    """The right edge of a text object's glyphs drawn from x = 0 (as the source block's edge is measured)."""
+def _bounds(obj: pdfium_c.FPDF_PAGEOBJECT) -> Rect:
     bounds = [ctypes.c_float() for _ in range(4)]
-    return bounds[2].value if pdfium_c.FPDFPageObj_GetBounds(obj, *bounds) else 0.0
+    if not pdfium_c.FPDFPageObj_GetBounds(obj, *bounds):
+        return 0.0, 0.0, 0.0, 0.0
+    return bounds[0].value, bounds[1].value, bounds[2].value, bounds[3].value
 
 
 def _write(doc: pdfium.PdfDocument, blocks: list[Block], translations: Sequence[str], check: Check) -> bytes:
@@ -239,8 +259,18 @@ def _write(doc: pdfium.PdfDocument, blocks: list[Block], translations: Sequence[
             page = doc[index]
             try:
                 handles = {i: pdfium_c.FPDFPage_GetObject(page.raw, i) for b, _ in placed for i in b.objects + b.marks}
+                count = pdfium_c.FPDFPage_CountObjects(page.raw)
+                room = Room(page.raw, count, [b for b, _ in placed], tuple(page.get_bbox()))  # type: ignore[arg-type]
                 for block, translation in placed:  # drawn before the old objects go: they hold the fonts
-                    _draw(doc, page, fonts, block, pdfium_c.FPDFTextObj_GetFont(handles[block.lead]), translation)
+                    _draw(
+                        doc,
+                        page,
+                        fonts,
+                        room,
+                        block,
+                        pdfium_c.FPDFTextObj_GetFont(handles[block.lead]),
+                        translation,
+                    )
                 for obj in handles.values():
                     if pdfium_c.FPDFPage_RemoveObject(page.raw, obj):
                         pdfium_c.FPDFPageObj_Destroy(obj)

@@ -128,6 +128,7 @@ class Block:
     color: tuple[int, int, int, int]
     lead: int
     marks: tuple[int, ...] = ()  # paths underlining or striking through its lines, removed with its text
+    align: str = "left"  # of its lines: "left", "right", "centre", or "justified" (left and right edges even)
 
 
 def text_of(obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXTPAGE) -> str:
@@ -350,8 +351,23 @@ def _block(page: int, lines: list[Line]) -> Block:
     return Block(
         page, tuple(r.index for r in runs), _joined(lines),
         min(min(r.left for r in runs), first.x), bottom, max(r.right for r in runs), top,
-        first.x, first.baseline, size, leading, len(lines), lead.color, lead.index,
+        first.x, first.baseline, size, leading, len(lines), lead.color, lead.index, align=_align(lines),
     )  # fmt: skip
+
+
+def _align(lines: list[Line]) -> str:
+    """How the lines are aligned, where two or more show it: their left edges even ("left"; with the
+    right edges of all but the last even too, on three lines or more, "justified"); else their right
+    edges ("right") or their middles ("centre"); else "left" (a hanging label, a first-line indent)."""
+    even = 0.15 * lines[0].first.size  # a glyph's side bearing moves its box's edge a little
+    lefts = [min(ln.first.left, ln.first.x) for ln in lines]
+    rights = [ln.right for ln in lines]
+    if len(lines) < 2 or max(lefts) - min(lefts) <= even:
+        return "justified" if len(lines) > 2 and max(rights[:-1]) - min(rights[:-1]) <= even else "left"
+    if max(rights) - min(rights) <= even:
+        return "right"
+    middles = [(a + b) / 2 for a, b in zip(lefts, rights)]
+    return "centre" if max(middles) - min(middles) <= even else "left"
 
 
 def _along(lines: list[Line]) -> list[tuple[float, float, float, float]]:

@@ -91,18 +91,60 @@ def phrase_pages(count: int = 20) -> tuple[bytes, list[list[tuple[float, float, 
 
 
 def assert_translated_in_place(source: bytes, result: bytes, rects, expected: list[str]) -> None:
-    """``result`` is ``source`` with every box's text replaced by ``expected`` (in order), inside
-    the box's rectangle; the same pages, page sizes and images (their streams byte for byte)."""
+    """``result`` is ``source`` with every box's text replaced by ``expected`` (in order), drawn
+    from the box's top left corner down its left edge (into the free room beside and below it,
+    where it needs some), over no other object, and inside the page's text area; the same pages,
+    page sizes and images (their streams byte for byte)."""
     before, after = pages(source), pages(result)
     assert [p.size for p in after] == [p.size for p in before]
     assert [p.images for p in after] == [p.images for p in before]
     wanted = iter(expected)
     for number, (page, page_rects) in enumerate(zip(after, rects), 1):
-        for rect in page_rects:
-            inside = [t for t in page.texts if within(t.bounds, rect, 2.0)]
+        boxes = [in_box(page, rect, page_rects) for rect in page_rects]
+        for rect, inside in zip(page_rects, boxes):
             got = " ".join(" ".join(t.text for t in inside).split())
             assert got == " ".join(next(wanted).split()), f"page {number}, box {rect}"
-        assert all(any(within(t.bounds, r, 2.0) for r in page_rects) for t in page.texts), f"page {number}"
+        assert sum(map(len, boxes)) == len(page.texts), f"page {number}"
+        assert overlapping(page) == [], f"page {number}"
+        if page.texts:  # (an accented capital reaches over the top of the source's letters)
+            left, bottom, right, _ = text_area(before[number - 1])
+            assert all(within(t.bounds, (left, bottom, right, page.size[1]), 2.0) for t in page.texts), number
+
+
+def in_box(page: Page, rect, rects, slack: float = 2.0) -> list[Text]:
+    """The text objects drawn from ``rect``: beginning at its left edge (or inside it), their top
+    under its top, and under no other of ``rects`` that is nearer above them."""
+
+    def owner(text: Text):
+        left, _, _, top = text.bounds
+        above = [r for r in rects if r[0] - slack <= left <= r[2] and top <= r[3] + slack]
+        return min(above, key=lambda r: (r[3] - top, abs(r[0] - left)), default=None)
+
+    return [t for t in page.texts if owner(t) == rect]
+
+
+def overlapping(page: Page, slack: float = 0.5) -> list[tuple[str, tuple[float, float, float, float]]]:
+    """(text, other object's bounds) for each text object that overlaps another object on the page
+    (text, image, path) by more than ``slack`` points each way; an object it lies inside (a cell's
+    frame, a shaded box) it does not overlap."""
+    others = [t.bounds for t in page.texts] + [bounds for _, bounds in page.images] + page.paths
+    found = []
+    for n, text in enumerate(page.texts):
+        a = text.bounds
+        for m, b in enumerate(others):
+            if m == n or within(a, b, 0.0):
+                continue
+            if min(a[2], b[2]) - max(a[0], b[0]) > slack and min(a[3], b[3]) - max(a[1], b[1]) > slack:
+                found.append((text.text, b))
+    return found
+
+
+def text_area(page: Page) -> tuple[float, float, float, float]:
+    """The rectangle of the page's text and its mirrored margins."""
+    width, height = page.size
+    left, bottom = min(t.bounds[0] for t in page.texts), min(t.bounds[1] for t in page.texts)
+    right, top = max(t.bounds[2] for t in page.texts), max(t.bounds[3] for t in page.texts)
+    return min(left, width - right), min(bottom, height - top), max(right, width - left), max(top, height - bottom)
 
 
 def drawn_characters(data: bytes) -> list[str]:

@@ -14,7 +14,7 @@ from attnserve.benchmarks.pdfs import A4, Box, Image, build, png
 from attnserve.server import files
 from attnserve.server.files import FileRefused, TooManyCharacters
 from attnserve.server.files.pdf_fonts import UNICODE_FONTS
-from tests.support.pdf_pages import pages, within
+from tests.support.pdf_pages import assert_translated_in_place, pages, within
 
 LIMIT = 1 << 20
 PARAGRAPH = "The meeting is on Friday. We will discuss the report and the budget for the next year."
@@ -63,12 +63,7 @@ def test_blocks_in_order_and_translations_in_place(caplog):
     assert [p.images for p in result] == [p.images for p in source]  # every image's stream and place
     assert result[1] == source[1]  # the page without text, as it was
     assert [same_words(t) for t in files.read("out.pdf", out, LIMIT).texts] == translations
-    boxes = iter(translations)
-    for page, page_rects in zip(result, rects):
-        for rect in page_rects:  # each block's lines are the text objects inside its rectangle
-            inside = [t for t in page.texts if within(t.bounds, rect, 2.0)]
-            assert same_words(" ".join(t.text for t in inside)) == next(boxes)
-        assert all(any(within(t.bounds, r, 2.0) for r in page_rects) for t in page.texts)
+    assert_translated_in_place(data, out, rects, translations)  # each from its box, over nothing else
 
 
 def test_the_pages_font_is_kept_where_it_renders_the_translation():
@@ -81,8 +76,19 @@ def test_the_pages_font_is_kept_where_it_renders_the_translation():
     assert sizes == [16, 11, 9]  # shorter than the source: drawn at the source's size
 
 
-def test_a_longer_translation_shrinks_then_wraps_inside_its_box():
-    data, rects = build([[Box("A short label", 56, 56, 200, 12)]])
+def framed(text: str, size: float = 12) -> tuple[bytes, tuple[float, float, float, float]]:
+    """(a page of ``text`` in a table's cell as wide as it, bordered, the cell's rectangle)."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=size)
+    width = pdf.get_string_width(text) + 2 * pdf.c_margin
+    pdf.set_xy(56, 56)
+    pdf.cell(width, 1.3 * size, text, border=1)
+    return bytes(pdf.output()), (56, A4[1] - 56 - 1.3 * size, 56 + width, A4[1] - 56)
+
+
+def test_a_longer_translation_without_room_around_it_shrinks_then_wraps_inside_its_box():
+    data, cell = framed("A short label")
     extracted = files.read("a.pdf", data, LIMIT)
     (width,) = [t.bounds[2] - t.bounds[0] for t in pages(data)[0].texts]
     a_bit_longer = "A short label, too"  # fits on its line at a smaller size
@@ -90,7 +96,7 @@ def test_a_longer_translation_shrinks_then_wraps_inside_its_box():
     assert len(texts) == 1 and 12 * 0.65 <= texts[0].size < 12 and texts[0].bounds[2] - texts[0].bounds[0] <= width + 1
     much_longer = "Eine viel längere Beschriftung, die auf mehrere Zeilen umbrochen werden muss"
     texts = pages(extracted.write([much_longer]))[0].texts
-    assert len(texts) > 1 and all(within(t.bounds, rects[0][0], 2.0) for t in texts)
+    assert len(texts) > 1 and all(within(t.bounds, cell, 0.5) for t in texts)
     assert same_words(" ".join(t.text for t in texts)) == much_longer
 
 

@@ -15,8 +15,9 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 import pytest
 from fontTools.ttLib import TTFont
+from fpdf import FPDF
 
-from attnserve.benchmarks.pdfs import Box, build
+from attnserve.benchmarks.pdfs import A4
 from attnserve.server import files
 from attnserve.server.files import pdf_fonts
 from attnserve.server.files.pdf_blocks import text_of
@@ -53,9 +54,16 @@ URDU_FONT = pytest.mark.skipif(
 
 
 def translated(translation: str, width: float = 250) -> tuple[bytes, tuple[float, float, float, float]]:
-    """(the English paragraph in a box ``width`` wide translated into ``translation``, the box)."""
-    data, rects = build([[Box(ENGLISH, 56, 100, width, SIZE)]])
-    return files.read("a.pdf", data, LIMIT).write([translation]), rects[0][0]
+    """(the English paragraph in a bordered box ``width`` wide, no room around it, translated into
+    ``translation``; the box)."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=SIZE)
+    pdf.set_xy(56, 100)
+    pdf.multi_cell(width, 1.3 * SIZE, ENGLISH)
+    pdf.rect(55, 99, width + 2, pdf.get_y() - 98)
+    rect = (56, A4[1] - pdf.get_y(), 56 + width, A4[1] - 100)
+    return files.read("a.pdf", bytes(pdf.output()), LIMIT).write([translation]), rect
 
 
 def font_program(font) -> bytes:
