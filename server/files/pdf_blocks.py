@@ -10,6 +10,7 @@ em square ("。" left, "「" right), so between the ink of "。「", two glyphs 
 between them, lies more than an em of blank. A vertical rule between two objects (a table's
 border) ends a line however narrow the gap, and so does a column's edge where two cells touch (``pdf_cells``);
 a horizontal rule between two lines (``Paths.border``) ends a block however close the lines.
+A list's bullet or label at a line's start begins a block of its own (``pdf_lists``).
 Inside a line, objects are joined with a space where PDFium's text page put one: it measures the
 gap by the glyphs' advances, where their tight boxes leave gaps between the digits of one number
 when a browser writes a glyph an object.
@@ -28,80 +29,21 @@ characters, which would be translated as gibberish and drawn as boxes).
 from __future__ import annotations
 
 import ctypes
-import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from .pdf_bidi import has_rtl, logical, right_to_left
 from .pdf_cells import part_cells
+from .pdf_lines import Line, Run, gap_between
+from .pdf_lists import SYMBOL_BULLETS, item, label
 from .pdf_paths import ASCENT, DESCENT, Paths, pdfium_c
 
 LINE_GAP = 1.0  # a gap wider than this many font sizes starts a new line (a column, a table cell)
 LABEL_GAP = 4.0  # but a list's label alone at a line's start reaches its text this far (a tab)
 LEADING = (0.9, 1.6)  # baseline-to-baseline, in font sizes, of two lines of one block
 SAME_SIZE = 0.15  # sizes within 15% of each other belong to one block
-WORD_GAP = 0.3  # a gap between two objects' glyph boxes wider than this many sizes is a space
 HYPHENS = ("-", "\u2010", "\u00ad")  # a line ending in one joins the next without a space
-# Word's and LibreOffice's bullets in symbol fonts (Symbol's •, Wingdings' ▪ ❖ ➢ ✓), which their
-# PDFs map to the private-use code points Windows' symbol fonts have them at (U+F000 + the font's
-# code): a block is read with the Unicode bullet each looks like, which the fonts a translation is
-# drawn in have (no font but the symbol font draws the private-use one)
-SYMBOL_BULLETS = {"\uf0b7": "\u2022", "\uf0a7": "\u25aa", "\uf076": "\u2756", "\uf0d8": "\u27a2", "\uf0fc": "\u2713"}
-BULLET = re.compile(
-    r"[\u2022\u2023\u2043\u25aa\u25ab\u25cf\u25cb\u25e6\u25a0\u25a1\u25c6\u25c7\u25ba\u25b6\u2713\u2219\u00b7\u2756\u27a2"
-    + "".join(SYMBOL_BULLETS)
-    + "]"
-)
-# a list item's label: a dash or asterisk, or 1-3 digits, a letter or a roman numeral with "." or ")", then a space
-LABEL = re.compile(r"(?:[-\u2013\u2014*]|\(?(?:\d{1,3}|[a-zA-Z]|[ivxlcIVXLC]{2,6})[.)])\s")
-
-
-@dataclass(frozen=True)
-class Run:
-    """One text object: its index on the page, text, glyph bounds and baseline origin."""
-
-    index: int
-    text: str
-    left: float
-    bottom: float
-    right: float
-    top: float
-    x: float  # origin of its first glyph
-    baseline: float
-    size: float  # effective font size, in points
-    color: tuple[int, int, int, int]
-
-
-@dataclass
-class Line:
-    runs: list[Run]
-    bullet: float | None = None  # the left of a bullet drawn as a shape before it (``Paths.bullet``)
-
-    @property
-    def first(self) -> Run:
-        return self.runs[0]
-
-    @property
-    def text(self) -> str:
-        """The line's characters left to right, as drawn (right-to-left text in visual order)."""
-        # PDFium's text page puts the spaces it finds between a right-to-left line's objects on
-        # the wrong side of them (its order is neither the page's nor the reading order): there
-        # the objects' own spaces (``Drawn``) and the glyph-box gaps decide
-        rtl = any(has_rtl(run.text) for run in self.runs)
-        out = self.runs[0].text
-        for before, run in zip(self.runs, self.runs[1:]):
-            gap = gap_between(before, run)
-            spaced = out.endswith(" ") or run.text.startswith(" ")
-            # PDFium put a space after an object that a word gap follows; its decision is missing
-            # only where an object it read lies between (one this reader keeps as it is)
-            adjacent = run.index == before.index + 1 and not rtl
-            out += run.text if spaced or adjacent or gap <= WORD_GAP * run.size else " " + run.text
-        return out
-
-    @property
-    def right(self) -> float:
-        return max(r.right for r in self.runs)
 
 
 @dataclass(frozen=True)
@@ -207,80 +149,22 @@ def _run(index: int, obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXT
     return Run(index, text, left, bottom, right, top, matrix.e, matrix.f, size.value * matrix.d, color)  # type: ignore[arg-type]
 
 
-def gap_between(before: Run, run: Run) -> float:
-    """The blank between two objects of a line: from ``before``'s glyphs to ``run``'s origin, or
-    to its glyphs where they begin left of it; a glyph's ink alone may stand an em from its neighbour's."""
-    return min(run.left, run.x) - before.right
-
-
-def _label(text: str) -> bool:
-    """Whether ``text`` is a list item's label and nothing else: a bullet glyph, "1.", "b)", "-"."""
-    text = text.strip()
-    return bool(BULLET.fullmatch(text) or LABEL.fullmatch(text + " "))
-
-
 def _same_line(line: Line, run: Run, rules: Paths) -> bool:
     """Whether ``run`` continues ``line``: on its baseline, less than a font size from it, no rule
     between. A label alone at the line's start (Word and LibreOffice put a tab after "1." or "•")
     reaches its item's text up to ``LABEL_GAP`` sizes away."""
     last = line.runs[-1]
     size = max(last.size, run.size)
-    widest = LABEL_GAP if len(line.runs) == 1 and _label(last.text) else LINE_GAP
+    widest = LABEL_GAP if len(line.runs) == 1 and label(last.text) else LINE_GAP
     if abs(run.baseline - last.baseline) >= 0.3 * size or not -0.5 * size < gap_between(last, run) < widest * size:
         return False
     return not rules.between(last.right, run.left, run.baseline + 0.3 * run.size)
 
 
-def _item(lines: list[Line], line: Line) -> bool:
-    """Whether ``line`` begins a list item of its own, though spaced as the block's next line. A
-    bullet glyph always does (no wrapped line of prose starts with one), and so does a bullet
-    drawn as a shape before it (``Line.bullet``: a browser's). A label ("1.", "b)", "iv.", "- ")
-    does where the block began with a label of any kind, a bullet too, as far left or with its
-    text starting as far left after it (the item before it, of this list or of a list of the other
-    kind right above; its wrapped lines, under its text, carry none) or the line above ends in a
-    colon (the list's lead-in); a paragraph's wrapped line that starts "2. The" or "2025 was"
-    continues it."""
-    text = line.text.lstrip()
-    if line.bullet is not None or BULLET.match(text):
-        return True
-    if not LABEL.match(text + " "):
-        return False
-    near = 0.5 * line.first.size
-    start, first_text, text = _label_left(lines[0]), _text_start(lines[0]), _text_start(line)
-    listed = start is not None and abs(start - line.first.left) < near
-    aligned = first_text is not None and text is not None and abs(first_text - text) < near
-    return listed or aligned or lines[-1].text.rstrip().endswith(":")
-
-
-def _label_left(line: Line) -> float | None:
-    """Where the line's label stands: its bullet drawn as a shape, or a bullet or label its text
-    begins with (Chrome right-aligns a number where its bullets' left edges are); None for none."""
-    if line.bullet is not None:
-        return line.bullet
-    text = line.text.lstrip()
-    return line.first.left if BULLET.match(text) or LABEL.match(text + " ") else None
-
-
-def _text_start(line: Line) -> float | None:
-    """Where the line's text after its label begins: after its bullet drawn as a shape, or after
-    the objects that hold its bullet or label and nothing else ("10. ", or "1" and "1. " where a
-    browser split "11." at its kerning). A list's items start their text at one place, however wide
-    their labels ("9." and "10." right-aligned by Chrome, left-aligned at a tab stop by Word); None
-    where no label stands alone in its objects (a wrapped line of prose starting "10. The")."""
-    if line.bullet is not None:
-        return min(line.first.left, line.first.x)
-    label = ""
-    for run, after in zip(line.runs, line.runs[1:]):
-        label += run.text
-        if _label(label):
-            return min(after.left, after.x)
-    return None
-
-
 def _same_block(lines: list[Line], line: Line, rules: Paths) -> bool:
     above, first, run = lines[-1], lines[0], line.first
     size = above.first.size
-    if _item(lines, line) or rules.border(*_along([above, line])):
+    if item(lines, line) or rules.border(*_along([above, line])):
         return False
     if abs(run.size - size) > SAME_SIZE * size:
         return False

@@ -26,7 +26,7 @@ ROWS = 6.0  # a column's other cells stand at most this many font sizes above or
 
 
 class Placed(Protocol):
-    """A text object as ``pdf_blocks.Run`` holds it: its text, glyph box, origin and size."""
+    """A text object as ``pdf_lines.Run`` holds it: its text, glyph box, origin and size."""
 
     @property
     def text(self) -> str: ...

@@ -1,0 +1,63 @@
+"""A PDF page's text objects as lines: a ``Run`` is one text object, a ``Line`` the runs on one
+baseline, left to right (``pdf_blocks`` groups them; ``pdf_lists`` reads their labels)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .pdf_bidi import has_rtl
+
+WORD_GAP = 0.3  # a gap between two objects' glyph boxes wider than this many sizes is a space
+
+
+@dataclass(frozen=True)
+class Run:
+    """One text object: its index on the page, text, glyph bounds and baseline origin."""
+
+    index: int
+    text: str
+    left: float
+    bottom: float
+    right: float
+    top: float
+    x: float  # origin of its first glyph
+    baseline: float
+    size: float  # effective font size, in points
+    color: tuple[int, int, int, int]
+
+
+@dataclass
+class Line:
+    runs: list[Run]
+    bullet: float | None = None  # the left of a bullet drawn as a shape before it (``Paths.bullet``)
+
+    @property
+    def first(self) -> Run:
+        return self.runs[0]
+
+    @property
+    def text(self) -> str:
+        """The line's characters left to right, as drawn (right-to-left text in visual order)."""
+        # PDFium's text page puts the spaces it finds between a right-to-left line's objects on
+        # the wrong side of them (its order is neither the page's nor the reading order): there
+        # the objects' own spaces (``Drawn``) and the glyph-box gaps decide
+        rtl = any(has_rtl(run.text) for run in self.runs)
+        out = self.runs[0].text
+        for before, run in zip(self.runs, self.runs[1:]):
+            gap = gap_between(before, run)
+            spaced = out.endswith(" ") or run.text.startswith(" ")
+            # PDFium put a space after an object that a word gap follows; its decision is missing
+            # only where an object it read lies between (one this reader keeps as it is)
+            adjacent = run.index == before.index + 1 and not rtl
+            out += run.text if spaced or adjacent or gap <= WORD_GAP * run.size else " " + run.text
+        return out
+
+    @property
+    def right(self) -> float:
+        return max(r.right for r in self.runs)
+
+
+def gap_between(before: Run, run: Run) -> float:
+    """The blank between two objects of a line: from ``before``'s glyphs to ``run``'s origin, or
+    to its glyphs where they begin left of it; a glyph's ink alone may stand an em from its neighbour's."""
+    return min(run.left, run.x) - before.right
