@@ -8,7 +8,8 @@ A gap is measured from one object's glyphs to the next one's origin (or glyphs, 
 further left): a full-width Chinese or Japanese punctuation mark draws its ink in one half of its
 em square ("。" left, "「" right), so between the ink of "。「", two glyphs with no space
 between them, lies more than an em of blank. A vertical rule between two objects (a table's
-border) ends a line however narrow the gap, and so does a column's edge where two cells touch (``pdf_cells``);
+border) ends a line however narrow the gap, and so does a column's edge where two cells touch (``pdf_cells``)
+or where a borderless table's cells stand a word's gap apart (``pdf_columns``);
 a horizontal rule between two lines (``Paths.border``) ends a block however close the lines.
 A list's bullet or label at a line's start begins a block of its own (``pdf_lists``).
 Inside a line, objects are joined with a space where PDFium's text page put one: it measures the
@@ -35,6 +36,7 @@ from dataclasses import dataclass, replace
 
 from .pdf_bidi import has_rtl, logical, right_to_left
 from .pdf_cells import part_cells
+from .pdf_columns import part_columns
 from .pdf_lines import Line, Run, gap_between
 from .pdf_lists import SYMBOL_BULLETS, item, label
 from .pdf_paths import ASCENT, DESCENT, Paths, pdfium_c
@@ -276,7 +278,7 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
             lines[-1].runs.append(run)
         else:
             lines.append(Line([run]))
-    lines = [Line(list(runs)) for runs in part_cells([line.runs for line in lines])]  # touching cells parted
+    lines = [Line(list(runs)) for runs in part_columns(part_cells([ln.runs for ln in lines]), label)]  # cells
     for line in lines:  # a right-to-left line is read from its characters as drawn (``Line.text``)
         if any(has_rtl(run.text) for run in line.runs):
             line.runs = [drawn.run(page, run) for run in line.runs]

@@ -1,0 +1,175 @@
+"""A borderless table's rows parted into their cells where its columns' edges are (``pdf_blocks`` reads lines).
+
+A browser prints a table without borders with its cells a few points apart: Chrome's default
+``<table>`` (cellpadding 1, cellspacing 2) leaves 3 points between the widest cell of a column and
+the next column's text, no wider than a space, and PDFium's text page reads a space there. So a
+row's cells would be read as one line ("Monday at 3:45 PM Friday") and, rows spaced as a
+paragraph's lines, the table as one paragraph. The gap cannot tell a cell from a word; the
+columns can: a column's cells begin (or, right-aligned, end) at one x in every row. So an
+object that begins after a gap, its glyphs clear of the text before it, at the x where objects
+of other rows begin after a gap, begins a cell (a line of its own), where that x is a column's
+edge:
+
+- objects of rows at most ``ROWS`` sizes apart begin there, the texts before them not alike
+  (where they start or end): lines that begin alike ("The meeting", "The cat", each word an
+  object) share the x of their second word;
+- and one row at least leaves a gap there that already parted the row (wider than a line's
+  gap), or three rows begin a cell there, or two rows share another such edge: a justified
+  paragraph's words meet a column's edge, or one another's, by chance, one line with one other.
+
+A right-aligned column's cells (numbers) end at one x (within ``RIGHT_X`` sizes: glyph boxes
+differ by their side bearings) and begin at different ones; it is a column where one row's cell
+begins after a gap that parted the row. A line that has an object across a column's edge (a
+paragraph under a table, its words running past the table's columns) is no row and is not
+parted. Only whole objects are parted, never one object's text: a line drawn in one object (a
+paragraph's line, justified or not) stays whole, and so does a line drawn glyph by glyph (a
+browser's, whose grid lines up from line to line): the text before an edge must be more than
+one character.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from .pdf_cells import ROWS, SAME_X, Placed
+
+RIGHT_X = 0.05  # right ends this many sizes apart are one right-aligned column's edge (side bearings)
+ALIKE = 0.1  # texts starting and ending within this many sizes of each other are alike
+ACROSS = 0.05  # an object reaches across an edge when it runs this many sizes past it on both sides
+BESIDE = 0.6  # lines whose baselines are this many sizes apart stand on one row (a row's cells centred)
+SAME_ROW = 0.3  # and this close, on one baseline (the line beside parted for a rule or a gap)
+WIDE = 1.0  # a gap this many sizes wide parts a row (``pdf_blocks.LINE_GAP``)
+NEAR_ROWS = 2.0  # a line this many sizes above or below a column's rows is beside it
+LABEL_CHARS = 12  # no list's label ("1.", "iv)", a bullet) is longer
+
+R = TypeVar("R", bound=Placed)
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a cell may begin: object ``at`` of line ``line`` (0: the line begins there, after a
+    gap that parted its row), the text before it spanning ``before`` (start, end)."""
+
+    line: int
+    at: int
+    x: float
+    right: float
+    baseline: float
+    size: float
+    before: tuple[float, float]
+    wide: bool
+
+
+def part_columns(lines: Sequence[Sequence[R]], label: Callable[[str], bool]) -> list[Sequence[R]]:
+    """Lines (each its objects, left to right) with each row of a borderless table parted into its
+    cells; a list's item is no row: its text after a ``label`` ("1.", a bullet) is not a cell."""
+    starts = _starts(lines, label)
+    edges = _columns(starts, right=False) + _columns(starts, right=True)
+    cuts: dict[int, set[int]] = {}
+    rows: dict[int, bool] = {}  # whether a line is a row: none of its objects across an edge
+    for _, edge in edges:
+        for start in edge:
+            if start.line not in rows:
+                rows[start.line] = not _across(lines[start.line], edges, start.baseline)
+            if start.at and rows[start.line]:
+                cuts.setdefault(start.line, set()).add(start.at)
+    out: list[Sequence[R]] = []
+    for i, line in enumerate(lines):
+        at = [0, *sorted(cuts.get(i, ())), len(line)]
+        out += [line[a:b] for a, b in zip(at, at[1:])] if i in cuts else [line]
+    return out
+
+
+def _starts(lines: Sequence[Sequence[Placed]], label: Callable[[str], bool]) -> list[Start]:
+    """Every place a cell may begin: an object after a gap, its glyphs clear of the text before
+    it (more than one character), and a line that begins right of another on its row."""
+    rows = [(line[0].baseline, min(line[0].left, line[0].x), max(r.right for r in line)) for line in lines]
+    out = []
+    for i, line in enumerate(lines):
+        first = line[0]
+        start = min(first.left, first.x)
+        beside = [
+            (right, left)
+            for base, left, right in rows
+            if abs(base - first.baseline) < BESIDE * first.size
+            and (abs(base - first.baseline) < SAME_ROW * first.size or start - right >= WIDE * first.size)
+            and right <= start
+        ]
+        if beside:
+            right, left = max(beside)
+            out.append(Start(i, 0, first.x, first.right, first.baseline, first.size, (left, right), True))
+        prefix = ""  # the line's text before the object, while short enough to be a list's label
+        for k, (before, run) in enumerate(zip(line, line[1:]), 1):
+            prefix = (prefix + before.text)[:LABEL_CHARS]
+            # one glyph before: a word drawn glyph by glyph, unless it is a cell ("7") beginning its row's line
+            whole = len(before.text.strip()) > 1 or (k == 1 and bool(beside))
+            clear = min(run.left, run.x) >= before.right and whole
+            if clear and not label(prefix):
+                span = (min(before.left, before.x), before.right)
+                out.append(Start(i, k, run.x, run.right, run.baseline, run.size, span, False))
+    return out
+
+
+def _columns(starts: list[Start], right: bool) -> list[tuple[float, list[Start]]]:
+    """The starts that make a column's edge, one list an edge: beginning (``right``: ending) at one
+    x, on rows at most ``ROWS`` sizes apart, the texts before them not alike (or, right-aligned,
+    the cells themselves beginning apart), and evidence beyond chance (see the module's docstring)."""
+    near = RIGHT_X if right else SAME_X
+    differ = _rights_align if right else _lefts_differ
+
+    def key(start: Start) -> float:
+        return start.right if right else start.x
+
+    groups: list[list[Start]] = []
+    for start in sorted(starts, key=key):
+        if groups and key(start) - key(groups[-1][-1]) <= near * start.size:
+            groups[-1].append(start)
+        else:
+            groups.append([start])
+    chains = []
+    for group in groups:
+        group.sort(key=lambda s: s.baseline)
+        chain: list[Start] = []
+        for start in group:
+            if chain and start.baseline - chain[-1].baseline > ROWS * start.size:
+                chains.append(chain)
+                chain = []
+            chain.append(start)
+        chains.append(chain)
+    rows = [{round(s.baseline, 1) for s in chain} for chain in chains]
+    found = [k for k, chain in enumerate(chains) if len(rows[k]) > 1 and differ(chain)]
+    out = []
+    for k in found:
+        wide = any(s.wide for s in chains[k])
+        if right and not wide:
+            continue
+        shared = any(len(rows[k] & rows[j]) > 1 for j in found if j != k)
+        if wide or len(rows[k]) > 2 or shared:
+            out.append((max(key(s) for s in chains[k]), chains[k]))
+    return out
+
+
+def _lefts_differ(chain: list[Start]) -> bool:
+    """Whether the texts before the starts are not all alike (where they start and end)."""
+    first, size = chain[0].before, chain[0].size
+    return any(abs(s.before[0] - first[0]) > ALIKE * size or abs(s.before[1] - first[1]) > ALIKE * size for s in chain)
+
+
+def _rights_align(chain: list[Start]) -> bool:
+    """Whether the objects ending at one x begin at different ones: right-aligned, not one column's texts alike."""
+    return max(s.x for s in chain) - min(s.x for s in chain) > ALIKE * chain[0].size
+
+
+def _across(line: Sequence[Placed], edges: list[tuple[float, list[Start]]], baseline: float) -> bool:
+    """Whether an object of ``line`` reaches across the edge ``at`` of a column beside it: no table's row."""
+    for at, edge in edges:
+        near = NEAR_ROWS * edge[0].size
+        if not edge[0].baseline - near <= baseline <= edge[-1].baseline + near:
+            continue
+        for run in line:
+            slack = ACROSS * run.size
+            if min(run.left, run.x) < at - slack and run.right > at + slack:
+                return True
+    return False

@@ -1,0 +1,135 @@
+"""Tables without borders, as Chrome and LibreOffice print them: each cell's text an object of its
+own, a column's cells beginning (or, right-aligned, ending) at one x, a few points after the
+widest cell of the column before (Chrome's default cellpadding 1 and cellspacing 2: 3 points),
+narrower than a word's gap. Each cell is read, translated and drawn on its own, where a row was
+read as one line and the table as one paragraph; a paragraph's words stay together however they
+line up with the words of the lines around them."""
+
+from __future__ import annotations
+
+from fpdf import FPDF
+
+from attnserve.benchmarks.pdfs import A4
+from attnserve.server import files
+from tests.support.pdf_pages import pages
+
+LIMIT = 1 << 20
+PAD = 3.0  # between a column's widest cell and the next column's text: 4 CSS pixels
+STEP = 16.5  # between a table's rows at 12 pt
+
+
+def table(pdf: FPDF, rows: list[list[str]], top: float, right: frozenset[int] = frozenset()) -> list[float]:
+    """``rows`` drawn as Chrome draws a borderless table from x = 36, a cell an object, the first
+    row in bold; the columns in ``right`` right-aligned. The columns' left edges."""
+
+    def width(row: int, text: str) -> float:
+        pdf.set_font("Helvetica", "B" if row == 0 else "", 12)
+        return pdf.get_string_width(text)
+
+    widths = [max(width(r, row[c]) for r, row in enumerate(rows)) for c in range(len(rows[0]))]
+    edges = [36.0]
+    for w in widths[:-1]:
+        edges.append(edges[-1] + w + PAD)
+    for r, row in enumerate(rows):
+        for c, text in enumerate(row):
+            x = edges[c] + (widths[c] - width(r, text) if c in right else 0)
+            pdf.text(x, top + STEP * r, text)
+    return edges
+
+
+def words(pdf: FPDF, x: float, y: float, line: str, space: float) -> None:
+    """``line`` in Helvetica 12, each word an object, words ``space`` apart (a justified line's)."""
+    pdf.set_font("Helvetica", "", 12)
+    for word in line.split():
+        pdf.text(x, y, word)
+        x += pdf.get_string_width(word) + space
+
+
+def drawn(data: bytes) -> list[tuple[str, float, float]]:
+    """The first page's text objects: (text, left, bottom), in the order they are drawn."""
+    return [(text.text.strip(), text.bounds[0], text.bounds[1]) for text in pages(data)[0].texts]
+
+
+TIMES = [["Day", "Time", "Until"], ["Monday", "at 3:45 PM", "Friday"], ["Friday", "at 9:00 AM", "Monday"]]
+STOCK = [["Item", "Qty", "Notes"], ["Cherries", "1,500", "Sour ones"], ["Pears", "7", "Ripe"], ["Figs", "42", "Dried"]]
+
+
+def test_a_borderless_tables_cells_are_read_and_drawn_each_in_its_cell():
+    """Chrome's default <table>: 'Monday at 3:45 PM Friday Friday at 9:00 AM Monday' was one text,
+    translated into one paragraph drawn from the first cell over the others. Each cell is a text of
+    its own and its translation is drawn where its cell begins, on its row."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    edges = table(pdf, TIMES, 100)
+    data = bytes(pdf.output())
+    extracted = files.read("table.pdf", data, LIMIT)
+    cells = [text for row in TIMES for text in row]
+    assert extracted.texts == tuple(cells)
+    after = drawn(extracted.write([text.lower() for text in cells]))
+    cell_at = [edges[c] for row in TIMES for c in range(len(row))]
+    for (text, _, bottom), left in zip(drawn(data), cell_at):  # drawn cell by cell, row by row
+        # on its row: within a descender of the source (its row 16.5 points from the next)
+        assert any(t == text.lower() and abs(x - left) < 1.5 and abs(y - bottom) < 3 for t, x, y in after), text
+
+
+def test_a_right_aligned_column_of_numbers_and_a_bold_header_are_cells():
+    """Numbers right-aligned in their column end at one x and begin at different ones ("1,500" a
+    point from "Cherries", "7" far from "Pears"); the column after them begins at one x. The header
+    row, in bold, is read cell by cell too."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    table(pdf, STOCK, 100, right=frozenset({1}))
+    extracted = files.read("stock.pdf", bytes(pdf.output()), LIMIT)
+    assert extracted.texts == tuple(text for row in STOCK for text in row)
+
+
+def test_a_cells_text_wrapped_onto_two_lines_stays_one_text():
+    """LibreOffice and Chrome put a cell's first line on its row's baseline and wrap the rest under
+    it (the cell's lines drawn before the next cell): the wrapped cell is one text, the others
+    of its row and of the row below their own."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 12)
+    second = 36 + pdf.get_string_width("Another") + PAD
+    third = second + pdf.get_string_width("A longer cell whose text") + PAD
+    for x, y, text in [(36, 100, "Short"), (second, 100, "A longer cell whose text"),
+                       (second, 113.8, "wraps onto two lines"), (third, 100, "End"),
+                       (36, 130.3, "Another"), (second, 130.3, "Brief"), (third, 130.3, "Last")]:  # fmt: skip
+        pdf.text(x, y, text)
+    extracted = files.read("wrapped.pdf", bytes(pdf.output()), LIMIT)
+    assert extracted.texts == (
+        "Short",
+        "A longer cell whose text wraps onto two lines",
+        "End",
+        "Another",
+        "Brief",
+        "Last",
+    )
+
+
+def test_paragraphs_whose_words_line_up_are_not_read_as_tables():
+    """Under a table, whose cells are parted: lines of a paragraph beginning with the same word,
+    each word an object (their second words begin at one x); a justified paragraph, each word an
+    object, two of whose lines have a word at one x; a paragraph drawn glyph by glyph in Courier,
+    as Chrome draws justified monospace text, its glyphs on a grid from line to line. Each reads
+    as the paragraph it is."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    table(pdf, TIMES, 100)
+    same = ["The meeting is on Friday and we", "The cat sat on the mat all day", "The end of the story."]
+    for row, line in enumerate(same):
+        words(pdf, 36, 250 + 14.25 * row, line, pdf.get_string_width(" "))
+    justified = ["We will discuss all the report", "and the budget for the next year", "as the board asked us."]
+    # a space of each line such that "report" and "next", each after five words, begin at one x
+    width = [sum(map(pdf.get_string_width, line.split()[:5])) for line in justified]
+    spaces = [(width[1] + 5 * 4.5 - width[0]) / 5, 4.5, pdf.get_string_width(" ")]
+    for row, (line, space) in enumerate(zip(justified, spaces)):
+        words(pdf, 36, 350 + 14.25 * row, line, space)
+    mono = ["Total: 1,500 miles in 2025 by car", "and 2,500 miles by train in 2026.", "Done."]
+    pdf.set_font("Courier", "", 12)
+    for row, line in enumerate(mono):
+        for k, ch in enumerate(line):
+            if ch != " ":
+                pdf.text(36 + 7.2 * k, 450 + 14.25 * row, ch)
+    texts = files.read("prose.pdf", bytes(pdf.output()), LIMIT).texts
+    assert texts == (*(text for row in TIMES for text in row), *(" ".join(p) for p in (same, justified, mono)))
