@@ -171,11 +171,11 @@ def _wrap(
 
 
 def fit(
-    block: Block, words: list[str], widths: list[float], spaced: list[bool], space: float, box: Rect
+    block: Block, words: list[str], widths: list[float], spaced: list[bool], space: float, box: Rect, shrink=True
 ) -> tuple[float, list[str]]:
     """(size, lines) of the translation in ``box`` (the block's box grown into the room around it,
     ``pdf_room``): at its size, on its line count or on more where the box has room below; else
-    shrunk on its line count; then wrapped, shrinking."""
+    shrunk on its line count; then wrapped, shrinking (``shrink`` False: (0, []) instead)."""
     box_width, box_height = box[2] - box[0], box[3] - box[1]
     above = (block.top - block.baseline) / block.size  # the first line's box above its baseline, in sizes
     last = block.baseline - (block.lines - 1) * block.leading * block.size
@@ -192,6 +192,8 @@ def fit(
     lines = wrap(block.size)
     if fits(block.size, lines, len(words)):
         return block.size, lines  # type: ignore[return-value]
+    if not shrink:
+        return 0.0, []
     total = sum(widths) + space * (sum(spaced[1:]) - (block.lines - 1))  # on block.lines lines, at size 1
     size, smallest = min(block.size, block.lines * box_width / max(total, 1e-6)), max(SMALLEST * block.size, 3.0)
     smallest = min(smallest, block.size)
@@ -223,8 +225,13 @@ def _draw(
     glyphs.missing(" ")
     widths = [glyphs.width(word) for word in words]
     align = room.align(block, rtl)
-    box = room.grown(block, align)
-    size, lines = fit(block, words, widths, spaced, glyphs.width(" ") or 0.25, box)
+    space = glyphs.width(" ") or 0.25
+    # the block's own box where the translation fits it at its size; the room around it only
+    # where it would be shrunk (its line breaks stay the source's width where they can)
+    own = (block.left if align == "right" else block.x, block.bottom, block.right, block.top)
+    size, lines = fit(block, words, widths, spaced, space, own, shrink=False)
+    if not lines:
+        size, lines = fit(block, words, widths, spaced, space, room.grown(block, align))
     top = block.top - (block.top - block.baseline) / block.size * size
     r, g, b, a = block.color
     for i, line in enumerate(lines):

@@ -33,12 +33,18 @@ SEPARATOR = frozenset({"CS", "ES"})
 MIRROR = dict(zip("()[]{}<>«»‹›", ")(][}{><»«›‹"))
 
 
+FIRST_RTL = "\u0590"  # no character before Hebrew's block is right to left
+
+
 def has_rtl(text: str) -> bool:
-    return any(unicodedata.bidirectional(ch) in RTL for ch in text)
+    # most text (Latin, with its accents) holds no character past U+0590: one C-speed max decides
+    return bool(text) and max(text) >= FIRST_RTL and any(unicodedata.bidirectional(ch) in RTL for ch in text)
 
 
 def right_to_left(text: str) -> bool:
     """Whether a paragraph reads right to left: it has more right-to-left letters than left-to-right ones."""
+    if not has_rtl(text):
+        return False
     kinds = [unicodedata.bidirectional(ch) for ch in text]
     rtl = sum(k in RTL for k in kinds)
     return rtl > 0 and rtl >= kinds.count("L")

@@ -53,6 +53,7 @@ class Room:
     def __init__(self, page: pdfium_c.FPDF_PAGE, count: int, blocks: list[Block], box: Rect) -> None:
         self.cells: dict[tuple[int, int], list[Entry]] | None = {}
         self.entries, self.looked, self.box = 0, 0, box
+        self.pending: list[tuple[int, Rect, bool]] | None = []  # indexed on the first block that asks for room
         edges = [math.inf, math.inf, -math.inf, -math.inf]
         bounds = [ctypes.c_float() for _ in range(4)]
         for i in range(count):
@@ -83,6 +84,9 @@ class Room:
 
     def add(self, index: int, rect: Rect, text: bool) -> None:
         """An object the blocks' room must leave free (``index`` -1: a line of a drawn translation)."""
+        if self.pending is not None:
+            self.pending.append((index, rect, text))
+            return
         if self.cells is None:
             return
         if (rect := _clip(rect, self.box)) is None:  # type: ignore[assignment]
@@ -116,6 +120,10 @@ class Room:
     def grown(self, block: Block, align: str) -> Rect:
         """The box the block's translation may fill: its own, grown into the free room around it."""
         start = block.left if align == "right" else block.x
+        if self.pending is not None:  # a page whose every translation fits its own box indexes nothing
+            pending, self.pending = self.pending, None
+            for entry in pending:
+                self.add(*entry)
         if self.cells is None or self.looked > BUDGET:
             return start, block.bottom, block.right, block.top
         mine = {*block.objects, *block.marks}
