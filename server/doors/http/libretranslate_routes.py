@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from ...service.document_results import reads
 from ...service.requests import Translated, TranslationRequest
 from ...service.routing import language_name
 from ...service.vocabulary import FILE_EXTENSIONS, FORMATS, TEXT, Hypothesis, WordAlignment
@@ -143,10 +144,10 @@ def _flag(fields: dict[str, Any], name: str) -> bool:
 def _distinct(texts: list[str], best: str) -> list[str]:
     """LibreTranslate's alternatives: other hypotheses, each once, none reading as the translation
     (spacing aside, as the service tells an n-best list's texts apart)."""
-    seen, kept = {" ".join(best.split())}, []
+    seen, kept = {reads(best)}, []
     for text in texts:
-        if (reads := " ".join(text.split())) not in seen:
-            seen.add(reads)
+        if (read := reads(text)) not in seen:
+            seen.add(read)
             kept.append(text)
     return kept
 
