@@ -72,10 +72,22 @@ class ServerProcess:
         for line in self.proc.stderr:
             self.log.append(line)
 
+    def logged(self, words: str, timeout: float = 10.0) -> bool:
+        """Whether a line holding ``words`` reaches the log within ``timeout`` seconds: the log is
+        read by a thread, so a line written just before a reply can arrive just after it."""
+        deadline = time.monotonic() + timeout
+        while not any(words in line for line in list(self.log)):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.02)
+        return True
+
     def stop(self) -> int:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(30)
+        code = self.proc.wait(30)
+        self._reader.join(10)  # the log's last lines, written just before the exit, are read
+        return code
 
 
 def _limit_file_size(size: int) -> None:

@@ -296,7 +296,7 @@ def test_a_full_disk_refuses_a_job_and_a_glossary_with_503_and_keeps_no_partial_
                 break
         assert status == 503 and "did not answer" in reply["error"], (status, reply)
         assert str(state) not in reply["error"]  # the store's file is the operator's, in the log
-        assert any("state.sqlite3 did not answer" in line for line in server.log)
+        assert server.logged("state.sqlite3 did not answer"), "".join(server.log)
     finally:
         server.stop()
     assert not any("Traceback" in line for line in server.log), "".join(server.log)
