@@ -4,7 +4,7 @@ A line names the door and its route or RPC, the client, the model that answered 
 did), the status, the time from the request's arrival to its answer, the request and response
 sizes in bytes and the request id, and never a text, a file or a key (the route is logged without
 its query string); a request refused past its client's request rate ends in ``refused=`` and the
-rate (``requests_per_minute``, ``requests_per_day``)::
+rate (``requests_per_minute``, ``requests_per_hour``, ``requests_per_day``), or ``banned``::
 
     access: HTTP POST /translate from 127.0.0.1 model=translator-en-de status=400 1.8 ms in=61 out=72 id=9f3c...
     access: gRPC /attnserve.v1.InferenceService/Translate from ipv4:127.0.0.1:51022 model=translator-en-de

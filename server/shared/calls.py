@@ -44,7 +44,7 @@ class Call:
     queue_s: float = 0.0  # time its items waited for a batch or decode admission (the longest)
     load_ms: float = 0.0  # time it waited for its model to load (lazy loading); sent as LOAD_MS_KEY
     key: str = ""  # sha256 of the caller's api key ("" without keys): whose stored glossaries it reads
-    refused: str = ""  # the request rate that refused it ("requests_per_minute"), for its access-log line
+    refused: str = ""  # the request rate that refused it ("requests_per_minute", "banned"), for its access-log line
 
 
 LOAD_MS_KEY = "attnserve-load-ms"  # gRPC trailing metadata / HTTP header: a call that waited for a model load
@@ -97,7 +97,7 @@ class CallTracker:
         rates: RateLimiter | None = None,
     ) -> None:
         self.metrics = metrics
-        self.rates = rates  # --requests-per-minute / --requests-per-day; None: no client is limited
+        self.rates = rates  # --requests-per-minute / -hour / -day, --ban-after-refusals; None: no client is limited
         # Which names label the metrics and the statistics: a client's made-up model name must
         # not become a series of its own (10,000 random names would make 200,000 series).
         self.served = served or (lambda name: True)

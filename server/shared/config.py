@@ -21,6 +21,11 @@ STEP_BUCKETS_HELP = (
     "on the CPU; the gain on a GPU is not measured yet)"
 )
 LANGUAGE_DETECTION = ("langid", "lingua", "auto", "off")
+LANGUAGE_DETECTION_HELP = (
+    "source 'auto' and /detect of the LibreTranslate routes, among the served languages: langid (built in: the "
+    "script, then py3langid), lingua (more accurate on short texts: pip install 'attnserve[detect]'), auto "
+    "(lingua when installed, else langid), or off"
+)
 LOAD_MODELS = ("auto", "eager", "lazy")
 QUALITY_ACTIONS = ("mark", "refuse")  # service/quality.py's
 SHARED_MEMORY = ("off", "system")
@@ -34,6 +39,10 @@ RATE_HELP = (
     "requests one client (its bearer token, else its IP address) may send a {period}, counted by each server "
     "process (--workers N: each its own); health, metrics, listings and the web page are not counted; past it "
     "429 / RESOURCE_EXHAUSTED with Retry-After (0 = unlimited)"
+)
+BAN_HELP = (
+    "refusals past its request rates, one forgiven every --ban-seconds, at which a client is banned: refused "
+    "every counted request for --ban-seconds (LibreTranslate's --req-flood-threshold; 0 = no ban)"
 )
 
 
@@ -61,13 +70,7 @@ class Settings:
     http_port: int = _setting(
         8000, "HTTP port on the same host: KServe v2 REST, generate, LibreTranslate (0 = any free port, -1 = off)"
     )
-    language_detection: str = _setting(
-        "langid",
-        "source 'auto' and /detect of the LibreTranslate routes, among the served languages: langid (built in: the "
-        "script, then py3langid), lingua (more accurate on short texts: pip install 'attnserve[detect]'), auto "
-        "(lingua when installed, else langid), or off",
-        choices=LANGUAGE_DETECTION,
-    )
+    language_detection: str = _setting("langid", LANGUAGE_DETECTION_HELP, choices=LANGUAGE_DETECTION)
     glossary_dir: str = _setting(
         "",
         "folder of default glossaries (TSV: source<TAB>target, or source alone to keep it): <model name>.tsv "
@@ -276,7 +279,10 @@ class Settings:
     auth_tokens: str = _setting("", "comma-separated bearer tokens (prefer the environment or a file)")
     auth_token_file: str = _setting("", "file of bearer tokens, one per line ('#' comments), and their own rates")
     requests_per_minute: int = _setting(0, RATE_HELP.format(period="minute"))
+    requests_per_hour: int = _setting(0, RATE_HELP.format(period="hour"))
     requests_per_day: int = _setting(0, RATE_HELP.format(period="day"))
+    ban_after_refusals: int = _setting(0, BAN_HELP)
+    ban_seconds: float = _setting(600.0, "seconds a ban (--ban-after-refusals) lasts; one refusal is forgiven each")
     enable_admin: bool = _setting(
         False, "serve the admin RPCs (Reload; KServe model load/unload); they need a token when tokens are set"
     )
@@ -345,7 +351,10 @@ def _in_range(settings: Settings) -> dict[str, bool]:
         "file_cpu_seconds": settings.file_cpu_seconds >= 1,
         "file_memory_bytes": settings.file_memory_bytes >= 0,
         "requests_per_minute": settings.requests_per_minute >= 0,
+        "requests_per_hour": settings.requests_per_hour >= 0,
         "requests_per_day": settings.requests_per_day >= 0,
+        "ban_after_refusals": settings.ban_after_refusals >= 0,
+        "ban_seconds": settings.ban_seconds > 0,
         "translation_cache_mb": settings.translation_cache_mb >= 0,
         "public_url": not settings.public_url or settings.public_url.startswith(("http://", "https://")),
         "state_url": not settings.state_url or settings.state_url.startswith(("postgresql://", "postgres://")),

@@ -82,8 +82,9 @@ class Overloaded(ServingError):
 
 
 class RateLimited(Overloaded):
-    """A client past one of its request rates (``--requests-per-minute``, ``--requests-per-day``, or
-    its token's own in ``--auth-token-file``): ``limit`` requests a ``period`` ("minute", "day"),
+    """A client past one of its request rates (``--requests-per-minute``, ``--requests-per-hour``,
+    ``--requests-per-day``, or its token's own in ``--auth-token-file``): ``limit`` requests a
+    ``period`` ("minute", "hour", "day"),
     ``reason`` names the rate (the metrics' label), ``retry_after`` is the seconds until the next
     request is let in. HTTP answers 429 with ``Retry-After``; each door words it its own way."""
 
@@ -98,6 +99,20 @@ class RateLimited(Overloaded):
     def retry_seconds(self) -> int:
         """``retry_after`` as ``Retry-After`` states it: whole seconds, rounded up, at least 1."""
         return max(1, math.ceil(self.retry_after))
+
+
+class Banned(RateLimited):
+    """A client banned for ``seconds`` (``--ban-seconds``) after ``refusals`` refusals past its
+    request rates (``--ban-after-refusals``). A ban is temporary, so it keeps RateLimited's status
+    and ``Retry-After`` (at the ban's end); LibreTranslate's door answers it with upstream's 403."""
+
+    def __init__(self, refusals: int, seconds: float, retry_after: float) -> None:
+        self.limit, self.period, self.reason, self.retry_after = refusals, f"{seconds:g} s", "banned", retry_after
+        self.detail = (
+            f"this client is banned for {seconds:g} s after {refusals} refusal{'s' * (refusals != 1)} past its "
+            f"request rates (--ban-after-refusals, --ban-seconds); retry in {self.retry_seconds} s"
+        )
+        Overloaded.__init__(self, f"too many requests: {self.detail}")
 
 
 class ShuttingDown(ServingError):

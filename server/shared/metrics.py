@@ -34,7 +34,8 @@ attnserve_loaded_model_bytes{model}                a loaded model's bytes in the
 attnserve_unauthenticated_total{method}            calls refused for a missing or wrong bearer token
 attnserve_rate_limited_total{door,reason}          calls refused past a client's request rate; door: the method
                                                    label's protocol (libretranslate, deepl, kserve.http, kserve,
-                                                   v1, ...), reason: requests_per_minute or requests_per_day
+                                                   v1, ...), reason: requests_per_minute, requests_per_hour,
+                                                   requests_per_day, or banned (--ban-after-refusals)
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""Per-client request rates: ``--requests-per-minute`` and ``--requests-per-day``, and a token's
-own rates in ``--auth-token-file`` (``TOKEN requests_per_minute=600``).
+"""Per-client request rates: ``--requests-per-minute``, ``--requests-per-hour`` and
+``--requests-per-day``, a token's own rates in ``--auth-token-file`` (``TOKEN
+requests_per_minute=600``), and the ban of a client refused again and again (``--ban-after-refusals``).
 
 A client is its bearer token when the server has tokens (the sha256 the calls carry as
 ``Call.key``), else its address: an IPv4 address, or an IPv6 address's /64 (one host or one
@@ -10,12 +11,22 @@ so a client may send N at once, then one every period / N; a refused request tak
 it, and ``Retry-After`` is exactly when the next one is let in. Over any one period a client gets
 at most 2N (N at once and the N that refilled meanwhile); LibreTranslate's moving window allows N.
 
+A ban counts a client's refusals as LibreTranslate's ``--req-flood-threshold`` does: each refusal
+adds one, one is forgiven every period (upstream's 10 minutes, here ``--ban-seconds``), and at
+``--ban-after-refusals`` the client is refused every counted request for ``--ban-seconds`` (N
+refusals within the period always ban).
+The count is one more timestamp in the same bucket scheme (it leaks one a period), and the ban's
+end another, so a ban costs a banned client nothing but a comparison. A banned request is refused
+before the rates and counts in neither them nor the refusals, so a ban ends on time however hard
+the client knocks; as upstream's, a client whose ban has ended still owes the refusals not yet
+forgiven, so one more refusal soon after bans it again.
+
 The buckets live in memory, per server process: with ``--workers N`` each worker counts the
 requests of the connections it accepted, so a client whose connections reach several workers
 gets up to N times the rates (docs/operations.md). Clients are kept least recently seen first: a
-bucket that has refilled is dropped as the next request passes it, and past ``MAX_CLIENTS`` the
-least recently seen is forgotten (a full bucket again), so a flood of new addresses costs bounded
-memory.
+client whose buckets have refilled, refusals been forgiven and ban ended is dropped as the next
+request passes it, and past ``MAX_CLIENTS`` the least recently seen is forgotten (a full bucket
+and no ban again), so a flood of new addresses costs bounded memory.
 """
 
 from __future__ import annotations
@@ -27,18 +38,22 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from .errors import RateLimited
+from .errors import Banned, RateLimited
 
-MAX_CLIENTS = 100_000  # buckets kept at once (about 200 bytes each)
+MAX_CLIENTS = 100_000  # clients kept at once (a few hundred bytes each)
 # (setting, seconds, the period as LibreTranslate's limiter words it), in the order they are checked
-PERIODS = (("requests_per_minute", 60.0, "minute"), ("requests_per_day", 86400.0, "day"))
+PERIODS = (
+    ("requests_per_minute", 60.0, "minute"),
+    ("requests_per_hour", 3600.0, "hour"),
+    ("requests_per_day", 86400.0, "day"),
+)
 RATE_NAMES = tuple(name for name, _, _ in PERIODS)
 
 
 class Rate(NamedTuple):
     limit: int  # requests a period
     seconds: float  # the period
-    period: str  # "minute", "day"
+    period: str  # "minute", "hour", "day"
     reason: str  # the setting's name: the metrics' label
     where: str  # where it is set, for the refusal's message
 
@@ -88,7 +103,9 @@ def peer_host(peer: str) -> str:
 
 
 class RateLimiter:
-    """The buckets of every client of one server process; ``clock`` is monotonic seconds."""
+    """The buckets of every client of one server process; ``clock`` is monotonic seconds.
+    ``ban_after`` refusals (0: no ban), less one forgiven every ``ban_seconds``, ban a client for
+    ``ban_seconds``."""
 
     def __init__(
         self,
@@ -96,11 +113,16 @@ class RateLimiter:
         overrides: Mapping[str, tuple[Rate, ...]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         max_clients: int = MAX_CLIENTS,
+        *,
+        ban_after: int = 0,
+        ban_seconds: float = 600.0,
     ) -> None:
         self.rates = rates  # every client's, but a token with its own
         self.overrides = dict(overrides or {})  # key (a token's sha256) -> its rates
         self.clock, self.max_clients = clock, max_clients
-        # client -> the time each of its rates' buckets is full again (GCRA's "theoretical arrival time")
+        self.ban_after, self.ban_seconds = ban_after, ban_seconds
+        # client -> the time each of its rates' buckets is full again (GCRA's "theoretical arrival
+        # time"), then the time its refusals are all forgiven, then the time its ban ends
         self._full_at: OrderedDict[str, list[float]] = OrderedDict()
 
     def __len__(self) -> int:
@@ -108,13 +130,17 @@ class RateLimiter:
 
     def admit(self, caller: Caller) -> None:
         """Count one request of ``caller``, or raise RateLimited naming the rate it is past (the
-        one to wait longest for) and leave its buckets as they were."""
+        one to wait longest for) and leave its buckets as they were; Banned while it is banned,
+        and for the refusal that bans it."""
         rates = self.overrides.get(caller.key, self.rates) if caller.key else self.rates
         if not rates:
             return
         now, client = self.clock(), caller.client
+        full_at = self._full_at.pop(client, None) or [now] * (len(rates) + 2)
         self._forget(now)
-        full_at = self._full_at.pop(client, None) or [now] * len(rates)
+        self._full_at[client] = full_at
+        if full_at[-1] > now:
+            raise Banned(self.ban_after, self.ban_seconds, full_at[-1] - now)
         taken, refused, wait = [], None, 0.0
         for rate, full in zip(rates, full_at):
             after = max(full, now) + rate.seconds / rate.limit  # the bucket with this request taken
@@ -122,13 +148,26 @@ class RateLimiter:
                 if after - now - rate.seconds > wait:
                     refused, wait = rate, after - now - rate.seconds
             taken.append(after)
-        self._full_at[client] = full_at if refused is not None else taken
-        if refused is not None:
-            raise RateLimited(refused.limit, refused.period, refused.reason, refused.where, wait)
+        if refused is None:
+            full_at[: len(rates)] = taken
+            return
+        if self.ban_after and self._bans(full_at, now):
+            raise Banned(self.ban_after, self.ban_seconds, self.ban_seconds)
+        raise RateLimited(refused.limit, refused.period, refused.reason, refused.where, wait)
+
+    def _bans(self, full_at: list[float], now: float) -> bool:
+        """Count one refusal of a client (``full_at``'s last two: when its refusals are all
+        forgiven, when its ban ends); True, with its ban begun, when it holds ``ban_after`` of them."""
+        full_at[-2] = max(full_at[-2], now) + self.ban_seconds
+        if full_at[-2] - now <= (self.ban_after - 1) * self.ban_seconds * (1 + 1e-9):
+            return False
+        full_at[-1] = now + self.ban_seconds
+        return True
 
     def _forget(self, now: float) -> None:
-        """Drop the least recently seen clients whose buckets are full again (they start afresh the
-        same), and past ``max_clients`` the least recently seen whatever its buckets."""
+        """Drop the least recently seen clients whose buckets are full again, refusals forgiven and
+        ban over (they start afresh the same), and past ``max_clients`` the least recently seen
+        whatever its state."""
         while self._full_at:
             client, full_at = next(iter(self._full_at.items()))
             if max(full_at) > now and len(self._full_at) < self.max_clients:

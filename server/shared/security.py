@@ -80,9 +80,9 @@ def load_tokens(settings: Settings) -> list[str]:
 
 def token_file(settings: Settings) -> list[tuple[str, dict[str, int]]]:
     """The lines of ``auth_token_file``: a token, then optionally its own request rates as
-    ``name=N`` (``requests_per_minute``, ``requests_per_day``; 0 = unlimited), all separated by
-    whitespace; from a word starting with '#' on, a comment. A line's fault is a ConfigError
-    naming its line, never its token."""
+    ``name=N`` (``requests_per_minute``, ``requests_per_hour``, ``requests_per_day``; 0 =
+    unlimited), all separated by whitespace; from a word starting with '#' on, a comment. A line's
+    fault is a ConfigError naming its line, never its token."""
     path, found = settings.auth_token_file, []
     text = _read(path, "auth_token_file").decode("utf-8", "replace")
     for number, line in enumerate(text.splitlines(), 1):
@@ -96,8 +96,8 @@ def token_file(settings: Settings) -> list[tuple[str, dict[str, int]]]:
             if name not in RATE_NAMES or not value.isdigit():
                 what = f"{echo(name)}={echo(value, 16, quoted=False)}" if equals else "a word with no '='"
                 raise ConfigError(
-                    f"auth_token_file: {path} line {number}: after the token, {what} is not "
-                    "requests_per_minute=N or requests_per_day=N (N a whole number, 0 = unlimited)"
+                    f"auth_token_file: {path} line {number}: after the token, {what} is not requests_per_minute=N, "
+                    "requests_per_hour=N or requests_per_day=N (N a whole number, 0 = unlimited)"
                 )
             rates[name] = int(value)
         found.append((words[0], rates))
@@ -112,8 +112,9 @@ def token_rates(settings: Settings) -> dict[str, dict[str, int]]:
 
 
 def rate_limiter(settings: Settings) -> RateLimiter | None:
-    """Every client's request rates (``--requests-per-minute``, ``--requests-per-day``) and those the
-    token file gives its tokens, each over the defaults it does not name; None where no client has any."""
+    """Every client's request rates (``--requests-per-minute``, ``--requests-per-hour``,
+    ``--requests-per-day``) and those the token file gives its tokens, each over the defaults it
+    does not name, with the ban of ``--ban-after-refusals``; None where no client has any rate."""
     defaults = {name: getattr(settings, name) for name in RATE_NAMES}
     rates = rates_of(defaults, _flag)
     overrides = {
@@ -121,8 +122,10 @@ def rate_limiter(settings: Settings) -> RateLimiter | None:
         for key, own in token_rates(settings).items()
     }
     if not rates and not any(overrides.values()):
+        if settings.ban_after_refusals:
+            log.warning("ban_after_refusals: no client has a request rate to be refused by, so none is banned")
         return None
-    return RateLimiter(rates, overrides)
+    return RateLimiter(rates, overrides, ban_after=settings.ban_after_refusals, ban_seconds=settings.ban_seconds)
 
 
 def _flag(name: str) -> str:

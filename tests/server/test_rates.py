@@ -1,6 +1,7 @@
 """The request-rate buckets (``server/shared/rates.py``) on a clock the tests move, the token
-file's per-token rates and the settings: what a client past ``--requests-per-minute`` is told and
-when it is let in again. Through the doors: tests/server/http/test_rate_limits.py."""
+file's per-token rates, the ban of ``--ban-after-refusals`` and the settings: what a client past
+``--requests-per-minute`` is told and when it is let in again. Through the doors:
+tests/server/http/test_rate_limits.py and test_rate_bans.py."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from attnserve.server.shared.config import ConfigError
 from attnserve.server.shared.config_sources import resolve_settings
-from attnserve.server.shared.errors import RateLimited
+from attnserve.server.shared.errors import Banned, RateLimited
 from attnserve.server.shared.rates import Caller, RateLimiter, address_of, peer_host, rates_of
 from attnserve.server.shared.security import key_digest, load_tokens, rate_limiter, token_rates
 
@@ -21,10 +22,10 @@ class Clock:
         return self.now
 
 
-def limiter(clock: Clock, overrides: dict | None = None, **values: int) -> RateLimiter:
+def limiter(clock: Clock, overrides: dict | None = None, ban_after: int = 0, **values: int) -> RateLimiter:
     rates = rates_of(values, lambda name: "--" + name.replace("_", "-"))
     own = {key: rates_of(v, lambda name: "its own") for key, v in (overrides or {}).items()}
-    return RateLimiter(rates, own, clock)
+    return RateLimiter(rates, own, clock, ban_after=ban_after, ban_seconds=600.0)
 
 
 def refusal(limits: RateLimiter, caller: Caller) -> RateLimited:
@@ -83,6 +84,74 @@ def test_a_refusal_names_the_rate_to_wait_longest_for():
     assert "3 per day for this client (--requests-per-day)" in str(refused)
 
 
+def test_an_hourly_rate_refuses_once_the_hour_is_spent_whatever_the_minute_allows():
+    clock = Clock()
+    limits = limiter(clock, requests_per_minute=3, requests_per_hour=4)
+    for _ in range(3):
+        limits.admit(ALICE)
+    clock.now += 60
+    limits.admit(ALICE)  # the minute refilled; the hour's 4th
+    refused = refusal(limits, ALICE)
+    assert (refused.limit, refused.period, refused.reason) == (4, "hour", "requests_per_hour")
+    assert refused.retry_after == pytest.approx(840.0)  # one of 4 refills every 15 minutes, the 1st a minute ago
+    assert "4 per hour for this client (--requests-per-hour)" in str(refused)
+    clock.now += refused.retry_after
+    limits.admit(ALICE)
+
+
+def test_refusals_ban_a_client_for_the_ban_period_whatever_its_rates_allow():
+    clock = Clock()
+    limits = limiter(clock, ban_after=3, requests_per_minute=1)
+    limits.admit(ALICE)
+    refusal(limits, ALICE)
+    refusal(limits, ALICE)
+    banned = refusal(limits, ALICE)  # the 3rd refusal bans
+    assert isinstance(banned, Banned) and (banned.reason, banned.retry_seconds) == ("banned", 600)
+    assert banned.status == "RESOURCE_EXHAUSTED" and banned.http_status == 429
+    assert str(banned) == (
+        "too many requests: this client is banned for 600 s after 3 refusals past its request rates "
+        "(--ban-after-refusals, --ban-seconds); retry in 600 s"
+    )
+    limits.admit(BOB)  # another client is not
+    clock.now += 120  # the minute's bucket is full again, and still the ban refuses
+    assert refusal(limits, ALICE).retry_seconds == 480
+    clock.now += 480
+    limits.admit(ALICE)  # the ban is over
+    refusal(limits, ALICE)  # as LibreTranslate's: refusals not yet forgiven are owed, so one more bans
+    assert isinstance(refusal(limits, ALICE), Banned)
+
+
+def test_one_refusal_is_forgiven_every_ban_period_and_a_banned_request_counts_nowhere():
+    clock = Clock()
+    limits = limiter(clock, ban_after=2, requests_per_minute=1)
+    limits.admit(ALICE)
+    assert not isinstance(refusal(limits, ALICE), Banned)
+    clock.now += 600  # that refusal is forgiven
+    limits.admit(ALICE)
+    assert not isinstance(refusal(limits, ALICE), Banned)
+    assert isinstance(refusal(limits, ALICE), Banned)  # two within the period ban
+    for _ in range(100):  # knocking on during the ban neither lengthens it nor adds refusals
+        assert isinstance(refusal(limits, ALICE), Banned)
+    clock.now += 600
+    limits.admit(ALICE)
+    clock.now += 1200  # the ban's refusals are forgiven too
+    limits.admit(ALICE)
+    assert not isinstance(refusal(limits, ALICE), Banned)
+
+
+def test_banned_clients_are_forgotten_once_forgiven_and_memory_stays_bounded():
+    clock = Clock()
+    limits = RateLimiter(rates_of({"requests_per_minute": 1}, str), clock=clock, max_clients=100, ban_after=1)
+    for i in range(1000):  # a flood of new addresses, each banned on its first refusal
+        caller = Caller("", f"10.1.{i // 250}.{i % 250}")
+        limits.admit(caller)
+        assert isinstance(refusal(limits, caller), Banned)
+    assert len(limits) == 100
+    clock.now += 600  # every ban over, every refusal forgiven: each is forgotten as the next request passes it
+    limits.admit(BOB)
+    assert len(limits) == 1
+
+
 def test_a_token_with_rates_of_its_own_gets_them_and_zero_is_unlimited():
     clock = Clock()
     limits = limiter(
@@ -139,12 +208,14 @@ def test_the_token_file_gives_tokens_rates_of_their_own(tmp_path):
         "\n"
         "bob-key-0123456789   requests_per_minute=600\trequests_per_day=0   # a partner\n"
         "  carol-key-012345678 requests_per_day=10000\n"
+        "dave-key-0123456789 requests_per_hour=100\n"
     )
     settings = resolve_settings(environ={}, auth_token_file=str(tokens), requests_per_minute=60)
-    assert load_tokens(settings) == ["alice-key-0123456789", "bob-key-0123456789", "carol-key-012345678"]
+    assert load_tokens(settings)[:3] == ["alice-key-0123456789", "bob-key-0123456789", "carol-key-012345678"]
     assert token_rates(settings) == {
         key_digest("bob-key-0123456789"): {"requests_per_minute": 600, "requests_per_day": 0},
         key_digest("carol-key-012345678"): {"requests_per_day": 10000},
+        key_digest("dave-key-0123456789"): {"requests_per_hour": 100},
     }
     limits = rate_limiter(settings)
     assert [r.limit for r in limits.rates] == [60]
@@ -182,3 +253,12 @@ def test_the_rates_are_settings_from_flags_environment_and_config_file(tmp_path)
     assert resolve_settings(environ={"ATTNSERVE_CONFIG": str(config)}).requests_per_minute == 30
     with pytest.raises(ConfigError, match="requests_per_day: invalid value -1"):
         resolve_settings(environ={"ATTNSERVE_REQUESTS_PER_DAY": "-1"})
+    env = {"ATTNSERVE_REQUESTS_PER_HOUR": "600", "ATTNSERVE_BAN_AFTER_REFUSALS": "10", "ATTNSERVE_BAN_SECONDS": "300"}
+    settings = resolve_settings(environ=env, requests_per_minute=20)
+    assert (settings.requests_per_hour, settings.ban_after_refusals, settings.ban_seconds) == (600, 10, 300.0)
+    limits = rate_limiter(settings)
+    assert [r.period for r in limits.rates] == ["minute", "hour"]
+    assert (limits.ban_after, limits.ban_seconds) == (10, 300.0)
+    assert (resolve_settings(environ={}).ban_after_refusals, resolve_settings(environ={}).ban_seconds) == (0, 600.0)
+    with pytest.raises(ConfigError, match="ban_seconds: invalid value 0"):
+        resolve_settings(environ={"ATTNSERVE_BAN_SECONDS": "0"})

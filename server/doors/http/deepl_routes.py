@@ -117,9 +117,10 @@ async def presented(request: web.Request) -> str | None:
     return token(request)
 
 
-def too_many(refused: RateLimited) -> str:
-    """A request past its client's request rate, in DeepL's words (429 "Too many requests")."""
-    return f"Too many requests: {refused.detail}"
+def too_many(refused: RateLimited) -> tuple[int, str]:
+    """A request past its client's request rate or from a banned client, in DeepL's status and
+    words (429 "Too many requests": its clients back off and retry)."""
+    return 429, f"Too many requests: {refused.detail}"
 
 
 def keyed_route(routes: DeepLRoutes) -> dict[str, Any]:

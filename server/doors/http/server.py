@@ -324,12 +324,13 @@ async def _bearer(request: web.Request) -> str | None:
 
 
 def _failed(row: Route, exc: CallFailed) -> web.Response:
-    """A failed call in the route's protocol's shape; one refused past its client's request rate in
-    the protocol's words (``row.slowdown``) with ``Retry-After``."""
-    message, limited = exc.message, exc.cause if isinstance(exc.cause, RateLimited) else None
+    """A failed call in the route's protocol's shape; one refused past its client's request rate
+    or for its ban in the protocol's status and words (``row.slowdown``) with ``Retry-After``."""
+    message, http_status = exc.message, exc.http_status
+    limited = exc.cause if isinstance(exc.cause, RateLimited) else None
     if limited is not None and row.slowdown is not None:
-        message = row.slowdown(limited)
-    response = (row.errors or error_response)(exc.status, message, exc.http_status)
+        http_status, message = row.slowdown(limited)
+    response = (row.errors or error_response)(exc.status, message, http_status)
     if limited is not None:
         response.headers["Retry-After"] = str(limited.retry_seconds)
     return response

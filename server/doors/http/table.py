@@ -36,7 +36,8 @@ class Route:
     errors: Errors | None = None  # a protocol's own error shape
     metered: bool = True  # counts against its client's request rates (not a listing: /languages)
     token: Token | None = None  # the token the door reads (default: the Authorization header's bearer)
-    slowdown: Callable[[RateLimited], str] | None = None  # the protocol's words for a rate's refusal
+    # the protocol's HTTP status and words for a refusal by a request rate or a ban
+    slowdown: Callable[[RateLimited], tuple[int, str]] | None = None
 
 
 class RouteTable:

@@ -14,6 +14,7 @@ from aiohttp import web
 from ...service.routing import LanguageNotServed, language_name
 from ...shared.calls import Call
 from ...shared.errors import (
+    Banned,
     InvalidOption,
     InvalidRequest,
     LimitExceeded,
@@ -103,10 +104,12 @@ class ApiKeys:
         return bearer_token(request.headers.get("Authorization")) or fields.get("api_key") or None
 
 
-def slowdown(refused: RateLimited) -> str:
-    """A request past its client's request rate in LibreTranslate's words (its limiter's
-    ``Slowdown: 3 per 1 minute``, answered 429)."""
-    return f"Slowdown: {refused.limit} per 1 {refused.period}"
+def slowdown(refused: RateLimited) -> tuple[int, str]:
+    """A request past its client's request rate in LibreTranslate's status and words (its
+    limiter's 429 ``Slowdown: 3 per 1 minute``), and a banned client's as its flood ban's (403)."""
+    if isinstance(refused, Banned):
+        return 403, "Too many request limits violations"
+    return 429, f"Slowdown: {refused.limit} per 1 {refused.period}"
 
 
 @contextlib.contextmanager
