@@ -10,7 +10,10 @@ em square ("。" left, "「" right), so between the ink of "。「", two glyphs 
 between them, lies more than an em of blank. A vertical rule between two objects (a table's
 border) ends a line however narrow the gap, and so does a column's edge where two cells touch (``pdf_cells``)
 or where a borderless table's cells stand a word's gap apart (``pdf_columns``);
-a horizontal rule between two lines (``Paths.border``) ends a block however close the lines.
+a horizontal rule between two lines (``Paths.border``) ends a block however close the lines,
+and so does a table's row next to a paragraph spaced as its lines (Writer's table right under
+its text): a line with its row's next cell beside it (``Rows``) joins no block that runs across
+the blank between them, nor does a line that runs across the blank beside the line above it.
 A list's bullet or label at a line's start begins a block of its own (``pdf_lists``).
 Inside a line, objects are joined with a space where PDFium's text page put one: it measures the
 gap by the glyphs' advances, where their tight boxes leave gaps between the digits of one number
@@ -37,7 +40,7 @@ from dataclasses import dataclass, replace
 from .pdf_bidi import has_rtl, logical, right_to_left
 from .pdf_cells import part_cells
 from .pdf_columns import part_columns
-from .pdf_lines import Line, Run, gap_between
+from .pdf_lines import Line, Rows, Run, gap_between
 from .pdf_lists import SYMBOL_BULLETS, item, label
 from .pdf_paths import ASCENT, DESCENT, Paths, pdfium_c
 
@@ -163,7 +166,7 @@ def _same_line(line: Line, run: Run, rules: Paths) -> bool:
     return not rules.between(last.right, run.left, run.baseline + 0.3 * run.size)
 
 
-def _same_block(lines: list[Line], line: Line, rules: Paths) -> bool:
+def _same_block(lines: list[Line], line: Line, rules: Paths, rows: Rows) -> bool:
     above, first, run = lines[-1], lines[0], line.first
     size = above.first.size
     if item(lines, line) or rules.border(*_along([above, line])):
@@ -178,7 +181,18 @@ def _same_block(lines: list[Line], line: Line, rules: Paths) -> bool:
     widest = max(ln.right for ln in lines)
     if line.right - widest > _first_word(line) + size and not any(has_rtl(r.text) for r in line.runs):
         return False  # its first word would have stood on the line above: another column
-    return run.left < widest and line.right > min(ln.first.left for ln in lines)
+    left = min(ln.first.left for ln in lines)
+    return run.left < widest and line.right > left and not _across_row(left, widest, above, line, rows)
+
+
+def _across_row(left: float, right: float, above: Line, line: Line, rows: Rows) -> bool:
+    """Whether a table's row and a paragraph meet: a line beside which its row's next cell stands
+    under a block (from ``left`` to ``right``) running across the blank between them, or a line
+    running across that blank under the line ``above`` (a paragraph above or below a table whose
+    rows are spaced as its lines: Writer's table right under its text)."""
+    return any(left < low and high < right for low, high in rows.beside(line)) or any(
+        line.left < low and high < line.right for low, high in rows.beside(above)
+    )
 
 
 def _first_word(line: Line) -> float:
@@ -279,6 +293,7 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
         else:
             lines.append(Line([run]))
     lines = [Line(list(runs)) for runs in part_columns(part_cells([ln.runs for ln in lines]), label)]  # cells
+    rows = Rows(lines)
     for line in lines:  # a right-to-left line is read from its characters as drawn (``Line.text``)
         if any(has_rtl(run.text) for run in line.runs):
             line.runs = [drawn.run(page, run) for run in line.runs]
@@ -287,7 +302,7 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
     blocks: list[Block] = []
     group: list[Line] = []
     for line in lines:
-        if group and not _same_block(group, line, rules):
+        if group and not _same_block(group, line, rules, rows):
             blocks.append(replace(_block(page_index, group), marks=rules.marks(_along(group))))
             group = []
         group.append(line)

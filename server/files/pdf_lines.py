@@ -1,8 +1,10 @@
 """A PDF page's text objects as lines: a ``Run`` is one text object, a ``Line`` the runs on one
-baseline, left to right (``pdf_blocks`` groups them; ``pdf_lists`` reads their labels)."""
+baseline, left to right (``pdf_blocks`` groups them; ``pdf_lists`` reads their labels), ``Rows``
+the page's lines by baseline (which stand beside one another, as a table's cells do)."""
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 
 from .pdf_bidi import has_rtl
@@ -55,6 +57,29 @@ class Line:
     @property
     def right(self) -> float:
         return max(r.right for r in self.runs)
+
+    @property
+    def left(self) -> float:
+        return min(self.first.left, self.first.x)
+
+
+class Rows:
+    """A page's lines by baseline, to tell which stand beside another: a table's row has its
+    next cell on its baseline, a paragraph's line none (or another column's)."""
+
+    def __init__(self, lines: list[Line]) -> None:
+        self.order = sorted(lines, key=lambda ln: ln.first.baseline)
+        self.bases = [ln.first.baseline for ln in self.order]
+
+    def beside(self, line: Line) -> list[tuple[float, float]]:
+        """The blanks between ``line`` and the nearest lines on its baseline (within 0.3 sizes),
+        on its left and its right."""
+        base, near, left, right = line.first.baseline, 0.3 * line.first.size, line.left, line.right
+        others = self.order[bisect.bisect_left(self.bases, base - near) : bisect.bisect_right(self.bases, base + near)]
+        gaps = [(max(o.right for o in others if o.right <= left), left)] if any(o.right <= left for o in others) else []
+        if any(o.left >= right for o in others):
+            gaps.append((right, min(o.left for o in others if o.left >= right)))
+        return gaps
 
 
 def gap_between(before: Run, run: Run) -> float:

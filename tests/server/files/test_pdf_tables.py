@@ -133,3 +133,40 @@ def test_paragraphs_whose_words_line_up_are_not_read_as_tables():
                 pdf.text(36 + 7.2 * k, 450 + 14.25 * row, ch)
     texts = files.read("prose.pdf", bytes(pdf.output()), LIMIT).texts
     assert texts == (*(text for row in TIMES for text in row), *(" ".join(p) for p in (same, justified, mono)))
+
+
+def in_cells(data: bytes, cells: list[tuple[str, float, float]]) -> None:
+    """``data`` read as ``cells`` ((text, x, baseline), in the order they are drawn), each a text of
+    its own, and written back with each text lower-cased: each drawn where its cell begins, on its
+    row (a paragraph's first line where its first line was)."""
+    extracted = files.read("cells.pdf", data, LIMIT)
+    assert extracted.texts == tuple(text for text, _, _ in cells)
+    after = drawn(extracted.write([text.lower() for text in extracted.texts]))
+    for text, x, base in cells:  # within a descender of the baseline, its row 12.8 points from the next
+        assert any(
+            t and text.lower().startswith(t) and abs(left - x) < 1.5 and abs(y - base) < 3 for t, left, y in after
+        ), text
+
+
+def test_a_writer_table_right_under_a_paragraph_is_read_apart_from_it():
+    """LibreOffice Writer prints a table without borders under a paragraph with no space after it
+    at the paragraph's leading, its first cell as far left as the paragraph's lines: the header's
+    first cell was read as the paragraph's last line ("... for the year. Region") and translated
+    with it. A line with its row's next cell beside it is no line of a paragraph running across
+    the blank between them, nor is the paragraph under the table's last row."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    lines = ["The results of the survey are shown in the table below, by region, for the", "year."]
+    for row, line in enumerate(lines):  # Writer draws a line as one object
+        pdf.text(90.1, 100 + 12.8 * row, line)
+    rows = [["Region", "Sales", "Notes"], ["North", "1,200", "Good year"], ["South", "950", "Rain in May"]]
+    cells = [(" ".join(lines), 90.1, 100.0)]
+    for r, row in enumerate(rows):
+        for x, text in zip((90.1, 234.1, 378.1), row):
+            pdf.text(x, 125.6 + 12.8 * r, text)
+            cells.append((text, x, 125.6 + 12.8 * r))
+    after = "Under the table, a paragraph long enough to run across its columns."
+    pdf.text(90.1, 125.6 + 12.8 * len(rows), after)
+    cells.append((after, 90.1, 125.6 + 12.8 * len(rows)))
+    in_cells(bytes(pdf.output()), [(text, x, A4[1] - y) for text, x, y in cells])
