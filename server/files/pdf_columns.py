@@ -22,9 +22,12 @@ differ by their side bearings) and begin at different ones; it is a column where
 begins after a gap that parted the row. A line that has an object across a column's edge (a
 paragraph under a table, its words running past the table's columns) is no row and is not
 parted. Only whole objects are parted, never one object's text: a line drawn in one object (a
-paragraph's line, justified or not) stays whole, and so does a line drawn glyph by glyph (a
-browser's, whose grid lines up from line to line): the text before an edge must be more than
-one character.
+paragraph's line, justified or not) stays whole. The text before an edge is more than one
+character, or a word's last glyph where a browser draws its lines glyph by glyph (Chrome, at some
+sizes: 11 pt): one with PDFium's space after it, on no monospace grid (whose words begin at one x
+from line to line). There a column wants three rows, or two that share another edge where
+no word of the table's other rows runs across its x (a cell's words begin at one x wherever the
+widths before them add up alike), and a right-aligned column is read from whole objects only.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from .pdf_cells import ROWS, SAME_X, Placed
+from .pdf_lines import WORD_GAP
 
 RIGHT_X = 0.05  # right ends this many sizes apart are one right-aligned column's edge (side bearings)
 ALIKE = 0.1  # texts starting and ending within this many sizes of each other are alike
@@ -43,6 +47,7 @@ SAME_ROW = 0.3  # and this close, on one baseline (the line beside parted for a 
 WIDE = 1.0  # a gap this many sizes wide parts a row (``pdf_blocks.LINE_GAP``)
 NEAR_ROWS = 2.0  # a line this many sizes above or below a column's rows is beside it
 LABEL_CHARS = 12  # no list's label ("1.", "iv)", a bullet) is longer
+SAME_GRID = 0.01  # glyphs whose advances differ by at most this many sizes stand on a monospace grid
 
 R = TypeVar("R", bound=Placed)
 
@@ -60,13 +65,14 @@ class Start:
     size: float
     before: tuple[float, float]
     wide: bool
+    glyph: bool = False  # the text before it one glyph: its line drawn glyph by glyph
 
 
 def part_columns(lines: Sequence[Sequence[R]], label: Callable[[str], bool]) -> list[Sequence[R]]:
     """Lines (each its objects, left to right) with each row of a borderless table parted into its
     cells; a list's item is no row: its text after a ``label`` ("1.", a bullet) is not a cell."""
     starts = _starts(lines, label)
-    edges = _columns(starts, right=False) + _columns(starts, right=True)
+    edges = _columns(lines, starts, right=False) + _columns(lines, starts, right=True)
     cuts: dict[int, set[int]] = {}
     rows: dict[int, bool] = {}  # whether a line is a row: none of its objects across an edge
     for _, edge in edges:
@@ -101,18 +107,31 @@ def _starts(lines: Sequence[Sequence[Placed]], label: Callable[[str], bool]) -> 
             right, left = max(beside)
             out.append(Start(i, 0, first.x, first.right, first.baseline, first.size, (left, right), True))
         prefix = ""  # the line's text before the object, while short enough to be a list's label
+        grid: bool | None = None  # whether the line's glyphs stand on a monospace grid, once asked
         for k, (before, run) in enumerate(zip(line, line[1:]), 1):
             prefix = (prefix + before.text)[:LABEL_CHARS]
-            # one glyph before: a word drawn glyph by glyph, unless it is a cell ("7") beginning its row's line
+            # one glyph before: inside a word drawn glyph by glyph, unless it is a cell ("7")
+            # beginning its row's line, or the word's last glyph (PDFium's space after it) on no grid
             whole = len(before.text.strip()) > 1 or (k == 1 and bool(beside))
-            clear = min(run.left, run.x) >= before.right and whole
+            glyph = not whole and before.text.endswith(" ") and bool(before.text.strip())
+            if glyph:
+                grid = _grid(line) if grid is None else grid
+            clear = min(run.left, run.x) >= before.right and (whole or glyph and not grid)
             if clear and not label(prefix):
                 span = (min(before.left, before.x), before.right)
-                out.append(Start(i, k, run.x, run.right, run.baseline, run.size, span, False))
+                out.append(Start(i, k, run.x, run.right, run.baseline, run.size, span, False, glyph))
     return out
 
 
-def _columns(starts: list[Start], right: bool) -> list[tuple[float, list[Start]]]:
+def _grid(line: Sequence[Placed]) -> bool:
+    """Whether the line is drawn glyph by glyph on a monospace grid: every glyph inside a word
+    (one character, no space after it) advances as far as the others, where a proportional
+    font's letters advance by their widths."""
+    steps = [run.x - before.x for before, run in zip(line, line[1:]) if len(before.text) == 1]
+    return len(steps) > 1 and max(steps) - min(steps) <= SAME_GRID * line[0].size
+
+
+def _columns(lines: Sequence[Sequence[Placed]], starts: list[Start], right: bool) -> list[tuple[float, list[Start]]]:
     """The starts that make a column's edge, one list an edge: beginning (``right``: ending) at one
     x, on rows at most ``ROWS`` sizes apart, the texts before them not alike (or, right-aligned,
     the cells themselves beginning apart), and evidence beyond chance (see the module's docstring)."""
@@ -123,7 +142,9 @@ def _columns(starts: list[Start], right: bool) -> list[tuple[float, list[Start]]
         return start.right if right else start.x
 
     groups: list[list[Start]] = []
-    for start in sorted(starts, key=key):
+    # a word drawn glyph by glyph ends within ``RIGHT_X`` of another row's cell by chance: a
+    # right-aligned column is read from cells a gap parted or drawn whole
+    for start in sorted((s for s in starts if not (right and s.glyph)), key=key):
         if groups and key(start) - key(groups[-1][-1]) <= near * start.size:
             groups[-1].append(start)
         else:
@@ -145,10 +166,32 @@ def _columns(starts: list[Start], right: bool) -> list[tuple[float, list[Start]]
         wide = any(s.wide for s in chains[k])
         if right and not wide:
             continue
-        shared = any(len(rows[k] & rows[j]) > 1 for j in found if j != k)
-        if wide or len(rows[k]) > 2 or shared:
-            out.append((max(key(s) for s in chains[k]), chains[k]))
+        at = max(key(s) for s in chains[k])
+        sharing = [j for j in found if j != k and len(rows[k] & rows[j]) > 1]
+        # in rows drawn glyph by glyph a cell's words begin at one x wherever the widths before
+        # them add up alike ("Rain in May", "New shop"): such an x is no edge where a word of
+        # the table's other rows runs across it
+        if all(s.glyph for s in chains[k]) and any(_in_word(lines[s.line], at) for j in sharing for s in chains[j]):
+            continue
+        if wide or len(rows[k]) > 2 or sharing:
+            out.append((at, chains[k]))
     return out
+
+
+def _in_word(line: Sequence[Placed], at: float) -> bool:
+    """Whether ``at`` lies inside one of the line's words: inside an object, or between two with
+    no space between (PDFium's, or ``WORD_GAP`` sizes)."""
+    for before, run in zip(line, line[1:]):
+        slack = ACROSS * run.size
+        if min(before.left, before.x) + slack < at < before.right - slack:
+            return True
+        start = min(run.left, run.x)
+        if before.right - slack <= at <= start + slack:
+            return not (
+                before.text.endswith(" ") or run.text.startswith(" ") or start - before.right >= WORD_GAP * run.size
+            )
+    last = line[-1]
+    return min(last.left, last.x) + ACROSS * last.size < at < last.right - ACROSS * last.size
 
 
 def _lefts_differ(chain: list[Start]) -> bool:

@@ -170,3 +170,68 @@ def test_a_writer_table_right_under_a_paragraph_is_read_apart_from_it():
     pdf.text(90.1, 125.6 + 12.8 * len(rows), after)
     cells.append((after, 90.1, 125.6 + 12.8 * len(rows)))
     in_cells(bytes(pdf.output()), [(text, x, A4[1] - y) for text, x, y in cells])
+
+
+def glyphs(pdf: FPDF, x: float, y: float, text: str) -> None:
+    """``text`` drawn glyph by glyph, each glyph an object at its advance (Chrome's PDF at 11 pt)."""
+    for ch in text:
+        if ch != " ":
+            pdf.text(x, y, ch)
+        x += pdf.get_string_width(ch)
+
+
+def test_a_table_drawn_glyph_by_glyph_is_read_cell_by_cell():
+    """Chrome draws text at some sizes (11 pt) glyph by glyph: a cell's last glyph before the next
+    cell was taken for a word's, so a row was one line ("Day Time Weather Monday at 3:45 PM ...")
+    and the rows one paragraph. A word's last glyph (PDFium's space after it) may end a cell, but
+    not on a monospace grid (justified, its words begin at one x from line to line); an x where two
+    rows' words begin only because the widths before them add up alike ("Mist at dawn", "Mild in
+    May"), and a word of the table's other rows runs across, is no column's edge."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    rows = [["Day", "Time", "Weather"], ["Monday", "at 3:45 PM", "Good weather"],
+            ["Friday", "at 9:00 AM", "Mist at dawn"], ["Sunday", "at noon", "Mild in May"]]  # fmt: skip
+    lines = ["The meeting times are shown in the table below, by day, as the board", "asked us to do."]
+    cells = []
+    for row, line in enumerate(lines):
+        glyphs(pdf, 36, 80 + 13 * row, line)
+    cells.append((" ".join(lines), 36.0, 80.0))
+    widths = [max(pdf.get_string_width(row[c]) for row in rows) for c in range(3)]
+    edges = [36.0, 36.0 + widths[0] + PAD, 36.0 + widths[0] + widths[1] + 2 * PAD]
+    for r, row in enumerate(rows):
+        for text, x in zip(row, edges):
+            glyphs(pdf, x, 120 + 15 * r, text)
+            cells.append((text, x, 120.0 + 15 * r))
+    # justified monospace text, its spaces stretched (1.8 points, 3.6) so that the words after
+    # "is" and "Trains", "Planes" begin at one x, the glyphs before them at different ones
+    mono = [[("Car", 0.0), ("is", 30.6), ("fast on the road", 54.0)], [("Trains", 0.0), ("run far and fast,", 54.0)],
+            [("Planes", 0.0), ("go faster still.", 54.0)]]  # fmt: skip
+    pdf.set_font("Courier", "", 12)
+    for row, words in enumerate(mono):
+        for word, x in words:
+            glyphs(pdf, 36 + x, 250 + 14.25 * row, word)
+    cells.append((" ".join(word for words in mono for word, _ in words), 36.0, 250.0))
+    in_cells(bytes(pdf.output()), [(text, x, A4[1] - y) for text, x, y in cells])
+
+
+def test_a_paragraph_drawn_glyph_by_glyph_under_a_number_stays_whole():
+    """A number a wide gap after its label ends where the first glyph of a word of the paragraph
+    under it (drawn glyph by glyph) ends: no right-aligned column, the paragraph one text."""
+    line = "Prices went up in the spring and again in the autumn."
+
+    def page(x: float) -> bytes:
+        pdf = FPDF(unit="pt", format=A4)
+        pdf.add_page()
+        pdf.set_font("Helvetica", "", 11)
+        pdf.text(36, 100, "Total")
+        pdf.text(120, 100, "1,500")
+        glyphs(pdf, x, 115, line)
+        return bytes(pdf.output())
+
+    texts = pages(page(36))[0].texts
+    number = next(t for t in texts if t.text.strip() == "1,500")
+    spring = texts[2 + len("Prices went up in the ".replace(" ", ""))]  # the "s" of "spring"
+    assert spring.text.strip() == "s"
+    data = page(36 + number.bounds[2] - spring.bounds[2])  # "s" ending where "1,500" does
+    assert files.read("number.pdf", data, LIMIT).texts == ("Total", "1,500", line)
