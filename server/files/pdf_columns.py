@@ -28,10 +28,16 @@ sizes: 11 pt): one with PDFium's space after it, on no monospace grid (whose wor
 from line to line). There a column wants three rows, or two that share another edge where
 no word of the table's other rows runs across its x (a cell's words begin at one x wherever the
 widths before them add up alike), and a right-aligned column is read from whole objects only.
+
+A row beside a column's rows (a step from one) whose cells are centred in their columns (a
+browser's ``<th>``) begins no cell at an edge, and its cells may stand a space apart: it is parted
+where an edge lies in a word's gap between two of its objects, unless an edge lies inside one of
+its words (a paragraph's line, drawn glyph by glyph).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -81,6 +87,10 @@ def part_columns(lines: Sequence[Sequence[R]], label: Callable[[str], bool]) -> 
                 rows[start.line] = not _across(lines[start.line], edges, start.baseline)
             if start.at and rows[start.line]:
                 cuts.setdefault(start.line, set()).add(start.at)
+    for i, near in _beside(lines, edges).items():
+        line = lines[i]
+        if len(line) > 1 and (at := _straddled(line, near, label)) and not _across(line, edges, line[0].baseline):
+            cuts.setdefault(i, set()).update(at)
     out: list[Sequence[R]] = []
     for i, line in enumerate(lines):
         at = [0, *sorted(cuts.get(i, ())), len(line)]
@@ -203,6 +213,42 @@ def _lefts_differ(chain: list[Start]) -> bool:
 def _rights_align(chain: list[Start]) -> bool:
     """Whether the objects ending at one x begin at different ones: right-aligned, not one column's texts alike."""
     return max(s.x for s in chain) - min(s.x for s in chain) > ALIKE * chain[0].size
+
+
+def _beside(lines: Sequence[Sequence[Placed]], edges: list[tuple[float, list[Start]]]) -> dict[int, set[float]]:
+    """The lines beside a column's rows, each with the edges it stands beside: at most a step from
+    one of its rows (the smallest from one row to the next, and ``SAME_ROW`` sizes), as its
+    header's row is; a paragraph between two tables whose columns line up stands further."""
+    order = sorted(range(len(lines)), key=lambda i: lines[i][0].baseline)
+    bases = [lines[i][0].baseline for i in order]
+    out: dict[int, set[float]] = {}
+    for at, edge in edges:
+        rows = sorted({s.baseline for s in edge})
+        step = min(b - a for a, b in zip(rows, rows[1:])) + SAME_ROW * edge[0].size
+        for base in rows:
+            for i in order[bisect.bisect_left(bases, base - step) : bisect.bisect_right(bases, base + step)]:
+                out.setdefault(i, set()).add(at)
+    return out
+
+
+def _straddled(line: Sequence[Placed], near: set[float], label: Callable[[str], bool]) -> set[int]:
+    """Where a row among a table's columns is parted though its cells begin at no column's edge
+    (a browser's ``<th>``, centred in its column): before each object after a word's gap (PDFium's
+    space, or ``WORD_GAP`` sizes) that an edge lies in; none where an edge lies between two glyphs
+    of one word (a paragraph's, drawn glyph by glyph). A line across an edge (``_across``) is no row."""
+    size = line[0].size
+    slack = ACROSS * size
+    cuts, prefix = set(), ""
+    for k, (before, run) in enumerate(zip(line, line[1:]), 1):
+        prefix = (prefix + before.text)[:LABEL_CHARS]
+        start = min(run.left, run.x)
+        if not any(before.right - slack <= at <= start + slack for at in near):
+            continue
+        if not (before.text.endswith(" ") or run.text.startswith(" ") or start - before.right >= WORD_GAP * size):
+            return set()
+        if not label(prefix):
+            cuts.add(k)
+    return cuts
 
 
 def _across(line: Sequence[Placed], edges: list[tuple[float, list[Start]]], baseline: float) -> bool:

@@ -172,6 +172,31 @@ def test_a_writer_table_right_under_a_paragraph_is_read_apart_from_it():
     in_cells(bytes(pdf.output()), [(text, x, A4[1] - y) for text, x, y in cells])
 
 
+def test_a_browsers_centred_header_cells_are_cells_of_their_own():
+    """Chrome centres a ``<th>`` in its column: over a column whose cells are wider than it, a
+    header cell begins at no column's edge and stands a few points from the next, narrower than a
+    word's gap, so the header row was one text ("Name Amount Place", with the first cell below).
+    A row beside a table's columns is parted where their edges lie between its words."""
+    header, rows = ["Name", "Amount", "Place"], [["Names", "Amounts", "Places"], ["Anna", "1,200", "Lisbon"]]
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 12)
+    widths = [max(pdf.get_string_width(row[c]) for row in rows) for c in range(3)]
+    edges = [36.0, 36.0 + widths[0] + PAD, 36.0 + widths[0] + widths[1] + 2 * PAD]
+    cells = []
+    pdf.set_font("Helvetica", "B", 12)
+    for text, edge, width in zip(header, edges, widths):
+        x = edge + (width - pdf.get_string_width(text)) / 2
+        pdf.text(x, 100, text)
+        cells.append((text, x, 100.0))
+    pdf.set_font("Helvetica", "", 12)
+    for r, row in enumerate(rows, 1):
+        for text, edge in zip(row, edges):
+            pdf.text(edge, 100 + STEP * r, text)
+            cells.append((text, edge, 100 + STEP * r))
+    in_cells(bytes(pdf.output()), [(text, x, A4[1] - y) for text, x, y in cells])
+
+
 def glyphs(pdf: FPDF, x: float, y: float, text: str) -> None:
     """``text`` drawn glyph by glyph, each glyph an object at its advance (Chrome's PDF at 11 pt)."""
     for ch in text:
