@@ -1,8 +1,8 @@
 """What a file job's record says to its clients, and what a finished run writes into it: one
 place for the fields every door reports of a job (HTTP's JSON, attnserve.v1's ``FileJob`` and
 ``FileDone``, DeepL's document status), so that a job reports its file as ``TranslateFile``
-reports the same file: the target language its model translated into where it named none, the
-source language detected where it sent ``auto``."""
+reports the same file: the model the router chose where it named none, the target language its
+model translated into where it named none, the source language detected where it sent ``auto``."""
 
 from __future__ import annotations
 
@@ -44,10 +44,10 @@ def view(job: Job) -> dict[str, Any]:
 
 def finished(job: Job, translated: TranslatedFile, resume: Resume) -> dict[str, Any]:
     """The record's changes once ``job`` is translated: done, with its counts (sentences, and the
-    characters of text translated, as TranslateFile counts them) and its file, and the
-    languages its translation used where the job left them to the server (``translated``'s, as
-    TranslateFile reports them: for a file of several languages, the one detected for its texts
-    together)."""
+    characters of text translated, as TranslateFile counts them) and its file, and the model
+    and languages its translation used where the job left them to the server (``translated``'s,
+    as TranslateFile reports them: for a file of several languages, the one detected for its
+    texts together). A finished job is never claimed again, so its model may name the one used."""
     return dict(
         status="done",
         done=translated.sentences,
@@ -56,6 +56,7 @@ def finished(job: Job, translated: TranslatedFile, resume: Resume) -> dict[str, 
         decoded=resume.decoded,
         media_type=translated.media_type,
         bytes=job.bytes + len(translated.content),
+        model=job.model or translated.model,  # none named: the model the router chose
         target=job.target or translated.target_language,  # none named: the one used names the file
         detected=translated.detected.language if translated.detected else "",
         characters=translated.characters,

@@ -174,7 +174,8 @@ def test_a_job_without_languages_routes_as_translate_file_does(server):
     assert watched[-1].status == pb.FILE_JOB_STATUS_DONE
     content = b"".join(chunk.content for chunk in result)
     assert content == b"".join(chunk.content for chunk in streamed) and content.count(b"\n") >= 2
-    assert streamed[-1].done.model == "translator-en-de"
+    # the model the router chose, named as TranslateFile names it
+    assert result[-1].done.model == streamed[-1].done.model == "translator-en-de"
     # named for the language the model wrote, as TranslateFile names it
     assert result[-1].done.filename == streamed[-1].done.filename == "dates.de.txt"
     assert result[-1].done.target_language == streamed[-1].done.target_language == "de"
