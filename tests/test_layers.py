@@ -41,6 +41,7 @@ DOORS = {
     "http.file_routes": "files",
     "http.job_routes": "files",
     "http.deepl_routes": "deepl",
+    "http.deepl_languages": "deepl",
     "http.deepl_glossary_routes": "deepl",
     "http.deepl_v3_glossary_routes": "deepl",
     "http.glossary_routes": "glossaries",

@@ -46,11 +46,12 @@ from multidict import MultiDict
 from ...service.file_jobs import JobRequest
 from ...service.job_records import remaining_s
 from ...service.requests import AUTO, TranslationRequest
-from ...service.routing import LanguageNotServed, language_name
+from ...service.routing import LanguageNotServed
 from ...service.stored_glossaries import language
 from ...service.vocabulary import HTML, TEXT, MarkupRules
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, Overloaded, RateLimited, ServingError, echo
+from .deepl_languages import sources, targets, upper
 from .forms import FORM_SLACK, file_response, read_form
 from .messages import json_object, multipart_pairs, read_body, text_body_limit, url_encoded_pairs
 from .table import RouteTable
@@ -74,18 +75,6 @@ SPLIT_SENTENCES = ("0", "1", "nonewlines")
 FLAGS = ("0", "1", "false", "true")
 NO_QUOTA = 10**12  # attnserve bills nothing: /v2/usage reports a limit no caller reaches
 JOB_STATUS = {"queued": "queued", "running": "translating", "done": "done", "failed": "error", "cancelled": "error"}
-# The targets DeepL lists for a plain model of these languages (``routing`` sends EN-US and EN-GB to
-# an ``en``, PT-PT and PT-BR to a ``pt``, ZH-HANS to a ``zh``), and DeepL's names of its variants.
-VARIANTS = {"en": ("EN-GB", "EN-US"), "pt": ("PT-BR", "PT-PT"), "zh": ("ZH", "ZH-HANS")}
-VARIANT_NAMES = {
-    "EN-GB": "English (British)",
-    "EN-US": "English (American)",
-    "PT-BR": "Portuguese (Brazilian)",
-    "PT-PT": "Portuguese (European)",
-    "ZH": "Chinese (simplified)",
-    "ZH-HANS": "Chinese (simplified)",
-    "ZH-HANT": "Chinese (traditional)",
-}
 
 
 class AuthorizationFailed(ServingError):
@@ -239,13 +228,6 @@ def check_output_format(fields: MultiDict, name: str) -> None:
         )
 
 
-def upper(code: str) -> str:
-    try:
-        return language(code, "source").upper()
-    except InvalidRequest:
-        return code.upper()
-
-
 class DeepLRoutes:
     def __init__(self, table: RouteTable) -> None:
         self.doors, self.settings = table.doors, table.doors.settings
@@ -303,7 +285,7 @@ class DeepLRoutes:
         fields = await read_fields(request, self.settings.max_message_bytes)
         kind = choice(fields, "type", ("source", "target"), "source")
         codes = {getattr(r, kind) for r in self.service.routes()}
-        listed = dict(sorted(_targets(codes) if kind == "target" else _sources(codes)))
+        listed = dict(sorted(targets(codes) if kind == "target" else sources(codes)))
         extra = {"supports_formality": False} if kind == "target" else {}
         return web.json_response([{"language": code, "name": name} | extra for code, name in listed.items()])
 
@@ -353,21 +335,6 @@ class DeepLRoutes:
     async def result(self, request: web.Request, call: Call) -> web.StreamResponse:
         job, path = await self.doors.jobs.result(*await self._job(request, call))
         return file_response(path, job.media_type, job.filename)
-
-
-def _sources(codes: set[str]) -> list[tuple[str, str]]:
-    """DeepL's source codes name a language only (``PT`` for ``pt`` and ``pt-BR``)."""
-    return [(upper(code), language_name(upper(code).lower())) for code in codes]
-
-
-def _targets(codes: set[str]) -> list[tuple[str, str]]:
-    """A variant's own code (``PT-BR``, ``ZH-HANT``); DeepL's variants of a plain ``en``, ``pt``, ``zh``."""
-    found = []
-    for code in codes:
-        plain = upper(code)
-        variants = VARIANTS.get(plain.lower(), (plain,)) if plain.lower() == code.lower() else (code.upper(),)
-        found += [(v, VARIANT_NAMES.get(v) or language_name(code)) for v in variants]
-    return found
 
 
 def _dumps(data: Any) -> str:
