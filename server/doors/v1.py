@@ -79,7 +79,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
         return bearer_token(value) or None
 
     async def SubmitFileJob(self, request: pb.TranslateFileRequest, context: grpc.aio.ServicerContext) -> pb.FileJob:
-        async with self.doors.rpc(context, "SubmitFileJob", request.model):
+        async with self.doors.rpc(context, "SubmitFileJob", request.model) as call:
             wanted = JobRequest(
                 self._key(context),
                 request.filename,
@@ -88,6 +88,7 @@ class InferenceServicer(pb_grpc.InferenceServiceServicer):
                 request.target_language,
                 request.model,
                 request.glossary_id,
+                client=call.client,
             )
             return v1_files.file_job(await self.doors.jobs.submit(wanted))
 

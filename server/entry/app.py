@@ -52,6 +52,7 @@ from ..shared.calls import Call, CallTracker
 from ..shared.config import Settings
 from ..shared.metrics import Metrics
 from ..state import GlossaryStore, open_database
+from ..state.usage import UsageStore
 from . import descriptors
 from .repository import ModelHealth, RepositoryControl
 
@@ -88,6 +89,8 @@ class AttnServer(RepositoryControl):
         self.jobs = FileJobs(self.files, settings, SqlJobStore(self.state))
         self.downloads = Downloads(settings, self.preprocess_pool)
         self.glossaries = StoredGlossaries.serving(self.translation, GlossaryStore(self.state), settings)
+        if settings.state_dir or settings.state_url:  # the clients' monthly characters survive a restart
+            self.translation.usage.keep_in(UsageStore(self.state))
         self.classification = ClassificationService(registry, settings, self.preprocess_pool)
         self.residency = (
             Residency(registry, settings, self.metrics, self._loaded, self.metrics.unwatch) if settings.lazy else None
@@ -191,6 +194,7 @@ class AttnServer(RepositoryControl):
         self.files.close()
         self.jobs.close()
         self.glossaries.close()
+        self.translation.usage.close()
 
     async def start(self) -> None:
         await self.registry.start()
@@ -208,6 +212,7 @@ class AttnServer(RepositoryControl):
         if self.settings.repository_poll_seconds > 0:
             self._watcher = asyncio.ensure_future(self.watch_repository())
         self.files.start()  # after health: the worker's imports do not delay start-up
+        await self.translation.usage.start()
         await self.jobs.start()
         self._started = True
 
@@ -265,10 +270,12 @@ class AttnServer(RepositoryControl):
         await self.server.stop(max(0.5, deadline - time.monotonic()))  # replies being sent get to finish
         if self.http is not None:
             await self.http.stop()
+        await self.translation.usage.stop()  # after the last request: its characters are written
         self.preprocess_pool.shutdown(wait=False)
         self.files.close()
         self.jobs.close()
         self.glossaries.close()
+        self.translation.usage.close()
         self.metrics.stop_http()
 
     async def wait_for_termination(self) -> None:

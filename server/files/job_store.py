@@ -39,12 +39,14 @@ Serves = Callable[[str, str, str], bool]  # whether a server runs jobs of (sourc
 
 # Columns a jobs table made by an older server lacks, added when a store opens it: a job's stored
 # glossary (its id, and its entries as JSON pairs, read by the runner only), the source language
-# detected for a job sent as ``auto``, the characters of text its translation counted.
+# detected for a job sent as ``auto``, the characters of text its translation counted, the client
+# whose monthly usage they count in.
 _ADDED = {
     "glossary_id": "TEXT NOT NULL DEFAULT ''",
     "glossary": "TEXT NOT NULL DEFAULT ''",
     "detected": "TEXT NOT NULL DEFAULT ''",
     "characters": "BIGINT NOT NULL DEFAULT 0",
+    "client": "TEXT NOT NULL DEFAULT ''",
 }
 
 # One SQL for both backends (state/database.py); a state folder's older SQLite file (REAL,
@@ -60,7 +62,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated DOUBLE PRECISION NOT NULL, expires DOUBLE PRECISION NOT NULL,
     owner BIGINT NOT NULL DEFAULT 0,
     glossary_id TEXT NOT NULL DEFAULT '', glossary TEXT NOT NULL DEFAULT '', detected TEXT NOT NULL DEFAULT '',
-    characters BIGINT NOT NULL DEFAULT 0
+    characters BIGINT NOT NULL DEFAULT 0, client TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, created);
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
@@ -94,6 +96,7 @@ class Job:
     glossary_id: str = ""  # the stored glossary it was submitted with ("": none); its entries: JobStore.glossary
     detected: str = ""  # the language detected for a source sent as "auto", once done ("": none detected)
     characters: int = 0  # of text translated, once done (TranslateFile's count: what DeepL's status bills)
+    client: str = ""  # who submitted it (``Call.client``): whose monthly usage its characters count in
 
     @property
     def finished(self) -> bool:

@@ -75,6 +75,7 @@ class JobRequest:
     target_language: str
     model: str = ""
     glossary_id: str = ""  # a stored glossary of the key: its entries are read at submission, kept with the job
+    client: str = ""  # who submits it (``Call.client``): its characters count in that client's usage
 
 
 # What each bound of ``JobStore.add`` counts, and what frees a place, after "keeps at most N".
@@ -255,7 +256,7 @@ class FileJobs:
                     changes = dict(done=done, total=total, reused=resume.reused, decoded=resume.decoded)
                     self._io.submit(self.store.update, job.id, **changes)
 
-            call = Call(METHOD, job.model, job.id)
+            call = Call(METHOD, job.model, job.id, client=job.client)  # its characters: the submitter's usage
             request = FileRequest(call, job.filename, content, job.source, job.target, job.model, stored_glossary=terms)
             translated = await self.translation.translate(request, progress, resume)
             await self._off(self.path(job.id, "out").write_bytes, translated.content)
@@ -292,6 +293,7 @@ class FileJobs:
         # refused now what the job would fail at once: an unsupported type, an empty file, an unserved pair
         files.reader(request.filename)
         self.translation.check_size(len(request.content))
+        self.translation.check_quota(request.client)
         if not request.content:
             raise InvalidRequest(f"{echo(request.filename)} is empty: there is nothing to translate")
         key, terms = key_digest(request.api_key), ()
@@ -306,6 +308,7 @@ class FileJobs:
             secrets.token_urlsafe(18), key, "queued", safe_filename(request.filename),
             request.source_language, request.target_language, request.model, 0, 0, 0, 0,
             len(request.content), "", "", now, 0.0, now, now + s.job_retention_s, 0, request.glossary_id,
+            client=request.client,
         )  # fmt: skip
         bounds = (s.max_jobs, s.max_jobs_per_key, s.max_job_bytes_per_key)
         try:

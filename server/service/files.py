@@ -147,6 +147,11 @@ class FileTranslation:
                 "max_file_bytes", size, limit,
             )  # fmt: skip
 
+    def check_quota(self, client: str) -> None:
+        """A file job's client refused once it has reached its monthly quota (``usage``): its
+        characters are known only once the job runs, and counted then."""
+        self.service.usage.check(client)
+
     def check_route(self, source: str, target: str, model: str = "") -> None:
         """A file job's languages checked as it is submitted: a pair no model serves (directly or
         through ``--pivot-language``) is refused then, not run as a job that fails (a named
@@ -284,6 +289,8 @@ class FileTranslation:
     async def translate(
         self, request: FileRequest, progress: FileProgress | None = None, resume: Resume | None = None
     ) -> TranslatedFile:
+        """The file translated; its characters of text count in its caller's usage once it is
+        written (``usage``), and are refused past the caller's quota once it is read."""
         deadline = limits.time_limit(request.deadline, self.settings.file_timeout_seconds, file=True)
         terms = await self._terms(request)  # before the file is read: an unknown id costs no file worker
         text, cpu_left = await self.read(request.filename, request.content, deadline, request.target_language)
@@ -299,11 +306,34 @@ class FileTranslation:
             stored_glossary=terms,
         )
         service = self.service
-        async with service.validate(wanted, file=True) as valid:
-            translated = self._translated(valid, text, progress, resume)
-            results, preferred, total = await bounded(translated, valid.request.deadline)
-            service.answered(valid, [max(r.queue_ms for r in results)])  # one item: the file
-        translations = [r.hypotheses[0].text for r in results]
+        with service.usage.charge(request.caller.client, text.characters) as charge:
+            async with service.validate(wanted, file=True) as valid:
+                translated = self._translated(valid, text, progress, resume)
+                results, preferred, total = await bounded(translated, valid.request.deadline)
+                service.answered(valid, [max(r.queue_ms for r in results)])  # one item: the file
+            written = await self._write(request, [r.hypotheses[0].text for r in results], preferred, cpu_left, valid)
+            charge.answered()
+        return TranslatedFile(
+            request.filename,
+            written,
+            text.media_type,
+            valid.model.name,
+            valid.source_language,
+            valid.target_language,
+            text.characters,
+            total,
+            valid.detected,
+        )
+
+    async def _write(
+        self,
+        request: FileRequest,
+        translations: list[str],
+        preferred: jobs.Preferred | None,
+        cpu_left: float,
+        valid: ValidTranslation,
+    ) -> bytes:
+        """The file with its translations, written in a file worker within what its reading left."""
         settings = self.settings
         args = (
             request.filename,
@@ -315,14 +345,4 @@ class FileTranslation:
             request.target_language,  # as read: the same segments of an XLIFF file
         )
         written = await self.workers.run(jobs.write_file, args, cpu_left, valid.request.deadline)
-        return TranslatedFile(
-            request.filename,
-            written.result,
-            text.media_type,
-            valid.model.name,
-            valid.source_language,
-            valid.target_language,
-            text.characters,
-            total,
-            valid.detected,
-        )
+        return written.result

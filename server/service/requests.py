@@ -65,6 +65,9 @@ class TranslationRequest:
     stored_glossary: tuple[tuple[str, str], ...] = ()
     alignments: bool = False  # word alignments of every sentence's best translation
     quality: bool = False  # a quality score per text and sentence (``quality.py``)
+    # its characters count in its caller's monthly usage (``usage.py``); False: texts of a request
+    # already counted, asked again (LibreTranslate's alternatives, decoded with a wider beam)
+    billed: bool = True
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ Owned here, once (docs/architecture.md, "A request's way"):
   even while a decoder step runs;
 - bookkeeping and metrics: the call's model, items answered and queue time (KServe's
   statistics), ``attnserve_queue_time_seconds``, ``attnserve_request_sentences`` and
-  ``attnserve_request_characters``, the same for every door and for streams.
+  ``attnserve_request_characters``, the same for every door and for streams;
+- the characters each client has had translated this month, and its quota (``usage``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ from .routing import Route, ServedLanguages
 from .source_detection import SourceDetection
 from .stored_glossaries import StoredGlossaries, with_stored_glossary
 from .translation_cache import MB, TranslationCache
+from .usage import Usage
 
 T = TypeVar("T")
 
@@ -92,6 +94,7 @@ class TranslationService:
         self.glossaries = DefaultGlossaries(settings.glossary_dir)
         self.cache = TranslationCache(settings.translation_cache_mb * MB, metrics.registry)
         self.stored_glossaries: StoredGlossaries | None = None  # the server's, set where it has a state store
+        self.usage = Usage(settings)  # the characters each client had translated this month, its quota
 
     # ------------------------------------------------------------------- requests
 
@@ -116,18 +119,29 @@ class TranslationService:
     async def events(self, request: TranslationRequest, tokens: bool = False) -> AsyncIterator[Event]:
         """The one path of a request: its events, then its reply (:class:`Translated`). ``tokens``:
         the token events of its one text (a stream), the last with the finish reason; otherwise
-        none, only the reply. Through the pivot language when no model serves the pair directly
-        (``pivot``); source ``auto``: each text in its detected language (``mixed``)."""
+        none, only the reply. Its characters count in its caller's usage once it is answered (the
+        reply, or a stream's finish event), whatever requests it makes of the models below."""
+        client, characters = (request.caller.client, sum(map(len, request.texts))) if request.billed else ("", 0)
+        with self.usage.charge(client, characters) as charge:
+            async with contextlib.aclosing(self._events(request, tokens)) as events:
+                async for event in events:
+                    if isinstance(event, Translated) or event.finish_reason is not None:
+                        charge.answered()
+                    yield event
+
+    async def _events(self, request: TranslationRequest, tokens: bool = False) -> AsyncIterator[Event]:
+        """:meth:`events` of the models: through the pivot language when no model serves the pair
+        directly (``pivot``); source ``auto``: each text in its detected language (``mixed``)."""
         request = await with_stored_glossary(self.stored_glossaries, request)
         limit = self.settings.request_timeout_seconds
         if request.source_language == AUTO:
             self.check_texts(request.texts)  # before any text is read
             limits.check_language_codes(request.source_language, request.target_language)
             detected = await self.detection.each(request.texts, request.target_language)
-            events = mixed.events(self.events, request, detected, limit, tokens)
+            events = mixed.events(self._events, request, detected, limit, tokens)
         elif (route := self.pivot_route(request)) is not None:
             limits.check_pivot(request.alignments, request.source_language, request.target_language, route.pivot)
-            events = pivot.events(self.events, request, route, limit, tokens)
+            events = pivot.events(self._events, request, route, limit, tokens)
         else:
             events = self._direct(request, tokens)
         async with contextlib.aclosing(events):

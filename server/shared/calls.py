@@ -44,6 +44,9 @@ class Call:
     queue_s: float = 0.0  # time its items waited for a batch or decode admission (the longest)
     load_ms: float = 0.0  # time it waited for its model to load (lazy loading); sent as LOAD_MS_KEY
     key: str = ""  # sha256 of the caller's api key ("" without keys): whose stored glossaries it reads
+    # who sends it (``Caller.client``: its token's sha256, else its address), whose request rates and
+    # monthly characters it counts against; "" for a call no client's usage counts (a listing, the server's own)
+    client: str = ""
     refused: str = ""  # the request rate that refused it ("requests_per_minute", "banned"), for its access-log line
 
 
@@ -141,8 +144,8 @@ class CallTracker:
         by the client's deadline (DEADLINE_EXCEEDED) from one by the client (CANCELLED);
         ``arrive`` is awaited before the call counts in flight: an HTTP request's body arrives
         there, so a client that sends it slowly holds no slot; ``caller``, awaited once it has arrived,
-        says who sends it: the call counts against that client's request rates and is refused past
-        them (None: a call no rate counts, such as a listing of the models).
+        says who sends it (``Call.client``): the call counts against that client's request rates and
+        is refused past them (None: a call no rate counts, such as a listing of the models).
         """
         call = Call(method, model or NO_MODEL, request_id or self.request_id())
         record = access_record.get()
@@ -153,8 +156,11 @@ class CallTracker:
         try:
             if arrive is not None:
                 await arrive()
-            if caller is not None and self.rates is not None:
-                self._admit(call, await caller())
+            if caller is not None:
+                who = await caller()
+                call.client = who.client
+                if self.rates is not None:
+                    self._admit(call, who)
             counted = True
             self.inflight += 1
             self._idle.clear()

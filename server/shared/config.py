@@ -9,41 +9,17 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .config_help import BAN_HELP, LANGUAGE_DETECTION_HELP, QUOTA_HELP, RATE_HELP, SHARED_MEMORY_HELP, STEP_BUCKETS_HELP
 from .locations import default_model_repo
 
 PROVIDERS = ("auto", "cpu", "cuda")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TRANSLATION_BATCHING = ("continuous", "static")
 DECODE_STEP_BUCKETS = ("off", "on", "cuda-graphs")
-STEP_BUCKETS_HELP = (
-    "an in-place decoder's steps at fixed batch sizes (1, 2, 4, ... --max-active-sequences) into persistent "
-    "buffers: on; cuda-graphs: also replayed as CUDA graphs on --provider cuda (off: padding rows cost compute "
-    "on the CPU; the gain on a GPU is not measured yet)"
-)
 LANGUAGE_DETECTION = ("langid", "lingua", "auto", "off")
-LANGUAGE_DETECTION_HELP = (
-    "source 'auto' and /detect of the LibreTranslate routes, among the served languages: langid (built in: the "
-    "script, then py3langid), lingua (more accurate on short texts: pip install 'attnserve[detect]'), auto "
-    "(lingua when installed, else langid), or off"
-)
 LOAD_MODELS = ("auto", "eager", "lazy")
 QUALITY_ACTIONS = ("mark", "refuse")  # service/quality.py's
 SHARED_MEMORY = ("off", "system")
-SHARED_MEMORY_HELP = (
-    "KServe gRPC: Triton's system shared memory extension (tensors read and written in place in regions of "
-    "/dev/shm objects clients register): system, only where every client reaching the gRPC port is trusted "
-    "with this host's /dev/shm; off: its RPCs answer UNIMPLEMENTED"
-)
-
-RATE_HELP = (
-    "requests one client (its bearer token, else its IP address) may send a {period}, counted by each server "
-    "process (--workers N: each its own); health, metrics, listings and the web page are not counted; past it "
-    "429 / RESOURCE_EXHAUSTED with Retry-After (0 = unlimited)"
-)
-BAN_HELP = (
-    "refusals past its request rates, one forgiven every --ban-seconds, at which a client is banned: refused "
-    "every counted request for --ban-seconds (LibreTranslate's --req-flood-threshold; 0 = no ban)"
-)
 
 
 class ConfigError(ValueError):
@@ -277,12 +253,13 @@ class Settings:
     tls_key: str = _setting("", "PEM private key of --tls-cert")
     tls_client_ca: str = _setting("", "PEM CA bundle: require client certificates signed by it (mutual TLS)")
     auth_tokens: str = _setting("", "comma-separated bearer tokens (prefer the environment or a file)")
-    auth_token_file: str = _setting("", "file of bearer tokens, one per line ('#' comments), and their own rates")
+    auth_token_file: str = _setting("", "file of bearer tokens, one per line ('#' comments), their own rates and quota")
     requests_per_minute: int = _setting(0, RATE_HELP.format(period="minute"))
     requests_per_hour: int = _setting(0, RATE_HELP.format(period="hour"))
     requests_per_day: int = _setting(0, RATE_HELP.format(period="day"))
     ban_after_refusals: int = _setting(0, BAN_HELP)
     ban_seconds: float = _setting(600.0, "seconds a ban (--ban-after-refusals) lasts; one refusal is forgiven each")
+    characters_per_month: int = _setting(0, QUOTA_HELP)
     enable_admin: bool = _setting(
         False, "serve the admin RPCs (Reload; KServe model load/unload); they need a token when tokens are set"
     )
@@ -355,6 +332,7 @@ def _in_range(settings: Settings) -> dict[str, bool]:
         "requests_per_day": settings.requests_per_day >= 0,
         "ban_after_refusals": settings.ban_after_refusals >= 0,
         "ban_seconds": settings.ban_seconds > 0,
+        "characters_per_month": settings.characters_per_month >= 0,
         "translation_cache_mb": settings.translation_cache_mb >= 0,
         "public_url": not settings.public_url or settings.public_url.startswith(("http://", "https://")),
         "state_url": not settings.state_url or settings.state_url.startswith(("postgresql://", "postgres://")),

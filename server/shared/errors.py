@@ -115,6 +115,20 @@ class Banned(RateLimited):
         Overloaded.__init__(self, f"too many requests: {self.detail}")
 
 
+class MonthlyQuotaExceeded(ServingError):
+    """A client whose characters translated this month would pass its monthly quota
+    (``--characters-per-month``, or its token's own in ``--auth-token-file``): RESOURCE_EXHAUSTED,
+    HTTP 429; DeepL's door answers its own 456. It lasts until the month (UTC) ends, so it is not a
+    request rate's refusal to retry in seconds."""
+
+    status = "RESOURCE_EXHAUSTED"
+    http_status = 429
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail  # what is used of which quota, and when it renews
+        super().__init__(f"quota exceeded: {detail}")
+
+
 class ShuttingDown(ServingError):
     """The server is draining and takes no new work."""
 

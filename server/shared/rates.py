@@ -70,6 +70,11 @@ class Caller(NamedTuple):
         return f"key:{self.key}" if self.key else f"ip:{address_of(self.address)}"
 
 
+def key_of(client: str) -> str:
+    """The key (a token's sha256) of a :attr:`Caller.client`, "" for a client known by its address."""
+    return client[4:] if client.startswith("key:") else ""
+
+
 def rates_of(values: Mapping[str, int], where: Callable[[str], str]) -> tuple[Rate, ...]:
     """The rates set in ``values`` (0 = unlimited), each with ``where(setting)`` for its message."""
     return tuple(

@@ -29,6 +29,8 @@ from .rates import RATE_NAMES, RateLimiter, rates_of
 log = logging.getLogger(__name__)
 
 OPEN_PREFIXES = ("/grpc.health.v1.Health/",)
+QUOTA_NAME = "characters_per_month"  # a token's own monthly character quota in the token file
+TOKEN_SETTINGS = (*RATE_NAMES, QUOTA_NAME)
 UNAUTHENTICATED_MESSAGE = "missing or invalid bearer token: send metadata 'authorization: Bearer <token>'"
 
 
@@ -79,10 +81,11 @@ def load_tokens(settings: Settings) -> list[str]:
 
 
 def token_file(settings: Settings) -> list[tuple[str, dict[str, int]]]:
-    """The lines of ``auth_token_file``: a token, then optionally its own request rates as
-    ``name=N`` (``requests_per_minute``, ``requests_per_hour``, ``requests_per_day``; 0 =
-    unlimited), all separated by whitespace; from a word starting with '#' on, a comment. A line's
-    fault is a ConfigError naming its line, never its token."""
+    """The lines of ``auth_token_file``: a token, then optionally its own request rates and
+    monthly character quota as ``name=N`` (``requests_per_minute``, ``requests_per_hour``,
+    ``requests_per_day``, ``characters_per_month``; 0 = unlimited), all separated by whitespace;
+    from a word starting with '#' on, a comment. A line's fault is a ConfigError naming its line,
+    never its token."""
     path, found = settings.auth_token_file, []
     text = _read(path, "auth_token_file").decode("utf-8", "replace")
     for number, line in enumerate(text.splitlines(), 1):
@@ -93,11 +96,12 @@ def token_file(settings: Settings) -> list[tuple[str, dict[str, int]]]:
         rates: dict[str, int] = {}
         for word in words[1:]:
             name, equals, value = word.partition("=")
-            if name not in RATE_NAMES or not value.isdigit():
+            if name not in TOKEN_SETTINGS or not value.isdigit():
                 what = f"{echo(name)}={echo(value, 16, quoted=False)}" if equals else "a word with no '='"
                 raise ConfigError(
-                    f"auth_token_file: {path} line {number}: after the token, {what} is not requests_per_minute=N, "
-                    "requests_per_hour=N or requests_per_day=N (N a whole number, 0 = unlimited)"
+                    f"auth_token_file: {path} line {number}: after the token, {what} is not "
+                    "requests_per_minute=N, requests_per_hour=N, requests_per_day=N or characters_per_month=N "
+                    "(N a whole number, 0 = unlimited)"
                 )
             rates[name] = int(value)
         found.append((words[0], rates))
@@ -105,10 +109,16 @@ def token_file(settings: Settings) -> list[tuple[str, dict[str, int]]]:
 
 
 def token_rates(settings: Settings) -> dict[str, dict[str, int]]:
-    """The request rates the token file gives its tokens, by key (each token's sha256, ``Call.key``)."""
+    """The request rates (and quotas) the token file gives its tokens, by key (each token's sha256, ``Call.key``)."""
     if not settings.auth_token_file:
         return {}
     return {key_digest(token): rates for token, rates in token_file(settings) if rates}
+
+
+def character_quotas(settings: Settings) -> dict[str, int]:
+    """The monthly character quotas the token file gives its tokens, by key (0: unlimited); the
+    other tokens and the clients without one have ``--characters-per-month``."""
+    return {key: own[QUOTA_NAME] for key, own in token_rates(settings).items() if QUOTA_NAME in own}
 
 
 def rate_limiter(settings: Settings) -> RateLimiter | None:

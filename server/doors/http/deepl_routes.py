@@ -17,7 +17,8 @@ tools): one more codec over the translation service, the stored glossaries and t
   ``{"translations": [{"detected_source_language", "text", "billed_characters"}]}``;
 - ``GET /v2/languages`` (``type`` source or target: a language's code for the sources, each served
   variant's for the targets, ``EN-GB`` / ``EN-US`` / ``PT-BR`` / ``PT-PT`` / ``ZH-HANS`` for a plain
-  ``en`` / ``pt`` / ``zh``), ``GET /v2/usage``,
+  ``en`` / ``pt`` / ``zh``), ``GET /v2/usage`` (the key's characters translated this calendar month,
+  UTC, through any door, and its quota: ``service.usage``),
   ``GET /v2/glossary-language-pairs``, ``/v2/glossaries`` (``deepl_glossary_routes``);
 - ``POST /v2/document`` (a multipart ``file``, ``target_lang``, ``source_lang``, ``glossary_id``) ->
   ``{"document_id", "document_key"}``: a file job; ``POST /v2/document/{id}`` -> its
@@ -29,15 +30,18 @@ tools): one more codec over the translation service, the stored glossaries and t
 one of the server's tokens (403 otherwise; any key on a server without tokens). Errors are
 DeepL's: ``{"message": ...}`` with 400, 403, 404 (an unrouted path under ``/v2/`` or ``/v3/``
 too, but for KServe's: ``RouteTable.refuse``), 405, 413 (a body over its limit), 429 (the server
-is busy), 456 (a per-key bound: glossaries or file jobs), 503 (a document not ready), 504.
+is busy), 456 (a per-key bound: the monthly characters, glossaries or file jobs), 503 (a document
+not ready), 504.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import hmac
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from aiohttp import web
@@ -50,7 +54,7 @@ from ...service.routing import LanguageNotServed
 from ...service.stored_glossaries import language
 from ...service.vocabulary import HTML, TEXT, MarkupRules
 from ...shared.calls import Call
-from ...shared.errors import InvalidRequest, Overloaded, RateLimited, ServingError, echo
+from ...shared.errors import InvalidRequest, MonthlyQuotaExceeded, Overloaded, RateLimited, ServingError, echo
 from .deepl_languages import sources, targets, upper
 from .forms import FORM_SLACK, file_response, read_form
 from .messages import json_object, multipart_pairs, read_body, text_body_limit, url_encoded_pairs
@@ -73,7 +77,7 @@ TAGS = {"html": HTML, "xml": HTML}  # XML's tags are kept and its text translate
 TAG_LISTS = ("ignore_tags", "splitting_tags", "non_splitting_tags")
 SPLIT_SENTENCES = ("0", "1", "nonewlines")
 FLAGS = ("0", "1", "false", "true")
-NO_QUOTA = 10**12  # attnserve bills nothing: /v2/usage reports a limit no caller reaches
+NO_QUOTA = 10**12  # /v2/usage's limit of a key without a quota: DeepL's clients read a limit > 0 as valid
 JOB_STATUS = {"queued": "queued", "running": "translating", "done": "done", "failed": "error", "cancelled": "error"}
 
 
@@ -104,6 +108,15 @@ def token(request: web.Request) -> str | None:
 async def presented(request: web.Request) -> str | None:
     """The key a request presents (:func:`token`), for its request rates."""
     return token(request)
+
+
+@contextlib.contextmanager
+def quota_words() -> Iterator[None]:
+    """A key past its monthly characters in DeepL's words and status (456 "Quota exceeded")."""
+    try:
+        yield
+    except MonthlyQuotaExceeded as exc:
+        raise QuotaExceeded(f"Quota exceeded: {exc.detail}") from None
 
 
 def too_many(refused: RateLimited) -> tuple[int, str]:
@@ -271,7 +284,8 @@ class DeepLRoutes:
             glossary_id=glossary_id(fields),
         )
         try:
-            done = await self.service.translate(wanted)
+            with quota_words():
+                done = await self.service.translate(wanted)
         except LanguageNotServed as exc:
             raise InvalidRequest(f"Value for 'target_lang' not supported: {exc}") from None
         detected = [d.language for d in done.detected] if done.detected else [done.source_language] * len(texts)
@@ -290,7 +304,12 @@ class DeepLRoutes:
         return web.json_response([{"language": code, "name": name} | extra for code, name in listed.items()])
 
     async def usage(self, request: web.Request, call: Call) -> web.Response:
-        return web.json_response({"character_count": 0, "character_limit": NO_QUOTA})
+        """The key's characters this month and its quota. The route is counted against no request
+        rate, so its call names no client: it is found here as the tracker finds a metered call's."""
+        auth = self.doors.auth
+        client = auth.caller(token(request) if auth.keys_on else None, request.remote).client
+        count, limit = await self.service.usage.report(client)
+        return web.json_response({"character_count": count, "character_limit": limit or NO_QUOTA})
 
     async def upload(self, request: web.Request, call: Call) -> web.Response:
         key = self.caller(request, call)
@@ -302,8 +321,10 @@ class DeepLRoutes:
         source = lang(form, "source_lang") if form.get("source_lang") else AUTO
         name = fields.get("filename") or filename
         check_output_format(form, name)
+        wanted = JobRequest(key, name, content, source, target, "", glossary_id(form), client=call.client)
         try:
-            job = await self.doors.jobs.submit(JobRequest(key, name, content, source, target, "", glossary_id(form)))
+            with quota_words():
+                job = await self.doors.jobs.submit(wanted)
         except Overloaded as exc:
             if "per api key" in str(exc):
                 raise QuotaExceeded(str(exc)) from None

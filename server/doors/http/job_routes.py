@@ -60,7 +60,7 @@ class JobRoutes:
                 raise InvalidRequest(f"Invalid request: missing {name} parameter")
         key = self.keys.caller_key(request, fields)
         languages = (fields["source"], fields["target"], fields.get("model", ""))
-        wanted = JobRequest(key, filename, content, *languages, params.glossary_id(fields))
+        wanted = JobRequest(key, filename, content, *languages, params.glossary_id(fields), client=call.client)
         job = await self.doors.jobs.submit(wanted)
         return web.json_response(view(job), status=202)
 

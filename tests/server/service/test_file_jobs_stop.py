@@ -106,6 +106,9 @@ class HeldFiles:
     def check_size(self, size: int) -> None:
         pass
 
+    def check_quota(self, client: str) -> None:
+        pass
+
     def check_route(self, source: str, target: str, model: str = "") -> None:
         pass
 
