@@ -7,7 +7,9 @@ token file) is refused in each door's shape: ``deepl.QuotaExceededException`` (4
 
 from __future__ import annotations
 
+import calendar
 import json
+import time
 from pathlib import Path
 
 import deepl
@@ -15,6 +17,7 @@ import grpc
 import pytest
 
 from attnserve.client import AttnServeError
+from attnserve.server.service import usage as usage_module
 from tests.server.http.test_files import call
 
 REPO = Path(__file__).resolve().parents[3] / "models" / "repo"
@@ -25,8 +28,13 @@ DATE, TIME = "Monday, March 3, 2025", "at 3:45 PM"  # 21 and 10 characters
 
 
 @pytest.fixture
-def started(serve, tmp_path):
-    """``with started() as server:`` a server on this test's state folder and token file."""
+def started(serve, tmp_path, monkeypatch):
+    """``with started() as server:`` a server on this test's state folder and token file, whose
+    clock runs from the middle of the month, so a run across the month's end (counts start again
+    at zero) cannot part a test's figures."""
+    year, month = time.gmtime()[:2]
+    shift = calendar.timegm((year, month, 15, 12, 0, 0)) - time.time()
+    monkeypatch.setattr(usage_module.Usage.__init__, "__defaults__", (lambda: time.time() + shift,))
     tokens = tmp_path / "tokens.txt"
     tokens.write_text(TOKENS)
     settings = dict(http_port=0, state_dir=str(tmp_path / "state"), auth_token_file=str(tokens))
