@@ -25,6 +25,7 @@ blocks their own boxes.
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import math
 from collections.abc import Iterator
@@ -71,7 +72,7 @@ class Room:
             self.add(i, rect, text)  # type: ignore[arg-type]
         left, bottom, right, top = box
         self.centre = (left + right) / 2
-        self.text_left = edges[0]
+        self.text_left, self.mirrored = edges[0], left + right - edges[0]  # the left margin, and the right one like it
         self.left, self.right = min(edges[0], left + right - edges[2]), max(edges[2], left + right - edges[0])
         self.bottom = min(edges[1], bottom + top - edges[3])
         self.rows: dict[int, list[tuple[Rect, int]]] = {}
@@ -80,6 +81,8 @@ class Room:
                 self.rows.setdefault(row, []).append(((block.left, block.bottom, block.right, block.top), n))
         self.numbers = {id(block): n for n, block in enumerate(blocks)}
         self.margins = [b.right for b in blocks if b.align in ("right", "justified")]
+        self.blocks = blocks
+        self.edges: tuple[list[float], list[float], list[float]] | None = None
         self.gutters = _gutters(blocks, self.left, self.right)
 
     def add(self, index: int, rect: Rect, text: bool) -> None:
@@ -101,21 +104,42 @@ class Room:
                 self.cells.setdefault((column, row), []).append((index, *rect, text))
 
     def align(self, block: Block, rtl: bool) -> str:
-        """The block's alignment: its lines', else a single line's by the page (centred on it; or
-        ending at the right edge of a right-aligned or justified block and not at the text's left);
-        "right" for a right-to-left translation."""
+        """The block's alignment: its lines', else a single line's not at the text's left by the
+        page (``_single``); "right" for a right-to-left translation."""
         tolerance = max(0.5, 0.05 * block.size)
         # right-to-left source text stands at the right by its direction: a left-to-right
         # translation of it is left-aligned
         align = "left" if block.align == "right" and right_to_left(block.text) else block.align
         if block.lines == 1 and block.left > self.text_left + tolerance:
-            if abs((block.left + block.right) / 2 - self.centre) <= tolerance:
-                align = "centre"
-            elif any(abs(block.right - margin) <= tolerance for margin in self.margins):
-                align = "right"
+            align = self._single(block, tolerance) or align
         if rtl and align != "centre":
             return "right"  # a right-to-left translation is right-aligned, and grows to the left
         return "left" if align == "justified" else align
+
+    def _single(self, block: Block, tolerance: float) -> str | None:
+        """A single line's alignment as the page shows it, None where it shows none: centred on
+        the page, or ending at a right-aligned or justified block's right edge; else, where its
+        left edge is none of the page's other blocks' (an indented line, a column's, starts where
+        others do), right-aligned where its right edge is the margin mirroring the text's left one
+        or another block's right edge, or centred where its middle is another block's (a date
+        above a ragged letter, a signature, a title centred over its column)."""
+        middle = (block.left + block.right) / 2
+        if abs(middle - self.centre) <= tolerance:
+            return "centre"
+        if any(abs(block.right - margin) <= tolerance for margin in self.margins):
+            return "right"
+        if self.edges is None:  # sorted once a page, for the first single line that needs them
+            edges = [(b.left, b.right, (b.left + b.right) / 2) for b in self.blocks]
+            self.edges = tuple(sorted(values) for values in zip(*edges))  # type: ignore[assignment]
+        lefts, rights, middles = self.edges  # type: ignore[misc]
+        even = 0.15 * block.size  # a glyph's side bearing moves the edge of its ink this far
+        if _count(lefts, block.left, even) > 1:
+            return None
+        if abs(block.right - self.mirrored) <= even or _count(rights, block.right, even) > 1:
+            return "right"
+        if _count(middles, middle, even) > 1:
+            return "centre"
+        return None
 
     def grown(self, block: Block, align: str) -> Rect:
         """The box the block's translation may fill: its own, grown into the free room around it."""
@@ -231,6 +255,11 @@ class Room:
                 found = self.cells.get((column, row), ())
                 self.looked += len(found)
                 yield from found
+
+
+def _count(values: list[float], value: float, tolerance: float) -> int:
+    """How many of the sorted ``values`` lie within ``tolerance`` of ``value``."""
+    return bisect.bisect_right(values, value + tolerance) - bisect.bisect_left(values, value - tolerance)
 
 
 def _clip(rect: Rect, box: Rect) -> Rect | None:

@@ -191,3 +191,56 @@ def test_a_right_aligned_block_grows_leftwards():
     date = source(data, "June 5, 2025")
     (line,) = lines_of(page, GERMAN["June 5, 2025"])
     assert abs(line.bounds[2] - date.bounds[2]) < 1 and line.size == SIZE and line.bounds[0] < date.bounds[0] - 20
+
+
+LETTER = {
+    "June 5, 2025": "5.6.2025",
+    "Yours sincerely, John Brown": "Mit freundlichen Grüßen, John Brown",
+    "Notes": "Anmerkungen zur Sitzung",
+    "Room 4": "Raum 4 im zweiten Stock",
+    "Bring the report.": "Bringen Sie den Bericht mit.",
+    "A title on its column": "Ein Titel über seiner Spalte",
+}
+
+
+def test_a_single_line_keeps_the_alignment_its_page_shows():
+    """A letter in ragged left-aligned text, no block of it right-aligned or justified: its date
+    and its signature, each alone on its line and flush with the text area's right edge, stay
+    flush right (the date, shorter, no longer starts where the source did; the signature, longer,
+    grows to the left); a title centred over a column narrower than the page stays centred on
+    it; the heading at the left margin and the short indented lines that begin where a paragraph
+    does stay left-aligned."""
+
+    def draw(pdf: FPDF) -> None:
+        pdf.set_xy(56, 56)
+        pdf.multi_cell(483, 14, "June 5, 2025", align="R")
+        pdf.set_xy(56, 90)
+        pdf.multi_cell(420, 14, PARAGRAPH + " " + PARAGRAPH)
+        pdf.set_xy(56, 150)
+        pdf.multi_cell(483, 14, "Yours sincerely, John Brown", align="R")
+        pdf.set_xy(56, 190)
+        pdf.multi_cell(200, 14, "Notes")
+        pdf.set_xy(90, 210)
+        pdf.multi_cell(200, 14, PARAGRAPH)
+        pdf.set_xy(90, 290)
+        pdf.multi_cell(200, 14, "Room 4")
+        pdf.set_xy(90, 320)
+        pdf.multi_cell(200, 14, "Bring the report.")
+        pdf.set_xy(56, 360)
+        pdf.multi_cell(300, 14, "A title on its column", align="C")
+        pdf.set_xy(56, 380)
+        pdf.multi_cell(300, 14, PARAGRAPH, align="C")
+
+    data = page_of(draw)
+    page = translated(data, LETTER)
+    for text in ("June 5, 2025", "Yours sincerely, John Brown"):
+        (line,) = lines_of(page, LETTER[text])
+        was = source(data, text).bounds
+        assert abs(line.bounds[2] - was[2]) < 1 and line.size == SIZE, text
+        assert abs(line.bounds[0] - was[0]) > 10, text
+    for text in ("Notes", "Room 4", "Bring the report."):
+        (line,) = lines_of(page, LETTER[text])
+        assert abs(line.bounds[0] - source(data, text).bounds[0]) < 1, text
+    (title,) = lines_of(page, LETTER["A title on its column"])
+    was = source(data, "A title on its column").bounds
+    assert abs((title.bounds[0] + title.bounds[2]) / 2 - (was[0] + was[2]) / 2) < 1
