@@ -67,7 +67,7 @@ class Extracted:
     writer: Writer
     format: str = TEXT
     media_type: str = "application/octet-stream"
-    units: tuple[Unit, ...] = ()  # the runs of each text, where the format has runs (office files)
+    units: tuple[Unit, ...] = ()  # the runs of each text, where the format has runs (office files, a PDF's links)
 
     def __post_init__(self) -> None:
         if not self.texts:

@@ -13,9 +13,10 @@ lines, shrinking further until it fits. A translation mostly in right-to-left le
 Hebrew) is right-aligned instead, growing to the left, each line broken in reading order and drawn
 in visual order, Arabic letters joined (``pdf_bidi``). The thin paths
 underlining or striking through a block's lines (``Block.marks``) go with its text: they would
-mark other words of the translation, or empty space. Images, other paths, annotations (a link's
-area among them) and every other object stay as they were (an image's stream is not touched);
-only the changed pages' content streams are rewritten.
+mark other words of the translation, or empty space. A link's area moves to where its words are
+drawn (``pdf_links``: its words a run of their own, placed by the service's ``Placement`` as a
+.docx's styled run). Images, other paths, other annotations and every other object stay as they
+were (an image's stream is not touched); only the changed pages' content streams are rewritten.
 
 The font: the block's own (its text's, not a bullet's) where it has a glyph for every character of
 the translation (a standard font such as Helvetica; an embedded font subset to the source's letters
@@ -48,6 +49,7 @@ from .extracted import Characters, Check, Extracted
 from .pdf_bidi import joined, right_to_left, visual
 from .pdf_blocks import Block, page_blocks, wide
 from .pdf_fonts import Fonts
+from .pdf_links import linked, move, rectangles, unit, words_of
 from .pdf_paths import pdfium, pdfium_c
 from .pdf_room import Rect, Room
 from .refusals import FileRefused
@@ -102,9 +104,11 @@ def read_pdf(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
         with LOCK, _document(data) as doc:
-            return _write(doc, blocks, translations, check)
+            return _write(doc, blocks, translations, placement, check)
 
-    return Extracted(tuple(b.text for b in blocks), write, TEXT, "application/pdf")
+    # a block's links are runs of their own, its translation's words placed on them as on styled runs
+    units = tuple(map(unit, blocks)) if any(b.links for b in blocks) else ()
+    return Extracted(tuple(b.text for b in blocks), write, TEXT, "application/pdf", units)
 
 
 def _read(doc: pdfium.PdfDocument, chars: Characters) -> tuple[list[Block], list[int]]:
@@ -124,7 +128,7 @@ def _read(doc: pdfium.PdfDocument, chars: Characters) -> tuple[list[Block], list
                 raise FileRefused(
                     f"the PDF has more than {MAX_OBJECTS:,} page objects; this server reads at most that many"
                 )
-            for block in page_blocks(index, page.raw, textpage.raw):
+            for block in linked(page.raw, textpage.raw, page_blocks(index, page.raw, textpage.raw)):
                 chars.add(len(block.text))
                 blocks.append(block)
         finally:
@@ -212,14 +216,22 @@ def fit(
 
 
 def _draw(
-    doc: pdfium.PdfDocument, page: pdfium.PdfPage, fonts: Fonts, room: Room, block: Block, font, translation: str
-) -> None:
+    doc: pdfium.PdfDocument,
+    page: pdfium.PdfPage,
+    fonts: Fonts,
+    room: Room,
+    block: Block,
+    font,
+    translation: str,
+    links: dict[int, range | None],
+) -> list[tuple[int, Rect]]:
+    """The translation drawn in the block's place; (link, rectangle) where ``links``' words went."""
     # a right-to-left translation (by the majority of its letters, as a block is read) is
     # right-aligned in the box, its lines broken in reading order and each drawn in visual order
     rtl = right_to_left(translation)
     words, spaced = pieces(joined(translation))
     if not words:
-        return
+        return []
     font = fonts.choose(font, " ".join(words))
     glyphs = fonts.glyphs(font)
     glyphs.missing(" ")
@@ -234,6 +246,7 @@ def _draw(
         size, lines = fit(block, words, widths, spaced, space, room.grown(block, align))
     top = block.top - (block.top - block.baseline) / block.size * size
     r, g, b, a = block.color
+    drawn: list[tuple[float, float, Rect]] = []  # each line's origin and bounds, where its links go
     for i, line in enumerate(lines):
         obj = pdfium_c.FPDFPageObj_CreateTextObj(doc.raw, font, ctypes.c_float(size))
         encoded = ctypes.create_string_buffer((visual(line, rtl) + "\0").encode("utf-16-le"))
@@ -245,7 +258,10 @@ def _draw(
         pdfium_c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, top - i * block.leading * size)
         pdfium_c.FPDFPageObj_SetFillColor(obj, r, g, b, a)
         pdfium_c.FPDFPage_InsertObject(page.raw, obj)
-        room.add(-1, _bounds(obj), True)  # no later block's translation is drawn over it
+        bounds = _bounds(obj)
+        room.add(-1, bounds, True)  # no later block's translation is drawn over it
+        drawn.append((x, top - i * block.leading * size, bounds))
+    return rectangles(links, lines, words, spaced, widths, space, size, drawn) if links else []
 
 
 def _bounds(obj: pdfium_c.FPDF_PAGEOBJECT) -> Rect:
@@ -255,7 +271,9 @@ def _bounds(obj: pdfium_c.FPDF_PAGEOBJECT) -> Rect:
     return bounds[0].value, bounds[1].value, bounds[2].value, bounds[3].value
 
 
-def _write(doc: pdfium.PdfDocument, blocks: list[Block], translations: Sequence[str], check: Check) -> bytes:
+def _write(
+    doc: pdfium.PdfDocument, blocks: list[Block], translations: Sequence[str], placement: Placement, check: Check
+) -> bytes:
     by_page: dict[int, list[tuple[Block, str]]] = {}
     for block, translation in zip(blocks, translations):
         by_page.setdefault(block.page, []).append((block, translation))
@@ -268,16 +286,13 @@ def _write(doc: pdfium.PdfDocument, blocks: list[Block], translations: Sequence[
                 handles = {i: pdfium_c.FPDFPage_GetObject(page.raw, i) for b, _ in placed for i in b.objects + b.marks}
                 count = pdfium_c.FPDFPage_CountObjects(page.raw)
                 room = Room(page.raw, count, [b for b, _ in placed], tuple(page.get_bbox()))  # type: ignore[arg-type]
+                rects: dict[int, list[Rect]] = {}  # each link's rectangles on the translation's lines
                 for block, translation in placed:  # drawn before the old objects go: they hold the fonts
-                    _draw(
-                        doc,
-                        page,
-                        fonts,
-                        room,
-                        block,
-                        pdfium_c.FPDFTextObj_GetFont(handles[block.lead]),
-                        translation,
-                    )
+                    font = pdfium_c.FPDFTextObj_GetFont(handles[block.lead])
+                    links = words_of(block, placement, translation) if block.links else {}
+                    for k, rect in _draw(doc, page, fonts, room, block, font, translation, links):
+                        rects.setdefault(k, []).append(rect)
+                move(page.raw, rects)
                 for obj in handles.values():
                     if pdfium_c.FPDFPage_RemoveObject(page.raw, obj):
                         pdfium_c.FPDFPageObj_Destroy(obj)

@@ -76,6 +76,7 @@ class Block:
     lead: int
     marks: tuple[int, ...] = ()  # paths underlining or striking through its lines, removed with its text
     align: str = "left"  # of its lines: "left", "right", "centre", or "justified" (left and right edges even)
+    links: tuple[tuple[int, int, int], ...] = ()  # (link annotation, start, end) of its text (``pdf_links``)
 
 
 def text_of(obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXTPAGE) -> str:

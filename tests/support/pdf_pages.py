@@ -65,6 +65,40 @@ def pages(data: bytes) -> list[Page]:
     return out
 
 
+def links(data: bytes) -> list[tuple[str, list[str]]]:
+    """Each link annotation of the first page: its target (its web address, or the page of its
+    destination) and the text under each of its areas: its quadrilaterals, else its rectangle."""
+    doc = pdfium.PdfDocument(data)
+    page = doc[0]
+    textpage = page.get_textpage()
+    out = []
+    for k in range(pdfium_c.FPDFPage_GetAnnotCount(page.raw)):
+        annot = pdfium_c.FPDFPage_GetAnnot(page.raw, k)
+        link = pdfium_c.FPDFAnnot_GetLink(annot)
+        action = pdfium_c.FPDFLink_GetAction(link)
+        if action:
+            size = pdfium_c.FPDFAction_GetURIPath(doc.raw, action, None, 0)
+            buffer = ctypes.create_string_buffer(size)
+            pdfium_c.FPDFAction_GetURIPath(doc.raw, action, buffer, size)
+            target = buffer.value.decode()
+        else:
+            target = f"page {pdfium_c.FPDFDest_GetDestPageIndex(doc.raw, pdfium_c.FPDFLink_GetDest(doc.raw, link))}"
+        areas, quad = [], pdfium_c.FS_QUADPOINTSF()
+        for n in range(pdfium_c.FPDFAnnot_CountAttachmentPoints(annot)):
+            pdfium_c.FPDFAnnot_GetAttachmentPoints(annot, n, quad)
+            areas.append((quad.x1, quad.y3, quad.x2, quad.y1))
+        if not areas:
+            rect = pdfium_c.FS_RECTF()
+            pdfium_c.FPDFAnnot_GetRect(annot, rect)
+            areas.append((rect.left, rect.bottom, rect.right, rect.top))
+        out.append((target, [" ".join(textpage.get_text_bounded(*area).split()) for area in areas]))
+        pdfium_c.FPDFPage_CloseAnnot(annot)
+    textpage.close()
+    page.close()
+    doc.close()
+    return out
+
+
 def within(inner: tuple[float, float, float, float], outer: tuple[float, float, float, float], slack: float) -> bool:
     return (
         inner[0] >= outer[0] - slack

@@ -12,8 +12,10 @@ from pathlib import Path
 
 import grpc
 import pytest
+from fpdf import FPDF
 from lxml import etree
 
+from attnserve.benchmarks.pdfs import A4
 from attnserve.client import AttnServeError
 from attnserve.client.cli import ProgressBar
 from attnserve.client.cli import main as client_main
@@ -125,6 +127,23 @@ def test_a_file_split_in_pieces_comes_back_byte_for_byte_as_split_whole(server, 
     assert told_whole[0] == (0, 56) and told_pieces[-1] == (56, 56)  # the whole's total is known before it decodes
     assert [d for d, _ in told_pieces] == sorted(d for d, _ in told_pieces)
     assert all(t in (0, 56) for _, t in told_pieces)  # 0: not known yet, never a guess
+
+
+def test_a_pdfs_link_lands_on_its_translated_words(server, tmp_path):
+    """A link over "March 3, 2025" in a PDF: a click on the translation lands on "3. März 2025"."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.set_xy(56, 56)
+    pdf.write(14, "on Monday, ")
+    pdf.write(14, "March 3, 2025", link="https://example.com/")
+    pdf.write(14, " at 4:15 PM")
+    path = tmp_path / "invitation.pdf"
+    path.write_bytes(bytes(pdf.output()))
+    with server.client(timeout=120) as client:
+        done = client.translate_file(path, "de", "en")
+    assert [t.text for t in pdf_pages.pages(done.content)[0].texts] == ["am Montag, 3. März 2025 um 16:15 Uhr"]
+    assert pdf_pages.links(done.content) == [("https://example.com/", ["3. März 2025"])]
 
 
 def test_a_20_page_pdf_through_the_rpc_comes_back_translated_in_place(server, tmp_path):
