@@ -30,6 +30,7 @@ def view(job: Job) -> dict[str, Any]:
         "filename": job.filename,
         "source": job.source_language,
         "target": job.target,
+        "model": job.model,  # once done, the model that translated it (the router's where it named none)
         "done": job.done,
         "total": job.total,
         "reused": job.reused,

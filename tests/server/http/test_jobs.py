@@ -91,6 +91,7 @@ def test_a_job_reports_progress_as_it_runs_and_its_result_is_the_files_translati
     assert any(e["remaining_s"] is not None for e in progress), events
     last_name, last = events[-1]
     assert last_name == "done" and last["done"] == last["total"] >= 300, last
+    assert last["model"] == "translator-en-de", last  # named by none: the one the router chose
     status, result, headers = call(server, f"/jobs/{submitted['id']}/result")
     assert status == 200 and "report.de.docx" in headers["Content-Disposition"]  # as /download_file names it
     assert texts(result) == texts(translated(server, "report.docx", content))
