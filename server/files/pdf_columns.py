@@ -101,14 +101,18 @@ def part_columns(lines: Sequence[Sequence[R]], label: Callable[[str], bool]) -> 
 def _starts(lines: Sequence[Sequence[Placed]], label: Callable[[str], bool]) -> list[Start]:
     """Every place a cell may begin: an object after a gap, its glyphs clear of the text before
     it (more than one character), and a line that begins right of another on its row."""
-    rows = [(line[0].baseline, min(line[0].left, line[0].x), max(r.right for r in line)) for line in lines]
+    # the lines by baseline: each line's row is looked up by bisection, the page's other rows unread
+    rows = sorted((line[0].baseline, min(line[0].left, line[0].x), max(r.right for r in line)) for line in lines)
+    bases = [base for base, _, _ in rows]
     out = []
     for i, line in enumerate(lines):
         first = line[0]
         start = min(first.left, first.x)
+        near = (BESIDE + 0.1) * first.size  # wider than the row: the exact test below decides
+        low, high = bisect.bisect_left(bases, first.baseline - near), bisect.bisect_right(bases, first.baseline + near)
         beside = [
             (right, left)
-            for base, left, right in rows
+            for base, left, right in rows[low:high]
             if abs(base - first.baseline) < BESIDE * first.size
             and (abs(base - first.baseline) < SAME_ROW * first.size or start - right >= WIDE * first.size)
             and right <= start
