@@ -33,6 +33,8 @@ characters, which would be translated as gibberish and drawn as boxes).
 from __future__ import annotations
 
 import ctypes
+import re
+import threading
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -79,21 +81,35 @@ class Block:
     links: tuple[tuple[int, int, int], ...] = ()  # (link annotation, start, end) of its text (``pdf_links``)
 
 
+_BUFFERS = threading.local()  # each thread's buffer for text_of (and its pointer), grown to the longest text read
+UNMAPPED = re.compile("[\x00-\x1f\ufffd]")  # control characters, U+FFFD: codes PDFium mapped to no character
+
+
+def _buffer(size: int) -> tuple[ctypes.Array[ctypes.c_char], ctypes._Pointer]:
+    buffer = ctypes.create_string_buffer(size)
+    _BUFFERS.held = buffer, ctypes.cast(buffer, ctypes.POINTER(pdfium_c.FPDF_WCHAR))
+    return _BUFFERS.held
+
+
 def text_of(obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXTPAGE) -> str:
     """A text object's text (UTF-16 from PDFium)."""
-    n = pdfium_c.FPDFTextObj_GetText(obj, textpage, None, 0)  # bytes, with the terminating NUL
+    # PDFium finds an object's text by going through its page's characters, and copies it only
+    # where the buffer holds it all (returning the bytes needed, the terminating NUL's among
+    # them): one call with a buffer kept from object to object reads most objects
+    buffer, pointer = getattr(_BUFFERS, "held", None) or _buffer(4096)
+    n = pdfium_c.FPDFTextObj_GetText(obj, textpage, pointer, len(buffer))
     if n <= 2:
         return ""
-    buffer = ctypes.create_string_buffer(n)
-    pdfium_c.FPDFTextObj_GetText(obj, textpage, ctypes.cast(buffer, ctypes.POINTER(pdfium_c.FPDF_WCHAR)), n)
-    return buffer.raw[: n - 2].decode("utf-16-le", errors="replace")
+    if n > len(buffer):
+        buffer, pointer = _buffer(n)
+        pdfium_c.FPDFTextObj_GetText(obj, textpage, pointer, n)
+    return ctypes.string_at(buffer, n - 2).decode("utf-16-le", errors="replace")
 
 
 def unreadable(text: str) -> bool:
     """Whether PDFium could not map the text's codes to Unicode: mostly control characters or
     U+FFFD (a stray one, a soft hyphen's mark, is dropped from readable text)."""
-    bad = sum(ch < " " or ch == "\ufffd" for ch in text)
-    return 2 * bad > len(text.strip())
+    return 2 * len(UNMAPPED.findall(text)) > len(text.strip())
 
 
 class Drawn:
@@ -143,7 +159,7 @@ def _run(index: int, obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXT
     text = text_of(obj, textpage).replace("\r", " ").replace("\n", " ").replace("\x00", "")
     if not text.strip() or unreadable(text):
         return None
-    text = "".join(ch for ch in text if ch >= " " and ch != "\ufffd")
+    text = UNMAPPED.sub("", text)
     bounds = [ctypes.c_float() for _ in range(4)]
     if not pdfium_c.FPDFPageObj_GetBounds(obj, *bounds):
         return None
