@@ -23,6 +23,7 @@ presentation forms).
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import arabic_reshaper
@@ -34,11 +35,13 @@ MIRROR = dict(zip("()[]{}<>«»‹›", ")(][}{><»«›‹"))
 
 
 FIRST_RTL = "\u0590"  # no character before Hebrew's block is right to left
+PAST_RTL = re.compile(f"[{FIRST_RTL}-\U0010ffff]")
 
 
 def has_rtl(text: str) -> bool:
-    # most text (Latin, with its accents) holds no character past U+0590: one C-speed max decides
-    return bool(text) and max(text) >= FIRST_RTL and any(unicodedata.bidirectional(ch) in RTL for ch in text)
+    # most text (Latin, with its accents) holds no character past U+0590, and little (a euro
+    # sign, a curly quote) holds many: those few are found at C speed and looked up
+    return any(unicodedata.bidirectional(ch) in RTL for ch in PAST_RTL.findall(text))
 
 
 def right_to_left(text: str) -> bool:
