@@ -147,7 +147,7 @@ def pieces(text: str) -> tuple[list[str], list[bool]]:
     words: list[str] = []
     spaced: list[bool] = []
     for word in text.split():
-        units = list(line_break_units(word)) if any(map(wide, word)) else [word]
+        units = list(line_break_units(word)) if not word.isascii() and any(map(wide, word)) else [word]
         words += units
         spaced += [True] + [False] * (len(units) - 1)
     return words, spaced
@@ -249,8 +249,8 @@ def _draw(
     drawn: list[tuple[float, float, Rect]] = []  # each line's origin and bounds, where its links go
     for i, line in enumerate(lines):
         obj = pdfium_c.FPDFPageObj_CreateTextObj(doc.raw, font, ctypes.c_float(size))
-        encoded = ctypes.create_string_buffer((visual(line, rtl) + "\0").encode("utf-16-le"))
-        pdfium_c.FPDFText_SetText(obj, ctypes.cast(encoded, ctypes.POINTER(pdfium_c.FPDF_WCHAR)))
+        encoded = (visual(line, rtl) + "\0").encode("utf-16-le")
+        pdfium_c.FPDFText_SetText(obj, (pdfium_c.FPDF_WCHAR * (len(encoded) // 2)).from_buffer_copy(encoded))
         x = block.x
         if align != "left":  # the glyphs' edges, drawn from x = 0, as the source block's are measured
             left, right = _bounds(obj)[::2]
