@@ -175,10 +175,9 @@ class Room:
             elif way < 0 and end <= near + 1:
                 best = max(best, end)
         tolerance, space = 0.5, SPACE * block.size
-        column = _cell(near)
+        column, rows = _cell(near), _span(low, high)
         while (column * CELL < best) if way > 0 else ((column + 1) * CELL > best):
-            for entry in self._at([column], _span(low, high)):
-                i, l, b, r, t, text = entry
+            for i, l, b, r, t, text in self._at([column], rows):
                 if i in mine or t <= low or b >= high:
                     continue
                 front, back = (l, r) if way > 0 else (-r, -l)  # measured in the direction of growth
@@ -213,15 +212,15 @@ class Room:
         # measured in the direction of growth: (front, back) edges, this block's far edge
         edges = {n: (l, r) if way > 0 else (-r, -l) for n, (l, _, r, _) in near.items()}
         edge = way * (block.right if way > 0 else block.left)
+        # the blocks that may be this block's column's: from before its edge to it or past it
+        ours = [
+            (back, near[m][1], near[m][3]) for m, (ahead, back) in edges.items() if ahead <= edge and edge - 0.5 <= back
+        ]
         for n, (front, _) in edges.items():
             if front < edge - 0.5:
                 continue
             _, bottom, _, top = near[n]
-            column = [
-                back
-                for m, (ahead, back) in edges.items()
-                if ahead <= edge and edge - 0.5 <= back <= front and near[m][3] > bottom and near[m][1] < top
-            ]
+            column = [back for back, under, over in ours if back <= front and over > bottom and under < top]
             if column:
                 limit = max(edge, min(front - SPACE * block.size, max(column)))
                 best = min(best, limit) if way > 0 else max(best, -limit)
@@ -234,8 +233,7 @@ class Room:
         columns = _span(left + tolerance, right - tolerance)
         row = _cell(block.bottom)
         while (row + 1) * CELL + gap > best:
-            for entry in self._at(columns, [row]):
-                i, l, b, r, t, text = entry
+            for i, l, b, r, t, text in self._at(columns, [row]):
                 if i in mine or r <= left + tolerance or l >= right - tolerance or b >= block.bottom:
                     continue
                 if t <= block.bottom + tolerance:
