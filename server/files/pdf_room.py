@@ -29,6 +29,7 @@ import bisect
 import ctypes
 import math
 from collections.abc import Iterator
+from itertools import accumulate
 
 from .pdf_bidi import right_to_left
 from .pdf_blocks import Block
@@ -94,14 +95,15 @@ class Room:
             return
         if (rect := _clip(rect, self.box)) is None:  # type: ignore[assignment]
             return
-        columns, rows = _span(rect[0], rect[2]), _span(rect[1], rect[3])
+        columns, rows = range(_cell(rect[0]), _cell(rect[2]) + 1), range(_cell(rect[1]), _cell(rect[3]) + 1)
         self.entries += len(columns) * len(rows)
         if self.entries > MAX_ENTRIES:
             self.cells = None
             return
+        cells, entry = self.cells, (index, *rect, text)
         for column in columns:
             for row in rows:
-                self.cells.setdefault((column, row), []).append((index, *rect, text))
+                cells.setdefault((column, row), []).append(entry)
 
     def align(self, block: Block, rtl: bool) -> str:
         """The block's alignment: its lines', else a single line's not at the text's left by the
@@ -285,16 +287,11 @@ def _gutters(blocks: list[Block], left: float, right: float) -> list[tuple[float
     for block in blocks:  # each block's height over its width, summed with a difference array
         heights[max(0, int((block.left - left) / step))] += block.top - block.bottom
         heights[min(count, int((block.right - left) / step) + 1)] -= block.top - block.bottom
-    covered, total = [], 0.0
-    for h in heights[:count]:
-        total += h
-        covered.append(total)
+    covered = list(accumulate(heights[:count], initial=0.0))[1:]
     lines = sorted((b.top - b.bottom) / b.lines for b in blocks)
     column = COLUMN * lines[len(lines) // 2]  # a table's row or two leaves no column gap
-    before, after = covered[:], covered[:]
-    for k in range(1, count):
-        before[k] = max(before[k], before[k - 1])
-        after[count - 1 - k] = max(after[count - 1 - k], after[count - k])
+    # the most text at or left of each step, and at or right of it
+    before, after = list(accumulate(covered, max)), list(accumulate(reversed(covered), max))[::-1]
     gutters: list[tuple[float, float]] = []
     for k, h in enumerate(covered):
         if h >= GUTTER * min(before[k], after[k]) or min(before[k], after[k]) < column:
