@@ -65,7 +65,7 @@ class Room:
             text = pdfium_c.FPDFPageObj_GetType(obj) == pdfium_c.FPDF_PAGEOBJ_TEXT
             if text and pdfium_c.FPDFTextObj_GetTextRenderMode(obj) == pdfium_c.FPDF_TEXTRENDERMODE_INVISIBLE:
                 continue
-            rect = _clip(tuple(b.value for b in bounds), box)  # type: ignore[arg-type]
+            rect = _clip((bounds[0].value, bounds[1].value, bounds[2].value, bounds[3].value), box)
             if rect is None:
                 continue
             if text:
@@ -293,8 +293,8 @@ def _gutters(blocks: list[Block], left: float, right: float) -> list[tuple[float
     # the most text at or left of each step, and at or right of it
     before, after = list(accumulate(covered, max)), list(accumulate(reversed(covered), max))[::-1]
     gutters: list[tuple[float, float]] = []
-    for k, h in enumerate(covered):
-        if h >= GUTTER * min(before[k], after[k]) or min(before[k], after[k]) < column:
+    for k, (h, side) in enumerate(zip(covered, map(min, before, after))):
+        if h >= GUTTER * side or side < column:
             continue  # a gap: text on both sides, and far less here
         start, end = left + k * step, left + (k + 1) * step
         if gutters and abs(gutters[-1][1] - start) < step / 2:
