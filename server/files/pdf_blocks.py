@@ -257,7 +257,7 @@ def _joined(lines: list[Line]) -> str:
     return out
 
 
-def _block(page: int, lines: list[Line]) -> Block:
+def _block(page: int, lines: list[Line], marks: tuple[int, ...]) -> Block:
     runs = [r for ln in lines for r in ln.runs]
     first, last = lines[0].first, lines[-1].first
     lead = next((r for r in runs if any(ch.isalnum() for ch in r.text)), first)
@@ -269,6 +269,7 @@ def _block(page: int, lines: list[Line]) -> Block:
         page, tuple(r.index for r in runs), _joined(lines),
         min(min(r.left for r in runs), first.x), bottom, max(r.right for r in runs), top,
         first.x, first.baseline, size, leading, len(lines), lead.color, lead.index, align=_align(lines),
+        marks=marks,
     )  # fmt: skip
 
 
@@ -320,9 +321,9 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
     group: list[Line] = []
     for line in lines:
         if group and not _same_block(group, line, rules, rows):
-            blocks.append(replace(_block(page_index, group), marks=rules.marks(_along(group))))
+            blocks.append(_block(page_index, group, rules.marks(_along(group))))
             group = []
         group.append(line)
     if group:
-        blocks.append(replace(_block(page_index, group), marks=rules.marks(_along(group))))
+        blocks.append(_block(page_index, group, rules.marks(_along(group))))
     return [b for b in blocks if b.text.strip()]
