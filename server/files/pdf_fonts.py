@@ -79,7 +79,8 @@ def embedded(path: str, characters: Iterable[str]) -> bytes:
     """The font file at ``path`` as a TrueType font of just the glyphs of ``characters`` (and
     .notdef); the whole file where fontTools cannot read it."""
     try:
-        font = TTFont(path, fontNumber=0)
+        # its tables read as far as the subset needs them (fontTools' own subsetter reads so)
+        font = TTFont(path, fontNumber=0, lazy=True)
         options = subset.Options()
         options.layout_features = []  # PDFium does not shape: each character's own glyph only
         options.notdef_outline = True
