@@ -119,8 +119,13 @@ class Glyphs:
         # a missing character's width is 0 in a simple embedded subset; in a standard font it is
         # the default width, with no glyph path; in a CID font (a browser's or word processor's
         # subset, a system font loaded here) it is drawn as .notdef, the box a noncharacter gets
-        glyph = outline(self.font, ch)
-        if not ch.isspace() and not glyph or self.notdef and glyph == self.notdef:
+        # (its outline is read point by point only where it has as many segments as .notdef's: a
+        # Chinese character's has hundreds)
+        path = pdfium_c.FPDFFont_GetGlyphPath(self.font, ord(ch), ctypes.c_float(1.0))
+        count = pdfium_c.FPDFGlyphPath_CountGlyphSegments(path) if path else 0
+        if not ch.isspace() and count <= 0:
+            return advance, False
+        if self.notdef and count == len(self.notdef) and _points(path, count) == self.notdef:
             return advance, False
         # a combining mark (an Arabic or Hebrew vowel) is drawn over its letter, with no advance
         return advance, advance > 0 or unicodedata.combining(ch) > 0
@@ -143,9 +148,13 @@ def outline(font: pdfium_c.FPDF_FONT, ch: str) -> tuple[tuple[int, float, float]
     path = pdfium_c.FPDFFont_GetGlyphPath(font, ord(ch), ctypes.c_float(1.0))
     if not path:
         return ()
+    return _points(path, pdfium_c.FPDFGlyphPath_CountGlyphSegments(path))
+
+
+def _points(path: pdfium_c.FPDF_GLYPHPATH, count: int) -> tuple[tuple[int, float, float], ...]:
     points = []
     x, y = ctypes.c_float(), ctypes.c_float()
-    for i in range(pdfium_c.FPDFGlyphPath_CountGlyphSegments(path)):
+    for i in range(count):
         segment = pdfium_c.FPDFGlyphPath_GetGlyphPathSegment(path, i)
         pdfium_c.FPDFPathSegment_GetPoint(segment, x, y)
         points.append((pdfium_c.FPDFPathSegment_GetType(segment), round(x.value, 4), round(y.value, 4)))
