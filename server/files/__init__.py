@@ -11,7 +11,8 @@ paragraphs. Torch-free and engine-free, as ``server.documents``.
 An .xlsx's cell strings and comments are replaced in place (``spreadsheets``), formulas,
 numbers and sheet names never read; an XLIFF file's source segments are translated into its
 targets (``xliff``), which of them depending on the target language (a file already translated
-into it keeps its finished segments), so ``read`` takes the target language.
+into it keeps its finished segments), so ``read`` takes the target language; a PDF's translations
+are drawn in fonts of its script (``pdf_fonts``: Japanese kanji in Japanese shapes).
 
 A PDF's text blocks are replaced in place (``pdf``, PDFium through pypdfium2): each block's
 translation in the page's font where it has the glyphs, fitted to the block's box; images and
@@ -49,8 +50,13 @@ READERS: dict[str, Reader] = {
     ".xlf": read_xliff,
     ".xliff": read_xliff,
 }
-# Readers whose texts depend on the language translated into (``read``'s ``target_language``)
-BY_TARGET = frozenset({".xlf", ".xliff"})
+# Readers that take the language translated into (``read``'s ``target_language``): an XLIFF
+# file's texts depend on it, a PDF's translations are drawn in its script's fonts (``pdf_fonts``)
+BY_TARGET: dict[str, Callable[[bytes, int, Characters, str], Extracted]] = {
+    ".xlf": read_xliff,
+    ".xliff": read_xliff,
+    ".pdf": read_pdf,
+}
 SUPPORTED = tuple(READERS)
 REFUSED = {
     ".doc": " (the binary Word format: save it as .docx)",
@@ -77,12 +83,12 @@ def read(
     """The texts of the file and how to write their translations back (see the module docstring);
     ``max_chars``: characters of text read at most (None: no limit); ``target_language``: the
     language translated into, as the request names it ("" : none named, for an XLIFF file the
-    language it declares)."""
+    language it declares; a PDF's translations are drawn in fonts of its script)."""
     if not data:
         raise FileRefused("Invalid request: empty file")
     found, chars = reader(filename), Characters(max_chars)
     if extension(filename) in BY_TARGET:
-        return read_xliff(data, max_file_bytes, chars, target_language)
+        return BY_TARGET[extension(filename)](data, max_file_bytes, chars, target_language)
     return found(data, max_file_bytes, chars)
 
 

@@ -23,8 +23,11 @@ the translation (a standard font such as Helvetica; an embedded font subset to t
 usually lacks some; never a Type3 font, which PDFium cannot write new text in), else the standard
 font of its family (Helvetica, Times, Courier; bold, italic), else a font of the system that has
 them (``pdf_fonts``: DejaVu Sans; Droid Sans Fallback for Chinese, Japanese and Korean; Amiri for
-Urdu), embedded as a subset. A translation wraps at its spaces; Chinese and Japanese, written
-without them, between characters where Unicode's line breaking algorithm allows (``pieces``).
+Urdu; the target language's script's font first where its Han characters have shapes of their
+own: IPAGothic for Japanese), embedded as a subset; where none has every character, runs, each in
+a font that has its characters (``pdf_fonts.Runs``), each measured in its own font. A translation
+wraps at its spaces; Chinese and Japanese, written without them, between characters where
+Unicode's line breaking algorithm allows (``pieces``).
 
 Pages without text (scanned images) are left as they are and logged at warning with their
 numbers; a file with no text at all is refused (400) as a scan that needs OCR first.
@@ -48,7 +51,7 @@ from ..documents import TEXT
 from .extracted import Characters, Check, Extracted
 from .pdf_bidi import joined, right_to_left, visual
 from .pdf_blocks import Block, page_blocks, wide
-from .pdf_fonts import Fonts
+from .pdf_fonts import Fonts, text_objects
 from .pdf_links import linked, move, rectangles, unit, words_of
 from .pdf_paths import pdfium, pdfium_c
 from .pdf_room import Rect, Room
@@ -81,7 +84,7 @@ def _document(data: bytes) -> Iterator[pdfium.PdfDocument]:
         doc.close()
 
 
-def read_pdf(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
+def read_pdf(data: bytes, max_file_bytes: int, chars: Characters, target_language: str = "") -> Extracted:
     if pdfium is None:
         raise FileRefused("this server cannot read PDFs: pypdfium2, a dependency of attnserve, is not installed")
     with LOCK, _document(data) as doc:
@@ -104,7 +107,7 @@ def read_pdf(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
         with LOCK, _document(data) as doc:
-            return _write(doc, blocks, translations, placement, check)
+            return _write(doc, blocks, translations, placement, check, target_language)
 
     # a block's links are runs of their own, its translation's words placed on them as on styled runs
     units = tuple(map(unit, blocks)) if any(b.links for b in blocks) else ()
@@ -232,12 +235,10 @@ def _draw(
     words, spaced = pieces(joined(translation))
     if not words:
         return []
-    font = fonts.choose(font, " ".join(words))
-    glyphs = fonts.glyphs(font)
-    glyphs.missing(" ")
-    widths = [glyphs.width(word) for word in words]
+    pen = fonts.pen(font, " ".join(words))  # one font, or runs of several where none has every character
+    widths = [pen.width(word) for word in words]
     align = room.align(block, rtl)
-    space = glyphs.width(" ") or 0.25
+    space = pen.width(" ") or 0.25
     # the block's own box where the translation fits it at its size; the room around it only
     # where it would be shrunk (its line breaks stay the source's width where they can)
     own = (block.left if align == "right" else block.x, block.bottom, block.right, block.top)
@@ -248,36 +249,45 @@ def _draw(
     r, g, b, a = block.color
     drawn: list[tuple[float, float, Rect]] = []  # each line's origin and bounds, where its links go
     for i, line in enumerate(lines):
-        obj = pdfium_c.FPDFPageObj_CreateTextObj(doc.raw, font, ctypes.c_float(size))
-        encoded = (visual(line, rtl) + "\0").encode("utf-16-le")
-        pdfium_c.FPDFText_SetText(obj, (pdfium_c.FPDF_WCHAR * (len(encoded) // 2)).from_buffer_copy(encoded))
+        objs = text_objects(doc, pen, visual(line, rtl), size)
         x = block.x
         if align != "left":  # the glyphs' edges, drawn from x = 0, as the source block's are measured
-            left, right = _bounds(obj)[::2]
+            left, right = _bounds(*objs)[::2]
             x = block.right - right if align == "right" else (block.left + block.right - left - right) / 2
-        pdfium_c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, top - i * block.leading * size)
-        pdfium_c.FPDFPageObj_SetFillColor(obj, r, g, b, a)
-        pdfium_c.FPDFPage_InsertObject(page.raw, obj)
-        bounds = _bounds(obj)
+        for obj in objs:
+            pdfium_c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, top - i * block.leading * size)
+            pdfium_c.FPDFPageObj_SetFillColor(obj, r, g, b, a)
+            pdfium_c.FPDFPage_InsertObject(page.raw, obj)
+        bounds = _bounds(*objs)
         room.add(-1, bounds, True)  # no later block's translation is drawn over it
         drawn.append((x, top - i * block.leading * size, bounds))
     return rectangles(links, lines, words, spaced, widths, space, size, drawn) if links else []
 
 
-def _bounds(obj: pdfium_c.FPDF_PAGEOBJECT) -> Rect:
+def _bounds(*objs: pdfium_c.FPDF_PAGEOBJECT) -> Rect:
+    """The bounds of the objects together (a line's runs)."""
+    found: list[Rect] = []
     bounds = [ctypes.c_float() for _ in range(4)]
-    if not pdfium_c.FPDFPageObj_GetBounds(obj, *bounds):
+    for obj in objs:
+        if pdfium_c.FPDFPageObj_GetBounds(obj, *bounds):
+            found.append((bounds[0].value, bounds[1].value, bounds[2].value, bounds[3].value))
+    if not found:
         return 0.0, 0.0, 0.0, 0.0
-    return bounds[0].value, bounds[1].value, bounds[2].value, bounds[3].value
+    return min(b[0] for b in found), min(b[1] for b in found), max(b[2] for b in found), max(b[3] for b in found)
 
 
 def _write(
-    doc: pdfium.PdfDocument, blocks: list[Block], translations: Sequence[str], placement: Placement, check: Check
+    doc: pdfium.PdfDocument,
+    blocks: list[Block],
+    translations: Sequence[str],
+    placement: Placement,
+    check: Check,
+    target_language: str = "",
 ) -> bytes:
     by_page: dict[int, list[tuple[Block, str]]] = {}
     for block, translation in zip(blocks, translations):
         by_page.setdefault(block.page, []).append((block, translation))
-    fonts = Fonts(doc, set().union(*map(joined, translations)))
+    fonts = Fonts(doc, set().union(*map(joined, translations)), target_language)  # its script's fonts first
     try:
         for index, placed in by_page.items():
             check()

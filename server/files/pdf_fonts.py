@@ -15,8 +15,25 @@ DejaVu's and of Amiri's, every CJK file found):
   yeh barree (ے) DejaVu lacks. Noto Nastaliq Urdu has no presentation forms, so PDFium could
   draw only unjoined letters in it.
 
-A translation goes to the first font that has every character; where none has, to the one that
-misses the fewest, logged at warning (its missing characters are drawn as boxes).
+Han characters are drawn in different shapes in China, Japan, Korea and Taiwan (直 骨 写 角), and
+Droid Sans Fallback's are China's: a translation into Japanese, Korean or Traditional Chinese
+(the target language's script, ``Jpan``, ``Kore``, ``Hant``: ``ja``, ``ko``, ``zh-Hant``, ``zh-TW``)
+tries a font of that script first, before Droid and before the block's own font where it has
+wide characters (a Chinese PDF's font would draw Japanese in Chinese shapes):
+
+- Japanese: IPAGothic (fonts-ipafont-gothic, IPA Font License: 3.5 MB to download), or IPAexGothic
+  (fonts-ipaexfont-gothic), or whichever font Debian's fonts-japanese-gothic.ttf names;
+- Korean: NanumGothic (fonts-nanum: Hangul and Korean Hanja; 10 MB to download, so not installed
+  by the images), where installed;
+- Traditional Chinese: AR PL Mingti2L Big5 (fonts-arphic-bsmi00lp, Arphic Public License: a Ming
+  face, the Big5 set of Taiwan's shapes; 3.8 MB to download), the only small Debian font of them.
+
+A translation goes to the first font that has every character. Where none has (Chinese with an
+Urdu name in it, Japanese with a Hebrew one), it is drawn as runs (``Runs``): each character in
+the font that misses the fewest of the translation's, else, script by script, in the first font
+(the block's, its standard one, the system's in order) that has all of that script's characters
+(else most of them); a character no font has is drawn as the first font's box, logged at warning.
+A translation one font has costs no more than the check that it has.
 
 PDFium embeds a font it loads whole (Droid Sans Fallback: 2 MB in every file), so a system font
 is embedded as a subset of the characters the document's translations hold (fontTools, MIT;
@@ -35,6 +52,8 @@ from collections.abc import Iterable
 
 from fontTools import subset
 from fontTools.ttLib import TTFont, TTLibError
+
+from attnserve.contract.language_tags import tag
 
 from .pdf_paths import pdfium, pdfium_c
 from .refusals import FileRefused
@@ -56,13 +75,34 @@ ARABIC_FONTS = (
     "/usr/share/fonts/opentype/fonts-hosny-amiri/Amiri-Regular.ttf",
     "/usr/share/fonts/truetype/noto/NotoNaskhArabic-Regular.ttf",
 )
+# the Han characters' shapes of a script other than simplified Chinese's, by the target's script
+REGIONAL_FONTS = {
+    "Jpan": (
+        "/usr/share/fonts/opentype/ipafont-gothic/ipag.ttf",
+        "/usr/share/fonts/opentype/ipaexfont-gothic/ipaexg.ttf",
+        "/usr/share/fonts/truetype/fonts-japanese-gothic.ttf",
+    ),
+    "Kore": ("/usr/share/fonts/truetype/nanum/NanumGothic.ttf",),
+    "Hant": ("/usr/share/fonts/truetype/arphic-bsmi00lp/bsmi00lp.ttf",),
+}
 
 
-def system_fonts() -> list[str]:
-    """The system font files to try, in order: DejaVu (or Liberation), the CJK fonts, Amiri (or Noto Naskh)."""
+def regional_fonts(target_language: str) -> list[str]:
+    """The installed fonts of the target language's script where its Han characters' shapes are
+    not Droid Sans Fallback's (``REGIONAL_FONTS``); none for another language, or none named."""
+    found = tag(target_language) if target_language else None
+    script = found.maximize().script if found is not None else None
+    # fonts-japanese-gothic.ttf is a link to one of the others
+    return list(dict.fromkeys(os.path.realpath(p) for p in REGIONAL_FONTS.get(script or "", ()) if os.path.exists(p)))
+
+
+def system_fonts(regional: Iterable[str] = ()) -> list[str]:
+    """The system font files to try, in order: DejaVu (or Liberation), the ``regional`` fonts, the
+    CJK fonts, Amiri (or Noto Naskh)."""
     first = [next((p for p in UNICODE_FONTS if os.path.exists(p)), "")]
     arabic = [next((p for p in ARABIC_FONTS if os.path.exists(p)), "")]
-    return [p for p in first + [p for p in CJK_FONTS if os.path.exists(p)] + arabic if p]
+    cjk = list(dict.fromkeys([*regional, *(p for p in CJK_FONTS if os.path.exists(p))]))
+    return [p for p in first + cjk + arabic if p]
 
 
 @functools.lru_cache(maxsize=16)
@@ -142,6 +182,49 @@ class Glyphs:
         """After ``missing(text)``."""
         return sum(map(self.advance.__getitem__, text))
 
+    def runs(self, text: str) -> list[tuple[Glyphs, str]]:
+        """``text`` as runs of one font each: all of it in this one."""
+        return [(self, text)]
+
+
+class Runs:
+    """A translation that no one font has every character of: each character in its font
+    (``fonts``), else in ``main``'s, measured and drawn in it."""
+
+    def __init__(self, main: Glyphs, fonts: dict[str, Glyphs]) -> None:
+        self.main, self.fonts = main, fonts
+
+    def width(self, text: str) -> float:
+        return sum(self.fonts.get(ch, self.main).advance[ch] for ch in text)
+
+    def runs(self, text: str) -> list[tuple[Glyphs, str]]:
+        """``text`` as its runs of characters of one font, in order."""
+        out: list[tuple[Glyphs, str]] = []
+        for ch in text:
+            glyphs = self.fonts.get(ch, self.main)
+            if out and out[-1][0] is glyphs:
+                out[-1] = (glyphs, out[-1][1] + ch)
+            else:
+                out.append((glyphs, ch))
+        return out
+
+
+def text_objects(doc: pdfium.PdfDocument, pen: Glyphs | Runs, text: str, size: float) -> list[pdfium_c.FPDF_PAGEOBJECT]:
+    """A line of ``text`` (in the order it is drawn) as text objects at ``size``, one a run of one
+    font, each after the one before from x = 0 on the baseline y = 0."""
+    objects, x = [], 0.0
+    for glyphs, run in pen.runs(text):
+        obj = pdfium_c.FPDFPageObj_CreateTextObj(doc.raw, glyphs.font, ctypes.c_float(size))
+        encoded = (run + "\0").encode("utf-16-le")  # one copy, straight into PDFium's array type
+        pdfium_c.FPDFText_SetText(obj, (pdfium_c.FPDF_WCHAR * (len(encoded) // 2)).from_buffer_copy(encoded))
+        if objects:  # a run after another: where the one before ends
+            pdfium_c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, 0)
+        objects.append(obj)
+        if isinstance(pen, Runs):
+            glyphs.missing(run)  # a right-to-left line's mirrored bracket may be one not measured yet
+            x += glyphs.width(run) * size
+    return objects
+
 
 def outline(font: pdfium_c.FPDF_FONT, ch: str) -> tuple[tuple[int, float, float], ...]:
     """The glyph path PDFium draws for ``ch`` at size 1, as (type, x, y) points; () for none."""
@@ -172,10 +255,11 @@ def drawable(font: pdfium_c.FPDF_FONT) -> bool:
 class Fonts:
     """The fonts a document's translations are drawn in, and their glyphs."""
 
-    def __init__(self, doc: pdfium.PdfDocument, characters: Iterable[str] = ()) -> None:
+    def __init__(self, doc: pdfium.PdfDocument, characters: Iterable[str] = (), target_language: str = "") -> None:
         self.doc = doc
         self.characters = {" ", *characters}  # what a system font is subset to
-        self.system = system_fonts()
+        self.regional = regional_fonts(target_language)
+        self.system = system_fonts(self.regional)
         self.loaded: dict[str, pdfium_c.FPDF_FONT] = {}
         self.known: dict[int, Glyphs] = {}
 
@@ -213,9 +297,14 @@ class Fonts:
 
     def choose(self, font: pdfium_c.FPDF_FONT, text: str) -> pdfium_c.FPDF_FONT:
         """The first of the block's font, its standard family and the system fonts that renders
-        every character of ``text``; else the one that misses the fewest (logged). A system font
-        is loaded (and so embedded) only where it is drawn in: its file's Unicode map says first
-        whether it has the characters."""
+        every character of ``text`` (the target script's fonts first for wide characters: a
+        Chinese font would draw Japanese in Chinese shapes); else the one that misses the fewest.
+        A system font is loaded (and so embedded) only where it is drawn in: its file's Unicode
+        map says first whether it has the characters."""
+        if self.regional and any(unicodedata.east_asian_width(ch) in "WF" for ch in text):
+            found = self._system(self.regional, text)
+            if found is not None:
+                return found
         candidates = [font] if drawable(font) else []
         if candidates and self.missing(font, text) == 0:
             return font
@@ -224,12 +313,10 @@ class Fonts:
             candidates.append(standard)
             if self.missing(standard, text) == 0:
                 return standard
+        found = self._system(self.system, text)
+        if found is not None:
+            return found
         needed = {ord(ch) for ch in text if not ch.isspace()}
-        for path in self.system:
-            if needed <= mapped(path):
-                found = self._load(path)
-                if found is not None and self.missing(found, text) == 0:
-                    return found
         nearest = min(self.system, key=lambda path: len(needed - mapped(path)), default=None)
         found = self._load(nearest) if nearest else None
         candidates += [found] if found is not None else []
@@ -237,10 +324,60 @@ class Fonts:
             raise FileRefused("the PDF's text is in a font this server cannot draw, and no standard font is here")
         # on a tie an embedded font: it draws a missing character as its .notdef box, where a
         # standard font draws one outside its encoding as another letter
-        best = min(candidates, key=lambda f: (self.missing(f, text), not pdfium_c.FPDFFont_GetIsEmbedded(f)))
-        if self.missing(best, text):
-            log.warning("PDF: no font here renders %d character(s) of a translation", self.missing(best, text))
-        return best
+        return min(candidates, key=lambda f: (self.missing(f, text), not pdfium_c.FPDFFont_GetIsEmbedded(f)))
+
+    def _system(self, paths: list[str], text: str) -> pdfium_c.FPDF_FONT | None:
+        """The first of the system fonts at ``paths`` that renders every character of ``text``."""
+        needed = {ord(ch) for ch in text if not ch.isspace()}
+        for path in paths:
+            if needed <= mapped(path):
+                found = self._load(path)
+                if found is not None and self.missing(found, text) == 0:
+                    return found
+        return None
+
+    def pen(self, font: pdfium_c.FPDF_FONT, text: str) -> Glyphs | Runs:
+        """What ``text`` is measured and drawn with: the glyphs of the font ``choose`` finds, where
+        it has every character; else runs (``Runs``): the characters it lacks, script by script
+        (by their Unicode names' first word: ARABIC, HEBREW, CJK), in the first of the block's
+        font, its standard one and the system fonts that has all of the script's characters, else
+        in the system font that has most."""
+        main = self.glyphs(self.choose(font, text))
+        main.missing(" ")
+        lacking = main.lacking.intersection(text)
+        if not lacking:
+            return main
+        scripts: dict[str, set[str]] = {}
+        for ch in lacking:
+            scripts.setdefault(unicodedata.name(ch, "?").split()[0], set()).add(ch)
+        order = [font] if drawable(font) else []
+        fonts: dict[str, Glyphs] = {}
+        for chars in scripts.values():
+            other = self._other(order + [self.standard(font)], chars)
+            if other is not None:
+                fonts.update(dict.fromkeys(chars - other.lacking, other))
+        if len(fonts) < len(lacking):
+            log.warning("PDF: no font here renders %d character(s) of a translation", len(lacking) - len(fonts))
+        return Runs(main, fonts) if fonts else main
+
+    def _other(self, order: list[pdfium_c.FPDF_FONT | None], chars: set[str]) -> Glyphs | None:
+        """The first of the fonts of ``order`` and the system's that has all of ``chars``; else the
+        system font that has most of them; None where none has any."""
+        wanted = {ord(ch) for ch in chars}
+        paths = [path for path in self.system if wanted <= mapped(path)]
+        nearest = max(self.system, key=lambda path: len(wanted & mapped(path)), default="")
+        found = None
+        for candidate in order + paths + ([nearest] if nearest and wanted & mapped(nearest) else []):
+            loaded = self._load(candidate) if isinstance(candidate, str) else candidate
+            if loaded is None:
+                continue
+            glyphs = self.glyphs(loaded)
+            glyphs.missing("".join(chars))
+            if not chars & glyphs.lacking:
+                return glyphs
+            if found is None or len(chars - glyphs.lacking) > len(chars - found.lacking):
+                found = glyphs
+        return found if found is not None and chars - found.lacking else None
 
     def close(self) -> None:
         for font in self.loaded.values():

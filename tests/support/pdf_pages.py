@@ -5,12 +5,14 @@ with its source page by page."""
 from __future__ import annotations
 
 import ctypes
+import io
 import re
 import zlib
 from dataclasses import dataclass
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
+from fontTools.ttLib import TTFont
 
 from attnserve.server.files.pdf_blocks import text_of
 from attnserve.server.files.pdf_fonts import base_name
@@ -223,4 +225,61 @@ def _cmap(text: str) -> dict[int, str]:
                 base = _unicode(target[1:-1])
                 for offset in range(end - start + 1):
                     out[start + offset] = base[:-1] + chr(ord(base[-1]) + offset)
+    return out
+
+
+def _objects(data: bytes) -> dict[int, bytes]:
+    """A PDF's objects by number, a stream's body decompressed (as PDFium writes a file: no object streams)."""
+    out = {}
+    for number, body in re.findall(rb"(?<![\d])(\d+) 0 obj\r?\n(.*?)endobj", data, re.S):
+        found = re.search(rb"stream\r?\n(.*)endstream", body, re.S)
+        if found:
+            stream = found.group(1)
+            try:
+                stream = zlib.decompress(stream)
+            except zlib.error:
+                pass
+            body = body[: found.start()] + b"stream\n" + stream
+        out[int(number)] = body
+    return out
+
+
+def glyphs_drawn(data: bytes) -> list[tuple[str, str, str]]:
+    """Each run of text a content stream draws in a font PDFium loaded (``FPDFText_LoadFont``: a
+    Type0 font, Identity-H, its codes the glyph ids of its embedded TrueType program) as (its font's
+    name, the characters its ToUnicode map gives for the codes, the ones of them drawn with a glyph
+    that is not theirs in that program's Unicode map: its .notdef box, or another character's)."""
+    objects = _objects(data)
+
+    def ref(body: bytes, key: bytes) -> bytes:
+        return objects[int(re.search(rb"/" + key + rb"\s*\[?\s*(\d+) 0 R", body).group(1))]
+
+    fonts = {}
+    for body in objects.values():
+        for table in re.findall(rb"/Font\s*<<(.*?)>>", body, re.S):
+            for name, number in re.findall(rb"/(\w+)\s+(\d+) 0 R", table):
+                font = objects[int(number)]
+                if b"/Type0" not in font:
+                    continue
+                program = TTFont(
+                    io.BytesIO(
+                        ref(ref(ref(font, b"DescendantFonts"), b"FontDescriptor"), b"FontFile2").split(b"stream\n", 1)[
+                            1
+                        ]
+                    )
+                )
+                to_unicode = _cmap(ref(font, b"ToUnicode").split(b"stream\n", 1)[1].decode("latin-1"))
+                base = re.search(rb"/BaseFont\s*/([^\s/<>\[\]]+)", font).group(1).decode()
+                fonts[name] = (base, program.getBestCmap(), program.getGlyphOrder(), to_unicode)
+    out = []
+    for body in objects.values():
+        for name, array in re.findall(rb"/(\w+)\s+[\d.]+\s+Tf[^\[]*?\[((?:<[0-9A-Fa-f]*>|[-\d.\s])*)\]\s*TJ", body):
+            if name not in fonts:
+                continue
+            base, cmap, order, to_unicode = fonts[name]
+            codes = "".join(re.findall(r"<([0-9A-Fa-f]*)>", array.decode()))
+            gids = [int(codes[i : i + 4], 16) for i in range(0, len(codes), 4)]
+            chars = [to_unicode.get(gid, "\ufffd") for gid in gids]
+            wrong = [ch for gid, ch in zip(gids, chars) if gid == 0 or len(ch) == 1 and cmap.get(ord(ch)) != order[gid]]
+            out.append((base, "".join(chars), "".join(wrong)))
     return out
