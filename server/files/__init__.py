@@ -52,11 +52,7 @@ READERS: dict[str, Reader] = {
 }
 # Readers that take the language translated into (``read``'s ``target_language``): an XLIFF
 # file's texts depend on it, a PDF's translations are drawn in its script's fonts (``pdf_fonts``)
-BY_TARGET: dict[str, Callable[[bytes, int, Characters, str], Extracted]] = {
-    ".xlf": read_xliff,
-    ".xliff": read_xliff,
-    ".pdf": read_pdf,
-}
+BY_TARGET = frozenset({".xlf", ".xliff", ".pdf"})
 SUPPORTED = tuple(READERS)
 REFUSED = {
     ".doc": " (the binary Word format: save it as .docx)",
@@ -88,7 +84,7 @@ def read(
         raise FileRefused("Invalid request: empty file")
     found, chars = reader(filename), Characters(max_chars)
     if extension(filename) in BY_TARGET:
-        return BY_TARGET[extension(filename)](data, max_file_bytes, chars, target_language)
+        return found(data, max_file_bytes, chars, target_language)  # type: ignore[call-arg]
     return found(data, max_file_bytes, chars)
 
 

@@ -265,8 +265,9 @@ class LibreTranslateRoutes:
             beam = min(widest, 2 * beam)
             texts = tuple(wanted.texts[i] for i in short)
             # the same texts again: their characters count once, as the request's (billed=False)
-            again = dataclasses.replace(wanted, texts=texts, options=_beam(beam), alignments=False, quality=False)
-            again = dataclasses.replace(again, billed=False)
+            again = dataclasses.replace(
+                wanted, texts=texts, options=_beam(beam), alignments=False, quality=False, billed=False
+            )
             done = _with_wider(done, short, await self.service.translate(again))
         call.items, call.queue_s = counted
         return done
