@@ -18,15 +18,19 @@ until the cache replaces a buffer (a capacity growth, a compaction into bigger b
 newcomer with a longer source).
 
 Graphs (``"cuda-graphs"``, on a decoder session made with them): each size's graph is captured
-on the addresses its binding had, under an id of its own. A step runs without one (one log line
+on the addresses its binding had, under an id of its own. GroupQueryAttention reads
+``total_sequence_length`` on the host when its kernels are launched, so a replay would keep the
+total of the step it was captured at (on an H200 the tokens then went wrong after 16 steps): a
+step that runs a graph is given the buffers' capacity as its total, the same at every replay, and
+each row's own length stays in ``seqlens_k`` on the device. A step runs without one (one log line
 per reason) when it asks for the attention output (bound on the host, as wide as the sources),
 when every row is at its first token (GroupQueryAttention takes its first-prompt path there,
 which a replay would repeat), or when the session has no graphs. When a buffer is replaced, the
 size's graph is released and captured again under a new id, at most :data:`MAX_CAPTURES` times
 per runner; after that its steps run without a graph. On a device a compaction or a capacity
 growth still copies the cache into new device values (the other boundary copies write into the
-ones bound), so under continuous batching each one costs its size a capture; what any of this
-buys on a GPU is not measured yet (``python -m benchmarks.cuda_checks --steps decode-graphs``).
+ones bound), so under continuous batching each one costs its size a capture (``python -m benchmarks.cuda_checks
+--steps decode-graphs`` measures the steps with and without graphs).
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ class Bucket:
     bound: tuple | None = None  # (cache version, cache id, attention) of the binding
     keep: list = field(default_factory=list)  # host OrtValues of the cache's views, alive with the binding
     addresses: tuple = ()  # (name, data pointer, shape) of every bound value
+    capacity: int = 0  # columns of the bound self-attention buffers
     graph_id: int | None = None
     graph_addresses: tuple = ()  # what the graph was captured on
 
@@ -159,8 +164,8 @@ class BucketSteps:
         if bucket.bound != (cache.version, id(cache), attention):
             self._bind(bucket, past, cross, src_mask, attention)
             bucket.bound = (cache.version, id(cache), attention)
-        self._write_inputs(bucket, cache, input_ids)
         options = self._run_options(bucket, int(cache.total), attention)
+        self._write_inputs(bucket, cache, input_ids, graph=options is not None and self._replays(options))
         before_run()
         self.decoder.run_with_iobinding(bucket.binding, options)
         outputs = bucket.binding.get_outputs() if attention or bucket.logits is None else None
@@ -169,9 +174,10 @@ class BucketSteps:
             return bucket.logits[:B], weights  # (B, V) a view of the bound buffer, rewritten by every step
         return np.array(outputs[0].numpy()[:B]), weights  # device: a host copy
 
-    def _write_inputs(self, bucket: Bucket, cache, input_ids: np.ndarray) -> None:
+    def _write_inputs(self, bucket: Bucket, cache, input_ids: np.ndarray, graph: bool = False) -> None:
         """This step's ids, positions, lengths and total into the bucket's buffers, padding rows
-        past the batch (no cached token, the pad token)."""
+        past the batch (no cached token, the pad token). A step that runs a graph gets the buffers'
+        capacity as its total (module docstring)."""
         B, host = cache.rows, bucket.host
         positions, seqlens, total = cache.step_inputs()
         host["ids"][:B] = input_ids
@@ -180,7 +186,7 @@ class BucketSteps:
         host["positions"][B:] = 0
         host["seqlens"][:B] = seqlens
         host["seqlens"][B:] = 0
-        host["total"][...] = total
+        host["total"][...] = bucket.capacity if graph else total
         if self.placement.device is not None:  # the same device memory, its contents replaced
             for name in ("ids", "positions", "seqlens"):
                 bucket.values[name].update_inplace(host[name])
@@ -218,6 +224,8 @@ class BucketSteps:
             bound.append((past_name, v))
         bucket.binding, bucket.keep = binding, keep
         bucket.addresses = tuple((name, v.data_ptr(), tuple(v.shape())) for name, v in bound)
+        pasts = set(io.past)
+        bucket.capacity = next((shape[2] for name, _, shape in bucket.addresses if name in pasts), 0)
 
     def _run_options(self, bucket: Bucket, total: int, attention: bool) -> ort.RunOptions | None:
         """The run's graph id: the bucket's graph, captured on its current addresses, or -1."""
@@ -250,6 +258,10 @@ class BucketSteps:
         self._options.pop(bucket.graph_id, None)
         log.debug("step bucket %d: buffers replaced, graph %d released", bucket.rows, bucket.graph_id)
         bucket.graph_id = None
+
+    @staticmethod
+    def _replays(options: ort.RunOptions) -> bool:
+        return int(options.get_run_config_entry(GRAPH_ID)) >= 0
 
     def _graph_options(self, graph_id: int) -> ort.RunOptions:
         if graph_id not in self._options:

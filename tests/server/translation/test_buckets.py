@@ -37,8 +37,9 @@ class GraphSession:
     """A CPU session that says its CUDA provider has graphs and records each step's graph id
     (what onnxruntime would capture or replay) and the graphs released."""
 
-    def __init__(self, session) -> None:
+    def __init__(self, session, scheduler=None) -> None:
         self.session, self.graph_ids, self.events = session, [], []
+        self.scheduler, self.totals = scheduler, []  # (graph id, total bound, bucket's capacity, cache's total)
 
     def get_provider_options(self):
         return {"CUDAExecutionProvider": {"enable_cuda_graph": "1"}}
@@ -46,6 +47,10 @@ class GraphSession:
     def run_with_iobinding(self, binding, run_options=None):
         self.graph_ids.append(int(run_options.get_run_config_entry(GRAPH_ID)))
         self.events.append(("run", self.graph_ids[-1]))
+        if self.scheduler is not None:
+            bucket = next(b for b in self.scheduler.runner.buckets._buckets.values() if b.binding is binding)
+            total = int(bucket.host["total"])
+            self.totals.append((self.graph_ids[-1], total, bucket.capacity, int(self.scheduler.cache.total)))
         return self.session.run_with_iobinding(binding)
 
     def release_captured_graph(self, graph_id: int) -> None:
@@ -180,6 +185,23 @@ def test_graph_ids_per_bucket_and_the_steps_that_run_without_one(tiny, caplog):
     for graph in released:
         after = session.events[session.events.index(("release", graph)) :]
         assert ("run", graph) not in after, "a released graph ran again"
+
+
+def test_a_step_that_runs_a_graph_is_given_the_buffers_capacity_as_its_total(tiny):
+    """GroupQueryAttention reads total_sequence_length on the host when its kernels are launched,
+    so a replayed graph keeps the total it was captured with (on an H200 the tokens went wrong
+    after 16 steps): every step that runs a graph binds the buffers' capacity, the steps without
+    one the cache's total, and the tokens are those without graphs."""
+    texts = random_texts(9, seed=45)
+    expected, _ = _decode(_scheduler(tiny, "off"), tiny, texts, _options(1))
+    scheduler = _scheduler(tiny, "cuda-graphs", wrap=GraphSession)
+    got, _ = _decode(scheduler, tiny, texts, _options(1))
+    assert got == expected
+    totals = scheduler.runner.decoder.totals
+    graphs = [(total, capacity) for graph, total, capacity, _ in totals if graph >= 0]
+    assert graphs and all(total == capacity for total, capacity in graphs)
+    assert len({capacity for _, capacity in graphs}) > 1, "the capacity never grew: one capacity tested"
+    assert all(total == actual for graph, total, _, actual in totals if graph < 0)
 
 
 def test_steps_that_keep_their_attention_run_without_a_graph_and_keep_the_same_attention(tiny, caplog):
