@@ -7,14 +7,12 @@ early), batch 1 and 32, the contenders taking turns in one process:
   steps at the batch's own size (``step buckets off``), at fixed sizes into persistent buffers
   (``on``) and replayed as CUDA graphs (``cuda-graphs``: ``EngineSettings.step_buckets``, the
   server's ``--decode-step-buckets``);
-- the engine on the fp16 left-padded export (what ``--provider cuda`` serves today);
+- the engine on the fp16 left-padded export (MultiHeadAttention, the whole cache copied each step);
 - with ``--ctranslate2``: CTranslate2 on the same device and weights (float16 on CUDA).
 
 Tokens are compared with the ``off`` contender's (fp16 kernels may differ on near-ties: what
-matters is that graphs and buckets change nothing). The server refuses an in-place decoder on
-CUDA until ``benchmarks.kv_inplace_cuda`` says its tokens are right; this benchmark lifts the
-refusal for its own process. Each in-place contender reports whether its session had graphs and
-how many it captured (0 with graphs: every step ran without one).
+matters is that graphs and buckets change nothing). Each in-place contender reports whether its
+session had graphs and how many it captured (0 with graphs: every step ran without one).
 
 ``--provider cpu`` is a dry run of the same steps (fp32; no graphs, the ``cuda-graphs``
 contender runs its buckets without them). Results: ``OUT/decode-graphs.json`` and a table.
@@ -67,12 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from unittest import mock
-
-    from attnserve.server.translation import cache
-
-    with mock.patch.object(cache, "REFUSE_IN_PLACE_ON_CUDA", False):  # see the module docstring
-        return run(build_parser().parse_args(argv))
+    return run(build_parser().parse_args(argv))
 
 
 def build_runners(model, label: str, args: argparse.Namespace) -> dict[str, Any]:

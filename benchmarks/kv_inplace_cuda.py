@@ -12,11 +12,10 @@ What to measure where a device is lent (one run, well under 5 minutes on an H100
 - continuous vs static batching in process: 96 texts at once, a quarter long (128 new tokens),
   the rest short (16), tokens/s of each mode on the fp16 in-place export.
 
-The server refuses an in-place decoder on CUDA (``cache.REFUSE_IN_PLACE_ON_CUDA``): its tokens
-were wrong there when the step's ids, positions and lengths were bound once (io binding copies a
-host input to the device when it is bound); they are bound every step, which no GPU run has
-confirmed. This check lifts the refusal for its own process only and says whether it can go
-(``verdict``: the fp16 in-place tokens agree with the CPU's as well as the fp16 left-padded ones).
+The in-place tokens on a device depend on the step's ids, positions and lengths being bound at
+every step (io binding copies a host input to the device when it is bound: bound once, every step
+read the first step's values). ``verdict`` says whether the fp16 in-place tokens agree with the
+CPU's as well as the fp16 left-padded ones do (``ok``), else ``wrong tokens`` (exit 1).
 
 Results: ``OUT/kv-inplace-cuda.json`` (and the table on stdout). Needs torch (CPU is enough) for
 the exports and onnxruntime-gpu; ``--provider cpu`` is a dry run of the same steps.
@@ -90,17 +89,12 @@ TOLERANCE = 0.02  # fp16 near-ties: the in-place tokens may differ from the left
 
 
 def main(argv: list[str] | None = None) -> int:
-    from unittest import mock
-
-    from attnserve.server.translation import cache
-
-    with mock.patch.object(cache, "REFUSE_IN_PLACE_ON_CUDA", False):  # this check decides whether it can go
-        return check(build_parser().parse_args(argv))
+    return check(build_parser().parse_args(argv))
 
 
 def verdict(agreements: dict[str, dict[str, float]]) -> str | None:
     """Whether the in-place cache gives the tokens on the provider that the left-padded one does
-    (both fp16, against the CPU's fp32): ``ok`` lets the refusal go, ``wrong tokens`` keeps it."""
+    (both fp16, against the CPU's fp32): ``ok``, or ``wrong tokens``."""
     if IN_PLACE not in agreements or LEFT_PADDED_FP16 not in agreements:
         return None
     ours, peer = agreements[IN_PLACE]["tokens_equal"], agreements[LEFT_PADDED_FP16]["tokens_equal"]

@@ -55,19 +55,23 @@ class ExportOptions:
 
     @property
     def cache_layout(self) -> str:
-        """The translation decoder's cache layout: in-place unless asked otherwise, the attention
-        target is not onnxruntime's fused ops (GroupQueryAttention is one of them), or the export is
-        for CUDA (``--device cuda``), where the server does not serve the in-place cache yet."""
+        """The translation decoder's cache layout: in-place unless asked otherwise or the attention
+        target is not onnxruntime's fused ops (GroupQueryAttention is one of them); for CUDA
+        (``--device cuda``) in-place at fp16 only, since onnxruntime's CUDA GroupQueryAttention has
+        fp16 and bf16 kernels and an fp32 one would run on the CPU provider."""
         if self.kv_cache is not None:
             return self.kv_cache
-        return IN_PLACE if self.attention == "fused" and self.device == "cpu" else LEFT_PADDED
+        if self.attention != "fused" or (self.device == "cuda" and self.precision != "fp16"):
+            return LEFT_PADDED
+        return IN_PLACE
 
     @property
     def step_attention(self) -> bool:
         """Whether the decoder returns its step's attention (``step_attention``, for alignments
-        without the aligner graph): with fused attention, for the CPU provider. onnxruntime's
-        CUDA MultiHeadAttention is not yet verified with its scores output on a lent GPU, so a
-        ``--device cuda`` export goes without it (alignments then run the aligner graph)."""
+        without the aligner graph): with fused attention, for the CPU provider. onnxruntime's CUDA
+        MultiHeadAttention writes other numbers than the CPU's into its scores output (on an H200,
+        uncorrelated with them), so a ``--device cuda`` export goes without it and alignments run
+        the aligner graph (the server does the same with a CPU export served on CUDA)."""
         return self.attention == "fused" and self.device == "cpu"
 
     @property

@@ -149,11 +149,12 @@ def check_graph_inputs(model_dir: Path, role: str, graph: GraphSpec, session: or
         )
 
 
-def served_graphs(manifest: Manifest) -> list[tuple[str, GraphSpec]]:
-    """The graphs the server opens a session for: all, but the aligner graph where the decoder
-    returns its steps' attention (alignments then never run it: a session of the bundled
-    translator's aligner.onnx holds about 7 MiB, per loaded model)."""
-    steps = manifest.kind == TRANSLATION and bool(manifest.decoder_io().attention)
+def served_graphs(manifest: Manifest, provider: str = "cpu") -> list[tuple[str, GraphSpec]]:
+    """The graphs the server opens a session for on ``provider``: all, but on the CPU the aligner
+    graph where the decoder returns its steps' attention (alignments then never run it: a session
+    of the bundled translator's aligner.onnx holds about 7 MiB, per loaded model). On CUDA the
+    aligner runs (:attr:`TranslationEngine.step_attention`)."""
+    steps = manifest.kind == TRANSLATION and bool(manifest.decoder_io().attention) and provider == "cpu"
     return [(role, graph) for role, graph in manifest.graphs.items() if not (steps and role == "aligner")]
 
 
@@ -162,10 +163,14 @@ def load_model(model_dir: Path, manifest: Manifest, settings: Settings) -> Loade
     graphs = served_graphs(manifest)
     provider, threads = settings.provider, settings.threads
     sessions = {role: create_session(model_dir / graph.file, provider, threads) for role, graph in graphs}
+    actual = session_provider(next(iter(sessions.values())))
+    if actual != "cpu":  # ``auto`` is known now: the graphs CUDA serves with
+        graphs = served_graphs(manifest, actual)
+        sessions |= {r: create_session(model_dir / g.file, provider, threads) for r, g in graphs if r not in sessions}
     for role, graph in graphs:
         check_graph_inputs(model_dir, role, graph, sessions[role])
     # before the engine starts: a model that computes wrong numbers here is never served
-    references = check_references(model_dir, manifest, sessions, session_provider(next(iter(sessions.values()))))
+    references = check_references(model_dir, manifest, sessions, actual)
     if uses_cuda_graphs(manifest, settings.decode_step_buckets, sessions):  # after the check: it would capture one
         sessions["decoder"] = cuda_graph_decoder(model_dir, manifest, threads) or sessions["decoder"]
     model = _build_model(model_dir, manifest, settings, sessions)

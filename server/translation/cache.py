@@ -37,21 +37,6 @@ import onnxruntime as ort
 
 log = logging.getLogger(__name__)
 
-# The in-place cache is verified on the CPU provider only, and the one GPU run of it disagreed: on an
-# NVIDIA H200 (onnxruntime-gpu 1.31.1) an fp16 in-place export matched the CPU's tokens in 29% of
-# positions, the fp16 left-padded export in 100% (benchmarks/README.md, "kv-cache on CUDA"). Its
-# likely cause, a host input read stale because io binding copies it to the device when it is bound,
-# is handled by ``ModelRunner._step_in_place`` (it binds the step's ids, positions and lengths at every
-# step on a device; tests.support.sessions.DeviceSession plays that copy on the CPU).
-# ``benchmarks.kv_inplace_cuda`` lifts the refusal for its own run and says whether the tokens agree:
-# that is the evidence that ends it.
-REFUSE_IN_PLACE_ON_CUDA = True
-IN_PLACE_ON_CUDA = (
-    "this model's decoder writes its KV cache in place (model.json kv_cache: in-place), which this "
-    "version serves on the CPU provider only: on CUDA it gave wrong tokens. Serve it with --provider cpu, "
-    "or export the model for CUDA with --kv-cache left-padded (the default of attnserve-export --device cuda)"
-)
-
 STEPS_AHEAD = 64  # steps of positions and self-mask a boundary builds at once (more as P grows)
 
 

@@ -47,7 +47,10 @@ class TranslationEngine:
         self.manifest = manifest
         self.settings = settings = settings or EngineSettings()
         self.spec = model_spec(manifest)
-        self.step_attention = bool(self.spec.decoder_io.attention)  # it can keep its steps' attention
+        # it can keep its steps' attention: on the CPU. onnxruntime's CUDA MultiHeadAttention writes
+        # other numbers than the CPU's into the scores output step_attention is made of (on an
+        # H200, uncorrelated with them): on CUDA alignments run the aligner graph
+        self.step_attention = bool(self.spec.decoder_io.attention) and placement_for(decoder).device != "cuda"
         self.tokenizer = Tokenizer.from_file(str(Path(model_dir) / manifest.tokenizer.file))
         self.max_source_len = int(manifest.limits["max_source_len"])
         self.max_target_len = int(manifest.limits["max_target_len"])

@@ -30,8 +30,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..shared.onnx_sessions import ProviderError
-from . import cache
 from .cache import KVCache, NewRows, Placement, _read_only, assign_cross, copy_source_rows
 
 INITIAL_CAPACITY = 32  # tokens per row a batch starts with; doubled on overflow
@@ -315,8 +313,6 @@ def make_cache(spec, decoder, placement: Placement, max_rows: int = 1 << 30):
         return KVCache(spec.num_layers, spec.num_heads, spec.head_dim, placement)
     types = {i.name: i.type for i in getattr(decoder, "get_inputs", list)()}
     dtype = np.float16 if types.get(spec.decoder_io.past[0]) == "tensor(float16)" else np.float32
-    if placement.device == "cuda" and cache.REFUSE_IN_PLACE_ON_CUDA:  # read here: a check patches it
-        raise ProviderError(cache.IN_PLACE_ON_CUDA)
     return InPlaceCache(spec.num_layers, spec.num_heads, spec.head_dim, placement, dtype, max_rows=max_rows)
 
 

@@ -185,13 +185,14 @@ def test_hugging_face_checkpoints_given_the_wrong_way(cli, tmp_path):
     _nothing_written(out)
 
 
-def test_the_cache_layout_defaults_to_in_place_on_the_cpu_and_left_padded_for_cuda(tmp_path):
-    """The server refuses an in-place decoder on CUDA, so an export for CUDA is left-padded unless
-    --kv-cache says otherwise."""
+def test_the_cache_layout_defaults_to_in_place_but_for_cuda_at_fp32(tmp_path):
+    """CUDA's GroupQueryAttention has fp16 and bf16 kernels only: an fp32 export for CUDA is
+    left-padded unless --kv-cache says otherwise, an fp16 one in place."""
     from attnserve.contract.kinds import IN_PLACE, LEFT_PADDED
     from attnserve.export.options import ExportOptions
 
     assert ExportOptions(out=tmp_path).cache_layout == IN_PLACE
     assert ExportOptions(out=tmp_path, device="cuda").cache_layout == LEFT_PADDED
+    assert ExportOptions(out=tmp_path, device="cuda", precision="fp16").cache_layout == IN_PLACE
     assert ExportOptions(out=tmp_path, device="cuda", kv_cache=IN_PLACE).cache_layout == IN_PLACE
     assert ExportOptions(out=tmp_path, attention="decomposed").cache_layout == LEFT_PADDED

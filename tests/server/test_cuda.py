@@ -42,8 +42,8 @@ def test_fp16_export_verifies_on_cuda_with_no_skipped_check(tmp_path, kind, pres
 
 @pytest.fixture(scope="module")
 def zoo_repo(tmp_path_factory):
-    """The zoo's models, the translator with the left-padded cache (the server refuses an
-    in-place decoder on CUDA: there the engine's tokens with it were wrong)."""
+    """The zoo's models, the translator (fp32) with the left-padded cache: what ``attnserve-export
+    --device cuda`` exports at fp32, since CUDA's GroupQueryAttention has no fp32 kernel."""
     out = tmp_path_factory.mktemp("model-repo")
     build_repo(out, ["digits-vit"])
     export_translator(ZOO / "translator-en-de" / "model.safetensors", out / "translator-en-de", kv_cache=LEFT_PADDED)
@@ -93,30 +93,49 @@ def test_exported_models_pass_the_load_time_reference_check_on_cuda(tmp_path):
         assert model.provider == "cuda" and "reference outputs match" in model.references, model.references
 
 
-def test_the_decoders_step_attention_on_cuda_is_the_cpus(zoo_repo):
-    """A decoder with step_attention (MultiHeadAttention's scores output) runs on CUDA and gives
-    the CPU's attention along the same greedy decode: until this passes on a GPU, ``--device
-    cuda`` exports go without the output (``ExportOptions.step_attention``)."""
+def test_a_decoder_with_step_attention_aligns_on_cuda_as_on_the_cpu(zoo_repo, serve):
+    """onnxruntime's CUDA MultiHeadAttention writes other numbers than the CPU's into the scores
+    output the decoder's step_attention is made of (on an H200, uncorrelated with them): on CUDA
+    the server aligns with the aligner graph, and a client gets the CPU's alignments and markup."""
     import numpy as np
 
     from attnserve.contract.manifest import load_manifest
-    from attnserve.export.ort_decode import OrtGreedy
 
-    directory = zoo_repo / "translator-en-de"
-    manifest = load_manifest(directory)
-    assert manifest.decoder_io().attention
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(directory / manifest.tokenizer.file))
-    texts = ["on Monday, March 3, 2025 at 3:45 PM", "about 5 miles"]
-    ids = [tokenizer.encode(text).ids for text in texts]
-    src = np.full((len(ids), max(map(len, ids))), manifest.tokenizer.pad_id, dtype=np.int64)  # (B, L)
-    for row, row_ids in enumerate(ids):
-        src[row, : len(row_ids)] = row_ids
-    decoded = {}
+    assert load_manifest(zoo_repo / "translator-en-de").decoder_io().attention
+    text, html = "Monday, March 3, 2025. at 3:45 PM", "Monday, <i>March</i> 3, 2025"
+    got = {}
     for provider in ("cpu", "cuda"):
-        sessions = [create_session(directory / f, provider=provider) for f in ("encoder.onnx", "decoder.onnx")]
-        greedy = OrtGreedy(*sessions, manifest)
-        decoded[provider] = (greedy.decode(src, 12), greedy.step_attention())
-    assert decoded["cuda"][0] == decoded["cpu"][0]
-    np.testing.assert_allclose(decoded["cuda"][1], decoded["cpu"][1], atol=1e-3)
+        with serve(zoo_repo, provider=provider) as server, server.client() as client:
+            model = server.app.registry.models["translator-en-de"]
+            assert model.engine.step_attention == (provider == "cpu") and (model.aligner is None) == (provider == "cpu")
+            (result,) = client.translate(text, "translator-en-de", alignments=True)
+            (placed,) = client.translate(html, "translator-en-de", format="html", beam_size=4)
+            got[provider] = result.text, result.hypotheses[0].alignments, placed.text
+    (text_cpu, aligned_cpu, html_cpu), (text_cuda, aligned_cuda, html_cuda) = got["cpu"], got["cuda"]
+    assert text_cuda == text_cpu and html_cuda == html_cpu == "Montag, 3. <i>März</i> 2025"
+    assert [a.pharaoh() for a in aligned_cuda] == [a.pharaoh() for a in aligned_cpu]
+    for cuda, cpu in zip(aligned_cuda, aligned_cpu):  # fp32 on CUDA runs its MatMuls in TF32
+        np.testing.assert_allclose(np.array(cuda.attention), np.array(cpu.attention), atol=2e-2)
+
+
+def test_an_fp16_in_place_translator_on_cuda_translates_the_same_with_and_without_graphs(tmp_path, serve):
+    """What ``attnserve-export --device cuda --precision fp16`` exports (the in-place cache) served
+    on CUDA: the same translations with its decoder steps replayed as CUDA graphs as without."""
+    repo = tmp_path / "repo"
+    checkpoint = ZOO / "translator-en-de" / "model.safetensors"
+    argv = ["translation", "--checkpoint", str(checkpoint), "--tokenizer", str(checkpoint.parent / "tokenizer.json")]
+    argv += ["--precision", "fp16", "--device", "cuda", "--out", str(repo / "translator-en-de")]
+    assert export_main(argv) == 0
+    assert json.loads((repo / "translator-en-de" / "model.json").read_text())["kv_cache"] == "in-place"
+    sentences = [
+        line.split("\t")[0]
+        for line in (EXAMPLES / "sentences.tsv").read_text().splitlines()
+        if line and not line.startswith("#")
+    ]
+    texts = {}
+    for buckets in ("off", "cuda-graphs"):
+        with serve(repo, provider="cuda", decode_step_buckets=buckets) as server, server.client() as client:
+            texts[buckets] = [t.text for t in client.translate(sentences, "translator-en-de")]
+            runner = server.app.registry.models["translator-en-de"].engine._scheduler.runner
+            assert (runner.buckets is not None and runner.buckets.captures > 0) == (buckets == "cuda-graphs")
+    assert texts["cuda-graphs"] == texts["off"]

@@ -242,19 +242,6 @@ def test_the_device_path_reads_each_steps_inputs_where_a_binding_copies_them_whe
         assert sink.error is None and [h.tokens for h in sink.finished] == [h.tokens for h in expected]
 
 
-def test_an_in_place_decoder_is_refused_on_cuda_and_a_left_padded_one_is_not(tiny, tiny_left_padded):
-    """The in-place cache gave wrong tokens on CUDA (an H200): the scheduler refuses it there, by
-    the placement its session runs on, with what to do; the left-padded cache is served."""
-    from attnserve.server.shared.onnx_sessions import ProviderError
-    from attnserve.server.translation.slot_cache import make_cache
-
-    cuda = DevicePlacement("cuda")  # no device is touched before the refusal
-    decoder = load_translation_sessions(tiny.path, tiny.manifest, intra_op_threads=1)[1]
-    with pytest.raises(ProviderError, match="--provider cpu.*--kv-cache left-padded"):
-        make_cache(model_spec(tiny.manifest), decoder, cuda)
-    assert isinstance(make_cache(model_spec(tiny_left_padded.manifest), None, cuda), KVCache)
-
-
 def _cuda_device() -> bool:
     return "CUDAExecutionProvider" in ort.get_available_providers() and os.path.exists("/dev/nvidia0")
 
@@ -263,7 +250,8 @@ def _cuda_device() -> bool:
 @pytest.mark.skipif(not _cuda_device(), reason="needs a CUDA device and onnxruntime's CUDA provider")
 def test_cuda_engine_keeps_the_cache_on_the_device_and_matches_the_reference(tiny_left_padded):
     # fp32 on CUDA is the left-padded layout (GroupQueryAttention has no fp32 CUDA kernel); the fp16
-    # in-place cache on a device is benchmarks/kv_inplace_cuda.py's (cuda_checks' kv-inplace step)
+    # in-place cache on a device is benchmarks/kv_inplace_cuda.py's (cuda_checks' kv-inplace step:
+    # its tokens against the CPU's fp32 ones)
     tiny = tiny_left_padded
     encoder, decoder = load_translation_sessions(tiny.path, tiny.manifest, provider="cuda")
     assert "CUDAExecutionProvider" in decoder.get_providers()
