@@ -118,9 +118,9 @@ class ExportOptions:
             choices=KV_CACHE_LAYOUTS,
             default=None,
             help="translation: the decoder's self-attention cache; in-place = GroupQueryAttention over a buffer "
-            "written in place, rows at their own lengths (default with --attention fused and --device cpu; the "
-            "server serves it on the CPU provider only); left-padded = MultiHeadAttention, rows left-padded to "
-            "the longest (the default with --device cuda)",
+            "written in place, rows at their own lengths (default with --attention fused, but for --device cuda at "
+            "fp32); left-padded = MultiHeadAttention, rows left-padded to the longest (the default for --device "
+            "cuda at fp32: CUDA's GroupQueryAttention is fp16 and bf16 only)",
         )
         parser.add_argument(
             "--no-screen-vocab",
