@@ -10,10 +10,10 @@ valuable first:
 1. ``env``: the GPU as ``nvidia-smi`` names it, the driver, onnxruntime's version and providers,
    and a small fp16 graph (MatMul, Softmax, Conv: cuBLAS, onnxruntime's own kernels, cuDNN)
    run on the provider against numpy; when it fails the run stops there;
-2. ``kv-inplace``: ``benchmarks.kv_inplace_cuda``: the fp16 in-place export on the device (the
-   server's refusal of it on CUDA lifted for this step only) and the left-padded fp16 / fp32
-   ones, their tokens against the CPU's fp32 tokens and the ``verdict`` (``ok``: the refusal
-   can go), ms/token at 32 and 256 new tokens (batch 1 and 32), continuous vs static batching;
+2. ``kv-inplace``: ``benchmarks.kv_inplace_cuda``: the fp16 in-place export on the device and
+   the left-padded fp16 / fp32 ones, their tokens against the CPU's fp32 tokens and the
+   ``verdict`` (``ok``: the in-place tokens agree as well as the left-padded ones), ms/token at
+   32 and 256 new tokens (batch 1 and 32), continuous vs static batching;
 3. ``pytest-gpu``: ``pytest -m gpu`` (fp16 exports verified on CUDA, the server on ``--provider
    cuda``, the engine's device cache), its temporary folders kept under the work dir;
 4. ``server``: ``benchmarks.server`` on the provider: classification, dynamic batching vs
