@@ -65,7 +65,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(build_parser().parse_args(argv))
+    args = build_parser().parse_args(argv)
+    if args.ctranslate2 and (missing := ctranslate2_missing(args.provider)):
+        print(f"decode-graphs: --ctranslate2: {missing}", file=sys.stderr)  # before minutes of exports
+        return 2
+    return run(args)
+
+
+def ctranslate2_missing(provider: str) -> str | None:
+    """Why CTranslate2 cannot run on ``provider`` here, or None."""
+    try:
+        import ctranslate2
+    except ImportError:
+        return "ctranslate2 is not installed (pip install ctranslate2)"
+    if provider == "cuda" and ctranslate2.get_cuda_device_count() == 0:
+        return "CTranslate2 sees no CUDA device (its CUDA build needs CUDA 12's runtime and cuBLAS)"
+    return None
 
 
 def build_runners(model, label: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -608,6 +608,21 @@ def test_cuda_checks_reports_the_steps_its_budget_leaves_out(tmp_path):
     assert "--ctranslate2" in by_name["ct2-gpu"] and "--workers" in by_name["server"]
 
 
+def test_decode_graphs_refuses_ctranslate2_on_a_device_it_cannot_see_before_exporting(tmp_path, capsys, monkeypatch):
+    """--ctranslate2 where CTranslate2 sees no CUDA device (a CUDA 13 machine: its CUDA build needs
+    CUDA 12): exit 2 with why, before the minutes of exports (nothing written to the work dir)."""
+    import ctranslate2
+
+    from attnserve.benchmarks import decode_graphs
+
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 0)
+    work = tmp_path / "work"
+    argv = ["--provider", "cuda", "--ctranslate2", "--preset", "mt-tiny", "--work-dir", str(work)]
+    assert decode_graphs.main([*argv, "--out", str(tmp_path / "out")]) == 2
+    assert "CTranslate2 sees no CUDA device" in capsys.readouterr().err
+    assert not work.exists()
+
+
 def test_glossary_quick(dirs):
     argv, out = dirs
     assert cli.main(["glossary", *argv]) == 0
