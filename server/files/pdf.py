@@ -39,8 +39,10 @@ pages, ``MAX_OBJECTS`` page objects, ``--max-file-chars`` characters of text.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import io
 import logging
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -312,6 +314,21 @@ def _write(
                 page.close()
         out = io.BytesIO()
         doc.save(out)
-        return out.getvalue()
+        return same_bytes(out.getvalue())
     finally:
         fonts.close()
+
+
+TRAILER_ID = re.compile(rb"/ID\s*\[\s*<([0-9A-Fa-f]{32})>\s*<([0-9A-Fa-f]{32})>\s*\]")
+
+
+def same_bytes(data: bytes) -> bytes:
+    """``data`` (a PDF PDFium saved) with the second half of its trailer's /ID, which PDFium draws
+    at random at every save, made from the document's own bytes: the same document and translation
+    give the same file. Same length, so every offset of the cross-reference table holds."""
+    found = list(TRAILER_ID.finditer(data, max(0, len(data) - 4096)))[-1:]  # the last trailer's
+    if not found:
+        return data
+    start, end = found[0].span(2)
+    blank = data[:start] + b"0" * 32 + data[end:]
+    return data[:start] + hashlib.md5(blank, usedforsecurity=False).hexdigest().upper().encode() + data[end:]

@@ -120,7 +120,9 @@ def embedded(path: str, characters: Iterable[str]) -> bytes:
     .notdef); the whole file where fontTools cannot read it."""
     try:
         # its tables read as far as the subset needs them (fontTools' own subsetter reads so)
-        font = TTFont(path, fontNumber=0, lazy=True)
+        # recalcTimestamp off: the subset keeps the file's own date, so the same document and
+        # translation give the same bytes (fontTools would stamp the time of writing)
+        font = TTFont(path, fontNumber=0, lazy=True, recalcTimestamp=False)
         options = subset.Options()
         options.layout_features = []  # PDFium does not shape: each character's own glyph only
         options.notdef_outline = True

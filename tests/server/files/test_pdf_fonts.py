@@ -157,3 +157,24 @@ def test_the_fonts_of_a_target_language_are_those_of_its_script_tried_before_the
         assert path not in pdf_fonts.regional_fonts(other), other
     order = pdf_fonts.system_fonts([path])
     assert all(order.index(path) < order.index(p) for p in pdf_fonts.CJK_FONTS if p in order)
+
+
+@JAPANESE_FONT
+def test_the_same_pdf_and_translation_give_the_same_file_a_second_later():
+    """The embedded font subset keeps its font's own date and the trailer's changing /ID is made
+    from the document's bytes (PDFium draws it at random): a file translated again is the same
+    file, byte for byte, and another translation gets another /ID."""
+    import re
+    import time
+
+    import pypdfium2
+
+    source = english_pdf()[0]
+    first = written(source, JAPANESE + " Hello wörld", "ja")
+    time.sleep(1.1)  # fontTools' timestamps have seconds
+    assert written(source, JAPANESE + " Hello wörld", "ja") == first
+    other = written(source, JAPANESE + " Hello world", "ja")
+    ids = [re.findall(rb"/ID\s*\[\s*<(\w+)>\s*<(\w+)>", data)[-1] for data in (first, other)]
+    assert ids[0][0] == ids[1][0] and ids[0][1] != ids[1][1]  # the first half is the document's, kept
+    assert pages(first)[0].text.replace("\r\n", "") == JAPANESE + " Hello wörld"
+    assert len(pypdfium2.PdfDocument(first)) == 1
