@@ -18,7 +18,9 @@ valuable first:
    cuda``, the engine's device cache), its temporary folders kept under the work dir;
 4. ``server``: ``benchmarks.server`` on the provider: classification, dynamic batching vs
    unbatched, 1 and 32 clients, a server of one process and one of ``--server-workers`` (4),
-   against in-process onnxruntime at the same batch;
+   against in-process onnxruntime at the same batch, over attnserve.v1 ``Classify`` and over
+   KServe streams with the image in system shared memory (the cheapest door per request; one
+   process only: shared memory is refused with workers);
 5. ``decode-graphs``: ``benchmarks.decode_graphs``: the engine's decoder steps at the batch's
    size, in step buckets, and replayed as CUDA graphs, ms/step at batch 1 and 32 (mt-small fp16);
 6. ``ct2-gpu``: the same at opus-mt's shape (mt-base, 58,101 words) beside CTranslate2 float16
@@ -71,7 +73,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--budget-s", type=float, default=480.0, help="the whole run's time (default 8 minutes)")
     parser.add_argument("--vit-preset", default="vit-s16", help="ViT the server serves (default vit-s16)")
     parser.add_argument("--mt-preset", default="mt-small", help="translator of the decode steps (default mt-small)")
-    parser.add_argument("--server-seconds", type=float, default=8.0, help="time bound per server load level")
+    parser.add_argument(
+        "--server-seconds",
+        type=float,
+        default=6.0,
+        help="time bound per server, transport and load level (default 6: ten windows fit the step's 150 s)",
+    )
     parser.add_argument("--client-procs", type=int, default=4, help="load-generator processes of the server step")
     parser.add_argument(
         "--server-workers", type=int, nargs="*", default=[4], help="also a server of N worker processes, per N (>= 2)"

@@ -138,16 +138,19 @@ def first_steps(args: argparse.Namespace, s: dict[str, Any]) -> list[Step]:
 
 
 def serving_steps(args: argparse.Namespace, s: dict[str, Any]) -> list[Step]:
-    """The classification server (1 and N workers) against in process, and the decoder steps with
-    and without CUDA graphs, beside CTranslate2 on the same device."""
+    """The classification server (1 and N workers; over v1 and over KServe streams in shared memory)
+    against in process, and the decoder steps with and without CUDA graphs, beside CTranslate2 on
+    the same device."""
     py, provider, results, q = sys.executable, args.provider, args.work_dir / "results", args.quick
     out = results / "server"
     server = [py, "-m", "benchmarks.server", "--workloads", "classification", "--provider", provider]
+    # v1 Classify beside the cheapest door, KServe streams with the image in shared memory (no --workers rows)
+    server += ["--transports", "v1", "kserve-shm-stream"]
     server += ["--preset", s["vit"], "--clients", "1", "32", "--requests", "64" if q else "2000"]
     server += ["--max-seconds", str(args.server_seconds), "--client-procs", str(args.client_procs)]
     server += ["--workers", *map(str, args.server_workers)] if args.server_workers else []
     server += ["--repeats", "2" if q else "20", "--no-plot", "--out", str(out), "--work-dir", str(args.work_dir)]
-    server_keys = ("rows", "in_process_images_per_s", "overhead_vs_in_process")
+    server_keys = ("transports", "rows", "in_process_images_per_s", "overhead_vs_in_process", "dynamic_batching_gain")
     tokens = ["--new-tokens", "8", "--repeats", "1"] if q else ["--new-tokens", "64", "--repeats", "5"]
     ct2_tokens = tokens if q else ["--new-tokens", "32", "--repeats", "3"]
     graphs = [py, "-m", "benchmarks.decode_graphs", "--provider", provider, "--work-dir", str(args.work_dir)]

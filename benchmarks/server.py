@@ -9,9 +9,15 @@ dynamic batching (``--max-batch-size 32``) and unbatched (``--max-batch-size 1``
 In-process onnxruntime at batch 1 and 32 in the same run gives the overhead figure.
 ``--workers N`` adds a dynamic-batching server of N worker processes (``attnserve-server
 --workers N``: N GILs on one port), its clients spread over ``--channels`` connections.
+``--transports``: how the image travels, each in turn at every level (server-profile's load
+generators): attnserve.v1 ``Classify`` (the default), or KServe ``ModelInfer`` raw or with the
+image in Triton's system shared memory, by calls or on streams (``kserve-shm-stream``, the
+cheapest per request: the servers then run with ``--shared-memory system``, which a server of
+several workers refuses, so shared-memory rows have no ``--workers`` server).
 Translation: see ``server_translation.py`` (its own JSON and PNG, ``server-translation``).
 
     python -m benchmarks.server              # or: attnserve-bench server (both workloads)
+    python -m benchmarks.server --workloads classification --transports v1 kserve-shm-stream
     python -m benchmarks.server --workloads translation
     python -m benchmarks.server --quick
 """
@@ -27,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from . import server_translation
+from . import kserve_load, server_translation
 from .common import (
     add_common_arguments,
     header,
@@ -45,6 +51,10 @@ from .vit import export
 
 NAME = "server"
 WORKLOADS = ("classification", "translation")
+# How a request's raw FP32 image travels: attnserve.v1 Classify; KServe ModelInfer with the image
+# in raw_input_contents or in system shared memory (-shm), by calls or as messages of one
+# ModelStreamInfer stream per client (-stream).
+TRANSPORTS = ("v1", "kserve", "kserve-shm", "kserve-stream", "kserve-shm-stream")
 
 
 # A ViT with the preset's 224x224 input (the same 602 KB requests) but almost no compute: the
@@ -78,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--provider", choices=["cpu", "cuda"], default="cpu", help="onnxruntime provider of the servers and in-process"
+    )
+    parser.add_argument(
+        "--transports",
+        nargs="+",
+        choices=TRANSPORTS,
+        default=["v1"],
+        help="how each classification request travels, each in turn (default v1: attnserve.v1 Classify); "
+        "kserve-shm-stream: KServe streams with the image in system shared memory (no --workers rows)",
     )
     server_translation.add_arguments(parser)
     return parser
@@ -121,22 +139,46 @@ async def load_raw(
     return {"latencies": latencies, "batches": batches, "wall": wall}
 
 
-def _load_in_process(
-    address: str, request_bytes: bytes, clients: int, count: int, max_seconds: float, channels: int
-) -> dict:
+def v1_request(pixels: np.ndarray):
+    """attnserve.v1's ClassifyRequest of one raw FP32 image (``pixels``: (C, H, W)), top 1."""
     from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 
-    request = pb.ClassifyRequest.FromString(request_bytes)
-    return asyncio.run(load_raw(address, request, clients, count, max_seconds, channels))
+    tensor = pb.Tensor(shape=list(pixels.shape), datatype=pb.DATA_TYPE_FP32, raw_contents=pixels.tobytes())
+    return pb.ClassifyRequest(model="vit", images=[pb.ImageInput(tensor=tensor)], top_k=1)
+
+
+async def load_share(
+    transport: str, address: str, pixels: np.ndarray, clients: int, count: int, max_seconds: float, channels: int = 1
+) -> dict[str, Any]:
+    """One load process's clients, each sending one image (``pixels``: (C, H, W)) over ``transport``:
+    their latencies (s), the window (s) and the mean batch."""
+    if transport == "v1":
+        raw = await load_raw(address, v1_request(pixels), clients, count, max_seconds, channels)
+        return {"latencies": raw["latencies"], "wall": raw["wall"], "mean_batch": float(np.mean(raw["batches"]))}
+    shm, stream = "-shm" in transport, transport.endswith("-stream")
+    got = await kserve_load.load(address, "vit", pixels, clients, count, max_seconds, shm, stream, channels, raw=True)
+    return {"latencies": got["latencies_s"], "wall": got["wall_s"], "mean_batch": got["mean_batch"]}
+
+
+def _share_in_process(*args) -> dict[str, Any]:
+    return asyncio.run(load_share(*args))
 
 
 async def load(
-    address: str, request, clients: int, count: int, max_seconds: float, procs: int = 1, channels: int = 1
+    address: str,
+    pixels: np.ndarray,
+    clients: int,
+    count: int,
+    max_seconds: float,
+    procs: int = 1,
+    channels: int = 1,
+    transport: str = "v1",
 ) -> dict[str, Any]:
-    """Throughput and latency of ``clients`` concurrent callers, spread over ``procs`` client
-    processes (one Python process tops out at some hundreds of large requests per second)."""
+    """Throughput and latency of ``clients`` concurrent callers of one image each (``pixels``) over
+    ``transport``, spread over ``procs`` client processes (one Python process tops out at some
+    hundreds of large requests per second)."""
     if procs <= 1 or clients < 2:
-        parts = [await load_raw(address, request, clients, count, max_seconds, channels)]
+        parts = [await load_share(transport, address, pixels, clients, count, max_seconds, channels)]
     else:
         from concurrent.futures import ProcessPoolExecutor
 
@@ -147,22 +189,15 @@ async def load(
         with ProcessPoolExecutor(procs) as pool:
             jobs = [
                 loop.run_in_executor(
-                    pool,
-                    _load_in_process,
-                    address,
-                    request.SerializeToString(),
-                    c,
-                    count * c // clients,
-                    max_seconds,
-                    per_proc,
+                    pool, _share_in_process, transport, address, pixels, c, count * c // clients, max_seconds, per_proc
                 )
                 for c in shares
             ]
             parts = await asyncio.gather(*jobs)
     latencies = [x for p in parts for x in p["latencies"]]
-    batches = [x for p in parts for x in p["batches"]]
-    wall = max(p["wall"] for p in parts)
-    return load_summary(latencies, wall, float(np.mean(batches)))
+    # each part's mean weighted by its requests: v1's is the mean over every reply's batch size
+    mean_batch = sum(p["mean_batch"] * len(p["latencies"]) for p in parts) / max(len(latencies), 1)
+    return load_summary(latencies, max(p["wall"] for p in parts), mean_batch)
 
 
 def in_process(model_dir: Path, threads: int, batch: int, repeats: int, provider: str = "cpu") -> float:
@@ -184,44 +219,38 @@ def in_process(model_dir: Path, threads: int, batch: int, repeats: int, provider
     return batch / float(np.median(times))
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+DYNAMIC, UNBATCHED = "dynamic batching (max 32)", "unbatched (max_batch_size 1)"
 
-    q = args.quick
-    args.clients = args.clients or ([1, 4] if q else [1, 8, 32, 64])
-    args.requests = args.requests or (16 if q else 256)
-    args.repeats = args.repeats or (3 if q else 5)
-    overrides = dict(image_size=32, patch_size=8, dim=64, depth=4, num_heads=2, num_classes=10) if q else {}
-    info = machine()
-    light = " light" if args.light else ""
-    title = f"server: classification, {args.preset}{light}, {args.provider}{' (quick: a tiny config)' if q else ''}"
-    header(title, info, args.threads)
-    repo = args.work_dir / f"server-repo{'-quick' if q else ''}"
-    if args.light and not q:
-        overrides, repo = LIGHT, args.work_dir / f"server-repo-{args.preset}-light"
-    model_dir = export(overrides, args.preset, repo / "vit", "fp32", "fused", 1.0)
-    size = 32 if q else 224
-    pixels = np.random.default_rng(0).standard_normal((3, size, size), dtype=np.float32)
-    tensor = pb.Tensor(shape=list(pixels.shape), datatype=pb.DATA_TYPE_FP32, raw_contents=pixels.tobytes())
-    request = pb.ClassifyRequest(model="vit", images=[pb.ImageInput(tensor=tensor)], top_k=1)
-    server_translation.check_workers(args)
-    servers = {"dynamic batching (max 32)": (32, []), "unbatched (max_batch_size 1)": (1, [])}
-    for n in args.workers:
-        servers[f"dynamic batching (max 32), {n} workers"] = (32, ["--workers", str(n)])
+
+def _measure(args, repo: Path, pixels: np.ndarray) -> list[dict[str, Any]]:
+    """Every server started, then per level and transport the servers in turn (interleaved: load
+    from elsewhere lands on all alike); a row per (clients, transport, server)."""
+    shm = ["--shared-memory", "system"] if any("-shm" in t for t in args.transports) else []
+    servers = {DYNAMIC: (32, shm), UNBATCHED: (1, shm)}
+    for n in args.workers:  # --shared-memory is refused with workers: regions are registered per process
+        servers[f"{DYNAMIC}, {n} workers"] = (32, ["--workers", str(n)])
     channels = args.channels or (4 * max(args.workers) if args.workers else 1)
     procs = {name: start_server(repo, args.threads, mb, args.provider, extra) for name, (mb, extra) in servers.items()}
     rows: list[dict[str, Any]] = []
     try:
 
+        async def window(name: str, address: str, transport: str, clients: int) -> None:
+            several = "--workers" in servers[name][1]
+            if several and "-shm" in transport:
+                return
+            load_args = (args.requests, args.max_seconds, args.client_procs, channels, transport)
+            stats = await load(address, pixels, clients, *load_args)
+            if several and transport != "v1":  # KServe's statistics are one worker's
+                stats["mean_batch"] = None
+            rows.append({"server": name, "transport": transport, "clients": clients, **stats})
+
         async def session() -> None:
             for proc, address in procs.values():
                 await wait_ready(address, proc)
             for clients in args.clients:
-                for name, (_, address) in procs.items():  # interleaved: the two servers take turns
-                    stats = await load(
-                        address, request, clients, args.requests, args.max_seconds, args.client_procs, channels
-                    )
-                    rows.append({"server": name, "clients": clients, **stats})
+                for transport in args.transports:
+                    for name, (_, address) in procs.items():
+                        await window(name, address, transport, clients)
 
         asyncio.run(session())
     finally:
@@ -229,45 +258,91 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             proc.terminate()
         for proc, _ in procs.values():
             proc.wait(30)
-    direct = {b: in_process(model_dir, args.threads, b, args.repeats, args.provider) for b in (1, 32)}
+    return rows
+
+
+def _compare(args, rows: list[dict[str, Any]], direct: dict[int, float]) -> tuple[dict, dict]:
+    """Each row's ratio to the unbatched server (same level and transport); per transport, at the
+    most clients: each server's overhead against onnxruntime in process (unbatched against
+    batch 1, the others against batch 32) and the dynamic batching gain."""
+    overhead: dict[str, dict[str, float]] = {}
+    gain: dict[str, float] = {}
     for r in rows:
-        peer = next(x for x in rows if x["clients"] == r["clients"] and x["server"].startswith("unbatched"))
+        peer = next(
+            x for x in rows if (x["clients"], x["transport"], x["server"]) == (r["clients"], r["transport"], UNBATCHED)
+        )
         r["ratio_to_unbatched"] = r["images_per_s"] / peer["images_per_s"]
+        if r["clients"] == max(args.clients):
+            ref = direct[1] if r["server"] == UNBATCHED else direct[32]
+            overhead.setdefault(r["transport"], {})[r["server"]] = 1 - r["images_per_s"] / ref
+            if r["server"] == DYNAMIC:
+                gain[r["transport"]] = r["ratio_to_unbatched"]
+    return overhead, gain
+
+
+def _report(rows: list[dict[str, Any]], direct: dict[int, float], overhead: dict, gain: dict) -> None:
     print(
         table(
-            ["clients", "server", "img/s", "p50 ms", "p95 ms", "p99 ms", "mean batch", "vs unbatched"],
+            ["clients", "transport", "server", "img/s", "p50 ms", "p95 ms", "p99 ms", "mean batch", "vs unbatched"],
             [
-                [r["clients"], r["server"], r["images_per_s"], r["p50_ms"], r["p95_ms"], r["p99_ms"], r["mean_batch"]]
-                + [f"{r['ratio_to_unbatched']:.2f}x"]
+                [r["clients"], r["transport"], r["server"], r["images_per_s"], r["p50_ms"], r["p95_ms"], r["p99_ms"]]
+                + [r["mean_batch"] if r["mean_batch"] is not None else "-", f"{r['ratio_to_unbatched']:.2f}x"]
                 for r in rows
             ],
         )
     )
     print(f"in-process onnxruntime: batch 1 {direct[1]:.1f} img/s, batch 32 {direct[32]:.1f} img/s")
-    overhead = {}
-    for r in rows:
-        ref = direct[1] if r["server"].startswith("unbatched") else direct[32]
-        if r["clients"] == max(args.clients):
-            overhead[r["server"]] = 1 - r["images_per_s"] / ref
-    print(
-        "gRPC + queue overhead at the most clients: " + ", ".join(f"{k}: {100 * v:.0f}%" for k, v in overhead.items())
-    )
-    result = {"benchmark": NAME, "settings": vars_of(args), "machine": info, "rows": rows}
+    for transport, by_server in overhead.items():
+        print(
+            f"{transport}: gRPC + queue overhead at the most clients: "
+            + ", ".join(f"{k}: {100 * v:.0f}%" for k, v in by_server.items())
+            + f"; dynamic batching {gain[transport]:.2f}x unbatched"
+        )
+
+
+def _plot(args, rows: list[dict[str, Any]], direct: dict[int, float]) -> Path:
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key in dict.fromkeys((r["transport"], r["server"]) for r in rows):
+        sel = [r for r in rows if (r["transport"], r["server"]) == key]
+        label = key[1] if args.transports == ["v1"] else f"{key[0]}: {key[1]}"
+        ax.plot([r["clients"] for r in sel], [r["images_per_s"] for r in sel], marker="o", label=label)
+    ax.axhline(direct[32], ls="--", color="gray", label="in-process onnxruntime, batch 32")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrent clients")
+    ax.set_ylabel("images/s")
+    ax.legend(fontsize=8)
+    return save_plot(fig, args.out, NAME, args.quick)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    q = args.quick
+    args.clients = args.clients or ([1, 4] if q else [1, 8, 32, 64])
+    args.requests = args.requests or (16 if q else 256)
+    args.repeats = args.repeats or (3 if q else 5)
+    overrides = dict(image_size=32, patch_size=8, dim=64, depth=4, num_heads=2, num_classes=10) if q else {}
+    info = machine()
+    light = " light" if args.light else ""
+    title = f"server: classification, {args.preset}{light}, {args.provider}, {' + '.join(args.transports)}"
+    header(title + (" (quick: a tiny config)" if q else ""), info, args.threads)
+    repo = args.work_dir / f"server-repo{'-quick' if q else ''}"
+    if args.light and not q:
+        overrides, repo = LIGHT, args.work_dir / f"server-repo-{args.preset}-light"
+    model_dir = export(overrides, args.preset, repo / "vit", "fp32", "fused", 1.0)
+    size = 32 if q else 224
+    pixels = np.random.default_rng(0).standard_normal((3, size, size), dtype=np.float32)
+    server_translation.check_workers(args)
+    rows = _measure(args, repo, pixels)
+    direct = {b: in_process(model_dir, args.threads, b, args.repeats, args.provider) for b in (1, 32)}
+    overhead, gain = _compare(args, rows, direct)
+    _report(rows, direct, overhead, gain)
+    result = {"benchmark": NAME, "settings": vars_of(args), "machine": info, "transports": args.transports}
+    result["rows"] = rows
     result["in_process_images_per_s"] = {str(k): v for k, v in direct.items()}
-    result["overhead_vs_in_process"] = overhead
+    result["overhead_vs_in_process"] = overhead  # transport -> server -> 1 - img/s / in process
+    result["dynamic_batching_gain"] = gain  # transport -> dynamic batching / unbatched img/s
     if not args.no_plot:
-        plt = pyplot()
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for name in servers:
-            sel = [r for r in rows if r["server"] == name]
-            ax.plot([r["clients"] for r in sel], [r["images_per_s"] for r in sel], marker="o", label=name)
-        ax.axhline(direct[32], ls="--", color="gray", label="in-process onnxruntime, batch 32")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("concurrent clients")
-        ax.set_ylabel("images/s")
-        ax.legend(fontsize=8)
-        path = save_plot(fig, args.out, NAME, q)
-        result["plot"] = str(path)
+        result["plot"] = str(_plot(args, rows, direct))
     write_results(args.out, NAME, result, q)
     return result
 

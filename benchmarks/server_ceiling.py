@@ -24,12 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from . import kserve_load
 from .common import add_common_arguments, header, load_summary, machine, preset_name, table, write_results
 from .decode import vars_of
 from .launch import start_server, wait_ready
-from .server import LIGHT, load_raw
-from .server_profile import TRANSPORTS
+from .server import LIGHT, TRANSPORTS, load_share
 from .vit import export
 
 NAME = "server-ceiling"
@@ -56,17 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _one_process(transport: str, address: str, pixels: np.ndarray, clients: int, seconds: float, channels: int):
     """One load process's share: {latencies, wall, mean_batch} of its ``clients``."""
-    if transport == "v1":
-        from attnserve.protos.attnserve.v1 import inference_pb2 as pb
-
-        tensor = pb.Tensor(shape=list(pixels.shape), datatype=pb.DATA_TYPE_FP32, raw_contents=pixels.tobytes())
-        request = pb.ClassifyRequest(model="vit", images=[pb.ImageInput(tensor=tensor)], top_k=1)
-        raw = asyncio.run(load_raw(address, request, clients, 10**9, seconds, channels))
-        return {"latencies": raw["latencies"], "wall": raw["wall"], "mean_batch": float(np.mean(raw["batches"]))}
-    shm, stream = "-shm" in transport, transport.endswith("-stream")
-    run = kserve_load.load(address, "vit", pixels, clients, 10**9, seconds, shm, stream, channels, raw=True)
-    summary = asyncio.run(run)
-    return {"latencies": summary["latencies_s"], "wall": summary["wall_s"], "mean_batch": summary["mean_batch"]}
+    return asyncio.run(load_share(transport, address, pixels, clients, 10**9, seconds, channels))
 
 
 def window(args, transport: str, address: str, pixels: np.ndarray, workers: int) -> dict[str, Any]:

@@ -33,12 +33,12 @@ from typing import Any
 
 import numpy as np
 
-from . import kserve_load, server_translation
+from . import server_translation
 from .common import add_common_arguments, header, in_fresh_process, machine, preset_name, table, write_results
 from .decode import vars_of
 from .launch import start_server, wait_ready
 from .pyspy import WAITING, parse_raw, process_cpu_seconds
-from .server import LIGHT, load
+from .server import LIGHT, TRANSPORTS, load
 from .vit import export
 
 NAME = "server-profile"
@@ -67,7 +67,6 @@ GROUPS = [
     ),
     ("gRPC aio + event loop (Cython and asyncio)", ("asyncio/", "grpc")),
 ]
-TRANSPORTS = ("v1", "kserve", "kserve-shm", "kserve-stream", "kserve-shm-stream")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -141,21 +140,11 @@ def _attach(pyspy: str, pid: int, rate: int, seconds: float, raw: Path) -> subpr
 
 async def _profile(args, transport: str, proc: subprocess.Popen, address: str, pixels, raw: Path) -> dict[str, Any]:
     """One transport's load window under py-spy: the load's stats, the server's CPU and the samples."""
-    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
-
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     clients, seconds = args.resolved_clients, args.resolved_seconds
-    if transport == "v1":
-        tensor = pb.Tensor(shape=list(pixels.shape), datatype=pb.DATA_TYPE_FP32, raw_contents=pixels.tobytes())
-        request = pb.ClassifyRequest(model="vit", images=[pb.ImageInput(tensor=tensor)], top_k=1)
 
-        def window(count: int, limit: float):
-            return load(address, request, clients, count, limit)
-    else:
-
-        def window(count: int, limit: float):
-            shm, stream = "-shm" in transport, transport.endswith("-stream")
-            return kserve_load.load(address, "vit", pixels, clients, count, limit, shm=shm, stream=stream)
+    def window(count: int, limit: float):
+        return load(address, pixels, clients, count, limit, transport=transport)
 
     await window(4 * clients, 60.0)  # warm-up: every batch size seen
     spy = _attach(pyspy, proc.pid, args.rate, seconds, raw)

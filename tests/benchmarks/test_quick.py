@@ -235,7 +235,7 @@ def test_server_with_workers_quick(tmp_path):
     vit = json.loads((out / "server-quick.json").read_text())
     workers = [r for r in vit["rows"] if r["server"] == "dynamic batching (max 32), 2 workers"]
     assert len(workers) == len(vit["settings"]["clients"]) and all(r["requests"] > 0 for r in workers)
-    assert "dynamic batching (max 32), 2 workers" in vit["overhead_vs_in_process"]
+    assert "dynamic batching (max 32), 2 workers" in vit["overhead_vs_in_process"]["v1"]
     mt = json.loads((out / "server-translation-quick.json").read_text())
     assert {r["server"] for r in mt["rows"]} == {"continuous", "static", "continuous, 2 workers"}
     assert mt["settings"]["channels"] == 8
@@ -243,6 +243,36 @@ def test_server_with_workers_quick(tmp_path):
         assert row["texts"] > 0 and row["exact_token_counts"] and row["ratio_to_in_process"] > 0
     with pytest.raises(SystemExit):
         cli.main([*argv, "--workers", "1"])
+
+
+def test_server_transports_quick(tmp_path):
+    """--transports v1 kserve-shm-stream: every level runs over both doors, the image in shared
+    memory only on the one-process servers (a server of workers refuses it); each row names its
+    transport, and each transport has its own overhead against in process and batching gain."""
+    out = tmp_path / "out"
+    argv = ["server", "--quick", "--workloads", "classification", "--workers", "2", "--no-plot"]
+    argv += ["--transports", "v1", "kserve-shm-stream", "--work-dir", str(tmp_path / "work"), "--out", str(out)]
+    assert cli.main(argv) == 0
+    vit = json.loads((out / "server-quick.json").read_text())
+    assert vit["transports"] == ["v1", "kserve-shm-stream"]
+    served = {(r["transport"], r["server"]) for r in vit["rows"]}
+    one, unbatched, workers = (
+        "dynamic batching (max 32)",
+        "unbatched (max_batch_size 1)",
+        "dynamic batching (max 32), 2 workers",
+    )
+    assert served == {
+        ("v1", one),
+        ("v1", unbatched),
+        ("v1", workers),
+        ("kserve-shm-stream", one),
+        ("kserve-shm-stream", unbatched),
+    }
+    for row in vit["rows"]:
+        assert row["requests"] > 0 and row["mean_batch"] >= 1 and row["ratio_to_unbatched"] > 0
+    assert set(vit["overhead_vs_in_process"]["kserve-shm-stream"]) == {one, unbatched}
+    assert set(vit["dynamic_batching_gain"]) == {"v1", "kserve-shm-stream"}
+    assert not list(Path("/dev/shm").glob("attnserve-bench-*"))  # the load generator removed its regions
 
 
 def _py_spy_can_attach() -> bool:
@@ -606,6 +636,8 @@ def test_cuda_checks_reports_the_steps_its_budget_leaves_out(tmp_path):
     assert "cuda" not in [arg for step in plan for arg in step.argv], "a dry run asked for the CUDA provider"
     by_name = {step.name: step.argv for step in plan}
     assert "--ctranslate2" in by_name["ct2-gpu"] and "--workers" in by_name["server"]
+    transports = by_name["server"][by_name["server"].index("--transports") + 1 :][:2]
+    assert transports == ["v1", "kserve-shm-stream"]  # the server's overhead through v1 and the cheapest door
 
 
 def test_decode_graphs_refuses_ctranslate2_on_a_device_it_cannot_see_before_exporting(tmp_path, capsys, monkeypatch):
