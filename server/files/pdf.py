@@ -323,12 +323,20 @@ TRAILER_ID = re.compile(rb"/ID\s*\[\s*<([0-9A-Fa-f]{32})>\s*<([0-9A-Fa-f]{32})>\
 
 
 def same_bytes(data: bytes) -> bytes:
-    """``data`` (a PDF PDFium saved) with the second half of its trailer's /ID, which PDFium draws
-    at random at every save, made from the document's own bytes: the same document and translation
-    give the same file. Same length, so every offset of the cross-reference table holds."""
+    """``data`` (a PDF PDFium saved) with the part of its trailer's /ID that PDFium draws at random
+    at every save made from the document's own bytes: the second half, and the first too where the
+    source had no /ID (PDFium then draws one for both halves). The same document and translation
+    give the same file; same length, so every offset of the cross-reference table holds."""
     found = list(TRAILER_ID.finditer(data, max(0, len(data) - 4096)))[-1:]  # the last trailer's
     if not found:
         return data
-    start, end = found[0].span(2)
-    blank = data[:start] + b"0" * 32 + data[end:]
-    return data[:start] + hashlib.md5(blank, usedforsecurity=False).hexdigest().upper().encode() + data[end:]
+    first, second = found[0].groups()
+    spans = [found[0].span(2)] + ([found[0].span(1)] if first == second else [])
+    blank = data
+    for start, end in spans:
+        blank = blank[:start] + b"0" * 32 + blank[end:]
+    digest = hashlib.md5(blank, usedforsecurity=False).hexdigest().upper().encode()
+    out = blank
+    for start, end in spans:
+        out = out[:start] + digest + out[end:]
+    return out

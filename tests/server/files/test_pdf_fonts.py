@@ -178,3 +178,7 @@ def test_the_same_pdf_and_translation_give_the_same_file_a_second_later():
     assert ids[0][0] == ids[1][0] and ids[0][1] != ids[1][1]  # the first half is the document's, kept
     assert pages(first)[0].text.replace("\r\n", "") == JAPANESE + " Hello wörld"
     assert len(pypdfium2.PdfDocument(first)) == 1
+    anonymous = re.sub(rb"/ID\s*\[[^\]]*\]", b"", source)  # a source without /ID: PDFium draws both halves
+    once = written(anonymous, JAPANESE + " Hello wörld", "ja")
+    assert written(anonymous, JAPANESE + " Hello wörld", "ja") == once
+    assert pages(once)[0].text.replace("\r\n", "") == JAPANESE + " Hello wörld"
