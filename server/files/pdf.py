@@ -332,11 +332,11 @@ def same_bytes(data: bytes) -> bytes:
         return data
     first, second = found[0].groups()
     spans = [found[0].span(2)] + ([found[0].span(1)] if first == second else [])
-    blank = data
-    for start, end in spans:
-        blank = blank[:start] + b"0" * 32 + blank[end:]
-    digest = hashlib.md5(blank, usedforsecurity=False).hexdigest().upper().encode()
-    out = blank
-    for start, end in spans:
-        out = out[:start] + digest + out[end:]
-    return out
+
+    def with_id(value: bytes) -> bytes:
+        out = data
+        for start, end in spans:  # 32 hex digits replaced by 32: the offsets hold
+            out = out[:start] + value + out[end:]
+        return out
+
+    return with_id(hashlib.md5(with_id(b"0" * 32), usedforsecurity=False).hexdigest().upper().encode())

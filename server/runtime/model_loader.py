@@ -14,7 +14,7 @@ from typing import Any
 
 import onnxruntime as ort
 
-from attnserve.contract.kinds import IMAGE_CLASSIFICATION, TRANSLATION
+from attnserve.contract.kinds import IMAGE_CLASSIFICATION
 from attnserve.contract.manifest import (
     MANIFEST_NAME,
     GraphSpec,
@@ -29,7 +29,7 @@ from ..shared.config import Settings
 from ..shared.onnx_sessions import create_session, session_provider
 from ..translation import EngineSettings, TranslationEngine
 from ..translation.aligner import Aligner
-from ..translation.sessions import cuda_graph_decoder, uses_cuda_graphs
+from ..translation.sessions import cuda_graph_decoder, keeps_step_attention, uses_cuda_graphs
 from .reference_check import check_references
 
 log = logging.getLogger(__name__)
@@ -153,8 +153,8 @@ def served_graphs(manifest: Manifest, provider: str = "cpu") -> list[tuple[str, 
     """The graphs the server opens a session for on ``provider``: all, but on the CPU the aligner
     graph where the decoder returns its steps' attention (alignments then never run it: a session
     of the bundled translator's aligner.onnx holds about 7 MiB, per loaded model). On CUDA the
-    aligner runs (:attr:`TranslationEngine.step_attention`)."""
-    steps = manifest.kind == TRANSLATION and bool(manifest.decoder_io().attention) and provider == "cpu"
+    aligner runs (:func:`~attnserve.server.translation.sessions.keeps_step_attention`)."""
+    steps = keeps_step_attention(manifest, provider)
     return [(role, graph) for role, graph in manifest.graphs.items() if not (steps and role == "aligner")]
 
 

@@ -164,8 +164,9 @@ class BucketSteps:
         if bucket.bound != (cache.version, id(cache), attention):
             self._bind(bucket, past, cross, src_mask, attention)
             bucket.bound = (cache.version, id(cache), attention)
-        options = self._run_options(bucket, int(cache.total), attention)
-        self._write_inputs(bucket, cache, input_ids, graph=options is not None and self._replays(options))
+        graph_id = self._graph_id(bucket, int(cache.total), attention)
+        self._write_inputs(bucket, cache, input_ids, graph=graph_id is not None and graph_id >= 0)
+        options = None if graph_id is None else self._graph_options(graph_id)
         before_run()
         self.decoder.run_with_iobinding(bucket.binding, options)
         outputs = bucket.binding.get_outputs() if attention or bucket.logits is None else None
@@ -227,25 +228,26 @@ class BucketSteps:
         pasts = set(io.past)
         bucket.capacity = next((shape[2] for name, _, shape in bucket.addresses if name in pasts), 0)
 
-    def _run_options(self, bucket: Bucket, total: int, attention: bool) -> ort.RunOptions | None:
-        """The run's graph id: the bucket's graph, captured on its current addresses, or -1."""
+    def _graph_id(self, bucket: Bucket, total: int, attention: bool) -> int | None:
+        """The run's graph id: the bucket's graph, captured on its current addresses, or -1 (a run
+        without one); None where the session has no graphs."""
         if not self.graphs:
             return None
         if attention:
             self._once("attention", "the attention output is asked for (a host output as wide as the sources)")
-            return self._graph_options(-1)
+            return -1
         if total <= 1:
-            return self._graph_options(-1)  # every row at its first token (the first-prompt path)
+            return -1  # every row at its first token (the first-prompt path)
         if bucket.graph_id is not None and bucket.graph_addresses != bucket.addresses:
             self._release(bucket)
         if bucket.graph_id is None:
             if self.captures >= MAX_CAPTURES:
                 self._once("captures", f"{MAX_CAPTURES} graphs were captured already (buffers kept being replaced)")
-                return self._graph_options(-1)
+                return -1
             bucket.graph_id, bucket.graph_addresses = self._next_graph, bucket.addresses
             self._next_graph += 1
             self.captures += 1
-        return self._graph_options(bucket.graph_id)
+        return bucket.graph_id
 
     def _release(self, bucket: Bucket) -> None:
         """The bucket's graph reads buffers the cache has replaced: released, captured again on the new ones."""
@@ -258,10 +260,6 @@ class BucketSteps:
         self._options.pop(bucket.graph_id, None)
         log.debug("step bucket %d: buffers replaced, graph %d released", bucket.rows, bucket.graph_id)
         bucket.graph_id = None
-
-    @staticmethod
-    def _replays(options: ort.RunOptions) -> bool:
-        return int(options.get_run_config_entry(GRAPH_ID)) >= 0
 
     def _graph_options(self, graph_id: int) -> ort.RunOptions:
         if graph_id not in self._options:

@@ -30,7 +30,7 @@ from .jobs import CollectSink, Gather, Job, StreamSink, stream_swap
 from .options import DecodeOptions, EngineSettings, Hypothesis, StreamEvent, TranslationResult
 from .prepared import ModelLimits, Prepared, measure
 from .scheduler import DecodeScheduler
-from .sessions import model_spec
+from .sessions import keeps_step_attention, model_spec
 
 
 class TranslationEngine:
@@ -47,16 +47,15 @@ class TranslationEngine:
         self.manifest = manifest
         self.settings = settings = settings or EngineSettings()
         self.spec = model_spec(manifest)
-        # it can keep its steps' attention: on the CPU. onnxruntime's CUDA MultiHeadAttention writes
-        # other numbers than the CPU's into the scores output step_attention is made of (on an
-        # H200, uncorrelated with them): on CUDA alignments run the aligner graph
-        self.step_attention = bool(self.spec.decoder_io.attention) and placement_for(decoder).device != "cuda"
+        placement = placement_for(decoder)
+        # it can keep its steps' attention (keeps_step_attention: on the CPU only)
+        self.step_attention = keeps_step_attention(manifest, "cuda" if placement.device == "cuda" else "cpu")
         self.tokenizer = Tokenizer.from_file(str(Path(model_dir) / manifest.tokenizer.file))
         self.max_source_len = int(manifest.limits["max_source_len"])
         self.max_target_len = int(manifest.limits["max_target_len"])
         vocab_size = int(manifest.config.get("vocab_size", self.tokenizer.get_vocab_size()))
         self.limits = ModelLimits(settings, self.spec, self.max_source_len, self.max_target_len, vocab_size)
-        self._scheduler = DecodeScheduler(encoder, decoder, self.spec, settings, placement_for(decoder))
+        self._scheduler = DecodeScheduler(encoder, decoder, self.spec, settings, placement)
         self._accepting = False
         self._started = False
 

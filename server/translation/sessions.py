@@ -46,6 +46,14 @@ def load_translation_sessions(
     return encoder, decoder
 
 
+def keeps_step_attention(manifest: Manifest, provider: str) -> bool:
+    """Whether a translation model's decoder gives alignments their attention on ``provider``
+    (``cpu`` | ``cuda``): where it returns ``step_attention``, on the CPU. onnxruntime's CUDA
+    MultiHeadAttention writes other numbers than the CPU's into the scores output the output is
+    made of (on an H200, uncorrelated with them): on CUDA alignments run the aligner graph."""
+    return manifest.kind == TRANSLATION and bool(manifest.decoder_io().attention) and provider == "cpu"
+
+
 def uses_cuda_graphs(manifest: Manifest, step_buckets: str, sessions: dict) -> bool:
     """Whether a model's decoder runs with CUDA graphs: step buckets ``cuda-graphs``, a translation
     model whose decoder writes its cache in place (the buckets' layout), its session on CUDA."""
