@@ -25,12 +25,17 @@ step that runs a graph is given the buffers' capacity as its total, the same at 
 each row's own length stays in ``seqlens_k`` on the device. A step runs without one (one log line
 per reason) when it asks for the attention output (bound on the host, as wide as the sources),
 when every row is at its first token (GroupQueryAttention takes its first-prompt path there,
-which a replay would repeat), or when the session has no graphs. When a buffer is replaced, the
-size's graph is released and captured again under a new id, at most :data:`MAX_CAPTURES` times
-per runner; after that its steps run without a graph. On a device a compaction or a capacity
-growth still copies the cache into new device values (the other boundary copies write into the
-ones bound), so under continuous batching each one costs its size a capture (``python -m benchmarks.cuda_checks
---steps decode-graphs`` measures the steps with and without graphs).
+which a replay would repeat), or when the session has no graphs.
+
+A bucket keeps a graph per layout it ran (the addresses and shapes bound), the
+:data:`GRAPHS_PER_BUCKET` run most recently: a step whose buffers are ones a graph was captured on
+replays it, a new layout captures one, at most :data:`MAX_CAPTURES` per runner, after which its
+steps run without a graph. On a device a compaction or a capacity growth copies the cache into
+other device values (the other boundary copies write into the ones bound), but the cache gives
+the values it drops back to its placement, which hands the same buffers out again for the same
+shapes (``cache.DevicePlacement.alloc``): a burst like the last one, and the capacities a burst
+grows through, find their graphs (``python -m benchmarks.cuda_checks --steps decode-graphs``
+measures the steps with and without graphs).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ log = logging.getLogger(__name__)
 
 GRAPH_ID = "gpu_graph_id"  # onnxruntime's RunOptions entry (-1: run without capture or replay)
 MAX_CAPTURES = 64  # graphs one runner captures, recaptures included
+GRAPHS_PER_BUCKET = 4  # layouts whose graphs a bucket keeps (each holds its own intermediate buffers)
 
 
 def step_buckets(max_rows: int) -> tuple[int, ...]:
@@ -84,8 +90,7 @@ class Bucket:
     keep: list = field(default_factory=list)  # host OrtValues of the cache's views, alive with the binding
     addresses: tuple = ()  # (name, data pointer, shape) of every bound value
     capacity: int = 0  # columns of the bound self-attention buffers
-    graph_id: int | None = None
-    graph_addresses: tuple = ()  # what the graph was captured on
+    graphs: dict = field(default_factory=dict)  # addresses -> the graph id captured on them, least recently run first
 
 
 class BucketSteps:
@@ -109,7 +114,7 @@ class BucketSteps:
         if self.want_graphs and not self.graphs:
             self._once("session", "the decoder session has no CUDA graphs (not CUDA, or made without them)")
         for bucket in self._buckets.values():
-            bucket.bound, bucket.graph_id = None, None
+            bucket.bound, bucket.graphs = None, {}
 
     def _once(self, reason: str, message: str) -> None:
         if reason not in self._said:
@@ -238,28 +243,30 @@ class BucketSteps:
             return -1
         if total <= 1:
             return -1  # every row at its first token (the first-prompt path)
-        if bucket.graph_id is not None and bucket.graph_addresses != bucket.addresses:
-            self._release(bucket)
-        if bucket.graph_id is None:
+        graph = bucket.graphs.pop(bucket.addresses, None)
+        if graph is None:
             if self.captures >= MAX_CAPTURES:
                 self._once("captures", f"{MAX_CAPTURES} graphs were captured already (buffers kept being replaced)")
                 return -1
-            bucket.graph_id, bucket.graph_addresses = self._next_graph, bucket.addresses
-            self._next_graph += 1
+            if len(bucket.graphs) >= GRAPHS_PER_BUCKET:
+                self._release(bucket, next(iter(bucket.graphs)))
+            graph, self._next_graph = self._next_graph, self._next_graph + 1
             self.captures += 1
-        return bucket.graph_id
+        bucket.graphs[bucket.addresses] = graph  # the most recently run last
+        return graph
 
-    def _release(self, bucket: Bucket) -> None:
-        """The bucket's graph reads buffers the cache has replaced: released, captured again on the new ones."""
+    def _release(self, bucket: Bucket, addresses: tuple) -> None:
+        """The graph of the layout the bucket ran least recently: released, to keep
+        :data:`GRAPHS_PER_BUCKET`; those buffers, if they come back, are captured again."""
+        graph = bucket.graphs.pop(addresses)
         release = getattr(self.decoder, "release_captured_graph", None)
         if release is not None:
             try:
-                release(bucket.graph_id)
+                release(graph)
             except Exception:  # noqa: BLE001 - a provider that cannot release keeps it; the id is not reused
-                log.debug("graph %d not released", bucket.graph_id, exc_info=True)
-        self._options.pop(bucket.graph_id, None)
-        log.debug("step bucket %d: buffers replaced, graph %d released", bucket.rows, bucket.graph_id)
-        bucket.graph_id = None
+                log.debug("graph %d not released", graph, exc_info=True)
+        self._options.pop(graph, None)
+        log.debug("step bucket %d: graph %d released", bucket.rows, graph)
 
     def _graph_options(self, graph_id: int) -> ort.RunOptions:
         if graph_id not in self._options:

@@ -51,6 +51,13 @@ class Placement:
     def from_host(self, array: np.ndarray):
         return np.ascontiguousarray(array)
 
+    def alloc(self, shape: tuple, dtype) -> np.ndarray:
+        """A tensor of ``shape`` and ``dtype`` whose contents the caller writes before reading."""
+        return np.empty(shape, dtype)
+
+    def release(self, tensors: list) -> None:
+        """Tensors the cache no longer holds: on the host, left to the garbage collector."""
+
     def write(self, tensor, array: np.ndarray):
         """``array`` (``to_host(tensor)``, changed) as the tensor: on the host it is the tensor."""
         return self.from_host(array)
@@ -61,6 +68,9 @@ class DevicePlacement(Placement):
 
     def __init__(self, device: str = "cuda", device_id: int = 0) -> None:
         self.device, self.device_id = device, device_id
+        self._pool: list[tuple[tuple, ort.OrtValue]] = []  # ((shape, type), value) released, oldest first
+        self.pooled_bytes = 0
+        self.pool_limit = 0  # twice the most bytes released at once (the largest cache cleared or replaced)
 
     def to_host(self, tensor) -> np.ndarray:
         if isinstance(tensor, np.ndarray):  # the empty tensors a new cache starts with
@@ -70,7 +80,39 @@ class DevicePlacement(Placement):
         return np.array(tensor.numpy())
 
     def from_host(self, array: np.ndarray):
-        return ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array), self.device, self.device_id)
+        array = np.ascontiguousarray(array)
+        if array.dtype not in ORT_TYPES or not array.size:  # nothing a cache would reuse
+            return ort.OrtValue.ortvalue_from_numpy(array, self.device, self.device_id)
+        value = self.alloc(array.shape, array.dtype)
+        value.update_inplace(array)
+        return value
+
+    def alloc(self, shape: tuple, dtype) -> ort.OrtValue:
+        """A device value of ``shape`` and ``dtype``: the one released longest ago with them (at its
+        address again), else a new one. A layout the cache had before gets its buffers back in the
+        order it released them, so a CUDA graph captured on them replays (buckets.py)."""
+        key = (tuple(shape), ORT_TYPES[np.dtype(dtype)])
+        for i, (k, value) in enumerate(self._pool):
+            if k == key:
+                del self._pool[i]
+                self.pooled_bytes -= _value_bytes(key)
+                return value
+        return ort.OrtValue.ortvalue_from_shape_and_type(shape, np.dtype(dtype).type, self.device, self.device_id)
+
+    def release(self, tensors: list) -> None:
+        """Device values the cache no longer holds (it replaced or dropped them), kept for
+        :meth:`alloc` within twice the most bytes released at once: an engine between bursts keeps
+        its cache's device memory, and the buffers of the capacities a burst grew through; the
+        oldest released go first."""
+        values = [t for t in tensors if isinstance(t, ort.OrtValue) and not any(t is v for _, v in self._pool)]
+        keys = [(tuple(v.shape()), v.data_type()) for v in values]
+        self.pool_limit = max(self.pool_limit, 2 * sum(_value_bytes(k) for k in keys))
+        for key, value in zip(keys, values):
+            self._pool.append((key, value))
+            self.pooled_bytes += _value_bytes(key)
+        while self.pooled_bytes > self.pool_limit:
+            key, _ = self._pool.pop(0)
+            self.pooled_bytes -= _value_bytes(key)
 
     def write(self, tensor, array: np.ndarray):
         """``array`` written into ``tensor``'s device memory (same shape and type): the tensor keeps
@@ -84,6 +126,12 @@ class DevicePlacement(Placement):
 
 ORT_TYPES = {np.dtype(t): f"tensor({n})" for t, n in ((np.float32, "float"), (np.float16, "float16"))}
 ORT_TYPES.update({np.dtype(np.int32): "tensor(int32)", np.dtype(np.int64): "tensor(int64)"})
+ITEM_BYTES = {name: dtype.itemsize for dtype, name in ORT_TYPES.items()}
+
+
+def _value_bytes(key: tuple) -> int:
+    shape, kind = key
+    return int(np.prod(shape, dtype=np.int64)) * ITEM_BYTES[kind]
 
 
 @dataclass(frozen=True)
@@ -323,4 +371,5 @@ def _widen_cross(cache, L: int) -> None:
     narrow = host(cache.src_mask)
     mask = np.zeros((narrow.shape[0], L), np.int32)
     mask[:, : cache.L] = narrow
+    cache.placement.release([*cache.cross, cache.src_mask])
     cache.cross, cache.src_mask, cache.L = cross, put(mask), L

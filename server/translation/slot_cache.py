@@ -121,12 +121,15 @@ class InPlaceCache:
         slots of the initial capacity and, as they are (no copy), their cross K/V and source mask."""
         n = new.src_mask.shape[0]
         put = self.placement.from_host
+        self._retire()  # first: a layout like the last one gets its device buffers back
         self.L = int(new.src_mask.shape[1])
         self._set_rows(np.zeros(n, dtype=np.int64), np.ones(n, dtype=np.int64))
         self.src_len = np.asarray(new.src_len, dtype=np.int64)
         self.capacity = max(1, min(self.initial_capacity, self.limit))
         shape = (n, self.num_heads, self.capacity, self.head_dim)
-        self.past = [put(np.empty(shape, self.dtype)) for _ in range(2 * self.num_layers)]  # never read unwritten
+        self.past = [
+            self.placement.alloc(shape, self.dtype) for _ in range(2 * self.num_layers)
+        ]  # never read unwritten
         self.cross = [put(c) for c in new.cross]
         self.src_mask = put(new.src_mask)
         self._past_held = self.past if self.placement.device is None else []
@@ -203,7 +206,7 @@ class InPlaceCache:
         past = self._held(self.past, self._past_held, B)
         if past is None or capacity != self.capacity:
             rows = self._room(B) if B > self.rows else B  # room when the batch grows
-            self._past_held = past = self._copied(self.past, keep, capacity, cols, self.dtype, rows)
+            self._past_held = past = _copied(self, self.past, keep, capacity, cols, self.dtype, rows)
             self.capacity = capacity
         else:
             for t in past:
@@ -211,7 +214,7 @@ class InPlaceCache:
         cross = self._held([*self.cross, self.src_mask], self._cross_held, B)
         if cross is None or L != self.L:
             rows = self._room(B) if B > self.rows else B  # room when the batch grows
-            cross = self._copied(self.cross, keep, L, L, np.float32, rows, zeros=True)
+            cross = _copied(self, self.cross, keep, L, L, np.float32, rows, zeros=True)
             mask = np.zeros((rows, L), np.int32)
             mask[:k] = self.placement.to_host(self.src_mask)[keep, :L]
             self._cross_held = cross = [*cross, mask]
@@ -221,12 +224,16 @@ class InPlaceCache:
                 t[dst] = t[src]
         cross[-1][k:B] = 0  # free slots' source masks: nothing to attend to until a newcomer's is written
         put = self.placement.from_host
+        self._retire()  # read into host copies above: on a device the values are free
         self.past = [put(t[:B]) for t in past]
         self.cross, self.src_mask = [put(t[:B]) for t in cross[:-1]], put(cross[-1][:B])
         if self.placement.device is not None:  # the device holds the values, the host arrays were copies
             self._past_held = self._cross_held = []
         self._set_rows(np.concatenate([lengths, np.zeros(extra, np.int64)]), np.repeat([1, 0], [k, extra]))
         self.src_len = np.concatenate([src_len, np.zeros(extra, dtype=np.int64)])
+
+    def _retire(self) -> None:  # every value held goes back to the placement: the caller replaces them all
+        self.placement.release([*self.past, *self.cross, self.src_mask])
 
     def _held(self, arrays: list, held: list, rows: int) -> list[np.ndarray] | None:
         """``held``, the host buffers this cache allocated, when ``arrays`` are still their first
@@ -247,31 +254,21 @@ class InPlaceCache:
             return rows
         return held if rows <= held else max(rows, min(2 * held, self.max_rows))
 
-    def _copied(
-        self, tensors: list, keep: np.ndarray, width: int, cols: int, dtype, rows: int, zeros: bool = False
-    ) -> list[np.ndarray]:
-        """New host buffers (rows, H, width, D) holding rows ``keep`` of ``tensors`` (their first
-        ``cols`` columns) in their first rows; the rest unwritten, or zeros (``zeros``: cross K/V,
-        finite values under the mask)."""
-        host, out = self.placement.to_host, []
-        for t in tensors:
-            a = np.empty((rows, self.num_heads, width, self.head_dim), dtype)
-            _fill_rows(a, host(t), keep, cols, zeros)
-            out.append(a)
-        return out
-
     def _resize(self, capacity: int) -> None:
         """Every buffer with ``capacity`` columns, the batch's rows' cached columns copied; on the
         host as many rows as the buffers held (a step bucket's padding rows stay allocated)."""
         rows, put = np.arange(self.rows), self.placement.from_host
         held = max(self.rows, _rows(self._past_held))
-        past = self._copied(self.past, rows, capacity, min(self.capacity, capacity), self.dtype, held)
+        past = _copied(self, self.past, rows, capacity, min(self.capacity, capacity), self.dtype, held)
+        self.placement.release(self.past)
         self.past, self.capacity = [put(t[: self.rows]) for t in past], capacity
         self._past_held = past if self.placement.device is None else []
         self.version += 1
 
     def clear(self) -> None:
         """Drop every row without copying anything: the empty cache of a new engine."""
+        if hasattr(self, "past"):  # device buffers kept by the placement for the next burst
+            self._retire()
         self.version += 1
         self.capacity = 0
         self.L = 0
@@ -285,6 +282,19 @@ class InPlaceCache:
         self.src_mask = _read_only(np.zeros((0, 0), np.int32))
         self._past_held: list[np.ndarray] = []  # host buffers this cache allocated: the batch is their first rows
         self._cross_held: list[np.ndarray] = []  # likewise, the cross K/V and then the source mask
+
+
+def _copied(
+    cache, tensors: list, keep: np.ndarray, width: int, cols: int, dtype, rows: int, zeros: bool = False
+) -> list[np.ndarray]:
+    """New host buffers (rows, H, width, D) holding rows ``keep`` of ``tensors`` (their first ``cols``
+    columns) in their first rows; the rest unwritten, or zeros (``zeros``: cross K/V, finite under the mask)."""
+    host, out = cache.placement.to_host, []
+    for t in tensors:
+        a = np.empty((rows, cache.num_heads, width, cache.head_dim), dtype)
+        _fill_rows(a, host(t), keep, cols, zeros)
+        out.append(a)
+    return out
 
 
 def _fill_rows(a: np.ndarray, h: np.ndarray, keep: np.ndarray, cols: int, zeros: bool) -> None:
@@ -331,13 +341,13 @@ def bucket_tensors(cache: InPlaceCache, rows: int) -> tuple[list, list, object]:
     past = cache._held(cache.past, cache._past_held, rows)
     if past is None:
         cols = int(cache.seqlens.max(initial=0))
-        past = cache._copied(cache.past, np.arange(cache.rows), cache.capacity, cols, cache.dtype, cache._room(rows))
+        past = _copied(cache, cache.past, np.arange(cache.rows), cache.capacity, cols, cache.dtype, cache._room(rows))
         cache._past_held, cache.past = past, [t[: cache.rows] for t in past]
         cache.version += 1
     cross = cache._held([*cache.cross, cache.src_mask], cache._cross_held, rows)
     if cross is None:
         keep, alloc = np.arange(cache.rows), max(rows, _rows(cache._cross_held))
-        cross = cache._copied(cache.cross, keep, cache.L, cache.L, np.float32, alloc, zeros=True)
+        cross = _copied(cache, cache.cross, keep, cache.L, cache.L, np.float32, alloc, zeros=True)
         mask = np.zeros((alloc, cache.L), np.int32)
         mask[: cache.rows] = cache.src_mask
         cache._cross_held = cross = [*cross, mask]
@@ -358,6 +368,7 @@ def _padded_values(cache: InPlaceCache, rows: int) -> tuple[list, list, object]:
         n = min(rows, a.shape[0])
         out[:n] = a[:n]
         cache.version += 1
+        cache.placement.release([value])
         return put(out)
 
     cache.past = [padded(t) for t in cache.past]

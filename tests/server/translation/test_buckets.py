@@ -161,10 +161,11 @@ def test_a_buckets_bound_addresses_change_only_when_the_cache_replaces_a_buffer(
     assert len(logits) == 1
 
 
-def test_graph_ids_per_bucket_and_the_steps_that_run_without_one(tiny, caplog):
+def test_graph_ids_per_bucket_and_the_steps_that_run_without_one(tiny, monkeypatch):
     """With graphs: the first token's step runs without one, every later step with its bucket's
-    graph, one size per graph; a capacity growth releases that graph (never run again) and
-    captures another. The tokens are the same."""
+    graph, one size per graph; a capacity growth captures another, and a bucket keeping one graph
+    releases the one it had (never run again). The tokens are the same."""
+    monkeypatch.setattr("attnserve.server.translation.buckets.GRAPHS_PER_BUCKET", 1)
     texts = random_texts(9, seed=43)
     expected, _ = _decode(_scheduler(tiny, "off"), tiny, texts, _options(1))
     scheduler = _scheduler(tiny, "cuda-graphs", wrap=lambda decoder, _: GraphSession(decoder))
@@ -185,6 +186,42 @@ def test_graph_ids_per_bucket_and_the_steps_that_run_without_one(tiny, caplog):
     for graph in released:
         after = session.events[session.events.index(("release", graph)) :]
         assert ("run", graph) not in after, "a released graph ran again"
+
+
+def test_a_burst_like_the_last_one_replays_its_graphs_without_capturing_again(tiny):
+    """An engine between bursts on a device: the cache gives its device buffers back to its
+    placement when the batch empties (and those of the capacities it grew through), the next burst
+    gets the same buffers for the same shapes, and every bucket replays the graph captured on
+    them; the tokens are the first burst's. Without the buffers kept, each burst captured again."""
+    texts = random_texts(4, seed=48)
+    options = lambda i: DecodeOptions(max_new_tokens=MAX_TARGET_LEN)  # noqa: E731 - rows outgrow 32 tokens
+    scheduler = _scheduler(tiny, "cuda-graphs", DevicePlacement("cpu"), max_rows=4, wrap=GraphSession)
+    session, buckets, placement = scheduler.runner.decoder, scheduler.runner.buckets, scheduler.cache.placement
+    first, _ = _decode(scheduler, tiny, texts, options)
+    captured, runs = buckets.captures, len(session.graph_ids)
+    assert captured >= 2 and scheduler.cache.growths >= 1, "one layout: nothing to find again"
+    assert placement.pooled_bytes > 0 and scheduler.cache.rows == 0
+    for _ in range(2):
+        again, _ = _decode(scheduler, tiny, texts, options)
+        assert again == first
+    assert buckets.captures == captured, "a burst like the last one captured its graphs again"
+    later = session.graph_ids[runs:]
+    assert set(later) - {-1} == set(session.graph_ids[:runs]) - {-1}
+    assert not [e for e in session.events if e[0] == "release"]
+    assert placement.pooled_bytes <= placement.pool_limit
+
+
+def test_the_device_buffers_kept_between_bursts_are_bounded(tiny):
+    """The placement keeps what the cache released within twice the most it released at once:
+    bursts of other shapes (more rows, longer sources) replace the oldest buffers, never add up."""
+    placement = DevicePlacement("cpu")
+    scheduler = _scheduler(tiny, "cuda-graphs", placement, max_rows=6, wrap=GraphSession)
+    options = lambda i: DecodeOptions(max_new_tokens=12)  # noqa: E731
+    for n, seed in ((1, 50), (3, 51), (6, 52), (2, 53), (6, 54)):
+        _decode(scheduler, tiny, random_texts(n, seed=seed), options)
+        assert 0 < placement.pooled_bytes <= placement.pool_limit
+    shapes = {key for key, _ in placement._pool}
+    assert len({shape[0] for shape, _ in shapes}) >= 2, "one burst's buffers only: nothing was bounded"
 
 
 def test_a_step_that_runs_a_graph_is_given_the_buffers_capacity_as_its_total(tiny):
