@@ -37,29 +37,28 @@ reload a multi-worker server with SIGHUP to the parent.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import logging
 import multiprocessing
 import os
+import shutil
 import signal
 import socket
 import sys
-import threading
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 
 from ..shared.config import Settings
+from .lifeline import follow_parent
 
 log = logging.getLogger("attnserve.server")
 
 START_TIMEOUT_S = 600.0  # loading and warming up large models in N processes on a busy host
 KILL_AFTER_S = 30.0  # beyond the drain's grace: a worker still running then is killed
 SCRAPE_TIMEOUT_S = 5.0
-PARENT_POLL_S = 0.5  # between a worker's looks at its parent pid, where no parent-death signal exists
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def reserve_port(host: str, port: int) -> tuple[socket.socket, int]:
@@ -82,31 +81,17 @@ def reserve_port(host: str, port: int) -> tuple[socket.socket, int]:
     return sock, sock.getsockname()[1]
 
 
-def _follow_parent(parent: int) -> None:
-    """SIGTERM to this worker (a drain) when its parent ``parent`` ends, however it ends: a worker
-    outliving it would keep the shared ports and claim jobs with no parent to stop it."""
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        except (OSError, AttributeError):  # no libc to load: the thread below alone notices
-            pass
-    # Also where the signal is set: a parent that died before it was set sends none.
-    threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
-
-
-def _watch_parent(parent: int) -> None:
-    while os.getppid() == parent:
-        time.sleep(PARENT_POLL_S)
-    log.error("the parent process (pid %d) is gone: draining", parent)
-    os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _worker_main(settings: Settings, index: int, conn: Connection, metrics: bool, log_level: str, parent: int) -> None:
-    """Entry point of one worker process (spawned): a whole server on the shared ports."""
+def _worker_main(
+    settings: Settings, index: int, conn: Connection, metrics: bool, log_level: str, parent: int, host: str | None
+) -> None:
+    """Entry point of one worker process (spawned): a whole server on the shared ports; its
+    classification models' sessions in the session host at ``host``, when there is one."""
     import asyncio
 
-    _follow_parent(parent)
+    from ..shared.remote_sessions import use_host
+
+    follow_parent(parent)
+    use_host(host)
     # SIGHUP's default action ends a process: until serve() installs its reload handler, a SIGHUP
     # from elsewhere (a terminal's process group) is ignored; the parent holds the reloads it is
     # asked for until this worker reports ready (Workers.forward, Workers.wait_ready).
@@ -143,14 +128,16 @@ class Workers:
         self.ready: set[int] = set()
         self.reload_pending: set[int] = set()  # got a SIGHUP before they were ready: sent again then
         self.stopping = False
+        self.host: SessionHostProcess | None = None  # --shared-classifier: the process the workers' sessions run in
 
     def start(self, worker_settings: Settings, metrics: bool) -> None:
         ctx = multiprocessing.get_context("spawn")
+        host = self.host.address if self.host is not None else None
         for index in range(self.settings.workers):
             parent_end, child_end = ctx.Pipe(duplex=False)
             proc = ctx.Process(
                 target=_worker_main,
-                args=(worker_settings, index, child_end, metrics, self.settings.log_level, os.getpid()),
+                args=(worker_settings, index, child_end, metrics, self.settings.log_level, os.getpid(), host),
                 name=f"attnserve-worker-{index}",
             )
             proc.start()
@@ -205,7 +192,14 @@ class Workers:
             if self.stopping and kill_at is None:
                 kill_at = time.monotonic() + self.settings.grace_seconds + KILL_AFTER_S
             timeout = None if kill_at is None else max(0.0, kill_at - time.monotonic())
-            wait([p.sentinel for p in alive], timeout=timeout)
+            host = [self.host.proc.sentinel] if self.host is not None and self.host.proc.is_alive() else []
+            wait([p.sentinel for p in alive] + host, timeout=timeout)
+            if self.host is not None and not self.host.proc.is_alive() and not self.stopping:
+                log.error(
+                    "the shared classifier process exited with code %s: stopping the workers", self.host.proc.exitcode
+                )
+                failed = True
+                self.forward(signal.SIGTERM)
             for proc in [p for p in alive if not p.is_alive()]:
                 alive.remove(proc)
                 if proc.exitcode != 0 or not self.stopping:
@@ -241,6 +235,43 @@ class Workers:
         yield from merged.values()
 
 
+class SessionHostProcess:
+    """The ``--shared-classifier`` process (``session_host.py``), listening in a private folder."""
+
+    def __init__(self, settings: Settings) -> None:
+        from .session_host import host_main
+
+        self.folder = tempfile.mkdtemp(prefix="attnserve-sessions-")  # 0700: only the server's user enters
+        self.address = os.path.join(self.folder, "sessions.sock")
+        ctx = multiprocessing.get_context("spawn")
+        self.ready, child_end = ctx.Pipe(duplex=False)
+        args = (settings, self.address, child_end, settings.log_level, os.getpid())
+        self.proc = ctx.Process(target=host_main, args=args, name="attnserve-session-host")
+        self.proc.start()
+        child_end.close()
+
+    def wait_ready(self) -> str | None:
+        """None once it listens, else why it does not."""
+        if not wait([self.ready, self.proc.sentinel], timeout=START_TIMEOUT_S):
+            return f"the shared classifier process did not start in {START_TIMEOUT_S:.0f} s"
+        try:
+            message = self.ready.recv()
+        except EOFError:
+            return f"the shared classifier process exited during start-up (exit code {self.proc.exitcode})"
+        log.info("shared classifier process (pid %d) ready", self.proc.pid)
+        return message.get("error")
+
+    def stop(self) -> None:
+        """After the workers: SIGTERM, then killed when it does not end."""
+        if self.proc.is_alive():
+            self.proc.terminate()
+            self.proc.join(KILL_AFTER_S)
+            if self.proc.is_alive():
+                self.proc.kill()
+                self.proc.join()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 class _Collector:
     def __init__(self, workers: Workers) -> None:
         self.workers = workers
@@ -249,11 +280,29 @@ class _Collector:
         return self.workers.collect_metrics()
 
 
-def run(settings: Settings) -> int:
-    """The parent of ``settings.workers`` server processes; returns the exit code."""
+def _metrics_server(settings: Settings, workers: Workers):
+    """The parent's ``/metrics``: every worker's; None when it cannot listen (said on stderr)."""
     from prometheus_client import CollectorRegistry, start_http_server
 
+    registry = CollectorRegistry()
+    registry.register(_Collector(workers))
+    try:
+        http, _thread = start_http_server(settings.metrics_port, addr=settings.host, registry=registry)
+    except OSError as exc:
+        print(
+            f"attnserve-server: error: cannot serve metrics on {settings.host}:{settings.metrics_port}: "
+            f"{exc.strerror or exc} (see --metrics-port)",
+            file=sys.stderr,
+        )
+        return None
+    log.info("metrics on http://%s:%d/metrics (every worker's, label worker)", settings.host, http.server_port)
+    return http
+
+
+def run(settings: Settings) -> int:
+    """The parent of ``settings.workers`` server processes; returns the exit code."""
     held: list[socket.socket] = []
+    workers: Workers | None = None
     try:
         grpc_sock, port = reserve_port(settings.host, settings.port)
         held.append(grpc_sock)
@@ -266,6 +315,11 @@ def run(settings: Settings) -> int:
         workers = Workers(settings)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, lambda s, _frame: workers.forward(s))
+        if settings.shared_classifier:
+            workers.host = SessionHostProcess(settings)
+            if (error := workers.host.wait_ready()) is not None:
+                print(f"attnserve-server: error: {error}", file=sys.stderr)
+                return 1
         workers.start(worker_settings, metrics)
         error = workers.wait_ready()
         if error is not None:
@@ -273,22 +327,11 @@ def run(settings: Settings) -> int:
             workers.forward(signal.SIGTERM)
             workers.wait_all()
             return 1
-        http = None
-        if metrics:
-            registry = CollectorRegistry()
-            registry.register(_Collector(workers))
-            try:
-                http, _thread = start_http_server(settings.metrics_port, addr=settings.host, registry=registry)
-            except OSError as exc:
-                print(
-                    f"attnserve-server: error: cannot serve metrics on {settings.host}:{settings.metrics_port}: "
-                    f"{exc.strerror or exc} (see --metrics-port)",
-                    file=sys.stderr,
-                )
-                workers.forward(signal.SIGTERM)
-                workers.wait_all()
-                return 1
-            log.info("metrics on http://%s:%d/metrics (every worker's, label worker)", settings.host, http.server_port)
+        http = _metrics_server(settings, workers) if metrics else None
+        if metrics and http is None:
+            workers.forward(signal.SIGTERM)
+            workers.wait_all()
+            return 1
         log.info(
             "serving with %d workers on %s:%d%s (pids %s)",
             settings.workers,
@@ -306,3 +349,5 @@ def run(settings: Settings) -> int:
     finally:
         for sock in held:
             sock.close()
+        if workers is not None and workers.host is not None:
+            workers.host.stop()

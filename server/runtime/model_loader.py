@@ -27,6 +27,7 @@ from attnserve.contract.manifest import (
 from ..images.classifier import ImageClassifier
 from ..shared.config import Settings
 from ..shared.onnx_sessions import create_session, session_provider
+from ..shared.remote_sessions import RemoteSession, host_address
 from ..translation import EngineSettings, TranslationEngine
 from ..translation.aligner import Aligner
 from ..translation.sessions import cuda_graph_decoder, keeps_step_attention, uses_cuda_graphs
@@ -162,7 +163,10 @@ def load_model(model_dir: Path, manifest: Manifest, settings: Settings) -> Loade
     """Sessions (one per graph it serves with) + classifier or decode engine, warmed up."""
     graphs = served_graphs(manifest)
     provider, threads = settings.provider, settings.threads
-    sessions = {role: create_session(model_dir / graph.file, provider, threads) for role, graph in graphs}
+    if manifest.kind == IMAGE_CLASSIFICATION and (host := host_address()) is not None:  # --shared-classifier
+        sessions = {role: RemoteSession(host, model_dir / g.file, provider, threads) for role, g in graphs}
+    else:
+        sessions = {role: create_session(model_dir / graph.file, provider, threads) for role, graph in graphs}
     actual = session_provider(next(iter(sessions.values())))
     if actual != "cpu":  # ``auto`` is known now: the graphs CUDA serves with
         graphs = served_graphs(manifest, actual)

@@ -9,7 +9,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .config_help import BAN_HELP, LANGUAGE_DETECTION_HELP, QUOTA_HELP, RATE_HELP, SHARED_MEMORY_HELP, STEP_BUCKETS_HELP
+from .config_help import (
+    BAN_HELP,
+    LANGUAGE_DETECTION_HELP,
+    QUOTA_HELP,
+    RATE_HELP,
+    SHARED_CLASSIFIER_HELP,
+    SHARED_MEMORY_HELP,
+    STEP_BUCKETS_HELP,
+)
 from .locations import default_model_repo
 
 PROVIDERS = ("auto", "cpu", "cuda")
@@ -67,6 +75,7 @@ class Settings:
         "server processes sharing the gRPC and HTTP ports (SO_REUSEPORT), each with its own models, batchers and "
         "GIL; metrics get a worker label",
     )
+    shared_classifier: bool = _setting(False, SHARED_CLASSIFIER_HELP)
     skip_bad_models: bool = _setting(False, "serve the good models when one fails to load (it is NOT_SERVING)")
     # many models within a memory budget (docs/operations.md, "Many models")
     load_models: str = _setting(
@@ -356,6 +365,12 @@ def _check_combinations(settings: Settings) -> None:
         raise ConfigError(
             "enable_admin: the admin RPCs act on the one worker that receives them, so they are refused with "
             f"workers = {settings.workers}; reload a multi-worker server with SIGHUP to its parent process"
+        )
+
+    if settings.shared_classifier and settings.workers < 2:
+        raise ConfigError(
+            "shared_classifier: it shares one process's classification sessions among worker processes; "
+            f"with workers = {settings.workers} the server's one process runs them itself (set --workers 2 or more)"
         )
 
     if settings.workers > 1 and settings.shared_memory != "off":

@@ -30,3 +30,8 @@ QUOTA_HELP = (
     "texts and files through every door; past it 429 / RESOURCE_EXHAUSTED, DeepL's 456; a token's own in "
     "--auth-token-file (0 = unlimited)"
 )
+
+SHARED_CLASSIFIER_HELP = (
+    "with --workers N: the classification models run in one more process, which every worker sends its batches "
+    "to and which runs those that arrive together as one (one session per model: on a GPU, one CUDA context)"
+)

@@ -154,6 +154,13 @@ class InferenceFailed(ServingError):
     status = "INTERNAL"
 
 
+class ProcessGone(ServingError):
+    """The process that runs this worker's models (``--shared-classifier``) exited: the server
+    is stopping, and a supervisor starts it again."""
+
+    status = "UNAVAILABLE"
+
+
 class DeadlineExceeded(ServingError):
     """The request's own time limit (a KServe ``timeout`` parameter) passed; its work was dropped."""
 

@@ -1,0 +1,162 @@
+"""``attnserve-server --workers 2 --shared-classifier``: the workers' classification models run in
+one more process, which runs the batches of both workers, merged where they arrive together; its
+death stops the set as a worker's does."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.connection import Pipe
+
+import grpc
+import numpy as np
+import pytest
+
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+from attnserve.server.entry.session_host import SessionHost, merge_runs
+from attnserve.server.shared.config import Settings
+from attnserve.server.shared.remote_sessions import Segment
+from tests.server.conftest import DIGIT_LABELS, digit_png
+from tests.support.server import direct_probs
+
+from .test_workers import BIN, TIMEOUT, Workers
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Unix sockets and /dev/shm")
+
+
+def _host_pid(server: Workers) -> int:
+    for line in server.log:
+        if m := re.search(r"shared classifier process \(pid (\d+)\) ready", line):
+            return int(m.group(1))
+    raise AssertionError("no session host in the log:\n" + "".join(server.log))
+
+
+def _classify_many(server: Workers, images: list[bytes], rounds: int) -> list[pb.ClassifyResponse]:
+    """Every image ``rounds`` times, 16 at once over 16 connections (both workers)."""
+    channels = server.channels()
+    stubs = [pb_grpc.InferenceServiceStub(c) for c in channels]
+
+    def one(i: int) -> pb.ClassifyResponse:
+        request = pb.ClassifyRequest(model="digits", images=[pb.ImageInput(encoded=images[i % len(images)])], top_k=10)
+        return stubs[i % len(stubs)].Classify(request, timeout=TIMEOUT)
+
+    with ThreadPoolExecutor(16) as pool:
+        return list(pool.map(one, range(rounds * len(images))))
+
+
+def test_two_workers_classify_through_one_process_with_the_in_process_numbers(vit_dirs, tmp_path):
+    """Both workers answer, every answer is onnxruntime's in process on the same pixels, and the
+    model's session is opened once, in the shared process, which ran the workers' batches."""
+    repo = tmp_path / "repo"
+    shutil.copytree(vit_dirs["digits"], repo / "digits")
+    images = [digit_png(d) for d in range(10)]
+    expected = direct_probs(vit_dirs["digits"], images)
+    server = Workers(repo, "--shared-classifier", "--max-queue-delay-ms", "20")
+    try:
+        host = _host_pid(server)
+        replies = _classify_many(server, images, rounds=8)
+        served = server.requests_by_worker("Classify", "digits")
+        assert set(served) == {"0", "1"}, served
+        for i, reply in enumerate(replies):
+            probs = np.zeros(len(DIGIT_LABELS), np.float32)
+            for label in reply.results[0].labels:
+                probs[label.index] = label.probability
+            np.testing.assert_allclose(probs, expected[i % len(images)], atol=1e-5)
+        assert server.stop() == 0
+    finally:
+        server.stop()
+    time.sleep(0.5)  # the log reader thread catches up
+    log = "".join(server.log)
+    assert log.count("session host: model.onnx opened") == 1, log
+    runs, batches = map(int, re.search(r"session host stopped after (\d+) runs of (\d+) batches", log).groups())
+    assert 2 <= batches <= len(replies) and runs <= batches  # whether two arrived together is timing's
+    with pytest.raises(ProcessLookupError):
+        os.kill(host, 0)
+
+
+def test_the_shared_process_killed_refuses_as_unavailable_and_stops_the_set(vit_dirs, tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(vit_dirs["digits"], repo / "digits")
+    server = Workers(repo, "--shared-classifier", "--metrics-port", "-1")
+    try:
+        os.kill(_host_pid(server), signal.SIGKILL)
+        channel = server.channels(1)[0]
+        request = pb.ClassifyRequest(model="digits", images=[pb.ImageInput(encoded=digit_png(4))])
+        with pytest.raises(grpc.RpcError) as refused:
+            pb_grpc.InferenceServiceStub(channel).Classify(request, timeout=TIMEOUT)
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE, refused.value.details()
+        assert server.proc.wait(60) == 1
+    finally:
+        server.stop()
+    time.sleep(0.5)
+    assert any("shared classifier process exited with code -9" in line for line in server.log), "".join(server.log)
+
+
+def test_the_setting_without_workers_is_refused_at_start(tmp_path):
+    out = subprocess.run(
+        [str(BIN / "attnserve-server"), "--model-repo", str(tmp_path), "--shared-classifier"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode != 0
+    assert "shared_classifier" in out.stderr and "--workers 2 or more" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_batches_of_the_same_model_and_shapes_run_as_one_and_each_gets_its_rows(vit_dirs):
+    """The host's merge on two workers' messages (pipes standing in for their connections): one
+    session run, each batch its own rows, the numbers of each batch run alone; a batch of other
+    shapes, or past the row limit, runs on its own."""
+    host = SessionHost(Settings(max_batch_size=8))
+    path = vit_dirs["digits"] / "model.onnx"
+    stamp = path.stat()
+    key = (str(path), stamp.st_size, stamp.st_mtime_ns)
+    meta = host.open(key, "cpu", 1)
+    assert [i.name for i in meta["inputs"]] == ["pixels"]
+    rng = np.random.default_rng(0)
+    batches = [rng.random((n, 1, 16, 16), np.float32) for n in (3, 4, 2)]
+    workers, runs, segments = [], [], []
+    for pixels in batches:
+        ours, theirs = Pipe()
+        segment = Segment(pixels.nbytes)
+        np.frombuffer(segment.map, np.float32, pixels.size, 0)[:] = pixels.reshape(-1)
+        specs = [("pixels", pixels.dtype.str, pixels.shape, 0)]
+        runs += host.handle(theirs, ("run", key, ["logits"], specs, segment.path, segment.size))
+        workers.append(ours)
+        segments.append(segment)
+    groups = merge_runs(runs, host.max_rows)
+    assert [[r.rows for r in g] for g in groups] == [[3, 4], [2]]  # 3 + 4 + 2 > 8 rows
+    for group in groups:
+        host.run(group)
+    alone = host.sessions[key]
+    for ours, pixels in zip(workers, batches):
+        status, (outputs, rows) = ours.recv()
+        assert status == "ok" and outputs[0].shape == (len(pixels), len(DIGIT_LABELS))
+        np.testing.assert_allclose(outputs[0], alone.run(["logits"], {"pixels": pixels})[0], atol=1e-5)
+    assert host.runs == 2 and host.batches == 3
+    for segment in segments:
+        segment.unlink()
+    other = rng.random((1, 1, 8, 8), np.float32)  # another shape: never merged with the others
+    assert len(merge_runs([*runs[:1], _run_like(runs[0], other)], 64)) == 2
+
+
+def _run_like(run, pixels):
+    return type(run)(run.conn, run.key, run.outputs, {"pixels": pixels}, len(pixels))
+
+
+def test_a_segment_leaves_nothing_in_dev_shm_once_unlinked():
+    segment = Segment(10)
+    path = segment.path
+    assert os.path.exists(path) and segment.size >= 10
+    segment.unlink()
+    assert not os.path.exists(path)
+    segment.map[:4] = b"abcd"  # still mapped in this process
+    segment.unlink()  # twice: nothing to do
