@@ -17,7 +17,8 @@ valuable first:
 3. ``pytest-gpu``: ``pytest -m gpu`` (fp16 exports verified on CUDA, the server on ``--provider
    cuda``, the engine's device cache), its temporary folders kept under the work dir;
 4. ``server``: ``benchmarks.server`` on the provider: classification, dynamic batching vs
-   unbatched, 1 and 32 clients, a server of one process and one of ``--server-workers`` (4),
+   unbatched, 1 and 32 clients, a server of one process, one of ``--server-workers`` (4) and
+   one of as many workers with ``--shared-classifier`` (their batches run in one process),
    against in-process onnxruntime at the same batch, over attnserve.v1 ``Classify`` and over
    KServe streams with the image in system shared memory (the cheapest door per request; one
    process only: shared memory is refused with workers);

@@ -148,7 +148,8 @@ def serving_steps(args: argparse.Namespace, s: dict[str, Any]) -> list[Step]:
     server += ["--transports", "v1", "kserve-shm-stream"]
     server += ["--preset", s["vit"], "--clients", "1", "32", "--requests", "64" if q else "2000"]
     server += ["--max-seconds", str(args.server_seconds), "--client-procs", str(args.client_procs)]
-    server += ["--workers", *map(str, args.server_workers)] if args.server_workers else []
+    # N workers each with a session, and N workers sending their batches to one (--shared-classifier)
+    server += ["--workers", *map(str, args.server_workers), "--shared-classifier"] if args.server_workers else []
     server += ["--repeats", "2" if q else "20", "--no-plot", "--out", str(out), "--work-dir", str(args.work_dir)]
     server_keys = ("transports", "rows", "in_process_images_per_s", "overhead_vs_in_process", "dynamic_batching_gain")
     tokens = ["--new-tokens", "8", "--repeats", "1"] if q else ["--new-tokens", "64", "--repeats", "5"]

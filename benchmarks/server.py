@@ -8,7 +8,9 @@ in flight for a bounded count and time. Two servers take turns per concurrency l
 dynamic batching (``--max-batch-size 32``) and unbatched (``--max-batch-size 1``).
 In-process onnxruntime at batch 1 and 32 in the same run gives the overhead figure.
 ``--workers N`` adds a dynamic-batching server of N worker processes (``attnserve-server
---workers N``: N GILs on one port), its clients spread over ``--channels`` connections.
+--workers N``: N GILs on one port), its clients spread over ``--channels`` connections;
+``--shared-classifier`` one more per N whose workers run their batches in one process
+(``attnserve-server --workers N --shared-classifier``: one session for every worker).
 ``--transports``: how the image travels, each in turn at every level (server-profile's load
 generators): attnserve.v1 ``Classify`` (the default), or KServe ``ModelInfer`` raw or with the
 image in Triton's system shared memory, by calls or on streams (``kserve-shm-stream``, the
@@ -96,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=["v1"],
         help="how each classification request travels, each in turn (default v1: attnserve.v1 Classify); "
         "kserve-shm-stream: KServe streams with the image in system shared memory (no --workers rows)",
+    )
+    parser.add_argument(
+        "--shared-classifier",
+        action="store_true",
+        help="also each --workers N server with --shared-classifier (its workers' batches run in one process)",
     )
     server_translation.add_arguments(parser)
     return parser
@@ -229,6 +236,8 @@ def _measure(args, repo: Path, pixels: np.ndarray) -> list[dict[str, Any]]:
     servers = {DYNAMIC: (32, shm), UNBATCHED: (1, shm)}
     for n in args.workers:  # --shared-memory is refused with workers: regions are registered per process
         servers[f"{DYNAMIC}, {n} workers"] = (32, ["--workers", str(n)])
+        if args.shared_classifier:
+            servers[f"{DYNAMIC}, {n} workers, shared classifier"] = (32, ["--workers", str(n), "--shared-classifier"])
     channels = args.channels or (4 * max(args.workers) if args.workers else 1)
     procs = {name: start_server(repo, args.threads, mb, args.provider, extra) for name, (mb, extra) in servers.items()}
     rows: list[dict[str, Any]] = []
@@ -317,6 +326,9 @@ def _plot(args, rows: list[dict[str, Any]], direct: dict[int, float]) -> Path:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     q = args.quick
+    server_translation.check_workers(args)
+    if args.shared_classifier and not args.workers:
+        raise SystemExit("--shared-classifier adds a server per --workers N: give --workers too")
     args.clients = args.clients or ([1, 4] if q else [1, 8, 32, 64])
     args.requests = args.requests or (16 if q else 256)
     args.repeats = args.repeats or (3 if q else 5)
@@ -331,7 +343,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     model_dir = export(overrides, args.preset, repo / "vit", "fp32", "fused", 1.0)
     size = 32 if q else 224
     pixels = np.random.default_rng(0).standard_normal((3, size, size), dtype=np.float32)
-    server_translation.check_workers(args)
     rows = _measure(args, repo, pixels)
     direct = {b: in_process(model_dir, args.threads, b, args.repeats, args.provider) for b in (1, 32)}
     overhead, gain = _compare(args, rows, direct)

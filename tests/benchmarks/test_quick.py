@@ -248,9 +248,10 @@ def test_server_with_workers_quick(tmp_path):
 def test_server_transports_quick(tmp_path):
     """--transports v1 kserve-shm-stream: every level runs over both doors, the image in shared
     memory only on the one-process servers (a server of workers refuses it); each row names its
-    transport, and each transport has its own overhead against in process and batching gain."""
+    transport, and each transport has its own overhead against in process and batching gain.
+    --shared-classifier adds the workers' server whose batches run in one process."""
     out = tmp_path / "out"
-    argv = ["server", "--quick", "--workloads", "classification", "--workers", "2", "--no-plot"]
+    argv = ["server", "--quick", "--workloads", "classification", "--workers", "2", "--shared-classifier", "--no-plot"]
     argv += ["--transports", "v1", "kserve-shm-stream", "--work-dir", str(tmp_path / "work"), "--out", str(out)]
     assert cli.main(argv) == 0
     vit = json.loads((out / "server-quick.json").read_text())
@@ -265,6 +266,7 @@ def test_server_transports_quick(tmp_path):
         ("v1", one),
         ("v1", unbatched),
         ("v1", workers),
+        ("v1", workers + ", shared classifier"),
         ("kserve-shm-stream", one),
         ("kserve-shm-stream", unbatched),
     }
@@ -273,6 +275,8 @@ def test_server_transports_quick(tmp_path):
     assert set(vit["overhead_vs_in_process"]["kserve-shm-stream"]) == {one, unbatched}
     assert set(vit["dynamic_batching_gain"]) == {"v1", "kserve-shm-stream"}
     assert not list(Path("/dev/shm").glob("attnserve-bench-*"))  # the load generator removed its regions
+    with pytest.raises(SystemExit, match="give --workers too"):
+        cli.main(["server", "--quick", "--workloads", "classification", "--shared-classifier"])
 
 
 def _py_spy_can_attach() -> bool:
@@ -636,6 +640,7 @@ def test_cuda_checks_reports_the_steps_its_budget_leaves_out(tmp_path):
     assert "cuda" not in [arg for step in plan for arg in step.argv], "a dry run asked for the CUDA provider"
     by_name = {step.name: step.argv for step in plan}
     assert "--ctranslate2" in by_name["ct2-gpu"] and "--workers" in by_name["server"]
+    assert "--shared-classifier" in by_name["server"]  # N workers with their own sessions, and sharing one
     transports = by_name["server"][by_name["server"].index("--transports") + 1 :][:2]
     assert transports == ["v1", "kserve-shm-stream"]  # the server's overhead through v1 and the cheapest door
 
