@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import AuthenticationError, current_process
 from multiprocessing.connection import Connection, Listener, wait
@@ -37,6 +38,7 @@ from .lifeline import follow_parent
 
 log = logging.getLogger("attnserve.server")
 
+RUNS_IN_FLIGHT = 2  # one group copied into its batch while the other runs
 VERSIONS_KEPT = 2  # sessions per model file path: the workers reload one after another
 
 
@@ -81,6 +83,7 @@ class SessionHost:
         self.sessions: dict[tuple, object] = {}  # (path, size, mtime_ns) -> session
         self.maps: dict[Connection, tuple[str, mmap.mmap]] = {}  # a worker thread's file, by its path
         self.stopping = False
+        self.run_lock = threading.Lock()  # one session run at a time: the device runs one batch anyway
         self.runs = self.batches = 0  # runs of the sessions, and the workers' batches they ran
 
     def open(self, key: tuple, provider: str, threads: int) -> dict:
@@ -120,7 +123,9 @@ class SessionHost:
         return Run(conn, key, outputs, feeds, rows)
 
     def run(self, group: list[Run]) -> None:
-        """One session run for ``group``; each worker gets its rows of every output."""
+        """One session run for ``group``; each worker gets its rows of every output. The inputs of
+        several batches are copied into one array first, outside the lock, so that the copy of one
+        group overlaps the other group's run; the session runs one group at a time."""
         first = group[0]
         if len(group) == 1:
             feeds = first.feeds  # read where the worker wrote them
@@ -128,14 +133,15 @@ class SessionHost:
             feeds = {name: np.concatenate([r.feeds[name] for r in group]) for name in first.feeds}
         total = sum(r.rows for r in group)
         try:
-            outputs = self.sessions[first.key].run(first.outputs, feeds)
+            with self.run_lock:
+                outputs = self.sessions[first.key].run(first.outputs, feeds)
+                self.runs, self.batches = self.runs + 1, self.batches + len(group)
             if len(group) > 1 and any(o.ndim == 0 or o.shape[0] != total for o in outputs):
                 raise ValueError("an output without the inputs' batch axis: the batches cannot run together")
         except Exception as exc:  # noqa: BLE001 - onnxruntime's own errors, sent to every batch's worker
             for r in group:
                 _reply(r.conn, ("error", str(exc)))
             return
-        self.runs, self.batches = self.runs + 1, self.batches + len(group)
         start = 0
         for r in group:
             rows = [np.ascontiguousarray(o[start : start + r.rows]) for o in outputs] if len(group) > 1 else outputs
@@ -149,10 +155,12 @@ class SessionHost:
         conn.close()
 
     def serve(self, listener: Listener) -> None:
-        """Take connections and messages until :attr:`stopping`; each round, every message that came."""
+        """Take connections and messages until :attr:`stopping`. The batches wait while both of
+        :data:`RUNS_IN_FLIGHT` are busy, and a freed one takes every batch waiting that runs as one."""
         wake_r, wake_w = os.pipe()
         arrived: list[Connection] = []
         lock = threading.Lock()
+        free = threading.Semaphore(RUNS_IN_FLIGHT)
 
         def accept() -> None:
             while True:
@@ -166,26 +174,36 @@ class SessionHost:
                     arrived.append(conn)
                 os.write(wake_w, b"x")
 
+        def run_then_wake(group: list[Run]) -> None:
+            try:
+                self.run(group)
+            finally:
+                free.release()
+                os.write(wake_w, b"x")  # the loop hands out the batches that waited
+
         threading.Thread(target=accept, name="session-host-accept", daemon=True).start()
         conns: list[Connection] = []
-        while not self.stopping:
-            ready = wait([*conns, wake_r], timeout=0.5)
-            if wake_r in ready:
-                os.read(wake_r, 4096)
-                with lock:
-                    conns += arrived
-                    arrived.clear()
-            runs = []
-            for conn in [c for c in ready if c is not wake_r]:
-                try:
-                    message = conn.recv()
-                except (EOFError, OSError):
-                    conns.remove(conn)
-                    self.drop(conn)
-                    continue
-                runs += self.handle(conn, message)
-            for group in merge_runs(runs, self.max_rows):
-                self.run(group)
+        pending: list[Run] = []
+        with ThreadPoolExecutor(RUNS_IN_FLIGHT, thread_name_prefix="session-host-run") as pool:
+            while not self.stopping:
+                ready = wait([*conns, wake_r], timeout=0.5)
+                if wake_r in ready:
+                    os.read(wake_r, 4096)
+                    with lock:
+                        conns += arrived
+                        arrived.clear()
+                for conn in [c for c in ready if c is not wake_r]:
+                    try:
+                        message = conn.recv()
+                    except (EOFError, OSError):
+                        conns.remove(conn)
+                        self.drop(conn)
+                        continue
+                    pending += self.handle(conn, message)
+                while pending and free.acquire(blocking=False):
+                    group = merge_runs(pending, self.max_rows)[0]
+                    pending = [r for r in pending if all(r is not g for g in group)]
+                    pool.submit(run_then_wake, group)
 
     def handle(self, conn: Connection, message: tuple) -> list[Run]:
         """An ``open`` answered now; a ``run`` returned to be merged with the round's others."""

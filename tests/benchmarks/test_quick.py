@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -554,6 +555,22 @@ def test_projection_probe_times_every_layout_with_the_same_argmax(tmp_path):
     layouts = {"Gemm, transB=1 (the export's)", "MatMul, (d, V) weight", "MatMul, weight first"}
     assert {(r["batch"], r["contender"]) for r in result["rows"]} == {(b, c) for b in (1, 3) for c in layouts}
     assert all(r["same_argmax"] and r["gb_per_s"] > 0 for r in result["rows"])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the probe reads /proc")
+def test_shared_classifier_probe_reports_the_session_hosts_cost_per_image(tmp_path):
+    """experiments.shared_classifier: clients' batches run in a session host; every image is
+    counted, and the host's CPU and onnxruntime's in process are reported per image."""
+    from experiments import shared_classifier
+
+    argv = ["--quick", "--clients", "2", "--batch", "1", "4", "--work-dir", str(tmp_path / "work")]
+    assert shared_classifier.main([*argv, "--out", str(tmp_path / "out")]) == 0
+    rows = json.loads((tmp_path / "out" / "shared-classifier-quick.json").read_text())["rows"]
+    assert [r["batch"] for r in rows] == [1, 4]
+    for r in rows:
+        assert r["images"] > 0 and r["images"] % r["batch"] == 0
+        assert r["host_cpu_us_per_image"] > 0 and r["onnxruntime_cpu_us_per_image"] > 0
+        assert r["batch"] <= r["mean_run_rows"] <= 32
 
 
 def test_shortlist_probe_agrees_with_ctranslate2_on_the_same_candidates(tmp_path):
