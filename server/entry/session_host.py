@@ -39,7 +39,6 @@ from .lifeline import follow_parent
 log = logging.getLogger("attnserve.server")
 
 RUNS_IN_FLIGHT = 2  # one group copied into its batch while the other runs
-VERSIONS_KEPT = 2  # sessions per model file path: the workers reload one after another
 
 
 @dataclass
@@ -81,25 +80,34 @@ class SessionHost:
     def __init__(self, settings: Settings) -> None:
         self.max_rows = settings.max_batch_size
         self.sessions: dict[tuple, object] = {}  # (path, size, mtime_ns) -> session
+        self.users: dict[tuple, set[int]] = {}  # the workers (pids) that opened each
         self.maps: dict[Connection, tuple[str, mmap.mmap]] = {}  # a worker thread's file, by its path
         self.stopping = False
         self.run_lock = threading.Lock()  # one session run at a time: the device runs one batch anyway
         self.runs = self.batches = 0  # runs of the sessions, and the workers' batches they ran
 
-    def open(self, key: tuple, provider: str, threads: int) -> dict:
+    def open(self, key: tuple, provider: str, threads: int, worker: int) -> dict:
+        """The session of ``key`` (a graph file's path, size and modification time), opened when no
+        worker had it open: one per model version for every worker."""
         session = self.sessions.get(key)
         if session is None:
             session = create_session(Path(key[0]), provider, threads)
-            older = [k for k in self.sessions if k[0] == key[0]]
-            for k in older[: max(0, len(older) - VERSIONS_KEPT + 1)]:
-                del self.sessions[k]  # a file replaced twice since: no worker runs that version any more
             self.sessions[key] = session
             log.info("session host: %s opened on %s", Path(key[0]).name, session.get_providers()[0])
+        self.users.setdefault(key, set()).add(worker)
         return {
             "inputs": describe(session.get_inputs()),
             "outputs": describe(session.get_outputs()),
             "providers": session.get_providers(),
         }
+
+    def close(self, key: tuple, worker: int) -> None:
+        """``worker`` unloaded the model (or replaced it after a reload): the session goes with its last worker."""
+        users = self.users.get(key, set())
+        users.discard(worker)
+        if not users and self.sessions.pop(key, None) is not None:
+            self.users.pop(key, None)
+            log.info("session host: %s closed (no worker runs it)", Path(key[0]).name)
 
     def request(self, conn: Connection, message: tuple) -> Run:
         """A ``run`` message as a :class:`Run` whose inputs are views of the worker's file."""
@@ -210,6 +218,10 @@ class SessionHost:
         try:
             if message[0] == "open":
                 _reply(conn, ("ok", self.open(*message[1:])))
+                return []
+            if message[0] == "close":
+                self.close(*message[1:])
+                _reply(conn, ("ok", None))
                 return []
             return [self.request(conn, message)]
         except (ProviderError, LookupError, OSError, ValueError, TypeError) as exc:

@@ -18,6 +18,7 @@ from attnserve.contract.manifest import Manifest
 
 from ..shared.config import Settings
 from ..shared.errors import InferenceFailed, InvalidRequest
+from ..shared.remote_sessions import RemoteSession
 from .batching import BatchQueue, BatchResult
 from .preprocess import preprocess_image, rows_out_of_range, tensor_view, values_refusal
 
@@ -289,3 +290,5 @@ class ImageClassifier:
     async def stop(self, grace_s: float) -> None:
         await self.batcher.stop(grace_s)
         self._executor.shutdown(wait=False)
+        if isinstance(self.session, RemoteSession):  # --shared-classifier: the host closes it with its last worker
+            await asyncio.get_running_loop().run_in_executor(None, self.session.close)

@@ -108,7 +108,7 @@ class RemoteSession:
         stamp = self.path.stat()
         self.key = (str(self.path), stamp.st_size, stamp.st_mtime_ns)
         try:
-            meta = self._call(("open", self.key, provider, threads))
+            meta = self._call(("open", self.key, provider, threads, os.getpid()))
         except (InferenceFailed, ProcessGone) as exc:  # a load failure, as a session of its own would have
             raise ProviderError(str(exc)) from exc
         self._inputs, self._outputs, self._providers = meta["inputs"], meta["outputs"], meta["providers"]
@@ -147,6 +147,20 @@ class RemoteSession:
         outputs, rows = reply
         self.rows_run = [*self.rows_run[-999:], rows]
         return outputs
+
+    def close(self) -> None:
+        """This process no longer runs the session (its model was unloaded or replaced): the host
+        closes it once no worker does. A host already gone has nothing to close."""
+        try:
+            self._call(("close", self.key, os.getpid()))
+        except (InferenceFailed, ProcessGone):
+            pass
+        link = self._link
+        if link.conn is not None:
+            link.conn.close()
+            link.conn = None
+        if link.segment is not None:
+            link.segment.unlink()
 
     def _segment(self, size: int) -> Segment:
         link = self._link

@@ -81,6 +81,56 @@ def test_two_workers_classify_through_one_process_with_the_in_process_numbers(vi
         os.kill(host, 0)
 
 
+def _digits_v2(out):
+    """Another ``digits`` model (other weights): what a reload brings."""
+    import torch
+
+    from attnserve.export.modeldir import write_vit_dir
+    from attnserve.models import VisionTransformer, ViTConfig
+
+    torch.manual_seed(7)
+    cfg = ViTConfig(image_size=16, patch_size=8, in_channels=1, num_classes=10, dim=16, depth=1, num_heads=2)
+    write_vit_dir(
+        VisionTransformer(cfg).eval(), out, name="digits", labels=DIGIT_LABELS, preprocessing={"invert": True}
+    )
+
+
+def test_a_reload_opens_the_new_version_in_the_shared_process_and_closes_the_old_with_its_last_worker(
+    vit_dirs, tmp_path
+):
+    """SIGHUP after the model directory was replaced: both workers load the new version, the host
+    opens it once and closes the old one once no worker runs it, and the answers are the new
+    version's numbers."""
+    repo = tmp_path / "repo"
+    shutil.copytree(vit_dirs["digits"], repo / "digits")
+    _digits_v2(tmp_path / "v2")
+    images = [digit_png(d) for d in range(10)]
+    before, after = direct_probs(repo / "digits", images), direct_probs(tmp_path / "v2", images)
+    assert not np.allclose(before, after, atol=1e-3), "the new version computes the same numbers"
+    server = Workers(repo, "--shared-classifier", "--metrics-port", "-1")
+    try:
+        _classify_many(server, images, rounds=2)
+        shutil.rmtree(repo / "digits")
+        shutil.copytree(tmp_path / "v2", repo / "digits")
+        server.proc.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + TIMEOUT
+        while "no worker runs it" not in "".join(server.log) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for i, reply in enumerate(_classify_many(server, images, rounds=4)):
+            best = reply.results[0].labels[0]
+            assert best.index == int(np.argmax(after[i % 10]))
+            assert abs(best.probability - float(after[i % 10].max())) < 1e-5
+        assert server.stop() == 0
+    finally:
+        server.stop()
+    time.sleep(0.5)
+    log = "".join(server.log)
+    assert log.count("session host: model.onnx opened") == 2, log
+    closed = "session host: model.onnx closed (no worker runs it)"
+    assert log.count(closed) == 2, log  # the old version after the reload, the new one as the workers stopped
+    assert log.index(closed) < log.index("received SIGTERM"), log
+
+
 def test_the_shared_process_killed_refuses_as_unavailable_and_stops_the_set(vit_dirs, tmp_path):
     repo = tmp_path / "repo"
     shutil.copytree(vit_dirs["digits"], repo / "digits")
@@ -119,7 +169,7 @@ def test_batches_of_the_same_model_and_shapes_run_as_one_and_each_gets_its_rows(
     path = vit_dirs["digits"] / "model.onnx"
     stamp = path.stat()
     key = (str(path), stamp.st_size, stamp.st_mtime_ns)
-    meta = host.open(key, "cpu", 1)
+    meta = host.open(key, "cpu", 1, os.getpid())
     assert [i.name for i in meta["inputs"]] == ["pixels"]
     rng = np.random.default_rng(0)
     batches = [rng.random((n, 1, 16, 16), np.float32) for n in (3, 4, 2)]
