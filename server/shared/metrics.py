@@ -8,6 +8,8 @@ attnserve_requests_total{model,method,status}      requests by gRPC status name,
 attnserve_request_latency_seconds{model,method}    handler latency
 attnserve_queue_time_seconds{model}                batcher / decode-admission wait
 attnserve_batch_size{model}                        images per onnxruntime call; rows per decode step
+attnserve_shared_run_rows{model}                   --shared-classifier: rows of the session host's run each of
+                                                   this worker's batches was part of (the workers' batches merged)
 attnserve_tokens_generated_total{model}            translation tokens
 attnserve_active_sequences{model}                  rows in the decode batch
 attnserve_kv_cache_bytes{model}                    decoder self-attention cache + cross K/V
@@ -106,6 +108,13 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
+        self.shared_run_rows = Histogram(
+            "attnserve_shared_run_rows",
+            "--shared-classifier: rows of the session host's run that each of this worker's batches was part of",
+            ["model"],
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
         self.batch_size = Histogram(
             "attnserve_batch_size",
             "items per inference call / rows per decode step",
@@ -182,6 +191,8 @@ class Metrics:
 
         batcher.on_batch = on_batch
         self.queued.labels(name).set_function(lambda: batcher.queued)
+        if hasattr(session := getattr(classifier, "session", None), "on_run"):  # a RemoteSession
+            session.on_run = self.shared_run_rows.labels(name).observe
 
     def watch_engine(self, name: str, engine: WatchedEngine) -> None:
         """Wire a translation engine's observability properties and ``on_step`` hook."""

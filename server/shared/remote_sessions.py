@@ -21,6 +21,7 @@ import mmap
 import os
 import tempfile
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import current_process
 from multiprocessing.connection import Client, Connection
@@ -112,7 +113,7 @@ class RemoteSession:
         except (InferenceFailed, ProcessGone) as exc:  # a load failure, as a session of its own would have
             raise ProviderError(str(exc)) from exc
         self._inputs, self._outputs, self._providers = meta["inputs"], meta["outputs"], meta["providers"]
-        self.rows_run: list[int] = []  # rows of each run this process's batches were part of (last 1,000)
+        self.on_run: Callable[[int], None] | None = None  # told the rows of the host's run each batch was part of
 
     def get_inputs(self) -> list[NodeInfo]:
         return self._inputs
@@ -145,7 +146,8 @@ class RemoteSession:
         finally:
             segment.unlink()  # mapped by the host now (or never to be): the name is no longer needed
         outputs, rows = reply
-        self.rows_run = [*self.rows_run[-999:], rows]
+        if self.on_run is not None:
+            self.on_run(rows)
         return outputs
 
     def close(self) -> None:

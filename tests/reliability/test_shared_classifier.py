@@ -11,12 +11,14 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Pipe
 
 import grpc
 import numpy as np
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
@@ -36,6 +38,18 @@ def _host_pid(server: Workers) -> int:
         if m := re.search(r"shared classifier process \(pid (\d+)\) ready", line):
             return int(m.group(1))
     raise AssertionError("no session host in the log:\n" + "".join(server.log))
+
+
+def _histogram(server: Workers, name: str) -> dict[str, tuple[float, float]]:
+    """Per worker, the count and sum of histogram ``name`` for the digits model (the parent's /metrics)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10) as reply:
+        text = reply.read().decode()
+    out: dict[str, list[float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in (f"{name}_count", f"{name}_sum") and sample.labels.get("model") == "digits":
+                out.setdefault(sample.labels["worker"], [0.0, 0.0])[sample.name.endswith("_sum")] = sample.value
+    return {w: (c, t) for w, (c, t) in out.items()}
 
 
 def _classify_many(server: Workers, images: list[bytes], rounds: int) -> list[pb.ClassifyResponse]:
@@ -64,6 +78,10 @@ def test_two_workers_classify_through_one_process_with_the_in_process_numbers(vi
         replies = _classify_many(server, images, rounds=8)
         served = server.requests_by_worker("Classify", "digits")
         assert set(served) == {"0", "1"}, served
+        # every batch of each worker ran in one of the host's runs, as big as the batch or bigger
+        batches, runs = _histogram(server, "attnserve_batch_size"), _histogram(server, "attnserve_shared_run_rows")
+        assert set(runs) == {"0", "1"} and runs == {w: (n, runs[w][1]) for w, (n, _) in batches.items()}
+        assert all(rows >= batches[w][1] for w, (_, rows) in runs.items())
         for i, reply in enumerate(replies):
             probs = np.zeros(len(DIGIT_LABELS), np.float32)
             for label in reply.results[0].labels:
