@@ -4,12 +4,14 @@ death stops the set as a worker's does."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -228,3 +230,42 @@ def test_a_segment_leaves_nothing_in_dev_shm_once_unlinked():
     assert not os.path.exists(path)
     segment.map[:4] = b"abcd"  # still mapped in this process
     segment.unlink()  # twice: nothing to do
+
+
+def test_a_remote_session_runs_like_its_own_and_a_graph_the_host_cannot_load_fails_the_load(vit_dirs, tmp_path):
+    """RemoteSession over the host's socket: the graph's inputs and outputs, onnxruntime's numbers,
+    a batch bigger than its first file (a new one is mapped); a file that is no graph is refused as
+    a load failure naming it; a host gone refuses the next run with UNAVAILABLE."""
+    from multiprocessing.connection import Listener
+
+    from attnserve.server.shared.errors import ProcessGone
+    from attnserve.server.shared.onnx_sessions import ProviderError, create_session
+    from attnserve.server.shared.remote_sessions import RemoteSession
+
+    address = str(tmp_path / "host.sock")
+    host = SessionHost(Settings(max_batch_size=32))
+    listener = Listener(address, family="AF_UNIX", authkey=multiprocessing.current_process().authkey)
+    thread = threading.Thread(target=host.serve, args=(listener,), daemon=True)
+    thread.start()
+    try:
+        graph = vit_dirs["digits"] / "model.onnx"
+        remote, local = RemoteSession(address, graph, "cpu", 1), create_session(graph, "cpu", 1)
+        assert [i.name for i in remote.get_inputs()] == [i.name for i in local.get_inputs()]
+        assert remote.get_providers()[0] == "CPUExecutionProvider"
+        for n in (1, 3, 400):  # 400 images outgrow the first 1 MiB file
+            pixels = np.random.default_rng(n).random((n, 1, 16, 16), np.float32)
+            (got,) = remote.run(None, {"pixels": pixels})
+            np.testing.assert_allclose(got, local.run(None, {"pixels": pixels})[0], atol=1e-5)
+        bad = tmp_path / "model.onnx"
+        bad.write_bytes(b"not a graph")
+        with pytest.raises(ProviderError, match="model.onnx"):
+            RemoteSession(address, bad, "cpu", 1)
+    finally:
+        host.stopping = True
+        thread.join(5)
+        listener.close()
+    for conn in list(host.maps):
+        host.drop(conn)
+    with pytest.raises(ProcessGone):
+        remote.run(None, {"pixels": np.zeros((1, 1, 16, 16), np.float32)})
+    assert not [p for p in os.listdir("/dev/shm") if p.startswith(f"attnserve-{os.getpid()}-")]
