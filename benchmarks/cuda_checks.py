@@ -19,8 +19,8 @@ valuable first:
 4. ``server``: ``benchmarks.server`` on the provider: classification, dynamic batching vs
    unbatched, 1 and 32 clients, a server of one process, one of ``--server-workers`` (4) and
    one of as many workers with ``--shared-classifier`` (their batches run in one process),
-   against in-process onnxruntime at the same batch, over attnserve.v1 ``Classify`` and over
-   KServe streams with the image in system shared memory (the cheapest door per request; one
+   against in-process onnxruntime at the same batch, over attnserve.v1 ``Classify`` (raw tensors,
+   and 20 KB JPEGs the server decodes) and over KServe streams with the image in system shared memory (the cheapest door per request; one
    process only: shared memory is refused with workers);
 5. ``decode-graphs``: ``benchmarks.decode_graphs``: the engine's decoder steps at the batch's
    size, in step buckets, and replayed as CUDA graphs, ms/step at batch 1 and 32 (mt-small fp16);
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--server-seconds",
         type=float,
         default=6.0,
-        help="time bound per server, transport and load level (default 6: ten windows fit the step's 150 s)",
+        help="time bound per server, transport and load level (default 6: the twenty windows fit the step's 210 s)",
     )
     parser.add_argument("--client-procs", type=int, default=4, help="load-generator processes of the server step")
     parser.add_argument(

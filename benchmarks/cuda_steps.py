@@ -144,8 +144,9 @@ def serving_steps(args: argparse.Namespace, s: dict[str, Any]) -> list[Step]:
     py, provider, results, q = sys.executable, args.provider, args.work_dir / "results", args.quick
     out = results / "server"
     server = [py, "-m", "benchmarks.server", "--workloads", "classification", "--provider", provider]
-    # v1 Classify beside the cheapest door, KServe streams with the image in shared memory (no --workers rows)
-    server += ["--transports", "v1", "kserve-shm-stream"]
+    # v1 Classify (raw tensors, and 20 KB JPEGs the server decodes) beside the cheapest door, KServe
+    # streams with the image in shared memory (no --workers rows)
+    server += ["--transports", "v1", "v1-jpeg", "kserve-shm-stream"]
     server += ["--preset", s["vit"], "--clients", "1", "32", "--requests", "64" if q else "2000"]
     server += ["--max-seconds", str(args.server_seconds), "--client-procs", str(args.client_procs)]
     # N workers each with a session, and N workers sending their batches to one (--shared-classifier)
@@ -157,7 +158,7 @@ def serving_steps(args: argparse.Namespace, s: dict[str, Any]) -> list[Step]:
     graphs = [py, "-m", "benchmarks.decode_graphs", "--provider", provider, "--work-dir", str(args.work_dir)]
     graphs += ["--batches", *s["batches"]]
     return [
-        Step("server", server, 150, json_figures(out / "server.json", server_keys)),
+        Step("server", server, 210, json_figures(out / "server.json", server_keys)),
         Step(
             "decode-graphs",
             [*graphs, *tokens, "--preset", s["mt"], "--out", str(results / "decode-graphs")],

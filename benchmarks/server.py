@@ -56,7 +56,7 @@ WORKLOADS = ("classification", "translation")
 # How a request's raw FP32 image travels: attnserve.v1 Classify; KServe ModelInfer with the image
 # in raw_input_contents or in system shared memory (-shm), by calls or as messages of one
 # ModelStreamInfer stream per client (-stream).
-TRANSPORTS = ("v1", "kserve", "kserve-shm", "kserve-stream", "kserve-shm-stream")
+TRANSPORTS = ("v1", "v1-jpeg", "kserve", "kserve-shm", "kserve-stream", "kserve-shm-stream")
 
 
 # A ViT with the preset's 224x224 input (the same 602 KB requests) but almost no compute: the
@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         choices=TRANSPORTS,
         default=["v1"],
         help="how each classification request travels, each in turn (default v1: attnserve.v1 Classify); "
+        "v1-jpeg: Classify with the image as a 224x224 JPEG, decoded by the server; "
         "kserve-shm-stream: KServe streams with the image in system shared memory (no --workers rows)",
     )
     parser.add_argument(
@@ -154,13 +155,40 @@ def v1_request(pixels: np.ndarray):
     return pb.ClassifyRequest(model="vit", images=[pb.ImageInput(tensor=tensor)], top_k=1)
 
 
+def v1_jpeg_request(pixels: np.ndarray):
+    """attnserve.v1's ClassifyRequest of one encoded image, a JPEG (quality 90) of ``pixels``' size
+    as a camera would send it: shapes and a camera's grain (20 KB at 224 x 224, against 602 KB
+    as a raw tensor); the server decodes, resizes and normalises it in its work pool."""
+    import io
+
+    from PIL import Image, ImageDraw
+
+    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+
+    _, h, w = pixels.shape
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([x * 255 // max(w - 1, 1), y * 255 // max(h - 1, 1), (x + y) * 255 // max(h + w - 2, 1)], -1)
+    image = Image.fromarray(base.astype(np.uint8))
+    draw = ImageDraw.Draw(image)
+    for _ in range(6):
+        cx, cy, r = int(rng.integers(w)), int(rng.integers(h)), int(rng.integers(8, max(9, w // 4)))
+        draw.ellipse((cx - r, cy - r, cx + r, cy + r), fill=tuple(int(v) for v in rng.integers(0, 255, 3)))
+    grain = rng.normal(0, 12, base.shape)  # a camera's: what makes a photo's JPEG its size
+    image = Image.fromarray((np.asarray(image) + grain).clip(0, 255).astype(np.uint8))
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", quality=90)
+    return pb.ClassifyRequest(model="vit", images=[pb.ImageInput(encoded=buffer.getvalue())], top_k=1)
+
+
 async def load_share(
     transport: str, address: str, pixels: np.ndarray, clients: int, count: int, max_seconds: float, channels: int = 1
 ) -> dict[str, Any]:
     """One load process's clients, each sending one image (``pixels``: (C, H, W)) over ``transport``:
     their latencies (s), the window (s) and the mean batch."""
-    if transport == "v1":
-        raw = await load_raw(address, v1_request(pixels), clients, count, max_seconds, channels)
+    if transport.startswith("v1"):
+        request = v1_jpeg_request(pixels) if transport == "v1-jpeg" else v1_request(pixels)
+        raw = await load_raw(address, request, clients, count, max_seconds, channels)
         return {"latencies": raw["latencies"], "wall": raw["wall"], "mean_batch": float(np.mean(raw["batches"]))}
     shm, stream = "-shm" in transport, transport.endswith("-stream")
     got = await kserve_load.load(address, "vit", pixels, clients, count, max_seconds, shm, stream, channels, raw=True)
@@ -249,7 +277,7 @@ def _measure(args, repo: Path, pixels: np.ndarray) -> list[dict[str, Any]]:
                 return
             load_args = (args.requests, args.max_seconds, args.client_procs, channels, transport)
             stats = await load(address, pixels, clients, *load_args)
-            if several and transport != "v1":  # KServe's statistics are one worker's
+            if several and not transport.startswith("v1"):  # KServe's statistics are one worker's
                 stats["mean_batch"] = None
             rows.append({"server": name, "transport": transport, "clients": clients, **stats})
 

@@ -253,10 +253,11 @@ def test_server_transports_quick(tmp_path):
     --shared-classifier adds the workers' server whose batches run in one process."""
     out = tmp_path / "out"
     argv = ["server", "--quick", "--workloads", "classification", "--workers", "2", "--shared-classifier", "--no-plot"]
-    argv += ["--transports", "v1", "kserve-shm-stream", "--work-dir", str(tmp_path / "work"), "--out", str(out)]
+    argv += ["--transports", "v1", "v1-jpeg", "kserve-shm-stream"]
+    argv += ["--work-dir", str(tmp_path / "work"), "--out", str(out)]
     assert cli.main(argv) == 0
     vit = json.loads((out / "server-quick.json").read_text())
-    assert vit["transports"] == ["v1", "kserve-shm-stream"]
+    assert vit["transports"] == ["v1", "v1-jpeg", "kserve-shm-stream"]
     served = {(r["transport"], r["server"]) for r in vit["rows"]}
     one, unbatched, workers = (
         "dynamic batching (max 32)",
@@ -268,13 +269,17 @@ def test_server_transports_quick(tmp_path):
         ("v1", unbatched),
         ("v1", workers),
         ("v1", workers + ", shared classifier"),
+        ("v1-jpeg", one),
+        ("v1-jpeg", unbatched),
+        ("v1-jpeg", workers),
+        ("v1-jpeg", workers + ", shared classifier"),
         ("kserve-shm-stream", one),
         ("kserve-shm-stream", unbatched),
     }
     for row in vit["rows"]:
         assert row["requests"] > 0 and row["mean_batch"] >= 1 and row["ratio_to_unbatched"] > 0
     assert set(vit["overhead_vs_in_process"]["kserve-shm-stream"]) == {one, unbatched}
-    assert set(vit["dynamic_batching_gain"]) == {"v1", "kserve-shm-stream"}
+    assert set(vit["dynamic_batching_gain"]) == {"v1", "v1-jpeg", "kserve-shm-stream"}
     assert not list(Path("/dev/shm").glob("attnserve-bench-*"))  # the load generator removed its regions
     with pytest.raises(SystemExit, match="give --workers too"):
         cli.main(["server", "--quick", "--workloads", "classification", "--shared-classifier"])
@@ -658,8 +663,8 @@ def test_cuda_checks_reports_the_steps_its_budget_leaves_out(tmp_path):
     by_name = {step.name: step.argv for step in plan}
     assert "--ctranslate2" in by_name["ct2-gpu"] and "--workers" in by_name["server"]
     assert "--shared-classifier" in by_name["server"]  # N workers with their own sessions, and sharing one
-    transports = by_name["server"][by_name["server"].index("--transports") + 1 :][:2]
-    assert transports == ["v1", "kserve-shm-stream"]  # the server's overhead through v1 and the cheapest door
+    transports = by_name["server"][by_name["server"].index("--transports") + 1 :][:3]
+    assert transports == ["v1", "v1-jpeg", "kserve-shm-stream"]  # v1 raw, v1 with JPEGs, and the cheapest door
 
 
 def test_decode_graphs_refuses_ctranslate2_on_a_device_it_cannot_see_before_exporting(tmp_path, capsys, monkeypatch):
