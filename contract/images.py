@@ -161,14 +161,24 @@ def to_mode(image: Image.Image, channels: int) -> Image.Image:
 
 
 def normalize(pixels: np.ndarray, prep: Preprocessing) -> np.ndarray:
-    """(H, W) or (H, W, C) uint8 -> (C, H, W) float32 in the model's normalised range."""
-    x = pixels.astype(np.float32) / 255.0  # (H, W[, C]) in [0, 1]
-    if x.ndim == 2:
-        x = x[:, :, None]  # (H, W, 1)
+    """(H, W) or (H, W, C) uint8 -> (C, H, W) float32 in the model's normalised range:
+    ``(pixel / 255 - mean) / std`` per channel, in float32.
+
+    A uint8 pixel has 256 values, so each channel's are computed once, with those float32
+    operations (the same numbers, bit for bit), and every pixel is looked up in its channel's
+    table straight into the (C, H, W) layout: one pass, instead of the formula's four temporaries
+    and transposing copy over the whole image (0.17 against 0.5-1.5 ms at 224 x 224 x 3)."""
+    if pixels.ndim == 2:
+        pixels = pixels[:, :, None]  # (H, W, 1)
     mean = np.asarray(prep.mean, dtype=np.float32)  # (C,)
     std = np.asarray(prep.std, dtype=np.float32)  # (C,)
-    x = (x - mean) / std  # (H, W, C)
-    return np.ascontiguousarray(x.transpose(2, 0, 1))  # (C, H, W)
+    channels = np.broadcast_shapes((pixels.shape[2],), mean.shape, std.shape)[0]
+    levels = np.arange(256, dtype=np.float32) / np.float32(255.0)  # (256,) as pixel / 255 rounds them
+    tables = (levels - np.broadcast_to(mean, (channels,))[:, None]) / np.broadcast_to(std, (channels,))[:, None]
+    out = np.empty((channels, *pixels.shape[:2]), np.float32)  # (C, H, W)
+    for c in range(channels):
+        np.take(tables[c], pixels[:, :, c if pixels.shape[2] > 1 else 0], out=out[c], mode="clip")  # 0..255: in range
+    return out
 
 
 # Of the ink box's longer side, on each side. 0: the ink box fills the frame, as in the UCI digits

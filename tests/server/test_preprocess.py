@@ -39,6 +39,25 @@ def test_grayscale_steps_exactly():
     np.testing.assert_allclose(out[0], (pixels / 255.0 - 0.5) / 0.25, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("prep", [GRAY, RGB, Preprocessing(image_size=4, channels=3, mean=[0.45], std=[0.226])])
+def test_normalisation_gives_the_formulas_float32_numbers_bit_for_bit(prep):
+    """Every pixel value of every channel (the tables looked up) against the formula computed on
+    the whole image in float32, as the export's reference preprocessing does."""
+    from attnserve.contract.images import normalize
+
+    rng = np.random.default_rng(3)
+    pixels = rng.integers(0, 256, (31, 37, prep.channels), dtype=np.uint8)
+    pixels[0, : min(37, 256)] = np.arange(37, dtype=np.uint8)[:, None]
+    pixels[1:9].reshape(-1, prep.channels)[:256] = np.arange(256, dtype=np.uint8)[:, None]  # every level
+    for image in (pixels, pixels[..., 0]) if prep.channels == 1 else (pixels,):
+        x = image.astype(np.float32) / 255.0
+        x = x[:, :, None] if x.ndim == 2 else x
+        expected = np.ascontiguousarray(((x - np.float32(prep.mean)) / np.float32(prep.std)).transpose(2, 0, 1))
+        got = normalize(image, prep)
+        assert got.dtype == np.float32 and got.flags.c_contiguous and got.shape == expected.shape
+        assert np.array_equal(got, expected)
+
+
 def test_invert_and_per_channel_normalisation():
     pixels = np.zeros((4, 4, 3), dtype=np.uint8)
     pixels[..., 0], pixels[..., 1], pixels[..., 2] = 0, 128, 255
