@@ -80,31 +80,32 @@ class SessionHost:
     def __init__(self, settings: Settings) -> None:
         self.max_rows = settings.max_batch_size
         self.sessions: dict[tuple, object] = {}  # (path, size, mtime_ns) -> session
-        self.users: dict[tuple, set[int]] = {}  # the workers (pids) that opened each
+        self.users: dict[tuple, set[str]] = {}  # the workers' RemoteSessions that hold each
         self.maps: dict[Connection, tuple[str, mmap.mmap]] = {}  # a worker thread's file, by its path
         self.stopping = False
         self.run_lock = threading.Lock()  # one session run at a time: the device runs one batch anyway
         self.runs = self.batches = 0  # runs of the sessions, and the workers' batches they ran
 
-    def open(self, key: tuple, provider: str, threads: int, worker: int) -> dict:
+    def open(self, key: tuple, provider: str, threads: int, user: str) -> dict:
         """The session of ``key`` (a graph file's path, size and modification time), opened when no
-        worker had it open: one per model version for every worker."""
+        worker had it open: one per graph version for every worker. ``user``: the worker's
+        RemoteSession that holds it (a model reloaded with the same graph holds it twice)."""
         session = self.sessions.get(key)
         if session is None:
             session = create_session(Path(key[0]), provider, threads)
             self.sessions[key] = session
             log.info("session host: %s opened on %s", Path(key[0]).name, session.get_providers()[0])
-        self.users.setdefault(key, set()).add(worker)
+        self.users.setdefault(key, set()).add(user)
         return {
             "inputs": describe(session.get_inputs()),
             "outputs": describe(session.get_outputs()),
             "providers": session.get_providers(),
         }
 
-    def close(self, key: tuple, worker: int) -> None:
-        """``worker`` unloaded the model (or replaced it after a reload): the session goes with its last worker."""
+    def close(self, key: tuple, user: str) -> None:
+        """A worker unloaded the model (or replaced it after a reload): the session goes with its last user."""
         users = self.users.get(key, set())
-        users.discard(worker)
+        users.discard(user)
         if not users and self.sessions.pop(key, None) is not None:
             self.users.pop(key, None)
             log.info("session host: %s closed (no worker runs it)", Path(key[0]).name)

@@ -21,6 +21,7 @@ import mmap
 import os
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing import current_process
@@ -108,8 +109,9 @@ class RemoteSession:
         self._link = _Link()
         stamp = self.path.stat()
         self.key = (str(self.path), stamp.st_size, stamp.st_mtime_ns)
+        self.user = f"{os.getpid()}-{uuid.uuid4().hex}"  # this session's hold on the host's: one open, one close
         try:
-            meta = self._call(("open", self.key, provider, threads, os.getpid()))
+            meta = self._call(("open", self.key, provider, threads, self.user))
         except (InferenceFailed, ProcessGone) as exc:  # a load failure, as a session of its own would have
             raise ProviderError(str(exc)) from exc
         self._inputs, self._outputs, self._providers = meta["inputs"], meta["outputs"], meta["providers"]
@@ -134,7 +136,8 @@ class RemoteSession:
             offset += -(-a.nbytes // ALIGN) * ALIGN
         segment = self._segment(offset)
         for (_, _, _, at), a in zip(specs, arrays.values()):
-            np.frombuffer(segment.map, np.uint8, a.nbytes, at)[:] = a.reshape(-1).view(np.uint8)
+            if a.nbytes:
+                np.frombuffer(segment.map, np.uint8, a.nbytes, at)[:] = a.reshape(-1).view(np.uint8)
         names = list(output_names) if output_names else [o.name for o in self._outputs]
         fresh = segment.path is not None
         try:
@@ -154,7 +157,7 @@ class RemoteSession:
         """This process no longer runs the session (its model was unloaded or replaced): the host
         closes it once no worker does. A host already gone has nothing to close."""
         try:
-            self._call(("close", self.key, os.getpid()))
+            self._call(("close", self.key, self.user))
         except (InferenceFailed, ProcessGone):
             pass
         link = self._link

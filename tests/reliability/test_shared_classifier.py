@@ -235,7 +235,7 @@ def test_a_segment_leaves_nothing_in_dev_shm_once_unlinked():
 def test_a_remote_session_runs_like_its_own_and_a_graph_the_host_cannot_load_fails_the_load(vit_dirs, tmp_path):
     """RemoteSession over the host's socket: the graph's inputs and outputs, onnxruntime's numbers,
     a batch bigger than its first file (a new one is mapped); a file that is no graph is refused as
-    a load failure naming it; a host gone refuses the next run with UNAVAILABLE."""
+    a load failure naming it; the session closes with its last hold; a host gone cannot be reached."""
     from multiprocessing.connection import Listener
 
     from attnserve.server.shared.errors import ProcessGone
@@ -256,6 +256,16 @@ def test_a_remote_session_runs_like_its_own_and_a_graph_the_host_cannot_load_fai
             pixels = np.random.default_rng(n).random((n, 1, 16, 16), np.float32)
             (got,) = remote.run(None, {"pixels": pixels})
             np.testing.assert_allclose(got, local.run(None, {"pixels": pixels})[0], atol=1e-5)
+        # a model reloaded with the same graph (its labels changed): two holds on one session, and
+        # the old version's close leaves the new one running
+        again = RemoteSession(address, graph, "cpu", 1)
+        assert again.key == remote.key and len(host.sessions) == 1
+        remote.close()
+        np.testing.assert_allclose(
+            again.run(None, {"pixels": pixels})[0], local.run(None, {"pixels": pixels})[0], atol=1e-5
+        )
+        again.close()
+        assert host.sessions == {}, "the last hold closed and the session stayed open"
         bad = tmp_path / "model.onnx"
         bad.write_bytes(b"not a graph")
         with pytest.raises(ProviderError, match="model.onnx"):
@@ -266,6 +276,8 @@ def test_a_remote_session_runs_like_its_own_and_a_graph_the_host_cannot_load_fai
         listener.close()
     for conn in list(host.maps):
         host.drop(conn)
-    with pytest.raises(ProcessGone):
+    with pytest.raises(ProcessGone):  # a run: UNAVAILABLE
         remote.run(None, {"pixels": np.zeros((1, 1, 16, 16), np.float32)})
+    with pytest.raises(ProviderError, match="cannot be reached"):  # a load: a load failure
+        RemoteSession(address, graph, "cpu", 1)
     assert not [p for p in os.listdir("/dev/shm") if p.startswith(f"attnserve-{os.getpid()}-")]
