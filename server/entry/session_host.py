@@ -193,7 +193,9 @@ class SessionHost:
         threading.Thread(target=accept, name="session-host-accept", daemon=True).start()
         conns: list[Connection] = []
         pending: list[Run] = []
-        with ThreadPoolExecutor(RUNS_IN_FLIGHT, thread_name_prefix="session-host-run") as pool:
+        # opening a model takes seconds: in a thread of its own, the others' batches run meanwhile
+        loads = ThreadPoolExecutor(1, thread_name_prefix="session-host-open")
+        with loads, ThreadPoolExecutor(RUNS_IN_FLIGHT, thread_name_prefix="session-host-run") as pool:
             while not self.stopping:
                 ready = wait([*conns, wake_r], timeout=0.5)
                 if wake_r in ready:
@@ -208,26 +210,37 @@ class SessionHost:
                         conns.remove(conn)
                         self.drop(conn)
                         continue
-                    pending += self.handle(conn, message)
+                    pending += self.handle(conn, message, loads)
                 while pending and free.acquire(blocking=False):
                     group = merge_runs(pending, self.max_rows)[0]
                     pending = [r for r in pending if all(r is not g for g in group)]
                     pool.submit(run_then_wake, group)
 
-    def handle(self, conn: Connection, message: tuple) -> list[Run]:
-        """An ``open`` answered now; a ``run`` returned to be merged with the round's others."""
+    def handle(self, conn: Connection, message: tuple, loads: ThreadPoolExecutor | None = None) -> list[Run]:
+        """A ``run`` returned to be merged with the round's others; an ``open`` or ``close``
+        answered in ``loads``, in the order they came (now, without one)."""
+        if message[0] in ("open", "close"):
+            if loads is None:
+                self.answer(conn, message)
+            else:
+                loads.submit(self.answer, conn, message)
+            return []
+        try:
+            return [self.request(conn, message)]
+        except (LookupError, OSError, ValueError, TypeError) as exc:
+            _reply(conn, ("error", str(exc)))
+            return []
+
+    def answer(self, conn: Connection, message: tuple) -> None:
+        """An ``open`` (the session's inputs, outputs and providers) or a ``close``, answered."""
         try:
             if message[0] == "open":
                 _reply(conn, ("ok", self.open(*message[1:])))
-                return []
-            if message[0] == "close":
+            else:
                 self.close(*message[1:])
                 _reply(conn, ("ok", None))
-                return []
-            return [self.request(conn, message)]
         except (ProviderError, LookupError, OSError, ValueError, TypeError) as exc:
             _reply(conn, ("error", str(exc)))
-            return []
 
 
 def _unmap(mapped: mmap.mmap) -> None:
