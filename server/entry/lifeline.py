@@ -17,8 +17,9 @@ PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def follow_parent(parent: int) -> None:
-    """SIGTERM to this worker (a drain) when its parent ``parent`` ends, however it ends: a worker
-    outliving it would keep the shared ports and claim jobs with no parent to stop it."""
+    """SIGTERM to this process (a drain) when its parent ``parent`` ends, however it ends: a worker
+    outliving it would keep the shared ports and claim jobs, the session host its models' memory,
+    with no parent to stop them."""
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)

@@ -30,6 +30,10 @@ The parent:
   from live objects at scrape time, which prometheus-client's multiprocess mode cannot
   do; ``sum without (worker) (...)`` in PromQL gives the host's total.
 
+With ``--shared-classifier`` the parent also starts, before the workers, the session host
+(``session_host.py``): one process holding the classification models' sessions, which the
+workers' batches run in; it is stopped after them, and its death stops the set as a worker's does.
+
 The admin RPCs (Reload, KServe model load / unload) would act on the one worker that
 received the call, so ``--enable-admin`` with more than one worker is refused at start-up;
 reload a multi-worker server with SIGHUP to the parent.
