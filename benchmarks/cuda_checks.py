@@ -20,8 +20,8 @@ valuable first:
    unbatched, 1 and 32 clients, a server of one process, one of ``--server-workers`` (4) and
    one of as many workers with ``--shared-classifier`` (their batches run in one process),
    against in-process onnxruntime at the same batch, over attnserve.v1 ``Classify`` (raw tensors,
-   and 20 KB JPEGs the server decodes) and over KServe streams with the image in system shared memory (the cheapest door per request; one
-   process only: shared memory is refused with workers);
+   and 20 KB JPEGs the server decodes) and over KServe streams with the image in system shared
+   memory (the cheapest door per request; one process only: shared memory is refused with workers);
 5. ``decode-graphs``: ``benchmarks.decode_graphs``: the engine's decoder steps at the batch's
    size, in step buckets, and replayed as CUDA graphs, ms/step at batch 1 and 32 (mt-small fp16);
 6. ``ct2-gpu``: the same at opus-mt's shape (mt-base, 58,101 words) beside CTranslate2 float16
