@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from attnserve.contract.deadline import Deadline
 
@@ -26,6 +27,9 @@ from ..shared.errors import InvalidOption, InvalidRequest, LimitExceeded, Unknow
 from ..translation import DecodeOptions, TranslationEngine
 from ..translation.prepared import ModelLimits, Prepared
 from ..translation.terms import constraints_cost
+
+if TYPE_CHECKING:
+    from .requests import TranslationRequest
 
 MAX_LANGUAGE_CODE = 64  # characters: BCP 47 tags with every subtag are far shorter
 MAX_LENGTH_PENALTY = 10.0
@@ -157,16 +161,25 @@ def check_pivot(alignments: bool, source: str, target: str, pivot: str) -> None:
         )
 
 
-def check_stream(texts: Sequence[str], options: DecodeOptions, alignments: bool, quality: bool) -> None:
+def check_alternatives(alternatives: int) -> None:
+    """How many distinct alternatives a request asks for (``alternatives.py``): none or some."""
+    if alternatives < 0:
+        raise InvalidRequest(f"distinct_alternatives must be 0 or more, got {alternatives}")
+
+
+def check_stream(request: TranslationRequest) -> None:
     """What a stream cannot carry: one text's tokens as they come, greedy or sampling."""
-    if len(texts) != 1:
-        raise InvalidRequest(f"a stream translates one text, got {len(texts)}")
-    if options.beam_size > 1:
-        raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {options.beam_size}")
-    if alignments:
+    if len(request.texts) != 1:
+        raise InvalidRequest(f"a stream translates one text, got {len(request.texts)}")
+    if request.options.beam_size > 1:
+        beam = request.options.beam_size
+        raise InvalidRequest(f"streaming works with beam_size 1 (greedy or sampling), got {beam}")
+    if request.alignments:
         raise InvalidRequest("alignments come with whole translations (Translate), not with a stream")
-    if quality:
+    if request.quality:
         raise InvalidRequest("quality scores come with whole translations (Translate), not with a stream")
+    if request.distinct_alternatives:
+        raise InvalidRequest("distinct alternatives come with whole translations (Translate), not with a stream")
 
 
 def check_options(limits: ModelLimits, options: DecodeOptions) -> int:

@@ -65,8 +65,12 @@ class TranslationRequest:
     stored_glossary: tuple[tuple[str, str], ...] = ()
     alignments: bool = False  # word alignments of every sentence's best translation
     quality: bool = False  # a quality score per text and sentence (``quality.py``)
+    # n > 0: every text's translation and then n alternatives that read differently, decoded with
+    # a beam of n + 1, and again wider for a text whose beam held fewer (``alternatives.py``;
+    # ``TranslationService.translate``, not a stream)
+    distinct_alternatives: int = 0
     # its characters count in its caller's monthly usage (``usage.py``); False: texts of a request
-    # already counted, asked again (LibreTranslate's alternatives, decoded with a wider beam)
+    # already counted, asked again (its distinct alternatives, decoded with a wider beam)
     billed: bool = True
 
 

@@ -7,6 +7,8 @@ Owned here, once (docs/architecture.md, "A request's way"):
   detect (``auto``), the model version a KServe request names;
 - the limits (texts per request, characters per text and per request, empty texts), the
   text format and the decoding options, checked once into a :class:`ValidTranslation`;
+- n distinct alternatives of every text (``alternatives``): a beam of n + 1, widened for the
+  texts whose beam held fewer;
 - documents (``documents``): split by the rules of the request's source language, off the
   event loop on the bounded work pool when large;
 - the deadline, the request's own or the server's ``--request-timeout-seconds`` when that
@@ -38,7 +40,7 @@ from ..shared.config import Settings
 from ..shared.errors import DeadlineExceeded, ModelNotFound, echo
 from ..shared.metrics import Metrics
 from ..translation import DecodeOptions, StreamEvent
-from . import alignments, document_stream, documents, limits, mixed, pivot, quality, surrogates
+from . import alignments, alternatives, document_stream, documents, limits, mixed, pivot, quality, surrogates
 from .detection import make_detector
 from .glossary import DefaultGlossaries, compile_glossary
 from .languages import apply
@@ -51,7 +53,6 @@ from .requests import (
     Translated,
     TranslationRequest,
     ValidTranslation,
-    drained,
 )
 from .routing import Route, ServedLanguages
 from .source_detection import SourceDetection
@@ -100,15 +101,15 @@ class TranslationService:
 
     async def translate(self, request: TranslationRequest) -> Translated:
         """One result per text (document), in order: :meth:`events` drained to its reply (as TGI's
-        ``generate`` drains ``generate_stream``)."""
-        return await drained(self.events(request))
+        ``generate`` drains ``generate_stream``), with its ``distinct_alternatives`` (``alternatives``)."""
+        return await alternatives.translate(self.events, request, self.settings)
 
     async def stream(self, request: TranslationRequest) -> AsyncIterator[StreamEvent]:
         """The events of one text (document) as it is generated: :meth:`events` with its tokens, up
         to the one with the finish reason (the document's reply is not joined: nobody reads it).
         Closing the iterator frees its decoder rows; the first event's wait raises any error of
         the request before anything is sent."""
-        limits.check_stream(request.texts, request.options, request.alignments, request.quality)
+        limits.check_stream(request)
         async with contextlib.aclosing(self.events(request, tokens=True)) as events:
             async for event in events:
                 assert isinstance(event, StreamEvent), "a stream's finish event comes before its reply"

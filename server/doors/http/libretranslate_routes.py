@@ -27,15 +27,15 @@ the server needs one (upstream's "Please contact the server operator to get an A
 for a wrong ``api_key``; 429 when the translation queue is full. The service's typed errors
 (a language or pair not served, a limit, a format) are worded as upstream words them. The
 language pair picks the model (``service.routing``: the policy of every door; ``auto``: the
-service detects the source); ``alternatives`` n decodes with a beam of n + 1 and returns the other
-distinct hypotheses, a text short of n decoded again with a wider beam (``_widened``). ``api_key``
+service detects the source); ``alternatives`` n is the service's ``distinct_alternatives``: a beam
+of n + 1, the other distinct hypotheses, a text short of n decoded again with a wider beam
+(``service.alternatives``). ``api_key``
 is one of the server's bearer tokens, also accepted as the ``Authorization: Bearer`` header;
 ``/languages`` and ``/frontend/settings`` are open, as in LibreTranslate.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import Any
@@ -43,10 +43,9 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from ...service.document_results import reads
 from ...service.requests import Translated, TranslationRequest
 from ...service.routing import language_name
-from ...service.vocabulary import FILE_EXTENSIONS, FORMATS, TEXT, Hypothesis, WordAlignment
+from ...service.vocabulary import FILE_EXTENSIONS, FORMATS, TEXT, WordAlignment
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, ServingError
 from .. import params
@@ -141,40 +140,6 @@ def _flag(fields: dict[str, Any], name: str) -> bool:
     raise InvalidRequest(f"Invalid request: {name} parameter must be true or false")
 
 
-def _distinct(texts: list[str], best: str) -> list[str]:
-    """LibreTranslate's alternatives: other hypotheses, each once, none reading as the translation
-    (spacing aside, as the service tells an n-best list's texts apart)."""
-    seen, kept = {reads(best)}, []
-    for text in texts:
-        if (read := reads(text)) not in seen:
-            seen.add(read)
-            kept.append(text)
-    return kept
-
-
-def _alternatives_options(alternatives: int):
-    """``alternatives`` n: a beam of n + 1, every hypothesis returned."""
-    return _beam(alternatives + 1) if alternatives else params.decode_options({})
-
-
-def _beam(width: int):
-    return params.decode_options({"beam_size": width, "num_hypotheses": width})
-
-
-def _short(hypotheses: list[Hypothesis], alternatives: int) -> bool:
-    """Whether a text the model decoded (a blank one it did not) has fewer than ``alternatives``."""
-    best = hypotheses[0]
-    return bool(best.token_ids) and len(_distinct([h.text for h in hypotheses[1:]], best.text)) < alternatives
-
-
-def _with_wider(done: Translated, short: list[int], wider: Translated) -> Translated:
-    """``done`` with the hypotheses of a wider beam after those of the texts at ``short``."""
-    results = list(done.results)
-    for i, result in zip(short, wider.results, strict=True):
-        results[i] = dataclasses.replace(results[i], hypotheses=[*results[i].hypotheses, *result.hypotheses])
-    return dataclasses.replace(done, results=results)
-
-
 def _attention(a: WordAlignment) -> dict[str, Any]:
     """One sentence's word-level cross-attention: its words, its translation's words, and a row
     of weights over the source words for every target word (rows sum to 1)."""
@@ -191,11 +156,8 @@ def _reply(done: Translated, batch: bool, alternatives: int, attention: bool = F
     if done.detected:  # source auto: each text's own language
         detected = [{"confidence": d.confidence, "language": d.language} for d in done.detected]
         reply["detectedLanguage"] = detected if batch else detected[0]
-    if alternatives:
-        others = [
-            _distinct([h.text for h in r.hypotheses[1:]], b)[:alternatives]
-            for r, b in zip(done.results, best, strict=True)
-        ]
+    if alternatives:  # the service's: each text's distinct alternatives after its translation
+        others = [[h.text for h in r.hypotheses[1:]] for r in done.results]
         reply["alternatives"] = others if batch else others[0]
     if done.pivot:
         reply["pivot"] = done.pivot
@@ -237,7 +199,8 @@ class LibreTranslateRoutes:
             format=_string(fields, "format", TEXT),
             source_language=source,
             target_language=target,
-            options=_alternatives_options(alternatives),
+            options=params.decode_options({}),
+            distinct_alternatives=alternatives,
             glossary=params.glossary(fields),
             glossary_id=params.glossary_id(fields),
             alignments=_flag(fields, "alignments") or attention,
@@ -245,32 +208,7 @@ class LibreTranslateRoutes:
         )
         with upstream_words():
             done = await self.service.translate(wanted)
-            if alternatives:
-                done = await self._widened(wanted, done, alternatives)
         return json_response(_reply(done, batch, alternatives, attention), ensure_ascii=False)
-
-    async def _widened(self, wanted: TranslationRequest, done: Translated, alternatives: int) -> Translated:
-        """``done`` with n = ``alternatives`` distinct alternatives for every text whose beam of n + 1
-        held fewer (two token sequences can read as one text): those texts are decoded again with
-        a beam twice as wide, up to the server's widest (``--max-beam-size``, within
-        ``--max-active-sequences``), until they have n; the translation stays the beam of n + 1's
-        best (what the other doors answer for that beam), and texts with n cost nothing more."""
-        beam, call = alternatives + 1, wanted.caller
-        widest = min(self.settings.max_beam_size, self.settings.max_active_sequences)
-        counted = call.items, call.queue_s  # the request's texts, not a widening's
-        while beam < widest:
-            short = [i for i, r in enumerate(done.results) if _short(r.hypotheses, alternatives)]
-            if not short:
-                break
-            beam = min(widest, 2 * beam)
-            texts = tuple(wanted.texts[i] for i in short)
-            # the same texts again: their characters count once, as the request's (billed=False)
-            again = dataclasses.replace(
-                wanted, texts=texts, options=_beam(beam), alignments=False, quality=False, billed=False
-            )
-            done = _with_wider(done, short, await self.service.translate(again))
-        call.items, call.queue_s = counted
-        return done
 
     async def detect(self, request: web.Request, call: Call) -> web.Response:
         fields = await read_fields(request, self.settings.max_message_bytes)
