@@ -139,3 +139,31 @@ def test_an_fp16_in_place_translator_on_cuda_translates_the_same_with_and_withou
             runner = server.app.registry.models["translator-en-de"].engine._scheduler.runner
             assert (runner.buckets is not None and runner.buckets.captures > 0) == (buckets == "cuda-graphs")
     assert texts["cuda-graphs"] == texts["off"]
+
+
+def test_workers_sharing_one_classifier_process_on_cuda_answer_like_one_process(zoo_repo, serve):
+    """``--workers 2 --shared-classifier --provider cuda``: the session host opens the model on CUDA
+    once for both workers, and the labels are those of a one-process server on CUDA."""
+    import re
+
+    from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+    from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+    from tests.reliability.test_shared_classifier import _host_pid
+    from tests.reliability.test_workers import Workers
+
+    digits = [p.read_bytes() for p in sorted((EXAMPLES / "digits").glob("digit-*.png"))]
+    with serve(zoo_repo, provider="cuda") as server, server.client() as client:
+        expected = [r.labels[0].label for r in client.classify(digits, "digits-vit")]
+    shared = Workers(zoo_repo, "--shared-classifier", "--provider", "cuda", "--metrics-port", "-1")
+    try:
+        _host_pid(shared)
+        for channel in shared.channels(4):  # connections on both workers
+            stub = pb_grpc.InferenceServiceStub(channel)
+            images = [pb.ImageInput(encoded=d) for d in digits]
+            reply = stub.Classify(pb.ClassifyRequest(model="digits-vit", images=images), timeout=120)
+            assert [r.labels[0].label for r in reply.results] == expected
+        assert shared.stop() == 0
+    finally:
+        shared.stop()
+    log = "".join(shared.log)
+    assert len(re.findall(r"session host: model\.onnx opened on CUDAExecutionProvider", log)) == 1, log
