@@ -191,19 +191,20 @@ class Workers:
         """Wait for every worker to exit; a worker that exits unasked stops the rest. 0 = all drained cleanly."""
         failed = False
         kill_at: float | None = None
-        alive = list(self.procs)
+        alive, host = list(self.procs), self.host
         while alive:
             if self.stopping and kill_at is None:
                 kill_at = time.monotonic() + self.settings.grace_seconds + KILL_AFTER_S
             timeout = None if kill_at is None else max(0.0, kill_at - time.monotonic())
-            host = [self.host.proc.sentinel] if self.host is not None and self.host.proc.is_alive() else []
-            wait([p.sentinel for p in alive] + host, timeout=timeout)
-            if self.host is not None and not self.host.proc.is_alive() and not self.stopping:
-                log.error(
-                    "the shared classifier process exited with code %s: stopping the workers", self.host.proc.exitcode
-                )
-                failed = True
-                self.forward(signal.SIGTERM)
+            # the session host's sentinel until its end is seen (it may have died before this loop began)
+            wait([p.sentinel for p in alive] + ([host.proc.sentinel] if host else []), timeout=timeout)
+            if host is not None and not host.proc.is_alive():
+                if not self.stopping:
+                    code = host.proc.exitcode
+                    log.error("the shared classifier process exited with code %s: stopping the workers", code)
+                    failed = True
+                    self.forward(signal.SIGTERM)
+                host = None
             for proc in [p for p in alive if not p.is_alive()]:
                 alive.remove(proc)
                 if proc.exitcode != 0 or not self.stopping:

@@ -281,3 +281,30 @@ def test_a_remote_session_runs_like_its_own_and_a_graph_the_host_cannot_load_fai
     with pytest.raises(ProviderError, match="cannot be reached"):  # a load: a load failure
         RemoteSession(address, graph, "cpu", 1)
     assert not [p for p in os.listdir("/dev/shm") if p.startswith(f"attnserve-{os.getpid()}-")]
+
+
+def _sleep_until_terminated() -> None:
+    time.sleep(120)
+
+
+def test_a_session_host_dead_before_the_parent_waits_still_stops_the_set():
+    """The host may die between its start-up and the parent's wait for the set (a kill right after
+    start-up): the parent still sees it, stops the workers and reports the failure, promptly."""
+    from types import SimpleNamespace
+
+    from attnserve.server.entry.workers import Workers as Parent
+
+    ctx = multiprocessing.get_context("spawn")
+    host, worker = ctx.Process(target=int), ctx.Process(target=_sleep_until_terminated)
+    host.start()
+    host.join(30)
+    assert not host.is_alive()
+    worker.start()
+    parent = Parent(Settings(workers=2, grace_seconds=1.0))
+    parent.procs, parent.host = [worker], SimpleNamespace(proc=host)
+    started = time.monotonic()
+    try:
+        assert parent.wait_all() == 1
+    finally:
+        worker.kill()
+    assert time.monotonic() - started < 30 and not worker.is_alive()
