@@ -104,7 +104,9 @@ class DevicePlacement(Placement):
         :meth:`alloc` within twice the most bytes released at once: an engine between bursts keeps
         its cache's device memory, and the buffers of the capacities a burst grew through; the
         oldest released go first."""
-        values = [t for t in tensors if isinstance(t, ort.OrtValue) and not any(t is v for _, v in self._pool)]
+        pooled = {id(v) for _, v in self._pool}
+        values = [t for t in tensors if isinstance(t, ort.OrtValue) and id(t) not in pooled]
+        values = list({id(v): v for v in values}.values())  # each once: one held twice would be handed out twice
         keys = [(tuple(v.shape()), v.data_type()) for v in values]
         self.pool_limit = max(self.pool_limit, 2 * sum(_value_bytes(k) for k in keys))
         for key, value in zip(keys, values):
