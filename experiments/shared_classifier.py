@@ -2,12 +2,13 @@
 
 ``--clients`` processes (the workers' stand-ins) send batches of ``--batch`` images of the light
 ViT (224 x 224 inputs, almost no compute: ``benchmarks.server.LIGHT``) through ``RemoteSession`` to
-a session host, back to back for ``--seconds``. The host's CPU time (``/proc``) minus onnxruntime's
-for the same images (the batch run in this process, timed with the process's CPU clock) is the
-host's own cost per image: receiving, mapping, merging (a copy of each batch that runs with
-another), replying. On a GPU that cost bounds the images/s one host can feed; the clients' CPU per
-image (writing the batch into the mapped file, waiting, reading the outputs) is what each worker
-adds to its serving path.
+a session host started as the server starts it (``workers.SessionHostProcess``), back to back for
+``--seconds``. The host's CPU time (``/proc``) minus onnxruntime's for the same images
+(``server_profile.onnxruntime_cpu_ms_per_image``: the batch run in this process) is the host's own
+cost per image: receiving, mapping, merging (a copy of each batch that runs with another),
+replying. On a GPU that cost bounds the images/s one host can feed; the clients' CPU per image
+(writing the batch into the mapped file, waiting, reading the outputs) is what each worker adds to
+its serving path.
 
     python -m experiments.shared_classifier --clients 2 --batch 8 32 --seconds 5
 """
@@ -17,9 +18,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,16 +26,12 @@ from typing import Any
 import numpy as np
 
 from attnserve.benchmarks.common import DEFAULT_OUT, DEFAULT_WORK, header, machine, table, write_results
+from attnserve.benchmarks.pyspy import process_cpu_seconds
 from attnserve.benchmarks.server import LIGHT
+from attnserve.benchmarks.server_profile import onnxruntime_cpu_ms_per_image
 from attnserve.benchmarks.vit import export
 
 QUICK = dict(image_size=32, patch_size=8, dim=16, depth=1, num_heads=2, num_classes=10)
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _client(address: str, model: str, shape: tuple, seconds: float, conn) -> None:
@@ -57,32 +52,15 @@ def _client(address: str, model: str, shape: tuple, seconds: float, conn) -> Non
     conn.send({"mean_run_rows": float(np.mean(rows))})
 
 
-def _in_process_cpu(model: Path, shape: tuple, repeats: int) -> float:
-    """onnxruntime's CPU seconds per image on one thread, the batch run in this process."""
-    from attnserve.server.shared.onnx_sessions import create_session
-
-    session = create_session(model, "cpu", 1)
-    pixels = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
-    session.run(None, {"pixels": pixels})
-    cpu = time.process_time()
-    for _ in range(repeats):
-        session.run(None, {"pixels": pixels})
-    return (time.process_time() - cpu) / (repeats * shape[0])
-
-
 def measure(model: Path, shape: tuple, clients: int, seconds: float, max_rows: int) -> dict[str, Any]:
-    from attnserve.server.entry.session_host import host_main
+    from attnserve.server.entry.workers import SessionHostProcess
     from attnserve.server.shared.config import Settings
 
     ctx = multiprocessing.get_context("spawn")
-    folder = tempfile.mkdtemp(prefix="attnserve-probe-")
-    address = os.path.join(folder, "sessions.sock")
-    ready, host_end = ctx.Pipe(duplex=False)
-    host = ctx.Process(
-        target=host_main, args=(Settings(max_batch_size=max_rows), address, host_end, "warning", os.getpid())
-    )
-    host.start()
-    ready.recv()
+    host = SessionHostProcess(Settings(max_batch_size=max_rows, log_level="warning"))  # the server's own
+    if (error := host.wait_ready()) is not None:
+        raise SystemExit(error)
+    address = host.address
     links, procs = [], []
     try:
         for _ in range(clients):
@@ -91,18 +69,16 @@ def measure(model: Path, shape: tuple, clients: int, seconds: float, max_rows: i
             procs[-1].start()
             links.append(ours)
         time.sleep(1.0)  # every client's warm-up run done
-        host_cpu = _cpu_seconds(host.pid)
+        host_cpu = process_cpu_seconds(host.proc.pid)
         for link in links:
             link.send("go")
         results = [link.recv() for link in links]
-        host_cpu = _cpu_seconds(host.pid) - host_cpu
+        host_cpu = process_cpu_seconds(host.proc.pid) - host_cpu
         merged = [link.recv()["mean_run_rows"] for link in links]
     finally:
         for proc in procs:
             proc.join(30)
-        host.terminate()
-        host.join(30)
-        shutil.rmtree(folder, ignore_errors=True)
+        host.stop()
     images = sum(r["batches"] for r in results) * shape[0]
     wall = max(r["wall_s"] for r in results)
     return {
@@ -142,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for batch in args.batch:
         shape = (batch, 3, size, size)
-        ort_us = 1e6 * _in_process_cpu(model / "model.onnx", shape, 5 if args.quick else 50)
+        ort_us = 1e3 * onnxruntime_cpu_ms_per_image(model, 1, batch, "cpu")
         row = {
             "batch": batch,
             "clients": args.clients,

@@ -173,9 +173,13 @@ class ImageClassifier:
                 return [Refused(reason)]
             return [self.infer(values[None])[0]]  # (1, C, H, W), a view
         refused: list[str | None] = [None] * len(items)
-        buffer = self._buffers.pop() if self._buffers else None
-        if buffer is None or len(buffer) < len(items):
-            buffer = np.empty((len(items), self.prep.channels, self.prep.image_size, self.prep.image_size), np.float32)
+        shape = (len(items), self.prep.channels, self.prep.image_size, self.prep.image_size)
+        if isinstance(self.session, RemoteSession):  # assembled where the session host reads it: not copied again
+            buffer = self.session.staging(shape)
+        else:
+            buffer = self._buffers.pop() if self._buffers else None
+            if buffer is None or len(buffer) < len(items):
+                buffer = np.empty(shape, np.float32)
         try:
             pixels = self._assemble(items, buffer[: len(items)])  # (B, C, H, W)
             rows = pixels.reshape(len(items), -1)  # (B, C*H*W), a view
@@ -186,7 +190,8 @@ class ImageClassifier:
                         rows[i].fill(0.0)
             probs = self.infer(pixels)  # (B, K)
         finally:
-            self._buffers.append(buffer)
+            if not isinstance(self.session, RemoteSession):
+                self._buffers.append(buffer)
         return [p if r is None else Refused(r) for p, r in zip(probs, refused)]
 
     @staticmethod

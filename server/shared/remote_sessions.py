@@ -73,31 +73,36 @@ def connect(address: str) -> Connection:
 
 
 class Segment:
-    """A memory-mapped file this process writes a run's inputs into; unlinked once the host mapped it."""
+    """A memory-mapped file this process writes a run's inputs into; unlinked once the host mapped
+    it (the host keeps its mapping by ``path``)."""
 
     def __init__(self, size: int) -> None:
         self.size = max(MIN_SEGMENT_BYTES, 1 << (size - 1).bit_length())
-        fd, path = tempfile.mkstemp(prefix=f"attnserve-{os.getpid()}-", dir=SEGMENT_DIR)
+        fd, self.path = tempfile.mkstemp(prefix=f"attnserve-{os.getpid()}-", dir=SEGMENT_DIR)
         try:
             os.ftruncate(fd, self.size)
             self.map = mmap.mmap(fd, self.size)
         finally:
             os.close(fd)
-        self.path: str | None = path  # until the host maps it
+        self.linked = True  # until the host has mapped it
 
     def unlink(self) -> None:
-        if self.path is not None:
+        if self.linked:
+            self.linked = False
             try:
                 os.unlink(self.path)
             except FileNotFoundError:
                 pass
-            self.path = None
+
+    def array(self, shape: tuple, dtype) -> np.ndarray:
+        """An array of ``shape`` at the start of the file."""
+        dtype = np.dtype(dtype)
+        return np.frombuffer(self.map, dtype, int(np.prod(shape, dtype=np.int64)), 0).reshape(shape)
 
 
 class _Link(threading.local):
     conn: Connection | None = None
     segment: Segment | None = None
-    sent_path: str = ""  # the path of the segment the host was told of
 
 
 class RemoteSession:
@@ -126,29 +131,35 @@ class RemoteSession:
     def get_providers(self) -> list[str]:
         return self._providers
 
+    def staging(self, shape: tuple, dtype=np.float32) -> np.ndarray:
+        """An array of ``shape`` in this thread's mapped file: a batch assembled in it is run
+        without being copied again (the classifier's batch buffer)."""
+        return self._segment(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize).array(shape, dtype)
+
     def run(self, output_names, feeds: dict, run_options=None) -> list[np.ndarray]:
         """The outputs ``output_names`` (None: all) of the graph on ``feeds``, run in the host:
-        alone, or in one run with other workers' batches of the same model and shapes."""
+        alone, or in one run with other workers' batches of the same model and shapes. An input
+        that is this thread's :meth:`staging` array is already in place."""
         arrays = {name: np.ascontiguousarray(value) for name, value in feeds.items()}
         specs, offset = [], 0
         for name, a in arrays.items():
             specs.append((name, a.dtype.str, a.shape, offset))
             offset += -(-a.nbytes // ALIGN) * ALIGN
         segment = self._segment(offset)
+        base = np.frombuffer(segment.map, np.uint8, 1).ctypes.data
         for (_, _, _, at), a in zip(specs, arrays.values()):
-            if a.nbytes:
+            if a.nbytes and a.ctypes.data != base + at:
                 np.frombuffer(segment.map, np.uint8, a.nbytes, at)[:] = a.reshape(-1).view(np.uint8)
         names = list(output_names) if output_names else [o.name for o in self._outputs]
-        fresh = segment.path is not None
+        fresh = segment.linked
         try:
-            reply = self._call(("run", self.key, names, specs, segment.path or self._link.sent_path, segment.size))
+            outputs, rows = self._call(("run", self.key, names, specs, segment.path, segment.size))
         except (InferenceFailed, ProcessGone):
             if fresh:  # the host may not have mapped it: the next run makes another
                 self._link.segment = None
             raise
         finally:
             segment.unlink()  # mapped by the host now (or never to be): the name is no longer needed
-        outputs, rows = reply
         if self.on_run is not None:
             self.on_run(rows)
         return outputs
@@ -181,8 +192,6 @@ class RemoteSession:
             link.conn = connect(self.address)
         try:
             link.conn.send(message)
-            if message[0] == "run":
-                link.sent_path = message[4]
             status, value = link.conn.recv()
         except (OSError, EOFError) as exc:
             link.conn = None

@@ -256,6 +256,10 @@ def test_a_remote_session_runs_like_its_own_and_a_graph_the_host_cannot_load_fai
             pixels = np.random.default_rng(n).random((n, 1, 16, 16), np.float32)
             (got,) = remote.run(None, {"pixels": pixels})
             np.testing.assert_allclose(got, local.run(None, {"pixels": pixels})[0], atol=1e-5)
+            staged = remote.staging(pixels.shape)  # a batch assembled in the mapped file, as the classifier does
+            staged[:] = pixels[::-1]
+            (got,) = remote.run(None, {"pixels": staged})
+            np.testing.assert_allclose(got, local.run(None, {"pixels": pixels[::-1].copy()})[0], atol=1e-5)
         # a model reloaded with the same graph (its labels changed): two holds on one session, and
         # the old version's close leaves the new one running
         again = RemoteSession(address, graph, "cpu", 1)
