@@ -41,6 +41,7 @@ reload a multi-worker server with SIGHUP to the parent.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import multiprocessing
@@ -56,6 +57,7 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection, wait
 
 from ..shared.config import Settings
+from ..shared.rate_table import create_table
 from .lifeline import follow_parent
 
 log = logging.getLogger("attnserve.server")
@@ -86,16 +88,26 @@ def reserve_port(host: str, port: int) -> tuple[socket.socket, int]:
 
 
 def _worker_main(
-    settings: Settings, index: int, conn: Connection, metrics: bool, log_level: str, parent: int, host: str | None
+    settings: Settings,
+    index: int,
+    conn: Connection,
+    metrics: bool,
+    log_level: str,
+    parent: int,
+    host: str | None,
+    rates: tuple[str, bytes],
 ) -> None:
     """Entry point of one worker process (spawned): a whole server on the shared ports; its
-    classification models' sessions in the session host at ``host``, when there is one."""
+    classification models' sessions in the session host at ``host``, when there is one; its
+    clients' request rates in the table ``rates`` (path, key) every worker counts in."""
     import asyncio
 
+    from ..shared.rate_table import use_table
     from ..shared.remote_sessions import use_host
 
     follow_parent(parent)
     use_host(host)
+    use_table(*rates)
     # SIGHUP's default action ends a process: until serve() installs its reload handler, a SIGHUP
     # from elsewhere (a terminal's process group) is ignored; the parent holds the reloads it is
     # asked for until this worker reports ready (Workers.forward, Workers.wait_ready).
@@ -133,15 +145,18 @@ class Workers:
         self.reload_pending: set[int] = set()  # got a SIGHUP before they were ready: sent again then
         self.stopping = False
         self.host: SessionHostProcess | None = None  # --shared-classifier: the process the workers' sessions run in
+        self.rates: tuple[str, bytes] | None = None  # (path, key): the clients' request rates, every worker's
 
     def start(self, worker_settings: Settings, metrics: bool) -> None:
         ctx = multiprocessing.get_context("spawn")
         host = self.host.address if self.host is not None else None
+        self.rates = create_table()
         for index in range(self.settings.workers):
             parent_end, child_end = ctx.Pipe(duplex=False)
+            args = (worker_settings, index, child_end, metrics, self.settings.log_level, os.getpid(), host, self.rates)
             proc = ctx.Process(
                 target=_worker_main,
-                args=(worker_settings, index, child_end, metrics, self.settings.log_level, os.getpid(), host),
+                args=args,
                 name=f"attnserve-worker-{index}",
             )
             proc.start()
@@ -177,6 +192,13 @@ class Workers:
                         self.reload_pending.discard(index)
                         os.kill(self.procs[index].pid, signal.SIGHUP)
         return None
+
+    def unlink_rates(self) -> None:
+        """Once every worker has opened the rates table (they are ready), or the set ends: its file
+        leaves /dev/shm, the workers' mappings stay."""
+        if self.rates is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.rates[0])
 
     def forward(self, sig: int) -> None:
         if sig in (signal.SIGTERM, signal.SIGINT):
@@ -327,6 +349,7 @@ def run(settings: Settings) -> int:
                 return 1
         workers.start(worker_settings, metrics)
         error = workers.wait_ready()
+        workers.unlink_rates()
         if error is not None:
             print(f"attnserve-server: error: {error}", file=sys.stderr)
             workers.forward(signal.SIGTERM)
@@ -354,5 +377,7 @@ def run(settings: Settings) -> int:
     finally:
         for sock in held:
             sock.close()
+        if workers is not None:
+            workers.unlink_rates()
         if workers is not None and workers.host is not None:
             workers.host.stop()

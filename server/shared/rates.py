@@ -21,12 +21,13 @@ before the rates and counts in neither them nor the refusals, so a ban ends on t
 the client knocks; as upstream's, a client whose ban has ended still owes the refusals not yet
 forgiven, so one more refusal soon after bans it again.
 
-The buckets live in memory, per server process: with ``--workers N`` each worker counts the
-requests of the connections it accepted, so a client whose connections reach several workers
-gets up to N times the rates (docs/operations.md). Clients are kept least recently seen first: a
-client whose buckets have refilled, refusals been forgiven and ban ended is dropped as the next
-request passes it, and past ``MAX_CLIENTS`` the least recently seen is forgotten (a full bucket
-and no ban again), so a flood of new addresses costs bounded memory.
+A client's state is ``SLOTS`` timestamps: one bucket per period (minute, hour, day, whichever are
+set), the refusals' and the ban's end. One server process keeps them in :class:`ClientMemory`,
+least recently seen first: a client whose buckets have refilled, refusals been forgiven and ban
+ended is dropped as the next request passes it, and past ``MAX_CLIENTS`` the least recently seen
+is forgotten (a full bucket and no ban again), so a flood of new addresses costs bounded memory.
+The processes of ``--workers N`` share one table instead (``rate_table.py``), so a client gets its
+rates whichever worker its connections reach.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ import ipaddress
 import time
 import urllib.parse
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
-from typing import NamedTuple
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import NamedTuple, Protocol
 
 from .errors import Banned, RateLimited
 
@@ -48,6 +50,10 @@ PERIODS = (
     ("requests_per_day", 86400.0, "day"),
 )
 RATE_NAMES = tuple(name for name, _, _ in PERIODS)
+# a client's timestamps: each period's bucket (RATE_NAMES' order), then the refusals', then the ban's end
+REFUSALS, BAN = len(PERIODS), len(PERIODS) + 1
+SLOTS = len(PERIODS) + 2
+_SLOT = {name: i for i, name in enumerate(RATE_NAMES)}
 
 
 class Rate(NamedTuple):
@@ -107,67 +113,30 @@ def peer_host(peer: str) -> str:
     return rest.rsplit(":", 1)[0].strip("[]")
 
 
-class RateLimiter:
-    """The buckets of every client of one server process; ``clock`` is monotonic seconds.
-    ``ban_after`` refusals (0: no ban), less one forgiven every ``ban_seconds``, ban a client for
-    ``ban_seconds``."""
+class Clients(Protocol):
+    """Where the clients' timestamps are kept: :class:`ClientMemory` or ``rate_table.ClientTable``."""
 
-    def __init__(
-        self,
-        rates: tuple[Rate, ...],
-        overrides: Mapping[str, tuple[Rate, ...]] | None = None,
-        clock: Callable[[], float] = time.monotonic,
-        max_clients: int = MAX_CLIENTS,
-        *,
-        ban_after: int = 0,
-        ban_seconds: float = 600.0,
-    ) -> None:
-        self.rates = rates  # every client's, but a token with its own
-        self.overrides = dict(overrides or {})  # key (a token's sha256) -> its rates
-        self.clock, self.max_clients = clock, max_clients
-        self.ban_after, self.ban_seconds = ban_after, ban_seconds
-        # client -> the time each of its rates' buckets is full again (GCRA's "theoretical arrival
-        # time"), then the time its refusals are all forgiven, then the time its ban ends
+    def state(self, client: str, now: float):
+        """A context giving ``client``'s ``SLOTS`` timestamps (0.0 for a client not kept: a full
+        bucket, no refusal, no ban) as a list, kept as the caller leaves it."""
+
+
+class ClientMemory:
+    """The clients of one process, least recently seen first, at most ``max_clients``."""
+
+    def __init__(self, max_clients: int = MAX_CLIENTS) -> None:
+        self.max_clients = max_clients
         self._full_at: OrderedDict[str, list[float]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._full_at)
 
-    def admit(self, caller: Caller) -> None:
-        """Count one request of ``caller``, or raise RateLimited naming the rate it is past (the
-        one to wait longest for) and leave its buckets as they were; Banned while it is banned,
-        and for the refusal that bans it."""
-        rates = self.overrides.get(caller.key, self.rates) if caller.key else self.rates
-        if not rates:
-            return
-        now, client = self.clock(), caller.client
-        full_at = self._full_at.pop(client, None) or [now] * (len(rates) + 2)
+    @contextmanager
+    def state(self, client: str, now: float) -> Iterator[list[float]]:
+        full_at = self._full_at.pop(client, None) or [0.0] * SLOTS
         self._forget(now)
         self._full_at[client] = full_at
-        if full_at[-1] > now:
-            raise Banned(self.ban_after, self.ban_seconds, full_at[-1] - now)
-        taken, refused, wait = [], None, 0.0
-        for rate, full in zip(rates, full_at):
-            after = max(full, now) + rate.seconds / rate.limit  # the bucket with this request taken
-            if after - now > rate.seconds * (1 + 1e-9):  # it would hold more than the rate: no room
-                if after - now - rate.seconds > wait:
-                    refused, wait = rate, after - now - rate.seconds
-            taken.append(after)
-        if refused is None:
-            full_at[: len(rates)] = taken
-            return
-        if self.ban_after and self._bans(full_at, now):
-            raise Banned(self.ban_after, self.ban_seconds, self.ban_seconds)
-        raise RateLimited(refused.limit, refused.period, refused.reason, refused.where, wait)
-
-    def _bans(self, full_at: list[float], now: float) -> bool:
-        """Count one refusal of a client (``full_at``'s last two: when its refusals are all
-        forgiven, when its ban ends); True, with its ban begun, when it holds ``ban_after`` of them."""
-        full_at[-2] = max(full_at[-2], now) + self.ban_seconds
-        if full_at[-2] - now <= (self.ban_after - 1) * self.ban_seconds * (1 + 1e-9):
-            return False
-        full_at[-1] = now + self.ban_seconds
-        return True
+        yield full_at
 
     def _forget(self, now: float) -> None:
         """Drop the least recently seen clients whose buckets are full again, refusals forgiven and
@@ -178,3 +147,66 @@ class RateLimiter:
             if max(full_at) > now and len(self._full_at) < self.max_clients:
                 return
             del self._full_at[client]
+
+
+class RateLimiter:
+    """The buckets of every client, in ``clients`` (this process's :class:`ClientMemory` of at
+    most ``max_clients`` unless given); ``clock`` is monotonic seconds. ``ban_after`` refusals
+    (0: no ban), less one forgiven every ``ban_seconds``, ban a client for ``ban_seconds``."""
+
+    def __init__(
+        self,
+        rates: tuple[Rate, ...],
+        overrides: Mapping[str, tuple[Rate, ...]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        max_clients: int = MAX_CLIENTS,
+        *,
+        ban_after: int = 0,
+        ban_seconds: float = 600.0,
+        clients: Clients | None = None,
+    ) -> None:
+        self.rates = rates  # every client's, but a token with its own
+        self.overrides = dict(overrides or {})  # key (a token's sha256) -> its rates
+        self.clock = clock
+        self.ban_after, self.ban_seconds = ban_after, ban_seconds
+        self.clients = clients if clients is not None else ClientMemory(max_clients)
+
+    def admit(self, caller: Caller) -> None:
+        """Count one request of ``caller``, or raise RateLimited naming the rate it is past (the
+        one to wait longest for) and leave its buckets as they were; Banned while it is banned,
+        and for the refusal that bans it."""
+        rates = self.overrides.get(caller.key, self.rates) if caller.key else self.rates
+        if not rates:
+            return
+        now = self.clock()
+        with self.clients.state(caller.client, now) as full_at:
+            self._admit(rates, full_at, now)
+
+    def _admit(self, rates: tuple[Rate, ...], full_at: list[float], now: float) -> None:
+        """:meth:`admit` on a client's timestamps, which it updates (the time each of its rates'
+        buckets is full again: GCRA's "theoretical arrival time", when its refusals are all
+        forgiven, when its ban ends)."""
+        if full_at[BAN] > now:
+            raise Banned(self.ban_after, self.ban_seconds, full_at[BAN] - now)
+        taken, refused, wait = [], None, 0.0
+        for rate in rates:
+            after = max(full_at[_SLOT[rate.reason]], now) + rate.seconds / rate.limit  # with this request taken
+            if after - now > rate.seconds * (1 + 1e-9):  # it would hold more than the rate: no room
+                if after - now - rate.seconds > wait:
+                    refused, wait = rate, after - now - rate.seconds
+            taken.append(after)
+        if refused is None:
+            for rate, after in zip(rates, taken):
+                full_at[_SLOT[rate.reason]] = after
+            return
+        if self.ban_after and self._bans(full_at, now):
+            raise Banned(self.ban_after, self.ban_seconds, self.ban_seconds)
+        raise RateLimited(refused.limit, refused.period, refused.reason, refused.where, wait)
+
+    def _bans(self, full_at: list[float], now: float) -> bool:
+        """Count one refusal of a client; True, with its ban begun, when it holds ``ban_after`` of them."""
+        full_at[REFUSALS] = max(full_at[REFUSALS], now) + self.ban_seconds
+        if full_at[REFUSALS] - now <= (self.ban_after - 1) * self.ban_seconds * (1 + 1e-9):
+            return False
+        full_at[BAN] = now + self.ban_seconds
+        return True

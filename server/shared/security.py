@@ -24,6 +24,7 @@ import grpc
 
 from .config import ConfigError, Settings
 from .errors import echo
+from .rate_table import shared_table
 from .rates import RATE_NAMES, RateLimiter, rates_of
 
 log = logging.getLogger(__name__)
@@ -124,7 +125,8 @@ def character_quotas(settings: Settings) -> dict[str, int]:
 def rate_limiter(settings: Settings) -> RateLimiter | None:
     """Every client's request rates (``--requests-per-minute``, ``--requests-per-hour``,
     ``--requests-per-day``) and those the token file gives its tokens, each over the defaults it
-    does not name, with the ban of ``--ban-after-refusals``; None where no client has any rate."""
+    does not name, with the ban of ``--ban-after-refusals``, counted in the workers' shared table
+    under ``--workers N``; None where no client has any rate."""
     defaults = {name: getattr(settings, name) for name in RATE_NAMES}
     rates = rates_of(defaults, _flag)
     overrides = {
@@ -135,7 +137,13 @@ def rate_limiter(settings: Settings) -> RateLimiter | None:
         if settings.ban_after_refusals:
             log.warning("ban_after_refusals: no client has a request rate to be refused by, so none is banned")
         return None
-    return RateLimiter(rates, overrides, ban_after=settings.ban_after_refusals, ban_seconds=settings.ban_seconds)
+    return RateLimiter(
+        rates,
+        overrides,
+        ban_after=settings.ban_after_refusals,
+        ban_seconds=settings.ban_seconds,
+        clients=shared_table(),  # the workers' table with --workers N, else this process's memory
+    )
 
 
 def _flag(name: str) -> str:

@@ -249,3 +249,32 @@ def test_a_port_a_stopped_server_just_served_on_is_reserved_again():
     sock, got = reserve_port("127.0.0.1", port)
     sock.close()
     assert got == port
+
+
+def test_workers_count_a_clients_request_rate_together(vit_dirs, tmp_path):
+    """--requests-per-minute 3 with two workers: a client whose connections the kernel spreads over
+    both gets 3 requests a minute in all, not 3 from each; both workers refuse the rest."""
+    repo = tmp_path / "repo"
+    shutil.copytree(vit_dirs["digits"], repo / "digits")
+    server = Workers(repo, "--requests-per-minute", "3")
+    try:
+        assert not [name for name in os.listdir("/dev/shm") if name.startswith("attnserve-rates-")]
+        image, admitted, refused = digit_png(3), 0, 0
+        for channel in server.channels() * 2:  # each connection twice
+            try:
+                _classify(channel, "digits", image)
+                admitted += 1
+            except grpc.RpcError as exc:
+                assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, exc.details()
+                refused += 1
+        assert (admitted, refused) == (3, 2 * CONNECTIONS - 3)
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.metrics_port}/metrics", timeout=10) as reply:
+            text = reply.read().decode()
+        by_worker: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name == "attnserve_rate_limited_total":
+                    by_worker[s.labels["worker"]] = by_worker.get(s.labels["worker"], 0.0) + s.value
+        assert sorted(by_worker) == ["0", "1"] and sum(by_worker.values()) == 2 * CONNECTIONS - 3
+    finally:
+        assert server.stop() == 0

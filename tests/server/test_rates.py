@@ -5,11 +5,14 @@ tests/server/http/test_rate_limits.py and test_rate_bans.py."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from attnserve.server.shared.config import ConfigError
 from attnserve.server.shared.config_sources import resolve_settings
 from attnserve.server.shared.errors import Banned, RateLimited
+from attnserve.server.shared.rate_table import ClientTable, create_table
 from attnserve.server.shared.rates import Caller, RateLimiter, address_of, peer_host, rates_of
 from attnserve.server.shared.security import key_digest, load_tokens, rate_limiter, token_rates
 
@@ -22,10 +25,26 @@ class Clock:
         return self.now
 
 
-def limiter(clock: Clock, overrides: dict | None = None, ban_after: int = 0, **values: int) -> RateLimiter:
+def limiter(
+    clock: Clock, overrides: dict | None = None, ban_after: int = 0, clients=None, **values: int
+) -> RateLimiter:
     rates = rates_of(values, lambda name: "--" + name.replace("_", "-"))
     own = {key: rates_of(v, lambda name: "its own") for key, v in (overrides or {}).items()}
-    return RateLimiter(rates, own, clock, ban_after=ban_after, ban_seconds=600.0)
+    return RateLimiter(rates, own, clock, ban_after=ban_after, ban_seconds=600.0, clients=clients)
+
+
+@pytest.fixture(params=["one process", "the workers' table"])
+def clients(request):
+    """Where the buckets are kept: one process's memory (None: the default), or the table the
+    processes of --workers N share (rate_table.py), which must count the same."""
+    if request.param == "one process":
+        yield None
+        return
+    path, key = create_table(1000)
+    table = ClientTable(path, key)
+    os.unlink(path)
+    yield table
+    table.close()
 
 
 def refusal(limits: RateLimiter, caller: Caller) -> RateLimited:
@@ -37,9 +56,9 @@ def refusal(limits: RateLimiter, caller: Caller) -> RateLimited:
 ALICE, BOB = Caller(key_digest("alice"), "10.0.0.1"), Caller(key_digest("bob"), "10.0.0.1")
 
 
-def test_three_a_minute_lets_three_in_at_once_then_one_every_20_seconds():
+def test_three_a_minute_lets_three_in_at_once_then_one_every_20_seconds(clients):
     clock = Clock()
-    limits = limiter(clock, requests_per_minute=3)
+    limits = limiter(clock, clients=clients, requests_per_minute=3)
     for _ in range(3):
         limits.admit(ALICE)
     refused = refusal(limits, ALICE)
@@ -58,9 +77,9 @@ def test_three_a_minute_lets_three_in_at_once_then_one_every_20_seconds():
     refusal(limits, ALICE)
 
 
-def test_clients_have_buckets_of_their_own():
+def test_clients_have_buckets_of_their_own(clients):
     clock = Clock()
-    limits = limiter(clock, requests_per_minute=1)
+    limits = limiter(clock, clients=clients, requests_per_minute=1)
     limits.admit(ALICE)
     refusal(limits, ALICE)
     limits.admit(BOB)  # another token at the same address
@@ -69,9 +88,9 @@ def test_clients_have_buckets_of_their_own():
     refusal(limits, Caller("", "10.0.0.1"))
 
 
-def test_a_refusal_names_the_rate_to_wait_longest_for():
+def test_a_refusal_names_the_rate_to_wait_longest_for(clients):
     clock = Clock()
-    limits = limiter(clock, requests_per_minute=2, requests_per_day=3)
+    limits = limiter(clock, clients=clients, requests_per_minute=2, requests_per_day=3)
     limits.admit(ALICE)
     limits.admit(ALICE)
     assert refusal(limits, ALICE).reason == "requests_per_minute"
@@ -84,9 +103,9 @@ def test_a_refusal_names_the_rate_to_wait_longest_for():
     assert "3 per day for this client (--requests-per-day)" in str(refused)
 
 
-def test_an_hourly_rate_refuses_once_the_hour_is_spent_whatever_the_minute_allows():
+def test_an_hourly_rate_refuses_once_the_hour_is_spent_whatever_the_minute_allows(clients):
     clock = Clock()
-    limits = limiter(clock, requests_per_minute=3, requests_per_hour=4)
+    limits = limiter(clock, clients=clients, requests_per_minute=3, requests_per_hour=4)
     for _ in range(3):
         limits.admit(ALICE)
     clock.now += 60
@@ -99,9 +118,9 @@ def test_an_hourly_rate_refuses_once_the_hour_is_spent_whatever_the_minute_allow
     limits.admit(ALICE)
 
 
-def test_refusals_ban_a_client_for_the_ban_period_whatever_its_rates_allow():
+def test_refusals_ban_a_client_for_the_ban_period_whatever_its_rates_allow(clients):
     clock = Clock()
-    limits = limiter(clock, ban_after=3, requests_per_minute=1)
+    limits = limiter(clock, clients=clients, ban_after=3, requests_per_minute=1)
     limits.admit(ALICE)
     refusal(limits, ALICE)
     refusal(limits, ALICE)
@@ -121,9 +140,9 @@ def test_refusals_ban_a_client_for_the_ban_period_whatever_its_rates_allow():
     assert isinstance(refusal(limits, ALICE), Banned)
 
 
-def test_one_refusal_is_forgiven_every_ban_period_and_a_banned_request_counts_nowhere():
+def test_one_refusal_is_forgiven_every_ban_period_and_a_banned_request_counts_nowhere(clients):
     clock = Clock()
-    limits = limiter(clock, ban_after=2, requests_per_minute=1)
+    limits = limiter(clock, clients=clients, ban_after=2, requests_per_minute=1)
     limits.admit(ALICE)
     assert not isinstance(refusal(limits, ALICE), Banned)
     clock.now += 600  # that refusal is forgiven
@@ -146,17 +165,18 @@ def test_banned_clients_are_forgotten_once_forgiven_and_memory_stays_bounded():
         caller = Caller("", f"10.1.{i // 250}.{i % 250}")
         limits.admit(caller)
         assert isinstance(refusal(limits, caller), Banned)
-    assert len(limits) == 100
+    assert len(limits.clients) == 100
     clock.now += 600  # every ban over, every refusal forgiven: each is forgotten as the next request passes it
     limits.admit(BOB)
-    assert len(limits) == 1
+    assert len(limits.clients) == 1
 
 
-def test_a_token_with_rates_of_its_own_gets_them_and_zero_is_unlimited():
+def test_a_token_with_rates_of_its_own_gets_them_and_zero_is_unlimited(clients):
     clock = Clock()
     limits = limiter(
         clock,
         {ALICE.key: {"requests_per_minute": 5}, BOB.key: {"requests_per_minute": 0}},
+        clients=clients,
         requests_per_minute=1,
     )
     for _ in range(5):
@@ -169,14 +189,14 @@ def test_a_token_with_rates_of_its_own_gets_them_and_zero_is_unlimited():
     refusal(limits, carol)
 
 
-def test_ipv6_clients_are_counted_by_their_64_and_mapped_ipv4_as_ipv4():
+def test_ipv6_clients_are_counted_by_their_64_and_mapped_ipv4_as_ipv4(clients):
     assert address_of("2001:db8:1:2:aaaa::1") == address_of("2001:db8:1:2:bbbb::7") == "2001:db8:1:2::/64"
     assert address_of("2001:db8:1:3::1") == "2001:db8:1:3::/64"
     assert address_of("::ffff:192.0.2.7") == address_of("192.0.2.7") == "192.0.2.7"
     assert address_of("fe80::1%eth0") == "fe80::/64"
     assert address_of(None) == "-"
     clock = Clock()
-    limits = limiter(clock, requests_per_minute=1)
+    limits = limiter(clock, clients=clients, requests_per_minute=1)
     limits.admit(Caller("", "2001:db8::1"))
     refusal(limits, Caller("", "2001:db8::2"))  # the same /64
 
@@ -193,11 +213,11 @@ def test_clients_are_forgotten_once_refilled_and_memory_stays_bounded():
     limits = RateLimiter(rates_of({"requests_per_minute": 2}, str), clock=clock, max_clients=100)
     for i in range(1000):  # a flood of new addresses
         limits.admit(Caller("", f"10.1.{i // 250}.{i % 250}"))
-    assert len(limits) == 100
+    assert len(limits.clients) == 100
     limits.admit(ALICE)
     clock.now += 31  # every bucket refilled: each is forgotten as the next request passes it
     limits.admit(BOB)
-    assert len(limits) == 1
+    assert len(limits.clients) == 1
 
 
 def test_the_token_file_gives_tokens_rates_of_their_own(tmp_path):
