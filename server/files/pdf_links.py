@@ -4,22 +4,27 @@ other places, so a click would land on other words or on empty space.
 
 Read: the characters of the page's text whose boxes' middles lie in a link's area (its
 /QuadPoints, else its /Rect) mark a stretch of their block's text, widened to whole words
-(``Block.links``). A block with links is a :class:`~.run_placement.Unit` whose linked stretches
-are runs of their own, each in its link's style, so the service places the translation's words
-on them as on a .docx's styled runs: by the model's word alignments, else by proportion of words.
-Written: a link's words are found on the lines drawn (the writer's pieces and their advances)
-and its /Rect made the box around them, one quadrilateral a line in its /QuadPoints where they
-take more than one line or the link had them (left over ones repeat the last). A link whose
-words cannot be placed (none given to its run, a block read right to left, text PDFium's
-characters do not match) covers the lines of the block its words went to instead.
+(``Block.links``), in each block they lie in: a link from the end of a paragraph into the list
+item below it, or one rectangle over a heading and the line under it, marks words of both (each
+block's row in the area is looked for where it lies, past a gap or another column's text). A
+block with links is a :class:`~.run_placement.Unit` whose linked stretches are runs of their
+own, each in its link's style, so the service places the translation's words on them as on a
+.docx's styled runs: by the model's word alignments, else by proportion of words.
+Written: a link's words are found on the lines drawn (the writer's pieces and their advances),
+in every block it has words in, and its /Rect made the box around them, one quadrilateral a line
+in its /QuadPoints where they take more than one line or the link had them (left over ones
+repeat the last). Where its words in a block cannot be placed (none given to its run, a block
+read right to left, text PDFium's characters do not match), it covers that block's lines instead.
 
 Work is bounded: ``MAX_AREAS`` link rectangles a page (the links past them stay where they
-are), and ``LOOKS`` characters looked at for them; a page without links costs one call.
+are), ``LOOKS`` characters looked at for them and ``PROBES`` searches for a block's row; a page
+without links costs one call.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
 from dataclasses import replace
 
 from .pdf_bidi import has_rtl
@@ -31,6 +36,7 @@ from .run_placement import Placement, Unit
 COVER = (-1, -1)  # a link's stretch of a block that is not known: it covers the block
 MAX_AREAS = 500  # link rectangles read on a page (an index's page of links has a few hundred)
 LOOKS = 50_000  # characters a page's links look at: a hostile page's links stop there
+PROBES = MAX_AREAS  # searches a page for a block's row a link's first one missed (each through the page's text)
 
 
 def areas(page: pdfium_c.FPDF_PAGE) -> dict[int, list[Rect]]:
@@ -70,19 +76,16 @@ def linked(page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FPDF_TEXTPAGE, blocks: l
     owners: dict[int, int] = {}  # a text object's handle -> its block, for the blocks under a link
     under: set[int] = set()
     chars: dict[tuple[int, int], list[int]] = {}  # (block, link) -> the text page's characters in its area
-    looks = [LOOKS]  # characters the page's links may still look at
+    looks = [LOOKS, PROBES]  # characters the page's links may still look at; searches for a block's row
     for k, rects in links.items():
         for rect in rects:
-            for n, block in enumerate(blocks):
-                if n in under or not (block.left < rect[2] and rect[0] < block.right):
-                    continue
-                if block.bottom < rect[3] and rect[1] < block.top:
+            touched = [n for n, b in enumerate(blocks) if b.left < rect[2] and rect[0] < b.right and _across(b, rect)]
+            for n in touched:
+                if n not in under:
                     under.add(n)
-                    owners.update((_address(pdfium_c.FPDFPage_GetObject(page, i)), n) for i in block.objects)
-            for index in _inside(textpage, rect, looks):
-                n = owners.get(_address(pdfium_c.FPDFText_GetTextObject(textpage, index)), -1)
-                if n >= 0:
-                    chars.setdefault((n, k), []).append(index)
+                    owners.update((_address(pdfium_c.FPDFPage_GetObject(page, i)), n) for i in blocks[n].objects)
+            for index, n in _rows(textpage, rect, [blocks[n] for n in touched], touched, owners, looks):
+                chars.setdefault((n, k), []).append(index)
     spans: dict[int, dict[int, tuple[int, int]]] = {}
     for (n, k), found in chars.items():
         spans.setdefault(n, {})[k] = _span(textpage, blocks[n], sorted(set(found)), owners)
@@ -95,15 +98,60 @@ def linked(page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FPDF_TEXTPAGE, blocks: l
     return out
 
 
-def _inside(textpage: pdfium_c.FPDF_TEXTPAGE, rect: Rect, looks: list[int]) -> list[int]:
+def _rows(
+    textpage: pdfium_c.FPDF_TEXTPAGE,
+    rect: Rect,
+    blocks: list[Block],
+    numbers: list[int],
+    owners: dict[int, int],
+    looks: list[int],
+) -> list[tuple[int, int]]:
+    """(character, block) for the text page's characters in ``rect`` of the ``blocks`` under it
+    (numbered ``numbers``): the row PDFium finds at its left edge, then, for each block that row
+    did not reach (one beyond a gap, or past another column's text in the page's order), the row
+    from the first of its lines in ``rect`` (up to ``looks[1]`` such searches a page: each goes
+    through the page's characters)."""
+    half = (rect[3] - rect[1]) / 2
+    found = _inside(textpage, rect, (min(rect[0] + half, (rect[0] + rect[2]) / 2), rect[1] + half, half), looks)
+    out = [(i, owners.get(_address(pdfium_c.FPDFText_GetTextObject(textpage, i)), -1)) for i in found]
+    reached = {n for _, n in out}
+    for block, number in zip(blocks, numbers):
+        probe = _probe(block, rect) if number not in reached and looks[1] > 0 else None
+        if probe:
+            looks[1] -= 1
+            found = _inside(textpage, rect, probe, looks)
+            out += [(i, owners.get(_address(pdfium_c.FPDFText_GetTextObject(textpage, i)), -1)) for i in found]
+    return [(i, n) for i, n in out if n >= 0]
+
+
+def _across(block: Block, rect: Rect) -> bool:
+    return block.bottom < rect[3] and rect[1] < block.top
+
+
+def _probe(block: Block, rect: Rect) -> tuple[float, float, float] | None:
+    """Where to look for the block's characters in ``rect`` (x, y, tolerance): in the first of its
+    lines whose letters' middle lies in it, at its left edge; None where none does."""
+    step = block.leading * block.size or block.size
+    middle = (ASCENT - DESCENT) / 2 * block.size  # a line's letters' middle above its baseline
+    line = max(0, math.ceil((block.baseline + middle - rect[3]) / step))
+    y = block.baseline + middle - line * step
+    if line >= block.lines or y < rect[1]:
+        return None
+    left, right = max(rect[0], block.left), min(rect[2], block.right)
+    return left + min(block.size / 2, (right - left) / 2), y, block.size
+
+
+def _inside(
+    textpage: pdfium_c.FPDF_TEXTPAGE, rect: Rect, probe: tuple[float, float, float], looks: list[int]
+) -> list[int]:
     """The text page's characters other than spaces whose boxes' middles lie in ``rect``: from the
-    one PDFium finds at its left edge, back and on while they do (a link's words are in a row),
-    as far as ``looks[0]`` characters looked at allow."""
+    one PDFium finds at ``probe`` (x, y and how far from it), back and on while they do (a link's
+    words are in a row), as far as ``looks[0]`` characters looked at allow."""
     if looks[0] <= 0:
         return []
     left, bottom, right, top = rect
-    half = (top - bottom) / 2
-    k = pdfium_c.FPDFText_GetCharIndexAtPos(textpage, min(left + half, (left + right) / 2), bottom + half, half, half)
+    x, y, near = probe
+    k = pdfium_c.FPDFText_GetCharIndexAtPos(textpage, x, y, near, near)
     if k < 0:
         return []
     count, box = pdfium_c.FPDFText_CountChars(textpage), [ctypes.c_double() for _ in range(4)]

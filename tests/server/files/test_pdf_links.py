@@ -1,18 +1,20 @@
 """A PDF's links (link annotations: a web address, a place in the file) go with their words: the
 translation's words a link's run was given (by word alignments, else by proportion of words) are
-where a click on the link lands, on one line or over two, and a link whose words cannot be
-placed covers its block's translation rather than the empty place its words were. Pages built
-with fpdf2, read back with PDFium."""
+where a click on the link lands, on one line or over two, in one block or in two, and a link
+whose words cannot be placed covers its block's translation rather than the empty place its
+words were. Pages built with fpdf2, read back with PDFium."""
 
 from __future__ import annotations
 
 import time
 
+import pytest
 from fpdf import FPDF
 
 from attnserve.benchmarks.pdfs import A4
 from attnserve.server import files
 from attnserve.server.files import place_aligned
+from attnserve.server.files.run_placement import place
 from tests.support.pdf_pages import links, pages
 
 LIMIT = 1 << 20
@@ -86,6 +88,43 @@ def test_a_link_whose_words_cannot_be_placed_covers_its_blocks_translation():
     (_, agenda), (_, notes) = links(out)
     assert len(agenda) > 1 and " ".join(agenda) == " ".join(GERMAN.format("die Tagesordnung der Sitzung").split())
     assert notes == [NOTES]
+
+
+def card(below: float, beside: str) -> bytes:
+    """A link's one rectangle over two blocks: a heading and the first words of the line
+    ``below`` points under it (70: the rectangle's middle on no text), and ``beside`` them a
+    column whose text comes between theirs in the page's order."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=16)
+    pdf.text(56, 100, "Reports")
+    pdf.set_font("Helvetica", size=11)
+    if beside:
+        pdf.text(300, 112, beside)
+    pdf.text(56, 100 + below, "Download the full report")
+    pdf.link(54, 84, pdf.get_string_width("Download the full") + 4, below + 22, AGENDA)
+    return bytes(pdf.output())
+
+
+def last_run_takes_all(unit, translation):
+    return [""] * (len(unit.runs) - 1) + [translation]
+
+
+@pytest.mark.parametrize("below, beside", [(70, ""), (30, "Contact us by mail")], ids=["apart", "a column beside"])
+@pytest.mark.parametrize(
+    "placement, covered",
+    [(place, "Den ganzen Bericht"), (last_run_takes_all, "Den ganzen Bericht herunterladen")],
+    ids=["placed", "not placed in one block"],
+)
+def test_a_link_over_two_blocks_covers_its_words_in_each(below, beside, placement, covered):
+    """Its words in each block are placed on that block's translation, and the link covers them
+    all; where they cannot be placed in one block, it covers that block's translation."""
+    source = card(below, beside)
+    assert links(source) == [(AGENDA, ["Reports Download the full"])]
+    extracted = files.read("a.pdf", source, LIMIT)
+    german = ["Berichte", "Kontakt per Post", "Den ganzen Bericht herunterladen"]
+    out = extracted.write(german if beside else german[::2], placement)
+    assert links(out) == [(AGENDA, ["Berichte", covered])]
 
 
 def test_a_page_of_thousands_of_links_over_all_its_text_is_translated_in_bounded_time():
