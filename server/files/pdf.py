@@ -14,8 +14,9 @@ Hebrew) is right-aligned instead, growing to the left, each line broken in readi
 in visual order, Arabic letters joined (``pdf_bidi``). The thin paths
 underlining or striking through a block's lines (``Block.marks``) go with its text: they would
 mark other words of the translation, or empty space. A link's area moves to where its words are
-drawn (``pdf_links``: its words a run of their own, placed by the service's ``Placement`` as a
-.docx's styled run). Images, other paths, other annotations and every other object stay as they
+drawn (``pdf_links``: its words a run of their own in each block, placed by the service's
+``Placement`` as a .docx's styled run), and the link is removed where they are all translated as
+nothing. Images, other paths, other annotations and every other object stay as they
 were (an image's stream is not touched); only the changed pages' content streams are rewritten.
 
 The font: the block's own (its text's, not a bullet's) where it has a glyph for every character of
@@ -304,7 +305,7 @@ def _write(
                     links = words_of(block, placement, translation) if block.links else {}
                     for k, rect in _draw(doc, page, fonts, room, block, font, translation, links):
                         rects.setdefault(k, []).append(rect)
-                move(page.raw, rects)
+                move(page.raw, rects, {k for b, _ in placed for k, *_ in b.links})
                 for obj in handles.values():
                     if pdfium_c.FPDFPage_RemoveObject(page.raw, obj):
                         pdfium_c.FPDFPageObj_Destroy(obj)

@@ -14,7 +14,8 @@ Written: a link's words are found on the lines drawn (the writer's pieces and th
 in every block it has words in, and its /Rect made the box around them, one quadrilateral a line
 in its /QuadPoints where they take more than one line or the link had them (left over ones
 repeat the last). Where its words in a block cannot be placed (none given to its run, a block
-read right to left, text PDFium's characters do not match), it covers that block's lines instead.
+read right to left, text PDFium's characters do not match), it covers that block's lines instead;
+where every block it has words in is translated as nothing, it is removed (``move``).
 
 Work is bounded: ``MAX_AREAS`` link rectangles a page (the links past them stay where they
 are), ``LOOKS`` characters looked at for them and ``PROBES`` searches for a block's row; a page
@@ -304,9 +305,13 @@ def rectangles(
     return out
 
 
-def move(page: pdfium_c.FPDF_PAGE, rects: dict[int, list[Rect]]) -> None:
+def move(page: pdfium_c.FPDF_PAGE, rects: dict[int, list[Rect]], read: set[int]) -> None:
     """Each link's /Rect made the box around its ``rects`` (one a line), and its /QuadPoints
-    those rectangles where they are more than one or it had them."""
+    those rectangles where they are more than one or it had them. A link of ``read`` (one whose
+    words were read in the page's blocks) that got no rectangle, every block it had words in
+    translated as nothing, is removed: its words are gone from the page, so kept where they were
+    or moved over its blocks' boxes it would be a blank area that leads somewhere when clicked,
+    nothing on the page showing that it is there or where it goes."""
     for k, found in rects.items():
         annot = pdfium_c.FPDFPage_GetAnnot(page, k)
         if not annot:
@@ -327,3 +332,6 @@ def move(page: pdfium_c.FPDF_PAGE, rects: dict[int, list[Rect]]) -> None:
                     pdfium_c.FPDFAnnot_AppendAttachmentPoints(annot, quad)
         finally:
             pdfium_c.FPDFPage_CloseAnnot(annot)
+    # after the moves, the last first: removing a link renumbers those after it
+    for k in sorted(read - rects.keys(), reverse=True):
+        pdfium_c.FPDFPage_RemoveAnnot(page, k)

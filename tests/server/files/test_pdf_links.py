@@ -127,6 +127,16 @@ def test_a_link_over_two_blocks_covers_its_words_in_each(below, beside, placemen
     assert links(out) == [(AGENDA, ["Berichte", covered])]
 
 
+def test_a_link_whose_words_all_came_back_empty_is_removed():
+    """A block whose translation is empty keeps no link over the blank place its words were; a
+    link over two blocks, one of them empty, covers the other's words."""
+    out = files.read("a.pdf", letter(), LIMIT).write(["", NOTES, "Anmerkungen"])
+    assert links(out) == [("page 0", ["Anmerkungen"])]
+    assert [t.text.strip() for t in pages(out)[0].texts] == [NOTES, "Anmerkungen"]
+    out = files.read("a.pdf", card(30, ""), LIMIT).write(["", "Den ganzen Bericht herunterladen"])
+    assert links(out) == [(AGENDA, ["Den ganzen Bericht"])]
+
+
 def test_a_page_of_thousands_of_links_over_all_its_text_is_translated_in_bounded_time():
     """Links past the first 500 rectangles a page stay where they are, and the characters the
     links look at are bounded, so a hostile page costs no more than a few of its text's reads."""
