@@ -350,7 +350,9 @@ class Fonts:
         if not lacking:
             return main
         scripts: dict[str, set[str]] = {}
-        for ch in lacking:
+        # in the text's order, not a set's (which changes with each process's string hashes): the
+        # scripts' fonts are loaded, so numbered in the file, alike in every process
+        for ch in dict.fromkeys(ch for ch in text if ch in lacking):
             scripts.setdefault(unicodedata.name(ch, "?").split()[0], set()).add(ch)
         order = [font] if drawable(font) else []
         fonts: dict[str, Glyphs] = {}

@@ -8,6 +8,8 @@ that has its glyph, none a .notdef box, its lines still in the block's box."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import unicodedata
 
 import pytest
@@ -182,3 +184,27 @@ def test_the_same_pdf_and_translation_give_the_same_file_a_second_later():
     once = written(anonymous, JAPANESE + " Hello wörld", "ja")
     assert written(anonymous, JAPANESE + " Hello wörld", "ja") == once
     assert pages(once)[0].text.replace("\r\n", "") == JAPANESE + " Hello wörld"
+
+
+@CJK
+@URDU_FONT
+def test_a_translation_in_three_fonts_gives_the_same_file_in_every_process(tmp_path):
+    """A server restarted (each process hashes strings with its own seed) writes the same file for
+    the same PDF and translation, the fonts of a translation's scripts loaded in the same order."""
+    source = tmp_path / "a.pdf"
+    source.write_bytes(english_pdf()[0])
+    translation = "据报道，" + URDU_NAME + "和" + HEBREW_NAME + "说：" + CHINESE
+    code = (
+        "import sys; from pathlib import Path; from attnserve.server.files import jobs\n"
+        "source = Path(sys.argv[1]).read_bytes()\n"
+        "jobs.read_text('a.pdf', source, 1 << 20, target_language='zh')\n"
+        f"out = jobs.write_file('a.pdf', source, 1 << 20, [{translation!r}], None, target_language='zh')\n"
+        "Path(sys.argv[2]).write_bytes(out)\n"
+    )
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run([sys.executable, "-c", code, str(source), str(tmp_path / seed)], env=env, timeout=120)
+        assert done.returncode == 0
+    first = (tmp_path / "1").read_bytes()
+    assert (tmp_path / "2").read_bytes() == first
+    assert len({font for font, _, _ in glyphs_drawn(first)}) == 3  # Chinese, Urdu's and Hebrew's
