@@ -9,7 +9,8 @@ further left): a full-width Chinese or Japanese punctuation mark draws its ink i
 em square ("。" left, "「" right), so between the ink of "。「", two glyphs with no space
 between them, lies more than an em of blank. A vertical rule between two objects (a table's
 border) ends a line however narrow the gap, and so does a column's edge where two cells touch (``pdf_cells``)
-or where a borderless table's cells stand a word's gap apart (``pdf_columns``);
+or where a borderless table's cells stand a word's gap apart (``pdf_columns``), and a row's cells
+standing further apart than its words where no other row shows its columns (``pdf_rows``);
 a horizontal rule between two lines (``Paths.border``) ends a block however close the lines,
 and so does a table's row next to a paragraph spaced as its lines (Writer's table right under
 its text): a line with its row's next cell beside it (``Rows``) joins no block that runs across
@@ -45,6 +46,7 @@ from .pdf_columns import part_columns
 from .pdf_lines import Line, Rows, Run, gap_between
 from .pdf_lists import SYMBOL_BULLETS, item, label
 from .pdf_paths import ASCENT, DESCENT, Paths, pdfium_c
+from .pdf_rows import part_gaps
 
 LINE_GAP = 1.0  # a gap wider than this many font sizes starts a new line (a column, a table cell)
 LABEL_GAP = 4.0  # but a list's label alone at a line's start reaches its text this far (a tab)
@@ -168,7 +170,17 @@ def _run(index: int, obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXT
         rgba = [ctypes.c_uint(v) for v in (0, 0, 0, 255)]
     left, bottom, right, top = (b.value for b in bounds)
     color = tuple(c.value for c in rgba)
-    return Run(index, text, left, bottom, right, top, matrix.e, matrix.f, size.value * matrix.d, color)  # type: ignore[arg-type]
+    scale, advance = size.value * matrix.d, _advance(obj, text.strip(), size.value) * matrix.a
+    return Run(index, text, left, bottom, right, top, matrix.e, matrix.f, scale, color, advance)  # type: ignore[arg-type]
+
+
+def _advance(obj: pdfium_c.FPDF_PAGEOBJECT, text: str, size: float) -> float:
+    """The advance of an object's one glyph at ``size`` (0 for more glyphs, or one its font cannot measure)."""
+    width = ctypes.c_float()
+    if len(text) != 1 or ord(text) > 0xFFFF:
+        return 0.0
+    font = pdfium_c.FPDFTextObj_GetFont(obj)
+    return width.value if font and pdfium_c.FPDFFont_GetGlyphWidth(font, ord(text), size, width) else 0.0
 
 
 def _same_line(line: Line, run: Run, rules: Paths) -> bool:
@@ -310,7 +322,8 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
             lines[-1].runs.append(run)
         else:
             lines.append(Line([run]))
-    lines = [Line(list(runs)) for runs in part_columns(part_cells([ln.runs for ln in lines]), label)]  # cells
+    parted = part_columns(part_cells(part_gaps([ln.runs for ln in lines], label)), label)  # cells
+    lines = [Line(list(runs)) for runs in parted]
     rows = Rows(lines)
     for line in lines:  # a right-to-left line is read from its characters as drawn (``Line.text``)
         if any(has_rtl(run.text) for run in line.runs):

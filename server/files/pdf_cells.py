@@ -23,6 +23,7 @@ from typing import Protocol, TypeVar
 
 SAME_X = 0.001  # origins this many font sizes apart are one column's edge: a browser puts both at one x
 ROWS = 6.0  # a column's other cells stand at most this many font sizes above or below
+PAST = 0.05  # a glyph this many sizes past the advance of the one before it is no glyph of its word
 
 
 class Placed(Protocol):
@@ -40,6 +41,8 @@ class Placed(Protocol):
     def baseline(self) -> float: ...
     @property
     def size(self) -> float: ...
+    @property
+    def advance(self) -> float: ...
 
 
 R = TypeVar("R", bound=Placed)
@@ -66,10 +69,20 @@ def part_cells(lines: Sequence[Sequence[R]]) -> list[Sequence[R]]:
 
 def _touches(before: Placed, run: Placed) -> bool:
     """Whether ``run`` meets ``before`` with no space between (none PDFium read) and its glyphs
-    clear of it, ``before`` more than one glyph: Chrome draws justified monospace text glyph by
-    glyph, on a grid whose columns line up from line to line."""
+    clear of it, ``before`` more than one glyph or one glyph that ``run`` stands past the end of
+    its advance: a browser drawing text glyph by glyph puts a word's next glyph at the advance
+    (kerned closer), and justified monospace text on a grid whose columns line up from line to
+    line (at an edge by chance) too."""
     spaced = before.text.endswith(" ") or run.text.startswith(" ")
-    return not spaced and len(before.text) > 1 and min(run.left, run.x) >= before.right
+    if spaced or min(run.left, run.x) < before.right:
+        return False
+    return len(before.text) > 1 or before.advance > 0 and not in_word(before, run)
+
+
+def in_word(before: Placed, run: Placed) -> bool:
+    """Whether ``run`` stands where a browser drawing ``before``'s word glyph by glyph puts its next
+    glyph: less than ``PAST`` sizes past the advance of ``before``'s one glyph (none known: False)."""
+    return 0 < before.advance and run.x - before.x - before.advance < PAST * run.size
 
 
 def _edges(lines: Sequence[Sequence[Placed]]) -> list[tuple[float, float]]:

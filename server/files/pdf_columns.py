@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from .pdf_cells import ROWS, SAME_X, Placed
+from .pdf_cells import ROWS, SAME_X, Placed, in_word
 from .pdf_lines import WORD_GAP
 
 RIGHT_X = 0.05  # right ends this many sizes apart are one right-aligned column's edge (side bearings)
@@ -125,8 +125,9 @@ def _starts(lines: Sequence[Sequence[Placed]], label: Callable[[str], bool]) -> 
         for k, (before, run) in enumerate(zip(line, line[1:]), 1):
             prefix = (prefix + before.text)[:LABEL_CHARS]
             # one glyph before: inside a word drawn glyph by glyph, unless it is a cell ("7")
-            # beginning its row's line, or the word's last glyph (PDFium's space after it) on no grid
-            whole = len(before.text.strip()) > 1 or (k == 1 and bool(beside))
+            # beginning its row's line (the next glyph not at its advance), or the word's last
+            # glyph (PDFium's space after it) on no grid
+            whole = len(before.text.strip()) > 1 or (k == 1 and bool(beside) and not in_word(before, run))
             glyph = not whole and before.text.endswith(" ") and bool(before.text.strip())
             if glyph:
                 grid = _grid(line) if grid is None else grid

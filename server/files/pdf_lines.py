@@ -26,6 +26,9 @@ class Run:
     baseline: float
     size: float  # effective font size, in points
     color: tuple[int, int, int, int]
+    # an object of one glyph: how far its font advances the pen from its origin, where a browser
+    # that draws a word glyph by glyph puts the word's next glyph (0: more glyphs, or unknown)
+    advance: float = 0.0
 
 
 @dataclass

@@ -225,6 +225,32 @@ def test_a_tables_touching_cells_are_read_apart_and_justified_words_whole():
     assert texts == (*(cell for cells in TABLE for cell in cells), paragraph, mono)
 
 
+@pytest.mark.parametrize("spacing", [0.0, 0.3], ids=["plain", "letter-spaced"])
+def test_a_tables_touching_cells_drawn_glyph_by_glyph_are_read_apart(spacing):
+    """Chrome draws text at some sizes glyph by glyph: with ``cellpadding=0`` a cell's last glyph
+    stands a point from the next cell's first, no space between, and a row was one text
+    ("more than 1,500 miles85", "12 dollarsReturn ticket"). A word's glyphs stand at their advances
+    (``letter-spacing`` a little further): a glyph past that at a column's edge begins a cell."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=12)
+
+    def width(text: str) -> float:
+        return pdf.get_string_width(text) + spacing * len(text)
+
+    columns = [56.0]
+    for column in range(2):
+        columns.append(columns[-1] + max(width(row[column]) for row in TABLE) + 1)
+    for row, cells in enumerate(TABLE):
+        for x, text in zip(columns, cells):
+            for ch in text:
+                if ch != " ":
+                    pdf.text(x, 100 + 14 * row, ch)
+                x += width(ch)
+    texts = files.read("table.pdf", bytes(pdf.output()), LIMIT).texts
+    assert texts == tuple(cell for cells in TABLE for cell in cells)
+
+
 def symbol_font_list(items: list[tuple[int, str]], symbol: bytes = b"Wingdings", family: bytes = b"Helvetica") -> bytes:
     """``items`` (code, text) as Word and LibreOffice print a list whose bullets are in a symbol
     font (Symbol, Wingdings): the bullet's code in a symbolic TrueType font whose ToUnicode map

@@ -7,6 +7,7 @@ line up with the words of the lines around them."""
 
 from __future__ import annotations
 
+import pytest
 from fpdf import FPDF
 
 from attnserve.benchmarks.pdfs import A4
@@ -260,3 +261,56 @@ def test_a_paragraph_drawn_glyph_by_glyph_under_a_number_stays_whole():
     assert spring.text.strip() == "s"
     data = page(36 + number.bounds[2] - spring.bounds[2])  # "s" ending where "1,500" does
     assert files.read("number.pdf", data, LIMIT).texts == ("Total", "1,500", line)
+
+
+def glyph_row(pdf: FPDF, row: list[str], edges: list[float], y: float) -> list[tuple[str, float, float]]:
+    """``row`` drawn glyph by glyph, a cell from each of ``edges``: its cells as (text, x, baseline)."""
+    for text, x in zip(row, edges):
+        glyphs(pdf, x, y, text)
+    return [(text, x, y) for text, x in zip(row, edges)]
+
+
+def spaced(pdf: FPDF, x: float, y: float, words: list[str], space: float) -> None:
+    """``words`` drawn glyph by glyph, ``space`` points from one word's advance to the next."""
+    for word in words:
+        glyphs(pdf, x, y, word)
+        x += pdf.get_string_width(word) + space
+
+
+# a table's header and first row on one page, a page break, and its last row alone on the next,
+# with the paragraphs under it: Chrome's default padding (3 points) around narrower cells, and
+# cellpadding=0 (a point apart) around the columns' widest cells
+SPLIT = {
+    "default padding": (PAD, [["Route", "Fare", "Notes"], ["Lisbon to Porto", "25 euros", "Single"]],
+                        ["Paris to Porto", "7 euros", "Return"]),
+    "cellpadding 0": (1.0, [["Route", "Fare", "Notes"], ["Paris to Porto", "7 euros", "Return"]],
+                      ["Lisbon to Porto", "25 euros", "Single"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("padding", SPLIT)
+def test_a_tables_row_alone_on_its_page_is_read_cell_by_cell(padding):
+    """Chrome draws text at 11 pt glyph by glyph; a page break left a table's last row alone on
+    its page, with no other row to show where its columns begin, and the row was one text ("Paris
+    to Porto 7 euros Return", "Lisbon to Portoo25 eurosSingle"). Its cells stand further apart than
+    its words (or, a point apart, further than a glyph's advance from the one before): each is a
+    text of its own. Under it, a justified paragraph whose spaces are stretched alike, a sentence
+    with a wide gap before its lowercase words and one with two spaces after its full stop read whole."""
+    pad, first, last = SPLIT[padding]
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    widths = [max(pdf.get_string_width(row[c]) for row in [*first, last]) for c in range(3)]
+    edges = [36.0, 36.0 + widths[0] + pad, 36.0 + widths[0] + widths[1] + 2 * pad]
+    cells = [cell for r, row in enumerate(first) for cell in glyph_row(pdf, row, edges, 100 + 15 * r)]
+    pdf.add_page()
+    cells += glyph_row(pdf, last, edges, 60)
+    justified = ["We drove from Paris to Porto in May and back", "in June."]
+    spaced(pdf, 36, 100, justified[0].split(), 8.0)  # stretched to 0.7 sizes each
+    spaced(pdf, 36, 114, justified[1].split(), pdf.get_string_width(" "))
+    spaced(pdf, 36, 150, ["The fare is paid"], 0)
+    spaced(pdf, 36 + pdf.get_string_width("The fare is paid") + 9.5, 150, ["on the train."], 0)
+    spaced(pdf, 36, 190, ["Trains run daily.", "Book early."], 2 * pdf.get_string_width(" "))
+    texts = files.read("split.pdf", bytes(pdf.output()), LIMIT).texts
+    prose = (" ".join(justified), "The fare is paid on the train.", "Trains run daily. Book early.")
+    assert texts == (*(text for text, _, _ in cells), *prose)
