@@ -40,9 +40,10 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from .pdf_bidi import has_rtl, logical, right_to_left
+from .pdf_bidi import MIRROR, has_rtl, logical, right_to_left
 from .pdf_cells import part_cells
 from .pdf_columns import part_columns
+from .pdf_fonts import outline
 from .pdf_lines import Line, Rows, Run, gap_between
 from .pdf_lists import SYMBOL_BULLETS, item, label
 from .pdf_paths import ASCENT, DESCENT, Paths, pdfium_c
@@ -142,10 +143,29 @@ class Drawn:
                 continue  # a space PDFium put in, or half of a character beyond U+FFFF (no RTL letter)
             pdfium_c.FPDFText_GetCharOrigin(textpage, k, x, y)
             ch = chr(code)
+            if ch in MIRROR:
+                ch = self._shape(k, obj, ch, x.value)
             # characters at one origin (a ligature's letters) keep their order when read
             key = -k if has_rtl(ch) else k
             by_object.setdefault(ctypes.cast(obj, ctypes.c_void_p).value, []).append((round(x.value, 2), key, ch))
         return by_object
+
+    def _shape(self, k: int, obj: pdfium_c.FPDF_PAGEOBJECT, ch: str, x: float) -> str:
+        """The bracket character ``k`` of the page as drawn: PDFium's text page mirrors one it
+        reads as right to left (reading order's), which ``pdf_bidi`` mirrors again. The glyph
+        whose ink spans what the drawn glyph's does, from its origin; PDFium's where both do."""
+        font, size = pdfium_c.FPDFTextObj_GetFont(obj), pdfium_c.FPDFText_GetFontSize(self.textpage, k)
+        box = [ctypes.c_double() for _ in range(4)]
+        if not font or size <= 0 or not pdfium_c.FPDFText_GetCharBox(self.textpage, k, *box):
+            return ch
+        ink = ((box[0].value - x) / size, (box[1].value - x) / size)  # left, right in sizes
+
+        def off(candidate: str) -> float:
+            xs = [px for _, px, _ in outline(font, candidate)]
+            return abs(min(xs) - ink[0]) + abs(max(xs) - ink[1]) if xs else 1e9
+
+        mirror = MIRROR[ch]
+        return mirror if off(mirror) + 0.01 < off(ch) else ch
 
 
 def _run(index: int, obj: pdfium_c.FPDF_PAGEOBJECT, textpage: pdfium_c.FPDF_TEXTPAGE) -> Run | None:

@@ -5,6 +5,7 @@ written back with every translated character drawn, or refused with a reason to 
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import pytest
@@ -409,6 +410,41 @@ def test_right_to_left_text_translated_into_right_to_left_text_stays_right_align
     assert page.text.replace("\r\n", " ") == translation  # drawn right to left, read back in order
     source_right = max(text.bounds[2] for text in pages(data)[0].texts)
     assert all(abs(text.bounds[2] - source_right) <= 1.0 for text in page.texts)
+
+
+# (reading order, the glyphs left to right as the bidi algorithm draws them: a bracket in
+# right-to-left text drawn as its mirror image)
+BRACKETED = [
+    ("שלום (עולם) 2025", "2025 (םלוע) םולש"),
+    ("ראו [1] וגם (2)", "(2) םגו [1] ואר"),
+    ("גרסה (Python 3) יצאה", "האצי (Python 3) הסרג"),
+    ("مرحبا (بالعالم) 2025", "2025 (ملاعلاب) ابحرم"),
+    ("The word (שלום) means peace", "The word (םולש) means peace"),
+]
+PIECES = {  # how a producer parts the line into objects
+    "words": r"\S+|\s+",
+    "brackets apart": r"[()\[\]]|[^()\[\]\s]+|\s+",
+    "glyphs": r".",
+}
+
+
+@HAS_FONT
+@pytest.mark.parametrize("pieces", PIECES)
+@pytest.mark.parametrize(("typed", "drawn"), BRACKETED, ids=range(len(BRACKETED)))
+def test_brackets_in_right_to_left_text_keep_their_direction(typed, drawn, pieces):
+    """PDFium's text page mirrors a bracket it reads as right-to-left, and the reading order
+    mirrored it again: "שלום )עולם( 2025" reached the model, brackets facing out. A bracket is
+    read as the glyph drawn, whether in an object of its own or in a word's."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_font("dejavu", "", UNICODE_FONTS[0])
+    pdf.add_page()
+    pdf.set_font("dejavu", size=14)
+    x = 540 - pdf.get_string_width(drawn)
+    for piece in re.findall(PIECES[pieces], drawn):
+        if piece.strip():
+            pdf.text(x, 100, piece)
+        x += pdf.get_string_width(piece)
+    assert files.read("rtl.pdf", bytes(pdf.output()), LIMIT).texts == (typed,)
 
 
 @HAS_FONT
