@@ -81,10 +81,13 @@ def safe_filename(filename: str, marker: str = "") -> str:
     ``marker`` (a translation's ``.de``) goes before the extension, the stem cut to make room for
     it, so a long name keeps it too."""
     base = unicodedata.normalize("NFC", os.path.basename(filename.replace("\\", "/"))).strip()
-    cleaned = _UNSAFE.sub("_", base).strip("._ ") or "file"
+    cleaned = _UNSAFE.sub("_", base).rstrip("._ ") or "file"
     stem, ext = os.path.splitext(cleaned)
     if len(ext.encode()) > MAX_NAME_BYTES // 2:  # not an extension: a name with a dot in it
         stem, ext = cleaned, ""
+    # a stem of symbols alone (🙂.txt, ???.md) is all "_": it becomes "file", and the extension,
+    # which picks the file's reader, stays
+    stem = stem.lstrip("._ ") or "file"
     marker = _UNSAFE.sub("_", marker)[: MAX_NAME_BYTES // 4]
     room = MAX_NAME_BYTES - len(ext.encode()) - len(marker.encode())
     return stem.encode()[:room].decode("utf-8", "ignore") + marker + ext

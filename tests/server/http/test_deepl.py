@@ -173,6 +173,15 @@ def test_a_utf16_subtitle_file_comes_back_translated_in_utf16(server, tmp_path):
     assert out.read_bytes() == expected.encode("utf-16-le")
 
 
+@pytest.mark.parametrize("filename", ["🙂.txt", "???.txt", "(1).txt"])
+def test_a_document_named_with_symbols_alone_is_translated(server, filename):
+    """A name whose stem is only emoji or punctuation keeps its extension, which picks the
+    file's reader: the upload is not accepted and then failed as a file of no format."""
+    out = io.BytesIO()
+    client(server).translate_document(b"Monday, March 3, 2025\n", out, target_lang="DE", filename=filename)
+    assert out.getvalue() == "Montag, 3. März 2025\n".encode()
+
+
 def test_a_docx_is_translated_with_a_stored_glossary_and_an_unknown_one_is_refused(server, tmp_path):
     translator = client(server)
     glossary = translator.create_glossary("days", "EN", "DE", {"Monday": "Wochenbeginn"})

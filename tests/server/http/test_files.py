@@ -299,8 +299,20 @@ def test_bad_files_get_400_and_the_server_stays_healthy(server, filename, conten
         ("my %22report%22.txt", "my_report_.de.txt"),
         ("two%0D%0Alines.txt", "two_lines.de.txt"),
         ("50%20off.txt", "50_20off.de.txt"),  # browsers escape nothing else, not even "%": sent as typed
+        ("🙂.txt", "file.de.txt"),  # a stem of symbols alone: its extension stays
+        ("???.md", "file.de.md"),
     ],
-    ids=["chinese", "german", "spaces", "long", "browser-quotes", "browser-newline", "other-percent"],
+    ids=[
+        "chinese",
+        "german",
+        "spaces",
+        "long",
+        "browser-quotes",
+        "browser-newline",
+        "other-percent",
+        "emoji",
+        "symbols",
+    ],
 )
 def test_a_file_name_in_any_script_comes_back_as_it_was_sent(server, filename, saved_as):
     # letters outside ASCII were replaced, and a name of them alone was lost: 报告.txt came back as de.txt
