@@ -287,7 +287,8 @@ class DeepLRoutes:
             with quota_words():
                 done = await self.service.translate(wanted)
         except LanguageNotServed as exc:
-            raise InvalidRequest(f"Value for 'target_lang' not supported: {exc}") from None
+            field = "source_lang" if exc.code and exc.code == source else "target_lang"  # the one no model knows
+            raise InvalidRequest(f"Value for '{field}' not supported: {exc}") from None
         detected = [d.language for d in done.detected] if done.detected else [done.source_language] * len(texts)
         translations = [
             {"detected_source_language": upper(code), "text": r.hypotheses[0].text, "billed_characters": len(text)}

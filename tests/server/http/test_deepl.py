@@ -249,6 +249,9 @@ def test_errors_are_in_deepls_shape_and_statuses(server):
         server, "/v2/translate", b"text=x&text=y&target_lang=FR", "application/x-www-form-urlencoded", key
     )
     assert status == 400 and "target_lang" in json.loads(reply)["message"], reply
+    # a source language no model knows is named as the source, not blamed on the target
+    with pytest.raises(deepl.DeepLException, match="Value for 'source_lang' not supported: .*'FR'"):
+        client(server).translate_text("at 3:45 PM", source_lang="FR", target_lang="DE")
     status, reply, _ = call(server, "/v2/glossaries/nope", headers=key)
     assert status == 404 and "message" in json.loads(reply)
     # a field of the wrong JSON type is named as such, not as missing
