@@ -71,18 +71,20 @@ FIELDS = web.RequestKey("attnserve_libretranslate_fields", dict)
 
 
 async def read_fields(request: web.Request, limit: int) -> dict[str, Any]:
-    """The request's fields: a JSON object, or a form (url-encoded or multipart). The first value
-    of a repeated field counts, as aiohttp's. Parsed once: its ``api_key`` is read for the
-    request rates before the handler reads the fields."""
+    """The request's fields: a JSON object, or a form (url-encoded or multipart) together with the
+    URL's query, query first, as upstream reads a form (Flask's ``request.values``): tools that
+    POST ``/translate?q=...&source=en&target=de`` keep working. The first value of a repeated
+    field counts, as aiohttp's. Parsed once: its ``api_key`` is read for the request rates
+    before the handler reads the fields."""
     if (known := request.get(FIELDS)) is not None:
         return known
     if request.content_type == "application/json":
         body = await read_body(request, limit)
         fields = json_object(body, "Invalid JSON format", "Invalid JSON format: send a JSON object of fields")
     elif request.content_type == "application/x-www-form-urlencoded":
-        fields = _first(url_encoded_pairs(await read_body(request, limit)))
+        fields = _first(list(request.query.items()) + url_encoded_pairs(await read_body(request, limit)))
     else:
-        fields = _first(await multipart_pairs(request, limit))
+        fields = _first(list(request.query.items()) + await multipart_pairs(request, limit))
     request[FIELDS] = fields
     return fields
 

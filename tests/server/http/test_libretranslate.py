@@ -12,6 +12,7 @@ import shutil
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -277,6 +278,30 @@ def test_html_keeps_its_markup_and_lines_keep_their_breaks(lt_server, client):
     assert client.translate("t5 t9\nt17 t4\n\n  t6", "en", "de") == "t9 t5\nt4 t17\n\n  t6"  # a form, as sent
 
 
+def _post_query(server, path: str, query: dict, body: bytes = b"") -> tuple[int, object]:
+    url = f"http://{server.http_address}{path}?{urllib.parse.urlencode(query)}"
+    headers = {"Content-Type": "application/x-www-form-urlencoded"}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=body, headers=headers), timeout=60) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_fields_in_the_query_string_count_as_upstream_reads_a_form(lt_server):
+    """Upstream reads a form's fields with the URL's query (Flask's ``request.values``), so scripts
+    and plugins that POST ``/translate?q=...&source=en&target=de`` get their translation, not
+    "missing q"; a field in both places is the query's."""
+    fields = {"q": "t5 t9 t17", "source": "en", "target": "de"}
+    assert _post_query(lt_server, "/translate", fields) == (200, {"translatedText": "t17 t9 t5"})
+    assert _post_query(lt_server, "/translate", {"q": "t5 t9"}, b"q=t4&source=en&target=de") == (
+        200,
+        {"translatedText": "t9 t5"},
+    )
+    status, reply = _post_query(lt_server, "/detect", {"q": "Wir wohnen gern in diesem Haus"})
+    assert status == 200 and reply[0]["language"] == "de", reply
+
+
 @pytest.fixture(scope="module")
 def keyed_server(serve, tmp_path_factory, reverser_dir):
     root = tmp_path_factory.mktemp("lt-keyed")
@@ -300,6 +325,8 @@ def test_api_key_is_a_bearer_token(keyed_server):
         200,
         {"translatedText": "t5"},
     )
+    query = {"q": "t5 t6", "source": "en", "target": "de", "api_key": "sekrit"}
+    assert _post_query(keyed_server, "/translate", query) == (200, {"translatedText": "t6 t5"})  # a key in the URL
     assert [lang["code"] for lang in LibreTranslateAPI(url).languages()] == ["de", "en", "fr"]  # open, as upstream
     assert get(keyed_server, "/frontend/settings")[1]["keyRequired"] is True
     assert keyed_server.metric("attnserve_unauthenticated_total", method="libretranslate.translate") == 2
