@@ -17,6 +17,8 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
+import langcodes
+
 from ..files.download_store import Download, DownloadStore, safe_filename
 from ..shared.config import ConfigError, Settings
 from ..shared.locations import per_repository_dir
@@ -29,10 +31,19 @@ T = TypeVar("T")
 
 def translated_filename(filename: str, target: str) -> str:
     """``report.docx`` -> ``report.de.docx``: the name ``attnserve-client translate-file`` gives it,
-    as stored (``safe_filename``: a long name's stem is cut, never the language). No ``target`` (a
-    model that declares no languages, asked for none): there is no language to name it for, so
-    ``report.docx``, as a file job's result and DeepL's document are named."""
-    return safe_filename(filename or "file", f".{target}" if target else "")
+    as stored (``safe_filename``: a long name's stem is cut, never the language), the language as
+    BCP 47 spells it whatever case it was asked in (``DE``: ``report.de.docx``, ``PT-br``:
+    ``report.pt-BR.docx``). No ``target`` (a model that declares no languages, asked for none):
+    there is no language to name it for, so ``report.docx``, as a file job's result and DeepL's
+    document are named."""
+    return safe_filename(filename or "file", f".{_spelled(target)}" if target else "")
+
+
+def _spelled(target: str) -> str:
+    try:
+        return langcodes.standardize_tag(target)
+    except (langcodes.tag_parser.LanguageTagError, ValueError):
+        return target  # a model's own code that is no tag: as it is served
 
 
 class Downloads:

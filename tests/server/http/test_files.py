@@ -322,6 +322,14 @@ def test_a_file_name_in_any_script_comes_back_as_it_was_sent(server, filename, s
     assert status == 200 and f"filename*=UTF-8''{urllib.parse.quote(saved_as)}" in headers["Content-Disposition"]
 
 
+@pytest.mark.parametrize("target, saved_as", [("DE", "a.de.txt"), ("de-de", "a.de-DE.txt")])
+def test_a_download_names_its_language_as_bcp_47_spells_it(server, target, saved_as):
+    status, reply = translate_file(server, "a.txt", PHRASES[0].encode(), target=target)
+    assert status == 200, reply
+    status, data, headers = call(server, reply["translatedFileUrl"].split(server.http_address, 1)[1])
+    assert status == 200 and f"filename*=UTF-8''{saved_as}" in headers["Content-Disposition"]
+
+
 def test_missing_fields_are_named(server):
     status, reply = translate_file(server, "a.txt", PHRASES[0].encode(), target="")
     assert (status, reply["error"]) == (400, "Invalid request: missing target parameter")
