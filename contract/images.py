@@ -19,14 +19,14 @@ an image without ink is left uncropped).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import io
 import re
+import struct
 import warnings
 
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
+from PIL import ExifTags, Image, UnidentifiedImageError
 
 from .kinds import RESAMPLE as RESAMPLE_NAMES
 from .manifest import Preprocessing
@@ -256,6 +256,28 @@ def preprocess_image(
     anything too large, unsupported or undecodable.
     """
     image = _open_checked(data, max_pixels, max_bytes)
-    with contextlib.suppress(OSError, ValueError, SyntaxError, TypeError, KeyError):  # EXIF that does not read
-        ImageOps.exif_transpose(image, in_place=True)  # as a viewer shows it when its EXIF does not read either
-    return preprocess_pil(image, prep)
+    return preprocess_pil(_upright(image), prep)
+
+
+# EXIF orientation 2..8 -> the transpose that shows the picture as its camera saw it.
+ORIENTATION = {
+    2: Image.Transpose.FLIP_LEFT_RIGHT,
+    3: Image.Transpose.ROTATE_180,
+    4: Image.Transpose.FLIP_TOP_BOTTOM,
+    5: Image.Transpose.TRANSPOSE,
+    6: Image.Transpose.ROTATE_270,
+    7: Image.Transpose.TRANSVERSE,
+    8: Image.Transpose.ROTATE_90,
+}
+
+
+def _upright(image: Image.Image) -> Image.Image:
+    """The image turned as its EXIF (or XMP) orientation says. Only the tag is read: Pillow's
+    exif_transpose also writes the rest of the EXIF back without it, which fails on a tag of a
+    type Pillow does not write (a camera's ASCII in a SHORT tag) after it has turned the pixels.
+    EXIF that does not read leaves the image as stored, as a viewer shows it."""
+    try:
+        method = ORIENTATION.get(image.getexif().get(ExifTags.Base.Orientation, 1))
+    except (OSError, ValueError, SyntaxError, TypeError, KeyError, struct.error):
+        return image
+    return image if method is None else image.transpose(method)

@@ -64,6 +64,23 @@ def test_a_photo_stored_sideways_is_seen_as_its_exif_orientation_shows_it(orient
     assert not np.allclose(preprocess_image(encode(stored), GRAY), expected)  # the tag is what turns it
 
 
+def _exif_with_a_tag_pillow_cannot_write(orientation: int) -> bytes:
+    """EXIF (big-endian TIFF) of Orientation and MaxSampleValue (0x0119, a SHORT) holding the
+    ASCII 'Canon', as a camera's firmware may write it: Pillow reads it, and fails writing it back."""
+    entries = struct.pack(">HHIHH", 0x0112, 3, 1, orientation, 0) + struct.pack(">HHII", 0x0119, 2, 6, 38)
+    return b"Exif\0\0MM\0\x2a" + struct.pack(">IH", 8, 2) + entries + struct.pack(">I", 0) + b"Canon\0"
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG"])
+def test_a_sideways_photo_with_odd_exif_tags_is_turned_not_an_internal_error(fmt):
+    upright = Image.new("L", (16, 16), 255)
+    upright.paste(0, (2, 2, 6, 14))
+    buf = io.BytesIO()
+    upright.transpose(Image.Transpose.ROTATE_90).save(buf, format=fmt, exif=_exif_with_a_tag_pillow_cannot_write(6))
+    expected = preprocess_image(encode(upright, fmt), GRAY)
+    np.testing.assert_allclose(preprocess_image(buf.getvalue(), GRAY), expected, atol=0.1)
+
+
 def test_white_ink_on_a_transparent_sheet_is_seen_as_on_black():
     # flattened onto white it was white on white: a blank image
     img = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
