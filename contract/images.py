@@ -153,11 +153,13 @@ def _flatten_alpha(image: Image.Image) -> Image.Image:
 
 
 def to_mode(image: Image.Image, channels: int) -> Image.Image:
-    """Any decoded mode (1, L, LA, P, RGB, RGBA, CMYK, YCbCr, I;16, I, F, ...) to "L" or "RGB"."""
+    """Any decoded mode (1, L, LA, P, RGB, RGBA, CMYK, YCbCr, LAB, I;16, I, F, ...) to "L" or "RGB"."""
     if image.mode.startswith("I") or image.mode == "F":
         image = _to_8bit(image)
     elif image.mode in ("RGBA", "LA", "PA", "La", "RGBa") or (image.mode == "P" and "transparency" in image.info):
         image = _flatten_alpha(image)
+    elif image.mode == "LAB":  # a Lab TIFF: Pillow converts LAB to RGB alone, not to L
+        image = image.convert("RGB")
     return image.convert("L" if channels == 1 else "RGB")
 
 

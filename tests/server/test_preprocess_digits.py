@@ -81,6 +81,14 @@ def test_a_sideways_photo_with_odd_exif_tags_is_turned_not_an_internal_error(fmt
     np.testing.assert_allclose(preprocess_image(buf.getvalue(), GRAY), expected, atol=0.1)
 
 
+def test_a_lab_tiff_reaches_a_grayscale_model_as_its_grays():
+    gray = Image.new("L", (16, 16), 255)
+    gray.paste(0, (2, 2, 6, 14))
+    lab = Image.merge("LAB", (gray, Image.new("L", gray.size, 128), Image.new("L", gray.size, 128)))  # a, b neutral
+    expected = preprocess_image(encode(gray), GRAY)
+    np.testing.assert_allclose(preprocess_image(encode(lab, "TIFF"), GRAY), expected, atol=0.02)
+
+
 def test_white_ink_on_a_transparent_sheet_is_seen_as_on_black():
     # flattened onto white it was white on white: a blank image
     img = Image.new("RGBA", (16, 16), (0, 0, 0, 0))
