@@ -24,14 +24,13 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from . import AttnServeError, Client, job_cli, read_glossary
+from . import AttnServeError, Client, classify_cli, job_cli, read_glossary
 from .attention_map import draw_attention_map
 from .cli_parser import build_parser, refuse_non_utf8
 
@@ -218,41 +217,6 @@ def _unwritable(out: Path) -> str:
     return ""
 
 
-CLASSIFY_BATCH = 32  # images a request: a folder of them goes in several, within the server's limit (64)
-_IMAGE_INDEX = re.compile(r"^images\[(\d+)\]")
-
-
-def _classify(client: Client, args: argparse.Namespace) -> int:
-    missing = next((path for path in args.images if not os.path.isfile(path)), None)
-    if missing is not None:  # before any request: not after the first batches were sent
-        reason = "a folder, not an image" if os.path.isdir(missing) else "no such file"
-        print(f"attnserve-client: error: {job_cli.printable(missing)}: {reason}", file=sys.stderr)
-        return 2
-    results = []
-    for start in range(0, len(args.images), CLASSIFY_BATCH):
-        paths = args.images[start : start + CLASSIFY_BATCH]
-        try:
-            images = [Path(path).read_bytes() for path in paths]
-        except OSError as exc:
-            print(f"attnserve-client: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
-            return 2
-        try:
-            results += client.classify(images, args.model, top_k=args.top_k)
-        except AttnServeError as exc:  # "images[3]: cannot decode": the file the user named
-            index = _IMAGE_INDEX.match(exc.details)
-            if index is None or int(index[1]) >= len(paths):
-                raise
-            named = job_cli.printable(paths[int(index[1])]) + exc.details[index.end() :]
-            raise AttnServeError(exc.code, named) from None
-    if args.json:
-        _print_json([{"file": path, **dataclasses.asdict(r)} for path, r in zip(args.images, results)])
-        return 0
-    for path, result in zip(args.images, results):
-        labels = ", ".join(f"{lab.label} {lab.probability:.3f}" for lab in result.labels)
-        print(f"{job_cli.printable(path)}: {labels}")
-    return 0
-
-
 def _models(client: Client, args: argparse.Namespace) -> int:
     models = client.list_models()
     if args.json:
@@ -304,7 +268,7 @@ def _health(client: Client, args: argparse.Namespace) -> int:
 COMMANDS = {
     "translate": _translate,
     "translate-file": _translate_file,
-    "classify": _classify,
+    "classify": classify_cli.classify,
     "models": _models,
     "pairs": _pairs,
     "health": _health,

@@ -18,7 +18,7 @@ import grpc
 import pytest
 from google.protobuf.descriptor import FieldDescriptor
 
-from attnserve.client import AttnServeError, Client, Hypothesis, Translation, decoding_options
+from attnserve.client import AttnServeError, Client, Hypothesis, Translation, classify_cli, decoding_options
 from attnserve.client import cli as client_cli
 from attnserve.client.cli import main as client_main
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
@@ -83,6 +83,36 @@ def test_client_cli_classifies_a_folder_of_more_images_than_a_request_takes(serv
     assert f"INVALID_ARGUMENT: {paths[41]}: " in capsys.readouterr().err
     assert client_main([*address, "classify", str(paths[0]), str(folder), "--model", "digits"]) == 2
     assert f"{folder}: a folder, not an image" in capsys.readouterr().err
+
+
+def test_client_cli_splits_files_over_a_requests_pixels_into_several_requests(
+    serve, repo, tmp_path, capsys, monkeypatch
+):
+    # 5 scans of 28 x 28 = 784 pixels on a server that takes 2,000 a request: every file classified
+    paths = [tmp_path / f"{n}.png" for n in range(5)]
+    for n, path in enumerate(paths):
+        path.write_bytes(digit_png(n))
+    with serve(repo, max_request_pixels=2000) as server:
+        address = ["--address", server.address]
+        assert client_main([*address, "--json", "classify", *map(str, paths), "--model", "digits"]) == 0
+        got = json.loads(capsys.readouterr().out)
+        with server.client() as client:
+            direct = [client.classify([path], "digits", top_k=3)[0] for path in paths]
+        assert [r["file"] for r in got] == list(map(str, paths))
+        assert [r["labels"][0]["label"] for r in got] == [r.labels[0].label for r in direct]
+        # grouped by their headers before sending, within the pixels a request may hold: none refused
+        monkeypatch.setattr(classify_cli, "CLASSIFY_PIXELS", 2000)
+        ok = server.metric("attnserve_requests_total", model="digits", method="Classify", status="OK")
+        refused = server.metric(
+            "attnserve_requests_total", model="digits", method="Classify", status="INVALID_ARGUMENT"
+        )
+        assert client_main([*address, "classify", *map(str, paths), "--model", "digits"]) == 0
+        assert len(capsys.readouterr().out.splitlines()) == 5
+        assert server.metric("attnserve_requests_total", model="digits", method="Classify", status="OK") == ok + 3
+        assert (
+            server.metric("attnserve_requests_total", model="digits", method="Classify", status="INVALID_ARGUMENT")
+            == refused
+        )
 
 
 def test_client_cli_errors_exit_1_with_the_status(server_process, capsys):
