@@ -117,6 +117,25 @@ def parse_xml_stream(
     return root.getroottree()
 
 
+CONTENT_TYPES = "[Content_Types].xml"
+_TYPES = "{http://schemas.openxmlformats.org/package/2006/content-types}"
+
+
+def overrides(archive: zipfile.ZipFile, kind: str) -> dict[str, str]:
+    """An OOXML package's parts by the content type ``[Content_Types].xml`` declares for each
+    (its ``Override`` entries: part name without the leading ``/`` -> content type). A part is
+    what its content type says, whatever its name: writers name the same part differently
+    (Excel ``xl/comments1.xml``, openpyxl ``xl/comments/comment1.xml``)."""
+    if CONTENT_TYPES not in archive.namelist():
+        return {}
+    root = parse_xml(read(archive, CONTENT_TYPES, kind), CONTENT_TYPES, kind).getroot()
+    return {
+        o.get("PartName", "").lstrip("/"): o.get("ContentType", "")
+        for o in root.iter(f"{_TYPES}Override")
+        if o.get("PartName")
+    }
+
+
 def serialize_xml(tree: etree._ElementTree) -> bytes:
     """The tree with the XML declaration it came with (encoding, standalone)."""
     info = tree.docinfo

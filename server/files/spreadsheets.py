@@ -9,7 +9,9 @@ What a spreadsheet shows as words is in three places (ECMA-376 Part 1 ยง 18.4, ย
   placed as a .docx paragraph's runs are (``paragraphs``, ``run_placement``);
 - inline strings (``<is>`` of a ``t="inlineStr"`` cell) in the worksheets, which some writers
   use instead; a worksheet without one is not parsed at all (it is only searched for the word);
-- cell comments (``xl/comments*.xml``, the notes Excel shows on hover).
+- cell comments (the notes Excel shows on hover): the parts ``[Content_Types].xml`` declares
+  comments, whatever their names (Excel's ``xl/comments1.xml``, openpyxl's
+  ``xl/comments/comment1.xml``).
 
 A string's ``_xHHHH_`` escapes (``_x000D_``: a carriage return) reach the model as the characters
 they stand for, and its translation is written back escaped where it must be (``xstring``).
@@ -40,6 +42,8 @@ MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 SHARED = "xl/sharedStrings.xml"
 SHEETS = re.compile(r"xl/worksheets/sheet\d+\.xml")
 COMMENTS = re.compile(r"xl/comments\d*\.xml")
+_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.{}+xml".format
+SHARED_TYPE, COMMENTS_TYPE, SHEET_TYPE = _TYPE("sharedStrings"), _TYPE("comments"), _TYPE("worksheet")
 INLINE = b"inlineStr"  # the cell type of an inline string: a worksheet without it has none
 
 
@@ -79,11 +83,13 @@ def _parts(package: zipfile.ZipFile) -> list[str]:
     names = package.namelist()
     if "xl/workbook.xml" not in names:
         raise FileRefused(f"the file is not a valid {KIND}: it has no xl/workbook.xml")
+    declared = archive.overrides(package, KIND)  # a part is what its content type says, whatever its name
     wanted = []
     for name in names:
-        if name == SHARED or COMMENTS.fullmatch(name):
+        kind = declared.get(name, "")
+        if name == SHARED or COMMENTS.fullmatch(name) or kind in (SHARED_TYPE, COMMENTS_TYPE):
             wanted.append(name)
-        elif SHEETS.fullmatch(name) and _mentions(package, name, INLINE):
+        elif (SHEETS.fullmatch(name) or kind == SHEET_TYPE) and _mentions(package, name, INLINE):
             wanted.append(name)
     return wanted
 

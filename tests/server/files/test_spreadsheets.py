@@ -12,6 +12,7 @@ import openpyxl
 import pytest
 from openpyxl.cell.rich_text import CellRichText, TextBlock
 from openpyxl.cell.text import InlineFont
+from openpyxl.comments import Comment
 
 from attnserve.server import files
 from attnserve.server.files import FileRefused, TooManyCharacters
@@ -92,6 +93,20 @@ def test_a_workbook_written_by_openpyxl_with_inline_strings_reopens_translated()
     again = workbook(out)["Budget"]
     assert again["A1"].value == "tRAVEL COSTS" and again["A2"].value == 12 and again["A3"].value == "=A2*2"
     assert [str(b.text) if isinstance(b, TextBlock) else b for b in again["B1"].value] == ["pAID ", "LATE ", "AGAIN"]
+
+
+def test_a_note_written_by_openpyxl_is_translated_with_its_cell():
+    # openpyxl names the comments part xl/comments/comment1.xml, Excel xl/comments1.xml: the
+    # package's content types say which part it is
+    book = openpyxl.Workbook()
+    book.active["A1"] = "Travel costs"
+    book.active["A1"].comment = Comment("Check the receipts", "Ann")
+    sent = io.BytesIO()
+    book.save(sent)
+    extracted = files.read("budget.xlsx", sent.getvalue(), LIMIT)
+    assert extracted.texts == ("Travel costs", "Check the receipts")
+    cell = workbook(swapped(extracted)).active["A1"]
+    assert (cell.value, cell.comment.text, cell.comment.author) == ("tRAVEL COSTS", "cHECK THE RECEIPTS", "Ann")
 
 
 def test_a_workbook_without_words_an_invalid_one_and_one_over_the_limits_are_refused():
