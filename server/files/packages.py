@@ -9,7 +9,7 @@ anything is inflated (``archive``), the XML parts that hold text are parsed with
 (``paragraphs``) and every other entry (images, styles, fonts, relationships, settings) is
 written back with the same content, name, order and compression.
 
-- .docx: the body, headers, footers, footnotes and endnotes (``word/*.xml``);
+- .docx: the body, headers, footers, footnotes, endnotes and comments (``word/*.xml``);
 - .pptx: every slide and its speaker notes;
 - .odt / .odp: ``content.xml`` (body text, tables, frames, notes, slides);
 - .epub: every XHTML page (OPF manifest media type ``application/xhtml+xml``), each one
@@ -33,7 +33,7 @@ from .refusals import FileRefused
 from .run_placement import Placement
 from .text_files import decode
 
-DOCX_PARTS = re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes)\.xml")
+DOCX_PARTS = re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes|comments)\.xml")
 PPTX_PARTS = re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml")
 ODF_PARTS = re.compile(r"content\.xml")
 MEDIA_TYPES = {

@@ -39,11 +39,14 @@ def _zip(entries: list[tuple[str, bytes | str]], stored_first: bool = False) -> 
     return out.getvalue()
 
 
-def docx(paragraphs: list[Paragraph], footer: list[Paragraph] | None = None) -> bytes:
+def docx(
+    paragraphs: list[Paragraph], footer: list[Paragraph] | None = None, comments: list[Paragraph] | None = None
+) -> bytes:
     """A run styled ``"field INSTRUCTION"`` is a simple field (``w:fldSimple``) showing its text,
     one styled ``"complex INSTRUCTION"`` a complex field (``w:fldChar`` begin, ``w:instrText``,
     separate, the text, end), as Word writes a figure's number, a cross-reference or a page
-    number; ``footer``: the paragraphs of ``word/footer1.xml``."""
+    number; ``footer``: the paragraphs of ``word/footer1.xml``; ``comments``: one reviewer's comment
+    (``word/comments.xml``) per paragraph, as Word writes it."""
 
     def run(text: str, style: str) -> str:
         props = {"b": "<w:rPr><w:b/></w:rPr>", "i": "<w:rPr><w:i/></w:rPr>"}.get(style, "")
@@ -64,6 +67,11 @@ def docx(paragraphs: list[Paragraph], footer: list[Paragraph] | None = None) -> 
 
     document = f'{DECLARATION}<w:document xmlns:w="{W}"><w:body>{body(paragraphs)}<w:sectPr/></w:body></w:document>'
     footers = [("word/footer1.xml", f'{DECLARATION}<w:ftr xmlns:w="{W}">{body(footer)}</w:ftr>')] if footer else []
+    notes = "".join(
+        f'<w:comment w:id="{n}" w:author="Ann" w:initials="A">{body([p])}</w:comment>'
+        for n, p in enumerate(comments or [])
+    )
+    footers += [("word/comments.xml", f'{DECLARATION}<w:comments xmlns:w="{W}">{notes}</w:comments>')] if notes else []
     return _zip(
         [
             (

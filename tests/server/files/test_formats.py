@@ -66,6 +66,15 @@ def test_docx_keeps_the_edge_spaces_word_would_drop():
     assert first.text == "oNE " and first.get("{http://www.w3.org/XML/1998/namespace}space") == "preserve"
 
 
+def test_docx_comments_are_translated_as_word_shows_them_beside_the_text():
+    data = office.docx([[("The budget is final.", "")]], comments=[[("Please check ", ""), ("the totals", "b")]])
+    extracted = files.read("report.docx", data, LIMIT)
+    assert extracted.texts == ("The budget is final.", "Please check the totals")
+    comment = xml(swapped(extracted), "word/comments.xml").find(f"{W}comment")
+    assert [t.text for t in comment.iter(f"{W}t")] == ["pLEASE CHECK ", "THE TOTALS"]
+    assert comment.get(f"{W}author") == "Ann"
+
+
 def test_docx_field_results_keep_their_numbers_and_the_words_around_them_are_translated():
     # Word shows a field's stored result and does not compute it again on opening
     paragraphs = [
