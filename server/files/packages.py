@@ -11,7 +11,8 @@ written back with the same content, name, order and compression.
 
 - .docx: the body, headers, footers, footnotes, endnotes and comments (``word/*.xml``);
 - .pptx: every slide and its speaker notes;
-- .odt / .odp: ``content.xml`` (body text, tables, frames, notes, slides);
+- .odt / .odp: ``content.xml`` (body text, tables, frames, notes, slides); an .odt's headers and
+  footers (its master pages in ``styles.xml``);
 - .epub: every XHTML page (OPF manifest media type ``application/xhtml+xml``), each one
   document in the service's ``html`` mode, as a .html file is.
 """
@@ -36,6 +37,9 @@ from .text_files import decode
 DOCX_PARTS = re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes|comments)\.xml")
 PPTX_PARTS = re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml")
 ODF_PARTS = re.compile(r"content\.xml")
+# a text document's headers and footers are in its master pages, in styles.xml (ODF 1.3 § 16.10);
+# a presentation's master pages hold layout placeholders, not its slides' words
+ODT_PARTS = re.compile(r"content\.xml|styles\.xml")
 MEDIA_TYPES = {
     ".docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
     ".pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
@@ -89,7 +93,7 @@ def read_pptx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
 
 
 def read_odt(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
-    return _office(data, max_file_bytes, chars, ".odt", ODF_PARTS, "content.xml", OPENDOCUMENT)
+    return _office(data, max_file_bytes, chars, ".odt", ODT_PARTS, "content.xml", OPENDOCUMENT)
 
 
 def read_odp(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:

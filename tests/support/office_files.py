@@ -104,11 +104,21 @@ def pptx(slides: list[list[Paragraph]]) -> bytes:
     return _zip(entries)
 
 
-def _odf(paragraphs: list[Paragraph], mimetype: str, body: str) -> bytes:
+def _odf(paragraphs: list[Paragraph], mimetype: str, body: str, header: str = "", footer: str = "") -> bytes:
     def run(text: str, style: str) -> str:
         return f'<text:span text:style-name="{style.upper()}">{escape(text)}</text:span>' if style else escape(text)
 
     text = "".join(f'<text:p text:style-name="P1">{"".join(run(*r) for r in p)}</text:p>' for p in paragraphs)
+    master = "".join(
+        f'<style:{kind}><text:p text:style-name="{kind.title()}">{escape(words)}</text:p></style:{kind}>'
+        for kind, words in (("header", header), ("footer", footer))
+        if words
+    )
+    styles = (
+        f"{DECLARATION}<office:document-styles {ODF_NS}><office:master-styles>"
+        f'<style:master-page style:name="Standard">{master}</style:master-page>'
+        "</office:master-styles></office:document-styles>"
+    )
     content = (
         f"{DECLARATION}<office:document-content {ODF_NS}><office:body><office:{body}>"
         f'<draw:frame><draw:image xlink:href="Pictures/image1.png"/></draw:frame>{text}'
@@ -118,7 +128,7 @@ def _odf(paragraphs: list[Paragraph], mimetype: str, body: str) -> bytes:
         [
             ("mimetype", mimetype),
             ("content.xml", content),
-            ("styles.xml", f"{DECLARATION}<office:document-styles {ODF_NS}/>"),
+            ("styles.xml", styles),
             ("Pictures/image1.png", PNG),
             ("META-INF/manifest.xml", f"{DECLARATION}<manifest/>"),
         ],
@@ -126,8 +136,9 @@ def _odf(paragraphs: list[Paragraph], mimetype: str, body: str) -> bytes:
     )
 
 
-def odt(paragraphs: list[Paragraph]) -> bytes:
-    return _odf(paragraphs, "application/vnd.oasis.opendocument.text", "text")
+def odt(paragraphs: list[Paragraph], header: str = "", footer: str = "") -> bytes:
+    """``header``, ``footer``: the words of the page style's header and footer, in ``styles.xml``."""
+    return _odf(paragraphs, "application/vnd.oasis.opendocument.text", "text", header, footer)
 
 
 def odp(slides: list[list[Paragraph]]) -> bytes:

@@ -134,6 +134,15 @@ def test_opendocument_spans_keep_their_styles_and_mimetype_stays_first_and_store
     assert "".join(first_paragraph.itertext()) == "bEFORE STYLED AFTER."
 
 
+def test_odt_page_headers_and_footers_are_translated():
+    # Writer keeps them in the page style (styles.xml), shown on every page above and below the body
+    data = office.odt([[("Body text.", "")]], header="Quarterly report", footer="Company confidential")
+    extracted = files.read("file.odt", data, LIMIT)
+    assert extracted.texts == ("Body text.", "Quarterly report", "Company confidential")
+    styles = xml(swapped(extracted), "styles.xml")
+    assert [p.text for p in styles.iter(f"{TEXT}p")] == ["qUARTERLY REPORT", "cOMPANY CONFIDENTIAL"]
+
+
 def test_opendocument_spaces_tabs_and_breaks_stay_where_they_are():
     content = (
         '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
