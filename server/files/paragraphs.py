@@ -10,6 +10,8 @@ One :class:`Dialect` per family, read from the specs:
   Word shows and does not compute again on opening, so it is kept as it is, a placeholder
   between the runs as a tab is; only a ``HYPERLINK`` field's result is the author's words,
   read as runs.
+  Ruby text (``<w:rt>``: the reading shown above its base, furigana) is not read: the model
+  reads the base's words alone, and the reading, of words the translation replaced, is emptied.
 - OOXML DrawingML (.pptx, § 21.1.2): ``<a:p>`` holds runs ``<a:r>`` with ``<a:t>``, and
   ``<a:br/>``; a field's text (``<a:fld>``: a slide number, a date) is a placeholder too.
 - OOXML SpreadsheetML (.xlsx, § 18.4): a shared string ``<si>``, an inline string ``<is>`` and a
@@ -62,6 +64,7 @@ class Dialect:
     run_parents: frozenset[str] = frozenset()  # OOXML: a text element counts only inside these (a:r, not a:fld)
     fields: frozenset[str] = frozenset()  # elements whose text is a field's result (w:fldSimple, a:fld)
     escaped: bool = False  # SpreadsheetML: text holds _xHHHH_ escapes (files.xstring)
+    readings: frozenset[str] = frozenset()  # elements holding a reading aid of the words beside (ruby text)
 
 
 FIELD = " "  # what the model reads for a field's result: the words around it, not the result itself
@@ -74,6 +77,7 @@ WORDPROCESSING = Dialect(
     joints={f"{W}tab": "\t", f"{W}br": "\n", f"{W}cr": "\n"},
     run_parents=frozenset({f"{W}r"}),
     fields=frozenset({f"{W}fldSimple"}),
+    readings=frozenset({f"{W}rt"}),
 )
 DRAWING = Dialect(
     paragraphs=frozenset({f"{A}p"}),
@@ -148,8 +152,11 @@ class Paragraph:
     # per slot: (a field's result is right before it, right after it); the model reads a space
     # there, so the translation's edge next to the field gets its space back (_spaced)
     fields: tuple[tuple[bool, bool], ...] = ()
+    readings: tuple[etree._Element, ...] = ()  # text elements of ruby readings, emptied with their words
 
     def write(self, runs: list[str]) -> None:
+        for reading in self.readings:
+            reading.text = ""
         fields = self.fields or ((False, False),) * len(self.slots)
         for slot, text, (before, after) in zip(self.slots, runs, fields, strict=True):
             was = slot.get()
@@ -214,6 +221,7 @@ class _Collector:
         self.pending = ""  # joints seen since the last run
         self.after_field = False  # a field's result since the last run
         self.complex = _Fields()
+        self.readings: list[etree._Element] = []
 
     def slot(self, slot: Slot) -> None:
         text = slot.get()
@@ -277,6 +285,8 @@ class _Collector:
             elif tag in d.texts:
                 if child.getparent().tag in d.run_parents and not self.complex.hidden:
                     self.slot(Slot(child, escaped=d.escaped))
+            elif tag in d.readings:
+                self.readings += child.iter(*d.texts)
             elif tag in d.fields:
                 if _LINK.match(child.get(f"{W}instr", "")):
                     self.walk(child)
@@ -296,7 +306,8 @@ def paragraph(element: etree._Element, dialect: Dialect) -> Paragraph | None:
     if not collector.runs:
         return None
     unit = Unit(tuple(collector.runs), tuple(collector.joints), tuple(collector.styles))
-    return Paragraph(tuple(collector.slots), unit, tuple(collector.edges)) if unit.text.strip() else None
+    found = Paragraph(tuple(collector.slots), unit, tuple(collector.edges), tuple(collector.readings))
+    return found if unit.text.strip() else None
 
 
 def paragraphs(root: etree._Element, dialect: Dialect) -> Iterator[Paragraph]:

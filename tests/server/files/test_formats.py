@@ -75,6 +75,21 @@ def test_docx_comments_are_translated_as_word_shows_them_beside_the_text():
     assert comment.get(f"{W}author") == "Ann"
 
 
+def test_docx_ruby_readings_are_not_read_into_the_sentence_and_are_emptied_with_their_words():
+    # furigana over 漢字: the model reads the base alone (not "かんじ漢字"), and the reading of a
+    # word the translation replaced is not left over the translation
+    ruby = (
+        f"<w:r><w:ruby><w:rubyPr/><w:rt>{w_run('かんじ')}</w:rt><w:rubyBase>{w_run('漢字')}</w:rubyBase></w:ruby></w:r>"
+    )
+    paragraph = w_paragraph(w_run("この"), ruby, w_run("を読む。"))
+    data = office._zip([("word/document.xml", w_part("document", f"<w:body>{paragraph}</w:body>"))])
+    extracted = files.read("a.docx", data, LIMIT)
+    assert extracted.texts == ("この漢字を読む。",)
+    out = xml(extracted.write(["Read this kanji."]), "word/document.xml")
+    assert "".join(t.text or "" for t in out.iter(f"{W}t")) == "Read this kanji."
+    assert [t.text or "" for t in out.find(f".//{W}rt").iter(f"{W}t")] == [""]
+
+
 def test_docx_field_results_keep_their_numbers_and_the_words_around_them_are_translated():
     # Word shows a field's stored result and does not compute it again on opening
     paragraphs = [
