@@ -8,7 +8,8 @@ What a spreadsheet shows as words is in three places (ECMA-376 Part 1 ยง 18.4, ย
   translated once; a rich-text string's runs (``<r>`` with ``<rPr>``: bold, colour, font) are
   placed as a .docx paragraph's runs are (``paragraphs``, ``run_placement``);
 - inline strings (``<is>`` of a ``t="inlineStr"`` cell) in the worksheets, which some writers
-  use instead; a worksheet without one is not parsed at all (it is only searched for the word);
+  use instead; a worksheet without one is not parsed (it is only searched for the word; one
+  with a table is read up to the table's header row);
 - cell comments (the notes Excel shows on hover): the parts ``[Content_Types].xml`` declares
   comments, whatever their names (Excel's ``xl/comments1.xml``, openpyxl's
   ``xl/comments/comment1.xml``).
@@ -19,7 +20,9 @@ they stand for, and its translation is written back escaped where it must be (``
 Not translated: formulas (``<f>``), numbers, dates, booleans and errors (``<v>``), a formula's
 cached text result (``<v>`` of a ``t="str"`` cell: Excel computes it again from the formula),
 a text with no letter in it (an id or a year typed as text: the model could only damage it),
-sheet names and defined names (``xl/workbook.xml``: formulas refer to sheets by name), charts,
+sheet names and defined names (``xl/workbook.xml``: formulas refer to sheets by name), a
+table's header cells (its column names, which formulas refer to and Excel requires to match the
+table's part: ``spreadsheet_tables``), charts,
 drawings' text boxes, headers and footers, and threaded comments (``xl/threadedComments``).
 """
 
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import re
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from lxml import etree
 
@@ -36,6 +39,7 @@ from .extracted import Characters, Check, Extracted
 from .paragraphs import SPREADSHEET, Paragraph, paragraph
 from .refusals import FileRefused
 from .run_placement import Placement
+from .spreadsheet_tables import Headers, table_headers
 
 KIND = ".xlsx"
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -62,14 +66,19 @@ def _mentions(package: zipfile.ZipFile, name: str, word: bytes) -> bool:
 
 
 class _Strings:
-    """Collects the strings of a streamed part as each ends, their characters counted as they come."""
+    """Collects the strings of a streamed part as each ends, their characters counted as they come;
+    ``kept(string, n)``: whether the part's n-th string is left as it is (a table's column name)."""
 
-    def __init__(self, chars: Characters) -> None:
-        self.chars = chars
+    def __init__(self, chars: Characters, kept: Callable[[etree._Element, int], bool]) -> None:
+        self.chars, self.kept = chars, kept
         self.found: list[Paragraph] = []
+        self.seen = 0
 
     def __call__(self, event: str, element: etree._Element) -> None:
         if event != "end":
+            return
+        n, self.seen = self.seen, self.seen + 1
+        if self.kept(element, n):
             return
         found = paragraph(element, SPREADSHEET)
         if found is not None and any(ch.isalpha() for ch in found.unit.text):
@@ -77,21 +86,37 @@ class _Strings:
             self.found.append(found)
 
 
-def _parts(package: zipfile.ZipFile) -> list[str]:
-    """The parts that hold strings, in the zip's order: shared strings, comments, and the
-    worksheets that have inline strings."""
+def _parts(package: zipfile.ZipFile) -> tuple[list[str], list[str]]:
+    """(the parts that hold strings, in the zip's order: shared strings, comments, and the
+    worksheets that have inline strings; every worksheet)."""
     names = package.namelist()
     if "xl/workbook.xml" not in names:
         raise FileRefused(f"the file is not a valid {KIND}: it has no xl/workbook.xml")
     declared = archive.overrides(package, KIND)  # a part is what its content type says, whatever its name
-    wanted = []
+    wanted, sheets = [], []
     for name in names:
         kind = declared.get(name, "")
         if name == SHARED or COMMENTS.fullmatch(name) or kind in (SHARED_TYPE, COMMENTS_TYPE):
             wanted.append(name)
-        elif (SHEETS.fullmatch(name) or kind == SHEET_TYPE) and _mentions(package, name, INLINE):
-            wanted.append(name)
-    return wanted
+        elif SHEETS.fullmatch(name) or kind == SHEET_TYPE:
+            sheets.append(name)
+            if _mentions(package, name, INLINE):
+                wanted.append(name)
+    return wanted, sheets
+
+
+def _kept(name: str, headers: Headers) -> Callable[[etree._Element, int], bool]:
+    """Which strings of the part ``name`` are tables' column names (``spreadsheet_tables``): the
+    n-th ``<si>`` of the shared strings, an inline string by its cell."""
+    cells = headers.inline.get(name, set())
+
+    def kept(string: etree._Element, n: int) -> bool:
+        if etree.QName(string).localname == "si":
+            return n in headers.shared
+        cell = string.getparent()
+        return etree.QName(string).localname == "is" and cell is not None and cell.get("r") in cells
+
+    return kept
 
 
 def read_xlsx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
@@ -100,8 +125,10 @@ def read_xlsx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     tags = archive.Tags(KIND)
     trees: dict[str, etree._ElementTree] = {}
     found: list[Paragraph] = []
-    for name in _parts(package):
-        strings = _Strings(chars)
+    wanted, sheets = _parts(package)
+    headers = table_headers(package, sheets)
+    for name in wanted:
+        strings = _Strings(chars, _kept(name, headers))
         tree = archive.parse_xml_stream(package, name, KIND, SPREADSHEET.paragraphs, strings, tags)
         if strings.found:
             trees[name] = tree

@@ -13,6 +13,7 @@ import pytest
 from openpyxl.cell.rich_text import CellRichText, TextBlock
 from openpyxl.cell.text import InlineFont
 from openpyxl.comments import Comment
+from openpyxl.worksheet.table import Table
 
 from attnserve.server import files
 from attnserve.server.files import FileRefused, TooManyCharacters
@@ -93,6 +94,58 @@ def test_a_workbook_written_by_openpyxl_with_inline_strings_reopens_translated()
     again = workbook(out)["Budget"]
     assert again["A1"].value == "tRAVEL COSTS" and again["A2"].value == 12 and again["A3"].value == "=A2*2"
     assert [str(b.text) if isinstance(b, TextBlock) else b for b in again["B1"].value] == ["pAID ", "LATE ", "AGAIN"]
+
+
+def with_table(data: bytes, ref: str) -> bytes:
+    """The workbook of ``sheets.xlsx`` with a table (Excel's "Format as Table") over ``ref`` of its sheet."""
+    table = (
+        f'<table xmlns="{sheets.S}" id="1" name="Sales" displayName="Sales" ref="{ref}"><autoFilter ref="{ref}"/>'
+        '<tableColumns count="2"><tableColumn id="1" name="Item"/><tableColumn id="2" name="Amount"/></tableColumns>'
+        "</table>"
+    )
+    rels = (
+        f'<Relationships xmlns="{sheets.PR}"><Relationship Id="rId1" Type="{sheets.R}/table" '
+        'Target="../tables/table1.xml"/></Relationships>'
+    )
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w") as package:
+        for info in source.infolist():
+            part = source.read(info)
+            if info.filename == "xl/worksheets/sheet1.xml":
+                part = part.replace(
+                    b"</sheetData>", b'</sheetData><tableParts count="1"><tablePart r:id="rId1"/></tableParts>'
+                )
+            package.writestr(info, part)
+        package.writestr("xl/worksheets/_rels/sheet1.xml.rels", rels)
+        package.writestr("xl/tables/table1.xml", table)
+    return out.getvalue()
+
+
+def test_a_tables_column_names_stay_as_they_are_so_excel_opens_the_workbook():
+    # Excel reports a workbook whose table header cells differ from the table's column names
+    # as damaged; formulas refer to them (=SUM(Sales[Amount])), as to sheet names
+    cells = (
+        '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
+        '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2"><v>3</v></c></row>'
+        '<row r="4"><c r="A4" t="s"><v>1</v></c><c r="B4"><f>SUM(Sales[Amount])</f><v>3</v></c></row>'
+    )
+    data = with_table(sheets.xlsx(["Item", "Amount", "Fresh apples"], cells), "A1:B2")
+    extracted = files.read("sales.xlsx", data, LIMIT)
+    assert extracted.texts == ("Fresh apples",)
+    sheet = workbook(swapped(extracted))[sheets.SHEET_NAME]
+    assert [c.name for c in sheet.tables["Sales"].tableColumns] == [sheet["A1"].value, sheet["B1"].value]
+    assert (sheet["A1"].value, sheet["A2"].value, sheet["A4"].value) == ("Item", "fRESH APPLES", "Amount")
+    # openpyxl writes each cell's text inline
+    book = openpyxl.Workbook()
+    for row in [["Item", "Amount"], ["Fresh apples", 3], ["Item", None]]:
+        book.active.append(row)
+    book.active.add_table(Table(displayName="Sales", ref="A1:B2"))
+    sent = io.BytesIO()
+    book.save(sent)
+    extracted = files.read("sales.xlsx", sent.getvalue(), LIMIT)
+    assert extracted.texts == ("Fresh apples", "Item")  # A3 is no header
+    sheet = workbook(swapped(extracted)).active
+    assert [c.name for c in sheet.tables["Sales"].tableColumns] == [sheet["A1"].value, sheet["B1"].value]
 
 
 def test_a_note_written_by_openpyxl_is_translated_with_its_cell():
