@@ -14,6 +14,8 @@ One :class:`Dialect` per family, read from the specs:
   reads the base's words alone, and the reading, of words the translation replaced, is emptied.
 - OOXML DrawingML (.pptx, § 21.1.2): ``<a:p>`` holds runs ``<a:r>`` with ``<a:t>``, and
   ``<a:br/>``; a field's text (``<a:fld>``: a slide number, a date) is a placeholder too.
+  WordprocessingML and DrawingML are read in their Transitional and Strict namespaces alike
+  (what Word and PowerPoint write as "Strict Open XML").
 - OOXML SpreadsheetML (.xlsx, § 18.4): a shared string ``<si>``, an inline string ``<is>`` and a
   comment's ``<text>`` hold either one ``<t>`` or rich-text runs ``<r>`` with ``<rPr>`` and ``<t>``;
   phonetic runs (``<rPh>``, a Japanese reading aid) are not read; their text's ``_xHHHH_``
@@ -42,12 +44,18 @@ from .run_placement import Unit
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+# Strict Open XML (ISO/IEC 29500 Strict: Word's and PowerPoint's "Strict Open XML" save type)
+W_STRICT = "{http://purl.oclc.org/ooxml/wordprocessingml/main}"
+A_STRICT = "{http://purl.oclc.org/ooxml/drawingml/main}"
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 S_STRICT = "{http://purl.oclc.org/ooxml/spreadsheetml/main}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
 XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
-HYPERLINK = f"{W}hyperlink"
-FIELD_CHAR, INSTRUCTION = f"{W}fldChar", f"{W}instrText"
+HYPERLINK = frozenset({f"{W}hyperlink", f"{W_STRICT}hyperlink"})
+FIELD_CHAR, INSTRUCTION = (
+    frozenset({f"{W}fldChar", f"{W_STRICT}fldChar"}),
+    frozenset({f"{W}instrText", f"{W_STRICT}instrText"}),
+)
 # run properties that do not show: runs differing only in them look alike (Word splits runs at edits)
 _UNSEEN = frozenset({"lang", "altLang", "noProof", "dirty", "err", "smtClean", "smtId", "bmk", "rsidRPr"})
 # characters XML 1.0 cannot hold (a control character in a model's output): see xml_text
@@ -71,20 +79,26 @@ FIELD = " "  # what the model reads for a field's result: the words around it, n
 _LINK = re.compile(r"\s*HYPERLINK\b", re.IGNORECASE)  # a field whose result is the link's own words
 
 
+def _both(namespaces: tuple[str, str], *names: str) -> frozenset[str]:
+    return frozenset(f"{ns}{name}" for ns in namespaces for name in names)
+
+
 WORDPROCESSING = Dialect(
-    paragraphs=frozenset({f"{W}p"}),
-    texts=frozenset({f"{W}t"}),
-    joints={f"{W}tab": "\t", f"{W}br": "\n", f"{W}cr": "\n"},
-    run_parents=frozenset({f"{W}r"}),
-    fields=frozenset({f"{W}fldSimple"}),
-    readings=frozenset({f"{W}rt"}),
+    paragraphs=_both((W, W_STRICT), "p"),
+    texts=_both((W, W_STRICT), "t"),
+    joints={
+        f"{ns}{name}": joint for ns in (W, W_STRICT) for name, joint in (("tab", "\t"), ("br", "\n"), ("cr", "\n"))
+    },
+    run_parents=_both((W, W_STRICT), "r"),
+    fields=_both((W, W_STRICT), "fldSimple"),
+    readings=_both((W, W_STRICT), "rt"),
 )
 DRAWING = Dialect(
-    paragraphs=frozenset({f"{A}p"}),
-    texts=frozenset({f"{A}t"}),
-    joints={f"{A}br": "\n"},
-    run_parents=frozenset({f"{A}r"}),
-    fields=frozenset({f"{A}fld"}),
+    paragraphs=_both((A, A_STRICT), "p"),
+    texts=_both((A, A_STRICT), "t"),
+    joints={f"{A}br": "\n", f"{A_STRICT}br": "\n"},
+    run_parents=_both((A, A_STRICT), "r"),
+    fields=_both((A, A_STRICT), "fld"),
 )
 SPREADSHEET = Dialect(
     paragraphs=frozenset(f"{ns}{name}" for ns in (S, S_STRICT) for name in ("si", "is", "text")),
@@ -95,7 +109,7 @@ SPREADSHEET = Dialect(
     escaped=True,
 )
 # text elements whose edge spaces the application drops without xml:space="preserve"
-_PRESERVED = frozenset({f"{W}t", f"{S}t", f"{S_STRICT}t"})
+_PRESERVED = frozenset({f"{W}t", f"{W_STRICT}t", f"{S}t", f"{S_STRICT}t"})
 OPENDOCUMENT = Dialect(
     paragraphs=frozenset({f"{TEXT}p", f"{TEXT}h"}),
     texts=frozenset(),
@@ -103,6 +117,11 @@ OPENDOCUMENT = Dialect(
     mixed=True,
     inline=frozenset({f"{TEXT}span", f"{TEXT}a"}),
 )
+
+
+def _word_attribute(element: etree._Element, name: str) -> str:
+    """A WordprocessingML attribute of ``element``, Transitional or Strict ("" where absent)."""
+    return element.get(f"{W}{name}") or element.get(f"{W_STRICT}{name}") or ""
 
 
 def xml_text(text: str) -> str:
@@ -192,7 +211,7 @@ class _Fields:
 
     def char(self, element: etree._Element) -> bool:
         """Follows a ``w:fldChar``; True where a result kept as it is starts (a placeholder)."""
-        kind = element.get(f"{W}fldCharType")
+        kind = _word_attribute(element, "fldCharType")
         if kind == "begin":
             self.open.append(["", True])
             self.hiding += 1
@@ -257,7 +276,7 @@ class _Collector:
         props = next((c for c in run if isinstance(c.tag, str) and etree.QName(c).localname == "rPr"), None)
         key = "" if props is None else _seen(props)
         parent = run.getparent()
-        return key + (f"link{sorted(parent.attrib.items())}" if parent is not None and parent.tag == HYPERLINK else "")
+        return key + (f"link{sorted(parent.attrib.items())}" if parent is not None and parent.tag in HYPERLINK else "")
 
     def joint(self, element: etree._Element) -> None:
         text = self.dialect.joints[element.tag]
@@ -274,10 +293,10 @@ class _Collector:
             tag = child.tag
             if tag in d.paragraphs or not isinstance(tag, str):  # a nested paragraph; a comment or PI
                 pass
-            elif tag == FIELD_CHAR:
+            elif tag in FIELD_CHAR:
                 if self.complex.char(child):
                     self.field()
-            elif tag == INSTRUCTION:
+            elif tag in INSTRUCTION:
                 self.complex.instruction(child)
             elif tag in d.joints:
                 if not self.complex.hidden:
@@ -288,7 +307,7 @@ class _Collector:
             elif tag in d.readings:
                 self.readings += child.iter(*d.texts)
             elif tag in d.fields:
-                if _LINK.match(child.get(f"{W}instr", "")):
+                if _LINK.match(_word_attribute(child, "instr")):
                     self.walk(child)
                 elif not self.complex.hidden:
                     self.field()

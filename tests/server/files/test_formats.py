@@ -90,6 +90,34 @@ def test_docx_ruby_readings_are_not_read_into_the_sentence_and_are_emptied_with_
     assert [t.text or "" for t in out.find(f".//{W}rt").iter(f"{W}t")] == [""]
 
 
+def strict(data: bytes) -> bytes:
+    """The package in Strict Open XML, as Word and PowerPoint save it as "Strict Open XML"."""
+    namespaces = {
+        office.W: "http://purl.oclc.org/ooxml/wordprocessingml/main",
+        office.A: "http://purl.oclc.org/ooxml/drawingml/main",
+        office.P: "http://purl.oclc.org/ooxml/presentationml/main",
+    }
+    out = {}
+    for name, part in entries(data).items():
+        for transitional, spelled in namespaces.items():
+            part = part.replace(transitional.encode(), spelled.encode())
+        out[name] = part
+    return office._zip(list(out.items()))
+
+
+def test_strict_open_xml_documents_and_decks_are_read_and_written_as_transitional_ones():
+    paragraphs = [[("Hello ", ""), ("big", "b"), (" world.", "")], [("Page ", ""), ("7", "complex PAGE")]]
+    extracted = files.read("report.docx", strict(office.docx(paragraphs)), LIMIT)
+    assert extracted.texts == ("Hello big world.", "Page ")
+    out = etree.fromstring(entries(swapped(extracted))["word/document.xml"])
+    strict_w = "{http://purl.oclc.org/ooxml/wordprocessingml/main}"
+    assert [t.text for t in out.iter(f"{strict_w}t")] == ["hELLO ", "BIG ", "WORLD.", "pAGE ", "7"]
+    extracted = files.read("deck.pptx", strict(office.pptx([[[("Title ", "b"), ("slide", "")]]])), LIMIT)
+    assert extracted.texts == ("Title slide",)
+    out = etree.fromstring(entries(swapped(extracted))["ppt/slides/slide1.xml"])
+    assert [t.text for t in out.iter("{http://purl.oclc.org/ooxml/drawingml/main}t")] == ["tITLE ", "SLIDE"]
+
+
 def test_docx_field_results_keep_their_numbers_and_the_words_around_them_are_translated():
     # Word shows a field's stored result and does not compute it again on opening
     paragraphs = [
