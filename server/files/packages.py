@@ -11,6 +11,7 @@ written back with the same content, name, order and compression.
 
 - .docx: the body, headers, footers, footnotes, endnotes and comments (``word/*.xml``);
 - .pptx: every slide and its speaker notes;
+- .docx and .pptx: the titles of their charts and the words of their SmartArt graphics (DrawingML);
 - .odt / .odp: ``content.xml`` (body text, tables, frames, notes, slides); an .odt's headers and
   footers (its master pages in ``styles.xml``);
 - .epub: every XHTML page (OPF manifest media type ``application/xhtml+xml``), each one
@@ -36,6 +37,10 @@ from .text_files import decode
 
 DOCX_PARTS = re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes|comments)\.xml")
 PPTX_PARTS = re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml")
+# DrawingML text inside a document or deck: a chart's title and axis titles (c:rich), a SmartArt
+# graphic's words (its data model and the drawing shown from it, kept alike)
+CHARTS = r"(charts/chart|diagrams/data|diagrams/drawing)\d+\.xml"
+DOCX_DRAWINGS, PPTX_DRAWINGS = re.compile(f"word/{CHARTS}"), re.compile(f"ppt/{CHARTS}")
 ODF_PARTS = re.compile(r"content\.xml")
 # a text document's headers and footers are in its master pages, in styles.xml (ODF 1.3 § 16.10);
 # a presentation's master pages hold layout placeholders, not its slides' words
@@ -50,20 +55,31 @@ MEDIA_TYPES = {
 
 
 def _office(
-    data: bytes, max_file_bytes: int, chars: Characters, kind: str, parts: re.Pattern, required: str, dialect: Dialect
+    data: bytes,
+    max_file_bytes: int,
+    chars: Characters,
+    kind: str,
+    parts: re.Pattern,
+    required: str,
+    dialect: Dialect,
+    drawings: re.Pattern | None = None,
 ) -> Extracted:
-    """The paragraphs of the package's text parts, in the zip's order of parts, each part parsed
-    as it is inflated and its paragraphs' characters counted as they end (``ParagraphReader``)."""
+    """The paragraphs of the package's text parts (``parts`` in ``dialect``, ``drawings`` in
+    DrawingML's), in the zip's order of parts, each part parsed as it is inflated and its
+    paragraphs' characters counted as they end (``ParagraphReader``)."""
     package = archive.open_zip(data, max_file_bytes, kind)
-    names = [n for n in package.namelist() if parts.fullmatch(n)]
-    if required not in names:
+    dialects = {n: dialect for n in package.namelist() if parts.fullmatch(n)}
+    if required not in dialects:
         raise FileRefused(f"the file is not a valid {kind}: it has no {required}")
+    if drawings is not None:
+        dialects.update((n, DRAWING) for n in package.namelist() if drawings.fullmatch(n))
+    names = [n for n in package.namelist() if n in dialects]  # the zip's order
     tags = archive.Tags(kind)
     trees: dict[str, etree._ElementTree] = {}
     found: list[tuple[str, Paragraph]] = []
     for name in names:
-        reader = ParagraphReader(dialect, chars.add)
-        trees[name] = archive.parse_xml_stream(package, name, kind, dialect.paragraphs, reader, tags)
+        reader = ParagraphReader(dialects[name], chars.add)
+        trees[name] = archive.parse_xml_stream(package, name, kind, dialects[name].paragraphs, reader, tags)
         found += [(name, p) for p in reader.found]
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
@@ -83,13 +99,13 @@ def _office(
 
 
 def read_docx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
-    return _office(data, max_file_bytes, chars, ".docx", DOCX_PARTS, "word/document.xml", WORDPROCESSING)
+    return _office(data, max_file_bytes, chars, ".docx", DOCX_PARTS, "word/document.xml", WORDPROCESSING, DOCX_DRAWINGS)
 
 
 def read_pptx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     package = archive.open_zip(data, max_file_bytes, ".pptx")
     slide = next((n for n in package.namelist() if n.startswith("ppt/slides/slide")), "ppt/slides/slide1.xml")
-    return _office(data, max_file_bytes, chars, ".pptx", PPTX_PARTS, slide, DRAWING)
+    return _office(data, max_file_bytes, chars, ".pptx", PPTX_PARTS, slide, DRAWING, PPTX_DRAWINGS)
 
 
 def read_odt(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:

@@ -149,6 +149,37 @@ def test_docx_field_results_keep_their_numbers_and_the_words_around_them_are_tra
     assert [i.text for i in document.iter(f"{W}instrText")] == [" REF _Ref1 \\h ", ' HYPERLINK "https://example.com" ']
 
 
+def with_parts(data: bytes, parts: dict[str, str]) -> bytes:
+    return office._zip([*entries(data).items(), *parts.items()])
+
+
+CHART = (
+    f'<c:chartSpace xmlns:c="http://schemas.openxmlformats.org/drawingml/2006/chart" xmlns:a="{office.A}"><c:chart>'
+    "<c:title><c:tx><c:rich><a:bodyPr/><a:p><a:r><a:t>Sales by region</a:t></a:r></a:p></c:rich></c:tx></c:title>"
+    '<c:plotArea><c:barChart><c:ser><c:tx><c:strRef><c:f>Sheet1!$B$1</c:f><c:strCache><c:pt idx="0">'
+    "<c:v>Sales</c:v></c:pt></c:strCache></c:strRef></c:tx></c:ser></c:barChart></c:plotArea></c:chart></c:chartSpace>"
+)
+SMARTART = (
+    '<dgm:dataModel xmlns:dgm="http://schemas.openxmlformats.org/drawingml/2006/diagram" '
+    f'xmlns:a="{office.A}"><dgm:ptLst><dgm:pt modelId="1"><dgm:t><a:bodyPr/><a:p><a:r><a:t>Plan the work</a:t>'
+    "</a:r></a:p></dgm:t></dgm:pt></dgm:ptLst></dgm:dataModel>"
+)
+
+
+def test_chart_titles_and_smartart_words_are_translated_in_documents_and_decks():
+    # the chart's series name comes from its embedded workbook's cells (the cache), not its words
+    data = with_parts(office.docx([[("Body.", "")]]), {"word/charts/chart1.xml": CHART})
+    extracted = files.read("report.docx", data, LIMIT)
+    assert extracted.texts == ("Body.", "Sales by region")
+    chart = xml(swapped(extracted), "word/charts/chart1.xml")
+    assert [t.text for t in chart.iter(f"{A}t")] == ["sALES BY REGION"]
+    assert chart.findtext(".//{*}v") == "Sales"
+    parts = {"ppt/charts/chart1.xml": CHART, "ppt/diagrams/data1.xml": SMARTART}
+    extracted = files.read("deck.pptx", with_parts(office.pptx([[[("Title", "")]]]), parts), LIMIT)
+    assert extracted.texts == ("Title", "Sales by region", "Plan the work")
+    assert [t.text for t in xml(swapped(extracted), "ppt/diagrams/data1.xml").iter(f"{A}t")] == ["pLAN THE WORK"]
+
+
 def test_pptx_every_slide_and_its_runs():
     data = office.pptx([[[("Title ", "b"), ("slide", "")]], [[("Second slide text.", "i")]]])
     extracted = files.read("deck.pptx", data, LIMIT)
