@@ -2,15 +2,15 @@
 everything else kept exactly as sent.
 
 markdown-it-py (the CommonMark reference parser's Python port) finds the blocks; only the
-text of paragraphs, headings and table cells is translated, so list markers, heading
-markers, block quote markers, table rules, fenced and indented code, and html blocks come
-back byte for byte. Inside a block's inline content, markdown-it's inline tokens are laid
-back on the input: text is text (a backslash escape or an entity is one character that keeps
-its spelling), emphasis and strikethrough delimiters and a link's ``[`` are opening anchors,
-their closing delimiters and a link's ``](target "title")`` closing anchors (so the link
-target is never translated), and code spans, images, autolinks and inline html are void
-anchors: kept as sent. The anchors are what the splitter cuts at or places by alignment, as
-for html (``sentences.Anchor``).
+text of paragraphs, headings and table cells is translated, so list markers (and a task list
+item's box, ``- [ ]``), heading markers, block quote markers, table rules, fenced and
+indented code, and html blocks come back byte for byte. Inside a block's inline content,
+markdown-it's inline tokens are laid back on the input: text is text (a backslash escape or
+an entity is one character that keeps its spelling), emphasis and strikethrough delimiters
+and a link's ``[`` are opening anchors, their closing delimiters and a link's ``](target
+"title")`` closing anchors (so the link target is never translated), and code spans, images,
+autolinks and inline html are void anchors: kept as sent. The anchors are what the splitter
+cuts at or places by alignment, as for html (``sentences.Anchor``).
 
 A block whose inline content cannot be laid back on its lines (never seen; a parser corner)
 is kept as sent, untranslated, rather than guessed at.
@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 _PARSER = MarkdownIt("commonmark").enable("table").enable("strikethrough")
 _ENTITY = re.compile(r"&(?:#[xX][0-9a-fA-F]+|#[0-9]+|[a-zA-Z][a-zA-Z0-9]*);")
 _DELIMITED = {"em", "strong", "s"}
+_TASK = re.compile(r"\[[ xX]\](?=[ \t])")
 
 
 class _Unplaced(ValueError):
@@ -189,15 +190,30 @@ def _children(builder: _Builder, children: list[Token]) -> None:
             raise _Unplaced(f"inline token {kind}")
 
 
+def _task_box(builder: _Builder, children: list[Token]) -> list[Token]:
+    """A task list item's box (GitHub's ``- [ ] to do``, ``- [x] done``) left out of the item's
+    text, kept as sent: translated as text, its brackets would come back escaped (``\\[ \\]``), a
+    literal "[ ]" where a checkbox was. ``children``: the item's first paragraph's tokens."""
+    box = _TASK.match(builder.content)
+    if box is None or not children or children[0].type != "text" or not children[0].content.startswith(box.group()):
+        return children
+    builder.c = box.end()
+    return [children[0].copy(content=children[0].content[box.end() :]), *children[1:]]
+
+
 def markdown_runs(raw: str) -> list[Run]:
     """The text runs of ``raw`` (markdown), one per paragraph, heading or table cell, in order."""
     starts, cursors, runs = _line_starts(raw), {}, []
-    for token in _PARSER.parse(raw):
+    tokens = _PARSER.parse(raw)
+    for n, token in enumerate(tokens):
         if token.type != "inline" or not token.children:
             continue
         try:
             builder = _Builder(_Inline(raw, token.content, token, starts, cursors))
-            _children(builder, token.children)
+            children = token.children
+            if n >= 2 and (tokens[n - 2].type, tokens[n - 1].type) == ("list_item_open", "paragraph_open"):
+                children = _task_box(builder, children)
+            _children(builder, children)
         except (_Unplaced, IndexError) as exc:
             log.info("markdown: a block kept untranslated (%s)", exc)
             continue

@@ -101,3 +101,14 @@ def test_emphasis_moves_with_its_word(splitter: DocumentSplitter):
     # cut at the markup when there is no alignment to place it by (a model without its aligner)
     cut = splitter.split("Monday, *March* 3, 2025", "markdown")
     assert [s.text for s in cut.document.segments] == ["Monday,", "March", "3, 2025"]
+
+
+def test_a_task_lists_boxes_come_back_as_sent_not_escaped(splitter: DocumentSplitter):
+    # GitHub draws "- [ ]" as a checkbox; translated as text, "\[ \]" would be a literal "[ ]"
+    document = "- [ ] write the report\n- [x] send *the* invoice\n\n[ ] not in a list\n"
+    prepared = splitter.split(document, "markdown")
+    texts = [s.text for s in prepared.document.segments]
+    assert texts == ["write the report", "send", "the", "invoice", "[ ] not in a list"]
+    assert prepared.document.join(texts) == document
+    shouted = prepared.document.join([t.upper() for t in texts])
+    assert shouted == "- [ ] WRITE THE REPORT\n- [x] SEND *THE* INVOICE\n\n\\[ \\] NOT IN A LIST\n"
