@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+import urllib.parse
 import zipfile
 from collections.abc import Sequence
 
@@ -132,7 +133,9 @@ def epub_pages(package: zipfile.ZipFile) -> list[str]:
     pages = []
     for item in opf.getroot().iter(f"{OPF}item"):
         if item.get("media-type") == "application/xhtml+xml" and item.get("href"):
-            name = posixpath.normpath(posixpath.join(base, item.get("href")))
+            # an href is a URL: "Chapter%201.xhtml" names the entry "Chapter 1.xhtml"
+            href = urllib.parse.unquote(item.get("href", "").partition("#")[0])
+            name = posixpath.normpath(posixpath.join(base, href))
             if name in package.namelist():
                 pages.append(name)
     return pages

@@ -235,6 +235,26 @@ def test_opendocument_spaces_tabs_and_breaks_stay_where_they_are():
     assert [paragraph.text, *(c.tail for c in paragraph)] == ["oNE", "TWO", "THREE", "FOUR"]
 
 
+def test_epub_pages_named_with_spaces_or_other_scripts_are_translated():
+    # the manifest's hrefs are URLs, percent-encoded as Sigil and Calibre write them
+    renamed = {"OEBPS/chapter0.xhtml": "OEBPS/Kapitel 1.xhtml", "OEBPS/chapter1.xhtml": "OEBPS/第二章.xhtml"}
+    hrefs = {
+        b'href="chapter0.xhtml"': b'href="Kapitel%201.xhtml"',
+        b'href="chapter1.xhtml"': b'href="%E7%AC%AC%E4%BA%8C%E7%AB%A0.xhtml"',
+    }
+    parts = []
+    for name, part in entries(office.epub(["<p>First chapter.</p>", "<p>Second chapter.</p>"])).items():
+        for before, after in hrefs.items():
+            part = part.replace(before, after) if name.endswith(".opf") else part
+        parts.append((renamed.get(name, name), part))
+    extracted = files.read("book.epub", office._zip(parts, stored_first=True), LIMIT)
+    assert [t[t.index("<p>") :] for t in extracted.texts] == [
+        "<p>First chapter.</p></body></html>",
+        "<p>Second chapter.</p></body></html>",
+    ]
+    assert b"sECOND CHAPTER." in entries(swapped(extracted))["OEBPS/第二章.xhtml"]
+
+
 def test_epub_pages_are_html_documents_and_the_rest_is_kept():
     data = office.epub(["<h1>Chapter one</h1><p>It was <b>late</b>.</p>", '<p><img src="image1.png"/></p>'])
     extracted = files.read("book.epub", data, LIMIT)
