@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 
 from lxml import etree
 
-from . import archive
+from . import archive, inline_strings
 from .extracted import Characters, Check, Extracted
 from .paragraphs import SPREADSHEET, Paragraph, paragraph
 from .refusals import FileRefused
@@ -123,13 +123,15 @@ def read_xlsx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     """The workbook's strings (see the module docstring), each one text, in the zip's order of parts."""
     package = archive.open_zip(data, max_file_bytes, KIND)
     tags = archive.Tags(KIND)
-    trees: dict[str, etree._ElementTree] = {}
+    trees: dict[str, etree._ElementTree | inline_strings.InlineStrings] = {}
     found: list[Paragraph] = []
     wanted, sheets = _parts(package)
     headers = table_headers(package, sheets)
     for name in wanted:
         strings = _Strings(chars, _kept(name, headers))
-        tree = archive.parse_xml_stream(package, name, KIND, SPREADSHEET.paragraphs, strings, tags)
+        tree = inline_strings.read(package, name, tags, strings) if name in sheets else None
+        if tree is None:
+            tree = archive.parse_xml_stream(package, name, KIND, SPREADSHEET.paragraphs, strings, tags)
         if strings.found:
             trees[name] = tree
             found += strings.found
@@ -142,7 +144,9 @@ def read_xlsx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
         replaced = {}
         for name, tree in trees.items():
             check()
-            replaced[name] = archive.serialize_xml(tree)
+            replaced[name] = (
+                tree.write() if isinstance(tree, inline_strings.InlineStrings) else archive.serialize_xml(tree)
+            )
         return archive.rewrite(package, replaced, KIND, check)
 
     units = tuple(s.unit for s in found)
