@@ -131,7 +131,8 @@ def read_srt(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     alignment (one format a file); a leading ``{\\an8}`` override is kept in front of its cue."""
     text, encoding = decode(data, ".srt")
     lines = text.splitlines(keepends=True)
-    eol = "\r\n" if "\r\n" in text else "\n"
+    # a cue's lines are joined as the file ends its lines: CRLF (Windows), LF, or CR alone (classic Mac)
+    eol = next((line[len(line.rstrip("\r\n")) :] for line in lines if line.endswith(("\n", "\r"))), "\n")
     kept: list[tuple[subrip.Cue, str, list[str]]] = []  # (cue, its override, its text lines)
     for cue in subrip.cues(lines):
         texts = [t for t in (line.strip() for line in lines[cue.start : cue.end]) if t]

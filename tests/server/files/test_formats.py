@@ -281,6 +281,19 @@ def test_srt_cues_are_one_sentence_put_back_on_as_many_lines():
     )
 
 
+def test_srt_lines_ended_by_a_carriage_return_alone_stay_so():
+    # classic Mac line endings, as old subtitle tools save them: a cue's second line is no LF
+    data = (
+        b"1\r00:00:01,000 --> 00:00:02,500\rIt is three o'clock\rin the afternoon.\r\r"
+        b"2\r00:00:03,000 --> 00:00:04,000\rBye.\r"
+    )
+    out = files.read("movie.srt", data, LIMIT).write(["Es ist drei Uhr am Nachmittag.", "Tschüss."]).decode()
+    assert out == (
+        "1\r00:00:01,000 --> 00:00:02,500\rEs ist drei\rUhr am Nachmittag.\r\r"
+        "2\r00:00:03,000 --> 00:00:04,000\rTschüss.\r"
+    )
+
+
 def test_srt_styling_tags_go_to_the_html_mode_and_position_overrides_stay_in_front():
     data = (
         "1\n00:00:01,000 --> 00:00:02,000\n<i>It is late.</i>\n\n"
