@@ -3,15 +3,15 @@
 One :class:`Dialect` per family, read from the specs:
 
 - OOXML WordprocessingML (.docx, ECMA-376 Part 1 § 17.3): a paragraph ``<w:p>`` holds runs
-  ``<w:r>`` whose text is in ``<w:t>``; ``<w:tab/>`` and ``<w:br/>`` / ``<w:cr/>`` sit between
-  texts. Deleted text (``<w:delText>``) and field codes (``<w:instrText>``) are not read. A
-  field's result (§ 17.16: the runs of a ``<w:fldSimple>``, or those between a ``<w:fldChar>``
-  ``separate`` and its ``end``: a figure's number, a cross-reference, a page number) is what
-  Word shows and does not compute again on opening, so it is kept as it is, a placeholder
-  between the runs as a tab is; only a ``HYPERLINK`` field's result is the author's words,
-  read as runs.
-  Ruby text (``<w:rt>``: the reading shown above its base, furigana) is not read: the model
-  reads the base's words alone, and the reading, of words the translation replaced, is emptied.
+  ``<w:r>`` whose text is in ``<w:t>``; ``<w:tab/>``, ``<w:ptab/>`` (an absolute tab: a header's
+  right-aligned part) and ``<w:br/>`` / ``<w:cr/>`` sit between texts. Deleted text
+  (``<w:delText>``) and field codes (``<w:instrText>``) are not read. A field's result (§ 17.16:
+  the runs of a ``<w:fldSimple>``, or those between a ``<w:fldChar>`` ``separate`` and its
+  ``end``: a figure's number, a cross-reference, a page number) is what Word shows and does not
+  compute again on opening, so it is kept as it is, a placeholder between the runs as a tab is;
+  only a ``HYPERLINK`` field's result is the author's words, read as runs. Ruby text
+  (``<w:rt>``: the reading shown above its base, furigana) is not read: the model reads the
+  base's words alone, and the reading, of words the translation replaced, is emptied.
 - OOXML DrawingML (.pptx, § 21.1.2): ``<a:p>`` holds runs ``<a:r>`` with ``<a:t>``, and
   ``<a:br/>``; a field's text (``<a:fld>``: a slide number, a date) is a placeholder too.
   WordprocessingML and DrawingML are read in their Transitional and Strict namespaces alike
@@ -87,7 +87,9 @@ WORDPROCESSING = Dialect(
     paragraphs=_both((W, W_STRICT), "p"),
     texts=_both((W, W_STRICT), "t"),
     joints={
-        f"{ns}{name}": joint for ns in (W, W_STRICT) for name, joint in (("tab", "\t"), ("br", "\n"), ("cr", "\n"))
+        f"{ns}{name}": joint
+        for ns in (W, W_STRICT)
+        for name, joint in (("tab", "\t"), ("ptab", "\t"), ("br", "\n"), ("cr", "\n"))
     },
     run_parents=_both((W, W_STRICT), "r"),
     fields=_both((W, W_STRICT), "fldSimple"),

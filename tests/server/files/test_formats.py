@@ -118,6 +118,17 @@ def test_strict_open_xml_documents_and_decks_are_read_and_written_as_transitiona
     assert [t.text for t in out.iter("{http://purl.oclc.org/ooxml/drawingml/main}t")] == ["tITLE ", "SLIDE"]
 
 
+def test_docx_an_absolute_tab_parts_a_headers_words_as_a_tab_does():
+    # Word's "Blank (Three Columns)" header: left and right parts around positional tabs
+    tab = '<w:r><w:ptab w:relativeTo="margin" w:alignment="right" w:leader="none"/></w:r>'
+    header = w_part("hdr", w_paragraph(w_run("Annual report"), tab, w_run("Confidential")))
+    data = office._zip([("word/document.xml", w_part("document", "<w:body/>")), ("word/header1.xml", header)])
+    extracted = files.read("a.docx", data, LIMIT)
+    assert extracted.texts == ("Annual report\tConfidential",)
+    out = xml(extracted.write(["Jahresbericht\tVertraulich"]), "word/header1.xml")
+    assert [t.text for t in out.iter(f"{W}t")] == ["Jahresbericht", "Vertraulich"]
+
+
 def test_docx_field_results_keep_their_numbers_and_the_words_around_them_are_translated():
     # Word shows a field's stored result and does not compute it again on opening
     paragraphs = [
