@@ -9,7 +9,10 @@ version most tools still write; DeepL does not read it). Anything else is refuse
   ``state`` becomes ``translated``; the root's ``trgLang`` is set to the target language.
 - 1.2: every ``<trans-unit>`` (in groups too): its ``<source>`` is one text; its translation
   goes into its ``<target>`` (created after the source, or its ``<seg-source>``, where missing)
-  with ``xml:lang``; each ``<file>``'s ``target-language`` is set to the target language.
+  with ``xml:lang``; each ``<file>``'s ``target-language`` is set to the target language. A
+  unit segmented in its ``<seg-source>`` (``<mrk mtype="seg" mid="N">``: Okapi, memoQ, Trados)
+  is translated segment by segment, each into the target's ``<mrk>`` of its ``mid`` (the target
+  laid out as the seg-source where it has no such marks).
 
 Which segments are translated is DeepL's rule: those whose state is ``initial`` or unset
 (1.2: a target that is missing or empty, or whose ``state`` is ``new`` or
@@ -53,6 +56,7 @@ V2 = "urn:oasis:names:tc:xliff:document:2.0"
 XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 PAIRED = frozenset({"g", "mrk", "pc"})  # inline elements whose content is text to translate
 PROTECTED = frozenset({"protected"})  # 1.2 mrk types whose content is kept as it is
+SEGMENT_MARK = "seg"  # 1.2 <mrk mtype="seg">: a segment of a unit's <seg-source>
 TO_DO_V1 = frozenset({"new", "needs-translation"})  # 1.2 target states that ask for a translation
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, remove_blank_text=False)
 _STANDALONE = re.compile(r"""standalone\s*=\s*["'](yes|no)["']""")
@@ -91,6 +95,10 @@ class Segment:
     @property
     def characters(self) -> int:
         return sum(map(len, self.plain))
+
+    def holder(self, target: etree._Element) -> etree._Element:
+        """The element that says the target's language and state: the target itself."""
+        return target
 
     def target(self) -> etree._Element:
         """The segment's target, its content emptied and its attributes kept (created after
@@ -165,6 +173,42 @@ def _serialized(tree: etree._ElementTree, data: bytes) -> bytes:
     return etree.tostring(tree, xml_declaration=True, encoding=encoding, standalone=standalone)
 
 
+class MarkedSegment(Segment):
+    """A 1.2 ``<seg-source>``'s segment (``<mrk mtype="seg" mid="N">``: how Okapi, memoQ and Trados
+    segment a unit), translated into the target's ``<mrk>`` of the same ``mid``; a target without
+    them is laid out as the seg-source first (its marks emptied), so the tool that segmented the
+    file reads its segments back."""
+
+    def holder(self, target: etree._Element) -> etree._Element:
+        return next((a for a in target.iterancestors() if etree.QName(a).localname == "target"), target)
+
+    def target(self) -> etree._Element:
+        name = etree.QName(self.after).namespace
+        found = self.place.find(f"{{{name}}}target" if name else "target")
+        unit_target = found if found is not None else super().target()
+        marks = [m for m in unit_target.iter(self.source.tag) if m.get("mtype") == SEGMENT_MARK]
+        if not marks:  # laid out as the seg-source, each segment's mark empty
+            unit_target.text = self.after.text
+            for child in list(unit_target):
+                unit_target.remove(child)
+            for child in self.after:
+                unit_target.append(copy.deepcopy(child))
+            marks = [m for m in unit_target.iter(self.source.tag) if m.get("mtype") == SEGMENT_MARK]
+            for mark in marks:
+                mark.text = None
+                for inner in list(mark):
+                    mark.remove(inner)
+        mark = next((m for m in marks if m.get("mid") == self.source.get("mid")), None)
+        if mark is None:
+            mark = etree.SubElement(
+                unit_target, self.source.tag, {"mtype": SEGMENT_MARK, "mid": self.source.get("mid", "")}
+            )
+        mark.text = None
+        for inner in list(mark):
+            mark.remove(inner)
+        return mark
+
+
 def _skipped(element: etree._Element) -> bool:
     """Whether the nearest ``translate`` of the element and its ancestors says no."""
     for around in (element, *element.iterancestors()):
@@ -203,7 +247,12 @@ def _segments_v1(root: etree._Element, ns: str, target: str) -> list[Segment]:
             empty = done is None or not "".join(done.itertext()).strip()
             if again or empty or done.get("state") in TO_DO_V1:
                 after = unit.find(f"{{{ns}}}seg-source" if ns else "seg-source")
-                found.append(Segment(source, unit, source if after is None else after))
+                marks = [] if after is None else [m for m in after.iter(f"{{{ns}}}mrk" if ns else "mrk")]
+                marks = [m for m in marks if m.get("mtype") == SEGMENT_MARK]
+                if marks:
+                    found += (MarkedSegment(mark, unit, after) for mark in marks)
+                else:
+                    found.append(Segment(source, unit, source if after is None else after))
     return found
 
 
@@ -232,9 +281,10 @@ def read_xliff(data: bytes, max_file_bytes: int, chars: Characters, target_langu
             if n % 256 == 0:
                 check()
             target = segment.target()
-            if tag and (ns != V2 or target.get(XML_LANG) is not None):
-                target.set(XML_LANG, tag)
-            (segment.place if ns == V2 else target).set("state", "translated")
+            holder = segment.holder(target)
+            if tag and (ns != V2 or holder.get(XML_LANG) is not None):
+                holder.set(XML_LANG, tag)
+            (segment.place if ns == V2 else holder).set("state", "translated")
             segment.write(translation, target)
         return _serialized(tree, data)
 

@@ -80,6 +80,32 @@ def test_xliff_12_into_its_own_target_language_keeps_the_finished_units():
     assert out.find(f"{V1}file").get("target-language") == "de"
 
 
+def test_xliff_12_segmented_units_keep_their_segments_in_the_target():
+    # Okapi, memoQ and Trados segment a unit in <seg-source>; the target holds one <mrk> per
+    # segment (empty, or missing entirely), which the tool reads back by its mid
+    units = """      <trans-unit id="1">
+        <source>Save it. Click <g id="1">Close</g>.</source>
+        <seg-source><mrk mtype="seg" mid="1">Save it.</mrk> <mrk mtype="seg" mid="2">Click <g id="1">Close</g>.</mrk>
+        </seg-source>
+        <target><mrk mtype="seg" mid="1"/> <mrk mtype="seg" mid="2"/></target>
+      </trans-unit>
+      <trans-unit id="2">
+        <source>Open it. Read it.</source>
+        <seg-source><mrk mtype="seg" mid="3">Open it.</mrk> <mrk mtype="seg" mid="4">Read it.</mrk></seg-source>
+      </trans-unit>"""
+    extracted = files.read("app.xlf", xliff.xliff12(units), LIMIT, target_language="de")
+    assert extracted.texts == ("Save it.", "Click <b id=0>Close</b>.", "Open it.", "Read it.")
+    out = etree.fromstring(swapped(extracted))
+    first, second = (u.find(f"{V1}target") for u in out.iter(f"{V1}trans-unit"))
+    assert (
+        content(first)
+        == '<mrk mtype="seg" mid="1">sAVE IT.</mrk> <mrk mtype="seg" mid="2">cLICK <g id="1">cLOSE</g>.</mrk>'
+    )
+    assert content(second) == '<mrk mtype="seg" mid="3">oPEN IT.</mrk> <mrk mtype="seg" mid="4">rEAD IT.</mrk>'
+    assert [(t.get("state"), t.get(XML_LANG)) for t in (first, second)] == [("translated", "de")] * 2
+    assert [m.get("state") for m in out.iter(f"{V1}mrk")] == [None] * 8
+
+
 def test_xliff_21_segments_in_state_initial_are_translated_and_the_file_keeps_its_encoding():
     data = xliff.xliff21(UNITS_21).decode().replace('encoding="UTF-8"', 'encoding="UTF-16"').encode("utf-16")
     extracted = files.read("app.xlf", data, LIMIT, target_language="de")
