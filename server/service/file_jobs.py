@@ -88,6 +88,15 @@ _BOUNDS = {
 }
 
 
+def new_job_id() -> str:
+    """144 random bits, URL-safe, never beginning with "-": a command line reads such an argument
+    as an option (``attnserve-client job -Qm9...`` would fail: "the following arguments are
+    required: id"), and one in 64 ids would begin so."""
+    while (token := secrets.token_urlsafe(18)).startswith("-"):
+        pass
+    return token
+
+
 def default_dir(settings: Settings) -> Path:
     return per_repository_dir("attnserve-state", settings.model_repo)
 
@@ -305,7 +314,7 @@ class FileJobs:
         self.translation.check_route(request.source_language, request.target_language, request.model)
         now, s = time.time(), self.settings
         job = Job(
-            secrets.token_urlsafe(18), key, "queued", safe_filename(request.filename),
+            new_job_id(), key, "queued", safe_filename(request.filename),
             request.source_language, request.target_language, request.model, 0, 0, 0, 0,
             len(request.content), "", "", now, 0.0, now, now + s.job_retention_s, 0, request.glossary_id,
             client=request.client,

@@ -11,7 +11,7 @@ import threading
 from attnserve.server.entry.app import create_server
 from attnserve.server.files.job_store import SqlJobStore
 from attnserve.server.runtime.registry import ModelRegistry
-from attnserve.server.service.file_jobs import FileJobs, JobRequest
+from attnserve.server.service.file_jobs import FileJobs, JobRequest, new_job_id
 from attnserve.server.service.files import TranslatedFile
 from attnserve.server.shared.config import Settings
 from attnserve.server.state import StoreUnavailable
@@ -173,3 +173,10 @@ def test_a_server_whose_jobs_fail_to_stop_still_stops(tmp_path):
         await asyncio.wait_for(server.wait_for_termination(), 30)
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+def test_a_job_id_never_begins_with_a_dash_which_the_command_line_reads_as_an_option():
+    # attnserve-client job ID: an id "-Qm9..." (one in 64 of URL-safe tokens) failed to parse
+    ids = [new_job_id() for _ in range(3_000)]
+    assert not any(i.startswith("-") for i in ids) and len(set(ids)) == len(ids)
+    assert all(len(i) == 24 for i in ids)
