@@ -25,6 +25,8 @@ One :class:`Dialect` per family, read from the specs:
   character data, ``<text:span>`` and ``<text:a>`` (styled runs and links, read through),
   ``<text:s/>`` (spaces), ``<text:tab/>``, ``<text:line-break/>``; anything else inside (a
   frame, a note, a bookmark) keeps its place and its own paragraphs are read on their own.
+  An .odp's footer and header declarations (``<presentation:footer-decl>``, the text of every
+  slide's footer) are read as paragraphs too.
 
 Each stretch of character data is a :class:`Slot`: an element's ``text`` or ``tail``, the
 only thing written back. Everything else in the part (properties, styles, images, fields,
@@ -112,8 +114,10 @@ SPREADSHEET = Dialect(
 )
 # text elements whose edge spaces the application drops without xml:space="preserve"
 _PRESERVED = frozenset({f"{W}t", f"{W_STRICT}t", f"{S}t", f"{S_STRICT}t"})
+PRESENTATION = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
 OPENDOCUMENT = Dialect(
-    paragraphs=frozenset({f"{TEXT}p", f"{TEXT}h"}),
+    # a presentation's footer (its text shown on every slide that shows the footer) is declared once
+    paragraphs=frozenset({f"{TEXT}p", f"{TEXT}h", f"{PRESENTATION}footer-decl", f"{PRESENTATION}header-decl"}),
     texts=frozenset(),
     joints={f"{TEXT}s": " ", f"{TEXT}tab": "\t", f"{TEXT}line-break": "\n"},
     mixed=True,

@@ -228,6 +228,21 @@ def test_odt_page_headers_and_footers_are_translated():
     assert [p.text for p in styles.iter(f"{TEXT}p")] == ["qUARTERLY REPORT", "cOMPANY CONFIDENTIAL"]
 
 
+def test_odp_slide_footers_are_translated():
+    # Impress declares the footer once in content.xml; every slide showing a footer shows it
+    data = office.odp([[[("Slide text.", "")]]])
+    footer = (
+        b'<presentation:footer-decl xmlns:presentation="urn:oasis:names:tc:opendocument:xmlns:presentation:1.0" '
+        b'presentation:name="ftr1">Company confidential</presentation:footer-decl>'
+    )
+    parts = entries(data)
+    parts["content.xml"] = parts["content.xml"].replace(b"<office:presentation>", b"<office:presentation>" + footer)
+    extracted = files.read("deck.odp", office._zip(list(parts.items()), stored_first=True), LIMIT)
+    assert extracted.texts == ("Company confidential", "Slide text.")
+    out = xml(swapped(extracted), "content.xml")
+    assert out.findtext(".//{*}footer-decl") == "cOMPANY CONFIDENTIAL"
+
+
 def test_opendocument_spaces_tabs_and_breaks_stay_where_they_are():
     content = (
         '<office:document-content xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
