@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnserve.server.documents.markup import MarkupRules, html_runs
+from attnserve.server.documents.markup import MarkupRules, html_runs, tokens
 
 
 def _html(splitter, text: str, rules: MarkupRules | None = None) -> str:
@@ -223,4 +223,7 @@ def test_xml_with_rules_joins_back_to_the_input(pieces, outline, split, splitter
     )
     prepared = splitter.split(text, "html", markup=rules)
     assert prepared.document.join([seg.text for seg in prepared.document.segments]) == text
-    assert not any("Friday" in s for s in prepared.sources)  # an ignored element's content
+    # an ignored element's content is never a source, where each <link> begins one: after a stray
+    # "<a" it does not ("<a<link>" is one tag, named "a<link", as an HTML 5 tokenizer reads it)
+    if sum(kind == "start" and tag == "link" for kind, _, _, tag, *_ in tokens(text)) == text.count("<link>"):
+        assert not any("Friday" in s for s in prepared.sources)
