@@ -219,7 +219,8 @@ class SqlJobStore(JobStore):
         # take it once (PostgreSQL re-reads the row after the first one's update; SQLite has one writer)
         oldest = f"SELECT id FROM jobs WHERE status = 'queued'{where} ORDER BY created LIMIT 1{self.db.skip_locked}"
         rows = self.db.rows(
-            f"UPDATE jobs SET status = 'running', owner = ?, started = ?, updated = ? "
+            # a new run: its counts of sentences reused and decoded start at 0 (done and total stay)
+            f"UPDATE jobs SET status = 'running', owner = ?, started = ?, updated = ?, reused = 0, decoded = 0 "
             f"WHERE status = 'queued' AND id = ({oldest}) RETURNING {_COLUMNS}",
             (owner, now, now, *(value for pair in pairs for value in pair)),
         )

@@ -258,6 +258,10 @@ class FileJobs:
 
             def progress(done: int, total: int) -> None:
                 nonlocal last, seen
+                # a resumed run counts again from 0 as it splits the file, its total unknown till
+                # then: what an earlier run reported stands (its sentences are stored, so they are
+                # done), so that no client sees the job go back
+                done, total = max(done, job.done), total or job.total
                 now = time.monotonic()
                 # the first sentence done, the total known and the end are written at once
                 if now - last >= PROGRESS_S or (done > 0, total > 0, done == total) != seen:

@@ -14,12 +14,13 @@ from .files import Resume, TranslatedFile
 
 
 def remaining_s(job: Job, now: float | None = None) -> float | None:
-    """The estimated seconds left of a running job: its pace this run, over the sentences left."""
-    fresh = job.done - job.reused
-    if job.status != "running" or fresh <= 0 or not job.total:
+    """The estimated seconds left of a running job: its pace this run (the sentences the engine
+    translated since it began, ``decoded``, which a claim sets back to 0: a resumed job's earlier
+    runs are no pace of this one's), over the sentences left."""
+    if job.status != "running" or job.decoded <= 0 or not job.total:
         return None
     elapsed = (now or time.time()) - job.started
-    return max(0.0, elapsed / fresh * (job.total - job.done))
+    return max(0.0, elapsed / job.decoded * (job.total - job.done))
 
 
 def view(job: Job) -> dict[str, Any]:
