@@ -287,8 +287,7 @@ class DeepLRoutes:
             with quota_words():
                 done = await self.service.translate(wanted)
         except LanguageNotServed as exc:
-            field = "source_lang" if exc.code and exc.code == source else "target_lang"  # the one no model knows
-            raise InvalidRequest(f"Value for '{field}' not supported: {exc}") from None
+            raise not_supported(exc, source) from None
         detected = [d.language for d in done.detected] if done.detected else [done.source_language] * len(texts)
         translations = [
             {"detected_source_language": upper(code), "text": r.hypotheses[0].text, "billed_characters": len(text)}
@@ -326,6 +325,8 @@ class DeepLRoutes:
         try:
             with quota_words():
                 job = await self.doors.jobs.submit(wanted)
+        except LanguageNotServed as exc:
+            raise not_supported(exc, source) from None
         except Overloaded as exc:
             if "per api key" in str(exc):
                 raise QuotaExceeded(str(exc)) from None
@@ -357,6 +358,12 @@ class DeepLRoutes:
     async def result(self, request: web.Request, call: Call) -> web.StreamResponse:
         job, path = await self.doors.jobs.result(*await self._job(request, call))
         return file_response(path, job.media_type, job.filename)
+
+
+def not_supported(exc: LanguageNotServed, source: str) -> InvalidRequest:
+    """A pair no model serves, as DeepL words it: the field named is the language no model knows."""
+    field = "source_lang" if exc.code and exc.code == source else "target_lang"
+    return InvalidRequest(f"Value for '{field}' not supported: {exc}")
 
 
 def _dumps(data: Any) -> str:

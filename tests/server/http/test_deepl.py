@@ -182,6 +182,17 @@ def test_a_document_named_with_symbols_alone_is_translated(server, filename):
     assert out.getvalue() == "Montag, 3. März 2025\n".encode()
 
 
+@pytest.mark.parametrize(
+    ("languages", "field"), [({"target_lang": "FR"}, "target_lang"), ({"source_lang": "FR"}, "source_lang")]
+)
+def test_a_document_for_a_language_no_model_knows_names_that_field(server, languages, field):
+    """As /v2/translate answers: DeepL's clients are told which of the two languages is not served."""
+    with pytest.raises(deepl.DeepLException, match=f"Value for '{field}' not supported: .*'FR'"):
+        client(server).translate_document(
+            b"Monday.\n", io.BytesIO(), filename="memo.txt", **{"target_lang": "DE", **languages}
+        )
+
+
 def test_a_docx_is_translated_with_a_stored_glossary_and_an_unknown_one_is_refused(server, tmp_path):
     translator = client(server)
     glossary = translator.create_glossary("days", "EN", "DE", {"Monday": "Wochenbeginn"})
