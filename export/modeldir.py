@@ -87,12 +87,8 @@ def staged_directory(out: Path, force: bool = False) -> Iterator[Path]:
     Refuses an existing non-empty ``out`` unless ``force``. On any error the temporary
     directory is removed and ``out`` is left as it was.
     """
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ExportError(f"--out {out} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ExportError(f"--out {out} exists and is not empty (use --force to replace it)")
-    parent = out.parent if str(out.parent) else Path(".")
+    out = _checked_out(out, force)
+    parent = out.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -111,6 +107,26 @@ def staged_directory(out: Path, force: bool = False) -> Iterator[Path]:
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _checked_out(given: Path, force: bool) -> Path:
+    """``given`` as an absolute path (``.`` and ``a/..`` have no name of their own to stage beside),
+    or ExportError when it cannot receive the model directory."""
+    out = Path(os.path.abspath(given))
+    try:
+        cwd = Path.cwd()
+    except OSError:  # the current directory was removed: nothing under it to protect
+        cwd = None
+    if cwd is not None and out.resolve() in (cwd, *cwd.parents):  # replacing it pulls it from under the shell
+        raise ExportError(
+            f"--out {given} is the current directory or holds it, and the export replaces that directory; "
+            "run it from another directory or name a new one"
+        )
+    if out.exists() and not out.is_dir():
+        raise ExportError(f"--out {given} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ExportError(f"--out {given} exists and is not empty (use --force to replace it)")
+    return out
 
 
 def _umask() -> int:

@@ -135,6 +135,22 @@ def test_existing_non_empty_out_needs_force(cli, tmp_path, checkpoints):
     assert [p.name for p in out.iterdir()] == ["keep.txt"] and not leftovers(tmp_path)
 
 
+@pytest.mark.parametrize("given", [".", "../here", "sub/.."])
+def test_out_naming_the_current_directory_is_refused_before_the_export(cli, tmp_path, checkpoints, monkeypatch, given):
+    here = tmp_path / "here"
+    (here / "sub").mkdir(parents=True)
+    (here / "sub" / "keep.txt").write_text("mine")
+    monkeypatch.chdir(here)
+    if given == ".":  # an empty current directory: the export would remove it from under the shell
+        (here / "sub" / "keep.txt").unlink()
+        (here / "sub").rmdir()
+    run = cli("vit", "--checkpoint", checkpoints["vit"], "--out", given, "--force")
+    _assert_one_line_error(run, 1, f"--out {given}", "current directory")
+    assert here.is_dir() and not leftovers(here) and not leftovers(tmp_path)
+    if given != ".":
+        assert (here / "sub" / "keep.txt").read_text() == "mine"
+
+
 @pytest.mark.parametrize(
     ("args", "code", "fragment"),
     [
