@@ -61,6 +61,10 @@ def export_argos_folder(folder: Path, options: ExportOptions, languages_given: b
             name = export_argos_package(package, options, out, skip=written)
             written[name] = package
             bar.write(f"wrote {out / name} (from {package.name})")
+        except KeyboardInterrupt as exc:  # Ctrl-C: the packages exported before it are in place, and said
+            bar.close()
+            print(interrupted(package, list(written), out), file=sys.stderr)
+            return getattr(exc, "exit_code", 130)
         except Exception as exc:  # noqa: BLE001 - a package's user-facing error is reported, the others go on
             if not (is_user_error(exc) or isinstance(exc, VerificationFailed)):
                 raise
@@ -72,6 +76,14 @@ def export_argos_folder(folder: Path, options: ExportOptions, languages_given: b
     failures = f", {len(failed)} failed" if failed else ""
     print(f"{len(written)} of {len(packages)} packages exported to {out}{failures}")
     return 1 if failed else 0
+
+
+def interrupted(package: Path, written: list[str], out: Path) -> str:
+    """What an interrupted folder export leaves: nothing of ``package``, the ``written`` models whole."""
+    line = f"attnserve-export: interrupted during {package.name}: nothing of it was written"
+    if written:
+        line += f"; exported before it, in {out}: {', '.join(written)}"
+    return line
 
 
 def export_argos_package(

@@ -95,6 +95,37 @@ def test_argos_packages_lists_package_files_and_directories(packages, tmp_path):
     assert [p.name for p in argos_packages(tmp_path)] == ["a.argosmodel", "b"]
 
 
+def _stub_packages(folder: Path, *names_and_meta: tuple[str, dict]) -> None:
+    """Package directories holding only metadata.json: enough for the folder export to list them."""
+    for name, meta in names_and_meta:
+        (folder / name).mkdir(parents=True)
+        (folder / name / "metadata.json").write_text(json.dumps({"type": "translate", **meta}))
+
+
+def test_ctrl_c_in_a_folder_export_names_the_packages_already_written(cli, tmp_path, monkeypatch):
+    from attnserve.export import argos_folder
+
+    folder, repo = tmp_path / "packages", tmp_path / "repo"
+    pair = {"package_version": "1.0"}
+    _stub_packages(folder, ("en_de", {**pair, "from_code": "en", "to_code": "de"}))
+    _stub_packages(folder, ("en_fr", {**pair, "from_code": "en", "to_code": "fr"}))
+
+    def export(package, options, repository, skip=None):
+        if package.name == "en_fr":
+            raise KeyboardInterrupt  # Ctrl-C during the second package
+        (repository / "argos-en-de").mkdir(parents=True)
+        (repository / "argos-en-de" / "model.json").write_text("{}")
+        return "argos-en-de"
+
+    monkeypatch.setattr(argos_folder, "export_argos_package", export)
+    run = cli("translation", "--from-argos", folder, "--out", repo)
+    assert run.code == 130
+    assert "nothing was written" not in run.err, run.err
+    assert "interrupted during en_fr: nothing of it was written" in run.err
+    assert f"exported before it, in {repo}: argos-en-de" in run.err
+    assert sorted(p.name for p in repo.iterdir()) == ["argos-en-de"]
+
+
 def _corrupt(kind: str, package: ap.Package, tmp_path: Path) -> tuple[Path, str]:
     """A broken copy of ``package`` and what the refusal must say."""
     if kind == "bad-zip":
