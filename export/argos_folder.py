@@ -44,6 +44,7 @@ def export_argos_folder(folder: Path, options: ExportOptions, languages_given: b
             packages.append(package)
         else:  # LibreTranslate's folder may hold sentence-boundary (sbd) packages
             print(f"{package.name}: a {kind!r} package, not a translation model; left out", file=sys.stderr)
+    packages = newest_versions(packages)
     if not packages:
         raise ExportError(
             f"--from-argos {folder}: no Argos Translate packages in it (.argosmodel files or directories "
@@ -76,6 +77,32 @@ def export_argos_folder(folder: Path, options: ExportOptions, languages_given: b
     failures = f", {len(failed)} failed" if failed else ""
     print(f"{len(written)} of {len(packages)} packages exported to {out}{failures}")
     return 1 if failed else 0
+
+
+def newest_versions(packages: list[Path]) -> list[Path]:
+    """The packages less those of a model another package holds in a newer ``package_version`` (a
+    mirror's folder keeps the files the index named before) or holds again, each left out with a note."""
+    from .importers.argos import package_metadata, package_name
+    from .pull.argos_index import version_key
+
+    kept: dict[str, tuple[Path, str]] = {}
+    for package in packages:
+        meta = package_metadata(package) or {}
+        if not (isinstance(meta.get("from_code"), str) and isinstance(meta.get("to_code"), str)):
+            kept[package.name] = (package, "")  # its import says what is wrong with it
+            continue
+        name, version = package_name(meta), str(meta.get("package_version") or "0")
+        first = kept.setdefault(name, (package, version))
+        if first[0] is package:
+            continue
+        if version_key(version) > version_key(first[1]):
+            kept[name] = (package, version)
+            left, why = first[0], f"version {first[1]}, {package.name} is {version}"
+        else:
+            left, why = package, f"version {version}, {first[0].name} is {first[1]}"
+        print(f"{left.name}: {name} {why}; left out", file=sys.stderr)
+    chosen = {package for package, _ in kept.values()}
+    return [package for package in packages if package in chosen]
 
 
 def interrupted(package: Path, written: list[str], out: Path) -> str:

@@ -72,6 +72,12 @@ def argos_packages(folder: Path | str) -> list[Path]:
 def package_type(path: Path | str) -> str | None:
     """``metadata.json``'s ``type`` of a package without unpacking it ("translate" when unset);
     None when it cannot be read (a damaged package: importing it says why)."""
+    meta = package_metadata(path)
+    return meta.get("type", "translate") if meta is not None else None
+
+
+def package_metadata(path: Path | str) -> dict[str, Any] | None:
+    """A package's ``metadata.json`` without unpacking it; None when it cannot be read."""
     path = Path(path)
     try:
         if path.is_dir():
@@ -83,7 +89,7 @@ def package_type(path: Path | str) -> str | None:
         meta = json.loads(text)
     except (OSError, ValueError, zipfile.BadZipFile, UnicodeDecodeError):
         return None
-    return meta.get("type", "translate") if isinstance(meta, dict) else None
+    return meta if isinstance(meta, dict) else None
 
 
 @contextmanager

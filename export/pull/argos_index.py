@@ -160,7 +160,8 @@ def _absolute(index: str, link: str) -> str:
     return urllib.parse.urljoin(index, link)
 
 
-def _version_key(version: str) -> tuple:
+def version_key(version: str) -> tuple:
+    """``1.10`` after ``1.9``: the parts compared as numbers."""
     return tuple(int(p) if p.isdigit() else -1 for p in re.split(r"[._-]", version))
 
 
@@ -169,7 +170,7 @@ def newest(packages: list[ArgosPackage]) -> dict[tuple[str, str], ArgosPackage]:
     best: dict[tuple[str, str], ArgosPackage] = {}
     for package in packages:
         key = (package.source, package.target)
-        if key not in best or _version_key(package.version) > _version_key(best[key].version):
+        if key not in best or version_key(package.version) > version_key(best[key].version):
             best[key] = package
     return best
 

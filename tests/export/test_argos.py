@@ -126,6 +126,28 @@ def test_ctrl_c_in_a_folder_export_names_the_packages_already_written(cli, tmp_p
     assert sorted(p.name for p in repo.iterdir()) == ["argos-en-de"]
 
 
+def test_a_folder_holding_two_versions_of_a_pair_exports_the_newest(cli, tmp_path, monkeypatch):
+    from attnserve.export import argos_folder
+
+    folder, repo = tmp_path / "mirror", tmp_path / "repo"
+    en_de = {"from_code": "en", "to_code": "de"}
+    _stub_packages(folder, ("translate-en_de-1_10", {**en_de, "package_version": "1.10"}))
+    _stub_packages(folder, ("translate-en_de-1_9", {**en_de, "package_version": "1.9"}))
+    _stub_packages(folder, ("translate-en_fr-1_0", {"from_code": "en", "to_code": "fr", "package_version": "1.0"}))
+    exported = []
+
+    def export(package, options, repository, skip=None):
+        exported.append(package.name)
+        return "argos-" + package.name.split("-")[1].replace("_", "-")
+
+    monkeypatch.setattr(argos_folder, "export_argos_package", export)
+    run = cli("translation", "--from-argos", folder, "--out", repo)
+    assert run.code == 0, run.err
+    assert sorted(exported) == ["translate-en_de-1_10", "translate-en_fr-1_0"]
+    assert "translate-en_de-1_9: argos-en-de version 1.9, translate-en_de-1_10 is 1.10; left out" in run.err
+    assert "2 of 2 packages exported" in run.out
+
+
 def _corrupt(kind: str, package: ap.Package, tmp_path: Path) -> tuple[Path, str]:
     """A broken copy of ``package`` and what the refusal must say."""
     if kind == "bad-zip":
