@@ -4,8 +4,9 @@ Only the files an importer reads are fetched (config, one weight format, tokeniz
 processor files), into huggingface_hub's own cache, so its settings hold: ``HF_HOME`` /
 ``HF_HUB_CACHE``, ``HF_ENDPOINT`` (a mirror or a local stand-in), ``HF_TOKEN`` (gated and private
 models) and ``HF_HUB_OFFLINE=1`` (the cache alone). huggingface_hub resumes interrupted files and
-shows the byte bars; after the download each file is checked against the Hub's own checksum (the
-sha256 of an LFS file, the git blob id of a small one) when the Hub can be asked.
+shows the byte bars on a terminal; the files come down one after the other in the main thread, so
+Ctrl-C and SIGTERM stop the pull at once. After the download each file is checked against the Hub's
+own checksum (the sha256 of an LFS file, the git blob id of a small one) when the Hub can be asked.
 """
 
 from __future__ import annotations
@@ -57,37 +58,59 @@ def weight_patterns(files: list[str]) -> list[str]:
 
 def download_snapshot(name: str, *, cache_dir: Path | None = None) -> Path:
     """The Hub model ``name`` (``org/model[@revision]``) -> its local snapshot folder."""
-    from huggingface_hub import HfApi, snapshot_download
+    from huggingface_hub import HfApi
     from huggingface_hub import errors as hub_errors
 
     repo_id, revision = split_id(name)
     endpoint = os.environ.get("HF_ENDPOINT") or None  # read now: huggingface_hub reads it once, at import
     api = HfApi(endpoint=endpoint)
-    online = True
     try:
         files = [s.rfilename for s in api.model_info(repo_id, revision=revision).siblings or []]
     except hub_errors.OfflineModeIsEnabled:
-        online, files = False, []
+        return _cached_snapshot(name, cache_dir)
     except Exception as exc:  # noqa: BLE001 - huggingface_hub's HTTP and connection errors, one line each
         raise PullError(f"{name}: {_reason(exc)}") from None
-    attempts = [weight_patterns(files)] if online else [READ_FILES + SAFETENSORS, READ_FILES + PYTORCH_BIN]
-    for patterns in attempts:
+    patterns = weight_patterns(files)
+    wanted = [f for f in files if any(fnmatch.fnmatch(f, p) for p in patterns)]
+    if not wanted:
+        raise PullError(f"{name}: holds none of the files an importer reads (config.json, weights, tokenizer)")
+    path = _download_files(name, wanted, cache_dir=cache_dir, endpoint=endpoint)
+    check_snapshot(api, repo_id, path, name)
+    return path
+
+
+def _download_files(name: str, files: list[str], *, cache_dir: Path | None, endpoint: str | None) -> Path:
+    """``files`` into huggingface_hub's cache, one after the other in this thread: Ctrl-C and SIGTERM
+    stop a download at once, where snapshot_download's worker threads would finish theirs first."""
+    from huggingface_hub import hf_hub_download
+
+    repo_id, revision = split_id(name)
+    snapshots = set()
+    for file in files:
         try:
-            path = Path(
-                snapshot_download(
-                    repo_id, revision=revision, allow_patterns=patterns, cache_dir=cache_dir, endpoint=endpoint
-                )
-            )
-            break
+            local = hf_hub_download(repo_id, file, revision=revision, cache_dir=cache_dir, endpoint=endpoint)
+        except Exception as exc:  # noqa: BLE001 - huggingface_hub's HTTP and connection errors
+            raise PullError(f"{name}: {file}: {_reason(exc)}") from None
+        snapshots.add(Path(local).parents[len(Path(file).parts) - 1])
+    if len(snapshots) != 1:  # a commit pushed while the files came down: they are of two revisions
+        raise PullError(f"{name}: the repository changed during the download; pull it again")
+    return snapshots.pop()
+
+
+def _cached_snapshot(name: str, cache_dir: Path | None) -> Path:
+    """``HF_HUB_OFFLINE``: the snapshot an earlier pull left in the cache (either weight format)."""
+    from huggingface_hub import errors as hub_errors
+    from huggingface_hub import snapshot_download
+
+    repo_id, revision = split_id(name)
+    for patterns in (READ_FILES + SAFETENSORS, READ_FILES + PYTORCH_BIN):
+        try:
+            return Path(snapshot_download(repo_id, revision=revision, allow_patterns=patterns, cache_dir=cache_dir))
         except hub_errors.LocalEntryNotFoundError as exc:
             error = exc
-        except Exception as exc:  # noqa: BLE001 - huggingface_hub's HTTP and connection errors
+        except Exception as exc:  # noqa: BLE001 - huggingface_hub's errors
             raise PullError(f"{name}: {_reason(exc)}") from None
-    else:
-        raise PullError(f"{name}: not in the Hugging Face cache and HF_HUB_OFFLINE is set ({_reason(error)})")
-    if online:
-        check_snapshot(api, repo_id, path, name)
-    return path
+    raise PullError(f"{name}: not in the Hugging Face cache and HF_HUB_OFFLINE is set ({_reason(error)})")
 
 
 def check_snapshot(api, repo_id: str, snapshot: Path, name: str) -> None:

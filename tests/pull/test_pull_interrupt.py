@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -104,3 +105,25 @@ def test_ctrl_c_reports_the_models_installed_before_it(tmp_path, index):
     assert "interrupted during argos:de-en: nothing of it was written" in err
     assert "nothing was written" not in err.replace("nothing of it was written", "")
     assert sorted(p.name for p in (tmp_path / "repo").iterdir()) == ["argos-en-de"]
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_stops_a_hub_download_at_once(hub):
+    """Ctrl-C (or SIGTERM) during a Hub download stops it then, not once every file being fetched
+    is whole: a stalled weight file must not hold the pull."""
+    from attnserve.export.pull.hub import download_snapshot
+
+    hub.stalled.add(("Helsinki-NLP/opus-mt-en-de", "model.safetensors"))
+    previous = signal.signal(signal.SIGALRM, _interrupt)
+    signal.setitimer(signal.ITIMER_REAL, 1.0)
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            download_snapshot("Helsinki-NLP/opus-mt-en-de")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert time.monotonic() - started < 5

@@ -5,7 +5,8 @@
   uses (set ``HF_ENDPOINT`` to its ``url``): ``/api/models/{id}[/revision/{rev}]`` (model info
   with ``sha`` and ``siblings``), ``/api/models/{id}/tree/{rev}`` (files with git blob ids and,
   for weights, LFS sha256), ``/{id}/resolve/{rev}/{file}`` (HEAD and GET with ``X-Repo-Commit``,
-  ``ETag``, ``Content-Length``, ``Range``);
+  ``ETag``, ``Content-Length``, ``Range``); a file in ``stalled`` sends half its bytes, then waits
+  (a slow link);
 - :class:`FileStandIn`: static files (an Argos index and its packages) with failures on demand:
   a 404, or a body cut short after N bytes on its first request (the connection closes), and a
   record of the ``Range`` headers it was sent.
@@ -83,6 +84,24 @@ def _send_file(handler, data: bytes, headers: dict[str, str], cut_after: int | N
     handler.wfile.write(body)
 
 
+def _send_stalled(handler, data: bytes, released: threading.Event, headers: dict[str, str]) -> None:
+    """Half of ``data``, then nothing until ``released`` (at most STALL_S), then the rest: a slow link."""
+    handler.send_response(200)
+    for key, value in {**headers, "Content-Length": str(len(data))}.items():
+        handler.send_header(key, value)
+    handler.end_headers()
+    try:
+        handler.wfile.write(data[: len(data) // 2])
+        handler.wfile.flush()
+        released.wait(STALL_S)
+        handler.wfile.write(data[len(data) // 2 :])
+    except OSError:  # the client gave up
+        handler.close_connection = True
+
+
+STALL_S = 20.0
+
+
 def git_blob_id(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
@@ -109,6 +128,8 @@ class _HubHandler(http.server.BaseHTTPRequestHandler):
             data = files[filename]
             etag = hashlib.sha256(data).hexdigest() if filename.endswith(LFS_SUFFIXES) else git_blob_id(data)
             headers = {"X-Repo-Commit": hub.commit(repo_id), "ETag": f'"{etag}"'}
+            if self.command == "GET" and (repo_id, filename) in hub.stalled:
+                return _send_stalled(self, data, hub.released, headers)
             return _send_file(self, data, {**headers, "Content-Type": "application/octet-stream"})
         return self._missing("RepoNotFound")
 
@@ -142,7 +163,13 @@ class HubStandIn(_Server):
     def __init__(self, repos: dict[str, Path]) -> None:
         self.repos = {repo_id: Path(folder) for repo_id, folder in repos.items()}
         self.corrupt: set[tuple[str, str]] = set()  # (repo id, file): its tree checksum lies
+        self.stalled: set[tuple[str, str]] = set()  # (repo id, file): half its bytes, then a wait
+        self.released = threading.Event()  # ends the stalled downloads' wait
         super().__init__()
+
+    def close(self) -> None:
+        self.released.set()
+        super().close()
 
     def files(self, repo_id: str) -> dict[str, bytes] | None:
         folder = self.repos.get(repo_id)
