@@ -118,8 +118,15 @@ def pulled_origin(out: Path) -> dict[str, Any] | None:
 
 
 def same_origin(held: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    """Whether the installed model is the one named (an Argos pair of another version is)."""
-    return all(held.get(key) == wanted.get(key) for key in IDENTITY if key in wanted or key in held)
+    """Whether the installed model is the one named (an Argos pair of another version is; a Hub id
+    in other letter case is, as the Hub reads ids)."""
+    return all(
+        _key(key, held.get(key)) == _key(key, wanted.get(key)) for key in IDENTITY if key in wanted or key in held
+    )
+
+
+def _key(key: str, value: Any) -> Any:
+    return value.casefold() if key == "hub" and isinstance(value, str) else value
 
 
 def held_by(origin: dict[str, Any]) -> str:

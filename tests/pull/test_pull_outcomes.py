@@ -74,3 +74,13 @@ def test_two_models_for_one_folder_never_replace_each_other(run, hub, fake_expor
     code, out, err = run("pull", "Helsinki-NLP/opus-mt-en-de", "--model-repo", repo)
     assert code == 1 and "holds another model (not pulled: exported there)" in err
     assert fake_export == ["Helsinki-NLP/opus-mt-en-de"]
+
+
+def test_a_hub_id_in_other_letter_case_is_the_model_installed(run, hub, fake_export, tmp_path):
+    """The Hub reads ids without regard to case: helsinki-nlp/opus-mt-en-de is the model installed."""
+    repo = tmp_path / "repo"
+    code, _, err = run("pull", "Helsinki-NLP/opus-mt-en-de", "--model-repo", repo)
+    assert code == 0, err
+    code, out, err = run("pull", "helsinki-nlp/opus-mt-en-de", "--model-repo", repo)
+    assert code == 0 and "present   helsinki-nlp/opus-mt-en-de -> opus-mt-en-de" in out, err
+    assert fake_export == ["Helsinki-NLP/opus-mt-en-de"]
