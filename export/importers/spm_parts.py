@@ -29,6 +29,8 @@ def read_spm(path: Path, model_type: int, missing: str = "file not found"):
         proto.ParseFromString(data)
     except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
         raise unreadable(path, "not a sentencepiece model", exc) from None
+    if not any(p.type == NORMAL for p in proto.pieces):  # zero bytes parse as a model of nothing
+        raise ImportCheckpointError(f"{path}: not a sentencepiece model (no pieces: empty or cut short?)")
     if proto.trainer_spec.model_type != model_type:
         raise ImportCheckpointError(
             f"{path}: trainer_spec.model_type is {proto.trainer_spec.model_type}, only "

@@ -20,6 +20,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre
 from attnserve.export import cli
 from attnserve.export.importers import load_hf_translation
 from attnserve.models import greedy_decode
+from tests.support import hf_checkpoints
 
 transformers.logging.set_verbosity_error()
 
@@ -132,3 +133,14 @@ def test_an_nllb_without_tokenizer_json_names_that_file(untied, tmp_path, capsys
     (nllb / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "NllbTokenizer"}))
     line = _refused(tmp_path, nllb, capsys)
     assert f"{nllb / 'tokenizer.json'}: file not found" in line
+
+
+@pytest.mark.parametrize("name", ["source.spm", "target.spm"])
+def test_an_empty_sentencepiece_model_is_refused(hf_root, tmp_path, capsys, name):
+    """A zero-byte .spm (a copy cut short, a disk that was full) parses as a model of no pieces: it
+    must be refused, not imported into a tokenizer that makes every text one <unk>."""
+    damaged = tmp_path / "opus-mt-en-de"
+    shutil.copytree(hf_checkpoints.build("opus-mt", hf_root).path, damaged)
+    (damaged / name).write_bytes(b"")
+    line = _refused(tmp_path, damaged, capsys)
+    assert f"{damaged / name}: not a sentencepiece model (no pieces: empty or cut short?)" in line
