@@ -196,13 +196,18 @@ def hf_limits(directory: Path, cfg: TranslationConfig) -> dict[str, int]:
     (older opus-mt checkpoints state ``max_length`` only there): the same file transformers'
     ``from_pretrained`` takes them from, so the limit is the length transformers generates to."""
     tok_cfg = read_json(directory / "tokenizer_config.json", required=False) or {}
-    gen_cfg = read_json(directory / "generation_config.json", required=False)
-    if gen_cfg is None:
-        gen_cfg = read_json(directory / "config.json", required=False) or {}
-    source, target = tok_cfg.get("model_max_length"), gen_cfg.get("max_length")
+    source, target = tok_cfg.get("model_max_length"), generation_settings(directory).get("max_length")
     limits = {}
     if isinstance(source, int) and source >= 1:
         limits["max_source_len"] = min(source, cfg.max_positions)
     if isinstance(target, int) and target >= 2:  # max_length counts the start token; our limit does not
         limits["max_target_len"] = min(target - 1, cfg.max_positions)
     return limits
+
+
+def generation_settings(directory: Path) -> dict[str, Any]:
+    """generation_config.json where the directory has one, else config.json (checkpoints saved before
+    the file existed keep ``max_length``, ``forced_bos_token_id`` ... there): where transformers'
+    ``from_pretrained`` takes the settings ``generate`` uses."""
+    found = read_json(directory / "generation_config.json", required=False)
+    return found if found is not None else read_json(directory / "config.json", required=False) or {}

@@ -42,6 +42,7 @@ from .hf_translation import (
     check_special_ids,
     config_fields,
     embedding_weights,
+    generation_settings,
     hf_limits,
     model_from_state,
     move_weights,
@@ -159,11 +160,11 @@ def _default_pair(
     directory: Path, tok_cfg: dict[str, Any], tokenizer: Tokenizer, languages: dict[str, str]
 ) -> dict[str, str | None]:
     """The default source and target the directory names: tokenizer_config.json's ``src_lang`` /
-    ``tgt_lang``, else for the target the language token generation_config.json forces first."""
+    ``tgt_lang``, else for the target the language token generation forces first (generation_config.json's
+    ``forced_bos_token_id``, else config.json's, as transformers reads them)."""
     default_source = tok_cfg.get("src_lang") if tok_cfg.get("src_lang") in languages else None
     default_target = tok_cfg.get("tgt_lang") if tok_cfg.get("tgt_lang") in languages else None
-    gen = read_json(directory / "generation_config.json", required=False) or {}
-    forced = gen.get("forced_bos_token_id")
+    forced = generation_settings(directory).get("forced_bos_token_id")
     if default_target is None and isinstance(forced, int):
         default_target = next((c for c, t in languages.items() if tokenizer.token_to_id(t) == forced), None)
     return {"default_source": default_source, "default_target": default_target}

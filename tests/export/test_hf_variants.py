@@ -144,3 +144,20 @@ def test_an_empty_sentencepiece_model_is_refused(hf_root, tmp_path, capsys, name
     (damaged / name).write_bytes(b"")
     line = _refused(tmp_path, damaged, capsys)
     assert f"{damaged / name}: not a sentencepiece model (no pieces: empty or cut short?)" in line
+
+
+def test_an_older_m2m100_takes_its_forced_language_from_config_json(hf_root, tmp_path):
+    """A fine-tune saved before generation_config.json existed keeps forced_bos_token_id in config.json,
+    which transformers' generate then forces first: the import's default target is that language."""
+    ckpt = hf_checkpoints.build("m2m100", hf_root)
+    older = tmp_path / "m2m100-en-de"
+    shutil.copytree(ckpt.path, older)
+    (older / "generation_config.json").unlink()
+    tok_cfg = json.loads((older / "tokenizer_config.json").read_text())
+    (older / "tokenizer_config.json").write_text(json.dumps(tok_cfg | {"tgt_lang": None}))
+    config = json.loads((older / "config.json").read_text())
+    forced = ckpt.tokenizer.get_lang_id("de")
+    (older / "config.json").write_text(json.dumps(config | {"forced_bos_token_id": forced}))
+    model = transformers.M2M100ForConditionalGeneration.from_pretrained(older)  # what generate forces
+    assert model.generation_config.forced_bos_token_id == forced
+    assert load_hf_translation(older).languages["default_target"] == "de"
