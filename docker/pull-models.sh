@@ -9,7 +9,7 @@
 #   arguments, when given, are attnserve-export pull's own (e.g. --list)
 #
 # Nothing to pull: exit 0 at once (the server serves what /models holds). A model that fails is
-# reported and skipped: the others are installed and the server serves them.
+# reported and skipped: the others are installed and the server serves them (exit 0).
 set -u
 if [ "$#" -gt 0 ]; then
     exec attnserve-export pull "$@"
@@ -23,5 +23,22 @@ set -- ${ATTNSERVE_PULL_MODELS:-}
 if [ -n "${ATTNSERVE_LANGUAGES:-}" ]; then
     set -- "$@" --languages "$ATTNSERVE_LANGUAGES"
 fi
-attnserve-export pull "$@" || echo "pull-models: a model failed to pull (see above); the others are installed"
+# This shell is the container's PID 1, which SIGTERM (docker stop, a deleted pod) reaches alone: pass
+# it on, so the pull removes the model it was writing and says what it installed, rather than being
+# killed outright when the grace period ends. A stopped pull exits as it does (143, 130), not 0.
+attnserve-export pull "$@" &
+pull=$!
+trap 'kill -TERM "$pull" 2>/dev/null' TERM INT
+code=0
+wait "$pull" || code=$?
+while kill -0 "$pull" 2>/dev/null; do  # the wait ended for the signal: the pull is still cleaning up
+    code=0
+    wait "$pull" || code=$?
+done
+if [ "$code" -gt 128 ]; then
+    exit "$code"
+fi
+if [ "$code" -ne 0 ]; then
+    echo "pull-models: a model failed to pull (see above); the others are installed"
+fi
 exit 0

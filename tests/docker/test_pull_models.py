@@ -87,3 +87,39 @@ def test_the_script_is_in_the_build_context():
 
     assert not _dockerignored("docker/pull-models.sh")
     assert os.access(SCRIPT, os.X_OK) and Path(SCRIPT).read_text().startswith("#!/bin/sh")
+
+
+def test_docker_stop_reaches_the_pull_through_the_entry_script(tmp_path):
+    """The script is the container's PID 1 (docker stop, a deleted pod: SIGTERM to it alone): it
+    passes the signal on, so the pull removes what it was writing and reports, rather than being
+    killed outright when the grace period ends; and exits as the stopped pull does, not 0."""
+    import contextlib
+    import signal
+    import time
+
+    started, stopped = tmp_path / "started", tmp_path / "stopped"
+    fake = tmp_path / "bin" / "attnserve-export"
+    fake.parent.mkdir()
+    fake.write_text(
+        f"#!/bin/sh\ntrap 'echo TERM > {stopped}; exit 143' TERM\necho $$ > {started}\nwhile :; do sleep 0.1; done\n"
+    )
+    fake.chmod(0o755)
+    env = {"PATH": f"{fake.parent}:{os.environ['PATH']}", "ATTNSERVE_LANGUAGES": "en,de"}
+    script = subprocess.Popen(["sh", str(SCRIPT)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 10
+        while not (started.exists() and started.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        script.send_signal(signal.SIGTERM)
+        code = script.wait(timeout=10)
+        deadline = time.monotonic() + 5
+        while not stopped.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        if script.poll() is None:
+            script.kill()
+        if started.exists() and not stopped.exists():  # the pull the script left running
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(started.read_text()), signal.SIGKILL)
+    assert stopped.exists(), "the pull never got the SIGTERM"
+    assert code == 143
