@@ -122,6 +122,10 @@ def _checked_out(given: Path, force: bool) -> Path:
             f"--out {given} is the current directory or holds it, and the export replaces that directory; "
             "run it from another directory or name a new one"
         )
+    if out.is_symlink():  # the new directory would replace the link, not what it points to
+        raise ExportError(
+            f"--out {given} is a symbolic link (to {os.readlink(out)}); name the directory itself, or remove the link"
+        )
     if out.exists() and not out.is_dir():
         raise ExportError(f"--out {given} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()) and not force:

@@ -151,6 +151,21 @@ def test_out_naming_the_current_directory_is_refused_before_the_export(cli, tmp_
         assert (here / "sub" / "keep.txt").read_text() == "mine"
 
 
+def test_out_that_is_a_symbolic_link_is_refused_before_the_export(cli, tmp_path, checkpoints):
+    """The new directory would replace the link, which rmtree cannot remove: a traceback once the
+    export had run. Refused first, the link and what it points to as they were."""
+    real = tmp_path / "shared" / "vit"
+    real.mkdir(parents=True)
+    (real / "keep.txt").write_text("mine")
+    link = tmp_path / "repo" / "vit"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    run = cli("vit", "--checkpoint", checkpoints["vit"], "--out", link, "--force")
+    _assert_one_line_error(run, 1, f"--out {link} is a symbolic link", str(real))
+    assert link.is_symlink() and (real / "keep.txt").read_text() == "mine"
+    assert not leftovers(link.parent) and not leftovers(real.parent)
+
+
 @pytest.mark.parametrize(
     ("args", "code", "fragment"),
     [
