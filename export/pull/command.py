@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
+from ..options import thread_count
 from . import argos_index
 from .download import download
 from .errors import PullError
@@ -71,7 +72,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pull.add_argument("--precision", choices=("fp32", "fp16", "int8"), default="fp32", help="as the exports")
     pull.add_argument("--force", action="store_true", help="pull and replace models already installed")
     pull.add_argument("--no-verify", dest="verify", action="store_false", help="skip verification (not advised)")
-    pull.add_argument("--threads", type=int, default=0, help="torch/onnxruntime threads (default: all)")
+    pull.add_argument("--threads", type=thread_count, default=0, help="torch/onnxruntime threads (default: all)")
 
 
 def model_repo(flag: Path | None) -> Path:

@@ -81,6 +81,8 @@ def test_list_shows_the_index_and_what_is_installed(run, argos, tmp_path):
 
 def test_usage_and_an_unreadable_index(run, tmp_path):
     assert run("pull", "--model-repo", tmp_path / "repo")[0] == 2
+    code, _, err = run("pull", "argos:en-de", "--threads", "-3", "--model-repo", tmp_path / "repo")
+    assert code == 2 and "-3: 0 (every core) or a positive count" in err  # as the exports say
     code, _, err = run("pull", "--languages", "en,de", "--argos-index", tmp_path / "none.json")
     assert code == 1 and "Argos index" in err and "none.json" in err
 
