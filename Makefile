@@ -50,9 +50,10 @@ $(VENV)/.import-installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 # A model that fails to pull is reported and skipped (exit 1); serve then serves the others.
+# MODELS is a list (split on spaces); the others are one value each, quoted: "en, de", "my models".
 pull: $(VENV)/.import-installed
-	$(BIN)/attnserve-export pull $(MODELS) $(if $(LANGUAGES),--languages $(LANGUAGES)) \
-		--model-repo $(PULL_REPO) $(if $(ARGOS_INDEX),--argos-index $(ARGOS_INDEX))
+	$(BIN)/attnserve-export pull $(MODELS) $(if $(LANGUAGES),--languages '$(LANGUAGES)') \
+		--model-repo '$(PULL_REPO)' $(if $(ARGOS_INDEX),--argos-index '$(ARGOS_INDEX)')
 
 # Settings: flags after ARGS=..., ATTNSERVE_* environment variables or --config (docs/cli.md).
 ifeq ($(PULLS),)
@@ -61,7 +62,7 @@ serve: $(VENV)/.serve-installed
 else
 serve: $(VENV)/.serve-installed
 	$(MAKE) --no-print-directory pull || echo "make: a model failed to pull (see above); serving the others"
-	$(BIN)/attnserve-server --model-repo $(PULL_REPO) $(ARGS)
+	$(BIN)/attnserve-server --model-repo '$(PULL_REPO)' $(ARGS)
 endif
 
 lint: $(VENV)/.dev-installed
