@@ -1,8 +1,8 @@
 """Write model directories (the contract of :mod:`attnserve.contract`) from PyTorch models.
 
-A directory is built in a temporary sibling (:func:`staged_directory`) and renamed into
-place at the end, so an interrupted or failed export never leaves a half-written model
-directory behind. The steps are plain functions called in order: check the inputs, write
+A directory is built in a temporary sibling (:func:`~attnserve.export.staging.staged_directory`)
+and renamed into place at the end, so an interrupted or failed export never leaves a half-written
+model directory behind. The steps are plain functions called in order: check the inputs, write
 the graphs into the staged directory, (the pipeline: reference outputs, precision,
 verification, report), :func:`seal` (file hashes, model.json), commit.
 """
@@ -11,11 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,9 +33,9 @@ from attnserve.contract.manifest import (
 from attnserve.contract.quality import QualityCalibration
 from attnserve.models import TranslationConfig, TranslationTransformer, VisionTransformer
 
-from . import partials
 from .errors import ExportError
 from .graphs import DEFAULT_OPSET, export_aligner, export_decoder, export_encoder, export_vit
+from .staging import staged_directory
 
 try:
     from importlib.metadata import version as _pkg_version
@@ -78,65 +74,6 @@ def _load_tokenizer(tokenizer: Tokenizer | Path | str) -> Tokenizer:
         return Tokenizer.from_file(str(path))
     except Exception as exc:  # noqa: BLE001 - tokenizers raises plain Exception
         raise ExportError(f"{path}: not a Hugging Face tokenizers file ({exc})") from None
-
-
-@contextmanager
-def staged_directory(out: Path, force: bool = False) -> Iterator[Path]:
-    """Yield an empty temporary directory beside ``out``; on success it replaces ``out``.
-
-    Refuses an existing non-empty ``out`` unless ``force``. On any error the temporary
-    directory is removed and ``out`` is left as it was.
-    """
-    out = _checked_out(out, force)
-    parent = out.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ExportError(f"cannot write to {parent}: {exc.strerror or exc}") from None
-    with partials.writing(parent):  # held while the partial folder exists: a pull leaves it alone
-        try:
-            tmp = Path(tempfile.mkdtemp(prefix=partials.prefix(out.name), dir=parent))
-            os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; the server may run as another user
-        except OSError as exc:
-            raise ExportError(f"cannot write to {parent}: {exc.strerror or exc}") from None
-        try:
-            yield tmp
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(tmp, out)
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _checked_out(given: Path, force: bool) -> Path:
-    """``given`` as an absolute path (``.`` and ``a/..`` have no name of their own to stage beside),
-    or ExportError when it cannot receive the model directory."""
-    out = Path(os.path.abspath(given))
-    try:
-        cwd = Path.cwd()
-    except OSError:  # the current directory was removed: nothing under it to protect
-        cwd = None
-    if cwd is not None and out.resolve() in (cwd, *cwd.parents):  # replacing it pulls it from under the shell
-        raise ExportError(
-            f"--out {given} is the current directory or holds it, and the export replaces that directory; "
-            "run it from another directory or name a new one"
-        )
-    if out.is_symlink():  # the new directory would replace the link, not what it points to
-        raise ExportError(
-            f"--out {given} is a symbolic link (to {os.readlink(out)}); name the directory itself, or remove the link"
-        )
-    if out.exists() and not out.is_dir():
-        raise ExportError(f"--out {given} exists and is not a directory")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ExportError(f"--out {given} exists and is not empty (use --force to replace it)")
-    return out
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def _noop(stage: str) -> None:

@@ -166,6 +166,18 @@ def test_out_that_is_a_symbolic_link_is_refused_before_the_export(cli, tmp_path,
     assert not leftovers(link.parent) and not leftovers(real.parent)
 
 
+def test_force_never_replaces_a_model_repository(cli, tmp_path, checkpoints):
+    """--out naming the repository instead of a model's folder in it (as the --from-argos folder form
+    takes it): --force would delete every model there. Refused, the models kept."""
+    repo = tmp_path / "model-repo"
+    (repo / "opus-mt-en-de").mkdir(parents=True)
+    (repo / "opus-mt-en-de" / "model.json").write_text("{}")
+    for force in (["--force"], []):  # without it too: --force is not the way out
+        run = cli("vit", "--checkpoint", checkpoints["vit"], "--out", repo, *force)
+        _assert_one_line_error(run, 1, f"--out {repo} holds model directories (opus-mt-en-de)", f"{repo}/NAME")
+    assert (repo / "opus-mt-en-de" / "model.json").read_text() == "{}" and not leftovers(tmp_path)
+
+
 @pytest.mark.parametrize(
     ("args", "code", "fragment"),
     [
