@@ -86,15 +86,29 @@ def _download_files(name: str, files: list[str], *, cache_dir: Path | None, endp
 
     repo_id, revision = split_id(name)
     snapshots = set()
-    for file in files:
+    for file in sorted(files, key=lambda f: f != "config.json"):  # config.json first: it names the importer
         try:
             local = hf_hub_download(repo_id, file, revision=revision, cache_dir=cache_dir, endpoint=endpoint)
         except Exception as exc:  # noqa: BLE001 - huggingface_hub's HTTP and connection errors
             raise PullError(f"{name}: {file}: {_reason(exc)}") from None
         snapshots.add(Path(local).parents[len(Path(file).parts) - 1])
+        if file == "config.json":
+            check_importable(name, Path(local).parent)
     if len(snapshots) != 1:  # a commit pushed while the files came down: they are of two revisions
         raise PullError(f"{name}: the repository changed during the download; pull it again")
     return snapshots.pop()
+
+
+def check_importable(name: str, snapshot: Path) -> None:
+    """config.json's ``model_type`` is one an importer reads; else the pull stops before the weights
+    (gigabytes, for a model that would be refused once they were down)."""
+    from attnserve.export.importers import TRANSLATION_IMPORTERS
+
+    importable = sorted([*TRANSLATION_IMPORTERS, "vit"])
+    kind = model_type(snapshot)
+    if kind not in importable:
+        found = f"model_type is {kind!r}" if kind is not None else "has no model_type"
+        raise PullError(f"{name}: config.json: {found}; pull imports {', '.join(importable)} (nothing more downloaded)")
 
 
 def _cached_snapshot(name: str, cache_dir: Path | None) -> Path:

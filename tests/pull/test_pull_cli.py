@@ -120,3 +120,17 @@ def test_hf_hub_offline_serves_a_snapshot_from_the_cache(hub, monkeypatch):
     assert len(hub.requests) == asked
     with pytest.raises(PullError, match="HF_HUB_OFFLINE"):
         download_snapshot("Helsinki-NLP/opus-mt-fr-en")
+
+
+def test_a_model_type_no_importer_reads_is_refused_before_its_weights(run, hub, tmp_path):
+    """config.json comes down first: an mBART is refused without fetching gigabytes of weights."""
+    mbart = tmp_path / "hub" / "mbart"
+    mbart.mkdir(parents=True)
+    (mbart / "config.json").write_text('{"model_type": "mbart"}')
+    (mbart / "model.safetensors").write_bytes(b"\0" * 4096)
+    hub.repos["facebook/mbart-large-50"] = mbart
+    code, _, err = run("pull", "facebook/mbart-large-50", "--model-repo", tmp_path / "repo")
+    assert code == 1 and "config.json: model_type is 'mbart'" in err and "m2m_100, marian, vit" in err
+    fetched = {path.rsplit("/", 1)[-1] for method, path, _ in hub.requests if method == "GET" and "/resolve/" in path}
+    assert fetched == {"config.json"}
+    assert nothing_in(tmp_path / "repo")
