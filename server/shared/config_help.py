@@ -17,8 +17,8 @@ SHARED_MEMORY_HELP = (
     "with this host's /dev/shm; off: its RPCs answer UNIMPLEMENTED"
 )
 RATE_HELP = (
-    "requests one client (its bearer token, else its IP address) may send a {period}, counted by each server "
-    "process (--workers N: each its own); health, metrics, listings and the web page are not counted; past it "
+    "requests one client (its bearer token, else its IP address) may send a {period}, counted together by the "
+    "processes of --workers N; health, metrics, listings and the web page are not counted; past it "
     "429 / RESOURCE_EXHAUSTED with Retry-After (0 = unlimited)"
 )
 BAN_HELP = (
