@@ -6,7 +6,43 @@ const $ = (id) => document.getElementById(id);
 const KEY_STORE = "attnserve.apiKey";
 const FORMAT_NAMES = { text: "Plain text", html: "HTML", markdown: "Markdown" };
 const state = { languages: [], settings: {}, maps: [], shown: null };
-const JOB_POLL_MS = 300; // between two looks at a file job's progress
+// Between two looks at a file job's progress: 300 ms at first, half as often again each time up to
+// 2 s, since each look counts against the client's request rates (a long job would spend them).
+const JOB_POLL_MS = 300;
+const JOB_POLL_MAX_MS = 2000;
+const UNREACHABLE_TRIES = 6; // a server not answering (restarting, a dropped connection): ~40 s of tries
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// The seconds a reply asks the page to wait before asking again (429: past the client's request
+// rates, or banned for a while; 503: the server draining or loading), from its Retry-After; null
+// for any other reply.
+function waitAsked(reply) {
+  if (reply.status !== 429 && reply.status !== 503) return null;
+  const seconds = Number(reply.headers.get("Retry-After"));
+  return Number.isFinite(seconds) && seconds > 0 ? seconds : 5;
+}
+
+// fetch(path) again while the server asks to wait (waitAsked) or cannot be reached, saying so on
+// the file's status line; the reply, or null after UNREACHABLE_TRIES tries that reached nothing.
+async function patiently(path, headers, what) {
+  for (let failures = 0; ; ) {
+    let reply;
+    try {
+      reply = await fetch(path, { headers });
+    } catch {
+      if (++failures >= UNREACHABLE_TRIES) return null;
+      say(`${what}: the server could not be reached; trying again…`, false, "file-status");
+      await sleep(Math.min(1000 * 2 ** failures, 10000));
+      continue;
+    }
+    const wait = waitAsked(reply);
+    if (wait === null) return reply;
+    const body = await reply.json().catch(() => ({}));
+    say(`${what}: ${body.error || body.message || `HTTP ${reply.status}`}; asking again in ${wait} s`, false, "file-status");
+    await sleep(wait * 1000);
+  }
+}
 
 function apiKey() {
   return $("api-key").value.trim();
@@ -214,32 +250,44 @@ function showMaps(maps) {
 }
 
 // The translated file, fetched with the key in a header and saved from a blob: a key in the
-// link's URL would stay in the history and in proxies' logs. The blob's URL, or null (said why).
-async function downloaded(path) {
+// link's URL would stay in the history and in proxies' logs. The blob's URL and the name the
+// server gives the file (its Content-Disposition), or null (said why).
+async function downloaded(path, fallbackName) {
   const headers = apiKey() ? { Authorization: `Bearer ${apiKey()}` } : {};
-  try {
-    const reply = await fetch(path, { headers });
-    if (reply.ok) return URL.createObjectURL(await reply.blob());
+  const reply = await patiently(path, headers, "Download");
+  if (!reply) {
+    say("Download failed: the server could not be reached.", true, "file-status");
+    return null;
+  }
+  if (!reply.ok) {
     const body = await reply.json().catch(() => ({}));
     say(`Download failed: ${body.error || `HTTP ${reply.status}`}`, true, "file-status");
-  } catch {
-    say("Download failed: the server could not be reached.", true, "file-status");
+    return null;
   }
-  return null;
+  const named = /filename\*=UTF-8''([^;]+)/i.exec(reply.headers.get("Content-Disposition") || "");
+  let name = fallbackName;
+  try {
+    if (named) name = decodeURIComponent(named[1]);
+  } catch {
+    // a malformed escape: the name the page makes
+  }
+  return { url: URL.createObjectURL(await reply.blob()), name };
 }
 
 // A file job polled until it ends (the key travels in a header, which EventSource cannot send),
-// its sentences done / total shown on the bar; the finished job, or null (said why).
+// its sentences done / total shown on the bar; the finished job, or null (said why). A refusal to
+// wait out (past the request rates, a restart) is waited out, as the server asks.
 async function followJob(id, name, progress) {
   const headers = apiKey() ? { Authorization: `Bearer ${apiKey()}` } : {};
-  for (;;) {
-    let job;
-    try {
-      const reply = await fetch(`/jobs/${encodeURIComponent(id)}`, { headers });
-      job = await reply.json().catch(() => ({}));
-      if (!reply.ok) throw new Error(job.error || `HTTP ${reply.status}`);
-    } catch (err) {
-      say(`File translation failed: ${err.message}`, true, "file-status");
+  for (let pause = JOB_POLL_MS; ; pause = Math.min(pause * 1.5, JOB_POLL_MAX_MS)) {
+    const reply = await patiently(`/jobs/${encodeURIComponent(id)}`, headers, `Translating ${name}`);
+    if (!reply) {
+      say("File translation failed: the server could not be reached.", true, "file-status");
+      return null;
+    }
+    const job = await reply.json().catch(() => ({}));
+    if (!reply.ok) {
+      say(`File translation failed: ${job.error || `HTTP ${reply.status}`}`, true, "file-status");
       return null;
     }
     if (job.status === "done") return job;
@@ -256,7 +304,7 @@ async function followJob(id, name, progress) {
       // sentences done before the file is split to its end: its total is not known yet
       say(`Translating ${name}: ${job.done} sentences done, counting the rest`, false, "file-status");
     }
-    await new Promise((resolve) => setTimeout(resolve, JOB_POLL_MS));
+    await sleep(pause);
   }
 }
 
@@ -304,11 +352,11 @@ function translateFile() {
     button.disabled = false;
     progress.hidden = true;
     if (!job) return;
-    const saved = await downloaded(`/jobs/${encodeURIComponent(job.id)}/result`);
+    const saved = await downloaded(`/jobs/${encodeURIComponent(job.id)}/result`, translatedName(file.name, target));
     if (!saved) return;
     if (link.href.startsWith("blob:")) URL.revokeObjectURL(link.href);
-    link.href = saved;
-    const name = translatedName(file.name, target);
+    link.href = saved.url;
+    const name = saved.name;
     link.download = name;
     link.textContent = `Download ${name}`;
     link.hidden = false;

@@ -254,3 +254,30 @@ def test_swap_turns_the_pair_and_the_translation_around(serve, browser, tmp_path
         browser.find_element(By.ID, "translate").click()
         assert wait_for_result(browser) == translate_api(server, german, source="de", target="en")
         assert "Translated." in browser.find_element(By.ID, "status").text
+
+
+def test_a_file_job_past_the_request_rates_waits_and_saves_under_the_servers_name(serve, browser, tmp_path):
+    """Each look at a job's progress counts against the client's request rates: a page that has
+    spent them waits as the server's 429 asks (Retry-After) and goes on, where it gave up at the
+    first refusal; the file is saved under the name the server gives it (an all-emoji name: file.de.docx)."""
+    with serve(REPO, http_port=0, requests_per_minute=3, download_dir=str(tmp_path / "kept")) as server:
+        load(browser, server)
+        memo = tmp_path / "🙂.docx"
+        memo.write_bytes(office.docx([[("Due ", ""), (TEXT, "b")]]))
+        browser.find_element(By.ID, "file").send_keys(str(memo))
+        browser.find_element(By.ID, "file-translate").click()  # the upload and two looks spend the minute's 3
+        status = browser.find_element(By.ID, "file-status")
+        WebDriverWait(browser, 30).until(lambda d: "asking again in" in status.text)
+        assert "too many requests" in status.text and "failed" not in status.text
+        link = browser.find_element(By.ID, "download")
+        WebDriverWait(browser, 90).until(lambda d: link.is_displayed())
+        assert link.text == "Download file.de.docx"
+        link.click()
+        saved = browser.downloads / "file.de.docx"
+        deadline = time.monotonic() + 30
+        while not saved.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with zipfile.ZipFile(saved) as package:
+            body = package.read("word/document.xml")
+        text = "".join("".join(r.itertext()) for r in etree.fromstring(body).iter(f"{W}r"))
+        assert text.strip()
