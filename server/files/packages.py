@@ -30,6 +30,7 @@ from lxml import etree
 
 from ..documents import HTML
 from . import archive
+from .alternate_content import twins
 from .extracted import Characters, Check, Extracted
 from .paragraphs import DRAWING, OPENDOCUMENT, WORDPROCESSING, Dialect, Paragraph, ParagraphReader
 from .refusals import FileRefused
@@ -78,16 +79,22 @@ def _office(
     tags = archive.Tags(kind)
     trees: dict[str, etree._ElementTree] = {}
     found: list[tuple[str, Paragraph]] = []
+    elements: list[etree._Element] = []
     for name in names:
         reader = ParagraphReader(dialects[name], chars.add)
         trees[name] = archive.parse_xml_stream(package, name, kind, dialects[name].paragraphs, reader, tags)
         found += [(name, p) for p in reader.found]
+        elements += reader.elements
+    # a text box's copy for older readers is written with its twin's translation, not translated again
+    twin = twins(elements, [p.unit.text for _, p in found])
+    kept = [i for i in range(len(found)) if i not in twin]
+    text_of = {i: k for k, i in enumerate(kept)}
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
-        for n, ((_, paragraph), translation) in enumerate(zip(found, translations)):
+        for n, (_, paragraph) in enumerate(found):
             if n % 256 == 0:
                 check()
-            paragraph.write(placement(paragraph.unit, translation))
+            paragraph.write(placement(paragraph.unit, translations[text_of[twin.get(n, n)]]))
         changed = {name for name, _ in found}
         replaced = {}
         for name in changed:
@@ -95,7 +102,7 @@ def _office(
             replaced[name] = archive.serialize_xml(trees[name])
         return archive.rewrite(package, replaced, kind, check)
 
-    units = tuple(p.unit for _, p in found)
+    units = tuple(found[i][1].unit for i in kept)
     return Extracted(tuple(u.text for u in units), write, media_type=MEDIA_TYPES[kind], units=units)
 
 

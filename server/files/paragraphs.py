@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from lxml import etree
 
 from . import xstring
+from .alternate_content import in_fallback
 from .run_placement import Unit
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -335,23 +336,26 @@ def paragraph(element: etree._Element, dialect: Dialect) -> Paragraph | None:
     return found if unit.text.strip() else None
 
 
-def paragraphs(root: etree._Element, dialect: Dialect) -> Iterator[Paragraph]:
-    """The paragraphs of ``root`` (``root`` included) with something to translate, in document order."""
+def paragraphs(root: etree._Element, dialect: Dialect) -> Iterator[tuple[etree._Element, Paragraph]]:
+    """The paragraphs of ``root`` (``root`` included) with something to translate, in document
+    order, each with its element."""
     for element in root.iter(*dialect.paragraphs):
         found = paragraph(element, dialect)
         if found is not None:
-            yield found
+            yield element, found
 
 
 class ParagraphReader:
     """Collects paragraphs as a streamed part's paragraphs start and end (``archive.parse_xml_stream``):
     at the end of a paragraph not inside another (ODF nests them in frames and notes, OOXML in
     text boxes), it and the paragraphs inside it, in document order; their characters are counted
-    as they come (``count``, the file's ``--max-file-chars``), so an inflated part stops at the limit."""
+    as they come (``count``, the file's ``--max-file-chars``), so an inflated part stops at the limit;
+    a text box's copy for older readers (``alternate_content``) counts with its twin, not again."""
 
     def __init__(self, dialect: Dialect, count: Callable[[int], None]) -> None:
         self.dialect, self.count = dialect, count
         self.found: list[Paragraph] = []
+        self.elements: list[etree._Element] = []  # each found paragraph's element
         self.depth = 0  # paragraphs open around the parser's position
         self.nested = False  # the open outermost paragraph has paragraphs inside
 
@@ -370,7 +374,9 @@ class ParagraphReader:
             return  # empty
         else:
             one = paragraph(element, self.dialect)
-            found = [one] if one is not None else []
-        for p in found:
-            self.count(len(p.unit.text))
+            found = [(element, one)] if one is not None else []
+        for e, p in found:
+            if not in_fallback(e):
+                self.count(len(p.unit.text))
             self.found.append(p)
+            self.elements.append(e)

@@ -60,6 +60,42 @@ def test_docx_paragraphs_runs_and_styles_come_back_with_the_translation():
     ]
 
 
+MC_DOCUMENT = (
+    '<?xml version="1.0" encoding="UTF-8" standalone="yes"?>'
+    '<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    ' xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
+    ' xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"'
+    ' xmlns:v="urn:schemas-microsoft-com:vml" mc:Ignorable="wps"><w:body>'
+    "<w:p><w:r><w:t>The report is ready.</w:t></w:r></w:p>"
+    '<w:p><w:r><mc:AlternateContent><mc:Choice Requires="wps"><w:drawing><wps:wsp><wps:txbx><w:txbxContent>'
+    "<w:p><w:r><w:t>Read me first.</w:t></w:r></w:p><w:p><w:r><w:t>Then the rest.</w:t></w:r></w:p>"
+    "</w:txbxContent></wps:txbx></wps:wsp></w:drawing></mc:Choice>"
+    "<mc:Fallback><w:pict><v:shape><v:textbox><w:txbxContent>"
+    "<w:p><w:r><w:t>Read me first.</w:t></w:r></w:p><w:p><w:r><w:t>Then the rest.</w:t></w:r></w:p>"
+    "</w:txbxContent></v:textbox></v:shape></w:pict></mc:Fallback></mc:AlternateContent></w:r></w:p>"
+    "<w:sectPr/></w:body></w:document>"
+)
+
+
+def test_a_docx_text_box_word_keeps_twice_is_translated_and_counted_once():
+    """Word writes a text box as a DrawingML shape and again as VML for older readers
+    (mc:AlternateContent): its words are one text, counted once against --max-file-chars and in
+    billed_characters, and both copies carry the translation."""
+    data = office.docx([[("x", "")]])
+    with zipfile.ZipFile(io.BytesIO(data)) as package, zipfile.ZipFile(out := io.BytesIO(), "w") as rewritten:
+        for info in package.infolist():
+            rewritten.writestr(info, MC_DOCUMENT if info.filename == "word/document.xml" else package.read(info))
+    data = out.getvalue()
+    extracted = files.read("report.docx", data, LIMIT)
+    assert extracted.texts == ("The report is ready.", "Read me first.", "Then the rest.")
+    assert extracted.characters == len("The report is ready.Read me first.Then the rest.")
+    with pytest.raises(files.TooManyCharacters):  # each text box's words once: 48 characters
+        files.read("report.docx", data, LIMIT, max_chars=47)
+    files.read("report.docx", data, LIMIT, max_chars=48)
+    texts = [t.text for t in xml(swapped(extracted), "word/document.xml").iter(f"{W}t")]
+    assert texts == ["tHE REPORT IS READY.", *["rEAD ME FIRST.", "tHEN THE REST."] * 2]
+
+
 def test_docx_keeps_the_edge_spaces_word_would_drop():
     out = swapped(files.read("a.docx", office.docx([[("One ", ""), ("two", "b")]]), LIMIT))
     first = next(xml(out, "word/document.xml").iter(f"{W}t"))
