@@ -84,6 +84,17 @@ def load(driver, server) -> None:
     WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready"))
 
 
+def saved_runs(driver, name: str) -> list[str]:
+    """The text of each run of the .docx the browser saved as ``name`` (waited for, up to 30 s)."""
+    saved = driver.downloads / name
+    deadline = time.monotonic() + 30
+    while not saved.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with zipfile.ZipFile(saved) as package:
+        body = package.read("word/document.xml")
+    return ["".join(r.itertext()) for r in etree.fromstring(body).iter(f"{W}r")]
+
+
 def beside(status, button) -> bool:
     """Whether the status line sits on the button's row, just after it (not somewhere below)."""
     s, b = status.rect, button.rect
@@ -159,13 +170,7 @@ def test_translate_a_text_and_a_docx_in_the_browser(serve, browser, tmp_path):
         assert file_status.text == "memo.docx translated (1 sentence)."  # a file job
         assert beside(file_status, browser.find_element(By.ID, "file-translate"))
         link.click()
-        saved = browser.downloads / "memo.de.docx"  # as attnserve-client translate-file names it
-        deadline = time.monotonic() + 30
-        while not saved.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        with zipfile.ZipFile(saved) as package:
-            body = package.read("word/document.xml")
-        runs = ["".join(r.itertext()) for r in etree.fromstring(body).iter(f"{W}r")]
+        runs = saved_runs(browser, "memo.de.docx")  # as attnserve-client translate-file names it
         assert len(runs) == 2 and " ".join("".join(runs).split()) == " ".join(
             translate_api(server, f"Due {TEXT}").split()
         )
@@ -205,13 +210,7 @@ def test_the_page_works_with_api_keys(serve, browser, tmp_path):
         href = link.get_attribute("href")
         assert href.startswith("blob:") and "api_key" not in href and "page-key" not in href, href
         link.click()
-        saved = browser.downloads / "memo.de.docx"
-        deadline = time.monotonic() + 30
-        while not saved.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        with zipfile.ZipFile(saved) as package:
-            body = package.read("word/document.xml")
-        text = "".join("".join(r.itertext()) for r in etree.fromstring(body).iter(f"{W}r"))
+        text = "".join(saved_runs(browser, "memo.de.docx"))
         assert " ".join(text.split()) == " ".join(translate_api(server, f"Due {TEXT}", api_key="page-key").split())
         history = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         assert not [url for url in history if "api_key" in url], history
@@ -273,11 +272,4 @@ def test_a_file_job_past_the_request_rates_waits_and_saves_under_the_servers_nam
         WebDriverWait(browser, 90).until(lambda d: link.is_displayed())
         assert link.text == "Download file.de.docx"
         link.click()
-        saved = browser.downloads / "file.de.docx"
-        deadline = time.monotonic() + 30
-        while not saved.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        with zipfile.ZipFile(saved) as package:
-            body = package.read("word/document.xml")
-        text = "".join("".join(r.itertext()) for r in etree.fromstring(body).iter(f"{W}r"))
-        assert text.strip()
+        assert "".join(saved_runs(browser, "file.de.docx")).strip()
