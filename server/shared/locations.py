@@ -1,12 +1,18 @@
-"""Where a server's files live by default: the model repository, the bundled models, and the
-per-repository folders of the state it keeps on disk."""
+"""Where a server's files live by default: the model repository, the bundled models, the
+per-repository folders of the state it keeps on disk, and the memory-backed folder its processes
+share mapped files in."""
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import tempfile
 from pathlib import Path
+
+# files the processes of --workers N map (batches for the session host, the request-rate table):
+# memory-backed where the system has it, else the temp folder (pages the kernel writes back)
+SHARED_MEMORY_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 
 
 def default_model_repo() -> Path:

@@ -30,6 +30,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .locations import SHARED_MEMORY_DIR
 from .rates import MAX_CLIENTS, SLOTS
 
 WAYS = 8
@@ -37,14 +38,13 @@ WAYS = 8
 _SET = struct.Struct(f"<{WAYS}Q{WAYS}d{WAYS * SLOTS}d")
 _SEEN = WAYS * 8  # byte offsets in a set
 _STATE = WAYS * 16
-TABLE_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 
 
 def create_table(max_clients: int = MAX_CLIENTS) -> tuple[str, bytes]:
     """A new, empty table's file for ``max_clients`` clients (sparse: memory is taken as sets are
     first written), and the key of its hash; the caller unlinks the file."""
     sets = max(1, 2 * max_clients // WAYS)
-    fd, path = tempfile.mkstemp(prefix=f"attnserve-rates-{os.getpid()}-", dir=TABLE_DIR)
+    fd, path = tempfile.mkstemp(prefix=f"attnserve-rates-{os.getpid()}-", dir=SHARED_MEMORY_DIR)
     try:
         os.ftruncate(fd, sets * _SET.size)
     finally:

@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InferenceFailed, ProcessGone
+from .locations import SHARED_MEMORY_DIR
 from .onnx_sessions import ProviderError
 
-SEGMENT_DIR = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 MIN_SEGMENT_BYTES = 1 << 20
 ALIGN = 64  # each input starts at a multiple of this many bytes of the mapped file
 
@@ -78,7 +78,7 @@ class Segment:
 
     def __init__(self, size: int) -> None:
         self.size = max(MIN_SEGMENT_BYTES, 1 << (size - 1).bit_length())
-        fd, self.path = tempfile.mkstemp(prefix=f"attnserve-{os.getpid()}-", dir=SEGMENT_DIR)
+        fd, self.path = tempfile.mkstemp(prefix=f"attnserve-{os.getpid()}-", dir=SHARED_MEMORY_DIR)
         try:
             os.ftruncate(fd, self.size)
             self.map = mmap.mmap(fd, self.size)
