@@ -141,12 +141,19 @@ def test_a_cancelled_stream_counts_as_cancelled_in_the_metrics_as_in_the_log(ser
                 next(call)
                 call.cancel()
         lines = wait_for(lambda: [r.getMessage() for r in caplog.records], 20)
-        counted = {
-            status: server.metric(
-                "attnserve_requests_total", model="translator-en-de", method="TranslateStream", status=status
-            )
-            for status in ("OK", "CANCELLED")
-        }
+
+        def counts() -> dict[str, float]:
+            return {
+                status: server.metric(
+                    "attnserve_requests_total", model="translator-en-de", method="TranslateStream", status=status
+                )
+                for status in ("OK", "CANCELLED")
+            }
+
+        # a stream's access line and its count are written as it ends, the count a moment after
+        deadline = time.monotonic() + 10
+        while sum((counted := counts()).values()) < 20 and time.monotonic() < deadline:
+            time.sleep(0.02)
     logged = [line["status"] for line in lines]
     assert len(logged) == 20 and set(logged) <= {"OK", "CANCELLED"} and "CANCELLED" in logged
     assert counted == {"OK": logged.count("OK"), "CANCELLED": logged.count("CANCELLED")}
