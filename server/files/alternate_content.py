@@ -14,20 +14,22 @@ from lxml import etree
 MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 
 
-def in_fallback(element: etree._Element) -> bool:
-    """Whether ``element`` is inside an ``mc:Fallback`` (a copy, counted with its twin)."""
-    return next(element.iterancestors(f"{MC}Fallback"), None) is not None
+def fallback_of(element: etree._Element) -> etree._Element | None:
+    """The ``mc:Fallback`` ``element`` is inside (a copy, counted with its twin), if any."""
+    return next(element.iterancestors(f"{MC}Fallback"), None)
 
 
-def twins(elements: Sequence[etree._Element], texts: Sequence[str]) -> dict[int, int]:
-    """For each paragraph ``elements[i]`` inside an ``mc:Fallback``, the index of its twin: the
-    paragraph at the same place among its Choice's (same tag, same ``texts``). A copy whose Choice
-    has other paragraphs, or other text, has none: it stays a text of its own."""
+def twins(
+    elements: Sequence[etree._Element], fallbacks: Sequence[etree._Element | None], texts: Sequence[str]
+) -> dict[int, int]:
+    """For each paragraph ``elements[i]`` inside an ``mc:Fallback`` (``fallbacks[i]``, from
+    ``fallback_of``), the index of its twin: the paragraph at the same place among its Choice's
+    (same tag, same ``texts``). A copy whose Choice has other paragraphs, or other text, has none:
+    it stays a text of its own."""
     where = {e: i for i, e in enumerate(elements)}
     places: dict[etree._Element, tuple[dict, list]] = {}  # a Fallback -> its paragraphs' places, the Choice's
     out: dict[int, int] = {}
-    for i, element in enumerate(elements):
-        fallback = next(element.iterancestors(f"{MC}Fallback"), None)
+    for i, (element, fallback) in enumerate(zip(elements, fallbacks, strict=True)):
         parent = fallback.getparent() if fallback is not None else None
         choice = parent.find(f"{MC}Choice") if parent is not None else None
         if choice is None:

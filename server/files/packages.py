@@ -80,13 +80,15 @@ def _office(
     trees: dict[str, etree._ElementTree] = {}
     found: list[tuple[str, Paragraph]] = []
     elements: list[etree._Element] = []
+    fallbacks: list[etree._Element | None] = []
     for name in names:
         reader = ParagraphReader(dialects[name], chars.add)
         trees[name] = archive.parse_xml_stream(package, name, kind, dialects[name].paragraphs, reader, tags)
         found += [(name, p) for p in reader.found]
         elements += reader.elements
+        fallbacks += reader.fallbacks
     # a text box's copy for older readers is written with its twin's translation, not translated again
-    twin = twins(elements, [p.unit.text for _, p in found])
+    twin = twins(elements, fallbacks, [p.unit.text for _, p in found])
     kept = [i for i in range(len(found)) if i not in twin]
     text_of = {i: k for k, i in enumerate(kept)}
 

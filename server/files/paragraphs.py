@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from lxml import etree
 
 from . import xstring
-from .alternate_content import in_fallback
+from .alternate_content import fallback_of
 from .run_placement import Unit
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
@@ -356,6 +356,7 @@ class ParagraphReader:
         self.dialect, self.count = dialect, count
         self.found: list[Paragraph] = []
         self.elements: list[etree._Element] = []  # each found paragraph's element
+        self.fallbacks: list[etree._Element | None] = []  # the mc:Fallback each is inside, if any
         self.depth = 0  # paragraphs open around the parser's position
         self.nested = False  # the open outermost paragraph has paragraphs inside
 
@@ -376,7 +377,9 @@ class ParagraphReader:
             one = paragraph(element, self.dialect)
             found = [(element, one)] if one is not None else []
         for e, p in found:
-            if not in_fallback(e):
+            fallback = fallback_of(e)
+            if fallback is None:
                 self.count(len(p.unit.text))
             self.found.append(p)
             self.elements.append(e)
+            self.fallbacks.append(fallback)
