@@ -71,24 +71,19 @@ class ClientTable:
         digest = hashlib.blake2b(client.encode(), digest_size=8, key=self.key).digest()
         h = int.from_bytes(digest, "little") | 1
         base = h % self.sets * _SET.size
-        with self._locked():
-            values = _SET.unpack_from(self.map, base)
-            way = _way(values, h, now)
-            start = 2 * WAYS + way * SLOTS
-            full_at = list(values[start : start + SLOTS]) if values[way] == h else [0.0] * SLOTS
-            try:
-                yield full_at
-            finally:
-                struct.pack_into("<Q", self.map, base + way * 8, h)
-                struct.pack_into("<d", self.map, base + _SEEN + way * 8, now)
-                struct.pack_into(f"<{SLOTS}d", self.map, base + _STATE + way * SLOTS * 8, *full_at)
-
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
         with self._threads:
             fcntl.flock(self.fd, fcntl.LOCK_EX)
             try:
-                yield
+                values = _SET.unpack_from(self.map, base)
+                way = _way(values, h, now)
+                start = 2 * WAYS + way * SLOTS
+                full_at = list(values[start : start + SLOTS]) if values[way] == h else [0.0] * SLOTS
+                try:
+                    yield full_at
+                finally:
+                    struct.pack_into("<Q", self.map, base + way * 8, h)
+                    struct.pack_into("<d", self.map, base + _SEEN + way * 8, now)
+                    struct.pack_into(f"<{SLOTS}d", self.map, base + _STATE + way * SLOTS * 8, *full_at)
             finally:
                 fcntl.flock(self.fd, fcntl.LOCK_UN)
 
