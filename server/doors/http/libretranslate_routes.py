@@ -16,7 +16,12 @@ LibreTranslate's own clients).
 - ``GET /languages``: ``[{"code", "name", "targets"}]`` of the served translation models (targets
   reached directly and through the pivot language);
 - ``GET /frontend/settings``: the limits and the default pair, as LibreTranslate's page reads them,
-  and the file formats ``/translate_file`` (``file_routes``) takes.
+  and the file formats ``/translate_file`` (``file_routes``) takes;
+- ``GET /health``: ``{"status": "ok"}`` while the server takes work, which LibreTranslate's image's
+  health check (``scripts/healthcheck.py``) and uptime monitors probe; 503 ``{"error"}`` while it starts or
+  drains, so that a balancer stops sending to it;
+- ``POST /suggest``: 403 "Suggestions are disabled on this server.", upstream's answer where
+  suggestions are off (``/frontend/settings`` says ``suggestions: false``): nothing stores them here.
 
 Replies are LibreTranslate's: ``translatedText`` is a string for a string ``q`` and a list for
 a list; ``detectedLanguage`` only with ``source: auto`` (a list: each text's own, the texts of
@@ -31,7 +36,7 @@ service detects the source); ``alternatives`` n is the service's ``distinct_alte
 of n + 1, the other distinct hypotheses, a text short of n decoded again with a wider beam
 (``service.alternatives``). ``api_key``
 is one of the server's bearer tokens, also accepted as the ``Authorization: Bearer`` header;
-``/languages`` and ``/frontend/settings`` are open, as in LibreTranslate.
+``/languages``, ``/frontend/settings`` and ``/health`` are open, as in LibreTranslate.
 """
 
 from __future__ import annotations
@@ -234,6 +239,14 @@ class LibreTranslateRoutes:
             targets[route.source].append(route.target)
         return json_response([{"code": c, "name": language_name(c), "targets": targets[c]} for c in table.codes])
 
+    async def health(self, request: web.Request, call: Call) -> web.Response:
+        if self.doors.models.ready:
+            return json_response({"status": "ok"})
+        return json_response({"error": "the server is not taking work (starting or shutting down)"}, 503)
+
+    async def suggest(self, request: web.Request, call: Call) -> web.Response:
+        raise NotConfigured("Suggestions are disabled on this server.")
+
     async def frontend_settings(self, request: web.Request, call: Call) -> web.Response:
         table = self.service.languages.table
         source = table.sources[0] if table.sources else ""
@@ -287,4 +300,7 @@ def add_routes(table: RouteTable) -> LibreTranslateRoutes:
         label="libretranslate.frontend_settings",
         metered=False,
     )
+    # a probe, as upstream's limiter exempts it: no token, no metrics, answered while draining
+    route("GET", "/health", routes.health, label="libretranslate.health", tracked=False)
+    route("POST", "/suggest", routes.suggest, label="libretranslate.suggest", metered=False)
     return routes

@@ -228,6 +228,8 @@ OPERATIONS: list[Operation] = [
         {"application/json": {"schema": {"type": "array", "items": {"type": "object"}}}},
     ),  # fmt: skip
     ("GET", "/frontend/settings", "libretranslate", "LibreTranslate's front-end settings", None, 200, _json("Object")),
+    ("GET", "/health", "libretranslate", "health check (503: starting, draining)", None, 200, _json("Object")),
+    ("POST", "/suggest", "libretranslate", "suggestions: disabled here", None, 403, _json("Object")),
     (
         "POST",
         "/translate_file",

@@ -332,6 +332,14 @@ def test_api_key_is_a_bearer_token(keyed_server):
     assert keyed_server.metric("attnserve_unauthenticated_total", method="libretranslate.translate") == 2
 
 
+def test_health_is_open_and_suggestions_are_refused_as_upstream_refuses_them(keyed_server):
+    """LibreTranslate's image checks ``GET /health`` (``scripts/healthcheck.py``), with no key."""
+    assert get(keyed_server, "/health") == (200, {"status": "ok"})
+    status, reply = post(keyed_server, "/suggest", {"q": "t5", "s": "t6", "source": "en", "target": "de"})
+    assert (status, reply) == (403, {"error": "Suggestions are disabled on this server."})
+    assert get(keyed_server, "/frontend/settings")[1]["suggestions"] is False
+
+
 def test_without_a_detector_detect_is_403_and_auto_needs_a_single_source(keyed_server):
     key = {"api_key": "sekrit"}
     status, reply = post(keyed_server, "/detect", {"q": "Hello there", **key})

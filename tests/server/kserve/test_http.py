@@ -235,6 +235,8 @@ def test_drain_turns_ready_off_refuses_new_work_and_finishes_what_runs(serve, ks
         )
         running.start()
         assert stepped.wait(30)
+        status, _, reply = request(handle, "GET", "/health")  # LibreTranslate's probe
+        assert (status, json.loads(reply)) == (200, {"status": "ok"})
         stop = handle.loop_thread.loop.call_soon_threadsafe
         stop(lambda: __import__("asyncio").ensure_future(handle.app.stop(10)))
         deadline = time.monotonic() + 10
@@ -242,6 +244,8 @@ def test_drain_turns_ready_off_refuses_new_work_and_finishes_what_runs(serve, ks
             time.sleep(0.01)
         assert request(handle, "GET", "/v2/health/ready")[0] == 400
         assert request(handle, "GET", "/v2/health/live")[0] == 200
+        status, _, reply = request(handle, "GET", "/health")
+        assert status == 503 and "not taking work" in json.loads(reply)["error"]
         status, _, reply = request(handle, "GET", "/v2/models/reverser/ready")
         assert status == 400 and "is not ready: the server is not taking work" in json.loads(reply)["error"]
         status, _, reply = request(handle, "POST", "/v2/models/reverser/infer", body.encode())
