@@ -15,11 +15,14 @@ written back with the same content, name, order and compression.
 - .odt / .odp: ``content.xml`` (body text, tables, frames, notes, slides); an .odt's headers and
   footers (its master pages in ``styles.xml``);
 - .epub: every XHTML page (OPF manifest media type ``application/xhtml+xml``), each one
-  document in the service's ``html`` mode, as a .html file is.
+  document in the service's ``html`` mode, as a .html file is; EPUB 2's table of contents (the
+  manifest's ``application/x-dtbncx+xml`` item, ``toc.ncx``), each entry's label and the book's
+  title one text (its author, a person's name, kept).
 """
 
 from __future__ import annotations
 
+import html
 import posixpath
 import re
 import urllib.parse
@@ -32,7 +35,7 @@ from ..documents import HTML
 from . import archive
 from .alternate_content import twins
 from .extracted import Characters, Check, Extracted
-from .paragraphs import DRAWING, OPENDOCUMENT, WORDPROCESSING, Dialect, Paragraph, ParagraphReader
+from .paragraphs import DRAWING, OPENDOCUMENT, WORDPROCESSING, Dialect, Paragraph, ParagraphReader, xml_text
 from .refusals import FileRefused
 from .run_placement import Placement
 from .text_files import decode
@@ -128,10 +131,13 @@ def read_odp(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
 
 CONTAINER = "{urn:oasis:names:tc:opendocument:xmlns:container}"
 OPF = "{http://www.idpf.org/2007/opf}"
+NCX = "{http://www.daisy.org/z3986/2005/ncx/}"
+PAGE, TOC = "application/xhtml+xml", "application/x-dtbncx+xml"  # OPF 2.0.1 § 1.4.1.2: the NCX by type, any name
 
 
-def epub_pages(package: zipfile.ZipFile) -> list[str]:
-    """The XHTML pages of the book, from META-INF/container.xml -> the OPF's manifest."""
+def epub_items(package: zipfile.ZipFile) -> list[tuple[str, str]]:
+    """The book's XHTML pages and NCX, as (entry, media type) in manifest order, from
+    META-INF/container.xml -> the OPF's manifest."""
     container = archive.parse_xml(archive.read(package, "META-INF/container.xml", ".epub"), "container", ".epub")
     rootfile = container.getroot().find(f".//{CONTAINER}rootfile")
     opf_name = rootfile.get("full-path", "") if rootfile is not None else ""
@@ -139,33 +145,59 @@ def epub_pages(package: zipfile.ZipFile) -> list[str]:
         raise FileRefused(f"the file is not a valid .epub: its container names no package document ({opf_name!r})")
     opf = archive.parse_xml(archive.read(package, opf_name, ".epub"), opf_name, ".epub")
     base = posixpath.dirname(opf_name)
-    pages = []
+    items = []
     for item in opf.getroot().iter(f"{OPF}item"):
-        if item.get("media-type") == "application/xhtml+xml" and item.get("href"):
+        if item.get("media-type") in (PAGE, TOC) and item.get("href"):
             # an href is a URL: "Chapter%201.xhtml" names the entry "Chapter 1.xhtml"
             href = urllib.parse.unquote(item.get("href", "").partition("#")[0])
             name = posixpath.normpath(posixpath.join(base, href))
             if name in package.namelist():
-                pages.append(name)
-    return pages
+                items.append((name, item.get("media-type", "")))
+    return items
+
+
+def ncx_labels(tree: etree._ElementTree) -> list[etree._Element]:
+    """The ``text`` elements of an NCX a reader shows as words: the book's title and every label
+    of its navigation map and lists (not ``docAuthor``, a person's name, nor a ``pageTarget``'s
+    label, the number of a page of the printed book)."""
+    root = tree.getroot()
+    labels = [*root.findall(f"{NCX}docTitle/{NCX}text")]
+    for label in root.iter(f"{NCX}navLabel"):
+        if label.getparent() is not None and label.getparent().tag != f"{NCX}pageTarget":
+            labels += label.findall(f"{NCX}text")
+    return [t for t in labels if (t.text or "").strip()]
 
 
 def read_epub(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     package = archive.open_zip(data, max_file_bytes, ".epub")
     if "META-INF/container.xml" not in package.namelist():
         raise FileRefused("the file is not a valid .epub: it has no META-INF/container.xml")
-    pages = []
-    for name in epub_pages(package):
+    texts: list[str] = []
+    pages: list[tuple[str, int, str]] = []  # (entry, its text's index, its encoding)
+    tocs: dict[str, tuple[etree._ElementTree, list[etree._Element], int]] = {}  # entry -> tree, labels, first index
+    for name, media_type in epub_items(package):
         left = chars.left
         if left is not None and package.getinfo(name).file_size > 4 * left + 3:  # UTF-8: >= 1 char per 4 bytes
             chars.add(package.getinfo(name).file_size // 4)  # over the limit without inflating the page
+        if media_type == TOC:
+            tree = archive.parse_xml(archive.read(package, name, ".epub"), name, ".epub")
+            tocs[name] = (tree, ncx_labels(tree), len(texts))
+            for label in tocs[name][1]:
+                chars.add(len(label.text))
+                texts.append(html.escape(label.text, quote=False))  # the html mode's text, as a page's
+            continue
         text, encoding = decode(archive.read(package, name, ".epub"), ".epub page")
         if text.strip():
             chars.add(len(text))
-            pages.append((name, text, encoding))
+            pages.append((name, len(texts), encoding))
+            texts.append(text)
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
-        replaced = {name: encoding.encode(t) for (name, _, encoding), t in zip(pages, translations)}
+        replaced = {name: encoding.encode(translations[at]) for name, at, encoding in pages}
+        for name, (tree, labels, at) in tocs.items():
+            for n, label in enumerate(labels):
+                label.text = xml_text(html.unescape(translations[at + n]))
+            replaced[name] = archive.serialize_xml(tree)
         return archive.rewrite(package, replaced, ".epub", check)
 
-    return Extracted(tuple(p[1] for p in pages), write, HTML, MEDIA_TYPES[".epub"])
+    return Extracted(tuple(texts), write, HTML, MEDIA_TYPES[".epub"])

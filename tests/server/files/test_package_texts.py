@@ -1,0 +1,69 @@
+"""Text of office packages and books outside their body paragraphs: an EPUB 2 book's table of
+contents (toc.ncx), hyphens Word keeps as elements inside a word, OpenDocument ruby, a deck's
+comments. The "translation" swaps the case of every letter, so a test sees which characters were
+replaced."""
+
+from __future__ import annotations
+
+import pytest
+from lxml import etree
+
+from attnserve.server import files
+from tests.server.files.test_formats import LIMIT, entries, swapped
+from tests.support import office_files as office
+
+NCX_NS = "http://www.daisy.org/z3986/2005/ncx/"
+NCX = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n'
+    '<!DOCTYPE ncx PUBLIC "-//NISO//DTD ncx 2005-1//EN" "http://www.daisy.org/z3986/2005/ncx-2005-1.dtd">\n'
+    f'<ncx xmlns="{NCX_NS}" version="2005-1"><head><meta name="dtb:uid" content="urn:uuid:1"/></head>'
+    "<docTitle><text>The Long Walk</text></docTitle><docAuthor><text>Mary Rose</text></docAuthor><navMap>"
+    '<navPoint id="p1" playOrder="1"><navLabel><text>Chapter One &amp; the Road</text></navLabel>'
+    '<content src="chapter0.xhtml"/><navPoint id="p2" playOrder="2"><navLabel><text>At Home</text></navLabel>'
+    '<content src="chapter0.xhtml#home"/></navPoint></navPoint></navMap>'
+    '<pageList><pageTarget id="pg7" type="normal" value="7"><navLabel><text>vii</text></navLabel>'
+    '<content src="chapter0.xhtml#pg7"/></pageTarget></pageList></ncx>'
+)
+
+
+def epub2(ncx_name: str) -> bytes:
+    """An EPUB 2 book whose NCX the manifest names ``ncx_name`` (any name: the spine's toc points
+    at it by id), with a stray toc.ncx the manifest does not list."""
+    parts = entries(office.epub(["<p>First chapter.</p>"]))
+    item = f'<item id="ncx" href="{ncx_name}" media-type="application/x-dtbncx+xml"/>'
+    parts["OEBPS/content.opf"] = (
+        parts["OEBPS/content.opf"]
+        .replace(b'version="3.0"', b'version="2.0"')
+        .replace(b"<manifest>", f"<manifest>{item}".encode())
+        .replace(b"<spine>", b'<spine toc="ncx">')
+    )
+    return office._zip([*parts.items(), (f"OEBPS/{ncx_name}", NCX), ("OEBPS/toc.ncx", NCX)], stored_first=True)
+
+
+def test_an_epub2_table_of_contents_is_translated_and_its_author_kept():
+    data = epub2("nav/book.ncx")
+    extracted = files.read("book.epub", data, LIMIT)
+    assert extracted.format == "html"
+    # the title and each entry's label, in the html mode as a page's text (its & escaped)
+    assert extracted.texts[:3] == ("The Long Walk", "Chapter One &amp; the Road", "At Home")
+    assert "First chapter." in extracted.texts[3] and len(extracted.texts) == 4
+    out = entries(swapped(extracted))
+    toc = etree.fromstring(out["OEBPS/nav/book.ncx"])
+    assert [t.text for t in toc.iter(f"{{{NCX_NS}}}text")] == [
+        "tHE lONG wALK",
+        "Mary Rose",  # a person's name
+        "cHAPTER oNE & THE rOAD",
+        "aT hOME",
+        "vii",  # the printed book's page number
+    ]
+    assert out["OEBPS/nav/book.ncx"].startswith(b"<?xml") and b"<!DOCTYPE ncx PUBLIC" in out["OEBPS/nav/book.ncx"]
+    assert out["OEBPS/toc.ncx"] == NCX.encode()  # not in the manifest: not the book's
+    assert [content.get("src") for content in toc.iter(f"{{{NCX_NS}}}content")] == [
+        "chapter0.xhtml",
+        "chapter0.xhtml#home",
+        "chapter0.xhtml#pg7",
+    ]
+    counted = len(extracted.texts[3]) + len("The Long Walk" + "Chapter One & the Road" + "At Home")
+    files.read("book.epub", data, LIMIT, max_chars=counted)
+    with pytest.raises(files.TooManyCharacters):  # the labels count against --max-file-chars
+        files.read("book.epub", data, LIMIT, max_chars=counted - 1)
