@@ -35,9 +35,10 @@ from ..documents import HTML
 from . import archive
 from .alternate_content import twins
 from .extracted import Characters, Check, Extracted
-from .paragraphs import DRAWING, OPENDOCUMENT, WORDPROCESSING, Dialect, Paragraph, ParagraphReader, xml_text
+from .paragraphs import DRAWING, OPENDOCUMENT, WORDPROCESSING, Dialect, Paragraph, ParagraphReader
 from .refusals import FileRefused
 from .run_placement import Placement
+from .slots import xml_text
 from .text_files import decode
 
 DOCX_PARTS = re.compile(r"word/(document|header\d*|footer\d*|footnotes|endnotes|comments)\.xml")

@@ -5,8 +5,9 @@ One :class:`Dialect` per family, read from the specs:
 - OOXML WordprocessingML (.docx, ECMA-376 Part 1 § 17.3): a paragraph ``<w:p>`` holds runs
   ``<w:r>`` whose text is in ``<w:t>``; ``<w:tab/>``, ``<w:ptab/>`` (an absolute tab: a header's
   right-aligned part) and ``<w:br/>`` / ``<w:cr/>`` sit between texts. Deleted text
-  (``<w:delText>``) and field codes (``<w:instrText>``) are not read. A field's result (§ 17.16:
-  the runs of a ``<w:fldSimple>``, or those between a ``<w:fldChar>`` ``separate`` and its
+  (``<w:delText>``) and field codes (``<w:instrText>``) are not read. A hyphen element inside a
+  word (``<w:noBreakHyphen/>``, ``<w:softHyphen/>``) is part of its run (``slots.Hyphenated``).
+  A field's result (§ 17.16: the runs of a ``<w:fldSimple>``, or those between a ``<w:fldChar>`` ``separate`` and its
   ``end``: a figure's number, a cross-reference, a page number) is what Word shows and does not
   compute again on opening, so it is kept as it is, a placeholder between the runs as a tab is;
   only a ``HYPERLINK`` field's result is the author's words, read as runs. Ruby text
@@ -41,19 +42,14 @@ from dataclasses import dataclass
 
 from lxml import etree
 
-from . import xstring
 from .alternate_content import fallback_of
 from .run_placement import Unit
+from .slots import HYPHENS, S_STRICT, W_STRICT, Hyphenated, S, Slot, W
 
-W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 # Strict Open XML (ISO/IEC 29500 Strict: Word's and PowerPoint's "Strict Open XML" save type)
-W_STRICT = "{http://purl.oclc.org/ooxml/wordprocessingml/main}"
 A_STRICT = "{http://purl.oclc.org/ooxml/drawingml/main}"
-S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
-S_STRICT = "{http://purl.oclc.org/ooxml/spreadsheetml/main}"
 TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
-XML_SPACE = "{http://www.w3.org/XML/1998/namespace}space"
 HYPERLINK = frozenset({f"{W}hyperlink", f"{W_STRICT}hyperlink"})
 FIELD_CHAR, INSTRUCTION = (
     frozenset({f"{W}fldChar", f"{W_STRICT}fldChar"}),
@@ -61,8 +57,6 @@ FIELD_CHAR, INSTRUCTION = (
 )
 # run properties that do not show: runs differing only in them look alike (Word splits runs at edits)
 _UNSEEN = frozenset({"lang", "altLang", "noProof", "dirty", "err", "smtClean", "smtId", "bmk", "rsidRPr"})
-# characters XML 1.0 cannot hold (a control character in a model's output): see xml_text
-_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
 
 @dataclass(frozen=True)
@@ -76,6 +70,7 @@ class Dialect:
     fields: frozenset[str] = frozenset()  # elements whose text is a field's result (w:fldSimple, a:fld)
     escaped: bool = False  # SpreadsheetML: text holds _xHHHH_ escapes (files.xstring)
     readings: frozenset[str] = frozenset()  # elements holding a reading aid of the words beside (ruby text)
+    hyphens: frozenset[str] = frozenset()  # hyphen elements inside a run's word (slots.Hyphenated)
 
 
 FIELD = " "  # what the model reads for a field's result: the words around it, not the result itself
@@ -97,6 +92,7 @@ WORDPROCESSING = Dialect(
     run_parents=_both((W, W_STRICT), "r"),
     fields=_both((W, W_STRICT), "fldSimple"),
     readings=_both((W, W_STRICT), "rt"),
+    hyphens=frozenset(HYPHENS),
 )
 DRAWING = Dialect(
     paragraphs=_both((A, A_STRICT), "p"),
@@ -113,8 +109,6 @@ SPREADSHEET = Dialect(
     run_parents=frozenset(f"{ns}{name}" for ns in (S, S_STRICT) for name in ("r", "si", "is", "text")),
     escaped=True,
 )
-# text elements whose edge spaces the application drops without xml:space="preserve"
-_PRESERVED = frozenset({f"{W}t", f"{W_STRICT}t", f"{S}t", f"{S_STRICT}t"})
 PRESENTATION = "{urn:oasis:names:tc:opendocument:xmlns:presentation:1.0}"
 OPENDOCUMENT = Dialect(
     # a presentation's footer (its text shown on every slide that shows the footer) is declared once
@@ -131,12 +125,6 @@ def _word_attribute(element: etree._Element, name: str) -> str:
     return element.get(f"{W}{name}") or element.get(f"{W_STRICT}{name}") or ""
 
 
-def xml_text(text: str) -> str:
-    """``text`` without the characters XML 1.0 cannot hold: a space for one that separates words
-    (a form feed), nothing for the others."""
-    return _NOT_XML.sub(lambda m: " " if m.group().isspace() else "", text)
-
-
 def _seen(element: etree._Element) -> str:
     """``element``'s attributes and children but the unseen ones, as a key."""
     attributes = sorted((k, v) for k, v in element.attrib.items() if etree.QName(k).localname not in _UNSEEN)
@@ -149,31 +137,8 @@ def _seen(element: etree._Element) -> str:
 
 
 @dataclass(frozen=True)
-class Slot:
-    """An element's ``text`` (or ``tail``): one run's character data; ``escaped``: read and written
-    through SpreadsheetML's ``_xHHHH_`` escapes (``xstring``), so the model reads characters."""
-
-    element: etree._Element
-    tail: bool = False
-    escaped: bool = False
-
-    def get(self) -> str:
-        text = (self.element.tail if self.tail else self.element.text) or ""
-        return xstring.decode(text) if self.escaped else text
-
-    def set(self, text: str) -> None:
-        text = xml_text(xstring.encode(text) if self.escaped else text)
-        if self.tail:
-            self.element.tail = text
-            return
-        self.element.text = text
-        if self.element.tag in _PRESERVED and text != text.strip():  # Word and Excel drop edge spaces without it
-            self.element.set(XML_SPACE, "preserve")
-
-
-@dataclass(frozen=True)
 class Paragraph:
-    slots: tuple[Slot, ...]
+    slots: tuple[Slot | Hyphenated, ...]
     unit: Unit
     # per slot: (a field's result is right before it, right after it); the model reads a space
     # there, so the translation's edge next to the field gets its space back (_spaced)
@@ -239,7 +204,7 @@ class _Fields:
 class _Collector:
     def __init__(self, dialect: Dialect) -> None:
         self.dialect = dialect
-        self.slots: list[Slot] = []
+        self.slots: list[Slot | Hyphenated] = []
         self.runs: list[str] = []
         self.joints: list[str] = []
         self.styles: list[str] = []
@@ -248,11 +213,16 @@ class _Collector:
         self.after_field = False  # a field's result since the last run
         self.complex = _Fields()
         self.readings: list[etree._Element] = []
+        self.glued = False  # the last run ends in a hyphen element: a text right after it is its word's
 
     def slot(self, slot: Slot) -> None:
         text = slot.get()
         if not text:
             return
+        if self.glued and not self.pending:
+            self.glue(slot.element)
+            return
+        self.glued = False
         if self.slots:
             self.joints.append(self.pending)
         self.pending = ""
@@ -261,6 +231,13 @@ class _Collector:
         self.styles.append(self.style(slot))
         self.edges.append((self.after_field, False))
         self.after_field = False
+
+    def glue(self, element: etree._Element) -> None:
+        """``element`` (a hyphen, or the text after one) is part of the last run's word."""
+        last = self.slots[-1]
+        self.slots[-1] = Hyphenated((*(last.parts if isinstance(last, Hyphenated) else (last.element,)), element))
+        self.runs[-1] = self.slots[-1].get()
+        self.glued = element.tag in HYPHENS
 
     def field(self) -> None:
         """A field's result, kept as it is: the model reads :data:`FIELD` in its place."""
@@ -311,6 +288,9 @@ class _Collector:
             elif tag in d.texts:
                 if child.getparent().tag in d.run_parents and not self.complex.hidden:
                     self.slot(Slot(child, escaped=d.escaped))
+            elif tag in d.hyphens:
+                if self.slots and not self.pending and not self.complex.hidden:
+                    self.glue(child)
             elif tag in d.readings:
                 self.readings += child.iter(*d.texts)
             elif tag in d.fields:

@@ -45,9 +45,9 @@ from attnserve.contract.language_tags import matches, standard
 from ..documents import HTML
 from . import archive
 from .extracted import Characters, Check, Extracted
-from .paragraphs import xml_text
 from .refusals import FileRefused
 from .run_placement import Placement
+from .slots import xml_text
 
 KIND = ".xliff"
 MEDIA_TYPE = "application/xliff+xml"

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from attnserve.server import files
-from attnserve.server.files import paragraphs
+from attnserve.server.files import slots
 from attnserve.server.files.jobs import write_file
 from tests.support import office_files as office
 
@@ -146,7 +146,7 @@ def test_any_translation_and_placement_keeps_the_file_structure_and_the_words(na
         preferred[unit.text] = data.draw(st.one_of(st.none(), st.lists(runs, min_size=n, max_size=n), st.lists(runs)))
     out = write_file(name, source, LIMIT, translations, data.draw(st.sampled_from([None, preferred])))
     assert skeleton(out) == skeleton(source)
-    assert words_of(out, name) == [w for t in translations for w in paragraphs.xml_text(t).split()]
+    assert words_of(out, name) == [w for t in translations for w in slots.xml_text(t).split()]
 
 
 def test_the_rich_docx_reads_every_paragraph_cell_header_and_footer():

@@ -9,7 +9,8 @@ import pytest
 from lxml import etree
 
 from attnserve.server import files
-from tests.server.files.test_formats import LIMIT, entries, swapped
+from tests.server.files.test_adversarial_translations import w_paragraph, w_part, w_run
+from tests.server.files.test_formats import LIMIT, entries, swapped, xml
 from tests.support import office_files as office
 
 NCX_NS = "http://www.daisy.org/z3986/2005/ncx/"
@@ -67,3 +68,33 @@ def test_an_epub2_table_of_contents_is_translated_and_its_author_kept():
     files.read("book.epub", data, LIMIT, max_chars=counted)
     with pytest.raises(files.TooManyCharacters):  # the labels count against --max-file-chars
         files.read("book.epub", data, LIMIT, max_chars=counted - 1)
+
+
+W = f"{{{office.W}}}"
+E_MAIL = {
+    "in its run": "<w:r><w:t>e</w:t><w:noBreakHyphen/><w:t>mail</w:t></w:r>",
+    "a run of its own": "<w:r><w:t>e</w:t></w:r><w:r><w:noBreakHyphen/></w:r><w:r><w:t>mail</w:t></w:r>",
+}
+
+
+def shown(paragraph: etree._Element) -> str:
+    """The paragraph's words as Word shows them, a non-breaking hyphen element as U+2011."""
+    return "".join(
+        "\u2011" if e.tag == f"{W}noBreakHyphen" else e.text or "" for e in paragraph.iter(f"{W}t", f"{W}noBreakHyphen")
+    )
+
+
+@pytest.mark.parametrize("written", E_MAIL.values(), ids=E_MAIL)
+def test_docx_a_word_with_a_hyphen_element_reaches_the_model_whole(written):
+    # Ctrl+Shift+- in Word: <w:noBreakHyphen/>, a hyphen no line breaks at; Ctrl+-: <w:softHyphen/>
+    body = w_paragraph(w_run("Send an "), written, w_run(" today.", "<w:b/>"))
+    body += w_paragraph("<w:r><w:t>co</w:t><w:softHyphen/><w:t>operate</w:t></w:r>")
+    data = office._zip([("word/document.xml", w_part("document", f"<w:body>{body}</w:body>"))])
+    extracted = files.read("a.docx", data, LIMIT)
+    assert extracted.texts == ("Send an e\u2011mail today.", "cooperate")
+    out = xml(extracted.write(["Schick heute eine E\u2011Mail, bitte.", "kooperieren"]), "word/document.xml")
+    first, second = out.iter(f"{W}p")
+    assert shown(first) == "Schick heute eine E\u2011Mail, bitte."
+    assert len(list(first.iter(f"{W}noBreakHyphen"))) == 1
+    assert "".join(first.find(f".//{W}b/../..").itertext()).strip()  # the bold run keeps words, not all on one run
+    assert shown(second) == "kooperieren" and second.find(f".//{W}softHyphen") is None
