@@ -24,7 +24,8 @@ One :class:`Dialect` per family, read from the specs:
   and Strict namespaces alike.
 - OpenDocument (.odt, .odp, ODF 1.3 § 5.1): ``<text:p>`` and ``<text:h>`` hold mixed content:
   character data, ``<text:span>`` and ``<text:a>`` (styled runs and links, read through),
-  ``<text:s/>`` (spaces), ``<text:tab/>``, ``<text:line-break/>``; anything else inside (a
+  ``<text:s/>`` (spaces), ``<text:tab/>``, ``<text:line-break/>``, a ruby (``<text:ruby>``: its
+  ``<text:ruby-base>`` read through, its ``<text:ruby-text>`` reading emptied as a .docx's); anything else inside (a
   frame, a note, a bookmark) keeps its place and its own paragraphs are read on their own.
   An .odp's footer and header declarations (``<presentation:footer-decl>``, the text of every
   slide's footer) are read as paragraphs too.
@@ -116,8 +117,11 @@ OPENDOCUMENT = Dialect(
     texts=frozenset(),
     joints={f"{TEXT}s": " ", f"{TEXT}tab": "\t", f"{TEXT}line-break": "\n"},
     mixed=True,
-    inline=frozenset({f"{TEXT}span", f"{TEXT}a"}),
+    inline=frozenset({f"{TEXT}span", f"{TEXT}a", f"{TEXT}ruby", f"{TEXT}ruby-base"}),
+    readings=frozenset({f"{TEXT}ruby-text"}),
 )
+# read through, but no look of their own: a ruby's base is its sentence's words, as a .docx's is
+_UNSTYLED = frozenset({f"{TEXT}ruby", f"{TEXT}ruby-base"})
 
 
 def _word_attribute(element: etree._Element, name: str) -> str:
@@ -253,7 +257,8 @@ class _Collector:
             around = slot.element.getparent() if slot.tail else slot.element
             keys = []
             while around is not None and around.tag in self.dialect.inline:
-                keys.append(etree.QName(around).localname + _seen(around))
+                if around.tag not in _UNSTYLED:
+                    keys.append(etree.QName(around).localname + _seen(around))
                 around = around.getparent()
             return "".join(keys)
         run = slot.element.getparent()
@@ -292,7 +297,7 @@ class _Collector:
                 if self.slots and not self.pending and not self.complex.hidden:
                     self.glue(child)
             elif tag in d.readings:
-                self.readings += child.iter(*d.texts)
+                self.readings += child.iter(*d.texts) if d.texts else [child]  # ODF: the reading is its text
             elif tag in d.fields:
                 if _LINK.match(_word_attribute(child, "instr")):
                     self.walk(child)

@@ -98,3 +98,24 @@ def test_docx_a_word_with_a_hyphen_element_reaches_the_model_whole(written):
     assert len(list(first.iter(f"{W}noBreakHyphen"))) == 1
     assert "".join(first.find(f".//{W}b/../..").itertext()).strip()  # the bold run keeps words, not all on one run
     assert shown(second) == "kooperieren" and second.find(f".//{W}softHyphen") is None
+
+
+TEXT = "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}"
+
+
+@pytest.mark.parametrize("kind", ["odt", "odp"])
+def test_opendocument_ruby_bases_are_read_in_the_sentence_and_readings_emptied_with_their_words(kind):
+    # Writer's Asian phonetic guide: かんじ (text:ruby-text) shown over 漢字 (text:ruby-base)
+    ruby = (
+        '<text:ruby text:style-name="Ru1"><text:ruby-base>漢字</text:ruby-base>'
+        "<text:ruby-text>かんじ</text:ruby-text></text:ruby>"
+    )
+    data = office.odt([[("この", "")]]) if kind == "odt" else office.odp([[[("この", "")]]])
+    parts = entries(data)
+    parts["content.xml"] = parts["content.xml"].replace("この".encode(), f"この{ruby}を読む。".encode())
+    extracted = files.read(f"a.{kind}", office._zip(list(parts.items()), stored_first=True), LIMIT)
+    assert extracted.texts == ("この漢字を読む。",)
+    out = xml(extracted.write(["Read this kanji."]), "content.xml")
+    paragraph = next(p for p in out.iter(f"{TEXT}p") if p.find(f".//{TEXT}ruby") is not None)
+    assert "".join(paragraph.itertext()) == "Read this kanji."  # no かんじ over words that are gone
+    assert out.find(f".//{TEXT}ruby").get(f"{TEXT}style-name") == "Ru1"
