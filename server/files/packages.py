@@ -10,7 +10,8 @@ anything is inflated (``archive``), the XML parts that hold text are parsed with
 written back with the same content, name, order and compression.
 
 - .docx: the body, headers, footers, footnotes, endnotes and comments (``word/*.xml``);
-- .pptx: every slide and its speaker notes;
+- .pptx: every slide, its speaker notes and its comments (``ppt/comments/``: PowerPoint's modern
+  threaded ones in DrawingML paragraphs, the older ones plain text), as a .docx's comments are;
 - .docx and .pptx: the titles of their charts and the words of their SmartArt graphics (DrawingML);
 - .odt / .odp: ``content.xml`` (body text, tables, frames, notes, slides); an .odt's headers and
   footers (its master pages in ``styles.xml``);
@@ -35,7 +36,15 @@ from ..documents import HTML
 from . import archive
 from .alternate_content import twins
 from .extracted import Characters, Check, Extracted
-from .paragraphs import DRAWING, OPENDOCUMENT, WORDPROCESSING, Dialect, Paragraph, ParagraphReader
+from .paragraphs import (
+    DRAWING,
+    OPENDOCUMENT,
+    PRESENTATION_COMMENT,
+    WORDPROCESSING,
+    Dialect,
+    Paragraph,
+    ParagraphReader,
+)
 from .refusals import FileRefused
 from .run_placement import Placement
 from .slots import xml_text
@@ -47,6 +56,12 @@ PPTX_PARTS = re.compile(r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml")
 # graphic's words (its data model and the drawing shown from it, kept alike)
 CHARTS = r"(charts/chart|diagrams/data|diagrams/drawing)\d+\.xml"
 DOCX_DRAWINGS, PPTX_DRAWINGS = re.compile(f"word/{CHARTS}"), re.compile(f"ppt/{CHARTS}")
+# a deck's reviewers' comments, as a document's (word/comments.xml): PowerPoint 365's threaded ones
+# (modernComment_<slide id>_<hash>.xml, DrawingML paragraphs) and the older ones (commentN.xml, plain text)
+MODERN_COMMENTS, COMMENTS = (
+    re.compile(r"ppt/comments/modernComment_\w+\.xml"),
+    re.compile(r"ppt/comments/comment\d+\.xml"),
+)
 ODF_PARTS = re.compile(r"content\.xml")
 # a text document's headers and footers are in its master pages, in styles.xml (ODF 1.3 § 16.10);
 # a presentation's master pages hold layout placeholders, not its slides' words
@@ -68,17 +83,17 @@ def _office(
     parts: re.Pattern,
     required: str,
     dialect: Dialect,
-    drawings: re.Pattern | None = None,
+    others: Sequence[tuple[re.Pattern, Dialect]] = (),
 ) -> Extracted:
-    """The paragraphs of the package's text parts (``parts`` in ``dialect``, ``drawings`` in
-    DrawingML's), in the zip's order of parts, each part parsed as it is inflated and its
+    """The paragraphs of the package's text parts (``parts`` in ``dialect``, each of ``others`` in
+    its own), in the zip's order of parts, each part parsed as it is inflated and its
     paragraphs' characters counted as they end (``ParagraphReader``)."""
     package = archive.open_zip(data, max_file_bytes, kind)
     dialects = {n: dialect for n in package.namelist() if parts.fullmatch(n)}
     if required not in dialects:
         raise FileRefused(f"the file is not a valid {kind}: it has no {required}")
-    if drawings is not None:
-        dialects.update((n, DRAWING) for n in package.namelist() if drawings.fullmatch(n))
+    for pattern, other in others:
+        dialects.update((n, other) for n in package.namelist() if pattern.fullmatch(n))
     names = [n for n in package.namelist() if n in dialects]  # the zip's order
     tags = archive.Tags(kind)
     trees: dict[str, etree._ElementTree] = {}
@@ -113,13 +128,15 @@ def _office(
 
 
 def read_docx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
-    return _office(data, max_file_bytes, chars, ".docx", DOCX_PARTS, "word/document.xml", WORDPROCESSING, DOCX_DRAWINGS)
+    others = [(DOCX_DRAWINGS, DRAWING)]
+    return _office(data, max_file_bytes, chars, ".docx", DOCX_PARTS, "word/document.xml", WORDPROCESSING, others)
 
 
 def read_pptx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     package = archive.open_zip(data, max_file_bytes, ".pptx")
     slide = next((n for n in package.namelist() if n.startswith("ppt/slides/slide")), "ppt/slides/slide1.xml")
-    return _office(data, max_file_bytes, chars, ".pptx", PPTX_PARTS, slide, DRAWING, PPTX_DRAWINGS)
+    others = [(PPTX_DRAWINGS, DRAWING), (MODERN_COMMENTS, DRAWING), (COMMENTS, PRESENTATION_COMMENT)]
+    return _office(data, max_file_bytes, chars, ".pptx", PPTX_PARTS, slide, DRAWING, others)
 
 
 def read_odt(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:

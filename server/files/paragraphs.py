@@ -14,7 +14,8 @@ One :class:`Dialect` per family, read from the specs:
   (``<w:rt>``: the reading shown above its base, furigana) is not read: the model reads the
   base's words alone, and the reading, of words the translation replaced, is emptied.
 - OOXML DrawingML (.pptx, § 21.1.2): ``<a:p>`` holds runs ``<a:r>`` with ``<a:t>``, and
-  ``<a:br/>``; a field's text (``<a:fld>``: a slide number, a date) is a placeholder too.
+  ``<a:br/>``; a field's text (``<a:fld>``: a slide number, a date) is a placeholder too. A
+  deck's older comments (PresentationML ``<p:cm>``) hold their words in ``<p:text>``, one run.
   WordprocessingML and DrawingML are read in their Transitional and Strict namespaces alike
   (what Word and PowerPoint write as "Strict Open XML").
 - OOXML SpreadsheetML (.xlsx, § 18.4): a shared string ``<si>``, an inline string ``<is>`` and a
@@ -120,6 +121,10 @@ OPENDOCUMENT = Dialect(
     inline=frozenset({f"{TEXT}span", f"{TEXT}a", f"{TEXT}ruby", f"{TEXT}ruby-base"}),
     readings=frozenset({f"{TEXT}ruby-text"}),
 )
+P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
+P_STRICT = "{http://purl.oclc.org/ooxml/presentationml/main}"
+# an older PowerPoint comment (ECMA-376 Part 1 § 19.4.1): its words are <p:text>'s character data, no runs
+PRESENTATION_COMMENT = Dialect(paragraphs=_both((P, P_STRICT), "text"), texts=frozenset(), joints={}, mixed=True)
 # read through, but no look of their own: a ruby's base is its sentence's words, as a .docx's is
 _UNSTYLED = frozenset({f"{TEXT}ruby", f"{TEXT}ruby-base"})
 

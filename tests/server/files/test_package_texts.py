@@ -119,3 +119,41 @@ def test_opendocument_ruby_bases_are_read_in_the_sentence_and_readings_emptied_w
     paragraph = next(p for p in out.iter(f"{TEXT}p") if p.find(f".//{TEXT}ruby") is not None)
     assert "".join(paragraph.itertext()) == "Read this kanji."  # no かんじ over words that are gone
     assert out.find(f".//{TEXT}ruby").get(f"{TEXT}style-name") == "Ru1"
+
+
+P188 = "http://schemas.microsoft.com/office/powerpoint/2018/8/main"
+LEGACY_COMMENTS = (
+    f'{office.DECLARATION}<p:cmLst xmlns:p="{office.P}"><p:cm authorId="0" dt="2024-01-02T03:04:05" idx="1">'
+    '<p:pos x="10" y="10"/><p:text>Please check the totals.</p:text></p:cm></p:cmLst>'
+)
+MODERN_COMMENTS = (
+    f'{office.DECLARATION}<p188:cmLst xmlns:a="{office.A}" xmlns:p188="{P188}">'
+    '<p188:cm id="{C1}" authorId="{A1}" created="2024-01-02T03:04:05"><p188:txBody><a:bodyPr/>'
+    "<a:p><a:r><a:t>Is this </a:t></a:r><a:r><a:rPr b='1'/><a:t>final</a:t></a:r><a:r><a:t>?</a:t></a:r></a:p>"
+    '</p188:txBody><p188:replyLst><p188:reply id="{R1}" authorId="{A2}" created="2024-01-02T04:00:00">'
+    "<p188:txBody><a:bodyPr/><a:p><a:r><a:t>Yes, it is.</a:t></a:r></a:p></p188:txBody></p188:reply>"
+    "</p188:replyLst></p188:cm></p188:cmLst>"
+)
+
+
+def test_pptx_comments_are_translated_as_a_docx_s_are():
+    # PowerPoint 365's threaded comments and their replies, and the older ones; their authors are
+    # in commentAuthors.xml / authors.xml, which stay as they are
+    authors = (
+        f'{office.DECLARATION}<p:cmAuthorLst xmlns:p="{office.P}"><p:cmAuthor id="0" name="Ann Lee"/></p:cmAuthorLst>'
+    )
+    parts = {
+        "ppt/comments/comment1.xml": LEGACY_COMMENTS,
+        "ppt/comments/modernComment_256_6F1D3E2A.xml": MODERN_COMMENTS,
+        "ppt/commentAuthors.xml": authors,
+    }
+    data = office._zip([*entries(office.pptx([[[("Sales grew.", "")]]])).items(), *parts.items()])
+    extracted = files.read("deck.pptx", data, LIMIT)
+    assert extracted.texts == ("Sales grew.", "Please check the totals.", "Is this final?", "Yes, it is.")
+    out = entries(swapped(extracted))
+    assert etree.fromstring(out["ppt/comments/comment1.xml"]).findtext(f"{{{office.P}}}cm/{{{office.P}}}text") == (
+        "pLEASE CHECK THE TOTALS."
+    )
+    modern = etree.fromstring(out["ppt/comments/modernComment_256_6F1D3E2A.xml"])
+    assert [t.text or "" for t in modern.iter(f"{{{office.A}}}t")] == ["iS THIS ", "FINAL?", "", "yES, IT IS."]
+    assert out["ppt/commentAuthors.xml"] == authors.encode()
