@@ -314,10 +314,24 @@ def _write(
             finally:
                 page.close()
         out = io.BytesIO()
-        doc.save(out)
+        doc.save(out, flags=pdfium_c.FPDF_REMOVE_SECURITY if unrestricted(doc) else 0)
         return same_bytes(out.getvalue())
     finally:
         fonts.close()
+
+
+GRANTED = 0xF3C  # print, modify, copy, annotate, fill forms, extract, assemble, print well (bits 3-6, 9-12)
+
+
+def unrestricted(doc: pdfium.PdfDocument) -> bool:
+    """Whether the document is encrypted (opened without a password: only an owner password) with
+    permissions that forbid nothing. PDFium encrypts what it saves under a new random AES IV every
+    time, with no call to fix it: such a file is written unencrypted, losing nothing, so the same
+    translation is the same file. One that forbids something keeps its encryption and permissions
+    (a translation does not lift its author's restrictions), and with AES differs run to run."""
+    if pdfium_c.FPDF_GetSecurityHandlerRevision(doc.raw) < 0:
+        return False
+    return pdfium_c.FPDF_GetDocPermissions(doc.raw) & GRANTED == GRANTED
 
 
 TRAILER_ID = re.compile(rb"/ID\s*\[\s*<([0-9A-Fa-f]{32})>\s*<([0-9A-Fa-f]{32})>\s*\]")

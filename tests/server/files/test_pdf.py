@@ -7,8 +7,11 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
 import pytest
 from fpdf import FPDF
+from fpdf.enums import AccessPermission, EncryptionMethod
 
 from attnserve.benchmarks.pdfs import A4, Box, Image, build, png
 from attnserve.server import files
@@ -141,6 +144,44 @@ def test_pdfs_on_many_threads_at_once():
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(one, range(8)))
     assert all(pages(r) == pages(results[0]) for r in results)
+
+
+def protected(method: EncryptionMethod, permissions: AccessPermission) -> bytes:
+    """A page encrypted with an owner password only: it opens without one, under ``permissions``."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.set_encryption(owner_password="owner", encryption_method=method, permissions=permissions)
+    pdf.add_page()
+    pdf.set_font("Helvetica", size=11)
+    pdf.text(56, 100, "Monday, 3 March 2025")
+    return bytes(pdf.output())
+
+
+def security(data: bytes) -> tuple[int, int]:
+    """(the security handler's revision, -1 where the file is not encrypted; its permission bits)."""
+    doc = pdfium.PdfDocument(data)
+    try:
+        return pdfium_c.FPDF_GetSecurityHandlerRevision(doc.raw), pdfium_c.FPDF_GetDocPermissions(doc.raw) & 0xF3C
+    finally:
+        doc.close()
+
+
+@pytest.mark.parametrize("method", [EncryptionMethod.AES_128, EncryptionMethod.AES_256, EncryptionMethod.RC4])
+def test_an_encrypted_pdf_that_restricts_nothing_gives_the_same_translation_every_time(method):
+    """PDFium encrypts what it saves with AES under a new random IV each time: a PDF whose
+    encryption forbids nothing is written unencrypted, the same file for the same translation."""
+    data = protected(method, AccessPermission.all())
+    first, second = (files.read("open.pdf", data, LIMIT).write(["Montag, 3. März 2025"]) for _ in range(2))
+    assert first == second
+    assert security(first)[0] == -1
+    assert pages(first)[0].texts[0].text == "Montag, 3. März 2025"
+
+
+@pytest.mark.parametrize("method", [EncryptionMethod.AES_128, EncryptionMethod.AES_256])
+def test_a_pdf_whose_permissions_forbid_printing_or_changes_keeps_them(method):
+    data = protected(method, AccessPermission.PRINT_LOW_RES | AccessPermission.COPY)
+    out = files.read("restricted.pdf", data, LIMIT).write(["Montag, 3. März 2025"])
+    assert security(out) == security(data) and security(out)[0] >= 4
+    assert pages(out)[0].texts[0].text == "Montag, 3. März 2025"
 
 
 def test_pages_and_page_objects_are_bounded(monkeypatch):

@@ -355,7 +355,7 @@ def test_a_password_protected_pdf_is_refused_saying_so(user_password):
         with pytest.raises(FileRefused, match="the PDF is protected by a password; send it without the password"):
             files.read("locked.pdf", data, LIMIT)
         return
-    extracted = files.read("open.pdf", data, LIMIT)  # opens without one: translated, still encrypted
+    extracted = files.read("open.pdf", data, LIMIT)  # opens without one: translated
     assert extracted.texts == (DATE,)
     assert pages(extracted.write(["Montag, 3. März 2025"]))[0].texts[0].text == "Montag, 3. März 2025"
 
