@@ -11,8 +11,9 @@ of other rows begin after a gap, begins a cell (a line of its own), where that x
 edge:
 
 - objects of rows at most ``ROWS`` sizes apart begin there, the texts before them not alike
-  (where they start or end): lines that begin alike ("The meeting", "The cat", each word an
-  object) share the x of their second word;
+  (where they start or end, or what they read): lines that begin alike ("The meeting", "The cat",
+  each word an object) share the x of their second word, and a column's first cells ("Tea",
+  "Milk") may end within a hair of each other;
 - and one row at least leaves a gap there that already parted the row (wider than a line's
   gap), or three rows begin a cell there, or two rows share another such edge: a justified
   paragraph's words meet a column's edge, or one another's, by chance, one line with one other.
@@ -72,6 +73,7 @@ class Start:
     before: tuple[float, float]
     wide: bool
     glyph: bool = False  # the text before it one glyph: its line drawn glyph by glyph
+    text: str = ""  # the object before it: its text
 
 
 def part_columns(lines: Sequence[Sequence[R]], label: Callable[[str], bool]) -> list[Sequence[R]]:
@@ -133,8 +135,8 @@ def _starts(lines: Sequence[Sequence[Placed]], label: Callable[[str], bool]) -> 
                 grid = _grid(line) if grid is None else grid
             clear = min(run.left, run.x) >= before.right and (whole or glyph and not grid)
             if clear and not label(prefix):
-                span = (min(before.left, before.x), before.right)
-                out.append(Start(i, k, run.x, run.right, run.baseline, run.size, span, False, glyph))
+                span, text = (min(before.left, before.x), before.right), before.text.strip()
+                out.append(Start(i, k, run.x, run.right, run.baseline, run.size, span, False, glyph, text))
     return out
 
 
@@ -210,9 +212,16 @@ def _in_word(line: Sequence[Placed], at: float) -> bool:
 
 
 def _lefts_differ(chain: list[Start]) -> bool:
-    """Whether the texts before the starts are not all alike (where they start and end)."""
-    first, size = chain[0].before, chain[0].size
-    return any(abs(s.before[0] - first[0]) > ALIKE * size or abs(s.before[1] - first[1]) > ALIKE * size for s in chain)
+    """Whether the texts before the starts are not all alike (where they start and end, and, drawn
+    whole, what they read): a column's first cells ("Tea", "Milk") begin at one x and may end
+    within a hair of each other by chance, a paragraph's lines begin alike with one word ("The")."""
+    first, size = chain[0], chain[0].size
+
+    def alike(s: Start) -> bool:
+        read = s.glyph or first.glyph or s.text == first.text
+        return read and all(abs(a - b) <= ALIKE * size for a, b in zip(s.before, first.before))
+
+    return not all(map(alike, chain))
 
 
 def _rights_align(chain: list[Start]) -> bool:

@@ -314,3 +314,29 @@ def test_a_tables_row_alone_on_its_page_is_read_cell_by_cell(padding):
     texts = files.read("split.pdf", bytes(pdf.output()), LIMIT).texts
     prose = (" ".join(justified), "The fare is paid on the train.", "Trains run daily. Book early.")
     assert texts == (*(text for text, _, _ in cells), *prose)
+
+
+@pytest.mark.parametrize("spaces", [1.5, 2.0])
+def test_two_rows_whose_first_cells_end_a_hair_apart_are_read_cell_by_cell(spaces):
+    """Two rows of short cells, each column ``spaces`` word spaces after the widest cell of the one
+    before: "Tea" and "Milk" begin at one x and end 0.9 points apart, so they were taken for the
+    alike words a paragraph's lines begin with ("The meeting", "The cat") and the rows read "Tea 2",
+    "Milk 14" (or, a space apart, "Tea 2 cups Milk 14 jugs"). Under them, a justified paragraph
+    with wide spaces whose lines begin "Tea was" and "Milk was", at one spacing, reads whole."""
+    rows = [["Tea", "2", "cups"], ["Milk", "14", "jugs"]]
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 12)
+    space = pdf.get_string_width(" ")
+    widths = [max(pdf.get_string_width(row[c]) for row in rows) for c in range(3)]
+    edges = [36.0, 36.0 + widths[0] + spaces * space, 36.0 + widths[0] + widths[1] + 2 * spaces * space]
+    for r, row in enumerate(rows):
+        for text, x in zip(row, edges):
+            pdf.text(x, 100 + STEP * r, text)
+    justified = ["Tea was served in the hall", "Milk was poured for all who", "came to the meeting."]
+    for row, (line, gap) in enumerate(zip(justified, [spaces * space, spaces * space, space])):
+        words(pdf, 36, 200 + 14.25 * row, line, gap)
+    lone = "A lone line of words set wide apart"
+    words(pdf, 36, 300, lone, spaces * space)
+    texts = files.read("rows.pdf", bytes(pdf.output()), LIMIT).texts
+    assert texts == (*(text for row in rows for text in row), " ".join(justified), lone)
