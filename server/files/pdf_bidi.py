@@ -8,7 +8,8 @@ partly reversed), so a line is reordered here from its characters' bidirectional
 maps visual order back to logical: right-to-left letters are level 1; left-to-right words and
 numbers inside right-to-left text level 2 (they read left to right); a number's separators
 (``2.5``, ``1,500``) and signs (``5%``) belong to it; spaces and punctuation take the direction of
-the text on both sides, else the paragraph's. Reversing the runs at each level, highest first,
+the text on both sides, else the paragraph's; a pair of brackets one direction, by what stands
+inside and before it (the algorithm's rule N0, ``_paired``). Reversing the runs at each level, highest first,
 is the algorithm's own reordering, which is its own inverse for the same levels. A mirrored
 character in right-to-left text (a parenthesis) is drawn as its mirror image and swapped back.
 Where two readings draw the same glyphs (a number between a Hebrew and an English word), the
@@ -32,6 +33,9 @@ RTL = frozenset({"R", "AL"})
 NUMBER = frozenset({"EN", "AN"})
 SEPARATOR = frozenset({"CS", "ES"})
 MIRROR = dict(zip("()[]{}<>«»‹›", ")(][}{><»«›‹"))
+PAIRED = dict(zip("([{", ")]}"))  # the bidi algorithm's paired brackets (ASCII's)
+OPENING, CLOSING = frozenset(PAIRED), frozenset(PAIRED.values())
+MAX_DEPTH = 63  # the algorithm's bracket stack: pairs nested deeper are not paired
 
 
 FIRST_RTL = "\u0590"  # no character before Hebrew's block is right to left
@@ -66,6 +70,34 @@ def _classes(text: str) -> list[str]:
             if out[i] == "ET" and after_number:
                 out[i] = "N"
             after_number = out[i] == "N"
+    return out
+
+
+def _paired(text: str, kinds: list[str], rtl: bool) -> list[str]:
+    """``kinds`` with each pair of brackets given one direction, as the bidi algorithm's rule N0
+    has it: the paragraph's where that direction's letters (a number: right to left) stand inside,
+    else the other where only its letters stand inside and before the pair ("Python (3.12)" in
+    Hebrew keeps with its word), else the paragraph's; neither where nothing strong stands inside.
+    Without it a bracket took the direction on both its sides, so "abc (def)" in a Hebrew line
+    was drawn "(abc (def"."""
+    pairs, stack = [], []
+    for i, ch in enumerate(text):
+        if ch in OPENING and len(stack) < MAX_DEPTH:
+            stack.append((PAIRED[ch], i))
+        elif ch in CLOSING and (k := next((k for k in range(len(stack) - 1, -1, -1) if stack[k][0] == ch), -1)) >= 0:
+            pairs.append((stack[k][1], i))
+            del stack[k:]
+    out, edge = list(kinds), "R" if rtl else "L"
+    acting, last = [], edge  # a number acts as the letters before it ("abc (1)" keeps together)
+    for k in kinds:
+        last = k if k in ("R", "L") else last
+        acting.append(last if k == "N" else k)
+    for start, end in sorted(pairs):
+        inside = {k for k in acting[start + 1 : end] if k in ("R", "L")}
+        if not inside:
+            continue
+        before = next((k for k in reversed(acting[:start]) if k in ("R", "L")), edge)
+        out[start] = out[end] = acting[start] = acting[end] = edge if edge in inside or before == edge else before
     return out
 
 
@@ -111,7 +143,7 @@ def logical(visual: str, rtl: bool) -> str:
     """``visual`` (a line's characters left to right) in reading order; ``rtl``: the paragraph's direction."""
     if not has_rtl(visual):
         return visual
-    levels = _levels(_classes(visual), rtl)
+    levels = _levels(_paired(visual, _classes(visual), rtl), rtl)
     chars = [MIRROR.get(ch, ch) if level % 2 else ch for ch, level in zip(visual, levels)]
     for level in range(max(levels), 0, -1):
         i = 0

@@ -16,6 +16,14 @@ CASES = [  # (reading order, paragraph right to left, order on the page left to 
     ('מחיר: 1,500 ש"ח - 5%', True, '5% - ח"ש 1,500 :ריחמ'),  # separators and signs keep with the number
     ("مرحبا بالعالم، عام 2025.", True, ".2025 ماع ،ملاعلاب ابحرم"),
     ("ABC (אבג) def", False, "ABC (גבא) def"),
+    # a pair of brackets takes one direction (the algorithm's rule N0): an English word's
+    # brackets, after it and around English, keep with it; where they were read apart, the line
+    # read from the page and a translation drawn on it each had them broken: "(abc (def"
+    ("שלום abc (def) עולם", True, "םלוע abc (def) םולש"),
+    ("גרסה Python (3.12) יצאה", True, "האצי Python (3.12) הסרג"),
+    ("abc def (שלום) עולם", False, "abc def (םולש) םלוע"),
+    ("שלום (abc) עולם", True, "םלוע (abc) םולש"),  # in Hebrew, around English: mirrored
+    ("שלום (abc (def) ghi) עולם", True, "םלוע (abc (def) ghi) םולש"),
     ("Hello 2025 world", False, "Hello 2025 world"),
 ]
 
