@@ -1,0 +1,90 @@
+"""Images as cameras, editors and phones save them: an embedded colour profile's colours read as
+sRGB, the models' colours."""
+
+from __future__ import annotations
+
+import io
+import struct
+
+import numpy as np
+import pytest
+from PIL import Image, ImageCms
+
+from attnserve.contract.manifest import Preprocessing
+from attnserve.server.images.preprocess import preprocess_image
+
+# mean 0, std 1: the model's input is pixel / 255, so a difference of one level is 1 / 255
+RGB = Preprocessing(image_size=6, channels=3, mean=[0.0], std=[1.0], resample="nearest")
+GRAY = Preprocessing(image_size=6, channels=1, mean=[0.0], std=[1.0], resample="nearest")
+LEVEL = 1 / 255
+# Adobe RGB (1998)'s primaries adapted to D50, as its profile's rXYZ / gXYZ / bXYZ tags hold them.
+ADOBE_RGB_D50 = {
+    b"rXYZ": (0.6097, 0.3111, 0.0195),
+    b"gXYZ": (0.2053, 0.6257, 0.0609),
+    b"bXYZ": (0.1492, 0.0632, 0.7446),
+}
+
+
+def _adobe_rgb() -> ImageCms.ImageCmsProfile:
+    """An Adobe RGB-like profile: Pillow's sRGB profile with Adobe RGB's wider primaries."""
+    data = bytearray(ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes())
+    (count,) = struct.unpack_from(">I", data, 128)
+    for i in range(count):
+        tag, offset, _ = struct.unpack_from(">4sII", data, 132 + 12 * i)
+        if tag in ADOBE_RGB_D50:
+            struct.pack_into(">4s4x3i", data, offset, b"XYZ ", *(round(v * 65536) for v in ADOBE_RGB_D50[tag]))
+    data[84:100] = bytes(16)  # the profile ID (an MD5 of the sRGB bytes): "not computed"
+    return ImageCms.ImageCmsProfile(io.BytesIO(bytes(data)))
+
+
+def _picture() -> Image.Image:
+    """6 x 6 blocks of 8 x 8 pixels of saturated and everyday colours, the ones a profile moves most
+    and least (blocks: JPEG's and WebP's loss stays at their edges; the model's 6 x 6 samples their middles)."""
+    colours = [(0, 200, 0), (220, 30, 20), (30, 40, 210), (230, 180, 140), (120, 120, 120), (250, 250, 250)]
+    blocks = np.array([colours[(x + y) % 6] for y in range(6) for x in range(6)], np.uint8).reshape(6, 6, 3)
+    return Image.fromarray(blocks.repeat(8, axis=0).repeat(8, axis=1))
+
+
+def _encode(image: Image.Image, fmt: str = "PNG", **params) -> bytes:
+    buf = io.BytesIO()
+    image.save(buf, fmt, **params)
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("fmt", ["PNG", "JPEG", "TIFF", "WEBP"])
+def test_an_adobe_rgb_picture_reads_as_the_same_picture_saved_as_srgb(fmt):
+    picture, adobe = _picture(), _adobe_rgb()
+    stored = ImageCms.profileToProfile(picture, ImageCms.createProfile("sRGB"), adobe, outputMode="RGB")
+    params = {"quality": 100} if fmt in ("JPEG", "WEBP") else {}
+    as_srgb = preprocess_image(_encode(picture, fmt, **params), RGB)
+    as_adobe = preprocess_image(_encode(stored, fmt, icc_profile=adobe.tobytes(), **params), RGB)
+    # the stored values are far apart (green 0, 200, 0 is stored as 113, 200, 43) ...
+    assert np.abs(np.asarray(stored, np.int16) - np.asarray(picture, np.int16)).max() > 60
+    # ... the colours they mean are the same, to the few levels of 8-bit round trips (and JPEG's, WebP's loss)
+    np.testing.assert_allclose(as_adobe, as_srgb, atol=(8 if fmt in ("JPEG", "WEBP") else 4) * LEVEL)
+
+
+def test_a_transparent_adobe_rgb_picture_keeps_its_transparency():
+    picture, adobe = _picture().convert("RGBA"), _adobe_rgb()
+    alpha = np.where(np.arange(36).reshape(6, 6) % 4 == 0, 0, 255).astype(np.uint8)  # every fourth block transparent
+    picture.putalpha(Image.fromarray(alpha.repeat(8, axis=0).repeat(8, axis=1)))
+    stored = ImageCms.profileToProfile(picture.convert("RGB"), ImageCms.createProfile("sRGB"), adobe)
+    stored.putalpha(picture.getchannel("A"))
+    as_srgb = preprocess_image(_encode(picture), RGB)
+    as_adobe = preprocess_image(_encode(stored, icc_profile=adobe.tobytes()), RGB)
+    np.testing.assert_allclose(as_adobe, as_srgb, atol=4 * LEVEL)
+    assert (as_adobe[:, 0, 0] == 1.0).all() and (as_adobe[:, 0, 4] == 1.0).all()  # transparent: white background
+    assert abs(as_adobe[:, 0, 1] - np.array([220, 30, 20]) / 255).max() < 4 * LEVEL  # opaque red stays red
+
+
+@pytest.mark.parametrize("prep", [RGB, GRAY], ids=["rgb", "gray"])
+def test_an_srgb_profile_changes_nothing_and_a_broken_one_is_ignored(prep):
+    picture = _picture()
+    plain = preprocess_image(_encode(picture), prep)
+    srgb = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    assert np.array_equal(preprocess_image(_encode(picture, icc_profile=srgb), prep), plain)
+    for broken in (b"not a profile", srgb[:200], srgb[:128] + b"\xff" * (len(srgb) - 128)):
+        assert np.array_equal(preprocess_image(_encode(picture, icc_profile=broken), prep), plain)
+    gray = picture.convert("L")  # a grey picture with an RGB profile: a profile that does not fit is ignored
+    plain_gray = preprocess_image(_encode(gray), prep)
+    assert np.array_equal(preprocess_image(_encode(gray, icc_profile=srgb), prep), plain_gray)
