@@ -139,9 +139,9 @@ def _to_8bit(image: Image.Image) -> Image.Image:
 
 
 def _flatten_alpha(image: Image.Image) -> Image.Image:
-    """Transparent pixels onto white, as a viewer shows them; onto black when what is opaque is
-    light (white ink on a transparent sheet, as an icon or a dark-mode drawing is saved), which
-    white would erase."""
+    """Transparent pixels (alpha, or the key colour of a PNG's tRNS chunk) onto white, as a viewer
+    shows them; onto black when what is opaque is light (white ink on a transparent sheet, as an
+    icon or a dark-mode drawing is saved), which white would erase."""
     rgba = image.convert("RGBA")
     sample = rgba.copy()
     sample.thumbnail((64, 64))  # decided on a thumbnail: a float copy of a whole photo would cost 16 bytes a pixel
@@ -159,7 +159,7 @@ def to_mode(image: Image.Image, channels: int) -> Image.Image:
     """Any decoded mode (1, L, LA, P, RGB, RGBA, CMYK, YCbCr, LAB, I;16, I, F, ...) to "L" or "RGB"."""
     if image.mode.startswith("I") or image.mode == "F":
         image = _to_8bit(image)
-    elif image.mode in ("RGBA", "LA", "PA", "La", "RGBa") or (image.mode == "P" and "transparency" in image.info):
+    elif image.mode in ("RGBA", "LA", "PA", "La", "RGBa") or "transparency" in image.info:  # alpha or a key colour
         image = _flatten_alpha(image)
     elif image.mode == "LAB":  # a Lab TIFF: Pillow converts LAB to RGB alone, not to L
         image = image.convert("RGB")

@@ -88,3 +88,36 @@ def test_an_srgb_profile_changes_nothing_and_a_broken_one_is_ignored(prep):
     gray = picture.convert("L")  # a grey picture with an RGB profile: a profile that does not fit is ignored
     plain_gray = preprocess_image(_encode(gray), prep)
     assert np.array_equal(preprocess_image(_encode(gray, icc_profile=srgb), prep), plain_gray)
+
+
+def _key_coloured(mode: str, key, ink) -> tuple[Image.Image, Image.Image]:
+    """(a picture whose background is ``key``, marked transparent by a PNG tRNS chunk; the same
+    picture with that background as alpha 0): an ink square on a transparent sheet."""
+    picture = Image.new(mode, (6, 6), key)
+    picture.paste(ink, (1, 1, 3, 5))
+    alpha = Image.new("L", (6, 6), 0)
+    alpha.paste(255, (1, 1, 3, 5))
+    rgba = picture.convert("RGBA")
+    rgba.putalpha(alpha)
+    return picture, rgba
+
+
+@pytest.mark.parametrize(
+    ("mode", "key", "ink", "background"),
+    [
+        ("RGB", (0, 255, 0), (200, 20, 20), 1.0),
+        ("RGB", (0, 0, 0), (255, 255, 255), 0.0),  # light ink on a transparent sheet: onto black, as RGBA
+        ("L", 0, 90, 1.0),
+        ("L", 255, 250, 0.0),
+    ],
+    ids=["RGB-green-key", "RGB-light-ink-black-key", "L-dark-ink-black-key", "L-light-ink-white-key"],
+)
+@pytest.mark.parametrize("prep", [RGB, GRAY], ids=["rgb", "gray"])
+def test_a_png_key_colour_is_transparent_as_alpha_is(mode, key, ink, background, prep):
+    """A PNG in mode RGB or L with a tRNS chunk (one colour transparent, as editors save a flat
+    image with a transparent background) reads as the same picture saved with an alpha channel:
+    the key colour is not shown."""
+    picture, rgba = _key_coloured(mode, key, ink)
+    with_key = preprocess_image(_encode(picture, transparency=key), prep)
+    assert np.array_equal(with_key, preprocess_image(_encode(rgba), prep))
+    assert (with_key[:, 0, 0] == background).all()  # the background, not the key colour
