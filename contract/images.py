@@ -124,8 +124,16 @@ def declared_pixels(data: bytes) -> int:
 def _to_8bit(image: Image.Image) -> Image.Image:
     """16-bit, 32-bit and float greyscale to "L" by scaling (Pillow's own convert clips at 255):
     16-bit modes from their range; a 32-bit or float image from the range its values fill (a
-    32-bit TIFF often holds 8- or 16-bit values, a float one 0..1)."""
+    32-bit TIFF often holds 8- or 16-bit values, a float one 0..1). A float image holding NaN or
+    infinity is refused."""
     values = np.asarray(image, dtype=np.float32)  # (H, W)
+    if image.mode == "F":  # no level stands for NaN or infinity, and one would set the scale of every pixel
+        bad = int(values.size - np.count_nonzero(np.isfinite(values)))
+        if bad:
+            raise ImageRejected(
+                f"image has {bad} NaN or infinite pixel value(s) (a float image, {image.width}x{image.height}); "
+                "send finite values"
+            )
     peak = float(values.max(initial=0.0))
     if image.mode.startswith("I;16"):
         scale = 1 / 257.0  # 0..65535 -> 0..255

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import struct
+import warnings
 import zlib
 
 import numpy as np
@@ -173,3 +174,21 @@ def test_raw_tensor_values_must_be_normalized_pixels():
         bad[0, 1, 2] = value
         with pytest.raises(InvalidRequest, match=r"must lie in -10000\.\.10000 .* got "):
             tensor_to_pixels([1, 4, 4], "FP32", bad.tobytes(), GRAY)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_a_float_tiff_holding_nan_or_inf_is_refused_naming_it(value):
+    """A float TIFF (mode F: scientific and HDR tools write them, NaN for "no data") with one such
+    value is refused: no level stands for it, and it would have set every pixel's scale (the
+    whole picture came out black)."""
+    pixels = np.full((5, 5), 0.5, dtype=np.float32)
+    pixels[2, 3] = value
+    data = _encode(Image.fromarray(pixels), "TIFF")
+    refused = r"image has 1 NaN or infinite pixel value\(s\) \(a float image, 5x5\); send finite values"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy "invalid value" warning on the way
+        with pytest.raises(InvalidRequest, match=refused):
+            preprocess_image(data, GRAY, **LIMITS)
+    pixels[2, 3] = 0.5
+    grey = preprocess_image(_encode(Image.fromarray(pixels), "TIFF"), GRAY, **LIMITS)
+    np.testing.assert_allclose(grey, (128 / 255 - 0.5) / 0.25, atol=1e-6)  # finite: 0..1 -> 0..255
