@@ -4,21 +4,25 @@ A request body is a JSON object, optionally followed by binary tensor data (Trit
 binary-data extension): the header ``Inference-Header-Content-Length`` says how many
 leading bytes are JSON; each input with the parameter ``binary_data_size`` takes that
 many of the following bytes, in input order (numbers little-endian, BYTES elements
-length-prefixed, as in ``tensors``). A reply carries an output as binary data when the
+length-prefixed, as in ``tensors``). JSON carries an ``IMAGE`` element as its base64 text (a
+``data:image/...;base64,`` URL too), as KServe's examples and tritonclient (which sends only UTF-8
+text in JSON) do; binary data carries its bytes. A reply carries an output as binary data when the
 request asks for it (output parameter ``binary_data``, or request parameter
 ``binary_data_output`` for every output), else as a flat JSON ``data`` list.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping
 from typing import Any
 
 from ...shared.errors import InvalidRequest, NotEnabled, echo
-from .infer import InferRequest, InferResponse, RequestedOutput
+from .infer import IMAGE, InferRequest, InferResponse, RequestedOutput
 from .shared_memory import uses_shared_memory
-from .tensors import from_raw, from_values, to_raw, to_values
+from .tensors import BYTES, from_raw, from_values, to_raw, to_values
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
 BINARY_SIZE = "binary_data_size"
@@ -91,6 +95,21 @@ def _no_shared_memory(parameters: Mapping[str, Any], where: str) -> None:
         raise NotEnabled(f"{where}: system shared memory is served on the KServe gRPC door only (--shared-memory)")
 
 
+def _image_bytes(value: Any, where: str) -> Any:
+    """An image's base64 text (whitespace, as ``base64`` wraps it, ignored) -> its bytes; a value
+    that is not a string is left for the tensor's own check."""
+    if not isinstance(value, str):
+        return value
+    text = value.partition("base64,")[2] if value.startswith("data:") else value
+    try:
+        return base64.b64decode("".join(text.split()), validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequest(
+            f"{where}: not base64 ({echo(value, 40)}); an image in JSON data is its base64 text, "
+            f"or send its bytes as binary data ({BINARY_SIZE})"
+        ) from None
+
+
 def parse_infer(body: bytes, header_length: str | None, model_name: str, version: str = "") -> InferRequest:
     doc, size = _json_header(body, header_length)
     if not isinstance(doc, dict):
@@ -126,7 +145,10 @@ def parse_infer(body: bytes, header_length: str | None, model_name: str, version
         else:
             if "data" not in item:
                 raise InvalidRequest(f"{where} ({name}) has neither data nor {BINARY_SIZE}")
-            inputs.append(from_values(name, datatype, shape, _flatten(item["data"], where), parameters))
+            values = _flatten(item["data"], where)
+            if name == IMAGE and datatype == BYTES:
+                values = [_image_bytes(v, f"{where} ({IMAGE}) element {j}") for j, v in enumerate(values)]
+            inputs.append(from_values(name, datatype, shape, values, parameters))
     if offset != len(binary):
         raise InvalidRequest(f"{len(binary) - offset} bytes of binary data after the JSON belong to no input")
     outputs_doc = doc.get("outputs") or []

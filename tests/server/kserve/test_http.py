@@ -8,6 +8,7 @@ metrics labels and a graceful drain.
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -140,6 +141,32 @@ def test_plain_json_with_nested_data_and_pixels(server, vit_dirs, digit_images):
     assert status == 200
     got = np.array(json.loads(reply)["outputs"][0]["data"], np.float32)
     np.testing.assert_allclose(got, direct_probs(vit_dirs["digits"], digit_images[1:2])[0], atol=1e-5)
+
+
+def test_images_in_json_data_are_their_base64_text(triton, server, vit_dirs, digit_images):
+    """JSON carries text only: tritonclient's binary_data=False refuses bytes that are not UTF-8,
+    and KServe's examples send an image as its base64 text. Each such image reads as its bytes
+    sent as binary data do; a data URL (a browser's FileReader) and base64's line breaks too."""
+    images = digit_images[3:6]
+    expected = direct_probs(vit_dirs["digits"], images)  # (3, 10)
+    tensor = tritonclient_http.InferInput("IMAGE", [len(images)], "BYTES")
+    tensor.set_data_from_numpy(np.array([base64.b64encode(i) for i in images], dtype=object), binary_data=False)  # JSON
+    np.testing.assert_allclose(triton.infer("digits", [tensor]).as_numpy("PROBABILITIES"), expected, atol=1e-5)
+
+    texts = [
+        "data:image/png;base64," + base64.b64encode(images[0]).decode(),
+        base64.encodebytes(images[1]).decode(),  # wrapped at 76 characters, as the base64 command writes it
+    ]
+    body = {"inputs": [{"name": "IMAGE", "datatype": "BYTES", "shape": [2, 1], "data": [[t] for t in texts]}]}
+    status, _, reply = request(server, "POST", "/v2/models/digits/infer", json.dumps(body).encode())
+    assert status == 200, reply
+    got = np.array(json.loads(reply)["outputs"][0]["data"], np.float32).reshape(2, -1)
+    np.testing.assert_allclose(got, expected[:2], atol=1e-5)
+
+    body = {"inputs": [{"name": "IMAGE", "datatype": "BYTES", "shape": [1], "data": ["\u00e9t\u00e9 PNG"]}]}
+    status, _, reply = request(server, "POST", "/v2/models/digits/infer", json.dumps(body).encode())
+    assert status == 400
+    assert json.loads(reply)["error"].startswith("inputs[0] (IMAGE) element 0: not base64 ('été PNG'); an image")
 
 
 @pytest.mark.parametrize(
