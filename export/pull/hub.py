@@ -6,7 +6,8 @@ processor files), into huggingface_hub's own cache, so its settings hold: ``HF_H
 models) and ``HF_HUB_OFFLINE=1`` (the cache alone). huggingface_hub resumes interrupted files and
 shows the byte bars on a terminal; the files come down one after the other in the main thread, so
 Ctrl-C and SIGTERM stop the pull at once. After the download each file is checked against the Hub's
-own checksum (the sha256 of an LFS file, the git blob id of a small one) when the Hub can be asked.
+own checksum (the sha256 of an LFS file, the git blob id of a small one) when the Hub can be asked:
+``/tree``, else the model info's siblings (a mirror that serves only ``/api/models/{id}`` and ``/resolve/``).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import fnmatch
 import hashlib
 import logging
 import os
+import sys
 from pathlib import Path
 
 from .download import sha256_of
@@ -65,18 +67,34 @@ def download_snapshot(name: str, *, cache_dir: Path | None = None) -> Path:
     endpoint = os.environ.get("HF_ENDPOINT") or None  # read now: huggingface_hub reads it once, at import
     api = HfApi(endpoint=endpoint)
     try:
-        files = [s.rfilename for s in api.model_info(repo_id, revision=revision).siblings or []]
+        info = api.model_info(repo_id, revision=revision, files_metadata=True)
     except hub_errors.OfflineModeIsEnabled:
         return _cached_snapshot(name, cache_dir)
     except Exception as exc:  # noqa: BLE001 - huggingface_hub's HTTP and connection errors, one line each
         raise PullError(f"{name}: {_reason(exc)}") from None
+    files = [s.rfilename for s in info.siblings or []] or _tree_files(api, repo_id, revision, name)
     patterns = weight_patterns(files)
     wanted = [f for f in files if any(fnmatch.fnmatch(f, p) for p in patterns)]
     if not wanted:
         raise PullError(f"{name}: holds none of the files an importer reads (config.json, weights, tokenizer)")
     path = _download_files(name, wanted, cache_dir=cache_dir, endpoint=endpoint)
-    check_snapshot(api, repo_id, path, name)
+    check_snapshot(api, repo_id, path, name, info)
     return path
+
+
+def _tree_files(api, repo_id: str, revision: str | None, name: str) -> list[str]:
+    """The repository's files from ``/tree`` where the model info lists none (a mirror that leaves
+    ``siblings`` out); neither: an error saying so, not 'holds none of the files'."""
+    from huggingface_hub import RepoFile
+
+    try:
+        entries = api.list_repo_tree(repo_id, revision=revision, recursive=True)
+        return [e.path for e in entries if isinstance(e, RepoFile)]
+    except Exception as exc:  # noqa: BLE001 - huggingface_hub's HTTP and connection errors
+        raise PullError(
+            f"{name}: the Hub at {api.endpoint} lists no files of it: its model info has no 'siblings' "
+            f"and /api/models/{repo_id}/tree answers {_reason(exc)}"
+        ) from None
 
 
 def _download_files(name: str, files: list[str], *, cache_dir: Path | None, endpoint: str | None) -> Path:
@@ -127,15 +145,15 @@ def _cached_snapshot(name: str, cache_dir: Path | None) -> Path:
     raise PullError(f"{name}: not in the Hugging Face cache and HF_HUB_OFFLINE is set ({_reason(error)})")
 
 
-def check_snapshot(api, repo_id: str, snapshot: Path, name: str) -> None:
+def check_snapshot(api, repo_id: str, snapshot: Path, name: str, info=None) -> None:
     """Every downloaded file against the Hub's checksum; a mismatch is an error naming the file."""
-    expected = {}
-    for entry in api.list_repo_tree(repo_id, revision=snapshot.name, recursive=True):
-        lfs = getattr(entry, "lfs", None)
-        if lfs is not None:
-            expected[entry.path] = ("sha256", lfs.sha256)
-        elif getattr(entry, "blob_id", None):
-            expected[entry.path] = ("git", entry.blob_id)
+    expected = expected_checksums(api, repo_id, snapshot.name, info)
+    if not expected:
+        print(
+            f"  {name}: files not checked: the Hub at {api.endpoint} gives no checksums "
+            "(neither /tree nor the model info's siblings)",
+            file=sys.stderr,
+        )
     checked = 0
     for path in sorted(p for p in snapshot.rglob("*") if p.is_file()):
         relative = path.relative_to(snapshot).as_posix()
@@ -149,6 +167,25 @@ def check_snapshot(api, repo_id: str, snapshot: Path, name: str) -> None:
             raise PullError(f"{name}: {relative}: checksum mismatch ({kind} {found}, the Hub says {digest})")
         checked += 1
     log.info("%s: %d file(s) match the Hub's checksums", name, checked)
+
+
+def expected_checksums(api, repo_id: str, commit: str, info=None) -> dict[str, tuple[str, str]]:
+    """path -> (kind, digest) at ``commit``: from ``/tree``, else (a mirror that serves only
+    ``/api/models/{id}`` and ``/resolve/``) the siblings of the model info when it is of that commit."""
+    try:
+        entries = [(e.path, getattr(e, "lfs", None), getattr(e, "blob_id", None)) for e in
+                   api.list_repo_tree(repo_id, revision=commit, recursive=True)]  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - huggingface_hub's HTTP and connection errors
+        log.info("%s: /tree unanswered (%s); checksums from the model info", repo_id, _reason(exc))
+        same = info is not None and getattr(info, "sha", None) in (None, commit)
+        entries = [(s.rfilename, s.lfs, s.blob_id) for s in info.siblings or []] if same else []
+    expected = {}
+    for path, lfs, blob_id in entries:
+        if lfs is not None:
+            expected[path] = ("sha256", lfs.sha256)
+        elif blob_id:
+            expected[path] = ("git", blob_id)
+    return expected
 
 
 def git_blob_id(path: Path) -> str:

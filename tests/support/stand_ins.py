@@ -7,6 +7,7 @@
   for weights, LFS sha256), ``/{id}/resolve/{rev}/{file}`` (HEAD and GET with ``X-Repo-Commit``,
   ``ETag``, ``Content-Length``, ``Range``); a file in ``stalled`` sends half its bytes, then waits
   (a slow link);
+  ``without`` leaves out ``/tree`` (404) or the model info's ``siblings``, as some mirrors do;
 - :class:`FileStandIn`: static files (an Argos index and its packages) with failures on demand:
   a 404, or a body cut short after N bytes on its first request (the connection closes), and a
   record of the ``Range`` headers it was sent.
@@ -117,9 +118,10 @@ class _HubHandler(http.server.BaseHTTPRequestHandler):
         path = urllib.parse.urlsplit(self.path).path
         hub.requests.append((self.command, path, self.headers.get("Range")))
         if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path):
-            return self._json(hub.info(m.group(1)))
+            blobs = "blobs=true" in urllib.parse.urlsplit(self.path).query.lower()
+            return self._json(hub.info(m.group(1), blobs=blobs))
         if m := re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^/]+)", path):
-            return self._json(hub.tree(m.group(1)))
+            return self._json(None if "tree" in hub.without else hub.tree(m.group(1)))
         if m := re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path):
             repo_id, filename = m.group(1), urllib.parse.unquote(m.group(3))
             files = hub.files(repo_id)
@@ -165,6 +167,7 @@ class HubStandIn(_Server):
         self.corrupt: set[tuple[str, str]] = set()  # (repo id, file): its tree checksum lies
         self.stalled: set[tuple[str, str]] = set()  # (repo id, file): half its bytes, then a wait
         self.released = threading.Event()  # ends the stalled downloads' wait
+        self.without: set[str] = set()  # "tree": /tree answers 404; "siblings": the model info lists no files
         super().__init__()
 
     def close(self) -> None:
@@ -183,11 +186,18 @@ class HubStandIn(_Server):
             digest.update(name.encode() + hashlib.sha1(data).digest())
         return digest.hexdigest()
 
-    def info(self, repo_id: str):
+    def info(self, repo_id: str, blobs: bool = False):
         files = self.files(repo_id)
         if files is None:
             return None
-        siblings = [{"rfilename": name} for name in files]
+        entries = {e["path"]: e for e in self.tree(repo_id)}
+        siblings = [{"rfilename": name} for name in files] if "siblings" not in self.without else []
+        if blobs:  # ?blobs=true (files_metadata): each sibling's size, git blob id and LFS sha256, as /tree's
+            for sibling in siblings:
+                entry = entries[sibling["rfilename"]]
+                sibling.update(size=entry["size"], blobId=entry["oid"])
+                if "lfs" in entry:
+                    sibling["lfs"] = {"sha256": entry["lfs"]["oid"], "size": entry["size"], "pointerSize": 134}
         return {"id": repo_id, "modelId": repo_id, "sha": self.commit(repo_id), "siblings": siblings, "private": False}
 
     def tree(self, repo_id: str):
