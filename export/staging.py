@@ -4,6 +4,8 @@ leaves half a model where a server looks; and the ``--out`` paths that cannot re
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import shutil
 import tempfile
@@ -36,12 +38,54 @@ def staged_directory(out: Path, force: bool = False) -> Iterator[Path]:
             raise ExportError(f"cannot write to {parent}: {exc.strerror or exc}") from None
         try:
             yield tmp
-            if out.exists():
-                shutil.rmtree(out)
-            os.replace(tmp, out)
+            _swap_into_place(tmp, out)
         finally:
-            if tmp.exists():
+            if tmp.exists():  # the new model that failed, or the old one swapped out
                 shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _swap_into_place(tmp: Path, out: Path) -> None:
+    """``tmp`` becomes ``out``; an old ``out`` stays whole in place until then and ends at ``tmp``.
+
+    One ``renameat2(RENAME_EXCHANGE)`` where the kernel and file system have it (Linux): a reader of
+    ``out`` meets the old model or the new one, never neither. Elsewhere the old one is renamed
+    aside (a partial folder's name: a pull removes it if the process dies here) and the new one in,
+    a moment without ``out`` but never half a model; a rename that fails puts the old one back."""
+    if not out.exists():
+        os.replace(tmp, out)
+        return
+    if _exchange(tmp, out):
+        return
+    aside = tmp.with_name(tmp.name + ".replaced")
+    os.replace(out, aside)
+    try:
+        os.replace(tmp, out)
+    except BaseException:
+        os.replace(aside, out)
+        raise
+    os.replace(aside, tmp)  # removed with the staging folder
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically; False where there is no such call (not Linux, an old kernel, a
+    file system without it, such as NFS)."""
+    renameat2 = getattr(_libc(), "renameat2", None)
+    if renameat2 is None:
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EXDEV):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _libc():
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:  # no C library to look in (Windows)
+        return None
 
 
 def _checked_out(given: Path, force: bool) -> Path:

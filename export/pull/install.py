@@ -82,6 +82,8 @@ def install(item: PullItem, repo: Path, settings: InstallSettings) -> Outcome:
         return Outcome(item.label, item.name, FAILED, problem)
     for stale in partials.remove_stale(repo, item.name):
         print(f"  removed {repo / stale} (left by an export or pull that was stopped)", file=sys.stderr)
+    # --force: the installed model is replaced only once the new one is whole (export/staging.py)
+    kept = f"; {out} is kept as it was" if held is not None else ""
     local = None
     try:
         local = item.fetch()  # a download that fails its checksum is dropped there
@@ -90,12 +92,12 @@ def install(item: PullItem, repo: Path, settings: InstallSettings) -> Outcome:
         log.debug("pull %s failed", item.label, exc_info=True)
         if item.kind == "argos" and local is not None:  # a package that does not import may be damaged:
             local.unlink(missing_ok=True)  # the next pull downloads it again
-        return Outcome(item.label, item.name, FAILED, _message(exc))
+        return Outcome(item.label, item.name, FAILED, _message(exc) + kept)
     try:
         result = export_pulled(item, source, out, settings)
     except Exception as exc:  # noqa: BLE001 - the package imported: it stays in the cache for the next pull
         log.debug("pull %s failed", item.label, exc_info=True)
-        return Outcome(item.label, item.name, FAILED, _message(exc))
+        return Outcome(item.label, item.name, FAILED, _message(exc) + kept)
     manifest = result.manifest
     return Outcome(item.label, item.name, INSTALLED, f"{out} ({manifest.kind}, {manifest.precision})")
 
