@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnserve.contract.language_tags import matches
+from attnserve.contract.language_tags import matches, tag
 
 from .download import TIMEOUT_S, USER_AGENT, local_path
 from .errors import PullError
@@ -244,12 +244,40 @@ def _no_pair(offered: dict[tuple[str, str], ArgosPackage], languages: list[str])
 
 
 def find_pair(packages: list[ArgosPackage], pair: str) -> ArgosPackage:
-    """``en-de`` (or ``en_de``) -> its newest package."""
-    source, sep, target = pair.replace("_", "-").lower().partition("-")
-    if not sep or not source or not target:
+    """``en-de`` (or ``en_de``, ``EN-de``, ``en_US-de``, ``en-pt-BR``: each side read as ``--languages``
+    reads a code) -> its newest package."""
+    text = pair.strip().rstrip("/").replace("_", "-").lower()
+    parts = text.split("-")
+    if len(parts) < 2 or not all(parts):
         raise PullError(f"argos:{pair}: expected a pair such as argos:en-de")
     offered = newest(packages)
-    if (source, target) not in offered:
-        pairs = ", ".join(f"{s}-{t}" for s, t in sorted(offered)) or "nothing"
-        raise PullError(f"argos:{pair}: the Argos index has no {source} -> {target} package; it offers {pairs}")
-    return offered[source, target]
+    known = sorted({code for both in offered for code in both})
+    splits = [("-".join(parts[:i]), "-".join(parts[i:])) for i in range(1, len(parts))]
+    found = {
+        (s, t)
+        for source, target in splits
+        for s in matches(source, known)
+        for t in matches(target, known)
+        if (s, t) in offered
+    }
+    if len(found) == 1:
+        return offered[found.pop()]
+    if found:
+        named = " or ".join(f"argos:{s}-{t}" for s, t in sorted(found))
+        raise PullError(f"argos:{pair}: names more than one package of the Argos index: {named}")
+    source, target = _likely_split(splits, known)
+    pairs = ", ".join(f"{s}-{t}" for s, t in sorted(offered)) or "nothing"
+    raise PullError(f"argos:{pair}: the Argos index has no {source} -> {target} package; it offers {pairs}")
+
+
+def _likely_split(splits: list[tuple[str, str]], known: list[str]) -> tuple[str, str]:
+    """Of a pair of tags (``pt-BR-en``), the split the error names: both sides codes of the index (as
+    its codes: ``pb -> en``), else both language tags, else the first."""
+    for source, target in splits:
+        found = matches(source, known), matches(target, known)
+        if all(len(codes) == 1 for codes in found):
+            return found[0][0], found[1][0]
+    for source, target in splits:
+        if tag(source) is not None and tag(target) is not None:
+            return source, target
+    return splits[0]

@@ -161,7 +161,7 @@ def plan(args: argparse.Namespace) -> tuple[list[PullItem], list[Outcome]]:
     failures: list[Outcome] = []
     codes = argos_index.parse_languages(args.languages) if args.languages else []  # a typo stops everything
     packages: list[argos_index.ArgosPackage] | PullError = []
-    if codes or any(n.startswith("argos:") for n in args.names):
+    if codes or any(map(is_argos, args.names)):
         try:
             packages = argos_index.read_index(argos_index.index_location(args.argos_index))
         except PullError as exc:
@@ -174,14 +174,18 @@ def plan(args: argparse.Namespace) -> tuple[list[PullItem], list[Outcome]]:
             failures.append(Outcome(label, "", FAILED, str(exc)))
     for name in args.names:
         try:
-            if name.startswith("argos:"):
-                package = argos_index.find_pair(_index(packages), name.removeprefix("argos:"))
+            if is_argos(name):
+                package = argos_index.find_pair(_index(packages), name.strip()[len("argos:") :])
                 items.append(argos_item(package, args))
             else:
                 items.append(hub_item(name))
         except PullError as exc:
             failures.append(Outcome(name, "", FAILED, str(exc)))
     return one_per_folder(items, failures)
+
+
+def is_argos(name: str) -> bool:
+    return name.strip().lower().startswith("argos:")
 
 
 def one_per_folder(items: list[PullItem], failures: list[Outcome]) -> tuple[list[PullItem], list[Outcome]]:
@@ -229,11 +233,12 @@ def hub_item(name: str) -> PullItem:
     from .hub import download_snapshot, split_id
 
     repo_id, revision = split_id(name)
+    canonical = repo_id + (f"@{revision}" if revision else "")  # a URL or a trailing slash: the id it names
     return PullItem(
-        label=name,
+        label=canonical,
         name=repo_id.split("/")[-1],
         kind="hub",
-        fetch=partial(download_snapshot, name),
+        fetch=partial(download_snapshot, canonical),
         origin={"hub": repo_id, "revision": revision or "main"},
     )
 

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import sys
+import urllib.parse
 from pathlib import Path
 
 from .download import sha256_of
@@ -44,12 +45,42 @@ PYTORCH_BIN = ["pytorch_model.bin", "pytorch_model-*.bin", "pytorch_model.bin.in
 
 
 def split_id(name: str) -> tuple[str, str | None]:
-    """``org/model`` or ``org/model@revision`` -> (repo id, revision)."""
-    repo_id, _, revision = name.removeprefix("hf:").partition("@")
-    parts = repo_id.split("/")
+    """``org/model``, ``org/model@revision`` or the model's page on the Hub
+    (``https://huggingface.co/org/model[/tree/revision]``) -> (repo id, revision)."""
+    text = name.strip().removeprefix("hf:")
+    if "://" in text or text.lower().startswith(tuple(f"{host}/" for host in HUB_HOSTS)):
+        return _from_url(name, text)
+    repo_id, _, revision = text.partition("@")
+    parts = repo_id.rstrip("/").split("/")
     if len(parts) != 2 or not all(parts) or any(p in (".", "..") for p in parts):
         raise PullError(f"{name}: a Hugging Face Hub id is 'organisation/model' (e.g. Helsinki-NLP/opus-mt-en-de)")
-    return repo_id, revision or None
+    return "/".join(parts), revision or None
+
+
+HUB_HOSTS = ("huggingface.co", "www.huggingface.co", "hf.co")
+
+
+def _from_url(name: str, text: str) -> tuple[str, str | None]:
+    """A model's URL on the Hub (or on the HF_ENDPOINT mirror) -> (repo id, revision)."""
+    url = urllib.parse.urlsplit(text if "://" in text else f"https://{text}")
+    mirror = urllib.parse.urlsplit(os.environ.get("HF_ENDPOINT") or "").hostname
+    if url.hostname not in (*HUB_HOSTS, mirror):
+        raise PullError(
+            f"{name}: not a Hugging Face Hub URL; name the model as organisation/model "
+            "(for a mirror, set HF_ENDPOINT to it)"
+        )
+    segments = [urllib.parse.unquote(s) for s in url.path.split("/") if s]
+    if segments[:1] in (["datasets"], ["spaces"]):
+        raise PullError(f"{name}: a Hub {segments[0][:-1]}, not a model; pull takes models (organisation/model)")
+    rest = segments[2:]
+    revision = rest[1] if len(rest) >= 2 and rest[0] in ("tree", "blob", "resolve") else None
+    if len(segments) < 2 or (rest and revision is None):
+        shown = "/".join(segments[:2]) if len(segments) >= 2 else "organisation/model"
+        raise PullError(
+            f"{name}: a model's Hub URL is https://huggingface.co/organisation/model[/tree/revision]; "
+            f"name it as {shown}"
+        )
+    return split_id("/".join(segments[:2]) + (f"@{revision}" if revision else ""))
 
 
 def weight_patterns(files: list[str]) -> list[str]:
