@@ -64,6 +64,19 @@ def test_an_adobe_rgb_picture_reads_as_the_same_picture_saved_as_srgb(fmt):
     np.testing.assert_allclose(as_adobe, as_srgb, atol=(8 if fmt in ("JPEG", "WEBP") else 4) * LEVEL)
 
 
+def test_a_large_adobe_rgb_photo_reads_as_the_same_photo_saved_as_srgb():
+    """A photo many times the model's size is converted reduced (whole factor, box filter), then resized
+    as any photo: the same pixels as its sRGB copy resized from full size, to a few levels."""
+    y, x = np.mgrid[0:900, 0:1200].astype(np.float32)
+    smooth = np.stack([x / 1200 * 255, y / 900 * 255, (x + y) / 2100 * 200 + 30], -1).astype(np.uint8)
+    picture, adobe = Image.fromarray(smooth), _adobe_rgb()
+    stored = ImageCms.profileToProfile(picture, ImageCms.createProfile("sRGB"), adobe, outputMode="RGB")
+    prep = Preprocessing(image_size=32, channels=3, mean=[0.0], std=[1.0], resample="bilinear")
+    as_srgb = preprocess_image(_encode(picture), prep)
+    as_adobe = preprocess_image(_encode(stored, icc_profile=adobe.tobytes()), prep)
+    np.testing.assert_allclose(as_adobe, as_srgb, atol=4 * LEVEL)
+
+
 def test_a_transparent_adobe_rgb_picture_keeps_its_transparency():
     picture, adobe = _picture().convert("RGBA"), _adobe_rgb()
     alpha = np.where(np.arange(36).reshape(6, 6) % 4 == 0, 0, 255).astype(np.uint8)  # every fourth block transparent
