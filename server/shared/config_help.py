@@ -4,7 +4,7 @@ kept here so the settings read one to a line."""
 STEP_BUCKETS_HELP = (
     "an in-place decoder's steps at fixed batch sizes (1, 2, 4, ... --max-active-sequences) into persistent "
     "buffers: on; cuda-graphs: also replayed as CUDA graphs on --provider cuda (off: padding rows cost compute "
-    "on the CPU; the gain on a GPU is not measured yet)"
+    "on the CPU; on an H200 graphs made a step 1.5-1.9x faster on mt-small, slower at opus-mt's shape at batch 32)"
 )
 LANGUAGE_DETECTION_HELP = (
     "source 'auto' and /detect of the LibreTranslate routes, among the served languages: langid (built in: the "

@@ -34,7 +34,8 @@ class EngineSettings:
     # An in-place decoder's steps at fixed batch sizes (1, 2, 4, ... max_active_sequences) into
     # persistent buffers (buckets.py): "on"; "cuda-graphs" also replays each size's step as a CUDA
     # graph where the decoder session has them. Off by default: padding rows cost compute on the
-    # CPU, and what they buy on a GPU is not measured yet (docs/architecture.md).
+    # CPU, and on an H200 CUDA graphs made a step 1.5-1.9x faster on mt-small but slower at
+    # opus-mt's shape at batch 32 (benchmarks/README.md).
     step_buckets: str = "off"
 
     def __post_init__(self) -> None:
