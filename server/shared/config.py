@@ -129,7 +129,7 @@ class Settings:
         "and its score)",
         choices=QUALITY_ACTIONS,
     )
-    log_level: str = _setting("info", "logging level", choices=LOG_LEVELS)
+    log_level: str = _setting("info", "logging level: debug, info, warning or error", choices=LOG_LEVELS)
     access_log: bool = _setting(
         True,
         "one INFO line per request (door, route or RPC, client, model, status, ms, request and response bytes, "
