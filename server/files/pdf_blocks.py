@@ -123,6 +123,7 @@ class Drawn:
     def __init__(self, textpage: pdfium_c.FPDF_TEXTPAGE) -> None:
         self.textpage = textpage
         self.by_object: dict[int, list[tuple[float, int, str]]] | None = None
+        self.extents: dict[tuple[int, str], tuple[float, float] | None] = {}  # (font, bracket) -> its ink's x span
 
     def run(self, page: pdfium_c.FPDF_PAGE, run: Run) -> Run:
         """``run`` with its object's own characters as they stand (without PDFium's added spaces)."""
@@ -161,8 +162,12 @@ class Drawn:
         ink = ((box[0].value - x) / size, (box[1].value - x) / size)  # left, right in sizes
 
         def off(candidate: str) -> float:
-            xs = [px for _, px, _ in outline(font, candidate)]
-            return abs(min(xs) - ink[0]) + abs(max(xs) - ink[1]) if xs else 1e9
+            key = (ctypes.cast(font, ctypes.c_void_p).value or 0, candidate)
+            if key not in self.extents:  # a glyph's outline is read once a page, not once a bracket
+                xs = [px for _, px, _ in outline(font, candidate)]
+                self.extents[key] = (min(xs), max(xs)) if xs else None
+            extent = self.extents[key]
+            return abs(extent[0] - ink[0]) + abs(extent[1] - ink[1]) if extent else 1e9
 
         mirror = MIRROR[ch]
         return mirror if off(mirror) + 0.01 < off(ch) else ch
