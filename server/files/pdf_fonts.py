@@ -10,7 +10,8 @@ DejaVu's and of Amiri's, every CJK file found):
   Arabic and Persian;
 - Droid Sans Fallback (fonts-droid-fallback): Chinese and Japanese (its Full file, with the rarer
   Han characters of extension A), Korean (its other file, with every Hangul syllable), or
-  WenQuanYi Micro Hei (fonts-wqy-microhei) for all three;
+  WenQuanYi Micro Hei (fonts-wqy-microhei) for all three. Droid has no Latin letters or digits: a
+  translation with "Python" or "2025" in it is drawn in runs (below) where WenQuanYi is not here;
 - Amiri (fonts-hosny-amiri) or Noto Naskh Arabic (fonts-noto-core): Urdu, whose heh goal (ہ) and
   yeh barree (ے) DejaVu lacks. Noto Nastaliq Urdu has no presentation forms, so PDFium could
   draw only unjoined letters in it.

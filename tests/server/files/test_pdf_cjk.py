@@ -2,7 +2,9 @@
 translation drawn in the block's box and read back with PDFium. A reader sees every character in
 a font that has it (no .notdef box), a long translation wrapped onto several lines at a readable
 size (Chinese and Japanese between characters, never a line opening with 。 or ，; Korean at its
-spaces), and PDFium's text of the result is the translation."""
+spaces), and PDFium's text of the result is the translation. Droid Sans Fallback has no Latin
+letters or digits: where no font here has all of a translation (WenQuanYi Micro Hei has), its
+"Python" and "2025" are runs in the block's font, each whole on its line beside the CJK runs."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import ctypes
 import io
 import logging
 import os
+import re
 
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
@@ -100,12 +103,21 @@ def undrawable(data: bytes) -> list[str]:
 
 
 def lines_of(data: bytes) -> list[str]:
-    return [t.text for t in pages(data)[0].texts]
+    """The page's lines as PDFium reads them, each the text objects on one baseline (a line of a
+    translation no one font has is several, one a run of one font)."""
+    return pages(data)[0].text.split("\r\n")
+
+
+def assert_few_runs(data: bytes, translation: str) -> None:
+    """One text object a line, and two more at most for each Latin word or number in it (a run in
+    another font where the line's font has no Latin letters or digits), not one a character."""
+    latin = len(re.findall(r"[!-~]+", translation))
+    assert len(pages(data)[0].texts) <= len(lines_of(data)) + 2 * latin, pages(data)[0].texts
 
 
 def assert_wrapped_in_the_box(data: bytes, rect) -> None:
     texts = pages(data)[0].texts
-    assert len(texts) > 2, [t.text for t in texts]  # wrapped onto several lines
+    assert len(lines_of(data)) > 2, [t.text for t in texts]  # wrapped onto several lines
     assert all(within(t.bounds, rect, 2.0) for t in texts), (rect, texts)
     assert all(t.size >= 0.7 * SIZE for t in texts), [t.size for t in texts]  # readable, not shrunk away
 
@@ -118,6 +130,7 @@ def test_chinese_and_japanese_are_drawn_in_a_font_that_has_them_and_wrap_between
     assert undrawable(out) == []
     assert pages(out)[0].text.replace("\r\n", "") == translation  # what a reader copies: the translation
     assert_wrapped_in_the_box(out, rect)
+    assert_few_runs(out, translation)
     lines = lines_of(out)
     assert not [line for line in lines if line[0] in CLOSING], lines  # kinsoku: no line opens with 。，」
     assert not [line for line in lines[:-1] if line[-1] in OPENING], lines  # nor ends with 「（
@@ -127,13 +140,15 @@ def test_chinese_and_japanese_are_drawn_in_a_font_that_has_them_and_wrap_between
 
 
 @CJK
-def test_korean_is_drawn_in_a_font_that_has_it_and_wraps_at_its_spaces():
-    out, rect = translated(KOREAN)
+@pytest.mark.parametrize("width", [125, 250])  # 125: "새로운 버전의 Python" fits a line, "Python은" does not
+def test_korean_is_drawn_in_a_font_that_has_it_and_wraps_at_its_spaces(width):
+    out, rect = translated(KOREAN, width)
     assert undrawable(out) == []
     assert_wrapped_in_the_box(out, rect)
+    assert_few_runs(out, KOREAN)
     lines = lines_of(out)
     words = KOREAN.split()
-    assert " ".join(lines).split() == words  # every line made of whole words
+    assert " ".join(lines).split() == words  # every line made of whole words ("Python은" in two fonts too)
     assert " ".join(pages(out)[0].text.split()) == KOREAN
 
 

@@ -18,12 +18,13 @@ from fpdf import FPDF
 
 from attnserve.benchmarks.pdfs import A4
 from attnserve.server.files import jobs, pdf_fonts
-from tests.server.files.test_pdf_cjk import CHINESE, ENGLISH, JAPANESE, KOREAN, LIMIT, SIZE
+from tests.server.files.test_pdf_cjk import CHINESE, ENGLISH, JAPANESE, KOREAN, LIMIT, SIZE, lines_of, undrawable
 from tests.support.pdf_pages import glyphs_drawn, pages, within
 
 DROID = "/usr/share/fonts/truetype/droid/DroidSansFallbackFull.ttf"
 SHAPES = "直骨写角"  # kanji whose Japanese shapes are not China's
 TRADITIONAL = "新版本的Python於2025年3月發佈，此前等待了大約一年。它更快，啟動更早，報告錯誤也更清楚。直骨角"
+HAN = CHINESE.replace("Python", "该语言").replace("2025年3月", "二〇二五年三月")  # Droid has all of it
 URDU_NAME = "محمد علی ہے"
 HEBREW_NAME = "דוד בן גוריון"
 
@@ -141,10 +142,27 @@ def test_a_translation_no_one_font_has_is_drawn_in_runs_each_in_a_font_that_has_
 
 @CJK
 def test_a_translation_one_font_has_is_one_text_object_a_line(caplog):
-    out = written(english_pdf()[0], CHINESE, "zh")
+    out = written(english_pdf()[0], HAN, "zh")
     runs = glyphs_drawn(out)
     assert len({font for font, _, _ in runs}) == 1
     assert len(runs) == len(pages(out)[0].texts) > 2  # one object a line, as many as lines
+    assert "no font here renders" not in caplog.text
+
+
+@CJK
+def test_chinese_with_latin_words_is_drawn_whole_in_fonts_that_have_it_in_as_few_runs_as_fonts(caplog):
+    """Droid Sans Fallback has no Latin letters or digits: where no font here has all of the
+    translation (WenQuanYi Micro Hei has), "Python", "2025" and "3" are runs in the block's
+    Helvetica between Droid's, each run of a line in another font than the one before it."""
+    out = written(english_pdf()[0], CHINESE, "zh")
+    assert undrawable(out) == []  # every character its font's glyph
+    assert pages(out)[0].text.replace("\r\n", "") == CHINESE
+    lines = lines_of(out)
+    assert len(lines) > 2 and all(any(word in line for line in lines) for word in ("Python", "2025")), lines
+    texts = pages(out)[0].texts
+    assert len(texts) <= len(lines) + 2 * 3, texts  # at most two more objects a Latin word or number
+    beside = [(a.font, b.font) for a, b in zip(texts, texts[1:]) if b.bounds[0] > a.bounds[2] - 1]  # on one line
+    assert all(a != b for a, b in beside), texts
     assert "no font here renders" not in caplog.text
 
 
