@@ -1,7 +1,7 @@
 """The translation engine: the asyncio face of the decode scheduler.
 
 The translation service calls it (``server/service/sentence_pipeline.py``): :meth:`TranslationEngine.prepare`
-turns a checked request's token ids into a :class:`~.requests.Prepared` on the event loop, then
+turns a checked request's token ids into a :class:`~.prepared.Prepared` on the event loop, then
 :meth:`~TranslationEngine.stream`, its one entry, hands its jobs to the
 :class:`~.scheduler.DecodeScheduler` thread and yields the events that it posts back with
 ``call_soon_threadsafe``: the loop never blocks on onnxruntime. Each text's last event carries its
