@@ -40,13 +40,15 @@ Serves = Callable[[str, str, str], bool]  # whether a server runs jobs of (sourc
 # Columns a jobs table made by an older server lacks, added when a store opens it: a job's stored
 # glossary (its id, and its entries as JSON pairs, read by the runner only), the source language
 # detected for a job sent as ``auto``, the characters of text its translation counted, the client
-# whose monthly usage they count in.
+# whose monthly usage they count in, where its run's pace is measured from.
 _ADDED = {
     "glossary_id": "TEXT NOT NULL DEFAULT ''",
     "glossary": "TEXT NOT NULL DEFAULT ''",
     "detected": "TEXT NOT NULL DEFAULT ''",
     "characters": "BIGINT NOT NULL DEFAULT 0",
     "client": "TEXT NOT NULL DEFAULT ''",
+    "paced": "DOUBLE PRECISION NOT NULL DEFAULT 0",
+    "paced_decoded": "BIGINT NOT NULL DEFAULT 0",
 }
 
 # One SQL for both backends (state/database.py); a state folder's older SQLite file (REAL,
@@ -62,7 +64,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     updated DOUBLE PRECISION NOT NULL, expires DOUBLE PRECISION NOT NULL,
     owner BIGINT NOT NULL DEFAULT 0,
     glossary_id TEXT NOT NULL DEFAULT '', glossary TEXT NOT NULL DEFAULT '', detected TEXT NOT NULL DEFAULT '',
-    characters BIGINT NOT NULL DEFAULT 0, client TEXT NOT NULL DEFAULT ''
+    characters BIGINT NOT NULL DEFAULT 0, client TEXT NOT NULL DEFAULT '',
+    paced DOUBLE PRECISION NOT NULL DEFAULT 0, paced_decoded BIGINT NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (status, created);
 CREATE INDEX IF NOT EXISTS jobs_by_key ON jobs (key);
@@ -97,6 +100,11 @@ class Job:
     detected: str = ""  # the language detected for a source sent as "auto", once done ("": none detected)
     characters: int = 0  # of text translated, once done (TranslateFile's count: what DeepL's status bills)
     client: str = ""  # who submitted it (``Call.client``): whose monthly usage its characters count in
+    # when its latest run's first decoded sentences were recorded (0: not yet), and ``decoded`` then:
+    # its pace is measured from there, not from ``started`` (the file's reading and splitting, a
+    # model's load, the engine's first batch are no pace of the sentences left)
+    paced: float = 0.0
+    paced_decoded: int = 0
 
     @property
     def finished(self) -> bool:
@@ -219,8 +227,9 @@ class SqlJobStore(JobStore):
         # take it once (PostgreSQL re-reads the row after the first one's update; SQLite has one writer)
         oldest = f"SELECT id FROM jobs WHERE status = 'queued'{where} ORDER BY created LIMIT 1{self.db.skip_locked}"
         rows = self.db.rows(
-            # a new run: its counts of sentences reused and decoded start at 0 (done and total stay)
-            f"UPDATE jobs SET status = 'running', owner = ?, started = ?, updated = ?, reused = 0, decoded = 0 "
+            # a new run: its counts of sentences reused and decoded and its pace start at 0 (done and total stay)
+            f"UPDATE jobs SET status = 'running', owner = ?, started = ?, updated = ?, reused = 0, decoded = 0, "
+            "paced = 0, paced_decoded = 0 "
             f"WHERE status = 'queued' AND id = ({oldest}) RETURNING {_COLUMNS}",
             (owner, now, now, *(value for pair in pairs for value in pair)),
         )

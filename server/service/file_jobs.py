@@ -262,11 +262,14 @@ class FileJobs:
                 # then: what an earlier run reported stands (its sentences are stored, so they are
                 # done), so that no client sees the job go back
                 done, total = max(done, job.done), total or job.total
-                now = time.monotonic()
-                # the first sentence done, the total known and the end are written at once
-                if now - last >= PROGRESS_S or (done > 0, total > 0, done == total) != seen:
-                    last, seen = now, (done > 0, total > 0, done == total)
+                now, state = time.monotonic(), (done > 0, total > 0, done == total, resume.decoded > 0)
+                # the first sentence done, the total known, this run's first decoded one and the end
+                # are written at once
+                if now - last >= PROGRESS_S or state != seen:
                     changes = dict(done=done, total=total, reused=resume.reused, decoded=resume.decoded)
+                    if state[3] and not (seen and seen[3]):  # this run's pace is measured from here
+                        changes.update(paced=time.time(), paced_decoded=resume.decoded)
+                    last, seen = now, state
                     self._io.submit(self.store.update, job.id, **changes)
 
             call = Call(METHOD, job.model, job.id, client=job.client)  # its characters: the submitter's usage

@@ -14,13 +14,15 @@ from .files import Resume, TranslatedFile
 
 
 def remaining_s(job: Job, now: float | None = None) -> float | None:
-    """The estimated seconds left of a running job: its pace this run (the sentences the engine
-    translated since it began, ``decoded``, which a claim sets back to 0: a resumed job's earlier
-    runs are no pace of this one's), over the sentences left."""
-    if job.status != "running" or job.decoded <= 0 or not job.total:
+    """The estimated seconds left of a running job: its pace this run over the sentences left.
+    The pace is that of the sentences the engine translated since this run's first were recorded
+    (``paced``), which a claim sets back: neither a resumed job's earlier runs nor this run's
+    first moments (the file read and split, a model loaded, the engine's first batch, which would
+    make 5 sentences in a second read as 10 minutes left) are its pace. None until it is known."""
+    if job.status != "running" or not job.paced or job.decoded <= job.paced_decoded or not job.total:
         return None
-    elapsed = (now or time.time()) - job.started
-    return max(0.0, elapsed / job.decoded * (job.total - job.done))
+    elapsed = max((now or time.time()) - job.paced, 1e-3)
+    return max(0.0, elapsed / (job.decoded - job.paced_decoded) * (job.total - job.done))
 
 
 def view(job: Job) -> dict[str, Any]:

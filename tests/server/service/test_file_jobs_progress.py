@@ -2,7 +2,8 @@
 stopped at 3,000 of 9,000 sentences that resumes on the next server still reports 3,000 / 9,000
 while the new run splits the file again (counting its reused sentences from 0, its total not yet
 known), and it has no estimate of the time left until this run has translated a sentence of its
-own: the earlier run's sentences over this run's first moments are no pace."""
+own and then some more: the earlier run's sentences, and this run's first moments (its file
+split again, the engine's first batch), are no pace of the sentences left."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_a_resumed_jobs_progress_never_goes_back_and_its_time_left_is_this_runs(
         jobs.close()
 
         # the next run reuses them as it splits the file: 171 of them first, the total not yet known
-        second = Resumed((171, 0, 171, 0), (3000, 40, 3040, 9000))
+        second = Resumed((171, 0, 171, 0), (3000, 40, 3040, 9000), (3000, 80, 3080, 9000))
         again = FileJobs(second, settings)  # type: ignore[arg-type]
         await again.start()
         await asyncio.wait_for(second.started.wait(), 15)
@@ -66,10 +67,14 @@ def test_a_resumed_jobs_progress_never_goes_back_and_its_time_left_is_this_runs(
         assert remaining_s(claimed, claimed.started + 1.0) is None, view(claimed)  # no pace of this run yet
         splitting = await told(again, second, job.id)
         assert (splitting.done, splitting.total) == (3000, 9000), view(splitting)  # not 171 of an unknown total
+        first_batch = await told(again, second, job.id)
+        assert (first_batch.done, first_batch.total) == (3040, 9000), view(first_batch)
+        # this run's first 40 sentences came after its file was split: no pace yet (40 in the
+        # seconds since the claim would read as minutes left, 3,040 as 2 s)
+        assert remaining_s(first_batch, first_batch.started + 10.0) is None, view(first_batch)
         going = await told(again, second, job.id)
-        assert (going.done, going.total) == (3040, 9000), view(going)
-        # 40 sentences in 1 s: the 5,960 left take about 149 s, not 2 s (3,040 sentences' pace)
-        assert remaining_s(going, going.started + 1.0) == 5960 / 40, view(going)
+        # 40 more sentences in the 1 s since the first ones: the 5,920 left take about 148 s
+        assert remaining_s(going, going.paced + 1.0) == 5920 / 40, view(going)
         second.release.set()
         assert await status_of(again, job.id, "done") == "done"
         await again.stop()
