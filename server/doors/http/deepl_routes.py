@@ -24,7 +24,7 @@ tools): one more codec over the translation service, the stored glossaries and t
   ``{"document_id", "document_key"}``: a file job; ``POST /v2/document/{id}`` -> its
   ``status`` (queued, translating, done, error), ``seconds_remaining``, ``billed_characters`` once
   done (the characters of text translated); ``POST
-  /v2/document/{id}/result`` -> the translated file (503 until it is done, as DeepL answers).
+  /v2/document/{id}/result`` -> the translated file (503 until done, as DeepL answers; 400 if failed).
 
 ``Authorization: DeepL-Auth-Key KEY`` (or ``Bearer KEY``, or the query's ``auth_key``): KEY is
 one of the server's tokens (403 otherwise; any key on a server without tokens). Errors are
@@ -84,6 +84,10 @@ JOB_STATUS = {"queued": "queued", "running": "translating", "done": "done", "fai
 class AuthorizationFailed(ServingError):
     status = "PERMISSION_DENIED"
     http_status = 403
+
+
+class DocumentNotReady(ServingError):
+    status, http_status = "UNAVAILABLE", 503
 
 
 class QuotaExceeded(ServingError):
@@ -356,7 +360,13 @@ class DeepLRoutes:
         return web.json_response(reply)
 
     async def result(self, request: web.Request, call: Call) -> web.StreamResponse:
-        job, path = await self.doors.jobs.result(*await self._job(request, call))
+        """The translated document. DeepL's client reads 503 as "not ready"; the jobs' own 409 it knows not."""
+        key, document_id = await self._job(request, call)
+        job = await self.doors.jobs.get(key, document_id)
+        if job.status != "done":
+            wait = DocumentNotReady(f"Document not ready: it is {JOB_STATUS[job.status]}; retry when it is done")
+            raise InvalidRequest(f"Document translation failed: {job.error or job.status}") if job.finished else wait
+        job, path = await self.doors.jobs.result(key, document_id)
         return file_response(path, job.media_type, job.filename)
 
 

@@ -442,3 +442,41 @@ def test_a_bad_tag_list_is_a_400_in_deepls_shape(server):
         body = {"text": ["at 3:45 PM"], "target_lang": "DE", "tag_handling": "xml"} | doc
         status, reply, _ = call(server, "/v2/translate", json.dumps(body).encode(), "application/json", key)
         assert status == 400 and words in json.loads(reply)["message"], reply
+
+
+def _broken_docx() -> bytes:
+    """A .docx whose document.xml is cut halfway: it uploads, and its job fails as it is read."""
+    whole, out = office.docx([[("Monday, March 3, 2025", "")] for _ in range(20)]), io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(whole)) as package, zipfile.ZipFile(out, "w") as broken:
+        for name in package.namelist():
+            data = package.read(name)
+            broken.writestr(name, data[: len(data) // 2] if name == "word/document.xml" else data)
+    return out.getvalue()
+
+
+def test_a_document_not_done_is_not_ready_and_a_failed_ones_download_says_why(server):
+    """DeepL answers a download before the document is done with 503, which its client reads as
+    "document not ready" (and retries); a document that failed names its error. Not 409, which
+    the client only reports as an unexpected status code."""
+    translator = client(server)
+    waiting = [  # more than --running-jobs: the last waits queued while the others run
+        translator.translate_document_upload(
+            office.docx([[(f"Monday, March 3, 2025 ({i}, {n}).", "")] for i in range(100)]),
+            target_lang="DE", source_lang="EN", filename="memo.docx",
+        )
+        for n in range(4)
+    ]  # fmt: skip
+    last = waiting[-1]
+    form = json.dumps({"document_key": last.document_key}).encode()
+    key = {"Authorization": "DeepL-Auth-Key alice"}
+    status, reply, _ = call(server, f"/v2/document/{last.document_id}/result", form, "application/json", key)
+    assert status == 503 and "not ready" in json.loads(reply)["message"], reply
+    for handle in waiting:
+        assert translator.translate_document_wait_until_done(handle).done
+    failed = translator.translate_document_upload(_broken_docx(), target_lang="DE", filename="broken.docx")
+    assert translator.translate_document_wait_until_done(failed).status == deepl.DocumentStatus.Status.ERROR
+    with pytest.raises(deepl.DeepLException, match="^Bad request"):
+        translator.translate_document_download(failed, io.BytesIO())
+    form = json.dumps({"document_key": failed.document_key}).encode()
+    status, reply, _ = call(server, f"/v2/document/{failed.document_id}/result", form, "application/json", key)
+    assert status == 400 and "failed: " in json.loads(reply)["message"] and "not well-formed" in str(reply), reply
