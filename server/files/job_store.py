@@ -155,6 +155,10 @@ class JobStore:
         """Marks an unfinished job cancelled; the job as it then is, None when unknown."""
         raise NotImplementedError
 
+    def delete(self, key: str, job_id: str) -> bool:
+        """Deletes a finished job's record and sentences (its files are the caller's); whether it was there."""
+        raise NotImplementedError
+
     def requeue(self, gone: Callable[[int], bool], keep: Collection[str] = (), before: float = math.inf) -> int:
         """Running jobs whose owner is ``gone`` back in the queue, but for the ids in ``keep`` (the
         caller's own jobs still running) and those claimed at ``before`` or later (a claim whose
@@ -248,6 +252,15 @@ class SqlJobStore(JobStore):
             (time.time(), job_id, key),
         )
         return self.get(key, job_id)
+
+    def delete(self, key: str, job_id: str) -> bool:
+        with self.db.transaction():
+            finished = ", ".join(f"'{status}'" for status in FINISHED)
+            sql = f"DELETE FROM jobs WHERE id = ? AND key = ? AND status IN ({finished})"
+            if not self.db.run(sql, (job_id, key)):
+                return False
+            self.db.run("DELETE FROM job_sentences WHERE job = ?", (job_id,))
+        return True
 
     def requeue(self, gone: Callable[[int], bool], keep: Collection[str] = (), before: float = math.inf) -> int:
         running = self.db.rows("SELECT id, owner FROM jobs WHERE status = 'running' AND started < ?", (before,))

@@ -124,6 +124,28 @@ def discard_files(blobs: Path, job_id: str) -> None:
         delete_files(blobs, job_id)
 
 
+def progress_writer(job: Job, resume: Resume, write: Callable[..., object]) -> Callable[[int, int], None]:
+    """A run's progress callback: ``write`` (the record's changes) at most every ``PROGRESS_S``,
+    and at once for the first sentence done, the total known, this run's first decoded one and the end."""
+    last, seen = 0.0, None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal last, seen
+        # a resumed run counts again from 0 as it splits the file, its total unknown till
+        # then: what an earlier run reported stands (its sentences are stored, so they are
+        # done), so that no client sees the job go back
+        done, total = max(done, job.done), total or job.total
+        now, state = time.monotonic(), (done > 0, total > 0, done == total, resume.decoded > 0)
+        if now - last >= PROGRESS_S or state != seen:
+            changes = dict(done=done, total=total, reused=resume.reused, decoded=resume.decoded)
+            if state[3] and not (seen and seen[3]):  # this run's pace is measured from here
+                changes.update(paced=time.time(), paced_decoded=resume.decoded)
+            last, seen = now, state
+            write(**changes)
+
+    return progress
+
+
 # Every FileJobs of this process: a job's owner is the process, so the jobs it still runs are
 # all of theirs (servers started in one process, as tests do, share one owner id).
 _IN_PROCESS: weakref.WeakSet[FileJobs] = weakref.WeakSet()
@@ -254,23 +276,9 @@ class FileJobs:
             known = await self._off(self.store.sentences, job.id)
             terms = await self._off(self.store.glossary, job.id)  # as resolved when it was submitted
             resume = Resume(known, lambda pairs: self._io.submit(self.store.add_sentences, job.id, pairs))
-            last, seen = 0.0, None
-
-            def progress(done: int, total: int) -> None:
-                nonlocal last, seen
-                # a resumed run counts again from 0 as it splits the file, its total unknown till
-                # then: what an earlier run reported stands (its sentences are stored, so they are
-                # done), so that no client sees the job go back
-                done, total = max(done, job.done), total or job.total
-                now, state = time.monotonic(), (done > 0, total > 0, done == total, resume.decoded > 0)
-                # the first sentence done, the total known, this run's first decoded one and the end
-                # are written at once
-                if now - last >= PROGRESS_S or state != seen:
-                    changes = dict(done=done, total=total, reused=resume.reused, decoded=resume.decoded)
-                    if state[3] and not (seen and seen[3]):  # this run's pace is measured from here
-                        changes.update(paced=time.time(), paced_decoded=resume.decoded)
-                    last, seen = now, state
-                    self._io.submit(self.store.update, job.id, **changes)
+            progress = progress_writer(
+                job, resume, lambda **changes: self._io.submit(self.store.update, job.id, **changes)
+            )
 
             call = Call(METHOD, job.model, job.id, client=job.client)  # its characters: the submitter's usage
             request = FileRequest(call, job.filename, content, job.source, job.target, job.model, stored_glossary=terms)
@@ -346,13 +354,13 @@ class FileJobs:
     async def get(self, api_key: str | None, job_id: str) -> Job:
         job = await self._off(self.store.get, key_digest(api_key), job_id)
         if job is None:
-            raise JobNotFound(f"no file job {job_id!r}: it expired, or was never made with this api key")
+            raise JobNotFound(f"no file job {job_id!r}: it expired, was removed, or was never made with this api key")
         return job
 
     async def cancel(self, api_key: str | None, job_id: str) -> Job:
         job = await self._off(self.store.cancel, key_digest(api_key), job_id)
         if job is None:
-            raise JobNotFound(f"no file job {job_id!r}: it expired, or was never made with this api key")
+            raise JobNotFound(f"no file job {job_id!r}: it expired, was removed, or was never made with this api key")
         task = self.running.get(job_id)
         if task is not None and job.status == "cancelled":
             task.cancel()
@@ -363,6 +371,11 @@ class FileJobs:
         if job.status != "done":
             raise NotFinished(f"file job {job_id} is {job.status}" + (f": {job.error}" if job.error else ""))
         return job, self.path(job.id, "out")
+
+    async def delete(self, api_key: str | None, job_id: str) -> None:
+        """A finished job, record, upload and result, gone at once (DeepL's document once downloaded)."""
+        if await self._off(self.store.delete, key_digest(api_key), job_id):
+            await self._off(discard_files, self.blobs, job_id)
 
     async def watch(self, api_key: str | None, job_id: str, every_s: float = 0.25):
         """The job each time its record changes, until it is finished (the last one yielded) or

@@ -24,7 +24,7 @@ tools): one more codec over the translation service, the stored glossaries and t
   ``{"document_id", "document_key"}``: a file job; ``POST /v2/document/{id}`` -> its
   ``status`` (queued, translating, done, error), ``seconds_remaining``, ``billed_characters`` once
   done (the characters of text translated); ``POST
-  /v2/document/{id}/result`` -> the translated file (503 until done, as DeepL answers; 400 if failed).
+  /v2/document/{id}/result`` -> the translated file, once (503 until done, as DeepL; 400 if failed).
 
 ``Authorization: DeepL-Auth-Key KEY`` (or ``Bearer KEY``, or the query's ``auth_key``): KEY is
 one of the server's tokens (403 otherwise; any key on a server without tokens). Errors are
@@ -56,7 +56,7 @@ from ...service.vocabulary import HTML, TEXT, MarkupRules
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, MonthlyQuotaExceeded, Overloaded, RateLimited, ServingError, echo
 from .deepl_languages import sources, targets, upper
-from .forms import FORM_SLACK, file_response, read_form
+from .forms import FORM_SLACK, read_form, sent_whole
 from .messages import json_object, multipart_pairs, read_body, text_body_limit, url_encoded_pairs
 from .table import RouteTable
 
@@ -360,14 +360,17 @@ class DeepLRoutes:
         return web.json_response(reply)
 
     async def result(self, request: web.Request, call: Call) -> web.StreamResponse:
-        """The translated document. DeepL's client reads 503 as "not ready"; the jobs' own 409 it knows not."""
+        """The translated document, once: removed once sent whole, as DeepL does (then 404).
+        DeepL's client reads 503 as "not ready"; the file jobs' own 409 it knows not."""
         key, document_id = await self._job(request, call)
         job = await self.doors.jobs.get(key, document_id)
         if job.status != "done":
             wait = DocumentNotReady(f"Document not ready: it is {JOB_STATUS[job.status]}; retry when it is done")
             raise InvalidRequest(f"Document translation failed: {job.error or job.status}") if job.finished else wait
         job, path = await self.doors.jobs.result(key, document_id)
-        return file_response(path, job.media_type, job.filename)
+        response = await sent_whole(request, path, job.media_type, job.filename)  # a broken send keeps it
+        await self.doors.jobs.delete(key, document_id)
+        return response
 
 
 def not_supported(exc: LanguageNotServed, source: str) -> InvalidRequest:

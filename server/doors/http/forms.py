@@ -4,6 +4,7 @@ that takes or returns files reads and writes (LibreTranslate's /translate_file, 
 
 from __future__ import annotations
 
+import asyncio
 import re
 import urllib.parse
 from pathlib import Path
@@ -88,3 +89,14 @@ def file_response(path: Path, media_type: str, filename: str) -> web.FileRespons
     """A stored file as its download: its media type, its name, never cached."""
     headers = {"Content-Type": media_type, "Content-Disposition": content_disposition(filename)}
     return web.FileResponse(path, headers={**headers, "Cache-Control": "no-store"})
+
+
+async def sent_whole(request: web.Request, path: Path, media_type: str, filename: str) -> web.Response:
+    """A stored file sent as :func:`file_response` sends it, returned once the client has it all
+    (a client gone midway raises ``ConnectionError``), so that the caller may then remove it."""
+    body = await asyncio.get_running_loop().run_in_executor(None, path.read_bytes)
+    headers = {"Content-Type": media_type, "Content-Disposition": content_disposition(filename)}
+    response = web.Response(body=body, headers={**headers, "Cache-Control": "no-store"})
+    await response.prepare(request)
+    await response.write_eof()
+    return response

@@ -480,3 +480,21 @@ def test_a_document_not_done_is_not_ready_and_a_failed_ones_download_says_why(se
     form = json.dumps({"document_key": failed.document_key}).encode()
     status, reply, _ = call(server, f"/v2/document/{failed.document_id}/result", form, "application/json", key)
     assert status == 400 and "failed: " in json.loads(reply)["message"] and "not well-formed" in str(reply), reply
+
+
+def test_a_document_is_downloaded_once_then_gone(server):
+    """DeepL removes a translated document once it is downloaded: a second download and its status
+    are "not found" (the job routes' too: its record and files are deleted)."""
+    translator = client(server, "bob")
+    sent = office.docx([[("Monday, March 3, 2025", "")]])
+    handle = translator.translate_document_upload(sent, target_lang="DE", source_lang="EN", filename="memo.docx")
+    assert translator.translate_document_wait_until_done(handle).done
+    out = io.BytesIO()
+    translator.translate_document_download(handle, out)
+    assert "Montag, 3. März 2025" in _document_xml(out.getvalue())
+    with pytest.raises(deepl.DeepLException, match="^Not found"):
+        translator.translate_document_download(handle, io.BytesIO())
+    with pytest.raises(deepl.DeepLException, match="^Not found"):
+        translator.translate_document_get_status(handle)
+    status, reply, _ = call(server, f"/jobs/{handle.document_id}", headers={"Authorization": "Bearer bob"})
+    assert status == 404, reply

@@ -118,6 +118,19 @@ def test_expired_jobs_go_with_their_sentences(database):
     assert store.get("", "new").status == "queued"
 
 
+def test_a_finished_job_of_its_key_is_deleted_with_its_sentences_and_a_running_one_is_not(database):
+    store = SqlJobStore(database)
+    store.add(job("mine", key="k"), 10, 10, 1000)
+    assert store.claim(owner=1).id == "mine"
+    store.add_sentences("mine", {"a": "b"})
+    assert not store.delete("k", "mine")  # running: its runner still writes to it
+    assert store.update("mine", status="done", done=1, total=1)
+    assert not store.delete("other key", "mine") and store.get("k", "mine").status == "done"
+    assert store.delete("k", "mine")
+    assert store.get("k", "mine") is None and store.sentences("mine") == {}
+    assert not store.delete("k", "mine")
+
+
 def test_an_owner_is_gone_only_when_its_own_host_says_so():
     me = job_store.owner_id()
     assert me & ((1 << job_store.PID_BITS) - 1) == os.getpid() and not job_store.owner_gone(me)
