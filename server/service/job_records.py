@@ -12,16 +12,22 @@ from typing import Any
 from ..files.job_store import Job
 from .files import Resume, TranslatedFile
 
+PACE_S = 0.5  # at least, of a run's decoding before its pace says how long the rest takes
+
 
 def remaining_s(job: Job, now: float | None = None) -> float | None:
     """The estimated seconds left of a running job: its pace this run over the sentences left.
     The pace is that of the sentences the engine translated since this run's first were recorded
     (``paced``), which a claim sets back: neither a resumed job's earlier runs nor this run's
     first moments (the file read and split, a model loaded, the engine's first batch, which would
-    make 5 sentences in a second read as 10 minutes left) are its pace. None until it is known."""
+    make 5 sentences in a second read as 10 minutes left) are its pace, nor is its first
+    ``PACE_S`` (a batch or two: a resumed run's first new sentences come few among its reused
+    ones: 12 in a fraction of a second read as 85 s left when 5 were). None until it is known."""
     if job.status != "running" or not job.paced or job.decoded <= job.paced_decoded or not job.total:
         return None
-    elapsed = max((now or time.time()) - job.paced, 1e-3)
+    elapsed = (now or time.time()) - job.paced
+    if elapsed < PACE_S:
+        return None
     return max(0.0, elapsed / (job.decoded - job.paced_decoded) * (job.total - job.done))
 
 

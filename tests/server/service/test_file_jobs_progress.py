@@ -73,6 +73,7 @@ def test_a_resumed_jobs_progress_never_goes_back_and_its_time_left_is_this_runs(
         # seconds since the claim would read as minutes left, 3,040 as 2 s)
         assert remaining_s(first_batch, first_batch.started + 10.0) is None, view(first_batch)
         going = await told(again, second, job.id)
+        assert remaining_s(going, going.paced + 0.25) is None, view(going)  # a batch or two is no pace yet
         # 40 more sentences in the 1 s since the first ones: the 5,920 left take about 148 s
         assert remaining_s(going, going.paced + 1.0) == 5920 / 40, view(going)
         second.release.set()
