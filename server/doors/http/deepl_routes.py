@@ -21,10 +21,9 @@ tools): one more codec over the translation service, the stored glossaries and t
   UTC, through any door, and its quota: ``service.usage``),
   ``GET /v2/glossary-language-pairs``, ``/v2/glossaries`` (``deepl_glossary_routes``);
 - ``POST /v2/document`` (a multipart ``file``, ``target_lang``, ``source_lang``, ``glossary_id``) ->
-  ``{"document_id", "document_key"}``: a file job; ``POST /v2/document/{id}`` -> its
-  ``status`` (queued, translating, done, error), ``seconds_remaining``, ``billed_characters`` once
-  done (the characters of text translated); ``POST
-  /v2/document/{id}/result`` -> the translated file, once (503 until done, as DeepL; 400 if failed).
+  ``{"document_id", "document_key"}``: a file job; ``POST /v2/document/{id}`` -> its ``status``
+  (queued, translating, done, error), ``seconds_remaining``, ``billed_characters`` once done (the
+  characters of text translated); ``.../result`` -> the file, once (503 until done, 400 if failed).
 
 ``Authorization: DeepL-Auth-Key KEY`` (or ``Bearer KEY``, or the query's ``auth_key``): KEY is
 one of the server's tokens (403 otherwise; any key on a server without tokens). Errors are
@@ -47,7 +46,7 @@ from typing import Any
 from aiohttp import web
 from multidict import MultiDict
 
-from ...service.file_jobs import JobRequest
+from ...service.file_jobs import JobNotFound, JobRequest
 from ...service.job_records import remaining_s
 from ...service.requests import AUTO, TranslationRequest
 from ...service.routing import LanguageNotServed
@@ -342,8 +341,10 @@ class DeepLRoutes:
         fields = await read_fields(request, self.settings.max_message_bytes)
         document_id = request.match_info["id"]
         sent = fields.get("document_key")
-        if not isinstance(sent, str) or not hmac.compare_digest(sent, document_key(document_id)):
-            raise InvalidRequest("Parameter 'document_key' is missing or does not belong to this document")
+        if not isinstance(sent, str) or not sent:
+            raise InvalidRequest("Parameter 'document_key' not specified.")
+        if not hmac.compare_digest(sent.encode(), document_key(document_id).encode()):  # DeepL's 404, as an unknown id
+            raise JobNotFound("Document not found: no document has this document_id and document_key")
         return key, document_id
 
     async def status(self, request: web.Request, call: Call) -> web.Response:
@@ -360,8 +361,7 @@ class DeepLRoutes:
         return web.json_response(reply)
 
     async def result(self, request: web.Request, call: Call) -> web.StreamResponse:
-        """The translated document, once: removed once sent whole, as DeepL does (then 404).
-        DeepL's client reads 503 as "not ready"; the file jobs' own 409 it knows not."""
+        """The translated document, once (then 404, as DeepL); 503 until done, DeepL's "not ready"."""
         key, document_id = await self._job(request, call)
         job = await self.doors.jobs.get(key, document_id)
         if job.status != "done":

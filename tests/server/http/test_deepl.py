@@ -498,3 +498,23 @@ def test_a_document_is_downloaded_once_then_gone(server):
         translator.translate_document_get_status(handle)
     status, reply, _ = call(server, f"/jobs/{handle.document_id}", headers={"Authorization": "Bearer bob"})
     assert status == 404, reply
+
+
+def test_a_wrong_document_key_or_id_is_not_found_as_deepl_answers(server):
+    """DeepL answers a document id that does not exist, or a wrong document_key, with 404
+    ("Document not found"); a missing document_key is a 400 naming it."""
+    translator = client(server)
+    sent = office.docx([[("Monday, March 3, 2025", "")]])
+    handle = translator.translate_document_upload(sent, target_lang="DE", source_lang="EN", filename="memo.docx")
+    for wrong in (deepl.DocumentHandle(handle.document_id, "0" * 32), deepl.DocumentHandle("no-such-id", "0" * 32)):
+        with pytest.raises(deepl.DeepLException, match="^Not found"):
+            translator.translate_document_get_status(wrong)
+        with pytest.raises(deepl.DeepLException, match="^Not found"):
+            translator.translate_document_download(wrong, io.BytesIO())
+    key = {"Authorization": "DeepL-Auth-Key alice"}
+    for form, status_code in (({"document_key": "schlüssel"}, 404), ({}, 400), ({"document_key": ""}, 400)):
+        status, reply, _ = call(
+            server, f"/v2/document/{handle.document_id}", json.dumps(form).encode(), "application/json", key
+        )
+        assert status == status_code and "ocument" in json.loads(reply)["message"], reply
+    assert translator.translate_document_wait_until_done(handle).done  # the right key still finds it
