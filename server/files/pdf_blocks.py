@@ -18,7 +18,8 @@ the blank between them, nor does a line that runs across the blank beside the li
 A list's bullet or label at a line's start begins a block of its own (``pdf_lists``).
 Inside a line, objects are joined with a space where PDFium's text page put one: it measures the
 gap by the glyphs' advances, where their tight boxes leave gaps between the digits of one number
-when a browser writes a glyph an object.
+when a browser writes a glyph an object (on a page it reads as vertical text it puts none, and
+a glyph's advance decides: ``pdf_lines.with_spaces``).
 A block's text is its lines joined by spaces (a line-end hyphen joined without one, and so is a
 line of Chinese or Japanese wrapped between two of its wide characters, which no space parts). A line
 with right-to-left letters (Hebrew, Arabic) is read from its objects' own characters where they
@@ -44,7 +45,7 @@ from .pdf_bidi import MIRROR, has_rtl, logical, right_to_left
 from .pdf_cells import part_cells
 from .pdf_columns import part_columns
 from .pdf_fonts import outline
-from .pdf_lines import Line, Rows, Run, gap_between
+from .pdf_lines import Line, Rows, Run, gap_between, with_spaces
 from .pdf_lists import SYMBOL_BULLETS, item, label
 from .pdf_paths import ASCENT, DESCENT, Paths, pdfium_c
 from .pdf_rows import part_gaps
@@ -347,7 +348,7 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
             lines[-1].runs.append(run)
         else:
             lines.append(Line([run]))
-    parted = part_columns(part_cells(part_gaps([ln.runs for ln in lines], label)), label)  # cells
+    parted = part_columns(part_cells(part_gaps([with_spaces(ln.runs) for ln in lines], label)), label)  # cells
     lines = [Line(list(runs)) for runs in parted]
     rows = Rows(lines)
     for line in lines:  # a right-to-left line is read from its characters as drawn (``Line.text``)

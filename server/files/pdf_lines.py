@@ -5,11 +5,12 @@ the page's lines by baseline (which stand beside one another, as a table's cells
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .pdf_bidi import has_rtl
 
 WORD_GAP = 0.3  # a gap between two objects' glyph boxes wider than this many sizes is a space
+SPACE = 0.2  # no font's space is narrower than this many sizes: a narrower blank is inside a word
 
 
 @dataclass(frozen=True)
@@ -89,3 +90,22 @@ def gap_between(before: Run, run: Run) -> float:
     """The blank between two objects of a line: from ``before``'s glyphs to ``run``'s origin, or
     to its glyphs where they begin left of it; a glyph's ink alone may stand an em from its neighbour's."""
     return min(run.left, run.x) - before.right
+
+
+def with_spaces(runs: list[Run]) -> list[Run]:
+    """A line's objects with a space after each glyph that the next object stands ``SPACE`` sizes
+    or more past the advance of, where PDFium's text page put none. It puts one there on a page it
+    reads as horizontal text; a page whose text covers more of its height than of its width (a
+    few short rows drawn glyph by glyph, blanks between the glyphs' boxes) it reads as vertical,
+    and there it breaks the line after each glyph and spaces none: a cell's words ran together
+    ("LisbontoPorto") and so did its cells ("Tea2"). A right-to-left line is read apart (``Line.text``)."""
+    if any(has_rtl(run.text) for run in runs):
+        return runs
+    out = runs[:1]
+    for before, run in zip(runs, runs[1:]):
+        unspaced = not (before.text.endswith(" ") or run.text.startswith(" "))
+        if unspaced and run.index == before.index + 1 and before.advance > 0:
+            if run.x - before.x - before.advance >= SPACE * run.size:
+                out[-1] = replace(out[-1], text=out[-1].text + " ")
+        out.append(run)
+    return out

@@ -26,10 +26,9 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from .pdf_cells import PAST, Placed
-from .pdf_lines import WORD_GAP
+from .pdf_lines import SPACE, WORD_GAP
 
 CELL_GAP = 2.5  # a gap this many times the line's narrowest word gap parts a row's cells
-SPACE = 0.2  # no font's space is narrower than this many sizes: a narrower blank is inside a word
 AT = 0.01  # a glyph this close (in sizes) past the advance of the one before stands at it
 GLYPHS = 3  # glyphs at their advances that show a line is set so
 LABEL_CHARS = 12  # no list's label ("1.", "iv)", a bullet) is longer

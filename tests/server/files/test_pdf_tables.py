@@ -7,6 +7,8 @@ line up with the words of the lines around them."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 from fpdf import FPDF
 
@@ -340,3 +342,36 @@ def test_two_rows_whose_first_cells_end_a_hair_apart_are_read_cell_by_cell(space
     words(pdf, 36, 300, lone, spaces * space)
     texts = files.read("rows.pdf", bytes(pdf.output()), LIMIT).texts
     assert texts == (*(text for row in rows for text in row), " ".join(justified), lone)
+
+
+@pytest.mark.parametrize("spaces", [1.5, 2.0, 2.5])
+def test_rows_drawn_glyph_by_glyph_keep_the_spaces_of_their_cells(spaces):
+    """Rows drawn glyph by glyph, each column ``spaces`` word spaces after the widest cell of the
+    one before, beside a justified paragraph drawn so, and two of the rows alone on a page: PDFium's
+    text page reads such a page (more of its height covered by text than of its width) as vertical
+    text and puts no space after any glyph, so a cell's words ran together ("LisbontoPorto",
+    "25euros", the paragraph's "Wedroveto") and, 2.5 spaces apart, its cells too ("Tea2"). Each
+    cell keeps its spaces, as the rows drawn a cell an object on the last page do, and the
+    paragraph reads whole."""
+    rows = [["Lisbon to Porto", "25 euros", "Single"], ["Tea", "2", "cups"], ["Milk", "14", "jugs"]]
+    justified = ["We drove to it", "in May and in", "June."]
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.set_font("Helvetica", "", 12)
+    space = pdf.get_string_width(" ")
+
+    def table(draw: Callable[[FPDF, float, float, str], None], rows: list[list[str]]) -> None:
+        pdf.add_page()
+        widths = [max(pdf.get_string_width(row[c]) for row in rows) for c in range(3)]
+        edges = [36.0, 36.0 + widths[0] + spaces * space, 36.0 + widths[0] + widths[1] + 2 * spaces * space]
+        for r, row in enumerate(rows):
+            for text, x in zip(row, edges):
+                draw(pdf, x, 100 + 15 * r, text)
+
+    table(glyphs, rows)
+    for row, line in enumerate(justified):
+        spaced(pdf, 330, 100 + 13 * row, line.split(), spaces * space if row < 2 else space)
+    table(glyphs, rows[1:])
+    table(FPDF.text, rows)
+    texts = files.read("glyphs.pdf", bytes(pdf.output()), LIMIT).texts
+    cells = [text for row in rows for text in row]
+    assert texts == (*cells, " ".join(justified), *cells[3:], *cells)
