@@ -165,8 +165,11 @@ class JobStore:
         job its process has yet to add to what it runs); how many."""
         raise NotImplementedError
 
-    def expired(self, now: float) -> list[str]:
-        """Deletes the records past their expiry; their ids (their files are the caller's)."""
+    def expired(self, now: float, retention_s: float) -> list[str]:
+        """Deletes the records past their expiry; their ids (their files are the caller's). Never a
+        running job's, nor one queued again after a run that started within ``retention_s`` (an
+        interrupted run, to be resumed): a job that outlives its expiry is kept until it ends, and
+        then for ``retention_s`` (its end sets a new expiry)."""
         raise NotImplementedError
 
     def add_sentences(self, job_id: str, pairs: Mapping[str, str]) -> None:
@@ -269,8 +272,15 @@ class SqlJobStore(JobStore):
         sql = "UPDATE jobs SET status = 'queued', owner = 0 WHERE id = ? AND status = 'running' AND owner = ?"
         return sum(self.db.run(sql, row) for row in running if owners[row[1]] and row[0] not in keep)
 
-    def expired(self, now: float) -> list[str]:
-        ids = [r[0] for r in self.db.rows("DELETE FROM jobs WHERE expires <= ? RETURNING id", (now,))]
+    def expired(self, now: float, retention_s: float) -> list[str]:
+        ids = [
+            r[0]
+            for r in self.db.rows(
+                "DELETE FROM jobs WHERE expires <= ? AND status <> 'running' "
+                "AND NOT (status = 'queued' AND started > ?) RETURNING id",
+                (now, now - retention_s),
+            )
+        ]
         self.db.run_many("DELETE FROM job_sentences WHERE job = ?", [(i,) for i in ids])
         return ids
 

@@ -17,7 +17,8 @@ on the folder or within seconds by one running on it, and resumes with those sen
 (``glossary_id``) has it read for its key when it is submitted (an unknown id is refused then)
 and keeps its entries in its record, so that every run uses the same terms.
 Jobs are bounded (``--max-jobs``, ``--max-jobs-per-key``, ``--max-job-bytes-per-key``) and
-deleted, result and all, ``--job-retention-s`` after they were submitted. What a record
+deleted, result and all, ``--job-retention-s`` after they were submitted, never while they run (one
+that runs past that is kept ``--job-retention-s`` from its end). What a record
 reports, and what a finished run writes into it: ``job_records``.
 """
 
@@ -44,7 +45,7 @@ from ..shared.errors import InvalidRequest, ModelNotFound, Overloaded, ServingEr
 from ..shared.locations import per_repository_dir
 from ..state import StoreUnavailable
 from .files import FileRequest, FileTranslation, Resume
-from .job_records import finished
+from .job_records import finished, kept
 
 log = logging.getLogger(__name__)
 
@@ -248,7 +249,7 @@ class FileJobs:
         now = time.time()
         if now - self._last_sweep >= min(SWEEP_S, self.settings.job_retention_s / 4):
             self._last_sweep = now
-            for job_id in await self._off(self.store.expired, now):
+            for job_id in await self._off(self.store.expired, now, self.settings.job_retention_s):
                 await self._off(delete_files, self.blobs, job_id)
 
     async def _requeue(self) -> None:
@@ -284,7 +285,9 @@ class FileJobs:
             request = FileRequest(call, job.filename, content, job.source, job.target, job.model, stored_glossary=terms)
             translated = await self.translation.translate(request, progress, resume)
             await self._off(self.path(job.id, "out").write_bytes, translated.content)
-            taken = await self._off(self.store.update, job.id, **finished(job, translated, resume))
+            taken = await self._off(
+                self.store.update, job.id, **finished(job, translated, resume, self.settings.job_retention_s)
+            )
             if not taken:  # expired, or cancelled meanwhile (by a request to this process or another)
                 await self._off(self.path(job.id, "out").unlink, missing_ok=True)
         except asyncio.CancelledError:
@@ -292,24 +295,25 @@ class FileJobs:
         except StoreUnavailable as exc:  # its record still says running: queued again once the store answers
             log.error("file job %s stopped: %s", job.id, exc)
         except ServingError as exc:
-            await self._failed(job.id, str(exc))
+            await self._failed(job, str(exc))
         except OSError as exc:  # its files: a full disk, a vanished folder
             log.error("file job %s failed: %s", job.id, exc)
             reason = exc.strerror or type(exc).__name__
-            await self._failed(job.id, f"the server could not read or write the job's files: {reason}")
+            await self._failed(job, f"the server could not read or write the job's files: {reason}")
         except Exception as exc:  # the job fails, the server goes on
             log.exception("file job %s failed", job.id)
-            await self._failed(job.id, f"internal error: {type(exc).__name__}")
+            await self._failed(job, f"internal error: {type(exc).__name__}")
         finally:
             self.running.pop(job.id, None)
             if self._wake is not None:
                 self._wake.set()
 
-    async def _failed(self, job_id: str, error: str) -> None:
+    async def _failed(self, job: Job, error: str) -> None:
+        expires = kept(job, self.settings.job_retention_s)
         try:
-            await self._off(self.store.update, job_id, status="failed", error=error)
+            await self._off(self.store.update, job.id, status="failed", error=error, expires=expires)
         except Exception as exc:  # noqa: BLE001 - its record still says running: queued again, it runs again
-            log.error("file job %s: its failure was not recorded: %s", job_id, exc)
+            log.error("file job %s: its failure was not recorded: %s", job.id, exc)
 
     # ------------------------------------------------------------------ the doors' operations
 

@@ -52,14 +52,16 @@ def view(job: Job) -> dict[str, Any]:
     }
 
 
-def finished(job: Job, translated: TranslatedFile, resume: Resume) -> dict[str, Any]:
+def finished(job: Job, translated: TranslatedFile, resume: Resume, retention_s: float) -> dict[str, Any]:
     """The record's changes once ``job`` is translated: done, with its counts (sentences, and the
     characters of text translated, as TranslateFile counts them) and its file, and the model
     and languages its translation used where the job left them to the server (``translated``'s,
     as TranslateFile reports them: for a file of several languages, the one detected for its
-    texts together). A finished job is never claimed again, so its model may name the one used."""
+    texts together). A finished job is never claimed again, so its model may name the one used.
+    A job that ran past its expiry is kept ``retention_s`` from its end (:func:`kept`)."""
     return dict(
         status="done",
+        expires=kept(job, retention_s),
         done=translated.sentences,
         total=translated.sentences,
         reused=resume.reused,
@@ -71,3 +73,9 @@ def finished(job: Job, translated: TranslatedFile, resume: Resume) -> dict[str, 
         detected=translated.detected.language if translated.detected else "",
         characters=translated.characters,
     )
+
+
+def kept(job: Job, retention_s: float) -> float:
+    """When ``job``, ending now, expires: as set at its submission, or ``retention_s`` from now where
+    it ran past that (the store never deletes a running job), so its result can still be fetched."""
+    return max(job.expires, time.time() + retention_s)

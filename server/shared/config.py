@@ -255,7 +255,9 @@ class Settings:
         256 << 20, "bytes of one api key's job files (sent and translated) kept at once"
     )
     job_retention_s: float = _setting(
-        86400.0, "seconds a file job and its result are kept after it was submitted; then deleted"
+        86400.0,
+        "seconds a file job and its result are kept after it was submitted (one still running then: after it ends); "
+        "then deleted",
     )
     # access (docs/operations.md)
     tls_cert: str = _setting("", "PEM server certificate chain; with --tls-key serves TLS only")

@@ -113,9 +113,21 @@ def test_expired_jobs_go_with_their_sentences(database):
     store.add(job("old", expires=5.0), 10, 10, 1000)
     store.add(job("new", expires=50.0), 10, 10, 1000)
     store.add_sentences("old", {"a": "b"})
-    assert store.expired(now=10.0) == ["old"]
+    assert store.expired(now=10.0, retention_s=1.0) == ["old"]
     assert store.get("", "old") is None and store.sentences("old") == {}
     assert store.get("", "new").status == "queued"
+
+
+def test_a_running_job_and_one_queued_again_to_resume_are_not_expired_under_their_run(database):
+    store = SqlJobStore(database)
+    for job_id in ("running", "resuming", "abandoned", "waiting"):
+        store.add(job(job_id, expires=5.0), 10, 10, 1000)
+    for _ in range(3):
+        store.claim(owner=1)  # running, resuming, abandoned, oldest first; waiting stays queued
+    store.update("resuming", status="queued", owner=0, started=95.0)  # interrupted: queued to resume
+    store.update("abandoned", status="queued", owner=0, started=20.0)  # interrupted long ago
+    assert sorted(store.expired(now=100.0, retention_s=50.0)) == ["abandoned", "waiting"]
+    assert {store.get("", j).status for j in ("running", "resuming")} == {"running", "queued"}
 
 
 def test_a_finished_job_of_its_key_is_deleted_with_its_sentences_and_a_running_one_is_not(database):
