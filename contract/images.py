@@ -93,7 +93,10 @@ def _open_checked(data: bytes, max_pixels: int, max_bytes: int) -> Image.Image:
             width, height = image.size
             if width * height > max_pixels:
                 raise _too_many_pixels(f"{width}x{height} = {width * height}", max_pixels)
+            deep_key = _deep_png_key(image)
             image.load()  # the full decode
+            if deep_key is not None:
+                image.info["transparency"] = deep_key
     except ImageRejected:
         raise
     except Image.DecompressionBombError as exc:  # Pillow's own guard, in Image.open
@@ -123,7 +126,8 @@ def declared_pixels(data: bytes) -> int:
 def _to_8bit(image: Image.Image) -> Image.Image:
     """16-bit, 32-bit and float greyscale to "L" by scaling (Pillow's own convert clips at 255):
     16-bit modes from their range; a 32-bit or float image from the range its values fill (a
-    32-bit TIFF often holds 8- or 16-bit values, a float one 0..1). A float image holding NaN or
+    32-bit TIFF often holds 8- or 16-bit values, a float one 0..1). "LA" where a tRNS key colour
+    is (its pixels transparent), the embedded profile kept. A float image holding NaN or
     infinity is refused."""
     values = np.asarray(image, dtype=np.float32)  # (H, W)
     if image.mode == "F":  # no level stands for NaN or infinity, and one would set the scale of every pixel
@@ -142,7 +146,24 @@ def _to_8bit(image: Image.Image) -> Image.Image:
         scale = 1.0
     else:
         scale = 1 / 257.0 if peak <= 65535.0 else 255.0 / peak
-    return Image.fromarray(np.clip(np.rint(values * scale), 0, 255).astype(np.uint8), mode="L")
+    grey = Image.fromarray(np.clip(np.rint(values * scale), 0, 255).astype(np.uint8), mode="L")
+    key = image.info.get("transparency")
+    # a 16-bit PNG's tRNS key, matched on the values: scaled, its neighbours would round to it
+    if isinstance(key, (int, float)):
+        grey = Image.merge("LA", (grey, Image.fromarray(np.where(values == key, 0, 255).astype(np.uint8), mode="L")))
+    if "icc_profile" in image.info:
+        grey.info["icc_profile"] = image.info["icc_profile"]
+    return grey
+
+
+def _deep_png_key(image: Image.Image) -> tuple[int, ...] | None:
+    """A 48-bit PNG's tRNS key colour as the 8-bit one its pixels decode to (Pillow keeps each
+    sample's high byte but compares the key's low bytes with them: only a key of 8-bit samples
+    times 257 matched); None for any other image. Read before the decode, which drops the raw mode."""
+    key = image.info.get("transparency")
+    if image.format != "PNG" or image.mode != "RGB" or not isinstance(key, tuple) or not image.tile:
+        return None
+    return tuple(v >> 8 for v in key) if image.tile[0].args == "RGB;16B" else None
 
 
 def _flatten_alpha(image: Image.Image) -> Image.Image:
@@ -162,11 +183,15 @@ def _flatten_alpha(image: Image.Image) -> Image.Image:
     return Image.alpha_composite(Image.new("RGBA", rgba.size, background), rgba).convert("RGB")
 
 
+def _deep(image: Image.Image) -> bool:
+    return image.mode.startswith("I") or image.mode == "F"
+
+
 def to_mode(image: Image.Image, channels: int) -> Image.Image:
     """Any decoded mode (1, L, LA, P, RGB, RGBA, CMYK, YCbCr, LAB, I;16, I, F, ...) to "L" or "RGB"."""
-    if image.mode.startswith("I") or image.mode == "F":
+    if _deep(image):
         image = _to_8bit(image)
-    elif image.mode in ("RGBA", "LA", "PA", "La", "RGBa") or "transparency" in image.info:  # alpha or a key colour
+    if image.mode in ("RGBA", "LA", "PA", "La", "RGBa") or "transparency" in image.info:  # alpha or a key colour
         image = _flatten_alpha(image)
     elif image.mode == "LAB":  # a Lab TIFF: Pillow converts LAB to RGB alone, not to L
         image = image.convert("RGB")
@@ -274,7 +299,10 @@ def preprocess_image(
     # every pixel, 2x: 5), as a filter's resize averages it anyway; not where the ink is cropped to
     # first, nor for a model that samples pixels (nearest)
     least = 0 if prep.crop_to_ink or prep.resample == "nearest" else 4 * prep.image_size
-    return preprocess_pil(to_srgb(_upright(image), least), prep)
+    image = _upright(image)
+    if _deep(image):  # 8 bits before the profile, which lcms reads in 8-bit modes here
+        image = _to_8bit(image)
+    return preprocess_pil(to_srgb(image, least), prep)
 
 
 # EXIF orientation 2..8 -> the transpose that shows the picture as its camera saw it.
