@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import struct
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -134,3 +135,48 @@ def test_a_png_key_colour_is_transparent_as_alpha_is(mode, key, ink, background,
     with_key = preprocess_image(_encode(picture, transparency=key), prep)
     assert np.array_equal(with_key, preprocess_image(_encode(rgba), prep))
     assert (with_key[:, 0, 0] == background).all()  # the background, not the key colour
+
+
+_SRGB = ImageCms.createProfile("sRGB")
+GHOSTSCRIPT_CMYK = Path("/usr/share/color/icc/ghostscript/default_cmyk.icc")  # Debian's libgs-common
+
+
+@pytest.mark.parametrize("profiled", [False, True], ids=["no-profile", "swop-profile"])
+def test_a_cmyk_jpeg_reads_as_a_viewer_shows_it(profiled):
+    """A print export: Adobe's inverted CMYK (the APP14 marker), without a profile converted
+    naively as viewers do (cyan is 0, 255, 255), with one through lcms (SWOP's cyan is 0, 175, 239)."""
+    if profiled and not GHOSTSCRIPT_CMYK.exists():
+        pytest.skip("Debian's libgs-common is not installed")
+    inks = [(255, 0, 0, 0), (0, 255, 0, 0), (0, 0, 0, 0), (0, 0, 0, 255)]  # cyan, magenta, paper, black
+    blocks = np.array([inks[x % 4] for y in range(6) for x in range(6)], np.uint8).reshape(6, 6, 4)
+    picture = Image.fromarray(blocks.repeat(8, axis=0).repeat(8, axis=1), "CMYK")
+    params = {"icc_profile": GHOSTSCRIPT_CMYK.read_bytes()} if profiled else {}
+    data = _encode(picture, "JPEG", quality=100, **params)
+    assert b"Adobe" in data[:200]
+    if profiled:
+        profile = ImageCms.getOpenProfile(io.BytesIO(params["icc_profile"]))
+        shown = ImageCms.profileToProfile(Image.fromarray(blocks, "CMYK"), profile, _SRGB, outputMode="RGB")
+    else:  # (255 - ink) x (255 - black) / 255
+        shown = Image.fromarray(
+            ((255 - blocks[..., :3].astype(np.uint16)) * (255 - blocks[..., 3:]) // 255).astype(np.uint8)
+        )
+    expected = np.asarray(shown, np.float32).transpose(2, 0, 1) / 255  # (3, 6, 6), a block a pixel
+    np.testing.assert_allclose(preprocess_image(data, RGB), expected, atol=3 * LEVEL)
+
+
+def test_a_palette_png_with_a_profile_converts_its_colours_and_keeps_its_transparent_index():
+    picture, adobe = _picture(), _adobe_rgb()
+    stored = ImageCms.profileToProfile(picture, ImageCms.createProfile("sRGB"), adobe, outputMode="RGB")
+    indexed = stored.quantize(16, method=Image.Quantize.MEDIANCUT)  # six colours: exact
+    colours = len(indexed.getpalette()) // 3
+    indices = np.asarray(indexed).copy()
+    indices[:8, :8] = colours  # a seventh entry, transparent
+    keyed = Image.fromarray(indices, "P")
+    keyed.putpalette(indexed.getpalette() + [0, 255, 0])
+    rgba = picture.convert("RGBA")
+    rgba.putpixel((0, 0), (0, 0, 0, 0))
+    rgba.paste((0, 0, 0, 0), (0, 0, 8, 8))
+    as_srgb = preprocess_image(_encode(rgba), RGB)
+    as_adobe = preprocess_image(_encode(keyed, icc_profile=adobe.tobytes(), transparency=colours), RGB)
+    np.testing.assert_allclose(as_adobe, as_srgb, atol=4 * LEVEL)
+    assert (as_adobe[:, 0, 0] == 1.0).all()  # transparent: white, not the entry's green
