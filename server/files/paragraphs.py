@@ -6,7 +6,8 @@ One :class:`Dialect` per family, read from the specs:
   ``<w:r>`` whose text is in ``<w:t>``; ``<w:tab/>``, ``<w:ptab/>`` (an absolute tab: a header's
   right-aligned part) and ``<w:br/>`` / ``<w:cr/>`` sit between texts. Deleted text
   (``<w:delText>``) and field codes (``<w:instrText>``) are not read. A hyphen element inside a
-  word (``<w:noBreakHyphen/>``, ``<w:softHyphen/>``) is part of its run (``slots.Hyphenated``).
+  word (``<w:noBreakHyphen/>``, ``<w:softHyphen/>``) is part of its run (``slots.Hyphenated``);
+  one with no word before it (``-5`` at a paragraph's start or after a tab) is the next word's.
   A field's result (§ 17.16: the runs of a ``<w:fldSimple>``, or those between a ``<w:fldChar>`` ``separate`` and its
   ``end``: a figure's number, a cross-reference, a page number) is what Word shows and does not
   compute again on opening, so it is kept as it is, a placeholder between the runs as a tab is;
@@ -223,6 +224,7 @@ class _Collector:
         self.complex = _Fields()
         self.readings: list[etree._Element] = []
         self.glued = False  # the last run ends in a hyphen element: a text right after it is its word's
+        self.leading: list[etree._Element] = []  # hyphen elements with no run before them: the next word's (-5)
 
     def slot(self, slot: Slot) -> None:
         text = slot.get()
@@ -235,9 +237,11 @@ class _Collector:
         if self.slots:
             self.joints.append(self.pending)
         self.pending = ""
-        self.slots.append(slot)
-        self.runs.append(text)
         self.styles.append(self.style(slot))
+        if self.leading:
+            slot, self.leading = Hyphenated((*self.leading, slot.element)), []
+        self.slots.append(slot)
+        self.runs.append(slot.get())
         self.edges.append((self.after_field, False))
         self.after_field = False
 
@@ -251,6 +255,7 @@ class _Collector:
     def field(self) -> None:
         """A field's result, kept as it is: the model reads :data:`FIELD` in its place."""
         self.pending += FIELD
+        self.leading = []  # a hyphen before a field is no word's: kept as it is
         self.after_field = True
         if self.edges:
             self.edges[-1] = (self.edges[-1][0], True)
@@ -278,6 +283,7 @@ class _Collector:
             count = element.get(f"{TEXT}c", "1")
             text *= int(count) if count.isdigit() and 0 < int(count) < 1000 else 1
         self.pending += text
+        self.leading = []  # a hyphen before a tab or break is no word's: kept as it is
 
     def walk(self, element: etree._Element) -> None:
         d = self.dialect
@@ -299,8 +305,12 @@ class _Collector:
                 if child.getparent().tag in d.run_parents and not self.complex.hidden:
                     self.slot(Slot(child, escaped=d.escaped))
             elif tag in d.hyphens:
-                if self.slots and not self.pending and not self.complex.hidden:
+                if self.complex.hidden:
+                    pass
+                elif self.slots and not self.pending:
                     self.glue(child)
+                else:  # -5 at a paragraph's start or after a tab: the word after it is the hyphen's
+                    self.leading.append(child)
             elif tag in d.readings:
                 self.readings += child.iter(*d.texts) if d.texts else [child]  # ODF: the reading is its text
             elif tag in d.fields:

@@ -65,10 +65,11 @@ class Slot:
 
 @dataclass(frozen=True)
 class Hyphenated:
-    """Text elements (``w:t``, the first of ``parts``) and the hyphen elements between and after
-    them, one run. Written: the translation into the first text element, each U+2011 in it a
-    ``<w:noBreakHyphen/>`` again; the source's hyphen elements removed (a soft hyphen's place in
-    the source's word is no place in the translation's) and its other text elements emptied."""
+    """Text elements (``w:t``) and the hyphen elements before, between and after them, one run
+    (``parts``, in document order: ``-5`` starts with its hyphen). Written: the translation into
+    the first text element (``element``), each U+2011 in it a ``<w:noBreakHyphen/>`` again; the
+    source's hyphen elements removed (a soft hyphen's place in the source's word is no place in
+    the translation's) and its other text elements emptied."""
 
     parts: tuple[etree._Element, ...]
     made: list[etree._Element] = field(default_factory=list, compare=False)  # written by the last set
@@ -76,13 +77,14 @@ class Hyphenated:
 
     @property
     def element(self) -> etree._Element:
-        return self.parts[0]
+        return next(p for p in self.parts if p.tag not in HYPHENS)
 
     def get(self) -> str:
         return "".join(HYPHENS[p.tag] if p.tag in HYPHENS else p.text or "" for p in self.parts)
 
     def set(self, text: str) -> None:
-        for element in [*self.made, *self.parts[1:]]:
+        target = self.element
+        for element in [*self.made, *(p for p in self.parts if p is not target)]:
             if element.tag in HYPHENS or element in self.made:
                 if element.getparent() is not None:
                     element.getparent().remove(element)
@@ -90,11 +92,15 @@ class Hyphenated:
                 Slot(element).set("")
         self.made.clear()
         first, *pieces = text.split(NO_BREAK)
-        Slot(self.parts[0]).set(first)
-        namespace, at = etree.QName(self.parts[0]).namespace, self.parts[0]
+        namespace, at = etree.QName(target).namespace, target
+        if not first and pieces:  # a translation that starts with one (-5): the hyphen before the text
+            target.addprevious(hyphen := etree.Element(f"{{{namespace}}}noBreakHyphen"))
+            self.made.append(hyphen)
+            first = pieces.pop(0)
+        Slot(target).set(first)
         for piece in pieces:
             hyphen = etree.Element(f"{{{namespace}}}noBreakHyphen")
-            words = etree.Element(self.parts[0].tag)
+            words = etree.Element(target.tag)
             at.addnext(hyphen)
             hyphen.addnext(words)
             Slot(words).set(piece)

@@ -157,3 +157,16 @@ def test_pptx_comments_are_translated_as_a_docx_s_are():
     modern = etree.fromstring(out["ppt/comments/modernComment_256_6F1D3E2A.xml"])
     assert [t.text or "" for t in modern.iter(f"{{{office.A}}}t")] == ["iS THIS ", "FINAL?", "", "yES, IT IS."]
     assert out["ppt/commentAuthors.xml"] == authors.encode()
+
+
+def test_docx_a_hyphen_with_no_word_before_it_is_the_next_words():
+    # -5 at a paragraph's start, or after a tab: the hyphen has no word before it to join
+    body = w_paragraph('<w:r><w:noBreakHyphen/><w:t xml:space="preserve">5 degrees</w:t></w:r>')
+    body += w_paragraph(w_run("Low:"), "<w:r><w:tab/></w:r><w:r><w:noBreakHyphen/></w:r><w:r><w:t>12</w:t></w:r>")
+    data = office._zip([("word/document.xml", w_part("document", f"<w:body>{body}</w:body>"))])
+    extracted = files.read("a.docx", data, LIMIT)
+    assert extracted.texts == ("\u20115 degrees", "Low:\t\u201112")
+    out = xml(extracted.write(["\u20115 Grad", "Tief:\t\u201112"]), "word/document.xml")
+    first, second = out.iter(f"{W}p")
+    assert shown(first) == "\u20115 Grad"  # one hyphen, before its number
+    assert shown(second) == "Tief:\u201112" and len(list(second.iter(f"{W}noBreakHyphen"))) == 1
