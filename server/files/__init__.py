@@ -21,6 +21,7 @@ every other object kept.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 
@@ -84,8 +85,10 @@ def read(
         raise FileRefused("Invalid request: empty file")
     found, chars = reader(filename), Characters(max_chars)
     if extension(filename) in BY_TARGET:
-        return found(data, max_file_bytes, chars, target_language)  # type: ignore[call-arg]
-    return found(data, max_file_bytes, chars)
+        extracted = found(data, max_file_bytes, chars, target_language)  # type: ignore[call-arg]
+    else:
+        extracted = found(data, max_file_bytes, chars)
+    return dataclasses.replace(extracted, counted=chars.counted)  # billed as the limit counted them
 
 
 __all__ = [

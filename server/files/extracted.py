@@ -68,6 +68,7 @@ class Extracted:
     format: str = TEXT
     media_type: str = "application/octet-stream"
     units: tuple[Unit, ...] = ()  # the runs of each text, where the format has runs (office files, a PDF's links)
+    counted: int | None = None  # characters of text as the reader counted them against --max-file-chars (files.read)
 
     def __post_init__(self) -> None:
         if not self.texts:
@@ -75,7 +76,10 @@ class Extracted:
 
     @property
     def characters(self) -> int:
-        return sum(map(len, self.texts))
+        """Characters of text, billed as counted against ``--max-file-chars``: a text sent in the
+        html mode is counted without its escapes (an EPUB 2 label's, a styled cue's ``&amp;`` is one
+        ``&``), an XLIFF segment without its inline tags."""
+        return sum(map(len, self.texts)) if self.counted is None else self.counted
 
     def write(
         self, translations: Sequence[str], placement: Placement = place, deadline: Deadline | None = None

@@ -29,10 +29,7 @@ class FileText:
     format: str
     media_type: str
     units: tuple[Unit, ...] = ()
-
-    @property
-    def characters(self) -> int:
-        return sum(map(len, self.texts))
+    characters: int = 0  # of text: billed, and checked against --max-file-chars (``Extracted.characters``)
 
 
 def read_text(
@@ -41,7 +38,7 @@ def read_text(
     """The file's texts; reading stops past ``max_chars`` characters of text (``TooManyCharacters``);
     ``target_language``: the request's (an XLIFF file's texts depend on it: ``files.read``)."""
     extracted = read(filename, content, max_file_bytes, max_chars, target_language)
-    return FileText(extracted.texts, extracted.format, extracted.media_type, extracted.units)
+    return FileText(extracted.texts, extracted.format, extracted.media_type, extracted.units, extracted.characters)
 
 
 def write_file(

@@ -109,6 +109,9 @@ def _office(
     # a text box's copy for older readers is written with its twin's translation, not translated again
     twin = twins(elements, fallbacks, [p.unit.text for _, p in found])
     kept = [i for i in range(len(found)) if i not in twin]
+    for i in kept:
+        if fallbacks[i] is not None:  # a copy with no twin is a text of its own: it counts as one
+            chars.add(len(found[i][1].unit.text))
     text_of = {i: k for k, i in enumerate(kept)}
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from lxml import etree
 
 from attnserve.server import files
-from attnserve.server.files import FileRefused, Unit, place, place_aligned, run_at, run_placement, styled_spans
+from attnserve.server.files import FileRefused, Unit, jobs, place, place_aligned, run_at, run_placement, styled_spans
 from tests.server.files.test_adversarial_translations import HYPERLINK, w_paragraph, w_part, w_run
 from tests.support import office_files as office
 
@@ -77,15 +77,20 @@ MC_DOCUMENT = (
 )
 
 
+def with_document(document: str) -> bytes:
+    """A .docx whose word/document.xml is ``document``."""
+    data = office.docx([[("x", "")]])
+    with zipfile.ZipFile(io.BytesIO(data)) as package, zipfile.ZipFile(out := io.BytesIO(), "w") as rewritten:
+        for info in package.infolist():
+            rewritten.writestr(info, document if info.filename == "word/document.xml" else package.read(info))
+    return out.getvalue()
+
+
 def test_a_docx_text_box_word_keeps_twice_is_translated_and_counted_once():
     """Word writes a text box as a DrawingML shape and again as VML for older readers
     (mc:AlternateContent): its words are one text, counted once against --max-file-chars and in
     billed_characters, and both copies carry the translation."""
-    data = office.docx([[("x", "")]])
-    with zipfile.ZipFile(io.BytesIO(data)) as package, zipfile.ZipFile(out := io.BytesIO(), "w") as rewritten:
-        for info in package.infolist():
-            rewritten.writestr(info, MC_DOCUMENT if info.filename == "word/document.xml" else package.read(info))
-    data = out.getvalue()
+    data = with_document(MC_DOCUMENT)
     extracted = files.read("report.docx", data, LIMIT)
     assert extracted.texts == ("The report is ready.", "Read me first.", "Then the rest.")
     assert extracted.characters == len("The report is ready.Read me first.Then the rest.")
@@ -94,6 +99,18 @@ def test_a_docx_text_box_word_keeps_twice_is_translated_and_counted_once():
     files.read("report.docx", data, LIMIT, max_chars=48)
     texts = [t.text for t in xml(swapped(extracted), "word/document.xml").iter(f"{W}t")]
     assert texts == ["tHE REPORT IS READY.", *["rEAD ME FIRST.", "tHEN THE REST."] * 2]
+    # a copy edited apart from its shape (other words) is a text of its own, counted and billed as one
+    edited = with_document(
+        MC_DOCUMENT.replace(
+            "Then the rest.</w:t></w:r></w:p></w:txbxContent></v:textbox>",
+            "Then more.</w:t></w:r></w:p></w:txbxContent></v:textbox>",
+        )
+    )
+    extracted = files.read("report.docx", edited, LIMIT)
+    assert extracted.texts == ("The report is ready.", "Read me first.", "Then the rest.", "Then more.")
+    assert extracted.characters == 58 == jobs.read_text("report.docx", edited, LIMIT).characters
+    with pytest.raises(files.TooManyCharacters):
+        files.read("report.docx", edited, LIMIT, max_chars=57)
 
 
 def test_docx_keeps_the_edge_spaces_word_would_drop():
@@ -377,6 +394,10 @@ def test_srt_styling_tags_go_to_the_html_mode_and_position_overrides_stay_in_fro
         "2\n00:00:03,000 --> 00:00:04,000\n{\\an8}Tom & Jerry <3\nsagen tschüss.\n\n"
         '3\n00:00:05,000 --> 00:00:06,000\n<font color="#ff0000">Lauf!</font>\n\n'
     )
+    # billed as counted against --max-file-chars: an escaped & or < is the one character the cue shows
+    counted = len("<i>It is late.</i>" + "Tom & Jerry <3 say bye." + '<font color="#ff0000">Run!</font>')
+    assert extracted.characters == counted == jobs.read_text("movie.srt", data.encode(), LIMIT).characters
+    files.read("movie.srt", data.encode(), LIMIT, max_chars=counted)
     plain = files.read("plain.srt", b"1\n00:00:01,000 --> 00:00:02,000\n{\\an8}Tom & Jerry\n", LIMIT)
     assert (plain.format, plain.texts) == ("text", ("Tom & Jerry",))
 

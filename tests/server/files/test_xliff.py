@@ -55,6 +55,11 @@ def test_xliff_12_targets_are_filled_with_inline_tags_kept_and_skipped_units_lef
     data = xliff.xliff12(UNITS_12)
     extracted = files.read("app.xlf", data, LIMIT, target_language="de")
     assert len(extracted.texts) == 3  # not the translate="no" unit
+    # billed as counted against --max-file-chars: the words, not the inline tags nor &amp;'s escape
+    assert extracted.characters < sum(map(len, extracted.texts))
+    files.read("app.xlf", data, LIMIT, max_chars=extracted.characters, target_language="de")
+    with pytest.raises(files.TooManyCharacters):
+        files.read("app.xlf", data, LIMIT, max_chars=extracted.characters - 1, target_language="de")
     out = etree.fromstring(swapped(extracted))
     assert out.find(f"{V1}file").get("target-language") == "de"
     units = {u.get("id"): u for u in out.iter(f"{V1}trans-unit")}
