@@ -11,7 +11,8 @@ One :class:`Dialect` per family, read from the specs:
   A field's result (§ 17.16: the runs of a ``<w:fldSimple>``, or those between a ``<w:fldChar>`` ``separate`` and its
   ``end``: a figure's number, a cross-reference, a page number) is what Word shows and does not
   compute again on opening, so it is kept as it is, a placeholder between the runs as a tab is;
-  only a ``HYPERLINK`` field's result is the author's words, read as runs. Ruby text
+  only a ``HYPERLINK`` field's result (the link's words) and a ``TOC``'s (the headings' words,
+  translated with them; its entries' ``PAGEREF`` page numbers kept) are read as runs. Ruby text
   (``<w:rt>``: the reading shown above its base, furigana) is not read: the model reads the
   base's words alone, and the reading, of words the translation replaced, is emptied.
 - OOXML DrawingML (.pptx, § 21.1.2): ``<a:p>`` holds runs ``<a:r>`` with ``<a:t>``, and
@@ -77,7 +78,8 @@ class Dialect:
 
 
 FIELD = " "  # what the model reads for a field's result: the words around it, not the result itself
-_LINK = re.compile(r"\s*HYPERLINK\b", re.IGNORECASE)  # a field whose result is the link's own words
+# a field whose result is the author's words: a link's, a table of contents' (the headings' words)
+_LINK = re.compile(r"\s*(HYPERLINK|TOC)\b", re.IGNORECASE)
 
 
 def _both(namespaces: tuple[str, str], *names: str) -> frozenset[str]:

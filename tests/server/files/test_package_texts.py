@@ -173,3 +173,38 @@ def test_docx_a_hyphen_with_no_word_before_it_is_the_next_words():
     first, second = out.iter(f"{W}p")
     assert shown(first) == "\u20115 Grad"  # one hyphen, before its number
     assert shown(second) == "Tief:\u201112" and len(list(second.iter(f"{W}noBreakHyphen"))) == 1
+
+
+def field(instruction: str, result: str) -> str:
+    """A complex field's runs: begin, its instruction, separate, ``result``, end."""
+    return (
+        '<w:r><w:fldChar w:fldCharType="begin"/></w:r>'
+        f'<w:r><w:instrText xml:space="preserve">{instruction}</w:instrText></w:r>'
+        f'<w:r><w:fldChar w:fldCharType="separate"/></w:r>{result}<w:r><w:fldChar w:fldCharType="end"/></w:r>'
+    )
+
+
+def toc_entry(anchor: str, words: str, page: str) -> str:
+    page_number = field(f" PAGEREF {anchor} \\h ", f"<w:r><w:t>{page}</w:t></w:r>")
+    return f'<w:hyperlink w:anchor="{anchor}">{w_run(words)}<w:r><w:tab/></w:r>{page_number}</w:hyperlink>'
+
+
+def test_docx_every_entry_of_a_table_of_contents_is_translated_with_the_headings():
+    # Word and LibreOffice begin the TOC field in its first entry's paragraph and end it in the last's
+    toc = " TOC \\o &quot;1-3&quot; \\h \\z \\u "
+    begin = (
+        f'<w:r><w:fldChar w:fldCharType="begin"/></w:r><w:r><w:instrText xml:space="preserve">{toc}</w:instrText></w:r>'
+    )
+    body = w_paragraph(begin, '<w:r><w:fldChar w:fldCharType="separate"/></w:r>', toc_entry("_Toc1", "Our plan", "1"))
+    body += w_paragraph(toc_entry("_Toc2", "What it costs", "2"), '<w:r><w:fldChar w:fldCharType="end"/></w:r>')
+    body += w_paragraph(w_run("Our plan")) + w_paragraph(w_run("What it costs"))
+    data = office._zip([("word/document.xml", w_part("document", f"<w:body>{body}</w:body>"))])
+    extracted = files.read("a.docx", data, LIMIT)
+    assert extracted.texts == ("Our plan", "What it costs", "Our plan", "What it costs")
+    out = xml(swapped(extracted), "word/document.xml")
+    assert [t.text for t in out.iter(f"{W}t")] == ["oUR PLAN", "1", "wHAT IT COSTS", "2", "oUR PLAN", "wHAT IT COSTS"]
+    assert [t.text for t in out.iter(f"{W}instrText")] == [
+        toc.replace("&quot;", '"'),
+        " PAGEREF _Toc1 \\h ",
+        " PAGEREF _Toc2 \\h ",
+    ]
