@@ -5,9 +5,11 @@ One :class:`Dialect` per family, read from the specs:
 - OOXML WordprocessingML (.docx, ECMA-376 Part 1 § 17.3): a paragraph ``<w:p>`` holds runs
   ``<w:r>`` whose text is in ``<w:t>``; ``<w:tab/>``, ``<w:ptab/>`` (an absolute tab: a header's
   right-aligned part) and ``<w:br/>`` / ``<w:cr/>`` sit between texts. Deleted text
-  (``<w:delText>``) and field codes (``<w:instrText>``) are not read. A hyphen element inside a
-  word (``<w:noBreakHyphen/>``, ``<w:softHyphen/>``) is part of its run (``slots.Hyphenated``);
-  one with no word before it (``-5`` at a paragraph's start or after a tab) is the next word's.
+  (``<w:delText>``, the runs of a tracked ``<w:del>`` or ``<w:moveFrom>``: text moved away) and
+  field codes (``<w:instrText>``) are not read; inserted text (``<w:ins>``, ``<w:moveTo>``) is.
+  A hyphen element inside a word (``<w:noBreakHyphen/>``, ``<w:softHyphen/>``) is part of its run
+  (``slots.Hyphenated``); one with no word before it (``-5`` at a paragraph's start or after a
+  tab) is the next word's.
   A field's result (§ 17.16: the runs of a ``<w:fldSimple>``, or those between a ``<w:fldChar>`` ``separate`` and its
   ``end``: a figure's number, a cross-reference, a page number) is what Word shows and does not
   compute again on opening, so it is kept as it is, a placeholder between the runs as a tab is;
@@ -75,6 +77,7 @@ class Dialect:
     escaped: bool = False  # SpreadsheetML: text holds _xHHHH_ escapes (files.xstring)
     readings: frozenset[str] = frozenset()  # elements holding a reading aid of the words beside (ruby text)
     hyphens: frozenset[str] = frozenset()  # hyphen elements inside a run's word (slots.Hyphenated)
+    removed: frozenset[str] = frozenset()  # tracked deletions: runs not read, whatever their text element
 
 
 FIELD = " "  # what the model reads for a field's result: the words around it, not the result itself
@@ -98,6 +101,8 @@ WORDPROCESSING = Dialect(
     fields=_both((W, W_STRICT), "fldSimple"),
     readings=_both((W, W_STRICT), "rt"),
     hyphens=frozenset(HYPHENS),
+    # text moved away is deleted where it was (§ 17.13.5.22), and writers put it in w:t as often as in w:delText
+    removed=_both((W, W_STRICT), "del", "moveFrom"),
 )
 DRAWING = Dialect(
     paragraphs=_both((A, A_STRICT), "p"),
@@ -293,7 +298,7 @@ class _Collector:
             self.slot(Slot(element))
         for child in element:
             tag = child.tag
-            if tag in d.paragraphs or not isinstance(tag, str):  # a nested paragraph; a comment or PI
+            if tag in d.paragraphs or tag in d.removed or not isinstance(tag, str):  # nested; deleted; comment, PI
                 pass
             elif tag in FIELD_CHAR:
                 if self.complex.char(child):

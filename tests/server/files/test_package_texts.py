@@ -208,3 +208,23 @@ def test_docx_every_entry_of_a_table_of_contents_is_translated_with_the_headings
         " PAGEREF _Toc1 \\h ",
         " PAGEREF _Toc2 \\h ",
     ]
+
+
+def test_docx_tracked_deletions_and_moves_are_read_as_the_document_reads_once_accepted():
+    who = 'w:author="A" w:date="2026-01-01T00:00:00Z"'
+    moved_away = f'<w:moveFrom w:id="1" {who}><w:r><w:t>Apples are red.</w:t></w:r></w:moveFrom>'
+    body = w_paragraph(w_run("Pears are green. "), moved_away)
+    moved_here = f'<w:moveTo w:id="2" {who}><w:r><w:t xml:space="preserve">Apples are red. </w:t></w:r></w:moveTo>'
+    body += w_paragraph(moved_here, w_run("Plums are blue."))
+    # a deletion as some writers keep it, in w:t rather than w:delText; an insertion is text
+    deleted, inserted = (
+        f'<w:del w:id="3" {who}>{w_run("old ")}</w:del>',
+        f'<w:ins w:id="4" {who}>{w_run("new ")}</w:ins>',
+    )
+    body += w_paragraph(w_run("We sell "), deleted, inserted, w_run("cars."))
+    data = office._zip([("word/document.xml", w_part("document", f"<w:body>{body}</w:body>"))])
+    extracted = files.read("a.docx", data, LIMIT)
+    assert extracted.texts == ("Pears are green. ", "Apples are red. Plums are blue.", "We sell new cars.")
+    out = xml(swapped(extracted), "word/document.xml")
+    assert ["".join(e.itertext()) for e in out.iter(f"{W}moveFrom", f"{W}del")] == ["Apples are red.", "old "]
+    assert "".join(out.find(f".//{W}ins").itertext()) == "NEW "
