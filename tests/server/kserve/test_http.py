@@ -18,6 +18,9 @@ import urllib.request
 import numpy as np
 import pytest
 
+from attnserve.server.doors.kserve import rest
+from tests.support.bounded import within
+
 from ..conftest import direct_probs
 from .conftest import DIGIT_LABELS, reverse
 
@@ -167,6 +170,14 @@ def test_images_in_json_data_are_their_base64_text(triton, server, vit_dirs, dig
     status, _, reply = request(server, "POST", "/v2/models/digits/infer", json.dumps(body).encode())
     assert status == 400
     assert json.loads(reply)["error"].startswith("inputs[0] (IMAGE) element 0: not base64 ('été PNG'); an image")
+
+
+def test_an_image_of_base64_in_tiny_words_is_read_in_bounded_memory():
+    """The infer body's parse (run in the parse process for a large body) reads base64 wrapped
+    every two characters without an object per word: 8 MB of them took 190 MB more than the body."""
+    body = {"inputs": [{"name": "IMAGE", "datatype": "BYTES", "shape": [1], "data": ["QU " * 2_800_000]}]}
+    kind, parsed = within(rest.parse_infer, json.dumps(body).encode(), None, "digits", memory_bytes=100 << 20)
+    assert kind == "ok" and [len(v) for v in parsed.inputs[0].data] == [len(base64.b64decode("QU" * 2_800_000))]
 
 
 @pytest.mark.parametrize(
