@@ -65,7 +65,10 @@ _OPTIONS = {"resolve_entities": False, "no_network": True, "load_dtd": False, "r
 _PARSER = etree.XMLParser(**_OPTIONS)
 
 
-def parse_xml(data: bytes, name: str, kind: str) -> etree._ElementTree:
+def parse_xml(data: bytes, name: str, kind: str, tags: Tags | None = None) -> etree._ElementTree:
+    """``data`` parsed whole; its tags counted in ``tags`` first, when given (a part of text)."""
+    if tags is not None:
+        tags.add(data)
     try:
         return etree.ElementTree(etree.fromstring(data, _PARSER))
     except etree.XMLSyntaxError as exc:

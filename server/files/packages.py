@@ -156,24 +156,25 @@ NCX = "{http://www.daisy.org/z3986/2005/ncx/}"
 PAGE, TOC = "application/xhtml+xml", "application/x-dtbncx+xml"  # OPF 2.0.1 § 1.4.1.2: the NCX by type, any name
 
 
-def epub_items(package: zipfile.ZipFile) -> list[tuple[str, str]]:
-    """The book's XHTML pages and NCX, as (entry, media type) in manifest order, from
-    META-INF/container.xml -> the OPF's manifest."""
-    container = archive.parse_xml(archive.read(package, "META-INF/container.xml", ".epub"), "container", ".epub")
-    rootfile = container.getroot().find(f".//{CONTAINER}rootfile")
+def epub_items(package: zipfile.ZipFile, tags: archive.Tags) -> dict[str, str]:
+    """The book's XHTML pages and NCX, entry -> media type in manifest order (an entry the manifest
+    lists twice once), from META-INF/container.xml -> the OPF's manifest, both counted in ``tags``."""
+    entries = set(package.namelist())
+    container = archive.read(package, "META-INF/container.xml", ".epub")
+    rootfile = archive.parse_xml(container, "container", ".epub", tags).getroot().find(f".//{CONTAINER}rootfile")
     opf_name = rootfile.get("full-path", "") if rootfile is not None else ""
-    if opf_name not in package.namelist():
+    if opf_name not in entries:
         raise FileRefused(f"the file is not a valid .epub: its container names no package document ({opf_name!r})")
-    opf = archive.parse_xml(archive.read(package, opf_name, ".epub"), opf_name, ".epub")
+    opf = archive.parse_xml(archive.read(package, opf_name, ".epub"), opf_name, ".epub", tags)
     base = posixpath.dirname(opf_name)
-    items = []
+    items: dict[str, str] = {}
     for item in opf.getroot().iter(f"{OPF}item"):
         if item.get("media-type") in (PAGE, TOC) and item.get("href"):
             # an href is a URL: "Chapter%201.xhtml" names the entry "Chapter 1.xhtml"
             href = urllib.parse.unquote(item.get("href", "").partition("#")[0])
             name = posixpath.normpath(posixpath.join(base, href))
-            if name in package.namelist():
-                items.append((name, item.get("media-type", "")))
+            if name in entries:
+                items.setdefault(name, item.get("media-type", ""))
     return items
 
 
@@ -196,12 +197,15 @@ def read_epub(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     texts: list[str] = []
     pages: list[tuple[str, int, str]] = []  # (entry, its text's index, its encoding)
     tocs: dict[str, tuple[etree._ElementTree, list[etree._Element], int]] = {}  # entry -> tree, labels, first index
-    for name, media_type in epub_items(package):
+    # the NCX are parsed whole and kept for the translation: their tags, with the OPF's, count
+    # against the package's limit, as a .docx's parts' do (a page is text, bounded by its characters)
+    tags = archive.Tags(".epub")
+    for name, media_type in epub_items(package, tags).items():
         left = chars.left
         if left is not None and package.getinfo(name).file_size > 4 * left + 3:  # UTF-8: >= 1 char per 4 bytes
             chars.add(package.getinfo(name).file_size // 4)  # over the limit without inflating the page
         if media_type == TOC:
-            tree = archive.parse_xml(archive.read(package, name, ".epub"), name, ".epub")
+            tree = archive.parse_xml(archive.read(package, name, ".epub"), name, ".epub", tags)
             tocs[name] = (tree, ncx_labels(tree), len(texts))
             for label in tocs[name][1]:
                 chars.add(len(label.text))

@@ -94,6 +94,27 @@ def test_an_epub_page_over_the_character_limit_is_refused_before_it_is_inflated(
     assert within(read, "book.epub", office.epub([page]), None)[0] == "ok"
 
 
+def epub_of_ncx(ncx: bytes, count: int) -> bytes:
+    """A book whose manifest lists ``count`` NCX tables of contents, each ``ncx``."""
+    book = zipfile.ZipFile(io.BytesIO(office.epub(["<p>Hi</p>"])))
+    parts = {name: book.read(name) for name in book.namelist()}
+    item = b'<item id="n%d" href="t%d.ncx" media-type="application/x-dtbncx+xml"/>'
+    items = b"".join(item % (i, i) for i in range(count))
+    parts["OEBPS/content.opf"] = parts["OEBPS/content.opf"].replace(b"<manifest>", b"<manifest>" + items)
+    return office._zip([*parts.items(), *((f"OEBPS/t{i}.ncx", ncx) for i in range(count))], stored_first=True)
+
+
+def test_an_epub_of_many_tables_of_contents_of_empty_elements_is_refused_at_the_tag_limit(monkeypatch):
+    # each NCX is parsed whole and kept: 30 of 300,000 empty elements (1.2 MB each, under the
+    # characters' 4 bytes a character) from a 42 KB book kept 1.1 GB; they count as a .docx's parts
+    monkeypatch.setattr(archive, "MAX_TAGS", 200_000)  # of 2,000,000: the same path, a tenth of the time
+    ncx = b'<ncx xmlns="http://www.daisy.org/z3986/2005/ncx/"><navMap>%s</navMap></ncx>' % (b"<a/>" * 80_000)
+    kind, (name, message) = within(read, "tocs.epub", epub_of_ncx(ncx, 3), cpu_seconds=10)
+    assert (kind, name) == ("error", "FileRefused") and "more than 200,000 XML tags" in message
+    book = read("book.epub", office.epub(["<p>Hi</p>"]))  # its page; the NCX have no labels
+    assert within(read, "toc.epub", epub_of_ncx(ncx, 2), cpu_seconds=10) == ("ok", book)  # under the limit: read
+
+
 def test_a_paragraph_of_16000_bold_and_plain_runs_is_placed_in_linear_time_and_memory():
     # 16,000 runs with one word each: the alignment placement's words x runs table reached 8 GB;
     # above --max-aligned-runs the words are shared by proportion, one a run, in order
