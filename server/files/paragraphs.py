@@ -8,8 +8,7 @@ One :class:`Dialect` per family, read from the specs:
   (``<w:delText>``, the runs of a tracked ``<w:del>`` or ``<w:moveFrom>``: text moved away) and
   field codes (``<w:instrText>``) are not read; inserted text (``<w:ins>``, ``<w:moveTo>``) is.
   A hyphen element inside a word (``<w:noBreakHyphen/>``, ``<w:softHyphen/>``) is part of its run
-  (``slots.Hyphenated``); one with no word before it (``-5`` at a paragraph's start or after a
-  tab) is the next word's.
+  (``slots.Hyphenated``); one with no word before it (``-5``, or after a tab) is the next word's.
   A field's result (§ 17.16: the runs of a ``<w:fldSimple>``, or those between a ``<w:fldChar>`` ``separate`` and its
   ``end``: a figure's number, a cross-reference, a page number) is what Word shows and does not
   compute again on opening, so it is kept as it is, a placeholder between the runs as a tab is;
@@ -20,8 +19,7 @@ One :class:`Dialect` per family, read from the specs:
 - OOXML DrawingML (.pptx, § 21.1.2): ``<a:p>`` holds runs ``<a:r>`` with ``<a:t>``, and
   ``<a:br/>``; a field's text (``<a:fld>``: a slide number, a date) is a placeholder too. A
   deck's older comments (PresentationML ``<p:cm>``) hold their words in ``<p:text>``, one run.
-  WordprocessingML and DrawingML are read in their Transitional and Strict namespaces alike
-  (what Word and PowerPoint write as "Strict Open XML").
+  WordprocessingML and DrawingML are read in their Transitional and Strict namespaces alike.
 - OOXML SpreadsheetML (.xlsx, § 18.4): a shared string ``<si>``, an inline string ``<is>`` and a
   comment's ``<text>`` hold either one ``<t>`` or rich-text runs ``<r>`` with ``<rPr>`` and ``<t>``;
   phonetic runs (``<rPh>``, a Japanese reading aid) are not read; their text's ``_xHHHH_``
@@ -232,6 +230,7 @@ class _Collector:
         self.readings: list[etree._Element] = []
         self.glued = False  # the last run ends in a hyphen element: a text right after it is its word's
         self.leading: list[etree._Element] = []  # hyphen elements with no run before them: the next word's (-5)
+        self.words: dict[int, list[etree._Element]] = {}  # a run's index -> its word's glued elements
 
     def slot(self, slot: Slot) -> None:
         text = slot.get()
@@ -253,11 +252,20 @@ class _Collector:
         self.after_field = False
 
     def glue(self, element: etree._Element) -> None:
-        """``element`` (a hyphen, or the text after one) is part of the last run's word."""
-        last = self.slots[-1]
-        self.slots[-1] = Hyphenated((*(last.parts if isinstance(last, Hyphenated) else (last.element,)), element))
-        self.runs[-1] = self.slots[-1].get()
+        """``element`` (a hyphen, or the text after one) is part of the last run's word (appended: one
+        ``Hyphenated`` once the paragraph ends, :meth:`done`, not a copy of all before per element)."""
+        index = len(self.slots) - 1
+        parts = self.words.get(index)
+        if parts is None:
+            last = self.slots[index]
+            parts = self.words[index] = list(last.parts if isinstance(last, Hyphenated) else (last.element,))
+        parts.append(element)
+        self.runs[index] += HYPHENS[element.tag] if element.tag in HYPHENS else element.text or ""
         self.glued = element.tag in HYPHENS
+
+    def done(self) -> list[Slot | Hyphenated]:
+        self.slots[:] = [Hyphenated(tuple(self.words[i])) if i in self.words else s for i, s in enumerate(self.slots)]
+        return self.slots
 
     def field(self) -> None:
         """A field's result, kept as it is: the model reads :data:`FIELD` in its place."""
@@ -339,7 +347,7 @@ def paragraph(element: etree._Element, dialect: Dialect) -> Paragraph | None:
     if not collector.runs:
         return None
     unit = Unit(tuple(collector.runs), tuple(collector.joints), tuple(collector.styles))
-    found = Paragraph(tuple(collector.slots), unit, tuple(collector.edges), tuple(collector.readings))
+    found = Paragraph(tuple(collector.done()), unit, tuple(collector.edges), tuple(collector.readings))
     return found if unit.text.strip() else None
 
 

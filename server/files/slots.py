@@ -84,13 +84,18 @@ class Hyphenated:
 
     def set(self, text: str) -> None:
         target = self.element
-        for element in [*self.made, *(p for p in self.parts if p is not target)]:
-            if element.tag in HYPHENS or element in self.made:
+        for element in self.made:  # the last write's hyphens and pieces
+            if element.getparent() is not None:
+                element.getparent().remove(element)
+        self.made.clear()
+        for element in self.parts:
+            if element is target:
+                continue
+            if element.tag in HYPHENS:
                 if element.getparent() is not None:
                     element.getparent().remove(element)
             else:
                 Slot(element).set("")
-        self.made.clear()
         first, *pieces = text.split(NO_BREAK)
         namespace, at = etree.QName(target).namespace, target
         if not first and pieces:  # a translation that starts with one (-5): the hyphen before the text
