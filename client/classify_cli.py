@@ -51,22 +51,28 @@ def _image_batches(paths: list[str]) -> Iterator[tuple[list[str], list[bytes]]]:
 
 
 def _request(client: Client, args: argparse.Namespace, paths: list[str], data: list[bytes]) -> list:
-    """One request's results; refused as over the server's --max-request-pixels (set below the
-    default above), its halves are sent instead."""
+    """One request's results, in order: a Classification per file, or the AttnServeError of a file
+    the server refused ("images[3]: cannot decode"), named, the others sent again without it.
+    Refused as over the server's --max-request-pixels (set below the default above), its halves
+    are sent instead."""
     try:
         return client.classify(data, args.model, top_k=args.top_k)
-    except AttnServeError as exc:  # "images[3]: cannot decode": the file the user named
+    except AttnServeError as exc:
         if len(paths) > 1 and exc.code == grpc.StatusCode.INVALID_ARGUMENT and "--max-request-pixels" in exc.details:
             half = len(paths) // 2
             return _request(client, args, paths[:half], data[:half]) + _request(client, args, paths[half:], data[half:])
         index = _IMAGE_INDEX.match(exc.details)
         if index is None or int(index[1]) >= len(paths):
             raise
-        named = job_cli.printable(paths[int(index[1])]) + exc.details[index.end() :]
-        raise AttnServeError(exc.code, named) from None
+        i = int(index[1])
+        refused = AttnServeError(exc.code, job_cli.printable(paths[i]) + exc.details[index.end() :])
+        others = _request(client, args, paths[:i] + paths[i + 1 :], data[:i] + data[i + 1 :]) if len(paths) > 1 else []
+        return [*others[:i], refused, *others[i:]]
 
 
 def classify(client: Client, args: argparse.Namespace) -> int:
+    """Every file classified that can be: one the server refuses is named on stderr (in --json,
+    an ``error`` in its place) and the exit code is 1, the others' results printed all the same."""
     missing = next((path for path in args.images if not os.path.isfile(path)), None)
     if missing is not None:  # before any request: not after the first batches were sent
         reason = "a folder, not an image" if os.path.isdir(missing) else "no such file"
@@ -83,10 +89,19 @@ def classify(client: Client, args: argparse.Namespace) -> int:
         if not paths:
             break
         results += _request(client, args, paths, data)
+    refused = [r for r in results if isinstance(r, AttnServeError)]
     if args.json:
-        print(json.dumps([{"file": path, **dataclasses.asdict(r)} for path, r in zip(args.images, results)], indent=2))
-        return 0
+        print(json.dumps([{"file": path, **_as_json(r)} for path, r in zip(args.images, results)], indent=2))
     for path, result in zip(args.images, results):
-        labels = ", ".join(f"{lab.label} {lab.probability:.3f}" for lab in result.labels)
-        print(f"{job_cli.printable(path)}: {labels}")
-    return 0
+        if isinstance(result, AttnServeError):
+            print(f"attnserve-client: error: {result}", file=sys.stderr)
+        elif not args.json:
+            labels = ", ".join(f"{lab.label} {lab.probability:.3f}" for lab in result.labels)
+            print(f"{job_cli.printable(path)}: {labels}")
+    return 1 if refused else 0
+
+
+def _as_json(result) -> dict:
+    if isinstance(result, AttnServeError):
+        return {"error": {"code": result.code.name, "message": result.details}}
+    return dataclasses.asdict(result)

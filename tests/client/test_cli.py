@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import threading
 import time
 from pathlib import Path
 
+import grpc
 import pytest
 
 from attnserve.client import Client
@@ -199,3 +201,40 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_file_is_sent(out
     assert client_main(argv) == 2
     assert servicer.names == []  # no translation to throw away
     assert capsys.readouterr().err == f"attnserve-client: error: {tmp_path / out}: {said.format(tmp=tmp_path)}\n"
+
+
+class PickyClassifier(pb_grpc.InferenceServiceServicer):
+    """Refuses a request at its first image that is not "a picture", naming it as the server does."""
+
+    def __init__(self) -> None:
+        self.requests: list[int] = []
+
+    def Classify(self, request, context):
+        self.requests.append(len(request.images))
+        for i, image in enumerate(request.images):
+            if image.encoded != b"a picture":
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"images[{i}]: image does not decode")
+        label = pb.Classification(labels=[pb.LabelScore(label="7", index=7, probability=0.9)])
+        return pb.ClassifyResponse(results=[label] * len(request.images))
+
+
+def test_one_image_the_server_refuses_is_named_and_the_others_are_still_classified(scripted, tmp_path, capsys):
+    """``classify photos/*.png`` with one broken file among them: the rest are not lost with it."""
+    names = ["a.png", "broken.png", "c.png", "torn.png", "e.png"]
+    for name in names:
+        (tmp_path / name).write_bytes(b"a picture" if name[0] in "ace" else b"not one")
+    files = [str(tmp_path / name) for name in names]
+    argv = ["--address", scripted(PickyClassifier()), "--retries", "0", "classify", *files]
+    assert client_main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [f"{tmp_path / name}: 7 0.900" for name in ("a.png", "c.png", "e.png")]
+    assert err.splitlines() == [
+        f"attnserve-client: error: INVALID_ARGUMENT: {tmp_path / name}: image does not decode"
+        for name in ("broken.png", "torn.png")
+    ]
+    assert client_main([*argv[:4], "--json", "classify", *files]) == 1
+    said = json.loads(capsys.readouterr().out)
+    assert [entry["file"] for entry in said] == files
+    refused = [entry.get("error", {}).get("message") for entry in said]
+    assert refused == [None if name[0] in "ace" else f"{tmp_path / name}: image does not decode" for name in names]
+    assert said[2]["labels"] == [{"label": "7", "index": 7, "probability": pytest.approx(0.9)}]
