@@ -56,6 +56,14 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _pem_file(text: str) -> Path:
+    """``--tls-*``: a file that is there, said at once as the option's, not as an OSError after parsing."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{'a folder, not a file' if path.is_dir() else 'no such file'}: {text!r}")
+    return path
+
+
 FILE_ARGUMENTS = ("images",)  # names of files: the system's bytes, whatever their encoding
 
 
@@ -135,9 +143,9 @@ def _global_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
         default=default(os.environ.get("ATTNSERVE_TOKEN")),
         help="bearer token for a server that requires one (default: env ATTNSERVE_TOKEN)",
     )
-    parser.add_argument("--tls-ca", type=Path, default=default(None), help="PEM CA certificate: connect with TLS")
-    parser.add_argument("--tls-cert", type=Path, default=default(None), help="PEM client certificate (mutual TLS)")
-    parser.add_argument("--tls-key", type=Path, default=default(None), help="PEM key of --tls-cert")
+    parser.add_argument("--tls-ca", type=_pem_file, default=default(None), help="PEM CA certificate: connect with TLS")
+    parser.add_argument("--tls-cert", type=_pem_file, default=default(None), help="PEM client certificate (mutual TLS)")
+    parser.add_argument("--tls-key", type=_pem_file, default=default(None), help="PEM key of --tls-cert")
 
 
 def add_languages(parser: argparse.ArgumentParser, source_default: str, target_required: bool) -> None:

@@ -238,3 +238,17 @@ def test_one_image_the_server_refuses_is_named_and_the_others_are_still_classifi
     refused = [entry.get("error", {}).get("message") for entry in said]
     assert refused == [None if name[0] in "ace" else f"{tmp_path / name}: image does not decode" for name in names]
     assert said[2]["labels"] == [{"label": "7", "index": 7, "probability": pytest.approx(0.9)}]
+
+
+@pytest.mark.parametrize("option", ["--tls-ca", "--tls-cert", "--tls-key"])
+def test_a_tls_file_that_is_not_there_is_a_usage_error_naming_its_option(option, tmp_path, capsys):
+    """It was "error: [Errno 2] No such file or directory: 'ca.pem'", exit 1, as if the call had failed."""
+    pair = {"--tls-cert": "--tls-key", "--tls-key": "--tls-cert"}.get(option)
+    (tmp_path / "other.pem").write_text("-----BEGIN CERTIFICATE-----\n")
+    argv = [option, str(tmp_path / "gone.pem"), *([pair, str(tmp_path / "other.pem")] if pair else [])]
+    for where in (argv + ["health"], ["health"] + argv):  # before the subcommand or after it
+        with pytest.raises(SystemExit) as exit_:
+            client_main(["--address", "127.0.0.1:1", "--retries", "0", *where])
+        assert exit_.value.code == 2
+        said = capsys.readouterr().err.splitlines()[-1]
+        assert said.endswith(f"error: argument {option}: no such file: {str(tmp_path / 'gone.pem')!r}")
