@@ -17,7 +17,7 @@ import collections
 import dataclasses
 import itertools
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -194,7 +194,7 @@ class Client:
 
     def translate(
         self,
-        texts: str | Sequence[str],
+        texts: str | Iterable[str],
         model: str = "",
         *,
         timeout: float | None = None,
@@ -367,34 +367,4 @@ class Client:
         return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
 
 
-class Translator:
-    """``Translator("127.0.0.1:50051", beam_size=4)("Monday, March 3, 2025") -> str``."""
-
-    def __init__(self, client: Client | str = DEFAULT_ADDRESS, model: str = "", **options: Any) -> None:
-        self.client = Client(client) if isinstance(client, str) else client
-        self.model, self.options = model, options
-
-    def __call__(self, text: str) -> str:
-        return self.client.translate([text], self.model, **self.options)[0].text
-
-    def batch(self, texts: Sequence[str]) -> list[str]:
-        return [t.text for t in self.client.translate(list(texts), self.model, **self.options)]
-
-    def stream(self, text: str) -> Iterator[str]:
-        for chunk in self.client.translate_stream(text, self.model, **self.options):
-            if chunk.delta:
-                yield chunk.delta
-
-
-class Classifier:
-    """``Classifier("127.0.0.1:50051")("digit.png") -> [Label, ...]`` (most probable first)."""
-
-    def __init__(self, client: Client | str = DEFAULT_ADDRESS, model: str = "", top_k: int = 0) -> None:
-        self.client = Client(client) if isinstance(client, str) else client
-        self.model, self.top_k = model, top_k
-
-    def __call__(self, image: bytes | str | Path | np.ndarray) -> list[Label]:
-        return self.client.classify([image], self.model, top_k=self.top_k)[0].labels
-
-    def batch(self, images: Sequence[bytes | str | Path | np.ndarray]) -> list[list[Label]]:
-        return [r.labels for r in self.client.classify(list(images), self.model, top_k=self.top_k)]
+from .shortcuts import Classifier, Translator  # noqa: E402  (they wrap Client)

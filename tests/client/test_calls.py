@@ -5,8 +5,9 @@ from __future__ import annotations
 import threading
 
 import grpc
+import pytest
 
-from attnserve.client import Client
+from attnserve.client import Classifier, Client, Translator
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
 
@@ -84,3 +85,28 @@ def test_a_timeout_of_years_means_no_deadline_not_an_expired_one(scripted):
     with Client(scripted(Answers()), retries=0, timeout=1e10) as client:
         assert client.translate("Monday")[0].text == "Montag"
         assert client.translate("Monday", timeout=1e12)[0].text == "Montag"
+
+
+class Echo(pb_grpc.InferenceServiceServicer):
+    """Answers each text with itself upper-cased, and keeps count of the calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def Translate(self, request, context):
+        self.calls += 1
+        hypotheses = [pb.Translation(hypotheses=[pb.Hypothesis(text=text.upper())]) for text in request.texts]
+        return pb.TranslateResponse(translations=hypotheses)
+
+
+def test_a_translator_given_an_address_closes_its_channel_and_one_given_a_client_leaves_it_open(scripted):
+    address = scripted(Echo())
+    with Translator(address) as translator, Classifier(address) as classifier:
+        assert translator("Monday") == "MONDAY"
+    for closed in (translator.client, classifier.client):
+        with pytest.raises(ValueError, match="closed channel"):
+            closed.translate("Monday")
+    with Client(address, retries=0) as client:
+        with Translator(client) as translator:
+            assert translator("Monday") == "MONDAY"
+        assert client.translate("Friday")[0].text == "FRIDAY"  # the caller's client, the caller's to close
