@@ -37,6 +37,7 @@ from .requests import (
     image_input,
     read_glossary,
     text_format,
+    text_list,
     unsigned_max,
 )
 from .results import (
@@ -210,8 +211,11 @@ class Client:
         translation must spell verbatim ("" keeps the term); ``keep``: terms left as they are;
         ``alignments``: the best hypothesis carries one :class:`Alignment` per sentence;
         ``quality``: each translation carries its :class:`Quality` (0..1, from the model's own evidence);
-        ``options``: see :func:`decoding_options`."""
-        texts = [texts] if isinstance(texts, str) else list(texts)
+        ``options``: see :func:`decoding_options`. No texts (an empty list) is no translations,
+        without a call; a text that is not a ``str`` is a TypeError naming it."""
+        texts = text_list(texts)
+        if not texts:
+            return []
         request = pb.TranslateRequest(
             model=model,
             texts=texts,
@@ -241,6 +245,8 @@ class Client:
 
         Closing the iterator early cancels the call (the server frees the sequence).
         """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
         request = pb.TranslateRequest(
             model=model,
             texts=[text],

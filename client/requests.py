@@ -4,7 +4,7 @@ before they go (a negative count is a ValueError naming it, not protobuf's "Valu
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +12,20 @@ import numpy as np
 from google.protobuf.descriptor import FieldDescriptor
 
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+
+
+def text_list(texts: str | Iterable[str]) -> list[str]:
+    """A text, or texts in any iterable (a list, a generator), as the list sent; anything else is a
+    TypeError naming it (protobuf's own is "bad argument type for built-in operation")."""
+    if isinstance(texts, str):
+        return [texts]
+    if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Iterable):
+        raise TypeError(f"texts must be a str or an iterable of str, got {type(texts).__name__}")
+    listed = list(texts)
+    for i, text in enumerate(listed):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}] must be a str, got {type(text).__name__}")
+    return listed
 
 
 def image_input(image: bytes | str | Path | np.ndarray) -> pb.ImageInput:

@@ -99,6 +99,23 @@ class Echo(pb_grpc.InferenceServiceServicer):
         return pb.TranslateResponse(translations=hypotheses)
 
 
+def test_texts_come_as_any_iterable_and_none_of_them_is_no_call(scripted):
+    servicer = Echo()
+    with Client(scripted(servicer), retries=0, timeout=30) as client:
+        assert [t.text for t in client.translate(text for text in ("Monday", "Friday"))] == ["MONDAY", "FRIDAY"]
+        assert client.translate([]) == [] and Translator(client).batch(iter(())) == []
+        assert servicer.calls == 1  # the server's "texts is empty" is not the caller's answer to an empty batch
+        for texts, said in [
+            (None, "texts must be a str or an iterable of str, got NoneType"),
+            (b"Monday", "texts must be a str or an iterable of str, got bytes"),
+            (["Monday", None], "texts\\[1\\] must be a str, got NoneType"),
+        ]:
+            with pytest.raises(TypeError, match=said):
+                client.translate(texts)
+        with pytest.raises(TypeError, match="text must be a str, got NoneType"):
+            next(client.translate_stream(None))
+
+
 def test_a_translator_given_an_address_closes_its_channel_and_one_given_a_client_leaves_it_open(scripted):
     address = scripted(Echo())
     with Translator(address) as translator, Classifier(address) as classifier:
