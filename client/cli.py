@@ -20,6 +20,7 @@ health is not SERVING), 2 usage, 130 Ctrl+C, 141 a closed pipe (``| head``).
 from __future__ import annotations
 
 import argparse
+import codecs
 import contextlib
 import dataclasses
 import json
@@ -48,17 +49,9 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
             print(f"attnserve-client: error: --glossary {exc}", file=sys.stderr)
             return 2
     aligned = args.alignments or args.attention_map is not None
-    if "-" in args.texts:  # its last line's end is print's: not translated into a blank line
-        data = (
-            sys.stdin.buffer.read()
-            if hasattr(sys.stdin, "buffer")
-            else sys.stdin.read().encode(errors="surrogateescape")
-        )
-        try:
-            stdin = data.decode("utf-8").removesuffix("\n").removesuffix("\r")
-        except UnicodeDecodeError as exc:
-            print(f"attnserve-client: error: stdin is not UTF-8: byte {exc.start} is 0x{data[exc.start]:02x}",
-                  file=sys.stderr)  # fmt: skip
+    if "-" in args.texts:
+        stdin = _read_stdin()
+        if stdin is None:
             return 2
         args.texts = [stdin if text == "-" else text for text in args.texts]
     if args.stream:
@@ -81,6 +74,22 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
     else:
         _print_translations(results, args)
     return 0
+
+
+def _read_stdin() -> str | None:
+    """stdin's text: UTF-8, or UTF-16 after its byte-order mark (Notepad's "Unicode", PowerShell's
+    redirection); None, said, for other bytes. Its last line's end is print's: not translated
+    into a blank line."""
+    data = (
+        sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode(errors="surrogateescape")
+    )
+    encoding = "utf-16" if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)) else "utf-8-sig"
+    try:
+        return data.decode(encoding).removesuffix("\n").removesuffix("\r")
+    except UnicodeDecodeError as exc:
+        said = "UTF-16 (its byte-order mark) but" if encoding == "utf-16" else "not UTF-8:"
+        print(f"attnserve-client: error: stdin is {said} byte {exc.start} is 0x{data[exc.start]:02x}", file=sys.stderr)
+        return None
 
 
 def _translate_options(args: argparse.Namespace) -> dict[str, Any]:

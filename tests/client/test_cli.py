@@ -252,3 +252,22 @@ def test_a_tls_file_that_is_not_there_is_a_usage_error_naming_its_option(option,
         assert exit_.value.code == 2
         said = capsys.readouterr().err.splitlines()[-1]
         assert said.endswith(f"error: argument {option}: no such file: {str(tmp_path / 'gone.pem')!r}")
+
+
+class TextsHeard(pb_grpc.InferenceServiceServicer):
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def Translate(self, request, context):
+        self.texts += request.texts
+        return pb.TranslateResponse(translations=[pb.Translation(hypotheses=[pb.Hypothesis(text="Montag")])])
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-8-sig"])
+def test_stdin_with_a_byte_order_mark_is_read_in_its_encoding(encoding, scripted):
+    """Notepad's "Unicode" and PowerShell's ``>`` write UTF-16 with a BOM: it was "stdin is not UTF-8: byte 0"."""
+    servicer = TextsHeard()
+    data = ("\ufeff" if encoding == "utf-16-be" else "") + "Monday.\r\nFriday, the 9th.\r\n"
+    done = client_cli("--address", scripted(servicer), "translate", "-", input=data.encode(encoding))
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"Montag\n", b"")
+    assert servicer.texts == ["Monday.\r\nFriday, the 9th."]
