@@ -194,6 +194,8 @@ def _translate_file(client: Client, args: argparse.Namespace) -> int:
         return 2
     out = args.out or args.file.with_name(f"{args.file.stem}.{args.target_language}{args.file.suffix}")
     unwritable = _unwritable(out)
+    if args.out is None and out.exists():  # a name the client chose never replaces a file the user has
+        unwritable = "exists; not overwritten: name the file to write with --out (--out FILE, this one to replace it)"
     if unwritable:  # said before the translation, not after minutes of it
         print(f"attnserve-client: error: {job_cli.printable(out)}: {unwritable}", file=sys.stderr)
         return 2

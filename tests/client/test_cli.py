@@ -271,3 +271,22 @@ def test_stdin_with_a_byte_order_mark_is_read_in_its_encoding(encoding, scripted
     done = client_cli("--address", scripted(servicer), "translate", "-", input=data.encode(encoding))
     assert (done.returncode, done.stdout, done.stderr) == (0, b"Montag\n", b"")
     assert servicer.texts == ["Monday.\r\nFriday, the 9th."]
+
+
+@pytest.mark.parametrize("job", [[], ["--job"]])
+def test_a_translation_already_beside_the_file_is_not_written_over_unless_named_with_out(job, scripted, tmp_path):
+    """notes.de.txt, post-edited by hand, was replaced without a word by running the command again."""
+    (tmp_path / "notes.txt").write_text("Monday\n")
+    (tmp_path / "notes.de.txt").write_text("Montag, von Hand verbessert\n")
+    servicer = FileTranslator()
+    argv = ["--address", scripted(servicer), "translate-file", str(tmp_path / "notes.txt"), "--to", "de", *job]
+    done = client_cli(*argv)
+    assert done.returncode == 2 and servicer.names == []
+    assert done.stderr.decode().splitlines() == [
+        f"attnserve-client: error: {tmp_path / 'notes.de.txt'}: exists; not overwritten: name the file to write "
+        "with --out (--out FILE, this one to replace it)"
+    ]
+    assert (tmp_path / "notes.de.txt").read_text() == "Montag, von Hand verbessert\n"
+    if not job:  # named, it is the user's to replace
+        assert client_cli(*argv, "--out", str(tmp_path / "notes.de.txt")).returncode == 0
+        assert (tmp_path / "notes.de.txt").read_text() == "Montag\n"
