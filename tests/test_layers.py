@@ -42,6 +42,7 @@ DOORS = {
     "http.job_routes": "files",
     "http.deepl_routes": "deepl",
     "http.deepl_languages": "deepl",
+    "http.deepl_options": "deepl",
     "http.deepl_glossary_routes": "deepl",
     "http.deepl_v3_glossary_routes": "deepl",
     "http.glossary_routes": "glossaries",

@@ -21,7 +21,8 @@ from ...service.stored_glossaries import GlossaryQuotaExceeded, parse_entries
 from ...service.vocabulary import Glossary
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest
-from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, keyed_route, read_fields, text_field
+from .deepl_options import text_field
+from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, keyed_route, read_fields
 from .table import RouteTable
 
 

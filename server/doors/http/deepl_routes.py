@@ -50,11 +50,11 @@ from ...service.file_jobs import JobNotFound, JobRequest
 from ...service.job_records import remaining_s
 from ...service.requests import AUTO, TranslationRequest
 from ...service.routing import LanguageNotServed
-from ...service.stored_glossaries import language
-from ...service.vocabulary import HTML, TEXT, MarkupRules
+from ...service.vocabulary import HTML, TEXT
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, MonthlyQuotaExceeded, Overloaded, RateLimited, ServingError, echo
 from .deepl_languages import sources, targets, upper
+from .deepl_options import FLAGS, SPLIT_SENTENCES, check_output_format, choice, glossary_id, lang, markup_rules
 from .forms import FORM_SLACK, read_form, sent_whole
 from .messages import json_object, multipart_pairs, read_body, text_body_limit, url_encoded_pairs
 from .table import RouteTable
@@ -73,9 +73,6 @@ STATUS = {
 }
 QUOTA = 456  # DeepL's "quota exceeded": a bound of the caller's key
 TAGS = {"html": HTML, "xml": HTML}  # XML's tags are kept and its text translated by the html reader (MarkupRules.xml)
-TAG_LISTS = ("ignore_tags", "splitting_tags", "non_splitting_tags")
-SPLIT_SENTENCES = ("0", "1", "nonewlines")
-FLAGS = ("0", "1", "false", "true")
 NO_QUOTA = 10**12  # /v2/usage's limit of a key without a quota: DeepL's clients read a limit > 0 as valid
 JOB_STATUS = {"queued": "queued", "running": "translating", "done": "done", "failed": "error", "cancelled": "error"}
 
@@ -159,89 +156,6 @@ async def read_fields(request: web.Request, limit: int) -> MultiDict:
         body = await read_body(request, limit) if request.body_exists else b""
         return MultiDict(list(request.query.items()) + url_encoded_pairs(body))
     return MultiDict(await multipart_pairs(request, limit))
-
-
-def choice(fields: MultiDict, name: str, allowed: tuple[str, ...], default: str) -> str:
-    value = fields.get(name, default)
-    value = str(value).lower() if isinstance(value, (str, bool, int)) else value
-    if value not in allowed:
-        raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)}; expected one of {', '.join(allowed)}")
-    return value
-
-
-def text_field(fields: MultiDict, name: str) -> str | None:
-    """A field DeepL takes as text; a JSON body's number, list or object there is refused."""
-    value = fields.get(name)
-    if value is not None and not isinstance(value, str):
-        raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)} is not a string")
-    return value
-
-
-def lang(fields: MultiDict, name: str) -> str:
-    """A language code as sent, variant and all (``PT-BR``, ``ZH-HANT``, ``EN-US``): routing finds the
-    model of that variant, else the language's plain one (``service.routing``)."""
-    value = text_field(fields, name)
-    if not value or not value.strip():
-        raise InvalidRequest(f"Parameter '{name}' not specified.")
-    try:
-        language(value, name.split("_")[0])
-    except InvalidRequest:
-        raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)}") from None
-    return value.strip()
-
-
-def tag_names(fields: MultiDict, name: str) -> frozenset[str]:
-    """A list of tags: comma-separated (a form, DeepL's older clients), repeated or a JSON list
-    of such strings (its newer ones); blanks between commas are dropped."""
-    names: set[str] = set()
-    for value in fields.getall(name, []):
-        if not isinstance(value, str):
-            raise InvalidRequest(f"Value for '{name}' not supported: {echo(value)} is not a string")
-        names.update(part.strip() for part in value.split(",") if part.strip())
-    return frozenset(names)
-
-
-def markup_rules(fields: MultiDict, tags: str) -> MarkupRules:
-    """DeepL's tag handling options as the request's markup rules (the service checks the names);
-    ``outline_detection`` means something for xml only, as DeepL documents it."""
-    outline = choice(fields, "outline_detection", FLAGS, "1") in ("1", "true")
-    lists = {name: tag_names(fields, name) for name in TAG_LISTS}
-    return MarkupRules(xml=tags == "xml", outline_detection=outline, **lists)
-
-
-def glossary_id(fields: MultiDict) -> str:
-    """The request's glossary: ``glossary_id``, or ``glossary_ids`` (DeepL's newer clients send a
-    list, or one comma-separated field) naming one; several distinct glossaries in one request
-    are refused rather than applied in part."""
-    ids = []
-    for name in ("glossary_id", "glossary_ids"):
-        for value in fields.getall(name, []):
-            if not isinstance(value, str):
-                raise InvalidRequest(f"Parameter '{name}' must be a string")
-            ids += [part.strip() for part in value.split(",") if part.strip()]
-    if len(set(ids)) > 1:
-        raise InvalidRequest(
-            f"Value for 'glossary_ids' not supported: {len(set(ids))} glossaries; this server applies one "
-            "glossary a request (a v3 glossary holds one dictionary per language pair)"
-        )
-    return ids[0] if ids else ""
-
-
-# extensions of one format, as DeepL lists them ("htm / html", "xlf / xliff")
-SAME_FORMAT = {"htm": "html", "xlf": "xliff"}
-
-
-def check_output_format(fields: MultiDict, name: str) -> None:
-    """``output_format`` names the translated file's extension; a document comes back in its own
-    format here, so any other is refused (DeepL refuses the conversions it lacks) rather than
-    answered with a file of another type than the client asked for."""
-    wanted = str(fields.get("output_format") or "").strip().lower().lstrip(".")
-    own = name.rsplit(".", 1)[-1].lower() if "." in name else ""
-    if wanted and SAME_FORMAT.get(wanted, wanted) != SAME_FORMAT.get(own, own):
-        raise InvalidRequest(
-            f"Value for 'output_format' not supported: {echo(wanted)}; this server returns a document in its "
-            f"own format ({'.' + own if own else 'the uploaded one'})"
-        )
 
 
 class DeepLRoutes:

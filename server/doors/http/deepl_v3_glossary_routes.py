@@ -33,7 +33,8 @@ from ...service.vocabulary import Dictionary, Glossary
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, echo
 from .deepl_glossary_routes import creation_time
-from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, keyed_route, read_fields, text_field
+from .deepl_options import text_field
+from .deepl_routes import LABEL, DeepLRoutes, QuotaExceeded, keyed_route, read_fields
 from .table import RouteTable
 
 DICTIONARY_FIELDS = ("source_lang", "target_lang", "entries")
