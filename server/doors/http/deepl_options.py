@@ -96,3 +96,15 @@ def check_output_format(fields: MultiDict, name: str) -> None:
             f"Value for 'output_format' not supported: {echo(wanted)}; this server returns a document in its "
             f"own format ({'.' + own if own else 'the uploaded one'})"
         )
+
+
+FORMALITY = ("default", "more", "less", "prefer_more", "prefer_less")
+
+
+def check_formality(fields: MultiDict) -> None:
+    """No served target has formality (``/v2/languages``: ``supports_formality`` false), so
+    ``more`` and ``less`` are refused as DeepL refuses them for such a target, rather than
+    answered in a register the caller did not ask for; its ``prefer_`` values fall back to the
+    default, as DeepL's do."""
+    if choice(fields, "formality", FORMALITY, "default") in ("more", "less"):
+        raise InvalidRequest("'formality' is not supported for given 'target_lang'.")

@@ -12,15 +12,17 @@ tools): one more codec over the translation service, the stored glossaries and t
   DeepL's ``ignore_tags``, ``splitting_tags``, ``non_splitting_tags`` (comma-separated, or a
   JSON list) and ``outline_detection`` (xml): the request's ``MarkupRules``,
   ``glossary_id``, ``split_sentences`` and ``preserve_formatting`` (checked; sentences are
-  always split and formatting always kept); every other field (``formality``, ``context``,
-  ``model_type``, ...) is accepted and ignored, as DeepL documents. JSON or a form ->
+  always split and formatting always kept), ``formality`` (no target has it: ``more`` and ``less``
+  are DeepL's 400 for such a target, ``prefer_more`` / ``prefer_less`` its default); every other
+  field (``context``, ``model_type``, ...) is accepted and ignored, as DeepL documents. JSON or a form ->
   ``{"translations": [{"detected_source_language", "text", "billed_characters"}]}``;
 - ``GET /v2/languages`` (``type`` source or target: a language's code for the sources, each served
   variant's for the targets, ``EN-GB`` / ``EN-US`` / ``PT-BR`` / ``PT-PT`` / ``ZH-HANS`` for a plain
   ``en`` / ``pt`` / ``zh``), ``GET /v2/usage`` (the key's characters translated this calendar month,
   UTC, through any door, and its quota: ``service.usage``),
   ``GET /v2/glossary-language-pairs``, ``/v2/glossaries`` (``deepl_glossary_routes``);
-- ``POST /v2/document`` (a multipart ``file``, ``target_lang``, ``source_lang``, ``glossary_id``) ->
+- ``POST /v2/document`` (a multipart ``file``, ``target_lang``, ``source_lang``, ``glossary_id``,
+  ``formality`` as for a text) ->
   ``{"document_id", "document_key"}``: a file job; ``POST /v2/document/{id}`` -> its ``status``
   (queued, translating, done, error), ``seconds_remaining``, ``billed_characters`` once done (the
   characters of text translated); ``.../result`` -> the file, once (503 until done, 400 if failed).
@@ -54,7 +56,16 @@ from ...service.vocabulary import HTML, TEXT
 from ...shared.calls import Call
 from ...shared.errors import InvalidRequest, MonthlyQuotaExceeded, Overloaded, RateLimited, ServingError, echo
 from .deepl_languages import sources, targets, upper
-from .deepl_options import FLAGS, SPLIT_SENTENCES, check_output_format, choice, glossary_id, lang, markup_rules
+from .deepl_options import (
+    FLAGS,
+    SPLIT_SENTENCES,
+    check_formality,
+    check_output_format,
+    choice,
+    glossary_id,
+    lang,
+    markup_rules,
+)
 from .forms import FORM_SLACK, read_form, sent_whole
 from .messages import json_object, multipart_pairs, read_body, text_body_limit, url_encoded_pairs
 from .table import RouteTable
@@ -191,6 +202,7 @@ class DeepLRoutes:
             raise InvalidRequest(f"Value for 'tag_handling' not supported: {echo(tags)}; expected html or xml")
         choice(fields, "split_sentences", SPLIT_SENTENCES, "1")
         choice(fields, "preserve_formatting", FLAGS, "0")
+        check_formality(fields)
         wanted = TranslationRequest(
             call,
             tuple(texts),
@@ -238,6 +250,7 @@ class DeepLRoutes:
         source = lang(form, "source_lang") if form.get("source_lang") else AUTO
         name = fields.get("filename") or filename
         check_output_format(form, name)
+        check_formality(form)
         wanted = JobRequest(key, name, content, source, target, "", glossary_id(form), client=call.client)
         try:
             with quota_words():

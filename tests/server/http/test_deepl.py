@@ -43,8 +43,30 @@ def test_the_client_translates_texts_and_html(server):
     assert results[0].detected_source_lang == "EN" and results[0].billed_characters == 21
     html = translator.translate_text("<p>Monday, March 3, 2025</p>", target_lang="DE", tag_handling="html")
     assert html.text == "<p>Montag, 3. März 2025</p>" and html.detected_source_lang == "EN"
-    ignored = translator.translate_text("at 3:45 PM", target_lang="DE", formality="more", context="a memo")
+    ignored = translator.translate_text("at 3:45 PM", target_lang="DE", formality="prefer_more", context="a memo")
     assert ignored.text == "um 15:45 Uhr"  # options attnserve does not have are accepted and ignored
+
+
+def test_formality_a_target_lacks_is_refused_as_deepl_refuses_it(server, tmp_path):
+    """No served target has formality (/v2/languages: supports_formality false): DeepL answers
+    ``more`` or ``less`` for such a target with a 400, and only its ``prefer_`` values fall back
+    to the default; a translation in the wrong register must not come back as if asked."""
+    translator = client(server)
+    assert not any(lang.supports_formality for lang in translator.get_target_languages())
+    for formality in ("more", "less", deepl.Formality.MORE):
+        with pytest.raises(deepl.DeepLException, match="'formality' is not supported for given 'target_lang'") as err:
+            translator.translate_text("at 3:45 PM", target_lang="DE", formality=formality)
+        assert err.value.http_status_code == 400
+    for formality in ("default", "prefer_less", deepl.Formality.PREFER_MORE):
+        assert translator.translate_text("at 3:45 PM", target_lang="DE", formality=formality).text == "um 15:45 Uhr"
+    with pytest.raises(deepl.DeepLException, match="Value for 'formality' not supported"):
+        translator.translate_text("at 3:45 PM", target_lang="DE", formality="polite")
+    source = tmp_path / "memo.docx"
+    source.write_bytes(office.docx([[("at 3:45 PM", "")]]))
+    with pytest.raises(deepl.DeepLException, match="'formality' is not supported for given 'target_lang'"):
+        translator.translate_document_from_filepath(
+            source, tmp_path / "memo.de.docx", target_lang="DE", formality="less"
+        )
 
 
 def test_blank_entries_of_a_batch_come_back_as_sent(server):
