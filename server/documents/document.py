@@ -49,16 +49,18 @@ class Segment:
         return markup or bool(self.before or self.after or self.references or self.inline or self.breaks)
 
     def render(self, translation: str, alignment: WordAlignment | None = None) -> str:
-        """The translation in the sentence's place; html and markdown keep their structure whatever
-        it says (``structure``): its newlines are spaces, the sentence's own line breaks go back in,
-        and one with nothing to show (no letter or digit) or too few words for the lines leaves the
-        sentence as sent."""
+        """The translation in the sentence's place; html and markdown (and a text's sentence over
+        lines) keep their structure whatever it says (``structure``): its newlines are spaces, the
+        sentence's own line breaks go back in, and one with nothing to show (no letter or digit) or
+        too few words for the lines leaves the sentence as sent."""
         if translation == self.text:
             return self.source
-        if not (self.html or self.markdown):
+        if not (self.html or self.markdown or self.breaks):
             return self._placed(translation, alignment)
         translation = structure.one_line(translation)
         places = structure.break_places(len(self.text), [at for at, _ in self.breaks], translation)
+        if places is None and not (self.html or self.markdown):  # a text's sentence: on one line, then
+            return self._placed(translation, alignment)
         if not structure.shows_something(translation) or places is None:
             return self.source
         rendered = self._placed(structure.mark_breaks(translation, places), alignment)

@@ -63,13 +63,17 @@ class MarkupRules:
     sentence does not. ``outline_detection`` False: only ``splitting_tags`` end runs (DeepL's
     rule). ``ignore_tags``: these elements' content is never translated and comes back as
     sent (inside a sentence, the element is one anchor). ``splitting_tags`` always end a run,
-    ``non_splitting_tags`` never do, in html as in xml."""
+    ``non_splitting_tags`` never do, in html as in xml. DeepL's ``split_sentences``, for every
+    format: ``lines`` False, a newline ends no sentence of a text either (its breaks go back into
+    the translation, as html's do); ``sentences`` False, a run is one sentence, split nowhere."""
 
     xml: bool = False
     ignore_tags: frozenset[str] = frozenset()
     splitting_tags: frozenset[str] = frozenset()
     non_splitting_tags: frozenset[str] = frozenset()
     outline_detection: bool = True
+    lines: bool = True
+    sentences: bool = True
 
     def fold(self, name: str) -> str:
         return name if self.xml else name.lower()

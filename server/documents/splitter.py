@@ -22,7 +22,7 @@ from .markdown import markdown_runs
 from .markup import HTML_RULES, MarkupRules, html_runs
 from .normalize import Normalizer
 from .placement import InlineElement
-from .sentences import CLOSE, OPEN, VOID, Anchor, Run, cut_at_markup, sentence_spans
+from .sentences import CLOSE, OPEN, VOID, Anchor, Run, cut_at_markup, sentence_spans, translatable, trim
 from .structure import at_block_start
 
 TEXT, HTML, MARKDOWN = "text", "html", "markdown"
@@ -123,8 +123,14 @@ def _may_cut(source_map: SourceMap, p: int) -> bool:
     return not source_map.splits_reference(p)
 
 
-def text_runs(text: str) -> list[Run]:
-    return [Run(text, SourceMap.identity(0, len(text)), lines=True)]
+def text_runs(text: str, lines: bool = True) -> list[Run]:
+    return [Run(text, SourceMap.identity(0, len(text)), lines=lines)]
+
+
+def whole_run(plain: str) -> list[tuple[int, int]]:
+    """A run as one sentence (DeepL's ``split_sentences=0``), trimmed; none with nothing to translate."""
+    start, end = trim(plain, 0, len(plain))
+    return [(start, end)] if translatable(plain[start:end]) else []
 
 
 def styled_runs(text: str, styled: Sequence[tuple[int, int]]) -> list[Run]:
@@ -169,16 +175,23 @@ class DocumentSplitter:
             raise InvalidRequest(f"format must be one of {', '.join(FORMATS)}, got {echo(format)}")
         works = []
         read = functools.partial(html_runs, rules=markup) if format == HTML else RUNS[format]
+        if format == TEXT and not markup.lines:
+            read = functools.partial(text_runs, lines=False)
         for i, text in enumerate(texts):
             stopping.check()  # between a file's paragraphs or pages: its client may have gone
             stretches = styled[i] if styled is not None and format == TEXT else ()
             runs = styled_runs(text, stretches) if stretches else read(text)
             cut = functools.partial(cut_at_unpaired, text) if place_inline or stretches else cut_at_markup
-            works.append([(run, cut(run, sentence_spans(run.plain, self.language, run.lines))) for run in runs])
+            works.append([(run, cut(run, self._sentences(run, markup))) for run in runs])
         flat = [self.normalize(run.plain[s:e]) for work in works for run, spans in work for s, e in spans]
         stopping.check()
         ids = iter(self.budget.encode(flat))
         return [self._document(text, work, ids, format, place_inline) for text, work in zip(texts, works)]
+
+    def _sentences(self, run: Run, markup: MarkupRules) -> list[tuple[int, int]]:
+        if not markup.sentences:
+            return whole_run(run.plain)
+        return sentence_spans(run.plain, self.language, run.lines)
 
     def _document(
         self,
@@ -217,8 +230,8 @@ class DocumentSplitter:
     def _segment(raw: str, run: Run, start: int, end: int, format: str, place_inline: bool) -> Segment:
         source = raw[run.map.start(start) : run.map.end(end)]
         text = run.plain[start:end]
-        if format == TEXT:
-            return Segment(source, text)
+        if format == TEXT:  # a sentence over lines (not ``run.lines``) keeps its breaks
+            return Segment(source, text, breaks=() if run.lines else line_breaks(raw, run, start, end)[0])
         breaks, merged = line_breaks(raw, run, start, end)
         # markup inside a word (see cut_at_markup), or any (place_inline); a hard break is its line break's
         inside = [a for a in run.anchors_inside(start, end) if a not in merged]

@@ -57,10 +57,14 @@ def tag_names(fields: MultiDict, name: str) -> frozenset[str]:
 
 def markup_rules(fields: MultiDict, tags: str) -> MarkupRules:
     """DeepL's tag handling options as the request's markup rules (the service checks the names);
-    ``outline_detection`` means something for xml only, as DeepL documents it."""
+    ``outline_detection`` means something for xml only, as DeepL documents it. ``split_sentences``
+    too: in a text a newline ends a sentence only with ``1`` (html's never do)."""
     outline = choice(fields, "outline_detection", FLAGS, "1") in ("1", "true")
     lists = {name: tag_names(fields, name) for name in TAG_LISTS}
-    return MarkupRules(xml=tags == "xml", outline_detection=outline, **lists)
+    split = choice(fields, "split_sentences", SPLIT_SENTENCES, "1")  # "0": nowhere; "nonewlines": not at lines
+    return MarkupRules(
+        xml=tags == "xml", outline_detection=outline, lines=split == "1", sentences=split != "0", **lists
+    )
 
 
 def glossary_id(fields: MultiDict) -> str:

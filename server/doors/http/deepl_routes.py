@@ -11,8 +11,10 @@ tools): one more codec over the translation service, the stored glossaries and t
   are case-sensitive and its outline, not html's names, says which tags end a sentence) with
   DeepL's ``ignore_tags``, ``splitting_tags``, ``non_splitting_tags`` (comma-separated, or a
   JSON list) and ``outline_detection`` (xml): the request's ``MarkupRules``,
-  ``glossary_id``, ``split_sentences`` and ``preserve_formatting`` (checked; sentences are
-  always split and formatting always kept), ``formality`` (no target has it: ``more`` and ``less``
+  ``glossary_id``, ``split_sentences`` (``1``: a text's newlines end sentences; ``nonewlines``:
+  they do not, a sentence wrapped over lines is read as one and its breaks go back into the
+  translation; ``0``: a text, or html's block, is one sentence), ``preserve_formatting`` (checked;
+  formatting is always kept), ``formality`` (no target has it: ``more`` and ``less``
   are DeepL's 400 for such a target, ``prefer_more`` / ``prefer_less`` its default); every other
   field (``context``, ``model_type``, ...) is accepted and ignored, as DeepL documents. JSON or a form ->
   ``{"translations": [{"detected_source_language", "text", "billed_characters"}]}``;
@@ -58,7 +60,6 @@ from ...shared.errors import InvalidRequest, MonthlyQuotaExceeded, Overloaded, R
 from .deepl_languages import sources, targets, upper
 from .deepl_options import (
     FLAGS,
-    SPLIT_SENTENCES,
     check_formality,
     check_output_format,
     choice,
@@ -200,7 +201,6 @@ class DeepLRoutes:
         tags = fields.get("tag_handling") or ""
         if tags and tags not in TAGS:
             raise InvalidRequest(f"Value for 'tag_handling' not supported: {echo(tags)}; expected html or xml")
-        choice(fields, "split_sentences", SPLIT_SENTENCES, "1")
         choice(fields, "preserve_formatting", FLAGS, "0")
         check_formality(fields)
         wanted = TranslationRequest(

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from attnserve.server.documents import Document
+from attnserve.server.documents import Document, MarkupRules
 
 
 def _marked(doc: Document) -> str:
@@ -80,3 +80,19 @@ def test_non_ascii_spaces_before_a_period_do_not_crash_the_segmenter(splitter):
     doc = splitter.split(text).document
     assert doc.join([s.text for s in doc.segments]) == text
     assert len(doc.segments) >= 1
+
+
+def test_a_sentence_over_lines_is_one_with_lines_off_and_its_break_goes_back(splitter):
+    """DeepL's split_sentences=nonewlines: a newline ends no sentence; the break is put back at
+    the translation's space nearest its place, or, with no space for it, the sentence is on one line."""
+    lines_off = MarkupRules(lines=False)
+    prepared = splitter.split("Monday, March 3,\n  2025. at 3:45 PM\n", markup=lines_off)
+    assert prepared.sources == ("Monday, March 3, 2025.", "at 3:45 PM")
+    assert (
+        prepared.document.join(["Montag, 3. März 2025.", "um 15:45 Uhr"]) == "Montag, 3. März\n  2025. um 15:45 Uhr\n"
+    )
+    wrapped = splitter.split("Thank\nyou", markup=lines_off).document
+    assert wrapped.join(["Danke"]) == "Danke"  # not the source, untranslated
+    whole = splitter.split("Monday, March 3, 2025. at 3:45 PM\n", markup=MarkupRules(lines=False, sentences=False))
+    assert whole.sources == ("Monday, March 3, 2025. at 3:45 PM",)
+    assert whole.document.join(["Montag, 3. März 2025. um 15:45 Uhr"]) == "Montag, 3. März 2025. um 15:45 Uhr\n"

@@ -447,6 +447,30 @@ def test_outline_detection_off_splits_only_at_splitting_tags(server, sentences):
     assert done.text == expected and sentences[-1] == ["Monday, March 3, 2025", "at 3:45 PM"]
 
 
+def test_split_sentences_nonewlines_and_0_do_not_end_a_sentence_at_a_newline(server, sentences):
+    """DeepL's ``split_sentences``: ``1`` (the default) ends sentences at punctuation and newlines,
+    ``nonewlines`` at punctuation only (subtitle and CAT tools send a sentence wrapped over lines
+    so), ``0`` nowhere (a text is one sentence). The line break comes back inside the translation."""
+    translator = client(server)
+    wrapped = "Monday, March 3,\n2025"
+    translator.translate_text(wrapped, target_lang="DE")
+    assert sentences[-1] == ["Monday, March 3,", "2025"]
+    done = translator.translate_text(wrapped, target_lang="DE", split_sentences=deepl.SplitSentences.NO_NEWLINES)
+    assert sentences[-1] == ["Monday, March 3, 2025"] and done.text == "Montag, 3. März\n2025", done.text
+    two = "Monday, March 3, 2025. at 3:45 PM\n"
+    done = translator.translate_text(two, target_lang="DE", split_sentences="nonewlines")
+    assert (
+        sentences[-1] == ["Monday, March 3, 2025.", "at 3:45 PM"]
+        and done.text == "Montag, 3. März 2025. um 15:45 Uhr\n"
+    )
+    translator.translate_text(two, target_lang="DE", split_sentences=deepl.SplitSentences.OFF)
+    assert sentences[-1] == ["Monday, March 3, 2025. at 3:45 PM"]
+    key = {"Authorization": "DeepL-Auth-Key alice"}  # a form, as DeepL's older clients send it
+    form = b"text=Monday%2C+March+3%2C%0A2025&target_lang=DE&split_sentences=nonewlines"
+    status, reply, _ = call(server, "/v2/translate", form, "application/x-www-form-urlencoded", key)
+    assert status == 200 and json.loads(reply)["translations"][0]["text"] == "Montag, 3. März\n2025", reply
+
+
 def test_a_bad_tag_list_is_a_400_in_deepls_shape(server):
     translator = client(server)
     with pytest.raises(deepl.DeepLException, match="ignore_tags: '1x' is not a tag name"):
