@@ -103,6 +103,7 @@ def check_output_format(fields: MultiDict, name: str) -> None:
 
 
 FORMALITY = ("default", "more", "less", "prefer_more", "prefer_less")
+MODEL_TYPES = ("quality_optimized", "prefer_quality_optimized", "latency_optimized")
 
 
 def check_formality(fields: MultiDict) -> None:
@@ -112,3 +113,9 @@ def check_formality(fields: MultiDict) -> None:
     default, as DeepL's do."""
     if choice(fields, "formality", FORMALITY, "default") in ("more", "less"):
         raise InvalidRequest("'formality' is not supported for given 'target_lang'.")
+
+
+def check_model_type(fields: MultiDict) -> None:
+    """``model_type``: a pair has one model here, which answers whichever DeepL names; a value
+    DeepL does not know is its 400, not a typo passed over."""
+    choice(fields, "model_type", MODEL_TYPES, MODEL_TYPES[0])

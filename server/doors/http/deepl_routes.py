@@ -15,8 +15,9 @@ tools): one more codec over the translation service, the stored glossaries and t
   they do not, a sentence wrapped over lines is read as one and its breaks go back into the
   translation; ``0``: a text, or html's block, is one sentence), ``preserve_formatting`` (checked;
   formatting is always kept), ``formality`` (no target has it: ``more`` and ``less``
-  are DeepL's 400 for such a target, ``prefer_more`` / ``prefer_less`` its default); every other
-  field (``context``, ``model_type``, ...) is accepted and ignored, as DeepL documents. JSON or a form ->
+  are DeepL's 400 for such a target, ``prefer_more`` / ``prefer_less`` its default), ``model_type``
+  (checked: a pair has one model); every other field (``context``, ``show_billed_characters``,
+  ...) is accepted and ignored, as DeepL documents. JSON or a form ->
   ``{"translations": [{"detected_source_language", "text", "billed_characters"}]}``;
 - ``GET /v2/languages`` (``type`` source or target: a language's code for the sources, each served
   variant's for the targets, ``EN-GB`` / ``EN-US`` / ``PT-BR`` / ``PT-PT`` / ``ZH-HANS`` for a plain
@@ -61,6 +62,7 @@ from .deepl_languages import sources, targets, upper
 from .deepl_options import (
     FLAGS,
     check_formality,
+    check_model_type,
     check_output_format,
     choice,
     glossary_id,
@@ -203,6 +205,7 @@ class DeepLRoutes:
             raise InvalidRequest(f"Value for 'tag_handling' not supported: {echo(tags)}; expected html or xml")
         choice(fields, "preserve_formatting", FLAGS, "0")
         check_formality(fields)
+        check_model_type(fields)
         wanted = TranslationRequest(
             call,
             tuple(texts),

@@ -61,6 +61,12 @@ def test_formality_a_target_lacks_is_refused_as_deepl_refuses_it(server, tmp_pat
         assert translator.translate_text("at 3:45 PM", target_lang="DE", formality=formality).text == "um 15:45 Uhr"
     with pytest.raises(deepl.DeepLException, match="Value for 'formality' not supported"):
         translator.translate_text("at 3:45 PM", target_lang="DE", formality="polite")
+    # model_type: each pair has one model here, whichever DeepL value is asked; a misspelt one is DeepL's 400
+    assert (
+        translator.translate_text("at 3:45 PM", target_lang="DE", model_type="latency_optimized").text == "um 15:45 Uhr"
+    )
+    with pytest.raises(deepl.DeepLException, match="Value for 'model_type' not supported"):
+        translator.translate_text("at 3:45 PM", target_lang="DE", model_type="quality")
     source = tmp_path / "memo.docx"
     source.write_bytes(office.docx([[("at 3:45 PM", "")]]))
     with pytest.raises(deepl.DeepLException, match="'formality' is not supported for given 'target_lang'"):
