@@ -3,11 +3,11 @@
 Part of the model-directory contract: the server applies it to every request and the
 exporter's held-out evaluation applies the same code, so the two agree. The steps follow
 ``model.json``'s ``preprocessing``: check the byte size, open the image and check its
-pixel count *before* decoding (decompression bombs), decode, turn it as its EXIF orientation
-says, read an embedded ICC profile's colours as sRGB, convert to "L" (1 channel)
-or "RGB" (3), optionally invert (255 - x; with ``auto_invert`` only when the background is
-light), optionally crop to the ink (``crop_to_ink``), resize to image_size square with the
-manifest's resample filter, scale to [0, 1], then (x - mean) / std per channel.
+pixel count *before* decoding (decompression bombs), decode (an animation: its first frame
+alone), turn it as its EXIF orientation says, read an embedded ICC profile's colours as sRGB,
+convert to "L" (1 channel) or "RGB" (3), optionally invert (255 - x; with ``auto_invert`` only
+when the background is light), optionally crop to the ink (``crop_to_ink``), resize to
+image_size square with the manifest's resample filter, scale to [0, 1], then (x - mean) / std per channel.
 
 ``crop_to_ink`` is the size normalisation of MNIST (LeCun et al. 1998): the digit's bounding
 box, centred on a square whose side is the box's longer side (plus :data:`INK_MARGIN` on each
@@ -93,10 +93,12 @@ def _open_checked(data: bytes, max_pixels: int, max_bytes: int) -> Image.Image:
             width, height = image.size
             if width * height > max_pixels:
                 raise _too_many_pixels(f"{width}x{height} = {width * height}", max_pixels)
-            deep_key = _deep_png_key(image)
-            image.load()  # the full decode
+            deep_key, gif_frame = _deep_png_key(image), _gif_partial_frame(image)
+            image.load()  # the full decode (of the first frame alone: an animation's others are never read)
             if deep_key is not None:
                 image.info["transparency"] = deep_key
+            if gif_frame is not None:
+                image = _outside_transparent(image, gif_frame)
     except ImageRejected:
         raise
     except Image.DecompressionBombError as exc:  # Pillow's own guard, in Image.open
@@ -164,6 +166,28 @@ def _deep_png_key(image: Image.Image) -> tuple[int, ...] | None:
     if image.format != "PNG" or image.mode != "RGB" or not isinstance(key, tuple) or not image.tile:
         return None
     return tuple(v >> 8 for v in key) if image.tile[0].args == "RGB;16B" else None
+
+
+def _gif_partial_frame(image: Image.Image) -> tuple[int, int, int, int] | None:
+    """A GIF's first frame's box (left, top, right, bottom) where it leaves part of the logical
+    screen uncovered and has no transparent index; None otherwise. Read before the decode.
+
+    GIF89a paints the rest of the screen in its background colour, and Pillow fills it with
+    palette index 0 (often not the background, and never what is seen); browsers show it
+    transparent, and so it is read here: flattened as other transparent pixels are. With a
+    transparent index Pillow fills it with that index already."""
+    if image.format != "GIF" or "transparency" in image.info or not image.tile:
+        return None
+    box = tuple(image.tile[0][1])  # the tile's extents (a tuple before Pillow 11's _Tile)
+    return None if box == (0, 0, *image.size) else box
+
+
+def _outside_transparent(image: Image.Image, box: tuple[int, int, int, int]) -> Image.Image:
+    alpha = Image.new("L", image.size, 0)
+    alpha.paste(255, box)
+    out = image.convert("LA" if image.mode == "L" else "RGBA")
+    out.putalpha(alpha)
+    return out
 
 
 def _flatten_alpha(image: Image.Image) -> Image.Image:
