@@ -1,4 +1,5 @@
-"""Partial images: a GIF's first frame smaller than its screen reads as a browser shows it."""
+"""Animated and partial images: an animation's first frame is the one classified, and only it is
+decoded; a GIF's first frame smaller than its screen reads as a browser shows it."""
 
 from __future__ import annotations
 
@@ -7,13 +8,80 @@ import struct
 
 import numpy as np
 import pytest
-from PIL import Image
+from PIL import GifImagePlugin, Image, PngImagePlugin, WebPImagePlugin
 
 from attnserve.contract.manifest import Preprocessing
 from attnserve.server.images.preprocess import preprocess_image
 
+RGB = Preprocessing(image_size=8, channels=3, mean=[0.0], std=[1.0], resample="nearest")
 LIMITS = dict(max_pixels=10_000, max_bytes=100_000)
-BLUE, BLACK = (0, 0, 255), (0, 0, 0)
+RED, GREEN, BLUE, BLACK = (255, 0, 0), (0, 255, 0), (0, 0, 255), (0, 0, 0)
+# name -> (Pillow format, save options): lossless, so a frame's colour is its pixels' exactly
+ANIMATIONS = {"GIF": ("GIF", {}), "WebP": ("WEBP", {"lossless": True}), "APNG": ("PNG", {})}
+PLUGINS = {
+    "GIF": GifImagePlugin.GifImageFile,
+    "WebP": WebPImagePlugin.WebPImageFile,
+    "APNG": PngImagePlugin.PngImageFile,
+}
+
+
+def _animation(name: str, colours: list[tuple[int, int, int]]) -> bytes:
+    fmt, params = ANIMATIONS[name]
+    frames = [Image.new("RGB", (8, 8), colour) for colour in colours]
+    buf = io.BytesIO()
+    frames[0].save(buf, fmt, save_all=True, append_images=frames[1:], duration=40, **params)
+    return buf.getvalue()
+
+
+def _solid(colour: tuple[int, int, int]) -> np.ndarray:
+    return np.broadcast_to(np.asarray(colour, np.float32)[:, None, None] / 255.0, (3, 8, 8))
+
+
+@pytest.mark.parametrize("name", list(ANIMATIONS))
+def test_an_animations_first_frame_is_the_one_classified(name):
+    data = _animation(name, [RED, GREEN, BLUE])
+    with Image.open(io.BytesIO(data)) as image:
+        assert image.n_frames == 3  # an animation indeed, not a picture Pillow saved alone
+    np.testing.assert_array_equal(preprocess_image(data, RGB, **LIMITS), _solid(RED))
+
+
+@pytest.mark.parametrize("name", list(ANIMATIONS))
+def test_no_frame_after_the_first_is_read(name, monkeypatch):
+    frames: list[int] = []
+    plugin = PLUGINS[name]
+    for method in ("seek", "_seek"):  # every plugin moves between frames through these
+        original = getattr(plugin, method)
+
+        def counted(self, frame, *args, _original=original):
+            frames.append(frame)
+            return _original(self, frame, *args)
+
+        monkeypatch.setattr(plugin, method, counted)
+    data = _animation(name, [RED, GREEN, BLUE] * 100)
+    np.testing.assert_array_equal(preprocess_image(data, RGB, **LIMITS), _solid(RED))
+    assert set(frames) <= {0}
+
+
+def _corrupt_second_frame(name: str, data: bytes) -> bytes:
+    """The animation with its second frame's pixels broken: a GIF or APNG cut inside them (as a
+    download cut short leaves it), a WebP's zeroed (libwebp refuses a cut container at open)."""
+    if name == "WebP":
+        second = data.find(b"VP8L", data.find(b"VP8L") + 4)
+        size = struct.unpack("<I", data[second + 4 : second + 8])[0]
+        start = second + 8 + 5  # after the VP8L signature and the frame's size
+        return data[:start] + bytes(size - 5) + data[start + size - 5 :]
+    with Image.open(io.BytesIO(data)) as image:
+        image.seek(1)
+        return data[: image.tile[0][2] + 3]  # the tile's offset: where the frame's pixels begin
+
+
+@pytest.mark.parametrize("name", list(ANIMATIONS))
+def test_a_corrupt_later_frame_does_not_refuse_the_image(name):
+    data = _corrupt_second_frame(name, _animation(name, [RED, GREEN, BLUE]))
+    with Image.open(io.BytesIO(data)) as image, pytest.raises(OSError):
+        image.seek(1)
+        image.load()  # the corruption is real: the second frame does not decode
+    np.testing.assert_array_equal(preprocess_image(data, RGB, **LIMITS), _solid(RED))
 
 
 def _gif_on_a_larger_screen(mode: str, transparency: int | None) -> bytes:
