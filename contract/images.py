@@ -165,7 +165,8 @@ def _deep_png_key(image: Image.Image) -> tuple[int, ...] | None:
     key = image.info.get("transparency")
     if image.format != "PNG" or image.mode != "RGB" or not isinstance(key, tuple) or not image.tile:
         return None
-    return tuple(v >> 8 for v in key) if image.tile[0].args == "RGB;16B" else None
+    # the tile's raw mode, by index: Pillow 10 has tuples (its _Tile's .args came with 11)
+    return tuple(v >> 8 for v in key) if image.tile[0][3] == "RGB;16B" else None
 
 
 def _gif_partial_frame(image: Image.Image) -> tuple[int, int, int, int] | None:
