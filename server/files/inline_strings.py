@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from xml.parsers import expat
 
@@ -42,13 +42,12 @@ class InlineStrings:
     elements: list[etree._Element]
     namespaces: dict[str, str]  # declared in the sheet around the strings: prefix ("" default) -> URI
 
-    def write(self) -> bytes:
-        out, at = [], 0
-        for (start, end), element in zip(self.spans, self.elements):
-            out += (self.data[at:start], self._written(element, self.data[start:end]))
-            at = end
-        out.append(self.data[at:])
-        return b"".join(out)
+    def write(self, edits: Sequence[tuple[int, int, bytes]] = ()) -> bytes:
+        """The sheet with its strings written again, and ``edits`` (byte ranges outside them) made."""
+        strings = [
+            (start, end, self._written(e, self.data[start:end])) for (start, end), e in zip(self.spans, self.elements)
+        ]
+        return splice(self.data, sorted([*strings, *edits]))
 
     def _written(self, element: etree._Element, was: bytes) -> bytes:
         """The element as XML, without the namespace declarations lxml adds to it for the ones
@@ -61,6 +60,25 @@ class InlineStrings:
             return b"" if self.namespaces.get(prefix) == uri and m.group() not in was else m.group()
 
         return _DECLARATION.sub(inherited, text[:first]) + text[first:]
+
+
+def splice(data: bytes, edits: Sequence[tuple[int, int, bytes]]) -> bytes:
+    """``data`` with each byte range ``start:end`` of ``edits`` (in order, apart) replaced."""
+    out, at = [], 0
+    for start, end, written in edits:
+        out += (data[at:start], written)
+        at = end
+    out.append(data[at:])
+    return b"".join(out)
+
+
+def utf8(data: bytes) -> bool:
+    """Whether a part that starts with ``data`` is in UTF-8 (what every writer uses)."""
+    declared = _DECLARED.match(data)
+    encoding = declared.group(1) if declared else None
+    return not data.startswith((b"\xff\xfe", b"\xfe\xff", b"<\x00", b"\x00<")) and (
+        not encoding or encoding.lower().replace(b"_", b"-") == b"utf-8"
+    )
 
 
 class _Scan:
@@ -115,11 +133,7 @@ def read(
     """The worksheet ``name``'s inline strings, ``seen("end", string)`` called for each in order;
     None for a sheet not in UTF-8."""
     data = archive.read(package, name, KIND)
-    declared = _DECLARED.match(data)
-    encoding = declared.group(1) if declared else None
-    if data.startswith((b"\xff\xfe", b"\xfe\xff", b"<\x00", b"\x00<")) or (
-        encoding and encoding.lower().replace(b"_", b"-") != b"utf-8"
-    ):
+    if not utf8(data):
         return None
     scan = _scan(data, name)
     declarations = b"".join(

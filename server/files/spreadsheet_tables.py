@@ -5,18 +5,27 @@ the two to match: a header cell whose text no longer equals its column's name ma
 report the workbook as damaged and "repair" it. So, as sheet and defined names, they are
 not translated: this module finds which strings they show, by the worksheets' relationships
 to their table parts, each table's range, and the header row's cells (a worksheet is read
-only up to its tables' last header row)."""
+only up to its tables' last header row).
+
+A header's text is a shared string other cells may show too ("Total" as a column name and as a
+label further down): those cells are translated, and the header cells are given a copy of the
+string as it was, appended to the shared strings (``count`` unchanged: as many cells point into
+them; ``uniqueCount`` one more), so only the header cells' ``<v>`` change in the worksheets. That
+takes every worksheet read through once more (expat, no tree), only when a header is a shared
+string; a header cell in a worksheet not in UTF-8 (never seen) keeps its string untranslated."""
 
 from __future__ import annotations
 
 import posixpath
 import re
 import zipfile
+from copy import deepcopy
 from dataclasses import dataclass, field
+from xml.parsers import expat
 
 from lxml import etree
 
-from . import archive
+from . import archive, inline_strings
 from .refusals import FileRefused
 
 KIND = ".xlsx"
@@ -27,6 +36,9 @@ _NAMESPACES = (
 _TABLE_RELATION = re.compile(r".*/relationships/table")
 _PR = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 _CELL = re.compile(r"\$?([A-Z]{1,3})\$?([0-9]{1,7})")
+_C = frozenset(f"{ns} c" for ns in _NAMESPACES)
+_V = frozenset(f"{ns} v" for ns in _NAMESPACES)
+Edit = tuple[int, int, bytes]  # bytes start:end of a part replaced
 _OPTIONS = {"resolve_entities": False, "no_network": True, "load_dtd": False, "huge_tree": False}
 
 
@@ -37,6 +49,25 @@ class Headers:
 
     shared: set[int] = field(default_factory=set)
     inline: dict[str, set[str]] = field(default_factory=dict)
+    cells: dict[str, set[str]] = field(default_factory=dict)  # worksheet -> its header cells
+    elsewhere: set[int] = field(default_factory=set)  # of ``shared``, those other cells show too
+    # worksheet -> (start, end, string) of the value (``<v>``) of each header cell showing one of ``elsewhere``
+    values: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+
+    def repoint(self, strings: etree._ElementTree, copies: dict[int, etree._Element]) -> dict[str, list[Edit]]:
+        """Appends ``copies`` (shared string -> a copy of it as it was) to the shared strings, and
+        gives the byte edits that point each worksheet's header cells to them."""
+        root = strings.getroot()
+        moved = {}
+        for n, copy in sorted(copies.items()):
+            moved[n] = sum(1 for _ in root.iterchildren("{*}si"))
+            root.append(deepcopy(copy))  # a copy again: a second write appends its own
+        if moved and root.get("uniqueCount") is not None:
+            root.set("uniqueCount", str(sum(1 for _ in root.iterchildren("{*}si"))))
+        return {
+            sheet: [(start, end, str(moved[n]).encode()) for start, end, n in values if n in moved]
+            for sheet, values in self.values.items()
+        }
 
 
 def _column(letters: str) -> int:
@@ -108,11 +139,80 @@ def _scan(package: zipfile.ZipFile, sheet: str, cells: set[str], headers: Header
         raise FileRefused(f"the {KIND} package's entry {sheet!r} does not read: {exc}") from None
 
 
+class _Uses:
+    """The expat handlers that find which cells point to a header's shared string: the header
+    cells (their ``<v>``'s byte range) and the others."""
+
+    def __init__(self, parser: expat.XMLParserType, sheet: str, headers: Headers) -> None:
+        self.parser, self.headers, self.cells = parser, headers, headers.cells.get(sheet, set())
+        self.values = headers.values.setdefault(sheet, [])
+        self.shared, self.reading, self.cell, self.start = False, False, "", -1
+        self.text: list[str] = []
+
+    def started(self, name: str, attributes: dict[str, str]) -> None:
+        if name in _C:
+            self.shared, self.cell = attributes.get("t") == "s", attributes.get("r", "")
+        elif name in _V and self.shared:
+            self.reading, self.start, self.text = True, -1, []
+
+    def characters(self, text: str) -> None:
+        if self.reading:
+            if self.start < 0:
+                self.start = self.parser.CurrentByteIndex
+            self.text.append(text)
+
+    def ended(self, name: str) -> None:
+        if name not in _V or not self.reading:
+            return
+        self.reading, value = False, "".join(self.text).strip()
+        n = int(value) if value.isdigit() else -1
+        if n in self.headers.shared:
+            if self.cell in self.cells:
+                self.values.append((self.start, self.parser.CurrentByteIndex, n))
+            else:
+                self.headers.elsewhere.add(n)
+
+    def doctype(self, *_: object) -> None:
+        raise FileRefused(f"the {KIND} package's worksheet declares a DTD (a workbook never does)")
+
+
+def _uses(package: zipfile.ZipFile, sheet: str, headers: Headers) -> bool:
+    """Records which cells of the worksheet point to the headers' shared strings; False for a
+    worksheet not in UTF-8 (whose header cells cannot be pointed elsewhere byte by byte)."""
+    parser = expat.ParserCreate(namespace_separator=" ")
+    uses = _Uses(parser, sheet, headers)
+    parser.StartElementHandler, parser.EndElementHandler = uses.started, uses.ended
+    parser.CharacterDataHandler, parser.StartDoctypeDeclHandler = uses.characters, uses.doctype
+    try:
+        with package.open(sheet) as part:
+            chunk = part.read(archive.CHUNK)
+            if not inline_strings.utf8(chunk):
+                return False
+            while chunk:
+                parser.Parse(chunk, False)
+                chunk = part.read(archive.CHUNK)
+            parser.Parse(b"", True)
+    except expat.ExpatError as exc:
+        raise FileRefused(f"the {KIND} package's part {sheet!r} is not well-formed XML: {exc}") from None
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
+        raise FileRefused(f"the {KIND} package's entry {sheet!r} does not read: {exc}") from None
+    return True
+
+
 def table_headers(package: zipfile.ZipFile, sheets: list[str]) -> Headers:
     """What the header cells of the tables of ``sheets`` (worksheet part names) show."""
     headers = Headers()
     for sheet in sheets:
         cells = set().union(*(_header_cells(package, table) for table in _tables(package, sheet)))
         if cells:
+            headers.cells[sheet] = cells
             _scan(package, sheet, cells, headers)
+    if headers.shared:
+        pinned = set()  # the strings of header cells in a worksheet not in UTF-8
+        for sheet in sheets:
+            if not _uses(package, sheet, headers):
+                pinned |= {n for _, _, n in headers.values.pop(sheet, [])}
+                if sheet in headers.cells:
+                    pinned |= headers.shared  # its header cells' strings, unknown: the scan stopped
+        headers.elsewhere -= pinned
     return headers

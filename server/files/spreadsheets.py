@@ -22,7 +22,7 @@ cached text result (``<v>`` of a ``t="str"`` cell: Excel computes it again from 
 a text with no letter in it (an id or a year typed as text: the model could only damage it),
 sheet names and defined names (``xl/workbook.xml``: formulas refer to sheets by name), a
 table's header cells (its column names, which formulas refer to and Excel requires to match the
-table's part: ``spreadsheet_tables``), charts,
+table's part: ``spreadsheet_tables``; other cells showing the same shared string are), charts,
 drawings' text boxes, headers and footers, and threaded comments (``xl/threadedComments``).
 """
 
@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 import zipfile
 from collections.abc import Callable, Sequence
+from copy import deepcopy as copy_element
 
 from lxml import etree
 
@@ -39,7 +40,7 @@ from .extracted import Characters, Check, Extracted
 from .paragraphs import SPREADSHEET, Paragraph, paragraph
 from .refusals import FileRefused
 from .run_placement import Placement
-from .spreadsheet_tables import Headers, table_headers
+from .spreadsheet_tables import Edit, Headers, table_headers
 
 KIND = ".xlsx"
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -67,11 +68,14 @@ def _mentions(package: zipfile.ZipFile, name: str, word: bytes) -> bool:
 
 class _Strings:
     """Collects the strings of a streamed part as each ends, their characters counted as they come;
-    ``kept(string, n)``: whether the part's n-th string is left as it is (a table's column name)."""
+    ``kept(string, n)``: whether the part's n-th string is left as it is (a table's column name);
+    ``copied``: the shared strings (by index) that a table's header cells and others show, each
+    kept as it was (``copies``) for the header cells when it is translated."""
 
-    def __init__(self, chars: Characters, kept: Callable[[etree._Element, int], bool]) -> None:
-        self.chars, self.kept = chars, kept
+    def __init__(self, chars: Characters, kept: Callable[[etree._Element, int], bool], copied: set[int]) -> None:
+        self.chars, self.kept, self.copied = chars, kept, copied
         self.found: list[Paragraph] = []
+        self.copies: dict[int, etree._Element] = {}
         self.seen = 0
 
     def __call__(self, event: str, element: etree._Element) -> None:
@@ -80,10 +84,13 @@ class _Strings:
         n, self.seen = self.seen, self.seen + 1
         if self.kept(element, n):
             return
+        copy = copy_element(element) if n in self.copied and etree.QName(element).localname == "si" else None
         found = paragraph(element, SPREADSHEET)
         if found is not None and any(ch.isalpha() for ch in found.unit.text):
             self.chars.add(len(found.unit.text))
             self.found.append(found)
+            if copy is not None:
+                self.copies[n] = copy
 
 
 def _parts(package: zipfile.ZipFile) -> tuple[list[str], list[str]]:
@@ -112,7 +119,7 @@ def _kept(name: str, headers: Headers) -> Callable[[etree._Element, int], bool]:
 
     def kept(string: etree._Element, n: int) -> bool:
         if etree.QName(string).localname == "si":
-            return n in headers.shared
+            return n in headers.shared and n not in headers.elsewhere
         cell = string.getparent()
         return etree.QName(string).localname == "is" and cell is not None and cell.get("r") in cells
 
@@ -127,26 +134,37 @@ def read_xlsx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     found: list[Paragraph] = []
     wanted, sheets = _parts(package)
     headers = table_headers(package, sheets)
+    copies: dict[str, dict[int, etree._Element]] = {}  # shared strings part -> header strings as they were
     for name in wanted:
-        strings = _Strings(chars, _kept(name, headers))
+        strings = _Strings(chars, _kept(name, headers), headers.elsewhere)
         tree = inline_strings.read(package, name, tags, strings) if name in sheets else None
         if tree is None:
             tree = archive.parse_xml_stream(package, name, KIND, SPREADSHEET.paragraphs, strings, tags)
         if strings.found:
             trees[name] = tree
             found += strings.found
+        if strings.copies:
+            copies[name] = strings.copies
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
         for n, (string, translation) in enumerate(zip(found, translations)):
             if n % 256 == 0:
                 check()
             string.write(placement(string.unit, translation))
+        edits: dict[str, list[Edit]] = {}
+        for name, kept in copies.items():
+            if isinstance(strings := trees[name], etree._ElementTree):
+                edits = headers.repoint(strings, kept)
         replaced = {}
         for name, tree in trees.items():
             check()
-            replaced[name] = (
-                tree.write() if isinstance(tree, inline_strings.InlineStrings) else archive.serialize_xml(tree)
-            )
+            if isinstance(tree, inline_strings.InlineStrings):
+                replaced[name] = tree.write(edits.get(name, []))
+            else:
+                replaced[name] = archive.serialize_xml(tree)
+        for name, made in edits.items():
+            if made and name not in trees:
+                replaced[name] = inline_strings.splice(archive.read(package, name, KIND), made)
         return archive.rewrite(package, replaced, KIND, check)
 
     units = tuple(s.unit for s in found)

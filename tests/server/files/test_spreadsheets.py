@@ -11,6 +11,7 @@ import zipfile
 
 import openpyxl
 import pytest
+from lxml import etree
 from openpyxl.cell.rich_text import CellRichText, TextBlock
 from openpyxl.cell.text import InlineFont
 from openpyxl.comments import Comment
@@ -128,14 +129,14 @@ def test_a_tables_column_names_stay_as_they_are_so_excel_opens_the_workbook():
     cells = (
         '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
         '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2"><v>3</v></c></row>'
-        '<row r="4"><c r="A4" t="s"><v>1</v></c><c r="B4"><f>SUM(Sales[Amount])</f><v>3</v></c></row>'
+        '<row r="4"><c r="B4"><f>SUM(Sales[Amount])</f><v>3</v></c></row>'
     )
     data = with_table(sheets.xlsx(["Item", "Amount", "Fresh apples"], cells), "A1:B2")
     extracted = files.read("sales.xlsx", data, LIMIT)
     assert extracted.texts == ("Fresh apples",)
     sheet = workbook(swapped(extracted))[sheets.SHEET_NAME]
     assert [c.name for c in sheet.tables["Sales"].tableColumns] == [sheet["A1"].value, sheet["B1"].value]
-    assert (sheet["A1"].value, sheet["A2"].value, sheet["A4"].value) == ("Item", "fRESH APPLES", "Amount")
+    assert (sheet["A1"].value, sheet["A2"].value, sheet["B4"].value) == ("Item", "fRESH APPLES", "=SUM(Sales[Amount])")
     # openpyxl writes each cell's text inline
     book = openpyxl.Workbook()
     for row in [["Item", "Amount"], ["Fresh apples", 3], ["Item", None]]:
@@ -147,6 +148,43 @@ def test_a_tables_column_names_stay_as_they_are_so_excel_opens_the_workbook():
     assert extracted.texts == ("Fresh apples", "Item")  # A3 is no header
     sheet = workbook(swapped(extracted)).active
     assert [c.name for c in sheet.tables["Sales"].tableColumns] == [sheet["A1"].value, sheet["B1"].value]
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["shared strings only", "an inline string too"])
+def test_a_header_text_other_cells_show_too_is_translated_there_and_kept_in_the_header(inline):
+    # a header cell's text is a shared string any cell may show ("Amount" as a label further down):
+    # the header cells are given their own copy of it, and the other cells show its translation
+    label = '<c r="A5" t="inlineStr"><is><t>Checked by</t></is></c>' if inline else '<c r="A5"><v>7</v></c>'
+    cells = (
+        '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
+        '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2"><v>3</v></c></row>'
+        '<row r="4"><c r="A4" t="s"><v>1</v></c><c r="B4"><f>SUM(Sales[Amount])</f><v>3</v></c></row>'
+        f'<row r="5">{label}<c r="B5" t="s"><v>1</v></c></row>'
+    )
+    data = with_table(sheets.xlsx(["Item", "Amount", "Fresh apples"], cells), "A1:B2")
+    extracted = files.read("sales.xlsx", data, LIMIT)
+    assert extracted.texts == ("Checked by",) * inline + ("Amount", "Fresh apples")
+    out = swapped(extracted)
+    with zipfile.ZipFile(io.BytesIO(out)) as package:
+        assert package.testzip() is None
+        parts = {n: etree.fromstring(package.read(n)) for n in package.namelist() if n.endswith((".xml", ".rels"))}
+    strings = parts["xl/sharedStrings.xml"]
+    # one copy, for "Amount" only ("Item" is no other cell's text); as many references as before
+    assert [t.text for t in strings.iter(f"{{{sheets.S}}}t")] == ["Item", "aMOUNT", "fRESH APPLES", "Amount"]
+    assert (strings.get("count"), strings.get("uniqueCount")) == ("3", "4")
+    sheet = workbook(out)[sheets.SHEET_NAME]
+    assert [c.name for c in sheet.tables["Sales"].tableColumns] == [sheet["A1"].value, sheet["B1"].value]
+    assert (sheet["A1"].value, sheet["B1"].value) == ("Item", "Amount")
+    assert (sheet["A4"].value, sheet["B5"].value, sheet["A5"].value) == (
+        "aMOUNT",
+        "aMOUNT",
+        "cHECKED BY" if inline else 7,
+    )
+    assert sheet["B4"].value == "=SUM(Sales[Amount])"
+    before, after = (office_entries(d)["xl/worksheets/sheet1.xml"][0] for d in (data, out))
+    assert after == before.replace(b'r="B1" t="s"><v>1<', b'r="B1" t="s"><v>3<').replace(
+        b"Checked by", b"cHECKED BY"
+    )  # only the header cell points elsewhere
 
 
 def test_a_sheet_of_numbers_with_inline_headings_is_read_without_its_tree(monkeypatch):
