@@ -18,12 +18,19 @@ A string's ``_xHHHH_`` escapes (``_x000D_``: a carriage return) reach the model 
 they stand for, and its translation is written back escaped where it must be (``xstring``).
 
 Not translated: formulas (``<f>``), numbers, dates, booleans and errors (``<v>``), a formula's
-cached text result (``<v>`` of a ``t="str"`` cell: Excel computes it again from the formula),
-a text with no letter in it (an id or a year typed as text: the model could only damage it),
-sheet names and defined names (``xl/workbook.xml``: formulas refer to sheets by name), a
-table's header cells (its column names, which formulas refer to and Excel requires to match the
-table's part: ``spreadsheet_tables``; other cells showing the same shared string are), charts,
-drawings' text boxes, headers and footers, and threaded comments (``xl/threadedComments``).
+cached text result (``<v>`` of a ``t="str"`` cell, below), a text with no letter in it (an id
+or a year typed as text: the model could only damage it), sheet names and defined names
+(``xl/workbook.xml``: formulas refer to sheets by name), a table's header cells (its column
+names, which formulas refer to and Excel requires to match the table's part:
+``spreadsheet_tables``; other cells showing the same shared string are), charts, drawings' text
+boxes, headers and footers, and threaded comments (``xl/threadedComments``).
+
+A cached result is what Excel shows until it recalculates the formula, which it does on open
+only when ``calcPr`` in ``xl/workbook.xml`` asks (``fullCalcOnLoad``) or an older calculation
+engine saved the workbook (``calcId``): so ``=UPPER(A1)`` over a translated A1 shows its text
+in the source language until the sheet is recalculated (F9, or an edit of a cell it uses).
+``fullCalcOnLoad`` is not set: a formula comparing cells with a text literal of its own
+(``=COUNTIF(A:A,"Paid")``) would count the translated cells no more.
 """
 
 from __future__ import annotations
