@@ -18,8 +18,8 @@ the blank between them, nor does a line that runs across the blank beside the li
 A list's bullet or label at a line's start begins a block of its own (``pdf_lists``).
 Inside a line, objects are joined with a space where PDFium's text page put one: it measures the
 gap by the glyphs' advances, where their tight boxes leave gaps between the digits of one number
-when a browser writes a glyph an object (on a page it reads as vertical text it puts none, and
-a glyph's advance decides: ``pdf_lines.with_spaces``).
+when a browser writes a glyph an object (on a page it reads as vertical text it puts none around
+an object of one glyph, and the advance of the glyph before decides: ``pdf_lines.with_spaces``).
 A block's text is its lines joined by spaces (a line-end hyphen joined without one, and so is a
 line of Chinese or Japanese wrapped between two of its wide characters, which no space parts). A line
 with right-to-left letters (Hebrew, Arabic) is read from its objects' own characters where they
@@ -40,6 +40,7 @@ import threading
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 
 from .pdf_bidi import MIRROR, has_rtl, logical, right_to_left
 from .pdf_cells import part_cells
@@ -124,6 +125,7 @@ class Drawn:
     def __init__(self, textpage: pdfium_c.FPDF_TEXTPAGE) -> None:
         self.textpage = textpage
         self.by_object: dict[int, list[tuple[float, int, str]]] | None = None
+        self.last: dict[int, int] | None = None  # object -> its last character's index on the text page
         self.extents: dict[tuple[int, str], tuple[float, float] | None] = {}  # (font, bracket) -> its ink's x span
 
     def run(self, page: pdfium_c.FPDF_PAGE, run: Run) -> Run:
@@ -134,6 +136,20 @@ class Drawn:
         found = self.by_object.get(ctypes.cast(obj, ctypes.c_void_p).value or 0, [])
         text = "".join(" " if ch in "\r\n" else ch for _, _, ch in sorted(found) if ch >= " " or ch in "\r\n")
         return replace(run, text=text.replace("\ufffd", "")) if text.strip() else run
+
+    def end(self, page: pdfium_c.FPDF_PAGE, run: Run) -> float:
+        """Where the pen stands after ``run``'s last glyph (0 where unknown): the right of the
+        glyph's loose box, which PDFium's text page spans by the glyph's advance, kerned and spaced
+        as drawn. The page's characters are mapped to their objects once, when a line asks."""
+        if self.last is None:
+            self.last = {}
+            for k in range(pdfium_c.FPDFText_CountChars(self.textpage)):
+                obj = pdfium_c.FPDFText_GetTextObject(self.textpage, k)
+                if obj and not pdfium_c.FPDFText_IsGenerated(self.textpage, k):
+                    self.last[ctypes.cast(obj, ctypes.c_void_p).value or 0] = k
+        obj = pdfium_c.FPDFPage_GetObject(page, run.index)
+        k, box = self.last.get(ctypes.cast(obj, ctypes.c_void_p).value or 0), pdfium_c.FS_RECTF()
+        return box.right if k is not None and pdfium_c.FPDFText_GetLooseCharBox(self.textpage, k, box) else 0.0
 
     def _read(self) -> dict[int, list[tuple[float, int, str]]]:
         textpage, by_object = self.textpage, {}  # type: ignore[var-annotated]
@@ -348,7 +364,8 @@ def page_blocks(page_index: int, page: pdfium_c.FPDF_PAGE, textpage: pdfium_c.FP
             lines[-1].runs.append(run)
         else:
             lines.append(Line([run]))
-    parted = part_columns(part_cells(part_gaps([with_spaces(ln.runs) for ln in lines], label)), label)  # cells
+    spaced = [with_spaces(ln.runs, partial(drawn.end, page)) for ln in lines]
+    parted = part_columns(part_cells(part_gaps(spaced, label)), label)  # cells
     lines = [Line(list(runs)) for runs in parted]
     rows = Rows(lines)
     for line in lines:  # a right-to-left line is read from its characters as drawn (``Line.text``)

@@ -5,6 +5,7 @@ the page's lines by baseline (which stand beside one another, as a table's cells
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from .pdf_bidi import has_rtl
@@ -92,20 +93,23 @@ def gap_between(before: Run, run: Run) -> float:
     return min(run.left, run.x) - before.right
 
 
-def with_spaces(runs: list[Run]) -> list[Run]:
-    """A line's objects with a space after each glyph that the next object stands ``SPACE`` sizes
-    or more past the advance of, where PDFium's text page put none. It puts one there on a page it
-    reads as horizontal text; a page whose text covers more of its height than of its width (a
+def with_spaces(runs: list[Run], end: Callable[[Run], float]) -> list[Run]:
+    """A line's objects with a space after each that the next object stands ``SPACE`` sizes or
+    more past the advance of its last glyph (``end``: where the pen stands after an object), where
+    PDFium's text page put none, one of the two an object of one glyph. It puts one there on a page
+    it reads as horizontal text; a page whose text covers more of its height than of its width (a
     few short rows drawn glyph by glyph, blanks between the glyphs' boxes) it reads as vertical,
-    and there it breaks the line after each glyph and spaces none: a cell's words ran together
-    ("LisbontoPorto") and so did its cells ("Tea2"). A right-to-left line is read apart (``Line.text``)."""
+    and there it breaks the line before and after each one-glyph object and spaces none: a cell's
+    words ran together ("LisbontoPorto"), so did its cells ("Tea2") and a word and a one-letter
+    word drawn word by word beside them ("We goa"). A right-to-left line is read apart (``Line.text``)."""
     if any(has_rtl(run.text) for run in runs):
         return runs
     out = runs[:1]
     for before, run in zip(runs, runs[1:]):
         unspaced = not (before.text.endswith(" ") or run.text.startswith(" "))
-        if unspaced and run.index == before.index + 1 and before.advance > 0:
-            if run.x - before.x - before.advance >= SPACE * run.size:
+        if unspaced and run.index == before.index + 1 and (before.advance > 0 or run.advance > 0):
+            stop = before.x + before.advance if before.advance > 0 else end(before)
+            if stop and run.x - stop >= SPACE * run.size:
                 out[-1] = replace(out[-1], text=out[-1].text + " ")
         out.append(run)
     return out

@@ -375,3 +375,22 @@ def test_rows_drawn_glyph_by_glyph_keep_the_spaces_of_their_cells(spaces):
     texts = files.read("glyphs.pdf", bytes(pdf.output()), LIMIT).texts
     cells = [text for row in rows for text in row]
     assert texts == (*cells, " ".join(justified), *cells[3:], *cells)
+
+
+def test_words_drawn_word_by_word_keep_their_space_before_a_one_letter_word():
+    """Lines drawn a word an object, a one-letter word among them, beside rows drawn glyph by glyph
+    on the same page: PDFium's text page reads the page as vertical text and puts no space before an
+    object of one glyph, so "We go a bus" read "We goa bus". A word keeps its space before a
+    one-glyph object a space past its last glyph's advance, and none before one drawn at it ("bus.")."""
+    pdf = FPDF(unit="pt", format=A4)
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 12)
+    space = pdf.get_string_width(" ")
+    for r, text in enumerate(["Lisbon to Porto", "Tea", "Milk"]):
+        glyphs(pdf, 36, 100 + 15 * r, text)
+    lines = ["We go a bus", "Tea of a kind", "I see a bus"]
+    for r, line in enumerate(lines):
+        words(pdf, 330, 100 + 40 * r, line, space)
+    pdf.text(330 + pdf.get_string_width(lines[-1]), 180, ".")  # at the advance of the word before
+    texts = files.read("words.pdf", bytes(pdf.output()), LIMIT).texts
+    assert texts == ("Lisbon to Porto Tea Milk", *lines[:2], lines[2] + ".")
