@@ -26,7 +26,7 @@ font of its family (Helvetica, Times, Courier; bold, italic), else a font of the
 them (``pdf_fonts``: DejaVu Sans; Droid Sans Fallback for Chinese, Japanese and Korean; Amiri for
 Urdu; the target language's script's font first where its Han characters have shapes of their
 own: IPAGothic for Japanese), embedded as a subset; where none has every character, runs, each in
-a font that has its characters (``pdf_fonts.Runs``), each measured in its own font. A translation
+a font that has its characters (``pdf_runs.Runs``), each measured in its own font. A translation
 wraps at its spaces; Chinese and Japanese, written without them, between characters where
 Unicode's line breaking algorithm allows (``pieces``).
 
@@ -54,10 +54,11 @@ from ..documents import TEXT
 from .extracted import Characters, Check, Extracted
 from .pdf_bidi import joined, right_to_left, visual
 from .pdf_blocks import Block, page_blocks, wide
-from .pdf_fonts import Fonts, text_objects
+from .pdf_fonts import Fonts
 from .pdf_links import linked, move, rectangles, unit, words_of
 from .pdf_paths import pdfium, pdfium_c
 from .pdf_room import Rect, Room
+from .pdf_runs import text_objects
 from .refusals import FileRefused
 from .run_placement import Placement
 

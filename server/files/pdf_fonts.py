@@ -30,7 +30,7 @@ wide characters (a Chinese PDF's font would draw Japanese in Chinese shapes):
   face, the Big5 set of Taiwan's shapes; 3.8 MB to download), the only small Debian font of them.
 
 A translation goes to the first font that has every character. Where none has (Chinese with an
-Urdu name in it, Japanese with a Hebrew one), it is drawn as runs (``Runs``): each character in
+Urdu name in it, Japanese with a Hebrew one), it is drawn as runs (``pdf_runs``): each character in
 the font that misses the fewest of the translation's, else, script by script, in the first font
 (the block's, its standard one, the system's in order) that has all of that script's characters
 (else most of them); a character no font has is drawn as the first font's box, logged at warning.
@@ -57,6 +57,7 @@ from fontTools.ttLib import TTFont, TTLibError
 from attnserve.contract.language_tags import tag
 
 from .pdf_paths import pdfium, pdfium_c
+from .pdf_runs import Runs
 from .refusals import FileRefused
 
 log = logging.getLogger(__name__)
@@ -188,45 +189,6 @@ class Glyphs:
     def runs(self, text: str) -> list[tuple[Glyphs, str]]:
         """``text`` as runs of one font each: all of it in this one."""
         return [(self, text)]
-
-
-class Runs:
-    """A translation that no one font has every character of: each character in its font
-    (``fonts``), else in ``main``'s, measured and drawn in it."""
-
-    def __init__(self, main: Glyphs, fonts: dict[str, Glyphs]) -> None:
-        self.main, self.fonts = main, fonts
-
-    def width(self, text: str) -> float:
-        return sum(self.fonts.get(ch, self.main).advance[ch] for ch in text)
-
-    def runs(self, text: str) -> list[tuple[Glyphs, str]]:
-        """``text`` as its runs of characters of one font, in order."""
-        out: list[tuple[Glyphs, str]] = []
-        for ch in text:
-            glyphs = self.fonts.get(ch, self.main)
-            if out and out[-1][0] is glyphs:
-                out[-1] = (glyphs, out[-1][1] + ch)
-            else:
-                out.append((glyphs, ch))
-        return out
-
-
-def text_objects(doc: pdfium.PdfDocument, pen: Glyphs | Runs, text: str, size: float) -> list[pdfium_c.FPDF_PAGEOBJECT]:
-    """A line of ``text`` (in the order it is drawn) as text objects at ``size``, one a run of one
-    font, each after the one before from x = 0 on the baseline y = 0."""
-    objects, x = [], 0.0
-    for glyphs, run in pen.runs(text):
-        obj = pdfium_c.FPDFPageObj_CreateTextObj(doc.raw, glyphs.font, ctypes.c_float(size))
-        encoded = (run + "\0").encode("utf-16-le")  # one copy, straight into PDFium's array type
-        pdfium_c.FPDFText_SetText(obj, (pdfium_c.FPDF_WCHAR * (len(encoded) // 2)).from_buffer_copy(encoded))
-        if objects:  # a run after another: where the one before ends
-            pdfium_c.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x, 0)
-        objects.append(obj)
-        if isinstance(pen, Runs):
-            glyphs.missing(run)  # a right-to-left line's mirrored bracket may be one not measured yet
-            x += glyphs.width(run) * size
-    return objects
 
 
 def outline(font: pdfium_c.FPDF_FONT, ch: str) -> tuple[tuple[int, float, float], ...]:

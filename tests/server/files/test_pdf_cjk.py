@@ -152,6 +152,19 @@ def test_korean_is_drawn_in_a_font_that_has_it_and_wraps_at_its_spaces(width):
     assert " ".join(pages(out)[0].text.split()) == KOREAN
 
 
+@CJK
+@pytest.mark.parametrize("width", [125, 250])
+def test_a_translation_drawn_in_two_fonts_reads_with_single_spaces(width):
+    """Korean in Droid Sans Fallback, its full stops, commas, "Python" and "2025" in Helvetica: a
+    space where the font changes began the next run ("나왔습니다" "." " 더"), and PDFium reads a
+    space of its own at the change, so the objects' texts read "나왔습니다.  더". The space ends
+    the run before; the objects and the page read the translation, a space between words."""
+    out, _ = translated(KOREAN, width)
+    page = pages(out)[0]
+    assert "  " not in "".join(t.text for t in page.texts), [t.text for t in page.texts]
+    assert page.text.replace("\r\n", " ") == KOREAN
+
+
 @URDU_FONT
 def test_urdu_heh_goal_and_yeh_barree_are_drawn_with_no_missing_glyph():
     out, rect = translated(URDU)
