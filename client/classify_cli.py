@@ -17,6 +17,7 @@ import grpc
 from attnserve.contract import images
 
 from . import AttnServeError, Client, job_cli
+from .cli_errors import fail
 
 # A request's images: at most this many, encoded bytes and declared pixels (the server's defaults
 # of --max-images-per-request 64, --max-message-bytes 64 MiB and --max-request-pixels 100 million,
@@ -76,16 +77,14 @@ def classify(client: Client, args: argparse.Namespace) -> int:
     missing = next((path for path in args.images if not os.path.isfile(path)), None)
     if missing is not None:  # before any request: not after the first batches were sent
         reason = "a folder, not an image" if os.path.isdir(missing) else "no such file"
-        print(f"attnserve-client: error: {job_cli.printable(missing)}: {reason}", file=sys.stderr)
-        return 2
+        return fail(args.json, f"{job_cli.printable(missing)}: {reason}")
     results = []
     batches = _image_batches(args.images)
     while True:
         try:
             paths, data = next(batches, ([], []))
         except OSError as exc:
-            print(f"attnserve-client: error: {exc.filename}: {exc.strerror}", file=sys.stderr)
-            return 2
+            return fail(args.json, f"{job_cli.printable(exc.filename)}: {exc.strerror}")
         if not paths:
             break
         results += _request(client, args, paths, data)

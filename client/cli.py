@@ -33,6 +33,7 @@ from typing import Any
 
 from . import AttnServeError, Client, classify_cli, job_cli, read_glossary
 from .attention_map import draw_attention_map
+from .cli_errors import fail
 from .cli_parser import build_parser, refuse_non_utf8
 
 
@@ -46,13 +47,15 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
         try:
             options["glossary"] = read_glossary(args.glossary)
         except ValueError as exc:
-            print(f"attnserve-client: error: --glossary {exc}", file=sys.stderr)
-            return 2
+            return fail(args.json, f"--glossary {exc}")
+        except OSError as exc:  # a usage error naming the option, not '[Errno 2] ...', exit 1
+            return fail(args.json, f"--glossary {job_cli.printable(args.glossary)}: {exc.strerror}")
     aligned = args.alignments or args.attention_map is not None
     if "-" in args.texts:
-        stdin = _read_stdin()
-        if stdin is None:
-            return 2
+        try:
+            stdin = _read_stdin()
+        except ValueError as exc:
+            return fail(args.json, str(exc))
         args.texts = [stdin if text == "-" else text for text in args.texts]
     if args.stream:
         return _translate_stream(client, args, options, aligned)
@@ -62,13 +65,11 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
     if args.attention_map is not None:
         sentences = results[0].hypotheses[0].alignments
         if not sentences:
-            print("attnserve-client: error: the first text has no sentence to draw", file=sys.stderr)
-            return 1
+            return fail(args.json, "the first text has no sentence to draw", 1)
         try:
             draw_attention_map(sentences[0], args.attention_map)
         except ValueError as exc:
-            print(f"attnserve-client: error: --attention-map: {exc}", file=sys.stderr)
-            return 1
+            return fail(args.json, f"--attention-map: {exc}", 1)
     if args.json:
         _print_json([dataclasses.asdict(r) | {"text": r.text} for r in results])
     else:
@@ -76,10 +77,10 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_stdin() -> str | None:
+def _read_stdin() -> str:
     """stdin's text: UTF-8, or UTF-16 after its byte-order mark (Notepad's "Unicode", PowerShell's
-    redirection); None, said, for other bytes. Its last line's end is print's: not translated
-    into a blank line."""
+    redirection); a ValueError naming the byte for other bytes. Its last line's end is print's:
+    not translated into a blank line."""
     data = (
         sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else sys.stdin.read().encode(errors="surrogateescape")
     )
@@ -88,8 +89,7 @@ def _read_stdin() -> str | None:
         return data.decode(encoding).removesuffix("\n").removesuffix("\r")
     except UnicodeDecodeError as exc:
         said = "UTF-16 (its byte-order mark) but" if encoding == "utf-16" else "not UTF-8:"
-        print(f"attnserve-client: error: stdin is {said} byte {exc.start} is 0x{data[exc.start]:02x}", file=sys.stderr)
-        return None
+        raise ValueError(f"stdin is {said} byte {exc.start} is 0x{data[exc.start]:02x}") from None
 
 
 def _translate_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -116,12 +116,9 @@ def _translate_options(args: argparse.Namespace) -> dict[str, Any]:
 def _translate_stream(client: Client, args: argparse.Namespace, options: dict[str, Any], aligned: bool) -> int:
     """``--stream``: one text, its translation printed as it arrives (JSON: one chunk a line)."""
     if len(args.texts) != 1:
-        print("attnserve-client: error: --stream takes one text", file=sys.stderr)
-        return 2
+        return fail(args.json, "--stream takes one text")
     if aligned:
-        print("attnserve-client: error: --alignments and --attention-map need whole translations, not --stream",
-              file=sys.stderr)  # fmt: skip
-        return 2
+        return fail(args.json, "--alignments and --attention-map need whole translations, not --stream")
     chunks = []
     for chunk in client.translate_stream(args.texts[0], args.model, **options):
         chunks.append(chunk)
@@ -190,15 +187,13 @@ class ProgressBar:
 def _translate_file(client: Client, args: argparse.Namespace) -> int:
     if not args.file.is_file():
         what = "a folder, not a file" if args.file.is_dir() else "no such file"
-        print(f"attnserve-client: error: {args.file}: {what}", file=sys.stderr)
-        return 2
+        return fail(args.json, f"{job_cli.printable(args.file)}: {what}")
     out = args.out or args.file.with_name(f"{args.file.stem}.{args.target_language}{args.file.suffix}")
     unwritable = _unwritable(out)
     if args.out is None and out.exists():  # a name the client chose never replaces a file the user has
         unwritable = "exists; not overwritten: name the file to write with --out (--out FILE, this one to replace it)"
     if unwritable:  # said before the translation, not after minutes of it
-        print(f"attnserve-client: error: {job_cli.printable(out)}: {unwritable}", file=sys.stderr)
-        return 2
+        return fail(args.json, f"{job_cli.printable(out)}: {unwritable}")
     if args.job:
         return job_cli.submit(client, args, out)
     bar = ProgressBar(args.file.name, args.quiet or args.json)
@@ -337,13 +332,9 @@ def _run(args: argparse.Namespace) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
         return 141  # 128 + SIGPIPE, as a Unix tool the pipe ended says
     except OSError as exc:
-        print(f"attnserve-client: error: {exc}", file=sys.stderr)
-        return 1
+        return fail(args.json, str(exc), 1)
     except AttnServeError as exc:
-        if args.json:
-            print(json.dumps({"error": {"code": exc.code.name, "message": exc.details}}))
-        print(f"attnserve-client: error: {exc}", file=sys.stderr)
-        return 1
+        return fail(args.json, exc.details, 1, code=exc.code.name, said=str(exc))
 
 
 if __name__ == "__main__":

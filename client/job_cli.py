@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import grpc
 
 from . import AttnServeError
+from .cli_errors import fail
 
 if TYPE_CHECKING:
     from . import Client
@@ -80,19 +81,15 @@ def follow(client: Client, job_id: str, out: Path | None, quiet: bool, as_json: 
         print(("\r" if live else "") + _line(job), file=sys.stderr)
     if job.status != "done":
         message = f"job {job.id} {job.status}" + (f": {job.error}" if job.error else "")
-        if as_json:
-            print(json.dumps({"error": {"message": message}}))
-        print(f"attnserve-client: error: {message}", file=sys.stderr)  # stdout is for the file's name
-        return 1
+        return fail(as_json, message, 1, code=f"JOB_{job.status.upper()}")  # stdout is for the file's name
     done = client.jobs.result(job_id)
     target = out or Path(Path(done.filename).name or f"{job_id}.out")
     try:  # a name the server chose never replaces a file the user has: only --out may
         with target.open("wb" if out else "xb") as file:
             file.write(done.content)
     except FileExistsError:
-        print(f"attnserve-client: error: {printable(target)} exists; not overwritten: name the file to write "
-              f"with --out (attnserve-client job {job_id} --out FILE)", file=sys.stderr)  # fmt: skip
-        return 1
+        said = f"{printable(target)} exists; not overwritten: name the file to write with --out"
+        return fail(as_json, f"{said} (attnserve-client job {job_id} --out FILE)", 1)
     if as_json:
         print(json.dumps(dataclasses.asdict(job) | {"out": str(target)}))
     else:

@@ -1,0 +1,102 @@
+"""``attnserve-client --json``: every error is a JSON object on stdout, as a server's is, beside
+its line on stderr; the client's own errors have a code of their own (docs/cli.md)."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+
+import pytest
+
+from attnserve.client.cli import main as client_main
+from attnserve.protos.attnserve.v1 import inference_pb2 as pb
+from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+
+OFFLINE = ["--address", "127.0.0.1:1", "--retries", "0", "--json"]
+
+
+def _run(argv: list[str], capsys, stdin: bytes | None = None, monkeypatch=None) -> tuple[int, object, list[str]]:
+    """The exit code, stdout read as JSON, and stderr's lines."""
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    code = client_main(argv)
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err.splitlines()
+
+
+def _said(code: str, message: str) -> dict:
+    return {"error": {"code": code, "message": message}}
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["translate-file", "{tmp}/gone.txt", "--to", "de"], "{tmp}/gone.txt: no such file"),
+        (["translate-file", "{tmp}", "--to", "de"], "{tmp}: a folder, not a file"),
+        (
+            ["translate-file", "{tmp}/notes.txt", "--to", "de", "--out", "{tmp}/gone/notes.de.txt"],
+            "{tmp}/gone/notes.de.txt: no such folder: {tmp}/gone",
+        ),
+        (["classify", "{tmp}/gone.png"], "{tmp}/gone.png: no such file"),
+        (["classify", "{tmp}"], "{tmp}: a folder, not an image"),
+        (
+            ["translate", "--glossary", "{tmp}/gone.tsv", "Monday"],
+            "--glossary {tmp}/gone.tsv: No such file or directory",
+        ),
+        (
+            ["translate", "--glossary", "{tmp}/notes.txt", "Monday"],
+            "--glossary {tmp}/notes.txt, line 1: expected 'source<TAB>target' or 'source', got 'a\\tb\\tc'",
+        ),
+        (["translate", "--stream", "Monday", "Friday"], "--stream takes one text"),
+    ],
+)
+def test_a_usage_error_with_json_is_a_json_error_on_stdout(argv, said, tmp_path, capsys):
+    """These printed their line on stderr only: a script reading stdout got nothing to parse."""
+    (tmp_path / "notes.txt").write_text("a\tb\tc\n")
+    argv = [arg.format(tmp=tmp_path) for arg in argv]
+    code, out, err = _run([*OFFLINE, *argv], capsys)
+    message = said.format(tmp=tmp_path)
+    assert (code, out, err) == (2, _said("INVALID_ARGUMENT", message), [f"attnserve-client: error: {message}"])
+
+
+def test_stdin_that_does_not_decode_is_a_json_error_with_json(capsys, monkeypatch):
+    code, out, err = _run([*OFFLINE, "translate", "-"], capsys, stdin=b"Monday \xff\n", monkeypatch=monkeypatch)
+    message = "stdin is not UTF-8: byte 7 is 0xff"
+    assert (code, out, err) == (2, _said("INVALID_ARGUMENT", message), [f"attnserve-client: error: {message}"])
+
+
+def test_a_missing_glossary_is_a_usage_error_naming_the_option(tmp_path, capsys):
+    """It was '[Errno 2] No such file or directory: ...', exit 1, as if the call had failed."""
+    code = client_main(["--address", "127.0.0.1:1", "--retries", "0", "translate", "--glossary", "gone.tsv", "x"])
+    assert code == 2
+    assert capsys.readouterr().err == "attnserve-client: error: --glossary gone.tsv: No such file or directory\n"
+
+
+class Aligned(pb_grpc.InferenceServiceServicer):
+    def Translate(self, request, context):
+        sentence = pb.SentenceAlignment(
+            source="Monday", target="Montag", links=[pb.WordLink()], attention=[1.0], source_words=1, target_words=1
+        )
+        hypothesis = pb.Hypothesis(text="Montag", alignments=[sentence])
+        return pb.TranslateResponse(translations=[pb.Translation(hypotheses=[hypothesis])])
+
+
+def test_a_local_failure_after_the_call_is_a_json_error_with_its_own_code(scripted, tmp_path, capsys):
+    """An attention map into a folder that is not there fails as the PNG is written: exit 1, and
+    with --json the LOCAL_ERROR code (not a server's status) and the system's message."""
+    argv = ["--address", scripted(Aligned()), "--json", "translate", "--attention-map", str(tmp_path / "gone/m.png")]
+    code, out, err = _run([*argv, "Monday"], capsys)
+    message = f"[Errno 2] No such file or directory: '{tmp_path / 'gone/m.png'}'"
+    assert (code, out, err) == (1, _said("LOCAL_ERROR", message), [f"attnserve-client: error: {message}"])
+
+
+class EndedJob(pb_grpc.InferenceServiceServicer):
+    def GetFileJob(self, request, context):
+        return pb.FileJob(id=request.id, status=pb.FILE_JOB_STATUS_FAILED, error="the file does not open")
+
+
+def test_a_failed_job_is_a_json_error_with_a_code(scripted, capsys):
+    code, out, err = _run(["--address", scripted(EndedJob()), "--json", "job", "j1"], capsys)
+    message = "job j1 failed: the file does not open"
+    assert (code, out, err) == (1, _said("JOB_FAILED", message), [f"attnserve-client: error: {message}"])
