@@ -141,6 +141,8 @@ class Client:
     ) -> None:
         if (private_key is None) != (certificate_chain is None):  # half a client identity: no TLS, or gRPC aborts
             raise ValueError("private_key and certificate_chain go together (mutual TLS): give both or neither")
+        if retries < 0:  # taken as 0 before, without a word
+            raise ValueError(f"retries must be 0 or more, got {retries}")
         self.address, self.timeout, self.retries, self.backoff_s = address, timeout, retries, backoff_s
         options = [
             ("grpc.max_receive_message_length", max_message_bytes),

@@ -37,6 +37,17 @@ def _unsigned(message: Any, field: str) -> Callable[[str], int]:
     return parse
 
 
+def _count(text: str) -> int:
+    """``--retries``: an integer of 0 or more (-1 was taken, and meant 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer of 0 or more, got {text!r}")
+    return value
+
+
 def _address(text: str) -> str:
     """``--address``: HOST:PORT, as gRPC dials it; a URL (``http://...``) is a usage error that says so."""
     if "://" in text:
@@ -137,7 +148,7 @@ def _global_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
         default=default(None),
         help="deadline per call in seconds (default 30; translate-file 600; a year or more: none)",
     )
-    parser.add_argument("--retries", type=int, default=default(3), help="retries on UNAVAILABLE (default 3)")
+    parser.add_argument("--retries", type=_count, default=default(3), help="retries on UNAVAILABLE (default 3)")
     parser.add_argument(
         "--token",
         default=default(os.environ.get("ATTNSERVE_TOKEN")),

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from attnserve.client import Client
 from attnserve.client.cli import main as client_main
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
@@ -100,3 +101,21 @@ def test_a_failed_job_is_a_json_error_with_a_code(scripted, capsys):
     code, out, err = _run(["--address", scripted(EndedJob()), "--json", "job", "j1"], capsys)
     message = "job j1 failed: the file does not open"
     assert (code, out, err) == (1, _said("JOB_FAILED", message), [f"attnserve-client: error: {message}"])
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.parametrize("value", ["-1", "two"])
+def test_a_negative_retry_count_is_a_usage_error(where, value, capsys):
+    """``--retries -1`` was taken and meant 0; ``Client(retries=-1)`` the same."""
+    retries = ["--retries", value]
+    argv = [*retries, "health"] if where == "before" else ["health", *retries]
+    with pytest.raises(SystemExit) as exit_:
+        client_main(["--address", "127.0.0.1:1", *argv])
+    assert exit_.value.code == 2
+    assert (
+        capsys.readouterr()
+        .err.splitlines()[-1]
+        .endswith(f"argument --retries: expected an integer of 0 or more, got {value!r}")
+    )
+    with pytest.raises(ValueError, match="retries must be 0 or more, got -1"):
+        Client("127.0.0.1:1", retries=-1)
