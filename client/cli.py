@@ -25,11 +25,14 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import signal
 import sys
 import threading
 from pathlib import Path
 from typing import Any
+
+import grpc
 
 from . import AttnServeError, Client, classify_cli, job_cli, read_glossary
 from .attention_map import draw_attention_map
@@ -334,7 +337,26 @@ def _run(args: argparse.Namespace) -> int:
     except OSError as exc:
         return fail(args.json, str(exc), 1)
     except AttnServeError as exc:
-        return fail(args.json, exc.details, 1, code=exc.code.name, said=str(exc))
+        return fail(args.json, exc.details, 1, code=exc.code.name, said=str(exc), hint=_hint(args, exc))
+
+
+_TEXT_TOO_LONG = re.compile(r"text \d+ is [\d,]+ characters; this server takes at most [\d,]+ per text")
+_SUFFIXES = {"text": ".txt", "html": ".html", "markdown": ".md"}
+
+
+def _hint(args: argparse.Namespace, exc: AttnServeError) -> str:
+    """A text over the server's --max-text-chars (a document piped in): translate-file takes it
+    whole, split on the server, up to its --max-file-chars."""
+    if args.command != "translate" or exc.code != grpc.StatusCode.INVALID_ARGUMENT:
+        return ""
+    if not _TEXT_TOO_LONG.match(exc.details):
+        return ""
+    name = "FILE" + _SUFFIXES.get(args.format, ".txt")
+    to = f"--to {args.target_language}" if args.target_language else "--to LANG"
+    return (
+        f"translate-file takes a document longer than that (up to the server's --max-file-chars): save the "
+        f"text as {name} and run attnserve-client translate-file {name} {to}"
+    )
 
 
 if __name__ == "__main__":

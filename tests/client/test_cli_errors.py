@@ -7,12 +7,16 @@ import io
 import json
 import sys
 
+import grpc
 import pytest
 
 from attnserve.client import Client
 from attnserve.client.cli import main as client_main
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
+from attnserve.server.service.limits import check_texts
+from attnserve.server.shared.config import Settings
+from attnserve.server.shared.errors import LimitExceeded
 
 OFFLINE = ["--address", "127.0.0.1:1", "--retries", "0", "--json"]
 
@@ -119,3 +123,40 @@ def test_a_negative_retry_count_is_a_usage_error(where, value, capsys):
     )
     with pytest.raises(ValueError, match="retries must be 0 or more, got -1"):
         Client("127.0.0.1:1", retries=-1)
+
+
+class Limited(pb_grpc.InferenceServiceServicer):
+    """The server's own limits (its message, its status), at --max-text-chars 10."""
+
+    def Translate(self, request, context):
+        try:
+            check_texts(Settings(max_text_chars=10, max_request_chars=20), list(request.texts))
+        except LimitExceeded as exc:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return pb.TranslateResponse(translations=[pb.Translation(hypotheses=[pb.Hypothesis(text="Montag")])])
+
+
+@pytest.mark.parametrize(
+    ("argv", "name"),
+    [
+        (["translate", "-"], "FILE.txt --to LANG"),
+        (["translate", "--format", "html", "--to", "de", "-"], "FILE.html --to de"),
+        (["translate", "--format", "markdown", "Monday, March 3, 2025"], "FILE.md --to LANG"),
+    ],
+)
+def test_a_text_over_the_servers_limit_is_pointed_to_translate_file(argv, name, scripted, capsys, monkeypatch):
+    """A document piped in was told the limit only, not that translate-file takes it whole."""
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"Monday, March 3, 2025\n")))
+    assert client_main(["--address", scripted(Limited()), *argv]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "attnserve-client: error: INVALID_ARGUMENT: text 0 is 21 characters; this server takes at most 10 per "
+        "text: split it",
+        "attnserve-client: hint: translate-file takes a document longer than that (up to the server's "
+        f"--max-file-chars): save the text as {name.split()[0]} and run attnserve-client translate-file {name}",
+    ]
+
+
+def test_other_limits_get_no_hint(scripted, capsys):
+    """Over --max-request-chars, each text within its limit: no file to make of them."""
+    assert client_main(["--address", scripted(Limited()), "translate", "Monday 3", "Friday 9", "Sunday 1"]) == 1
+    assert len(capsys.readouterr().err.splitlines()) == 1
