@@ -59,7 +59,12 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
             stdin = _read_stdin()
         except ValueError as exc:
             return fail(args.json, str(exc))
+        if not stdin.strip():  # `translate - < /dev/null`: a script's empty input, not a blank translation
+            return fail(args.json, "stdin is empty: nothing to translate")
         args.texts = [stdin if text == "-" else text for text in args.texts]
+    blank = next((i for i, text in enumerate(args.texts, 1) if not text.strip()), None)
+    if blank is not None:  # `translate "$UNSET"`, as stdin above
+        return fail(args.json, f"argument texts: text {blank} is empty: nothing to translate")
     if args.stream:
         return _translate_stream(client, args, options, aligned)
     results = client.translate(

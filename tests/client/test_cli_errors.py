@@ -160,3 +160,20 @@ def test_other_limits_get_no_hint(scripted, capsys):
     """Over --max-request-chars, each text within its limit: no file to make of them."""
     assert client_main(["--address", scripted(Limited()), "translate", "Monday 3", "Friday 9", "Sunday 1"]) == 1
     assert len(capsys.readouterr().err.splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin", "said"),
+    [
+        (["-"], b"", "stdin is empty: nothing to translate"),
+        (["-"], b" \n\n", "stdin is empty: nothing to translate"),
+        ([""], None, "argument texts: text 1 is empty: nothing to translate"),
+        (["Monday", " "], None, "argument texts: text 2 is empty: nothing to translate"),
+    ],
+)
+def test_nothing_to_translate_is_a_usage_error_not_a_blank_line(argv, stdin, said, scripted, capsys, monkeypatch):
+    """``translate - < /dev/null`` printed an empty line, exit 0: a script's lost input looked translated."""
+    servicer = Limited()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin or b"")))
+    code, out, err = _run(["--address", scripted(servicer), "--json", "translate", *argv], capsys)
+    assert (code, out, err) == (2, _said("INVALID_ARGUMENT", said), [f"attnserve-client: error: {said}"])
