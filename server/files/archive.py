@@ -78,16 +78,17 @@ def parse_xml(data: bytes, name: str, kind: str, tags: Tags | None = None) -> et
 class Tags:
     """Tags (each ``<`` of the XML) inflated so far in one package, against ``MAX_TAGS``."""
 
-    def __init__(self, kind: str, limit: int | None = None) -> None:
+    def __init__(self, kind: str, limit: int | None = None, refusal: str = "") -> None:
         self.kind, self.limit, self.counted = kind, MAX_TAGS if limit is None else limit, 0
+        self.refusal = refusal or (
+            f"the {kind} package's text parts hold more than {self.limit:,} XML tags; this server "
+            "reads at most that many (a document of that size is not one file to translate)"
+        )
 
-    def add(self, chunk: bytes) -> None:
-        self.counted += chunk.count(b"<")
+    def add(self, chunk: bytes | str) -> None:
+        self.counted += chunk.count(b"<" if isinstance(chunk, bytes) else "<")
         if self.counted > self.limit:
-            raise FileRefused(
-                f"the {self.kind} package's text parts hold more than {self.limit:,} XML tags; this server "
-                "reads at most that many (a document of that size is not one file to translate)"
-            )
+            raise FileRefused(self.refusal)
 
 
 def parse_xml_stream(

@@ -78,7 +78,8 @@ class Extracted:
     def characters(self) -> int:
         """Characters of text, billed as counted against ``--max-file-chars``: a text sent in the
         html mode is counted without its escapes (an EPUB 2 label's, a styled cue's ``&amp;`` is one
-        ``&``), an XLIFF segment without its inline tags."""
+        ``&``), an html page (a .html file, an EPUB page) without its markup, an XLIFF segment
+        without its inline tags."""
         return sum(map(len, self.texts)) if self.counted is None else self.counted
 
     def write(

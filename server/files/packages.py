@@ -16,7 +16,8 @@ written back with the same content, name, order and compression.
 - .odt / .odp: ``content.xml`` (body text, tables, frames, notes, slides); an .odt's headers and
   footers (its master pages in ``styles.xml``);
 - .epub: every XHTML page (OPF manifest media type ``application/xhtml+xml``), each one
-  document in the service's ``html`` mode, as a .html file is; EPUB 2's table of contents (the
+  document in the service's ``html`` mode, as a .html file is, its characters its text, not its
+  markup (``text_files.html_characters``), its tags counted first; EPUB 2's table of contents (the
   manifest's ``application/x-dtbncx+xml`` item, ``toc.ncx``), each entry's label and the book's
   title one text (its author, a person's name, kept).
 """
@@ -33,7 +34,7 @@ from collections.abc import Sequence
 from lxml import etree
 
 from ..documents import HTML
-from . import archive
+from . import archive, text_files
 from .alternate_content import twins
 from .extracted import Characters, Check, Extracted
 from .paragraphs import (
@@ -199,11 +200,9 @@ def read_epub(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     tocs: dict[str, tuple[etree._ElementTree, list[etree._Element], int]] = {}  # entry -> tree, labels, first index
     # the NCX are parsed whole and kept for the translation: their tags, with the OPF's, count
     # against the package's limit, as a .docx's parts' do (a page is text, bounded by its characters)
-    tags = archive.Tags(".epub")
+    tags, page_tags = archive.Tags(".epub"), text_files.page_tags(".epub", chars)
+    source = 0  # bytes of the pages: their html goes to the service whole, as a .html file's does
     for name, media_type in epub_items(package, tags).items():
-        left = chars.left
-        if left is not None and package.getinfo(name).file_size > 4 * left + 3:  # UTF-8: >= 1 char per 4 bytes
-            chars.add(package.getinfo(name).file_size // 4)  # over the limit without inflating the page
         if media_type == TOC:
             tree = archive.parse_xml(archive.read(package, name, ".epub"), name, ".epub", tags)
             tocs[name] = (tree, ncx_labels(tree), len(texts))
@@ -211,9 +210,16 @@ def read_epub(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
                 chars.add(len(label.text))
                 texts.append(html.escape(label.text, quote=False))  # the html mode's text, as a page's
             continue
+        source += package.getinfo(name).file_size
+        if source > max_file_bytes:  # before the page is inflated
+            raise FileRefused(
+                f"the .epub file's pages are more than {max_file_bytes:,} bytes of html; this server reads at "
+                "most that many (--max-file-bytes)"
+            )
         text, encoding = decode(archive.read(package, name, ".epub"), ".epub page")
         if text.strip():
-            chars.add(len(text))
+            page_tags.add(text)  # before the page is parsed for its characters of text
+            chars.add(text_files.html_characters(text))
             pages.append((name, len(texts), encoding))
             texts.append(text)
 

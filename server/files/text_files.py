@@ -3,11 +3,15 @@
 - ``.txt``: the whole file is one document (``format=text``): lines, blank lines and
   indentation come back as sent (``server.documents``).
 - ``.html`` / ``.htm``: the whole page is one document in the service's ``html`` mode:
-  markup, scripts, styles and ``translate="no"`` content come back byte for byte.
+  markup, scripts, styles and ``translate="no"`` content come back byte for byte. Its
+  characters are its text as that mode reads it (``html_characters``), not its markup; its tags
+  are counted first (``page_tags``), so a page is parsed for that count only within them.
 - ``.md``: the whole file is one document in the service's ``markdown`` mode (CommonMark
   with tables: paragraphs, headings and table cells translated, inline emphasis, code spans
   and links placed by alignment; block markers, rules, fenced and indented code and html
   blocks byte for byte); a leading front matter block (``---`` YAML, ``+++`` TOML) is kept.
+  Its characters are its source after the front matter, markup included: a block's few
+  characters of it, and nothing cheap to count first bounds a parse as html's ``<`` do.
 - ``.srt``: cues read by ``subrip``; a cue's lines are one sentence to the model and its
   translation is put back on as many lines, by proportion of words; index and timing lines
   come back byte for byte. Styling tags (``<i>``, ``<font color=...>``) are placed by the html
@@ -29,7 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..documents import HTML, MARKDOWN, TEXT
-from . import subrip
+from ..documents.markup import html_runs
+from . import archive, subrip
 from .extracted import Characters, Check, Extracted, unit_texts
 from .refusals import FileRefused
 from .run_placement import Placement, Unit
@@ -75,11 +80,35 @@ def decode(data: bytes, kind: str) -> tuple[str, TextEncoding]:
         ) from None
 
 
+def page_tags(kind: str, chars: Characters) -> archive.Tags:
+    """The tags (each ``<``) html pages may hold, counted before a page is parsed for its text: one
+    a character of ``--max-file-chars`` (as many as a page whose whole source counted could hold),
+    ``archive.MAX_TAGS`` at most, so a page of a million empty tags is refused before its parse."""
+    limit = archive.MAX_TAGS if chars.limit is None else min(archive.MAX_TAGS, chars.limit)
+    refusal = (
+        f"the {kind} file holds more than {limit:,} html tags; this server reads at most one a character "
+        "of text it translates in one file (--max-file-chars)"
+    )
+    return archive.Tags(kind, limit, refusal)
+
+
+def html_characters(page: str) -> int:
+    """Characters of text in an html page, as the html mode reads them for the model
+    (``documents.markup.html_runs``): text outside tags, comments, scripts, styles and
+    ``translate="no"`` elements, references decoded, each run's whitespace one space (a
+    source's indentation is layout, as a browser shows it)."""
+    return sum(len(" ".join(run.plain.split())) for run in html_runs(page))
+
+
 def whole(data: bytes, kind: str, format: str, media_type: str, chars: Characters) -> Extracted:
-    """The file as one document (.txt, .html)."""
+    """The file as one document (.txt, .html: its characters of text, not its markup, counted)."""
     text, encoding = decode(data, kind)
     texts = (text,) if text.strip() else ()
-    chars.add(len(text) if texts else 0)
+    if texts and format == HTML:
+        page_tags(kind, chars).add(text)
+        chars.add(html_characters(text))
+    else:
+        chars.add(len(text) if texts else 0)
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
         return encoding.encode(translations[0])

@@ -107,7 +107,7 @@ def test_a_word_of_100000_hyphen_elements_reads_and_writes_in_linear_time():
     assert b"CO" + b"O</w:t><w:noBreakHyphen/><w:t>" * 49_999 in written
 
 
-def test_an_epub_page_over_the_character_limit_is_refused_before_it_is_inflated():
+def test_an_epub_page_over_the_character_limit_in_text_is_refused_in_bounded_time():
     page = "<html><body><p>" + "word " * 100_000 + "</p></body></html>"
     kind, (name, _) = within(read, "book.epub", office.epub([page]), 10_000)
     assert (kind, name) == ("error", "TooManyCharacters")

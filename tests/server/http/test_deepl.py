@@ -172,6 +172,20 @@ def test_a_done_documents_status_bills_the_characters_translated(server, tmp_pat
         assert v1.translate_file(tmp_path / "memo.docx", "de", "en").characters == 31
 
 
+def test_an_html_documents_markup_is_not_billed(server):
+    """A page whose styles and attributes are far over --max-file-chars (3,000 here) is
+    translated, and billed its text's characters, not its source's."""
+    style = "color: #333333; font-family: Georgia, serif; " * 100
+    page = f'<html><head><style>p {{ {style} }}</style></head><body><p style="{style}">Monday, March 3, 2025</p>'
+    translator = client(server)
+    handle = translator.translate_document_upload(page.encode(), target_lang="DE", filename="page.html")
+    assert translator.translate_document_wait_until_done(handle).done
+    assert translator.translate_document_get_status(handle).billed_characters == 21 < 3000 < len(page)
+    assert translator.translate_document_download(handle).content.decode() == page.replace(
+        "Monday, March 3, 2025", "Montag, 3. März 2025"
+    )
+
+
 def test_output_format_is_the_documents_own_or_refused(server, tmp_path):
     """A document comes back in its own format. DeepL's client asks for the output path's format
     (``output_format``): a .docx saved as .pdf is a 400 naming it, never a .docx named .pdf; .htm
