@@ -11,12 +11,23 @@ was measured to (its spaces in their own font), so the lines keep the widths the
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .pdf_paths import pdfium, pdfium_c
 
-if TYPE_CHECKING:
-    from .pdf_fonts import Glyphs
+
+class Glyphs(Protocol):
+    """A font's glyphs as runs are measured and drawn in them (``pdf_fonts.Glyphs``, which imports
+    this module: named by what it does, not imported back)."""
+
+    font: pdfium_c.FPDF_FONT
+    advance: dict[str, float]
+
+    def width(self, text: str) -> float: ...
+
+    def missing(self, text: str) -> int: ...
+
+    def runs(self, text: str) -> list[tuple[Glyphs, str]]: ...
 
 
 class Runs:
