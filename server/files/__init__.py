@@ -75,15 +75,21 @@ def reader(filename: str) -> Reader:
 
 
 def read(
-    filename: str, data: bytes, max_file_bytes: int, max_chars: int | None = None, target_language: str = ""
+    filename: str,
+    data: bytes,
+    max_file_bytes: int,
+    max_chars: int | None = None,
+    target_language: str = "",
+    counting: bool = True,
 ) -> Extracted:
     """The texts of the file and how to write their translations back (see the module docstring);
     ``max_chars``: characters of text read at most (None: no limit); ``target_language``: the
     language translated into, as the request names it ("" : none named, for an XLIFF file the
-    language it declares; a PDF's translations are drawn in fonts of its script)."""
+    language it declares; a PDF's translations are drawn in fonts of its script). ``counting``
+    False: read again to write, its characters were counted (an html page's not parsed for them)."""
     if not data:
         raise FileRefused("Invalid request: empty file")
-    found, chars = reader(filename), Characters(max_chars)
+    found, chars = reader(filename), Characters(max_chars, counting)
     if extension(filename) in BY_TARGET:
         extracted = found(data, max_file_bytes, chars, target_language)  # type: ignore[call-arg]
     else:

@@ -36,8 +36,9 @@ class Characters:
     """Characters of text read so far, counted against ``--max-file-chars`` as a reader goes, so a
     file over it is refused where the limit is crossed, not after all of it was read (None: no limit)."""
 
-    def __init__(self, limit: int | None) -> None:
+    def __init__(self, limit: int | None, counting: bool = True) -> None:
         self.limit, self.counted = limit, 0
+        self.counting = counting  # False: a file read again to write its translation, counted when first read
 
     def add(self, count: int) -> None:
         self.counted += count

@@ -53,7 +53,7 @@ def write_file(
     """The file with ``translations`` in place of its texts; a styled paragraph's words on the
     runs ``preferred`` names (``placement.place_aligned``, up to ``max_runs`` runs with words), else by
     proportion (``placement.place``). ``target_language``: the one the file was read for (``read_text``)."""
-    extracted = read(filename, content, max_file_bytes, target_language=target_language)
+    extracted = read(filename, content, max_file_bytes, target_language=target_language, counting=False)
     if preferred is None:
         return extracted.write(translations, place)
 

@@ -218,8 +218,9 @@ def read_epub(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
             )
         text, encoding = decode(archive.read(package, name, ".epub"), ".epub page")
         if text.strip():
-            page_tags.add(text)  # before the page is parsed for its characters of text
-            chars.add(text_files.html_characters(text))
+            if chars.counting:
+                page_tags.add(text)  # before the page is parsed for its characters of text
+                chars.add(text_files.html_characters(text))
             pages.append((name, len(texts), encoding))
             texts.append(text)
 

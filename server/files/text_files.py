@@ -105,8 +105,9 @@ def whole(data: bytes, kind: str, format: str, media_type: str, chars: Character
     text, encoding = decode(data, kind)
     texts = (text,) if text.strip() else ()
     if texts and format == HTML:
-        page_tags(kind, chars).add(text)
-        chars.add(html_characters(text))
+        if chars.counting:
+            page_tags(kind, chars).add(text)
+            chars.add(html_characters(text))
     else:
         chars.add(len(text) if texts else 0)
 

@@ -76,3 +76,13 @@ def test_an_epub_whose_pages_are_more_html_than_the_file_limit_is_refused_before
     assert len(data) < 20_000
     with pytest.raises(files.FileRefused, match=r"pages are more than 20,000 bytes of html.*--max-file-bytes"):
         files.read("book.epub", data, 20_000, max_chars=1000)
+
+
+@pytest.mark.parametrize("kind", [".html", ".epub"])
+def test_a_page_read_again_to_write_its_translation_is_not_parsed_again_for_its_count(monkeypatch, kind):
+    data = PAGE.encode() if kind == ".html" else office.epub([PAGE])
+    extracted = files.read(f"menu{kind}", data, LIMIT)
+    parsed = []
+    monkeypatch.setattr(files.text_files, "html_characters", lambda page: parsed.append(page) or 0)
+    written = jobs.write_file(f"menu{kind}", data, LIMIT, [t.upper() for t in extracted.texts], None)
+    assert parsed == [] and written  # counted when the file was read, not again for its writing
