@@ -11,7 +11,9 @@ from typing import Any
 
 from .config_help import (
     BAN_HELP,
+    FILE_MEMORY_HELP,
     LANGUAGE_DETECTION_HELP,
+    PARSE_MEMORY_HELP,
     QUOTA_HELP,
     RATE_HELP,
     SHARED_CLASSIFIER_HELP,
@@ -225,10 +227,8 @@ class Settings:
     file_cpu_seconds: float = _setting(
         60.0, "CPU seconds one file may take to be read and written in its worker; past it the worker is killed (400)"
     )
-    file_memory_bytes: int = _setting(
-        2 << 30,
-        "memory a file worker may take for one file over its size at start; past it the file gets 413 (0 = no limit)",
-    )
+    file_memory_bytes: int = _setting(2 << 30, FILE_MEMORY_HELP)
+    parse_memory_bytes: int = _setting(2 << 30, PARSE_MEMORY_HELP)
     download_dir: str = _setting(
         "", "translated files waiting for download ('' = attnserve-downloads-<repository digest> in the temp dir)"
     )
@@ -338,6 +338,7 @@ def _in_range(settings: Settings) -> dict[str, bool]:
         "shared_memory": settings.shared_memory in SHARED_MEMORY,
         "file_cpu_seconds": settings.file_cpu_seconds >= 1,
         "file_memory_bytes": settings.file_memory_bytes >= 0,
+        "parse_memory_bytes": settings.parse_memory_bytes >= 0,
         "requests_per_minute": settings.requests_per_minute >= 0,
         "requests_per_hour": settings.requests_per_hour >= 0,
         "requests_per_day": settings.requests_per_day >= 0,

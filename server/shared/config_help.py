@@ -35,3 +35,10 @@ SHARED_CLASSIFIER_HELP = (
     "with --workers N: the classification models run in one more process, which every worker sends its batches "
     "to and which runs those that arrive together as one (one session per model: on a GPU, one CUDA context)"
 )
+FILE_MEMORY_HELP = (
+    "memory a file worker may take for one file over its size at start; past it the file gets 413 (0 = no limit)"
+)
+PARSE_MEMORY_HELP = (
+    "memory the process parsing large JSON bodies (KServe REST infer, one at a time) may take for one body over "
+    "its size at start; past it the request gets 413 (0 = no limit)"
+)

@@ -122,7 +122,8 @@ class HttpServer:
         self.web = web.Application(
             client_max_size=doors.settings.max_message_bytes, middlewares=[self._errors, self._auth]
         )
-        self.parse_process = ParseProcess()  # large JSON bodies (KServe infer) off the event loop
+        # large JSON bodies (KServe infer) off the event loop
+        self.parse_process = ParseProcess(memory_bytes=doors.settings.parse_memory_bytes)
         self._runner: web.AppRunner | None = None
         self._sock: socket.socket | None = None
         self._address: tuple[str, int] = ("", 0)

@@ -41,7 +41,7 @@ def hostile_repo(tmp_path_factory, vit_dirs) -> Path:
 
 @pytest.fixture(scope="module")
 def hostile(serve, hostile_repo):
-    with serve(hostile_repo, http_port=0, enable_admin=True) as handle:
+    with serve(hostile_repo, http_port=0, enable_admin=True, parse_memory_bytes=128 << 20) as handle:
         yield handle
 
 
@@ -97,6 +97,18 @@ def test_every_request_has_the_servers_time_limit_libretranslate_included(serve,
 
 
 # ----------------------------------------------------------------- 10: echoed input, paths
+
+
+def test_a_json_body_past_the_parse_memory_limit_is_413_and_the_next_is_answered(hostile):
+    # 16 MB of one-number lists parses to 420 MB of Python lists (64 MB, which --max-message-bytes
+    # allows, 1.7 GB, a few at once more than a machine has): past --parse-memory-bytes it is a 413
+    infer = b'{"inputs": [{"name": "PIXELS", "datatype": "FP32", "shape": [%d, 1, 16, 16], "data": [%s]}]}'
+    status, _, reply = http(hostile, "POST", "/v2/models/digits/infer", infer % (15_625, b"[0]," * 3_999_999 + b"[0]"))
+    assert status == 413 and "more than 134,217,728 bytes" in reply["error"], reply
+    assert "--parse-memory-bytes" in reply["error"], reply
+    large = infer % (1, b",".join([b"[0.5]"] * 256)) + b" " * (2 << 20)  # parsed in the same child
+    status, _, reply = http(hostile, "POST", "/v2/models/digits/infer", large)
+    assert status == 200 and reply["outputs"], reply
 
 
 def test_a_huge_model_name_is_not_found_with_a_short_message(hostile):

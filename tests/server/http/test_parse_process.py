@@ -8,7 +8,8 @@ import os
 
 import pytest
 
-from attnserve.server.doors.http.parse_process import ParseProcess
+from attnserve.server.doors.http.parse_process import BodyTooLarge, ParseProcess
+from attnserve.server.doors.kserve import rest
 from attnserve.server.shared.errors import InferenceFailed
 
 
@@ -52,3 +53,26 @@ def test_a_child_that_dies_fails_its_body_and_the_next_one_starts_a_new_child():
 
     before, after = asyncio.run(main())
     assert before[0] != after[0] and after[2] == "after"
+
+
+def test_a_body_whose_parse_needs_more_than_the_memory_limit_is_413_and_the_child_parses_the_next():
+    # 16 MB of one-number lists parses to 420 MB of Python lists (64 MB of them, which
+    # --max-message-bytes allows, 1.7 GB), without a limit
+    huge = b'{"inputs": [{"name": "x", "datatype": "FP32", "shape": [%d, 1], "data": [%s]}]}'
+    body = huge % (4_000_000, b"[0]," * 3_999_999 + b"[0]")
+    small = huge % (2, b"[1],[2]")
+
+    async def main():
+        parser = ParseProcess(inline_bytes=0, memory_bytes=100 << 20)
+        try:
+            before = await parser.parse(where_parsed, b"{}", 2, "before")
+            with pytest.raises(BodyTooLarge, match=r"more than 104,857,600 bytes .*--parse-memory-bytes") as err:
+                await parser.parse(rest.parse_infer, body, len(body), None, "m")
+            parsed = await parser.parse(rest.parse_infer, small, len(small), None, "m")
+            return before, err.value.http_status, parsed, await parser.parse(where_parsed, b"{}", 2, "after")
+        finally:
+            parser.close()
+
+    before, status, parsed, after = asyncio.run(main())
+    assert status == 413 and parsed.inputs[0].data.tolist() == [[1.0], [2.0]]
+    assert after[0] == before[0]  # the same child: a parse past its limit does not end it
