@@ -12,7 +12,11 @@ label further down): those cells are translated, and the header cells are given 
 string as it was, appended to the shared strings (``count`` unchanged: as many cells point into
 them; ``uniqueCount`` one more), so only the header cells' ``<v>`` change in the worksheets. That
 takes every worksheet read through once more (expat, no tree), only when a header is a shared
-string; a header cell in a worksheet not in UTF-8 (never seen) keeps its string untranslated."""
+string; a header cell in a worksheet not in UTF-8 (never seen) keeps its string untranslated.
+
+A totals row's label (``totalsRowLabel`` of a column, shown in its cell of the table's last row,
+§ 18.5.1.3) is any text, as long as part and cell agree: the cell is translated, and its
+translation written in the table part (``relabel``)."""
 
 from __future__ import annotations
 
@@ -42,6 +46,9 @@ Edit = tuple[int, int, bytes]  # bytes start:end of a part replaced
 _OPTIONS = {"resolve_entities": False, "no_network": True, "load_dtd": False, "huge_tree": False}
 
 
+Label = tuple[str, int]  # a totals row's label: the table part, its column's position in it
+
+
 @dataclass
 class Headers:
     """The strings table header cells show: shared strings by index, inline strings by worksheet
@@ -53,6 +60,9 @@ class Headers:
     elsewhere: set[int] = field(default_factory=set)  # of ``shared``, those other cells show too
     # worksheet -> (start, end, string) of the value (``<v>``) of each header cell showing one of ``elsewhere``
     values: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
+    # the totals rows' label cells: shared string -> its labels; worksheet -> cell -> its label
+    labels: dict[int, list[Label]] = field(default_factory=dict)
+    inline_labels: dict[str, dict[str, Label]] = field(default_factory=dict)
 
     def repoint(self, strings: etree._ElementTree, copies: dict[int, etree._Element]) -> dict[str, list[Edit]]:
         """Appends ``copies`` (shared string -> a copy of it as it was) to the shared strings, and
@@ -85,17 +95,39 @@ def _letters(n: int) -> str:
     return out
 
 
-def _header_cells(package: zipfile.ZipFile, table: str) -> set[str]:
-    """The cell references of the table part's header row ("" for none)."""
+def _cells(package: zipfile.ZipFile, table: str) -> tuple[set[str], dict[str, Label]]:
+    """The cell references of the table part's header row (none without one), and those of its
+    totals row's labels (``totalsRowLabel`` of a column without a ``totalsRowFunction``)."""
     root = archive.parse_xml(archive.read(package, table, KIND), table, KIND).getroot()
-    if root.get("headerRowCount", "1") == "0":
-        return set()
     first, _, last = root.get("ref", "").partition(":")
     start, end = _CELL.fullmatch(first), _CELL.fullmatch(last or first)
     if start is None or end is None:
-        return set()
-    row, columns = start.group(2), range(_column(start.group(1)), _column(end.group(1)) + 1)
-    return {f"{_letters(c)}{row}" for c in columns} if len(columns) <= 16384 else set()
+        return set(), {}
+    columns = range(_column(start.group(1)), _column(end.group(1)) + 1)
+    if len(columns) > 16384:
+        return set(), {}
+    header = root.get("headerRowCount", "1") != "0"
+    cells = {f"{_letters(c)}{start.group(2)}" for c in columns} if header else set()
+    labels = {}
+    if root.get("totalsRowCount", "0") == "1":  # the last row of the table's range
+        for n, column in enumerate(root.iterfind("{*}tableColumns/{*}tableColumn")):
+            if n < len(columns) and column.get("totalsRowLabel") and column.get("totalsRowFunction", "none") == "none":
+                labels[f"{_letters(columns[n])}{end.group(2)}"] = (table, n)
+    return cells, labels
+
+
+def relabel(package: zipfile.ZipFile, labels: dict[Label, str]) -> dict[str, bytes]:
+    """The table parts with each label's ``totalsRowLabel`` the text its cell now shows (Excel
+    shows the one and keeps the other, as a header cell and its column's name)."""
+    parts = {}
+    for table in sorted({table for table, _ in labels}):
+        tree = archive.parse_xml(archive.read(package, table, KIND), table, KIND)
+        columns = list(tree.getroot().iterfind("{*}tableColumns/{*}tableColumn"))
+        for (part, n), text in labels.items():
+            if part == table:
+                columns[n].set("totalsRowLabel", text)
+        parts[table] = archive.serialize_xml(tree)
+    return parts
 
 
 def _tables(package: zipfile.ZipFile, sheet: str) -> list[str]:
@@ -115,9 +147,10 @@ def _tables(package: zipfile.ZipFile, sheet: str) -> list[str]:
     return found
 
 
-def _scan(package: zipfile.ZipFile, sheet: str, cells: set[str], headers: Headers) -> None:
-    """Records what the worksheet's ``cells`` show, reading it up to the last of their rows."""
-    last = max(int(_CELL.fullmatch(c).group(2)) for c in cells)  # type: ignore[union-attr]
+def _scan(package: zipfile.ZipFile, sheet: str, cells: set[str], labels: dict[str, Label], headers: Headers) -> None:
+    """Records what the worksheet's header ``cells`` and totals ``labels`` show, reading it up to
+    the last of their rows."""
+    last = max(int(_CELL.fullmatch(c).group(2)) for c in cells | labels.keys())  # type: ignore[union-attr]
     tags = [f"{{{ns}}}{name}" for ns in _NAMESPACES for name in ("c", "row")]
     try:
         with package.open(sheet) as part:
@@ -127,6 +160,12 @@ def _scan(package: zipfile.ZipFile, sheet: str, cells: set[str], headers: Header
                     if row.isdigit() and int(row) >= last:
                         return
                     element.clear()
+                elif element.get("r") in labels:
+                    kind, value, label = element.get("t"), element.findtext("{*}v"), labels[element.get("r")]
+                    if kind == "s" and value is not None and value.strip().isdigit():
+                        headers.labels.setdefault(int(value), []).append(label)
+                    elif kind == "inlineStr":
+                        headers.inline_labels.setdefault(sheet, {})[element.get("r")] = label
                 elif element.get("r") in cells:
                     kind, value = element.get("t"), element.findtext("{*}v")
                     if kind == "s" and value is not None and value.strip().isdigit():
@@ -203,10 +242,13 @@ def table_headers(package: zipfile.ZipFile, sheets: list[str]) -> Headers:
     """What the header cells of the tables of ``sheets`` (worksheet part names) show."""
     headers = Headers()
     for sheet in sheets:
-        cells = set().union(*(_header_cells(package, table) for table in _tables(package, sheet)))
+        found = [_cells(package, table) for table in _tables(package, sheet)]
+        cells = set().union(*(cells for cells, _ in found))
+        labels = {cell: label for _, labels in found for cell, label in labels.items()}
         if cells:
             headers.cells[sheet] = cells
-            _scan(package, sheet, cells, headers)
+        if cells or labels:
+            _scan(package, sheet, cells, labels, headers)
     if headers.shared:
         pinned = set()  # the strings of header cells in a worksheet not in UTF-8
         for sheet in sheets:

@@ -22,7 +22,8 @@ cached text result (``<v>`` of a ``t="str"`` cell, below), a text with no letter
 or a year typed as text: the model could only damage it), sheet names and defined names
 (``xl/workbook.xml``: formulas refer to sheets by name), a table's header cells (its column
 names, which formulas refer to and Excel requires to match the table's part:
-``spreadsheet_tables``; other cells showing the same shared string are), charts, drawings' text
+``spreadsheet_tables``; other cells showing the same shared string are, and so is a totals row's
+label, written in the table's part as well), charts, drawings' text
 boxes, headers and footers, and threaded comments (``xl/threadedComments``).
 
 A cached result is what Excel shows until it recalculates the formula, which it does on open
@@ -47,7 +48,7 @@ from .extracted import Characters, Check, Extracted
 from .paragraphs import SPREADSHEET, Paragraph, paragraph
 from .refusals import FileRefused
 from .run_placement import Placement
-from .spreadsheet_tables import Edit, Headers, table_headers
+from .spreadsheet_tables import Edit, Headers, Label, relabel, table_headers
 
 KIND = ".xlsx"
 MEDIA_TYPE = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
@@ -74,15 +75,18 @@ def _mentions(package: zipfile.ZipFile, name: str, word: bytes) -> bool:
 
 
 class _Strings:
-    """Collects the strings of a streamed part as each ends, their characters counted as they come;
-    ``kept(string, n)``: whether the part's n-th string is left as it is (a table's column name);
-    ``copied``: the shared strings (by index) that a table's header cells and others show, each
-    kept as it was (``copies``) for the header cells when it is translated."""
+    """Collects the strings of the streamed part ``name`` as each ends, their characters counted as
+    they come; ``kept(string, n)``: whether the part's n-th string is left as it is (a table's
+    column name); the shared strings that a table's header cells and others show are each kept as
+    they were (``copies``) for the header cells when translated; ``labelled``: the translated
+    strings that tables' totals rows show as labels, by label."""
 
-    def __init__(self, chars: Characters, kept: Callable[[etree._Element, int], bool], copied: set[int]) -> None:
-        self.chars, self.kept, self.copied = chars, kept, copied
+    def __init__(self, chars: Characters, name: str, headers: Headers) -> None:
+        self.chars, self.kept, self.headers = chars, _kept(name, headers), headers
+        self.inline_labels = headers.inline_labels.get(name, {})
         self.found: list[Paragraph] = []
         self.copies: dict[int, etree._Element] = {}
+        self.labelled: dict[Label, etree._Element] = {}
         self.seen = 0
 
     def __call__(self, event: str, element: etree._Element) -> None:
@@ -91,13 +95,26 @@ class _Strings:
         n, self.seen = self.seen, self.seen + 1
         if self.kept(element, n):
             return
-        copy = copy_element(element) if n in self.copied and etree.QName(element).localname == "si" else None
+        shared = etree.QName(element).localname == "si"
+        copy = copy_element(element) if shared and n in self.headers.elsewhere else None
         found = paragraph(element, SPREADSHEET)
         if found is not None and any(ch.isalpha() for ch in found.unit.text):
             self.chars.add(len(found.unit.text))
             self.found.append(found)
             if copy is not None:
                 self.copies[n] = copy
+            self.labelled |= dict.fromkeys(self.headers.labels.get(n, []) if shared else self._labels(element), element)
+
+    def _labels(self, string: etree._Element) -> list[Label]:
+        """The totals row's label an inline string is, if one (its wrapper carries the cell's reference)."""
+        cell = string.getparent()
+        label = self.inline_labels.get(cell.get("r", "")) if cell is not None else None
+        return [label] if label is not None else []
+
+
+def _shown(string: etree._Element) -> str:
+    """A string's text as written (``_xHHHH_`` escapes as they are, as in ``totalsRowLabel``)."""
+    return "".join(t.text or "" for t in [*string.iterfind("{*}t"), *string.iterfind("{*}r/{*}t")])
 
 
 def _parts(package: zipfile.ZipFile) -> tuple[list[str], list[str]]:
@@ -142,8 +159,9 @@ def read_xlsx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     wanted, sheets = _parts(package)
     headers = table_headers(package, sheets)
     copies: dict[str, dict[int, etree._Element]] = {}  # shared strings part -> header strings as they were
+    labelled: dict[Label, etree._Element] = {}  # a totals row's label -> the string its cell shows
     for name in wanted:
-        strings = _Strings(chars, _kept(name, headers), headers.elsewhere)
+        strings = _Strings(chars, name, headers)
         tree = inline_strings.read(package, name, tags, strings) if name in sheets else None
         if tree is None:
             tree = archive.parse_xml_stream(package, name, KIND, SPREADSHEET.paragraphs, strings, tags)
@@ -152,6 +170,7 @@ def read_xlsx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
             found += strings.found
         if strings.copies:
             copies[name] = strings.copies
+        labelled |= strings.labelled
 
     def write(translations: Sequence[str], placement: Placement, check: Check) -> bytes:
         for n, (string, translation) in enumerate(zip(found, translations)):
@@ -172,6 +191,7 @@ def read_xlsx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
         for name, made in edits.items():
             if made and name not in trees:
                 replaced[name] = inline_strings.splice(archive.read(package, name, KIND), made)
+        replaced |= relabel(package, {label: _shown(string) for label, string in labelled.items()})
         return archive.rewrite(package, replaced, KIND, check)
 
     units = tuple(s.unit for s in found)

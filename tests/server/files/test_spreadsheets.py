@@ -98,12 +98,21 @@ def test_a_workbook_written_by_openpyxl_with_inline_strings_reopens_translated()
     assert [str(b.text) if isinstance(b, TextBlock) else b for b in again["B1"].value] == ["pAID ", "LATE ", "AGAIN"]
 
 
-def with_table(data: bytes, ref: str) -> bytes:
-    """The workbook of ``sheets.xlsx`` with a table (Excel's "Format as Table") over ``ref`` of its sheet."""
+TOTALS = (
+    ' totalsRowCount="1"',
+    '<tableColumn id="1" name="Item" totalsRowLabel="Total"/>'
+    '<tableColumn id="2" name="Amount" totalsRowFunction="sum"/>',
+)
+
+
+def with_table(data: bytes, ref: str, totals: tuple[str, str] = ("", "")) -> bytes:
+    """The workbook of ``sheets.xlsx`` with a table (Excel's "Format as Table") over ``ref`` of its
+    sheet; ``totals``: the table's attributes and columns for one with a totals row (``TOTALS``)."""
+    attributes, columns = totals
+    columns = columns or '<tableColumn id="1" name="Item"/><tableColumn id="2" name="Amount"/>'
     table = (
-        f'<table xmlns="{sheets.S}" id="1" name="Sales" displayName="Sales" ref="{ref}"><autoFilter ref="{ref}"/>'
-        '<tableColumns count="2"><tableColumn id="1" name="Item"/><tableColumn id="2" name="Amount"/></tableColumns>'
-        "</table>"
+        f'<table xmlns="{sheets.S}" id="1" name="Sales" displayName="Sales" ref="{ref}"{attributes}>'
+        f'<autoFilter ref="{ref}"/><tableColumns count="2">{columns}</tableColumns></table>'
     )
     rels = (
         f'<Relationships xmlns="{sheets.PR}"><Relationship Id="rId1" Type="{sheets.R}/table" '
@@ -185,6 +194,31 @@ def test_a_header_text_other_cells_show_too_is_translated_there_and_kept_in_the_
     assert after == before.replace(b'r="B1" t="s"><v>1<', b'r="B1" t="s"><v>3<').replace(
         b"Checked by", b"cHECKED BY"
     )  # only the header cell points elsewhere
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["a shared string", "an inline string"])
+def test_a_totals_row_label_is_translated_in_its_cell_and_in_the_table(inline):
+    # the label a table's totals row shows ("Total") is also the table's (totalsRowLabel, ECMA-376
+    # Part 1 § 18.5.1.3: any text, the cell's): both are translated, so they still match
+    label = '<c r="A3" t="inlineStr"><is><t>Total</t></is></c>' if inline else '<c r="A3" t="s"><v>3</v></c>'
+    cells = (
+        '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
+        '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2"><v>3</v></c></row>'
+        f'<row r="3">{label}<c r="B3"><f>SUBTOTAL(109,Sales[Amount])</f><v>3</v></c></row>'
+        '<row r="5"><c r="A5" t="s"><v>3</v></c></row>'
+    )
+    data = with_table(sheets.xlsx(["Item", "Amount", "Fresh apples", "Total"], cells), "A1:B3", TOTALS)
+    extracted = files.read("sales.xlsx", data, LIMIT)
+    assert extracted.texts == ("Total",) * inline + ("Fresh apples", "Total")
+    sheet = workbook(swapped(extracted))[sheets.SHEET_NAME]
+    item, amount = sheet.tables["Sales"].tableColumns
+    assert (item.totalsRowLabel, sheet["A3"].value, sheet["A5"].value) == ("tOTAL", "tOTAL", "tOTAL")
+    assert (amount.totalsRowLabel, amount.totalsRowFunction, sheet["B3"].value) == (
+        None,
+        "sum",
+        "=SUBTOTAL(109,Sales[Amount])",
+    )
+    assert [item.name, amount.name] == [sheet["A1"].value, sheet["B1"].value] == ["Item", "Amount"]
 
 
 def test_a_sheet_of_numbers_with_inline_headings_is_read_without_its_tree(monkeypatch):
