@@ -53,6 +53,8 @@ def _translate(client: Client, args: argparse.Namespace) -> int:
             return fail(args.json, f"--glossary {exc}")
         except OSError as exc:  # a usage error naming the option, not '[Errno 2] ...', exit 1
             return fail(args.json, f"--glossary {job_cli.printable(args.glossary)}: {exc.strerror}")
+    if args.attention_map is not None and (unwritable := _unwritable(args.attention_map)):  # before the call
+        return fail(args.json, f"--attention-map {job_cli.printable(args.attention_map)}: {unwritable}")
     aligned = args.alignments or args.attention_map is not None
     if "-" in args.texts:
         try:

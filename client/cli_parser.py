@@ -8,6 +8,7 @@ with ``--source-language``/``--target-language`` as their long forms.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 from collections.abc import Callable
@@ -46,6 +47,26 @@ def _count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer of 0 or more, got {text!r}")
     return value
+
+
+# The server's ranges for the decoding floats (check_options in server/service/limits.py, which
+# the client does not import: it pulls in the server), said as usage errors before the call.
+MAX_LENGTH_PENALTY = 10.0  # limits.MAX_LENGTH_PENALTY
+
+
+def _ranged(expected: str, accepts: Callable[[float], bool]) -> Callable[[str], float]:
+    """An argparse type for a finite number that ``accepts``; else a usage error saying ``expected``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and accepts(value)):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+
+    return parse
 
 
 def _address(text: str) -> str:
@@ -196,11 +217,19 @@ def _add_translate_parser(sub, common: argparse.ArgumentParser) -> None:
     tr.add_argument("--stream", action="store_true", help="print text as it is generated (one text)")
     tr.add_argument("--beam-size", type=_unsigned(pb.DecodingOptions, "beam_size"), default=1)
     tr.add_argument("--num-hypotheses", type=_unsigned(pb.DecodingOptions, "num_hypotheses"), default=1)
-    tr.add_argument("--length-penalty", type=float, default=None)
+    tr.add_argument(
+        "--length-penalty",
+        type=_ranged(
+            f"a number from -{MAX_LENGTH_PENALTY:g} to {MAX_LENGTH_PENALTY:g}", lambda v: abs(v) <= MAX_LENGTH_PENALTY
+        ),
+        default=None,
+    )
     tr.add_argument("--max-new-tokens", type=_unsigned(pb.DecodingOptions, "max_new_tokens"), default=0)
-    tr.add_argument("--temperature", type=float, default=0.0, help="> 0 samples")
+    tr.add_argument(
+        "--temperature", type=_ranged("a number of 0 or more", lambda v: v >= 0), default=0.0, help="> 0 samples"
+    )
     tr.add_argument("--top-k", type=_unsigned(pb.DecodingOptions, "top_k"), default=0)
-    tr.add_argument("--top-p", type=float, default=None)
+    tr.add_argument("--top-p", type=_ranged("a number above 0, at most 1", lambda v: 0 < v <= 1), default=None)
     tr.add_argument("--seed", type=_unsigned(pb.DecodingOptions, "seed"), default=None)
     add_languages(tr, source_default="", target_required=False)
     tr.add_argument("--target-prefix", default="", help="text every translation starts with")

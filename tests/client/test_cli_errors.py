@@ -6,17 +6,21 @@ from __future__ import annotations
 import io
 import json
 import sys
+from types import SimpleNamespace
 
 import grpc
 import pytest
 
 from attnserve.client import Client
 from attnserve.client.cli import main as client_main
+from attnserve.client.cli_parser import build_parser
 from attnserve.protos.attnserve.v1 import inference_pb2 as pb
 from attnserve.protos.attnserve.v1 import inference_pb2_grpc as pb_grpc
-from attnserve.server.service.limits import check_texts
+from attnserve.server.service.limits import check_options, check_texts
 from attnserve.server.shared.config import Settings
-from attnserve.server.shared.errors import LimitExceeded
+from attnserve.server.shared.errors import InvalidRequest, LimitExceeded
+from attnserve.server.translation import DecodeOptions, EngineSettings
+from attnserve.server.translation.prepared import ModelLimits
 
 OFFLINE = ["--address", "127.0.0.1:1", "--retries", "0", "--json"]
 
@@ -87,13 +91,85 @@ class Aligned(pb_grpc.InferenceServiceServicer):
         return pb.TranslateResponse(translations=[pb.Translation(hypotheses=[hypothesis])])
 
 
+class AlignedFolderGone(Aligned):
+    """Answers once the folder the attention map goes to was removed (during the translation)."""
+
+    def __init__(self, folder) -> None:
+        self.folder = folder
+
+    def Translate(self, request, context):
+        self.folder.rmdir()
+        return super().Translate(request, context)
+
+
 def test_a_local_failure_after_the_call_is_a_json_error_with_its_own_code(scripted, tmp_path, capsys):
-    """An attention map into a folder that is not there fails as the PNG is written: exit 1, and
-    with --json the LOCAL_ERROR code (not a server's status) and the system's message."""
-    argv = ["--address", scripted(Aligned()), "--json", "translate", "--attention-map", str(tmp_path / "gone/m.png")]
+    """An attention map into a folder gone during the call fails as the PNG is written: exit 1,
+    and with --json the LOCAL_ERROR code (not a server's status) and the system's message."""
+    (tmp_path / "gone").mkdir()
+    server = scripted(AlignedFolderGone(tmp_path / "gone"))
+    argv = ["--address", server, "--json", "translate", "--attention-map", str(tmp_path / "gone/m.png")]
     code, out, err = _run([*argv, "Monday"], capsys)
     message = f"[Errno 2] No such file or directory: '{tmp_path / 'gone/m.png'}'"
     assert (code, out, err) == (1, _said("LOCAL_ERROR", message), [f"attnserve-client: error: {message}"])
+
+
+def test_an_attention_map_into_a_missing_folder_is_a_usage_error_before_the_call(tmp_path, capsys):
+    """It failed after the translation, exit 1; the folder is checked as translate-file checks --out
+    (no server here: a call would fail UNAVAILABLE, exit 1)."""
+    path = tmp_path / "gone/m.png"
+    code, out, err = _run([*OFFLINE, "translate", "--attention-map", str(path), "Monday"], capsys)
+    message = f"--attention-map {path}: no such folder: {tmp_path / 'gone'}"
+    assert (code, out, err) == (2, _said("INVALID_ARGUMENT", message), [f"attnserve-client: error: {message}"])
+
+
+# (option, DecodeOptions field, values on either side of the server's range)
+DECODING_FLOATS = [
+    ("--temperature", "temperature", ["0", "0.7", "-0.1", "-1e-9", "nan", "inf"]),
+    ("--top-p", "top_p", ["1", "0.9", "1e-9", "0", "-0.5", "1.0000001", "nan", "inf"]),
+    ("--length-penalty", "length_penalty", ["10", "-10", "0.6", "10.001", "-10.5", "1e30", "nan", "-inf"]),
+]
+
+
+@pytest.mark.parametrize(("option", "field", "values"), DECODING_FLOATS, ids=[o for o, _, _ in DECODING_FLOATS])
+def test_a_decoding_float_out_of_the_servers_range_is_a_usage_error(option, field, values, capsys):
+    """They were sent as typed: a round trip and exit 1 with the server's INVALID_ARGUMENT. The
+    client's ranges are the server's (``check_options``), the values either side of each bound."""
+    limits = ModelLimits(EngineSettings(), SimpleNamespace(never_ids=(), pad_id=0, eos_id=2), 512, 16, 1)
+    taken = [_server_takes(limits, field, value) for value in values]
+    assert [_parses(option, value) for value in values] == taken
+    assert 2 <= sum(taken) < len(values)  # values on both sides
+    for value in (v for v, ok in zip(values, taken) if not ok):
+        with pytest.raises(SystemExit) as exit_:
+            client_main([*OFFLINE, "translate", f"{option}={value}", "Monday"])
+        assert exit_.value.code == 2, value
+        assert (
+            capsys.readouterr()
+            .err.splitlines()[-1]
+            .endswith(f"argument {option}: expected {EXPECTED[option]}, got {value!r}")
+        )
+
+
+EXPECTED = {
+    "--temperature": "a number of 0 or more",
+    "--top-p": "a number above 0, at most 1",
+    "--length-penalty": "a number from -10 to 10",
+}
+
+
+def _parses(option: str, value: str) -> bool:
+    try:
+        build_parser().parse_args(["translate", f"{option}={value}", "Monday"])
+    except SystemExit:
+        return False
+    return True
+
+
+def _server_takes(limits: ModelLimits, field: str, value: str) -> bool:
+    try:
+        check_options(limits, DecodeOptions(**{field: float(value)}))
+    except InvalidRequest:
+        return False
+    return True
 
 
 class EndedJob(pb_grpc.InferenceServiceServicer):
