@@ -27,6 +27,8 @@ KIND = ".xlsx"
 _MAIN = ("http://schemas.openxmlformats.org/spreadsheetml/2006/main", "http://purl.oclc.org/ooxml/spreadsheetml/main")
 _STRING = frozenset(f"{ns} is" for ns in _MAIN)
 _CELL = frozenset(f"{ns} c" for ns in _MAIN)
+_ROW = frozenset(f"{ns} row" for ns in _MAIN)
+_REFERENCE = re.compile(r"\$?([A-Z]{1,3})\$?([0-9]{1,7})")
 _DECLARED = re.compile(rb"""\A(?:\xef\xbb\xbf)?(?:<\?xml[^>]*?encoding\s*=\s*["']([^"']*)["'])?""")
 _DECLARATION = re.compile(rb' xmlns(?::([\w.-]+))?="([^"<&]*)"')
 _OPTIONS = {"resolve_entities": False, "no_network": True, "load_dtd": False}
@@ -62,6 +64,42 @@ class InlineStrings:
         return _DECLARATION.sub(inherited, text[:first]) + text[first:]
 
 
+def column(letters: str) -> int:
+    """A column's number (A: 1) from its letters."""
+    n = 0
+    for ch in letters:
+        n = n * 26 + ord(ch) - 64
+    return n
+
+
+def letters(n: int) -> str:
+    """A column's letters from its number."""
+    out = ""
+    while n:
+        n, r = divmod(n - 1, 26)
+        out = chr(65 + r) + out
+    return out
+
+
+class Position:
+    """Where a worksheet's cells are: ``r`` of a row and of a cell are optional (ECMA-376 Part 1
+    § 18.3.1.73, § 18.3.1.4), and one left out is the row after the previous, the column after
+    the previous cell's."""
+
+    def __init__(self) -> None:
+        self.row, self.column = 0, 0
+
+    def started_row(self, r: str | None) -> None:
+        self.row = int(r) if r and r.isdigit() else self.row + 1
+        self.column = 0
+
+    def cell(self, r: str | None) -> str:
+        """The cell's reference (``A1``), its own if it has one."""
+        found = _REFERENCE.fullmatch(r or "")
+        self.column = column(found.group(1)) if found else self.column + 1
+        return r if r else f"{letters(self.column)}{self.row}"
+
+
 def splice(data: bytes, edits: Sequence[tuple[int, int, bytes]]) -> bytes:
     """``data`` with each byte range ``start:end`` of ``edits`` (in order, apart) replaced."""
     out, at = [], 0
@@ -89,14 +127,16 @@ class _Scan:
         self.spans: list[tuple[int, int]] = []
         self.cells: list[str] = []
         self.namespaces: dict[str, str] = {}
-        self.cell, self.start = "", -1
+        self.cell, self.start, self.position = "", -1, Position()
 
     def declared(self, prefix: str | None, uri: str) -> None:
         self.namespaces.setdefault(prefix or "", uri)
 
     def started(self, name: str, attributes: dict[str, str]) -> None:
-        if name in _CELL:
-            self.cell = attributes.get("r", "")
+        if name in _ROW:
+            self.position.started_row(attributes.get("r"))
+        elif name in _CELL:
+            self.cell = self.position.cell(attributes.get("r"))
         elif name in _STRING and self.start < 0:
             self.start = self.parser.CurrentByteIndex
 

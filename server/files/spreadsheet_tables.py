@@ -5,7 +5,8 @@ the two to match: a header cell whose text no longer equals its column's name ma
 report the workbook as damaged and "repair" it. So, as sheet and defined names, they are
 not translated: this module finds which strings they show, by the worksheets' relationships
 to their table parts, each table's range, and the header row's cells (a worksheet is read
-only up to its tables' last header row).
+only up to its tables' last header row; a cell without its reference, ``r``, is placed as
+``inline_strings.Position`` says).
 
 A header's text is a shared string other cells may show too ("Total" as a column name and as a
 label further down): those cells are translated, and the header cells are given a copy of the
@@ -42,6 +43,7 @@ _PR = "{http://schemas.openxmlformats.org/package/2006/relationships}"
 _CELL = re.compile(r"\$?([A-Z]{1,3})\$?([0-9]{1,7})")
 _C = frozenset(f"{ns} c" for ns in _NAMESPACES)
 _V = frozenset(f"{ns} v" for ns in _NAMESPACES)
+_ROW = frozenset(f"{ns} row" for ns in _NAMESPACES)
 Edit = tuple[int, int, bytes]  # bytes start:end of a part replaced
 _OPTIONS = {"resolve_entities": False, "no_network": True, "load_dtd": False, "huge_tree": False}
 
@@ -80,21 +82,6 @@ class Headers:
         }
 
 
-def _column(letters: str) -> int:
-    n = 0
-    for ch in letters:
-        n = n * 26 + ord(ch) - 64
-    return n
-
-
-def _letters(n: int) -> str:
-    out = ""
-    while n:
-        n, r = divmod(n - 1, 26)
-        out = chr(65 + r) + out
-    return out
-
-
 def _cells(package: zipfile.ZipFile, table: str) -> tuple[set[str], dict[str, Label]]:
     """The cell references of the table part's header row (none without one), and those of its
     totals row's labels (``totalsRowLabel`` of a column without a ``totalsRowFunction``)."""
@@ -103,16 +90,16 @@ def _cells(package: zipfile.ZipFile, table: str) -> tuple[set[str], dict[str, La
     start, end = _CELL.fullmatch(first), _CELL.fullmatch(last or first)
     if start is None or end is None:
         return set(), {}
-    columns = range(_column(start.group(1)), _column(end.group(1)) + 1)
+    columns = range(inline_strings.column(start.group(1)), inline_strings.column(end.group(1)) + 1)
     if len(columns) > 16384:
         return set(), {}
     header = root.get("headerRowCount", "1") != "0"
-    cells = {f"{_letters(c)}{start.group(2)}" for c in columns} if header else set()
+    cells = {f"{inline_strings.letters(c)}{start.group(2)}" for c in columns} if header else set()
     labels = {}
     if root.get("totalsRowCount", "0") == "1":  # the last row of the table's range
         for n, column in enumerate(root.iterfind("{*}tableColumns/{*}tableColumn")):
             if n < len(columns) and column.get("totalsRowLabel") and column.get("totalsRowFunction", "none") == "none":
-                labels[f"{_letters(columns[n])}{end.group(2)}"] = (table, n)
+                labels[f"{inline_strings.letters(columns[n])}{end.group(2)}"] = (table, n)
     return cells, labels
 
 
@@ -154,24 +141,30 @@ def _scan(package: zipfile.ZipFile, sheet: str, cells: set[str], labels: dict[st
     tags = [f"{{{ns}}}{name}" for ns in _NAMESPACES for name in ("c", "row")]
     try:
         with package.open(sheet) as part:
-            for _, element in etree.iterparse(part, events=("end",), tag=tags, **_OPTIONS):
-                if etree.QName(element).localname == "row":
-                    row = element.get("r", "")
-                    if row.isdigit() and int(row) >= last:
+            position, cell = inline_strings.Position(), ""
+            for event, element in etree.iterparse(part, events=("start", "end"), tag=tags, **_OPTIONS):
+                row = etree.QName(element).localname == "row"
+                if event == "start":
+                    if row:
+                        position.started_row(element.get("r"))
+                    else:
+                        cell = position.cell(element.get("r"))
+                elif row:
+                    if position.row >= last:
                         return
                     element.clear()
-                elif element.get("r") in labels:
-                    kind, value, label = element.get("t"), element.findtext("{*}v"), labels[element.get("r")]
+                elif cell in labels:
+                    kind, value, label = element.get("t"), element.findtext("{*}v"), labels[cell]
                     if kind == "s" and value is not None and value.strip().isdigit():
                         headers.labels.setdefault(int(value), []).append(label)
                     elif kind == "inlineStr":
-                        headers.inline_labels.setdefault(sheet, {})[element.get("r")] = label
-                elif element.get("r") in cells:
+                        headers.inline_labels.setdefault(sheet, {})[cell] = label
+                elif cell in cells:
                     kind, value = element.get("t"), element.findtext("{*}v")
                     if kind == "s" and value is not None and value.strip().isdigit():
                         headers.shared.add(int(value))
                     elif kind == "inlineStr":
-                        headers.inline.setdefault(sheet, set()).add(element.get("r"))
+                        headers.inline.setdefault(sheet, set()).add(cell)
     except etree.XMLSyntaxError as exc:
         raise FileRefused(f"the {KIND} package's part {sheet!r} is not well-formed XML: {exc}") from None
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
@@ -187,10 +180,13 @@ class _Uses:
         self.values = headers.values.setdefault(sheet, [])
         self.shared, self.reading, self.cell, self.start = False, False, "", -1
         self.text: list[str] = []
+        self.position = inline_strings.Position()
 
     def started(self, name: str, attributes: dict[str, str]) -> None:
-        if name in _C:
-            self.shared, self.cell = attributes.get("t") == "s", attributes.get("r", "")
+        if name in _ROW:
+            self.position.started_row(attributes.get("r"))
+        elif name in _C:
+            self.shared, self.cell = attributes.get("t") == "s", self.position.cell(attributes.get("r"))
         elif name in _V and self.shared:
             self.reading, self.start, self.text = True, -1, []
 

@@ -196,6 +196,27 @@ def test_a_header_text_other_cells_show_too_is_translated_there_and_kept_in_the_
     )  # only the header cell points elsewhere
 
 
+def test_header_cells_without_their_reference_are_known_by_their_place():
+    # r= of a cell (and of a row) may be left out: the cell is then the column after the previous
+    # one, the row the one after the previous; such header cells were translated, as any cell
+    cells = (
+        '<row r="1"><c t="s"><v>0</v></c><c t="inlineStr"><is><t>Amount</t></is></c></row>'
+        '<row><c t="s"><v>1</v></c><c><v>3</v></c></row>'
+        '<row r="4"><c r="B4" t="s"><v>0</v></c></row>'
+    )
+    data = with_table(sheets.xlsx(["Item", "Fresh apples"], cells), "A1:B2")
+    extracted = files.read("sales.xlsx", data, LIMIT)
+    assert extracted.texts == ("Item", "Fresh apples")  # B4 shows "Item" too: it is translated there
+    sheet = workbook(swapped(extracted))[sheets.SHEET_NAME]
+    assert [c.name for c in sheet.tables["Sales"].tableColumns] == [sheet["A1"].value, sheet["B1"].value]
+    assert (sheet["A1"].value, sheet["B1"].value, sheet["A2"].value, sheet["B4"].value) == (
+        "Item",
+        "Amount",
+        "fRESH APPLES",
+        "iTEM",
+    )
+
+
 @pytest.mark.parametrize("inline", [False, True], ids=["a shared string", "an inline string"])
 def test_a_totals_row_label_is_translated_in_its_cell_and_in_the_table(inline):
     # the label a table's totals row shows ("Total") is also the table's (totalsRowLabel, ECMA-376
