@@ -224,12 +224,15 @@ def _translate_file(client: Client, args: argparse.Namespace) -> int:
 def _unwritable(out: Path) -> str:
     """Why the translation could not be written to ``out`` ("" if it can)."""
     folder = out.parent
-    if out.is_dir():
-        return "a folder, not a file"
-    if not folder.is_dir():
-        return f"no such folder: {job_cli.printable(folder)}"
-    if not os.access(out if out.exists() else folder, os.W_OK):
-        return "not writable" if out.exists() else f"cannot write in {job_cli.printable(folder)}"
+    try:  # a name too long for the file system raises (ENAMETOOLONG) where it would be False
+        if out.is_dir():
+            return "a folder, not a file"
+        if not folder.is_dir():
+            return f"no such folder: {job_cli.printable(folder)}"
+        if not os.access(out if out.exists() else folder, os.W_OK):
+            return "not writable" if out.exists() else f"cannot write in {job_cli.printable(folder)}"
+    except OSError as exc:
+        return exc.strerror or str(exc)
     return ""
 
 

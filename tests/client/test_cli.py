@@ -191,7 +191,12 @@ def test_output_into_a_pipe_closed_early_ends_quietly_as_unix_tools_do(scripted)
 
 
 @pytest.mark.parametrize(
-    ("out", "said"), [("gone/notes.de.txt", "no such folder: {tmp}/gone"), (".", "a folder, not a file")]
+    ("out", "said"),
+    [
+        ("gone/notes.de.txt", "no such folder: {tmp}/gone"),
+        (".", "a folder, not a file"),
+        ("n" * 300 + ".de.txt", "File name too long"),  # the file system's ENAMETOOLONG, not an OSError's exit 1
+    ],
 )
 def test_an_output_that_cannot_be_written_is_refused_before_the_file_is_sent(out, said, scripted, tmp_path, capsys):
     source = tmp_path / "notes.txt"
