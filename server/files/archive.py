@@ -28,7 +28,7 @@ from lxml import etree
 from .refusals import FileRefused
 
 MAX_ENTRIES = 10_000  # a 300-slide deck has ~1,500; a package with more is not a document
-MAX_TAGS = 2_000_000  # tags of a package's text parts: ~1,000,000 elements, ~150 MB of tree at most
+MAX_TAGS = 2_000_000  # tags of the XML parts a package's reading parses: ~1,000,000 elements, ~150 MB of tree at most
 CHUNK = 1 << 16  # bytes of a zip entry inflated and parsed at a time
 UNPACKED_PER_BYTE = 4  # a package may unpack to this many times --max-file-bytes
 
@@ -81,7 +81,7 @@ class Tags:
     def __init__(self, kind: str, limit: int | None = None, refusal: str = "") -> None:
         self.kind, self.limit, self.counted = kind, MAX_TAGS if limit is None else limit, 0
         self.refusal = refusal or (
-            f"the {kind} package's text parts hold more than {self.limit:,} XML tags; this server "
+            f"the {kind} package's XML parts hold more than {self.limit:,} XML tags; this server "
             "reads at most that many (a document of that size is not one file to translate)"
         )
 
@@ -125,14 +125,14 @@ CONTENT_TYPES = "[Content_Types].xml"
 _TYPES = "{http://schemas.openxmlformats.org/package/2006/content-types}"
 
 
-def overrides(archive: zipfile.ZipFile, kind: str) -> dict[str, str]:
+def overrides(archive: zipfile.ZipFile, kind: str, tags: Tags) -> dict[str, str]:
     """An OOXML package's parts by the content type ``[Content_Types].xml`` declares for each
     (its ``Override`` entries: part name without the leading ``/`` -> content type). A part is
     what its content type says, whatever its name: writers name the same part differently
-    (Excel ``xl/comments1.xml``, openpyxl ``xl/comments/comment1.xml``)."""
+    (Excel ``xl/comments1.xml``, openpyxl ``xl/comments/comment1.xml``). Its tags count in ``tags``."""
     if CONTENT_TYPES not in archive.namelist():
         return {}
-    root = parse_xml(read(archive, CONTENT_TYPES, kind), CONTENT_TYPES, kind).getroot()
+    root = parse_xml(read(archive, CONTENT_TYPES, kind), CONTENT_TYPES, kind, tags).getroot()
     return {
         o.get("PartName", "").lstrip("/"): o.get("ContentType", "")
         for o in root.iter(f"{_TYPES}Override")

@@ -5,15 +5,17 @@ the two to match: a header cell whose text no longer equals its column's name ma
 report the workbook as damaged and "repair" it. So, as sheet and defined names, they are
 not translated: this module finds which strings they show, by the worksheets' relationships
 to their table parts, each table's range, and the header row's cells (a worksheet is read
-only up to its tables' last header row; a cell without its reference, ``r``, is placed as
-``inline_strings.Position`` says).
+only up to its tables' last header or totals row; a cell without its reference, ``r``, is placed as
+``inline_strings.Position`` says). Those parts' tags count against the package's
+``archive.MAX_TAGS``, as its text parts' do.
 
 A header's text is a shared string other cells may show too ("Total" as a column name and as a
 label further down): those cells are translated, and the header cells are given a copy of the
 string as it was, appended to the shared strings (``count`` unchanged: as many cells point into
 them; ``uniqueCount`` one more), so only the header cells' ``<v>`` change in the worksheets. That
-takes every worksheet read through once more (expat, no tree), only when a header is a shared
-string; a header cell in a worksheet not in UTF-8 (never seen) keeps its string untranslated.
+takes every worksheet read through once more (expat, no tree: its tags are not counted, as a
+sheet's numbers are not by ``inline_strings``), only when a header is a shared string; a header
+cell in a worksheet not in UTF-8 (never seen) keeps its string untranslated.
 
 A totals row's label (``totalsRowLabel`` of a column, shown in its cell of the table's last row,
 § 18.5.1.3) is any text, as long as part and cell agree: the cell is translated, and its
@@ -21,6 +23,8 @@ translation written in the table part (``relabel``)."""
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import posixpath
 import re
 import zipfile
@@ -45,10 +49,11 @@ _C = frozenset(f"{ns} c" for ns in _NAMESPACES)
 _V = frozenset(f"{ns} v" for ns in _NAMESPACES)
 _ROW = frozenset(f"{ns} row" for ns in _NAMESPACES)
 Edit = tuple[int, int, bytes]  # bytes start:end of a part replaced
-_OPTIONS = {"resolve_entities": False, "no_network": True, "load_dtd": False, "huge_tree": False}
+_SCANNED = frozenset(f"{{{ns}}}{name}" for ns in _NAMESPACES for name in ("c", "row"))
 
 
 Label = tuple[str, int]  # a totals row's label: the table part, its column's position in it
+Row = tuple[int, int, int]  # a table's header row: its row, first and last column
 
 
 @dataclass
@@ -58,7 +63,7 @@ class Headers:
 
     shared: set[int] = field(default_factory=set)
     inline: dict[str, set[str]] = field(default_factory=dict)
-    cells: dict[str, set[str]] = field(default_factory=dict)  # worksheet -> its header cells
+    cells: dict[str, _Cells] = field(default_factory=dict)  # worksheet -> its header cells
     elsewhere: set[int] = field(default_factory=set)  # of ``shared``, those other cells show too
     # worksheet -> (start, end, string) of the value (``<v>``) of each header cell showing one of ``elsewhere``
     values: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
@@ -82,25 +87,54 @@ class Headers:
         }
 
 
-def _cells(package: zipfile.ZipFile, table: str) -> tuple[set[str], dict[str, Label]]:
-    """The cell references of the table part's header row (none without one), and those of its
-    totals row's labels (``totalsRowLabel`` of a column without a ``totalsRowFunction``)."""
-    root = archive.parse_xml(archive.read(package, table, KIND), table, KIND).getroot()
+class _Cells:
+    """A worksheet's header rows as column ranges, each row's merged and sorted: a table is a few
+    numbers whatever its width (its cells' references, 16,384 a row, made 300 tables of a 66 KB
+    workbook 700 MB and 16 s), and a cell is looked up by bisection among its row's ranges."""
+
+    def __init__(self, rows: list[Row]) -> None:
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for row, first, last in sorted(rows):
+            merged = spans.setdefault(row, [])
+            if merged and first <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+            else:
+                merged.append((first, last))
+        self.starts = {row: [a for a, _ in merged] for row, merged in spans.items()}
+        self.ends = {row: [b for _, b in merged] for row, merged in spans.items()}
+        self.last = max(spans, default=0)
+
+    def __bool__(self) -> bool:
+        return bool(self.starts)
+
+    def __contains__(self, reference: object) -> bool:
+        cell = _CELL.fullmatch(reference) if isinstance(reference, str) else None
+        starts = self.starts.get(int(cell.group(2))) if cell else None
+        if not cell or not starts:
+            return False
+        column = inline_strings.column(cell.group(1))
+        at = bisect.bisect_right(starts, column) - 1
+        return at >= 0 and column <= self.ends[int(cell.group(2))][at]
+
+
+def _cells(package: zipfile.ZipFile, table: str, tags: archive.Tags) -> tuple[Row | None, dict[str, Label]]:
+    """The table part's header row (None without one), and the cell references of its totals
+    row's labels (``totalsRowLabel`` of a column without a ``totalsRowFunction``)."""
+    root = archive.parse_xml(archive.read(package, table, KIND), table, KIND, tags).getroot()
     first, _, last = root.get("ref", "").partition(":")
     start, end = _CELL.fullmatch(first), _CELL.fullmatch(last or first)
     if start is None or end is None:
-        return set(), {}
+        return None, {}
     columns = range(inline_strings.column(start.group(1)), inline_strings.column(end.group(1)) + 1)
-    if len(columns) > 16384:
-        return set(), {}
-    header = root.get("headerRowCount", "1") != "0"
-    cells = {f"{inline_strings.letters(c)}{start.group(2)}" for c in columns} if header else set()
-    labels = {}
+    if not columns or len(columns) > 16384:
+        return None, {}
+    header = (int(start.group(2)), columns[0], columns[-1]) if root.get("headerRowCount", "1") != "0" else None
+    labels = {}  # by reference: one a <tableColumn>, whose tags count
     if root.get("totalsRowCount", "0") == "1":  # the last row of the table's range
         for n, column in enumerate(root.iterfind("{*}tableColumns/{*}tableColumn")):
             if n < len(columns) and column.get("totalsRowLabel") and column.get("totalsRowFunction", "none") == "none":
                 labels[f"{inline_strings.letters(columns[n])}{end.group(2)}"] = (table, n)
-    return cells, labels
+    return header, labels
 
 
 def relabel(package: zipfile.ZipFile, labels: dict[Label, str]) -> dict[str, bytes]:
@@ -117,58 +151,62 @@ def relabel(package: zipfile.ZipFile, labels: dict[Label, str]) -> dict[str, byt
     return parts
 
 
-def _tables(package: zipfile.ZipFile, sheet: str) -> list[str]:
-    """The table parts the worksheet's relationships name."""
+def _tables(package: zipfile.ZipFile, sheet: str, names: set[str], tags: archive.Tags) -> set[str]:
+    """The table parts (of the package's ``names``) the worksheet's relationships name."""
     rels = posixpath.join(posixpath.dirname(sheet), "_rels", posixpath.basename(sheet) + ".rels")
-    if rels not in package.namelist():
-        return []
-    root = archive.parse_xml(archive.read(package, rels, KIND), rels, KIND).getroot()
-    found = []
+    if rels not in names:
+        return set()
+    root = archive.parse_xml(archive.read(package, rels, KIND), rels, KIND, tags).getroot()
+    found = set()
     for relation in root.iter(f"{_PR}Relationship"):
         if _TABLE_RELATION.fullmatch(relation.get("Type", "")) and relation.get("TargetMode") != "External":
             target = relation.get("Target", "")
             name = target.lstrip("/") if target.startswith("/") else posixpath.join(posixpath.dirname(sheet), target)
             name = posixpath.normpath(name)
-            if name in package.namelist():
-                found.append(name)
+            if name in names:
+                found.add(name)
     return found
 
 
-def _scan(package: zipfile.ZipFile, sheet: str, cells: set[str], labels: dict[str, Label], headers: Headers) -> None:
+class _Done(Exception):
+    """The worksheet's tables' last header or totals row has ended: the rest of it is not read."""
+
+
+def _scan(
+    package: zipfile.ZipFile, sheet: str, cells: _Cells, labels: dict[str, Label], headers: Headers, tags: archive.Tags
+) -> None:
     """Records what the worksheet's header ``cells`` and totals ``labels`` show, reading it up to
-    the last of their rows."""
-    last = max(int(_CELL.fullmatch(c).group(2)) for c in cells | labels.keys())  # type: ignore[union-attr]
-    tags = [f"{{{ns}}}{name}" for ns in _NAMESPACES for name in ("c", "row")]
-    try:
-        with package.open(sheet) as part:
-            position, cell = inline_strings.Position(), ""
-            for event, element in etree.iterparse(part, events=("start", "end"), tag=tags, **_OPTIONS):
-                row = etree.QName(element).localname == "row"
-                if event == "start":
-                    if row:
-                        position.started_row(element.get("r"))
-                    else:
-                        cell = position.cell(element.get("r"))
-                elif row:
-                    if position.row >= last:
-                        return
-                    element.clear()
-                elif cell in labels:
-                    kind, value, label = element.get("t"), element.findtext("{*}v"), labels[cell]
-                    if kind == "s" and value is not None and value.strip().isdigit():
-                        headers.labels.setdefault(int(value), []).append(label)
-                    elif kind == "inlineStr":
-                        headers.inline_labels.setdefault(sheet, {})[cell] = label
-                elif cell in cells:
-                    kind, value = element.get("t"), element.findtext("{*}v")
-                    if kind == "s" and value is not None and value.strip().isdigit():
-                        headers.shared.add(int(value))
-                    elif kind == "inlineStr":
-                        headers.inline.setdefault(sheet, set()).add(cell)
-    except etree.XMLSyntaxError as exc:
-        raise FileRefused(f"the {KIND} package's part {sheet!r} is not well-formed XML: {exc}") from None
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise FileRefused(f"the {KIND} package's entry {sheet!r} does not read: {exc}") from None
+    the last of their rows, its tags counted in ``tags``."""
+    last = max([cells.last, *(int(_CELL.fullmatch(c).group(2)) for c in labels)])  # type: ignore[union-attr]
+    position, cell = inline_strings.Position(), ""
+
+    def seen(event: str, element: etree._Element) -> None:
+        nonlocal cell
+        row = etree.QName(element).localname == "row"
+        if event == "start":
+            if row:
+                position.started_row(element.get("r"))
+            else:
+                cell = position.cell(element.get("r"))
+        elif row:
+            if position.row >= last:
+                raise _Done
+            element.clear()
+        elif cell in labels:
+            kind, value, label = element.get("t"), element.findtext("{*}v"), labels[cell]
+            if kind == "s" and value is not None and value.strip().isdigit():
+                headers.labels.setdefault(int(value), []).append(label)
+            elif kind == "inlineStr":
+                headers.inline_labels.setdefault(sheet, {})[cell] = label
+        elif cell in cells:
+            kind, value = element.get("t"), element.findtext("{*}v")
+            if kind == "s" and value is not None and value.strip().isdigit():
+                headers.shared.add(int(value))
+            elif kind == "inlineStr":
+                headers.inline.setdefault(sheet, set()).add(cell)
+
+    with contextlib.suppress(_Done):
+        archive.parse_xml_stream(package, sheet, KIND, _SCANNED, seen, tags)
 
 
 class _Uses:
@@ -176,7 +214,7 @@ class _Uses:
     cells (their ``<v>``'s byte range) and the others."""
 
     def __init__(self, parser: expat.XMLParserType, sheet: str, headers: Headers) -> None:
-        self.parser, self.headers, self.cells = parser, headers, headers.cells.get(sheet, set())
+        self.parser, self.headers, self.cells = parser, headers, headers.cells.get(sheet, _Cells([]))
         self.values = headers.values.setdefault(sheet, [])
         self.shared, self.reading, self.cell, self.start = False, False, "", -1
         self.text: list[str] = []
@@ -234,17 +272,19 @@ def _uses(package: zipfile.ZipFile, sheet: str, headers: Headers) -> bool:
     return True
 
 
-def table_headers(package: zipfile.ZipFile, sheets: list[str]) -> Headers:
-    """What the header cells of the tables of ``sheets`` (worksheet part names) show."""
-    headers = Headers()
+def table_headers(package: zipfile.ZipFile, sheets: list[str], tags: archive.Tags) -> Headers:
+    """What the header cells of the tables of ``sheets`` (worksheet part names) show; the parts
+    read for it (relationships, tables, worksheets up to their last header or totals row) count
+    in ``tags``."""
+    headers, names = Headers(), set(package.namelist())
     for sheet in sheets:
-        found = [_cells(package, table) for table in _tables(package, sheet)]
-        cells = set().union(*(cells for cells, _ in found))
+        found = [_cells(package, table, tags) for table in sorted(_tables(package, sheet, names, tags))]
+        cells = _Cells([row for row, _ in found if row is not None])
         labels = {cell: label for _, labels in found for cell, label in labels.items()}
         if cells:
             headers.cells[sheet] = cells
         if cells or labels:
-            _scan(package, sheet, cells, labels, headers)
+            _scan(package, sheet, cells, labels, headers, tags)
     if headers.shared:
         pinned = set()  # the strings of header cells in a worksheet not in UTF-8
         for sheet in sheets:

@@ -117,13 +117,13 @@ def _shown(string: etree._Element) -> str:
     return "".join(t.text or "" for t in [*string.iterfind("{*}t"), *string.iterfind("{*}r/{*}t")])
 
 
-def _parts(package: zipfile.ZipFile) -> tuple[list[str], list[str]]:
+def _parts(package: zipfile.ZipFile, tags: archive.Tags) -> tuple[list[str], list[str]]:
     """(the parts that hold strings, in the zip's order: shared strings, comments, and the
     worksheets that have inline strings; every worksheet)."""
     names = package.namelist()
     if "xl/workbook.xml" not in names:
         raise FileRefused(f"the file is not a valid {KIND}: it has no xl/workbook.xml")
-    declared = archive.overrides(package, KIND)  # a part is what its content type says, whatever its name
+    declared = archive.overrides(package, KIND, tags)  # a part is what its content type says, whatever its name
     wanted, sheets = [], []
     for name in names:
         kind = declared.get(name, "")
@@ -156,8 +156,8 @@ def read_xlsx(data: bytes, max_file_bytes: int, chars: Characters) -> Extracted:
     tags = archive.Tags(KIND)
     trees: dict[str, etree._ElementTree | inline_strings.InlineStrings] = {}
     found: list[Paragraph] = []
-    wanted, sheets = _parts(package)
-    headers = table_headers(package, sheets)
+    wanted, sheets = _parts(package, tags)
+    headers = table_headers(package, sheets, tags)
     copies: dict[str, dict[int, etree._Element]] = {}  # shared strings part -> header strings as they were
     labelled: dict[Label, etree._Element] = {}  # a totals row's label -> the string its cell shows
     for name in wanted:
