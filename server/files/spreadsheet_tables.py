@@ -168,6 +168,24 @@ def _tables(package: zipfile.ZipFile, sheet: str, names: set[str], tags: archive
     return found
 
 
+class _Rows:
+    """A worksheet's tags counted in the package's ``tags`` down to its tables' last header row;
+    below it, on the way to a totals row, only those since the last row ended (each row cleared and
+    let go with its predecessors at its end), so a table of a million number rows over its totals
+    row is read, and a part stuffed between two rows is refused as one stuffed above the headers."""
+
+    def __init__(self, tags: archive.Tags) -> None:
+        self.tags, self.below, self.since = tags, False, 0
+
+    def add(self, chunk: bytes) -> None:
+        if not self.below:
+            self.tags.add(chunk)
+            return
+        self.since += chunk.count(b"<")
+        if self.since > self.tags.limit:
+            raise FileRefused(self.tags.refusal)
+
+
 class _Done(Exception):
     """The worksheet's tables' last header or totals row has ended: the rest of it is not read."""
 
@@ -176,9 +194,9 @@ def _scan(
     package: zipfile.ZipFile, sheet: str, cells: _Cells, labels: dict[str, Label], headers: Headers, tags: archive.Tags
 ) -> None:
     """Records what the worksheet's header ``cells`` and totals ``labels`` show, reading it up to
-    the last of their rows, its tags counted in ``tags``."""
+    the last of their rows, its tags counted in ``tags`` (``_Rows``)."""
     last = max([cells.last, *(int(_CELL.fullmatch(c).group(2)) for c in labels)])  # type: ignore[union-attr]
-    position, cell = inline_strings.Position(), ""
+    position, cell, rows = inline_strings.Position(), "", _Rows(tags)
 
     def seen(event: str, element: etree._Element) -> None:
         nonlocal cell
@@ -192,6 +210,10 @@ def _scan(
             if position.row >= last:
                 raise _Done
             element.clear()
+            if position.row >= cells.last:  # below the header rows: the rows before let go
+                rows.below, rows.since = True, 0
+                while element.getprevious() is not None:
+                    del element.getparent()[0]
         elif cell in labels:
             kind, value, label = element.get("t"), element.findtext("{*}v"), labels[cell]
             if kind == "s" and value is not None and value.strip().isdigit():
@@ -206,7 +228,7 @@ def _scan(
                 headers.inline.setdefault(sheet, set()).add(cell)
 
     with contextlib.suppress(_Done):
-        archive.parse_xml_stream(package, sheet, KIND, _SCANNED, seen, tags)
+        archive.parse_xml_stream(package, sheet, KIND, _SCANNED, seen, rows)  # type: ignore[arg-type]
 
 
 class _Uses:

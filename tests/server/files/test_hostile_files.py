@@ -225,3 +225,36 @@ def test_an_xlsx_table_over_more_number_cells_than_the_tag_limit_is_read(monkeyp
     header = '<row r="2"><c r="A2" t="s"><v>0</v></c></row>'  # the table's column name, as A1 shows it
     data = xlsx_with(1, cells=ITEM + header + numbers)
     assert within(read, "numbers.xlsx", data, cpu_seconds=10) == ("ok", (1, 4))  # A1 translated, A2 kept
+
+
+def _totalled(between: str) -> bytes:
+    """A workbook whose table (A2:A100003, "Item" its column) has a totals row labelled "Total"
+    (shared string 1) below 100,000 number rows; ``between``: put between the first two of them."""
+    book = zipfile.ZipFile(io.BytesIO(sheets.xlsx(["Item", "Total"], "")))
+    entries: dict[str, bytes | str] = {name: book.read(name) for name in book.namelist()}
+    numbers = [f'<row r="{r}"><c r="A{r}"><v>{r}</v></c></row>' for r in range(3, 100_003)]
+    rows = (
+        ITEM + '<row r="2"><c r="A2" t="s"><v>0</v></c></row>' + numbers[0] + between + "".join(numbers[1:])
+        + '<row r="100003"><c r="A100003" t="s"><v>1</v></c></row>'
+    )  # fmt: skip
+    sheet = entries["xl/worksheets/sheet1.xml"]
+    sheet = sheet.decode() if isinstance(sheet, bytes) else sheet
+    entries["xl/worksheets/sheet1.xml"] = sheet.replace("<sheetData></sheetData>", f"<sheetData>{rows}</sheetData>")
+    assert rows in entries["xl/worksheets/sheet1.xml"]
+    relation = f'<Relationship Id="rId1" Type="{sheets.R}/table" Target="../tables/table1.xml"/>'
+    entries["xl/worksheets/_rels/sheet1.xml.rels"] = f'<Relationships xmlns="{sheets.PR}">{relation}</Relationships>'
+    entries["xl/tables/table1.xml"] = (
+        f'<table xmlns="{sheets.S}" id="1" name="T" ref="A2:A100003" totalsRowCount="1"><tableColumns count="1">'
+        '<tableColumn id="1" name="Item" totalsRowLabel="Total"/></tableColumns></table>'
+    )
+    return office._zip(list(entries.items()))
+
+
+def test_an_xlsx_table_whose_totals_row_is_below_more_tags_than_the_limit_is_read_and_stuffing_is_not(monkeypatch):
+    # the scan down to a totals row counted every number row's tags against the package's limit, so
+    # a table of 170,000 rows x 3 columns with a totals label was refused; below the header rows
+    # only a row's tags count, the rows before it let go
+    monkeypatch.setattr(archive, "MAX_TAGS", 200_000)
+    assert within(read, "totals.xlsx", _totalled(""), cpu_seconds=10) == ("ok", (2, 9))  # A1 and the label
+    kind, (name, message) = within(read, "stuffed.xlsx", _totalled("<a/>" * 1_000_000), cpu_seconds=10)
+    assert (kind, name) == ("error", "FileRefused") and "more than 200,000 XML tags" in message
