@@ -4,15 +4,30 @@ choice among them, per text (a batch of mixed languages) or for a document's tex
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from concurrent.futures import Executor
 
+from ..documents import HTML, HTML_RULES, MARKDOWN, MarkupRules
+from ..documents.markdown import markdown_runs
+from ..documents.markup import html_runs
 from ..documents.sentences import translatable
 from ..shared.errors import InvalidRequest
+from . import limits
 from .detection import Detector
-from .requests import Detection
+from .requests import Detection, TranslationRequest
 from .routing import LanguageNotServed, ServedLanguages
 
 DETECT_CHARS = 2000  # enough for a detector to be sure; a 50,000-character text would take 0.1 s
+
+
+def words_of(text: str, format: str, markup: MarkupRules = HTML_RULES) -> str:
+    """What the detector reads of a text: the words of an html or markdown one, its markup left
+    out (tag and attribute names, a link's address would be read as English), one run a line."""
+    if format == HTML:
+        return "\n".join(run.plain for run in html_runs(text, markup))
+    if format == MARKDOWN:
+        return "\n".join(run.plain for run in markdown_runs(text))
+    return text
 
 
 class SourceDetection:
@@ -37,9 +52,13 @@ class SourceDetection:
             raise LanguageNotServed(f"no model translates into {public}", "", public, target_only=True)
         return candidates
 
-    async def each(self, texts: tuple[str, ...], target: str) -> list[Detection]:
-        """``source_language: auto``: each text's served source language (reaching ``target``)."""
-        candidates = self.candidates(target)
+    async def each(self, request: TranslationRequest) -> list[Detection]:
+        """``source_language: auto``: each text's served source language (reaching the target),
+        read from its words (``format`` html, markdown: not its markup)."""
+        texts, format, markup = request.texts, request.format, request.markup
+        limits.check_format(format)
+        limits.check_markup(markup)
+        candidates = self.candidates(request.target_language)
         if len(candidates) == 1:  # the only language the target is reached from: not a detection
             return [Detection(candidates[0], 100.0)] * len(texts)
         if not candidates:
@@ -50,11 +69,12 @@ class SourceDetection:
                 f"name the source language: one of {', '.join(candidates)}"
             )
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, self._each, texts, candidates)
+        return await loop.run_in_executor(self.pool, self._each, texts, candidates, format, markup)
 
-    def _each(self, texts: tuple[str, ...], candidates: list[str]) -> list[Detection]:
+    def _each(self, texts: tuple[str, ...], candidates: list[str], format: str, markup: MarkupRules) -> list[Detection]:
         detected: list[Detection | None] = []
         for i, text in enumerate(texts):
+            text = words_of(text, format, markup)
             if not translatable(text):  # no sentence to translate: it comes back as sent, undetected
                 detected.append(None)
                 continue
@@ -71,7 +91,7 @@ class SourceDetection:
         first = next((d.language for d in detected if d is not None), candidates[0])
         return [d if d is not None else Detection(first, 0.0) for d in detected]
 
-    async def together(self, texts: tuple[str, ...], target: str) -> Detection:
+    async def together(self, request: TranslationRequest) -> Detection:
         """``source_language: auto`` for one document (a stream, a file): the language of its texts together."""
-        (found,) = await self.each(("\n".join(texts),), target)
+        (found,) = await self.each(dataclasses.replace(request, texts=("\n".join(request.texts),)))
         return found

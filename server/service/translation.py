@@ -138,7 +138,7 @@ class TranslationService:
         if request.source_language == AUTO:
             self.check_texts(request.texts)  # before any text is read
             limits.check_language_codes(request.source_language, request.target_language)
-            detected = await self.detection.each(request.texts, request.target_language)
+            detected = await self.detection.each(request)
             events = mixed.events(self._events, request, detected, limit, tokens)
         elif (route := self.pivot_route(request)) is not None:
             limits.check_pivot(request.alignments, request.source_language, request.target_language, route.pivot)
@@ -244,7 +244,7 @@ class TranslationService:
         limits.check_markup(request.markup)
         detected = None
         if request.source_language == AUTO:
-            detected = await self.detection.together(request.texts, request.target_language)
+            detected = await self.detection.together(request)
             request = dataclasses.replace(request, source_language=detected.language)
         async with self._model(request) as model:
             options, source, target = await self._languages(model, request)

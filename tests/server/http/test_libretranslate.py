@@ -132,6 +132,24 @@ def test_source_auto_detects_each_text_of_a_batch_on_its_own(lt_server):
     assert reply["detectedLanguage"] == [a["detectedLanguage"] for a in alone]
 
 
+def test_source_auto_reads_the_words_of_html_and_markdown_not_their_markup(lt_server):
+    """Tag and attribute names and a link's address read as English or French to a detector: a
+    German table cell or link went to the French model."""
+    cases = {
+        "html": [
+            '<table class="data"><tr><td>Rechnung</td></tr></table>',
+            '<p><a href="https://a.example/page">Danke schön</a></p>',
+        ],
+        "markdown": ["[Danke](https://example.com/thank-you-page)"],
+    }
+    for format, texts in cases.items():
+        body = {"q": texts, "source": "auto", "target": "en", "format": format}
+        status, reply = post(lt_server, "/translate", body)
+        assert status == 200, reply
+        assert [d["language"] for d in reply["detectedLanguage"]] == ["de"] * len(texts), (format, reply)
+        assert all(d["confidence"] > 50 for d in reply["detectedLanguage"]), reply
+
+
 def test_blank_entries_of_a_batch_come_back_as_sent(lt_server):
     """LibreTranslate translates each entry of a list q and answers a blank one without the model:
     a client's table of strings with empty cells keeps its shape. With ``source: auto`` among
