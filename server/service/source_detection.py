@@ -10,7 +10,6 @@ from concurrent.futures import Executor
 from ..documents import HTML, HTML_RULES, MARKDOWN, MarkupRules
 from ..documents.markdown import markdown_runs
 from ..documents.markup import html_runs
-from ..documents.sentences import translatable
 from ..shared.errors import InvalidRequest
 from . import limits
 from .detection import Detector
@@ -30,6 +29,12 @@ def words_of(text: str, format: str, markup: MarkupRules = HTML_RULES) -> str:
     return text
 
 
+def has_letters(text: str) -> bool:
+    """Whether a text holds anything a detector can read: digits, punctuation and emoji are
+    every language's (a tie, which would name the alphabetically first)."""
+    return any(ch.isalpha() for ch in text)
+
+
 class SourceDetection:
     """The server's detector (None where detection is off) over the languages it serves."""
 
@@ -40,6 +45,8 @@ class SourceDetection:
         """The detector on the text's first DETECT_CHARS characters, on the work pool (~0.1-2 ms)."""
         if self.detector is None:
             return []
+        if not has_letters(text):  # "42", "2025-03-03": any language; LibreTranslate says so with 0
+            return [Detection(codes[0], 0.0)] if codes else []
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self.pool, self.detector.detect, text[:DETECT_CHARS], codes)
 
@@ -75,7 +82,7 @@ class SourceDetection:
         detected: list[Detection | None] = []
         for i, text in enumerate(texts):
             text = words_of(text, format, markup)
-            if not translatable(text):  # no sentence to translate: it comes back as sent, undetected
+            if not has_letters(text):  # blank, numbers, a date, emoji: nothing says which language
                 detected.append(None)
                 continue
             found = self.detector.detect(text[:DETECT_CHARS], candidates) if self.detector else []
@@ -86,8 +93,8 @@ class SourceDetection:
                     f"{', '.join(candidates)}"
                 )
             detected.append(found[0])
-        # a text without words goes with the batch's first detected language (no other model's
-        # load for it), at confidence 0 as LibreTranslate reports a text it cannot translate
+        # a text without letters goes with the batch's first detected language (no other model's
+        # load for it), at confidence 0 as LibreTranslate reports a text it cannot detect
         first = next((d.language for d in detected if d is not None), candidates[0])
         return [d if d is not None else Detection(first, 0.0) for d in detected]
 

@@ -150,6 +150,22 @@ def test_source_auto_reads_the_words_of_html_and_markdown_not_their_markup(lt_se
         assert all(d["confidence"] > 50 for d in reply["detectedLanguage"]), reply
 
 
+def test_numbers_and_dates_go_with_the_batchs_language_and_detect_at_confidence_0(lt_server, client):
+    """Digits say nothing of a language: every served one tied, and the alphabetically first (de)
+    was named at 50%, sending a French list's dates to the German model."""
+    before = lt_server.metric("attnserve_request_characters_count", model="rev-de-en")
+    texts = ["merci beaucoup", "2025-03-03", "42 %"]
+    status, reply = post(lt_server, "/translate", {"q": texts, "source": "auto", "target": "en"})
+    assert status == 200, reply
+    assert [d["language"] for d in reply["detectedLanguage"]] == ["fr"] * 3
+    assert [d["confidence"] > 0 for d in reply["detectedLanguage"]] == [True, False, False]
+    assert lt_server.metric("attnserve_request_characters_count", model="rev-de-en") == before
+    # LibreTranslate's /detect: one served language at confidence 0, as it answers what it cannot detect
+    for q in ("42", "2025-03-03", "+49 30 1234"):
+        found = client.detect(q)
+        assert len(found) == 1 and found[0]["confidence"] == 0 and found[0]["language"] in {"de", "en", "fr"}
+
+
 def test_blank_entries_of_a_batch_come_back_as_sent(lt_server):
     """LibreTranslate translates each entry of a list q and answers a blank one without the model:
     a client's table of strings with empty cells keeps its shape. With ``source: auto`` among
