@@ -9,7 +9,9 @@ what makes one- to three-word inputs work (benchmarks/README.md, "detect"):
 - ``lingua`` (the ``detect`` extra, ``lingua-language-detector``, 96 MB): more accurate on
   short Latin-script texts, larger and slower to load.
 
-``detect`` -> every candidate with its confidence (0..100), best first.
+``detect`` -> every candidate with its confidence (0..100), best first. With ``langid``, a text
+the whole model is sure is in a language not served (Italian on an en/de/fr server) keeps the
+served languages' ranking at confidences lowered by that share: low, as LibreTranslate answers.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import copy
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 import langcodes
@@ -32,6 +35,8 @@ log = logging.getLogger(__name__)
 
 RESTRICTED_SETS = 64  # identifiers restricted to a set of languages, kept (each holds its columns of the model)
 LABEL_ALIASES = {"nb": "no"}  # a served code whose language py3langid labels otherwise
+FOREIGN = 0.5  # the unrestricted model's share for one unserved language that lowers the served ones'
+KIN = 20  # CLDR's distance from a label to a served language in its script: a variety of it (yue, zh-Hant)
 
 
 class Detector(Protocol):
@@ -100,8 +105,23 @@ class LangidDetector:
         if len(labels) < 2:  # the script named it (or nothing is known): not a statistical guess
             return [Detection(code, 100.0) for code in labels.values()]
         ranked = self._identifier(tuple(sorted(labels))).rank(text)
-        found = [Detection(labels[label], round(100 * p, 2)) for label, p in ranked]
-        return [d for d in found if d.confidence > 0]
+        # among the served languages alone, Italian is English at 92%: where the whole model is
+        # sure of a language not served, the served ones keep only what it leaves them
+        top, share = self._model().rank(text)[0]
+        keep = 1.0 - share if share >= FOREIGN and not _kin(top, labels) else 1.0
+        return [Detection(labels[label], round(100 * p * keep, 2)) for label, p in ranked if round(100 * p, 2) > 0]
+
+
+def _kin(label: str, served: Iterable[str]) -> bool:
+    """Whether py3langid's ``label`` is a served language or a variety of one (Cantonese of
+    Chinese, Moroccan Arabic of Arabic), by CLDR's language matching in the label's script."""
+    if label in served:
+        return True
+    try:
+        script = langcodes.Language.get(label).maximize().script
+        return any(langcodes.tag_distance(label, f"{s}-{script}" if script else s) <= KIN for s in served)
+    except (ValueError, LookupError):
+        return False
 
 
 class LinguaDetector:

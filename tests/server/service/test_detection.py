@@ -74,3 +74,16 @@ def test_the_setting_picks_the_detector():
     else:
         assert isinstance(make_detector("lingua"), LinguaDetector)
         assert isinstance(make_detector("auto"), LinguaDetector)
+
+
+def test_a_language_not_served_is_answered_among_the_served_ones_at_a_low_confidence(langid):
+    """Among en, de and fr alone, Italian read as English at 92%, Dutch as English; LibreTranslate
+    answers confidence 0 for a language it does not serve. The ranking stays the served one's."""
+    served = ["en", "de", "fr"]
+    for text in ("Ciao come stai oggi", "Dziękuję bardzo za pomoc", "Obrigado pelo seu pedido", "Hoe gaat het met je?"):
+        found = langid.detect(text, served)
+        assert found and {d.language for d in found} <= set(served)
+        assert found[0].confidence < 50, (text, found)
+    # a variety of a served language is that language: Han the whole model reads as Cantonese
+    found = langid.detect("你好世界", ["en", "zh", "ja"])[0]
+    assert found.language == "zh" and found.confidence > 90
