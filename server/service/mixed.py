@@ -14,13 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from ..shared.errors import InvalidRequest
 from . import limits
+from .quality import LowQuality
 from .requests import Detection, Event, Translated, TranslationRequest, drained
 
 T = TypeVar("T")
+TEXT_NAMED = re.compile(r"text (\d+)\b")  # how an error names a text of its request, at its start
 
 
 def by_language(detected: list[Detection]) -> dict[str, list[int]]:
@@ -76,8 +80,25 @@ async def events(
             async for event in only:
                 yield _joined(request, detected, groups, [event]) if isinstance(event, Translated) else event
         return
-    replies = await all_or_none([drained(service_events(part, False)) for part in parts])
+    replies = await all_or_none(
+        [_renumbered(drained(service_events(part, False)), indices) for part, indices in zip(parts, groups.values())]
+    )
     yield _joined(request, detected, groups, replies)
+
+
+async def _renumbered(reply: Awaitable[T], indices: list[int]) -> T:
+    """A group's reply; an error naming its ``text k`` names the batch's text instead (the group
+    numbers its own texts from 0)."""
+    try:
+        return await reply
+    except InvalidRequest as err:
+        message = str(err)
+        named = TEXT_NAMED.match(message)
+        if named and int(named[1]) < len(indices):
+            err.args = (f"text {indices[int(named[1])]}{message[named.end() :]}", *err.args[1:])
+            if isinstance(err, LowQuality):
+                err.text = indices[err.text]
+        raise
 
 
 def _joined(

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from attnserve.server.service import mixed
+from attnserve.server.service import mixed, quality
 from attnserve.server.service.requests import Detection, Translated, TranslationRequest
 from attnserve.server.shared.calls import Call
 from attnserve.server.shared.errors import InvalidRequest
@@ -76,3 +76,27 @@ def test_a_failing_language_fails_the_batch_and_stops_the_others():
     with pytest.raises(InvalidRequest, match="empty"):
         asyncio.run(mixed.translate(translate, _request(("a", "b")), detected, 0.0))
     assert stopped == ["de"]
+
+
+def test_an_error_naming_a_text_names_it_by_its_place_in_the_batch():
+    """Each language's texts go as their own request, numbered from 0 there: a refusal of the
+    German text, the batch's third, said "text 0", the French one the client sent first."""
+
+    async def translate(request: TranslationRequest) -> Translated:
+        if request.source_language == "de":
+            raise quality.LowQuality(1, 0, request.texts[1], 0.1, 0.5)
+        return Translated("fr-en", [_result(t) for t in request.texts], "fr", "en")
+
+    detected = [Detection("fr", 90.0), Detection("de", 80.0), Detection("de", 70.0)]
+    texts = ("merci", "guten Morgen", "schlecht übersetzt")
+    with pytest.raises(quality.LowQuality) as err:
+        asyncio.run(mixed.translate(translate, _request(texts), detected, 0.0))
+    assert str(err.value).startswith("text 2, sentence 0 ('schlecht übersetzt')") and err.value.text == 2
+
+    async def too_long(request: TranslationRequest) -> Translated:
+        if request.source_language == "de":
+            raise InvalidRequest("text 0 is 900 tokens long after tokenization; this model takes at most 512")
+        return Translated("fr-en", [_result(t) for t in request.texts], "fr", "en")
+
+    with pytest.raises(InvalidRequest, match=r"^text 1 is 900 tokens"):
+        asyncio.run(mixed.translate(too_long, _request(texts), detected, 0.0))
