@@ -9,7 +9,8 @@ what makes one- to three-word inputs work (benchmarks/README.md, "detect"):
 - ``lingua`` (the ``detect`` extra, ``lingua-language-detector``, 96 MB): more accurate on
   short Latin-script texts, larger and slower to load.
 
-``detect`` -> every candidate with its confidence (0..100), best first. With ``langid``, a text
+``detect`` -> every candidate with its confidence (0..100), best first; all at 0 where nothing in
+the text tells them apart ("Hi", "ok" to langid). With ``langid``, a text
 the whole model is sure is in a language not served (Italian on an en/de/fr server) keeps the
 served languages' ranking at confidences lowered by that share: low, as LibreTranslate answers.
 """
@@ -105,6 +106,8 @@ class LangidDetector:
         if len(labels) < 2:  # the script named it (or nothing is known): not a statistical guess
             return [Detection(code, 100.0) for code in labels.values()]
         ranked = self._identifier(tuple(sorted(labels))).rank(text)
+        if ranked[0][1] - ranked[-1][1] < 1e-9:  # "Hi", "ok": no n-gram the model knows, a tie
+            return [Detection(code, 0.0) for code in labels.values()]
         # among the served languages alone, Italian is English at 92%: where the whole model is
         # sure of a language not served, the served ones keep only what it leaves them
         top, share = self._model().rank(text)[0]

@@ -48,7 +48,8 @@ class SourceDetection:
         if not has_letters(text):  # "42", "2025-03-03": any language; LibreTranslate says so with 0
             return [Detection(codes[0], 0.0)] if codes else []
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self.pool, self.detector.detect, text[:DETECT_CHARS], codes)
+        found = await loop.run_in_executor(self.pool, self.detector.detect, text[:DETECT_CHARS], codes)
+        return found[:1] if found and found[0].confidence == 0 else found  # a tie: one, as for "42"
 
     def candidates(self, target: str) -> list[str]:
         """The served source languages that reach ``target`` (all of them when it is "")."""
@@ -92,8 +93,8 @@ class SourceDetection:
                     f"the language of {where} is not one this server detects; name the source language: one of "
                     f"{', '.join(candidates)}"
                 )
-            detected.append(found[0])
-        # a text without letters goes with the batch's first detected language (no other model's
+            detected.append(found[0] if found[0].confidence > 0 else None)  # a tie: as a text without letters
+        # a text without letters, or that ties, goes with the batch's first detected language (no other model's
         # load for it), at confidence 0 as LibreTranslate reports a text it cannot detect
         first = next((d.language for d in detected if d is not None), candidates[0])
         return [d if d is not None else Detection(first, 0.0) for d in detected]

@@ -166,6 +166,17 @@ def test_numbers_and_dates_go_with_the_batchs_language_and_detect_at_confidence_
         assert len(found) == 1 and found[0]["confidence"] == 0 and found[0]["language"] in {"de", "en", "fr"}
 
 
+def test_a_word_with_no_evidence_goes_with_the_batchs_language(lt_server, client):
+    """ "ok" ties every served language; German, the alphabetically first, was named at 50%."""
+    texts = ["merci beaucoup", "ok", "Hi"]
+    status, reply = post(lt_server, "/translate", {"q": texts, "source": "auto", "target": "en"})
+    assert status == 200, reply
+    assert [d["language"] for d in reply["detectedLanguage"]] == ["fr"] * 3
+    assert [d["confidence"] > 0 for d in reply["detectedLanguage"]] == [True, False, False]
+    found = client.detect("ok")
+    assert len(found) == 1 and found[0]["confidence"] == 0 and found[0]["language"] in {"de", "en", "fr"}
+
+
 def test_blank_entries_of_a_batch_come_back_as_sent(lt_server):
     """LibreTranslate translates each entry of a list q and answers a blank one without the model:
     a client's table of strings with empty cells keeps its shape. With ``source: auto`` among

@@ -87,3 +87,12 @@ def test_a_language_not_served_is_answered_among_the_served_ones_at_a_low_confid
     # a variety of a served language is that language: Han the whole model reads as Cantonese
     found = langid.detect("你好世界", ["en", "zh", "ja"])[0]
     assert found.language == "zh" and found.confidence > 90
+
+
+def test_a_word_the_model_has_no_evidence_for_ties_at_confidence_0(langid):
+    """ "Hi" and "ok" hold no n-gram py3langid weighs: every served language at 50%, and the
+    alphabetically first (German) was named as if detected."""
+    for text in ("Hi", "ok", "no", "x"):
+        found = langid.detect(text, ["en", "de"])
+        assert {d.language for d in found} == {"en", "de"} and all(d.confidence == 0 for d in found), (text, found)
+    assert langid.detect("nein", ["en", "de"])[0].confidence > 50  # a word it knows still counts
