@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from concurrent.futures import Executor
 
 from ..documents import HTML, HTML_RULES, MARKDOWN, MarkupRules
@@ -19,14 +20,18 @@ from .routing import LanguageNotServed, ServedLanguages
 DETECT_CHARS = 2000  # enough for a detector to be sure; a 50,000-character text would take 0.1 s
 
 
-def words_of(text: str, format: str, markup: MarkupRules = HTML_RULES) -> str:
-    """What the detector reads of a text: the words of an html or markdown one, its markup left
-    out (tag and attribute names, a link's address would be read as English), one run a line."""
+# a web or e-mail address: its letters are no language's, and read as English ("latest-release-notes")
+ADDRESS = re.compile(r"\b(?:[a-z][a-z0-9+.-]*://|www\.)\S+|[\w.+-]+@[\w-]+(?:\.[\w-]+)+", re.IGNORECASE)
+
+
+def words_of(text: str, format: str = "", markup: MarkupRules = HTML_RULES) -> str:
+    """What the detector reads of a text: its words, without web and e-mail addresses, nor the
+    markup of an html or markdown one (tag and attribute names are read as English), one run a line."""
     if format == HTML:
-        return "\n".join(run.plain for run in html_runs(text, markup))
-    if format == MARKDOWN:
-        return "\n".join(run.plain for run in markdown_runs(text))
-    return text
+        text = "\n".join(run.plain for run in html_runs(text, markup))
+    elif format == MARKDOWN:
+        text = "\n".join(run.plain for run in markdown_runs(text))
+    return ADDRESS.sub(" ", text)
 
 
 def has_letters(text: str) -> bool:
@@ -45,6 +50,7 @@ class SourceDetection:
         """The detector on the text's first DETECT_CHARS characters, on the work pool (~0.1-2 ms)."""
         if self.detector is None:
             return []
+        text = words_of(text[: 2 * DETECT_CHARS])  # about DETECT_CHARS without its addresses
         if not has_letters(text):  # "42", "2025-03-03": any language; LibreTranslate says so with 0
             return [Detection(codes[0], 0.0)] if codes else []
         loop = asyncio.get_running_loop()

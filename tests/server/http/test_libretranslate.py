@@ -177,6 +177,20 @@ def test_a_word_with_no_evidence_goes_with_the_batchs_language(lt_server, client
     assert len(found) == 1 and found[0]["confidence"] == 0 and found[0]["language"] in {"de", "en", "fr"}
 
 
+def test_web_and_e_mail_addresses_are_not_read_as_a_language(lt_server, client):
+    """A link's letters ("latest-release-notes") read as English: a German message with a link
+    went to the English model's pair, and /detect named English."""
+    link = "https://www.example.com/downloads/latest-release-notes.html"
+    assert client.detect(f"Siehe {link}")[0]["language"] == "de"
+    assert client.detect(f"Voir {link}")[0]["language"] == "fr"
+    assert client.detect("Kontakt: support@example.com")[0]["language"] == "de"
+    texts = [f"Siehe {link}", "Mehr unter www.shop.example.com/products/shoes/running", link]
+    status, reply = post(lt_server, "/translate", {"q": texts, "source": "auto", "target": "en"})
+    assert status == 200, reply
+    assert [d["language"] for d in reply["detectedLanguage"]] == ["de"] * 3
+    assert [d["confidence"] > 50 for d in reply["detectedLanguage"]] == [True, True, False]  # a link alone: none
+
+
 def test_blank_entries_of_a_batch_come_back_as_sent(lt_server):
     """LibreTranslate translates each entry of a list q and answers a blank one without the model:
     a client's table of strings with empty cells keeps its shape. With ``source: auto`` among
