@@ -12,7 +12,8 @@ what makes one- to three-word inputs work (benchmarks/README.md, "detect"):
 ``detect`` -> every candidate with its confidence (0..100), best first; all at 0 where nothing in
 the text tells them apart ("Hi", "ok" to langid). With ``langid``, a text
 the whole model is sure is in a language not served (Italian on an en/de/fr server) keeps the
-served languages' ranking at confidences lowered by that share: low, as LibreTranslate answers.
+served languages' ranking at confidences lowered by that share: low, as LibreTranslate answers;
+``lingua`` is lowered by py3langid's whole model the same way.
 """
 
 from __future__ import annotations
@@ -108,11 +109,18 @@ class LangidDetector:
         ranked = self._identifier(tuple(sorted(labels))).rank(text)
         if ranked[0][1] - ranked[-1][1] < 1e-9:  # "Hi", "ok": no n-gram the model knows, a tie
             return [Detection(code, 0.0) for code in labels.values()]
-        # among the served languages alone, Italian is English at 92%: where the whole model is
-        # sure of a language not served, the served ones keep only what it leaves them
-        top, share = self._model().rank(text)[0]
-        keep = 1.0 - share if share >= FOREIGN and not _kin(top, labels) else 1.0
+        keep = self._served_share(text, labels)
         return [Detection(labels[label], round(100 * p * keep, 2)) for label, p in ranked if round(100 * p, 2) > 0]
+
+    def served_share(self, text: str, codes: list[str]) -> float:
+        """What the served languages keep of their confidences (1, or less: ``_served_share``)."""
+        return self._served_share(text, self._labels(codes))
+
+    def _served_share(self, text: str, labels: Iterable[str]) -> float:
+        """Among the served languages alone, Italian is English at 92%: where the whole model is
+        sure (FOREIGN) of a language not served nor a variety of one, what it leaves them."""
+        top, share = self._model().rank(text)[0]
+        return 1.0 - share if share >= FOREIGN and not _kin(top, labels) else 1.0
 
 
 def _kin(label: str, served: Iterable[str]) -> bool:
@@ -136,6 +144,7 @@ class LinguaDetector:
         import lingua  # the 'detect' extra
 
         self._lingua = lingua
+        self._foreign = LangidDetector()  # the whole py3langid model: a language not served (Polish)
         self._built: dict[tuple[str, ...], Any] = {}
 
     def _known(self, codes: list[str]) -> dict[str, Any]:
@@ -161,8 +170,9 @@ class LinguaDetector:
             detector = self._lingua.LanguageDetectorBuilder.from_languages(*known.values()).build()
             self._built[key] = detector
         by_language = {language: code for code, language in known.items()}
-        values = detector.compute_language_confidence_values(text)
-        return [Detection(by_language[v.language], round(100 * v.value, 2)) for v in values if v.value > 0]
+        values = [v for v in detector.compute_language_confidence_values(text) if v.value > 0]
+        keep = self._foreign.served_share(text, list(known)) if values else 1.0
+        return [Detection(by_language[v.language], round(100 * v.value * keep, 2)) for v in values]
 
 
 def _lingua_or_none() -> LinguaDetector | None:

@@ -96,3 +96,12 @@ def test_a_word_the_model_has_no_evidence_for_ties_at_confidence_0(langid):
         found = langid.detect(text, ["en", "de"])
         assert {d.language for d in found} == {"en", "de"} and all(d.confidence == 0 for d in found), (text, found)
     assert langid.detect("nein", ["en", "de"])[0].confidence > 50  # a word it knows still counts
+
+
+def test_lingua_answers_a_language_not_served_at_a_low_confidence_too():
+    pytest.importorskip("lingua")
+    lingua = LinguaDetector()
+    for text in ("Dziękuję bardzo za pomoc", "Hoe gaat het met je?"):  # French at 99.9%, English
+        found = lingua.detect(text, ["en", "de", "fr"])
+        assert found and found[0].confidence < 50, (text, found)
+    assert lingua.detect("Wir wohnen gern in diesem Haus", ["en", "de", "fr"])[0].confidence > 90
