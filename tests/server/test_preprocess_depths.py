@@ -15,6 +15,8 @@ from PIL import Image
 from attnserve.contract.manifest import Preprocessing
 from attnserve.server.images.preprocess import preprocess_image
 
+from .test_preprocess_colours import _key_coloured
+
 RGB = Preprocessing(image_size=6, channels=3, mean=[0.0], std=[1.0], resample="nearest")
 GRAY = Preprocessing(image_size=6, channels=1, mean=[0.0], std=[1.0], resample="nearest")
 LEVEL = 1 / 255
@@ -45,17 +47,6 @@ def _png_48bit(pixels: np.ndarray, key: tuple[int, int, int]) -> bytes:
     )
 
 
-def _sheet(mode: str, key, ink) -> tuple[Image.Image, Image.Image]:
-    """(an ink square on a ``key`` background, in 8-bit ``mode``; the same with alpha 0 for the background)."""
-    picture = Image.new(mode, (6, 6), key)
-    picture.paste(ink, (1, 1, 3, 5))
-    alpha = Image.new("L", (6, 6), 0)
-    alpha.paste(255, (1, 1, 3, 5))
-    rgba = picture.convert("RGBA")
-    rgba.putalpha(alpha)
-    return picture, rgba
-
-
 @pytest.mark.parametrize(
     ("key", "ink", "background"), [(0, 90, 1.0), (65535, 250, 0.0)], ids=["black-key", "white-key"]
 )
@@ -63,7 +54,7 @@ def _sheet(mode: str, key, ink) -> tuple[Image.Image, Image.Image]:
 def test_a_16_bit_grey_png_key_colour_is_transparent(key, ink, background, prep):
     """Pillow opens it as I;16; its key is a 16-bit value, and only the pixels holding exactly that
     value are transparent (one level off the key scales to the same 8-bit level, and stays)."""
-    _, rgba = _sheet("L", key // 257, ink)
+    _, rgba = _key_coloured("L", key // 257, ink)
     values = np.full((6, 6), key, np.uint16)
     values[1:5, 1:3] = ink * 257
     values[4, 2] = key + (1 if key == 0 else -1)  # within one 8-bit level of the key, opaque
@@ -80,7 +71,7 @@ def test_a_48_bit_png_key_colour_is_transparent(prep):
     16-bit key, which it compares by its low bytes: a key whose samples are not 8-bit ones times
     257 (a scanner's, a raw converter's) matched nothing and showed."""
     key, ink = (10, 180, 40), (200, 20, 20)
-    picture, rgba = _sheet("RGB", key, ink)
+    picture, rgba = _key_coloured("RGB", key, ink)
     deep = np.asarray(picture, np.uint16) * 256 + 37  # the same high bytes, other low ones
     as_48bit = preprocess_image(_png_48bit(deep, tuple(v * 256 + 37 for v in key)), prep)
     assert np.array_equal(as_48bit, preprocess_image(_encode(rgba), prep))
