@@ -132,14 +132,18 @@ def with_table(data: bytes, ref: str, totals: tuple[str, str] = ("", "")) -> byt
     return out.getvalue()
 
 
+# the table "Sales" (A1:B2 and down) of the tests below: its header row (shared strings 0 and 1,
+# "Item" and "Amount") and a row of "Fresh apples" (2) and 3
+SALES = (
+    '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
+    '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2"><v>3</v></c></row>'
+)
+
+
 def test_a_tables_column_names_stay_as_they_are_so_excel_opens_the_workbook():
     # Excel reports a workbook whose table header cells differ from the table's column names
     # as damaged; formulas refer to them (=SUM(Sales[Amount])), as to sheet names
-    cells = (
-        '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
-        '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2"><v>3</v></c></row>'
-        '<row r="4"><c r="B4"><f>SUM(Sales[Amount])</f><v>3</v></c></row>'
-    )
+    cells = SALES + '<row r="4"><c r="B4"><f>SUM(Sales[Amount])</f><v>3</v></c></row>'
     data = with_table(sheets.xlsx(["Item", "Amount", "Fresh apples"], cells), "A1:B2")
     extracted = files.read("sales.xlsx", data, LIMIT)
     assert extracted.texts == ("Fresh apples",)
@@ -165,10 +169,9 @@ def test_a_header_text_other_cells_show_too_is_translated_there_and_kept_in_the_
     # the header cells are given their own copy of it, and the other cells show its translation
     label = '<c r="A5" t="inlineStr"><is><t>Checked by</t></is></c>' if inline else '<c r="A5"><v>7</v></c>'
     cells = (
-        '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
-        '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2"><v>3</v></c></row>'
-        '<row r="4"><c r="A4" t="s"><v>1</v></c><c r="B4"><f>SUM(Sales[Amount])</f><v>3</v></c></row>'
-        f'<row r="5">{label}<c r="B5" t="s"><v>1</v></c></row>'
+        SALES
+        + '<row r="4"><c r="A4" t="s"><v>1</v></c><c r="B4"><f>SUM(Sales[Amount])</f><v>3</v></c></row>'
+        + f'<row r="5">{label}<c r="B5" t="s"><v>1</v></c></row>'
     )
     data = with_table(sheets.xlsx(["Item", "Amount", "Fresh apples"], cells), "A1:B2")
     extracted = files.read("sales.xlsx", data, LIMIT)
@@ -223,10 +226,9 @@ def test_a_totals_row_label_is_translated_in_its_cell_and_in_the_table(inline):
     # Part 1 § 18.5.1.3: any text, the cell's): both are translated, so they still match
     label = '<c r="A3" t="inlineStr"><is><t>Total</t></is></c>' if inline else '<c r="A3" t="s"><v>3</v></c>'
     cells = (
-        '<row r="1"><c r="A1" t="s"><v>0</v></c><c r="B1" t="s"><v>1</v></c></row>'
-        '<row r="2"><c r="A2" t="s"><v>2</v></c><c r="B2"><v>3</v></c></row>'
-        f'<row r="3">{label}<c r="B3"><f>SUBTOTAL(109,Sales[Amount])</f><v>3</v></c></row>'
-        '<row r="5"><c r="A5" t="s"><v>3</v></c></row>'
+        SALES
+        + f'<row r="3">{label}<c r="B3"><f>SUBTOTAL(109,Sales[Amount])</f><v>3</v></c></row>'
+        + '<row r="5"><c r="A5" t="s"><v>3</v></c></row>'
     )
     data = with_table(sheets.xlsx(["Item", "Amount", "Fresh apples", "Total"], cells), "A1:B3", TOTALS)
     extracted = files.read("sales.xlsx", data, LIMIT)
